@@ -1,0 +1,1 @@
+//! The client library: cluster map, metadata and object clients, striped parallel I/O.

@@ -1,0 +1,1 @@
+//! The management service: the cluster map, target registration, pools.

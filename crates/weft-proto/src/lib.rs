@@ -1,0 +1,21 @@
+//! Weft's protocol crate: everything two Weft processes must agree on.
+//!
+//! * [`fid`]: file identifiers and their mapping to inode numbers;
+//! * [`layout`]: where a file's bytes live, and the pure striping math;
+//! * [`msg`]: every request and reply of every role;
+//! * [`wire`]: the frame format that carries messages and bulk data;
+//! * [`error`]: the error codes that cross the wire;
+//! * [`limits`]: every bound in one place.
+//!
+//! Nothing here performs I/O or reads a clock, so all of it is testable exhaustively.
+
+pub mod error;
+pub mod fid;
+pub mod layout;
+pub mod limits;
+pub mod msg;
+pub mod wire;
+
+pub use error::{ErrorCode, WeftError, WeftResult};
+pub use fid::Fid;
+pub use layout::{Layout, LayoutComponent, StripeObject, StripeSpec};

@@ -1,0 +1,32 @@
+//! Every bound of the protocol in one place, the unit last in each name.
+
+/// Largest message part of a frame (requests and replies without bulk).
+pub const MESSAGE_BYTES_MAX: u32 = 4 * 1024 * 1024;
+/// Largest bulk part of a frame (one read or write to one object).
+pub const BULK_BYTES_MAX: u32 = 16 * 1024 * 1024;
+/// Largest name of a directory entry (as POSIX NAME_MAX).
+pub const NAME_BYTES_MAX: usize = 255;
+/// Largest symlink target (as PATH_MAX).
+pub const SYMLINK_BYTES_MAX: usize = 4096;
+/// Largest extended attribute value (as Linux XATTR_SIZE_MAX).
+pub const XATTR_VALUE_BYTES_MAX: usize = 64 * 1024;
+/// Largest extended attribute name.
+pub const XATTR_NAME_BYTES_MAX: usize = 255;
+/// Stripe sizes are multiples of this (as Lustre's LOV_MIN_STRIPE_SIZE).
+pub const STRIPE_SIZE_UNIT_BYTES: u64 = 64 * 1024;
+/// The stripe size used when none is asked for.
+pub const STRIPE_SIZE_DEFAULT_BYTES: u64 = 1024 * 1024;
+/// Largest stripe size (as Lustre: 4 GiB minus one unit).
+pub const STRIPE_SIZE_MAX_BYTES: u64 = (4 << 30) - STRIPE_SIZE_UNIT_BYTES;
+/// Stripe count used when none is asked for.
+pub const STRIPE_COUNT_DEFAULT: u32 = 1;
+/// Largest stripe count of one file.
+pub const STRIPE_COUNT_MAX: u32 = 2000;
+/// Most directory entries returned by one readdir request.
+pub const READDIR_ENTRIES_MAX: u32 = 1024;
+/// Most requests in flight on one client connection.
+pub const CONNECTION_IN_FLIGHT_MAX: usize = 256;
+/// Largest file size (as Lustre's on 64-bit: 2^63 - 1, less one stripe unit).
+pub const FILE_SIZE_MAX_BYTES: u64 = i64::MAX as u64;
+/// Largest single read or write request the client library sends to one object.
+pub const RPC_BULK_BYTES_MAX: u32 = 4 * 1024 * 1024;

@@ -1,0 +1,150 @@
+//! The frame that carries every message, documented byte by byte in docs/PROTOCOL.md.
+//!
+//! ```text
+//! offset size field
+//!      0    4 magic        "WFT1" (0x57465431), big-endian like every field
+//!      4    2 version      PROTOCOL_VERSION
+//!      6    1 kind         FrameKind
+//!      7    1 flags        reserved, 0
+//!      8    8 xid          matches a reply to its request on this connection
+//!     16    4 msg_len      bytes of postcard-encoded message that follow the header
+//!     20    4 bulk_len     bytes of bulk data that follow the message
+//!     24    4 msg_crc      crc32c of the message bytes
+//!     28    4 bulk_crc     crc32c of the bulk bytes (0 when bulk_len is 0)
+//! ```
+//!
+//! A receiver checks magic, version and both lengths against [`crate::limits`] before it
+//! reads anything else; a frame that fails is a protocol error and the connection is dropped.
+
+use crate::error::{WeftError, WeftResult};
+use crate::limits::{BULK_BYTES_MAX, MESSAGE_BYTES_MAX};
+use serde::de::DeserializeOwned;
+use serde::Serialize;
+
+pub const MAGIC: u32 = 0x5746_5431;
+pub const PROTOCOL_VERSION: u16 = 1;
+pub const HEADER_BYTES: usize = 32;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum FrameKind {
+    /// Client to server.
+    Request = 0,
+    /// Server to client, answering a Request with the same xid.
+    Reply = 1,
+    /// Server to client, unasked (lock callbacks, later).
+    Callback = 2,
+    /// Client to server, answering a Callback.
+    CallbackReply = 3,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FrameHeader {
+    pub kind: FrameKind,
+    pub xid: u64,
+    pub msg_len: u32,
+    pub bulk_len: u32,
+    pub msg_crc: u32,
+    pub bulk_crc: u32,
+}
+
+impl FrameHeader {
+    pub fn encode(&self) -> [u8; HEADER_BYTES] {
+        let mut b = [0u8; HEADER_BYTES];
+        b[0..4].copy_from_slice(&MAGIC.to_be_bytes());
+        b[4..6].copy_from_slice(&PROTOCOL_VERSION.to_be_bytes());
+        b[6] = self.kind as u8;
+        b[7] = 0;
+        b[8..16].copy_from_slice(&self.xid.to_be_bytes());
+        b[16..20].copy_from_slice(&self.msg_len.to_be_bytes());
+        b[20..24].copy_from_slice(&self.bulk_len.to_be_bytes());
+        b[24..28].copy_from_slice(&self.msg_crc.to_be_bytes());
+        b[28..32].copy_from_slice(&self.bulk_crc.to_be_bytes());
+        b
+    }
+
+    pub fn decode(b: &[u8; HEADER_BYTES]) -> WeftResult<FrameHeader> {
+        let u32_at = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
+        let magic = u32_at(0);
+        if magic != MAGIC {
+            return Err(WeftError::protocol(format!("bad frame magic {magic:#010x}: not a Weft peer")));
+        }
+        let version = u16::from_be_bytes([b[4], b[5]]);
+        if version != PROTOCOL_VERSION {
+            return Err(WeftError::protocol(format!(
+                "protocol version {version} is not supported (this build speaks {PROTOCOL_VERSION})"
+            )));
+        }
+        let kind = match b[6] {
+            0 => FrameKind::Request,
+            1 => FrameKind::Reply,
+            2 => FrameKind::Callback,
+            3 => FrameKind::CallbackReply,
+            k => return Err(WeftError::protocol(format!("unknown frame kind {k}"))),
+        };
+        let msg_len = u32_at(16);
+        let bulk_len = u32_at(20);
+        if msg_len > MESSAGE_BYTES_MAX {
+            return Err(WeftError::protocol(format!("message of {msg_len} bytes exceeds {MESSAGE_BYTES_MAX}")));
+        }
+        if bulk_len > BULK_BYTES_MAX {
+            return Err(WeftError::protocol(format!("bulk of {bulk_len} bytes exceeds {BULK_BYTES_MAX}")));
+        }
+        Ok(FrameHeader {
+            kind,
+            xid: u64::from_be_bytes(b[8..16].try_into().expect("8 bytes")),
+            msg_len,
+            bulk_len,
+            msg_crc: u32_at(24),
+            bulk_crc: u32_at(28),
+        })
+    }
+}
+
+pub fn encode_message<T: Serialize>(msg: &T) -> WeftResult<Vec<u8>> {
+    let bytes = postcard::to_stdvec(msg).map_err(|e| WeftError::protocol(format!("cannot encode message: {e}")))?;
+    if bytes.len() > MESSAGE_BYTES_MAX as usize {
+        return Err(WeftError::protocol(format!("message of {} bytes exceeds {MESSAGE_BYTES_MAX}", bytes.len())));
+    }
+    Ok(bytes)
+}
+
+pub fn decode_message<T: DeserializeOwned>(bytes: &[u8]) -> WeftResult<T> {
+    postcard::from_bytes(bytes).map_err(|e| WeftError::protocol(format!("malformed message: {e}")))
+}
+
+pub fn checksum(bytes: &[u8]) -> u32 {
+    if bytes.is_empty() {
+        0
+    } else {
+        crc32c::crc32c(bytes)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::msg::*;
+
+    #[test]
+    fn header_round_trips_and_rejects_garbage() {
+        let h = FrameHeader { kind: FrameKind::Reply, xid: 42, msg_len: 10, bulk_len: 4096, msg_crc: 7, bulk_crc: 9 };
+        assert_eq!(FrameHeader::decode(&h.encode()).unwrap(), h);
+        let mut bad = h.encode();
+        bad[0] = b'X';
+        assert!(FrameHeader::decode(&bad).is_err());
+        let big = FrameHeader { bulk_len: BULK_BYTES_MAX + 1, ..h };
+        assert!(FrameHeader::decode(&big.encode()).unwrap_err().message.contains("exceeds"));
+    }
+
+    #[test]
+    fn messages_round_trip_and_truncation_is_an_error() {
+        let req = Request {
+            header: RequestHeader { client_id: 1, request_id: 2, identity: Identity::root(), jobid: "dd.0".into() },
+            body: RequestBody::Mdt { mdt: 0, op: MdtRequest::Lookup { parent: crate::Fid::ROOT, name: b"a".to_vec() } },
+        };
+        let bytes = encode_message(&req).unwrap();
+        assert_eq!(decode_message::<Request>(&bytes).unwrap(), req);
+        assert!(decode_message::<Request>(&bytes[..bytes.len() - 1]).is_err());
+    }
+}

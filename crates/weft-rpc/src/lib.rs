@@ -1,1 +1,17 @@
-//! The request transport: framed TCP connections with many requests in flight, and the server pipeline (decode, authorize, schedule, execute, reply, account).
+//! Weft's request transport, behind which RDMA can come later.
+//!
+//! * [`frame`]: reading and writing one frame (header, message, bulk) with checksums;
+//! * [`peer`]: the client side, [`Peer`]: one connection to one server with many requests
+//!   in flight, reconnecting and resending the same request until a deadline;
+//! * [`server`]: the server side: every request goes through one pipeline, decode →
+//!   authorize → schedule → execute → reply → account, with the scheduling (NRS) and
+//!   accounting slots in place even while FIFO is the only policy.
+
+pub mod frame;
+pub mod peer;
+pub mod server;
+pub mod stats;
+
+pub use peer::{Peer, PeerOptions};
+pub use server::{Handler, RequestContext, Server, ServerLimits};
+pub use stats::{OpStats, Stats};

@@ -1,0 +1,70 @@
+//! One frame on a byte stream. The header is checked before any allocation, so an oversized
+//! or garbage frame costs nothing but the connection it came on.
+
+use bytes::{Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use weft_proto::wire::{checksum, FrameHeader, FrameKind, HEADER_BYTES};
+use weft_proto::{ErrorCode, WeftError, WeftResult};
+
+pub struct Frame {
+    pub header: FrameHeader,
+    pub msg: Vec<u8>,
+    pub bulk: Bytes,
+    /// False when the bulk's crc32c did not match: the receiver answers with a checksum
+    /// error instead of using the data (the sender resends).
+    pub bulk_ok: bool,
+}
+
+/// Reads one frame. `Ok(None)` on a clean end of stream before a header.
+pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> WeftResult<Option<Frame>> {
+    let mut hb = [0u8; HEADER_BYTES];
+    match r.read_exact(&mut hb).await {
+        Ok(_) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
+        Err(e) => return Err(transport(e)),
+    }
+    let header = FrameHeader::decode(&hb)?;
+    let mut msg = vec![0u8; header.msg_len as usize];
+    r.read_exact(&mut msg).await.map_err(transport)?;
+    if checksum(&msg) != header.msg_crc {
+        return Err(WeftError::protocol("message checksum mismatch"));
+    }
+    let mut bulk = BytesMut::zeroed(header.bulk_len as usize);
+    r.read_exact(&mut bulk).await.map_err(transport)?;
+    let bulk = bulk.freeze();
+    let bulk_ok = checksum(&bulk) == header.bulk_crc;
+    Ok(Some(Frame { header, msg, bulk, bulk_ok }))
+}
+
+/// Writes one frame: header and message in one buffer, the bulk straight from its buffer.
+pub async fn write_frame<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    kind: FrameKind,
+    xid: u64,
+    msg: &[u8],
+    bulk: &Bytes,
+) -> WeftResult<()> {
+    let header = FrameHeader {
+        kind,
+        xid,
+        msg_len: msg.len() as u32,
+        bulk_len: bulk.len() as u32,
+        msg_crc: checksum(msg),
+        bulk_crc: checksum(bulk),
+    };
+    let mut head = Vec::with_capacity(HEADER_BYTES + msg.len());
+    head.extend_from_slice(&header.encode());
+    head.extend_from_slice(msg);
+    w.write_all(&head).await.map_err(transport)?;
+    if !bulk.is_empty() {
+        w.write_all(bulk).await.map_err(transport)?;
+    }
+    w.flush().await.map_err(transport)?;
+    Ok(())
+}
+
+/// A failure of the connection itself (as opposed to an error reply): the request may be
+/// resent on a new connection.
+pub fn transport(e: std::io::Error) -> WeftError {
+    WeftError::new(ErrorCode::Io, format!("connection failed: {e}"))
+}

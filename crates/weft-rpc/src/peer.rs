@@ -1,0 +1,223 @@
+//! The client side of a connection: [`Peer`] sends requests to one server address, many in
+//! flight on one TCP connection, matched to replies by xid.
+//!
+//! Recovery is Lustre's: when the connection fails, the peer reconnects and resends every
+//! unanswered request with its original request id, until `request_timeout` has passed. The
+//! MDS reply cache makes resent mutations safe; OST writes and punches are idempotent.
+
+use crate::frame::{read_frame, write_frame};
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use tokio::net::tcp::OwnedWriteHalf;
+use tokio::net::TcpStream;
+use tokio::sync::{oneshot, Semaphore};
+use weft_proto::limits::CONNECTION_IN_FLIGHT_MAX;
+use weft_proto::msg::{Reply, ReplyBody, Request, RequestBody, RequestHeader};
+use weft_proto::wire::{decode_message, encode_message, FrameKind};
+use weft_proto::{ErrorCode, WeftError, WeftResult};
+
+#[derive(Debug, Clone)]
+pub struct PeerOptions {
+    /// How long one connection attempt may take.
+    pub connect_timeout: Duration,
+    /// How long a request may wait and resend, across reconnects, before it fails.
+    pub request_timeout: Duration,
+}
+
+impl Default for PeerOptions {
+    fn default() -> Self {
+        PeerOptions { connect_timeout: Duration::from_secs(5), request_timeout: Duration::from_secs(100) }
+    }
+}
+
+/// Pause between reconnection attempts, doubling up to the max.
+const RECONNECT_BACKOFF_MS_MIN: u64 = 50;
+const RECONNECT_BACKOFF_MS_MAX: u64 = 1000;
+
+type Waiter = oneshot::Sender<WeftResult<(Vec<u8>, Bytes, bool)>>;
+
+struct Connection {
+    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    pending: Mutex<HashMap<u64, Waiter>>,
+    next_xid: AtomicU64,
+    dead: AtomicBool,
+    in_flight: Semaphore,
+}
+
+impl Connection {
+    async fn open(address: &str, timeout: Duration) -> WeftResult<Arc<Connection>> {
+        let stream = match tokio::time::timeout(timeout, TcpStream::connect(address)).await {
+            Ok(Ok(s)) => s,
+            Ok(Err(e)) => return Err(WeftError::new(ErrorCode::Io, format!("cannot connect to {address}: {e}"))),
+            Err(_) => {
+                return Err(WeftError::new(
+                    ErrorCode::TimedOut,
+                    format!("cannot connect to {address}: no answer within {} ms", timeout.as_millis()),
+                ))
+            }
+        };
+        stream.set_nodelay(true).ok();
+        let (mut reader, writer) = stream.into_split();
+        let conn = Arc::new(Connection {
+            writer: tokio::sync::Mutex::new(writer),
+            pending: Mutex::new(HashMap::new()),
+            next_xid: AtomicU64::new(1),
+            dead: AtomicBool::new(false),
+            in_flight: Semaphore::new(CONNECTION_IN_FLIGHT_MAX),
+        });
+        let weak = Arc::downgrade(&conn);
+        let address = address.to_string();
+        tokio::spawn(async move {
+            let failure = loop {
+                let frame = match read_frame(&mut reader).await {
+                    Ok(Some(f)) => f,
+                    Ok(None) => break WeftError::new(ErrorCode::Io, format!("{address} closed the connection")),
+                    Err(e) => break e,
+                };
+                let Some(conn) = weak.upgrade() else { return };
+                if frame.header.kind != FrameKind::Reply {
+                    // Callbacks arrive with the lock manager; until then an unasked frame is a peer bug.
+                    break WeftError::protocol(format!("unexpected frame kind {:?} from {address}", frame.header.kind));
+                }
+                let waiter = conn.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&frame.header.xid);
+                if let Some(w) = waiter {
+                    let _ = w.send(Ok((frame.msg, frame.bulk, frame.bulk_ok)));
+                }
+            };
+            if let Some(conn) = weak.upgrade() {
+                conn.fail_all(failure);
+            }
+        });
+        Ok(conn)
+    }
+
+    fn fail_all(&self, e: WeftError) {
+        self.dead.store(true, Ordering::SeqCst);
+        let waiters: Vec<Waiter> =
+            self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain().map(|(_, w)| w).collect();
+        for w in waiters {
+            let _ = w.send(Err(e.clone()));
+        }
+    }
+
+    async fn exchange(&self, msg: &[u8], bulk: &Bytes) -> WeftResult<(Vec<u8>, Bytes, bool)> {
+        let _permit = self.in_flight.acquire().await.map_err(|_| WeftError::io("connection closed"))?;
+        let xid = self.next_xid.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(xid, tx);
+        if self.dead.load(Ordering::SeqCst) {
+            self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&xid);
+            return Err(WeftError::io("connection is closed"));
+        }
+        let sent = {
+            let mut w = self.writer.lock().await;
+            write_frame(&mut *w, FrameKind::Request, xid, msg, bulk).await
+        };
+        if let Err(e) = sent {
+            self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&xid);
+            self.fail_all(e.clone());
+            return Err(e);
+        }
+        rx.await.map_err(|_| WeftError::io("connection dropped the request"))?
+    }
+}
+
+/// One server, as seen from a client or another server.
+pub struct Peer {
+    address: String,
+    opts: PeerOptions,
+    conn: tokio::sync::Mutex<Option<Arc<Connection>>>,
+}
+
+impl Peer {
+    pub fn new(address: impl Into<String>, opts: PeerOptions) -> Peer {
+        Peer { address: address.into(), opts, conn: tokio::sync::Mutex::new(None) }
+    }
+
+    pub fn address(&self) -> &str {
+        &self.address
+    }
+
+    pub async fn call(&self, header: RequestHeader, body: RequestBody, bulk: Bytes) -> WeftResult<(ReplyBody, Bytes)> {
+        self.call_with_timeout(header, body, bulk, self.opts.request_timeout).await
+    }
+
+    pub async fn call_with_timeout(
+        &self,
+        header: RequestHeader,
+        body: RequestBody,
+        bulk: Bytes,
+        timeout: Duration,
+    ) -> WeftResult<(ReplyBody, Bytes)> {
+        let opcode = body.opcode_name();
+        let msg = encode_message(&Request { header, body })?;
+        let deadline = Instant::now() + timeout;
+        let mut backoff_ms = RECONNECT_BACKOFF_MS_MIN;
+        let mut last_error: WeftError;
+        loop {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let attempt = async {
+                let conn = self.connection(remaining.min(self.opts.connect_timeout)).await?;
+                let result = conn.exchange(&msg, &bulk).await;
+                if result.is_err() {
+                    self.forget(&conn).await;
+                }
+                result
+            };
+            let outcome = match tokio::time::timeout(remaining, attempt).await {
+                Ok(r) => r,
+                Err(_) => Err(WeftError::new(ErrorCode::TimedOut, "no reply")),
+            };
+            match outcome {
+                Ok((reply_msg, reply_bulk, bulk_ok)) => {
+                    let reply: Reply = decode_message(&reply_msg)?;
+                    match reply {
+                        Ok(_) if !bulk_ok => {
+                            last_error = WeftError::new(ErrorCode::Checksum, "reply data arrived corrupted")
+                        }
+                        Ok(body) => return Ok((body, reply_bulk)),
+                        // The server could not use our data or asks us to come back: resend.
+                        Err(e) if matches!(e.code, ErrorCode::Checksum | ErrorCode::Again) => last_error = e,
+                        Err(e) => return Err(e),
+                    }
+                }
+                Err(e) => last_error = e,
+            }
+            if Instant::now() + Duration::from_millis(backoff_ms) >= deadline {
+                return Err(WeftError::new(
+                    ErrorCode::TimedOut,
+                    format!(
+                        "no answer from {} for {opcode} within {} s: {}",
+                        self.address,
+                        timeout.as_secs_f32().round(),
+                        last_error.message
+                    ),
+                ));
+            }
+            tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
+            backoff_ms = (backoff_ms * 2).min(RECONNECT_BACKOFF_MS_MAX);
+        }
+    }
+
+    async fn connection(&self, timeout: Duration) -> WeftResult<Arc<Connection>> {
+        let mut slot = self.conn.lock().await;
+        if let Some(c) = slot.as_ref() {
+            if !c.dead.load(Ordering::SeqCst) {
+                return Ok(c.clone());
+            }
+        }
+        let c = Connection::open(&self.address, timeout).await?;
+        *slot = Some(c.clone());
+        Ok(c)
+    }
+
+    async fn forget(&self, conn: &Arc<Connection>) {
+        let mut slot = self.conn.lock().await;
+        if slot.as_ref().is_some_and(|c| Arc::ptr_eq(c, conn)) {
+            *slot = None;
+        }
+    }
+}

@@ -46,7 +46,7 @@ impl StripeSpec {
                 self.stripe_count
             )));
         }
-        if self.stripe_size % STRIPE_SIZE_UNIT_BYTES != 0 {
+        if !self.stripe_size.is_multiple_of(STRIPE_SIZE_UNIT_BYTES) {
             return Err(WeftError::invalid(format!(
                 "stripe size (-S) {} must be a multiple of 64 KiB ({STRIPE_SIZE_UNIT_BYTES} bytes), or 0 for the default",
                 self.stripe_size

@@ -1,1 +1,134 @@
 //! The management service: the cluster map, target registration, pools.
+//!
+//! The map is the one thing every client and server must agree on, so it has one writer
+//! (this service), one version number that moves on every change and never otherwise, and
+//! it is persisted before any change is acknowledged or published. Followers learn of
+//! changes by version ([`Mgs::wait_for_change`], `GetMap { known_version }`), so an
+//! unchanged map costs a follower nothing but the version.
+//!
+//! The rules live in [`rules`] as pure functions; this file only serializes updates,
+//! persists and publishes. No networking here: weft-server wires [`Mgs::handle`] to it.
+
+pub mod rules;
+pub mod store;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use tokio::sync::watch;
+use weft_proto::msg::{ClusterMap, MgsReply, MgsRequest};
+use weft_proto::{WeftError, WeftResult};
+
+/// The management service of one file system.
+#[derive(Debug)]
+pub struct Mgs {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    dir: PathBuf,
+    /// Held for a whole update (apply, persist, publish), so updates apply in one order and
+    /// each starts from the published map.
+    update_lock: Mutex<()>,
+    /// The current map; only ever replaced after it is persisted.
+    published: watch::Sender<ClusterMap>,
+}
+
+impl Mgs {
+    /// Opens (creating when new) the MGS state in `dir` (a JSON file `cluster-map.json`,
+    /// written atomically: tmp + fsync + rename + fsync dir). `fsname` is the file system
+    /// name; opening a dir of another fsname is an error.
+    pub fn open(dir: &Path, fsname: &str) -> WeftResult<Arc<Mgs>> {
+        if fsname.is_empty() {
+            return Err(WeftError::invalid("the file system name (fsname) is empty"));
+        }
+        std::fs::create_dir_all(dir).map_err(|e| {
+            let mut err = WeftError::from(e);
+            err.message = format!("MGS directory {}: {}", dir.display(), err.message);
+            err
+        })?;
+        let map = match store::load(dir)? {
+            Some(map) if map.fsname != fsname => {
+                return Err(WeftError::invalid(format!(
+                    "MGS directory {} holds file system '{}', but the configuration asks for '{fsname}'",
+                    dir.display(),
+                    map.fsname
+                )));
+            }
+            Some(mut map) => {
+                // Our own writes keep the order; restore it should a person have edited the file.
+                map.targets.sort_by_key(|t| (t.kind, t.index));
+                map
+            }
+            None => {
+                let map = ClusterMap { version: 1, fsname: fsname.to_string(), ..Default::default() };
+                store::save(dir, &map)?;
+                map
+            }
+        };
+        let inner = Inner { dir: dir.to_path_buf(), update_lock: Mutex::new(()), published: watch::Sender::new(map) };
+        Ok(Arc::new(Mgs { inner: Arc::new(inner) }))
+    }
+
+    /// The current map.
+    pub fn map(&self) -> ClusterMap {
+        self.inner.published.borrow().clone()
+    }
+
+    pub async fn handle(&self, req: MgsRequest) -> WeftResult<MgsReply> {
+        let map = match req {
+            MgsRequest::GetMap { known_version } => {
+                let map = self.inner.published.borrow();
+                if known_version != 0 && known_version == map.version {
+                    return Ok(MgsReply::Unchanged { version: map.version });
+                }
+                map.clone()
+            }
+            MgsRequest::Register { target } => self.update(move |m| rules::register(m, &target)).await?,
+            MgsRequest::SetTargetState { kind, index, state } => {
+                self.update(move |m| rules::set_target_state(m, kind, index, state)).await?
+            }
+            MgsRequest::PoolAdd { pool, osts } => self.update(move |m| rules::pool_add(m, &pool, &osts)).await?,
+        };
+        Ok(MgsReply::Map(map))
+    }
+
+    /// Resolves when the map version becomes greater than `known` (for servers/clients that
+    /// follow the map); returns the new map.
+    pub async fn wait_for_change(&self, known: u64) -> ClusterMap {
+        let mut follower = self.inner.published.subscribe();
+        let woken = follower.wait_for(|m| m.version > known).await.map(|map| map.clone());
+        // An error is unreachable while `self` holds the sender; the current map is the best answer.
+        woken.unwrap_or_else(|_| self.map())
+    }
+
+    /// Applies `rule` to the map; when it changed something, bumps the version, persists
+    /// and publishes. Returns the resulting map.
+    ///
+    /// Runs on the blocking pool (it fsyncs), and as one task: a caller that stops waiting
+    /// cannot leave a change persisted but unpublished.
+    async fn update<F>(&self, rule: F) -> WeftResult<ClusterMap>
+    where
+        F: FnOnce(&mut ClusterMap) -> WeftResult<bool> + Send + 'static,
+    {
+        let inner = self.inner.clone();
+        let task = tokio::task::spawn_blocking(move || {
+            let _serial = inner.update_lock.lock().unwrap_or_else(|e| e.into_inner());
+            let mut next = inner.published.borrow().clone();
+            if !rule(&mut next)? {
+                return Ok(next);
+            }
+            next.version += 1;
+            store::save(&inner.dir, &next)?;
+            inner.published.send_replace(next.clone());
+            Ok(next)
+        });
+        match task.await {
+            Ok(result) => result,
+            Err(e) => Err(WeftError::io(format!("MGS update did not complete: {e}"))),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;

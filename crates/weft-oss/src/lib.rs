@@ -1,1 +1,113 @@
-//! The object storage service: several OSTs per process, each a directory of object files addressed by FID.
+//! The object storage service: several OSTs per process, each a directory of object files
+//! addressed by FID.
+//!
+//! One local file per object keeps the Linux page cache (readahead, write-back) and sparse
+//! files for free, which is most of what an object store needs; the cost is a file per
+//! object, which hashed directories keep manageable. See [`ost`] for the on-disk layout.
+//!
+//! No networking here: weft-server decodes requests, schedules them and calls
+//! [`Oss::handle`]. Requests run on tokio's blocking pool because every one of them is file
+//! I/O; an async runtime thread must never wait on a disk.
+
+mod durable;
+mod handles;
+pub mod limits;
+mod ost;
+mod target;
+
+pub use target::TARGET_FORMAT_VERSION;
+
+use bytes::Bytes;
+use ost::Ost;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+use weft_proto::msg::{OstReply, OstRequest};
+use weft_proto::{WeftError, WeftResult};
+
+/// One OST this process serves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OstConfig {
+    pub index: u32,
+    pub dir: PathBuf,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OssConfig {
+    pub fsname: String,
+    pub osts: Vec<OstConfig>,
+}
+
+/// The OSTs of one process.
+#[derive(Debug)]
+pub struct Oss {
+    /// Keyed by index: sparse indices are normal, so never a vector indexed by it.
+    osts: BTreeMap<u32, Arc<Ost>>,
+}
+
+impl Oss {
+    /// Opens (formatting when new) each OST directory. Format = a small TOML file `target` in
+    /// the dir holding fsname, index and a format version; opening an OST dir formatted for
+    /// another fsname/index/version is an error naming the dir and both values. Creates
+    /// `O/<seq hex>/d0..d31` dirs.
+    pub fn open(cfg: OssConfig) -> WeftResult<Arc<Oss>> {
+        if cfg.fsname.is_empty() {
+            return Err(WeftError::invalid("the file system name (fsname) is empty"));
+        }
+        let mut osts = BTreeMap::new();
+        for ost_cfg in cfg.osts {
+            if osts.contains_key(&ost_cfg.index) {
+                return Err(WeftError::invalid(format!(
+                    "OST index {} is configured twice in this process",
+                    ost_cfg.index
+                )));
+            }
+            target::open_or_format(&ost_cfg.dir, &cfg.fsname, ost_cfg.index)?;
+            let ost = Ost::open(ost_cfg.index, ost_cfg.dir)?;
+            osts.insert(ost_cfg.index, Arc::new(ost));
+        }
+        warn_if_descriptors_short(osts.len());
+        Ok(Arc::new(Oss { osts }))
+    }
+
+    /// The indices this process serves, ascending.
+    pub fn ost_indices(&self) -> Vec<u32> {
+        self.osts.keys().copied().collect()
+    }
+
+    /// Executes one OstRequest on OST `ost` (NotFound if this process does not serve it).
+    /// `bulk` is the request's data (for Write; checksum already verified by the transport).
+    /// Returns the reply and the reply bulk (data for Read, empty otherwise).
+    pub async fn handle(&self, ost: u32, req: OstRequest, bulk: Bytes) -> (WeftResult<OstReply>, Bytes) {
+        let Some(target) = self.osts.get(&ost).cloned() else {
+            return (Err(WeftError::not_found(format!("OST {ost} is not served by this process"))), Bytes::new());
+        };
+        match tokio::task::spawn_blocking(move || target.execute(req, bulk)).await {
+            Ok(result) => result,
+            // Only a panic (a bug) or a runtime shutdown gets here.
+            Err(e) => (Err(WeftError::io(format!("OST {ost}: request did not complete: {e}"))), Bytes::new()),
+        }
+    }
+}
+
+/// Each OST may hold [`limits::OPEN_FILES_MAX`] descriptors. Raising the limit is the
+/// binary's business (it is process-wide); a short limit shows up here, at start, rather than
+/// as EMFILE errors under load.
+fn warn_if_descriptors_short(ost_count: usize) {
+    // SAFETY: getrlimit only writes the struct we pass.
+    let mut limit: libc::rlimit = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
+        return;
+    }
+    let needed = ost_count.saturating_mul(limits::OPEN_FILES_MAX) as u64;
+    if limit.rlim_cur != libc::RLIM_INFINITY && (limit.rlim_cur as u64) < needed {
+        tracing::warn!(
+            open_files_limit = limit.rlim_cur as u64,
+            needed,
+            "the open files limit (ulimit -n) is below what {ost_count} OSTs may cache; expect EMFILE under load"
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,166 @@
+//! The map's rules as pure functions: each takes the map and a request and changes the map
+//! in place, reporting whether anything changed. No I/O and no clock, so every rule is
+//! tested directly; the service around them persists and publishes.
+
+use weft_proto::msg::{ClusterMap, TargetInfo, TargetKind, TargetState};
+use weft_proto::{WeftError, WeftResult};
+
+/// Most targets (MDTs and OSTs together) in one map. Bounds the map's size on the wire: at
+/// about 40 bytes a target, the map stays far below the message limit.
+pub const TARGETS_MAX: usize = 65_536;
+/// Longest target address (`host:port`).
+pub const ADDRESS_BYTES_MAX: usize = 255;
+/// Longest pool name, as Lustre's LOV_MAXPOOLNAME.
+pub const POOL_NAME_BYTES_MAX: usize = 15;
+/// Most pools in one file system.
+pub const POOLS_MAX: usize = 1024;
+
+/// Adds a target, or moves a known one to a new address; either way it is Up afterwards.
+pub fn register(map: &mut ClusterMap, target: &TargetInfo) -> WeftResult<bool> {
+    if target.address.is_empty() || target.address.len() > ADDRESS_BYTES_MAX {
+        return Err(WeftError::invalid(format!(
+            "target address '{}' must be 1 to {ADDRESS_BYTES_MAX} bytes (host:port)",
+            target.address
+        )));
+    }
+    let key = (target.kind, target.index);
+    match map.targets.binary_search_by_key(&key, |t| (t.kind, t.index)) {
+        Ok(i) => {
+            let known = &mut map.targets[i];
+            let changed = known.address != target.address || known.state != TargetState::Up;
+            known.address.clone_from(&target.address);
+            known.state = TargetState::Up;
+            Ok(changed)
+        }
+        Err(i) => {
+            if map.targets.len() >= TARGETS_MAX {
+                return Err(WeftError::new(
+                    weft_proto::ErrorCode::NoSpace,
+                    format!("the cluster map holds {TARGETS_MAX} targets already"),
+                ));
+            }
+            let new = TargetInfo { state: TargetState::Up, ..target.clone() };
+            map.targets.insert(i, new);
+            Ok(true)
+        }
+    }
+}
+
+pub fn set_target_state(map: &mut ClusterMap, kind: TargetKind, index: u32, state: TargetState) -> WeftResult<bool> {
+    let Some(target) = map.targets.iter_mut().find(|t| t.kind == kind && t.index == index) else {
+        return Err(WeftError::not_found(format!(
+            "{} is not registered",
+            weft_proto::msg::target_name(&map.fsname, kind, index)
+        )));
+    };
+    let changed = target.state != state;
+    target.state = state;
+    Ok(changed)
+}
+
+/// Creates `pool` when new and adds the OSTs to it (each must be registered).
+pub fn pool_add(map: &mut ClusterMap, pool: &str, osts: &[u32]) -> WeftResult<bool> {
+    check_pool_name(pool)?;
+    for &index in osts {
+        if map.target(TargetKind::Ost, index).is_none() {
+            return Err(WeftError::not_found(format!(
+                "cannot add OST index {index} to pool '{pool}': {} is not registered",
+                weft_proto::msg::target_name(&map.fsname, TargetKind::Ost, index)
+            )));
+        }
+    }
+    if !map.pools.contains_key(pool) && map.pools.len() >= POOLS_MAX {
+        return Err(WeftError::new(
+            weft_proto::ErrorCode::NoSpace,
+            format!("the file system has {POOLS_MAX} pools already"),
+        ));
+    }
+    let mut changed = false;
+    let members = map.pools.entry(pool.to_string()).or_insert_with(|| {
+        changed = true;
+        Vec::new()
+    });
+    for &index in osts {
+        if let Err(i) = members.binary_search(&index) {
+            members.insert(i, index);
+            changed = true;
+        }
+    }
+    Ok(changed)
+}
+
+fn check_pool_name(pool: &str) -> WeftResult<()> {
+    let valid = !pool.is_empty()
+        && pool.len() <= POOL_NAME_BYTES_MAX
+        && pool.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if valid {
+        Ok(())
+    } else {
+        Err(WeftError::invalid(format!(
+            "pool name '{pool}' is invalid: use 1 to {POOL_NAME_BYTES_MAX} characters from A-Z, a-z, 0-9, '_' and '-'"
+        )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ost(index: u32, address: &str) -> TargetInfo {
+        TargetInfo { kind: TargetKind::Ost, index, address: address.into(), state: TargetState::Down }
+    }
+
+    fn empty_map() -> ClusterMap {
+        ClusterMap { version: 1, fsname: "fs".into(), ..Default::default() }
+    }
+
+    #[test]
+    fn register_keeps_targets_sorted_and_reports_changes() {
+        let mut map = empty_map();
+        let mdt = TargetInfo { kind: TargetKind::Mdt, index: 0, address: "m:1".into(), state: TargetState::Up };
+        assert_eq!(register(&mut map, &ost(1000, "a:1")), Ok(true));
+        assert_eq!(register(&mut map, &ost(7, "a:1")), Ok(true));
+        assert_eq!(register(&mut map, &mdt), Ok(true));
+        assert_eq!(register(&mut map, &ost(0, "a:1")), Ok(true));
+        let order: Vec<_> = map.targets.iter().map(|t| (t.kind, t.index)).collect();
+        assert_eq!(order, [(TargetKind::Mdt, 0), (TargetKind::Ost, 0), (TargetKind::Ost, 7), (TargetKind::Ost, 1000)]);
+        assert!(map.targets.iter().all(|t| t.state == TargetState::Up), "registering makes a target Up");
+
+        assert_eq!(register(&mut map, &ost(7, "a:1")), Ok(false));
+        assert_eq!(register(&mut map, &ost(7, "b:2")), Ok(true));
+        assert_eq!(map.target(TargetKind::Ost, 7).unwrap().address, "b:2");
+        assert_eq!(set_target_state(&mut map, TargetKind::Ost, 7, TargetState::Down), Ok(true));
+        assert_eq!(register(&mut map, &ost(7, "b:2")), Ok(true), "a Down target comes back Up");
+        assert_eq!(register(&mut map, &ost(8, "")).unwrap_err().code, weft_proto::ErrorCode::Invalid);
+    }
+
+    #[test]
+    fn set_state_of_unknown_target_is_not_found() {
+        let mut map = empty_map();
+        let err = set_target_state(&mut map, TargetKind::Ost, 3, TargetState::Down).unwrap_err();
+        assert_eq!(err.code, weft_proto::ErrorCode::NotFound);
+        assert!(err.message.contains("fs-OST0003"), "{}", err.message);
+    }
+
+    #[test]
+    fn pools_validate_names_and_members() {
+        let mut map = empty_map();
+        register(&mut map, &ost(1, "a:1")).unwrap();
+        register(&mut map, &ost(9, "a:1")).unwrap();
+        for bad in ["", "sixteen_chars_xx", "has space", "dot.ted", "ünï"] {
+            let err = pool_add(&mut map, bad, &[1]).unwrap_err();
+            assert_eq!(err.code, weft_proto::ErrorCode::Invalid, "{bad:?}");
+            assert!(err.message.contains("A-Z"), "the message must name the rule: {}", err.message);
+        }
+        let err = pool_add(&mut map, "fast", &[1, 2]).unwrap_err();
+        assert_eq!(err.code, weft_proto::ErrorCode::NotFound);
+        assert!(err.message.contains("index 2"), "{}", err.message);
+        assert!(map.pools.is_empty(), "a refused request changes nothing");
+
+        assert_eq!(pool_add(&mut map, "fast_1-A", &[9, 1, 9]), Ok(true));
+        assert_eq!(map.pools["fast_1-A"], [1, 9]);
+        assert_eq!(pool_add(&mut map, "fast_1-A", &[1]), Ok(false));
+        assert_eq!(pool_add(&mut map, "empty", &[]), Ok(true));
+        assert_eq!(map.pools["empty"], Vec::<u32>::new());
+    }
+}

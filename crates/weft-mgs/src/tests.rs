@@ -1,0 +1,144 @@
+//! Tests drive the service through `Mgs::handle`, as weft-server does.
+
+use super::*;
+use std::time::Duration;
+use weft_proto::msg::{TargetInfo, TargetKind, TargetState};
+use weft_proto::ErrorCode;
+
+fn target(kind: TargetKind, index: u32, address: &str) -> TargetInfo {
+    TargetInfo { kind, index, address: address.into(), state: TargetState::Up }
+}
+
+async fn must_register(mgs: &Mgs, t: TargetInfo) -> ClusterMap {
+    match mgs.handle(MgsRequest::Register { target: t }).await.expect("register") {
+        MgsReply::Map(map) => map,
+        other => panic!("unexpected reply {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn new_file_system_starts_at_version_one_and_registration_bumps_it() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgs = Mgs::open(tmp.path(), "testfs").unwrap();
+    let map = mgs.map();
+    assert_eq!((map.version, map.fsname.as_str(), map.targets.len()), (1, "testfs", 0));
+
+    let map = must_register(&mgs, target(TargetKind::Ost, 7, "h1:1")).await;
+    assert_eq!(map.version, 2);
+    let map = must_register(&mgs, target(TargetKind::Ost, 7, "h1:1")).await;
+    assert_eq!(map.version, 2, "a registration that changes nothing keeps the version");
+    let map = must_register(&mgs, target(TargetKind::Ost, 7, "h2:1")).await;
+    assert_eq!(map.version, 3);
+    assert_eq!(map.target(TargetKind::Ost, 7).unwrap().address, "h2:1");
+    must_register(&mgs, target(TargetKind::Mdt, 0, "h1:2")).await;
+    let map = must_register(&mgs, target(TargetKind::Ost, 0, "h1:1")).await;
+    let order: Vec<_> = map.targets.iter().map(|t| (t.kind, t.index)).collect();
+    assert_eq!(order, [(TargetKind::Mdt, 0), (TargetKind::Ost, 0), (TargetKind::Ost, 7)]);
+    assert_eq!(map.version, 5);
+    assert_eq!(mgs.map(), map);
+}
+
+#[tokio::test]
+async fn the_map_survives_reopen_and_another_fsname_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let before = {
+        let mgs = Mgs::open(tmp.path(), "testfs").unwrap();
+        must_register(&mgs, target(TargetKind::Ost, 1000, "h:1")).await;
+        mgs.handle(MgsRequest::PoolAdd { pool: "flash".into(), osts: vec![1000] }).await.unwrap();
+        let down = MgsRequest::SetTargetState { kind: TargetKind::Ost, index: 1000, state: TargetState::Down };
+        mgs.handle(down).await.unwrap();
+        mgs.map()
+    };
+    assert_eq!(before.version, 4);
+    let mgs = Mgs::open(tmp.path(), "testfs").unwrap();
+    assert_eq!(mgs.map(), before);
+
+    let err = Mgs::open(tmp.path(), "otherfs").unwrap_err();
+    assert_eq!(err.code, ErrorCode::Invalid);
+    assert!(err.message.contains("'testfs'") && err.message.contains("'otherfs'"), "{}", err.message);
+    assert_eq!(Mgs::open(tmp.path(), "").unwrap_err().code, ErrorCode::Invalid);
+
+    std::fs::write(tmp.path().join(store::MAP_FILE_NAME), b"{ not json").unwrap();
+    let err = Mgs::open(tmp.path(), "testfs").unwrap_err();
+    assert!(err.message.contains("damaged"), "{}", err.message);
+}
+
+#[tokio::test]
+async fn get_map_answers_unchanged_only_for_the_current_version() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgs = Mgs::open(tmp.path(), "testfs").unwrap();
+    let get = |known_version| mgs.handle(MgsRequest::GetMap { known_version });
+    assert_eq!(get(1).await, Ok(MgsReply::Unchanged { version: 1 }));
+    assert_eq!(get(0).await, Ok(MgsReply::Map(mgs.map())), "0 always fetches");
+    must_register(&mgs, target(TargetKind::Ost, 0, "h:1")).await;
+    assert_eq!(get(1).await, Ok(MgsReply::Map(mgs.map())));
+    assert_eq!(get(2).await, Ok(MgsReply::Unchanged { version: 2 }));
+    assert_eq!(get(99).await, Ok(MgsReply::Map(mgs.map())), "a version from the future refetches");
+}
+
+#[tokio::test]
+async fn target_state_and_pool_errors() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgs = Mgs::open(tmp.path(), "testfs").unwrap();
+    let down = MgsRequest::SetTargetState { kind: TargetKind::Ost, index: 3, state: TargetState::Down };
+    assert_eq!(mgs.handle(down.clone()).await.unwrap_err().code, ErrorCode::NotFound);
+    must_register(&mgs, target(TargetKind::Ost, 3, "h:1")).await;
+    let MgsReply::Map(map) = mgs.handle(down.clone()).await.unwrap() else { panic!("expected a map") };
+    assert_eq!((map.version, map.target(TargetKind::Ost, 3).unwrap().state), (3, TargetState::Down));
+    let MgsReply::Map(map) = mgs.handle(down).await.unwrap() else { panic!("expected a map") };
+    assert_eq!(map.version, 3, "no change, no new version");
+
+    let bad_name = MgsRequest::PoolAdd { pool: "no spaces".into(), osts: vec![3] };
+    assert_eq!(mgs.handle(bad_name).await.unwrap_err().code, ErrorCode::Invalid);
+    let unknown = MgsRequest::PoolAdd { pool: "p".into(), osts: vec![3, 4] };
+    let err = mgs.handle(unknown).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::NotFound);
+    assert!(err.message.contains('4'), "{}", err.message);
+    // An MDT index is not an OST.
+    must_register(&mgs, target(TargetKind::Mdt, 5, "h:2")).await;
+    let mdt = MgsRequest::PoolAdd { pool: "p".into(), osts: vec![5] };
+    assert_eq!(mgs.handle(mdt).await.unwrap_err().code, ErrorCode::NotFound);
+    assert!(mgs.map().pools.is_empty());
+}
+
+#[tokio::test]
+async fn wait_for_change_wakes_on_a_new_version_only() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgs = Mgs::open(tmp.path(), "testfs").unwrap();
+    // Already newer than what the follower knows: resolves at once.
+    assert_eq!(mgs.wait_for_change(0).await.version, 1);
+
+    let follower = {
+        let mgs = mgs.clone();
+        tokio::spawn(async move { mgs.wait_for_change(1).await })
+    };
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(!follower.is_finished(), "nothing changed yet");
+    // A request that changes nothing must not wake followers.
+    mgs.handle(MgsRequest::GetMap { known_version: 0 }).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    assert!(!follower.is_finished());
+
+    must_register(&mgs, target(TargetKind::Ost, 1, "h:1")).await;
+    let map = tokio::time::timeout(Duration::from_secs(5), follower).await.expect("woken").unwrap();
+    assert_eq!(map.version, 2);
+    assert!(map.target(TargetKind::Ost, 1).is_some());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_registrations_each_get_a_version() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgs = Mgs::open(tmp.path(), "testfs").unwrap();
+    let tasks: Vec<_> = (0..32u32)
+        .map(|i| {
+            let mgs = mgs.clone();
+            tokio::spawn(async move { must_register(&mgs, target(TargetKind::Ost, i * 3, "h:1")).await })
+        })
+        .collect();
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let map = mgs.map();
+    assert_eq!((map.version, map.targets.len()), (33, 32));
+    assert_eq!(Mgs::open(tmp.path(), "testfs").unwrap().map(), map);
+}

@@ -1,0 +1,139 @@
+//! A bounded cache of open object files, per OST. Read and Write are the hot path: an
+//! open(2) per request would cost a path walk and a descriptor allocation each time, so
+//! handles stay open across requests, up to [`OPEN_FILES_MAX`] per OST.
+//!
+//! The cache is sharded by object id so that requests to different objects rarely meet on a
+//! mutex, and the mutex is held only for a map lookup, never across I/O.
+//!
+//! Destroy must not leave a handle to the unlinked file behind (a later read would see the
+//! destroyed bytes). A request that missed the cache opens the file outside the lock and then
+//! inserts it; if a destroy ran in between, the handle may be to the unlinked file. Each shard
+//! therefore counts destroys (`destroy_epoch`): the opener remembers the epoch it saw at the
+//! miss and inserts only when it is unchanged. A destroy unlinks first and bumps the epoch
+//! after, so an open that raced it is either removed by it or refused at insert.
+
+use crate::limits::{OPEN_FILES_MAX, OPEN_FILES_SHARDS};
+use std::collections::HashMap;
+use std::fs::File;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// An open object file.
+#[derive(Debug)]
+pub(crate) struct ObjectHandle {
+    pub file: File,
+    /// True when this process created the file outside precreation and has not yet fsynced
+    /// its directory: a sync of the data must then also make the name durable.
+    pub dir_unsynced: AtomicBool,
+}
+
+#[derive(Debug, Default)]
+struct Shard {
+    files: HashMap<u32, Arc<ObjectHandle>>,
+    destroy_epoch: u64,
+}
+
+/// What a lookup found: the handle, or the epoch to pass to [`HandleCache::insert`].
+pub(crate) enum Lookup {
+    Hit(Arc<ObjectHandle>),
+    Miss { epoch: u64 },
+}
+
+#[derive(Debug)]
+pub(crate) struct HandleCache {
+    shards: Box<[Mutex<Shard>]>,
+    shard_files_max: usize,
+}
+
+impl HandleCache {
+    pub fn new() -> Self {
+        const { assert!(OPEN_FILES_SHARDS > 0 && OPEN_FILES_MAX >= OPEN_FILES_SHARDS) };
+        HandleCache {
+            shards: (0..OPEN_FILES_SHARDS).map(|_| Mutex::new(Shard::default())).collect(),
+            shard_files_max: OPEN_FILES_MAX / OPEN_FILES_SHARDS,
+        }
+    }
+
+    fn shard(&self, oid: u32) -> MutexGuard<'_, Shard> {
+        // A panic while holding the lock cannot leave the map inconsistent (each operation is
+        // one insert or remove), so a poisoned lock is still usable.
+        self.shards[oid as usize % self.shards.len()].lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    pub fn lookup(&self, oid: u32) -> Lookup {
+        let shard = self.shard(oid);
+        match shard.files.get(&oid) {
+            Some(h) => Lookup::Hit(h.clone()),
+            None => Lookup::Miss { epoch: shard.destroy_epoch },
+        }
+    }
+
+    /// Caches `handle` unless a destroy ran since the lookup that returned `epoch`. Returns
+    /// the handle to use (an existing one if a concurrent request inserted first) and the
+    /// object id and handle evicted to make room, if any, so the caller can finish with it outside the lock.
+    pub fn insert(
+        &self,
+        oid: u32,
+        handle: Arc<ObjectHandle>,
+        epoch: u64,
+    ) -> (Arc<ObjectHandle>, Option<(u32, Arc<ObjectHandle>)>) {
+        let mut shard = self.shard(oid);
+        if shard.destroy_epoch != epoch {
+            return (handle, None);
+        }
+        if let Some(existing) = shard.files.get(&oid) {
+            return (existing.clone(), None);
+        }
+        let mut evicted = None;
+        if shard.files.len() >= self.shard_files_max {
+            // Any victim will do: a bound matters here, recency hardly (the page cache keeps
+            // the data; only the open(2) is repeated).
+            if let Some(victim) = shard.files.keys().next().copied() {
+                evicted = shard.files.remove(&victim).map(|h| (victim, h));
+            }
+        }
+        shard.files.insert(oid, handle.clone());
+        debug_assert!(shard.files.len() <= self.shard_files_max);
+        (handle, evicted)
+    }
+
+    /// Forgets `oid`; call after unlinking its file.
+    pub fn invalidate(&self, oid: u32) {
+        let mut shard = self.shard(oid);
+        shard.destroy_epoch += 1;
+        shard.files.remove(&oid);
+    }
+
+    #[cfg(test)]
+    pub fn len(&self) -> usize {
+        self.shards.iter().map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).files.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn handle() -> Arc<ObjectHandle> {
+        let file = tempfile::tempfile().expect("tempfile");
+        Arc::new(ObjectHandle { file, dir_unsynced: AtomicBool::new(false) })
+    }
+
+    #[test]
+    fn bounded_and_destroy_refuses_stale_insert() {
+        let cache = HandleCache::new();
+        // One descriptor shared by every entry: the test must not need a raised fd limit.
+        let shared = handle();
+        for oid in 0..(OPEN_FILES_MAX as u32 * 2) {
+            let Lookup::Miss { epoch } = cache.lookup(oid) else { panic!("unexpected hit") };
+            cache.insert(oid, shared.clone(), epoch);
+        }
+        assert_eq!(cache.len(), OPEN_FILES_MAX);
+
+        let oid = 5_000_001;
+        let Lookup::Miss { epoch } = cache.lookup(oid) else { panic!("unexpected hit") };
+        cache.invalidate(oid); // a destroy between the miss and the insert
+        cache.insert(oid, handle(), epoch);
+        assert!(matches!(cache.lookup(oid), Lookup::Miss { .. }));
+    }
+}

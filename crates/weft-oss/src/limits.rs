@@ -1,0 +1,19 @@
+//! Every bound of the object storage service in one place, the unit last in each name.
+//! Protocol-wide bounds (bulk size, file size) live in [`weft_proto::limits`].
+
+/// Open object files kept per OST. Bounds file descriptors: a process serving many OSTs
+/// holds at most `OPEN_FILES_MAX` descriptors for each, however many objects clients touch.
+pub const OPEN_FILES_MAX: usize = 1024;
+/// Shards of each OST's open-file cache, so that concurrent requests to different objects
+/// rarely contend on one mutex.
+pub const OPEN_FILES_SHARDS: usize = 16;
+/// Most objects one Precreate request creates: bounds the time one request holds the
+/// precreation lock and the blocking thread it runs on.
+pub const PRECREATE_COUNT_MAX: u32 = 10_000;
+/// Hashed object directories per sequence (`d0` .. `d31`), as Lustre's OSTs have them, so
+/// that no single directory grows to millions of entries.
+pub const OBJECT_DIRS_COUNT: u32 = 32;
+/// Largest `target` format file read at open; anything bigger is not ours.
+pub const TARGET_FILE_BYTES_MAX: u64 = 64 * 1024;
+/// Largest LAST_ID file read at open.
+pub const LAST_ID_FILE_BYTES_MAX: u64 = 64;

@@ -1,0 +1,385 @@
+//! One OST: a directory of object files. Every function here blocks (file I/O); the service
+//! calls them on tokio's blocking pool.
+//!
+//! Layout of an OST directory (format version 1, see [`crate::target`]):
+//! ```text
+//! <dir>/target                     fsname, index, format version (TOML)
+//! <dir>/O/<seq hex>/LAST_ID        highest precreated object id, decimal text
+//! <dir>/O/<seq hex>/d<oid % 32>/<oid>   one file per object, sparse, its bytes are the object's
+//! ```
+//! The object id alone names the file: a FID's version is not part of an object's identity.
+
+use crate::durable;
+use crate::handles::{HandleCache, Lookup, ObjectHandle};
+use crate::limits::{LAST_ID_FILE_BYTES_MAX, OBJECT_DIRS_COUNT, PRECREATE_COUNT_MAX};
+use bytes::{Bytes, BytesMut};
+use std::fs::OpenOptions;
+use std::io::{ErrorKind, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use weft_proto::limits::{BULK_BYTES_MAX, FILE_SIZE_MAX_BYTES};
+use weft_proto::msg::{OstReply, OstRequest, StatfsInfo};
+use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
+
+const LAST_ID_FILE_NAME: &str = "LAST_ID";
+
+#[derive(Debug)]
+pub(crate) struct Ost {
+    index: u32,
+    seq: u64,
+    dir: PathBuf,
+    /// `<dir>/O/<seq hex>`.
+    seq_dir: PathBuf,
+    handles: HandleCache,
+    /// The persisted LAST_ID. The lock also serializes precreations, so LAST_ID only grows.
+    last_id: Mutex<u32>,
+}
+
+impl Ost {
+    /// Opens an OST directory whose `target` file was already checked.
+    pub fn open(index: u32, dir: PathBuf) -> WeftResult<Ost> {
+        let seq = Fid::object_seq(index);
+        let objects_dir = dir.join("O");
+        let seq_dir = objects_dir.join(format!("{seq:x}"));
+        let context = |what: &str, path: &Path, e: std::io::Error| {
+            let mut err = WeftError::from(e);
+            err.message = format!("OST {index}: {what} {}: {}", path.display(), err.message);
+            err
+        };
+        for d in 0..OBJECT_DIRS_COUNT {
+            let path = seq_dir.join(format!("d{d}"));
+            std::fs::create_dir_all(&path).map_err(|e| context("cannot create", &path, e))?;
+        }
+        // Make the directory tree itself durable, or objects precreated into it could vanish
+        // with it after a power loss.
+        for path in [&seq_dir, &objects_dir, &dir] {
+            durable::fsync_dir(path).map_err(|e| context("cannot fsync", path, e))?;
+        }
+        let last_id = read_last_id(&seq_dir.join(LAST_ID_FILE_NAME)).map_err(|mut e| {
+            e.message = format!("OST {index}: {}", e.message);
+            e
+        })?;
+        Ok(Ost { index, seq, dir, seq_dir, handles: HandleCache::new(), last_id: Mutex::new(last_id) })
+    }
+
+    pub fn execute(&self, req: OstRequest, bulk: Bytes) -> (WeftResult<OstReply>, Bytes) {
+        let result = match req {
+            OstRequest::Read { fid, offset, len } => {
+                return match self.read(&fid, offset, len) {
+                    Ok(data) => match u32::try_from(data.len()) {
+                        Ok(len) => (Ok(OstReply::Read { len }), data),
+                        Err(_) => (Err(WeftError::io("read returned more than 4 GiB")), Bytes::new()),
+                    },
+                    Err(e) => (Err(e), Bytes::new()),
+                };
+            }
+            OstRequest::Write { fid, offset, sync } => self.write(&fid, offset, sync, &bulk),
+            OstRequest::Punch { fid, size } => self.punch(&fid, size),
+            OstRequest::Getattr { fid } => self.getattr(&fid),
+            OstRequest::Sync { fid } => self.sync(&fid),
+            OstRequest::Destroy { fid } => self.destroy(&fid),
+            OstRequest::Precreate { start_oid, count } => self.precreate(start_oid, count),
+            OstRequest::Statfs => self.statfs().map(OstReply::Statfs),
+        };
+        (result, Bytes::new())
+    }
+
+    /// The object id of `fid`, if the FID belongs to this OST.
+    fn object_id(&self, fid: &Fid) -> WeftResult<u32> {
+        if fid.seq != self.seq {
+            return Err(WeftError::invalid(format!(
+                "object {fid} is not in OST {}'s sequence {:#x}",
+                self.index, self.seq
+            )));
+        }
+        Ok(fid.oid)
+    }
+
+    fn object_dir(&self, oid: u32) -> PathBuf {
+        self.seq_dir.join(format!("d{}", oid % OBJECT_DIRS_COUNT))
+    }
+
+    fn object_path(&self, oid: u32) -> PathBuf {
+        self.object_dir(oid).join(oid.to_string())
+    }
+
+    /// Adds the object's path and this OST to an I/O error.
+    fn io_error(&self, oid: u32, what: &str, e: std::io::Error) -> WeftError {
+        let mut err = WeftError::from(e);
+        err.message = format!("OST {} object {oid}: {what}: {}", self.index, err.message);
+        err
+    }
+
+    /// The open object, or None when it does not exist.
+    fn open_existing(&self, oid: u32) -> WeftResult<Option<Arc<ObjectHandle>>> {
+        let epoch = match self.handles.lookup(oid) {
+            Lookup::Hit(h) => return Ok(Some(h)),
+            Lookup::Miss { epoch } => epoch,
+        };
+        match OpenOptions::new().read(true).write(true).open(self.object_path(oid)) {
+            Ok(file) => {
+                let handle = Arc::new(ObjectHandle { file, dir_unsynced: AtomicBool::new(false) });
+                Ok(Some(self.cache(oid, handle, epoch)?))
+            }
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(self.io_error(oid, "open", e)),
+        }
+    }
+
+    /// The open object, created empty when it does not exist.
+    fn open_or_create(&self, oid: u32) -> WeftResult<Arc<ObjectHandle>> {
+        let epoch = match self.handles.lookup(oid) {
+            Lookup::Hit(h) => return Ok(h),
+            Lookup::Miss { epoch } => epoch,
+        };
+        let path = self.object_path(oid);
+        // create_new tells whether this request made the name, and so owes a directory fsync
+        // before a later data sync may claim durability.
+        let (file, created) = match OpenOptions::new().read(true).write(true).create_new(true).open(&path) {
+            Ok(f) => (f, true),
+            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
+                let f = OpenOptions::new().read(true).write(true).open(&path);
+                (f.map_err(|e| self.io_error(oid, "open", e))?, false)
+            }
+            Err(e) => return Err(self.io_error(oid, "create", e)),
+        };
+        let handle = Arc::new(ObjectHandle { file, dir_unsynced: AtomicBool::new(created) });
+        self.cache(oid, handle, epoch)
+    }
+
+    fn cache(&self, oid: u32, handle: Arc<ObjectHandle>, epoch: u64) -> WeftResult<Arc<ObjectHandle>> {
+        let (handle, evicted) = self.handles.insert(oid, handle, epoch);
+        if let Some((evicted_oid, evicted)) = evicted {
+            // The evicted object's directory entry may still be unsynced; once its handle is
+            // gone nobody would remember to sync it, so do it now.
+            if evicted.dir_unsynced.swap(false, Ordering::AcqRel) {
+                durable::fsync_dir(&self.object_dir(evicted_oid))
+                    .map_err(|e| self.io_error(evicted_oid, "fsync directory", e))?;
+            }
+        }
+        Ok(handle)
+    }
+
+    /// fdatasync the object, and its directory if this process created the name.
+    fn sync_handle(&self, oid: u32, handle: &ObjectHandle) -> WeftResult<()> {
+        handle.file.sync_data().map_err(|e| self.io_error(oid, "fdatasync", e))?;
+        if handle.dir_unsynced.swap(false, Ordering::AcqRel) {
+            if let Err(e) = durable::fsync_dir(&self.object_dir(oid)) {
+                handle.dir_unsynced.store(true, Ordering::Release);
+                return Err(self.io_error(oid, "fsync directory", e));
+            }
+        }
+        Ok(())
+    }
+
+    fn read(&self, fid: &Fid, offset: u64, len: u32) -> WeftResult<Bytes> {
+        let oid = self.object_id(fid)?;
+        let Some(handle) = self.open_existing(oid)? else {
+            // Never written, or destroyed: reads as a hole of length zero.
+            return Ok(Bytes::new());
+        };
+        let size = handle.file.metadata().map_err(|e| self.io_error(oid, "fstat", e))?.len();
+        // Bound the buffer by what the object holds, so a large read of a small object does
+        // not allocate the whole request length.
+        let len = u64::from(len.min(BULK_BYTES_MAX)).min(size.saturating_sub(offset));
+        let Ok(len) = usize::try_from(len) else {
+            return Err(WeftError::invalid(format!("read length {len} does not fit in memory")));
+        };
+        if len == 0 {
+            return Ok(Bytes::new());
+        }
+        let mut buf = BytesMut::zeroed(len);
+        let mut filled = 0usize;
+        while filled < len {
+            match handle.file.read_at(&mut buf[filled..], offset + filled as u64) {
+                Ok(0) => break, // truncated concurrently
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(self.io_error(oid, "read", e)),
+            }
+        }
+        buf.truncate(filled);
+        Ok(buf.freeze())
+    }
+
+    fn write(&self, fid: &Fid, offset: u64, sync: bool, bulk: &[u8]) -> WeftResult<OstReply> {
+        let oid = self.object_id(fid)?;
+        let len = match u32::try_from(bulk.len()) {
+            Ok(len) if len <= BULK_BYTES_MAX => len,
+            _ => {
+                return Err(WeftError::invalid(format!(
+                    "write of {} bytes exceeds the bulk limit of {BULK_BYTES_MAX} bytes",
+                    bulk.len()
+                )))
+            }
+        };
+        match offset.checked_add(u64::from(len)) {
+            Some(end) if end <= FILE_SIZE_MAX_BYTES => {}
+            _ => {
+                return Err(WeftError::new(
+                    ErrorCode::FileTooBig,
+                    format!(
+                        "write of {len} bytes at offset {offset} passes the largest file size {FILE_SIZE_MAX_BYTES}"
+                    ),
+                ))
+            }
+        }
+        let handle = self.open_or_create(oid)?;
+        handle.file.write_all_at(bulk, offset).map_err(|e| self.io_error(oid, "write", e))?;
+        if sync {
+            self.sync_handle(oid, &handle)?;
+        }
+        Ok(OstReply::Written { len })
+    }
+
+    fn punch(&self, fid: &Fid, size: u64) -> WeftResult<OstReply> {
+        let oid = self.object_id(fid)?;
+        if size > FILE_SIZE_MAX_BYTES {
+            return Err(WeftError::new(
+                ErrorCode::FileTooBig,
+                format!("size {size} passes the largest file size {FILE_SIZE_MAX_BYTES}"),
+            ));
+        }
+        let handle = self.open_or_create(oid)?;
+        handle.file.set_len(size).map_err(|e| self.io_error(oid, "truncate", e))?;
+        Ok(OstReply::Empty)
+    }
+
+    fn getattr(&self, fid: &Fid) -> WeftResult<OstReply> {
+        let oid = self.object_id(fid)?;
+        // A path stat, not a cached handle: a glimpse should not fill the cache with objects
+        // nobody reads or writes.
+        match std::fs::metadata(self.object_path(oid)) {
+            Ok(m) => Ok(OstReply::ObjectAttr { size: m.len(), blocks: m.blocks() }),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(OstReply::ObjectAttr { size: 0, blocks: 0 }),
+            Err(e) => Err(self.io_error(oid, "stat", e)),
+        }
+    }
+
+    fn sync(&self, fid: &Fid) -> WeftResult<OstReply> {
+        let oid = self.object_id(fid)?;
+        if let Some(handle) = self.open_existing(oid)? {
+            self.sync_handle(oid, &handle)?;
+        }
+        Ok(OstReply::Empty)
+    }
+
+    fn destroy(&self, fid: &Fid) -> WeftResult<OstReply> {
+        let oid = self.object_id(fid)?;
+        let result = match std::fs::remove_file(self.object_path(oid)) {
+            Ok(()) => Ok(OstReply::Empty),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(OstReply::Empty),
+            Err(e) => Err(self.io_error(oid, "unlink", e)),
+        };
+        // After the unlink, not before: see the race described in `handles`.
+        self.handles.invalidate(oid);
+        result
+    }
+
+    fn precreate(&self, start_oid: u32, count: u32) -> WeftResult<OstReply> {
+        if count == 0 || count > PRECREATE_COUNT_MAX {
+            return Err(WeftError::invalid(format!("precreate count {count} is outside 1..={PRECREATE_COUNT_MAX}")));
+        }
+        let Some(last_oid) = start_oid.checked_add(count - 1) else {
+            return Err(WeftError::invalid(format!(
+                "precreate of {count} objects from {start_oid} passes the largest object id {}",
+                u32::MAX
+            )));
+        };
+        let mut last_id = self.last_id.lock().unwrap_or_else(|e| e.into_inner());
+        const { assert!(OBJECT_DIRS_COUNT <= u32::BITS) };
+        let mut dirs_touched: u32 = 0;
+        for oid in start_oid..=last_oid {
+            // create_new: never truncate an object that exists (a resent precreate, or one
+            // that raced a write); only names made here need their directory synced.
+            match OpenOptions::new().write(true).create_new(true).open(self.object_path(oid)) {
+                Ok(_) => dirs_touched |= 1 << (oid % OBJECT_DIRS_COUNT),
+                Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
+                Err(e) => return Err(self.io_error(oid, "precreate", e)),
+            }
+        }
+        for d in 0..OBJECT_DIRS_COUNT {
+            if dirs_touched & (1 << d) != 0 {
+                let dir = self.seq_dir.join(format!("d{d}"));
+                durable::fsync_dir(&dir).map_err(|e| {
+                    let mut err = WeftError::from(e);
+                    err.message = format!("OST {}: fsync {}: {}", self.index, dir.display(), err.message);
+                    err
+                })?;
+            }
+        }
+        if last_oid > *last_id {
+            durable::replace_file(&self.seq_dir, LAST_ID_FILE_NAME, format!("{last_oid}\n").as_bytes()).map_err(
+                |e| {
+                    let mut err = WeftError::from(e);
+                    err.message = format!("OST {}: cannot persist {LAST_ID_FILE_NAME}: {}", self.index, err.message);
+                    err
+                },
+            )?;
+            *last_id = last_oid;
+        }
+        Ok(OstReply::Precreated { last_oid })
+    }
+
+    fn statfs(&self) -> WeftResult<StatfsInfo> {
+        let path = std::ffi::CString::new(self.dir.as_os_str().as_bytes())
+            .map_err(|_| WeftError::invalid(format!("OST {}: directory path contains a NUL byte", self.index)))?;
+        // SAFETY: statvfs only writes the struct we pass; the path is a valid C string.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::statvfs(path.as_ptr(), &mut st) };
+        if rc != 0 {
+            let mut err = WeftError::from(std::io::Error::last_os_error());
+            err.message = format!("OST {}: statvfs {}: {}", self.index, self.dir.display(), err.message);
+            return Err(err);
+        }
+        Ok(statfs_info(&st))
+    }
+
+    #[cfg(test)]
+    pub fn cached_handles(&self) -> usize {
+        self.handles.len()
+    }
+
+    #[cfg(test)]
+    pub fn last_id(&self) -> u32 {
+        *self.last_id.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+// The statvfs field types differ between platforms; on Linux x86_64 some casts are no-ops.
+#[allow(clippy::unnecessary_cast)]
+fn statfs_info(st: &libc::statvfs) -> StatfsInfo {
+    StatfsInfo {
+        bsize: u32::try_from(st.f_frsize as u64).unwrap_or(u32::MAX),
+        blocks: st.f_blocks as u64,
+        bfree: st.f_bfree as u64,
+        bavail: st.f_bavail as u64,
+        files: st.f_files as u64,
+        ffree: st.f_ffree as u64,
+    }
+}
+
+/// LAST_ID as persisted; 0 when no precreation ever finished.
+fn read_last_id(path: &Path) -> WeftResult<u32> {
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(0),
+        Err(e) => {
+            let mut err = WeftError::from(e);
+            err.message = format!("{}: {}", path.display(), err.message);
+            return Err(err);
+        }
+    };
+    let mut text = String::new();
+    file.take(LAST_ID_FILE_BYTES_MAX).read_to_string(&mut text).map_err(|e| {
+        let mut err = WeftError::from(e);
+        err.message = format!("{}: {}", path.display(), err.message);
+        err
+    })?;
+    text.trim().parse::<u32>().map_err(|_| {
+        WeftError::io(format!("{} is damaged: expected a decimal object id, found {:?}", path.display(), text.trim()))
+    })
+}

@@ -1,0 +1,340 @@
+//! Tests drive the service through `Oss::handle`, as weft-server does.
+
+use super::*;
+use weft_proto::limits::{BULK_BYTES_MAX, FILE_SIZE_MAX_BYTES};
+use weft_proto::msg::StatfsInfo;
+use weft_proto::{ErrorCode, Fid};
+
+const FSNAME: &str = "testfs";
+
+fn config(dir: &std::path::Path, indices: &[u32]) -> OssConfig {
+    OssConfig {
+        fsname: FSNAME.to_string(),
+        osts: indices.iter().map(|&index| OstConfig { index, dir: dir.join(format!("ost{index}")) }).collect(),
+    }
+}
+
+fn fid(ost: u32, oid: u32) -> Fid {
+    Fid::new(Fid::object_seq(ost), oid, 0)
+}
+
+/// A test-side client: each helper asserts the request succeeded.
+struct Client {
+    oss: Arc<Oss>,
+    ost: u32,
+}
+
+impl Client {
+    async fn try_write(&self, oid: u32, offset: u64, data: &[u8], sync: bool) -> WeftResult<OstReply> {
+        let req = OstRequest::Write { fid: fid(self.ost, oid), offset, sync };
+        self.oss.handle(self.ost, req, Bytes::copy_from_slice(data)).await.0
+    }
+    async fn must_write(&self, oid: u32, offset: u64, data: &[u8]) {
+        let reply = self.try_write(oid, offset, data, false).await.expect("write");
+        assert_eq!(reply, OstReply::Written { len: data.len() as u32 });
+    }
+    async fn must_read(&self, oid: u32, offset: u64, len: u32) -> Bytes {
+        let (reply, bulk) =
+            self.oss.handle(self.ost, OstRequest::Read { fid: fid(self.ost, oid), offset, len }, Bytes::new()).await;
+        assert_eq!(reply.expect("read"), OstReply::Read { len: bulk.len() as u32 });
+        bulk
+    }
+    async fn request(&self, req: OstRequest) -> WeftResult<OstReply> {
+        let (reply, bulk) = self.oss.handle(self.ost, req, Bytes::new()).await;
+        assert!(bulk.is_empty());
+        reply
+    }
+    async fn must_getattr(&self, oid: u32) -> (u64, u64) {
+        match self.request(OstRequest::Getattr { fid: fid(self.ost, oid) }).await.expect("getattr") {
+            OstReply::ObjectAttr { size, blocks } => (size, blocks),
+            other => panic!("unexpected reply {other:?}"),
+        }
+    }
+}
+
+fn start(dir: &std::path::Path, ost: u32) -> Client {
+    Client { oss: Oss::open(config(dir, &[ost])).expect("open"), ost }
+}
+
+#[tokio::test]
+async fn write_read_round_trip_with_sparse_hole() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start(tmp.path(), 3);
+    c.must_write(1, 0, b"head").await;
+    c.must_write(1, 1 << 20, b"tail").await;
+    let data = c.must_read(1, 0, (1 << 20) + 4).await;
+    assert_eq!(data.len(), (1 << 20) + 4);
+    assert_eq!(&data[..4], b"head");
+    assert!(data[4..1 << 20].iter().all(|&b| b == 0));
+    assert_eq!(&data[1 << 20..], b"tail");
+    assert_eq!(c.must_read(1, 2, 4).await.as_ref(), b"ad\0\0");
+}
+
+#[tokio::test]
+async fn reads_past_the_end_are_short_and_missing_objects_read_empty() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start(tmp.path(), 0);
+    c.must_write(7, 0, b"0123456789").await;
+    assert_eq!(c.must_read(7, 5, 100).await.as_ref(), b"56789");
+    assert!(c.must_read(7, 10, 100).await.is_empty());
+    assert!(c.must_read(7, u64::MAX, u32::MAX).await.is_empty());
+    // Never written: empty, and the read must not create it.
+    assert!(c.must_read(8, 0, 4096).await.is_empty());
+    assert_eq!(c.must_getattr(8).await, (0, 0));
+    // A length over the bulk limit is capped, not refused.
+    let big = vec![0xabu8; BULK_BYTES_MAX as usize + 100];
+    c.must_write(9, 0, &big[..BULK_BYTES_MAX as usize]).await;
+    c.must_write(9, u64::from(BULK_BYTES_MAX), &big[..100]).await;
+    assert_eq!(c.must_read(9, 0, u32::MAX).await.len(), BULK_BYTES_MAX as usize);
+}
+
+#[tokio::test]
+async fn punch_shrinks_and_extends() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start(tmp.path(), 0);
+    c.must_write(1, 0, &[7u8; 100]).await;
+    assert_eq!(c.request(OstRequest::Punch { fid: fid(0, 1), size: 10 }).await, Ok(OstReply::Empty));
+    assert_eq!(c.must_getattr(1).await.0, 10);
+    assert_eq!(c.must_read(1, 0, 100).await.as_ref(), &[7u8; 10]);
+    assert_eq!(c.request(OstRequest::Punch { fid: fid(0, 1), size: 4096 }).await, Ok(OstReply::Empty));
+    let data = c.must_read(1, 0, 8192).await;
+    assert_eq!(data.len(), 4096);
+    assert!(data[10..].iter().all(|&b| b == 0), "extension must read as a hole");
+    // Punch of a missing object creates it.
+    assert_eq!(c.request(OstRequest::Punch { fid: fid(0, 2), size: 123 }).await, Ok(OstReply::Empty));
+    assert_eq!(c.must_getattr(2).await.0, 123);
+    let too_big = c.request(OstRequest::Punch { fid: fid(0, 2), size: FILE_SIZE_MAX_BYTES + 1 }).await;
+    assert_eq!(too_big.unwrap_err().code, ErrorCode::FileTooBig);
+}
+
+#[tokio::test]
+async fn getattr_counts_allocated_blocks_of_a_sparse_object() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start(tmp.path(), 0);
+    let offset = 1u64 << 30;
+    c.must_write(1, offset, &[1u8; 4096]).await;
+    let (size, blocks) = c.must_getattr(1).await;
+    assert_eq!(size, offset + 4096);
+    assert!(blocks >= 8, "4 KiB of data is at least 8 sectors, got {blocks}");
+    assert!(blocks * 512 < 1 << 20, "a 1 GiB hole must not be allocated, got {blocks} sectors");
+}
+
+#[tokio::test]
+async fn destroy_is_idempotent_and_evicts_the_cached_handle() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start(tmp.path(), 0);
+    c.must_write(1, 0, b"doomed").await;
+    assert_eq!(c.must_read(1, 0, 6).await.as_ref(), b"doomed"); // handle now cached
+    let destroy = OstRequest::Destroy { fid: fid(0, 1) };
+    assert_eq!(c.request(destroy.clone()).await, Ok(OstReply::Empty));
+    assert_eq!(c.request(destroy).await, Ok(OstReply::Empty));
+    assert!(c.must_read(1, 0, 6).await.is_empty());
+    assert_eq!(c.must_getattr(1).await, (0, 0));
+    assert_eq!(c.request(OstRequest::Sync { fid: fid(0, 1) }).await, Ok(OstReply::Empty));
+    // Writing again recreates the object from scratch.
+    c.must_write(1, 2, b"new").await;
+    assert_eq!(c.must_read(1, 0, 10).await.as_ref(), b"\0\0new");
+}
+
+#[tokio::test]
+async fn precreate_is_idempotent_and_last_id_survives_reopen() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start(tmp.path(), 5);
+    let pre = |start_oid, count| OstRequest::Precreate { start_oid, count };
+    assert_eq!(c.request(pre(1, 100)).await, Ok(OstReply::Precreated { last_oid: 100 }));
+    assert_eq!(c.must_getattr(50).await, (0, 0));
+    let object = tmp.path().join(format!("ost5/O/{:x}/d{}/50", Fid::object_seq(5), 50 % 32));
+    assert!(object.is_file(), "{} must exist", object.display());
+    c.must_write(50, 0, b"keep me").await;
+    // A resend must not truncate objects already written.
+    assert_eq!(c.request(pre(1, 100)).await, Ok(OstReply::Precreated { last_oid: 100 }));
+    assert_eq!(c.must_read(50, 0, 100).await.as_ref(), b"keep me");
+    // A lower range does not move LAST_ID back.
+    assert_eq!(c.request(pre(1, 10)).await, Ok(OstReply::Precreated { last_oid: 10 }));
+    assert_eq!(c.oss.osts[&5].last_id(), 100);
+
+    for bad in [pre(1, 0), pre(1, limits::PRECREATE_COUNT_MAX + 1), pre(u32::MAX, 2)] {
+        assert_eq!(c.request(bad).await.unwrap_err().code, ErrorCode::Invalid);
+    }
+    drop(c);
+
+    let c = start(tmp.path(), 5);
+    assert_eq!(c.oss.osts[&5].last_id(), 100);
+    assert_eq!(c.must_read(50, 0, 100).await.as_ref(), b"keep me");
+    assert_eq!(c.request(pre(101, 5)).await, Ok(OstReply::Precreated { last_oid: 105 }));
+    let persisted = std::fs::read_to_string(tmp.path().join(format!("ost5/O/{:x}/LAST_ID", Fid::object_seq(5))));
+    assert_eq!(persisted.unwrap().trim(), "105");
+}
+
+#[tokio::test]
+async fn foreign_fids_and_unserved_osts_are_rejected() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start(tmp.path(), 2);
+    let wrong = Fid::new(Fid::object_seq(3), 1, 0);
+    for req in [
+        OstRequest::Read { fid: wrong, offset: 0, len: 10 },
+        OstRequest::Write { fid: wrong, offset: 0, sync: false },
+        OstRequest::Getattr { fid: wrong },
+        OstRequest::Destroy { fid: wrong },
+        OstRequest::Getattr { fid: Fid::ROOT },
+    ] {
+        let (reply, _) = c.oss.handle(2, req, Bytes::from_static(b"x")).await;
+        assert_eq!(reply.unwrap_err().code, ErrorCode::Invalid);
+    }
+    let (reply, _) = c.oss.handle(3, OstRequest::Statfs, Bytes::new()).await;
+    assert_eq!(reply.unwrap_err().code, ErrorCode::NotFound);
+}
+
+#[tokio::test]
+async fn writes_past_the_largest_file_size_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start(tmp.path(), 0);
+    let err = c.try_write(1, FILE_SIZE_MAX_BYTES - 2, b"abc", false).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::FileTooBig);
+    let err = c.try_write(1, u64::MAX, b"abc", false).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::FileTooBig);
+    let oversized = vec![0u8; BULK_BYTES_MAX as usize + 1];
+    assert_eq!(c.try_write(1, 0, &oversized, false).await.unwrap_err().code, ErrorCode::Invalid);
+}
+
+#[test]
+fn reopening_with_another_fsname_or_index_is_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("ost");
+    let cfg = |fsname: &str, index| OssConfig {
+        fsname: fsname.to_string(),
+        osts: vec![OstConfig { index, dir: dir.clone() }],
+    };
+    Oss::open(cfg("alpha", 4)).expect("format");
+    Oss::open(cfg("alpha", 4)).expect("reopen");
+
+    let err = Oss::open(cfg("beta", 4)).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Invalid);
+    for needle in [dir.display().to_string(), "'alpha'".into(), "'beta'".into()] {
+        assert!(err.message.contains(&needle), "{needle} missing from: {}", err.message);
+    }
+    let err = Oss::open(cfg("alpha", 5)).unwrap_err();
+    assert_eq!(err.code, ErrorCode::Invalid);
+    assert!(err.message.contains(" 4") && err.message.contains(" 5"), "{}", err.message);
+
+    std::fs::write(dir.join("target"), "fsname = \"alpha\"\nindex = 4\nformat_version = 99\n").unwrap();
+    let err = Oss::open(cfg("alpha", 4)).unwrap_err();
+    assert!(err.message.contains("99"), "{}", err.message);
+    std::fs::write(dir.join("target"), "\u{0}garbage").unwrap();
+    assert_eq!(Oss::open(cfg("alpha", 4)).unwrap_err().code, ErrorCode::Invalid);
+
+    let twice = OssConfig {
+        fsname: "alpha".into(),
+        osts: vec![
+            OstConfig { index: 1, dir: tmp.path().join("a") },
+            OstConfig { index: 1, dir: tmp.path().join("b") },
+        ],
+    };
+    assert_eq!(Oss::open(twice).unwrap_err().code, ErrorCode::Invalid);
+}
+
+#[tokio::test]
+async fn damaged_last_id_is_an_error_not_a_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    drop(start(tmp.path(), 0));
+    std::fs::write(tmp.path().join(format!("ost0/O/{:x}/LAST_ID", Fid::object_seq(0))), "twelve").unwrap();
+    let err = Oss::open(config(tmp.path(), &[0])).unwrap_err();
+    assert!(err.message.contains("LAST_ID"), "{}", err.message);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_writes_to_disjoint_ranges_land_exactly() {
+    const TASKS: u32 = 64;
+    const CHUNK_BYTES: usize = 64 * 1024;
+    let tmp = tempfile::tempdir().unwrap();
+    let c = Arc::new(start(tmp.path(), 0));
+    let mut tasks = Vec::new();
+    for t in 0..TASKS {
+        let c = c.clone();
+        tasks.push(tokio::spawn(async move {
+            // Interleaved: task t owns chunks t, t + TASKS, ... so neighbours race on pages.
+            for round in 0..4u64 {
+                let chunk = u64::from(t) + round * u64::from(TASKS);
+                let data = vec![(chunk % 251) as u8 + 1; CHUNK_BYTES];
+                c.must_write(1, chunk * CHUNK_BYTES as u64, &data).await;
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let total = 4 * TASKS as usize * CHUNK_BYTES;
+    let mut all = Vec::new();
+    while all.len() < total {
+        let part = c.must_read(1, all.len() as u64, BULK_BYTES_MAX).await;
+        assert!(!part.is_empty());
+        all.extend_from_slice(&part);
+    }
+    assert_eq!(all.len(), total);
+    for (chunk, bytes) in all.chunks(CHUNK_BYTES).enumerate() {
+        assert!(bytes.iter().all(|&b| b == (chunk % 251) as u8 + 1), "chunk {chunk} is wrong");
+    }
+}
+
+#[tokio::test]
+async fn more_objects_than_the_handle_cache_holds() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start(tmp.path(), 0);
+    let objects = limits::OPEN_FILES_MAX as u32 + 200;
+    for oid in 0..objects {
+        c.must_write(oid, 0, &oid.to_le_bytes()).await;
+    }
+    for oid in 0..objects {
+        assert_eq!(c.must_read(oid, 0, 4).await.as_ref(), &oid.to_le_bytes());
+    }
+    assert_eq!(c.oss.osts[&0].cached_handles(), limits::OPEN_FILES_MAX);
+}
+
+#[tokio::test]
+async fn sync_writes_and_sync_requests_succeed() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start(tmp.path(), 0);
+    assert_eq!(c.try_write(1, 0, b"durable", true).await, Ok(OstReply::Written { len: 7 }));
+    assert_eq!(c.request(OstRequest::Sync { fid: fid(0, 1) }).await, Ok(OstReply::Empty));
+    assert_eq!(c.request(OstRequest::Sync { fid: fid(0, 99) }).await, Ok(OstReply::Empty));
+    assert_eq!(c.must_read(1, 0, 7).await.as_ref(), b"durable");
+}
+
+#[tokio::test]
+async fn a_full_disk_is_no_space_not_a_panic() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start(tmp.path(), 0);
+    // An object whose file is /dev/full: every write fails with ENOSPC, as on a full disk.
+    let object = tmp.path().join(format!("ost0/O/{:x}/d1/1", Fid::object_seq(0)));
+    std::os::unix::fs::symlink("/dev/full", &object).unwrap();
+    for sync in [false, true] {
+        let err = c.try_write(1, 0, b"no room", sync).await.unwrap_err();
+        assert_eq!(err.code, ErrorCode::NoSpace, "{err}");
+        assert!(err.message.contains("object 1"), "{}", err.message);
+    }
+}
+
+#[tokio::test]
+async fn statfs_reports_the_ost_file_system() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start(tmp.path(), 0);
+    match c.request(OstRequest::Statfs).await.expect("statfs") {
+        OstReply::Statfs(StatfsInfo { bsize, blocks, bfree, bavail, .. }) => {
+            assert!(bsize > 0 && blocks > 0);
+            assert!(bfree <= blocks && bavail <= bfree);
+        }
+        other => panic!("unexpected reply {other:?}"),
+    }
+}
+
+#[tokio::test]
+async fn sparse_indices_in_one_process() {
+    let tmp = tempfile::tempdir().unwrap();
+    let oss = Oss::open(config(tmp.path(), &[1000, 0, 7])).expect("open");
+    assert_eq!(oss.ost_indices(), vec![0, 7, 1000]);
+    for ost in [0, 7, 1000] {
+        let c = Client { oss: oss.clone(), ost };
+        c.must_write(1, 0, &ost.to_le_bytes()).await;
+        assert_eq!(c.must_read(1, 0, 4).await.as_ref(), &ost.to_le_bytes());
+    }
+}

@@ -1,1 +1,113 @@
 //! The FUSE adapter: a thin mapping from the kernel's requests to the client library.
+//!
+//! * [`mount`] / [`mount_foreground`]: mount a [`Client`] at a directory;
+//! * [`errno`]: the single place where Weft's error codes become errno values;
+//! * inode numbers are FIDs ([`weft_proto::Fid::to_ino`], root = 1), so no inode table;
+//! * open files and directories live in handle tables (`handles.rs`);
+//! * the virtual `weft.*` extended attributes (`xattr.rs`) are how the `weft` CLI asks the
+//!   mount for layouts, FIDs, paths, per-target statfs and the cluster map.
+
+mod convert;
+mod errno;
+mod fs;
+mod handles;
+mod identity;
+mod xattr;
+
+pub use errno::errno;
+pub use identity::{identity_of, parse_status_groups};
+pub use xattr::VIRTUAL_PREFIX;
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+use weft_client::Client;
+
+/// How the mount behaves.
+#[derive(Debug, Clone)]
+pub struct MountOptions {
+    /// FUSE worker threads; each serves one kernel request at a time.
+    pub threads: usize,
+    /// How long the kernel trusts attributes and directory entries. Without the lock
+    /// manager this is how stale another client's changes may look (0: always ask).
+    pub attr_ttl: Duration,
+    /// Let users other than the one mounting use the mount (needs `user_allow_other` in
+    /// /etc/fuse.conf when not mounting as root).
+    pub allow_other: bool,
+    /// The source shown in /proc/mounts and df.
+    pub fsname: String,
+    /// Largest write the kernel sends in one request.
+    pub max_write_bytes: u32,
+}
+
+impl Default for MountOptions {
+    fn default() -> Self {
+        MountOptions {
+            threads: 2,
+            attr_ttl: Duration::from_secs(1),
+            allow_other: true,
+            fsname: "weft".to_string(),
+            max_write_bytes: 1024 * 1024,
+        }
+    }
+}
+
+fn fuse_config(opts: &MountOptions) -> fuser::Config {
+    let mount_options = vec![
+        fuser::MountOption::FSName(opts.fsname.clone()),
+        fuser::MountOption::Subtype("weft".to_string()),
+        fuser::MountOption::DefaultPermissions,
+    ];
+    let mut config = fuser::Config::default();
+    config.mount_options = mount_options;
+    config.acl = if opts.allow_other { fuser::SessionACL::All } else { fuser::SessionACL::Owner };
+    config.n_threads = Some(opts.threads.max(1));
+    // One /dev/fuse descriptor per worker thread, so they do not contend on one queue.
+    config.clone_fd = opts.threads > 1;
+    config
+}
+
+/// Mounts in the background and returns at once; dropping the session unmounts
+/// (`umount_and_join` unmounts and waits for the worker threads).
+pub fn mount(
+    client: Arc<Client>,
+    runtime: tokio::runtime::Handle,
+    mountpoint: &Path,
+    opts: MountOptions,
+) -> std::io::Result<fuser::BackgroundSession> {
+    let config = fuse_config(&opts);
+    fuser::spawn_mount(fs::WeftFs::new(client, runtime, opts), mountpoint, &config)
+}
+
+/// Mounts and serves until the file system is unmounted (`fusermount3 -u`, `umount`),
+/// then returns. Call it from a thread that is not a tokio runtime thread (e.g. inside
+/// `spawn_blocking`, or the main thread with the runtime's handle).
+pub fn mount_foreground(
+    client: Arc<Client>,
+    runtime: tokio::runtime::Handle,
+    mountpoint: &Path,
+    opts: MountOptions,
+) -> std::io::Result<()> {
+    let config = fuse_config(&opts);
+    fuser::mount(fs::WeftFs::new(client, runtime, opts), mountpoint, &config)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn config_asks_for_the_documented_mount_options() {
+        let config = fuse_config(&MountOptions::default());
+        assert!(config.mount_options.contains(&fuser::MountOption::DefaultPermissions));
+        assert!(config.mount_options.contains(&fuser::MountOption::Subtype("weft".into())));
+        assert!(config.mount_options.contains(&fuser::MountOption::FSName("weft".into())));
+        assert!(!config.mount_options.contains(&fuser::MountOption::AutoUnmount));
+        assert_eq!(config.acl, fuser::SessionACL::All);
+        assert_eq!(config.n_threads, Some(2));
+        let private = fuse_config(&MountOptions { allow_other: false, threads: 0, ..MountOptions::default() });
+        assert_eq!(private.acl, fuser::SessionACL::Owner);
+        assert_eq!(private.n_threads, Some(1));
+        assert!(!private.clone_fd);
+    }
+}

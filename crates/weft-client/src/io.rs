@@ -1,0 +1,170 @@
+//! Striped data I/O: every call plans its object requests with the pure functions of
+//! [`crate::striping`] and sends them in parallel, at most
+//! [`crate::limits::OBJECT_REQUESTS_IN_FLIGHT_MAX`] at a time.
+
+use crate::limits::OBJECT_REQUESTS_IN_FLIGHT_MAX;
+use crate::striping::{gather, piece_is_whole_range, plan_pieces, scatter, ObjectPiece};
+use crate::Client;
+use bytes::{Bytes, BytesMut};
+use futures::stream::{self, StreamExt, TryStreamExt};
+use std::future::Future;
+use weft_proto::layout::{Layout, LayoutComponent, StripeObject};
+use weft_proto::limits::{FILE_SIZE_MAX_BYTES, RPC_BULK_BYTES_MAX};
+use weft_proto::msg::{Attr, Identity, OstReply, OstRequest, SetAttr, TargetKind};
+use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
+
+/// Runs `futures` with a bound on how many are in flight; results in the input order.
+async fn bounded<T, F>(futures: impl IntoIterator<Item = F>) -> WeftResult<Vec<T>>
+where
+    F: Future<Output = WeftResult<T>>,
+{
+    stream::iter(futures).buffered(OBJECT_REQUESTS_IN_FLIGHT_MAX).try_collect().await
+}
+
+fn unexpected(opcode: &str, object: &StripeObject, reply: &OstReply) -> WeftError {
+    WeftError::protocol(format!(
+        "unexpected reply to {opcode} of object {} on OST {}: {reply:?}",
+        object.fid, object.ost
+    ))
+}
+
+impl Client {
+    /// Reads `[offset, offset+len)` of a file of `file_size` bytes: exactly
+    /// `min(len, file_size - offset)` bytes (none at or past the end), holes and objects
+    /// shorter than the file reading as zeros.
+    pub async fn read(&self, layout: &Layout, offset: u64, len: u32, file_size: u64) -> WeftResult<Bytes> {
+        if offset >= file_size || len == 0 {
+            return Ok(Bytes::new());
+        }
+        let want = (len as u64).min(file_size - offset);
+        let comp = layout.plain()?;
+        let pieces = plan_pieces(comp, offset, want, RPC_BULK_BYTES_MAX as u64);
+        if pieces.len() == 1 && piece_is_whole_range(comp, offset, want, &pieces[0]) {
+            // One object holds the whole range in file order: hand its bytes back as they came.
+            let data = self.read_piece(comp, pieces[0]).await?;
+            if data.len() as u64 == want {
+                return Ok(data);
+            }
+            let mut out = BytesMut::zeroed(want as usize);
+            out[..data.len()].copy_from_slice(&data);
+            return Ok(out.freeze());
+        }
+        let mut out = BytesMut::zeroed(want as usize);
+        let mut replies = stream::iter(pieces.into_iter().map(|piece| async move {
+            let data = self.read_piece(comp, piece).await?;
+            Ok::<_, WeftError>((piece, data))
+        }))
+        .buffer_unordered(OBJECT_REQUESTS_IN_FLIGHT_MAX);
+        while let Some(reply) = replies.next().await {
+            let (piece, data) = reply?;
+            scatter(comp, offset, &piece, &data, &mut out);
+        }
+        Ok(out.freeze())
+    }
+
+    /// One object read; shorter than asked past the object's end.
+    async fn read_piece(&self, comp: &LayoutComponent, piece: ObjectPiece) -> WeftResult<Bytes> {
+        let object = &comp.objects[piece.stripe];
+        let op = OstRequest::Read { fid: object.fid, offset: piece.object_offset, len: piece.len as u32 };
+        let (reply, data) = self.ost(object.ost, op, Bytes::new()).await?;
+        match reply {
+            OstReply::Read { len } if len as usize == data.len() && data.len() as u64 <= piece.len => Ok(data),
+            other => Err(unexpected("ost_read", object, &other)),
+        }
+    }
+
+    /// Writes `data` at `offset`, one request per object piece, in parallel; returns once
+    /// every OST acknowledged. A piece that is contiguous in the file is sent as a slice
+    /// of `data`, without a copy.
+    pub async fn write(&self, layout: &Layout, offset: u64, data: Bytes) -> WeftResult<()> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        let end = offset.checked_add(data.len() as u64).filter(|end| *end <= FILE_SIZE_MAX_BYTES);
+        if end.is_none() {
+            return Err(WeftError::new(
+                ErrorCode::FileTooBig,
+                format!("a write of {} bytes at offset {offset} would pass the largest file size", data.len()),
+            ));
+        }
+        let comp = layout.plain()?;
+        if comp.objects.is_empty() {
+            return Err(WeftError::io("the file's layout has no objects to write to"));
+        }
+        let pieces = plan_pieces(comp, offset, data.len() as u64, RPC_BULK_BYTES_MAX as u64);
+        let data = &data;
+        bounded(pieces.into_iter().map(|piece| async move {
+            let object = &comp.objects[piece.stripe];
+            let bulk = gather(comp, offset, &piece, data);
+            let op = OstRequest::Write { fid: object.fid, offset: piece.object_offset, sync: false };
+            match self.ost(object.ost, op, bulk).await?.0 {
+                OstReply::Written { len } if len as u64 == piece.len => Ok(()),
+                OstReply::Written { len } => Err(WeftError::io(format!(
+                    "short write to object {} on OST {}: {len} of {} bytes",
+                    object.fid, object.ost, piece.len
+                ))),
+                other => Err(unexpected("ost_write", object, &other)),
+            }
+        }))
+        .await?;
+        Ok(())
+    }
+
+    /// The size and 512-byte blocks of a file from its objects (Lustre's glimpse): every
+    /// object's attributes, in parallel. A missing object counts as empty.
+    pub async fn glimpse(&self, layout: &Layout) -> WeftResult<(u64, u64)> {
+        let comp = layout.plain()?;
+        let attrs = bounded(comp.objects.iter().copied().map(|object| async move {
+            match self.ost(object.ost, OstRequest::Getattr { fid: object.fid }, Bytes::new()).await {
+                Ok((OstReply::ObjectAttr { size, blocks }, _)) => Ok((size, blocks)),
+                Ok((other, _)) => Err(unexpected("ost_getattr", &object, &other)),
+                Err(e) if e.code == ErrorCode::NotFound && self.has_target(TargetKind::Ost, object.ost) => {
+                    // The OST is there but the object is not (never written): a hole.
+                    Ok((0, 0))
+                }
+                Err(e) => Err(e),
+            }
+        }))
+        .await?;
+        let sizes: Vec<u64> = attrs.iter().map(|(size, _)| *size).collect();
+        let blocks = attrs.iter().map(|(_, blocks)| *blocks).sum();
+        Ok((comp.file_size_from_objects(&sizes), blocks))
+    }
+
+    /// Truncates (or extends with a hole) to `size`: every object cut to its share of
+    /// `size` in parallel, then the size recorded on the MDT.
+    pub async fn truncate(&self, who: &Identity, fid: Fid, layout: &Layout, size: u64) -> WeftResult<Attr> {
+        if size > FILE_SIZE_MAX_BYTES {
+            return Err(WeftError::new(
+                ErrorCode::FileTooBig,
+                format!("size {size} is larger than the largest file ({FILE_SIZE_MAX_BYTES} bytes)"),
+            ));
+        }
+        let comp = layout.plain()?;
+        bounded(comp.objects.iter().copied().enumerate().map(|(stripe, object)| async move {
+            let op = OstRequest::Punch { fid: object.fid, size: comp.object_size_for(size, stripe) };
+            match self.ost(object.ost, op, Bytes::new()).await? {
+                (OstReply::Empty, _) => Ok(()),
+                (other, _) => Err(unexpected("ost_punch", &object, &other)),
+            }
+        }))
+        .await?;
+        let set = SetAttr { size: Some(size), ..SetAttr::default() };
+        let mut inode = self.setattr(who, fid, set).await?;
+        inode.attr.size = size;
+        Ok(inode.attr)
+    }
+
+    /// Makes every object of the file durable on its OST, in parallel.
+    pub async fn fsync(&self, layout: &Layout) -> WeftResult<()> {
+        let comp = layout.plain()?;
+        bounded(comp.objects.iter().copied().map(|object| async move {
+            match self.ost(object.ost, OstRequest::Sync { fid: object.fid }, Bytes::new()).await? {
+                (OstReply::Empty, _) => Ok(()),
+                (other, _) => Err(unexpected("ost_sync", &object, &other)),
+            }
+        }))
+        .await?;
+        Ok(())
+    }
+}

@@ -1,0 +1,29 @@
+//! What a mount answers for its virtual `weft.*` extended attributes, the interface between
+//! the `weft` CLI and a mount (as lfs talks to llite through ioctls). The FUSE adapter encodes
+//! these as JSON and the CLI decodes the same types, so the two cannot drift apart.
+
+use serde::{Deserialize, Serialize};
+use weft_proto::layout::{Layout, StripeSpec};
+
+/// `weft.layout`: a file's layout, a directory's default, and the FID.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LayoutAnswer {
+    pub layout: Option<Layout>,
+    pub default: Option<StripeSpec>,
+    pub fid: String,
+}
+
+/// `weft.fid2path:FID`: the path below the mount point, without a leading slash.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PathAnswer {
+    pub path: String,
+}
+
+/// `weft.df` answers a `Vec<crate::TargetStatfs>`, `weft.map` a `ClusterMap`, `weft.fid` the
+/// FID as plain text.
+pub const FID: &str = "weft.fid";
+pub const LAYOUT: &str = "weft.layout";
+pub const LAYOUT_DELETE: &str = "weft.layout.delete";
+pub const DF: &str = "weft.df";
+pub const MAP: &str = "weft.map";
+pub const FID2PATH_PREFIX: &str = "weft.fid2path:";

@@ -1,0 +1,741 @@
+//! The [`fuser::Filesystem`] implementation: each kernel request becomes client library
+//! calls run on the tokio runtime (`block_on`: FUSE worker threads are not runtime
+//! threads), and each error becomes an errno in [`crate::errno`].
+
+use crate::convert::{file_attr, file_type, mknod_type, set_time, timestamp};
+use crate::errno::fuse_errno;
+use crate::handles::{
+    entry_offset, resume_at, HandleTable, OpenDir, OpenFile, Resume, Step, DIR_OFFSET_DOT, DIR_OFFSET_DOTDOT,
+};
+use crate::identity::identity_of;
+use crate::xattr::{self, Answer, Virtual};
+use crate::MountOptions;
+use bytes::Bytes;
+use fuser::{
+    AccessFlags, Errno, FileHandle, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+};
+use serde::Serialize;
+use std::ffi::OsStr;
+use std::future::Future;
+use std::os::unix::ffi::OsStrExt;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+use weft_client::virtual_xattr::{LayoutAnswer, PathAnswer};
+use weft_client::Client;
+use weft_proto::layout::{Layout, StripeSpec};
+use weft_proto::limits::{NAME_BYTES_MAX, READDIR_ENTRIES_MAX};
+use weft_proto::msg::{
+    Attr, FileType, Identity, InodeInfo, SetAttr, OPEN_READ, OPEN_TRUNC, OPEN_WRITE, RENAME_EXCHANGE, RENAME_NOREPLACE,
+    XATTR_CREATE, XATTR_REPLACE,
+};
+use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
+
+/// Readahead the kernel may do per file.
+const READAHEAD_BYTES_MAX: u32 = 1024 * 1024;
+/// Background requests (readahead, async reads) the kernel may keep queued.
+const KERNEL_BACKGROUND_REQUESTS_MAX: u16 = 64;
+/// How long unmount waits to close the handles still open.
+const UNMOUNT_CLOSE_TIMEOUT_MS: u64 = 5_000;
+
+pub(crate) struct WeftFs {
+    client: Arc<Client>,
+    runtime: tokio::runtime::Handle,
+    opts: MountOptions,
+    files: HandleTable<OpenFile>,
+    dirs: HandleTable<OpenDir>,
+}
+
+fn who(req: &Request) -> Identity {
+    identity_of(req.uid(), req.gid(), req.pid())
+}
+
+fn fid_of(ino: INodeNo) -> Fid {
+    Fid::from_ino(ino.0)
+}
+
+/// The MDS open flags for kernel open flags.
+fn open_flags(flags: i32) -> u32 {
+    let access = match flags & libc::O_ACCMODE {
+        libc::O_WRONLY => OPEN_WRITE,
+        libc::O_RDWR => OPEN_READ | OPEN_WRITE,
+        _ => OPEN_READ,
+    };
+    access | if flags & libc::O_TRUNC != 0 { OPEN_TRUNC } else { 0 }
+}
+
+fn json(value: &impl Serialize) -> WeftResult<Vec<u8>> {
+    serde_json::to_vec(value).map_err(|e| WeftError::io(format!("cannot encode an attribute value as JSON: {e}")))
+}
+
+impl WeftFs {
+    pub(crate) fn new(client: Arc<Client>, runtime: tokio::runtime::Handle, opts: MountOptions) -> WeftFs {
+        WeftFs { client, runtime, opts, files: HandleTable::default(), dirs: HandleTable::default() }
+    }
+
+    fn block<T>(&self, f: impl Future<Output = T>) -> T {
+        self.runtime.block_on(f)
+    }
+
+    fn ttl(&self) -> Duration {
+        self.opts.attr_ttl
+    }
+
+    fn reply_entry(&self, reply: ReplyEntry, op: &str, result: WeftResult<InodeInfo>) {
+        match result {
+            Ok(inode) => reply.entry(&self.ttl(), &file_attr(&inode.attr, inode.layout.as_ref()), Generation(0)),
+            Err(e) => reply.error(fuse_errno(op, &e)),
+        }
+    }
+
+    fn reply_empty(reply: ReplyEmpty, op: &str, result: WeftResult<()>) {
+        match result {
+            Ok(()) => reply.ok(),
+            Err(e) => reply.error(fuse_errno(op, &e)),
+        }
+    }
+
+    /// An inode with the real size of a file being written (a glimpse when the MDS does
+    /// not know it).
+    async fn complete(&self, mut inode: InodeInfo) -> WeftResult<InodeInfo> {
+        self.client.complete_size(&mut inode).await?;
+        Ok(inode)
+    }
+
+    /// Every open of `fid` on this mount learns its new size (after a truncate here).
+    fn set_open_size(&self, fid: Fid, size: u64) {
+        for file in self.files.find_all(|f| f.fid == fid) {
+            file.set_size(size);
+        }
+    }
+
+    /// After the MDS opened a file: its real size, O_TRUNC applied to the objects, and a
+    /// handle in the table. Closes the MDS open again if any of that fails.
+    async fn finish_open(
+        &self,
+        who: &Identity,
+        inode: InodeInfo,
+        handle: u64,
+        flags: i32,
+    ) -> WeftResult<(u64, InodeInfo)> {
+        let fid = inode.attr.fid;
+        let result = async {
+            let mut inode = self.complete(inode).await?;
+            if flags & libc::O_TRUNC != 0 && inode.attr.size > 0 {
+                if let Some(layout) = &inode.layout {
+                    inode.attr = self.client.truncate(who, fid, layout, 0).await?;
+                    self.set_open_size(fid, 0);
+                }
+            }
+            Ok::<_, WeftError>(inode)
+        }
+        .await;
+        match result {
+            Ok(inode) => {
+                let fh = self.files.insert(OpenFile::new(fid, handle, inode.layout.clone(), inode.attr.size));
+                Ok((fh, inode))
+            }
+            Err(e) => {
+                if let Err(close) = self.client.close(who, fid, handle, None).await {
+                    tracing::warn!("closing {fid} after a failed open: {close}");
+                }
+                Err(e)
+            }
+        }
+    }
+
+    async fn setattr_async(
+        &self,
+        who: &Identity,
+        fid: Fid,
+        fh: Option<FileHandle>,
+        set: SetAttr,
+    ) -> WeftResult<(Attr, Option<Layout>)> {
+        let mut last: Option<(Attr, Option<Layout>)> = None;
+        if let Some(size) = set.size {
+            let layout = match fh.and_then(|fh| self.files.get(fh.0)) {
+                Some(file) => file.layout.clone(),
+                None => self.client.getattr(who, fid).await?.layout,
+            };
+            let attr = match &layout {
+                Some(layout) => self.client.truncate(who, fid, layout, size).await?,
+                None => self.client.setattr(who, fid, SetAttr { size: Some(size), ..SetAttr::default() }).await?.attr,
+            };
+            self.set_open_size(fid, size);
+            last = Some((attr, layout));
+        }
+        let rest = SetAttr { size: None, ..set };
+        if rest != SetAttr::default() {
+            let inode = self.complete(self.client.setattr(who, fid, rest).await?).await?;
+            last = Some((inode.attr, inode.layout));
+        }
+        match last {
+            Some(done) => Ok(done),
+            None => {
+                let inode = self.complete(self.client.getattr(who, fid).await?).await?;
+                Ok((inode.attr, inode.layout))
+            }
+        }
+    }
+
+    async fn virtual_get(&self, who: &Identity, fid: Fid, which: Virtual) -> WeftResult<Vec<u8>> {
+        match which {
+            Virtual::Layout => {
+                let (layout, default) = self.client.getstripe(who, fid).await?;
+                json(&LayoutAnswer { layout, default, fid: fid.to_string() })
+            }
+            Virtual::Fid => Ok(fid.to_string().into_bytes()),
+            Virtual::Fid2Path(target) => {
+                let path = self.client.fid2path(who, target).await?;
+                json(&PathAnswer { path: String::from_utf8_lossy(&path).into_owned() })
+            }
+            Virtual::Df => json(&self.client.statfs_targets().await?),
+            Virtual::Map => json(&self.client.map()),
+            Virtual::LayoutDelete | Virtual::Unknown => {
+                Err(WeftError::new(ErrorCode::NoData, "no such virtual attribute to read"))
+            }
+        }
+    }
+
+    async fn virtual_set(&self, who: &Identity, fid: Fid, which: Virtual, value: &[u8]) -> WeftResult<()> {
+        match which {
+            Virtual::Layout => {
+                let spec: StripeSpec = serde_json::from_slice(value)
+                    .map_err(|e| WeftError::invalid(format!("weft.layout takes a JSON stripe specification: {e}")))?;
+                self.client.setstripe(who, fid, spec).await
+            }
+            Virtual::LayoutDelete => self.client.deletestripe(who, fid).await,
+            _ => Err(WeftError::new(ErrorCode::NotSupported, "this virtual attribute cannot be set")),
+        }
+    }
+
+    /// Closes what is still open at unmount, so the MDS does not keep orphan opens.
+    fn close_all(&self) {
+        let files = self.files.drain();
+        if files.is_empty() {
+            return;
+        }
+        let closing = async {
+            for file in files {
+                if let Err(e) = self.client.close(&Identity::root(), file.fid, file.mds_handle, None).await {
+                    tracing::warn!("closing {} at unmount: {e}", file.fid);
+                }
+            }
+        };
+        // The runtime may be shutting down as well: never let that take the process down.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.block(tokio::time::timeout(Duration::from_millis(UNMOUNT_CLOSE_TIMEOUT_MS), closing))
+        }));
+        if !matches!(outcome, Ok(Ok(()))) {
+            tracing::warn!("unmount: not every open file could be closed on the MDS");
+        }
+    }
+}
+
+impl fuser::Filesystem for WeftFs {
+    fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
+        if let Err(nearest) = config.set_max_write(self.opts.max_write_bytes) {
+            let _ = config.set_max_write(nearest);
+        }
+        if let Err(nearest) = config.set_max_readahead(READAHEAD_BYTES_MAX) {
+            let _ = config.set_max_readahead(nearest);
+        }
+        let _ = config.set_max_background(KERNEL_BACKGROUND_REQUESTS_MAX);
+        // Lookups and creates in one directory may run in parallel: the MDS serializes.
+        let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        Ok(())
+    }
+
+    fn destroy(&mut self) {
+        self.close_all();
+    }
+
+    fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
+        let who = who(req);
+        let result = self.block(async {
+            let inode = self.client.lookup(&who, fid_of(parent), name.as_bytes()).await?;
+            self.complete(inode).await
+        });
+        self.reply_entry(reply, "lookup", result);
+    }
+
+    fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
+        let who = who(req);
+        let result = self.block(async { self.complete(self.client.getattr(&who, fid_of(ino)).await?).await });
+        match result {
+            Ok(inode) => reply.attr(&self.ttl(), &file_attr(&inode.attr, inode.layout.as_ref())),
+            Err(e) => reply.error(fuse_errno("getattr", &e)),
+        }
+    }
+
+    fn setattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        mode: Option<u32>,
+        uid: Option<u32>,
+        gid: Option<u32>,
+        size: Option<u64>,
+        atime: Option<TimeOrNow>,
+        mtime: Option<TimeOrNow>,
+        ctime: Option<SystemTime>,
+        fh: Option<FileHandle>,
+        _crtime: Option<SystemTime>,
+        _chgtime: Option<SystemTime>,
+        _bkuptime: Option<SystemTime>,
+        _flags: Option<fuser::BsdFileFlags>,
+        reply: ReplyAttr,
+    ) {
+        let who = who(req);
+        let set = SetAttr {
+            mode: mode.map(|m| m & 0o7777),
+            uid,
+            gid,
+            size,
+            atime: atime.map(set_time),
+            mtime: mtime.map(set_time),
+            ctime: ctime.map(timestamp),
+        };
+        match self.block(self.setattr_async(&who, fid_of(ino), fh, set)) {
+            Ok((attr, layout)) => reply.attr(&self.ttl(), &file_attr(&attr, layout.as_ref())),
+            Err(e) => reply.error(fuse_errno("setattr", &e)),
+        }
+    }
+
+    fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
+        let who = who(req);
+        match self.block(self.client.readlink(&who, fid_of(ino))) {
+            Ok(target) => reply.data(&target),
+            Err(e) => reply.error(fuse_errno("readlink", &e)),
+        }
+    }
+
+    fn mknod(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        rdev: u32,
+        reply: ReplyEntry,
+    ) {
+        let who = who(req);
+        let Some(kind) = mknod_type(mode) else {
+            reply.error(Errno::EINVAL);
+            return;
+        };
+        let (parent, name, perm) = (fid_of(parent), name.as_bytes(), mode & 0o7777);
+        let result = self.block(async {
+            if kind == FileType::Regular {
+                // A regular file is a create (it gets a layout), closed at once.
+                let (inode, handle) = self.client.create(&who, parent, name, perm, true, None, 0).await?;
+                self.client.close(&who, inode.attr.fid, handle, None).await?;
+                Ok(inode)
+            } else {
+                self.client.mknod(&who, parent, name, kind, perm, rdev).await
+            }
+        });
+        self.reply_entry(reply, "mknod", result);
+    }
+
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+        let who = who(req);
+        let result = self.block(self.client.mkdir(&who, fid_of(parent), name.as_bytes(), mode & 0o7777));
+        self.reply_entry(reply, "mkdir", result);
+    }
+
+    fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let who = who(req);
+        Self::reply_empty(reply, "unlink", self.block(self.client.unlink(&who, fid_of(parent), name.as_bytes())));
+    }
+
+    fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let who = who(req);
+        Self::reply_empty(reply, "rmdir", self.block(self.client.rmdir(&who, fid_of(parent), name.as_bytes())));
+    }
+
+    fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
+        let who = who(req);
+        let target = target.as_os_str().as_bytes();
+        let result = self.block(self.client.symlink(&who, fid_of(parent), link_name.as_bytes(), target));
+        self.reply_entry(reply, "symlink", result);
+    }
+
+    fn rename(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        newparent: INodeNo,
+        newname: &OsStr,
+        flags: RenameFlags,
+        reply: ReplyEmpty,
+    ) {
+        if flags.contains(RenameFlags::RENAME_WHITEOUT) {
+            reply.error(Errno::EINVAL);
+            return;
+        }
+        let mut weft_flags = 0;
+        if flags.contains(RenameFlags::RENAME_NOREPLACE) {
+            weft_flags |= RENAME_NOREPLACE;
+        }
+        if flags.contains(RenameFlags::RENAME_EXCHANGE) {
+            weft_flags |= RENAME_EXCHANGE;
+        }
+        let who = who(req);
+        let result = self.block(self.client.rename(
+            &who,
+            fid_of(parent),
+            name.as_bytes(),
+            fid_of(newparent),
+            newname.as_bytes(),
+            weft_flags,
+        ));
+        Self::reply_empty(reply, "rename", result);
+    }
+
+    fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
+        let who = who(req);
+        let result = self.block(async {
+            let inode = self.client.link(&who, fid_of(ino), fid_of(newparent), newname.as_bytes()).await?;
+            self.complete(inode).await
+        });
+        self.reply_entry(reply, "link", result);
+    }
+
+    fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
+        let who = who(req);
+        let fid = fid_of(ino);
+        let result = self.block(async {
+            let (inode, handle) = self.client.open(&who, fid, open_flags(flags.0)).await?;
+            self.finish_open(&who, inode, handle, flags.0).await
+        });
+        match result {
+            // No FOPEN_KEEP_CACHE: every open drops the kernel's cached pages of the file,
+            // so a read after another client's close sees the new data.
+            Ok((fh, _)) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Err(e) => reply.error(fuse_errno("open", &e)),
+        }
+    }
+
+    fn read(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        size: u32,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyData,
+    ) {
+        let Some(file) = self.files.get(fh.0) else {
+            reply.error(Errno::EBADF);
+            return;
+        };
+        let Some(layout) = &file.layout else {
+            reply.data(&[]);
+            return;
+        };
+        let result = self.block(async {
+            let mut file_size = file.known_size();
+            if offset.saturating_add(size as u64) > file_size {
+                // The read reaches past the size this handle knows: another client may
+                // have written more. Ask the objects, so the kernel gets every byte there is.
+                let (size_now, _) = self.client.glimpse(layout).await?;
+                file.raise_size(size_now);
+                file_size = file.known_size();
+            }
+            self.client.read(layout, offset, size, file_size).await
+        });
+        match result {
+            Ok(data) => reply.data(&data),
+            Err(e) => reply.error(fuse_errno("read", &e)),
+        }
+    }
+
+    fn write(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        offset: u64,
+        data: &[u8],
+        _write_flags: WriteFlags,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        reply: ReplyWrite,
+    ) {
+        let Some(file) = self.files.get(fh.0) else {
+            reply.error(Errno::EBADF);
+            return;
+        };
+        let Some(layout) = &file.layout else {
+            reply.error(fuse_errno("write", &WeftError::io(format!("{} has no layout to write to", file.fid))));
+            return;
+        };
+        let len = data.len();
+        // The kernel's buffer is borrowed for this call only: one copy into shared bytes,
+        // which the striping then slices without copying again.
+        let bytes = Bytes::copy_from_slice(data);
+        match self.block(self.client.write(layout, offset, bytes)) {
+            Ok(()) => {
+                file.note_write(offset + len as u64);
+                reply.written(len as u32);
+            }
+            Err(e) => reply.error(fuse_errno("write", &e)),
+        }
+    }
+
+    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        // Writes are acknowledged by the OSTs before they return: nothing is buffered here.
+        reply.ok();
+    }
+
+    fn release(
+        &self,
+        req: &Request,
+        _ino: INodeNo,
+        fh: FileHandle,
+        _flags: OpenFlags,
+        _lock_owner: Option<LockOwner>,
+        _flush: bool,
+        reply: ReplyEmpty,
+    ) {
+        let Some(file) = self.files.remove(fh.0) else {
+            reply.ok();
+            return;
+        };
+        let who = who(req);
+        let result = self.block(async {
+            // A writer tells the MDS the size and blocks the objects now hold.
+            let size_blocks = match (&file.layout, file.wrote()) {
+                (Some(layout), true) => match self.client.glimpse(layout).await {
+                    Ok(size_blocks) => Some(size_blocks),
+                    Err(e) => {
+                        tracing::warn!("release of {}: cannot read its size from the objects: {e}", file.fid);
+                        None
+                    }
+                },
+                _ => None,
+            };
+            self.client.close(&who, file.fid, file.mds_handle, size_blocks).await
+        });
+        Self::reply_empty(reply, "release", result);
+    }
+
+    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        let Some(file) = self.files.get(fh.0) else {
+            reply.error(Errno::EBADF);
+            return;
+        };
+        let result = match &file.layout {
+            Some(layout) => self.block(self.client.fsync(layout)),
+            None => Ok(()),
+        };
+        Self::reply_empty(reply, "fsync", result);
+    }
+
+    fn opendir(&self, _req: &Request, ino: INodeNo, _flags: OpenFlags, reply: ReplyOpen) {
+        let fh = self.dirs.insert(OpenDir::new(fid_of(ino)));
+        reply.opened(FileHandle(fh), FopenFlags::empty());
+    }
+
+    fn readdir(&self, req: &Request, ino: INodeNo, fh: FileHandle, offset: u64, mut reply: ReplyDirectory) {
+        let Some(dir) = self.dirs.get(fh.0) else {
+            reply.error(Errno::EBADF);
+            return;
+        };
+        let mut at = resume_at(offset);
+        if at == Resume::Dot {
+            if reply.add(ino, DIR_OFFSET_DOT, fuser::FileType::Directory, ".") {
+                return reply.ok();
+            }
+            at = Resume::DotDot;
+        }
+        if at == Resume::DotDot {
+            // The parent is not known without a lookup; the kernel does not use this number.
+            if reply.add(ino, DIR_OFFSET_DOTDOT, fuser::FileType::Directory, "..") {
+                return reply.ok();
+            }
+            at = Resume::Entry(0);
+        }
+        let Resume::Entry(mut index) = at else { unreachable!("dot entries are handled above") };
+        let who = who(req);
+        loop {
+            match dir.step(index) {
+                Step::End => break,
+                Step::Fetch { after_cookie, first_index } => {
+                    match self.block(self.client.readdir(&who, dir.fid, after_cookie, READDIR_ENTRIES_MAX)) {
+                        Ok(page) => dir.store(first_index, after_cookie, page.entries, page.eof),
+                        Err(e) => return reply.error(fuse_errno("readdir", &e)),
+                    }
+                }
+                Step::Entries { first_index, entries } => {
+                    for (i, entry) in entries.iter().enumerate() {
+                        let name = OsStr::from_bytes(&entry.name);
+                        let offset = entry_offset(first_index + i as u64);
+                        if reply.add(INodeNo(entry.fid.to_ino()), offset, file_type(entry.kind), name) {
+                            return reply.ok();
+                        }
+                    }
+                    index = first_index + entries.len() as u64;
+                }
+            }
+        }
+        reply.ok();
+    }
+
+    fn releasedir(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _flags: OpenFlags, reply: ReplyEmpty) {
+        self.dirs.remove(fh.0);
+        reply.ok();
+    }
+
+    fn fsyncdir(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+        // Every metadata change is durable on the MDT when acknowledged.
+        reply.ok();
+    }
+
+    fn statfs(&self, _req: &Request, _ino: INodeNo, reply: ReplyStatfs) {
+        match self.block(self.client.statfs()) {
+            Ok(s) => {
+                reply.statfs(s.blocks, s.bfree, s.bavail, s.files, s.ffree, s.bsize, NAME_BYTES_MAX as u32, s.bsize)
+            }
+            Err(e) => reply.error(fuse_errno("statfs", &e)),
+        }
+    }
+
+    fn setxattr(
+        &self,
+        req: &Request,
+        ino: INodeNo,
+        name: &OsStr,
+        value: &[u8],
+        flags: i32,
+        _position: u32,
+        reply: ReplyEmpty,
+    ) {
+        let who = who(req);
+        let (fid, name) = (fid_of(ino), name.as_bytes());
+        let result = match xattr::parse(name) {
+            Some(which) => self.block(self.virtual_set(&who, fid, which, value)),
+            None => {
+                let flags = flags as u32 & (XATTR_CREATE | XATTR_REPLACE);
+                self.block(self.client.setxattr(&who, fid, name, value, flags))
+            }
+        };
+        Self::reply_empty(reply, "setxattr", result);
+    }
+
+    fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
+        let who = who(req);
+        let (fid, name) = (fid_of(ino), name.as_bytes());
+        let result = match xattr::parse(name) {
+            Some(which) => self.block(self.virtual_get(&who, fid, which)),
+            None => self.block(self.client.getxattr(&who, fid, name)),
+        };
+        match result {
+            Ok(value) => match xattr::answer(value.len(), size) {
+                Answer::Size(len) => reply.size(len),
+                Answer::Data => reply.data(&value),
+                Answer::Range => reply.error(Errno::ERANGE),
+            },
+            Err(e) => reply.error(fuse_errno("getxattr", &e)),
+        }
+    }
+
+    fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        let who = who(req);
+        match self.block(self.client.listxattr(&who, fid_of(ino))) {
+            Ok(names) => {
+                let value = xattr::list_value(&names);
+                match xattr::answer(value.len(), size) {
+                    Answer::Size(len) => reply.size(len),
+                    Answer::Data => reply.data(&value),
+                    Answer::Range => reply.error(Errno::ERANGE),
+                }
+            }
+            Err(e) => reply.error(fuse_errno("listxattr", &e)),
+        }
+    }
+
+    fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
+        let who = who(req);
+        let (fid, name) = (fid_of(ino), name.as_bytes());
+        let result = match xattr::parse(name) {
+            Some(Virtual::Layout | Virtual::LayoutDelete) => self.block(self.client.deletestripe(&who, fid)),
+            Some(_) => Err(WeftError::new(ErrorCode::NoData, "this virtual attribute cannot be removed")),
+            None => self.block(self.client.removexattr(&who, fid, name)),
+        };
+        Self::reply_empty(reply, "removexattr", result);
+    }
+
+    fn access(&self, _req: &Request, _ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
+        // default_permissions: the kernel checks mode bits itself.
+        reply.ok();
+    }
+
+    fn create(
+        &self,
+        req: &Request,
+        parent: INodeNo,
+        name: &OsStr,
+        mode: u32,
+        _umask: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let who = who(req);
+        let exclusive = flags & libc::O_EXCL != 0;
+        let result = self.block(async {
+            let (inode, handle) = self
+                .client
+                .create(&who, fid_of(parent), name.as_bytes(), mode & 0o7777, exclusive, None, open_flags(flags))
+                .await?;
+            self.finish_open(&who, inode, handle, flags).await
+        });
+        match result {
+            Ok((fh, inode)) => reply.created(
+                &self.ttl(),
+                &file_attr(&inode.attr, inode.layout.as_ref()),
+                Generation(0),
+                FileHandle(fh),
+                FopenFlags::empty(),
+            ),
+            Err(e) => reply.error(fuse_errno("create", &e)),
+        }
+    }
+
+    fn fallocate(
+        &self,
+        _req: &Request,
+        _ino: INodeNo,
+        _fh: FileHandle,
+        _offset: u64,
+        _length: u64,
+        _mode: i32,
+        reply: ReplyEmpty,
+    ) {
+        reply.error(Errno::ENOSYS);
+    }
+
+    fn lseek(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _offset: i64, _whence: i32, reply: ReplyLseek) {
+        reply.error(Errno::ENOSYS);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_flags_carry_access_mode_and_truncate() {
+        assert_eq!(open_flags(libc::O_RDONLY), OPEN_READ);
+        assert_eq!(open_flags(libc::O_WRONLY), OPEN_WRITE);
+        assert_eq!(open_flags(libc::O_RDWR | libc::O_TRUNC), OPEN_READ | OPEN_WRITE | OPEN_TRUNC);
+        assert_eq!(open_flags(libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT), OPEN_WRITE);
+    }
+}

@@ -1,0 +1,327 @@
+//! The mount's handle tables: open files (fh → what read, write and release need) and
+//! open directories (fh → one cached page of entries). Pure bookkeeping, no I/O.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use weft_proto::layout::Layout;
+use weft_proto::msg::DirEntry;
+use weft_proto::Fid;
+
+/// Handles by number. Lookups take a read lock for a hash lookup only; the values are
+/// shared so that no lock is held across a request to a server.
+pub struct HandleTable<T> {
+    next: AtomicU64,
+    entries: RwLock<HashMap<u64, Arc<T>>>,
+}
+
+impl<T> Default for HandleTable<T> {
+    fn default() -> Self {
+        HandleTable { next: AtomicU64::new(1), entries: RwLock::new(HashMap::new()) }
+    }
+}
+
+impl<T> HandleTable<T> {
+    /// Stores `value` under a new handle number (never 0, never reused).
+    pub fn insert(&self, value: T) -> u64 {
+        let fh = self.next.fetch_add(1, Ordering::Relaxed);
+        self.entries.write().unwrap_or_else(|p| p.into_inner()).insert(fh, Arc::new(value));
+        fh
+    }
+
+    pub fn get(&self, fh: u64) -> Option<Arc<T>> {
+        self.entries.read().unwrap_or_else(|p| p.into_inner()).get(&fh).cloned()
+    }
+
+    pub fn remove(&self, fh: u64) -> Option<Arc<T>> {
+        self.entries.write().unwrap_or_else(|p| p.into_inner()).remove(&fh)
+    }
+
+    /// The values for which `matches` holds (e.g. every open of one file).
+    pub fn find_all(&self, matches: impl Fn(&T) -> bool) -> Vec<Arc<T>> {
+        self.entries.read().unwrap_or_else(|p| p.into_inner()).values().filter(|v| matches(v)).cloned().collect()
+    }
+
+    /// Every value, leaving the table empty (unmount).
+    pub fn drain(&self) -> Vec<Arc<T>> {
+        self.entries.write().unwrap_or_else(|p| p.into_inner()).drain().map(|(_, v)| v).collect()
+    }
+}
+
+/// One open of a regular file.
+#[derive(Debug)]
+pub struct OpenFile {
+    pub fid: Fid,
+    /// The MDS's open handle, for Close.
+    pub mds_handle: u64,
+    pub layout: Option<Layout>,
+    /// The file size as this handle knows it: the size at open, raised by writes through
+    /// it, set by truncates and glimpses. Reads inside it are answered in full (zero-filled
+    /// past the objects), so the kernel never sees a short read inside the file and
+    /// shrinks its idea of the size.
+    known_size: AtomicU64,
+    wrote: AtomicBool,
+}
+
+impl OpenFile {
+    pub fn new(fid: Fid, mds_handle: u64, layout: Option<Layout>, size_at_open: u64) -> OpenFile {
+        OpenFile { fid, mds_handle, layout, known_size: AtomicU64::new(size_at_open), wrote: AtomicBool::new(false) }
+    }
+
+    pub fn known_size(&self) -> u64 {
+        self.known_size.load(Ordering::Acquire)
+    }
+
+    /// A write of `[offset, end)` went through this handle and was acknowledged.
+    pub fn note_write(&self, end: u64) {
+        self.wrote.store(true, Ordering::Release);
+        self.known_size.fetch_max(end, Ordering::AcqRel);
+    }
+
+    /// The objects hold at least `size` bytes (a glimpse). Never lowers the size: a read
+    /// inside what this handle wrote must stay whole.
+    pub fn raise_size(&self, size: u64) {
+        self.known_size.fetch_max(size, Ordering::AcqRel);
+    }
+
+    /// The size is now exactly `size` (a truncate through the mount, a glimpse).
+    pub fn set_size(&self, size: u64) {
+        self.known_size.store(size, Ordering::Release);
+    }
+
+    pub fn wrote(&self) -> bool {
+        self.wrote.load(Ordering::Acquire)
+    }
+}
+
+/// Directory offsets the kernel sees are positions in the listing, counted per open
+/// directory: `.` is 0 and `..` is 1, the MDT's entries follow from 2 in the order it lists
+/// them. An entry's offset is where the listing resumes after it (its position + 1).
+///
+/// Why not the MDT's cookies: they are 64-bit name hashes, so half of them would be
+/// negative as a kernel `loff_t` (seekdir fails on those), and entries with equal hashes
+/// share one cookie, so a kernel buffer ending inside such a group could not resume exactly.
+/// Positions are small, dense and unique; the MDT's pages never split a hash group, so
+/// fetching the page after the last cookie of a page is exact.
+pub const DIR_OFFSET_DOT: u64 = 1;
+pub const DIR_OFFSET_DOTDOT: u64 = 2;
+const DIR_POSITION_FIRST_ENTRY: u64 = 2;
+
+/// Where a listing resumes for a kernel offset.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Resume {
+    /// From `.` (offset 0).
+    Dot,
+    /// From `..`.
+    DotDot,
+    /// From the MDT entry with this index (0: the first).
+    Entry(u64),
+}
+
+pub fn resume_at(offset: u64) -> Resume {
+    match offset {
+        0 => Resume::Dot,
+        DIR_OFFSET_DOT => Resume::DotDot,
+        k => Resume::Entry(k - DIR_POSITION_FIRST_ENTRY),
+    }
+}
+
+/// The kernel offset after the MDT entry with index `index`.
+pub fn entry_offset(index: u64) -> u64 {
+    index + DIR_POSITION_FIRST_ENTRY + 1
+}
+
+/// One open directory: the page of entries fetched last, with the index of its first
+/// entry, so that a listing costs one MDT request per page rather than one per kernel
+/// buffer. Memory per open directory is one page (at most READDIR_ENTRIES_MAX entries).
+#[derive(Debug)]
+pub struct OpenDir {
+    pub fid: Fid,
+    page: Mutex<Option<DirWindow>>,
+}
+
+#[derive(Debug)]
+struct DirWindow {
+    /// Index (in the whole listing) of `entries[0]`.
+    first_index: u64,
+    entries: Vec<DirEntry>,
+    /// The cookie to fetch the next page after.
+    next_cookie: u64,
+    eof: bool,
+}
+
+/// What to do to list from an entry index.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Step {
+    /// These entries, the first with index `first_index`.
+    Entries { first_index: u64, entries: Vec<DirEntry> },
+    /// Fetch the MDT page after `after_cookie` (0: from the start); its first entry has
+    /// index `first_index`. Then ask again.
+    Fetch { after_cookie: u64, first_index: u64 },
+    /// No entries from there.
+    End,
+}
+
+impl OpenDir {
+    pub fn new(fid: Fid) -> OpenDir {
+        OpenDir { fid, page: Mutex::new(None) }
+    }
+
+    pub fn step(&self, index: u64) -> Step {
+        let page = self.page.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(w) = page.as_ref() else {
+            return Step::Fetch { after_cookie: 0, first_index: 0 };
+        };
+        let end = w.first_index + w.entries.len() as u64;
+        if index < w.first_index {
+            // Behind the window (rewinddir, seekdir back): list again from the start.
+            Step::Fetch { after_cookie: 0, first_index: 0 }
+        } else if index < end {
+            Step::Entries { first_index: index, entries: w.entries[(index - w.first_index) as usize..].to_vec() }
+        } else if w.eof {
+            Step::End
+        } else {
+            // At or past the end of the window: walk forward a page.
+            Step::Fetch { after_cookie: w.next_cookie, first_index: end }
+        }
+    }
+
+    /// Keeps the page fetched after `after_cookie`. An empty page ends the listing even if
+    /// the MDT did not say so, so that a listing always terminates.
+    pub fn store(&self, first_index: u64, after_cookie: u64, entries: Vec<DirEntry>, eof: bool) {
+        let next_cookie = entries.last().map(|e| e.cookie).unwrap_or(after_cookie);
+        let eof = eof || entries.is_empty();
+        *self.page.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(DirWindow { first_index, entries, next_cookie, eof });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_proto::msg::FileType;
+
+    #[test]
+    fn table_hands_out_fresh_handles_and_forgets_removed_ones() {
+        let t: HandleTable<OpenFile> = HandleTable::default();
+        let a = t.insert(OpenFile::new(Fid::new(1, 1, 0), 10, None, 5));
+        let b = t.insert(OpenFile::new(Fid::new(1, 2, 0), 11, None, 0));
+        let c = t.insert(OpenFile::new(Fid::new(1, 1, 0), 12, None, 5));
+        assert!(a != 0 && a != b && b != c && a != c);
+        assert_eq!(t.get(b).unwrap().mds_handle, 11);
+        assert_eq!(t.find_all(|f| f.fid == Fid::new(1, 1, 0)).len(), 2);
+        assert_eq!(t.remove(b).unwrap().mds_handle, 11);
+        assert!(t.get(b).is_none() && t.remove(b).is_none());
+        let d = t.insert(OpenFile::new(Fid::new(1, 3, 0), 13, None, 0));
+        assert!(d > c, "handles are never reused");
+        assert_eq!(t.drain().len(), 3);
+        assert!(t.get(a).is_none() && t.drain().is_empty());
+    }
+
+    #[test]
+    fn open_file_size_grows_with_writes_and_follows_truncates() {
+        let f = OpenFile::new(Fid::new(1, 1, 0), 1, None, 100);
+        assert!(!f.wrote());
+        f.note_write(50);
+        assert!(f.wrote());
+        assert_eq!(f.known_size(), 100, "a write inside the file does not shrink it");
+        f.note_write(4096);
+        assert_eq!(f.known_size(), 4096);
+        f.raise_size(100);
+        assert_eq!(f.known_size(), 4096, "a glimpse never lowers the size");
+        f.raise_size(5000);
+        assert_eq!(f.known_size(), 5000);
+        f.set_size(10);
+        assert_eq!(f.known_size(), 10);
+    }
+
+    #[test]
+    fn directory_offsets_resume_where_the_kernel_stopped() {
+        assert_eq!(resume_at(0), Resume::Dot);
+        assert_eq!(resume_at(DIR_OFFSET_DOT), Resume::DotDot);
+        assert_eq!(resume_at(DIR_OFFSET_DOTDOT), Resume::Entry(0));
+        for index in [0u64, 1, 2, 77, 1 << 40] {
+            assert_eq!(resume_at(entry_offset(index)), Resume::Entry(index + 1));
+            assert!(entry_offset(index) > DIR_OFFSET_DOTDOT);
+        }
+    }
+
+    fn entry(name: &str, cookie: u64) -> DirEntry {
+        DirEntry { name: name.as_bytes().to_vec(), fid: Fid::new(1, cookie as u32, 0), kind: FileType::Regular, cookie }
+    }
+
+    /// A model MDT: entries in cookie order, pages of `max` that never split a group of
+    /// equal cookies, resuming after a cookie.
+    fn mdt_page(all: &[DirEntry], after: u64, max: usize) -> (Vec<DirEntry>, bool) {
+        let mut out: Vec<DirEntry> = Vec::new();
+        for e in all.iter().filter(|e| e.cookie > after) {
+            if out.len() >= max && out.last().is_some_and(|l| l.cookie != e.cookie) {
+                return (out, false);
+            }
+            out.push(e.clone());
+        }
+        (out, true)
+    }
+
+    /// Lists like the kernel does: from `start`, taking at most `buffer` entries per call
+    /// and resuming at the offset of the last one taken.
+    fn list(dir: &OpenDir, all: &[DirEntry], start: u64, buffer: usize, fetches: &mut usize) -> Vec<String> {
+        let mut names = Vec::new();
+        let mut offset = start;
+        loop {
+            let Resume::Entry(mut index) = resume_at(offset) else { panic!("dots are the caller's") };
+            let mut taken = 0;
+            loop {
+                match dir.step(index) {
+                    Step::End => return names,
+                    Step::Fetch { after_cookie, first_index } => {
+                        *fetches += 1;
+                        let (entries, eof) = mdt_page(all, after_cookie, 3);
+                        dir.store(first_index, after_cookie, entries, eof);
+                    }
+                    Step::Entries { first_index, entries } => {
+                        for (i, e) in entries.iter().enumerate() {
+                            if taken == buffer {
+                                break;
+                            }
+                            names.push(String::from_utf8(e.name.clone()).unwrap());
+                            offset = entry_offset(first_index + i as u64);
+                            taken += 1;
+                        }
+                        if taken == buffer {
+                            break;
+                        }
+                        index = first_index + entries.len() as u64;
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn listing_in_small_buffers_sees_every_entry_once_even_with_equal_cookies() {
+        // Cookies with a group of three equal hashes that a kernel buffer can split.
+        let all: Vec<DirEntry> =
+            [("a", 5), ("b", 9), ("c", 9), ("d", 9), ("e", 12), ("f", u64::MAX - 1), ("g", u64::MAX - 1)]
+                .iter()
+                .map(|(n, c)| entry(n, *c))
+                .collect();
+        let want: Vec<String> = all.iter().map(|e| String::from_utf8(e.name.clone()).unwrap()).collect();
+        for buffer in 1..=8 {
+            let dir = OpenDir::new(Fid::new(1, 1, 0));
+            let mut fetches = 0;
+            assert_eq!(list(&dir, &all, DIR_OFFSET_DOTDOT, buffer, &mut fetches), want, "buffer {buffer}");
+            assert!(fetches <= 4, "one fetch per page, not per buffer: {fetches}");
+            // Seeking back (a telldir value from earlier) lists the rest again.
+            let mut again = 0;
+            assert_eq!(list(&dir, &all, entry_offset(1), buffer, &mut again), want[2..].to_vec());
+        }
+        let empty = OpenDir::new(Fid::new(1, 1, 0));
+        let mut fetches = 0;
+        assert!(list(&empty, &[], DIR_OFFSET_DOTDOT, 4, &mut fetches).is_empty());
+        // An empty page that does not say eof still ends the listing.
+        let d = OpenDir::new(Fid::new(1, 1, 0));
+        d.store(0, 0, vec![], false);
+        assert_eq!(d.step(0), Step::End);
+    }
+}

@@ -1,1 +1,78 @@
-fn main() {}
+//! `weft`: the one binary. Parses the command line and wires the crates together; the logic
+//! lives in the library crates. Messages a person can act on are made here and nowhere else.
+
+mod daemon;
+mod lfs;
+mod logging;
+mod mount;
+mod size;
+mod up;
+mod xattr;
+
+use clap::{Args, Parser, Subcommand};
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+#[derive(Parser)]
+#[command(name = "weft", version, about = "Weft: a parallel distributed file system in user space", long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Start a whole file system on this machine (MGS, one MDT, N OSTs) and mount it.
+    Up(up::UpArgs),
+    /// Unmount and stop what `weft up` started.
+    Down(up::DataArgs),
+    /// Show the roles, targets, their state and addresses, and the mount.
+    Status(up::StatusArgs),
+    /// Run the server roles that a config file names, on this node.
+    Server(ServerArgs),
+    /// Mount a Weft file system from its management service.
+    Mount(mount::MountArgs),
+    /// Unmount a Weft mount.
+    Umount(mount::UmountArgs),
+    /// Set the layout of a new file, or the default layout of a directory (as lfs setstripe).
+    Setstripe(lfs::SetstripeArgs),
+    /// Show the layout of files and directories (as lfs getstripe).
+    Getstripe(lfs::GetstripeArgs),
+    /// Show space and inode use per target (as lfs df).
+    Df(lfs::DfArgs),
+    /// Print the FID of each path (as lfs path2fid).
+    Path2fid(lfs::Path2fidArgs),
+    /// Print the path of a FID under a mount (as lfs fid2path).
+    Fid2path(lfs::Fid2pathArgs),
+}
+
+#[derive(Args)]
+pub struct ServerArgs {
+    /// The TOML config naming this node's roles (see docs/CONFIG.md).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Up(a) => up::up(a),
+        Command::Down(a) => up::down(a),
+        Command::Status(a) => up::status(a),
+        Command::Server(a) => up::server(a.config),
+        Command::Mount(a) => mount::mount(a),
+        Command::Umount(a) => mount::umount(a),
+        Command::Setstripe(a) => lfs::setstripe(a),
+        Command::Getstripe(a) => lfs::getstripe(a),
+        Command::Df(a) => lfs::df(a),
+        Command::Path2fid(a) => lfs::path2fid(a),
+        Command::Fid2path(a) => lfs::fid2path(a),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("weft: {e:#}");
+            ExitCode::FAILURE
+        }
+    }
+}

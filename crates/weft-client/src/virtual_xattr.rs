@@ -19,6 +19,14 @@ pub struct PathAnswer {
     pub path: String,
 }
 
+/// The value set on `weft.create:NAME` of a directory: create NAME there with this layout.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct CreateWithLayout {
+    pub spec: StripeSpec,
+    /// Permission bits, the caller's umask already applied.
+    pub mode: u32,
+}
+
 /// `weft.df` answers a `Vec<crate::TargetStatfs>`, `weft.map` a `ClusterMap`, `weft.fid` the
 /// FID as plain text.
 pub const FID: &str = "weft.fid";
@@ -27,3 +35,4 @@ pub const LAYOUT_DELETE: &str = "weft.layout.delete";
 pub const DF: &str = "weft.df";
 pub const MAP: &str = "weft.map";
 pub const FID2PATH_PREFIX: &str = "weft.fid2path:";
+pub const CREATE_PREFIX: &str = "weft.create:";

@@ -23,7 +23,7 @@ use std::os::unix::ffi::OsStrExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
-use weft_client::virtual_xattr::{LayoutAnswer, PathAnswer};
+use weft_client::virtual_xattr::{CreateWithLayout, LayoutAnswer, PathAnswer};
 use weft_client::Client;
 use weft_proto::layout::{Layout, StripeSpec};
 use weft_proto::limits::{NAME_BYTES_MAX, READDIR_ENTRIES_MAX};
@@ -193,7 +193,7 @@ impl WeftFs {
             }
             Virtual::Df => json(&self.client.statfs_targets().await?),
             Virtual::Map => json(&self.client.map()),
-            Virtual::LayoutDelete | Virtual::Unknown => {
+            Virtual::LayoutDelete | Virtual::Create(_) | Virtual::Unknown => {
                 Err(WeftError::new(ErrorCode::NoData, "no such virtual attribute to read"))
             }
         }
@@ -207,6 +207,13 @@ impl WeftFs {
                 self.client.setstripe(who, fid, spec).await
             }
             Virtual::LayoutDelete => self.client.deletestripe(who, fid).await,
+            Virtual::Create(name) => {
+                let req: CreateWithLayout = serde_json::from_slice(value)
+                    .map_err(|e| WeftError::invalid(format!("weft.create takes a JSON {{spec, mode}} object: {e}")))?;
+                let (inode, handle) =
+                    self.client.create(who, fid, &name, req.mode & 0o7777, true, Some(req.spec), OPEN_READ).await?;
+                self.client.close(who, inode.attr.fid, handle, None).await
+            }
             _ => Err(WeftError::new(ErrorCode::NotSupported, "this virtual attribute cannot be set")),
         }
     }

@@ -20,6 +20,9 @@ pub enum Virtual {
     Df,
     /// get: the cluster map.
     Map,
+    /// set on a directory: create the named file with the layout in the value (a JSON
+    /// `CreateWithLayout`), as lfs setstripe creates a new file with its layout in one step.
+    Create(Vec<u8>),
     /// A `weft.` name this version does not know.
     Unknown,
 }
@@ -33,6 +36,9 @@ pub fn parse(name: &[u8]) -> Option<Virtual> {
         b"fid" => Virtual::Fid,
         b"df" => Virtual::Df,
         b"map" => Virtual::Map,
+        _ if rest.len() > b"create:".len() && rest.starts_with(b"create:") => {
+            Virtual::Create(rest[b"create:".len()..].to_vec())
+        }
         _ => match rest.strip_prefix(b"fid2path:") {
             Some(fid) => match std::str::from_utf8(fid).ok().and_then(|s| s.parse::<Fid>().ok()) {
                 Some(fid) => Virtual::Fid2Path(fid),
@@ -79,6 +85,8 @@ mod tests {
     #[test]
     fn names_parse_to_virtual_attributes_or_none() {
         assert_eq!(parse(b"weft.layout"), Some(Virtual::Layout));
+        assert_eq!(parse(b"weft.create:new file"), Some(Virtual::Create(b"new file".to_vec())));
+        assert_eq!(parse(b"weft.create:"), Some(Virtual::Unknown));
         assert_eq!(parse(b"weft.layout.delete"), Some(Virtual::LayoutDelete));
         assert_eq!(parse(b"weft.fid"), Some(Virtual::Fid));
         assert_eq!(parse(b"weft.df"), Some(Virtual::Df));

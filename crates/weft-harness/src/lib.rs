@@ -1,1 +1,362 @@
-//! Test harness: starts whole clusters as real processes, mounts them, and cleans up even when a test fails.
+//! Starts real Weft clusters for tests: every server and every mount is a separate `weft`
+//! process, as on a real cluster, on its own loopback address when asked (127.0.0.2, ...).
+//! Everything is torn down in `Drop`, also when a test panics: mounts are unmounted, processes
+//! killed, the temporary directory removed, and the last log lines printed to help the reader.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+use weft_proto::msg::*;
+
+/// How long a server or mount may take to come up before the test fails.
+pub const START_TIMEOUT_S: u64 = 30;
+/// How long a stopped process may take to exit before it is killed.
+pub const STOP_TIMEOUT_S: u64 = 10;
+
+/// One server process: its roles and its address.
+#[derive(Debug, Clone)]
+pub struct NodeSpec {
+    pub name: String,
+    pub ip: String,
+    pub mgs: bool,
+    pub mdt: Option<u32>,
+    pub osts: Vec<u32>,
+}
+
+impl NodeSpec {
+    pub fn new(name: &str, ip: &str) -> Self {
+        NodeSpec { name: name.into(), ip: ip.into(), mgs: false, mdt: None, osts: Vec::new() }
+    }
+    pub fn mgs(mut self) -> Self {
+        self.mgs = true;
+        self
+    }
+    pub fn mdt(mut self, index: u32) -> Self {
+        self.mdt = Some(index);
+        self
+    }
+    pub fn osts(mut self, osts: &[u32]) -> Self {
+        self.osts = osts.to_vec();
+        self
+    }
+}
+
+pub struct Server {
+    pub spec: NodeSpec,
+    pub address: String,
+    pub config: PathBuf,
+    pub data_dir: PathBuf,
+    pub log: PathBuf,
+    child: Option<Child>,
+}
+
+pub struct Mount {
+    pub path: PathBuf,
+    pub log: PathBuf,
+    child: Option<Child>,
+}
+
+pub struct Cluster {
+    weft: PathBuf,
+    pub dir: tempfile::TempDir,
+    pub servers: Vec<Server>,
+    pub mounts: Vec<Mount>,
+    pub mgs_address: String,
+    expected_targets: usize,
+}
+
+/// A port nobody listens on now at `ip` (bound, then released).
+pub fn free_port(ip: &str) -> u16 {
+    TcpListener::bind((ip, 0)).and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+}
+
+impl Cluster {
+    /// One server process with every role and `osts` OSTs on 127.0.0.1.
+    pub fn single_node(weft: &Path, osts: u32) -> Cluster {
+        let ids: Vec<u32> = (0..osts).collect();
+        Cluster::start(weft, vec![NodeSpec::new("all", "127.0.0.1").mgs().mdt(0).osts(&ids)])
+    }
+
+    /// The multi-node shape: management, metadata and two object servers as separate
+    /// processes on separate loopback addresses.
+    pub fn multi_node(weft: &Path) -> Cluster {
+        Cluster::start(
+            weft,
+            vec![
+                NodeSpec::new("mgs", "127.0.0.2").mgs(),
+                NodeSpec::new("mds", "127.0.0.3").mdt(0),
+                NodeSpec::new("oss1", "127.0.0.4").osts(&[0, 1]),
+                NodeSpec::new("oss2", "127.0.0.5").osts(&[2, 3]),
+            ],
+        )
+    }
+
+    pub fn start(weft: &Path, nodes: Vec<NodeSpec>) -> Cluster {
+        let dir = tempfile::Builder::new().prefix("weft-test-").tempdir().expect("temp dir");
+        // Tests run commands as other users on the mount inside: let them through.
+        std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
+            .expect("chmod temp dir");
+        let mgs_node = nodes.iter().find(|n| n.mgs).expect("one node runs the MGS");
+        let mut servers: Vec<Server> = nodes
+            .iter()
+            .map(|spec| {
+                let address = format!("{}:{}", spec.ip, free_port(&spec.ip));
+                let data_dir = dir.path().join(&spec.name);
+                Server {
+                    spec: spec.clone(),
+                    address,
+                    config: dir.path().join(format!("{}.toml", spec.name)),
+                    log: data_dir.join("logs").join("weft-server.log"),
+                    data_dir,
+                    child: None,
+                }
+            })
+            .collect();
+        let mgs_address = servers.iter().find(|s| s.spec.name == mgs_node.name).expect("mgs").address.clone();
+        let expected_targets = nodes.iter().map(|n| n.osts.len() + n.mdt.is_some() as usize).sum();
+        for s in &servers {
+            let mut toml = format!(
+                "fsname = \"weft\"\ndata_dir = \"{}\"\nlisten = \"{}\"\nmgs_address = \"{}\"\n",
+                s.data_dir.display(),
+                s.address,
+                mgs_address
+            );
+            if s.spec.mgs {
+                toml.push_str("[mgs]\n");
+            }
+            if let Some(i) = s.spec.mdt {
+                toml.push_str(&format!("[mds]\nindex = {i}\n"));
+            }
+            if !s.spec.osts.is_empty() {
+                toml.push_str(&format!("[oss]\nosts = {:?}\n", s.spec.osts));
+            }
+            std::fs::write(&s.config, toml).expect("write config");
+        }
+        let mut cluster = Cluster {
+            weft: weft.to_path_buf(),
+            dir,
+            servers: Vec::new(),
+            mounts: Vec::new(),
+            mgs_address,
+            expected_targets,
+        };
+        // The MGS first, then the OSSs (the MDS precreates on them), then the rest.
+        servers.sort_by_key(|s| (!s.spec.mgs, s.spec.osts.is_empty()));
+        for mut s in servers {
+            s.child = Some(spawn_server(&cluster.weft, &s));
+            cluster.servers.push(s);
+        }
+        cluster.wait_targets_up();
+        cluster
+    }
+
+    fn wait_targets_up(&mut self) {
+        let start = Instant::now();
+        loop {
+            if let Ok(map) = self.map() {
+                let up = map.targets.iter().filter(|t| t.state == TargetState::Up).count();
+                if up >= self.expected_targets {
+                    return;
+                }
+            }
+            for s in &mut self.servers {
+                check_alive(s);
+            }
+            if start.elapsed() > Duration::from_secs(START_TIMEOUT_S) {
+                panic!("cluster did not come up:\n{}", self.log_tails());
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    /// The cluster map, straight from the MGS.
+    pub fn map(&self) -> anyhow::Result<ClusterMap> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        rt.block_on(async {
+            let peer = weft_rpc::Peer::new(self.mgs_address.clone(), weft_rpc::PeerOptions::default());
+            let body = RequestBody::Mgs(MgsRequest::GetMap { known_version: 0 });
+            match peer
+                .call_with_timeout(RequestHeader::default(), body, bytes::Bytes::new(), Duration::from_secs(2))
+                .await
+            {
+                Ok((ReplyBody::Mgs(MgsReply::Map(m)), _)) => Ok(m),
+                Ok((other, _)) => anyhow::bail!("unexpected reply {other:?}"),
+                Err(e) => anyhow::bail!("{}", e.message),
+            }
+        })
+    }
+
+    /// Mounts the file system in a separate `weft mount` process; returns the mount point.
+    pub fn mount(&mut self) -> PathBuf {
+        self.mount_with("timeout=60")
+    }
+
+    pub fn mount_with(&mut self, options: &str) -> PathBuf {
+        let n = self.mounts.len();
+        let path = self.dir.path().join(format!("mnt{n}"));
+        std::fs::create_dir_all(&path).expect("mount point");
+        let log = self.dir.path().join(format!("mnt{n}.log"));
+        let out = std::fs::File::create(&log).expect("mount log");
+        let child = Command::new(&self.weft)
+            .args(["mount", &self.mgs_address])
+            .arg(&path)
+            .args(["-f", "-o", options])
+            .stdin(Stdio::null())
+            .stdout(out.try_clone().expect("log"))
+            .stderr(out)
+            .spawn()
+            .expect("spawn weft mount");
+        self.mounts.push(Mount { path: path.clone(), log, child: Some(child) });
+        let start = Instant::now();
+        while !is_mounted(&path) {
+            let m = self.mounts.last_mut().expect("just pushed");
+            if let Some(st) = m.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+                panic!("weft mount exited ({st}):\n{}", tail(&m.log, 30));
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(START_TIMEOUT_S),
+                "mount did not appear:\n{}",
+                tail(&m.log, 30)
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        path
+    }
+
+    pub fn server(&mut self, name: &str) -> &mut Server {
+        self.servers.iter_mut().find(|s| s.spec.name == name).unwrap_or_else(|| panic!("no server {name}"))
+    }
+
+    /// kill -9 of one server process.
+    pub fn kill9(&mut self, name: &str) {
+        let s = self.server(name);
+        if let Some(mut c) = s.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+
+    /// Starts a killed server again with the same config and address.
+    pub fn restart(&mut self, name: &str) {
+        let weft = self.weft.clone();
+        let s = self.server(name);
+        assert!(s.child.is_none(), "{name} is still running");
+        let started = Instant::now();
+        // The old address may linger in TIME_WAIT for a moment; the server binds with
+        // SO_REUSEADDR (tokio's default on Linux), so one try normally suffices.
+        s.child = Some(spawn_server(&weft, s));
+        while started.elapsed() < Duration::from_secs(2) {
+            if std::net::TcpStream::connect(&s.address).is_ok() {
+                return;
+            }
+            check_alive(s);
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    pub fn log_tails(&self) -> String {
+        let mut out = String::new();
+        for s in &self.servers {
+            out.push_str(&format!("--- {} ({}) {}\n{}\n", s.spec.name, s.address, s.log.display(), tail(&s.log, 20)));
+        }
+        for m in &self.mounts {
+            out.push_str(&format!("--- mount {}\n{}\n", m.path.display(), tail(&m.log, 20)));
+        }
+        out
+    }
+
+    /// Unmounts one mount and waits for its process to exit.
+    pub fn unmount(&mut self, path: &Path) {
+        if let Some(m) = self.mounts.iter_mut().find(|m| m.path == path) {
+            m.stop();
+        }
+    }
+}
+
+impl Mount {
+    fn stop(&mut self) {
+        if is_mounted(&self.path) {
+            let _ = Command::new("fusermount3").arg("-uz").arg(&self.path).status();
+        }
+        if let Some(mut c) = self.child.take() {
+            let start = Instant::now();
+            while c.try_wait().ok().flatten().is_none() && start.elapsed() < Duration::from_secs(STOP_TIMEOUT_S) {
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Cluster {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            eprintln!("=== weft cluster logs (test failed) ===\n{}", self.log_tails());
+        }
+        for m in &mut self.mounts {
+            m.stop();
+        }
+        for s in &mut self.servers {
+            if let Some(mut c) = s.child.take() {
+                // SAFETY: plain kill(2) on our own child.
+                unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+                let start = Instant::now();
+                while c.try_wait().ok().flatten().is_none() && start.elapsed() < Duration::from_secs(STOP_TIMEOUT_S) {
+                    std::thread::sleep(Duration::from_millis(20));
+                }
+                let _ = c.kill();
+                let _ = c.wait();
+            }
+        }
+    }
+}
+
+fn spawn_server(weft: &Path, s: &Server) -> Child {
+    std::fs::create_dir_all(&s.data_dir).expect("data dir");
+    let out_path = s.data_dir.join("stdout.log");
+    let out = std::fs::OpenOptions::new().create(true).append(true).open(out_path).expect("stdout log");
+    Command::new(weft)
+        .arg("server")
+        .arg("--config")
+        .arg(&s.config)
+        .stdin(Stdio::null())
+        .stdout(out.try_clone().expect("log"))
+        .stderr(out)
+        .spawn()
+        .expect("spawn weft server")
+}
+
+/// Fails the test at once, with the server's log, when a server that should run has exited.
+fn check_alive(s: &mut Server) {
+    if let Some(status) = s.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
+        let out = tail(&s.data_dir.join("stdout.log"), 20);
+        panic!("server {} exited ({status}):\n{}\n{out}", s.spec.name, tail(&s.log, 30));
+    }
+}
+
+pub fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+pub fn is_mounted(path: &Path) -> bool {
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let want = path.to_string_lossy().replace(' ', "\\040");
+    text.lines().any(|l| l.split(' ').nth(4) == Some(want.as_str()))
+}
+
+/// Runs a command, asserting success; returns stdout.
+pub fn run(cmd: &mut Command) -> String {
+    let out = cmd.output().unwrap_or_else(|e| panic!("cannot run {cmd:?}: {e}"));
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed ({}):\nstdout: {}\nstderr: {}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

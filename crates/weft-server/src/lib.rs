@@ -1,1 +1,184 @@
-//! Runs the server roles a config file names (MGS, MDS, OSS) in one process.
+//! Runs the server roles a config file names (management, metadata, object storage) in one
+//! process, behind one listening address: `weft server --config FILE` on a real cluster, and
+//! every role at once under `weft up`.
+//!
+//! ```text
+//!            ┌──────────── one server process ─────────────┐
+//! TCP ─▶ weft-rpc Server (decode → authorize → schedule → execute → reply → account)
+//!                        │ Router: by the target the request names
+//!              ┌─────────┼──────────────┐
+//!              ▼         ▼              ▼
+//!             Mgs    Mds (MDT n)    Oss (OST i, j, ...)
+//!                        │ precreate / destroy via Peer to the OSTs' servers
+//! ```
+//!
+//! Every target registers with the MGS at start (also when the MGS is in the same process,
+//! so that one code path serves both shapes), and a task follows the cluster map for the MDS.
+
+pub mod config;
+mod router;
+mod targets;
+
+pub use config::ServerConfig;
+
+use anyhow::Context;
+use bytes::Bytes;
+use std::sync::Arc;
+use std::time::Duration;
+use weft_mds::{Mds, MdsConfig};
+use weft_mgs::Mgs;
+use weft_oss::{Oss, OssConfig, OstConfig};
+use weft_proto::msg::*;
+use weft_rpc::{Peer, PeerOptions, Server, ServerLimits};
+
+/// How often a server asks the MGS whether the cluster map moved.
+const MAP_POLL_INTERVAL_MS: u64 = 250;
+
+/// A running server process: its address and the services it hosts.
+pub struct RunningServer {
+    pub address: String,
+    pub config: ServerConfig,
+    server: Arc<Server>,
+    mds: Option<Arc<Mds>>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl RunningServer {
+    /// Starts every role the config names and registers its targets with the MGS.
+    /// Returns once the listener is up and the targets are registered.
+    pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
+        config.validate()?;
+        std::fs::create_dir_all(&config.data_dir)
+            .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
+        let listener = tokio::net::TcpListener::bind(&config.listen)
+            .await
+            .with_context(|| format!("cannot listen on {}", config.listen))?;
+        let address = listener.local_addr()?.to_string();
+        // With port 0 in `listen`, the MGS address may be our own: resolve it.
+        let mgs_address = if config.mgs.is_some() && config.mgs_address_is_self() {
+            address.clone()
+        } else {
+            config.mgs_address.clone()
+        };
+
+        let mgs = match &config.mgs {
+            Some(_) => Some(
+                Mgs::open(&config.data_dir.join("mgs"), &config.fsname)
+                    .map_err(|e| anyhow::anyhow!("management service: {}", e.message))?,
+            ),
+            None => None,
+        };
+        let oss = match &config.oss {
+            Some(o) => Some(
+                Oss::open(OssConfig {
+                    fsname: config.fsname.clone(),
+                    osts: o
+                        .osts
+                        .iter()
+                        .map(|&index| OstConfig { index, dir: config.data_dir.join(format!("ost{index:04x}")) })
+                        .collect(),
+                })
+                .map_err(|e| anyhow::anyhow!("object storage service: {}", e.message))?,
+            ),
+            None => None,
+        };
+        let peer_opts = PeerOptions::default();
+        let mgs_peer = Arc::new(Peer::new(mgs_address.clone(), peer_opts.clone()));
+        let object_targets = Arc::new(targets::NetTargets::new(peer_opts.clone()));
+        let mds = match &config.mds {
+            Some(m) => Some(
+                Mds::open(
+                    MdsConfig::new(config.data_dir.join(format!("mdt{:04x}", m.index)), m.index),
+                    object_targets.clone(),
+                )
+                .map_err(|e| anyhow::anyhow!("metadata service: {}", e.message))?,
+            ),
+            None => None,
+        };
+
+        let router = Arc::new(router::Router {
+            mgs,
+            mds: mds.clone(),
+            mdt_index: config.mds.as_ref().map(|m| m.index),
+            oss: oss.clone(),
+        });
+        let server = Server::new(router, ServerLimits::default());
+        let mut tasks = vec![server.serve(listener)];
+
+        // Register our targets with the MGS; it may not be up yet on a real cluster.
+        let mut targets = Vec::new();
+        if let Some(m) = &config.mds {
+            targets.push((TargetKind::Mdt, m.index));
+        }
+        if let Some(o) = &oss {
+            targets.extend(o.ost_indices().into_iter().map(|i| (TargetKind::Ost, i)));
+        }
+        for (kind, index) in targets {
+            let target = TargetInfo { kind, index, address: address.clone(), state: TargetState::Up };
+            mgs_call(&mgs_peer, MgsRequest::Register { target }).await.with_context(|| {
+                format!("cannot register {kind:?} {index} with the management service at {mgs_address}")
+            })?;
+        }
+
+        if let Some(mds) = &mds {
+            let map = fetch_map(&mgs_peer, 0).await.context("cannot fetch the cluster map")?;
+            object_targets.set_map(&map);
+            mds.set_cluster_map(&map);
+            let (mds, mgs_peer, object_targets) = (mds.clone(), mgs_peer.clone(), object_targets.clone());
+            tasks.push(tokio::spawn(async move {
+                let mut version = map.version;
+                loop {
+                    tokio::time::sleep(Duration::from_millis(MAP_POLL_INTERVAL_MS)).await;
+                    if let Ok(map) = fetch_map(&mgs_peer, version).await {
+                        if map.version != version {
+                            version = map.version;
+                            object_targets.set_map(&map);
+                            mds.set_cluster_map(&map);
+                        }
+                    }
+                }
+            }));
+        }
+        tracing::info!("serving {} on {address}", config.roles_text());
+        Ok(RunningServer { address, config, server, mds, tasks })
+    }
+
+    pub fn mgs_address(&self) -> String {
+        if self.config.mgs.is_some() && self.config.mgs_address_is_self() {
+            self.address.clone()
+        } else {
+            self.config.mgs_address.clone()
+        }
+    }
+
+    /// Stops serving and lets the MDS commit what it has in flight.
+    pub async fn shutdown(self) {
+        self.server.shutdown();
+        for t in &self.tasks {
+            t.abort();
+        }
+        if let Some(mds) = &self.mds {
+            mds.shutdown().await;
+        }
+    }
+}
+
+fn header() -> RequestHeader {
+    // Server-to-server requests are not mutations of the namespace: no reply cache key needed.
+    RequestHeader { client_id: 0, request_id: 0, identity: Identity::root(), jobid: String::new() }
+}
+
+async fn mgs_call(peer: &Peer, req: MgsRequest) -> anyhow::Result<MgsReply> {
+    match peer.call(header(), RequestBody::Mgs(req), Bytes::new()).await {
+        Ok((ReplyBody::Mgs(r), _)) => Ok(r),
+        Ok((other, _)) => Err(anyhow::anyhow!("unexpected reply from the management service: {other:?}")),
+        Err(e) => Err(anyhow::anyhow!("{}", e.message)),
+    }
+}
+
+async fn fetch_map(peer: &Peer, known_version: u64) -> anyhow::Result<ClusterMap> {
+    match mgs_call(peer, MgsRequest::GetMap { known_version }).await? {
+        MgsReply::Map(m) => Ok(m),
+        MgsReply::Unchanged { version } => Ok(ClusterMap { version, ..Default::default() }),
+    }
+}

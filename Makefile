@@ -1,0 +1,35 @@
+# The two commands a newcomer needs:
+#   make up    build Weft (release) and start a whole file system here, mounted at ./weft-mnt
+#   make test  install what the tests need, then format check, lints and the whole test suite
+CARGO ?= cargo
+
+.PHONY: all build release up down test deps lint check-format unit bench-micro clean
+
+all: build
+
+build:
+	$(CARGO) build --workspace
+
+release:
+	$(CARGO) build --release -p weft-cli
+
+up: release
+	./target/release/weft up
+
+down:
+	./target/release/weft down
+
+deps:
+	./scripts/install-test-deps.sh
+
+check-format:
+	$(CARGO) fmt --all -- --check
+
+lint:
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+test: deps check-format lint
+	$(CARGO) test --workspace
+
+clean:
+	$(CARGO) clean

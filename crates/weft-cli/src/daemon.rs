@@ -1,0 +1,99 @@
+//! Running a command in the background the way `mount` and service managers expect: the
+//! parent starts a detached copy of itself, waits until that copy says it is ready (or dies,
+//! in which case the parent shows why), and returns.
+
+use anyhow::anyhow;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// Set in the environment of the detached copy so it knows not to detach again.
+pub const DETACHED_ENV: &str = "WEFT_DETACHED";
+
+pub fn is_detached_child() -> bool {
+    std::env::var_os(DETACHED_ENV).is_some()
+}
+
+/// Starts this binary again with `args`, in its own session, output appended to `log`.
+pub fn spawn_self(args: &[String], log: &Path) -> anyhow::Result<Child> {
+    if let Some(dir) = log.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    let out = std::fs::OpenOptions::new().create(true).append(true).open(log)?;
+    let err = out.try_clone()?;
+    let exe = std::env::current_exe()?;
+    let mut cmd = Command::new(exe);
+    cmd.args(args).env(DETACHED_ENV, "1").stdin(Stdio::null()).stdout(out).stderr(err);
+    // SAFETY: setsid is async-signal-safe; it detaches the child from our terminal so that
+    // Ctrl-C in this shell later does not stop the background file system.
+    unsafe {
+        cmd.pre_exec(|| {
+            libc::setsid();
+            Ok(())
+        });
+    }
+    Ok(cmd.spawn()?)
+}
+
+/// Waits until `ready()` holds, the child exits (an error with the log's last lines), or
+/// `timeout` passes.
+pub fn wait_ready(child: &mut Child, log: &Path, timeout: Duration, ready: impl Fn() -> bool) -> anyhow::Result<()> {
+    let start = Instant::now();
+    loop {
+        if ready() {
+            return Ok(());
+        }
+        if let Some(status) = child.try_wait()? {
+            return Err(anyhow!("the background process exited ({status}) before it was ready:\n{}", tail(log, 15)));
+        }
+        if start.elapsed() > timeout {
+            let _ = child.kill();
+            return Err(anyhow!(
+                "not ready after {} s; stopped it. Last lines of {}:\n{}",
+                timeout.as_secs(),
+                log.display(),
+                tail(log, 15)
+            ));
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}
+
+pub fn tail(path: &Path, lines: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let all: Vec<&str> = text.lines().collect();
+    all[all.len().saturating_sub(lines)..].join("\n")
+}
+
+/// Whether `mountpoint` is a mount point now (from /proc/self/mountinfo).
+pub fn is_mounted(mountpoint: &Path) -> bool {
+    // No canonicalize: that would stat the mount point, which hangs or fails on a dead mount.
+    let Ok(canon) = std::path::absolute(mountpoint) else {
+        return false;
+    };
+    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
+    let want = canon.to_string_lossy().replace(' ', "\\040");
+    text.lines().any(|l| l.split(' ').nth(4) == Some(want.as_str()))
+}
+
+/// Unmounts a FUSE mount; `lazy` detaches it even while busy (for cleanup of a dead mount).
+pub fn unmount(mountpoint: &Path, lazy: bool) -> anyhow::Result<()> {
+    let flag = if lazy { "-uz" } else { "-u" };
+    let out = Command::new("fusermount3").arg(flag).arg(mountpoint).output();
+    match out {
+        Ok(o) if o.status.success() => Ok(()),
+        Ok(o) => {
+            // fusermount3 refuses some cases root can still do: fall back to umount(2).
+            let c = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes())?;
+            let flags = if lazy { libc::MNT_DETACH } else { 0 };
+            // SAFETY: c is a valid C string.
+            if unsafe { libc::umount2(c.as_ptr(), flags) } == 0 {
+                Ok(())
+            } else {
+                Err(anyhow!("cannot unmount {}: {}", mountpoint.display(), String::from_utf8_lossy(&o.stderr).trim()))
+            }
+        }
+        Err(e) => Err(anyhow!("cannot run fusermount3 to unmount {} ({e}); install fuse3", mountpoint.display())),
+    }
+}

@@ -1,0 +1,161 @@
+//! `weft mount` and `weft umount`.
+
+use crate::daemon;
+use anyhow::{anyhow, bail};
+use clap::Args;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The port the management service listens on when an address gives none.
+pub const MGS_PORT_DEFAULT: u16 = 9800;
+
+#[derive(Args)]
+pub struct MountArgs {
+    /// The management service: HOST[:PORT] (port 9800 if omitted).
+    #[arg(value_name = "MGS_ADDR[:PORT]")]
+    mgs: String,
+    /// Where to mount.
+    #[arg(value_name = "MNT")]
+    mountpoint: PathBuf,
+    /// Comma-separated options: timeout=SECONDS (how long requests wait for a restarting
+    /// server before EIO, default 100), threads=N (FUSE threads, default 2), jobid=NAME,
+    /// log=FILE.
+    #[arg(short = 'o', value_name = "OPTIONS")]
+    options: Option<String>,
+    /// Stay in the foreground instead of returning once mounted.
+    #[arg(short = 'f', long)]
+    foreground: bool,
+}
+
+#[derive(Args)]
+pub struct UmountArgs {
+    /// The mount point.
+    #[arg(value_name = "MNT")]
+    mountpoint: PathBuf,
+}
+
+pub struct MountOptions {
+    pub timeout: Duration,
+    pub threads: usize,
+    pub jobid: String,
+    pub log: Option<PathBuf>,
+}
+
+const MOUNT_OPTIONS_ALLOWED: &str = "timeout=SECONDS, threads=N, jobid=NAME, log=FILE";
+
+pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
+    let mut o = MountOptions { timeout: Duration::from_secs(100), threads: 2, jobid: String::new(), log: None };
+    for item in text.unwrap_or("").split(',').map(str::trim).filter(|s| !s.is_empty()) {
+        let (k, v) = item.split_once('=').unwrap_or((item, ""));
+        match k {
+            "timeout" => {
+                let s: u64 =
+                    v.parse().map_err(|_| anyhow!("mount option timeout={v}: give whole seconds, e.g. timeout=30"))?;
+                if s == 0 {
+                    bail!("mount option timeout=0: give at least 1 second");
+                }
+                o.timeout = Duration::from_secs(s);
+            }
+            "threads" => {
+                o.threads = v
+                    .parse()
+                    .ok()
+                    .filter(|n| (1..=64).contains(n))
+                    .ok_or_else(|| anyhow!("mount option threads={v}: give a number from 1 to 64"))?;
+            }
+            "jobid" => o.jobid = v.to_string(),
+            "log" => o.log = Some(PathBuf::from(v)),
+            _ => bail!("unknown mount option '{k}': allowed are {MOUNT_OPTIONS_ALLOWED}"),
+        }
+    }
+    Ok(o)
+}
+
+pub fn with_default_port(addr: &str) -> String {
+    if addr.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
+        addr.to_string()
+    } else {
+        format!("{addr}:{MGS_PORT_DEFAULT}")
+    }
+}
+
+pub fn mount(a: MountArgs) -> anyhow::Result<()> {
+    let opts = parse_options(a.options.as_deref())?;
+    let mgs = with_default_port(&a.mgs);
+    if !a.mountpoint.is_dir() {
+        bail!("mount point {} is not a directory", a.mountpoint.display());
+    }
+    if daemon::is_mounted(&a.mountpoint) {
+        bail!("{} is already a mount point", a.mountpoint.display());
+    }
+    let log = opts.log.clone().unwrap_or_else(|| {
+        let name = a.mountpoint.to_string_lossy().replace('/', "_");
+        std::env::temp_dir().join(format!("weft-mount{name}.log"))
+    });
+    if !a.foreground && !daemon::is_detached_child() {
+        let mut args =
+            vec!["mount".to_string(), a.mgs.clone(), a.mountpoint.to_string_lossy().into_owned(), "-f".into()];
+        if let Some(o) = &a.options {
+            args.push("-o".into());
+            args.push(o.clone());
+        }
+        let mut child = daemon::spawn_self(&args, &log)?;
+        let mnt = a.mountpoint.clone();
+        daemon::wait_ready(&mut child, &log, opts.timeout.min(Duration::from_secs(30)), || daemon::is_mounted(&mnt))?;
+        return Ok(());
+    }
+    if daemon::is_detached_child() || opts.log.is_some() {
+        crate::logging::to_file(&log)?;
+    } else {
+        crate::logging::to_stderr();
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let client =
+        rt.block_on(weft_client::Client::connect(client_config(&mgs, &opts))).map_err(|e| anyhow!("{}", e.message))?;
+    tracing::info!("mounting {mgs} at {}", a.mountpoint.display());
+    weft_fuse::mount_foreground(client, rt.handle().clone(), &a.mountpoint, fuse_options(&opts, "weft"))
+        .map_err(|e| anyhow!("cannot mount at {}: {e}", a.mountpoint.display()))?;
+    Ok(())
+}
+
+pub fn client_config(mgs: &str, opts: &MountOptions) -> weft_client::ClientConfig {
+    weft_client::ClientConfig {
+        mgs_address: mgs.to_string(),
+        connect_timeout: Duration::from_secs(5),
+        request_timeout: opts.timeout,
+        jobid: opts.jobid.clone(),
+    }
+}
+
+pub fn fuse_options(opts: &MountOptions, fsname: &str) -> weft_fuse::MountOptions {
+    weft_fuse::MountOptions {
+        threads: opts.threads,
+        attr_ttl: Duration::from_secs(1),
+        allow_other: true,
+        fsname: fsname.to_string(),
+        max_write_bytes: 1 << 20,
+    }
+}
+
+pub fn umount(a: UmountArgs) -> anyhow::Result<()> {
+    if !daemon::is_mounted(&a.mountpoint) {
+        bail!("{} is not mounted", a.mountpoint.display());
+    }
+    daemon::unmount(&a.mountpoint, false)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn options_name_the_bad_one() {
+        let o = parse_options(Some("timeout=5,threads=4,jobid=x")).unwrap();
+        assert_eq!((o.timeout, o.threads, o.jobid.as_str()), (Duration::from_secs(5), 4, "x"));
+        let e = parse_options(Some("speed=11")).err().unwrap().to_string();
+        assert!(e.contains("speed") && e.contains("timeout=SECONDS"), "{e}");
+        assert!(parse_options(Some("threads=0")).is_err());
+        assert_eq!(with_default_port("10.0.0.1"), "10.0.0.1:9800");
+        assert_eq!(with_default_port("127.0.0.2:9000"), "127.0.0.2:9000");
+    }
+}

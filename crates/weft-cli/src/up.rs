@@ -1,0 +1,375 @@
+//! `weft up`, `weft down`, `weft status`, `weft server`: running servers and the local
+//! cluster. `weft up` runs every role and the mount in one process; its data directory keeps
+//! the server config (`server.toml`), the data of each target, logs (`logs/`), and while it
+//! runs a state file (`run/state.json`) that `down` and `status` read.
+
+use crate::daemon;
+use crate::mount::{client_config, fuse_options, parse_options};
+use anyhow::{anyhow, bail, Context};
+use clap::Args;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use weft_server::config::{MdsRole, MgsRole, OssRole};
+use weft_server::{RunningServer, ServerConfig};
+
+#[derive(Args)]
+pub struct UpArgs {
+    /// Where the file system keeps its data, config and logs.
+    #[arg(long, default_value = "./weft-data", value_name = "DIR")]
+    data: PathBuf,
+    /// Where to mount it.
+    #[arg(long, default_value = "./weft-mnt", value_name = "MNT")]
+    mount: PathBuf,
+    /// Number of OSTs for a new file system (an existing one keeps its own).
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    osts: u32,
+    /// Return once the mount is usable, leaving the file system running in the background.
+    #[arg(long)]
+    detach: bool,
+}
+
+#[derive(Args)]
+pub struct DataArgs {
+    /// The data directory given to `weft up`.
+    #[arg(long, default_value = "./weft-data", value_name = "DIR")]
+    data: PathBuf,
+}
+
+#[derive(Args)]
+pub struct StatusArgs {
+    #[arg(long, default_value = "./weft-data", value_name = "DIR")]
+    data: PathBuf,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct UpState {
+    pub pid: u32,
+    pub fsname: String,
+    pub mgs_address: String,
+    pub mount: PathBuf,
+    pub data: PathBuf,
+    pub log: PathBuf,
+}
+
+/// How long `weft up --detach` waits for the background file system to be mounted.
+const UP_READY_TIMEOUT_S: u64 = 60;
+/// How long `weft down` waits for a clean stop before it kills.
+const DOWN_WAIT_S: u64 = 30;
+
+fn state_path(data: &Path) -> PathBuf {
+    data.join("run").join("state.json")
+}
+
+fn read_state(data: &Path) -> Option<UpState> {
+    serde_json::from_slice(&std::fs::read(state_path(data)).ok()?).ok()
+}
+
+fn write_state(data: &Path, s: &UpState) -> anyhow::Result<()> {
+    let p = state_path(data);
+    std::fs::create_dir_all(p.parent().expect("state path has a parent"))?;
+    let tmp = p.with_extension("tmp");
+    std::fs::write(&tmp, serde_json::to_vec_pretty(s)?)?;
+    std::fs::rename(tmp, p)?;
+    Ok(())
+}
+
+fn pid_alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    pid != 0 && unsafe { libc::kill(pid as i32, 0) } == 0
+}
+
+fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
+    std::path::absolute(p).with_context(|| format!("cannot resolve {}", p.display()))
+}
+
+/// The config of the local file system in `data`: made on first use, read after.
+fn local_config(data: &Path, osts: u32) -> anyhow::Result<ServerConfig> {
+    let path = data.join("server.toml");
+    if path.exists() {
+        let c = ServerConfig::load(&path)?;
+        let have = c.oss.as_ref().map_or(0, |o| o.osts.len());
+        if have != osts as usize {
+            eprintln!("weft: {} holds a file system with {have} OSTs; --osts {osts} is ignored", data.display());
+        }
+        return Ok(c);
+    }
+    let c = ServerConfig {
+        fsname: "weft".into(),
+        data_dir: data.to_path_buf(),
+        listen: "127.0.0.1:0".into(),
+        mgs_address: String::new(),
+        mgs: Some(MgsRole {}),
+        mds: Some(MdsRole { index: 0 }),
+        oss: Some(OssRole { osts: (0..osts).collect() }),
+    };
+    std::fs::write(&path, toml::to_string_pretty(&c)?)?;
+    Ok(c)
+}
+
+pub fn up(a: UpArgs) -> anyhow::Result<()> {
+    let data = absolute(&a.data)?;
+    let mnt = absolute(&a.mount)?;
+    std::fs::create_dir_all(&data).with_context(|| format!("cannot create {}", data.display()))?;
+    if let Some(s) = read_state(&data) {
+        if pid_alive(s.pid) && s.pid != std::process::id() {
+            bail!(
+                "the file system in {} is already up (pid {}), mounted at {}; stop it with: weft down --data {}",
+                data.display(),
+                s.pid,
+                s.mount.display(),
+                a.data.display()
+            );
+        }
+        // A previous run died: clear what it left.
+        if daemon::is_mounted(&s.mount) {
+            let _ = daemon::unmount(&s.mount, true);
+        }
+        let _ = std::fs::remove_file(state_path(&data));
+    }
+    let config = local_config(&data, a.osts)?;
+    let log = data.join("logs").join("weft.log");
+
+    if a.detach && !daemon::is_detached_child() {
+        let args = vec![
+            "up".to_string(),
+            "--data".into(),
+            data.to_string_lossy().into_owned(),
+            "--mount".into(),
+            mnt.to_string_lossy().into_owned(),
+            "--osts".into(),
+            a.osts.to_string(),
+        ];
+        let mut child = daemon::spawn_self(&args, &log)?;
+        let pid = child.id();
+        let d = data.clone();
+        daemon::wait_ready(&mut child, &log, Duration::from_secs(UP_READY_TIMEOUT_S), || {
+            read_state(&d).is_some_and(|s| s.pid == pid)
+        })?;
+        let s = read_state(&data).ok_or_else(|| anyhow!("the background file system vanished"))?;
+        print_summary(&s, &config, true);
+        return Ok(());
+    }
+
+    crate::logging::to_file(&log)?;
+    std::fs::create_dir_all(&mnt).with_context(|| format!("cannot create mount point {}", mnt.display()))?;
+    if daemon::is_mounted(&mnt) {
+        bail!("{} is already a mount point: unmount it first (weft umount {})", mnt.display(), mnt.display());
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let server = rt.block_on(RunningServer::start(config.clone()))?;
+    let mgs_address = server.mgs_address();
+    let opts = parse_options(None)?;
+    let mounted = rt
+        .block_on(weft_client::Client::connect(client_config(&mgs_address, &opts)))
+        .map_err(|e| anyhow!("{}", e.message))
+        .and_then(|client| {
+            weft_fuse::mount(client, rt.handle().clone(), &mnt, fuse_options(&opts, &config.fsname))
+                .map_err(|e| anyhow!("cannot mount at {}: {e}", mnt.display()))
+        });
+    let session = match mounted {
+        Ok(s) => s,
+        Err(e) => {
+            rt.block_on(server.shutdown());
+            return Err(e);
+        }
+    };
+    let state = UpState {
+        pid: std::process::id(),
+        fsname: config.fsname.clone(),
+        mgs_address: mgs_address.clone(),
+        mount: mnt.clone(),
+        data: data.clone(),
+        log: log.clone(),
+    };
+    write_state(&data, &state)?;
+    tracing::info!("up: mgs {mgs_address}, mounted at {}", mnt.display());
+    if !daemon::is_detached_child() {
+        print_summary(&state, &config, false);
+    }
+    let why = rt.block_on(wait_for_stop(&mnt));
+    tracing::info!("stopping: {why}");
+    drop(session);
+    if daemon::is_mounted(&mnt) {
+        let _ = daemon::unmount(&mnt, true);
+    }
+    rt.block_on(server.shutdown());
+    let _ = std::fs::remove_file(state_path(&data));
+    if !daemon::is_detached_child() {
+        eprintln!("weft: stopped ({why}); data kept in {}", data.display());
+    }
+    Ok(())
+}
+
+/// Ctrl-C, SIGTERM, or the mount going away (someone ran umount).
+async fn wait_for_stop(mnt: &Path) -> &'static str {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+    loop {
+        tokio::select! {
+            _ = term.recv() => return "SIGTERM",
+            _ = int.recv() => return "interrupted",
+            _ = tokio::time::sleep(Duration::from_millis(500)) => {
+                if !daemon::is_mounted(mnt) {
+                    return "unmounted";
+                }
+            }
+        }
+    }
+}
+
+fn print_summary(s: &UpState, c: &ServerConfig, detached: bool) {
+    let osts = c.oss.as_ref().map_or(0, |o| o.osts.len());
+    println!("Weft file system '{}' is up: 1 MDT, {osts} OSTs, mounted at {}", s.fsname, s.mount.display());
+    println!("  data: {}   logs: {}", s.data.display(), s.log.display());
+    println!("  management service: {} (mount elsewhere: weft mount {} MNT)", s.mgs_address, s.mgs_address);
+    if detached {
+        println!("  running in the background (pid {}); stop it with: weft down --data {}", s.pid, s.data.display());
+    } else {
+        println!("  Ctrl-C stops it (the data stays; run weft up again to bring it back)");
+    }
+}
+
+pub fn down(a: DataArgs) -> anyhow::Result<()> {
+    let data = absolute(&a.data)?;
+    let Some(s) = read_state(&data) else {
+        bail!("no file system from {} is up (no {})", data.display(), state_path(&data).display());
+    };
+    if pid_alive(s.pid) {
+        // SAFETY: plain kill(2) on a pid we recorded.
+        unsafe { libc::kill(s.pid as i32, libc::SIGTERM) };
+        let start = std::time::Instant::now();
+        while pid_alive(s.pid) && start.elapsed() < Duration::from_secs(DOWN_WAIT_S) {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        if pid_alive(s.pid) {
+            eprintln!("weft: pid {} did not stop within {DOWN_WAIT_S} s; killing it", s.pid);
+            // SAFETY: as above.
+            unsafe { libc::kill(s.pid as i32, libc::SIGKILL) };
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+    if daemon::is_mounted(&s.mount) {
+        daemon::unmount(&s.mount, true)?;
+    }
+    let _ = std::fs::remove_file(state_path(&data));
+    println!("Weft file system '{}' is down; data kept in {}", s.fsname, data.display());
+    Ok(())
+}
+
+#[derive(Serialize)]
+struct StatusReport {
+    fsname: String,
+    running: bool,
+    pid: Option<u32>,
+    data: PathBuf,
+    mgs_address: Option<String>,
+    mount: Option<PathBuf>,
+    mounted: bool,
+    roles: Vec<String>,
+    targets: Vec<TargetRow>,
+}
+
+#[derive(Serialize)]
+struct TargetRow {
+    name: String,
+    kind: String,
+    index: u32,
+    state: String,
+    address: String,
+}
+
+pub fn status(a: StatusArgs) -> anyhow::Result<()> {
+    let data = absolute(&a.data)?;
+    let config = ServerConfig::load(&data.join("server.toml")).map_err(|_| {
+        anyhow!("{} holds no Weft file system (no server.toml); start one with weft up", data.display())
+    })?;
+    let state = read_state(&data).filter(|s| pid_alive(s.pid));
+    let mut report = StatusReport {
+        fsname: config.fsname.clone(),
+        running: state.is_some(),
+        pid: state.as_ref().map(|s| s.pid),
+        data: data.clone(),
+        mgs_address: state.as_ref().map(|s| s.mgs_address.clone()),
+        mount: state.as_ref().map(|s| s.mount.clone()),
+        mounted: state.as_ref().is_some_and(|s| daemon::is_mounted(&s.mount)),
+        roles: config.roles_text().split(", ").map(String::from).collect(),
+        targets: Vec::new(),
+    };
+    if let Some(s) = &state {
+        let map = fetch_map(&s.mgs_address)?;
+        report.targets = map
+            .targets
+            .iter()
+            .map(|t| TargetRow {
+                name: t.name(&map.fsname),
+                kind: format!("{:?}", t.kind).to_uppercase(),
+                index: t.index,
+                state: format!("{:?}", t.state).to_lowercase(),
+                address: t.address.clone(),
+            })
+            .collect();
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&report)?);
+        return Ok(());
+    }
+    println!("file system: {}   data: {}", report.fsname, data.display());
+    match &state {
+        None => println!("state:       not running (start it with: weft up --data {})", a.data.display()),
+        Some(s) => {
+            println!("state:       running (pid {})", s.pid);
+            println!("roles:       {}", report.roles.join(", "));
+            println!("management:  {}", s.mgs_address);
+            println!("mount:       {} ({})", s.mount.display(), if report.mounted { "mounted" } else { "NOT mounted" });
+            println!("{:<16} {:<6} {}", "TARGET", "STATE", "ADDRESS");
+            for t in &report.targets {
+                println!("{:<16} {:<6} {}", t.name, t.state, t.address);
+            }
+        }
+    }
+    Ok(())
+}
+
+fn fetch_map(mgs: &str) -> anyhow::Result<weft_proto::msg::ClusterMap> {
+    use weft_proto::msg::*;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(async {
+        let peer = weft_rpc::Peer::new(mgs, weft_rpc::PeerOptions::default());
+        let body = RequestBody::Mgs(MgsRequest::GetMap { known_version: 0 });
+        match peer.call_with_timeout(RequestHeader::default(), body, bytes_empty(), Duration::from_secs(5)).await {
+            Ok((ReplyBody::Mgs(MgsReply::Map(m)), _)) => Ok(m),
+            Ok((other, _)) => Err(anyhow!("unexpected answer from the management service: {other:?}")),
+            Err(e) => Err(anyhow!("{}", e.message)),
+        }
+    })
+}
+
+fn bytes_empty() -> bytes::Bytes {
+    Default::default()
+}
+
+pub fn server(config: PathBuf) -> anyhow::Result<()> {
+    let config = ServerConfig::load(&config)?;
+    let log = config.data_dir.join("logs").join("weft-server.log");
+    crate::logging::to_file(&log)?;
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    let server = rt.block_on(RunningServer::start(config.clone()))?;
+    println!("weft server: {} on {} (logs: {})", config.roles_text(), server.address, log.display());
+    let why = rt.block_on(async {
+        use tokio::signal::unix::{signal, SignalKind};
+        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
+        let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
+        tokio::select! {
+            _ = term.recv() => "SIGTERM",
+            _ = int.recv() => "interrupted",
+        }
+    });
+    tracing::info!("stopping: {why}");
+    rt.block_on(server.shutdown());
+    Ok(())
+}

@@ -1,0 +1,67 @@
+//! Helpers shared by the integration tests: the `weft` binary under test, commands run as a
+//! given user, and byte patterns that tell every offset apart.
+#![allow(dead_code, unused_imports)]
+
+use std::os::unix::process::CommandExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+pub use weft_harness::{run, Cluster, NodeSpec};
+
+pub fn weft_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_weft"))
+}
+
+/// `weft ARGS`, returning its output whatever the exit status.
+pub fn weft(args: &[&str]) -> Output {
+    Command::new(weft_bin()).args(args).output().expect("run weft")
+}
+
+pub fn weft_ok(args: &[&str]) -> String {
+    run(Command::new(weft_bin()).args(args))
+}
+
+/// `sh -c SCRIPT` in `dir` as `uid`/`gid` (root when 0).
+pub fn sh_as(uid: u32, gid: u32, dir: &Path, script: &str) -> Output {
+    let mut c = Command::new("sh");
+    c.arg("-c").arg(script).current_dir(dir);
+    if uid != 0 {
+        // std clears the supplementary groups when it changes uid as root.
+        c.uid(uid).gid(gid);
+    }
+    c.output().expect("run sh")
+}
+
+pub fn sh(dir: &Path, script: &str) -> String {
+    let out = sh_as(0, 0, dir, script);
+    assert!(
+        out.status.success(),
+        "sh -c {script:?} failed ({}):\n{}{}",
+        out.status,
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Deterministic bytes where every 8-byte word holds its own offset xor a seed, so a
+/// misplaced or stale block is caught, not just a wrong length.
+pub fn pattern(seed: u64, offset: u64, len: usize) -> Vec<u8> {
+    let mut v = Vec::with_capacity(len + 8);
+    let mut word = offset / 8;
+    let skip = (offset % 8) as usize;
+    while v.len() < len + skip {
+        v.extend_from_slice(&(word ^ seed.wrapping_mul(0x9E37_79B9_7F4A_7C15)).to_le_bytes());
+        word += 1;
+    }
+    v.drain(..skip);
+    v.truncate(len);
+    v
+}
+
+pub fn errno_of(r: std::io::Result<impl Sized>) -> i32 {
+    match r {
+        Ok(_) => 0,
+        Err(e) => e.raw_os_error().unwrap_or(-1),
+    }
+}

@@ -1,0 +1,155 @@
+//! POSIX behaviour of a mount, as ordinary programs see it.
+
+mod common;
+use common::*;
+use std::fs::{self, File, OpenOptions};
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{FileTypeExt, MetadataExt, OpenOptionsExt, PermissionsExt};
+
+#[test]
+fn files_directories_links_and_rename_rules() {
+    let mut c = Cluster::single_node(&weft_bin(), 4);
+    let m = c.mount();
+
+    // Write, read back, stat.
+    let data = pattern(1, 0, 3 << 20);
+    fs::write(m.join("f"), &data).unwrap();
+    assert_eq!(fs::read(m.join("f")).unwrap(), data);
+    assert_eq!(fs::metadata(m.join("f")).unwrap().len(), data.len() as u64);
+
+    // Directories and the rename rules.
+    fs::create_dir_all(m.join("a/b/c")).unwrap();
+    fs::create_dir_all(m.join("full/x")).unwrap();
+    fs::create_dir(m.join("empty")).unwrap();
+    fs::write(m.join("file2"), b"two").unwrap();
+    assert_eq!(errno_of(fs::rename(m.join("a"), m.join("full"))), libc::ENOTEMPTY, "dir over non-empty dir");
+    assert_eq!(errno_of(fs::rename(m.join("file2"), m.join("empty"))), libc::EISDIR, "file over dir");
+    assert_eq!(errno_of(fs::rename(m.join("a"), m.join("file2"))), libc::ENOTDIR, "dir over file");
+    assert_eq!(errno_of(fs::rename(m.join("a"), m.join("a/b/inside"))), libc::EINVAL, "dir into itself");
+    fs::rename(m.join("a"), m.join("empty")).unwrap();
+    assert!(m.join("empty/b/c").is_dir(), "dir over empty dir moves the tree");
+    assert!(!m.join("a").exists());
+    fs::rename(m.join("file2"), m.join("f")).unwrap();
+    assert_eq!(fs::read(m.join("f")).unwrap(), b"two", "file over file replaces it");
+    fs::rename(m.join("empty/b"), m.join("full/x/b")).unwrap();
+    assert!(m.join("full/x/b/c").is_dir(), "dir moved across directories");
+    assert_eq!(errno_of(fs::remove_dir(m.join("full"))), libc::ENOTEMPTY);
+    assert_eq!(errno_of(fs::remove_dir(m.join("f"))), libc::ENOTDIR);
+    assert_eq!(errno_of(fs::remove_file(m.join("full"))), libc::EISDIR);
+    assert_eq!(fs::metadata(m.join("full/x")).unwrap().nlink(), 3, "a dir with one subdir has 3 links");
+
+    // Hard links, symlinks, fifos.
+    fs::write(m.join("orig"), b"linked").unwrap();
+    fs::hard_link(m.join("orig"), m.join("alias")).unwrap();
+    assert_eq!(fs::metadata(m.join("orig")).unwrap().nlink(), 2);
+    assert_eq!(fs::metadata(m.join("orig")).unwrap().ino(), fs::metadata(m.join("alias")).unwrap().ino());
+    fs::remove_file(m.join("orig")).unwrap();
+    assert_eq!(fs::read(m.join("alias")).unwrap(), b"linked");
+    std::os::unix::fs::symlink("alias", m.join("sym")).unwrap();
+    assert_eq!(fs::read_link(m.join("sym")).unwrap().to_str(), Some("alias"));
+    assert_eq!(fs::read(m.join("sym")).unwrap(), b"linked");
+    sh(&m, "mkfifo pipe");
+    assert!(fs::symlink_metadata(m.join("pipe")).unwrap().file_type().is_fifo());
+
+    // O_EXCL, O_TRUNC, O_APPEND.
+    let excl = OpenOptions::new().write(true).create_new(true).open(m.join("alias"));
+    assert_eq!(errno_of(excl), libc::EEXIST);
+    fs::write(m.join("t"), b"0123456789").unwrap();
+    OpenOptions::new().write(true).truncate(true).open(m.join("t")).unwrap();
+    assert_eq!(fs::metadata(m.join("t")).unwrap().len(), 0);
+    for part in [&b"ab"[..], b"cd", b"ef"] {
+        OpenOptions::new().append(true).open(m.join("t")).unwrap().write_all(part).unwrap();
+    }
+    assert_eq!(fs::read(m.join("t")).unwrap(), b"abcdef");
+
+    // Sparse files, truncate, fsync.
+    {
+        let mut f = File::create(m.join("sparse")).unwrap();
+        f.seek(SeekFrom::Start(10 << 20)).unwrap();
+        f.write_all(b"end").unwrap();
+        f.sync_all().unwrap();
+    }
+    let meta = fs::metadata(m.join("sparse")).unwrap();
+    assert_eq!(meta.len(), (10 << 20) + 3);
+    assert!(meta.blocks() * 512 < 1 << 20, "a hole takes no space: {} blocks", meta.blocks());
+    let mut buf = vec![1u8; 4096];
+    let mut f = File::open(m.join("sparse")).unwrap();
+    f.seek(SeekFrom::Start(5 << 20)).unwrap();
+    f.read_exact(&mut buf).unwrap();
+    assert!(buf.iter().all(|b| *b == 0), "holes read as zeros");
+    let f = OpenOptions::new().write(true).open(m.join("sparse")).unwrap();
+    f.set_len(100).unwrap();
+    assert_eq!(fs::metadata(m.join("sparse")).unwrap().len(), 100);
+    f.set_len(5 << 20).unwrap();
+    drop(f);
+    let back = fs::read(m.join("sparse")).unwrap();
+    assert_eq!(back.len(), 5 << 20);
+    assert!(back.iter().all(|b| *b == 0), "truncate then extend reads zeros");
+
+    // Extended attributes.
+    sh(&m, "touch x && setfattr -n user.color -v blue x 2>/dev/null || python3 -c \"import os; os.setxattr('x', 'user.color', b'blue')\"");
+    let v = sh(&m, "python3 -c \"import os; print(os.getxattr('x', 'user.color').decode(), os.listxattr('x'))\"");
+    assert_eq!(v.trim(), "blue ['user.color']");
+
+    // An unlinked file stays readable and writable through an open descriptor.
+    let mut keep = OpenOptions::new().read(true).write(true).create(true).truncate(true).open(m.join("ghost")).unwrap();
+    keep.write_all(b"still here").unwrap();
+    fs::remove_file(m.join("ghost")).unwrap();
+    assert!(!m.join("ghost").exists());
+    keep.seek(SeekFrom::Start(0)).unwrap();
+    let mut s = String::new();
+    keep.read_to_string(&mut s).unwrap();
+    assert_eq!(s, "still here");
+    drop(keep);
+
+    // Save by rename, as editors do.
+    fs::write(m.join("doc.txt"), b"v1").unwrap();
+    fs::write(m.join(".doc.txt.swp"), b"v2").unwrap();
+    fs::rename(m.join(".doc.txt.swp"), m.join("doc.txt")).unwrap();
+    assert_eq!(fs::read(m.join("doc.txt")).unwrap(), b"v2");
+
+    // Mode bits are kept.
+    fs::set_permissions(m.join("doc.txt"), fs::Permissions::from_mode(0o640)).unwrap();
+    assert_eq!(fs::metadata(m.join("doc.txt")).unwrap().permissions().mode() & 0o7777, 0o640);
+    let mut exe =
+        OpenOptions::new().write(true).create(true).truncate(true).mode(0o755).open(m.join("run.sh")).unwrap();
+    exe.write_all(b"#!/bin/sh\necho ran\n").unwrap();
+    drop(exe);
+    assert_eq!(sh(&m, "./run.sh").trim(), "ran");
+}
+
+#[test]
+fn permissions_are_enforced_for_non_root_users() {
+    let mut c = Cluster::single_node(&weft_bin(), 2);
+    let m = c.mount();
+    sh(&m, "mkdir shared private && chmod 1777 shared && chmod 700 private && echo secret > mine && chmod 600 mine");
+
+    let deny = |uid: u32, script: &str, expect: &str| {
+        let out = sh_as(uid, uid, &m, script);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !out.status.success() && err.contains(expect),
+            "uid {uid}: {script:?} should fail with {expect}: {err}"
+        );
+    };
+    deny(1000, "cat mine", "Permission denied");
+    deny(1000, "touch private/x", "Permission denied");
+    deny(1000, "touch newfile", "Permission denied");
+    deny(1000, "chmod 777 mine", "Operation not permitted");
+
+    let ok = |uid: u32, script: &str| {
+        let out = sh_as(uid, uid, &m, script);
+        assert!(out.status.success(), "uid {uid}: {script:?}: {}", String::from_utf8_lossy(&out.stderr));
+    };
+    ok(1000, "echo a > shared/by1000 && cat shared/by1000 && chmod 600 shared/by1000");
+    deny(1001, "cat shared/by1000", "Permission denied");
+    deny(1001, "rm -f shared/by1000", "Operation not permitted");
+    deny(1001, "mv shared/by1000 shared/stolen", "Operation not permitted");
+    ok(1001, "echo b > shared/by1001 && rm shared/by1001");
+    ok(1000, "rm shared/by1000");
+    let meta = fs::metadata(m.join("shared")).unwrap();
+    assert_eq!(meta.permissions().mode() & 0o7777, 0o1777);
+    ok(1000, "mkdir shared/d1000 && touch shared/d1000/f");
+    let f = fs::metadata(m.join("shared/d1000/f")).unwrap();
+    assert_eq!((f.uid(), f.gid()), (1000, 1000), "files belong to their creator");
+}

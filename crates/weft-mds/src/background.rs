@@ -1,0 +1,184 @@
+//! Background tasks: precreate refill, the destroy queue, reply-cache pruning. They talk to
+//! the OSTs through [`crate::ObjectTargets`] and write through the writer thread.
+
+use crate::limits::*;
+use crate::store::{self, storage_err};
+use crate::writer::{InternalOp, Job};
+use crate::Core;
+use redb::{ReadableDatabase, ReadableTable};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::sync::{mpsc, oneshot};
+use weft_proto::{Fid, WeftError, WeftResult};
+
+pub fn spawn_all(core: Arc<Core>, tx: mpsc::Sender<Job>) -> Vec<tokio::task::JoinHandle<()>> {
+    vec![
+        tokio::spawn(refill_task(core.clone(), tx.clone())),
+        tokio::spawn(destroy_task(core.clone(), tx.clone())),
+        tokio::spawn(prune_task(tx)),
+    ]
+}
+
+async fn internal(tx: &mpsc::Sender<Job>, op: InternalOp) -> WeftResult<u64> {
+    let (done, rx) = oneshot::channel();
+    tx.send(Job::Internal { op, done }).await.map_err(|_| WeftError::io("the MDT writer stopped"))?;
+    rx.await.map_err(|_| WeftError::io("the MDT writer stopped before answering"))?
+}
+
+fn backoff_ms(failures: u32) -> u64 {
+    RETRY_BACKOFF_MS_MIN.saturating_mul(1u64 << failures.min(16)).min(RETRY_BACKOFF_MS_MAX)
+}
+
+/// Keeps each up OST's pool above half a batch of precreated objects.
+async fn refill_task(core: Arc<Core>, tx: mpsc::Sender<Job>) {
+    let batch = core.precreate_batch;
+    loop {
+        let wake = core.objects.refill_wake.notified();
+        tokio::pin!(wake);
+        wake.as_mut().enable();
+        let due: Vec<(u32, u32, u32)> = {
+            let mut st = core.objects.lock();
+            let now = Instant::now();
+            let up = st.up_osts.clone();
+            let mut due = Vec::new();
+            for ost in up {
+                let Some(pool) = st.ost_pools.get_mut(&ost) else { continue };
+                if pool.refilling || pool.available() >= (batch as u64).div_ceil(2) {
+                    continue;
+                }
+                if pool.retry_at.is_some_and(|t| t > now) {
+                    continue;
+                }
+                let start = pool.refill_start();
+                let count = batch.min(u32::MAX - start + 1);
+                if start == u32::MAX || count == 0 {
+                    continue; // The OST's object ids are exhausted.
+                }
+                pool.refilling = true;
+                due.push((ost, start, count));
+            }
+            due
+        };
+        let calls = due.into_iter().map(|(ost, start, count)| {
+            let core = core.clone();
+            let tx = tx.clone();
+            async move {
+                let r = match core.targets.precreate(ost, start, count).await {
+                    Ok(last) if last >= start => {
+                        internal(&tx, InternalOp::PersistCreated { ost, created_oid: last }).await.map(|_| last)
+                    }
+                    Ok(last) => Err(WeftError::io(format!("OST {ost} precreated nothing (last oid {last} < {start})"))),
+                    Err(e) => Err(e),
+                };
+                let mut st = core.objects.lock();
+                if let Some(pool) = st.ost_pools.get_mut(&ost) {
+                    pool.refilling = false;
+                    match r {
+                        Ok(last) => {
+                            pool.created_oid = pool.created_oid.max(last);
+                            pool.failures = 0;
+                            pool.retry_at = None;
+                        }
+                        Err(e) => {
+                            pool.failures += 1;
+                            let ms = backoff_ms(pool.failures);
+                            pool.retry_at = Some(Instant::now() + Duration::from_millis(ms));
+                            tracing::warn!(ost, error = %e, retry_ms = ms, "precreate failed");
+                        }
+                    }
+                }
+                drop(st);
+                core.objects.refilled.notify_waiters();
+            }
+        });
+        let calls: Vec<_> = calls.collect();
+        let any = !calls.is_empty();
+        futures::future::join_all(calls).await;
+        if any {
+            continue; // Check again at once: a pool may still be low.
+        }
+        let _ = tokio::time::timeout(Duration::from_millis(PRECREATE_CHECK_INTERVAL_MS), wake).await;
+    }
+}
+
+fn pending_destroys(core: &Core) -> WeftResult<Vec<(u32, Fid)>> {
+    let txn = core.db.begin_read().map_err(storage_err)?;
+    let t = store::read_tables(&txn)?;
+    // Entries of OSTs that are down wait without blocking the others.
+    let mut out = Vec::new();
+    for item in t.destroy_queue.iter().map_err(storage_err)? {
+        let (k, _) = item.map_err(storage_err)?;
+        let (ost, fid) = crate::schema::split_destroy_key(k.value())?;
+        if core.objects.is_up(ost) {
+            out.push((ost, fid));
+            if out.len() >= DESTROY_BATCH_OBJECTS_MAX {
+                break;
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Destroys queued objects on their OSTs; entries leave the queue once an OST confirmed.
+async fn destroy_task(core: Arc<Core>, tx: mpsc::Sender<Job>) {
+    let mut failures = 0u32;
+    loop {
+        let wake = core.destroy_wake.notified();
+        tokio::pin!(wake);
+        wake.as_mut().enable();
+        let entries = match pending_destroys(&core) {
+            Ok(e) => e,
+            Err(e) => {
+                tracing::error!(error = %e, "cannot read the destroy queue");
+                Vec::new()
+            }
+        };
+        if entries.is_empty() {
+            let _ = tokio::time::timeout(Duration::from_millis(PRECREATE_CHECK_INTERVAL_MS), wake).await;
+            continue;
+        }
+        let results =
+            futures::future::join_all(entries.iter().map(|(ost, fid)| core.targets.destroy(*ost, *fid))).await;
+        let mut done = Vec::new();
+        let mut failed = 0;
+        for ((ost, fid), r) in entries.into_iter().zip(results) {
+            match r {
+                Ok(()) => done.push((ost, fid)),
+                Err(e) => {
+                    failed += 1;
+                    tracing::debug!(ost, %fid, error = %e, "destroy failed; will retry");
+                }
+            }
+        }
+        if !done.is_empty() {
+            let n = done.len() as u64;
+            match internal(&tx, InternalOp::DestroyDone(done)).await {
+                Ok(_) => {
+                    core.stats.objects_destroyed.fetch_add(n, Ordering::Relaxed);
+                }
+                Err(e) => tracing::warn!(error = %e, "cannot record finished destroys"),
+            }
+        }
+        if failed > 0 {
+            failures += 1;
+            let ms = backoff_ms(failures);
+            tracing::warn!(failed, retry_ms = ms, "some object destroys failed");
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+        } else {
+            failures = 0;
+        }
+    }
+}
+
+async fn prune_task(tx: mpsc::Sender<Job>) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(REPLY_CACHE_PRUNE_INTERVAL_MS)).await;
+        let before = (crate::now().sec.max(0) as u64).saturating_sub(REPLY_CACHE_AGE_SECS_MAX);
+        match internal(&tx, InternalOp::PruneReplies { before_secs: before }).await {
+            Ok(n) if n > 0 => tracing::debug!(pruned = n, "reply cache pruned"),
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "reply cache pruning failed"),
+        }
+    }
+}

@@ -1,0 +1,32 @@
+//! Every bound of the MDS in one place, the unit last in each name.
+
+/// Most mutations applied in one write transaction (one commit, one sync).
+pub const COMMIT_BATCH_OPS_MAX: usize = 128;
+/// Most mutations waiting for the writer thread; senders wait (backpressure) beyond it.
+pub const COMMIT_QUEUE_OPS_MAX: usize = 1024;
+/// Replies older than this are pruned from the reply cache (clients resend well before).
+pub const REPLY_CACHE_AGE_SECS_MAX: u64 = 10 * 60;
+/// Most reply-cache entries removed by one pruning pass (bounded work per commit).
+pub const REPLY_CACHE_PRUNE_ENTRIES_MAX: usize = 4096;
+/// Time between reply-cache pruning passes.
+pub const REPLY_CACHE_PRUNE_INTERVAL_MS: u64 = 30_000;
+/// How long a create waits for a precreate refill when a chosen OST has no objects left.
+pub const PRECREATE_WAIT_MS_MAX: u64 = 5_000;
+/// Time between checks of the precreate pools when nothing wakes the refill task.
+pub const PRECREATE_CHECK_INTERVAL_MS: u64 = 1_000;
+/// First delay after a failed precreate or destroy; doubled per failure up to the max.
+pub const RETRY_BACKOFF_MS_MIN: u64 = 100;
+/// Longest delay between retries of a failing precreate or destroy.
+pub const RETRY_BACKOFF_MS_MAX: u64 = 10_000;
+/// Most destroy-queue entries handled per pass of the destroy task.
+pub const DESTROY_BATCH_OBJECTS_MAX: usize = 256;
+/// Most inodes that one pass of the startup orphan cleanup destroys per transaction.
+pub const ORPHAN_CLEANUP_BATCH_INODES_MAX: usize = 1024;
+/// Longest path Fid2Path builds, in components (guards against a corrupted parent cycle).
+pub const FID2PATH_DEPTH_MAX: usize = 4096;
+/// Most hard links of one inode (as ext4's EXT4_LINK_MAX).
+pub const LINKS_PER_INODE_MAX: u32 = 65_000;
+/// Size a directory reports (as ext4's smallest directory).
+pub const DIRECTORY_SIZE_BYTES: u64 = 4096;
+/// Estimated metadata bytes per inode, to turn free space into a free-inode count for statfs.
+pub const INODE_ESTIMATE_BYTES: u64 = 4096;

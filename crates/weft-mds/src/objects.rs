@@ -1,0 +1,275 @@
+//! OST objects for new layouts: the cluster view (which OSTs are up, pools), the in-memory
+//! pools of precreated objects per OST, and the choice of OSTs for a layout.
+//!
+//! A create never talks to an OST: it takes object ids from these pools (in memory, before
+//! its transaction), and its transaction persists the highest id handed out. A background
+//! task ([`crate::background`]) refills pools that run low.
+
+use crate::limits::PRECREATE_WAIT_MS_MAX;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+use tokio::sync::Notify;
+use weft_proto::layout::select_osts;
+use weft_proto::msg::{ClusterMap, TargetState};
+use weft_proto::{ErrorCode, Fid, StripeObject, StripeSpec, WeftError, WeftResult};
+
+/// Precreated object ids of one OST: `next_oid ..= created_oid` are free to hand out.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OstPool {
+    pub next_oid: u32,
+    pub created_oid: u32,
+    /// A precreate call is in flight.
+    pub refilling: bool,
+    /// No refill before this instant (after a failure).
+    pub retry_at: Option<Instant>,
+    pub failures: u32,
+}
+
+impl OstPool {
+    pub fn new(next_oid: u32, created_oid: u32) -> Self {
+        OstPool { next_oid: next_oid.max(1), created_oid, refilling: false, retry_at: None, failures: 0 }
+    }
+
+    pub fn available(&self) -> u64 {
+        (self.created_oid as u64 + 1).saturating_sub(self.next_oid as u64)
+    }
+
+    /// The first oid the next precreate asks for: past everything created or handed out.
+    pub fn refill_start(&self) -> u32 {
+        self.created_oid.max(self.next_oid.saturating_sub(1)).saturating_add(1)
+    }
+}
+
+/// Objects taken from the pools for one layout, not yet committed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Reservation {
+    pub stripe_size: u64,
+    pub pool: Option<String>,
+    pub objects: Vec<StripeObject>,
+}
+
+#[derive(Debug, Default)]
+pub struct ObjectsState {
+    pub up_osts: Vec<u32>,
+    pub pools_by_name: BTreeMap<String, Vec<u32>>,
+    pub ost_pools: HashMap<u32, OstPool>,
+    pub map_version: u64,
+}
+
+impl ObjectsState {
+    /// The OSTs a layout may use: up, and in the named pool if any.
+    fn candidates(&self, pool: Option<&str>) -> WeftResult<Vec<u32>> {
+        let mut c: Vec<u32> = match pool {
+            Some(p) => {
+                let members = self.pools_by_name.get(p).ok_or_else(|| {
+                    WeftError::invalid(format!("pool '{p}' does not exist: create it with 'weft pool add' first"))
+                })?;
+                self.up_osts.iter().copied().filter(|o| members.contains(o)).collect()
+            }
+            None => self.up_osts.clone(),
+        };
+        c.sort_unstable();
+        if c.is_empty() {
+            let msg = match pool {
+                Some(p) => format!("no OST of pool '{p}' is up: new files cannot be created there"),
+                None => "no OST is up: new files cannot be created".to_string(),
+            };
+            return Err(WeftError::new(ErrorCode::NoSpace, msg));
+        }
+        Ok(c)
+    }
+
+    fn ready(&self, ost: u32) -> bool {
+        self.ost_pools.get(&ost).is_some_and(|p| p.available() > 0)
+    }
+
+    /// Chooses OSTs for `spec`. `Ok(None)` means "wait for a refill"; with `give_up` set it
+    /// settles for fewer stripes on the OSTs that have objects, or fails with NoSpace.
+    fn plan(&self, spec: &StripeSpec, cursor: u64, give_up: bool) -> WeftResult<Option<Vec<u32>>> {
+        let candidates = match self.candidates(spec.pool.as_deref()) {
+            // Right after a start the map may not list the OSTs yet: wait for it like a refill.
+            Err(e) if e.code == ErrorCode::NoSpace && !give_up => return Ok(None),
+            other => other?,
+        };
+        let explicit = !spec.ost_list.is_empty() || spec.start_ost >= 0;
+        let wanted = select_osts(spec, &candidates, cursor)?;
+        if wanted.iter().all(|o| self.ready(*o)) {
+            return Ok(Some(wanted));
+        }
+        let ready: Vec<u32> = candidates.iter().copied().filter(|o| self.ready(*o)).collect();
+        if !explicit && ready.len() >= wanted.len() {
+            return Ok(Some(select_osts(spec, &ready, cursor)?));
+        }
+        if !give_up {
+            return Ok(None);
+        }
+        if explicit || ready.is_empty() {
+            let missing: Vec<String> = wanted.iter().filter(|o| !self.ready(**o)).map(|o| o.to_string()).collect();
+            return Err(WeftError::new(
+                ErrorCode::NoSpace,
+                format!(
+                    "no precreated objects on OST(s) {} after waiting {PRECREATE_WAIT_MS_MAX} ms: check that they are up and not full",
+                    missing.join(",")
+                ),
+            ));
+        }
+        Ok(Some(select_osts(spec, &ready, cursor)?))
+    }
+
+    fn take(&mut self, osts: &[u32]) -> Vec<StripeObject> {
+        osts.iter()
+            .map(|ost| {
+                let pool = self.ost_pools.get_mut(ost).expect("plan chose an OST with a pool");
+                assert!(pool.available() > 0, "plan chose OST {ost} with an empty pool");
+                let oid = pool.next_oid;
+                pool.next_oid += 1;
+                StripeObject { ost: *ost, fid: Fid::new(Fid::object_seq(*ost), oid, 0) }
+            })
+            .collect()
+    }
+}
+
+pub struct Objects {
+    pub state: Mutex<ObjectsState>,
+    /// Wakes the refill task.
+    pub refill_wake: Notify,
+    /// Wakes creates waiting for a refill.
+    pub refilled: Notify,
+    cursor: AtomicU64,
+}
+
+impl Default for Objects {
+    fn default() -> Self {
+        Objects {
+            state: Mutex::new(ObjectsState::default()),
+            refill_wake: Notify::new(),
+            refilled: Notify::new(),
+            cursor: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Objects {
+    pub fn lock(&self) -> std::sync::MutexGuard<'_, ObjectsState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Takes the new map; `load` gives the persisted (next_oid, created_oid) of an OST seen
+    /// for the first time.
+    pub fn set_map(&self, map: &ClusterMap, mut load: impl FnMut(u32) -> (u32, u32)) {
+        let mut st = self.lock();
+        st.map_version = map.version;
+        st.up_osts = map.osts().filter(|t| t.state == TargetState::Up).map(|t| t.index).collect();
+        st.up_osts.sort_unstable();
+        st.pools_by_name = map.pools.clone();
+        for t in map.osts() {
+            st.ost_pools.entry(t.index).or_insert_with(|| {
+                let (next, created) = load(t.index);
+                OstPool::new(next, created)
+            });
+        }
+        drop(st);
+        self.refill_wake.notify_one();
+    }
+
+    pub fn is_up(&self, ost: u32) -> bool {
+        self.lock().up_osts.binary_search(&ost).is_ok()
+    }
+
+    /// Validates that a spec names only a known pool (for directory defaults).
+    pub fn check_pool(&self, spec: &StripeSpec) -> WeftResult<()> {
+        if let Some(p) = &spec.pool {
+            if !self.lock().pools_by_name.contains_key(p) {
+                return Err(WeftError::invalid(format!(
+                    "pool '{p}' does not exist: create it with 'weft pool add' first"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    fn reservation(spec: &StripeSpec, objects: Vec<StripeObject>) -> Reservation {
+        Reservation { stripe_size: spec.effective_stripe_size(), pool: spec.pool.clone(), objects }
+    }
+
+    /// Reserves objects without waiting (the writer's fallback when a create raced).
+    pub fn reserve_now(&self, spec: &StripeSpec) -> WeftResult<Reservation> {
+        let cursor = self.cursor.fetch_add(1, Ordering::Relaxed);
+        let mut st = self.lock();
+        let osts = st.plan(spec, cursor, true)?.expect("plan with give_up always decides");
+        let objects = st.take(&osts);
+        Ok(Self::reservation(spec, objects))
+    }
+
+    /// Reserves objects for a layout, waiting up to PRECREATE_WAIT_MS_MAX for refills.
+    pub async fn reserve(&self, spec: &StripeSpec) -> WeftResult<Reservation> {
+        let cursor = self.cursor.fetch_add(1, Ordering::Relaxed);
+        let deadline = Instant::now() + Duration::from_millis(PRECREATE_WAIT_MS_MAX);
+        loop {
+            let notified = self.refilled.notified();
+            tokio::pin!(notified);
+            notified.as_mut().enable();
+            {
+                let give_up = Instant::now() >= deadline;
+                let mut st = self.lock();
+                if let Some(osts) = st.plan(spec, cursor, give_up)? {
+                    let objects = st.take(&osts);
+                    drop(st);
+                    self.refill_wake.notify_one();
+                    return Ok(Self::reservation(spec, objects));
+                }
+            }
+            self.refill_wake.notify_one();
+            let _ = tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), notified).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(pools: &[(u32, u32, u32)]) -> ObjectsState {
+        let mut st = ObjectsState::default();
+        for (ost, next, created) in pools {
+            st.up_osts.push(*ost);
+            st.ost_pools.insert(*ost, OstPool::new(*next, *created));
+        }
+        st.up_osts.sort_unstable();
+        st
+    }
+
+    #[test]
+    fn plan_prefers_osts_with_objects_and_waits_for_explicit_ones() {
+        let st = state(&[(0, 1, 10), (7, 1, 0), (1000, 1, 10)]);
+        let spec = StripeSpec::unset();
+        // Cursor 1 would pick OST 7, which is empty: another OST is used instead.
+        let osts = st.plan(&spec, 1, false).unwrap().unwrap();
+        assert_eq!(osts.len(), 1);
+        assert_ne!(osts[0], 7);
+        let mut all = StripeSpec::unset();
+        all.stripe_count = -1;
+        assert_eq!(st.plan(&all, 0, false).unwrap(), None);
+        assert_eq!(st.plan(&all, 0, true).unwrap().unwrap(), vec![0, 1000]);
+        let mut seven = StripeSpec::unset();
+        seven.start_ost = 7;
+        assert_eq!(st.plan(&seven, 0, false).unwrap(), None);
+        assert_eq!(st.plan(&seven, 0, true).unwrap_err().code, ErrorCode::NoSpace);
+        let mut pooled = StripeSpec::unset();
+        pooled.pool = Some("nope".into());
+        assert_eq!(st.plan(&pooled, 0, true).unwrap_err().code, ErrorCode::Invalid);
+    }
+
+    #[test]
+    fn pool_arithmetic() {
+        let p = OstPool::new(1, 0);
+        assert_eq!((p.available(), p.refill_start()), (0, 1));
+        let p = OstPool::new(5, 10);
+        assert_eq!((p.available(), p.refill_start()), (6, 11));
+        // Handed out beyond what was recorded as created (crash between the two): never reuse.
+        let p = OstPool::new(20, 10);
+        assert_eq!((p.available(), p.refill_start()), (0, 20));
+    }
+}

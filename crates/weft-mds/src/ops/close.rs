@@ -1,0 +1,52 @@
+//! Close an open handle: the last writer records size and blocks; the last close of an
+//! orphan destroys it.
+
+use super::OpCtx;
+use weft_proto::msg::{FileType, MdtReply};
+use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
+
+pub fn close(ctx: &mut OpCtx<'_, '_>, fid: Fid, handle: u64, size_blocks: Option<(u64, u64)>) -> WeftResult<MdtReply> {
+    let (oh, counts) = {
+        let of = ctx.core.open_files();
+        let oh = of.handle(handle).cloned().ok_or_else(|| {
+            WeftError::new(ErrorCode::Stale, format!("handle {handle} is not open on this MDT (did the MDS restart?)"))
+        })?;
+        (oh, of.counts(fid))
+    };
+    if oh.fid != fid {
+        return Err(WeftError::invalid(format!("handle {handle} belongs to {}, not {fid}", oh.fid)));
+    }
+    let mut rec = ctx.t.must_inode(fid)?;
+    // Checks done: writes follow.
+    let last_writer = oh.writes() && counts.writers == 1;
+    let last_open = counts.opens == 1;
+    if rec.nlink == 0 && last_open {
+        ctx.t.destroy_inode(fid, &rec)?;
+    } else if let (true, Some((size, blocks)), FileType::Regular) = (last_writer, size_blocks, rec.kind) {
+        rec.size = size;
+        rec.blocks = blocks;
+        rec.size_known = true;
+        ctx.t.put_inode(fid, &rec)?;
+    }
+    ctx.core.open_files().close(handle, ctx.undo).expect("handle checked above");
+    Ok(MdtReply::Empty)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::t::*;
+    use weft_proto::msg::*;
+    use weft_proto::{ErrorCode, Fid};
+
+    #[tokio::test]
+    async fn close_errors() {
+        let env = Env::new().await;
+        let (i, h) = env.create_as(&Identity::root(), Fid::ROOT, "f", 0o644).await.unwrap();
+        let close = |fid, handle| MdtRequest::Close { fid, handle, size_blocks: None };
+        assert_eq!(code(env.req(close(Fid::ROOT, h)).await), ErrorCode::Invalid);
+        assert_eq!(code(env.req(close(i.attr.fid, h + 100)).await), ErrorCode::Stale);
+        env.req(close(i.attr.fid, h)).await.unwrap();
+        assert_eq!(code(env.req(close(i.attr.fid, h)).await), ErrorCode::Stale);
+        assert_eq!(env.stats_open(), 0);
+    }
+}

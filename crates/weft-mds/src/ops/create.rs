@@ -1,0 +1,178 @@
+//! Create a regular file and open it (open(2) with O_CREAT).
+
+use super::{check_new_entry, err, owner, show, validate_name, OpCtx};
+use crate::objects::Reservation;
+use crate::perm;
+use crate::schema::Bytes;
+use crate::store::Tables;
+use redb::ReadableTable;
+use weft_proto::msg::{FileType, Identity, MdtReply, OPEN_WRITE};
+use weft_proto::{ErrorCode, Fid, Layout, StripeSpec, WeftResult};
+
+/// Before the transaction: if this create will make a new file, the layout spec to reserve
+/// objects for. Errors that need no writer come back at once.
+pub fn prepare<T: ReadableTable<Bytes, Bytes>>(
+    t: &Tables<T>,
+    who: &Identity,
+    parent: Fid,
+    name: &[u8],
+    explicit: Option<&StripeSpec>,
+) -> WeftResult<Option<StripeSpec>> {
+    let dir = t.must_dir(parent)?;
+    validate_name(name)?;
+    perm::check_lookup(who, owner(&dir))?;
+    if t.dentry(parent, name)?.is_some() {
+        return Ok(None); // Exists, IsDir or an open of the existing file: the writer decides.
+    }
+    perm::check_dir_write(who, owner(&dir))?;
+    Ok(Some(layout_spec(t, &dir, explicit)?))
+}
+
+/// The spec of a new file: the explicit one over the directory's (or root's) default.
+pub fn layout_spec<T: ReadableTable<Bytes, Bytes>>(
+    t: &Tables<T>,
+    dir: &crate::schema::InodeRecord,
+    explicit: Option<&StripeSpec>,
+) -> WeftResult<StripeSpec> {
+    let inherited = crate::inherited_spec(t, dir)?;
+    match explicit {
+        Some(s) => {
+            s.validate()?;
+            let merged = s.merged_over(&inherited);
+            merged.validate()?;
+            Ok(merged)
+        }
+        None => Ok(inherited),
+    }
+}
+
+/// The layout of a reservation, noting in `ctx` that it is used. Without one (the name was
+/// taken when the create was prepared and freed since) objects are reserved now, unwaited.
+pub fn layout_from(ctx: &mut OpCtx<'_, '_>, spec: &StripeSpec, generation: u32) -> WeftResult<Layout> {
+    let owned;
+    let res: &Reservation = match ctx.reservation {
+        Some(r) => r,
+        None => {
+            owned = ctx.core.objects.reserve_now(spec)?;
+            &owned
+        }
+    };
+    for obj in &res.objects {
+        ctx.t.persist_next_oid(obj.ost, obj.fid.oid.saturating_add(1))?;
+    }
+    ctx.reservation_used = ctx.reservation.is_some();
+    let mut layout = Layout::raid0(res.stripe_size, res.pool.clone(), res.objects.clone());
+    layout.generation = generation;
+    Ok(layout)
+}
+
+pub fn create(
+    ctx: &mut OpCtx<'_, '_>,
+    parent: Fid,
+    name: &[u8],
+    mode: u32,
+    exclusive: bool,
+    explicit: Option<&StripeSpec>,
+    open_flags: u32,
+) -> WeftResult<MdtReply> {
+    let dir = ctx.t.must_dir(parent)?;
+    validate_name(name)?;
+    perm::check_lookup(ctx.who, owner(&dir))?;
+    if let Some((fid, kind)) = ctx.t.dentry(parent, name)? {
+        if exclusive {
+            return Err(err(ErrorCode::Exists, format!("'{}' exists already", show(name))));
+        }
+        if kind == FileType::Directory {
+            return Err(err(ErrorCode::IsDir, format!("'{}' is a directory", show(name))));
+        }
+        return super::open::open(ctx, fid, open_flags);
+    }
+    let mut dir = check_new_entry(ctx, parent, name)?;
+    let spec = layout_spec(ctx.t, &dir, explicit)?;
+    // Checks done: writes follow.
+    let layout = layout_from(ctx, &spec, 0)?;
+    let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
+    let mut rec = super::new_record(FileType::Regular, mode, ctx.who, &dir, ctx.now);
+    rec.layout = Some(layout);
+    let writes = open_flags & OPEN_WRITE != 0;
+    rec.size_known = !writes;
+    ctx.t.put_inode(fid, &rec)?;
+    ctx.t.add_entry(parent, name, fid, FileType::Regular)?;
+    super::touch_dir(&mut dir, ctx.now);
+    ctx.t.put_inode(parent, &dir)?;
+    let handle = ctx.core.open_files().open(fid, open_flags, ctx.client_id, ctx.undo);
+    Ok(MdtReply::Opened { inode: crate::inode_info(ctx.core, fid, &rec), handle })
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::t::*;
+    use weft_proto::msg::*;
+    use weft_proto::{ErrorCode, Fid};
+
+    fn create(parent: Fid, name: &str, exclusive: bool) -> MdtRequest {
+        MdtRequest::Create { parent, name: name.into(), mode: 0o644, exclusive, spec: None, open_flags: OPEN_WRITE }
+    }
+
+    #[tokio::test]
+    async fn create_makes_an_open_file_with_a_layout() {
+        let env = Env::new().await;
+        let (inode, h) = env.create_as(&Identity::root(), Fid::ROOT, "f", 0o100644).await.unwrap();
+        let a = &inode.attr;
+        assert_eq!((a.kind, a.mode, a.nlink, a.size, a.size_known), (FileType::Regular, 0o644, 1, 0, false));
+        let layout = inode.layout.clone().unwrap();
+        let comp = layout.plain().unwrap();
+        assert_eq!(comp.objects.len(), 1);
+        assert_eq!(comp.objects[0].fid.seq, Fid::object_seq(0));
+        assert_eq!(comp.stripe_size, 1 << 20);
+        // Created while the precreated pool existed: the OST never saw a create on our path.
+        assert!(env.targets.objects.lock().unwrap()[&0].contains(&comp.objects[0].fid.oid));
+        let root = env.must_attr(Fid::ROOT).await;
+        assert!(root.mtime >= a.ctime);
+        env.must_close(a.fid, h, Some((0, 0))).await;
+        assert!(env.must_attr(a.fid).await.size_known);
+    }
+
+    #[tokio::test]
+    async fn exclusive_existing_and_directories() {
+        let env = Env::new().await;
+        let f = env.must_file(Fid::ROOT, "f").await;
+        assert_eq!(code(env.req(create(Fid::ROOT, "f", true)).await), ErrorCode::Exists);
+        match env.req(create(Fid::ROOT, "f", false)).await.unwrap() {
+            MdtReply::Opened { inode, .. } => assert_eq!(inode.attr.fid, f),
+            r => panic!("{r:?}"),
+        }
+        env.must_mkdir(Fid::ROOT, "d").await;
+        assert_eq!(code(env.req(create(Fid::ROOT, "d", false)).await), ErrorCode::IsDir);
+        assert_eq!(code(env.req(create(f, "x", false)).await), ErrorCode::NotDir);
+        assert_eq!(code(env.req(create(Fid::ROOT, "a/b", false)).await), ErrorCode::Invalid);
+        assert_eq!(env.stats_open(), 1);
+    }
+
+    #[tokio::test]
+    async fn setgid_directory_gives_its_group() {
+        let env = Env::new().await;
+        let d = env.must_mkdir(Fid::ROOT, "shared").await;
+        env.req(MdtRequest::Setattr {
+            fid: d,
+            set: SetAttr { mode: Some(0o2777), gid: Some(500), ..Default::default() },
+        })
+        .await
+        .unwrap();
+        let (i, _) = env.create_as(&user(1000), d, "f", 0o644).await.unwrap();
+        assert_eq!((i.attr.uid, i.attr.gid), (1000, 500));
+        let sub = env.mkdir_as(&user(1000), d, "sub", 0o755).await.unwrap();
+        let a = env.must_attr(sub).await;
+        assert_eq!((a.gid, a.mode), (500, 0o2755));
+    }
+
+    #[tokio::test]
+    async fn no_up_ost_is_nospace_and_nothing_is_created() {
+        let env = Env::with_map(cluster_map(&[], &[]), 16).await;
+        let r = env.req(create(Fid::ROOT, "f", true)).await;
+        let e = r.unwrap_err();
+        assert_eq!(e.code, ErrorCode::NoSpace, "{e}");
+        assert!(e.message.contains("no OST"), "{e}");
+        assert_eq!(code(env.lookup(Fid::ROOT, "f").await), ErrorCode::NotFound);
+    }
+}

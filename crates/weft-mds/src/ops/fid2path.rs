@@ -1,0 +1,46 @@
+//! The path of a FID from the root, following one link per level.
+
+use crate::limits::FID2PATH_DEPTH_MAX;
+use crate::schema::Bytes;
+use crate::store::Tables;
+use redb::ReadableTable;
+use weft_proto::msg::MdtReply;
+use weft_proto::{Fid, WeftError, WeftResult};
+
+pub fn fid2path<T: ReadableTable<Bytes, Bytes>>(t: &Tables<T>, fid: Fid) -> WeftResult<MdtReply> {
+    t.must_inode(fid)?;
+    let mut parts: Vec<Vec<u8>> = Vec::new();
+    let mut cur = fid;
+    while cur != Fid::ROOT {
+        if parts.len() >= FID2PATH_DEPTH_MAX {
+            return Err(WeftError::io(format!("{fid} is deeper than {FID2PATH_DEPTH_MAX} levels or in a cycle")));
+        }
+        let (parent, name) = t
+            .first_link(cur)?
+            .ok_or_else(|| WeftError::not_found(format!("{cur} has no name (removed while open?)")))?;
+        parts.push(name);
+        cur = parent;
+    }
+    parts.reverse();
+    Ok(MdtReply::Data(parts.join(&b'/')))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::t::*;
+    use weft_proto::msg::*;
+    use weft_proto::{ErrorCode, Fid};
+
+    #[tokio::test]
+    async fn paths_from_root() {
+        let env = Env::new().await;
+        let a = env.must_mkdir(Fid::ROOT, "a").await;
+        let b = env.must_mkdir(a, "b").await;
+        let f = env.must_file(b, "file").await;
+        let path = |fid| MdtRequest::Fid2Path { fid };
+        assert_eq!(env.req(path(Fid::ROOT)).await.unwrap(), MdtReply::Data(vec![]));
+        assert_eq!(env.req(path(a)).await.unwrap(), MdtReply::Data(b"a".to_vec()));
+        assert_eq!(env.req(path(f)).await.unwrap(), MdtReply::Data(b"a/b/file".to_vec()));
+        assert_eq!(code(env.req(path(Fid::new(Fid::ROOT.seq, 12345, 0))).await), ErrorCode::NotFound);
+    }
+}

@@ -1,0 +1,69 @@
+//! Lookup (a name in a directory) and getattr (an inode by FID). Reads.
+
+use super::{err, owner, show, validate_name};
+use crate::perm;
+use crate::schema::Bytes;
+use crate::store::Tables;
+use crate::Core;
+use redb::ReadableTable;
+use weft_proto::msg::{Identity, MdtReply};
+use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
+
+pub fn lookup<T: ReadableTable<Bytes, Bytes>>(
+    core: &Core,
+    t: &Tables<T>,
+    who: &Identity,
+    parent: Fid,
+    name: &[u8],
+) -> WeftResult<MdtReply> {
+    let dir = t.must_dir(parent)?;
+    validate_name(name)?;
+    perm::check_lookup(who, owner(&dir))?;
+    let (fid, _) =
+        t.dentry(parent, name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("no entry '{}'", show(name))))?;
+    let rec = t
+        .inode(fid)?
+        .ok_or_else(|| WeftError::io(format!("entry '{}' in {parent} names missing inode {fid}", show(name))))?;
+    Ok(MdtReply::Inode(crate::inode_info(core, fid, &rec)))
+}
+
+pub fn getattr<T: ReadableTable<Bytes, Bytes>>(core: &Core, t: &Tables<T>, fid: Fid) -> WeftResult<MdtReply> {
+    let rec = t.must_inode(fid)?;
+    Ok(MdtReply::Inode(crate::inode_info(core, fid, &rec)))
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::t::*;
+    use weft_proto::msg::*;
+    use weft_proto::{ErrorCode, Fid};
+
+    #[tokio::test]
+    async fn root_exists_and_lookup_errors() {
+        let env = Env::new().await;
+        let root = env.must_attr(Fid::ROOT).await;
+        assert_eq!((root.kind, root.mode, root.uid, root.gid, root.nlink), (FileType::Directory, 0o755, 0, 0, 2));
+        assert!(root.size_known);
+        assert_eq!(code(env.lookup(Fid::ROOT, "nope").await), ErrorCode::NotFound);
+        for bad in ["", ".", "..", "a/b", "a\0b"] {
+            assert_eq!(code(env.lookup(Fid::ROOT, bad).await), ErrorCode::Invalid, "{bad:?}");
+        }
+        assert_eq!(code(env.lookup(Fid::ROOT, &"x".repeat(256)).await), ErrorCode::NameTooLong);
+        let f = env.must_file(Fid::ROOT, "f").await;
+        assert_eq!(env.lookup(Fid::ROOT, "f").await.unwrap().attr.fid, f);
+        assert_eq!(code(env.lookup(f, "x").await), ErrorCode::NotDir);
+        assert_eq!(code(env.getattr(Fid::new(Fid::ROOT.seq, 999, 0)).await), ErrorCode::NotFound);
+    }
+
+    #[tokio::test]
+    async fn lookup_needs_search_permission() {
+        let env = Env::new().await;
+        let d = env.must_mkdir(Fid::ROOT, "private").await;
+        env.must_file(d, "f").await;
+        env.req(MdtRequest::Setattr { fid: d, set: SetAttr { mode: Some(0o700), ..Default::default() } })
+            .await
+            .unwrap();
+        let r = env.req_as(&user(1000), MdtRequest::Lookup { parent: d, name: "f".into() }).await;
+        assert_eq!(code(r), ErrorCode::Access);
+    }
+}

@@ -1,0 +1,241 @@
+//! One file per metadata operation, each with its tests.
+//!
+//! THE RULE OF EVERY MUTATION: check, then write. An op reads and validates everything it
+//! needs (existence, types, permissions, names, limits) before its first write to the
+//! transaction or to in-memory state. Many ops share one write transaction (group commit),
+//! so an op that returns a POSIX error must have written nothing: the ops before and after
+//! it in the batch commit. Only storage errors (EIO) may come after a write, and those abort
+//! the whole transaction (see `writer`). Tests assert this with failing ops in mixed batches.
+
+pub mod close;
+pub mod create;
+pub mod fid2path;
+pub mod link;
+pub mod lookup;
+pub mod mkdir;
+pub mod mknod;
+pub mod open;
+pub mod readdir;
+pub mod rename;
+pub mod rmdir;
+pub mod setattr;
+pub mod statfs;
+pub mod stripe;
+pub mod symlink;
+pub mod unlink;
+pub mod xattr;
+
+use crate::objects::Reservation;
+use crate::open_files::Undo;
+use crate::perm::{self, Owner, S_ISGID};
+use crate::schema::{Bytes, InodeRecord};
+use crate::store::{Tables, WriteTables};
+use crate::Core;
+use redb::ReadableTable;
+use weft_proto::limits::NAME_BYTES_MAX;
+use weft_proto::msg::{Attr, FileType, Identity, InodeInfo, MdtReply, MdtRequest, Timestamp};
+use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
+
+/// What a mutation sees while the writer applies it.
+pub struct OpCtx<'a, 't> {
+    pub core: &'a Core,
+    pub t: &'a mut WriteTables<'t>,
+    pub who: &'a Identity,
+    pub client_id: u64,
+    /// The server clock, one value per batch.
+    pub now: Timestamp,
+    pub undo: &'a mut Vec<Undo>,
+    /// Objects reserved for this op before the transaction.
+    pub reservation: Option<&'a Reservation>,
+    /// Set by the op when it put the reservation into a layout.
+    pub reservation_used: bool,
+}
+
+/// Executes one mutation inside the batch's transaction.
+pub fn execute(ctx: &mut OpCtx<'_, '_>, req: &MdtRequest) -> WeftResult<MdtReply> {
+    match req {
+        MdtRequest::Setattr { fid, set } => setattr::setattr(ctx, *fid, set),
+        MdtRequest::Create { parent, name, mode, exclusive, spec, open_flags } => {
+            create::create(ctx, *parent, name, *mode, *exclusive, spec.as_ref(), *open_flags)
+        }
+        MdtRequest::Mkdir { parent, name, mode } => mkdir::mkdir(ctx, *parent, name, *mode),
+        MdtRequest::Mknod { parent, name, kind, mode, rdev } => mknod::mknod(ctx, *parent, name, *kind, *mode, *rdev),
+        MdtRequest::Symlink { parent, name, target } => symlink::symlink(ctx, *parent, name, target),
+        MdtRequest::Link { fid, parent, name } => link::link(ctx, *fid, *parent, name),
+        MdtRequest::Unlink { parent, name } => unlink::unlink(ctx, *parent, name),
+        MdtRequest::Rmdir { parent, name } => rmdir::rmdir(ctx, *parent, name),
+        MdtRequest::Rename { src_parent, src_name, dst_parent, dst_name, flags } => {
+            rename::rename(ctx, *src_parent, src_name, *dst_parent, dst_name, *flags)
+        }
+        MdtRequest::Open { fid, flags } => open::open(ctx, *fid, *flags),
+        MdtRequest::Close { fid, handle, size_blocks } => close::close(ctx, *fid, *handle, *size_blocks),
+        MdtRequest::SetXattr { fid, name, value, flags } => xattr::set(ctx, *fid, name, value, *flags),
+        MdtRequest::RemoveXattr { fid, name } => xattr::remove(ctx, *fid, name),
+        MdtRequest::SetStripe { fid, spec } => stripe::set(ctx, *fid, spec),
+        MdtRequest::DeleteStripe { fid } => stripe::delete(ctx, *fid),
+        r => {
+            assert!(!r.is_mutation(), "mutation {} has no op", r.opcode_name());
+            Err(WeftError::protocol(format!("{} is a read, not a mutation", r.opcode_name())))
+        }
+    }
+}
+
+/// Executes one read in a read transaction.
+pub fn read<T: ReadableTable<Bytes, Bytes>>(
+    core: &Core,
+    t: &Tables<T>,
+    who: &Identity,
+    req: &MdtRequest,
+) -> WeftResult<MdtReply> {
+    match req {
+        MdtRequest::Lookup { parent, name } => lookup::lookup(core, t, who, *parent, name),
+        MdtRequest::Getattr { fid } => lookup::getattr(core, t, *fid),
+        MdtRequest::Readlink { fid } => symlink::readlink(t, *fid),
+        MdtRequest::Readdir { fid, cookie, max_entries } => readdir::readdir(t, who, *fid, *cookie, *max_entries),
+        MdtRequest::GetXattr { fid, name } => xattr::get(t, who, *fid, name),
+        MdtRequest::ListXattr { fid } => xattr::list(t, who, *fid),
+        MdtRequest::GetStripe { fid } => stripe::get(t, *fid),
+        MdtRequest::Statfs => statfs::statfs(core, t),
+        MdtRequest::Fid2Path { fid } => fid2path::fid2path(t, *fid),
+        r => {
+            assert!(r.is_mutation(), "read {} has no op", r.opcode_name());
+            Err(WeftError::protocol(format!("{} is a mutation, not a read", r.opcode_name())))
+        }
+    }
+}
+
+/// Directory entry names: not empty, not "." or "..", no '/' or NUL, at most NAME_BYTES_MAX.
+pub fn validate_name(name: &[u8]) -> WeftResult<()> {
+    if name.is_empty() || name == b"." || name == b".." {
+        return Err(WeftError::invalid(format!("'{}' cannot be used as a name", String::from_utf8_lossy(name))));
+    }
+    if name.contains(&b'/') || name.contains(&0) {
+        return Err(WeftError::invalid(format!(
+            "name '{}' contains '/' or a NUL byte",
+            String::from_utf8_lossy(name).escape_debug()
+        )));
+    }
+    if name.len() > NAME_BYTES_MAX {
+        return Err(WeftError::new(
+            ErrorCode::NameTooLong,
+            format!("name of {} bytes is longer than {NAME_BYTES_MAX}", name.len()),
+        ));
+    }
+    Ok(())
+}
+
+pub fn owner(rec: &InodeRecord) -> Owner {
+    Owner { uid: rec.uid, gid: rec.gid, mode: rec.mode }
+}
+
+pub fn err(code: ErrorCode, msg: impl Into<String>) -> WeftError {
+    WeftError::new(code, msg)
+}
+
+pub fn show(name: &[u8]) -> String {
+    String::from_utf8_lossy(name).into_owned()
+}
+
+/// The attributes a client sees. `writers` = open writers now (regular files).
+pub fn inode_info_with(fid: Fid, rec: &InodeRecord, writers: u32) -> InodeInfo {
+    let (size, size_known) = match rec.kind {
+        FileType::Regular => (rec.size, rec.size_known && writers == 0),
+        FileType::Directory => (crate::limits::DIRECTORY_SIZE_BYTES, true),
+        FileType::Symlink => (rec.symlink_target.as_ref().map_or(0, |t| t.len() as u64), true),
+        _ => (0, true),
+    };
+    InodeInfo {
+        attr: Attr {
+            fid,
+            kind: rec.kind,
+            mode: rec.mode,
+            uid: rec.uid,
+            gid: rec.gid,
+            nlink: rec.nlink,
+            size,
+            size_known,
+            blocks: rec.blocks,
+            atime: rec.atime,
+            mtime: rec.mtime,
+            ctime: rec.ctime,
+            rdev: rec.rdev,
+        },
+        layout: rec.layout.clone(),
+    }
+}
+
+/// A new inode's record: owner from the caller, group from a setgid parent, S_ISGID
+/// inherited by new subdirectories of a setgid parent.
+pub fn new_record(kind: FileType, mode: u32, who: &Identity, parent: &InodeRecord, now: Timestamp) -> InodeRecord {
+    let mut mode = mode & 0o7777;
+    let setgid_parent = parent.mode & S_ISGID != 0;
+    let gid = if setgid_parent { parent.gid } else { who.gid };
+    if kind == FileType::Directory && setgid_parent {
+        mode |= S_ISGID;
+    }
+    if kind != FileType::Directory && mode & S_ISGID != 0 && !perm::is_root(who) && !who.in_group(gid) {
+        // Linux drops S_ISGID on a new file whose group the creator is not in.
+        mode &= !S_ISGID;
+    }
+    InodeRecord {
+        kind,
+        mode,
+        uid: who.uid,
+        gid,
+        nlink: if kind == FileType::Directory { 2 } else { 1 },
+        size: 0,
+        size_known: true,
+        blocks: 0,
+        atime: now,
+        mtime: now,
+        ctime: now,
+        rdev: 0,
+        layout: None,
+        symlink_target: None,
+        dir_default: None,
+        parent: None,
+    }
+}
+
+/// Marks a directory's entries changed.
+pub fn touch_dir(rec: &mut InodeRecord, now: Timestamp) {
+    rec.mtime = now;
+    rec.ctime = now;
+}
+
+/// Checks common to every op that adds a name: the parent is a directory the caller may
+/// write, the name is valid and free. Returns the parent's record.
+pub fn check_new_entry(ctx: &OpCtx<'_, '_>, parent: Fid, name: &[u8]) -> WeftResult<InodeRecord> {
+    let dir = ctx.t.must_dir(parent)?;
+    validate_name(name)?;
+    perm::check_dir_write(ctx.who, owner(&dir))?;
+    if dir.nlink == 0 {
+        return Err(err(ErrorCode::NotFound, format!("directory {parent} was removed")));
+    }
+    if ctx.t.dentry(parent, name)?.is_some() {
+        return Err(err(ErrorCode::Exists, format!("'{}' exists already", show(name))));
+    }
+    Ok(dir)
+}
+
+/// Removes one link of a non-directory inode whose name the caller removed already:
+/// the inode goes when no link is left, unless it is open (then it becomes an orphan).
+pub fn drop_link(ctx: &mut OpCtx<'_, '_>, fid: Fid, mut rec: InodeRecord) -> WeftResult<()> {
+    assert!(rec.kind != FileType::Directory, "drop_link on directory {fid}");
+    assert!(rec.nlink > 0, "inode {fid} with a name has nlink 0");
+    rec.nlink -= 1;
+    rec.ctime = ctx.now;
+    if rec.nlink > 0 {
+        return ctx.t.put_inode(fid, &rec);
+    }
+    if ctx.core.open_files().counts(fid).opens > 0 {
+        ctx.t.put_inode(fid, &rec)?;
+        ctx.t.add_orphan(fid)
+    } else {
+        ctx.t.destroy_inode(fid, &rec)
+    }
+}
+
+/// Test harness shared by the op tests.
+#[cfg(test)]
+pub(crate) use crate::testutil as t;

@@ -1,0 +1,71 @@
+//! Symbolic links: symlink and readlink.
+
+use super::{check_new_entry, OpCtx};
+use crate::schema::Bytes;
+use crate::store::Tables;
+use redb::ReadableTable;
+use weft_proto::limits::SYMLINK_BYTES_MAX;
+use weft_proto::msg::{FileType, MdtReply};
+use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
+
+pub fn symlink(ctx: &mut OpCtx<'_, '_>, parent: Fid, name: &[u8], target: &[u8]) -> WeftResult<MdtReply> {
+    if target.is_empty() || target.contains(&0) {
+        return Err(WeftError::invalid("a symlink target must be non-empty and contain no NUL byte"));
+    }
+    if target.len() > SYMLINK_BYTES_MAX {
+        return Err(WeftError::new(
+            ErrorCode::NameTooLong,
+            format!("symlink target of {} bytes is longer than {SYMLINK_BYTES_MAX}", target.len()),
+        ));
+    }
+    let mut dir = check_new_entry(ctx, parent, name)?;
+    // Checks done: writes follow.
+    let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
+    let mut rec = super::new_record(FileType::Symlink, 0o777, ctx.who, &dir, ctx.now);
+    rec.size = target.len() as u64;
+    rec.symlink_target = Some(target.to_vec());
+    ctx.t.put_inode(fid, &rec)?;
+    ctx.t.add_entry(parent, name, fid, FileType::Symlink)?;
+    super::touch_dir(&mut dir, ctx.now);
+    ctx.t.put_inode(parent, &dir)?;
+    Ok(MdtReply::Inode(super::inode_info_with(fid, &rec, 0)))
+}
+
+pub fn readlink<T: ReadableTable<Bytes, Bytes>>(t: &Tables<T>, fid: Fid) -> WeftResult<MdtReply> {
+    let rec = t.must_inode(fid)?;
+    match (rec.kind, rec.symlink_target) {
+        (FileType::Symlink, Some(target)) => Ok(MdtReply::Data(target)),
+        (FileType::Symlink, None) => Err(WeftError::io(format!("symlink {fid} has no target stored"))),
+        _ => Err(WeftError::invalid(format!("{fid} is not a symlink"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::ops::t::*;
+    use weft_proto::msg::*;
+    use weft_proto::{ErrorCode, Fid};
+
+    #[tokio::test]
+    async fn symlink_and_readlink() {
+        let env = Env::new().await;
+        let req = |name: &str, target: &[u8]| MdtRequest::Symlink {
+            parent: Fid::ROOT,
+            name: name.into(),
+            target: target.to_vec(),
+        };
+        let l = match env.req(req("l", b"../some/where")).await.unwrap() {
+            MdtReply::Inode(i) => i.attr,
+            r => panic!("{r:?}"),
+        };
+        assert_eq!((l.kind, l.mode, l.size, l.size_known), (FileType::Symlink, 0o777, 13, true));
+        assert_eq!(
+            env.req(MdtRequest::Readlink { fid: l.fid }).await.unwrap(),
+            MdtReply::Data(b"../some/where".to_vec())
+        );
+        assert_eq!(code(env.req(MdtRequest::Readlink { fid: Fid::ROOT }).await), ErrorCode::Invalid);
+        assert_eq!(code(env.req(req("m", b"")).await), ErrorCode::Invalid);
+        assert_eq!(code(env.req(req("m", &[b'a'; 4097])).await), ErrorCode::NameTooLong);
+        assert_eq!(code(env.req(req("l", b"x")).await), ErrorCode::Exists);
+    }
+}

@@ -1,0 +1,315 @@
+//! The on-disk schema of one MDT: every redb table, its key encoding and its value encoding.
+//! This file is the only place that knows how keys are laid out; everything else calls the
+//! functions here.
+//!
+//! All tables map bytes to bytes (`&[u8] -> &[u8]`). Integers in keys are big-endian so that
+//! byte order is numeric order; FIDs in keys are [`Fid::to_bytes`] (16 bytes, big-endian).
+//! Values are postcard unless said otherwise.
+//!
+//! | table             | key                                         | value                                   |
+//! |-------------------|---------------------------------------------|-----------------------------------------|
+//! | `meta`            | `b"format"`                                 | format version, u32 BE                  |
+//! | `inodes`          | fid (16)                                    | postcard [`InodeRecord`]                |
+//! | `dentries`        | parent fid (16) ++ name hash u64 BE ++ name | child fid (16) ++ [`kind_byte`] (1)     |
+//! | `links`           | child fid (16) ++ parent fid (16) ++ name   | empty (one row per hard link)           |
+//! | `xattrs`          | fid (16) ++ xattr name                      | xattr value bytes                       |
+//! | `reply_cache`     | client id u64 BE ++ request id u64 BE       | stored unix secs u64 BE ++ postcard `Result<MdtReply, WeftError>` |
+//! | `reply_by_time`   | stored unix secs u64 BE ++ client id ++ request id | empty (index for pruning by age) |
+//! | `orphans`         | fid (16)                                    | empty (nlink 0, still open when written)|
+//! | `destroy_queue`   | ost u32 BE ++ object fid (16)               | empty (objects to destroy on OSTs)      |
+//! | `precreate`       | ost u32 BE                                  | next oid u32 BE ++ created oid u32 BE   |
+//! | `counters`        | `b"next_inode"`                             | next inode number in this MDT, u64 BE   |
+//!
+//! The name hash ([`name_hash`]) is FNV-1a 64 clamped into `[2, u64::MAX - 1]`; it is the
+//! readdir cookie, so it must never change for an existing format version.
+//!
+//! Compatibility: [`FORMAT_VERSION`] is written when the MDT is formatted; opening refuses
+//! any other version. A change to any key or value layout here bumps it.
+
+use redb::TableDefinition;
+use serde::{Deserialize, Serialize};
+use weft_proto::fid::{SEQ_METADATA_BASE, SEQ_PER_MDT};
+use weft_proto::msg::{FileType, Timestamp};
+use weft_proto::{Fid, Layout, StripeSpec, WeftError, WeftResult};
+
+/// Version of everything described in this file.
+pub const FORMAT_VERSION: u32 = 1;
+/// Name of the redb file inside the MDT's data directory.
+pub const DB_FILE_NAME: &str = "mdt.redb";
+
+pub type Bytes = &'static [u8];
+type Def = TableDefinition<'static, Bytes, Bytes>;
+
+/// Format marker: `b"format"` -> u32 BE.
+pub const META: Def = TableDefinition::new("meta");
+pub const META_FORMAT_KEY: &[u8] = b"format";
+/// Inode records by FID.
+pub const INODES: Def = TableDefinition::new("inodes");
+/// Directory entries, ordered by (parent, name hash) so readdir resumes by cookie.
+pub const DENTRIES: Def = TableDefinition::new("dentries");
+/// Reverse entries (child -> parent, name): hard-link bookkeeping and fid2path.
+pub const LINKS: Def = TableDefinition::new("links");
+/// Extended attributes.
+pub const XATTRS: Def = TableDefinition::new("xattrs");
+/// Replies of mutations by (client id, request id), so a resend has no second effect.
+pub const REPLY_CACHE: Def = TableDefinition::new("reply_cache");
+/// The reply cache ordered by age, so pruning reads only what it removes.
+pub const REPLY_BY_TIME: Def = TableDefinition::new("reply_by_time");
+/// Inodes with no name left that were open; destroyed on last close or at the next start.
+pub const ORPHANS: Def = TableDefinition::new("orphans");
+/// OST objects to destroy; an entry leaves only after the OST confirmed.
+pub const DESTROY_QUEUE: Def = TableDefinition::new("destroy_queue");
+/// Per OST: the next precreated oid to hand out and the last oid the OST created.
+pub const PRECREATE: Def = TableDefinition::new("precreate");
+/// Allocation counters.
+pub const COUNTERS: Def = TableDefinition::new("counters");
+pub const COUNTER_NEXT_INODE_KEY: &[u8] = b"next_inode";
+
+/// Every table, so that formatting creates them all (a read transaction fails on a missing table).
+pub const ALL_TABLES: [Def; 11] =
+    [META, INODES, DENTRIES, LINKS, XATTRS, REPLY_CACHE, REPLY_BY_TIME, ORPHANS, DESTROY_QUEUE, PRECREATE, COUNTERS];
+
+/// An inode as stored. Attributes, plus what each kind needs.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InodeRecord {
+    pub kind: FileType,
+    /// 07777 bits.
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub nlink: u32,
+    pub size: u64,
+    /// Whether `size`/`blocks` were recorded by a closing writer (see the size rule in lib.rs).
+    pub size_known: bool,
+    pub blocks: u64,
+    pub atime: Timestamp,
+    pub mtime: Timestamp,
+    pub ctime: Timestamp,
+    pub rdev: u32,
+    /// Regular files only.
+    pub layout: Option<Layout>,
+    /// Symlinks only.
+    pub symlink_target: Option<Vec<u8>>,
+    /// Directories only: the default layout for new files.
+    pub dir_default: Option<StripeSpec>,
+    /// Directories only: the parent (the root is its own parent).
+    pub parent: Option<Fid>,
+}
+
+pub fn encode_inode(rec: &InodeRecord) -> Vec<u8> {
+    postcard::to_stdvec(rec).expect("encoding an inode record into memory cannot fail")
+}
+
+pub fn decode_inode(fid: Fid, bytes: &[u8]) -> WeftResult<InodeRecord> {
+    postcard::from_bytes(bytes).map_err(|e| WeftError::io(format!("inode {fid} has a corrupt record on the MDT: {e}")))
+}
+
+pub fn fid_key(fid: Fid) -> [u8; 16] {
+    fid.to_bytes()
+}
+
+pub fn decode_fid(bytes: &[u8], what: &str) -> WeftResult<Fid> {
+    Fid::from_bytes(bytes).ok_or_else(|| WeftError::io(format!("corrupt FID in {what}: {} bytes", bytes.len())))
+}
+
+/// FNV-1a 64 of the name, clamped into `[2, u64::MAX - 1]`: 0 starts a listing, 1 is left
+/// for a future ".", and `u64::MAX` can never be "after the last entry".
+pub fn name_hash(name: &[u8]) -> u64 {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in name {
+        h ^= *b as u64;
+        h = h.wrapping_mul(0x0000_0100_0000_01b3);
+    }
+    h.clamp(2, u64::MAX - 1)
+}
+
+pub fn dentry_key(parent: Fid, name: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(24 + name.len());
+    k.extend_from_slice(&parent.to_bytes());
+    k.extend_from_slice(&name_hash(name).to_be_bytes());
+    k.extend_from_slice(name);
+    k
+}
+
+/// Key range start of all entries of `parent` with hash >= `hash`.
+pub fn dentry_key_from_hash(parent: Fid, hash: u64) -> Vec<u8> {
+    let mut k = Vec::with_capacity(24);
+    k.extend_from_slice(&parent.to_bytes());
+    k.extend_from_slice(&hash.to_be_bytes());
+    k
+}
+
+/// Exclusive end of all entries of `parent`.
+pub fn dentry_key_end(parent: Fid) -> Vec<u8> {
+    prefix_end(&parent.to_bytes())
+}
+
+/// (name hash, name) of a dentry key.
+pub fn split_dentry_key(key: &[u8]) -> WeftResult<(u64, &[u8])> {
+    if key.len() < 24 {
+        return Err(WeftError::io(format!("corrupt directory entry key of {} bytes", key.len())));
+    }
+    let hash = u64::from_be_bytes(key[16..24].try_into().expect("8 bytes"));
+    Ok((hash, &key[24..]))
+}
+
+pub fn encode_dentry(child: Fid, kind: FileType) -> [u8; 17] {
+    let mut v = [0u8; 17];
+    v[..16].copy_from_slice(&child.to_bytes());
+    v[16] = kind_byte(kind);
+    v
+}
+
+pub fn decode_dentry(value: &[u8]) -> WeftResult<(Fid, FileType)> {
+    if value.len() != 17 {
+        return Err(WeftError::io(format!("corrupt directory entry value of {} bytes", value.len())));
+    }
+    let fid = decode_fid(&value[..16], "a directory entry")?;
+    Ok((fid, kind_from_byte(value[16])?))
+}
+
+pub fn kind_byte(kind: FileType) -> u8 {
+    match kind {
+        FileType::Regular => 1,
+        FileType::Directory => 2,
+        FileType::Symlink => 3,
+        FileType::Fifo => 4,
+        FileType::CharDevice => 5,
+        FileType::BlockDevice => 6,
+        FileType::Socket => 7,
+    }
+}
+
+pub fn kind_from_byte(b: u8) -> WeftResult<FileType> {
+    Ok(match b {
+        1 => FileType::Regular,
+        2 => FileType::Directory,
+        3 => FileType::Symlink,
+        4 => FileType::Fifo,
+        5 => FileType::CharDevice,
+        6 => FileType::BlockDevice,
+        7 => FileType::Socket,
+        _ => return Err(WeftError::io(format!("corrupt file type byte {b} in a directory entry"))),
+    })
+}
+
+pub fn link_key(child: Fid, parent: Fid, name: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(32 + name.len());
+    k.extend_from_slice(&child.to_bytes());
+    k.extend_from_slice(&parent.to_bytes());
+    k.extend_from_slice(name);
+    k
+}
+
+/// (parent, name) of a link key.
+pub fn split_link_key(key: &[u8]) -> WeftResult<(Fid, &[u8])> {
+    if key.len() < 32 {
+        return Err(WeftError::io(format!("corrupt link key of {} bytes", key.len())));
+    }
+    Ok((decode_fid(&key[16..32], "a link key")?, &key[32..]))
+}
+
+pub fn xattr_key(fid: Fid, name: &[u8]) -> Vec<u8> {
+    let mut k = Vec::with_capacity(16 + name.len());
+    k.extend_from_slice(&fid.to_bytes());
+    k.extend_from_slice(name);
+    k
+}
+
+pub fn reply_key(client_id: u64, request_id: u64) -> [u8; 16] {
+    let mut k = [0u8; 16];
+    k[..8].copy_from_slice(&client_id.to_be_bytes());
+    k[8..].copy_from_slice(&request_id.to_be_bytes());
+    k
+}
+
+pub fn reply_time_key(stored_secs: u64, client_id: u64, request_id: u64) -> [u8; 24] {
+    let mut k = [0u8; 24];
+    k[..8].copy_from_slice(&stored_secs.to_be_bytes());
+    k[8..].copy_from_slice(&reply_key(client_id, request_id));
+    k
+}
+
+pub fn destroy_key(ost: u32, object: Fid) -> [u8; 20] {
+    let mut k = [0u8; 20];
+    k[..4].copy_from_slice(&ost.to_be_bytes());
+    k[4..].copy_from_slice(&object.to_bytes());
+    k
+}
+
+pub fn split_destroy_key(key: &[u8]) -> WeftResult<(u32, Fid)> {
+    if key.len() != 20 {
+        return Err(WeftError::io(format!("corrupt destroy-queue key of {} bytes", key.len())));
+    }
+    let ost = u32::from_be_bytes(key[..4].try_into().expect("4 bytes"));
+    Ok((ost, decode_fid(&key[4..], "the destroy queue")?))
+}
+
+pub fn encode_precreate(next_oid: u32, created_oid: u32) -> [u8; 8] {
+    let mut v = [0u8; 8];
+    v[..4].copy_from_slice(&next_oid.to_be_bytes());
+    v[4..].copy_from_slice(&created_oid.to_be_bytes());
+    v
+}
+
+pub fn decode_precreate(ost: u32, v: &[u8]) -> WeftResult<(u32, u32)> {
+    if v.len() != 8 {
+        return Err(WeftError::io(format!("corrupt precreate record of OST {ost}: {} bytes", v.len())));
+    }
+    Ok((u32::from_be_bytes(v[..4].try_into().expect("4")), u32::from_be_bytes(v[4..].try_into().expect("4"))))
+}
+
+pub fn decode_u64(v: &[u8], what: &str) -> WeftResult<u64> {
+    let b: [u8; 8] = v.try_into().map_err(|_| WeftError::io(format!("corrupt {what}: {} bytes", v.len())))?;
+    Ok(u64::from_be_bytes(b))
+}
+
+/// The FID of inode number `n` of MDT `mdt_index`; each MDT owns its own sequences.
+pub fn inode_fid(mdt_index: u32, n: u64) -> Fid {
+    let seq = SEQ_METADATA_BASE + mdt_index as u64 * SEQ_PER_MDT + (n >> 32);
+    Fid::new(seq, n as u32, 0)
+}
+
+/// The smallest key greater than every key starting with `prefix`.
+pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
+    let mut end = prefix.to_vec();
+    while let Some(last) = end.pop() {
+        if last < 0xff {
+            end.push(last + 1);
+            return end;
+        }
+    }
+    // An all-0xff prefix has no end below the key space's top: callers never build one
+    // (FIDs and OST numbers in this schema are never all ones).
+    panic!("prefix_end of an all-0xff prefix");
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_hash_is_stable_and_clamped() {
+        // Pinned: the readdir cookie is on disk and in clients' hands.
+        assert_eq!(name_hash(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(name_hash(b"a"), 0xaf63_dc4c_8601_ec8c);
+        for n in 0..1000u32 {
+            let h = name_hash(n.to_string().as_bytes());
+            assert!((2..u64::MAX).contains(&h));
+        }
+    }
+
+    #[test]
+    fn keys_split_back() {
+        let p = Fid::new(SEQ_METADATA_BASE, 9, 0);
+        let k = dentry_key(p, b"name");
+        assert_eq!(split_dentry_key(&k).unwrap(), (name_hash(b"name"), &b"name"[..]));
+        assert!(k.as_slice() < dentry_key_end(p).as_slice());
+        let c = Fid::new(SEQ_METADATA_BASE, 10, 0);
+        assert_eq!(split_link_key(&link_key(c, p, b"x")).unwrap(), (p, &b"x"[..]));
+        assert_eq!(split_destroy_key(&destroy_key(1000, c)).unwrap(), (1000, c));
+        assert_eq!(decode_dentry(&encode_dentry(c, FileType::Socket)).unwrap(), (c, FileType::Socket));
+        assert_eq!(inode_fid(0, 1), Fid::ROOT);
+        assert_eq!(prefix_end(&[1, 0xff]), vec![2]);
+    }
+}

@@ -1,0 +1,349 @@
+//! Typed access to the schema's tables, the same code for read and write transactions.
+//! Reads are generic over redb's `ReadableTable`; writes exist only on write-transaction tables.
+
+use crate::schema::{self, Bytes, InodeRecord};
+use redb::{ReadTransaction, ReadableTable, Table, WriteTransaction};
+use weft_proto::msg::{FileType, MdtReply};
+use weft_proto::{Fid, WeftError, WeftResult};
+
+/// Storage errors become EIO with what failed; the MDT's state on disk is unchanged by a
+/// failed transaction.
+pub fn storage_err(e: impl std::fmt::Display) -> WeftError {
+    WeftError::io(format!("MDT storage error: {e}"))
+}
+
+/// The tables of one transaction.
+pub struct Tables<T> {
+    pub inodes: T,
+    pub dentries: T,
+    pub links: T,
+    pub xattrs: T,
+    pub reply_cache: T,
+    pub reply_by_time: T,
+    pub orphans: T,
+    pub destroy_queue: T,
+    pub precreate: T,
+    pub counters: T,
+}
+
+pub type ReadTables = Tables<redb::ReadOnlyTable<Bytes, Bytes>>;
+pub type WriteTables<'t> = Tables<Table<'t, Bytes, Bytes>>;
+
+pub fn read_tables(txn: &ReadTransaction) -> WeftResult<ReadTables> {
+    let open = |d| txn.open_table(d).map_err(storage_err);
+    Ok(Tables {
+        inodes: open(schema::INODES)?,
+        dentries: open(schema::DENTRIES)?,
+        links: open(schema::LINKS)?,
+        xattrs: open(schema::XATTRS)?,
+        reply_cache: open(schema::REPLY_CACHE)?,
+        reply_by_time: open(schema::REPLY_BY_TIME)?,
+        orphans: open(schema::ORPHANS)?,
+        destroy_queue: open(schema::DESTROY_QUEUE)?,
+        precreate: open(schema::PRECREATE)?,
+        counters: open(schema::COUNTERS)?,
+    })
+}
+
+pub fn write_tables(txn: &WriteTransaction) -> WeftResult<WriteTables<'_>> {
+    let open = |d| txn.open_table(d).map_err(storage_err);
+    Ok(Tables {
+        inodes: open(schema::INODES)?,
+        dentries: open(schema::DENTRIES)?,
+        links: open(schema::LINKS)?,
+        xattrs: open(schema::XATTRS)?,
+        reply_cache: open(schema::REPLY_CACHE)?,
+        reply_by_time: open(schema::REPLY_BY_TIME)?,
+        orphans: open(schema::ORPHANS)?,
+        destroy_queue: open(schema::DESTROY_QUEUE)?,
+        precreate: open(schema::PRECREATE)?,
+        counters: open(schema::COUNTERS)?,
+    })
+}
+
+/// One directory entry as stored.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct StoredEntry {
+    pub hash: u64,
+    pub name: Vec<u8>,
+    pub fid: Fid,
+    pub kind: FileType,
+}
+
+impl<T: ReadableTable<Bytes, Bytes>> Tables<T> {
+    pub fn inode(&self, fid: Fid) -> WeftResult<Option<InodeRecord>> {
+        match self.inodes.get(fid.to_bytes().as_slice()).map_err(storage_err)? {
+            Some(v) => Ok(Some(schema::decode_inode(fid, v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// The inode, or NotFound naming it.
+    pub fn must_inode(&self, fid: Fid) -> WeftResult<InodeRecord> {
+        self.inode(fid)?.ok_or_else(|| WeftError::not_found(format!("no inode {fid} on this MDT")))
+    }
+
+    /// The inode of a directory, or NotFound / NotDir.
+    pub fn must_dir(&self, fid: Fid) -> WeftResult<InodeRecord> {
+        let rec = self.must_inode(fid)?;
+        if rec.kind != FileType::Directory {
+            return Err(WeftError::new(weft_proto::ErrorCode::NotDir, format!("{fid} is not a directory")));
+        }
+        Ok(rec)
+    }
+
+    pub fn dentry(&self, parent: Fid, name: &[u8]) -> WeftResult<Option<(Fid, FileType)>> {
+        match self.dentries.get(schema::dentry_key(parent, name).as_slice()).map_err(storage_err)? {
+            Some(v) => Ok(Some(schema::decode_dentry(v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Entries of `dir` with hash >= `from_hash`, in hash order, at most `limit`.
+    pub fn entries_from(&self, dir: Fid, from_hash: u64, limit: usize) -> WeftResult<Vec<StoredEntry>> {
+        let lo = schema::dentry_key_from_hash(dir, from_hash);
+        let hi = schema::dentry_key_end(dir);
+        let mut out = Vec::new();
+        for item in self.dentries.range::<&[u8]>(lo.as_slice()..hi.as_slice()).map_err(storage_err)? {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, v) = item.map_err(storage_err)?;
+            let (hash, name) = schema::split_dentry_key(k.value())?;
+            let (fid, kind) = schema::decode_dentry(v.value())?;
+            out.push(StoredEntry { hash, name: name.to_vec(), fid, kind });
+        }
+        Ok(out)
+    }
+
+    pub fn dir_is_empty(&self, dir: Fid) -> WeftResult<bool> {
+        Ok(self.entries_from(dir, 0, 1)?.is_empty())
+    }
+
+    /// One (parent, name) of `fid`, if it has any name.
+    pub fn first_link(&self, fid: Fid) -> WeftResult<Option<(Fid, Vec<u8>)>> {
+        let lo = fid.to_bytes();
+        let hi = schema::prefix_end(&lo);
+        let mut range = self.links.range::<&[u8]>(lo.as_slice()..hi.as_slice()).map_err(storage_err)?;
+        match range.next() {
+            Some(item) => {
+                let (k, _) = item.map_err(storage_err)?;
+                let (parent, name) = schema::split_link_key(k.value())?;
+                Ok(Some((parent, name.to_vec())))
+            }
+            None => Ok(None),
+        }
+    }
+
+    pub fn xattr(&self, fid: Fid, name: &[u8]) -> WeftResult<Option<Vec<u8>>> {
+        Ok(self.xattrs.get(schema::xattr_key(fid, name).as_slice()).map_err(storage_err)?.map(|v| v.value().to_vec()))
+    }
+
+    pub fn xattr_names(&self, fid: Fid) -> WeftResult<Vec<Vec<u8>>> {
+        let lo = fid.to_bytes();
+        let hi = schema::prefix_end(&lo);
+        let mut out = Vec::new();
+        for item in self.xattrs.range::<&[u8]>(lo.as_slice()..hi.as_slice()).map_err(storage_err)? {
+            let (k, _) = item.map_err(storage_err)?;
+            out.push(k.value()[16..].to_vec());
+        }
+        Ok(out)
+    }
+
+    /// A stored reply of a mutation, if this request was executed already.
+    pub fn cached_reply(&self, client_id: u64, request_id: u64) -> WeftResult<Option<WeftResult<MdtReply>>> {
+        let key = schema::reply_key(client_id, request_id);
+        match self.reply_cache.get(key.as_slice()).map_err(storage_err)? {
+            Some(v) => {
+                let v = v.value();
+                if v.len() < 8 {
+                    return Err(WeftError::io(format!("corrupt reply-cache entry of client {client_id:#x}")));
+                }
+                let reply: WeftResult<MdtReply> = postcard::from_bytes(&v[8..]).map_err(|e| {
+                    WeftError::io(format!(
+                        "corrupt reply-cache entry of client {client_id:#x} request {request_id}: {e}"
+                    ))
+                })?;
+                Ok(Some(reply))
+            }
+            None => Ok(None),
+        }
+    }
+
+    pub fn precreate_state(&self, ost: u32) -> WeftResult<Option<(u32, u32)>> {
+        match self.precreate.get(ost.to_be_bytes().as_slice()).map_err(storage_err)? {
+            Some(v) => Ok(Some(schema::decode_precreate(ost, v.value())?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Up to `limit` destroy-queue entries.
+    pub fn destroy_entries(&self, limit: usize) -> WeftResult<Vec<(u32, Fid)>> {
+        let mut out = Vec::new();
+        for item in self.destroy_queue.iter().map_err(storage_err)? {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, _) = item.map_err(storage_err)?;
+            out.push(schema::split_destroy_key(k.value())?);
+        }
+        Ok(out)
+    }
+
+    pub fn orphan_fids(&self, limit: usize) -> WeftResult<Vec<Fid>> {
+        let mut out = Vec::new();
+        for item in self.orphans.iter().map_err(storage_err)? {
+            if out.len() >= limit {
+                break;
+            }
+            let (k, _) = item.map_err(storage_err)?;
+            out.push(schema::decode_fid(k.value(), "the orphan table")?);
+        }
+        Ok(out)
+    }
+
+    pub fn inode_count(&self) -> WeftResult<u64> {
+        self.inodes.len().map_err(storage_err)
+    }
+}
+
+impl WriteTables<'_> {
+    pub fn put_inode(&mut self, fid: Fid, rec: &InodeRecord) -> WeftResult<()> {
+        self.inodes.insert(fid.to_bytes().as_slice(), schema::encode_inode(rec).as_slice()).map_err(storage_err)?;
+        Ok(())
+    }
+
+    /// Adds a name: the entry and its reverse link.
+    pub fn add_entry(&mut self, parent: Fid, name: &[u8], child: Fid, kind: FileType) -> WeftResult<()> {
+        let key = schema::dentry_key(parent, name);
+        self.dentries.insert(key.as_slice(), schema::encode_dentry(child, kind).as_slice()).map_err(storage_err)?;
+        let link = schema::link_key(child, parent, name);
+        self.links.insert(link.as_slice(), [].as_slice()).map_err(storage_err)?;
+        Ok(())
+    }
+
+    /// Removes a name: the entry and its reverse link.
+    pub fn remove_entry(&mut self, parent: Fid, name: &[u8], child: Fid) -> WeftResult<()> {
+        let old = self.dentries.remove(schema::dentry_key(parent, name).as_slice()).map_err(storage_err)?;
+        assert!(old.is_some(), "removing a directory entry that the op checked exists");
+        drop(old);
+        self.links.remove(schema::link_key(child, parent, name).as_slice()).map_err(storage_err)?;
+        Ok(())
+    }
+
+    /// Allocates a new inode FID in this MDT's sequences.
+    pub fn next_inode_fid(&mut self, mdt_index: u32) -> WeftResult<Fid> {
+        let mut n = match self.counters.get(schema::COUNTER_NEXT_INODE_KEY).map_err(storage_err)? {
+            Some(v) => schema::decode_u64(v.value(), "inode counter")?,
+            None => 2,
+        };
+        // Object id 0 is never used: FIDs with oid 0 look like "none" to tools.
+        if n as u32 == 0 {
+            n += 1;
+        }
+        let fid = schema::inode_fid(mdt_index, n);
+        self.counters.insert(schema::COUNTER_NEXT_INODE_KEY, (n + 1).to_be_bytes().as_slice()).map_err(storage_err)?;
+        Ok(fid)
+    }
+
+    pub fn put_xattr(&mut self, fid: Fid, name: &[u8], value: &[u8]) -> WeftResult<()> {
+        self.xattrs.insert(schema::xattr_key(fid, name).as_slice(), value).map_err(storage_err)?;
+        Ok(())
+    }
+
+    pub fn remove_xattr(&mut self, fid: Fid, name: &[u8]) -> WeftResult<()> {
+        self.xattrs.remove(schema::xattr_key(fid, name).as_slice()).map_err(storage_err)?;
+        Ok(())
+    }
+
+    pub fn queue_destroy(&mut self, ost: u32, object: Fid) -> WeftResult<()> {
+        self.destroy_queue.insert(schema::destroy_key(ost, object).as_slice(), [].as_slice()).map_err(storage_err)?;
+        Ok(())
+    }
+
+    pub fn unqueue_destroy(&mut self, ost: u32, object: Fid) -> WeftResult<()> {
+        self.destroy_queue.remove(schema::destroy_key(ost, object).as_slice()).map_err(storage_err)?;
+        Ok(())
+    }
+
+    pub fn add_orphan(&mut self, fid: Fid) -> WeftResult<()> {
+        self.orphans.insert(fid.to_bytes().as_slice(), [].as_slice()).map_err(storage_err)?;
+        Ok(())
+    }
+
+    /// Removes an inode for good: its record, xattrs, orphan mark; queues its objects for
+    /// destroy. The caller has removed every name already.
+    pub fn destroy_inode(&mut self, fid: Fid, rec: &InodeRecord) -> WeftResult<()> {
+        self.inodes.remove(fid.to_bytes().as_slice()).map_err(storage_err)?;
+        self.orphans.remove(fid.to_bytes().as_slice()).map_err(storage_err)?;
+        for name in self.xattr_names(fid)? {
+            self.remove_xattr(fid, &name)?;
+        }
+        if let Some(layout) = &rec.layout {
+            for comp in &layout.components {
+                for obj in &comp.objects {
+                    self.queue_destroy(obj.ost, obj.fid)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Records that oids below `next_oid` of `ost` are handed out (never lowers it).
+    pub fn persist_next_oid(&mut self, ost: u32, next_oid: u32) -> WeftResult<()> {
+        let (next, created) = self.precreate_state(ost)?.unwrap_or((1, 0));
+        if next_oid > next {
+            self.precreate
+                .insert(ost.to_be_bytes().as_slice(), schema::encode_precreate(next_oid, created).as_slice())
+                .map_err(storage_err)?;
+        }
+        Ok(())
+    }
+
+    /// Records that the OST created every oid up to `created_oid` (never lowers it).
+    pub fn persist_created_oid(&mut self, ost: u32, created_oid: u32) -> WeftResult<()> {
+        let (next, created) = self.precreate_state(ost)?.unwrap_or((1, 0));
+        if created_oid > created {
+            self.precreate
+                .insert(ost.to_be_bytes().as_slice(), schema::encode_precreate(next, created_oid).as_slice())
+                .map_err(storage_err)?;
+        }
+        Ok(())
+    }
+
+    pub fn store_reply(
+        &mut self,
+        client_id: u64,
+        request_id: u64,
+        now_secs: u64,
+        reply: &WeftResult<MdtReply>,
+    ) -> WeftResult<()> {
+        let mut v = now_secs.to_be_bytes().to_vec();
+        v.extend_from_slice(&postcard::to_stdvec(reply).expect("encoding a reply into memory cannot fail"));
+        self.reply_cache
+            .insert(schema::reply_key(client_id, request_id).as_slice(), v.as_slice())
+            .map_err(storage_err)?;
+        self.reply_by_time
+            .insert(schema::reply_time_key(now_secs, client_id, request_id).as_slice(), [].as_slice())
+            .map_err(storage_err)?;
+        Ok(())
+    }
+
+    /// Removes at most `limit` replies stored before `before_secs`; returns how many.
+    pub fn prune_replies(&mut self, before_secs: u64, limit: usize) -> WeftResult<usize> {
+        let hi = before_secs.to_be_bytes();
+        let mut old = Vec::new();
+        for item in self.reply_by_time.range::<&[u8]>(..hi.as_slice()).map_err(storage_err)? {
+            if old.len() >= limit {
+                break;
+            }
+            let (k, _) = item.map_err(storage_err)?;
+            old.push(k.value().to_vec());
+        }
+        for k in &old {
+            self.reply_by_time.remove(k.as_slice()).map_err(storage_err)?;
+            self.reply_cache.remove(&k[8..]).map_err(storage_err)?;
+        }
+        Ok(old.len())
+    }
+}

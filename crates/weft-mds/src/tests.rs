@@ -1,0 +1,277 @@
+//! Whole-service tests: idempotent resends, group commit, persistence across restarts,
+//! orphans, the destroy queue, precreation and reply-cache pruning.
+
+use crate::testutil::*;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+use weft_proto::msg::*;
+use weft_proto::{ErrorCode, Fid};
+
+#[tokio::test]
+async fn resent_mutation_returns_the_first_reply_without_a_second_effect() {
+    let env = Env::new().await;
+    env.must_file(Fid::ROOT, "f").await;
+    let header = env.header_as(&Identity::root());
+    let unlink = MdtRequest::Unlink { parent: Fid::ROOT, name: "f".into() };
+    let first = env.mds().handle(&header, unlink.clone()).await;
+    assert_eq!(first, Ok(MdtReply::Empty));
+    // A resend after a reconnect: same client and request id.
+    assert_eq!(env.mds().handle(&header, unlink.clone()).await, first);
+    // A new request id executes again.
+    assert_eq!(code(env.req(unlink).await), ErrorCode::NotFound);
+
+    let header = env.header_as(&Identity::root());
+    let mkdir = MdtRequest::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 };
+    let a = env.mds().handle(&header, mkdir.clone()).await.unwrap();
+    let b = env.mds().handle(&header, mkdir.clone()).await.unwrap();
+    assert_eq!(a, b);
+    assert_eq!(env.must_attr(Fid::ROOT).await.nlink, 3);
+    assert!(env.mds().stats().reply_cache_hits >= 2);
+
+    // Errors are replayed too, and a create's handle is the same one.
+    let header = env.header_as(&Identity::root());
+    let create = MdtRequest::Create {
+        parent: Fid::ROOT,
+        name: "c".into(),
+        mode: 0o644,
+        exclusive: true,
+        spec: None,
+        open_flags: OPEN_WRITE,
+    };
+    let a = env.mds().handle(&header, create.clone()).await.unwrap();
+    let b = env.mds().handle(&header, create).await.unwrap();
+    assert_eq!(a, b);
+    assert_eq!(env.stats_open(), 1);
+}
+
+#[tokio::test]
+async fn resend_survives_a_restart() {
+    let mut env = Env::new().await;
+    env.must_file(Fid::ROOT, "f").await;
+    let header = env.header_as(&Identity::root());
+    let unlink = MdtRequest::Unlink { parent: Fid::ROOT, name: "f".into() };
+    env.mds().handle(&header, unlink.clone()).await.unwrap();
+    env.restart().await;
+    assert_eq!(env.mds().handle(&header, unlink).await, Ok(MdtReply::Empty));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn concurrent_creates_share_commits() {
+    let env = Env::with_map(cluster_map(&[0, 1], &[]), 64).await;
+    let d = env.must_mkdir(Fid::ROOT, "d").await;
+    let before = env.mds().stats();
+    let n = 400;
+    let mut tasks = Vec::new();
+    for i in 0..n {
+        let mds = env.mds().clone();
+        let header = env.header_as(&Identity::root());
+        tasks.push(tokio::spawn(async move {
+            let req = MdtRequest::Create {
+                parent: d,
+                name: format!("f{i}").into(),
+                mode: 0o644,
+                exclusive: true,
+                spec: None,
+                open_flags: OPEN_READ,
+            };
+            mds.handle(&header, req).await
+        }));
+    }
+    let mut fids = std::collections::HashSet::new();
+    let mut objects = std::collections::HashSet::new();
+    for t in tasks {
+        match t.await.unwrap().unwrap() {
+            MdtReply::Opened { inode, .. } => {
+                assert!(fids.insert(inode.attr.fid));
+                for o in &inode.layout.unwrap().plain().unwrap().objects {
+                    assert!(objects.insert(o.fid), "object {} used twice", o.fid);
+                }
+            }
+            r => panic!("{r:?}"),
+        }
+    }
+    let after = env.mds().stats();
+    let commits = after.commits - before.commits;
+    assert!(commits < n, "{commits} commits for {n} creates");
+    assert!(after.batch_ops_max > 1);
+    assert_eq!(env.list(d, 1024).await.len(), n as usize);
+}
+
+#[tokio::test]
+async fn namespace_persists_across_restart() {
+    let mut env = Env::new().await;
+    let d = env.must_mkdir(Fid::ROOT, "d").await;
+    let f = env.must_file(d, "f").await;
+    env.req(MdtRequest::SetXattr { fid: f, name: "user.k".into(), value: b"v".to_vec(), flags: 0 }).await.unwrap();
+    env.req(MdtRequest::Symlink { parent: d, name: "l".into(), target: b"f".to_vec() }).await.unwrap();
+    let layout = env.getattr(f).await.unwrap().layout;
+    env.restart().await;
+    assert_eq!(env.sorted_names(d).await, vec!["f", "l"]);
+    let i = env.lookup(d, "f").await.unwrap();
+    assert_eq!((i.attr.fid, i.layout), (f, layout));
+    let x = env.req(MdtRequest::GetXattr { fid: f, name: "user.k".into() }).await.unwrap();
+    assert_eq!(x, MdtReply::Data(b"v".to_vec()));
+    // New inodes and objects never reuse old ones.
+    let g = env.must_file(d, "g").await;
+    assert!(g.oid > f.oid);
+    let go = env.getattr(g).await.unwrap().layout.unwrap().plain().unwrap().objects[0].fid;
+    let fo = i_layout_object(&env, f).await;
+    assert!(go.oid > fo.oid, "object {go} reused after restart ({fo})");
+    assert_eq!(env.must_attr(Fid::ROOT).await.nlink, 3);
+}
+
+async fn i_layout_object(env: &Env, fid: Fid) -> Fid {
+    env.getattr(fid).await.unwrap().layout.unwrap().plain().unwrap().objects[0].fid
+}
+
+#[tokio::test]
+async fn orphans_are_destroyed_at_restart() {
+    let mut env = Env::new().await;
+    let (i, _handle) = env.create_as(&Identity::root(), Fid::ROOT, "f", 0o644).await.unwrap();
+    let object = i.layout.unwrap().plain().unwrap().objects[0].fid;
+    env.req(MdtRequest::Unlink { parent: Fid::ROOT, name: "f".into() }).await.unwrap();
+    assert_eq!(env.must_attr(i.attr.fid).await.nlink, 0);
+    // Crash-like restart: the handle is never closed.
+    env.restart().await;
+    assert_eq!(code(env.getattr(i.attr.fid).await), ErrorCode::NotFound);
+    let destroyed = env.wait_destroyed(1).await;
+    assert!(destroyed.contains(&(0, object)));
+}
+
+#[tokio::test]
+async fn destroys_retry_until_the_ost_answers_and_survive_restart() {
+    let mut env = Env::new().await;
+    env.targets.fail_destroy.store(true, Ordering::SeqCst);
+    let f = env.must_file(Fid::ROOT, "f").await;
+    let object = i_layout_object(&env, f).await;
+    env.req(MdtRequest::Unlink { parent: Fid::ROOT, name: "f".into() }).await.unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(env.targets.destroyed().is_empty());
+    env.restart().await;
+    env.targets.fail_destroy.store(false, Ordering::SeqCst);
+    assert_eq!(env.wait_destroyed(1).await, vec![(0, object)]);
+    // The queue is empty once confirmed: nothing is destroyed twice.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert_eq!(env.targets.destroyed().len(), 1);
+}
+
+#[tokio::test]
+async fn precreate_refills_and_nospace_when_the_ost_fails() {
+    let env = Env::new().await; // batch 16
+    for i in 0..40 {
+        env.must_file(Fid::ROOT, &format!("f{i}")).await;
+    }
+    let calls = env.targets.precreates.lock().unwrap().clone();
+    assert!(calls.len() >= 3, "{calls:?}");
+    // Each call continues where the last ended.
+    for w in calls.windows(2) {
+        assert_eq!(w[1].1, w[0].1 + w[0].2);
+    }
+    assert_eq!(calls[0], (0, 1, 16));
+    // Starve the pool: the OST stops answering.
+    env.targets.fail_precreate.store(true, Ordering::SeqCst);
+    let mut saw_nospace = false;
+    for i in 0..40 {
+        match env.create_as(&Identity::root(), Fid::ROOT, &format!("g{i}"), 0o644).await {
+            Ok(_) => {}
+            Err(e) => {
+                assert_eq!(e.code, ErrorCode::NoSpace, "{e}");
+                assert!(e.message.contains("OST"), "{e}");
+                saw_nospace = true;
+                break;
+            }
+        }
+    }
+    assert!(saw_nospace);
+}
+
+#[tokio::test]
+async fn reply_cache_is_pruned_by_age() {
+    let env = Env::new().await;
+    let header = env.header_as(&Identity::root());
+    let mkdir = MdtRequest::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 };
+    env.mds().handle(&header, mkdir.clone()).await.unwrap();
+    assert_eq!(env.mds().prune_reply_cache(600).await.unwrap(), 0);
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    assert!(env.mds().prune_reply_cache(0).await.unwrap() >= 1);
+    // Pruned: the same request id now executes again.
+    assert_eq!(code(env.mds().handle(&header, mkdir).await), ErrorCode::Exists);
+}
+
+#[tokio::test]
+async fn second_open_of_a_running_mdt_is_refused() {
+    let env = Env::new().await;
+    let r = crate::Mds::open(crate::MdsConfig::new(env.dir.path().to_path_buf(), 0), env.targets.clone());
+    assert_eq!(r.err().map(|e| e.code), Some(ErrorCode::Busy));
+}
+
+#[tokio::test]
+async fn unknown_format_version_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let db = redb::Database::create(dir.path().join(crate::schema::DB_FILE_NAME)).unwrap();
+        let txn = db.begin_write().unwrap();
+        txn.open_table(crate::schema::META)
+            .unwrap()
+            .insert(crate::schema::META_FORMAT_KEY, 99u32.to_be_bytes().as_slice())
+            .unwrap();
+        txn.commit().unwrap();
+    }
+    let r = crate::Mds::open(
+        crate::MdsConfig::new(dir.path().to_path_buf(), 0),
+        std::sync::Arc::new(FakeTargets::default()),
+    );
+    let e = r.err().unwrap();
+    assert_eq!(e.code, ErrorCode::NotSupported);
+    assert!(e.message.contains("format version 99"), "{e}");
+}
+
+/// A corrupt inode record fails only the op that reads it (EIO naming the FID); the rest of
+/// its batch is applied again in a fresh transaction, in-memory opens included.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn storage_error_in_a_batch_fails_only_its_op() {
+    let env = Env::new().await;
+    let bad = env.must_file(Fid::ROOT, "bad").await;
+    {
+        let txn = env.mds().core.db.begin_write().unwrap();
+        txn.open_table(crate::schema::INODES)
+            .unwrap()
+            .insert(bad.to_bytes().as_slice(), [0xffu8; 3].as_slice())
+            .unwrap();
+        txn.commit().unwrap();
+    }
+    let d = env.must_mkdir(Fid::ROOT, "d").await;
+    let mut tasks = Vec::new();
+    for i in 0..30 {
+        let mds = env.mds().clone();
+        let header = env.header_as(&Identity::root());
+        tasks.push(tokio::spawn(async move {
+            let req = if i % 10 == 5 {
+                MdtRequest::Setattr { fid: bad, set: SetAttr { mode: Some(0o600), ..Default::default() } }
+            } else {
+                MdtRequest::Create {
+                    parent: d,
+                    name: format!("f{i}").into(),
+                    mode: 0o644,
+                    exclusive: true,
+                    spec: None,
+                    open_flags: OPEN_WRITE,
+                }
+            };
+            (i, mds.handle(&header, req).await)
+        }));
+    }
+    for t in tasks {
+        let (i, r) = t.await.unwrap();
+        if i % 10 == 5 {
+            let e = r.unwrap_err();
+            assert_eq!(e.code, ErrorCode::Io);
+            assert!(e.message.contains(&bad.to_string()), "{e}");
+        } else {
+            r.unwrap();
+        }
+    }
+    assert_eq!(env.list(d, 100).await.len(), 27);
+    assert_eq!(env.stats_open(), 27);
+    assert_eq!(code(env.getattr(bad).await), ErrorCode::Io);
+}

@@ -1,0 +1,332 @@
+//! The one writer thread: group commit of mutations, the reply cache, and the writes of the
+//! background tasks.
+//!
+//! The thread takes up to COMMIT_BATCH_OPS_MAX queued jobs, applies them in ONE write
+//! transaction and commits once (redb's default durability: after `commit` returns the
+//! change survives kill -9), then answers each caller. Each op checks everything before it
+//! writes (see `ops`), so an op that fails with a POSIX error leaves nothing in the shared
+//! transaction. An op that fails with a storage error (EIO) may have written half: then the
+//! transaction is aborted, the in-memory changes are reverted, that op is answered with its
+//! error and the rest of the batch is applied again in a fresh transaction.
+
+use crate::limits::COMMIT_BATCH_OPS_MAX;
+use crate::objects::Reservation;
+use crate::open_files::Undo;
+use crate::ops::OpCtx;
+use crate::schema::{self, InodeRecord};
+use crate::store::{self, storage_err, WriteTables};
+use crate::Core;
+use redb::{Database, ReadableTable};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use tokio::sync::{mpsc, oneshot};
+use weft_proto::msg::{FileType, MdtReply, MdtRequest, RequestHeader};
+use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
+
+// Requests dominate the queue and are moved once into it: boxing them would only add an
+// allocation per mutation.
+#[allow(clippy::large_enum_variant)]
+pub enum Job {
+    Request {
+        header: RequestHeader,
+        req: MdtRequest,
+        /// Objects taken from the precreate pools before the transaction (Create, SetStripe).
+        reservation: Option<Reservation>,
+        reply: oneshot::Sender<WeftResult<MdtReply>>,
+    },
+    Internal {
+        op: InternalOp,
+        done: oneshot::Sender<WeftResult<u64>>,
+    },
+}
+
+/// Writes of the background tasks.
+#[derive(Debug)]
+pub enum InternalOp {
+    /// The OST created objects up to `created_oid`.
+    PersistCreated { ost: u32, created_oid: u32 },
+    /// The OSTs confirmed these destroys.
+    DestroyDone(Vec<(u32, Fid)>),
+    /// Remove reply-cache entries stored before this unix time.
+    PruneReplies { before_secs: u64 },
+}
+
+enum Outcome {
+    Reply(WeftResult<MdtReply>),
+    Internal(WeftResult<u64>),
+}
+
+pub fn run(core: Arc<Core>, mut rx: mpsc::Receiver<Job>) {
+    while let Some(first) = rx.blocking_recv() {
+        let mut jobs = vec![first];
+        while jobs.len() < COMMIT_BATCH_OPS_MAX {
+            match rx.try_recv() {
+                Ok(j) => jobs.push(j),
+                Err(_) => break,
+            }
+        }
+        commit_batch(&core, jobs);
+    }
+    tracing::debug!("MDT writer thread stopped");
+}
+
+fn commit_batch(core: &Core, mut jobs: Vec<Job>) {
+    loop {
+        match try_batch(core, &jobs) {
+            Ok(outcomes) => {
+                let n = jobs.len() as u64;
+                core.stats.commits.fetch_add(1, Ordering::Relaxed);
+                core.stats.batch_ops_max.fetch_max(n, Ordering::Relaxed);
+                for (job, outcome) in jobs.into_iter().zip(outcomes) {
+                    answer(job, outcome);
+                }
+                core.destroy_wake.notify_one();
+                return;
+            }
+            Err(BatchError::Op(i, e)) => {
+                tracing::warn!(error = %e, "a mutation failed with a storage error; retrying the rest of its batch");
+                fail(jobs.remove(i), e);
+                if jobs.is_empty() {
+                    return;
+                }
+            }
+            Err(BatchError::Whole(e)) => {
+                tracing::error!(error = %e, "an MDT transaction failed");
+                for job in jobs {
+                    fail(job, e.clone());
+                }
+                return;
+            }
+        }
+    }
+}
+
+fn answer(job: Job, outcome: Outcome) {
+    match (job, outcome) {
+        (Job::Request { reply, .. }, Outcome::Reply(r)) => {
+            let _ = reply.send(r);
+        }
+        (Job::Internal { done, .. }, Outcome::Internal(r)) => {
+            let _ = done.send(r);
+        }
+        _ => unreachable!("outcomes are built in job order"),
+    }
+}
+
+fn fail(job: Job, e: WeftError) {
+    match job {
+        Job::Request { reply, .. } => {
+            let _ = reply.send(Err(e));
+        }
+        Job::Internal { done, .. } => {
+            let _ = done.send(Err(e));
+        }
+    }
+}
+
+enum BatchError {
+    /// Job `i` failed with a storage error: drop it, redo the rest.
+    Op(usize, WeftError),
+    /// The transaction itself failed: every job fails.
+    Whole(WeftError),
+}
+
+fn try_batch(core: &Core, jobs: &[Job]) -> Result<Vec<Outcome>, BatchError> {
+    let txn = core.db.begin_write().map_err(|e| BatchError::Whole(storage_err(e)))?;
+    let mut undo: Vec<Undo> = Vec::new();
+    let mut outcomes = Vec::with_capacity(jobs.len());
+    let mut mutations = 0u64;
+    let mut hits = 0u64;
+    let applied = (|| -> Result<(), BatchError> {
+        let mut t = store::write_tables(&txn).map_err(BatchError::Whole)?;
+        let now = crate::now();
+        let now_secs = now.sec.max(0) as u64;
+        for (i, job) in jobs.iter().enumerate() {
+            match job {
+                Job::Request { header, req, reservation, .. } => {
+                    let cacheable = header.request_id != 0;
+                    let cached = if cacheable {
+                        t.cached_reply(header.client_id, header.request_id).map_err(|e| BatchError::Op(i, e))?
+                    } else {
+                        None
+                    };
+                    let (reply, used) = match cached {
+                        Some(r) => {
+                            hits += 1;
+                            (r, false)
+                        }
+                        None => {
+                            let mut ctx = OpCtx {
+                                core,
+                                t: &mut t,
+                                who: &header.identity,
+                                client_id: header.client_id,
+                                now,
+                                undo: &mut undo,
+                                reservation: reservation.as_ref(),
+                                reservation_used: false,
+                            };
+                            let r = crate::ops::execute(&mut ctx, req);
+                            let used = ctx.reservation_used && r.is_ok();
+                            if let Err(e) = &r {
+                                if e.code == ErrorCode::Io {
+                                    return Err(BatchError::Op(i, e.clone()));
+                                }
+                            }
+                            mutations += 1;
+                            if cacheable {
+                                t.store_reply(header.client_id, header.request_id, now_secs, &r)
+                                    .map_err(|e| BatchError::Op(i, e))?;
+                            }
+                            (r, used)
+                        }
+                    };
+                    if let (Some(res), false) = (reservation, used) {
+                        release_unused(&mut t, res).map_err(|e| BatchError::Op(i, e))?;
+                    }
+                    outcomes.push(Outcome::Reply(reply));
+                }
+                Job::Internal { op, .. } => {
+                    let r = apply_internal(&mut t, op).map_err(|e| BatchError::Op(i, e))?;
+                    outcomes.push(Outcome::Internal(Ok(r)));
+                }
+            }
+        }
+        Ok(())
+    })();
+    match applied {
+        Ok(()) => {}
+        Err(e) => {
+            let _ = txn.abort();
+            core.open_files().revert(undo);
+            return Err(e);
+        }
+    }
+    if let Err(e) = txn.commit() {
+        core.open_files().revert(undo);
+        return Err(BatchError::Whole(storage_err(e)));
+    }
+    core.stats.mutations.fetch_add(mutations, Ordering::Relaxed);
+    core.stats.reply_cache_hits.fetch_add(hits, Ordering::Relaxed);
+    Ok(outcomes)
+}
+
+/// Objects reserved for an op that did not use them (it failed, or opened an existing file):
+/// they exist on the OSTs, so they are destroyed rather than forgotten.
+fn release_unused(t: &mut WriteTables<'_>, res: &Reservation) -> WeftResult<()> {
+    for obj in &res.objects {
+        t.persist_next_oid(obj.ost, obj.fid.oid.saturating_add(1))?;
+        t.queue_destroy(obj.ost, obj.fid)?;
+    }
+    Ok(())
+}
+
+fn apply_internal(t: &mut WriteTables<'_>, op: &InternalOp) -> WeftResult<u64> {
+    match op {
+        InternalOp::PersistCreated { ost, created_oid } => {
+            t.persist_created_oid(*ost, *created_oid)?;
+            Ok(0)
+        }
+        InternalOp::DestroyDone(done) => {
+            for (ost, fid) in done {
+                t.unqueue_destroy(*ost, *fid)?;
+            }
+            Ok(done.len() as u64)
+        }
+        InternalOp::PruneReplies { before_secs } => {
+            Ok(t.prune_replies(*before_secs, crate::limits::REPLY_CACHE_PRUNE_ENTRIES_MAX)? as u64)
+        }
+    }
+}
+
+/// Formats a new MDT (every table, the format version, the root directory on MDT 0) or
+/// checks the format version of an existing one.
+pub fn format_or_check(db: &Database, mdt_index: u32) -> WeftResult<()> {
+    let txn = db.begin_write().map_err(storage_err)?;
+    {
+        for def in schema::ALL_TABLES {
+            txn.open_table(def).map_err(storage_err)?;
+        }
+        let mut meta = txn.open_table(schema::META).map_err(storage_err)?;
+        let version = meta.get(schema::META_FORMAT_KEY).map_err(storage_err)?.map(|v| v.value().to_vec());
+        match version {
+            Some(v) => {
+                let v: [u8; 4] = v.as_slice().try_into().map_err(|_| WeftError::io("corrupt MDT format marker"))?;
+                let v = u32::from_be_bytes(v);
+                if v != schema::FORMAT_VERSION {
+                    return Err(WeftError::new(
+                        ErrorCode::NotSupported,
+                        format!(
+                            "the MDT on disk has format version {v}; this build of Weft reads version {} only: \
+                             run the matching Weft version",
+                            schema::FORMAT_VERSION
+                        ),
+                    ));
+                }
+                return Ok(());
+            }
+            None => {
+                meta.insert(schema::META_FORMAT_KEY, schema::FORMAT_VERSION.to_be_bytes().as_slice())
+                    .map_err(storage_err)?;
+            }
+        }
+        drop(meta);
+        if mdt_index == 0 {
+            let mut t = store::write_tables(&txn)?;
+            let now = crate::now();
+            let root = InodeRecord {
+                kind: FileType::Directory,
+                mode: 0o755,
+                uid: 0,
+                gid: 0,
+                nlink: 2,
+                size: crate::limits::DIRECTORY_SIZE_BYTES,
+                size_known: true,
+                blocks: 0,
+                atime: now,
+                mtime: now,
+                ctime: now,
+                rdev: 0,
+                layout: None,
+                symlink_target: None,
+                dir_default: None,
+                parent: Some(Fid::ROOT),
+            };
+            t.put_inode(Fid::ROOT, &root)?;
+        }
+    }
+    txn.commit().map_err(storage_err)?;
+    Ok(())
+}
+
+/// Destroys inodes that had no name left but were open when the MDS stopped: no open
+/// survives a restart. Their objects go to the destroy queue. Returns how many.
+pub fn destroy_orphans(db: &Database) -> WeftResult<u64> {
+    let mut total = 0;
+    loop {
+        let txn = db.begin_write().map_err(storage_err)?;
+        let n = {
+            let mut t = store::write_tables(&txn)?;
+            let fids = t.orphan_fids(crate::limits::ORPHAN_CLEANUP_BATCH_INODES_MAX)?;
+            for fid in &fids {
+                match t.inode(*fid)? {
+                    Some(rec) if rec.nlink == 0 => t.destroy_inode(*fid, &rec)?,
+                    Some(rec) => {
+                        // Linked again (cannot happen today): keep the inode, drop the mark.
+                        tracing::warn!(%fid, nlink = rec.nlink, "orphan mark on a linked inode; keeping the inode");
+                        t.orphans.remove(fid.to_bytes().as_slice()).map_err(storage_err)?;
+                    }
+                    None => {
+                        t.orphans.remove(fid.to_bytes().as_slice()).map_err(storage_err)?;
+                    }
+                }
+            }
+            fids.len()
+        };
+        txn.commit().map_err(storage_err)?;
+        total += n as u64;
+        if n == 0 {
+            return Ok(total);
+        }
+    }
+}

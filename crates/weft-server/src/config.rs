@@ -1,0 +1,138 @@
+//! The server config file (TOML). Example, one node running every role:
+//!
+//! ```toml
+//! fsname = "weft"
+//! data_dir = "/srv/weft"
+//! listen = "127.0.0.2:9800"
+//! mgs_address = "127.0.0.2:9800"   # where the management service runs
+//!
+//! [mgs]              # present: run the management service here
+//!
+//! [mds]
+//! index = 0          # the MDT this node serves
+//!
+//! [oss]
+//! osts = [0, 7]      # OST indices served here; sparse is fine; each in data_dir/ost<index hex>
+//! ```
+
+use serde::{Deserialize, Serialize};
+use std::path::PathBuf;
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServerConfig {
+    pub fsname: String,
+    pub data_dir: PathBuf,
+    /// `host:port` to listen on; port 0 picks a free port (only sensible with `[mgs]` here).
+    pub listen: String,
+    /// `host:port` of the management service; may be this node's own `listen`.
+    pub mgs_address: String,
+    #[serde(default)]
+    pub mgs: Option<MgsRole>,
+    #[serde(default)]
+    pub mds: Option<MdsRole>,
+    #[serde(default)]
+    pub oss: Option<OssRole>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+pub struct MgsRole {}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MdsRole {
+    pub index: u32,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OssRole {
+    pub osts: Vec<u32>,
+}
+
+/// A file system name becomes part of target names (`weft-OST0001`): Lustre's rule.
+const FSNAME_BYTES_MAX: usize = 8;
+
+impl ServerConfig {
+    pub fn load(path: &std::path::Path) -> anyhow::Result<ServerConfig> {
+        let text =
+            std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read config {}: {e}", path.display()))?;
+        let config: ServerConfig =
+            toml::from_str(&text).map_err(|e| anyhow::anyhow!("config {} is not valid: {e}", path.display()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    pub fn validate(&self) -> anyhow::Result<()> {
+        let ok_name = !self.fsname.is_empty()
+            && self.fsname.len() <= FSNAME_BYTES_MAX
+            && self.fsname.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_');
+        if !ok_name {
+            anyhow::bail!("fsname '{}' is invalid: 1 to {FSNAME_BYTES_MAX} letters, digits or '_'", self.fsname);
+        }
+        if self.mgs.is_none() && self.mds.is_none() && self.oss.is_none() {
+            anyhow::bail!("the config names no role: add at least one of [mgs], [mds], [oss]");
+        }
+        if let Some(o) = &self.oss {
+            if o.osts.is_empty() {
+                anyhow::bail!("[oss] osts is empty: list the OST indices this node serves, e.g. osts = [0, 1]");
+            }
+            let mut s = o.osts.clone();
+            s.sort_unstable();
+            s.dedup();
+            if s.len() != o.osts.len() {
+                anyhow::bail!("[oss] osts lists an index twice: {:?}", o.osts);
+            }
+        }
+        if self.mgs.is_none() && self.mgs_address.ends_with(":0") {
+            anyhow::bail!("mgs_address {} has port 0: give the management service's real port", self.mgs_address);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn mgs_address_is_self(&self) -> bool {
+        self.mgs_address == self.listen || self.mgs_address.is_empty()
+    }
+
+    pub fn roles_text(&self) -> String {
+        let mut r = Vec::new();
+        if self.mgs.is_some() {
+            r.push("mgs".to_string());
+        }
+        if let Some(m) = &self.mds {
+            r.push(format!("mds (MDT{:04x})", m.index));
+        }
+        if let Some(o) = &self.oss {
+            r.push(format!("oss ({} OSTs)", o.osts.len()));
+        }
+        r.join(", ")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_the_documented_example_and_rejects_mistakes() {
+        let text = r#"
+fsname = "weft"
+data_dir = "/srv/weft"
+listen = "127.0.0.2:9800"
+mgs_address = "127.0.0.2:9800"
+[mgs]
+[mds]
+index = 0
+[oss]
+osts = [0, 7]
+"#;
+        let c: ServerConfig = toml::from_str(text).unwrap();
+        c.validate().unwrap();
+        assert_eq!(c.oss.unwrap().osts, vec![0, 7]);
+        assert!(toml::from_str::<ServerConfig>(&text.replace("osts", "ost_list")).is_err());
+        let mut bad: ServerConfig = toml::from_str(text).unwrap();
+        bad.fsname = "far-too-long-name".into();
+        assert!(bad.validate().unwrap_err().to_string().contains("fsname"));
+    }
+}

@@ -1,0 +1,48 @@
+//! The execute stage of a server process: sends each request to the service that hosts the
+//! target it names.
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use std::sync::Arc;
+use weft_mds::Mds;
+use weft_mgs::Mgs;
+use weft_oss::Oss;
+use weft_proto::msg::*;
+use weft_proto::{ErrorCode, WeftError};
+use weft_rpc::{Handler, RequestContext};
+
+pub(crate) struct Router {
+    pub mgs: Option<Arc<Mgs>>,
+    pub mds: Option<Arc<Mds>>,
+    pub mdt_index: Option<u32>,
+    pub oss: Option<Arc<Oss>>,
+}
+
+fn not_here(what: String) -> (Reply, Bytes) {
+    (Err(WeftError::new(ErrorCode::NotFound, format!("this server does not serve {what}"))), Bytes::new())
+}
+
+impl Handler for Router {
+    fn handle(&self, ctx: RequestContext, body: RequestBody, bulk: Bytes) -> BoxFuture<'static, (Reply, Bytes)> {
+        match body {
+            RequestBody::Ping => Box::pin(async { (Ok(ReplyBody::Pong), Bytes::new()) }),
+            RequestBody::Mgs(op) => match self.mgs.clone() {
+                Some(mgs) => Box::pin(async move { (mgs.handle(op).await.map(ReplyBody::Mgs), Bytes::new()) }),
+                None => Box::pin(async { not_here("the management service".into()) }),
+            },
+            RequestBody::Mdt { mdt, op } => match (self.mds.clone(), self.mdt_index) {
+                (Some(mds), Some(i)) if i == mdt => {
+                    Box::pin(async move { (mds.handle(&ctx.header, op).await.map(ReplyBody::Mdt), Bytes::new()) })
+                }
+                _ => Box::pin(async move { not_here(format!("MDT{mdt:04x}")) }),
+            },
+            RequestBody::Ost { ost, op } => match self.oss.clone() {
+                Some(oss) => Box::pin(async move {
+                    let (reply, bulk) = oss.handle(ost, op, bulk).await;
+                    (reply.map(ReplyBody::Ost), bulk)
+                }),
+                None => Box::pin(async move { not_here(format!("OST{ost:04x}")) }),
+            },
+        }
+    }
+}

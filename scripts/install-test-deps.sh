@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Installs what the test suite runs against: FUSE (fusermount3) and the real programs the
+# tests drive on a mount. Debian/Ubuntu packages; needs root (CI runs as root).
+set -euo pipefail
+
+need=()
+command -v fusermount3 >/dev/null 2>&1 || need+=(fuse3)
+command -v fio >/dev/null 2>&1 || need+=(fio)
+command -v git >/dev/null 2>&1 || need+=(git)
+command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
+command -v rsync >/dev/null 2>&1 || need+=(rsync)
+command -v tar >/dev/null 2>&1 || need+=(tar)
+command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
+
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "missing test dependencies: ${need[*]}; install them with: sudo apt-get install -y ${need[*]}" >&2
+    exit 1
+  fi
+  echo "installing test dependencies: ${need[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+if [ ! -e /dev/fuse ]; then
+  echo "/dev/fuse is missing: the tests mount FUSE file systems and need it" >&2
+  exit 1
+fi
+# Stale mounts from an interrupted earlier run break the next one: clear Weft's test mounts.
+grep ' fuse.weft ' /proc/self/mountinfo 2>/dev/null | awk '{print $5}' | grep '/weft-test-' | while read -r m; do
+  fusermount3 -uz "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
+done
+exit 0

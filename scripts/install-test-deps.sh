@@ -10,7 +10,7 @@ command -v git >/dev/null 2>&1 || need+=(git)
 command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 command -v rsync >/dev/null 2>&1 || need+=(rsync)
 command -v tar >/dev/null 2>&1 || need+=(tar)
-command -v setpriv >/dev/null 2>&1 || need+=(util-linux)
+command -v python3 >/dev/null 2>&1 || need+=(python3)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
@@ -28,7 +28,8 @@ if [ ! -e /dev/fuse ]; then
   exit 1
 fi
 # Stale mounts from an interrupted earlier run break the next one: clear Weft's test mounts.
-grep ' fuse.weft ' /proc/self/mountinfo 2>/dev/null | awk '{print $5}' | grep '/weft-test-' | while read -r m; do
+stale=$(awk '$0 ~ / fuse\.weft / && $5 ~ /\/weft-test-/ {print $5}' /proc/self/mountinfo 2>/dev/null || true)
+for m in $stale; do
   fusermount3 -uz "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true
 done
 exit 0

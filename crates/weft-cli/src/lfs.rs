@@ -82,12 +82,18 @@ pub struct DfArgs {
 
 #[derive(Args)]
 pub struct Path2fidArgs {
+    /// JSON for programs.
+    #[arg(long)]
+    json: bool,
     #[arg(required = true)]
     paths: Vec<PathBuf>,
 }
 
 #[derive(Args)]
 pub struct Fid2pathArgs {
+    /// JSON for programs.
+    #[arg(long)]
+    json: bool,
     /// The mount point.
     mount: PathBuf,
     /// FIDs as [0x200000400:0x2:0x0].
@@ -258,24 +264,7 @@ fn print_file_layout(path: &Path, info: &LayoutAnswer, a: &GetstripeArgs) -> any
         }
         return Ok(());
     }
-    if a.yaml {
-        println!("{}", path.display());
-        println!("lmm_stripe_count:  {}", c.stripe_count());
-        println!("lmm_stripe_size:   {}", c.stripe_size);
-        println!("lmm_pattern:       raid0");
-        println!("lmm_layout_gen:    {}", layout.generation);
-        println!("lmm_stripe_offset: {first}");
-        if let Some(p) = &c.pool {
-            println!("lmm_pool:          {p}");
-        }
-        println!("lmm_objects:");
-        for o in &c.objects {
-            println!("      - l_ost_idx: {}", o.ost);
-            println!("        l_fid:     {}", o.fid);
-        }
-        println!();
-        return Ok(());
-    }
+    // The header is the same in both shapes, as lfs prints it.
     println!("{}", path.display());
     println!("lmm_stripe_count:  {}", c.stripe_count());
     println!("lmm_stripe_size:   {}", c.stripe_size);
@@ -284,6 +273,15 @@ fn print_file_layout(path: &Path, info: &LayoutAnswer, a: &GetstripeArgs) -> any
     println!("lmm_stripe_offset: {first}");
     if let Some(p) = &c.pool {
         println!("lmm_pool:          {p}");
+    }
+    if a.yaml {
+        println!("lmm_objects:");
+        for o in &c.objects {
+            println!("      - l_ost_idx: {}", o.ost);
+            println!("        l_fid:     {}", o.fid);
+        }
+        println!();
+        return Ok(());
     }
     println!("\tobdidx\t\t objid\t\t objid\t\t group");
     for o in &c.objects {
@@ -410,26 +408,47 @@ fn percent(part: u64, whole: u64) -> u64 {
 }
 
 pub fn path2fid(a: Path2fidArgs) -> anyhow::Result<()> {
-    let many = a.paths.len() > 1;
+    let mut out = Vec::new();
     for p in &a.paths {
         let fid = String::from_utf8(xattr::get(p, vx::FID)?)?;
-        if many {
-            println!("{}: {fid}", p.display());
-        } else {
-            println!("{fid}");
+        match (a.json, a.paths.len() > 1) {
+            (true, _) => out.push(serde_json::json!({"path": p, "fid": fid})),
+            (false, true) => println!("{}: {fid}", p.display()),
+            (false, false) => println!("{fid}"),
         }
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
     }
     Ok(())
 }
 
 pub fn fid2path(a: Fid2pathArgs) -> anyhow::Result<()> {
+    let mut out = Vec::new();
     for f in &a.fids {
         let fid: weft_proto::Fid = f.parse().map_err(|e: String| anyhow!(e))?;
         let ans: PathAnswer =
             xattr::get_json(&a.mount, &format!("{}{fid}", vx::FID2PATH_PREFIX)).map_err(|e| anyhow!("{fid}: {e}"))?;
-        println!("{}", a.mount.join(ans.path).display());
+        let path = a.mount.join(ans.path);
+        if a.json {
+            out.push(serde_json::json!({"fid": fid.to_string(), "path": path}));
+        } else {
+            println!("{}", path.display());
+        }
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&out)?);
     }
     Ok(())
+}
+
+fn current_umask() -> u32 {
+    // SAFETY: umask(2) cannot fail; it is set back at once to what it was.
+    unsafe {
+        let old = libc::umask(0o022);
+        libc::umask(old);
+        old as u32
+    }
 }
 
 #[cfg(test)]
@@ -441,14 +460,5 @@ mod tests {
         assert_eq!(parse_ost_list("1,3,5-7").unwrap(), vec![1, 3, 5, 6, 7]);
         assert!(parse_ost_list("7-5").is_err());
         assert!(parse_ost_list("x").unwrap_err().to_string().contains("-o"));
-    }
-}
-
-fn current_umask() -> u32 {
-    // SAFETY: umask(2) cannot fail; it is set back at once to what it was.
-    unsafe {
-        let old = libc::umask(0o022);
-        libc::umask(old);
-        old as u32
     }
 }

@@ -53,8 +53,22 @@ pub struct ServerArgs {
     config: PathBuf,
 }
 
+/// Servers keep object files open (up to 1024 per OST) and clients a socket per server:
+/// raise the soft limit on open files to the hard limit, as daemons do.
+fn raise_open_files_limit() {
+    let mut lim = libc::rlimit { rlim_cur: 0, rlim_max: 0 };
+    // SAFETY: getrlimit/setrlimit with a valid pointer to a local struct.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 && lim.rlim_cur < lim.rlim_max {
+            lim.rlim_cur = lim.rlim_max;
+            libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+        }
+    }
+}
+
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    raise_open_files_limit();
     let result = match cli.command {
         Command::Up(a) => up::up(a),
         Command::Down(a) => up::down(a),

@@ -326,7 +326,7 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
             println!("roles:       {}", report.roles.join(", "));
             println!("management:  {}", s.mgs_address);
             println!("mount:       {} ({})", s.mount.display(), if report.mounted { "mounted" } else { "NOT mounted" });
-            println!("{:<16} {:<6} {}", "TARGET", "STATE", "ADDRESS");
+            println!("{:<16} {:<6} ADDRESS", "TARGET", "STATE");
             for t in &report.targets {
                 println!("{:<16} {:<6} {}", t.name, t.state, t.address);
             }

@@ -1,17 +1,18 @@
 //! `weft`: the one binary. Parses the command line and wires the crates together; the logic
 //! lives in the library crates. Messages a person can act on are made here and nowhere else.
 
+mod bench;
 mod daemon;
 mod lfs;
 mod logging;
 mod mount;
-mod size;
 mod up;
 mod xattr;
 
 use clap::{Args, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
+use weft_bench::size;
 
 #[derive(Parser)]
 #[command(name = "weft", version, about = "Weft: a parallel distributed file system in user space", long_about = None)]
@@ -44,6 +45,8 @@ enum Command {
     Path2fid(lfs::Path2fidArgs),
     /// Print the path of a FID under a mount (as lfs fid2path).
     Fid2path(lfs::Fid2pathArgs),
+    /// Measure: the IO-500 phases, or a single stream.
+    Bench(bench::BenchArgs),
 }
 
 #[derive(Args)]
@@ -81,6 +84,7 @@ fn main() -> ExitCode {
         Command::Df(a) => lfs::df(a),
         Command::Path2fid(a) => lfs::path2fid(a),
         Command::Fid2path(a) => lfs::fid2path(a),
+        Command::Bench(a) => bench::bench(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -64,7 +64,7 @@ fn state_path(data: &Path) -> PathBuf {
     data.join("run").join("state.json")
 }
 
-fn read_state(data: &Path) -> Option<UpState> {
+pub(crate) fn read_state(data: &Path) -> Option<UpState> {
     serde_json::from_slice(&std::fs::read(state_path(data)).ok()?).ok()
 }
 

@@ -1,0 +1,158 @@
+//! `weft bench stream`: the single streams people try first. One writer (sequential, fsync
+//! at the end), then one reader of a fresh open (after posix_fadvise DONTNEED on posix, so
+//! the reads reach the file system), every byte checked; MB/s and the machine's CPU seconds
+//! per GB for each.
+
+use crate::cpu::{seconds_per_gb, CpuClock};
+use crate::fsapi::{BenchFs, PosixFs};
+use crate::native::NativeFs;
+use crate::pattern::{self, Stream};
+use crate::phase::Api;
+use anyhow::{bail, Context, Result};
+use bytes::BytesMut;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::time::Instant;
+
+pub struct Options {
+    pub dir: String,
+    pub api: Api,
+    pub size_bytes: u64,
+    pub block_bytes: u64,
+    pub json: Option<PathBuf>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Figure {
+    pub bytes: u64,
+    pub seconds: f64,
+    /// 10^6 bytes per second.
+    pub mb_s: f64,
+    pub cpu_s: Option<f64>,
+    pub cpu_s_per_gb: Option<f64>,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct StreamReport {
+    pub dir: String,
+    pub api: String,
+    pub block_bytes: u64,
+    pub write: Figure,
+    pub read: Figure,
+}
+
+fn figure(bytes: u64, start: Instant, cpu: CpuClock) -> Figure {
+    let seconds = start.elapsed().as_secs_f64();
+    let cpu_s = cpu.seconds_since();
+    Figure {
+        bytes,
+        seconds,
+        mb_s: if seconds > 0.0 { bytes as f64 / 1e6 / seconds } else { 0.0 },
+        cpu_s,
+        cpu_s_per_gb: cpu_s.and_then(|c| seconds_per_gb(c, bytes)),
+    }
+}
+
+pub fn line(what: &str, f: &Figure) -> String {
+    let cpu = f.cpu_s_per_gb.map(|c| format!(" : cpu {c:.3} s/GB")).unwrap_or_default();
+    format!("{what:<6} {:>10.1} MB/s : {} bytes in {:.3} seconds{cpu}", f.mb_s, f.bytes, f.seconds)
+}
+
+pub fn run(opts: &Options) -> Result<StreamReport> {
+    if opts.block_bytes == 0 || opts.block_bytes > u32::MAX as u64 {
+        bail!("--bs must be between 1 byte and 4G");
+    }
+    let name = format!("weft-stream.{}", std::process::id());
+    let (write, read) = match &opts.api {
+        Api::Posix => {
+            let mut fs = PosixFs::new(&opts.dir);
+            fs.stat("").with_context(|| format!("--dir {}", opts.dir))?;
+            streams(&mut fs, &name, opts)?
+        }
+        Api::Native { mgs } => streams(&mut NativeFs::connect(mgs, &opts.dir)?, &name, opts)?,
+    };
+    println!("{}", line("write", &write));
+    println!("{}", line("read", &read));
+    let report = StreamReport {
+        dir: opts.dir.clone(),
+        api: opts.api.name().to_string(),
+        block_bytes: opts.block_bytes,
+        write,
+        read,
+    };
+    if let Some(path) = &opts.json {
+        std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
+            .with_context(|| format!("write {}", path.display()))?;
+    }
+    Ok(report)
+}
+
+fn streams<F: BenchFs>(fs: &mut F, name: &str, opts: &Options) -> Result<(Figure, Figure)> {
+    let seed = pattern::seed(pattern::mix(std::process::id() as u64), Stream::Single);
+    let bs = opts.block_bytes;
+    let result = (|| {
+        let cpu = CpuClock::now();
+        let start = Instant::now();
+        let mut f = fs.create_excl(name)?;
+        let mut buf = BytesMut::with_capacity(bs as usize);
+        let mut off = 0;
+        while off < opts.size_bytes {
+            let n = bs.min(opts.size_bytes - off) as usize;
+            buf.resize(n, 0);
+            pattern::fill(seed, off, &mut buf[..]);
+            fs.pwrite(&mut f, off, buf.split().freeze())?;
+            buf.reserve(n);
+            off += n as u64;
+        }
+        fs.fsync(&mut f)?;
+        fs.close(f)?;
+        let write = figure(opts.size_bytes, start, cpu);
+
+        fs.drop_cache(name)?;
+        let cpu = CpuClock::now();
+        let start = Instant::now();
+        let mut f = fs.open_read(name)?;
+        let mut off = 0;
+        while off < opts.size_bytes {
+            let n = bs.min(opts.size_bytes - off) as usize;
+            let data = fs.pread(&mut f, off, n)?;
+            if data.len() != n {
+                bail!("verification failed: {name} is short: {} bytes at offset {off}, expected {n}", data.len());
+            }
+            if let Err(m) = pattern::verify(seed, off, data) {
+                bail!("verification failed: {name} at {m} (the data read is not what was written)");
+            }
+            off += n as u64;
+        }
+        fs.close(f)?;
+        Ok((write, figure(opts.size_bytes, start, cpu)))
+    })();
+    let removed = fs.unlink(name);
+    let figures = result?;
+    removed?;
+    Ok(figures)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_local_stream() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            dir: dir.path().to_string_lossy().into_owned(),
+            api: Api::Posix,
+            size_bytes: (3 << 20) + 5,
+            block_bytes: 1 << 20,
+            json: Some(dir.path().join("s.json")),
+        };
+        let r = run(&opts).unwrap();
+        assert_eq!(r.read.bytes, (3 << 20) + 5);
+        assert!(r.write.mb_s > 0.0 && r.read.mb_s > 0.0);
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("s.json")).unwrap()).unwrap();
+        assert!(json["read"]["mb_s"].as_f64().unwrap() > 0.0);
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "only the JSON is left");
+    }
+}

@@ -16,6 +16,7 @@ pub fn spawn_all(core: Arc<Core>, tx: mpsc::Sender<Job>) -> Vec<tokio::task::Joi
     vec![
         tokio::spawn(refill_task(core.clone(), tx.clone())),
         tokio::spawn(destroy_task(core.clone(), tx.clone())),
+        tokio::spawn(checkpoint_task(core.clone(), tx.clone())),
         tokio::spawn(prune_task(tx)),
     ]
 }
@@ -179,6 +180,19 @@ async fn prune_task(tx: mpsc::Sender<Job>) {
             Ok(n) if n > 0 => tracing::debug!(pruned = n, "reply cache pruned"),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "reply cache pruning failed"),
+        }
+    }
+}
+
+/// Makes the journal durable in redb every CHECKPOINT_INTERVAL_MS while it holds records.
+async fn checkpoint_task(core: Arc<Core>, tx: mpsc::Sender<Job>) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(CHECKPOINT_INTERVAL_MS)).await;
+        let pending = core.journal.lock().unwrap_or_else(|p| p.into_inner()).len_bytes() > 0;
+        if pending {
+            if let Err(e) = internal(&tx, InternalOp::Checkpoint).await {
+                tracing::warn!(error = %e, "MDT checkpoint failed; retrying");
+            }
         }
     }
 }

@@ -33,6 +33,7 @@
 //! `(client_id, request_id)`; `request_id == 0` means "not resendable" and is never cached.
 
 pub mod background;
+pub mod journal;
 pub mod limits;
 pub mod objects;
 pub mod open_files;
@@ -119,6 +120,8 @@ pub struct Core {
     pub open_files: Mutex<OpenFiles>,
     pub objects: Objects,
     pub targets: Arc<dyn ObjectTargets>,
+    /// Used by the writer thread only; see journal.rs.
+    pub journal: Mutex<journal::Journal>,
     pub(crate) stats: StatCounters,
     /// Wakes the destroy task after a commit.
     pub destroy_wake: Notify,
@@ -162,6 +165,7 @@ impl Mds {
             e => WeftError::io(format!("cannot open MDT database {}: {e}", path.display())),
         })?;
         writer::format_or_check(&db, cfg.mdt_index)?;
+        let journal_seq = writer::replay_journal(&db, &cfg.data_dir)?;
         let orphans = writer::destroy_orphans(&db)?;
         if orphans > 0 {
             tracing::info!(orphans, "destroyed orphan inodes left open before the restart");
@@ -174,6 +178,7 @@ impl Mds {
             open_files: Mutex::new(OpenFiles::default()),
             objects: Objects::default(),
             targets,
+            journal: Mutex::new(journal::Journal::open(&cfg.data_dir, journal_seq)?),
             stats: StatCounters::default(),
             destroy_wake: Notify::new(),
         });
@@ -295,6 +300,16 @@ impl Mds {
         }
         for t in tasks {
             let _ = t.await;
+        }
+        // A last durable checkpoint, so that a clean restart has no journal to replay.
+        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        if let Some(tx) = tx {
+            let (done, rx) = tokio::sync::oneshot::channel();
+            if tx.send(Job::Internal { op: writer::InternalOp::Checkpoint, done }).await.is_ok() {
+                if let Ok(Err(e)) = rx.await {
+                    tracing::warn!(error = %e, "the final MDT checkpoint failed; the journal will be replayed at the next start");
+                }
+            }
         }
         // Dropping the last sender ends the writer once the queued jobs are committed.
         self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();

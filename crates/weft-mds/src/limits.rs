@@ -30,3 +30,6 @@ pub const LINKS_PER_INODE_MAX: u32 = 65_000;
 pub const DIRECTORY_SIZE_BYTES: u64 = 4096;
 /// Estimated metadata bytes per inode, to turn free space into a free-inode count for statfs.
 pub const INODE_ESTIMATE_BYTES: u64 = 4096;
+/// Time between durable checkpoints of the MDT journal: the most metadata a power loss can
+/// take back (a process crash takes back nothing acknowledged).
+pub const CHECKPOINT_INTERVAL_MS: u64 = 1_000;

@@ -65,6 +65,25 @@ pub const PRECREATE: Def = TableDefinition::new("precreate");
 pub const COUNTERS: Def = TableDefinition::new("counters");
 pub const COUNTER_NEXT_INODE_KEY: &[u8] = b"next_inode";
 
+/// Table ids in journal records (see journal.rs): stable on disk, never reused.
+pub const TABLE_INODES: u8 = 1;
+pub const TABLE_DENTRIES: u8 = 2;
+pub const TABLE_LINKS: u8 = 3;
+pub const TABLE_XATTRS: u8 = 4;
+pub const TABLE_REPLY_CACHE: u8 = 5;
+pub const TABLE_REPLY_BY_TIME: u8 = 6;
+pub const TABLE_ORPHANS: u8 = 7;
+pub const TABLE_DESTROY_QUEUE: u8 = 8;
+pub const TABLE_PRECREATE: u8 = 9;
+pub const TABLE_COUNTERS: u8 = 10;
+
+pub fn is_table_id(id: u8) -> bool {
+    (TABLE_INODES..=TABLE_COUNTERS).contains(&id)
+}
+
+/// `b"journal_seq"` -> u64 BE: the last journal record that a durable checkpoint holds.
+pub const META_JOURNAL_SEQ_KEY: &[u8] = b"journal_seq";
+
 /// Every table, so that formatting creates them all (a read transaction fails on a missing table).
 pub const ALL_TABLES: [Def; 11] =
     [META, INODES, DENTRIES, LINKS, XATTRS, REPLY_CACHE, REPLY_BY_TIME, ORPHANS, DESTROY_QUEUE, PRECREATE, COUNTERS];

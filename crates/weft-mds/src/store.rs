@@ -1,6 +1,7 @@
 //! Typed access to the schema's tables, the same code for read and write transactions.
 //! Reads are generic over redb's `ReadableTable`; writes exist only on write-transaction tables.
 
+use crate::journal::Change;
 use crate::schema::{self, Bytes, InodeRecord};
 use redb::{ReadTransaction, ReadableTable, Table, WriteTransaction};
 use weft_proto::msg::{FileType, MdtReply};
@@ -24,6 +25,8 @@ pub struct Tables<T> {
     pub destroy_queue: T,
     pub precreate: T,
     pub counters: T,
+    /// Every write of this transaction, in order, for the journal (empty for reads).
+    pub changes: Vec<Change>,
 }
 
 pub type ReadTables = Tables<redb::ReadOnlyTable<Bytes, Bytes>>;
@@ -42,6 +45,7 @@ pub fn read_tables(txn: &ReadTransaction) -> WeftResult<ReadTables> {
         destroy_queue: open(schema::DESTROY_QUEUE)?,
         precreate: open(schema::PRECREATE)?,
         counters: open(schema::COUNTERS)?,
+        changes: Vec::new(),
     })
 }
 
@@ -58,6 +62,7 @@ pub fn write_tables(txn: &WriteTransaction) -> WeftResult<WriteTables<'_>> {
         destroy_queue: open(schema::DESTROY_QUEUE)?,
         precreate: open(schema::PRECREATE)?,
         counters: open(schema::COUNTERS)?,
+        changes: Vec::new(),
     })
 }
 
@@ -207,27 +212,72 @@ impl<T: ReadableTable<Bytes, Bytes>> Tables<T> {
     }
 }
 
-impl WriteTables<'_> {
+impl<'t> WriteTables<'t> {
+    fn table(&mut self, id: u8) -> &mut Table<'t, Bytes, Bytes> {
+        match id {
+            schema::TABLE_INODES => &mut self.inodes,
+            schema::TABLE_DENTRIES => &mut self.dentries,
+            schema::TABLE_LINKS => &mut self.links,
+            schema::TABLE_XATTRS => &mut self.xattrs,
+            schema::TABLE_REPLY_CACHE => &mut self.reply_cache,
+            schema::TABLE_REPLY_BY_TIME => &mut self.reply_by_time,
+            schema::TABLE_ORPHANS => &mut self.orphans,
+            schema::TABLE_DESTROY_QUEUE => &mut self.destroy_queue,
+            schema::TABLE_PRECREATE => &mut self.precreate,
+            schema::TABLE_COUNTERS => &mut self.counters,
+            other => panic!("table id {other} is not in the schema"),
+        }
+    }
+
+    /// Every write goes through here or [`Self::del`], so the journal sees all of them.
+    fn put(&mut self, table: u8, key: &[u8], value: &[u8]) -> WeftResult<()> {
+        self.table(table).insert(key, value).map_err(storage_err)?;
+        self.changes.push(Change { table, key: key.to_vec(), value: Some(value.to_vec()) });
+        Ok(())
+    }
+
+    /// Removes a key; true if it was there.
+    fn del(&mut self, table: u8, key: &[u8]) -> WeftResult<bool> {
+        let existed = self.table(table).remove(key).map_err(storage_err)?.is_some();
+        if existed {
+            self.changes.push(Change { table, key: key.to_vec(), value: None });
+        }
+        Ok(existed)
+    }
+
+    /// Applies one journaled write again (replay after a crash).
+    pub fn replay(&mut self, c: &Change) -> WeftResult<()> {
+        if !schema::is_table_id(c.table) {
+            return Err(WeftError::io(format!(
+                "the MDT journal names table {} that this version does not know",
+                c.table
+            )));
+        }
+        match &c.value {
+            Some(v) => self.put(c.table, &c.key, v),
+            None => self.del(c.table, &c.key).map(|_| ()),
+        }
+    }
+
     pub fn put_inode(&mut self, fid: Fid, rec: &InodeRecord) -> WeftResult<()> {
-        self.inodes.insert(fid.to_bytes().as_slice(), schema::encode_inode(rec).as_slice()).map_err(storage_err)?;
+        self.put(schema::TABLE_INODES, fid.to_bytes().as_slice(), schema::encode_inode(rec).as_slice())?;
         Ok(())
     }
 
     /// Adds a name: the entry and its reverse link.
     pub fn add_entry(&mut self, parent: Fid, name: &[u8], child: Fid, kind: FileType) -> WeftResult<()> {
         let key = schema::dentry_key(parent, name);
-        self.dentries.insert(key.as_slice(), schema::encode_dentry(child, kind).as_slice()).map_err(storage_err)?;
+        self.put(schema::TABLE_DENTRIES, key.as_slice(), schema::encode_dentry(child, kind).as_slice())?;
         let link = schema::link_key(child, parent, name);
-        self.links.insert(link.as_slice(), [].as_slice()).map_err(storage_err)?;
+        self.put(schema::TABLE_LINKS, link.as_slice(), [].as_slice())?;
         Ok(())
     }
 
     /// Removes a name: the entry and its reverse link.
     pub fn remove_entry(&mut self, parent: Fid, name: &[u8], child: Fid) -> WeftResult<()> {
-        let old = self.dentries.remove(schema::dentry_key(parent, name).as_slice()).map_err(storage_err)?;
-        assert!(old.is_some(), "removing a directory entry that the op checked exists");
-        drop(old);
-        self.links.remove(schema::link_key(child, parent, name).as_slice()).map_err(storage_err)?;
+        let existed = self.del(schema::TABLE_DENTRIES, schema::dentry_key(parent, name).as_slice())?;
+        assert!(existed, "removing a directory entry that the op checked exists");
+        self.del(schema::TABLE_LINKS, schema::link_key(child, parent, name).as_slice())?;
         Ok(())
     }
 
@@ -242,40 +292,40 @@ impl WriteTables<'_> {
             n += 1;
         }
         let fid = schema::inode_fid(mdt_index, n);
-        self.counters.insert(schema::COUNTER_NEXT_INODE_KEY, (n + 1).to_be_bytes().as_slice()).map_err(storage_err)?;
+        self.put(schema::TABLE_COUNTERS, schema::COUNTER_NEXT_INODE_KEY, (n + 1).to_be_bytes().as_slice())?;
         Ok(fid)
     }
 
     pub fn put_xattr(&mut self, fid: Fid, name: &[u8], value: &[u8]) -> WeftResult<()> {
-        self.xattrs.insert(schema::xattr_key(fid, name).as_slice(), value).map_err(storage_err)?;
+        self.put(schema::TABLE_XATTRS, schema::xattr_key(fid, name).as_slice(), value)?;
         Ok(())
     }
 
     pub fn remove_xattr(&mut self, fid: Fid, name: &[u8]) -> WeftResult<()> {
-        self.xattrs.remove(schema::xattr_key(fid, name).as_slice()).map_err(storage_err)?;
+        self.del(schema::TABLE_XATTRS, schema::xattr_key(fid, name).as_slice())?;
         Ok(())
     }
 
     pub fn queue_destroy(&mut self, ost: u32, object: Fid) -> WeftResult<()> {
-        self.destroy_queue.insert(schema::destroy_key(ost, object).as_slice(), [].as_slice()).map_err(storage_err)?;
+        self.put(schema::TABLE_DESTROY_QUEUE, schema::destroy_key(ost, object).as_slice(), [].as_slice())?;
         Ok(())
     }
 
     pub fn unqueue_destroy(&mut self, ost: u32, object: Fid) -> WeftResult<()> {
-        self.destroy_queue.remove(schema::destroy_key(ost, object).as_slice()).map_err(storage_err)?;
+        self.del(schema::TABLE_DESTROY_QUEUE, schema::destroy_key(ost, object).as_slice())?;
         Ok(())
     }
 
     pub fn add_orphan(&mut self, fid: Fid) -> WeftResult<()> {
-        self.orphans.insert(fid.to_bytes().as_slice(), [].as_slice()).map_err(storage_err)?;
+        self.put(schema::TABLE_ORPHANS, fid.to_bytes().as_slice(), [].as_slice())?;
         Ok(())
     }
 
     /// Removes an inode for good: its record, xattrs, orphan mark; queues its objects for
     /// destroy. The caller has removed every name already.
     pub fn destroy_inode(&mut self, fid: Fid, rec: &InodeRecord) -> WeftResult<()> {
-        self.inodes.remove(fid.to_bytes().as_slice()).map_err(storage_err)?;
-        self.orphans.remove(fid.to_bytes().as_slice()).map_err(storage_err)?;
+        self.del(schema::TABLE_INODES, fid.to_bytes().as_slice())?;
+        self.del(schema::TABLE_ORPHANS, fid.to_bytes().as_slice())?;
         for name in self.xattr_names(fid)? {
             self.remove_xattr(fid, &name)?;
         }
@@ -293,9 +343,11 @@ impl WriteTables<'_> {
     pub fn persist_next_oid(&mut self, ost: u32, next_oid: u32) -> WeftResult<()> {
         let (next, created) = self.precreate_state(ost)?.unwrap_or((1, 0));
         if next_oid > next {
-            self.precreate
-                .insert(ost.to_be_bytes().as_slice(), schema::encode_precreate(next_oid, created).as_slice())
-                .map_err(storage_err)?;
+            self.put(
+                schema::TABLE_PRECREATE,
+                ost.to_be_bytes().as_slice(),
+                schema::encode_precreate(next_oid, created).as_slice(),
+            )?;
         }
         Ok(())
     }
@@ -304,9 +356,11 @@ impl WriteTables<'_> {
     pub fn persist_created_oid(&mut self, ost: u32, created_oid: u32) -> WeftResult<()> {
         let (next, created) = self.precreate_state(ost)?.unwrap_or((1, 0));
         if created_oid > created {
-            self.precreate
-                .insert(ost.to_be_bytes().as_slice(), schema::encode_precreate(next, created_oid).as_slice())
-                .map_err(storage_err)?;
+            self.put(
+                schema::TABLE_PRECREATE,
+                ost.to_be_bytes().as_slice(),
+                schema::encode_precreate(next, created_oid).as_slice(),
+            )?;
         }
         Ok(())
     }
@@ -320,12 +374,12 @@ impl WriteTables<'_> {
     ) -> WeftResult<()> {
         let mut v = now_secs.to_be_bytes().to_vec();
         v.extend_from_slice(&postcard::to_stdvec(reply).expect("encoding a reply into memory cannot fail"));
-        self.reply_cache
-            .insert(schema::reply_key(client_id, request_id).as_slice(), v.as_slice())
-            .map_err(storage_err)?;
-        self.reply_by_time
-            .insert(schema::reply_time_key(now_secs, client_id, request_id).as_slice(), [].as_slice())
-            .map_err(storage_err)?;
+        self.put(schema::TABLE_REPLY_CACHE, schema::reply_key(client_id, request_id).as_slice(), v.as_slice())?;
+        self.put(
+            schema::TABLE_REPLY_BY_TIME,
+            schema::reply_time_key(now_secs, client_id, request_id).as_slice(),
+            [].as_slice(),
+        )?;
         Ok(())
     }
 
@@ -341,8 +395,8 @@ impl WriteTables<'_> {
             old.push(k.value().to_vec());
         }
         for k in &old {
-            self.reply_by_time.remove(k.as_slice()).map_err(storage_err)?;
-            self.reply_cache.remove(&k[8..]).map_err(storage_err)?;
+            self.del(schema::TABLE_REPLY_BY_TIME, k.as_slice())?;
+            self.del(schema::TABLE_REPLY_CACHE, &k[8..])?;
         }
         Ok(old.len())
     }

@@ -9,6 +9,7 @@
 //! transaction is aborted, the in-memory changes are reverted, that op is answered with its
 //! error and the rest of the batch is applied again in a fresh transaction.
 
+use crate::journal::{self, Change};
 use crate::limits::COMMIT_BATCH_OPS_MAX;
 use crate::objects::Reservation;
 use crate::open_files::Undo;
@@ -16,7 +17,7 @@ use crate::ops::OpCtx;
 use crate::schema::{self, InodeRecord};
 use crate::store::{self, storage_err, WriteTables};
 use crate::Core;
-use redb::{Database, ReadableTable};
+use redb::{Database, Durability, ReadableTable};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use tokio::sync::{mpsc, oneshot};
@@ -49,6 +50,8 @@ pub enum InternalOp {
     DestroyDone(Vec<(u32, Fid)>),
     /// Remove reply-cache entries stored before this unix time.
     PruneReplies { before_secs: u64 },
+    /// Commit this batch durably (fsync) and empty the journal; see journal.rs.
+    Checkpoint,
 }
 
 enum Outcome {
@@ -137,7 +140,7 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<Vec<Outcome>, BatchError> {
     let mut outcomes = Vec::with_capacity(jobs.len());
     let mut mutations = 0u64;
     let mut hits = 0u64;
-    let applied = (|| -> Result<(), BatchError> {
+    let applied = (|| -> Result<Vec<Change>, BatchError> {
         let mut t = store::write_tables(&txn).map_err(BatchError::Whole)?;
         let now = crate::now();
         let now_secs = now.sec.max(0) as u64;
@@ -192,20 +195,65 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<Vec<Outcome>, BatchError> {
                 }
             }
         }
-        Ok(())
+        Ok(std::mem::take(&mut t.changes))
     })();
-    match applied {
-        Ok(()) => {}
+    let changes = match applied {
+        Ok(c) => c,
         Err(e) => {
             let _ = txn.abort();
             core.open_files().revert(undo);
             return Err(e);
         }
-    }
+    };
+    let checkpoint = jobs.iter().any(|j| matches!(j, Job::Internal { op: InternalOp::Checkpoint, .. }));
+    let mut journal = core.journal.lock().unwrap_or_else(|p| p.into_inner());
+    let mut txn = txn;
+    // Before anyone is answered the batch is in the journal (page cache: survives kill -9),
+    // so the transaction itself may commit without a sync. A checkpoint commits durably
+    // instead, recording how much of the journal it holds.
+    let rollback_len = if checkpoint {
+        let seq = journal.last_seq();
+        let stored = txn.open_table(schema::META).map_err(storage_err).and_then(|mut m| {
+            m.insert(schema::META_JOURNAL_SEQ_KEY, seq.to_be_bytes().as_slice()).map(|_| ()).map_err(storage_err)
+        });
+        if let Err(e) = stored {
+            let _ = txn.abort();
+            core.open_files().revert(undo);
+            return Err(BatchError::Whole(e));
+        }
+        None
+    } else if changes.is_empty() {
+        None
+    } else {
+        match journal.append(&changes) {
+            Ok(before) => {
+                txn.set_durability(Durability::None).map_err(|e| BatchError::Whole(storage_err(e)))?;
+                Some(before)
+            }
+            Err(e) => {
+                let _ = txn.abort();
+                core.open_files().revert(undo);
+                return Err(BatchError::Whole(e));
+            }
+        }
+    };
     if let Err(e) = txn.commit() {
+        if let Some(before) = rollback_len {
+            if let Err(r) = journal.rollback_to(before) {
+                // The record of a batch that did not commit would be replayed: stop here
+                // rather than acknowledge anything more.
+                panic!("cannot take back the journal record of a failed commit: {r}; refusing to continue");
+            }
+        }
         core.open_files().revert(undo);
         return Err(BatchError::Whole(storage_err(e)));
     }
+    if checkpoint {
+        if let Err(e) = journal.reset() {
+            tracing::warn!(error = %e, "cannot empty the MDT journal after a checkpoint; it will be replayed harmlessly");
+        }
+    }
+    drop(journal);
     core.stats.mutations.fetch_add(mutations, Ordering::Relaxed);
     core.stats.reply_cache_hits.fetch_add(hits, Ordering::Relaxed);
     Ok(outcomes)
@@ -236,6 +284,7 @@ fn apply_internal(t: &mut WriteTables<'_>, op: &InternalOp) -> WeftResult<u64> {
         InternalOp::PruneReplies { before_secs } => {
             Ok(t.prune_replies(*before_secs, crate::limits::REPLY_CACHE_PRUNE_ENTRIES_MAX)? as u64)
         }
+        InternalOp::Checkpoint => Ok(0),
     }
 }
 
@@ -329,4 +378,44 @@ pub fn destroy_orphans(db: &Database) -> WeftResult<u64> {
             return Ok(total);
         }
     }
+}
+
+/// Applies the journal records that the last durable checkpoint does not hold, commits them
+/// durably and empties the journal. Returns the last sequence number, for appending after it.
+pub fn replay_journal(db: &Database, dir: &std::path::Path) -> WeftResult<u64> {
+    let txn = db.begin_write().map_err(storage_err)?;
+    let durable_seq = {
+        let meta = txn.open_table(schema::META).map_err(storage_err)?;
+        let v = meta.get(schema::META_JOURNAL_SEQ_KEY).map_err(storage_err)?;
+        match v {
+            Some(v) => schema::decode_u64(v.value(), "journal sequence")?,
+            None => 0,
+        }
+    };
+    let records = journal::read_records(dir)?;
+    let mut last = durable_seq;
+    let mut replayed = 0usize;
+    {
+        let mut t = store::write_tables(&txn)?;
+        for (seq, changes) in &records {
+            if *seq <= durable_seq {
+                continue;
+            }
+            for c in changes {
+                t.replay(c)?;
+            }
+            last = last.max(*seq);
+            replayed += 1;
+        }
+    }
+    {
+        let mut meta = txn.open_table(schema::META).map_err(storage_err)?;
+        meta.insert(schema::META_JOURNAL_SEQ_KEY, last.to_be_bytes().as_slice()).map_err(storage_err)?;
+    }
+    txn.commit().map_err(storage_err)?;
+    if replayed > 0 {
+        tracing::info!(records = replayed, last_seq = last, "replayed the MDT journal after a crash");
+    }
+    journal::Journal::open(dir, last)?.reset()?;
+    Ok(last)
 }

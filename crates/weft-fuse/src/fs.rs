@@ -39,6 +39,8 @@ const READAHEAD_BYTES_MAX: u32 = 1024 * 1024;
 const KERNEL_BACKGROUND_REQUESTS_MAX: u16 = 64;
 /// How long unmount waits to close the handles still open.
 const UNMOUNT_CLOSE_TIMEOUT_MS: u64 = 5_000;
+/// MDS closes sent in the background at once; a release waits for a slot beyond it.
+const CLOSES_IN_FLIGHT_MAX: u32 = 256;
 
 pub(crate) struct WeftFs {
     client: Arc<Client>,
@@ -46,6 +48,8 @@ pub(crate) struct WeftFs {
     opts: MountOptions,
     files: HandleTable<OpenFile>,
     dirs: HandleTable<OpenDir>,
+    /// Slots for closes running in the background (see `release`).
+    closes: Arc<tokio::sync::Semaphore>,
 }
 
 fn who(req: &Request) -> Identity {
@@ -72,7 +76,14 @@ fn json(value: &impl Serialize) -> WeftResult<Vec<u8>> {
 
 impl WeftFs {
     pub(crate) fn new(client: Arc<Client>, runtime: tokio::runtime::Handle, opts: MountOptions) -> WeftFs {
-        WeftFs { client, runtime, opts, files: HandleTable::default(), dirs: HandleTable::default() }
+        WeftFs {
+            client,
+            runtime,
+            opts,
+            files: HandleTable::default(),
+            dirs: HandleTable::default(),
+            closes: Arc::new(tokio::sync::Semaphore::new(CLOSES_IN_FLIGHT_MAX as usize)),
+        }
     }
 
     fn block<T>(&self, f: impl Future<Output = T>) -> T {
@@ -218,13 +229,12 @@ impl WeftFs {
         }
     }
 
-    /// Closes what is still open at unmount, so the MDS does not keep orphan opens.
+    /// Closes what is still open at unmount, so the MDS does not keep orphan opens, and
+    /// waits for the closes still running in the background.
     fn close_all(&self) {
         let files = self.files.drain();
-        if files.is_empty() {
-            return;
-        }
         let closing = async {
+            let _all = self.closes.acquire_many(CLOSES_IN_FLIGHT_MAX).await;
             for file in files {
                 if let Err(e) = self.client.close(&Identity::root(), file.fid, file.mds_handle, None).await {
                     tracing::warn!("closing {} at unmount: {e}", file.fid);
@@ -517,10 +527,20 @@ impl fuser::Filesystem for WeftFs {
             return;
         };
         let who = who(req);
-        let result = self.block(async {
+        // The kernel does not wait for a release (close(2) has returned already), so the
+        // FUSE thread answers at once and the MDS close runs in the background, bounded by
+        // CLOSES_IN_FLIGHT_MAX; unmount waits for the closes still running.
+        let Ok(permit) = self.block(self.closes.clone().acquire_owned()) else {
+            reply.ok();
+            return;
+        };
+        reply.ok();
+        let client = self.client.clone();
+        self.runtime.spawn(async move {
+            let _permit = permit;
             // A writer tells the MDS the size and blocks the objects now hold.
             let size_blocks = match (&file.layout, file.wrote()) {
-                (Some(layout), true) => match self.client.glimpse(layout).await {
+                (Some(layout), true) => match client.glimpse(layout).await {
                     Ok(size_blocks) => Some(size_blocks),
                     Err(e) => {
                         tracing::warn!("release of {}: cannot read its size from the objects: {e}", file.fid);
@@ -529,9 +549,10 @@ impl fuser::Filesystem for WeftFs {
                 },
                 _ => None,
             };
-            self.client.close(&who, file.fid, file.mds_handle, size_blocks).await
+            if let Err(e) = client.close(&who, file.fid, file.mds_handle, size_blocks).await {
+                tracing::warn!("release of {}: the MDS close failed: {e}", file.fid);
+            }
         });
-        Self::reply_empty(reply, "release", result);
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {

@@ -13,6 +13,10 @@ pub struct OpenHandle {
     pub fid: Fid,
     pub flags: u32,
     pub client_id: u64,
+    /// For a writer: the MDS trusted the file's size when it opened, and the file's write
+    /// epoch then. If the epoch is unchanged at its close (no other writer opened, no size
+    /// was set), a close that wrote nothing may restore the trusted size without a glimpse.
+    pub trusted_size_epoch: Option<u64>,
 }
 
 impl OpenHandle {
@@ -25,6 +29,8 @@ impl OpenHandle {
 pub struct OpenCounts {
     pub opens: u32,
     pub writers: u32,
+    /// Moves on every open for writing and every size change while the file is open.
+    pub write_epoch: u64,
 }
 
 /// An in-memory change, and how to revert it.
@@ -58,12 +64,34 @@ impl OpenFiles {
         self.handles.is_empty()
     }
 
-    pub fn open(&mut self, fid: Fid, flags: u32, client_id: u64, undo: &mut Vec<Undo>) -> u64 {
+    /// Registers an open. `size_trusted`: the size was trusted before this open (the
+    /// caller checks that no other writer has the file open).
+    pub fn open(&mut self, fid: Fid, flags: u32, client_id: u64, size_trusted: bool, undo: &mut Vec<Undo>) -> u64 {
         self.next_handle += 1;
         let h = self.next_handle;
-        self.insert(h, OpenHandle { fid, flags: flags & (OPEN_READ | OPEN_WRITE), client_id });
+        let flags = flags & (OPEN_READ | OPEN_WRITE);
+        let trusted_size_epoch = if flags & OPEN_WRITE != 0 {
+            let c = self.counts.entry(fid).or_default();
+            c.write_epoch += 1;
+            size_trusted.then_some(c.write_epoch)
+        } else {
+            None
+        };
+        self.insert(h, OpenHandle { fid, flags, client_id, trusted_size_epoch });
         undo.push(Undo::Opened(h));
         h
+    }
+
+    /// A size change (truncate) of an open file: writers open now can no longer vouch for it.
+    pub fn size_changed(&mut self, fid: Fid) {
+        if let Some(c) = self.counts.get_mut(&fid) {
+            c.write_epoch += 1;
+        }
+    }
+
+    /// Whether closing writer `oh` that wrote nothing leaves the size it trusted at open valid.
+    pub fn size_still_trusted(&self, oh: &OpenHandle) -> bool {
+        oh.trusted_size_epoch.is_some_and(|e| self.counts(oh.fid).write_epoch == e)
     }
 
     pub fn close(&mut self, handle: u64, undo: &mut Vec<Undo>) -> Option<OpenHandle> {
@@ -119,11 +147,11 @@ mod tests {
         let mut of = OpenFiles::default();
         let f = Fid::new(1, 2, 0);
         let mut undo = Vec::new();
-        let a = of.open(f, OPEN_READ, 1, &mut undo);
-        let b = of.open(f, OPEN_WRITE, 1, &mut undo);
-        assert_eq!(of.counts(f), OpenCounts { opens: 2, writers: 1 });
+        let a = of.open(f, OPEN_READ, 1, false, &mut undo);
+        let b = of.open(f, OPEN_WRITE, 1, false, &mut undo);
+        assert_eq!((of.counts(f).opens, of.counts(f).writers), (2, 1));
         of.close(b, &mut undo).unwrap();
-        assert_eq!(of.counts(f), OpenCounts { opens: 1, writers: 0 });
+        assert_eq!((of.counts(f).opens, of.counts(f).writers), (1, 0));
         of.revert(undo);
         assert_eq!(of.counts(f), OpenCounts::default());
         assert!(of.handle(a).is_none() && of.is_empty());

@@ -6,12 +6,13 @@ use weft_proto::msg::{FileType, MdtReply};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 pub fn close(ctx: &mut OpCtx<'_, '_>, fid: Fid, handle: u64, size_blocks: Option<(u64, u64)>) -> WeftResult<MdtReply> {
-    let (oh, counts) = {
+    let (oh, counts, still_trusted) = {
         let of = ctx.core.open_files();
         let oh = of.handle(handle).cloned().ok_or_else(|| {
             WeftError::new(ErrorCode::Stale, format!("handle {handle} is not open on this MDT (did the MDS restart?)"))
         })?;
-        (oh, of.counts(fid))
+        let trusted = of.size_still_trusted(&oh);
+        (oh, of.counts(fid), trusted)
     };
     if oh.fid != fid {
         return Err(WeftError::invalid(format!("handle {handle} belongs to {}, not {fid}", oh.fid)));
@@ -22,11 +23,22 @@ pub fn close(ctx: &mut OpCtx<'_, '_>, fid: Fid, handle: u64, size_blocks: Option
     let last_open = counts.opens == 1;
     if rec.nlink == 0 && last_open {
         ctx.t.destroy_inode(fid, &rec)?;
-    } else if let (true, Some((size, blocks)), FileType::Regular) = (last_writer, size_blocks, rec.kind) {
-        rec.size = size;
-        rec.blocks = blocks;
-        rec.size_known = true;
-        ctx.t.put_inode(fid, &rec)?;
+    } else if last_writer && rec.kind == FileType::Regular {
+        match size_blocks {
+            Some((size, blocks)) => {
+                rec.size = size;
+                rec.blocks = blocks;
+                rec.size_known = true;
+                ctx.t.put_inode(fid, &rec)?;
+            }
+            // A writer that wrote nothing, alone since it opened a file of trusted size: the
+            // recorded size is still right, so no client needs to glimpse the objects.
+            None if still_trusted && !rec.size_known => {
+                rec.size_known = true;
+                ctx.t.put_inode(fid, &rec)?;
+            }
+            None => {}
+        }
     }
     ctx.core.open_files().close(handle, ctx.undo).expect("handle checked above");
     Ok(MdtReply::Empty)

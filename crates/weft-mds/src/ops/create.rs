@@ -100,8 +100,11 @@ pub fn create(
     ctx.t.add_entry(parent, name, fid, FileType::Regular)?;
     super::touch_dir(&mut dir, ctx.now);
     ctx.t.put_inode(parent, &dir)?;
-    let handle = ctx.core.open_files().open(fid, open_flags, ctx.client_id, ctx.undo);
-    Ok(MdtReply::Opened { inode: crate::inode_info(ctx.core, fid, &rec), handle })
+    // A new file is empty: its size is trusted, and the creator is told so (no glimpse).
+    let handle = ctx.core.open_files().open(fid, open_flags, ctx.client_id, true, ctx.undo);
+    let mut inode = crate::inode_info(ctx.core, fid, &rec);
+    inode.attr.size_known = true;
+    Ok(MdtReply::Opened { inode, handle })
 }
 
 #[cfg(test)]
@@ -119,7 +122,7 @@ mod tests {
         let env = Env::new().await;
         let (inode, h) = env.create_as(&Identity::root(), Fid::ROOT, "f", 0o100644).await.unwrap();
         let a = &inode.attr;
-        assert_eq!((a.kind, a.mode, a.nlink, a.size, a.size_known), (FileType::Regular, 0o644, 1, 0, false));
+        assert_eq!((a.kind, a.mode, a.nlink, a.size, a.size_known), (FileType::Regular, 0o644, 1, 0, true));
         let layout = inode.layout.clone().unwrap();
         let comp = layout.plain().unwrap();
         assert_eq!(comp.objects.len(), 1);

@@ -18,6 +18,10 @@ pub fn open(ctx: &mut OpCtx<'_, '_>, fid: Fid, flags: u32) -> WeftResult<MdtRepl
     perm::check_open(ctx.who, owner(&rec), read, write)?;
     // Checks done: writes follow.
     let regular = rec.kind == FileType::Regular;
+    // Trusted before this open, with no other writer: the opener need not glimpse. A
+    // truncating open is not: the client must see the old size to cut the objects.
+    let trusted =
+        regular && rec.size_known && flags & OPEN_TRUNC == 0 && ctx.core.open_files().counts(fid).writers == 0;
     let mut changed = false;
     if regular && flags & OPEN_TRUNC != 0 {
         // The client punches the objects; the MDS records the new size and times.
@@ -35,8 +39,12 @@ pub fn open(ctx: &mut OpCtx<'_, '_>, fid: Fid, flags: u32) -> WeftResult<MdtRepl
     if changed {
         ctx.t.put_inode(fid, &rec)?;
     }
-    let handle = ctx.core.open_files().open(fid, flags, ctx.client_id, ctx.undo);
-    Ok(MdtReply::Opened { inode: crate::inode_info(ctx.core, fid, &rec), handle })
+    let handle = ctx.core.open_files().open(fid, flags, ctx.client_id, trusted, ctx.undo);
+    let mut inode = crate::inode_info(ctx.core, fid, &rec);
+    if write && trusted {
+        inode.attr.size_known = true;
+    }
+    Ok(MdtReply::Opened { inode, handle })
 }
 
 #[cfg(test)]
@@ -71,7 +79,8 @@ mod tests {
             };
             let (h1, k1) = h(env.req(open(OPEN_WRITE)).await.unwrap());
             let (h2, k2) = h(env.req(open(OPEN_WRITE)).await.unwrap());
-            assert!(!k1 && !k2);
+            assert!(k1, "the first writer is told the trusted size");
+            assert!(!k2, "a second writer is not: the first may be writing");
             (h1, h2)
         };
         // Not the last writer: its size is not recorded.
@@ -92,6 +101,36 @@ mod tests {
         };
         // The last writer closing without a size leaves it unknown.
         env.must_close(f, h, None).await;
+        assert!(!env.must_attr(f).await.size_known);
+    }
+
+    #[tokio::test]
+    async fn a_writer_that_wrote_nothing_keeps_a_trusted_size_only_when_alone() {
+        let env = Env::new().await;
+        let f = env.must_file(Fid::ROOT, "f").await;
+        let open = |flags| MdtRequest::Open { fid: f, flags };
+        let handle = |r| match r {
+            MdtReply::Opened { handle, .. } => handle,
+            r => panic!("{r:?}"),
+        };
+        // Alone: the size stays trusted after a close without a size.
+        let h = handle(env.req(open(OPEN_WRITE)).await.unwrap());
+        assert!(!env.must_attr(f).await.size_known, "unknown while a writer has it open");
+        env.must_close(f, h, None).await;
+        assert!(env.must_attr(f).await.size_known);
+        // Another writer came and went meanwhile: it may have written, so not trusted.
+        let a = handle(env.req(open(OPEN_WRITE)).await.unwrap());
+        let b = handle(env.req(open(OPEN_WRITE)).await.unwrap());
+        env.must_close(f, b, None).await;
+        env.must_close(f, a, None).await;
+        assert!(!env.must_attr(f).await.size_known);
+        // A truncate while open: not trusted either.
+        env.must_close(f, handle(env.req(open(OPEN_WRITE)).await.unwrap()), Some((0, 0))).await;
+        assert!(env.must_attr(f).await.size_known);
+        let c = handle(env.req(open(OPEN_WRITE)).await.unwrap());
+        let set = SetAttr { size: Some(7), ..Default::default() };
+        env.req(MdtRequest::Setattr { fid: f, set }).await.unwrap();
+        env.must_close(f, c, None).await;
         assert!(!env.must_attr(f).await.size_known);
     }
 }

@@ -55,6 +55,7 @@ pub fn setattr(ctx: &mut OpCtx<'_, '_>, fid: Fid, set: &SetAttr) -> WeftResult<M
         rec.size = size;
         rec.size_known = false;
         rec.mtime = now;
+        ctx.core.open_files().size_changed(fid);
     }
     let at = |t: SetTime| match t {
         SetTime::Now => now,

@@ -3,11 +3,15 @@
 //! * [`frame`]: reading and writing one frame (header, message, bulk) with checksums;
 //! * [`peer`]: the client side, [`Peer`]: one connection to one server with many requests
 //!   in flight, reconnecting and resending the same request until a deadline;
+//! * [`local`]: the in-process transport: a Peer whose address a Server of the same process
+//!   registered calls that server's pipeline directly (`weft up`); `WEFT_TRANSPORT=tcp`
+//!   turns it off;
 //! * [`server`]: the server side: every request goes through one pipeline, decode →
 //!   authorize → schedule → execute → reply → account, with the scheduling (NRS) and
 //!   accounting slots in place even while FIFO is the only policy.
 
 pub mod frame;
+pub mod local;
 pub mod peer;
 pub mod server;
 pub mod stats;

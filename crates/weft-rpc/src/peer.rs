@@ -4,6 +4,11 @@
 //! Recovery is Lustre's: when the connection fails, the peer reconnects and resends every
 //! unanswered request with its original request id, until `request_timeout` has passed. The
 //! MDS reply cache makes resent mutations safe; OST writes and punches are idempotent.
+//!
+//! When a [`Server`](crate::Server) of this process registered the peer's address (see
+//! [`crate::local`]), each attempt calls that server's pipeline directly instead: the same
+//! request and reply values, no encoding, no framing, no checksums, the bulk not copied. The
+//! choice is made per attempt, so retries, the deadline and the errors are the same code.
 
 use crate::frame::{read_frame, write_frame};
 use bytes::Bytes;
@@ -14,7 +19,7 @@ use std::time::{Duration, Instant};
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Semaphore};
-use weft_proto::limits::CONNECTION_IN_FLIGHT_MAX;
+use weft_proto::limits::{BULK_BYTES_MAX, CONNECTION_IN_FLIGHT_MAX};
 use weft_proto::msg::{Reply, ReplyBody, Request, RequestBody, RequestHeader};
 use weft_proto::wire::{decode_message, encode_message, FrameKind};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
@@ -130,11 +135,23 @@ pub struct Peer {
     address: String,
     opts: PeerOptions,
     conn: tokio::sync::Mutex<Option<Arc<Connection>>>,
+    /// Requests in flight in-process, bounded as on one TCP connection.
+    local_in_flight: Semaphore,
 }
 
 impl Peer {
     pub fn new(address: impl Into<String>, opts: PeerOptions) -> Peer {
-        Peer { address: address.into(), opts, conn: tokio::sync::Mutex::new(None) }
+        Peer {
+            address: address.into(),
+            opts,
+            conn: tokio::sync::Mutex::new(None),
+            local_in_flight: Semaphore::new(CONNECTION_IN_FLIGHT_MAX),
+        }
+    }
+
+    /// Whether a request sent now would go to a server in this process rather than over TCP.
+    pub fn is_local(&self) -> bool {
+        crate::local::lookup(&self.address).is_some()
     }
 
     pub fn address(&self) -> &str {
@@ -153,37 +170,65 @@ impl Peer {
         timeout: Duration,
     ) -> WeftResult<(ReplyBody, Bytes)> {
         let opcode = body.opcode_name();
-        let msg = encode_message(&Request { header, body })?;
+        let request = Request { header, body };
+        // Encoded once, on the first attempt that goes over TCP.
+        let mut msg: Option<Vec<u8>> = None;
         let deadline = Instant::now() + timeout;
         let mut backoff_ms = RECONNECT_BACKOFF_MS_MIN;
         let mut last_error: WeftError;
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
-            let attempt = async {
-                let conn = self.connection(remaining.min(self.opts.connect_timeout)).await?;
-                let result = conn.exchange(&msg, &bulk).await;
-                if result.is_err() {
-                    self.forget(&conn).await;
-                }
-                result
-            };
-            let outcome = match tokio::time::timeout(remaining, attempt).await {
-                Ok(r) => r,
-                Err(_) => Err(WeftError::new(ErrorCode::TimedOut, "no reply")),
-            };
-            match outcome {
-                Ok((reply_msg, reply_bulk, bulk_ok)) => {
-                    let reply: Reply = decode_message(&reply_msg)?;
-                    match reply {
-                        Ok(_) if !bulk_ok => {
-                            last_error = WeftError::new(ErrorCode::Checksum, "reply data arrived corrupted")
-                        }
-                        Ok(body) => return Ok((body, reply_bulk)),
-                        // The server could not use our data or asks us to come back: resend.
-                        Err(e) if matches!(e.code, ErrorCode::Checksum | ErrorCode::Again) => last_error = e,
-                        Err(e) => return Err(e),
+            let outcome: WeftResult<(Reply, Bytes, bool)> = match crate::local::lookup(&self.address) {
+                Some(server) => {
+                    if bulk.len() > BULK_BYTES_MAX as usize {
+                        // Over TCP the server would drop the connection for this frame.
+                        return Err(WeftError::protocol(format!(
+                            "bulk of {} bytes exceeds {BULK_BYTES_MAX}",
+                            bulk.len()
+                        )));
+                    }
+                    let attempt = async {
+                        let _permit = self.local_in_flight.acquire().await.map_err(|_| WeftError::io("peer closed"))?;
+                        // Nothing crossed a wire: the bulk is as good as the caller's.
+                        server.call_local(request.clone(), bulk.clone()).await.map(|(r, b)| (r, b, true))
+                    };
+                    match tokio::time::timeout(remaining, attempt).await {
+                        Ok(r) => r,
+                        Err(_) => Err(WeftError::new(ErrorCode::TimedOut, "no reply")),
                     }
                 }
+                None => {
+                    let msg: &[u8] = match &msg {
+                        Some(m) => m,
+                        None => msg.insert(encode_message(&request)?),
+                    };
+                    let attempt = async {
+                        let conn = self.connection(remaining.min(self.opts.connect_timeout)).await?;
+                        let result = conn.exchange(msg, &bulk).await;
+                        if result.is_err() {
+                            self.forget(&conn).await;
+                        }
+                        result
+                    };
+                    match tokio::time::timeout(remaining, attempt).await {
+                        Ok(Ok((reply_msg, reply_bulk, bulk_ok))) => {
+                            Ok((decode_message::<Reply>(&reply_msg)?, reply_bulk, bulk_ok))
+                        }
+                        Ok(Err(e)) => Err(e),
+                        Err(_) => Err(WeftError::new(ErrorCode::TimedOut, "no reply")),
+                    }
+                }
+            };
+            match outcome {
+                Ok((reply, reply_bulk, bulk_ok)) => match reply {
+                    Ok(_) if !bulk_ok => {
+                        last_error = WeftError::new(ErrorCode::Checksum, "reply data arrived corrupted")
+                    }
+                    Ok(body) => return Ok((body, reply_bulk)),
+                    // The server could not use our data or asks us to come back: resend.
+                    Err(e) if matches!(e.code, ErrorCode::Checksum | ErrorCode::Again) => last_error = e,
+                    Err(e) => return Err(e),
+                },
                 Err(e) => last_error = e,
             }
             if Instant::now() + Duration::from_millis(backoff_ms) >= deadline {

@@ -8,25 +8,31 @@
 //! malformed message) drops that connection only; every other connection keeps being served.
 //! Requests on one connection execute concurrently, bounded by `requests_in_flight_max`; past
 //! that the connection stops being read (backpressure through TCP).
+//!
+//! A server registered with [`Server::register_local`] is also reached in-process (see
+//! [`crate::local`]): the request skips the read/decode and reply/encode stages and enters
+//! the same [`Server::pipeline`] as a request read from a connection.
 
 use crate::frame::{read_frame, write_frame};
 use crate::stats::Stats;
 use bytes::Bytes;
 use futures::future::BoxFuture;
+use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
-use tokio::sync::Semaphore;
+use tokio::sync::{oneshot, Semaphore};
 use weft_proto::msg::{Reply, Request, RequestBody, RequestHeader};
 use weft_proto::wire::{decode_message, encode_message, FrameKind};
-use weft_proto::{ErrorCode, WeftError};
+use weft_proto::{ErrorCode, WeftError, WeftResult};
 
 /// What the pipeline knows about a request when it reaches the executing service.
 #[derive(Debug, Clone)]
 pub struct RequestContext {
     pub header: RequestHeader,
+    /// Where the request came from; [`LOCAL_PEER`] for a request made in-process.
     pub peer: SocketAddr,
     pub opcode: &'static str,
 }
@@ -48,23 +54,61 @@ impl Default for ServerLimits {
     }
 }
 
+/// The peer address a request made in-process carries: this host, no port.
+pub const LOCAL_PEER: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
+
 pub struct Server {
     handler: Arc<dyn Handler>,
     limits: ServerLimits,
     stats: Arc<Stats>,
     /// Set once by [`Server::shutdown`]; the accept loop and every connection watch it.
     stopping: tokio::sync::watch::Sender<bool>,
+    /// The addresses this server registered for in-process calls, unregistered at shutdown.
+    local_addresses: Mutex<Vec<String>>,
+    /// The runtime in-process requests execute on: the server's, as a connection's would.
+    runtime: OnceLock<tokio::runtime::Handle>,
 }
 
 impl Server {
     pub fn new(handler: Arc<dyn Handler>, limits: ServerLimits) -> Arc<Server> {
         let (stopping, _) = tokio::sync::watch::channel(false);
-        Arc::new(Server { handler, limits, stats: Arc::new(Stats::default()), stopping })
+        Arc::new(Server {
+            handler,
+            limits,
+            stats: Arc::new(Stats::default()),
+            stopping,
+            local_addresses: Mutex::new(Vec::new()),
+            runtime: OnceLock::new(),
+        })
     }
 
-    /// Stops accepting and closes every connection (requests executing finish first).
+    /// Stops accepting and closes every connection (requests executing finish first), and
+    /// stops being reachable in-process: later in-process calls fail as against a dead server.
     pub fn shutdown(&self) {
         self.stopping.send_replace(true);
+        let addresses = std::mem::take(&mut *self.local_addresses.lock().unwrap_or_else(|p| p.into_inner()));
+        for a in addresses {
+            crate::local::unregister(&a, self);
+        }
+    }
+
+    /// Makes this server reachable in-process under `address` (its listen address, as
+    /// clients spell it): a [`crate::Peer`] of this process for that address then calls the
+    /// pipeline directly instead of going through TCP (unless `WEFT_TRANSPORT=tcp`). Call it
+    /// from within the runtime the server runs on: in-process requests execute there.
+    pub fn register_local(self: &Arc<Self>, address: &str) {
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            let _ = self.runtime.set(rt);
+        }
+        if *self.stopping.borrow() {
+            return;
+        }
+        self.local_addresses.lock().unwrap_or_else(|p| p.into_inner()).push(address.to_string());
+        crate::local::register(address, self);
+    }
+
+    fn is_stopping(&self) -> bool {
+        *self.stopping.borrow()
     }
 
     pub fn stats(&self) -> Arc<Stats> {
@@ -136,29 +180,76 @@ impl Server {
             let writer = writer.clone();
             let xid = frame.header.xid;
             tokio::spawn(async move {
-                let started = Instant::now();
-                let opcode = request.body.opcode_name();
-                let bulk_in = frame.bulk.len() as u64;
-                let (reply, bulk) = if frame.bulk_ok {
-                    let ctx = RequestContext { header: request.header, peer, opcode };
-                    server.execute(ctx, request.body, frame.bulk).await
-                } else {
-                    (Err(WeftError::new(ErrorCode::Checksum, "request data arrived corrupted")), Bytes::new())
-                };
-                let ok = reply.is_ok();
-                let bytes = bulk_in + bulk.len() as u64;
-                let msg = match encode_message(&reply) {
-                    Ok(m) => m,
-                    Err(e) => encode_message::<Reply>(&Err(e)).unwrap_or_default(),
-                };
-                let sent = {
-                    let mut w = writer.lock().await;
-                    write_frame(&mut *w, FrameKind::Reply, xid, &msg, &bulk).await
-                };
-                drop(permit);
-                server.stats.record(opcode, started.elapsed(), ok && sent.is_ok(), bytes);
+                let ctx = RequestContext { header: request.header, peer, opcode: request.body.opcode_name() };
+                server
+                    .pipeline(ctx, request.body, frame.bulk, frame.bulk_ok, |reply, bulk| async move {
+                        let msg = match encode_message(&reply) {
+                            Ok(m) => m,
+                            Err(e) => encode_message::<Reply>(&Err(e)).unwrap_or_default(),
+                        };
+                        let sent = {
+                            let mut w = writer.lock().await;
+                            write_frame(&mut *w, FrameKind::Reply, xid, &msg, &bulk).await.is_ok()
+                        };
+                        drop(permit);
+                        sent
+                    })
+                    .await;
             });
         }
+    }
+
+    /// One request in-process: the pipeline runs as its own task on the server's runtime, as
+    /// a request read from a connection would (a caller that gives up does not cancel it), and
+    /// the reply comes back as the same values, bulk included. Fails with an I/O error, which
+    /// the Peer retries, when the server is stopping or its runtime is gone.
+    pub(crate) async fn call_local(self: &Arc<Self>, request: Request, bulk: Bytes) -> WeftResult<(Reply, Bytes)> {
+        if self.is_stopping() {
+            return Err(WeftError::io("the server is shut down"));
+        }
+        let (tx, rx) = oneshot::channel();
+        let ctx = RequestContext { header: request.header, peer: LOCAL_PEER, opcode: request.body.opcode_name() };
+        // The reply stage cannot fail in-process: a caller that gave up is not the server's
+        // failure (over TCP its reply would be written and discarded too).
+        let task = self.clone().pipeline_owned(ctx, request.body, bulk, move |reply, bulk| async move {
+            let _ = tx.send((reply, bulk));
+            true
+        });
+        match self.runtime.get() {
+            Some(rt) => drop(rt.spawn(task)),
+            None => drop(tokio::spawn(task)),
+        }
+        rx.await.map_err(|_| WeftError::io("the server dropped the request"))
+    }
+
+    async fn pipeline_owned<R, F>(self: Arc<Self>, ctx: RequestContext, body: RequestBody, bulk: Bytes, reply: R)
+    where
+        R: FnOnce(Reply, Bytes) -> F,
+        F: Future<Output = bool>,
+    {
+        self.pipeline(ctx, body, bulk, true, reply).await
+    }
+
+    /// The pipeline every request goes through, from a connection or in-process, after it
+    /// was decoded: authorize → schedule → execute → reply (the transport's `reply` stage,
+    /// which says whether the reply went out) → account.
+    async fn pipeline<R, F>(&self, ctx: RequestContext, body: RequestBody, bulk: Bytes, bulk_ok: bool, reply: R)
+    where
+        R: FnOnce(Reply, Bytes) -> F,
+        F: Future<Output = bool>,
+    {
+        let started = Instant::now();
+        let opcode = ctx.opcode;
+        let bulk_in = bulk.len() as u64;
+        let (result, bulk) = if bulk_ok {
+            self.execute(ctx, body, bulk).await
+        } else {
+            (Err(WeftError::new(ErrorCode::Checksum, "request data arrived corrupted")), Bytes::new())
+        };
+        let ok = result.is_ok();
+        let bytes = bulk_in + bulk.len() as u64;
+        let sent = reply(result, bulk).await;
+        self.stats.record(opcode, started.elapsed(), ok && sent, bytes);
     }
 
     /// Authorize, schedule, execute. Authorization of identities beyond mode bits and

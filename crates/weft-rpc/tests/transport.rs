@@ -151,3 +151,143 @@ async fn a_dead_address_fails_within_the_timeout_naming_it() {
     assert_eq!(err.code, ErrorCode::TimedOut);
     assert!(err.message.contains(&addr) && err.message.contains("ping"), "{}", err.message);
 }
+
+// ---- The in-process transport (weft_rpc::local) ----
+
+/// An Echo server reachable only in-process, under a name no socket has.
+fn start_local(name: &str) -> (Arc<Echo>, Arc<Server>, String) {
+    let echo = Arc::new(Echo { calls: AtomicU64::new(0) });
+    let server = Server::new(echo.clone(), ServerLimits::default());
+    let address = format!("in-process-{name}-{}", std::process::id());
+    server.register_local(&address);
+    (echo, server, address)
+}
+
+/// Everything a client can observe of one server: replies, bulks, errors.
+async fn observe(peer: Arc<Peer>) -> Vec<Result<(ReplyBody, Bytes), ErrorCode>> {
+    let mut tasks = Vec::new();
+    for i in 0..64u64 {
+        let peer = peer.clone();
+        tasks.push(tokio::spawn(async move {
+            let data = Bytes::from(vec![i as u8; 1000 + i as usize * 997]);
+            peer.call(header(i), write_req(i), data).await.map_err(|e| e.code)
+        }));
+    }
+    let mut seen = Vec::new();
+    for t in tasks {
+        seen.push(t.await.unwrap());
+    }
+    seen.push(peer.call(header(100), RequestBody::Ping, Bytes::new()).await.map_err(|e| e.code));
+    let get_map = RequestBody::Mgs(MgsRequest::GetMap { known_version: 0 });
+    seen.push(peer.call(header(101), get_map, Bytes::new()).await.map_err(|e| e.code));
+    seen.push(peer.call(header(102), write_req(102), Bytes::new()).await.map_err(|e| e.code));
+    seen
+}
+
+#[tokio::test]
+async fn in_process_calls_answer_as_tcp_does() {
+    let (_echo_tcp, _tcp_server, tcp_addr) = start("127.0.0.1:0").await;
+    let (echo, local_server, local_addr) = start_local("same-replies");
+    let tcp_peer = Arc::new(Peer::new(tcp_addr, PeerOptions::default()));
+    let local_peer = Arc::new(Peer::new(local_addr, PeerOptions::default()));
+    assert!(!tcp_peer.is_local() && local_peer.is_local());
+
+    let over_tcp = observe(tcp_peer).await;
+    let in_process = observe(local_peer.clone()).await;
+    assert_eq!(over_tcp, in_process);
+    assert_eq!(in_process[63].as_ref().unwrap().1.len(), 1000 + 63 * 997);
+    assert_eq!(in_process[65], Err(ErrorCode::NotSupported));
+    assert_eq!(echo.calls.load(Ordering::SeqCst), 66, "ping is answered by the pipeline itself");
+
+    // The bulk is passed, not copied, both ways.
+    let data = Bytes::from(vec![7u8; 1 << 20]);
+    let (_, back) = local_peer.call(header(200), write_req(200), data.clone()).await.unwrap();
+    assert_eq!(back.as_ptr(), data.as_ptr());
+
+    // The account stage saw every request, as over TCP.
+    let stats = local_server.stats().snapshot();
+    let writes = &stats["ost_write"];
+    assert_eq!((writes.samples, writes.errors), (66, 0));
+    let echoed: u64 = (0..64u64).map(|i| 2 * (1000 + i * 997)).sum::<u64>() + 2 * (1 << 20);
+    assert_eq!(writes.bytes, echoed);
+    assert_eq!((stats["ping"].samples, stats["mgs_get_map"].errors), (1, 1));
+}
+
+#[tokio::test]
+async fn a_server_listening_and_registered_is_reached_in_process() {
+    let (echo, server, addr) = start("127.0.0.1:0").await;
+    let peer = Peer::new(addr.clone(), PeerOptions::default());
+    peer.call(header(1), write_req(1), Bytes::from_static(b"tcp")).await.unwrap();
+    server.register_local(&addr);
+    assert!(peer.is_local());
+    let (body, bulk) = peer.call(header(2), write_req(2), Bytes::from_static(b"local")).await.unwrap();
+    assert_eq!((body, &bulk[..]), (ReplyBody::Ost(OstReply::Read { len: 5 }), &b"local"[..]));
+    assert_eq!(echo.calls.load(Ordering::SeqCst), 2);
+    assert_eq!(server.stats().snapshot()["ost_write"].samples, 2);
+}
+
+#[tokio::test]
+async fn in_process_calls_to_a_shut_down_server_fail_within_the_timeout() {
+    let (echo, server, addr) = start_local("shutdown");
+    let peer = Peer::new(addr.clone(), PeerOptions::default());
+    peer.call(header(1), RequestBody::Ping, Bytes::new()).await.unwrap();
+    server.shutdown();
+    assert!(!peer.is_local());
+    let started = Instant::now();
+    let err = peer
+        .call_with_timeout(header(2), write_req(2), Bytes::from_static(b"x"), Duration::from_secs(2))
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(4), "took {:?}", started.elapsed());
+    assert_eq!(err.code, ErrorCode::TimedOut);
+    assert!(err.message.contains(&addr) && err.message.contains("ost_write"), "{}", err.message);
+    assert_eq!(echo.calls.load(Ordering::SeqCst), 0, "the stopped server executed nothing");
+    // Registering again after shutdown does nothing: the server stays stopped.
+    server.register_local(&addr);
+    assert!(!peer.is_local());
+}
+
+#[tokio::test]
+async fn in_process_requests_wait_and_resend_across_a_server_restart() {
+    let (echo, server, addr) = start("127.0.0.1:0").await;
+    server.register_local(&addr);
+    let peer = Arc::new(Peer::new(
+        addr.clone(),
+        PeerOptions { connect_timeout: Duration::from_secs(1), request_timeout: Duration::from_secs(20) },
+    ));
+    peer.call(header(1), RequestBody::Ping, Bytes::new()).await.unwrap();
+    server.shutdown();
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let pending = {
+        let peer = peer.clone();
+        tokio::spawn(async move { peer.call(header(2), write_req(2), Bytes::from_static(b"abc")).await })
+    };
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let (echo2, server2, _) = start(&addr).await;
+    server2.register_local(&addr);
+    let (body, bulk) = pending.await.unwrap().unwrap();
+    assert_eq!(body, ReplyBody::Ost(OstReply::Read { len: 3 }));
+    assert_eq!(&bulk[..], b"abc");
+    assert_eq!(echo.calls.load(Ordering::SeqCst), 0);
+    assert_eq!(echo2.calls.load(Ordering::SeqCst), 1);
+}
+
+#[tokio::test]
+async fn an_in_process_call_times_out_as_a_whole() {
+    /// Never answers.
+    struct Stuck;
+    impl Handler for Stuck {
+        fn handle(&self, _: RequestContext, _: RequestBody, _: Bytes) -> BoxFuture<'static, (Reply, Bytes)> {
+            Box::pin(futures::future::pending())
+        }
+    }
+    let server = Server::new(Arc::new(Stuck), ServerLimits::default());
+    let addr = format!("in-process-stuck-{}", std::process::id());
+    server.register_local(&addr);
+    let peer = Peer::new(addr, PeerOptions::default());
+    let started = Instant::now();
+    let err =
+        peer.call_with_timeout(header(1), write_req(1), Bytes::new(), Duration::from_millis(500)).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::TimedOut);
+    assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+}

@@ -5,6 +5,7 @@
 //! ```text
 //!            ┌──────────── one server process ─────────────┐
 //! TCP ─▶ weft-rpc Server (decode → authorize → schedule → execute → reply → account)
+//!        (a Peer in this same process enters at authorize: weft_rpc::local)
 //!                        │ Router: by the target the request names
 //!              ┌─────────┼──────────────┐
 //!              ▼         ▼              ▼
@@ -104,6 +105,9 @@ impl RunningServer {
         });
         let server = Server::new(router, ServerLimits::default());
         let mut tasks = vec![server.serve(listener)];
+        // Clients and servers of this process (`weft up`: the mount, the MDS towards the
+        // OSTs, registration with our own MGS) reach us without TCP; other processes use TCP.
+        server.register_local(&address);
 
         // Register our targets with the MGS; it may not be up yet on a real cluster.
         let mut targets = Vec::new();

@@ -1,0 +1,65 @@
+//! The in-process transport: when a client and a server share one process (`weft up`), a
+//! [`Peer`](crate::Peer) whose address a [`Server`] registered with
+//! [`Server::register_local`] hands its requests straight to that server's pipeline —
+//! authorize → schedule → execute → account, the same stages and statistics as over TCP —
+//! with no framing, no encoding, no checksums (nothing crossed a wire) and the bulk passed as
+//! the same `Bytes` (zero copy).
+//!
+//! The registry is process-global and keyed by the exact address string the server
+//! registered (its listen address, as the cluster map publishes it). A Peer looks its address
+//! up on every attempt, so a server shut down ([`Server::shutdown`] unregisters it) is no
+//! longer reached in-process: the attempt falls back to TCP and fails like any dead server
+//! (the Peer retries until its deadline), and a server started again under the same address
+//! is found again.
+//!
+//! `WEFT_TRANSPORT=tcp` in the environment (read once per process) makes every lookup miss:
+//! everything goes over TCP, for measurement and comparison.
+
+use crate::server::Server;
+use std::collections::HashMap;
+use std::sync::{Arc, OnceLock, RwLock, Weak};
+
+/// The environment variable that forces TCP when set to `tcp`.
+pub const TRANSPORT_ENV: &str = "WEFT_TRANSPORT";
+
+type Registry = RwLock<HashMap<String, Weak<Server>>>;
+
+fn registry() -> &'static Registry {
+    static REGISTRY: OnceLock<Registry> = OnceLock::new();
+    REGISTRY.get_or_init(Default::default)
+}
+
+/// Whether `WEFT_TRANSPORT=tcp` asked for TCP even in-process (read once per process).
+pub fn tcp_forced() -> bool {
+    static FORCED: OnceLock<bool> = OnceLock::new();
+    *FORCED.get_or_init(|| {
+        let forced = std::env::var(TRANSPORT_ENV).is_ok_and(|v| v.trim().eq_ignore_ascii_case("tcp"));
+        if forced {
+            tracing::info!("{TRANSPORT_ENV}=tcp: in-process servers are reached over TCP");
+        }
+        forced
+    })
+}
+
+pub(crate) fn register(address: &str, server: &Arc<Server>) {
+    let mut map = registry().write().unwrap_or_else(|p| p.into_inner());
+    // Entries of servers dropped without a shutdown go stale: sweep them here, not per lookup.
+    map.retain(|_, s| s.strong_count() > 0);
+    map.insert(address.to_string(), Arc::downgrade(server));
+}
+
+/// Removes `address` if it still names `server` (a newer server may have taken it over).
+pub(crate) fn unregister(address: &str, server: &Server) {
+    let mut map = registry().write().unwrap_or_else(|p| p.into_inner());
+    if map.get(address).is_some_and(|s| std::ptr::eq(s.as_ptr(), server)) {
+        map.remove(address);
+    }
+}
+
+/// The server registered in this process under `address`, unless TCP is forced.
+pub fn lookup(address: &str) -> Option<Arc<Server>> {
+    if tcp_forced() {
+        return None;
+    }
+    registry().read().unwrap_or_else(|p| p.into_inner()).get(address)?.upgrade()
+}

@@ -1,0 +1,34 @@
+//! `WEFT_TRANSPORT=tcp`: servers registered in-process are reached over TCP anyway. Its own
+//! test binary (own process): the variable is read once per process.
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use std::sync::Arc;
+use tokio::net::TcpListener;
+use weft_proto::msg::*;
+use weft_rpc::{Handler, Peer, PeerOptions, RequestContext, Server, ServerLimits};
+
+struct Pong;
+
+impl Handler for Pong {
+    fn handle(&self, _: RequestContext, _: RequestBody, _: Bytes) -> BoxFuture<'static, (Reply, Bytes)> {
+        Box::pin(async { (Ok(ReplyBody::Pong), Bytes::new()) })
+    }
+}
+
+#[tokio::test]
+async fn weft_transport_tcp_turns_the_in_process_path_off() {
+    std::env::set_var(weft_rpc::local::TRANSPORT_ENV, "tcp");
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let server = Server::new(Arc::new(Pong), ServerLimits::default());
+    server.serve(listener);
+    server.register_local(&addr);
+    let peer = Peer::new(addr.clone(), PeerOptions::default());
+    assert!(weft_rpc::local::tcp_forced());
+    assert!(!peer.is_local());
+    assert!(weft_rpc::local::lookup(&addr).is_none());
+    let (body, _) = peer.call(RequestHeader::default(), RequestBody::Ping, Bytes::new()).await.unwrap();
+    assert_eq!(body, ReplyBody::Pong);
+    assert_eq!(server.stats().snapshot()["ping"].samples, 1);
+}

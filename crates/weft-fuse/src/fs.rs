@@ -8,6 +8,7 @@ use crate::handles::{
     entry_offset, resume_at, HandleTable, OpenDir, OpenFile, Resume, Step, DIR_OFFSET_DOT, DIR_OFFSET_DOTDOT,
 };
 use crate::identity::identity_of;
+use crate::writeback::WriteBehind;
 use crate::xattr::{self, Answer, Virtual};
 use crate::MountOptions;
 use bytes::Bytes;
@@ -50,6 +51,8 @@ pub(crate) struct WeftFs {
     dirs: HandleTable<OpenDir>,
     /// Slots for closes running in the background (see `release`).
     closes: Arc<tokio::sync::Semaphore>,
+    /// Writes answered to the kernel but still on their way to the OSTs.
+    writes: Arc<WriteBehind>,
 }
 
 fn who(req: &Request) -> Identity {
@@ -83,6 +86,7 @@ impl WeftFs {
             files: HandleTable::default(),
             dirs: HandleTable::default(),
             closes: Arc::new(tokio::sync::Semaphore::new(CLOSES_IN_FLIGHT_MAX as usize)),
+            writes: Arc::new(WriteBehind::default()),
         }
     }
 
@@ -111,6 +115,10 @@ impl WeftFs {
     /// An inode with the real size of a file being written (a glimpse when the MDS does
     /// not know it).
     async fn complete(&self, mut inode: InodeInfo) -> WeftResult<InodeInfo> {
+        if inode.attr.kind == FileType::Regular && !inode.attr.size_known {
+            // The size comes from the objects: let this mount's queued writes land first.
+            self.writes.wait_idle(inode.attr.fid).await;
+        }
         self.client.complete_size(&mut inode).await?;
         Ok(inode)
     }
@@ -165,6 +173,10 @@ impl WeftFs {
         set: SetAttr,
     ) -> WeftResult<(Attr, Option<Layout>)> {
         let mut last: Option<(Attr, Option<Layout>)> = None;
+        if set.size.is_some() {
+            // A truncate must not be overtaken by writes queued before it.
+            self.writes.wait_idle(fid).await;
+        }
         if let Some(size) = set.size {
             let layout = match fh.and_then(|fh| self.files.get(fh.0)) {
                 Some(file) => file.layout.clone(),
@@ -234,6 +246,11 @@ impl WeftFs {
     fn close_all(&self) {
         let files = self.files.drain();
         let closing = async {
+            for file in &files {
+                if let Err(e) = self.writes.drain(file.fid).await {
+                    tracing::warn!("unmount: a queued write of {} failed: {e}", file.fid);
+                }
+            }
             let _all = self.closes.acquire_many(CLOSES_IN_FLIGHT_MAX).await;
             for file in files {
                 if let Err(e) = self.client.close(&Identity::root(), file.fid, file.mds_handle, None).await {
@@ -458,6 +475,8 @@ impl fuser::Filesystem for WeftFs {
             return;
         };
         let result = self.block(async {
+            // Reads see every write made before them on this mount.
+            self.writes.wait_idle(file.fid).await;
             let mut file_size = file.known_size();
             if offset.saturating_add(size as u64) > file_size {
                 // The read reaches past the size this handle knows: another client may
@@ -476,7 +495,7 @@ impl fuser::Filesystem for WeftFs {
 
     fn write(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -498,7 +517,8 @@ impl fuser::Filesystem for WeftFs {
         // The kernel's buffer is borrowed for this call only: one copy into shared bytes,
         // which the striping then slices without copying again.
         let bytes = Bytes::copy_from_slice(data);
-        match self.block(self.client.write(layout, offset, bytes)) {
+        let queued = self.writes.submit(self.client.clone(), req.pid(), file.fid, layout.clone(), offset, bytes);
+        match self.block(queued) {
             Ok(()) => {
                 file.note_write(offset + len as u64);
                 reply.written(len as u32);
@@ -507,9 +527,10 @@ impl fuser::Filesystem for WeftFs {
         }
     }
 
-    fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        // Writes are acknowledged by the OSTs before they return: nothing is buffered here.
-        reply.ok();
+    fn flush(&self, req: &Request, ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
+        // close(2) by a writer waits for its queued writes and reports what failed.
+        let result = self.block(self.writes.flush(fid_of(ino), req.pid()));
+        Self::reply_empty(reply, "flush", result);
     }
 
     fn release(
@@ -536,8 +557,12 @@ impl fuser::Filesystem for WeftFs {
         };
         reply.ok();
         let client = self.client.clone();
+        let writes = self.writes.clone();
         self.runtime.spawn(async move {
             let _permit = permit;
+            if let Err(e) = writes.drain(file.fid).await {
+                tracing::warn!("release of {}: a queued write failed: {e}", file.fid);
+            }
             // A writer tells the MDS the size and blocks the objects now hold.
             let size_blocks = match (&file.layout, file.wrote()) {
                 (Some(layout), true) => match client.glimpse(layout).await {
@@ -560,10 +585,13 @@ impl fuser::Filesystem for WeftFs {
             reply.error(Errno::EBADF);
             return;
         };
-        let result = match &file.layout {
-            Some(layout) => self.block(self.client.fsync(layout)),
-            None => Ok(()),
-        };
+        let result = self.block(async {
+            self.writes.drain(file.fid).await?;
+            match &file.layout {
+                Some(layout) => self.client.fsync(layout).await,
+                None => Ok(()),
+            }
+        });
         Self::reply_empty(reply, "fsync", result);
     }
 

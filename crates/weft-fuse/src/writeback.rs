@@ -1,0 +1,197 @@
+//! Write-behind: a write is answered to the kernel once its data is queued, and goes to the
+//! OSTs in the background, so one stream keeps several requests in flight across its stripes
+//! instead of waiting a round trip per 1 MiB.
+//!
+//! The rules that keep this safe:
+//! * memory is bounded: queued bytes take permits of one semaphore (DIRTY_BYTES_MAX), and a
+//!   write waits for room (backpressure);
+//! * order is kept: a write that overlaps one still in flight waits for it first;
+//! * whatever reads or measures the file waits first: reads, getattr of a file whose size
+//!   comes from its objects, truncates, fsync, flush (close) and release;
+//! * errors are not lost: the first failure of a file is returned by the next write, flush
+//!   (so close(2) reports it) or fsync, as NFS does;
+//! * a flush waits only when it comes from a process that queued writes to the file. Every
+//!   close of a descriptor sends a flush, including the close-on-exec copies in a child that
+//!   a writer forks: waiting there would suspend the parent in vfork for as long as the
+//!   writes take (seen: a test that restarts an OST from the writing process deadlocked
+//!   until the writes timed out).
+//!
+//! Tracking is per file (FID), shared by every handle of the file on this mount.
+
+use bytes::Bytes;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use tokio::sync::{Notify, Semaphore};
+use weft_client::Client;
+use weft_proto::{Fid, Layout, WeftError, WeftResult};
+
+/// Bytes written to the kernel but not yet acknowledged by the OSTs, for the whole mount.
+pub const DIRTY_BYTES_MAX: u32 = 64 << 20;
+/// Writer processes remembered per file; past this every flush of the file waits.
+const WRITER_PIDS_MAX: usize = 16;
+
+#[derive(Default)]
+struct FileState {
+    in_flight: Vec<(u64, u64)>,
+    error: Option<WeftError>,
+    /// Processes (kernel task ids) that queued writes, up to WRITER_PIDS_MAX.
+    writers: Vec<u32>,
+    /// More writers than remembered: every flush waits.
+    writers_overflow: bool,
+}
+
+impl FileState {
+    fn note_writer(&mut self, pid: u32) {
+        if self.writers_overflow || self.writers.contains(&pid) {
+            return;
+        }
+        if self.writers.len() < WRITER_PIDS_MAX {
+            self.writers.push(pid);
+        } else {
+            self.writers_overflow = true;
+        }
+    }
+
+    fn wrote(&self, pid: u32) -> bool {
+        self.writers_overflow || self.writers.contains(&pid)
+    }
+}
+
+#[derive(Default)]
+struct FileWrites {
+    state: Mutex<FileState>,
+    changed: Notify,
+}
+
+impl FileWrites {
+    fn lock(&self) -> std::sync::MutexGuard<'_, FileState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Waits until no write in flight matches `blocks`.
+    async fn wait_until(&self, blocks: impl Fn(&(u64, u64)) -> bool) {
+        loop {
+            let changed = self.changed.notified();
+            if !self.lock().in_flight.iter().any(&blocks) {
+                return;
+            }
+            changed.await;
+        }
+    }
+}
+
+pub struct WriteBehind {
+    dirty: Arc<Semaphore>,
+    files: Mutex<HashMap<Fid, Arc<FileWrites>>>,
+}
+
+impl Default for WriteBehind {
+    fn default() -> Self {
+        WriteBehind { dirty: Arc::new(Semaphore::new(DIRTY_BYTES_MAX as usize)), files: Mutex::new(HashMap::new()) }
+    }
+}
+
+impl WriteBehind {
+    fn file(&self, fid: Fid) -> Arc<FileWrites> {
+        self.files.lock().unwrap_or_else(|p| p.into_inner()).entry(fid).or_default().clone()
+    }
+
+    fn existing(&self, fid: Fid) -> Option<Arc<FileWrites>> {
+        self.files.lock().unwrap_or_else(|p| p.into_inner()).get(&fid).cloned()
+    }
+
+    /// Queues a write of `data` at `offset`; returns once it is queued (or with the file's
+    /// earlier error). Must run inside the tokio runtime.
+    pub async fn submit(
+        &self,
+        client: Arc<Client>,
+        pid: u32,
+        fid: Fid,
+        layout: Layout,
+        offset: u64,
+        data: Bytes,
+    ) -> WeftResult<()> {
+        let fw = self.file(fid);
+        {
+            let mut st = fw.lock();
+            if let Some(e) = st.error.take() {
+                return Err(e);
+            }
+            st.note_writer(pid);
+        }
+        let len = data.len() as u64;
+        debug_assert!(len <= DIRTY_BYTES_MAX as u64, "one FUSE write is at most max_write");
+        let permit = self
+            .dirty
+            .clone()
+            .acquire_many_owned(len.min(DIRTY_BYTES_MAX as u64) as u32)
+            .await
+            .map_err(|_| WeftError::io("the mount is shutting down"))?;
+        let (start, end) = (offset, offset + len);
+        fw.wait_until(|(s, e)| *s < end && start < *e).await;
+        fw.lock().in_flight.push((start, end));
+        tokio::spawn(async move {
+            let result = client.write(&layout, offset, data).await;
+            drop(permit);
+            let mut st = fw.lock();
+            if let Some(i) = st.in_flight.iter().position(|r| *r == (start, end)) {
+                st.in_flight.swap_remove(i);
+            }
+            if let Err(e) = result {
+                tracing::debug!("write-behind of {fid} at {offset}: {e}");
+                st.error.get_or_insert(e);
+            }
+            drop(st);
+            fw.changed.notify_waiters();
+        });
+        Ok(())
+    }
+
+    /// Waits until every queued write of `fid` has landed (or failed).
+    pub async fn wait_idle(&self, fid: Fid) {
+        if let Some(fw) = self.existing(fid) {
+            fw.wait_until(|_| true).await;
+        }
+    }
+
+    /// A flush (close of a descriptor) by process `pid`: drains if `pid` wrote to the file.
+    pub async fn flush(&self, fid: Fid, pid: u32) -> WeftResult<()> {
+        match self.existing(fid) {
+            Some(fw) if fw.lock().wrote(pid) => self.drain(fid).await,
+            _ => Ok(()),
+        }
+    }
+
+    /// Waits like [`Self::wait_idle`], then returns the file's first write error, once.
+    pub async fn drain(&self, fid: Fid) -> WeftResult<()> {
+        let Some(fw) = self.existing(fid) else { return Ok(()) };
+        fw.wait_until(|_| true).await;
+        let error = fw.lock().error.take();
+        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(cur) = files.get(&fid) {
+            let st = cur.lock();
+            if st.in_flight.is_empty() && st.error.is_none() {
+                drop(st);
+                files.remove(&fid);
+            }
+        }
+        error.map_or(Ok(()), Err)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn flush_waits_only_for_writer_processes() {
+        let mut st = FileState::default();
+        assert!(!st.wrote(7), "nobody wrote yet");
+        st.note_writer(7);
+        assert!(st.wrote(7) && !st.wrote(8), "a forked child's flush does not wait");
+        for pid in 100..100 + WRITER_PIDS_MAX as u32 {
+            st.note_writer(pid);
+        }
+        assert!(st.wrote(8), "past the bound every flush waits");
+    }
+}

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# The TCP path, measured: a Weft cluster whose servers run as separate processes on separate
+# loopback addresses (MGS 127.0.0.2, MDS 127.0.0.3, two OSSs with 2 OSTs each on 127.0.0.4
+# and 127.0.0.5), mounted by a separate `weft mount` process, then
+#   weft bench io500 --dir MNT/io500 --baseline BASELINE "$@"
+# Everything is stopped and removed on exit. BASELINE defaults to a fresh directory under
+# /var/tmp (the same disk as the servers' data); WEFT to target/release/weft.
+set -euo pipefail
+W=${WEFT:-target/release/weft}
+W=$(realpath "$W")
+dir=$(mktemp -d /var/tmp/weft-bench-XXXXXX)
+baseline=${BASELINE:-$dir/baseline}
+pids=()
+cleanup() {
+  fusermount3 -uz "$dir/mnt" 2>/dev/null || true
+  for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  rm -rf "$dir"
+}
+trap cleanup EXIT
+mkdir -p "$dir/mnt" "$baseline"
+port=9850
+mgs="127.0.0.2:$port"
+node() { # name ip roles-toml
+  cat > "$dir/$1.toml" <<CONF
+fsname = "weft"
+data_dir = "$dir/$1"
+listen = "$2:$port"
+mgs_address = "$mgs"
+$3
+CONF
+  "$W" server --config "$dir/$1.toml" > "$dir/$1.out" 2>&1 &
+  pids+=($!)
+}
+node mgs 127.0.0.2 "[mgs]"
+sleep 0.3
+node oss1 127.0.0.4 $'[oss]\nosts = [0, 1]'
+node oss2 127.0.0.5 $'[oss]\nosts = [2, 3]'
+sleep 0.3
+node mds 127.0.0.3 $'[mds]\nindex = 0'
+sleep 1
+"$W" mount "$mgs" "$dir/mnt"
+mkdir -p "$dir/mnt/io500"
+"$W" bench io500 --dir "$dir/mnt/io500" --baseline "$baseline" "$@"

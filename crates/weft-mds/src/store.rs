@@ -341,25 +341,23 @@ impl<'t> WriteTables<'t> {
 
     /// Records that oids below `next_oid` of `ost` are handed out (never lowers it).
     pub fn persist_next_oid(&mut self, ost: u32, next_oid: u32) -> WeftResult<()> {
-        let (next, created) = self.precreate_state(ost)?.unwrap_or((1, 0));
-        if next_oid > next {
-            self.put(
-                schema::TABLE_PRECREATE,
-                ost.to_be_bytes().as_slice(),
-                schema::encode_precreate(next_oid, created).as_slice(),
-            )?;
-        }
-        Ok(())
+        self.raise_precreate(ost, next_oid, 0)
     }
 
     /// Records that the OST created every oid up to `created_oid` (never lowers it).
     pub fn persist_created_oid(&mut self, ost: u32, created_oid: u32) -> WeftResult<()> {
+        self.raise_precreate(ost, 0, created_oid)
+    }
+
+    /// The precreate state only moves forward: an object handed out or created stays so.
+    fn raise_precreate(&mut self, ost: u32, next_oid: u32, created_oid: u32) -> WeftResult<()> {
         let (next, created) = self.precreate_state(ost)?.unwrap_or((1, 0));
-        if created_oid > created {
+        let raised = (next.max(next_oid), created.max(created_oid));
+        if raised != (next, created) {
             self.put(
                 schema::TABLE_PRECREATE,
                 ost.to_be_bytes().as_slice(),
-                schema::encode_precreate(next, created_oid).as_slice(),
+                schema::encode_precreate(raised.0, raised.1).as_slice(),
             )?;
         }
         Ok(())

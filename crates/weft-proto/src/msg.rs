@@ -79,6 +79,19 @@ pub enum ReplyBody {
 }
 
 impl RequestBody {
+    /// Whether the request only reads: executing it twice, or abandoning it halfway,
+    /// changes nothing.
+    pub fn is_read_only(&self) -> bool {
+        match self {
+            RequestBody::Ping => true,
+            RequestBody::Mgs(op) => matches!(op, MgsRequest::GetMap { .. }),
+            RequestBody::Mdt { op, .. } => !op.is_mutation(),
+            RequestBody::Ost { op, .. } => {
+                matches!(op, OstRequest::Read { .. } | OstRequest::Getattr { .. } | OstRequest::Statfs)
+            }
+        }
+    }
+
     /// Short operation name for statistics and logs, as Lustre names them where it can.
     pub fn opcode_name(&self) -> &'static str {
         match self {

@@ -211,13 +211,23 @@ impl Server {
         let ctx = RequestContext { header: request.header, peer: LOCAL_PEER, opcode: request.body.opcode_name() };
         // The reply stage cannot fail in-process: a caller that gave up is not the server's
         // failure (over TCP its reply would be written and discarded too).
+        let read_only = request.body.is_read_only();
         let task = self.clone().pipeline_owned(ctx, request.body, bulk, move |reply, bulk| async move {
             let _ = tx.send((reply, bulk));
             true
         });
-        match self.runtime.get() {
-            Some(rt) => drop(rt.spawn(task)),
-            None => drop(tokio::spawn(task)),
+        if read_only {
+            // A read has nothing to protect from a caller that gives up halfway, so it runs
+            // on the caller's own thread: no hand-off to a runtime worker and back (a FUSE
+            // lookup or stat then costs no thread switch at all under `weft up`).
+            task.await;
+        } else {
+            // A mutation runs as its own task so that a caller timing out cannot cancel it
+            // midway, just as over TCP.
+            match self.runtime.get() {
+                Some(rt) => drop(rt.spawn(task)),
+                None => drop(tokio::spawn(task)),
+            }
         }
         rx.await.map_err(|_| WeftError::io("the server dropped the request"))
     }

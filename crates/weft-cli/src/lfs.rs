@@ -160,7 +160,8 @@ pub fn setstripe(a: SetstripeArgs) -> anyhow::Result<()> {
         bail!("{} already has data: a layout can only be set on a new or empty file, or a directory", a.path.display());
     }
     xattr::set(&a.path, vx::LAYOUT, &serde_json::to_vec(&spec)?).map_err(|e| {
-        if e.to_string().contains("busy") {
+        let busy = e.downcast_ref::<std::io::Error>().and_then(|io| io.raw_os_error()) == Some(libc::EBUSY);
+        if busy {
             anyhow!(
                 "{}: the file may already hold data, so its layout stays (set layouts on new files or directories)",
                 a.path.display()

@@ -190,7 +190,7 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
     if !daemon::is_detached_child() {
         print_summary(&state, &config, false);
     }
-    let why = rt.block_on(wait_for_stop(&mnt));
+    let why = rt.block_on(wait_for_stop(Some(&mnt)));
     tracing::info!("stopping: {why}");
     drop(session);
     if daemon::is_mounted(&mnt) {
@@ -204,8 +204,8 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Ctrl-C, SIGTERM, or the mount going away (someone ran umount).
-async fn wait_for_stop(mnt: &Path) -> &'static str {
+/// Ctrl-C, SIGTERM, or (with a mount) the mount going away because someone ran umount.
+async fn wait_for_stop(mnt: Option<&Path>) -> &'static str {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
     let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
@@ -214,7 +214,7 @@ async fn wait_for_stop(mnt: &Path) -> &'static str {
             _ = term.recv() => return "SIGTERM",
             _ = int.recv() => return "interrupted",
             _ = tokio::time::sleep(Duration::from_millis(500)) => {
-                if !daemon::is_mounted(mnt) {
+                if mnt.is_some_and(|m| !daemon::is_mounted(m)) {
                     return "unmounted";
                 }
             }
@@ -360,15 +360,7 @@ pub fn server(config: PathBuf) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let server = rt.block_on(RunningServer::start(config.clone()))?;
     println!("weft server: {} on {} (logs: {})", config.roles_text(), server.address, log.display());
-    let why = rt.block_on(async {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).expect("SIGTERM handler");
-        let mut int = signal(SignalKind::interrupt()).expect("SIGINT handler");
-        tokio::select! {
-            _ = term.recv() => "SIGTERM",
-            _ = int.recv() => "interrupted",
-        }
-    });
+    let why = rt.block_on(wait_for_stop(None));
     tracing::info!("stopping: {why}");
     rt.block_on(server.shutdown());
     Ok(())

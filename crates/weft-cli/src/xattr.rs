@@ -54,6 +54,7 @@ fn explain(path: &Path, e: std::io::Error) -> anyhow::Error {
         Some(libc::ENODATA) | Some(libc::EOPNOTSUPP) => {
             anyhow!("{} is not on a Weft file system (or the mount is too old for this command)", path.display())
         }
-        _ => anyhow!("{}: {e}", path.display()),
+        // The io::Error stays the source, so callers can test its errno.
+        _ => anyhow::Error::new(e).context(path.display().to_string()),
     }
 }

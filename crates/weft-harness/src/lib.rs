@@ -265,13 +265,6 @@ impl Cluster {
         }
         out
     }
-
-    /// Unmounts one mount and waits for its process to exit.
-    pub fn unmount(&mut self, path: &Path) {
-        if let Some(m) = self.mounts.iter_mut().find(|m| m.path == path) {
-            m.stop();
-        }
-    }
 }
 
 impl Mount {

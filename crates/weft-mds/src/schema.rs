@@ -115,6 +115,30 @@ pub struct InodeRecord {
     pub parent: Option<Fid>,
 }
 
+impl InodeRecord {
+    /// A new inode as `kind` starts: empty, one link (two for a directory), times `now`.
+    pub fn new(kind: FileType, mode: u32, uid: u32, gid: u32, now: Timestamp) -> InodeRecord {
+        InodeRecord {
+            kind,
+            mode,
+            uid,
+            gid,
+            nlink: if kind == FileType::Directory { 2 } else { 1 },
+            size: 0,
+            size_known: true,
+            blocks: 0,
+            atime: now,
+            mtime: now,
+            ctime: now,
+            rdev: 0,
+            layout: None,
+            symlink_target: None,
+            dir_default: None,
+            parent: None,
+        }
+    }
+}
+
 pub fn encode_inode(rec: &InodeRecord) -> Vec<u8> {
     postcard::to_stdvec(rec).expect("encoding an inode record into memory cannot fail")
 }

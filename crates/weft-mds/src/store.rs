@@ -32,38 +32,33 @@ pub struct Tables<T> {
 pub type ReadTables = Tables<redb::ReadOnlyTable<Bytes, Bytes>>;
 pub type WriteTables<'t> = Tables<Table<'t, Bytes, Bytes>>;
 
+/// Opens every table of the schema in `txn`; read and write transactions open the same list.
+macro_rules! open_tables {
+    ($txn:expr) => {{
+        let txn = $txn;
+        let open = |d| txn.open_table(d).map_err(storage_err);
+        Ok(Tables {
+            inodes: open(schema::INODES)?,
+            dentries: open(schema::DENTRIES)?,
+            links: open(schema::LINKS)?,
+            xattrs: open(schema::XATTRS)?,
+            reply_cache: open(schema::REPLY_CACHE)?,
+            reply_by_time: open(schema::REPLY_BY_TIME)?,
+            orphans: open(schema::ORPHANS)?,
+            destroy_queue: open(schema::DESTROY_QUEUE)?,
+            precreate: open(schema::PRECREATE)?,
+            counters: open(schema::COUNTERS)?,
+            changes: Vec::new(),
+        })
+    }};
+}
+
 pub fn read_tables(txn: &ReadTransaction) -> WeftResult<ReadTables> {
-    let open = |d| txn.open_table(d).map_err(storage_err);
-    Ok(Tables {
-        inodes: open(schema::INODES)?,
-        dentries: open(schema::DENTRIES)?,
-        links: open(schema::LINKS)?,
-        xattrs: open(schema::XATTRS)?,
-        reply_cache: open(schema::REPLY_CACHE)?,
-        reply_by_time: open(schema::REPLY_BY_TIME)?,
-        orphans: open(schema::ORPHANS)?,
-        destroy_queue: open(schema::DESTROY_QUEUE)?,
-        precreate: open(schema::PRECREATE)?,
-        counters: open(schema::COUNTERS)?,
-        changes: Vec::new(),
-    })
+    open_tables!(txn)
 }
 
 pub fn write_tables(txn: &WriteTransaction) -> WeftResult<WriteTables<'_>> {
-    let open = |d| txn.open_table(d).map_err(storage_err);
-    Ok(Tables {
-        inodes: open(schema::INODES)?,
-        dentries: open(schema::DENTRIES)?,
-        links: open(schema::LINKS)?,
-        xattrs: open(schema::XATTRS)?,
-        reply_cache: open(schema::REPLY_CACHE)?,
-        reply_by_time: open(schema::REPLY_BY_TIME)?,
-        orphans: open(schema::ORPHANS)?,
-        destroy_queue: open(schema::DESTROY_QUEUE)?,
-        precreate: open(schema::PRECREATE)?,
-        counters: open(schema::COUNTERS)?,
-        changes: Vec::new(),
-    })
+    open_tables!(txn)
 }
 
 /// One directory entry as stored.

@@ -323,24 +323,8 @@ pub fn format_or_check(db: &Database, mdt_index: u32) -> WeftResult<()> {
         if mdt_index == 0 {
             let mut t = store::write_tables(&txn)?;
             let now = crate::now();
-            let root = InodeRecord {
-                kind: FileType::Directory,
-                mode: 0o755,
-                uid: 0,
-                gid: 0,
-                nlink: 2,
-                size: crate::limits::DIRECTORY_SIZE_BYTES,
-                size_known: true,
-                blocks: 0,
-                atime: now,
-                mtime: now,
-                ctime: now,
-                rdev: 0,
-                layout: None,
-                symlink_target: None,
-                dir_default: None,
-                parent: Some(Fid::ROOT),
-            };
+            let root =
+                InodeRecord { parent: Some(Fid::ROOT), ..InodeRecord::new(FileType::Directory, 0o755, 0, 0, now) };
             t.put_inode(Fid::ROOT, &root)?;
         }
     }

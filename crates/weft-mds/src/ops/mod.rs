@@ -177,24 +177,7 @@ pub fn new_record(kind: FileType, mode: u32, who: &Identity, parent: &InodeRecor
         // Linux drops S_ISGID on a new file whose group the creator is not in.
         mode &= !S_ISGID;
     }
-    InodeRecord {
-        kind,
-        mode,
-        uid: who.uid,
-        gid,
-        nlink: if kind == FileType::Directory { 2 } else { 1 },
-        size: 0,
-        size_known: true,
-        blocks: 0,
-        atime: now,
-        mtime: now,
-        ctime: now,
-        rdev: 0,
-        layout: None,
-        symlink_target: None,
-        dir_default: None,
-        parent: None,
-    }
+    InodeRecord::new(kind, mode, who.uid, gid, now)
 }
 
 /// Marks a directory's entries changed.

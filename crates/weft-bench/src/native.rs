@@ -12,6 +12,7 @@ use std::sync::Arc;
 use weft_client::{Client, ClientConfig};
 use weft_proto::layout::Layout;
 use weft_proto::limits::READDIR_ENTRIES_MAX;
+use weft_proto::lock::LockMode;
 use weft_proto::msg::{FileType, Identity, InodeInfo, OPEN_READ, OPEN_WRITE};
 use weft_proto::{Fid, WeftError};
 
@@ -157,7 +158,10 @@ impl BenchFs for NativeFs {
         let len = data.len();
         file.wrote = true;
         self.rt
-            .block_on(self.client.write(&file.layout, offset, data))
+            .block_on(async {
+                let locks = self.client.extent_lock(file.fid, &file.layout, offset, len as u64, LockMode::Pw).await?;
+                self.client.write(&file.layout, offset, data, &locks).await
+            })
             .map_err(weft_err)
             .with_context(|| format!("write of {len} bytes at {offset}"))?;
         file.size = file.size.max(offset + len as u64);
@@ -168,7 +172,10 @@ impl BenchFs for NativeFs {
         let len32 = u32::try_from(len).map_err(|_| anyhow!("a read of {len} bytes is too large"))?;
         file.last = self
             .rt
-            .block_on(self.client.read(&file.layout, offset, len32, file.size))
+            .block_on(async {
+                let _locks = self.client.extent_lock(file.fid, &file.layout, offset, len as u64, LockMode::Pr).await?;
+                self.client.read(&file.layout, offset, len32, file.size).await
+            })
             .map_err(weft_err)
             .with_context(|| format!("read of {len} bytes at {offset}"))?;
         Ok(&file.last)

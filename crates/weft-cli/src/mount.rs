@@ -19,7 +19,8 @@ pub struct MountArgs {
     mountpoint: PathBuf,
     /// Comma-separated options: timeout=SECONDS (how long requests wait for a restarting
     /// server before EIO, default 100), threads=N (FUSE threads, default 2), jobid=NAME,
-    /// log=FILE.
+    /// log=FILE, locks=on|off (off: no extent locks, no page cache kept across opens and 1 s
+    /// attribute caching, as before the lock manager; only to measure what locking costs).
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Option<String>,
     /// Stay in the foreground instead of returning once mounted.
@@ -39,12 +40,14 @@ pub struct MountOptions {
     pub threads: usize,
     pub jobid: String,
     pub log: Option<PathBuf>,
+    pub locks: bool,
 }
 
-const MOUNT_OPTIONS_ALLOWED: &str = "timeout=SECONDS, threads=N, jobid=NAME, log=FILE";
+const MOUNT_OPTIONS_ALLOWED: &str = "timeout=SECONDS, threads=N, jobid=NAME, log=FILE, locks=on|off";
 
 pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
-    let mut o = MountOptions { timeout: Duration::from_secs(100), threads: 2, jobid: String::new(), log: None };
+    let mut o =
+        MountOptions { timeout: Duration::from_secs(100), threads: 2, jobid: String::new(), log: None, locks: true };
     for item in text.unwrap_or("").split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, v) = item.split_once('=').unwrap_or((item, ""));
         match k {
@@ -65,6 +68,13 @@ pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
             }
             "jobid" => o.jobid = v.to_string(),
             "log" => o.log = Some(PathBuf::from(v)),
+            "locks" => {
+                o.locks = match v {
+                    "on" => true,
+                    "off" => false,
+                    _ => bail!("mount option locks={v}: allowed values are on, off"),
+                }
+            }
             _ => bail!("unknown mount option '{k}': allowed are {MOUNT_OPTIONS_ALLOWED}"),
         }
     }
@@ -124,6 +134,8 @@ pub fn client_config(mgs: &str, opts: &MountOptions) -> weft_client::ClientConfi
         connect_timeout: Duration::from_secs(5),
         request_timeout: opts.timeout,
         jobid: opts.jobid.clone(),
+        extent_locks: opts.locks,
+        ..weft_client::ClientConfig::new(mgs)
     }
 }
 

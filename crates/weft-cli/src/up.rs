@@ -105,6 +105,7 @@ fn local_config(data: &Path, osts: u32) -> anyhow::Result<ServerConfig> {
         mgs: Some(MgsRole {}),
         mds: Some(MdsRole { index: 0 }),
         oss: Some(OssRole { osts: (0..osts).collect() }),
+        lock_timeout_ms: weft_server::config::LOCK_TIMEOUT_MS_DEFAULT,
     };
     std::fs::write(&path, toml::to_string_pretty(&c)?)?;
     Ok(c)

@@ -3,6 +3,7 @@
 //! [`crate::limits::OBJECT_REQUESTS_IN_FLIGHT_MAX`] at a time.
 
 use crate::limits::OBJECT_REQUESTS_IN_FLIGHT_MAX;
+use crate::locks::ExtentGuard;
 use crate::striping::{gather, piece_is_whole_range, plan_pieces, scatter, ObjectPiece};
 use crate::Client;
 use bytes::{Bytes, BytesMut};
@@ -75,10 +76,15 @@ impl Client {
 
     /// Writes `data` at `offset`, one request per object piece, in parallel; returns once
     /// every OST acknowledged. A piece that is contiguous in the file is sent as a slice
-    /// of `data`, without a copy.
-    pub async fn write(&self, layout: &Layout, offset: u64, data: Bytes) -> WeftResult<()> {
+    /// of `data`, without a copy. `locks` are the write locks taken for the range
+    /// ([`Client::extent_lock`]); a write whose locks belong to an incarnation of the client
+    /// before an eviction fails instead of writing over what others wrote since.
+    pub async fn write(&self, layout: &Layout, offset: u64, data: Bytes, locks: &ExtentGuard) -> WeftResult<()> {
         if data.is_empty() {
             return Ok(());
+        }
+        if locks.generation != self.generation() {
+            return Err(crate::evicted_error());
         }
         let end = offset.checked_add(data.len() as u64).filter(|end| *end <= FILE_SIZE_MAX_BYTES);
         if end.is_none() {
@@ -141,6 +147,7 @@ impl Client {
             ));
         }
         let comp = layout.plain()?;
+        let _locks = self.extent_lock_from(fid, layout, size).await?;
         bounded(comp.objects.iter().copied().enumerate().map(|(stripe, object)| async move {
             let op = OstRequest::Punch { fid: object.fid, size: comp.object_size_for(size, stripe) };
             match self.ost(object.ost, op, Bytes::new()).await? {

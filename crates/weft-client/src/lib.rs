@@ -16,7 +16,9 @@
 //! request id) until `request_timeout`. Meanwhile the client refetches the map from the MGS;
 //! if the map moves the target to another address, the request is resent there.
 
+mod flock;
 mod limits;
+pub mod locks;
 mod map;
 mod metadata;
 mod statfs;
@@ -34,9 +36,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::{watch, Notify};
+use weft_proto::lock::{LdlmReply, LdlmRequest, LockTarget};
 use weft_proto::msg::{
-    ClusterMap, Identity, MdtReply, MdtRequest, MgsReply, MgsRequest, OstReply, OstRequest, ReplyBody, RequestBody,
-    RequestHeader, TargetKind,
+    ClusterMap, Identity, InodeInfo, MdtReply, MdtRequest, MgsReply, MgsRequest, OstReply, OstRequest, ReplyBody,
+    RequestBody, RequestHeader, TargetKind,
 };
 use weft_proto::{ErrorCode, WeftError, WeftResult};
 use weft_rpc::{Peer, PeerOptions};
@@ -52,6 +55,11 @@ pub struct ClientConfig {
     pub request_timeout: Duration,
     /// The job the requests are for (Lustre's jobid), for scheduling and statistics.
     pub jobid: String,
+    /// Whether reads and writes take extent locks, which let the mount cache pages and
+    /// attributes coherently with other clients. Off only to measure what locking costs.
+    pub extent_locks: bool,
+    /// Most locks cached before the least recently used are given back.
+    pub locks_cached_max: usize,
 }
 
 impl ClientConfig {
@@ -62,11 +70,9 @@ impl ClientConfig {
             connect_timeout: defaults.connect_timeout,
             request_timeout: defaults.request_timeout,
             jobid: String::new(),
+            extent_locks: true,
+            locks_cached_max: limits::LOCKS_CACHED_MAX,
         }
-    }
-
-    fn peer_options(&self) -> PeerOptions {
-        PeerOptions { connect_timeout: self.connect_timeout, request_timeout: self.request_timeout }
     }
 }
 
@@ -75,7 +81,15 @@ const MDT_INDEX: u32 = 0;
 
 pub struct Client {
     config: ClientConfig,
-    client_id: u64,
+    /// Random per incarnation: a client evicted by a server comes back under a new id.
+    client_id: AtomicU64,
+    /// Counts incarnations; what was started under an older one is not finished (a write
+    /// queued before an eviction is never sent after it).
+    generation: AtomicU64,
+    locks: Arc<locks::LockCache>,
+    weak_self: Weak<Client>,
+    /// Makes this client reachable for callbacks from servers of this process.
+    local_registration: std::sync::Mutex<Option<weft_rpc::local::ClientRegistration>>,
     next_request_id: AtomicU64,
     mgs: Peer,
     /// The current map; watchers learn of every change (requests waiting on a moved target).
@@ -93,7 +107,7 @@ impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
             .field("mgs_address", &self.config.mgs_address)
-            .field("client_id", &format_args!("{:#x}", self.client_id))
+            .field("client_id", &format_args!("{:#x}", self.client_id()))
             .field("map_version", &self.map_tx.borrow().map.version)
             .finish()
     }
@@ -103,11 +117,15 @@ impl Client {
     /// Fetches the cluster map from the MGS (within `connect_timeout`) and starts the task
     /// that keeps it current.
     pub async fn connect(config: ClientConfig) -> WeftResult<Arc<Client>> {
-        let mgs = Peer::new(config.mgs_address.clone(), config.peer_options());
-        let client = Arc::new(Client {
-            client_id: rand::random::<u64>(),
+        let client_id = rand::random::<u64>();
+        let client = Arc::new_cyclic(|weak: &Weak<Client>| Client {
+            client_id: AtomicU64::new(client_id),
+            generation: AtomicU64::new(1),
+            locks: Arc::new(locks::LockCache::new(config.extent_locks, config.locks_cached_max)),
+            weak_self: weak.clone(),
+            local_registration: std::sync::Mutex::new(None),
             next_request_id: AtomicU64::new(1),
-            mgs,
+            mgs: Peer::new(config.mgs_address.clone(), peer_options(&config, client_id, weak)),
             map_tx: watch::Sender::new(Arc::new(MapState::default())),
             peers: RwLock::new(HashMap::new()),
             map_refresh_wanted: Arc::new(Notify::new()),
@@ -120,8 +138,39 @@ impl Client {
                 format!("cannot reach the management service at {}: {}", client.config.mgs_address, e.message),
             )
         })?;
+        client.register_local(client_id);
         tokio::spawn(map_task(Arc::downgrade(&client), client.map_refresh_wanted.clone()));
         Ok(client)
+    }
+
+    fn register_local(&self, client_id: u64) {
+        let handler = Arc::new(locks::Callbacks(self.weak_self.clone()));
+        *self.local_registration.lock().unwrap_or_else(|p| p.into_inner()) =
+            Some(weft_rpc::local::register_client(client_id, handler));
+    }
+
+    pub(crate) fn weak_self(&self) -> Option<Weak<Client>> {
+        Some(self.weak_self.clone())
+    }
+
+    /// The current incarnation (see [`Client::client_id`]).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
+
+    /// A server evicted this client (it did not answer a lock callback in time): its locks
+    /// are gone, so every cache they guarded is dropped, and the client comes back under a
+    /// new id with new connections. What was under way before fails with EIO.
+    fn evicted(&self, old_id: u64) {
+        let new_id = rand::random::<u64>();
+        if self.client_id.compare_exchange(old_id, new_id, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return; // another request saw it first
+        }
+        self.generation.fetch_add(1, Ordering::AcqRel);
+        tracing::warn!("evicted as client {old_id:016x}; reconnecting as {new_id:016x}");
+        self.peers.write().unwrap_or_else(|p| p.into_inner()).clear();
+        self.register_local(new_id);
+        self.locks.forget_all();
     }
 
     /// The cluster map as this client knows it now.
@@ -130,7 +179,7 @@ impl Client {
     }
 
     pub fn client_id(&self) -> u64 {
-        self.client_id
+        self.client_id.load(Ordering::Acquire)
     }
 
     pub fn config(&self) -> &ClientConfig {
@@ -143,7 +192,7 @@ impl Client {
 
     fn header(&self, who: &Identity) -> RequestHeader {
         RequestHeader {
-            client_id: self.client_id,
+            client_id: self.client_id(),
             request_id: self.next_request_id.fetch_add(1, Ordering::Relaxed),
             identity: who.clone(),
             jobid: self.config.jobid.clone(),
@@ -194,7 +243,9 @@ impl Client {
         let mut peers = self.peers.write().unwrap_or_else(|p| p.into_inner());
         peers
             .entry(address.to_string())
-            .or_insert_with(|| Arc::new(Peer::new(address, self.config.peer_options())))
+            .or_insert_with(|| {
+                Arc::new(Peer::new(address, peer_options(&self.config, self.client_id(), &self.weak_self)))
+            })
             .clone()
     }
 
@@ -264,7 +315,14 @@ impl Client {
                 }
             };
             tokio::select! {
-                result = call => return result,
+                result = call => {
+                    if let Err(e) = &result {
+                        if e.code == ErrorCode::Evicted {
+                            self.evicted(header.client_id);
+                        }
+                    }
+                    return result;
+                }
                 _ = moved => {
                     // Resending with the same request id is safe: the MDS reply cache makes
                     // mutations idempotent, and OST writes and punches are idempotent.
@@ -288,8 +346,32 @@ impl Client {
         let header = self.header(who);
         let opcode = op.opcode_name();
         let body = RequestBody::Mdt { mdt: MDT_INDEX, op };
+        // The answer may carry an intent lock (recorded before the ticket goes).
+        let _ticket = self.locks.ticket();
         match self.call_target(TargetKind::Mdt, MDT_INDEX, header, body, Bytes::new()).await? {
-            (ReplyBody::Mdt(reply), _) => Ok(reply),
+            (ReplyBody::Mdt(reply), _) => {
+                if let MdtReply::Inode(InodeInfo { lock: Some(grant), .. })
+                | MdtReply::Opened { inode: InodeInfo { lock: Some(grant), .. }, .. } = &reply
+                {
+                    self.note_inode_lock(grant);
+                }
+                Ok(reply)
+            }
+            (other, _) => Err(unexpected_reply(opcode, &other)),
+        }
+    }
+
+    /// One request to a target's lock manager.
+    pub(crate) async fn ldlm(&self, target: LockTarget, op: LdlmRequest) -> WeftResult<LdlmReply> {
+        let header = self.header(&Identity::root());
+        let (kind, index) = match target {
+            LockTarget::Mdt(i) => (TargetKind::Mdt, i),
+            LockTarget::Ost(i) => (TargetKind::Ost, i),
+        };
+        let body = RequestBody::Ldlm { target, op };
+        let opcode = body.opcode_name();
+        match self.call_target(kind, index, header, body, Bytes::new()).await? {
+            (ReplyBody::Ldlm(reply), _) => Ok(reply),
             (other, _) => Err(unexpected_reply(opcode, &other)),
         }
     }
@@ -305,6 +387,20 @@ impl Client {
             (other, _) => Err(unexpected_reply(opcode, &other)),
         }
     }
+}
+
+fn peer_options(config: &ClientConfig, client_id: u64, client: &Weak<Client>) -> PeerOptions {
+    PeerOptions {
+        connect_timeout: config.connect_timeout,
+        request_timeout: config.request_timeout,
+        client_id,
+        callbacks: Some(Arc::new(locks::Callbacks(client.clone()))),
+    }
+}
+
+/// The error of work started before this client was evicted.
+pub(crate) fn evicted_error() -> WeftError {
+    WeftError::new(ErrorCode::Evicted, "this client was evicted meanwhile; what it had under way is discarded")
 }
 
 /// Keeps the map current: refetches it every `MAP_REFRESH_INTERVAL_MS`, or at once when a
@@ -329,6 +425,7 @@ fn reply_name(reply: &ReplyBody) -> &'static str {
         ReplyBody::Mgs(_) => "Mgs",
         ReplyBody::Mdt(r) => mdt_reply_name(r),
         ReplyBody::Ost(_) => "Ost",
+        ReplyBody::Ldlm(_) => "Ldlm",
     }
 }
 
@@ -363,7 +460,7 @@ mod tests {
     fn client_futures_are_send(client: &Client, layout: &Layout, who: &Identity) {
         assert_send(Client::connect(ClientConfig::new("localhost:1")));
         assert_send(client.read(layout, 0, 1, 1));
-        assert_send(client.write(layout, 0, Bytes::new()));
+        assert_send(client.write(layout, 0, Bytes::new(), &locks::ExtentGuard::none(1)));
         assert_send(client.truncate(who, Fid::ROOT, layout, 0));
         assert_send(client.glimpse(layout));
         assert_send(client.fsync(layout));

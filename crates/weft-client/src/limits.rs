@@ -8,3 +8,5 @@ pub const TARGET_SILENCE_MS_MAX: u64 = 3_000;
 /// Most object requests one call (read, write, punch, glimpse, sync, statfs) keeps in
 /// flight; the rest wait their turn. Bounds memory and sockets for very wide files.
 pub const OBJECT_REQUESTS_IN_FLIGHT_MAX: usize = 64;
+/// Locks a client caches before it gives back the least recently used (Lustre's lru_size).
+pub const LOCKS_CACHED_MAX: usize = 32_768;

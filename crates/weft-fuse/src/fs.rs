@@ -2,20 +2,21 @@
 //! calls run on the tokio runtime (`block_on`: FUSE worker threads are not runtime
 //! threads), and each error becomes an errno in [`crate::errno`].
 
+use crate::coherence::{recheck, ttl_for, MountHooks};
 use crate::convert::{file_attr, file_type, mknod_type, set_time, timestamp};
 use crate::errno::fuse_errno;
 use crate::handles::{
     entry_offset, resume_at, HandleTable, OpenDir, OpenFile, Resume, Step, DIR_OFFSET_DOT, DIR_OFFSET_DOTDOT,
 };
 use crate::identity::identity_of;
-use crate::writeback::WriteBehind;
+use crate::writeback::{QueuedWrite, WriteBehind};
 use crate::xattr::{self, Answer, Virtual};
 use crate::MountOptions;
 use bytes::Bytes;
 use fuser::{
     AccessFlags, Errno, FileHandle, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags,
-    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLseek, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyLseek,
+    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use serde::Serialize;
 use std::ffi::OsStr;
@@ -28,6 +29,7 @@ use weft_client::virtual_xattr::{CreateWithLayout, LayoutAnswer, PathAnswer};
 use weft_client::Client;
 use weft_proto::layout::{Layout, StripeSpec};
 use weft_proto::limits::{NAME_BYTES_MAX, READDIR_ENTRIES_MAX};
+use weft_proto::lock::{FlockKind, FlockSpec, LockMode};
 use weft_proto::msg::{
     Attr, FileType, Identity, InodeInfo, SetAttr, OPEN_READ, OPEN_TRUNC, OPEN_WRITE, RENAME_EXCHANGE, RENAME_NOREPLACE,
     XATTR_CREATE, XATTR_REPLACE,
@@ -47,12 +49,16 @@ pub(crate) struct WeftFs {
     client: Arc<Client>,
     runtime: tokio::runtime::Handle,
     opts: MountOptions,
-    files: HandleTable<OpenFile>,
+    files: Arc<HandleTable<OpenFile>>,
     dirs: HandleTable<OpenDir>,
     /// Slots for closes running in the background (see `release`).
     closes: Arc<tokio::sync::Semaphore>,
     /// Writes answered to the kernel but still on their way to the OSTs.
     writes: Arc<WriteBehind>,
+    /// What the lock callbacks do to this mount's caches.
+    hooks: Arc<MountHooks>,
+    /// Files on which this mount set advisory locks, by lock owner: a close releases them.
+    advisory: std::sync::Mutex<std::collections::HashSet<(Fid, u64)>>,
 }
 
 fn who(req: &Request) -> Identity {
@@ -73,20 +79,62 @@ fn open_flags(flags: i32) -> u32 {
     access | if flags & libc::O_TRUNC != 0 { OPEN_TRUNC } else { 0 }
 }
 
+/// F_SETLKW asks again after this pause, doubling up to the max.
+const FLOCK_RETRY_MS_MIN: u64 = 5;
+const FLOCK_RETRY_MS_MAX: u64 = 200;
+
+/// The kernel's largest lock offset (OFFSET_MAX) means "to the end, whatever it becomes".
+fn lock_end(end: u64) -> u64 {
+    if end >= i64::MAX as u64 {
+        u64::MAX
+    } else {
+        end
+    }
+}
+
+fn kernel_end(end: u64) -> u64 {
+    end.min(i64::MAX as u64)
+}
+
+/// A kernel lock request as the lock manager's. flock(2) arrives as a whole-file lock of
+/// the open file description (fuser does not pass the kernel's FUSE_LK_FLOCK flag on), so it
+/// is kept as an fcntl-style lock of that owner.
+fn flock_spec(owner: LockOwner, start: u64, end: u64, typ: i32, pid: u32) -> Option<FlockSpec> {
+    let kind = match typ {
+        libc::F_RDLCK => FlockKind::Read,
+        libc::F_WRLCK => FlockKind::Write,
+        libc::F_UNLCK => FlockKind::Unlock,
+        _ => return None,
+    };
+    (start <= end).then(|| FlockSpec { owner: owner.0, kind, start, end: lock_end(end), pid, flock: false })
+}
+
+fn evicted() -> WeftError {
+    WeftError::new(ErrorCode::Evicted, "this file was opened before the client was evicted; open it again")
+}
+
 fn json(value: &impl Serialize) -> WeftResult<Vec<u8>> {
     serde_json::to_vec(value).map_err(|e| WeftError::io(format!("cannot encode an attribute value as JSON: {e}")))
 }
 
 impl WeftFs {
-    pub(crate) fn new(client: Arc<Client>, runtime: tokio::runtime::Handle, opts: MountOptions) -> WeftFs {
+    pub(crate) fn new(
+        client: Arc<Client>,
+        runtime: tokio::runtime::Handle,
+        opts: MountOptions,
+        writes: Arc<WriteBehind>,
+        hooks: Arc<MountHooks>,
+    ) -> WeftFs {
         WeftFs {
             client,
             runtime,
             opts,
-            files: HandleTable::default(),
+            files: Arc::new(HandleTable::default()),
             dirs: HandleTable::default(),
             closes: Arc::new(tokio::sync::Semaphore::new(CLOSES_IN_FLIGHT_MAX as usize)),
-            writes: Arc::new(WriteBehind::default()),
+            writes,
+            hooks,
+            advisory: std::sync::Mutex::new(std::collections::HashSet::new()),
         }
     }
 
@@ -94,13 +142,37 @@ impl WeftFs {
         self.runtime.block_on(f)
     }
 
-    fn ttl(&self) -> Duration {
-        self.opts.attr_ttl
+    /// Whether the caches are kept coherent by locks (else by short lifetimes).
+    fn locking(&self) -> bool {
+        self.client.extent_locking()
     }
 
-    fn reply_entry(&self, reply: ReplyEntry, op: &str, result: WeftResult<InodeInfo>) {
+    /// How long the kernel may keep what it is told about `inode`.
+    fn ttl(&self, inode: &InodeInfo) -> Duration {
+        if self.locking() {
+            ttl_for(&self.client, inode)
+        } else {
+            self.opts.attr_ttl
+        }
+    }
+
+    /// The lifetime of a name for `inode` under `parent`, remembering the name so that the
+    /// lock's callback can take it back.
+    fn entry_ttl(&self, parent: INodeNo, name: &OsStr, inode: &InodeInfo) -> Duration {
+        let ttl = self.ttl(inode);
+        if self.locking() && !ttl.is_zero() && !self.hooks.note_alias(parent.0, name, inode.attr.fid.to_ino()) {
+            return Duration::ZERO;
+        }
+        ttl
+    }
+
+    fn reply_entry(&self, reply: ReplyEntry, op: &str, parent: INodeNo, name: &OsStr, result: WeftResult<InodeInfo>) {
         match result {
-            Ok(inode) => reply.entry(&self.ttl(), &file_attr(&inode.attr, inode.layout.as_ref()), Generation(0)),
+            Ok(inode) => {
+                let ttl = self.entry_ttl(parent, name, &inode);
+                reply.entry(&ttl, &file_attr(&inode.attr, inode.layout.as_ref()), Generation(0));
+                recheck(&self.client, &self.hooks, &inode);
+            }
             Err(e) => reply.error(fuse_errno(op, &e)),
         }
     }
@@ -119,8 +191,32 @@ impl WeftFs {
             // The size comes from the objects: let this mount's queued writes land first.
             self.writes.wait_idle(inode.attr.fid).await;
         }
+        let known = inode.attr.size_known;
         self.client.complete_size(&mut inode).await?;
+        // A glimpsed size holds only for this answer: it must not be cached (see ttl_for).
+        inode.attr.size_known = known;
         Ok(inode)
+    }
+
+    /// Pages stay cached across opens while extent locks guard them.
+    fn open_cache_flags(&self) -> FopenFlags {
+        if self.locking() {
+            FopenFlags::FOPEN_KEEP_CACHE
+        } else {
+            // Every open drops the kernel's cached pages of the file, so a read after another
+            // client's close sees the new data.
+            FopenFlags::empty()
+        }
+    }
+
+    /// Ends the advisory locks `owner` holds on `fid`, if this mount ever set one.
+    async fn release_advisory(&self, fid: Fid, owner: u64) {
+        let had = self.advisory.lock().unwrap_or_else(|p| p.into_inner()).remove(&(fid, owner));
+        if had {
+            if let Err(e) = self.client.flock_release(fid, owner).await {
+                tracing::warn!("releasing the advisory locks of {fid}: {e}");
+            }
+        }
     }
 
     /// Every open of `fid` on this mount learns its new size (after a truncate here).
@@ -153,7 +249,9 @@ impl WeftFs {
         .await;
         match result {
             Ok(inode) => {
-                let fh = self.files.insert(OpenFile::new(fid, handle, inode.layout.clone(), inode.attr.size));
+                let mut file = OpenFile::new(fid, handle, inode.layout.clone(), inode.attr.size);
+                file.generation = self.client.generation();
+                let fh = self.files.insert(file);
                 Ok((fh, inode))
             }
             Err(e) => {
@@ -279,6 +377,10 @@ impl fuser::Filesystem for WeftFs {
         let _ = config.set_max_background(KERNEL_BACKGROUND_REQUESTS_MAX);
         // Lookups and creates in one directory may run in parallel: the MDS serializes.
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        // fcntl and flock locks go to the file system, which makes them hold across mounts.
+        if let Err(missing) = config.add_capabilities(InitFlags::FUSE_POSIX_LOCKS | InitFlags::FUSE_FLOCK_LOCKS) {
+            tracing::warn!("the kernel does not forward {missing:?}: advisory locks stay local to this mount");
+        }
         Ok(())
     }
 
@@ -292,14 +394,17 @@ impl fuser::Filesystem for WeftFs {
             let inode = self.client.lookup(&who, fid_of(parent), name.as_bytes()).await?;
             self.complete(inode).await
         });
-        self.reply_entry(reply, "lookup", result);
+        self.reply_entry(reply, "lookup", parent, name, result);
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let who = who(req);
         let result = self.block(async { self.complete(self.client.getattr(&who, fid_of(ino)).await?).await });
         match result {
-            Ok(inode) => reply.attr(&self.ttl(), &file_attr(&inode.attr, inode.layout.as_ref())),
+            Ok(inode) => {
+                reply.attr(&self.ttl(&inode), &file_attr(&inode.attr, inode.layout.as_ref()));
+                recheck(&self.client, &self.hooks, &inode);
+            }
             Err(e) => reply.error(fuse_errno("getattr", &e)),
         }
     }
@@ -333,7 +438,11 @@ impl fuser::Filesystem for WeftFs {
             ctime: ctime.map(timestamp),
         };
         match self.block(self.setattr_async(&who, fid_of(ino), fh, set)) {
-            Ok((attr, layout)) => reply.attr(&self.ttl(), &file_attr(&attr, layout.as_ref())),
+            // No lock came with the change: the next stat asks again.
+            Ok((attr, layout)) => {
+                let ttl = if self.locking() { Duration::ZERO } else { self.opts.attr_ttl };
+                reply.attr(&ttl, &file_attr(&attr, layout.as_ref()))
+            }
             Err(e) => reply.error(fuse_errno("setattr", &e)),
         }
     }
@@ -361,24 +470,24 @@ impl fuser::Filesystem for WeftFs {
             reply.error(Errno::EINVAL);
             return;
         };
-        let (parent, name, perm) = (fid_of(parent), name.as_bytes(), mode & 0o7777);
+        let (dir, bytes, perm) = (fid_of(parent), name.as_bytes(), mode & 0o7777);
         let result = self.block(async {
             if kind == FileType::Regular {
                 // A regular file is a create (it gets a layout), closed at once.
-                let (inode, handle) = self.client.create(&who, parent, name, perm, true, None, 0).await?;
+                let (inode, handle) = self.client.create(&who, dir, bytes, perm, true, None, 0).await?;
                 self.client.close(&who, inode.attr.fid, handle, None).await?;
                 Ok(inode)
             } else {
-                self.client.mknod(&who, parent, name, kind, perm, rdev).await
+                self.client.mknod(&who, dir, bytes, kind, perm, rdev).await
             }
         });
-        self.reply_entry(reply, "mknod", result);
+        self.reply_entry(reply, "mknod", parent, name, result);
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
         let who = who(req);
         let result = self.block(self.client.mkdir(&who, fid_of(parent), name.as_bytes(), mode & 0o7777));
-        self.reply_entry(reply, "mkdir", result);
+        self.reply_entry(reply, "mkdir", parent, name, result);
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -395,7 +504,7 @@ impl fuser::Filesystem for WeftFs {
         let who = who(req);
         let target = target.as_os_str().as_bytes();
         let result = self.block(self.client.symlink(&who, fid_of(parent), link_name.as_bytes(), target));
-        self.reply_entry(reply, "symlink", result);
+        self.reply_entry(reply, "symlink", parent, link_name, result);
     }
 
     fn rename(
@@ -437,7 +546,7 @@ impl fuser::Filesystem for WeftFs {
             let inode = self.client.link(&who, fid_of(ino), fid_of(newparent), newname.as_bytes()).await?;
             self.complete(inode).await
         });
-        self.reply_entry(reply, "link", result);
+        self.reply_entry(reply, "link", newparent, newname, result);
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
@@ -448,9 +557,7 @@ impl fuser::Filesystem for WeftFs {
             self.finish_open(&who, inode, handle, flags.0).await
         });
         match result {
-            // No FOPEN_KEEP_CACHE: every open drops the kernel's cached pages of the file,
-            // so a read after another client's close sees the new data.
-            Ok((fh, _)) => reply.opened(FileHandle(fh), FopenFlags::empty()),
+            Ok((fh, _)) => reply.opened(FileHandle(fh), self.open_cache_flags()),
             Err(e) => reply.error(fuse_errno("open", &e)),
         }
     }
@@ -474,7 +581,14 @@ impl fuser::Filesystem for WeftFs {
             reply.data(&[]);
             return;
         };
+        if file.generation != self.client.generation() {
+            reply.error(fuse_errno("read", &evicted()));
+            return;
+        }
         let result = self.block(async {
+            // The data and its size hold while the read lock does: another client's
+            // queued writes are called in first.
+            let _locks = self.client.extent_lock(file.fid, layout, offset, size as u64, LockMode::Pr).await?;
             // Reads see every write made before them on this mount.
             self.writes.wait_idle(file.fid).await;
             let mut file_size = file.known_size();
@@ -514,10 +628,19 @@ impl fuser::Filesystem for WeftFs {
             return;
         };
         let len = data.len();
+        if file.generation != self.client.generation() {
+            reply.error(fuse_errno("write", &evicted()));
+            return;
+        }
         // The kernel's buffer is borrowed for this call only: one copy into shared bytes,
         // which the striping then slices without copying again.
         let bytes = Bytes::copy_from_slice(data);
-        let queued = self.writes.submit(self.client.clone(), req.pid(), file.fid, layout.clone(), offset, bytes);
+        let queued = async {
+            // The write lock travels with the queued write until it reached the OSTs.
+            let locks = self.client.extent_lock(file.fid, layout, offset, len as u64, LockMode::Pw).await?;
+            let write = QueuedWrite { fid: file.fid, layout: layout.clone(), offset, data: bytes, locks };
+            self.writes.submit(self.client.clone(), req.pid(), write).await
+        };
         match self.block(queued) {
             Ok(()) => {
                 file.note_write(offset + len as u64);
@@ -527,9 +650,14 @@ impl fuser::Filesystem for WeftFs {
         }
     }
 
-    fn flush(&self, req: &Request, ino: INodeNo, _fh: FileHandle, _lock_owner: LockOwner, reply: ReplyEmpty) {
-        // close(2) by a writer waits for its queued writes and reports what failed.
-        let result = self.block(self.writes.flush(fid_of(ino), req.pid()));
+    fn flush(&self, req: &Request, ino: INodeNo, _fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {
+        // close(2) by a writer waits for its queued writes and reports what failed; a close
+        // also ends the fcntl locks its process held on the file (POSIX).
+        let result = self.block(async {
+            let written = self.writes.flush(fid_of(ino), req.pid()).await;
+            self.release_advisory(fid_of(ino), lock_owner.0).await;
+            written
+        });
         Self::reply_empty(reply, "flush", result);
     }
 
@@ -539,10 +667,14 @@ impl fuser::Filesystem for WeftFs {
         _ino: INodeNo,
         fh: FileHandle,
         _flags: OpenFlags,
-        _lock_owner: Option<LockOwner>,
+        lock_owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        if let Some(owner) = lock_owner {
+            // The last close of an open file description ends its flock lock.
+            self.block(self.release_advisory(fid_of(_ino), owner.0));
+        }
         let Some(file) = self.files.remove(fh.0) else {
             reply.ok();
             return;
@@ -754,15 +886,93 @@ impl fuser::Filesystem for WeftFs {
             self.finish_open(&who, inode, handle, flags).await
         });
         match result {
-            Ok((fh, inode)) => reply.created(
-                &self.ttl(),
-                &file_attr(&inode.attr, inode.layout.as_ref()),
-                Generation(0),
-                FileHandle(fh),
-                FopenFlags::empty(),
-            ),
+            Ok((fh, inode)) => {
+                reply.created(
+                    &self.entry_ttl(parent, name, &inode),
+                    &file_attr(&inode.attr, inode.layout.as_ref()),
+                    Generation(0),
+                    FileHandle(fh),
+                    self.open_cache_flags(),
+                );
+                recheck(&self.client, &self.hooks, &inode);
+            }
             Err(e) => reply.error(fuse_errno("create", &e)),
         }
+    }
+
+    fn getlk(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        _fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        reply: ReplyLock,
+    ) {
+        let Some(lock) = flock_spec(lock_owner, start, end, typ, pid) else {
+            return reply.error(Errno::EINVAL);
+        };
+        match self.block(self.client.flock_get(fid_of(ino), lock)) {
+            Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
+            Ok(Some(holder)) => {
+                let typ = if holder.kind == FlockKind::Read { libc::F_RDLCK } else { libc::F_WRLCK };
+                reply.locked(holder.start, kernel_end(holder.end), typ, holder.pid)
+            }
+            Err(e) => reply.error(fuse_errno("getlk", &e)),
+        }
+    }
+
+    fn setlk(
+        &self,
+        _req: &Request,
+        ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: LockOwner,
+        start: u64,
+        end: u64,
+        typ: i32,
+        pid: u32,
+        sleep: bool,
+        reply: ReplyEmpty,
+    ) {
+        let Some(lock) = flock_spec(lock_owner, start, end, typ, pid) else {
+            return reply.error(Errno::EINVAL);
+        };
+        let fid = fid_of(ino);
+        if lock.kind != FlockKind::Unlock {
+            self.advisory.lock().unwrap_or_else(|p| p.into_inner()).insert((fid, lock.owner));
+        }
+        if !sleep {
+            let result = self.block(self.client.flock_set(fid, lock));
+            return match result {
+                Ok(true) => reply.ok(),
+                Ok(false) => reply.error(Errno::EAGAIN),
+                Err(e) => reply.error(fuse_errno("setlk", &e)),
+            };
+        }
+        // F_SETLKW: wait off the FUSE threads (a waiter must not take a worker from the
+        // mount), asking again with a growing pause until granted, until the file is closed,
+        // or until the client fails.
+        let client = self.client.clone();
+        let files = self.files.clone();
+        self.runtime.spawn(async move {
+            let mut pause_ms = FLOCK_RETRY_MS_MIN;
+            loop {
+                match client.flock_set(fid, lock.clone()).await {
+                    Ok(true) => return reply.ok(),
+                    Ok(false) => {}
+                    Err(e) => return reply.error(fuse_errno("setlk", &e)),
+                }
+                if files.get(fh.0).is_none() {
+                    return reply.error(Errno::EINTR);
+                }
+                tokio::time::sleep(Duration::from_millis(pause_ms)).await;
+                pause_ms = (pause_ms * 2).min(FLOCK_RETRY_MS_MAX);
+            }
+        });
     }
 
     fn fallocate(

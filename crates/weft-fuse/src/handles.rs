@@ -61,11 +61,20 @@ pub struct OpenFile {
     /// shrinks its idea of the size.
     known_size: AtomicU64,
     wrote: AtomicBool,
+    /// The client incarnation that opened it: after an eviction the handle gives EIO.
+    pub generation: u64,
 }
 
 impl OpenFile {
     pub fn new(fid: Fid, mds_handle: u64, layout: Option<Layout>, size_at_open: u64) -> OpenFile {
-        OpenFile { fid, mds_handle, layout, known_size: AtomicU64::new(size_at_open), wrote: AtomicBool::new(false) }
+        OpenFile {
+            fid,
+            mds_handle,
+            layout,
+            known_size: AtomicU64::new(size_at_open),
+            wrote: AtomicBool::new(false),
+            generation: 0,
+        }
     }
 
     pub fn known_size(&self) -> u64 {

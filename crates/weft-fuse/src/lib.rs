@@ -7,6 +7,7 @@
 //! * the virtual `weft.*` extended attributes (`xattr.rs`) are how the `weft` CLI asks the
 //!   mount for layouts, FIDs, paths, per-target statfs and the cluster map.
 
+mod coherence;
 mod convert;
 mod errno;
 mod fs;
@@ -77,7 +78,10 @@ pub fn mount(
     opts: MountOptions,
 ) -> std::io::Result<fuser::BackgroundSession> {
     let config = fuse_config(&opts);
-    let session = fuser::spawn_mount(fs::WeftFs::new(client, runtime, opts), mountpoint, &config)?;
+    let (fs, hooks) = filesystem(client, runtime, opts);
+    let session = fuser::Session::new(fs, mountpoint, &config)?;
+    hooks.set_notifier(session.notifier());
+    let session = session.spawn()?;
     tune_readahead(mountpoint);
     Ok(session)
 }
@@ -132,7 +136,24 @@ pub fn mount_foreground(
         }
         tune_readahead(&tuned);
     });
-    fuser::mount(fs::WeftFs::new(client, runtime, opts), mountpoint, &config)
+    let (fs, hooks) = filesystem(client, runtime, opts);
+    let session = fuser::Session::new(fs, mountpoint, &config)?;
+    hooks.set_notifier(session.notifier());
+    session.run()
+}
+
+/// The file system, with its lock hooks installed in the client. The hooks reach the
+/// kernel through the session's notifier, which exists once the session does: the caller
+/// hands it over before the session serves.
+fn filesystem(
+    client: Arc<Client>,
+    runtime: tokio::runtime::Handle,
+    opts: MountOptions,
+) -> (fs::WeftFs, Arc<coherence::MountHooks>) {
+    let writes = Arc::new(writeback::WriteBehind::default());
+    let hooks = coherence::MountHooks::new(writes.clone(), runtime.clone());
+    client.set_lock_hooks(hooks.clone());
+    (fs::WeftFs::new(client, runtime, opts, writes, hooks.clone()), hooks)
 }
 
 #[cfg(test)]

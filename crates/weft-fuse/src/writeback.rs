@@ -22,6 +22,7 @@ use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, Semaphore};
+use weft_client::locks::ExtentGuard;
 use weft_client::Client;
 use weft_proto::{Fid, Layout, WeftError, WeftResult};
 
@@ -80,6 +81,16 @@ impl FileWrites {
     }
 }
 
+/// One write to queue: where, what, and the write locks that cover it (kept until the
+/// write reached the OSTs, so a callback for them waits for it).
+pub struct QueuedWrite {
+    pub fid: Fid,
+    pub layout: Layout,
+    pub offset: u64,
+    pub data: Bytes,
+    pub locks: ExtentGuard,
+}
+
 pub struct WriteBehind {
     dirty: Arc<Semaphore>,
     files: Mutex<HashMap<Fid, Arc<FileWrites>>>,
@@ -102,15 +113,8 @@ impl WriteBehind {
 
     /// Queues a write of `data` at `offset`; returns once it is queued (or with the file's
     /// earlier error). Must run inside the tokio runtime.
-    pub async fn submit(
-        &self,
-        client: Arc<Client>,
-        pid: u32,
-        fid: Fid,
-        layout: Layout,
-        offset: u64,
-        data: Bytes,
-    ) -> WeftResult<()> {
+    pub async fn submit(&self, client: Arc<Client>, pid: u32, write: QueuedWrite) -> WeftResult<()> {
+        let QueuedWrite { fid, layout, offset, data, locks } = write;
         let fw = self.file(fid);
         {
             let mut st = fw.lock();
@@ -131,7 +135,8 @@ impl WriteBehind {
         fw.wait_until(|(s, e)| *s < end && start < *e).await;
         fw.lock().in_flight.push((start, end));
         tokio::spawn(async move {
-            let result = client.write(&layout, offset, data).await;
+            let result = client.write(&layout, offset, data, &locks).await;
+            drop(locks);
             drop(permit);
             let mut st = fw.lock();
             if let Some(i) = st.in_flight.iter().position(|r| *r == (start, end)) {

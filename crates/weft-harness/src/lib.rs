@@ -9,6 +9,9 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use weft_proto::msg::*;
 
+/// The lock callback timeout of test clusters: short, so that a test of a dead client's
+/// eviction runs in seconds, yet far above what a live client takes to answer.
+pub const LOCK_TIMEOUT_MS: u64 = 4_000;
 /// How long a server or mount may take to come up before the test fails.
 pub const START_TIMEOUT_S: u64 = 30;
 /// How long a stopped process may take to exit before it is killed.
@@ -117,10 +120,11 @@ impl Cluster {
         let expected_targets = nodes.iter().map(|n| n.osts.len() + n.mdt.is_some() as usize).sum();
         for s in &servers {
             let mut toml = format!(
-                "fsname = \"weft\"\ndata_dir = \"{}\"\nlisten = \"{}\"\nmgs_address = \"{}\"\n",
+                "fsname = \"weft\"\ndata_dir = \"{}\"\nlisten = \"{}\"\nmgs_address = \"{}\"\nlock_timeout_ms = {}\n",
                 s.data_dir.display(),
                 s.address,
-                mgs_address
+                mgs_address,
+                LOCK_TIMEOUT_MS
             );
             if s.spec.mgs {
                 toml.push_str("[mgs]\n");
@@ -222,6 +226,18 @@ impl Cluster {
             std::thread::sleep(Duration::from_millis(20));
         }
         path
+    }
+
+    /// kill -9 of the client process of mount `path` (a client that dies holding locks),
+    /// then a lazy unmount of what it leaves behind.
+    pub fn kill9_mount(&mut self, path: &Path) {
+        let m =
+            self.mounts.iter_mut().find(|m| m.path == path).unwrap_or_else(|| panic!("no mount {}", path.display()));
+        if let Some(mut c) = m.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        let _ = Command::new("fusermount3").arg("-uz").arg(&m.path).status();
     }
 
     pub fn server(&mut self, name: &str) -> &mut Server {

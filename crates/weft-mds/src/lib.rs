@@ -35,6 +35,7 @@
 pub mod background;
 pub mod journal;
 pub mod limits;
+pub mod locking;
 pub mod objects;
 pub mod open_files;
 pub mod ops;
@@ -139,6 +140,7 @@ pub struct Mds {
     writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     stopping: AtomicBool,
+    locks: std::sync::OnceLock<Arc<weft_dlm::namespace::Namespace>>,
 }
 
 /// The server clock.
@@ -195,6 +197,7 @@ impl Mds {
             writer_thread: Mutex::new(Some(writer_thread)),
             tasks: Mutex::new(tasks),
             stopping: AtomicBool::new(false),
+            locks: std::sync::OnceLock::new(),
         }))
     }
 
@@ -231,8 +234,22 @@ impl Mds {
         }
     }
 
+    /// The MDT's lock namespace: once set, every request goes through [`locking`] (changes
+    /// call back the clients caching what they change; answers carry intent locks).
+    pub fn set_lock_namespace(&self, ns: Arc<weft_dlm::namespace::Namespace>) {
+        let _ = self.locks.set(ns);
+    }
+
     /// Executes one request.
     pub async fn handle(&self, header: &RequestHeader, req: MdtRequest) -> WeftResult<MdtReply> {
+        match self.locks.get() {
+            Some(ns) => locking::handle(self, ns, header, req).await,
+            None => self.execute(header, req).await,
+        }
+    }
+
+    /// Executes one request without taking locks.
+    pub(crate) async fn execute(&self, header: &RequestHeader, req: MdtRequest) -> WeftResult<MdtReply> {
         if self.stopping.load(Ordering::Acquire) {
             return Err(WeftError::new(ErrorCode::Again, "the MDS is shutting down; retry on its successor"));
         }

@@ -5,7 +5,8 @@
 //! * [`msg`]: every request and reply of every role;
 //! * [`wire`]: the frame format that carries messages and bulk data;
 //! * [`error`]: the error codes that cross the wire;
-//! * [`limits`]: every bound in one place.
+//! * [`limits`]: every bound in one place;
+//! * [`lock`]: lock requests, grants and callbacks.
 //!
 //! Nothing here performs I/O or reads a clock, so all of it is testable exhaustively.
 
@@ -13,6 +14,7 @@ pub mod error;
 pub mod fid;
 pub mod layout;
 pub mod limits;
+pub mod lock;
 pub mod msg;
 pub mod wire;
 

@@ -11,6 +11,7 @@
 use crate::error::WeftError;
 use crate::fid::Fid;
 use crate::layout::{Layout, StripeSpec};
+use crate::lock::{LdlmReply, LdlmRequest, LockGrant, LockTarget};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -65,6 +66,11 @@ pub enum RequestBody {
         ost: u32,
         op: OstRequest,
     },
+    /// The lock manager of a target (see [`crate::lock`]).
+    Ldlm {
+        target: LockTarget,
+        op: LdlmRequest,
+    },
 }
 
 /// Every reply is a result: an error crosses the wire as a [`WeftError`].
@@ -76,6 +82,7 @@ pub enum ReplyBody {
     Mgs(MgsReply),
     Mdt(MdtReply),
     Ost(OstReply),
+    Ldlm(LdlmReply),
 }
 
 impl RequestBody {
@@ -89,6 +96,7 @@ impl RequestBody {
             RequestBody::Ost { op, .. } => {
                 matches!(op, OstRequest::Read { .. } | OstRequest::Getattr { .. } | OstRequest::Statfs)
             }
+            RequestBody::Ldlm { op, .. } => matches!(op, LdlmRequest::FlockGet { .. }),
         }
     }
 
@@ -112,6 +120,13 @@ impl RequestBody {
                 OstRequest::Destroy { .. } => "ost_destroy",
                 OstRequest::Precreate { .. } => "ost_precreate",
                 OstRequest::Statfs => "ost_statfs",
+            },
+            RequestBody::Ldlm { op, .. } => match op {
+                LdlmRequest::Enqueue { .. } => "ldlm_enqueue",
+                LdlmRequest::Cancel { .. } => "ldlm_cancel",
+                LdlmRequest::FlockSet { .. } => "ldlm_flock_set",
+                LdlmRequest::FlockGet { .. } => "ldlm_flock_get",
+                LdlmRequest::FlockRelease { .. } => "ldlm_flock_release",
             },
         }
     }
@@ -258,6 +273,9 @@ pub struct Attr {
 pub struct InodeInfo {
     pub attr: Attr,
     pub layout: Option<Layout>,
+    /// The inode-bit lock the MDS granted the asking client with this answer (Lustre's
+    /// intent locks): while the client holds it, what it covers may be cached.
+    pub lock: Option<LockGrant>,
 }
 
 /// Time to set: `Now` takes the server's clock (utimensat's UTIME_NOW).

@@ -75,7 +75,11 @@ async fn main() {
     let address = listener.local_addr().expect("address").to_string();
     let server = Server::new(Arc::new(Echo), ServerLimits::default());
     server.serve(listener);
-    let opts = PeerOptions { connect_timeout: Duration::from_secs(5), request_timeout: Duration::from_secs(30) };
+    let opts = PeerOptions {
+        connect_timeout: Duration::from_secs(5),
+        request_timeout: Duration::from_secs(30),
+        ..Default::default()
+    };
     measure("tcp", Arc::new(Peer::new(address.clone(), opts.clone()))).await;
     server.register_local(&address);
     let local = Arc::new(Peer::new(address, opts));

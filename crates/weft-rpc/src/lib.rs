@@ -1,5 +1,8 @@
 //! Weft's request transport, behind which RDMA can come later.
 //!
+//! * [`callback`]: the client's end of server-to-client callbacks, [`CallbackHandler`];
+//! * [`exports`]: the server's view of its clients, [`Exports`]: calling a client back
+//!   (over the connection its requests came on, or in-process) and evicting it;
 //! * [`frame`]: reading and writing one frame (header, message, bulk) with checksums;
 //! * [`peer`]: the client side, [`Peer`]: one connection to one server with many requests
 //!   in flight, reconnecting and resending the same request until a deadline;
@@ -10,12 +13,17 @@
 //!   authorize → schedule → execute → reply → account, with the scheduling (NRS) and
 //!   accounting slots in place even while FIFO is the only policy.
 
+pub mod callback;
+pub mod exports;
 pub mod frame;
 pub mod local;
 pub mod peer;
 pub mod server;
 pub mod stats;
 
+pub use callback::CallbackHandler;
+pub use exports::Exports;
+pub use local::{register_client, ClientRegistration};
 pub use peer::{Peer, PeerOptions};
 pub use server::{Handler, RequestContext, Server, ServerLimits};
 pub use stats::{OpStats, Stats};

@@ -12,11 +12,18 @@
 //! (the Peer retries until its deadline), and a server started again under the same address
 //! is found again.
 //!
-//! `WEFT_TRANSPORT=tcp` in the environment (read once per process) makes every lookup miss:
-//! everything goes over TCP, for measurement and comparison.
+//! Callbacks go the other way through a second registry, of clients: a client of this
+//! process registers its [`CallbackHandler`] under its client id ([`register_client`]), and a
+//! server's [`Exports`](crate::Exports) calls that handler directly when no TCP connection
+//! reaches the client.
+//!
+//! `WEFT_TRANSPORT=tcp` in the environment (read once per process) makes every lookup miss,
+//! of servers and of clients: everything goes over TCP, for measurement and comparison.
 
+use crate::callback::CallbackHandler;
 use crate::server::Server;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, OnceLock, RwLock, Weak};
 
 /// The environment variable that forces TCP when set to `tcp`.
@@ -62,4 +69,56 @@ pub fn lookup(address: &str) -> Option<Arc<Server>> {
         return None;
     }
     registry().read().unwrap_or_else(|p| p.into_inner()).get(address)?.upgrade()
+}
+
+/// The handlers registered under one client id, oldest first; the newest answers.
+type Clients = RwLock<HashMap<u64, Vec<(u64, Arc<dyn CallbackHandler>)>>>;
+
+fn clients() -> &'static Clients {
+    static CLIENTS: OnceLock<Clients> = OnceLock::new();
+    CLIENTS.get_or_init(Default::default)
+}
+
+/// Keeps a client's callback handler registered in-process; dropping it unregisters that
+/// handler (an older registration of the same client id, if any is still held, answers again).
+#[must_use = "the handler is unregistered when the registration is dropped"]
+#[derive(Debug)]
+pub struct ClientRegistration {
+    client_id: u64,
+    token: u64,
+}
+
+impl ClientRegistration {
+    pub fn client_id(&self) -> u64 {
+        self.client_id
+    }
+}
+
+impl Drop for ClientRegistration {
+    fn drop(&mut self) {
+        let mut map = clients().write().unwrap_or_else(|p| p.into_inner());
+        if let Some(handlers) = map.get_mut(&self.client_id) {
+            handlers.retain(|(t, _)| *t != self.token);
+            if handlers.is_empty() {
+                map.remove(&self.client_id);
+            }
+        }
+    }
+}
+
+/// Makes `handler` answer the callbacks that servers of this process send to `client_id`
+/// while no TCP connection reaches that client, until the registration is dropped.
+pub fn register_client(client_id: u64, handler: Arc<dyn CallbackHandler>) -> ClientRegistration {
+    static TOKENS: AtomicU64 = AtomicU64::new(1);
+    let token = TOKENS.fetch_add(1, Ordering::Relaxed);
+    clients().write().unwrap_or_else(|p| p.into_inner()).entry(client_id).or_default().push((token, handler));
+    ClientRegistration { client_id, token }
+}
+
+/// The handler registered in this process for `client_id`, unless TCP is forced.
+pub(crate) fn client_handler(client_id: u64) -> Option<Arc<dyn CallbackHandler>> {
+    if tcp_forced() {
+        return None;
+    }
+    clients().read().unwrap_or_else(|p| p.into_inner()).get(&client_id)?.last().map(|(_, h)| h.clone())
 }

@@ -9,7 +9,22 @@
 //! [`crate::local`]), each attempt calls that server's pipeline directly instead: the same
 //! request and reply values, no encoding, no framing, no checksums, the bulk not copied. The
 //! choice is made per attempt, so retries, the deadline and the errors are the same code.
+//!
+//! Callbacks: a Peer whose [`PeerOptions::callbacks`] is set serves the server's callbacks.
+//! Right after opening each TCP connection it pings with [`PeerOptions::client_id`] in the
+//! header, so that the server knows the connection as the way to this client (see
+//! [`crate::Exports`]) even if the client sends nothing else on it; the connection's reader
+//! runs each Callback frame through the handler as a task of its own and writes the answer
+//! (`Result<CallbackAnswer, WeftError>`) in a CallbackReply frame with the callback's xid. A
+//! Peer without callbacks answers a Callback frame with an error and keeps the connection.
+//! Requests that go in-process open no connection: for servers of this process the client
+//! registers its handler with [`crate::local::register_client`] instead.
+//!
+//! The server learns a route only from a connection the client opened, and a Peer opens one
+//! only to send a request: a client that must stay reachable while idle, or after its
+//! connection broke, pings its servers now and then (Lustre's pinger).
 
+use crate::callback::CallbackHandler;
 use crate::frame::{read_frame, write_frame};
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -20,21 +35,44 @@ use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Semaphore};
 use weft_proto::limits::{BULK_BYTES_MAX, CONNECTION_IN_FLIGHT_MAX};
+use weft_proto::lock::{CallbackAnswer, CallbackRequest};
 use weft_proto::msg::{Reply, ReplyBody, Request, RequestBody, RequestHeader};
 use weft_proto::wire::{decode_message, encode_message, FrameKind};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
 
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct PeerOptions {
     /// How long one connection attempt may take.
     pub connect_timeout: Duration,
     /// How long a request may wait and resend, across reconnects, before it fails.
     pub request_timeout: Duration,
+    /// The client instance this peer speaks for, in the ping that opens each connection when
+    /// `callbacks` is set (0 = anonymous). Requests carry the id of their own headers.
+    pub client_id: u64,
+    /// Serves the server's callbacks to `client_id`; None for a peer that takes none (a
+    /// server talking to another server, a tool).
+    pub callbacks: Option<Arc<dyn CallbackHandler>>,
 }
 
 impl Default for PeerOptions {
     fn default() -> Self {
-        PeerOptions { connect_timeout: Duration::from_secs(5), request_timeout: Duration::from_secs(100) }
+        PeerOptions {
+            connect_timeout: Duration::from_secs(5),
+            request_timeout: Duration::from_secs(100),
+            client_id: 0,
+            callbacks: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for PeerOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PeerOptions")
+            .field("connect_timeout", &self.connect_timeout)
+            .field("request_timeout", &self.request_timeout)
+            .field("client_id", &format_args!("{:016x}", self.client_id))
+            .field("callbacks", &self.callbacks.as_ref().map(|_| "set"))
+            .finish()
     }
 }
 
@@ -53,7 +91,7 @@ struct Connection {
 }
 
 impl Connection {
-    async fn open(address: &str, timeout: Duration) -> WeftResult<Arc<Connection>> {
+    async fn open(address: &str, timeout: Duration, opts: &PeerOptions) -> WeftResult<Arc<Connection>> {
         let stream = match tokio::time::timeout(timeout, TcpStream::connect(address)).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => return Err(WeftError::new(ErrorCode::Io, format!("cannot connect to {address}: {e}"))),
@@ -74,8 +112,10 @@ impl Connection {
             in_flight: Semaphore::new(CONNECTION_IN_FLIGHT_MAX),
         });
         let weak = Arc::downgrade(&conn);
-        let address = address.to_string();
+        let name = address.to_string();
+        let callbacks = opts.callbacks.clone();
         tokio::spawn(async move {
+            let address = name;
             let failure = loop {
                 let frame = match read_frame(&mut reader).await {
                     Ok(Some(f)) => f,
@@ -83,19 +123,62 @@ impl Connection {
                     Err(e) => break e,
                 };
                 let Some(conn) = weak.upgrade() else { return };
-                if frame.header.kind != FrameKind::Reply {
-                    // Callbacks arrive with the lock manager; until then an unasked frame is a peer bug.
-                    break WeftError::protocol(format!("unexpected frame kind {:?} from {address}", frame.header.kind));
-                }
-                let waiter = conn.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&frame.header.xid);
-                if let Some(w) = waiter {
-                    let _ = w.send(Ok((frame.msg, frame.bulk, frame.bulk_ok)));
+                match frame.header.kind {
+                    FrameKind::Reply => {
+                        let waiter = conn.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&frame.header.xid);
+                        if let Some(w) = waiter {
+                            let _ = w.send(Ok((frame.msg, frame.bulk, frame.bulk_ok)));
+                        }
+                    }
+                    FrameKind::Callback => {
+                        drop(conn);
+                        let answer = answer_callback(callbacks.clone(), &frame.msg);
+                        let xid = frame.header.xid;
+                        let weak = weak.clone();
+                        tokio::spawn(async move {
+                            let answer = tokio::spawn(answer)
+                                .await
+                                .unwrap_or_else(|e| Err(WeftError::io(format!("the callback handler failed: {e}"))));
+                            // A handler at work does not keep the connection of a dropped Peer.
+                            let Some(conn) = weak.upgrade() else { return };
+                            let msg = match encode_message(&answer) {
+                                Ok(m) => m,
+                                Err(e) => encode_message::<WeftResult<CallbackAnswer>>(&Err(e)).unwrap_or_default(),
+                            };
+                            let sent = {
+                                let mut w = conn.writer.lock().await;
+                                write_frame(&mut *w, FrameKind::CallbackReply, xid, &msg, &Bytes::new()).await
+                            };
+                            if let Err(e) = sent {
+                                conn.fail_all(e);
+                            }
+                        });
+                    }
+                    kind => break WeftError::protocol(format!("unexpected frame kind {kind:?} from {address}")),
                 }
             };
             if let Some(conn) = weak.upgrade() {
                 conn.fail_all(failure);
             }
         });
+        if opts.callbacks.is_some() {
+            // Tells the server at once that this connection reaches `client_id`. The pong is
+            // not waited for: a reply nobody expects is dropped by the reader.
+            let ping = Request {
+                header: RequestHeader { client_id: opts.client_id, ..Default::default() },
+                body: RequestBody::Ping,
+            };
+            let msg = encode_message(&ping)?;
+            let xid = conn.next_xid.fetch_add(1, Ordering::Relaxed);
+            let sent = {
+                let mut w = conn.writer.lock().await;
+                write_frame(&mut *w, FrameKind::Request, xid, &msg, &Bytes::new()).await
+            };
+            if let Err(e) = sent {
+                conn.fail_all(e.clone());
+                return Err(e);
+            }
+        }
         Ok(conn)
     }
 
@@ -127,6 +210,25 @@ impl Connection {
             return Err(e);
         }
         rx.await.map_err(|_| WeftError::io("connection dropped the request"))?
+    }
+}
+
+/// Runs one callback through `handler`: the answer to write back. Malformed, or without a
+/// handler, it is answered with an error and the connection stays.
+fn answer_callback(
+    handler: Option<Arc<dyn CallbackHandler>>,
+    msg: &[u8],
+) -> futures::future::BoxFuture<'static, WeftResult<CallbackAnswer>> {
+    let callback = match decode_message::<CallbackRequest>(msg) {
+        Ok(c) => c,
+        Err(e) => return Box::pin(std::future::ready(Err(e))),
+    };
+    match handler {
+        Some(h) => h.handle(callback),
+        None => Box::pin(std::future::ready(Err(WeftError::new(
+            ErrorCode::NotSupported,
+            "this client takes no callbacks on this connection",
+        )))),
     }
 }
 
@@ -254,7 +356,7 @@ impl Peer {
                 return Ok(c.clone());
             }
         }
-        let c = Connection::open(&self.address, timeout).await?;
+        let c = Connection::open(&self.address, timeout, &self.opts).await?;
         *slot = Some(c.clone());
         Ok(c)
     }

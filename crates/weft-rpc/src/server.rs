@@ -12,7 +12,17 @@
 //! A server registered with [`Server::register_local`] is also reached in-process (see
 //! [`crate::local`]): the request skips the read/decode and reply/encode stages and enters
 //! the same [`Server::pipeline`] as a request read from a connection.
+//!
+//! Callbacks and eviction: every server has [`Exports`] (its own, or one given to
+//! [`Server::with_exports`] so that the handler can hold it too). Each connection notes in
+//! it, for every request with a non-zero `client_id`, that it is now the way to that client;
+//! [`Exports::callback`] writes Callback frames on that connection and the connection loop
+//! hands the CallbackReply frames that come back to the waiting callback (any other frame
+//! kind from a client drops the connection, as a malformed frame does). The pipeline answers
+//! every request of a client [`Exports::evict`]ed, except Ping, with
+//! [`ErrorCode::Evicted`] without executing it, over TCP and in-process alike.
 
+use crate::exports::Exports;
 use crate::frame::{read_frame, write_frame};
 use crate::stats::Stats;
 use bytes::Bytes;
@@ -24,6 +34,7 @@ use std::time::Instant;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, Semaphore};
+use weft_proto::lock::CallbackAnswer;
 use weft_proto::msg::{Reply, Request, RequestBody, RequestHeader};
 use weft_proto::wire::{decode_message, encode_message, FrameKind};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
@@ -61,6 +72,7 @@ pub struct Server {
     handler: Arc<dyn Handler>,
     limits: ServerLimits,
     stats: Arc<Stats>,
+    exports: Arc<Exports>,
     /// Set once by [`Server::shutdown`]; the accept loop and every connection watch it.
     stopping: tokio::sync::watch::Sender<bool>,
     /// The addresses this server registered for in-process calls, unregistered at shutdown.
@@ -71,11 +83,18 @@ pub struct Server {
 
 impl Server {
     pub fn new(handler: Arc<dyn Handler>, limits: ServerLimits) -> Arc<Server> {
+        Server::with_exports(handler, limits, Arc::new(Exports::new()))
+    }
+
+    /// A server whose clients are `exports`: made before the server so that the handler (the
+    /// lock manager in it) can call clients back and evict them.
+    pub fn with_exports(handler: Arc<dyn Handler>, limits: ServerLimits, exports: Arc<Exports>) -> Arc<Server> {
         let (stopping, _) = tokio::sync::watch::channel(false);
         Arc::new(Server {
             handler,
             limits,
             stats: Arc::new(Stats::default()),
+            exports,
             stopping,
             local_addresses: Mutex::new(Vec::new()),
             runtime: OnceLock::new(),
@@ -115,6 +134,11 @@ impl Server {
         self.stats.clone()
     }
 
+    /// This server's clients: callback routes and evictions.
+    pub fn exports(&self) -> Arc<Exports> {
+        self.exports.clone()
+    }
+
     /// Serves `listener` until [`Server::shutdown`].
     pub fn serve(self: &Arc<Self>, listener: TcpListener) -> tokio::task::JoinHandle<()> {
         let server = self.clone();
@@ -144,6 +168,15 @@ impl Server {
         stream.set_nodelay(true).ok();
         let (mut reader, writer) = stream.into_split();
         let writer = Arc::new(tokio::sync::Mutex::new(writer));
+        let link = self.exports.open_link(writer.clone());
+        // However the connection ends, it stops being anyone's route.
+        struct Closing<'a>(&'a Exports, &'a crate::exports::Link);
+        impl Drop for Closing<'_> {
+            fn drop(&mut self) {
+                self.0.close_link(self.1);
+            }
+        }
+        let _closing = Closing(&self.exports, &link);
         let in_flight = Arc::new(Semaphore::new(self.limits.requests_in_flight_max));
         let mut stopping = self.stopping.subscribe();
         loop {
@@ -164,9 +197,22 @@ impl Server {
                     return;
                 }
             };
-            if frame.header.kind != FrameKind::Request {
-                tracing::warn!("dropping connection from {peer}: unexpected frame kind {:?}", frame.header.kind);
-                return;
+            match frame.header.kind {
+                FrameKind::Request => {}
+                FrameKind::CallbackReply => {
+                    let answer = decode_message::<Result<CallbackAnswer, WeftError>>(&frame.msg);
+                    let malformed = answer.as_ref().err().map(|e| e.message.clone());
+                    self.exports.complete(&link, frame.header.xid, answer.and_then(|a| a));
+                    if let Some(m) = malformed {
+                        tracing::warn!("dropping connection from {peer}: callback reply: {m}");
+                        return;
+                    }
+                    continue;
+                }
+                kind => {
+                    tracing::warn!("dropping connection from {peer}: unexpected frame kind {kind:?}");
+                    return;
+                }
             }
             let request: Request = match decode_message(&frame.msg) {
                 Ok(r) => r,
@@ -175,6 +221,7 @@ impl Server {
                     return;
                 }
             };
+            self.exports.note_route(request.header.client_id, &link);
             let Ok(permit) = in_flight.clone().acquire_owned().await else { return };
             let server = self.clone();
             let writer = writer.clone();
@@ -264,10 +311,13 @@ impl Server {
 
     /// Authorize, schedule, execute. Authorization of identities beyond mode bits and
     /// scheduling policies other than FIFO (Lustre's NRS: round-robin, token bucket filter)
-    /// plug in here.
+    /// plug in here. An evicted client is refused everything but Ping.
     async fn execute(&self, ctx: RequestContext, body: RequestBody, bulk: Bytes) -> (Reply, Bytes) {
         if let RequestBody::Ping = body {
             return (Ok(weft_proto::msg::ReplyBody::Pong), Bytes::new());
+        }
+        if let Some(e) = self.exports.eviction_error(ctx.header.client_id) {
+            return (Err(e), Bytes::new());
         }
         self.handler.handle(ctx, body, bulk).await
     }

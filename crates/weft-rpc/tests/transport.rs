@@ -117,7 +117,11 @@ async fn requests_wait_and_resend_across_a_server_restart() {
     let (echo, server, addr) = start("127.0.0.1:0").await;
     let peer = Arc::new(Peer::new(
         addr.clone(),
-        PeerOptions { connect_timeout: Duration::from_secs(1), request_timeout: Duration::from_secs(20) },
+        PeerOptions {
+            connect_timeout: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(20),
+            ..Default::default()
+        },
     ));
     peer.call(header(1), RequestBody::Ping, Bytes::new()).await.unwrap();
     server.shutdown();
@@ -253,7 +257,11 @@ async fn in_process_requests_wait_and_resend_across_a_server_restart() {
     server.register_local(&addr);
     let peer = Arc::new(Peer::new(
         addr.clone(),
-        PeerOptions { connect_timeout: Duration::from_secs(1), request_timeout: Duration::from_secs(20) },
+        PeerOptions {
+            connect_timeout: Duration::from_secs(1),
+            request_timeout: Duration::from_secs(20),
+            ..Default::default()
+        },
     ));
     peer.call(header(1), RequestBody::Ping, Bytes::new()).await.unwrap();
     server.shutdown();

@@ -33,6 +33,17 @@ pub struct ServerConfig {
     pub mds: Option<MdsRole>,
     #[serde(default)]
     pub oss: Option<OssRole>,
+    /// How long a client may take to answer a lock callback before it is evicted.
+    #[serde(default = "default_lock_timeout_ms")]
+    pub lock_timeout_ms: u64,
+}
+
+/// Lustre's default lock callback timeout is of this order; a client that is alive answers
+/// in milliseconds, so this bounds how long a dead client can hold up the others.
+pub const LOCK_TIMEOUT_MS_DEFAULT: u64 = 20_000;
+
+fn default_lock_timeout_ms() -> u64 {
+    LOCK_TIMEOUT_MS_DEFAULT
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]

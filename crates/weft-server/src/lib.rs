@@ -17,6 +17,7 @@
 //! so that one code path serves both shapes), and a task follows the cluster map for the MDS.
 
 pub mod config;
+mod locks;
 mod router;
 mod targets;
 
@@ -97,13 +98,20 @@ impl RunningServer {
             None => None,
         };
 
-        let router = Arc::new(router::Router {
-            mgs,
-            mds: mds.clone(),
-            mdt_index: config.mds.as_ref().map(|m| m.index),
-            oss: oss.clone(),
-        });
-        let server = Server::new(router, ServerLimits::default());
+        let exports = Arc::new(weft_rpc::Exports::new());
+        let mdt_index = config.mds.as_ref().map(|m| m.index);
+        let ost_indices = oss.as_ref().map(|o| o.ost_indices()).unwrap_or_default();
+        let locks = locks::LockService::new(
+            exports.clone(),
+            mdt_index,
+            &ost_indices,
+            Duration::from_millis(config.lock_timeout_ms),
+        );
+        if let (Some(mds), Some((_, ns))) = (&mds, &locks.mdt) {
+            mds.set_lock_namespace(ns.clone());
+        }
+        let router = Arc::new(router::Router { mgs, mds: mds.clone(), mdt_index, oss: oss.clone(), locks });
+        let server = Server::with_exports(router, ServerLimits::default(), exports);
         let mut tasks = vec![server.serve(listener)];
         // Clients and servers of this process (`weft up`: the mount, the MDS towards the
         // OSTs, registration with our own MGS) reach us without TCP; other processes use TCP.

@@ -1,12 +1,14 @@
 //! The execute stage of a server process: sends each request to the service that hosts the
 //! target it names.
 
+use crate::locks::LockService;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use std::sync::Arc;
 use weft_mds::Mds;
 use weft_mgs::Mgs;
 use weft_oss::Oss;
+use weft_proto::lock::LockTarget;
 use weft_proto::msg::*;
 use weft_proto::{ErrorCode, WeftError};
 use weft_rpc::{Handler, RequestContext};
@@ -16,6 +18,7 @@ pub(crate) struct Router {
     pub mds: Option<Arc<Mds>>,
     pub mdt_index: Option<u32>,
     pub oss: Option<Arc<Oss>>,
+    pub locks: Arc<LockService>,
 }
 
 fn not_here(what: String) -> (Reply, Bytes) {
@@ -37,12 +40,27 @@ impl Handler for Router {
                 _ => Box::pin(async move { not_here(format!("MDT{mdt:04x}")) }),
             },
             RequestBody::Ost { ost, op } => match self.oss.clone() {
-                Some(oss) => Box::pin(async move {
-                    let (reply, bulk) = oss.handle(ost, op, bulk).await;
-                    (reply.map(ReplyBody::Ost), bulk)
-                }),
+                Some(oss) => {
+                    let locks = self.locks.clone();
+                    Box::pin(async move {
+                        if let OstRequest::Getattr { fid } = &op {
+                            // The size of an object: writers elsewhere put out their queued writes first.
+                            if let Some(ns) = locks.namespace(LockTarget::Ost(ost)) {
+                                ns.glimpse(ctx.header.client_id, *fid).await;
+                            }
+                        }
+                        let (reply, bulk) = oss.handle(ost, op, bulk).await;
+                        (reply.map(ReplyBody::Ost), bulk)
+                    })
+                }
                 None => Box::pin(async move { not_here(format!("OST{ost:04x}")) }),
             },
+            RequestBody::Ldlm { target, op } => {
+                let locks = self.locks.clone();
+                Box::pin(
+                    async move { (locks.handle(&ctx.header, target, op).await.map(ReplyBody::Ldlm), Bytes::new()) },
+                )
+            }
         }
     }
 }

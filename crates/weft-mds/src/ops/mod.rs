@@ -161,6 +161,7 @@ pub fn inode_info_with(fid: Fid, rec: &InodeRecord, writers: u32) -> InodeInfo {
             rdev: rec.rdev,
         },
         layout: rec.layout.clone(),
+        lock: None,
     }
 }
 

@@ -1,0 +1,275 @@
+//! Many clients, one truth: two (or three) `weft mount` processes on one file system act as
+//! separate clients with separate caches, and what one does the others see at once.
+
+mod common;
+
+use common::*;
+use std::io::{Read, Seek, SeekFrom, Write};
+use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn two_mounts(osts: u32) -> (Cluster, std::path::PathBuf, std::path::PathBuf) {
+    let mut c = Cluster::single_node(&weft_bin(), osts);
+    let a = c.mount();
+    let b = c.mount();
+    (c, a, b)
+}
+
+fn read_all(p: &Path) -> Vec<u8> {
+    std::fs::read(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
+}
+
+#[test]
+fn a_close_on_one_mount_is_read_fresh_on_the_other_even_from_its_cache() {
+    let (_c, a, b) = two_mounts(2);
+    let old = pattern(1, 0, 3 << 20);
+    std::fs::write(a.join("f"), &old).unwrap();
+    // B reads the old bytes (and keeps them in its page cache), twice.
+    assert_eq!(read_all(&b.join("f")), old);
+    assert_eq!(read_all(&b.join("f")), old);
+    // A rewrites the middle and grows the file, then closes.
+    let new_mid = pattern(2, 1 << 20, 100_000);
+    let tail = pattern(3, 3 << 20, 5000);
+    {
+        let f = std::fs::OpenOptions::new().write(true).open(a.join("f")).unwrap();
+        f.write_all_at(&new_mid, 1 << 20).unwrap();
+        f.write_all_at(&tail, 3 << 20).unwrap();
+    }
+    let mut want = old.clone();
+    want[1 << 20..(1 << 20) + new_mid.len()].copy_from_slice(&new_mid);
+    want.extend_from_slice(&tail);
+    // At once, no sleep: B sees the new size and the new bytes.
+    assert_eq!(std::fs::metadata(b.join("f")).unwrap().len(), want.len() as u64);
+    assert!(read_all(&b.join("f")) == want, "B read stale bytes after A's close");
+    // And the other way round, on an open descriptor B had before.
+    let mut fb = std::fs::File::open(b.join("f")).unwrap();
+    let mut first = vec![0u8; 4096];
+    fb.read_exact(&mut first).unwrap();
+    std::fs::OpenOptions::new().write(true).open(a.join("f")).unwrap().write_all_at(&[7u8; 4096], 0).unwrap();
+    fb.seek(SeekFrom::Start(0)).unwrap();
+    fb.read_exact(&mut first).unwrap();
+    assert_eq!(first, vec![7u8; 4096], "an open descriptor on B read stale bytes");
+}
+
+#[test]
+fn stat_of_a_file_being_written_elsewhere_shows_its_size() {
+    let (_c, a, b) = two_mounts(2);
+    let mut f = std::fs::File::create(a.join("growing")).unwrap();
+    let chunk = pattern(4, 0, 1 << 20);
+    for i in 1..=5u64 {
+        f.write_all(&chunk).unwrap();
+        // The writer has not closed or synced: B's stat still sees every byte written.
+        assert_eq!(std::fs::metadata(b.join("growing")).unwrap().len(), i << 20, "after {i} MiB");
+    }
+}
+
+#[test]
+fn names_and_attributes_changed_on_one_mount_are_seen_on_the_other() {
+    let (_c, a, b) = two_mounts(1);
+    std::fs::create_dir(a.join("d")).unwrap();
+    std::fs::write(a.join("d/x"), b"hello").unwrap();
+    // B caches the name and the attributes.
+    assert_eq!(std::fs::read(b.join("d/x")).unwrap(), b"hello");
+    assert_eq!(std::fs::metadata(b.join("d/x")).unwrap().permissions().mode() & 0o777, 0o644);
+
+    std::fs::set_permissions(a.join("d/x"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert_eq!(std::fs::metadata(b.join("d/x")).unwrap().permissions().mode() & 0o777, 0o600, "chmod");
+
+    std::fs::rename(a.join("d/x"), a.join("d/y")).unwrap();
+    assert!(!b.join("d/x").exists(), "renamed away on A, still there on B");
+    assert_eq!(std::fs::read(b.join("d/y")).unwrap(), b"hello", "rename");
+
+    std::fs::OpenOptions::new().write(true).open(a.join("d/y")).unwrap().set_len(2).unwrap();
+    assert_eq!(std::fs::metadata(b.join("d/y")).unwrap().len(), 2, "truncate");
+    assert_eq!(std::fs::read(b.join("d/y")).unwrap(), b"he");
+
+    std::fs::remove_file(a.join("d/y")).unwrap();
+    assert!(!b.join("d/y").exists(), "unlink");
+    // A name made on B is seen on A, also after A looked it up missing.
+    assert!(!a.join("d/z").exists());
+    std::fs::write(b.join("d/z"), b"z").unwrap();
+    assert_eq!(std::fs::read(a.join("d/z")).unwrap(), b"z", "create on B");
+    let mut names: Vec<String> =
+        std::fs::read_dir(a.join("d")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["z"]);
+}
+
+/// IO-500's hard pattern from two clients: interleaved 47,008-byte records in one file.
+#[test]
+fn two_clients_writing_interleaved_records_leave_exactly_their_bytes() {
+    const RECORD: u64 = 47_008;
+    const PER_CLIENT: u64 = 64;
+    let (_c, a, b) = two_mounts(4);
+    std::fs::write(a.join("shared"), b"").unwrap();
+    let writer = |mnt: std::path::PathBuf, rank: u64| {
+        std::thread::spawn(move || {
+            let f = std::fs::OpenOptions::new().write(true).open(mnt.join("shared")).unwrap();
+            for i in 0..PER_CLIENT {
+                let offset = (i * 2 + rank) * RECORD;
+                f.write_all_at(&pattern(rank + 10, offset, RECORD as usize), offset).unwrap();
+            }
+            f.sync_all().unwrap();
+        })
+    };
+    let (ta, tb) = (writer(a.clone(), 0), writer(b.clone(), 1));
+    ta.join().unwrap();
+    tb.join().unwrap();
+    for mnt in [&a, &b] {
+        let got = read_all(&mnt.join("shared"));
+        assert_eq!(got.len() as u64, 2 * PER_CLIENT * RECORD);
+        for r in 0..2 * PER_CLIENT {
+            let offset = r * RECORD;
+            let want = pattern(r % 2 + 10, offset, RECORD as usize);
+            assert!(
+                got[offset as usize..(offset + RECORD) as usize] == want[..],
+                "record {r} read on {} holds other bytes",
+                mnt.display()
+            );
+        }
+    }
+}
+
+#[test]
+fn sqlite_used_from_both_mounts_at_once_keeps_every_row() {
+    let (_c, a, b) = two_mounts(2);
+    sh(&a, "sqlite3 db 'create table t(id integer primary key, who text, n integer);'");
+    let inserter = |mnt: std::path::PathBuf, who: &'static str| {
+        std::thread::spawn(move || {
+            let script = format!(
+                ".timeout 60000\n{}",
+                (0..150).map(|i| format!("insert into t(who, n) values ('{who}', {i});\n")).collect::<String>()
+            );
+            let mut child = Command::new("sqlite3")
+                .arg("db")
+                .current_dir(&mnt)
+                .stdin(std::process::Stdio::piped())
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            child.stdin.take().unwrap().write_all(script.as_bytes()).unwrap();
+            let out = child.wait_with_output().unwrap();
+            assert!(out.status.success(), "sqlite3 on {who}: {}", String::from_utf8_lossy(&out.stderr));
+        })
+    };
+    let (ta, tb) = (inserter(a.clone(), "a"), inserter(b.clone(), "b"));
+    ta.join().unwrap();
+    tb.join().unwrap();
+    for mnt in [&a, &b] {
+        assert_eq!(
+            sh(mnt, "sqlite3 db \"select who, count(*), sum(n) from t group by who order by who;\"").trim(),
+            "a|150|11175\nb|150|11175"
+        );
+        assert_eq!(sh(mnt, "sqlite3 db 'pragma integrity_check;'").trim(), "ok");
+    }
+}
+
+/// A python3 one-liner on a mount: fcntl and flock are easiest to drive from there.
+fn py(dir: &Path, code: &str) -> std::process::Child {
+    Command::new("python3")
+        .arg("-c")
+        .arg(code)
+        .current_dir(dir)
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("python3")
+}
+
+fn py_out(dir: &Path, code: &str) -> String {
+    let out = py(dir, code).wait_with_output().unwrap();
+    assert!(out.status.success(), "python3 failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+#[test]
+fn fcntl_and_flock_locks_hold_across_mounts_and_end_with_their_holder() {
+    let (_c, a, b) = two_mounts(1);
+    std::fs::write(a.join("lockfile"), b"x").unwrap();
+    // A holds a write lock on bytes 10..19 and waits for a line on stdin.
+    let mut holder = py(
+        &a,
+        "import fcntl,os,sys\nf=open('lockfile','r+')\nfcntl.lockf(f, fcntl.LOCK_EX|fcntl.LOCK_NB, 10, 10)\nprint('held', flush=True)\nsys.stdin.readline()",
+    );
+    let mut line = [0u8; 5];
+    holder.stdout.as_mut().unwrap().read_exact(&mut line).unwrap();
+    assert_eq!(&line, b"held\n");
+    let try_lock = "import fcntl,errno\nf=open('lockfile','r+')\ntry:\n  fcntl.lockf(f, fcntl.LOCK_EX|fcntl.LOCK_NB, 5, 10)\n  print('got')\nexcept OSError as e:\n  print(errno.errorcode[e.errno])";
+    assert!(matches!(py_out(&b, try_lock).as_str(), "EAGAIN" | "EACCES"), "B locked a range A holds");
+    // A range next to it is free.
+    assert_eq!(
+        py_out(
+            &b,
+            "import fcntl\nf=open('lockfile','r+')\nfcntl.lockf(f, fcntl.LOCK_EX|fcntl.LOCK_NB, 5, 20)\nprint('got')"
+        ),
+        "got"
+    );
+    // F_GETLK on B names A's lock.
+    let getlk = "import fcntl,struct\nf=open('lockfile','r+')\nr=fcntl.fcntl(f, fcntl.F_GETLK, struct.pack('hhqqi', fcntl.F_WRLCK, 0, 0, 100, 0))\nt,w,s,l,p=struct.unpack('hhqqi', r)\nprint(t==fcntl.F_WRLCK, s, l)";
+    assert_eq!(py_out(&b, getlk), "True 10 10");
+    // A blocking lock on B waits until A's process ends (its close releases the lock).
+    let started = Instant::now();
+    let mut waiter =
+        py(&b, "import fcntl\nf=open('lockfile','r+')\nfcntl.lockf(f, fcntl.LOCK_EX, 0, 0)\nprint('got', flush=True)");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(waiter.try_wait().unwrap().is_none(), "F_SETLKW on B did not wait for A");
+    holder.stdin.take().unwrap().write_all(b"\n").unwrap();
+    assert!(holder.wait().unwrap().success());
+    let out = waiter.wait_with_output().unwrap();
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "got");
+    assert!(started.elapsed() < Duration::from_secs(20));
+
+    // flock: exclusive on A keeps B out until A closes.
+    let mut holder = py(
+        &a,
+        "import fcntl,sys\nf=open('lockfile')\nfcntl.flock(f, fcntl.LOCK_EX)\nprint('held', flush=True)\nsys.stdin.readline()",
+    );
+    holder.stdout.as_mut().unwrap().read_exact(&mut line).unwrap();
+    let try_flock = "import fcntl,errno\nf=open('lockfile')\ntry:\n  fcntl.flock(f, fcntl.LOCK_SH|fcntl.LOCK_NB)\n  print('got')\nexcept OSError as e:\n  print(errno.errorcode[e.errno])";
+    assert_eq!(py_out(&b, try_flock), "EAGAIN", "B took a shared flock while A holds it exclusive");
+    holder.stdin.take().unwrap().write_all(b"\n").unwrap();
+    assert!(holder.wait().unwrap().success());
+    assert_eq!(py_out(&b, try_flock), "got");
+}
+
+#[test]
+fn a_client_killed_holding_locks_is_evicted_and_its_queued_writes_never_land() {
+    let mut c = Cluster::single_node(&weft_bin(), 2);
+    let a = c.mount();
+    let doomed = c.mount();
+    std::fs::write(a.join("f"), pattern(5, 0, 2 << 20)).unwrap();
+    // The doomed client writes (taking write locks) and holds an advisory lock; then it dies.
+    let mut holder = py(
+        &doomed,
+        "import fcntl,sys\nf=open('f','r+b')\nf.write(b'D'*(1<<20))\nf.flush()\nfcntl.lockf(f, fcntl.LOCK_EX, 0, 0)\nprint('held', flush=True)\nsys.stdin.readline()",
+    );
+    let mut line = [0u8; 5];
+    holder.stdout.as_mut().unwrap().read_exact(&mut line).unwrap();
+    c.kill9_mount(&doomed);
+    let _ = holder.kill();
+    let _ = holder.wait();
+
+    // A writes over the same bytes: it waits for the dead client's locks at most about the
+    // eviction timeout, then its bytes stand.
+    let started = Instant::now();
+    let newer = pattern(6, 0, 2 << 20);
+    {
+        let mut f = std::fs::OpenOptions::new().write(true).open(a.join("f")).unwrap();
+        f.write_all(&newer).unwrap();
+        f.sync_all().unwrap();
+    }
+    let waited = started.elapsed();
+    let limit = Duration::from_millis(weft_harness::LOCK_TIMEOUT_MS) + Duration::from_secs(5);
+    assert!(waited < limit, "A waited {waited:?} for a dead client's locks (limit {limit:?})");
+    std::thread::sleep(Duration::from_millis(500));
+    assert!(read_all(&a.join("f")) == newer, "the dead client's bytes landed over newer data");
+    // Its advisory lock went with it.
+    assert_eq!(
+        py_out(&a, "import fcntl\nf=open('f','r+')\nfcntl.lockf(f, fcntl.LOCK_EX|fcntl.LOCK_NB, 0, 0)\nprint('got')"),
+        "got"
+    );
+}

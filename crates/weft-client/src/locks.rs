@@ -1,0 +1,598 @@
+//! The client's lock cache: the locks this client holds, what uses them now, and what to
+//! do when a server calls one back.
+//!
+//! * **Extent locks** (on OST objects) are taken before a read or a write touches an
+//!   object: a cached lock that covers the range is reused, else one is enqueued (the OST
+//!   grows it to the whole object when nobody else wants any of it, so a stream enqueues
+//!   once per object). A [`ExtentGuard`] holds the locks in use until the I/O is done: a
+//!   queued write keeps its guard until it reached the OST.
+//! * **Inode-bit locks** (on MDT inodes) arrive with metadata answers (intent locks); while
+//!   one is held the kernel may cache the inode's name and attributes.
+//! * **A blocking callback** on an extent lock drops the kernel's pages of the file while
+//!   the lock still holds ([`LockHooks::drop_data`]; I/O arriving meanwhile still uses the
+//!   lock, see [`Phase::Lockless`]), then lets new I/O enqueue a new lock (which the server
+//!   queues behind the conflicting request), writes out what is queued under it
+//!   ([`LockHooks::flush`]), waits until nothing uses it, gives it back, and drops the pages
+//!   once more for what the lockless phase brought in. On an inode-bit lock it drops the
+//!   attributes before answering and the names after ([`LockHooks::drop_inode`]).
+//! * **Bounded**: past [`crate::limits::LOCKS_CACHED_MAX`] locks the least recently used
+//!   unused ones are given back (and their caches dropped), as Lustre's LRU does.
+
+use crate::Client;
+use futures::future::BoxFuture;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, RwLock, Weak};
+use weft_proto::layout::Layout;
+use weft_proto::lock::{
+    CallbackAnswer, CallbackRequest, Extent, LdlmReply, LdlmRequest, LockGrant, LockHandle, LockMode, LockScope,
+    LockTarget,
+};
+use weft_proto::{Fid, WeftError, WeftResult};
+
+/// Pages are cached in units of this many bytes; extent locks cover whole pages.
+pub const PAGE_BYTES: u64 = 4096;
+
+/// What the mount does when a lock goes. The client library calls these; the FUSE adapter
+/// implements them over its write-behind queue and the kernel's invalidation calls.
+pub trait LockHooks: Send + Sync + 'static {
+    /// An extent lock of `file` is being called back: write out what is queued for `file`.
+    fn flush(&self, file: Fid) -> BoxFuture<'static, ()>;
+    /// An extent lock of `file` goes: drop the file's cached pages and attributes; done
+    /// when the kernel has.
+    fn drop_data(&self, file: Fid) -> BoxFuture<'static, ()>;
+    /// An inode-bit lock on `fid` loses `bits`: drop what they covered (attributes at once,
+    /// names in the background).
+    fn drop_inode(&self, fid: Fid, bits: u8);
+}
+
+#[derive(Debug)]
+struct Entry {
+    resource: Fid,
+    mode: LockMode,
+    scope: LockScope,
+    /// The file whose data an extent lock guards (for an inode lock: the inode).
+    file: Fid,
+    users: u32,
+    phase: Phase,
+    last_used: u64,
+}
+
+/// Where a lock is in its life on this client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// Held: I/O may use it, the kernel may cache what it guards.
+    Granted,
+    /// Called back, the kernel's pages being dropped: I/O already under way, and I/O that
+    /// arrives now, still uses it (the server grants the conflicting lock only after the
+    /// answer, so what it reads is current). Such I/O must not wait for a new lock: the
+    /// kernel holds its pages locked meanwhile, and the invalidation waits on them.
+    Lockless,
+    /// Being given back: new I/O enqueues a new lock (queued on the server behind the
+    /// conflicting request).
+    Draining,
+}
+
+#[derive(Default)]
+struct Inner {
+    entries: HashMap<(LockTarget, LockHandle), Entry>,
+    by_resource: HashMap<(LockTarget, Fid), Vec<LockHandle>>,
+    tick: u64,
+}
+
+impl Inner {
+    fn insert(&mut self, target: LockTarget, grant: &LockGrant, file: Fid, users: u32) {
+        self.tick += 1;
+        let key = (target, grant.handle);
+        if let Some(e) = self.entries.get_mut(&key) {
+            // The server handed out a lock we hold (it reuses covering locks).
+            e.users += users;
+            e.last_used = self.tick;
+            return;
+        }
+        self.entries.insert(
+            key,
+            Entry {
+                resource: grant.resource,
+                mode: grant.mode,
+                scope: grant.scope,
+                file,
+                users,
+                phase: Phase::Granted,
+                last_used: self.tick,
+            },
+        );
+        self.by_resource.entry((target, grant.resource)).or_default().push(grant.handle);
+    }
+
+    fn remove(&mut self, target: LockTarget, handle: LockHandle) -> Option<Entry> {
+        let e = self.entries.remove(&(target, handle))?;
+        if let Some(v) = self.by_resource.get_mut(&(target, e.resource)) {
+            v.retain(|h| *h != handle);
+            if v.is_empty() {
+                self.by_resource.remove(&(target, e.resource));
+            }
+        }
+        Some(e)
+    }
+
+    /// A usable cached lock on `resource` in a mode covering `mode` and a scope containing `scope`.
+    fn matching(&mut self, target: LockTarget, resource: Fid, mode: LockMode, scope: &LockScope) -> Option<LockHandle> {
+        let handles = self.by_resource.get(&(target, resource))?;
+        self.tick += 1;
+        let tick = self.tick;
+        for h in handles {
+            if let Some(e) = self.entries.get_mut(&(target, *h)) {
+                if e.phase != Phase::Draining && e.mode.covers(mode) && e.scope.contains(scope) {
+                    e.users += 1;
+                    e.last_used = tick;
+                    return Some(*h);
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Requests that may bring a lock back, in flight. A blocking callback can overtake the
+/// reply that grants the lock it is about: a callback for an unknown lock first waits for
+/// the requests that were in flight when it arrived.
+#[derive(Default)]
+struct InFlight {
+    next: u64,
+    active: std::collections::BTreeSet<u64>,
+}
+
+/// Holds a place among the requests in flight until dropped (after the grant is recorded).
+pub(crate) struct GrantTicket<'a> {
+    cache: &'a LockCache,
+    id: u64,
+}
+
+impl Drop for GrantTicket<'_> {
+    fn drop(&mut self) {
+        self.cache.in_flight.lock().unwrap_or_else(|p| p.into_inner()).active.remove(&self.id);
+        self.cache.landed.notify_waiters();
+    }
+}
+
+/// How long a callback waits for the kernel to drop the pages of a lock before it answers
+/// anyway (see `revoke`).
+const DROP_BEFORE_ANSWER_MS: u64 = 200;
+/// How long a callback for a lock this client does not know waits for replies in flight.
+const UNKNOWN_LOCK_WAIT_MS: u64 = 1_000;
+
+/// The locks one client holds.
+pub struct LockCache {
+    in_flight: Mutex<InFlight>,
+    /// Wakes callbacks waiting for replies in flight.
+    landed: tokio::sync::Notify,
+    inner: Mutex<Inner>,
+    /// Wakes callbacks waiting for a lock's users to finish.
+    released: tokio::sync::Notify,
+    hooks: RwLock<Option<Arc<dyn LockHooks>>>,
+    /// Whether reads and writes take extent locks (off: a benchmark's baseline).
+    extent_locks: bool,
+    max_cached: usize,
+}
+
+impl LockCache {
+    pub(crate) fn new(extent_locks: bool, max_cached: usize) -> LockCache {
+        LockCache {
+            in_flight: Mutex::new(InFlight::default()),
+            landed: tokio::sync::Notify::new(),
+            inner: Mutex::new(Inner::default()),
+            released: tokio::sync::Notify::new(),
+            hooks: RwLock::new(None),
+            extent_locks,
+            max_cached,
+        }
+    }
+
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn hooks(&self) -> Option<Arc<dyn LockHooks>> {
+        self.hooks.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// How many locks are cached now.
+    pub fn len(&self) -> usize {
+        self.inner().entries.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Whether the lock of this handle is held and not being called back: what it guards may
+    /// still be cached.
+    pub fn is_held(&self, target: LockTarget, handle: LockHandle) -> bool {
+        self.inner().entries.get(&(target, handle)).is_some_and(|e| e.phase == Phase::Granted)
+    }
+
+    fn unuse(&self, target: LockTarget, handle: LockHandle) {
+        let mut inner = self.inner();
+        if let Some(e) = inner.entries.get_mut(&(target, handle)) {
+            e.users = e.users.saturating_sub(1);
+        }
+        drop(inner);
+        self.released.notify_waiters();
+    }
+
+    /// Marks a request that may bring a lock back as in flight.
+    pub(crate) fn ticket(&self) -> GrantTicket<'_> {
+        let mut f = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+        f.next += 1;
+        let id = f.next;
+        f.active.insert(id);
+        GrantTicket { cache: self, id }
+    }
+
+    /// Waits (boundedly) until every request in flight now has landed.
+    async fn await_in_flight(&self) {
+        let upto = self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).next;
+        let wait = async {
+            loop {
+                let landed = self.landed.notified();
+                let pending = self
+                    .in_flight
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner())
+                    .active
+                    .first()
+                    .is_some_and(|first| *first <= upto);
+                if !pending {
+                    return;
+                }
+                landed.await;
+            }
+        };
+        let _ = tokio::time::timeout(std::time::Duration::from_millis(UNKNOWN_LOCK_WAIT_MS), wait).await;
+    }
+
+    /// A blocking callback: see the module documentation.
+    async fn revoke(&self, target: LockTarget, handle: LockHandle, wanted: LockScope) -> CallbackAnswer {
+        if !self.inner().entries.contains_key(&(target, handle)) {
+            // Perhaps granted by a reply still on its way.
+            self.await_in_flight().await;
+        }
+        let found = {
+            let mut inner = self.inner();
+            let Some(e) = inner.entries.get_mut(&(target, handle)) else { return CallbackAnswer::Unknown };
+            if let (LockScope::Bits(have), LockScope::Bits(want)) = (e.scope, wanted) {
+                let keep = have & !want;
+                if keep != 0 && e.phase == Phase::Granted {
+                    // Keep the part nobody else wants (a chmod leaves our cached name alone).
+                    e.scope = LockScope::Bits(keep);
+                    let (fid, dropped) = (e.resource, have & want);
+                    drop(inner);
+                    if let Some(h) = self.hooks() {
+                        h.drop_inode(fid, dropped);
+                    }
+                    return CallbackAnswer::Narrowed(LockScope::Bits(keep));
+                }
+            }
+            if e.phase != Phase::Granted {
+                // A second callback for a lock being given back already: answer when gone.
+                None
+            } else {
+                e.phase = Phase::Lockless;
+                Some((e.file, e.scope))
+            }
+        };
+        let Some((file, scope)) = found else {
+            self.wait_unused(target, handle, true).await;
+            return CallbackAnswer::Released;
+        };
+        let hooks = self.hooks();
+        match (scope, &hooks) {
+            (LockScope::Extent(_), Some(h)) => {
+                // Drop the kernel's pages while the lock still holds, so that a read after
+                // the conflicting write cannot find them. Bounded: a page may be held
+                // locked by I/O that waits on another lock (another object of the file)
+                // that waits on this very answer; then the rest of the dropping happens
+                // after the answer.
+                let pages = h.drop_data(file);
+                let _ = tokio::time::timeout(std::time::Duration::from_millis(DROP_BEFORE_ANSWER_MS), pages).await;
+                self.set_phase(target, handle, Phase::Draining);
+                h.flush(file).await;
+            }
+            (LockScope::Bits(bits), Some(h)) => {
+                self.set_phase(target, handle, Phase::Draining);
+                h.drop_inode(file, bits);
+            }
+            _ => self.set_phase(target, handle, Phase::Draining),
+        }
+        // Wait for the reads and writes that use the lock (a queued write holds it until it
+        // reached the OST).
+        self.wait_unused(target, handle, false).await;
+        let gone = self.inner().remove(target, handle);
+        if let (Some(e), Some(h)) = (gone, hooks) {
+            // Again after the answer, in a task of its own: pages that I/O in the lockless
+            // phase brought in, and names (whose invalidation waits for the directory,
+            // which an operation waiting on this answer may hold).
+            tokio::spawn(async move { drop_caches(&*h, &e) });
+        }
+        CallbackAnswer::Released
+    }
+
+    fn set_phase(&self, target: LockTarget, handle: LockHandle, phase: Phase) {
+        if let Some(e) = self.inner().entries.get_mut(&(target, handle)) {
+            e.phase = phase;
+        }
+    }
+
+    /// Waits until nothing uses the lock (or, with `gone`, until it is removed).
+    async fn wait_unused(&self, target: LockTarget, handle: LockHandle, gone: bool) {
+        loop {
+            let notified = self.released.notified();
+            {
+                let inner = self.inner();
+                match inner.entries.get(&(target, handle)) {
+                    Some(e) if gone || e.users > 0 => {}
+                    _ => return,
+                }
+            }
+            notified.await;
+        }
+    }
+
+    /// The files whose data locks cover this object (for a glimpse).
+    fn files_of(&self, target: LockTarget, resource: Fid) -> Vec<Fid> {
+        let inner = self.inner();
+        let mut files: Vec<Fid> = inner
+            .by_resource
+            .get(&(target, resource))
+            .into_iter()
+            .flatten()
+            .filter_map(|h| inner.entries.get(&(target, *h)).map(|e| e.file))
+            .collect();
+        files.dedup();
+        files
+    }
+
+    /// Forgets every lock (eviction: the servers dropped them already) and drops every
+    /// cache they guarded.
+    pub(crate) fn forget_all(&self) {
+        let entries: Vec<Entry> = {
+            let mut inner = self.inner();
+            inner.by_resource.clear();
+            inner.entries.drain().map(|(_, e)| e).collect()
+        };
+        self.released.notify_waiters();
+        if let Some(h) = self.hooks() {
+            for e in &entries {
+                drop_caches(&*h, e);
+            }
+        }
+    }
+
+    /// The least recently used unused locks past the bound, marked draining.
+    fn take_lru_excess(&self) -> Vec<(LockTarget, LockHandle)> {
+        let mut inner = self.inner();
+        if inner.entries.len() <= self.max_cached {
+            return Vec::new();
+        }
+        // Trim to 90% of the bound at once so the scan runs once per many inserts.
+        let excess = inner.entries.len() - self.max_cached * 9 / 10;
+        let mut idle: Vec<(u64, LockTarget, LockHandle)> = inner
+            .entries
+            .iter()
+            .filter(|(_, e)| e.users == 0 && e.phase == Phase::Granted)
+            .map(|((t, h), e)| (e.last_used, *t, *h))
+            .collect();
+        let n = excess.min(idle.len());
+        if n == 0 {
+            return Vec::new();
+        }
+        idle.select_nth_unstable(n - 1);
+        idle.truncate(n);
+        let mut out = Vec::with_capacity(n);
+        for (_, t, h) in idle {
+            if let Some(e) = inner.entries.get_mut(&(t, h)) {
+                e.phase = Phase::Draining;
+                out.push((t, h));
+            }
+        }
+        out
+    }
+}
+
+fn drop_caches(hooks: &dyn LockHooks, e: &Entry) {
+    match e.scope {
+        LockScope::Extent(_) => drop(tokio::spawn(hooks.drop_data(e.file))),
+        LockScope::Bits(bits) => hooks.drop_inode(e.resource, bits),
+    }
+}
+
+/// Extent locks in use by one read or write; dropping it lets callbacks proceed.
+pub struct ExtentGuard {
+    cache: Option<Arc<LockCache>>,
+    held: Vec<(LockTarget, LockHandle)>,
+    /// The client incarnation the locks belong to: a write queued before an eviction is
+    /// never sent after it.
+    pub(crate) generation: u64,
+}
+
+impl ExtentGuard {
+    /// A guard over no locks (locking off, or a client of this generation with nothing to lock).
+    pub fn none(generation: u64) -> ExtentGuard {
+        ExtentGuard { cache: None, held: Vec::new(), generation }
+    }
+}
+
+impl Drop for ExtentGuard {
+    fn drop(&mut self) {
+        if let Some(cache) = &self.cache {
+            for (t, h) in self.held.drain(..) {
+                cache.unuse(t, h);
+            }
+        }
+    }
+}
+
+impl std::fmt::Debug for ExtentGuard {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ExtentGuard").field("locks", &self.held.len()).field("generation", &self.generation).finish()
+    }
+}
+
+impl Client {
+    /// The mount's hooks for callbacks (set once, when the FUSE adapter starts).
+    pub fn set_lock_hooks(&self, hooks: Arc<dyn LockHooks>) {
+        *self.locks.hooks.write().unwrap_or_else(|p| p.into_inner()) = Some(hooks);
+    }
+
+    pub fn lock_cache(&self) -> &Arc<LockCache> {
+        &self.locks
+    }
+
+    /// Whether reads and writes take extent locks (the mount caches pages only then).
+    pub fn extent_locking(&self) -> bool {
+        self.locks.extent_locks
+    }
+
+    /// Locks, in `mode`, every object byte of `[offset, offset+len)` of `file` (at least one
+    /// byte), whole pages, reusing cached locks. Past the end of a file's objects nothing is
+    /// locked. The guard keeps them in use.
+    pub async fn extent_lock(
+        &self,
+        file: Fid,
+        layout: &Layout,
+        offset: u64,
+        len: u64,
+        mode: LockMode,
+    ) -> WeftResult<ExtentGuard> {
+        let generation = self.generation();
+        if !self.locks.extent_locks {
+            return Ok(ExtentGuard::none(generation));
+        }
+        let comp = layout.plain()?;
+        let mut guard = ExtentGuard { cache: Some(self.locks.clone()), held: Vec::new(), generation };
+        for piece in comp.object_extents(offset, len.max(1)) {
+            let object = comp.objects[piece.stripe];
+            let target = LockTarget::Ost(object.ost);
+            let extent = Extent::of(piece.object_offset, piece.len).page_aligned(PAGE_BYTES);
+            let handle = self.lock_object(file, target, object.fid, mode, LockScope::Extent(extent)).await?;
+            guard.held.push((target, handle));
+        }
+        Ok(guard)
+    }
+
+    /// Locks a whole-file range for a truncate to `size`: every object from its new end on.
+    pub(crate) async fn extent_lock_from(&self, file: Fid, layout: &Layout, size: u64) -> WeftResult<ExtentGuard> {
+        let generation = self.generation();
+        if !self.locks.extent_locks {
+            return Ok(ExtentGuard::none(generation));
+        }
+        let comp = layout.plain()?;
+        let mut guard = ExtentGuard { cache: Some(self.locks.clone()), held: Vec::new(), generation };
+        for (stripe, object) in comp.objects.iter().enumerate() {
+            let start = comp.object_size_for(size, stripe) & !(PAGE_BYTES - 1);
+            let target = LockTarget::Ost(object.ost);
+            let scope = LockScope::Extent(Extent { start, end: weft_proto::lock::EXTENT_EOF });
+            let handle = self.lock_object(file, target, object.fid, LockMode::Pw, scope).await?;
+            guard.held.push((target, handle));
+        }
+        Ok(guard)
+    }
+
+    async fn lock_object(
+        &self,
+        file: Fid,
+        target: LockTarget,
+        resource: Fid,
+        mode: LockMode,
+        scope: LockScope,
+    ) -> WeftResult<LockHandle> {
+        if let Some(h) = self.locks.inner().matching(target, resource, mode, &scope) {
+            return Ok(h);
+        }
+        let generation = self.generation();
+        let ticket = self.locks.ticket();
+        let reply = self.ldlm(target, LdlmRequest::Enqueue { resource, mode, scope }).await?;
+        let LdlmReply::Granted(grant) = reply else {
+            return Err(WeftError::protocol(format!("unexpected answer to a lock enqueue: {reply:?}")));
+        };
+        if generation != self.generation() {
+            return Err(crate::evicted_error());
+        }
+        self.locks.inner().insert(target, &grant, file, 1);
+        drop(ticket);
+        self.trim_locks();
+        Ok(grant.handle)
+    }
+
+    /// Records an inode-bit lock that came with a metadata answer.
+    pub(crate) fn note_inode_lock(&self, grant: &LockGrant) {
+        self.locks.inner().insert(LockTarget::Mdt(crate::MDT_INDEX), grant, grant.resource, 0);
+        self.trim_locks();
+    }
+
+    /// Gives back the least recently used locks past the bound, in the background.
+    fn trim_locks(&self) {
+        let excess = self.locks.take_lru_excess();
+        if excess.is_empty() {
+            return;
+        }
+        let Some(client) = self.weak_self() else { return };
+        tokio::spawn(async move {
+            let Some(client) = client.upgrade() else { return };
+            let mut by_target: HashMap<LockTarget, Vec<LockHandle>> = HashMap::new();
+            let hooks = client.locks.hooks();
+            for (t, h) in excess {
+                let removed = client.locks.inner().remove(t, h);
+                if let Some(e) = removed {
+                    if let (LockScope::Extent(_), Some(hooks)) = (e.scope, &hooks) {
+                        hooks.flush(e.file).await;
+                    }
+                    if let Some(hooks) = &hooks {
+                        drop_caches(&**hooks, &e);
+                    }
+                    by_target.entry(t).or_default().push(h);
+                }
+            }
+            for (target, handles) in by_target {
+                for chunk in handles.chunks(1024) {
+                    if let Err(e) = client.ldlm(target, LdlmRequest::Cancel { handles: chunk.to_vec() }).await {
+                        tracing::debug!("cancelling cached locks on {target:?} failed: {e}");
+                    }
+                }
+            }
+        });
+    }
+
+    /// Answers a server's callback.
+    pub(crate) async fn answer_callback(&self, callback: CallbackRequest) -> WeftResult<CallbackAnswer> {
+        match callback {
+            CallbackRequest::Blocking { target, handle, wanted, .. } => {
+                Ok(self.locks.revoke(target, handle, wanted).await)
+            }
+            CallbackRequest::Glimpse { target, resource } => {
+                if let Some(h) = self.locks.hooks() {
+                    for file in self.locks.files_of(target, resource) {
+                        h.flush(file).await;
+                    }
+                }
+                Ok(CallbackAnswer::Flushed)
+            }
+        }
+    }
+}
+
+/// The transport's view of a client: callbacks go to the client while it lives.
+pub(crate) struct Callbacks(pub(crate) Weak<Client>);
+
+impl weft_rpc::CallbackHandler for Callbacks {
+    fn handle(&self, callback: CallbackRequest) -> BoxFuture<'static, WeftResult<CallbackAnswer>> {
+        let client = self.0.clone();
+        Box::pin(async move {
+            match client.upgrade() {
+                Some(c) => c.answer_callback(callback).await,
+                // Unmounting: whatever it was, it is not held any more.
+                None => Ok(CallbackAnswer::Unknown),
+            }
+        })
+    }
+}

@@ -1,0 +1,875 @@
+//! One target's locks in a running server: the [`LockTable`] plus the callbacks that make
+//! holders give their locks back, and the eviction of holders that do not answer.
+//!
+//! # How an enqueue proceeds
+//!
+//! 1. The request goes into the table. If nothing conflicts it is granted at once.
+//! 2. Otherwise it waits, and the owner of each granted lock that blocks it gets a
+//!    [`CallbackRequest::Blocking`] carrying the wanted scope: one callback per blocking
+//!    lock at a time, sent concurrently from tasks of their own, so a lock blocking ten
+//!    requests is called back once and a slow client does not delay the others.
+//! 3. Each answer changes the table: [`CallbackAnswer::Released`] and
+//!    [`CallbackAnswer::Unknown`] cancel the lock; [`CallbackAnswer::Narrowed`] converts it
+//!    to the narrower scope (or cancels it, if that still conflicts with what was wanted or
+//!    is not a narrowing). An error, an unexpected answer, or no answer within
+//!    [`NamespaceConfig::callback_timeout`] **evicts** the holder: every lock it has in this
+//!    namespace is dropped and [`CallbackSender::evict`] tells the transport to refuse it
+//!    from then on (it must reconnect, and its caches are gone with its locks).
+//! 4. Whatever a change lets through is granted (in FIFO order, see [`crate::state`]) and
+//!    its waiting enqueue is woken. Locks that now block a waiting request, e.g. a request
+//!    just granted ahead of a later conflicting one, are called back in turn.
+//!
+//! A waiting enqueue whose future is dropped (the caller gave up) cancels its request; one
+//! whose own owner is evicted meanwhile returns [`ErrorCode::Evicted`].
+//!
+//! # Concurrency
+//!
+//! All state sits behind one `std::sync::Mutex`, never held across an `.await`: waiters
+//! are woken through oneshot channels, callbacks run in spawned tasks. The
+//! [`CallbackSender`] is never called with the mutex held, so it may call back into the
+//! namespace (e.g. its `evict` may call [`Namespace::drop_owner`]).
+//!
+//! The async methods, [`Namespace::cancel`] and [`Namespace::drop_owner`] spawn callback
+//! tasks and therefore must run within a Tokio runtime (or the namespace must have been
+//! created within one).
+
+use crate::state::{conflicts, Changes, EnqueueOptions, Enqueued, Lock, LockTable};
+use futures::future::BoxFuture;
+use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::time::Duration;
+use tokio::sync::oneshot;
+use weft_proto::lock::{CallbackAnswer, CallbackRequest, LockGrant, LockHandle, LockMode, LockScope, LockTarget};
+use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
+
+/// How the namespace reaches clients: implemented by the server's transport.
+pub trait CallbackSender: Send + Sync + 'static {
+    /// Sends `callback` to client `owner` and waits for its answer, at most `timeout`
+    /// (the implementation waits for the client to be reachable within that time).
+    fn send(
+        &self,
+        owner: u64,
+        callback: CallbackRequest,
+        timeout: Duration,
+    ) -> BoxFuture<'static, WeftResult<CallbackAnswer>>;
+
+    /// `owner` did not answer in time: from now on the transport refuses its requests with
+    /// [`ErrorCode::Evicted`]. Called without any namespace lock held.
+    fn evict(&self, owner: u64, reason: String);
+}
+
+/// What a namespace serves and how patient it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NamespaceConfig {
+    /// The target whose locks these are (named in callbacks and eviction reasons).
+    pub target: LockTarget,
+    /// How long a client has to answer a callback before it is evicted.
+    pub callback_timeout: Duration,
+}
+
+/// One target's lock namespace. Create with [`Namespace::new`]; see the
+/// [module documentation](self).
+pub struct Namespace {
+    config: NamespaceConfig,
+    sender: Arc<dyn CallbackSender>,
+    inner: Mutex<Inner>,
+    /// Ourselves, for the callback tasks spawned from `&self` methods.
+    me: Weak<Namespace>,
+    /// The runtime the namespace was created in, if any: used when a callback must be
+    /// spawned from outside a runtime (e.g. an enqueue future dropped there).
+    runtime: Option<tokio::runtime::Handle>,
+}
+
+/// What the mutex guards.
+#[derive(Default)]
+struct Inner {
+    table: LockTable,
+    /// The enqueues waiting for their lock, by the handle of their waiting request.
+    waiters: HashMap<LockHandle, oneshot::Sender<WeftResult<LockGrant>>>,
+    /// Granted locks with a blocking callback in flight (at most one per lock).
+    calling: HashSet<LockHandle>,
+    /// Locks the server holds for the length of one operation of their owner (an MDS
+    /// change): never called back, the waiters wait for the operation's cancel.
+    operation: HashSet<LockHandle>,
+}
+
+/// A blocking callback to send: `holder` blocks `waiter`.
+struct Recall {
+    holder: Lock,
+    waiter: Lock,
+}
+
+impl Inner {
+    /// Hands each newly granted lock to its waiting enqueue. Returns the resources touched.
+    fn wake(&mut self, changes: Changes) -> BTreeSet<Fid> {
+        let mut touched = BTreeSet::new();
+        for lock in changes.granted {
+            touched.insert(lock.resource);
+            if let Some(tx) = self.waiters.remove(&lock.handle) {
+                // A receiver gone means the enqueue was dropped: its guard cancels the lock.
+                let _ = tx.send(Ok(lock.grant()));
+            }
+        }
+        touched
+    }
+
+    /// The callbacks the waiting requests of `resources` need: one per blocking lock that
+    /// has none in flight, carrying the scope of the first (FIFO) request it blocks.
+    fn recalls(&mut self, resources: impl IntoIterator<Item = Fid>) -> Vec<Recall> {
+        let mut recalls = Vec::new();
+        for fid in resources {
+            let waiting: Vec<Lock> = self.table.waiting(fid).collect();
+            for waiter in waiting {
+                for holder in self.table.blockers(waiter.handle) {
+                    if self.operation.contains(&holder.handle) {
+                        continue;
+                    }
+                    if self.calling.insert(holder.handle) {
+                        recalls.push(Recall { holder, waiter });
+                    }
+                }
+            }
+        }
+        recalls
+    }
+
+    /// Applies `changes` made on `resource`: wakes the granted, lists the callbacks needed.
+    fn settle(&mut self, changes: Changes, resource: Fid) -> Vec<Recall> {
+        let mut touched = self.wake(changes);
+        touched.insert(resource);
+        self.recalls(touched)
+    }
+
+    /// Drops every lock of `owner`; its waiting enqueues fail with `Evicted`.
+    fn drop_owner(&mut self, owner: u64, target: LockTarget) -> Vec<Recall> {
+        let (removed, changes) = self.table.drop_owner(owner);
+        for handle in removed {
+            self.operation.remove(&handle);
+            if let Some(tx) = self.waiters.remove(&handle) {
+                let _ = tx.send(Err(WeftError::new(
+                    ErrorCode::Evicted,
+                    format!("client {owner} was evicted from the locks of {target:?} while waiting for lock {handle}"),
+                )));
+            }
+        }
+        let touched = self.wake(changes);
+        self.recalls(touched)
+    }
+}
+
+/// Cancels a waiting (or just granted) request if the enqueue that owns it goes away.
+struct WaitGuard<'a> {
+    ns: &'a Namespace,
+    owner: u64,
+    handle: LockHandle,
+    armed: bool,
+}
+
+impl Drop for WaitGuard<'_> {
+    fn drop(&mut self) {
+        if self.armed {
+            self.ns.cancel(self.owner, &[self.handle]);
+        }
+    }
+}
+
+/// Cancels the locks an [`Namespace::enqueue_many`] took if it fails or goes away.
+struct TakenGuard<'a> {
+    ns: &'a Namespace,
+    owner: u64,
+    handles: Vec<LockHandle>,
+}
+
+impl Drop for TakenGuard<'_> {
+    fn drop(&mut self) {
+        if !self.handles.is_empty() {
+            self.ns.cancel(self.owner, &self.handles);
+        }
+    }
+}
+
+/// The global order of [`Namespace::enqueue_many`]: by resource, then scope, then mode.
+fn lock_order(want: &(Fid, LockMode, LockScope)) -> (Fid, u8, u64, u64, LockMode) {
+    let (fid, mode, scope) = *want;
+    match scope {
+        LockScope::Extent(e) => (fid, 0, e.start, e.end, mode),
+        LockScope::Bits(b) => (fid, 1, u64::from(b), 0, mode),
+    }
+}
+
+impl Namespace {
+    pub fn new(config: NamespaceConfig, sender: Arc<dyn CallbackSender>) -> Arc<Namespace> {
+        Arc::new_cyclic(|me| Namespace {
+            config,
+            sender,
+            inner: Mutex::new(Inner::default()),
+            me: me.clone(),
+            runtime: tokio::runtime::Handle::try_current().ok(),
+        })
+    }
+
+    pub fn config(&self) -> &NamespaceConfig {
+        &self.config
+    }
+
+    fn inner(&self) -> MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Asks for a lock for `owner` and returns once it is granted. Granted at once when
+    /// nothing conflicts; otherwise the holders of the conflicting locks are called back
+    /// (see the [module documentation](self)) and this waits until their answers, or their
+    /// evictions, let the request through.
+    ///
+    /// Errors: [`ErrorCode::Evicted`] when `owner` itself was evicted (or dropped with
+    /// [`Namespace::drop_owner`]) while waiting; [`ErrorCode::Stale`] when its waiting
+    /// request was cancelled by handle. Dropping the future cancels the request.
+    pub async fn enqueue(
+        self: &Arc<Self>,
+        owner: u64,
+        resource: Fid,
+        mode: LockMode,
+        scope: LockScope,
+        opts: EnqueueOptions,
+    ) -> WeftResult<LockGrant> {
+        self.enqueue_as(owner, resource, mode, scope, opts, false).await
+    }
+
+    /// `operation`: a lock the server holds for one operation (see [`Namespace::enqueue_operation`]).
+    async fn enqueue_as(
+        self: &Arc<Self>,
+        owner: u64,
+        resource: Fid,
+        mode: LockMode,
+        scope: LockScope,
+        opts: EnqueueOptions,
+        operation: bool,
+    ) -> WeftResult<LockGrant> {
+        let (handle, granted, recalls) = {
+            let mut inner = self.inner();
+            match inner.table.enqueue(owner, resource, mode, scope, opts) {
+                Enqueued::Granted(grant) => {
+                    if operation {
+                        inner.operation.insert(grant.handle);
+                    }
+                    return Ok(grant);
+                }
+                Enqueued::Waiting { handle, .. } => {
+                    if operation {
+                        inner.operation.insert(handle);
+                    }
+                    let (tx, rx) = oneshot::channel();
+                    inner.waiters.insert(handle, tx);
+                    (handle, rx, inner.recalls([resource]))
+                }
+            }
+        };
+        let mut guard = WaitGuard { ns: self, owner, handle, armed: true };
+        self.dispatch(recalls);
+        let result = granted.await;
+        match result {
+            Ok(Ok(grant)) => {
+                guard.armed = false;
+                Ok(grant)
+            }
+            // Evicted, or cancelled by handle: the request is gone already.
+            Ok(Err(e)) => {
+                guard.armed = false;
+                Err(e)
+            }
+            // Not expected (every removal of a waiter answers it): the guard cleans up.
+            Err(_) => Err(WeftError::io(format!("lock {handle} of {:?} was lost while waiting", self.config.target))),
+        }
+    }
+
+    /// Takes several locks for one operation (all without reuse or expansion), in a fixed
+    /// global order (by resource, then scope, then mode) whatever the order of `wants`, so
+    /// that two operations wanting the same locks cannot each hold one the other waits for.
+    /// Returns the grants in the order of `wants`. On error, or if the future is dropped,
+    /// the locks taken so far are cancelled.
+    ///
+    /// Ordering prevents deadlock between different resources; on one resource, ask for
+    /// one lock with the union of the scopes (partially overlapping bit sets taken as two
+    /// locks by two operations can still wait on each other).
+    pub async fn enqueue_many(
+        self: &Arc<Self>,
+        owner: u64,
+        wants: &[(Fid, LockMode, LockScope)],
+    ) -> WeftResult<Vec<LockGrant>> {
+        self.enqueue_many_as(owner, wants, false).await
+    }
+
+    /// [`Namespace::enqueue_many`] for locks the server holds on behalf of `owner` for one
+    /// operation and cancels when it is done (an MDS change holds EX on what it changes).
+    /// They conflict like any lock of `owner` (so other clients' caches are called back and
+    /// their requests wait), but are never called back themselves: the client does not hold
+    /// them, the operation does, and it ends soon.
+    pub async fn enqueue_operation(
+        self: &Arc<Self>,
+        owner: u64,
+        wants: &[(Fid, LockMode, LockScope)],
+    ) -> WeftResult<Vec<LockGrant>> {
+        self.enqueue_many_as(owner, wants, true).await
+    }
+
+    async fn enqueue_many_as(
+        self: &Arc<Self>,
+        owner: u64,
+        wants: &[(Fid, LockMode, LockScope)],
+        operation: bool,
+    ) -> WeftResult<Vec<LockGrant>> {
+        let mut order: Vec<usize> = (0..wants.len()).collect();
+        order.sort_by_key(|&i| lock_order(&wants[i]));
+        let mut grants: Vec<Option<LockGrant>> = vec![None; wants.len()];
+        let mut taken = TakenGuard { ns: self, owner, handles: Vec::with_capacity(wants.len()) };
+        for i in order {
+            let (resource, mode, scope) = wants[i];
+            let grant = self.enqueue_as(owner, resource, mode, scope, EnqueueOptions::default(), operation).await?;
+            taken.handles.push(grant.handle);
+            grants[i] = Some(grant);
+        }
+        taken.handles.clear();
+        Ok(grants.into_iter().flatten().collect())
+    }
+
+    /// Gives locks of `owner` back, granted or waiting, and grants what this lets through.
+    /// Handles that are unknown or not `owner`'s are ignored. A waiting enqueue whose
+    /// request is cancelled this way returns [`ErrorCode::Stale`].
+    pub fn cancel(&self, owner: u64, handles: &[LockHandle]) {
+        let recalls = {
+            let mut inner = self.inner();
+            let mut touched = BTreeSet::new();
+            for &handle in handles {
+                let Some(lock) = inner.table.lock(handle).filter(|l| l.owner == owner) else { continue };
+                touched.insert(lock.resource);
+                inner.operation.remove(&handle);
+                let changes = inner.table.cancel(owner, handle);
+                if let Some(tx) = inner.waiters.remove(&handle) {
+                    let _ = tx.send(Err(WeftError::new(ErrorCode::Stale, format!("lock {handle} was cancelled"))));
+                }
+                touched.extend(inner.wake(changes));
+            }
+            inner.recalls(touched)
+        };
+        self.dispatch(recalls);
+    }
+
+    /// Before answering the size of object `resource` to `asker`: every other owner
+    /// holding a granted PW or EX extent lock on it is sent a [`CallbackRequest::Glimpse`]
+    /// (concurrently, one per owner) so that it writes out what it queued; returns when all
+    /// answered. An owner that fails or does not answer within the callback timeout is
+    /// evicted, unless it gave its write locks on `resource` back meanwhile.
+    pub async fn glimpse(self: &Arc<Self>, asker: u64, resource: Fid) {
+        let owners: BTreeSet<u64> = self.inner().table.holders_of_write(resource, asker).map(|l| l.owner).collect();
+        if owners.is_empty() {
+            return;
+        }
+        let timeout = self.config.callback_timeout;
+        let target = self.config.target;
+        let calls = owners.into_iter().map(|owner| {
+            let answer = self.sender.send(owner, CallbackRequest::Glimpse { target, resource }, timeout);
+            async move { (owner, tokio::time::timeout(timeout, answer).await) }
+        });
+        for (owner, answer) in futures::future::join_all(calls).await {
+            let failure = match answer {
+                Ok(Ok(_)) => continue,
+                Ok(Err(e)) => format!("failed: {e}"),
+                Err(_) => format!("got no answer within {timeout:?}"),
+            };
+            let recalls = {
+                let mut inner = self.inner();
+                if !inner.table.holders_of_write(resource, asker).any(|l| l.owner == owner) {
+                    continue;
+                }
+                inner.drop_owner(owner, target)
+            };
+            let reason =
+                format!("the glimpse callback of {target:?} for object {resource} to client {owner} {failure}");
+            self.report_eviction(owner, reason);
+            self.dispatch(recalls);
+        }
+    }
+
+    /// Drops every lock of `owner` (the transport lost the client for good, or an admin
+    /// evicts it) and grants what this lets through. Its waiting enqueues return
+    /// [`ErrorCode::Evicted`]. Does not call [`CallbackSender::evict`].
+    pub fn drop_owner(&self, owner: u64) {
+        let recalls = self.inner().drop_owner(owner, self.config.target);
+        self.dispatch(recalls);
+    }
+
+    /// How many locks (granted and waiting) the namespace holds.
+    pub fn lock_count(&self) -> usize {
+        self.inner().table.len()
+    }
+
+    /// How many locks (granted and waiting) `owner` holds.
+    pub fn owner_lock_count(&self, owner: u64) -> usize {
+        self.inner().table.owner_count(owner)
+    }
+
+    /// One lock, granted or waiting (for tests and diagnostics).
+    pub fn lock(&self, handle: LockHandle) -> Option<Lock> {
+        self.inner().table.lock(handle)
+    }
+
+    /// Starts a task per blocking callback.
+    fn dispatch(&self, recalls: Vec<Recall>) {
+        if recalls.is_empty() {
+            return;
+        }
+        let runtime = tokio::runtime::Handle::try_current().ok().or_else(|| self.runtime.clone());
+        match (self.me.upgrade(), runtime) {
+            (Some(me), Some(runtime)) => {
+                for recall in recalls {
+                    runtime.spawn(Arc::clone(&me).recall(recall));
+                }
+            }
+            // No runtime (or the namespace is going away): nothing can be called back.
+            // Forget the marks so that a later change retries.
+            _ => {
+                let mut inner = self.inner();
+                for recall in recalls {
+                    inner.calling.remove(&recall.holder.handle);
+                }
+            }
+        }
+    }
+
+    /// Calls `recall.holder` back and applies the answer (see the module documentation).
+    async fn recall(self: Arc<Self>, recall: Recall) {
+        let Recall { holder, waiter } = recall;
+        let NamespaceConfig { target, callback_timeout: timeout } = self.config;
+        let callback = CallbackRequest::Blocking {
+            target,
+            handle: holder.handle,
+            resource: holder.resource,
+            wanted: waiter.scope,
+        };
+        let answer = match tokio::time::timeout(timeout, self.sender.send(holder.owner, callback, timeout)).await {
+            Ok(answer) => answer,
+            Err(_) => Err(WeftError::new(ErrorCode::TimedOut, format!("no answer within {timeout:?}"))),
+        };
+        let mut eviction = None;
+        let recalls = {
+            let mut inner = self.inner();
+            inner.calling.remove(&holder.handle);
+            match (inner.table.lock(holder.handle), answer) {
+                // Gone meanwhile (cancelled by its owner, or the owner evicted): the answer,
+                // whatever it is, changes nothing.
+                (None, _) => Vec::new(),
+                (Some(_), Ok(CallbackAnswer::Released | CallbackAnswer::Unknown)) => {
+                    let changes = inner.table.cancel(holder.owner, holder.handle);
+                    inner.settle(changes, holder.resource)
+                }
+                (Some(now), Ok(CallbackAnswer::Narrowed(scope))) => {
+                    let still = conflicts(now.owner, now.mode, &scope, waiter.owner, waiter.mode, &waiter.scope);
+                    let converted =
+                        if still { None } else { inner.table.convert(now.owner, now.handle, now.mode, scope).ok() };
+                    // Still in the way, or not a narrowing: as good as released.
+                    let changes = converted.unwrap_or_else(|| inner.table.cancel(now.owner, now.handle));
+                    inner.settle(changes, holder.resource)
+                }
+                (Some(now), answer) => {
+                    let failure = match answer {
+                        Ok(other) => format!("answered {other:?}"),
+                        Err(e) => format!("failed: {e}"),
+                    };
+                    eviction = Some(format!(
+                        "the blocking callback of {target:?} for lock {} ({:?} {:?} on {}) to client {} {failure} \
+                         (callback timeout {timeout:?})",
+                        now.handle, now.mode, now.scope, now.resource, now.owner
+                    ));
+                    inner.drop_owner(now.owner, target)
+                }
+            }
+        };
+        if let Some(reason) = eviction {
+            self.report_eviction(holder.owner, reason);
+        }
+        self.dispatch(recalls);
+    }
+
+    /// Logs an eviction whose locks are already dropped, and tells the transport.
+    fn report_eviction(&self, owner: u64, reason: String) {
+        tracing::warn!(client = owner, target = ?self.config.target, "evicting client: {reason}");
+        self.sender.evict(owner, reason);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::OnceLock;
+    use std::time::Instant;
+    use weft_proto::lock::{bits, Extent};
+
+    const OBJ: Fid = Fid::new(0x1_0000_0000, 1, 0);
+    const OBJ2: Fid = Fid::new(0x1_0000_0000, 2, 0);
+    const INODE: Fid = Fid::new(0x2_0000_0400, 7, 0);
+    const PLAIN: EnqueueOptions = EnqueueOptions { reuse: false, expand: false };
+
+    /// How a fake client answers callbacks.
+    #[derive(Debug, Clone)]
+    enum Behaviour {
+        /// Answers this after the delay.
+        Answer(CallbackAnswer, Duration),
+        /// Never answers.
+        Silent,
+        /// Unreachable: the send fails at once.
+        Unreachable,
+        /// Gives the lock back when its operation is done: answers `Unknown` once the lock
+        /// was cancelled (polls the namespace). Glimpses are answered `Flushed`.
+        WhenDone,
+    }
+
+    #[derive(Default)]
+    struct Fake {
+        behaviour: Mutex<HashMap<u64, Behaviour>>,
+        calls: Mutex<Vec<(u64, CallbackRequest)>>,
+        evicted: Mutex<Vec<(u64, String)>>,
+        ns: OnceLock<Weak<Namespace>>,
+    }
+
+    impl Fake {
+        fn set(&self, owner: u64, b: Behaviour) {
+            self.behaviour.lock().unwrap().insert(owner, b);
+        }
+        fn calls(&self) -> Vec<(u64, CallbackRequest)> {
+            self.calls.lock().unwrap().clone()
+        }
+        fn evicted(&self) -> Vec<(u64, String)> {
+            self.evicted.lock().unwrap().clone()
+        }
+    }
+
+    impl CallbackSender for Fake {
+        fn send(
+            &self,
+            owner: u64,
+            callback: CallbackRequest,
+            _: Duration,
+        ) -> BoxFuture<'static, WeftResult<CallbackAnswer>> {
+            self.calls.lock().unwrap().push((owner, callback.clone()));
+            let behaviour = self.behaviour.lock().unwrap().get(&owner).cloned();
+            let ns = self.ns.get().cloned();
+            Box::pin(async move {
+                match behaviour.unwrap_or(Behaviour::Answer(CallbackAnswer::Released, Duration::ZERO)) {
+                    Behaviour::Answer(answer, delay) => {
+                        tokio::time::sleep(delay).await;
+                        Ok(answer)
+                    }
+                    Behaviour::Silent => futures::future::pending().await,
+                    Behaviour::Unreachable => Err(WeftError::new(ErrorCode::TimedOut, "client unreachable")),
+                    Behaviour::WhenDone => {
+                        let CallbackRequest::Blocking { handle, .. } = callback else {
+                            return Ok(CallbackAnswer::Flushed);
+                        };
+                        while ns.as_ref().and_then(Weak::upgrade).is_some_and(|ns| ns.lock(handle).is_some()) {
+                            tokio::time::sleep(Duration::from_millis(2)).await;
+                        }
+                        Ok(CallbackAnswer::Unknown)
+                    }
+                }
+            })
+        }
+
+        fn evict(&self, owner: u64, reason: String) {
+            self.evicted.lock().unwrap().push((owner, reason));
+        }
+    }
+
+    fn setup(timeout_ms: u64) -> (Arc<Namespace>, Arc<Fake>) {
+        let fake = Arc::new(Fake::default());
+        let config =
+            NamespaceConfig { target: LockTarget::Ost(3), callback_timeout: Duration::from_millis(timeout_ms) };
+        let ns = Namespace::new(config, fake.clone());
+        fake.ns.set(Arc::downgrade(&ns)).unwrap();
+        (ns, fake)
+    }
+
+    fn ext(start: u64, end: u64) -> LockScope {
+        LockScope::Extent(Extent { start, end })
+    }
+
+    /// The enqueue future can be spawned (no mutex guard lives across an await).
+    #[test]
+    fn futures_are_send() {
+        fn send<T: Send>(_: &T) {}
+        let (ns, _) = setup(100);
+        send(&ns.enqueue(1, OBJ, LockMode::Pr, ext(0, 0), PLAIN));
+        send(&ns.enqueue_many(1, &[]));
+        send(&ns.glimpse(1, OBJ));
+    }
+
+    #[tokio::test]
+    async fn holder_is_called_back_and_releases() {
+        let (ns, fake) = setup(2000);
+        let held = ns.enqueue(1, OBJ, LockMode::Pw, LockScope::Extent(Extent::WHOLE), PLAIN).await.unwrap();
+        fake.set(1, Behaviour::Answer(CallbackAnswer::Released, Duration::from_millis(20)));
+        let got = ns.enqueue(2, OBJ, LockMode::Pr, ext(0, 10), PLAIN).await.unwrap();
+        assert_eq!((got.mode, got.scope), (LockMode::Pr, ext(0, 10)));
+        let blocking = CallbackRequest::Blocking {
+            target: LockTarget::Ost(3),
+            handle: held.handle,
+            resource: OBJ,
+            wanted: ext(0, 10),
+        };
+        assert_eq!(fake.calls(), vec![(1, blocking)]);
+        assert!(ns.lock(held.handle).is_none());
+        assert_eq!(ns.lock_count(), 1);
+        assert!(fake.evicted().is_empty());
+    }
+
+    #[tokio::test]
+    async fn narrowed_answer_keeps_the_narrowed_lock() {
+        let (ns, fake) = setup(2000);
+        let lookup_update = LockScope::Bits(bits::LOOKUP | bits::UPDATE);
+        let held = ns.enqueue(1, INODE, LockMode::Pr, lookup_update, PLAIN).await.unwrap();
+        fake.set(1, Behaviour::Answer(CallbackAnswer::Narrowed(LockScope::Bits(bits::LOOKUP)), Duration::ZERO));
+        ns.enqueue(2, INODE, LockMode::Ex, LockScope::Bits(bits::UPDATE), PLAIN).await.unwrap();
+        let kept = ns.lock(held.handle).unwrap();
+        assert!(kept.granted);
+        assert_eq!((kept.mode, kept.scope), (LockMode::Pr, LockScope::Bits(bits::LOOKUP)));
+        assert_eq!(ns.lock_count(), 2);
+    }
+
+    #[tokio::test]
+    async fn narrowed_answer_that_still_conflicts_counts_as_released() {
+        let (ns, fake) = setup(2000);
+        let held = ns.enqueue(1, INODE, LockMode::Pr, LockScope::Bits(bits::ALL), PLAIN).await.unwrap();
+        fake.set(1, Behaviour::Answer(CallbackAnswer::Narrowed(LockScope::Bits(bits::UPDATE)), Duration::ZERO));
+        ns.enqueue(2, INODE, LockMode::Ex, LockScope::Bits(bits::UPDATE), PLAIN).await.unwrap();
+        assert!(ns.lock(held.handle).is_none());
+        assert!(fake.evicted().is_empty());
+    }
+
+    #[tokio::test]
+    async fn silent_holder_is_evicted_after_the_timeout() {
+        let (ns, fake) = setup(200);
+        let held = ns.enqueue(1, OBJ, LockMode::Pw, ext(0, 99), PLAIN).await.unwrap();
+        ns.enqueue(1, INODE, LockMode::Pr, LockScope::Bits(bits::LOOKUP), PLAIN).await.unwrap();
+        fake.set(1, Behaviour::Silent);
+        let start = Instant::now();
+        let got = ns.enqueue(2, OBJ, LockMode::Pw, ext(50, 50), PLAIN).await.unwrap();
+        let waited = start.elapsed();
+        assert!(waited >= Duration::from_millis(200) && waited < Duration::from_millis(1000), "{waited:?}");
+        assert_eq!(got.scope, ext(50, 50));
+        let evicted = fake.evicted();
+        assert_eq!(evicted.len(), 1);
+        let (owner, reason) = &evicted[0];
+        assert_eq!(*owner, 1);
+        for part in ["Ost(3)", &format!("lock {}", held.handle), "200ms"] {
+            assert!(reason.contains(part), "{reason:?} does not name {part}");
+        }
+        // All of the evicted owner's locks went, not only the blocking one.
+        assert_eq!(ns.owner_lock_count(1), 0);
+        assert_eq!(ns.lock_count(), 1);
+    }
+
+    #[tokio::test]
+    async fn unreachable_holder_is_evicted_at_once() {
+        let (ns, fake) = setup(5000);
+        ns.enqueue(1, OBJ, LockMode::Pr, ext(0, 99), PLAIN).await.unwrap();
+        fake.set(1, Behaviour::Unreachable);
+        let start = Instant::now();
+        ns.enqueue(2, OBJ, LockMode::Ex, ext(0, 0), PLAIN).await.unwrap();
+        assert!(start.elapsed() < Duration::from_secs(1));
+        assert_eq!(fake.evicted().iter().map(|e| e.0).collect::<Vec<_>>(), vec![1]);
+        assert!(fake.evicted()[0].1.contains("unreachable"));
+    }
+
+    #[tokio::test]
+    async fn glimpse_calls_back_only_other_owners_write_locks() {
+        let (ns, fake) = setup(2000);
+        ns.enqueue(1, OBJ, LockMode::Pw, ext(0, 99), PLAIN).await.unwrap();
+        ns.enqueue(1, OBJ, LockMode::Pw, ext(100, 199), PLAIN).await.unwrap();
+        ns.enqueue(2, OBJ, LockMode::Pr, ext(200, 299), PLAIN).await.unwrap();
+        ns.enqueue(3, OBJ, LockMode::Ex, ext(300, 399), PLAIN).await.unwrap();
+        ns.enqueue(4, OBJ, LockMode::Pw, ext(400, 499), PLAIN).await.unwrap();
+        ns.enqueue(5, OBJ2, LockMode::Pw, ext(0, 99), PLAIN).await.unwrap();
+        fake.set(1, Behaviour::Answer(CallbackAnswer::Flushed, Duration::from_millis(10)));
+        fake.set(3, Behaviour::Answer(CallbackAnswer::Flushed, Duration::from_millis(10)));
+        ns.glimpse(4, OBJ).await;
+        let mut called: Vec<u64> = fake.calls().iter().map(|c| c.0).collect();
+        called.sort();
+        // One glimpse per owner: not the reader 2, not the asker 4, not 5 on another object.
+        assert_eq!(called, vec![1, 3]);
+        assert!(fake
+            .calls()
+            .iter()
+            .all(|c| c.1 == CallbackRequest::Glimpse { target: LockTarget::Ost(3), resource: OBJ }));
+        assert!(fake.evicted().is_empty());
+        assert_eq!(ns.lock_count(), 6);
+    }
+
+    #[tokio::test]
+    async fn glimpse_evicts_a_silent_writer() {
+        let (ns, fake) = setup(150);
+        ns.enqueue(1, OBJ, LockMode::Pw, ext(0, 99), PLAIN).await.unwrap();
+        fake.set(1, Behaviour::Silent);
+        let start = Instant::now();
+        ns.glimpse(2, OBJ).await;
+        assert!(start.elapsed() >= Duration::from_millis(150));
+        assert_eq!(fake.evicted().len(), 1);
+        assert!(fake.evicted()[0].1.contains("glimpse"));
+        assert_eq!(ns.lock_count(), 0);
+    }
+
+    #[tokio::test]
+    async fn dropped_enqueue_cancels_its_request() {
+        let (ns, fake) = setup(5000);
+        ns.enqueue(1, OBJ, LockMode::Pw, ext(0, 99), PLAIN).await.unwrap();
+        fake.set(1, Behaviour::Silent);
+        let gave_up =
+            tokio::time::timeout(Duration::from_millis(50), ns.enqueue(2, OBJ, LockMode::Pr, ext(0, 0), PLAIN)).await;
+        assert!(gave_up.is_err());
+        assert_eq!(ns.lock_count(), 1);
+        assert_eq!(ns.owner_lock_count(2), 0);
+        // The holder was called back once, and nothing else waits.
+        assert_eq!(fake.calls().len(), 1);
+        assert!(ns.inner().waiters.is_empty());
+    }
+
+    #[tokio::test]
+    async fn enqueue_many_in_opposite_orders_does_not_deadlock() {
+        let (ns, fake) = setup(2000);
+        fake.set(1, Behaviour::WhenDone);
+        fake.set(2, Behaviour::WhenDone);
+        let scope = LockScope::Bits(bits::UPDATE);
+        let operation = |owner: u64, wants: Vec<(Fid, LockMode, LockScope)>| {
+            let ns = ns.clone();
+            tokio::spawn(async move {
+                for _ in 0..20 {
+                    let grants = ns.enqueue_many(owner, &wants).await.unwrap();
+                    // Answered in the order asked.
+                    assert_eq!(
+                        grants.iter().map(|g| g.resource).collect::<Vec<_>>(),
+                        wants.iter().map(|w| w.0).collect::<Vec<_>>()
+                    );
+                    tokio::time::sleep(Duration::from_millis(3)).await;
+                    ns.cancel(owner, &grants.iter().map(|g| g.handle).collect::<Vec<_>>());
+                }
+            })
+        };
+        let start = Instant::now();
+        let a = operation(1, vec![(INODE, LockMode::Ex, scope), (OBJ, LockMode::Ex, ext(0, 0))]);
+        let b = operation(2, vec![(OBJ, LockMode::Ex, ext(0, 0)), (INODE, LockMode::Ex, scope)]);
+        a.await.unwrap();
+        b.await.unwrap();
+        assert!(start.elapsed() < Duration::from_millis(1500), "{:?}", start.elapsed());
+        assert!(fake.evicted().is_empty(), "{:?}", fake.evicted());
+        assert_eq!(ns.lock_count(), 0);
+    }
+
+    #[tokio::test]
+    async fn enqueue_many_cancels_what_it_took_when_it_fails() {
+        let (ns, fake) = setup(5000);
+        ns.enqueue(2, OBJ2, LockMode::Pw, ext(0, 0), PLAIN).await.unwrap();
+        fake.set(2, Behaviour::Silent);
+        let ns2 = ns.clone();
+        let many = tokio::spawn(async move {
+            ns2.enqueue_many(1, &[(OBJ2, LockMode::Pw, ext(0, 0)), (OBJ, LockMode::Pw, ext(0, 0))]).await
+        });
+        // OBJ (the lower FID) is taken first; then it waits for OBJ2 until owner 1 is evicted.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert_eq!(ns.owner_lock_count(1), 2);
+        ns.drop_owner(1);
+        assert_eq!(many.await.unwrap().unwrap_err().code, ErrorCode::Evicted);
+        assert_eq!(ns.owner_lock_count(1), 0);
+        assert_eq!(ns.lock_count(), 1);
+    }
+
+    #[tokio::test]
+    async fn new_blockers_get_callbacks_while_a_request_waits() {
+        let (ns, fake) = setup(2000);
+        let reader = ns.enqueue(1, OBJ, LockMode::Pr, ext(0, 99), PLAIN).await.unwrap();
+        fake.set(1, Behaviour::Answer(CallbackAnswer::Released, Duration::from_millis(50)));
+        let ns2 = ns.clone();
+        let writer = tokio::spawn(async move { ns2.enqueue(2, OBJ, LockMode::Pw, ext(0, 99), PLAIN).await });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        // A reader behind the waiting writer: no granted blocker yet, so no callback.
+        let ns3 = ns.clone();
+        let late = tokio::spawn(async move { ns3.enqueue(3, OBJ, LockMode::Pr, ext(10, 10), PLAIN).await });
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        assert_eq!(fake.calls().len(), 1);
+        // Once the writer is granted, it blocks the reader and is called back in turn.
+        let patience = Duration::from_secs(1);
+        let writer = tokio::time::timeout(patience, writer).await.expect("writer never granted").unwrap().unwrap();
+        tokio::time::timeout(patience, late).await.expect("late reader never granted").unwrap().unwrap();
+        let handles: Vec<(u64, LockHandle)> = fake
+            .calls()
+            .into_iter()
+            .map(|(owner, c)| match c {
+                CallbackRequest::Blocking { handle, .. } => (owner, handle),
+                other => panic!("{other:?}"),
+            })
+            .collect();
+        assert_eq!(handles, vec![(1, reader.handle), (2, writer.handle)]);
+    }
+
+    #[tokio::test]
+    async fn a_waiter_whose_owner_is_evicted_gets_evicted() {
+        let (ns, fake) = setup(200);
+        // Owner 1 holds OBJ and waits for OBJ2, held by owner 2.
+        ns.enqueue(1, OBJ, LockMode::Pw, ext(0, 0), PLAIN).await.unwrap();
+        ns.enqueue(2, OBJ2, LockMode::Pw, ext(0, 0), PLAIN).await.unwrap();
+        fake.set(1, Behaviour::Silent);
+        fake.set(2, Behaviour::Silent);
+        // Owner 3 wants OBJ first: owner 1 times out 100 ms before owner 2 would.
+        let ns3 = ns.clone();
+        let third = tokio::spawn(async move { ns3.enqueue(3, OBJ, LockMode::Pr, ext(0, 0), PLAIN).await });
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let err = ns.enqueue(1, OBJ2, LockMode::Pr, ext(0, 0), PLAIN).await.unwrap_err();
+        assert_eq!(err.code, ErrorCode::Evicted);
+        third.await.unwrap().unwrap();
+        assert_eq!(ns.owner_lock_count(1), 0);
+
+        // The same through an admin's drop_owner.
+        let (ns, fake) = setup(5000);
+        ns.enqueue(2, OBJ2, LockMode::Pw, ext(0, 0), PLAIN).await.unwrap();
+        fake.set(2, Behaviour::Silent);
+        let ns1 = ns.clone();
+        let waiter = tokio::spawn(async move { ns1.enqueue(1, OBJ2, LockMode::Pr, ext(0, 0), PLAIN).await });
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        ns.drop_owner(1);
+        assert_eq!(waiter.await.unwrap().unwrap_err().code, ErrorCode::Evicted);
+        assert_eq!(ns.lock_count(), 1);
+        assert!(fake.evicted().is_empty());
+    }
+
+    #[tokio::test]
+    async fn reuse_and_expand_pass_through() {
+        let (ns, _) = setup(2000);
+        let opts = EnqueueOptions { reuse: true, expand: true };
+        let first = ns.enqueue(1, OBJ, LockMode::Pw, ext(0, 4095), opts).await.unwrap();
+        assert_eq!(first.scope, LockScope::Extent(Extent::WHOLE));
+        let again = ns.enqueue(1, OBJ, LockMode::Pr, ext(8192, 12287), opts).await.unwrap();
+        assert_eq!(again, first);
+        assert_eq!(ns.lock_count(), 1);
+    }
+
+    /// An operation's locks hold off other owners without calling anyone back, and the
+    /// waiter is granted when the operation cancels them; other owners' cached locks are
+    /// called back as usual.
+    #[tokio::test]
+    async fn operation_locks_are_waited_for_never_called_back() {
+        let (ns, fake) = setup(300);
+        let cached = ns.enqueue(2, INODE, LockMode::Pr, LockScope::Bits(bits::UPDATE), PLAIN).await.unwrap();
+        let op = ns.enqueue_operation(1, &[(INODE, LockMode::Ex, LockScope::Bits(bits::UPDATE))]).await.unwrap();
+        assert_eq!(fake.calls().len(), 1, "the cached lock of owner 2 was called back");
+        assert!(ns.lock(cached.handle).is_none());
+        let waiter = {
+            let ns = ns.clone();
+            tokio::spawn(async move { ns.enqueue(3, INODE, LockMode::Pr, LockScope::Bits(bits::UPDATE), PLAIN).await })
+        };
+        // Longer than the callback timeout: a callback to owner 1 would have evicted it.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(!waiter.is_finished(), "granted while the operation holds EX");
+        assert_eq!(fake.calls().len(), 1, "the operation's lock was called back");
+        assert!(fake.evicted().is_empty());
+        ns.cancel(1, &[op[0].handle]);
+        let got = tokio::time::timeout(Duration::from_secs(2), waiter).await.unwrap().unwrap().unwrap();
+        assert_eq!(got.mode, LockMode::Pr);
+    }
+}

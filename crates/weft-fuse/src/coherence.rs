@@ -1,0 +1,138 @@
+//! What keeps this mount's kernel caches true while other clients change the file system:
+//! the lock hooks the client library calls when a lock goes, and the cache lifetimes the
+//! mount hands the kernel.
+//!
+//! * While the client holds an inode-bit lock on an inode, the kernel may keep its name and
+//!   attributes for [`LOCKED_TTL`]; when the lock goes, [`MountHooks::drop_inode`] tells the
+//!   kernel to forget them (FUSE_NOTIFY_INVAL_INODE for attributes, FUSE_NOTIFY_INVAL_ENTRY
+//!   for each name this mount handed out for the inode). Without a lock: TTL 0.
+//! * A regular file whose size the MDS does not know (a writer has it open somewhere) gets
+//!   TTL 0 for its attributes, so every stat asks (and glimpses the objects).
+//! * While the client holds extent locks on a file's objects the kernel keeps the file's
+//!   pages across opens (FOPEN_KEEP_CACHE); when one goes, [`MountHooks::flush`] writes out
+//!   the file's queued writes first and [`MountHooks::drop_data`] drops its pages after.
+//!
+//! The kernel calls run on blocking threads: an invalidation waits for pages that a read in
+//! flight holds locked, and that read may wait for a lock this very callback gives back.
+
+use crate::writeback::WriteBehind;
+use fuser::{INodeNo, Notifier};
+use futures::future::BoxFuture;
+use std::collections::HashMap;
+use std::ffi::{OsStr, OsString};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+use weft_client::locks::LockHooks;
+use weft_proto::lock::{bits, LockTarget};
+use weft_proto::msg::{FileType, InodeInfo};
+use weft_proto::Fid;
+
+/// How long the kernel may keep what a held lock guards. The lock's callback ends it
+/// sooner; this only bounds how long a name stays cached if a callback were ever lost.
+pub const LOCKED_TTL: Duration = Duration::from_secs(3600);
+/// Names remembered per inode for invalidation; past this the inode's later names are
+/// handed out uncached (TTL 0).
+const ALIASES_PER_INODE_MAX: usize = 8;
+
+pub(crate) struct MountHooks {
+    notifier: OnceLock<Notifier>,
+    writes: Arc<WriteBehind>,
+    runtime: tokio::runtime::Handle,
+    /// inode -> the (parent, name) entries this mount handed the kernel for it.
+    aliases: Mutex<HashMap<u64, Vec<(u64, OsString)>>>,
+}
+
+impl MountHooks {
+    pub(crate) fn new(writes: Arc<WriteBehind>, runtime: tokio::runtime::Handle) -> Arc<MountHooks> {
+        Arc::new(MountHooks { notifier: OnceLock::new(), writes, runtime, aliases: Mutex::new(HashMap::new()) })
+    }
+
+    /// The session's notifier, once the kernel connection exists.
+    pub(crate) fn set_notifier(&self, notifier: Notifier) {
+        let _ = self.notifier.set(notifier);
+    }
+
+    fn aliases(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Vec<(u64, OsString)>>> {
+        self.aliases.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Remembers that the kernel knows `ino` as `parent/name`; false if too many names are
+    /// remembered for it already (then the entry must not be cached).
+    pub(crate) fn note_alias(&self, parent: u64, name: &OsStr, ino: u64) -> bool {
+        let mut aliases = self.aliases();
+        let list = aliases.entry(ino).or_default();
+        if list.iter().any(|(p, n)| *p == parent && n == name) {
+            return true;
+        }
+        if list.len() >= ALIASES_PER_INODE_MAX {
+            return false;
+        }
+        list.push((parent, name.to_os_string()));
+        true
+    }
+
+    /// Runs kernel invalidations off the async threads (see the module documentation);
+    /// the task ends when the kernel is done.
+    fn invalidate(&self, ino: u64, pages: bool, entries: Vec<(u64, OsString)>) -> tokio::task::JoinHandle<()> {
+        let notifier = self.notifier.get().cloned();
+        self.runtime.spawn_blocking(move || {
+            let Some(notifier) = notifier else { return };
+            // ENOENT: the kernel has forgotten the inode or name already; nothing to do.
+            let (offset, len) = if pages { (0, 0) } else { (-1, 0) };
+            let _ = notifier.inval_inode(INodeNo(ino), offset, len);
+            for (parent, name) in entries {
+                let _ = notifier.inval_entry(INodeNo(parent), &name);
+            }
+        })
+    }
+}
+
+impl LockHooks for MountHooks {
+    fn flush(&self, file: Fid) -> BoxFuture<'static, ()> {
+        let writes = self.writes.clone();
+        Box::pin(async move { writes.wait_idle(file).await })
+    }
+
+    fn drop_data(&self, file: Fid) -> BoxFuture<'static, ()> {
+        let done = self.invalidate(file.to_ino(), true, Vec::new());
+        Box::pin(async move {
+            let _ = done.await;
+        })
+    }
+
+    fn drop_inode(&self, fid: Fid, lost: u8) {
+        let ino = fid.to_ino();
+        // Attributes at once: the kernel only marks them stale, nothing to wait for.
+        if let Some(notifier) = self.notifier.get() {
+            let _ = notifier.inval_inode(INodeNo(ino), -1, 0);
+        }
+        let entries =
+            if lost & bits::LOOKUP != 0 { self.aliases().remove(&ino).unwrap_or_default() } else { Vec::new() };
+        if !entries.is_empty() {
+            drop(self.invalidate(ino, false, entries));
+        }
+    }
+}
+
+/// How long the kernel may cache this inode's name and attributes: as long as the lock that
+/// came with it holds, 0 without one or while the size is not known.
+pub(crate) fn ttl_for(client: &weft_client::Client, inode: &InodeInfo) -> Duration {
+    let Some(lock) = &inode.lock else { return Duration::ZERO };
+    if !client.lock_cache().is_held(LockTarget::Mdt(0), lock.handle) {
+        return Duration::ZERO;
+    }
+    if inode.attr.kind == FileType::Regular && !inode.attr.size_known {
+        return Duration::ZERO;
+    }
+    LOCKED_TTL
+}
+
+/// After answering the kernel: if the lock went meanwhile, its callback may have
+/// invalidated before the kernel had the answer, so invalidate again.
+pub(crate) fn recheck(client: &weft_client::Client, hooks: &MountHooks, inode: &InodeInfo) {
+    if let Some(lock) = &inode.lock {
+        if !client.lock_cache().is_held(LockTarget::Mdt(0), lock.handle) {
+            hooks.drop_inode(inode.attr.fid, bits::ALL);
+        }
+    }
+}

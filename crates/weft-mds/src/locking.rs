@@ -1,0 +1,190 @@
+//! The MDT side of the lock protocol: inode-bit locks around every request.
+//!
+//! * **A change** first takes exclusive (EX) locks, owned by the asking client, on what it
+//!   changes: the UPDATE bit of each directory whose entries change, LOOKUP|UPDATE of each
+//!   inode that loses a name, UPDATE of an inode whose attributes change, LAYOUT of one
+//!   whose layout changes. Other clients that cached any of it are called back (and drop
+//!   it from their kernel's caches) before the change is made; the EX locks are let go once
+//!   it is answered. Locks of the asking client never conflict with its own, so a single
+//!   client never waits on itself.
+//! * **An answer that names an inode** (lookup, getattr, create, open, mkdir, ...) carries a
+//!   protected-read (PR) lock on LOOKUP|UPDATE|LAYOUT of that inode, granted before the
+//!   inode was read (Lustre's intent locks): while the client holds it, the name, the
+//!   attributes and the layout it was given stay true, so its kernel may cache them.
+//!
+//! Children are looked up before their locks are taken, all locks of one change are taken
+//! in one ordered `enqueue_many` (no deadlock between two changes), and the lookups are
+//! checked again under the locks: a name that moved meanwhile makes the change start over.
+
+use crate::store::{self, storage_err};
+use crate::Mds;
+use redb::ReadableDatabase;
+use std::sync::Arc;
+use weft_dlm::namespace::Namespace;
+use weft_dlm::state::EnqueueOptions;
+use weft_proto::lock::{bits, LockGrant, LockMode, LockScope};
+use weft_proto::msg::{MdtReply, MdtRequest, RequestHeader, OPEN_TRUNC, OPEN_WRITE, XATTR_LAYOUT};
+use weft_proto::{Fid, WeftResult};
+
+/// What a client may cache about an inode it was told about.
+pub const INTENT_BITS: u8 = bits::LOOKUP | bits::UPDATE | bits::LAYOUT;
+
+/// How often a change starts over because a name moved under it before giving up the race
+/// and running with the locks it has (the writer then decides on what it finds).
+const RELOOKUP_ROUNDS_MAX: usize = 8;
+
+pub async fn handle(mds: &Mds, ns: &Arc<Namespace>, header: &RequestHeader, req: MdtRequest) -> WeftResult<MdtReply> {
+    let owner = header.client_id;
+    match &req {
+        MdtRequest::Getattr { fid } => {
+            let grant = intent(ns, owner, *fid).await?;
+            with_lock(mds.execute(header, req).await, grant)
+        }
+        MdtRequest::Lookup { .. } => {
+            // The child is known only after the lookup: look up, lock, look up again.
+            let first = mds.execute(header, req.clone()).await?;
+            let Some(fid) = answered_fid(&first) else { return Ok(first) };
+            let grant = intent(ns, owner, fid).await?;
+            let second = mds.execute(header, req).await?;
+            if answered_fid(&second) == Some(fid) {
+                with_lock(Ok(second), grant)
+            } else {
+                // The name moved between the two lookups: answer without a lock (the
+                // client caches nothing). The stray grant is cancelled by the client's
+                // "unknown lock" answer if anyone ever needs it.
+                Ok(second)
+            }
+        }
+        _ if req.is_mutation() => {
+            let mut round = 0;
+            loop {
+                let wants = mutation_locks(mds, &req)?;
+                let held = if wants.is_empty() {
+                    Vec::new()
+                } else {
+                    let wanted: Vec<_> = wants.iter().map(|w| (w.fid, LockMode::Ex, LockScope::Bits(w.bits))).collect();
+                    ns.enqueue_operation(owner, &wanted).await?
+                };
+                round += 1;
+                // Under the locks no other client can move these names: check they still
+                // lead where they led before the locks.
+                if round < RELOOKUP_ROUNDS_MAX && !held.is_empty() && mutation_locks(mds, &req)? != wants {
+                    ns.cancel(owner, &held.iter().map(|g| g.handle).collect::<Vec<_>>());
+                    continue;
+                }
+                let result = mds.execute(header, req.clone()).await;
+                // The intent lock on the answered inode is taken while the EX locks still
+                // hold off everyone else, so nothing can change between the answer and it.
+                let result = match result {
+                    Ok(reply) => match answered_fid(&reply) {
+                        Some(fid) => {
+                            let grant = intent(ns, owner, fid).await;
+                            grant.and_then(|g| with_lock(Ok(reply), g))
+                        }
+                        None => Ok(reply),
+                    },
+                    Err(e) => Err(e),
+                };
+                if !held.is_empty() {
+                    ns.cancel(owner, &held.iter().map(|g| g.handle).collect::<Vec<_>>());
+                }
+                return result;
+            }
+        }
+        _ => mds.execute(header, req).await,
+    }
+}
+
+/// A PR lock on what a client may cache about `fid`; one it already holds is reused.
+async fn intent(ns: &Arc<Namespace>, owner: u64, fid: Fid) -> WeftResult<LockGrant> {
+    ns.enqueue(owner, fid, LockMode::Pr, LockScope::Bits(INTENT_BITS), EnqueueOptions { reuse: true, expand: false })
+        .await
+}
+
+fn answered_fid(reply: &MdtReply) -> Option<Fid> {
+    match reply {
+        MdtReply::Inode(i) | MdtReply::Opened { inode: i, .. } => Some(i.attr.fid),
+        _ => None,
+    }
+}
+
+fn with_lock(reply: WeftResult<MdtReply>, grant: LockGrant) -> WeftResult<MdtReply> {
+    Ok(match reply? {
+        MdtReply::Inode(mut i) => {
+            i.lock = Some(grant);
+            MdtReply::Inode(i)
+        }
+        MdtReply::Opened { mut inode, handle } => {
+            inode.lock = Some(grant);
+            MdtReply::Opened { inode, handle }
+        }
+        other => other,
+    })
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Want {
+    fid: Fid,
+    bits: u8,
+}
+
+/// The EX locks a change needs, children looked up as the database has them now.
+fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want>> {
+    let txn = mds.core.db.begin_read().map_err(storage_err)?;
+    let t = store::read_tables(&txn)?;
+    let child = |parent: &Fid, name: &[u8]| -> WeftResult<Option<Fid>> { Ok(t.dentry(*parent, name)?.map(|(f, _)| f)) };
+    let update = |fid: Fid| Want { fid, bits: bits::UPDATE };
+    let gone = |fid: Fid| Want { fid, bits: bits::LOOKUP | bits::UPDATE };
+    let mut wants = Vec::new();
+    match req {
+        MdtRequest::Create { parent, name, open_flags, .. } => {
+            wants.push(update(*parent));
+            if let Some(c) = child(parent, name)? {
+                if open_flags & (OPEN_WRITE | OPEN_TRUNC) != 0 {
+                    wants.push(update(c));
+                }
+            }
+        }
+        MdtRequest::Mkdir { parent, .. } | MdtRequest::Mknod { parent, .. } | MdtRequest::Symlink { parent, .. } => {
+            wants.push(update(*parent))
+        }
+        MdtRequest::Link { fid, parent, .. } => wants.extend([update(*parent), update(*fid)]),
+        MdtRequest::Unlink { parent, name } | MdtRequest::Rmdir { parent, name } => {
+            wants.push(update(*parent));
+            wants.extend(child(parent, name)?.map(gone));
+        }
+        MdtRequest::Rename { src_parent, src_name, dst_parent, dst_name, .. } => {
+            wants.push(update(*src_parent));
+            if dst_parent != src_parent {
+                wants.push(update(*dst_parent));
+            }
+            wants.extend(child(src_parent, src_name)?.map(gone));
+            wants.extend(child(dst_parent, dst_name)?.map(gone));
+        }
+        MdtRequest::Setattr { fid, .. } => wants.push(update(*fid)),
+        // A writer makes the recorded size untrustworthy: clients that cached it must ask
+        // again (and glimpse the objects).
+        MdtRequest::Open { fid, flags } if flags & (OPEN_WRITE | OPEN_TRUNC) != 0 => wants.push(update(*fid)),
+        MdtRequest::SetXattr { fid, name, .. } | MdtRequest::RemoveXattr { fid, name } => {
+            let layout = if name.as_slice() == XATTR_LAYOUT { bits::LAYOUT } else { 0 };
+            wants.push(Want { fid: *fid, bits: bits::UPDATE | layout });
+        }
+        MdtRequest::SetStripe { fid, .. } | MdtRequest::DeleteStripe { fid } => {
+            wants.push(Want { fid: *fid, bits: bits::UPDATE | bits::LAYOUT })
+        }
+        // Close changes nothing another client caches: while a writer had the file open,
+        // others were told the size is not known and cached no size.
+        _ => {}
+    }
+    // One lock per inode, bits merged (a rename within one directory, a hard link to self).
+    wants.sort_by_key(|w| w.fid);
+    wants.dedup_by(|b, a| {
+        if a.fid == b.fid {
+            a.bits |= b.bits;
+            true
+        } else {
+            false
+        }
+    });
+    Ok(wants)
+}

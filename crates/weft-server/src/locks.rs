@@ -1,0 +1,117 @@
+//! The lock managers of one server process: a namespace per target it serves (inode-bit
+//! locks for its MDT, extent locks for each OST), the MDT's advisory (fcntl/flock) locks,
+//! and the link to the transport that calls clients back and evicts the silent.
+//!
+//! An eviction is for the whole process: the transport refuses the client from then on, so
+//! every namespace and the advisory table drop what it held at once, instead of each
+//! waiting out its own callback timeout.
+
+use futures::future::BoxFuture;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::time::Duration;
+use weft_dlm::advisory::AdvisoryLocks;
+use weft_dlm::namespace::{CallbackSender, Namespace, NamespaceConfig};
+use weft_proto::lock::{CallbackAnswer, CallbackRequest, LdlmReply, LdlmRequest, LockTarget};
+use weft_proto::msg::RequestHeader;
+use weft_proto::{ErrorCode, WeftError, WeftResult};
+use weft_rpc::Exports;
+
+pub(crate) struct LockService {
+    pub mdt: Option<(u32, Arc<Namespace>)>,
+    pub osts: HashMap<u32, Arc<Namespace>>,
+    advisory: Mutex<AdvisoryLocks>,
+}
+
+/// The namespaces' way to the clients: the transport's exports.
+struct Sender {
+    exports: Arc<Exports>,
+    service: OnceLock<Weak<LockService>>,
+}
+
+impl CallbackSender for Sender {
+    fn send(
+        &self,
+        owner: u64,
+        callback: CallbackRequest,
+        timeout: Duration,
+    ) -> BoxFuture<'static, WeftResult<CallbackAnswer>> {
+        let exports = self.exports.clone();
+        Box::pin(async move { exports.callback(owner, callback, timeout).await })
+    }
+
+    fn evict(&self, owner: u64, reason: String) {
+        self.exports.evict(owner, reason);
+        if let Some(service) = self.service.get().and_then(Weak::upgrade) {
+            service.drop_client(owner);
+        }
+    }
+}
+
+impl LockService {
+    pub fn new(exports: Arc<Exports>, mdt: Option<u32>, osts: &[u32], callback_timeout: Duration) -> Arc<LockService> {
+        let sender = Arc::new(Sender { exports, service: OnceLock::new() });
+        let namespace = |target| {
+            Namespace::new(NamespaceConfig { target, callback_timeout }, sender.clone() as Arc<dyn CallbackSender>)
+        };
+        let service = Arc::new(LockService {
+            mdt: mdt.map(|i| (i, namespace(LockTarget::Mdt(i)))),
+            osts: osts.iter().map(|&i| (i, namespace(LockTarget::Ost(i)))).collect(),
+            advisory: Mutex::new(AdvisoryLocks::new()),
+        });
+        let _ = sender.service.set(Arc::downgrade(&service));
+        service
+    }
+
+    fn drop_client(&self, client: u64) {
+        for ns in self.mdt.iter().map(|(_, ns)| ns).chain(self.osts.values()) {
+            ns.drop_owner(client);
+        }
+        self.advisory().drop_client(client);
+    }
+
+    fn advisory(&self) -> std::sync::MutexGuard<'_, AdvisoryLocks> {
+        self.advisory.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn namespace(&self, target: LockTarget) -> Option<&Arc<Namespace>> {
+        match target {
+            LockTarget::Mdt(i) => self.mdt.as_ref().filter(|(m, _)| *m == i).map(|(_, ns)| ns),
+            LockTarget::Ost(i) => self.osts.get(&i),
+        }
+    }
+
+    /// One lock request. Extent locks grow when nobody else wants the rest of the object;
+    /// inode-bit locks are granted as asked.
+    pub async fn handle(&self, header: &RequestHeader, target: LockTarget, op: LdlmRequest) -> WeftResult<LdlmReply> {
+        let owner = header.client_id;
+        let ns = self
+            .namespace(target)
+            .ok_or_else(|| WeftError::new(ErrorCode::NotFound, format!("this server does not serve {target:?}")))?;
+        match op {
+            LdlmRequest::Enqueue { resource, mode, scope } => {
+                let expand = matches!(target, LockTarget::Ost(_));
+                let opts = weft_dlm::state::EnqueueOptions { reuse: true, expand };
+                Ok(LdlmReply::Granted(ns.enqueue(owner, resource, mode, scope, opts).await?))
+            }
+            LdlmRequest::Cancel { handles } => {
+                ns.cancel(owner, &handles);
+                Ok(LdlmReply::Cancelled)
+            }
+            LdlmRequest::FlockSet { fid, lock } if matches!(target, LockTarget::Mdt(_)) => {
+                Ok(match self.advisory().set(fid, owner, &lock) {
+                    Ok(()) => LdlmReply::FlockDone,
+                    Err(holder) => LdlmReply::FlockConflict(Some(holder)),
+                })
+            }
+            LdlmRequest::FlockGet { fid, lock } if matches!(target, LockTarget::Mdt(_)) => {
+                Ok(LdlmReply::FlockConflict(self.advisory().get(fid, owner, &lock)))
+            }
+            LdlmRequest::FlockRelease { fid, owner: lock_owner, flock } if matches!(target, LockTarget::Mdt(_)) => {
+                self.advisory().release(fid, owner, lock_owner, flock);
+                Ok(LdlmReply::FlockDone)
+            }
+            _ => Err(WeftError::invalid("advisory locks are kept by the MDT, not by an OST")),
+        }
+    }
+}

@@ -54,11 +54,25 @@ fn split(path: &str) -> (&str, &str) {
     }
 }
 
+impl Drop for NativeFs {
+    /// A client that goes away gives its locks back, so that nobody waits for it to answer.
+    fn drop(&mut self) {
+        self.rt.block_on(self.client.release_locks());
+    }
+}
+
 impl NativeFs {
     /// Connects to the file system whose management service is at `mgs` and resolves `root`,
     /// a directory path from the root of the Weft namespace (`/bench`).
     pub fn connect(mgs: &str, root: &str) -> Result<NativeFs> {
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().context("tokio runtime")?;
+        // One runtime thread of its own: lock callbacks from the servers must be answered
+        // also while this process is between calls (a current-thread runtime would leave
+        // them waiting, and the servers would evict the client).
+        let rt = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .context("tokio runtime")?;
         let mut config = ClientConfig::new(mgs);
         config.connect_timeout = std::time::Duration::from_secs(CONNECT_TIMEOUT_S);
         config.jobid = "weft-bench".to_string();

@@ -155,6 +155,8 @@ impl Drop for GrantTicket<'_> {
     }
 }
 
+/// Most handles in one Cancel request.
+const CANCEL_BATCH_MAX: usize = 1024;
 /// How long a callback waits for the kernel to drop the pages of a lock before it answers
 /// anyway (see `revoke`).
 const DROP_BEFORE_ANSWER_MS: u64 = 200;
@@ -554,13 +556,34 @@ impl Client {
                 }
             }
             for (target, handles) in by_target {
-                for chunk in handles.chunks(1024) {
+                for chunk in handles.chunks(CANCEL_BATCH_MAX) {
                     if let Err(e) = client.ldlm(target, LdlmRequest::Cancel { handles: chunk.to_vec() }).await {
                         tracing::debug!("cancelling cached locks on {target:?} failed: {e}");
                     }
                 }
             }
         });
+    }
+
+    /// Gives every cached lock back (an unmount, a client that ends): the servers need not
+    /// call back a client that is gone. Best effort; what fails is left to the eviction.
+    pub async fn release_locks(&self) {
+        let held: Vec<(LockTarget, LockHandle)> = {
+            let mut inner = self.locks.inner();
+            inner.by_resource.clear();
+            inner.entries.drain().map(|(key, _)| key).collect()
+        };
+        let mut by_target: HashMap<LockTarget, Vec<LockHandle>> = HashMap::new();
+        for (t, h) in held {
+            by_target.entry(t).or_default().push(h);
+        }
+        for (target, handles) in by_target {
+            for chunk in handles.chunks(CANCEL_BATCH_MAX) {
+                if let Err(e) = self.ldlm(target, LdlmRequest::Cancel { handles: chunk.to_vec() }).await {
+                    tracing::debug!("giving back locks on {target:?} failed: {e}");
+                }
+            }
+        }
     }
 
     /// Answers a server's callback.

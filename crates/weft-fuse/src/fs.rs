@@ -355,6 +355,8 @@ impl WeftFs {
                     tracing::warn!("closing {} at unmount: {e}", file.fid);
                 }
             }
+            // Nobody needs to call back a mount that is gone.
+            self.client.release_locks().await;
         };
         // The runtime may be shutting down as well: never let that take the process down.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -2,7 +2,8 @@
 # What the lock manager costs one client streaming a file it alone uses: one `weft up`
 # file system, and two more client processes mounted on it, one with locks on (the
 # default) and one with `-o locks=off` (no extent locks, no page cache kept across opens,
-# 1 s attribute caching). Each runs `weft bench stream` ROUNDS times, alternating, and the
+# 1 s attribute caching). Each runs one warm-up stream, then `weft bench stream` ROUNDS
+# times, the two mounts taking turns to go first, and the
 # script prints every figure and the mean ratio locks-on / locks-off.
 #   scripts/bench-locking.sh [SIZE] [ROUNDS]      (defaults: 2G, 3)
 # Everything is stopped and removed on exit. WEFT defaults to target/release/weft.
@@ -24,11 +25,19 @@ mkdir -p "$dir/on" "$dir/off"
 mgs=$("$W" status --data "$dir/data" --json | python3 -c 'import json,sys; print(json.load(sys.stdin)["mgs_address"])')
 "$W" mount "$mgs" "$dir/on" -o "log=$dir/on.log"
 "$W" mount "$mgs" "$dir/off" -o "locks=off,log=$dir/off.log"
-mkdir "$dir/on/s" "$dir/off/s"
+mkdir "$dir/on/s-on" "$dir/off/s-off"
+stream() { # mode json
+  "$W" bench stream --dir "$dir/$1/s-$1" --size "$size" --json "$2" >/dev/null
+  rm -f "$dir/$1/s-$1"/*
+}
+# One unrecorded warm-up stream on each mount, then rounds in alternating order so that
+# neither mount always runs first.
+stream on "$dir/warm-on.json"
+stream off "$dir/warm-off.json"
 for r in $(seq 1 "$rounds"); do
-  for mode in on off; do
-    "$W" bench stream --dir "$dir/$mode/s" --size "$size" --json "$dir/$mode-$r.json" >/dev/null
-    rm -f "$dir/$mode/s"/*
+  if (( r % 2 )); then order="on off"; else order="off on"; fi
+  for mode in $order; do
+    stream "$mode" "$dir/$mode-$r.json"
   done
 done
 python3 - "$dir" "$rounds" <<'PY'
@@ -43,4 +52,8 @@ for phase in ("write", "read"):
     print(f"{phase:5}  locks on  MB/s: " + " ".join(f"{v:7.0f}" for v in a))
     print(f"{phase:5}  locks off MB/s: " + " ".join(f"{v:7.0f}" for v in b))
     print(f"{phase:5}  ratio on/off (mean): {sum(a)/len(a) / (sum(b)/len(b)):.3f}")
+    ca = [x[phase]["cpu_s_per_gb"] for x in on if x[phase].get("cpu_s_per_gb") is not None]
+    cb = [x[phase]["cpu_s_per_gb"] for x in off if x[phase].get("cpu_s_per_gb") is not None]
+    if ca and cb:
+        print(f"{phase:5}  cpu s/GB (mean) locks on {sum(ca)/len(ca):.3f}, locks off {sum(cb)/len(cb):.3f}")
 PY

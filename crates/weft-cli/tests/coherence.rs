@@ -273,3 +273,42 @@ fn a_client_killed_holding_locks_is_evicted_and_its_queued_writes_never_land() {
         "got"
     );
 }
+
+/// A client that stops answering (SIGSTOP) is evicted when another needs its locks; when it
+/// runs again it learns it: the file it had open gives EIO, its cached bytes are gone, and a
+/// new open works with the other client's data.
+#[test]
+fn an_evicted_client_learns_it_and_comes_back() {
+    let (c, a, b) = two_mounts(1);
+    std::fs::write(a.join("f"), pattern(7, 0, 1 << 20)).unwrap();
+    let mut held = std::fs::OpenOptions::new().read(true).write(true).open(b.join("f")).unwrap();
+    let mut buf = vec![0u8; 4096];
+    held.read_exact(&mut buf).unwrap();
+    held.write_all_at(b"from b", 0).unwrap();
+    let pid = c.mount_pid(&b) as i32;
+    // SAFETY: plain kill(2) on our own child.
+    unsafe { libc::kill(pid, libc::SIGSTOP) };
+    let started = Instant::now();
+    let newer = pattern(8, 0, 1 << 20);
+    std::fs::write(a.join("f"), &newer).unwrap();
+    let waited = started.elapsed();
+    // SAFETY: as above.
+    unsafe { libc::kill(pid, libc::SIGCONT) };
+    assert!(
+        waited < Duration::from_millis(weft_harness::LOCK_TIMEOUT_MS) + Duration::from_secs(5),
+        "A waited {waited:?}"
+    );
+    // B learns of its eviction from its pinger within a second or so, even without asking
+    // anything; then its next operation on the old descriptor fails, and keeps failing.
+    std::thread::sleep(Duration::from_millis(2_500));
+    held.seek(SeekFrom::Start(0)).unwrap();
+    let first = held.read(&mut buf).map(|_| ());
+    let second = held.write_all_at(b"stale", 0);
+    assert_eq!(errno_of(first), libc::EIO, "read on a descriptor opened before the eviction");
+    assert_eq!(errno_of(second), libc::EIO, "write on a descriptor opened before the eviction");
+    drop(held);
+    // A new open on B works and sees A's bytes, not B's stale ones.
+    assert!(read_all(&b.join("f")) == newer, "B read stale data after its eviction");
+    std::fs::write(b.join("g"), b"after").unwrap();
+    assert_eq!(std::fs::read(a.join("g")).unwrap(), b"after");
+}

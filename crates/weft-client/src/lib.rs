@@ -140,6 +140,7 @@ impl Client {
         })?;
         client.register_local(client_id);
         tokio::spawn(map_task(Arc::downgrade(&client), client.map_refresh_wanted.clone()));
+        tokio::spawn(ping_task(Arc::downgrade(&client)));
         Ok(client)
     }
 
@@ -415,6 +416,31 @@ async fn map_task(client: Weak<Client>, refresh_wanted: Arc<Notify>) {
         let version = client.map_tx.borrow().map.version;
         if let Err(e) = client.fetch_map(version).await {
             tracing::debug!("refetching the cluster map failed: {e}");
+        }
+    }
+}
+
+/// Lustre's pinger: while the client holds locks, it asks one target of every server
+/// process each PING_INTERVAL_MS whether it is still known there. A client that was evicted
+/// meanwhile (it was stopped, or cut off) learns it here even if it sends nothing else,
+/// drops every cache its lost locks guarded and comes back under a new id; and a broken
+/// connection is made again, so that callbacks reach the client.
+async fn ping_task(client: Weak<Client>) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(limits::PING_INTERVAL_MS)).await;
+        let Some(client) = client.upgrade() else { return };
+        if client.locks.is_empty() {
+            continue;
+        }
+        let targets = client.map_tx.borrow().one_target_per_address();
+        for (kind, index) in targets {
+            let target = match kind {
+                TargetKind::Mdt => LockTarget::Mdt(index),
+                TargetKind::Ost => LockTarget::Ost(index),
+            };
+            let probe = client.ldlm(target, LdlmRequest::Cancel { handles: Vec::new() });
+            // Only the answer matters (an eviction is handled where requests fail).
+            let _ = tokio::time::timeout(Duration::from_millis(limits::PING_INTERVAL_MS), probe).await;
         }
     }
 }

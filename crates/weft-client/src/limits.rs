@@ -9,4 +9,7 @@ pub const TARGET_SILENCE_MS_MAX: u64 = 3_000;
 /// flight; the rest wait their turn. Bounds memory and sockets for very wide files.
 pub const OBJECT_REQUESTS_IN_FLIGHT_MAX: usize = 64;
 /// Locks a client caches before it gives back the least recently used (Lustre's lru_size).
-pub const LOCKS_CACHED_MAX: usize = 32_768;
+/// About 200 bytes each with the mount's name tracking: 128 Ki locks are some 25 MiB.
+pub const LOCKS_CACHED_MAX: usize = 131_072;
+/// How often a client holding locks checks that every server still knows it (the pinger).
+pub const PING_INTERVAL_MS: u64 = 1_000;

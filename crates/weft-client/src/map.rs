@@ -28,6 +28,17 @@ impl MapState {
     pub fn addresses(&self) -> HashSet<&str> {
         self.map.targets.iter().map(|t| t.address.as_str()).collect()
     }
+
+    /// One target (the first in the map) of each server address that is up.
+    pub fn one_target_per_address(&self) -> Vec<(TargetKind, u32)> {
+        let mut seen = HashSet::new();
+        self.map
+            .targets
+            .iter()
+            .filter(|t| t.state == weft_proto::msg::TargetState::Up && seen.insert(t.address.as_str()))
+            .map(|t| (t.kind, t.index))
+            .collect()
+    }
 }
 
 /// How a target is named in messages: `OST 7`, `MDT 0`.

@@ -34,22 +34,60 @@ pub const LOCKED_TTL: Duration = Duration::from_secs(3600);
 /// handed out uncached (TTL 0).
 const ALIASES_PER_INODE_MAX: usize = 8;
 
+/// One invalidation for the kernel; `done` learns when the kernel is through with it.
+struct Inval {
+    ino: u64,
+    pages: bool,
+    entries: Vec<(u64, OsString)>,
+    done: Option<tokio::sync::oneshot::Sender<()>>,
+}
+
 pub(crate) struct MountHooks {
+    /// The thread that talks to the kernel (see [`MountHooks::set_notifier`]).
+    invalidations: OnceLock<Mutex<std::sync::mpsc::Sender<Inval>>>,
+    /// For attribute invalidations, which never wait and go out at once.
     notifier: OnceLock<Notifier>,
     writes: Arc<WriteBehind>,
-    runtime: tokio::runtime::Handle,
     /// inode -> the (parent, name) entries this mount handed the kernel for it.
     aliases: Mutex<HashMap<u64, Vec<(u64, OsString)>>>,
 }
 
 impl MountHooks {
-    pub(crate) fn new(writes: Arc<WriteBehind>, runtime: tokio::runtime::Handle) -> Arc<MountHooks> {
-        Arc::new(MountHooks { notifier: OnceLock::new(), writes, runtime, aliases: Mutex::new(HashMap::new()) })
+    pub(crate) fn new(writes: Arc<WriteBehind>) -> Arc<MountHooks> {
+        Arc::new(MountHooks {
+            invalidations: OnceLock::new(),
+            notifier: OnceLock::new(),
+            writes,
+            aliases: Mutex::new(HashMap::new()),
+        })
     }
 
-    /// The session's notifier, once the kernel connection exists.
+    /// The session's notifier, once the kernel connection exists: one thread of the mount
+    /// sends every invalidation, in order. A thread of its own because a page invalidation
+    /// may wait for pages a read holds locked, and one thread (not a task per call) because
+    /// dropping many locks at once (the LRU) would otherwise be as many thread hand-offs.
     pub(crate) fn set_notifier(&self, notifier: Notifier) {
-        let _ = self.notifier.set(notifier);
+        let _ = self.notifier.set(notifier.clone());
+        let (tx, rx) = std::sync::mpsc::channel::<Inval>();
+        let started = std::thread::Builder::new().name("weft-inval".into()).spawn(move || {
+            for inval in rx {
+                // ENOENT: the kernel has forgotten the inode or name already; nothing to do.
+                let (offset, len) = if inval.pages { (0, 0) } else { (-1, 0) };
+                let _ = notifier.inval_inode(INodeNo(inval.ino), offset, len);
+                for (parent, name) in &inval.entries {
+                    let _ = notifier.inval_entry(INodeNo(*parent), name);
+                }
+                if let Some(done) = inval.done {
+                    let _ = done.send(());
+                }
+            }
+        });
+        match started {
+            Ok(_) => {
+                let _ = self.invalidations.set(Mutex::new(tx));
+            }
+            Err(e) => tracing::error!("cannot start the invalidation thread: {e}; caches stay until they expire"),
+        }
     }
 
     fn aliases(&self) -> std::sync::MutexGuard<'_, HashMap<u64, Vec<(u64, OsString)>>> {
@@ -71,19 +109,16 @@ impl MountHooks {
         true
     }
 
-    /// Runs kernel invalidations off the async threads (see the module documentation);
-    /// the task ends when the kernel is done.
-    fn invalidate(&self, ino: u64, pages: bool, entries: Vec<(u64, OsString)>) -> tokio::task::JoinHandle<()> {
-        let notifier = self.notifier.get().cloned();
-        self.runtime.spawn_blocking(move || {
-            let Some(notifier) = notifier else { return };
-            // ENOENT: the kernel has forgotten the inode or name already; nothing to do.
-            let (offset, len) = if pages { (0, 0) } else { (-1, 0) };
-            let _ = notifier.inval_inode(INodeNo(ino), offset, len);
-            for (parent, name) in entries {
-                let _ = notifier.inval_entry(INodeNo(parent), &name);
-            }
-        })
+    /// Hands an invalidation to the invalidation thread; the receiver learns when the
+    /// kernel is through with it (at once without a kernel connection).
+    fn invalidate(&self, ino: u64, pages: bool, entries: Vec<(u64, OsString)>) -> tokio::sync::oneshot::Receiver<()> {
+        let (done, rx) = tokio::sync::oneshot::channel();
+        let inval = Inval { ino, pages, entries, done: Some(done) };
+        if let Some(tx) = self.invalidations.get() {
+            // A send fails only when the thread is gone (unmounted): nothing left to drop.
+            let _ = tx.lock().unwrap_or_else(|p| p.into_inner()).send(inval);
+        }
+        rx
     }
 }
 
@@ -102,10 +137,13 @@ impl LockHooks for MountHooks {
 
     fn drop_inode(&self, fid: Fid, lost: u8) {
         let ino = fid.to_ino();
-        // Attributes at once: the kernel only marks them stale, nothing to wait for.
+        // Attributes at once, before the callback is answered: the kernel only marks them
+        // stale, nothing to wait for.
         if let Some(notifier) = self.notifier.get() {
             let _ = notifier.inval_inode(INodeNo(ino), -1, 0);
         }
+        // Names on the invalidation thread: the kernel takes the directory's lock for them,
+        // which an operation waiting for this very callback may hold.
         let entries =
             if lost & bits::LOOKUP != 0 { self.aliases().remove(&ino).unwrap_or_default() } else { Vec::new() };
         if !entries.is_empty() {

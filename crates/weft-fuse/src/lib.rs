@@ -151,7 +151,7 @@ fn filesystem(
     opts: MountOptions,
 ) -> (fs::WeftFs, Arc<coherence::MountHooks>) {
     let writes = Arc::new(writeback::WriteBehind::default());
-    let hooks = coherence::MountHooks::new(writes.clone(), runtime.clone());
+    let hooks = coherence::MountHooks::new(writes.clone());
     client.set_lock_hooks(hooks.clone());
     (fs::WeftFs::new(client, runtime, opts, writes, hooks.clone()), hooks)
 }

@@ -240,6 +240,12 @@ impl Cluster {
         let _ = Command::new("fusermount3").arg("-uz").arg(&m.path).status();
     }
 
+    /// The process id of the client process of mount `path` (to stop and continue it).
+    pub fn mount_pid(&self, path: &Path) -> u32 {
+        let m = self.mounts.iter().find(|m| m.path == path).unwrap_or_else(|| panic!("no mount {}", path.display()));
+        m.child.as_ref().expect("mount process running").id()
+    }
+
     pub fn server(&mut self, name: &str) -> &mut Server {
         self.servers.iter_mut().find(|s| s.spec.name == name).unwrap_or_else(|| panic!("no server {name}"))
     }

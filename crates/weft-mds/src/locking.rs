@@ -73,22 +73,18 @@ pub async fn handle(mds: &Mds, ns: &Arc<Namespace>, header: &RequestHeader, req:
                     continue;
                 }
                 let result = mds.execute(header, req.clone()).await;
-                // The intent lock on the answered inode is taken while the EX locks still
-                // hold off everyone else, so nothing can change between the answer and it.
-                let result = match result {
-                    Ok(reply) => match answered_fid(&reply) {
-                        Some(fid) => {
-                            let grant = intent(ns, owner, fid).await;
-                            grant.and_then(|g| with_lock(Ok(reply), g))
-                        }
-                        None => Ok(reply),
-                    },
-                    Err(e) => Err(e),
-                };
                 if !held.is_empty() {
                     ns.cancel(owner, &held.iter().map(|g| g.handle).collect::<Vec<_>>());
                 }
-                return result;
+                // The intent lock on the answered inode comes after the EX locks went: taken
+                // while they are held it could queue behind another client's change waiting
+                // for them. The inode is read again under it, so the answer holds what the
+                // lock guards even if another change came in between.
+                let reply = result?;
+                let Some(fid) = answered_fid(&reply) else { return Ok(reply) };
+                let grant = intent(ns, owner, fid).await?;
+                let fresh = mds.execute(header, MdtRequest::Getattr { fid }).await;
+                return with_lock(Ok(refreshed(reply, fresh)), grant);
             }
         }
         _ => mds.execute(header, req).await,
@@ -105,6 +101,16 @@ fn answered_fid(reply: &MdtReply) -> Option<Fid> {
     match reply {
         MdtReply::Inode(i) | MdtReply::Opened { inode: i, .. } => Some(i.attr.fid),
         _ => None,
+    }
+}
+
+/// `reply` with its inode replaced by a newer reading of it, when there is one (a file
+/// unlinked meanwhile keeps the inode the change returned).
+fn refreshed(reply: MdtReply, fresh: WeftResult<MdtReply>) -> MdtReply {
+    match (reply, fresh) {
+        (MdtReply::Inode(_), Ok(MdtReply::Inode(now))) => MdtReply::Inode(now),
+        (MdtReply::Opened { handle, .. }, Ok(MdtReply::Inode(now))) => MdtReply::Opened { inode: now, handle },
+        (reply, _) => reply,
     }
 }
 

@@ -312,3 +312,22 @@ fn an_evicted_client_learns_it_and_comes_back() {
     std::fs::write(b.join("g"), b"after").unwrap();
     assert_eq!(std::fs::read(a.join("g")).unwrap(), b"after");
 }
+
+/// A server that restarts has forgotten the locks it granted: a client that cached under
+/// them notices the reconnect and drops those caches before the server grants anyone a
+/// conflicting lock (its recovery window), so a change made after the restart is seen.
+#[test]
+fn caches_do_not_outlive_a_server_restart() {
+    let (mut c, a, b) = two_mounts(2);
+    let old = pattern(9, 0, 1 << 20);
+    std::fs::write(a.join("f"), &old).unwrap();
+    assert!(read_all(&b.join("f")) == old);
+    assert_eq!(std::fs::metadata(b.join("f")).unwrap().permissions().mode() & 0o777, 0o644);
+    c.kill9("all");
+    c.restart("all");
+    let newer = pattern(10, 0, 1 << 20);
+    std::fs::write(a.join("f"), &newer).unwrap();
+    std::fs::set_permissions(a.join("f"), std::fs::Permissions::from_mode(0o640)).unwrap();
+    assert!(read_all(&b.join("f")) == newer, "B read what it cached before the restart");
+    assert_eq!(std::fs::metadata(b.join("f")).unwrap().permissions().mode() & 0o777, 0o640);
+}

@@ -404,6 +404,41 @@ pub(crate) fn evicted_error() -> WeftError {
     WeftError::new(ErrorCode::Evicted, "this client was evicted meanwhile; what it had under way is discarded")
 }
 
+impl Client {
+    /// A peer that opened a new connection may be talking to a restarted server, which has
+    /// forgotten the locks it granted: the locks of that server's targets are forgotten here
+    /// too, with what they guarded. (A mere network blip costs the caches, nothing more:
+    /// a server that still knows a lock gets "unknown" when it calls it back.) Servers hold
+    /// new grants back for a recovery window after a restart, longer than the ping interval,
+    /// so no other client is granted a conflicting lock before this runs.
+    fn forget_locks_of_reconnected(&self, seen: &mut HashMap<String, (usize, u64)>) {
+        let peers: Vec<(String, Arc<Peer>)> =
+            self.peers.read().unwrap_or_else(|p| p.into_inner()).iter().map(|(a, p)| (a.clone(), p.clone())).collect();
+        seen.retain(|address, _| peers.iter().any(|(a, _)| a == address));
+        for (address, peer) in peers {
+            let now = (Arc::as_ptr(&peer) as usize, peer.connections_opened());
+            let before = seen.insert(address.clone(), now);
+            let reconnected = matches!(before, Some((ptr, count)) if ptr == now.0 && count > 0 && now.1 > count);
+            if reconnected {
+                let targets: Vec<LockTarget> = self
+                    .map_tx
+                    .borrow()
+                    .map
+                    .targets
+                    .iter()
+                    .filter(|t| t.address == address)
+                    .map(|t| match t.kind {
+                        TargetKind::Mdt => LockTarget::Mdt(t.index),
+                        TargetKind::Ost => LockTarget::Ost(t.index),
+                    })
+                    .collect();
+                tracing::info!("reconnected to {address}: dropping what was cached under its locks");
+                self.locks.forget_targets(&targets);
+            }
+        }
+    }
+}
+
 /// Keeps the map current: refetches it every `MAP_REFRESH_INTERVAL_MS`, or at once when a
 /// request finds its target silent. Ends when the client is dropped.
 async fn map_task(client: Weak<Client>, refresh_wanted: Arc<Notify>) {
@@ -426,9 +461,12 @@ async fn map_task(client: Weak<Client>, refresh_wanted: Arc<Notify>) {
 /// drops every cache its lost locks guarded and comes back under a new id; and a broken
 /// connection is made again, so that callbacks reach the client.
 async fn ping_task(client: Weak<Client>) {
+    // Per server address: the peer (by identity) and how many connections it had opened.
+    let mut seen: HashMap<String, (usize, u64)> = HashMap::new();
     loop {
         tokio::time::sleep(Duration::from_millis(limits::PING_INTERVAL_MS)).await;
         let Some(client) = client.upgrade() else { return };
+        client.forget_locks_of_reconnected(&mut seen);
         if client.locks.is_empty() {
             continue;
         }
@@ -442,6 +480,8 @@ async fn ping_task(client: Weak<Client>) {
             // Only the answer matters (an eviction is handled where requests fail).
             let _ = tokio::time::timeout(Duration::from_millis(limits::PING_INTERVAL_MS), probe).await;
         }
+        // A probe that had to reconnect is noticed at once, not a tick later.
+        client.forget_locks_of_reconnected(&mut seen);
     }
 }
 

@@ -354,6 +354,23 @@ impl LockCache {
         files
     }
 
+    /// Forgets the locks of these targets (their server restarted and no longer knows them)
+    /// and drops every cache they guarded.
+    pub(crate) fn forget_targets(&self, targets: &[LockTarget]) {
+        let entries: Vec<Entry> = {
+            let mut inner = self.inner();
+            let keys: Vec<(LockTarget, LockHandle)> =
+                inner.entries.keys().filter(|(t, _)| targets.contains(t)).copied().collect();
+            keys.into_iter().filter_map(|(t, h)| inner.remove(t, h)).collect()
+        };
+        self.released.notify_waiters();
+        if let Some(h) = self.hooks() {
+            for e in &entries {
+                drop_caches(&*h, e);
+            }
+        }
+    }
+
     /// Forgets every lock (eviction: the servers dropped them already) and drops every
     /// cache they guarded.
     pub(crate) fn forget_all(&self) {

@@ -65,6 +65,10 @@ pub struct NamespaceConfig {
     pub target: LockTarget,
     /// How long a client has to answer a callback before it is evicted.
     pub callback_timeout: Duration,
+    /// After a restart: no lock is granted before this moment, so that every client that
+    /// held locks before the restart has noticed it and dropped what they guarded (the
+    /// recovery window; Lustre replays the locks instead).
+    pub recovery_until: Option<std::time::Instant>,
 }
 
 /// One target's lock namespace. Create with [`Namespace::new`]; see the
@@ -245,6 +249,11 @@ impl Namespace {
         opts: EnqueueOptions,
         operation: bool,
     ) -> WeftResult<LockGrant> {
+        if let Some(until) = self.config.recovery_until {
+            if std::time::Instant::now() < until {
+                tokio::time::sleep_until(until.into()).await;
+            }
+        }
         let (handle, granted, recalls) = {
             let mut inner = self.inner();
             match inner.table.enqueue(owner, resource, mode, scope, opts) {
@@ -439,7 +448,7 @@ impl Namespace {
     /// Calls `recall.holder` back and applies the answer (see the module documentation).
     async fn recall(self: Arc<Self>, recall: Recall) {
         let Recall { holder, waiter } = recall;
-        let NamespaceConfig { target, callback_timeout: timeout } = self.config;
+        let NamespaceConfig { target, callback_timeout: timeout, .. } = self.config;
         let callback = CallbackRequest::Blocking {
             target,
             handle: holder.handle,
@@ -581,8 +590,11 @@ mod tests {
 
     fn setup(timeout_ms: u64) -> (Arc<Namespace>, Arc<Fake>) {
         let fake = Arc::new(Fake::default());
-        let config =
-            NamespaceConfig { target: LockTarget::Ost(3), callback_timeout: Duration::from_millis(timeout_ms) };
+        let config = NamespaceConfig {
+            target: LockTarget::Ost(3),
+            callback_timeout: Duration::from_millis(timeout_ms),
+            recovery_until: None,
+        };
         let ns = Namespace::new(config, fake.clone());
         fake.ns.set(Arc::downgrade(&ns)).unwrap();
         (ns, fake)

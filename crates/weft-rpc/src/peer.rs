@@ -239,6 +239,8 @@ pub struct Peer {
     conn: tokio::sync::Mutex<Option<Arc<Connection>>>,
     /// Requests in flight in-process, bounded as on one TCP connection.
     local_in_flight: Semaphore,
+    /// TCP connections opened so far.
+    connections: AtomicU64,
 }
 
 impl Peer {
@@ -248,7 +250,14 @@ impl Peer {
             opts,
             conn: tokio::sync::Mutex::new(None),
             local_in_flight: Semaphore::new(CONNECTION_IN_FLIGHT_MAX),
+            connections: AtomicU64::new(0),
         }
+    }
+
+    /// How many TCP connections this peer has opened. More than one means it reconnected:
+    /// the server may have restarted meanwhile (and forgotten what it granted this client).
+    pub fn connections_opened(&self) -> u64 {
+        self.connections.load(Ordering::Acquire)
     }
 
     /// Whether a request sent now would go to a server in this process rather than over TCP.
@@ -357,6 +366,7 @@ impl Peer {
             }
         }
         let c = Connection::open(&self.address, timeout, &self.opts).await?;
+        self.connections.fetch_add(1, Ordering::AcqRel);
         *slot = Some(c.clone());
         Ok(c)
     }

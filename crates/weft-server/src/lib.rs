@@ -33,6 +33,9 @@ use weft_oss::{Oss, OssConfig, OstConfig};
 use weft_proto::msg::*;
 use weft_rpc::{Peer, PeerOptions, Server, ServerLimits};
 
+/// After a restart, how long no lock is granted: clients ping every second and drop what
+/// they cached under a restarted server's locks when they notice (weft-client's pinger).
+const LOCK_RECOVERY_MS: u64 = 5_000;
 /// How often a server asks the MGS whether the cluster map moved.
 const MAP_POLL_INTERVAL_MS: u64 = 250;
 
@@ -50,6 +53,14 @@ impl RunningServer {
     /// Returns once the listener is up and the targets are registered.
     pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
         config.validate()?;
+        // Targets that existed before this start had clients, which may cache under locks
+        // this process does not know: hold grants back until they noticed the restart.
+        let restarted =
+            config.mds.as_ref().is_some_and(|m| config.data_dir.join(format!("mdt{:04x}", m.index)).exists())
+                || config
+                    .oss
+                    .as_ref()
+                    .is_some_and(|o| o.osts.iter().any(|i| config.data_dir.join(format!("ost{i:04x}")).exists()));
         std::fs::create_dir_all(&config.data_dir)
             .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
         let listener = tokio::net::TcpListener::bind(&config.listen)
@@ -106,6 +117,7 @@ impl RunningServer {
             mdt_index,
             &ost_indices,
             Duration::from_millis(config.lock_timeout_ms),
+            restarted.then_some(Duration::from_millis(LOCK_RECOVERY_MS)),
         );
         if let (Some(mds), Some((_, ns))) = (&mds, &locks.mdt) {
             mds.set_lock_namespace(ns.clone());

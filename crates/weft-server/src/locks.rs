@@ -49,10 +49,22 @@ impl CallbackSender for Sender {
 }
 
 impl LockService {
-    pub fn new(exports: Arc<Exports>, mdt: Option<u32>, osts: &[u32], callback_timeout: Duration) -> Arc<LockService> {
+    /// `recovery`: the window after a restart in which no lock is granted (see
+    /// [`NamespaceConfig::recovery_until`]); None for a new file system.
+    pub fn new(
+        exports: Arc<Exports>,
+        mdt: Option<u32>,
+        osts: &[u32],
+        callback_timeout: Duration,
+        recovery: Option<Duration>,
+    ) -> Arc<LockService> {
+        let recovery_until = recovery.map(|d| std::time::Instant::now() + d);
         let sender = Arc::new(Sender { exports, service: OnceLock::new() });
         let namespace = |target| {
-            Namespace::new(NamespaceConfig { target, callback_timeout }, sender.clone() as Arc<dyn CallbackSender>)
+            Namespace::new(
+                NamespaceConfig { target, callback_timeout, recovery_until },
+                sender.clone() as Arc<dyn CallbackSender>,
+            )
         };
         let service = Arc::new(LockService {
             mdt: mdt.map(|i| (i, namespace(LockTarget::Mdt(i)))),

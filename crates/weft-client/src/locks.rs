@@ -558,8 +558,8 @@ impl Client {
         let Some(client) = self.weak_self() else { return };
         tokio::spawn(async move {
             let Some(client) = client.upgrade() else { return };
-            let mut by_target: HashMap<LockTarget, Vec<LockHandle>> = HashMap::new();
             let hooks = client.locks.hooks();
+            let mut gone = Vec::with_capacity(excess.len());
             for (t, h) in excess {
                 let removed = client.locks.inner().remove(t, h);
                 if let Some(e) = removed {
@@ -569,16 +569,10 @@ impl Client {
                     if let Some(hooks) = &hooks {
                         drop_caches(&**hooks, &e);
                     }
-                    by_target.entry(t).or_default().push(h);
+                    gone.push((t, h));
                 }
             }
-            for (target, handles) in by_target {
-                for chunk in handles.chunks(CANCEL_BATCH_MAX) {
-                    if let Err(e) = client.ldlm(target, LdlmRequest::Cancel { handles: chunk.to_vec() }).await {
-                        tracing::debug!("cancelling cached locks on {target:?} failed: {e}");
-                    }
-                }
-            }
+            client.cancel_on_servers(gone).await;
         });
     }
 
@@ -590,8 +584,14 @@ impl Client {
             inner.by_resource.clear();
             inner.entries.drain().map(|(key, _)| key).collect()
         };
+        self.cancel_on_servers(held).await;
+    }
+
+    /// Tells each target which of its locks this client gave back, in batches. Best effort:
+    /// a lock whose cancel is lost is answered "unknown" when it is called back.
+    async fn cancel_on_servers(&self, locks: Vec<(LockTarget, LockHandle)>) {
         let mut by_target: HashMap<LockTarget, Vec<LockHandle>> = HashMap::new();
-        for (t, h) in held {
+        for (t, h) in locks {
             by_target.entry(t).or_default().push(h);
         }
         for (target, handles) in by_target {

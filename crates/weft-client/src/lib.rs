@@ -164,10 +164,15 @@ impl Client {
     /// new id with new connections. What was under way before fails with EIO.
     fn evicted(&self, old_id: u64) {
         let new_id = rand::random::<u64>();
-        if self.client_id.compare_exchange(old_id, new_id, Ordering::AcqRel, Ordering::Acquire).is_err() {
+        if self.client_id.load(Ordering::Acquire) != old_id {
             return; // another request saw it first
         }
+        // The generation first: a write checked against it before the new id is in use
+        // can no longer go out under the new id.
         self.generation.fetch_add(1, Ordering::AcqRel);
+        if self.client_id.compare_exchange(old_id, new_id, Ordering::AcqRel, Ordering::Acquire).is_err() {
+            return;
+        }
         tracing::warn!("evicted as client {old_id:016x}; reconnecting as {new_id:016x}");
         self.peers.write().unwrap_or_else(|p| p.into_inner()).clear();
         self.register_local(new_id);
@@ -418,7 +423,10 @@ impl Client {
         for (address, peer) in peers {
             let now = (Arc::as_ptr(&peer) as usize, peer.connections_opened());
             let before = seen.insert(address.clone(), now);
-            let reconnected = matches!(before, Some((ptr, count)) if ptr == now.0 && count > 0 && now.1 > count);
+            // A peer not seen before counts from its first connection: it may have been
+            // made, used and reconnected between two ticks.
+            let base = before.filter(|(ptr, _)| *ptr == now.0).map_or(1, |(_, count)| count.max(1));
+            let reconnected = now.1 > base;
             if reconnected {
                 let targets: Vec<LockTarget> = self
                     .map_tx
@@ -471,15 +479,17 @@ async fn ping_task(client: Weak<Client>) {
             continue;
         }
         let targets = client.map_tx.borrow().one_target_per_address();
-        for (kind, index) in targets {
+        // All servers at once: a few silent ones must not delay noticing the others.
+        let probes = targets.into_iter().map(|(kind, index)| {
             let target = match kind {
                 TargetKind::Mdt => LockTarget::Mdt(index),
                 TargetKind::Ost => LockTarget::Ost(index),
             };
             let probe = client.ldlm(target, LdlmRequest::Cancel { handles: Vec::new() });
             // Only the answer matters (an eviction is handled where requests fail).
-            let _ = tokio::time::timeout(Duration::from_millis(limits::PING_INTERVAL_MS), probe).await;
-        }
+            tokio::time::timeout(Duration::from_millis(limits::PING_INTERVAL_MS), probe)
+        });
+        futures::future::join_all(probes).await;
         // A probe that had to reconnect is noticed at once, not a tick later.
         client.forget_locks_of_reconnected(&mut seen);
     }

@@ -35,7 +35,8 @@ pub const PAGE_BYTES: u64 = 4096;
 /// What the mount does when a lock goes. The client library calls these; the FUSE adapter
 /// implements them over its write-behind queue and the kernel's invalidation calls.
 pub trait LockHooks: Send + Sync + 'static {
-    /// An extent lock of `file` is being called back: write out what is queued for `file`.
+    /// A glimpse of one of `file`'s objects: write out what is queued for `file` now (not
+    /// what a writer keeps queueing after).
     fn flush(&self, file: Fid) -> BoxFuture<'static, ()>;
     /// An extent lock of `file` goes: drop the file's cached pages and attributes; done
     /// when the kernel has.
@@ -80,14 +81,19 @@ struct Inner {
 }
 
 impl Inner {
-    fn insert(&mut self, target: LockTarget, grant: &LockGrant, file: Fid, users: u32) {
+    /// Records a grant; false when it names a lock this client is giving back (the server
+    /// reused it before our cancel arrived): that one must not be used.
+    fn insert(&mut self, target: LockTarget, grant: &LockGrant, file: Fid, users: u32) -> bool {
         self.tick += 1;
         let key = (target, grant.handle);
         if let Some(e) = self.entries.get_mut(&key) {
+            if e.phase != Phase::Granted {
+                return false;
+            }
             // The server handed out a lock we hold (it reuses covering locks).
             e.users += users;
             e.last_used = self.tick;
-            return;
+            return true;
         }
         self.entries.insert(
             key,
@@ -102,6 +108,7 @@ impl Inner {
             },
         );
         self.by_resource.entry((target, grant.resource)).or_default().push(grant.handle);
+        true
     }
 
     fn remove(&mut self, target: LockTarget, handle: LockHandle) -> Option<Entry> {
@@ -213,6 +220,15 @@ impl LockCache {
         self.inner().entries.get(&(target, handle)).is_some_and(|e| e.phase == Phase::Granted)
     }
 
+    /// Whether the inode-bit lock of this handle is held and still covers `bits` (a
+    /// callback may have narrowed it since it was granted).
+    pub fn holds_bits(&self, target: LockTarget, handle: LockHandle, bits: u8) -> bool {
+        self.inner()
+            .entries
+            .get(&(target, handle))
+            .is_some_and(|e| e.phase == Phase::Granted && e.scope.contains(&LockScope::Bits(bits)))
+    }
+
     fn unuse(&self, target: LockTarget, handle: LockHandle) {
         let mut inner = self.inner();
         if let Some(e) = inner.entries.get_mut(&(target, handle)) {
@@ -297,8 +313,9 @@ impl LockCache {
                 // after the answer.
                 let pages = h.drop_data(file);
                 let _ = tokio::time::timeout(std::time::Duration::from_millis(DROP_BEFORE_ANSWER_MS), pages).await;
+                // Queued writes hold the lock until they reached the OST: waiting for its
+                // users below writes them out.
                 self.set_phase(target, handle, Phase::Draining);
-                h.flush(file).await;
             }
             (LockScope::Bits(bits), Some(h)) => {
                 self.set_phase(target, handle, Phase::Draining);
@@ -310,6 +327,7 @@ impl LockCache {
         // reached the OST).
         self.wait_unused(target, handle, false).await;
         let gone = self.inner().remove(target, handle);
+        self.released.notify_waiters();
         if let (Some(e), Some(h)) = (gone, hooks) {
             // Again after the answer, in a task of its own: pages that I/O in the lockless
             // phase brought in, and names (whose invalidation waits for the directory,
@@ -393,8 +411,13 @@ impl LockCache {
         if inner.entries.len() <= self.max_cached {
             return Vec::new();
         }
-        // Trim to 90% of the bound at once so the scan runs once per many inserts.
-        let excess = inner.entries.len() - self.max_cached * 9 / 10;
+        // Trim to 90% of the bound at once so the scan runs once per many inserts; locks
+        // already on their way back count as gone.
+        let held = inner.entries.values().filter(|e| e.phase == Phase::Granted).count();
+        if held <= self.max_cached {
+            return Vec::new();
+        }
+        let excess = held - self.max_cached * 9 / 10;
         let mut idle: Vec<(u64, LockTarget, LockHandle)> = inner
             .entries
             .iter()
@@ -525,28 +548,38 @@ impl Client {
         mode: LockMode,
         scope: LockScope,
     ) -> WeftResult<LockHandle> {
-        if let Some(h) = self.locks.inner().matching(target, resource, mode, &scope) {
-            return Ok(h);
+        loop {
+            if let Some(h) = self.locks.inner().matching(target, resource, mode, &scope) {
+                return Ok(h);
+            }
+            let generation = self.generation();
+            let ticket = self.locks.ticket();
+            let reply = self.ldlm(target, LdlmRequest::Enqueue { resource, mode, scope }).await?;
+            let LdlmReply::Granted(grant) = reply else {
+                return Err(WeftError::protocol(format!("unexpected answer to a lock enqueue: {reply:?}")));
+            };
+            if generation != self.generation() {
+                return Err(crate::evicted_error());
+            }
+            let usable = self.locks.inner().insert(target, &grant, file, 1);
+            drop(ticket);
+            if usable {
+                self.trim_locks();
+                return Ok(grant.handle);
+            }
+            // The server reused a lock we are giving back: once our cancel is through, ask
+            // again for a lock of our own.
+            self.locks.wait_unused(target, grant.handle, true).await;
         }
-        let generation = self.generation();
-        let ticket = self.locks.ticket();
-        let reply = self.ldlm(target, LdlmRequest::Enqueue { resource, mode, scope }).await?;
-        let LdlmReply::Granted(grant) = reply else {
-            return Err(WeftError::protocol(format!("unexpected answer to a lock enqueue: {reply:?}")));
-        };
-        if generation != self.generation() {
-            return Err(crate::evicted_error());
-        }
-        self.locks.inner().insert(target, &grant, file, 1);
-        drop(ticket);
-        self.trim_locks();
-        Ok(grant.handle)
     }
 
     /// Records an inode-bit lock that came with a metadata answer.
+    /// (A grant of a lock being given back is not recorded: `is_held` then says no, and
+    /// the answer is not cached.)
     pub(crate) fn note_inode_lock(&self, grant: &LockGrant) {
-        self.locks.inner().insert(LockTarget::Mdt(crate::MDT_INDEX), grant, grant.resource, 0);
-        self.trim_locks();
+        if self.locks.inner().insert(LockTarget::Mdt(crate::MDT_INDEX), grant, grant.resource, 0) {
+            self.trim_locks();
+        }
     }
 
     /// Gives back the least recently used locks past the bound, in the background.
@@ -558,21 +591,25 @@ impl Client {
         let Some(client) = self.weak_self() else { return };
         tokio::spawn(async move {
             let Some(client) = client.upgrade() else { return };
-            let hooks = client.locks.hooks();
-            let mut gone = Vec::with_capacity(excess.len());
-            for (t, h) in excess {
-                let removed = client.locks.inner().remove(t, h);
-                if let Some(e) = removed {
-                    if let (LockScope::Extent(_), Some(hooks)) = (e.scope, &hooks) {
-                        hooks.flush(e.file).await;
+            // Unused locks (no queued write holds them): drop what they guard, tell the
+            // servers, and only then forget them, so that a grant of the same lock meanwhile
+            // is seen as one being given back.
+            if let Some(hooks) = client.locks.hooks() {
+                let inner = client.locks.inner();
+                for key in &excess {
+                    if let Some(e) = inner.entries.get(key) {
+                        drop_caches(&*hooks, e);
                     }
-                    if let Some(hooks) = &hooks {
-                        drop_caches(&**hooks, &e);
-                    }
-                    gone.push((t, h));
                 }
             }
-            client.cancel_on_servers(gone).await;
+            client.cancel_on_servers(excess.clone()).await;
+            {
+                let mut inner = client.locks.inner();
+                for (t, h) in excess {
+                    inner.remove(t, h);
+                }
+            }
+            client.locks.released.notify_waiters();
         });
     }
 

@@ -125,7 +125,7 @@ impl MountHooks {
 impl LockHooks for MountHooks {
     fn flush(&self, file: Fid) -> BoxFuture<'static, ()> {
         let writes = self.writes.clone();
-        Box::pin(async move { writes.wait_idle(file).await })
+        Box::pin(async move { writes.wait_queued(file).await })
     }
 
     fn drop_data(&self, file: Fid) -> BoxFuture<'static, ()> {
@@ -156,7 +156,8 @@ impl LockHooks for MountHooks {
 /// came with it holds, 0 without one or while the size is not known.
 pub(crate) fn ttl_for(client: &weft_client::Client, inode: &InodeInfo) -> Duration {
     let Some(lock) = &inode.lock else { return Duration::ZERO };
-    if !client.lock_cache().is_held(LockTarget::Mdt(0), lock.handle) {
+    // Names and attributes both: one lifetime covers the two in FUSE's answers.
+    if !client.lock_cache().holds_bits(LockTarget::Mdt(0), lock.handle, bits::LOOKUP | bits::UPDATE) {
         return Duration::ZERO;
     }
     if inode.attr.kind == FileType::Regular && !inode.attr.size_known {
@@ -169,7 +170,7 @@ pub(crate) fn ttl_for(client: &weft_client::Client, inode: &InodeInfo) -> Durati
 /// invalidated before the kernel had the answer, so invalidate again.
 pub(crate) fn recheck(client: &weft_client::Client, hooks: &MountHooks, inode: &InodeInfo) {
     if let Some(lock) = &inode.lock {
-        if !client.lock_cache().is_held(LockTarget::Mdt(0), lock.handle) {
+        if !client.lock_cache().holds_bits(LockTarget::Mdt(0), lock.handle, bits::LOOKUP | bits::UPDATE) {
             hooks.drop_inode(inode.attr.fid, bits::ALL);
         }
     }

@@ -33,7 +33,10 @@ const WRITER_PIDS_MAX: usize = 16;
 
 #[derive(Default)]
 struct FileState {
-    in_flight: Vec<(u64, u64)>,
+    /// Writes on their way: (start, end, sequence number).
+    in_flight: Vec<(u64, u64, u64)>,
+    /// The sequence number of the next write queued.
+    next_seq: u64,
     error: Option<WeftError>,
     /// Processes (kernel task ids) that queued writes, up to WRITER_PIDS_MAX.
     writers: Vec<u32>,
@@ -70,7 +73,7 @@ impl FileWrites {
     }
 
     /// Waits until no write in flight matches `blocks`.
-    async fn wait_until(&self, blocks: impl Fn(&(u64, u64)) -> bool) {
+    async fn wait_until(&self, blocks: impl Fn(&(u64, u64, u64)) -> bool) {
         loop {
             let changed = self.changed.notified();
             if !self.lock().in_flight.iter().any(&blocks) {
@@ -132,14 +135,20 @@ impl WriteBehind {
             .await
             .map_err(|_| WeftError::io("the mount is shutting down"))?;
         let (start, end) = (offset, offset + len);
-        fw.wait_until(|(s, e)| *s < end && start < *e).await;
-        fw.lock().in_flight.push((start, end));
+        fw.wait_until(|(s, e, _)| *s < end && start < *e).await;
+        let seq = {
+            let mut st = fw.lock();
+            let seq = st.next_seq;
+            st.next_seq += 1;
+            st.in_flight.push((start, end, seq));
+            seq
+        };
         tokio::spawn(async move {
             let result = client.write(&layout, offset, data, &locks).await;
             drop(locks);
             drop(permit);
             let mut st = fw.lock();
-            if let Some(i) = st.in_flight.iter().position(|r| *r == (start, end)) {
+            if let Some(i) = st.in_flight.iter().position(|r| r.2 == seq) {
                 st.in_flight.swap_remove(i);
             }
             if let Err(e) = result {
@@ -156,6 +165,16 @@ impl WriteBehind {
     pub async fn wait_idle(&self, fid: Fid) {
         if let Some(fw) = self.existing(fid) {
             fw.wait_until(|_| true).await;
+        }
+    }
+
+    /// Waits until the writes of `fid` queued before this call have landed (or failed).
+    /// Unlike [`Self::wait_idle`] this ends while a writer keeps queueing more: a glimpse
+    /// must not wait for a stream to stop.
+    pub async fn wait_queued(&self, fid: Fid) {
+        if let Some(fw) = self.existing(fid) {
+            let upto = fw.lock().next_seq;
+            fw.wait_until(|(_, _, seq)| *seq < upto).await;
         }
     }
 

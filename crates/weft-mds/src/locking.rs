@@ -68,9 +68,15 @@ pub async fn handle(mds: &Mds, ns: &Arc<Namespace>, header: &RequestHeader, req:
                 round += 1;
                 // Under the locks no other client can move these names: check they still
                 // lead where they led before the locks.
-                if round < RELOOKUP_ROUNDS_MAX && !held.is_empty() && mutation_locks(mds, &req)? != wants {
-                    ns.cancel(owner, &held.iter().map(|g| g.handle).collect::<Vec<_>>());
-                    continue;
+                if round < RELOOKUP_ROUNDS_MAX && !held.is_empty() {
+                    let now = mutation_locks(mds, &req);
+                    if now.as_ref().map_or(true, |now| *now != wants) {
+                        // Moved (start over), or the check failed (give the locks back first:
+                        // nobody calls operation locks back).
+                        ns.cancel(owner, &held.iter().map(|g| g.handle).collect::<Vec<_>>());
+                        now?;
+                        continue;
+                    }
                 }
                 let result = mds.execute(header, req.clone()).await;
                 if !held.is_empty() {

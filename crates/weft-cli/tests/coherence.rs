@@ -331,3 +331,31 @@ fn caches_do_not_outlive_a_server_restart() {
     assert!(read_all(&b.join("f")) == newer, "B read what it cached before the restart");
     assert_eq!(std::fs::metadata(b.join("f")).unwrap().permissions().mode() & 0o777, 0o640);
 }
+
+/// A client that dies holding only an advisory lock (nothing anyone calls back) is checked
+/// on by the server when others wait for the lock, and evicted: the waiter gets the lock
+/// within about the eviction timeout.
+#[test]
+fn an_advisory_lock_of_a_dead_client_is_freed() {
+    let mut c = Cluster::single_node(&weft_bin(), 1);
+    let a = c.mount();
+    let doomed = c.mount();
+    std::fs::write(a.join("lockfile"), b"x").unwrap();
+    let mut holder = py(
+        &doomed,
+        "import fcntl,sys\nf=open('lockfile','r+')\nfcntl.lockf(f, fcntl.LOCK_EX, 0, 0)\nprint('held', flush=True)\nsys.stdin.readline()",
+    );
+    let mut line = [0u8; 5];
+    holder.stdout.as_mut().unwrap().read_exact(&mut line).unwrap();
+    c.kill9_mount(&doomed);
+    let _ = holder.kill();
+    let _ = holder.wait();
+    let started = Instant::now();
+    // Bounded by an alarm, so that a lock that is never freed fails the test instead of
+    // hanging it.
+    let waiter = "import fcntl,signal\nsignal.alarm(20)\nf=open('lockfile','r+')\nfcntl.lockf(f, fcntl.LOCK_EX, 0, 0)\nprint('got')";
+    assert_eq!(py_out(&a, waiter), "got");
+    let waited = started.elapsed();
+    let limit = Duration::from_millis(weft_harness::LOCK_TIMEOUT_MS) + Duration::from_secs(5);
+    assert!(waited < limit, "waited {waited:?} for a dead client's advisory lock (limit {limit:?})");
+}

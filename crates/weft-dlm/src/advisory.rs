@@ -295,6 +295,27 @@ impl AdvisoryLocks {
         self.files.get(&fid)?.first_conflict(client, lock.owner, mode, lock.flock, lock.start, lock.end)
     }
 
+    /// The clients (other than `client` itself) holding a lock that conflicts with `lock`:
+    /// whom to check on when a request keeps finding the file locked.
+    pub fn conflicting_clients(&self, fid: Fid, client: u64, lock: &FlockSpec) -> Vec<u64> {
+        let Some(mode) = Mode::of(lock.kind) else { return Vec::new() };
+        let Some(file) = self.files.get(&fid) else { return Vec::new() };
+        let mut clients: Vec<u64> = if lock.flock {
+            file.whole.iter().filter(|l| l.client != client && mode.conflicts(l.mode)).map(|l| l.client).collect()
+        } else {
+            file.ranges
+                .iter()
+                .filter(|l| {
+                    l.client != client && mode.conflicts(l.mode) && overlaps(l.start, l.end, lock.start, lock.end)
+                })
+                .map(|l| l.client)
+                .collect()
+        };
+        clients.sort_unstable();
+        clients.dedup();
+        clients
+    }
+
     /// On close: removes every lock of (client, owner) on `fid` in one family (`flock`:
     /// the flock lock; otherwise all fcntl ranges). The other family is left alone.
     pub fn release(&mut self, fid: Fid, client: u64, owner: u64, flock: bool) {

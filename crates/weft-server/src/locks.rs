@@ -21,6 +21,11 @@ pub(crate) struct LockService {
     pub mdt: Option<(u32, Arc<Namespace>)>,
     pub osts: HashMap<u32, Arc<Namespace>>,
     advisory: Mutex<AdvisoryLocks>,
+    exports: Arc<Exports>,
+    callback_timeout: Duration,
+    /// Holders of advisory locks being checked on, and since when (one check at a time).
+    checking: Mutex<HashMap<u64, std::time::Instant>>,
+    me: Weak<LockService>,
 }
 
 /// The namespaces' way to the clients: the transport's exports.
@@ -59,20 +64,57 @@ impl LockService {
         recovery: Option<Duration>,
     ) -> Arc<LockService> {
         let recovery_until = recovery.map(|d| std::time::Instant::now() + d);
-        let sender = Arc::new(Sender { exports, service: OnceLock::new() });
+        let sender = Arc::new(Sender { exports: exports.clone(), service: OnceLock::new() });
         let namespace = |target| {
             Namespace::new(
                 NamespaceConfig { target, callback_timeout, recovery_until },
                 sender.clone() as Arc<dyn CallbackSender>,
             )
         };
-        let service = Arc::new(LockService {
+        let service = Arc::new_cyclic(|me| LockService {
             mdt: mdt.map(|i| (i, namespace(LockTarget::Mdt(i)))),
             osts: osts.iter().map(|&i| (i, namespace(LockTarget::Ost(i)))).collect(),
             advisory: Mutex::new(AdvisoryLocks::new()),
+            exports,
+            callback_timeout,
+            checking: Mutex::new(HashMap::new()),
+            me: me.clone(),
         });
         let _ = sender.service.set(Arc::downgrade(&service));
         service
+    }
+
+    /// Advisory locks have no callbacks: a client that died holding one would hold it
+    /// forever. So a client whose advisory lock keeps someone out is checked on with a
+    /// callback (a glimpse of the file, answered at once by a live client); one that does
+    /// not answer within the callback timeout is evicted, which frees its locks.
+    fn check_on(&self, target: LockTarget, fid: weft_proto::Fid, holders: Vec<u64>) {
+        let Some(me) = self.me.upgrade() else { return };
+        let now = std::time::Instant::now();
+        for holder in holders {
+            {
+                let mut checking = self.checking.lock().unwrap_or_else(|p| p.into_inner());
+                if checking.get(&holder).is_some_and(|since| now.duration_since(*since) < self.callback_timeout) {
+                    continue;
+                }
+                checking.insert(holder, now);
+            }
+            let me = me.clone();
+            tokio::spawn(async move {
+                let probe = CallbackRequest::Glimpse { target, resource: fid };
+                let answer = me.exports.callback(holder, probe, me.callback_timeout).await;
+                if let Err(e) = answer {
+                    let reason = format!(
+                        "it holds an advisory lock on {fid} that others wait for and did not answer a check within {:?}: {}",
+                        me.callback_timeout, e.message
+                    );
+                    tracing::warn!(client = holder, "evicting client: {reason}");
+                    me.exports.evict(holder, reason);
+                    me.drop_client(holder);
+                }
+                me.checking.lock().unwrap_or_else(|p| p.into_inner()).remove(&holder);
+            });
+        }
     }
 
     fn drop_client(&self, client: u64) {
@@ -111,9 +153,14 @@ impl LockService {
                 Ok(LdlmReply::Cancelled)
             }
             LdlmRequest::FlockSet { fid, lock } if matches!(target, LockTarget::Mdt(_)) => {
-                Ok(match self.advisory().set(fid, owner, &lock) {
+                let result = self.advisory().set(fid, owner, &lock);
+                Ok(match result {
                     Ok(()) => LdlmReply::FlockDone,
-                    Err(holder) => LdlmReply::FlockConflict(Some(holder)),
+                    Err(holder) => {
+                        let holders = self.advisory().conflicting_clients(fid, owner, &lock);
+                        self.check_on(target, fid, holders);
+                        LdlmReply::FlockConflict(Some(holder))
+                    }
                 })
             }
             LdlmRequest::FlockGet { fid, lock } if matches!(target, LockTarget::Mdt(_)) => {

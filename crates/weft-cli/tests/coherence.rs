@@ -180,6 +180,24 @@ fn py(dir: &Path, code: &str) -> std::process::Child {
         .expect("python3")
 }
 
+/// `code` on a mount, which prints "held" once it holds what it takes; returns then.
+fn py_holding(dir: &Path, code: &str) -> std::process::Child {
+    let mut child = py(dir, code);
+    let mut line = [0u8; 5];
+    child.stdout.as_mut().unwrap().read_exact(&mut line).unwrap();
+    assert_eq!(&line, b"held\n");
+    child
+}
+
+/// Runs `code` on mount `doomed` until it holds its locks, then kill -9 of that mount's
+/// client process (and of the program, whose closes can no longer reach any server).
+fn hold_then_die(c: &mut Cluster, doomed: &Path, code: &str) {
+    let mut holder = py_holding(doomed, code);
+    c.kill9_mount(doomed);
+    let _ = holder.kill();
+    let _ = holder.wait();
+}
+
 fn py_out(dir: &Path, code: &str) -> String {
     let out = py(dir, code).wait_with_output().unwrap();
     assert!(out.status.success(), "python3 failed: {}", String::from_utf8_lossy(&out.stderr));
@@ -191,13 +209,10 @@ fn fcntl_and_flock_locks_hold_across_mounts_and_end_with_their_holder() {
     let (_c, a, b) = two_mounts(1);
     std::fs::write(a.join("lockfile"), b"x").unwrap();
     // A holds a write lock on bytes 10..19 and waits for a line on stdin.
-    let mut holder = py(
+    let mut holder = py_holding(
         &a,
         "import fcntl,os,sys\nf=open('lockfile','r+')\nfcntl.lockf(f, fcntl.LOCK_EX|fcntl.LOCK_NB, 10, 10)\nprint('held', flush=True)\nsys.stdin.readline()",
     );
-    let mut line = [0u8; 5];
-    holder.stdout.as_mut().unwrap().read_exact(&mut line).unwrap();
-    assert_eq!(&line, b"held\n");
     let try_lock = "import fcntl,errno\nf=open('lockfile','r+')\ntry:\n  fcntl.lockf(f, fcntl.LOCK_EX|fcntl.LOCK_NB, 5, 10)\n  print('got')\nexcept OSError as e:\n  print(errno.errorcode[e.errno])";
     assert!(matches!(py_out(&b, try_lock).as_str(), "EAGAIN" | "EACCES"), "B locked a range A holds");
     // A range next to it is free.
@@ -224,11 +239,10 @@ fn fcntl_and_flock_locks_hold_across_mounts_and_end_with_their_holder() {
     assert!(started.elapsed() < Duration::from_secs(20));
 
     // flock: exclusive on A keeps B out until A closes.
-    let mut holder = py(
+    let mut holder = py_holding(
         &a,
         "import fcntl,sys\nf=open('lockfile')\nfcntl.flock(f, fcntl.LOCK_EX)\nprint('held', flush=True)\nsys.stdin.readline()",
     );
-    holder.stdout.as_mut().unwrap().read_exact(&mut line).unwrap();
     let try_flock = "import fcntl,errno\nf=open('lockfile')\ntry:\n  fcntl.flock(f, fcntl.LOCK_SH|fcntl.LOCK_NB)\n  print('got')\nexcept OSError as e:\n  print(errno.errorcode[e.errno])";
     assert_eq!(py_out(&b, try_flock), "EAGAIN", "B took a shared flock while A holds it exclusive");
     holder.stdin.take().unwrap().write_all(b"\n").unwrap();
@@ -243,15 +257,11 @@ fn a_client_killed_holding_locks_is_evicted_and_its_queued_writes_never_land() {
     let doomed = c.mount();
     std::fs::write(a.join("f"), pattern(5, 0, 2 << 20)).unwrap();
     // The doomed client writes (taking write locks) and holds an advisory lock; then it dies.
-    let mut holder = py(
+    hold_then_die(
+        &mut c,
         &doomed,
         "import fcntl,sys\nf=open('f','r+b')\nf.write(b'D'*(1<<20))\nf.flush()\nfcntl.lockf(f, fcntl.LOCK_EX, 0, 0)\nprint('held', flush=True)\nsys.stdin.readline()",
     );
-    let mut line = [0u8; 5];
-    holder.stdout.as_mut().unwrap().read_exact(&mut line).unwrap();
-    c.kill9_mount(&doomed);
-    let _ = holder.kill();
-    let _ = holder.wait();
 
     // A writes over the same bytes: it waits for the dead client's locks at most about the
     // eviction timeout, then its bytes stand.
@@ -341,15 +351,11 @@ fn an_advisory_lock_of_a_dead_client_is_freed() {
     let a = c.mount();
     let doomed = c.mount();
     std::fs::write(a.join("lockfile"), b"x").unwrap();
-    let mut holder = py(
+    hold_then_die(
+        &mut c,
         &doomed,
         "import fcntl,sys\nf=open('lockfile','r+')\nfcntl.lockf(f, fcntl.LOCK_EX, 0, 0)\nprint('held', flush=True)\nsys.stdin.readline()",
     );
-    let mut line = [0u8; 5];
-    holder.stdout.as_mut().unwrap().read_exact(&mut line).unwrap();
-    c.kill9_mount(&doomed);
-    let _ = holder.kill();
-    let _ = holder.wait();
     let started = Instant::now();
     // Bounded by an alarm, so that a lock that is never freed fails the test instead of
     // hanging it.

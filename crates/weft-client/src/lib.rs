@@ -150,10 +150,6 @@ impl Client {
             Some(weft_rpc::local::register_client(client_id, handler));
     }
 
-    pub(crate) fn weak_self(&self) -> Option<Weak<Client>> {
-        Some(self.weak_self.clone())
-    }
-
     /// The current incarnation (see [`Client::client_id`]).
     pub fn generation(&self) -> u64 {
         self.generation.load(Ordering::Acquire)

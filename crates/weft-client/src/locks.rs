@@ -22,7 +22,7 @@ use crate::Client;
 use futures::future::BoxFuture;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock, Weak};
-use weft_proto::layout::Layout;
+use weft_proto::layout::{Layout, StripeObject};
 use weft_proto::lock::{
     CallbackAnswer, CallbackRequest, Extent, LdlmReply, LdlmRequest, LockGrant, LockHandle, LockMode, LockScope,
     LockTarget,
@@ -214,12 +214,6 @@ impl LockCache {
         self.len() == 0
     }
 
-    /// Whether the lock of this handle is held and not being called back: what it guards may
-    /// still be cached.
-    pub fn is_held(&self, target: LockTarget, handle: LockHandle) -> bool {
-        self.inner().entries.get(&(target, handle)).is_some_and(|e| e.phase == Phase::Granted)
-    }
-
     /// Whether the inode-bit lock of this handle is held and still covers `bits` (a
     /// callback may have narrowed it since it was granted).
     pub fn holds_bits(&self, target: LockTarget, handle: LockHandle, bits: u8) -> bool {
@@ -229,13 +223,22 @@ impl LockCache {
             .is_some_and(|e| e.phase == Phase::Granted && e.scope.contains(&LockScope::Bits(bits)))
     }
 
+    /// One read or write is done with the lock. Only a lock being given back has anyone
+    /// waiting for its users, so only its last user wakes them (the I/O path stays a
+    /// counter update).
     fn unuse(&self, target: LockTarget, handle: LockHandle) {
         let mut inner = self.inner();
-        if let Some(e) = inner.entries.get_mut(&(target, handle)) {
-            e.users = e.users.saturating_sub(1);
-        }
+        let wake = match inner.entries.get_mut(&(target, handle)) {
+            Some(e) => {
+                e.users = e.users.saturating_sub(1);
+                e.users == 0 && e.phase != Phase::Granted
+            }
+            None => false,
+        };
         drop(inner);
-        self.released.notify_waiters();
+        if wake {
+            self.released.notify_waiters();
+        }
     }
 
     /// Marks a request that may bring a lock back as in flight.
@@ -368,6 +371,7 @@ impl LockCache {
             .flatten()
             .filter_map(|h| inner.entries.get(&(target, *h)).map(|e| e.file))
             .collect();
+        files.sort_unstable();
         files.dedup();
         files
     }
@@ -506,35 +510,39 @@ impl Client {
         len: u64,
         mode: LockMode,
     ) -> WeftResult<ExtentGuard> {
-        let generation = self.generation();
-        if !self.locks.extent_locks {
-            return Ok(ExtentGuard::none(generation));
-        }
         let comp = layout.plain()?;
-        let mut guard = ExtentGuard { cache: Some(self.locks.clone()), held: Vec::new(), generation };
-        for piece in comp.object_extents(offset, len.max(1)) {
-            let object = comp.objects[piece.stripe];
-            let target = LockTarget::Ost(object.ost);
-            let extent = Extent::of(piece.object_offset, piece.len).page_aligned(PAGE_BYTES);
-            let handle = self.lock_object(file, target, object.fid, mode, LockScope::Extent(extent)).await?;
-            guard.held.push((target, handle));
-        }
-        Ok(guard)
+        let wants = comp.object_extents(offset, len.max(1)).into_iter().map(|piece| {
+            (comp.objects[piece.stripe], Extent::of(piece.object_offset, piece.len).page_aligned(PAGE_BYTES))
+        });
+        self.lock_objects(file, mode, wants).await
     }
 
     /// Locks a whole-file range for a truncate to `size`: every object from its new end on.
     pub(crate) async fn extent_lock_from(&self, file: Fid, layout: &Layout, size: u64) -> WeftResult<ExtentGuard> {
+        let comp = layout.plain()?;
+        let wants = comp.objects.iter().enumerate().map(|(stripe, object)| {
+            let start = comp.object_size_for(size, stripe) & !(PAGE_BYTES - 1);
+            (*object, Extent { start, end: weft_proto::lock::EXTENT_EOF })
+        });
+        self.lock_objects(file, LockMode::Pw, wants).await
+    }
+
+    /// Locks each (object, extent) in `mode`, in the order given (stripe order, so that two
+    /// clients cannot each hold an object the other waits for).
+    async fn lock_objects(
+        &self,
+        file: Fid,
+        mode: LockMode,
+        wants: impl Iterator<Item = (StripeObject, Extent)>,
+    ) -> WeftResult<ExtentGuard> {
         let generation = self.generation();
         if !self.locks.extent_locks {
             return Ok(ExtentGuard::none(generation));
         }
-        let comp = layout.plain()?;
         let mut guard = ExtentGuard { cache: Some(self.locks.clone()), held: Vec::new(), generation };
-        for (stripe, object) in comp.objects.iter().enumerate() {
-            let start = comp.object_size_for(size, stripe) & !(PAGE_BYTES - 1);
+        for (object, extent) in wants {
             let target = LockTarget::Ost(object.ost);
-            let scope = LockScope::Extent(Extent { start, end: weft_proto::lock::EXTENT_EOF });
-            let handle = self.lock_object(file, target, object.fid, LockMode::Pw, scope).await?;
+            let handle = self.lock_object(file, target, object.fid, mode, LockScope::Extent(extent)).await?;
             guard.held.push((target, handle));
         }
         Ok(guard)
@@ -574,7 +582,7 @@ impl Client {
     }
 
     /// Records an inode-bit lock that came with a metadata answer.
-    /// (A grant of a lock being given back is not recorded: `is_held` then says no, and
+    /// (A grant of a lock being given back is not recorded: `holds_bits` then says no, and
     /// the answer is not cached.)
     pub(crate) fn note_inode_lock(&self, grant: &LockGrant) {
         if self.locks.inner().insert(LockTarget::Mdt(crate::MDT_INDEX), grant, grant.resource, 0) {
@@ -588,7 +596,7 @@ impl Client {
         if excess.is_empty() {
             return;
         }
-        let Some(client) = self.weak_self() else { return };
+        let client = self.weak_self.clone();
         tokio::spawn(async move {
             let Some(client) = client.upgrade() else { return };
             // Unused locks (no queued write holds them): drop what they guard, tell the
@@ -621,6 +629,7 @@ impl Client {
             inner.by_resource.clear();
             inner.entries.drain().map(|(key, _)| key).collect()
         };
+        self.locks.released.notify_waiters();
         self.cancel_on_servers(held).await;
     }
 

@@ -32,10 +32,12 @@ test: deps check-format lint
 	$(CARGO) test --workspace
 
 # Micro-benchmarks of the request path, outside the test suite: RPC round trips (TCP and
-# in-process) and the striping math. The IO-500 run is `weft bench io500` (docs/BENCHMARKS.md).
+# in-process), the striping math and the MDS operations alone. The IO-500 run is
+# `weft bench io500` (docs/BENCHMARKS.md).
 bench-micro:
 	$(CARGO) run --release -q -p weft-rpc --example rpc_roundtrip
 	$(CARGO) run --release -q -p weft-proto --example striping
+	$(CARGO) run --release -q -p weft-mds --example mds_ops
 
 clean:
 	$(CARGO) clean

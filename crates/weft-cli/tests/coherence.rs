@@ -66,6 +66,27 @@ fn stat_of_a_file_being_written_elsewhere_shows_its_size() {
 }
 
 #[test]
+fn a_creator_that_caches_its_new_file_still_sees_what_others_write_to_it() {
+    let (_c, a, b) = two_mounts(2);
+    // A creates empty files (its kernel keeps the new file's attributes: size 0, exact).
+    let kept_open = std::fs::File::create(a.join("open")).unwrap();
+    drop(std::fs::File::create(a.join("closed")).unwrap());
+    assert_eq!(std::fs::metadata(a.join("open")).unwrap().len(), 0);
+    assert_eq!(std::fs::metadata(a.join("closed")).unwrap().len(), 0);
+    // B writes into both, one left open, one closed.
+    let mut on_b = std::fs::OpenOptions::new().write(true).open(b.join("open")).unwrap();
+    on_b.write_all(&[1u8; 70_000]).unwrap();
+    std::fs::OpenOptions::new().write(true).open(b.join("closed")).unwrap().write_all(&[2u8; 5000]).unwrap();
+    // A sees both sizes at once, and the bytes.
+    assert_eq!(std::fs::metadata(a.join("open")).unwrap().len(), 70_000, "B's writer is still open");
+    assert_eq!(std::fs::metadata(a.join("closed")).unwrap().len(), 5000);
+    assert_eq!(read_all(&a.join("closed")), vec![2u8; 5000]);
+    drop(on_b);
+    assert_eq!(read_all(&a.join("open")), vec![1u8; 70_000]);
+    drop(kept_open);
+}
+
+#[test]
 fn names_and_attributes_changed_on_one_mount_are_seen_on_the_other() {
     let (_c, a, b) = two_mounts(1);
     std::fs::create_dir(a.join("d")).unwrap();

@@ -8,7 +8,7 @@ use crate::errno::fuse_errno;
 use crate::handles::{
     entry_offset, resume_at, HandleTable, OpenDir, OpenFile, Resume, Step, DIR_OFFSET_DOT, DIR_OFFSET_DOTDOT,
 };
-use crate::identity::identity_of;
+use crate::identity::Identities;
 use crate::writeback::{QueuedWrite, WriteBehind};
 use crate::xattr::{self, Answer, Virtual};
 use crate::MountOptions;
@@ -59,10 +59,7 @@ pub(crate) struct WeftFs {
     hooks: Arc<MountHooks>,
     /// Files on which this mount set advisory locks, by lock owner: a close releases them.
     advisory: std::sync::Mutex<std::collections::HashSet<(Fid, u64)>>,
-}
-
-fn who(req: &Request) -> Identity {
-    identity_of(req.uid(), req.gid(), req.pid())
+    identities: Identities,
 }
 
 fn fid_of(ino: INodeNo) -> Fid {
@@ -135,7 +132,13 @@ impl WeftFs {
             writes,
             hooks,
             advisory: std::sync::Mutex::new(std::collections::HashSet::new()),
+            identities: Identities::default(),
         }
+    }
+
+    /// Who sent a kernel request.
+    fn who(&self, req: &Request) -> Identity {
+        self.identities.of(req.uid(), req.gid(), req.pid())
     }
 
     fn block<T>(&self, f: impl Future<Output = T>) -> T {
@@ -391,7 +394,7 @@ impl fuser::Filesystem for WeftFs {
     }
 
     fn lookup(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEntry) {
-        let who = who(req);
+        let who = self.who(req);
         let result = self.block(async {
             let inode = self.client.lookup(&who, fid_of(parent), name.as_bytes()).await?;
             self.complete(inode).await
@@ -400,7 +403,7 @@ impl fuser::Filesystem for WeftFs {
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
-        let who = who(req);
+        let who = self.who(req);
         let result = self.block(async { self.complete(self.client.getattr(&who, fid_of(ino)).await?).await });
         match result {
             Ok(inode) => {
@@ -429,7 +432,7 @@ impl fuser::Filesystem for WeftFs {
         _flags: Option<fuser::BsdFileFlags>,
         reply: ReplyAttr,
     ) {
-        let who = who(req);
+        let who = self.who(req);
         let set = SetAttr {
             mode: mode.map(|m| m & 0o7777),
             uid,
@@ -450,7 +453,7 @@ impl fuser::Filesystem for WeftFs {
     }
 
     fn readlink(&self, req: &Request, ino: INodeNo, reply: ReplyData) {
-        let who = who(req);
+        let who = self.who(req);
         match self.block(self.client.readlink(&who, fid_of(ino))) {
             Ok(target) => reply.data(&target),
             Err(e) => reply.error(fuse_errno("readlink", &e)),
@@ -467,7 +470,7 @@ impl fuser::Filesystem for WeftFs {
         rdev: u32,
         reply: ReplyEntry,
     ) {
-        let who = who(req);
+        let who = self.who(req);
         let Some(kind) = mknod_type(mode) else {
             reply.error(Errno::EINVAL);
             return;
@@ -487,23 +490,23 @@ impl fuser::Filesystem for WeftFs {
     }
 
     fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
-        let who = who(req);
+        let who = self.who(req);
         let result = self.block(self.client.mkdir(&who, fid_of(parent), name.as_bytes(), mode & 0o7777));
         self.reply_entry(reply, "mkdir", parent, name, result);
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let who = who(req);
+        let who = self.who(req);
         Self::reply_empty(reply, "unlink", self.block(self.client.unlink(&who, fid_of(parent), name.as_bytes())));
     }
 
     fn rmdir(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let who = who(req);
+        let who = self.who(req);
         Self::reply_empty(reply, "rmdir", self.block(self.client.rmdir(&who, fid_of(parent), name.as_bytes())));
     }
 
     fn symlink(&self, req: &Request, parent: INodeNo, link_name: &OsStr, target: &Path, reply: ReplyEntry) {
-        let who = who(req);
+        let who = self.who(req);
         let target = target.as_os_str().as_bytes();
         let result = self.block(self.client.symlink(&who, fid_of(parent), link_name.as_bytes(), target));
         self.reply_entry(reply, "symlink", parent, link_name, result);
@@ -530,7 +533,7 @@ impl fuser::Filesystem for WeftFs {
         if flags.contains(RenameFlags::RENAME_EXCHANGE) {
             weft_flags |= RENAME_EXCHANGE;
         }
-        let who = who(req);
+        let who = self.who(req);
         let result = self.block(self.client.rename(
             &who,
             fid_of(parent),
@@ -543,7 +546,7 @@ impl fuser::Filesystem for WeftFs {
     }
 
     fn link(&self, req: &Request, ino: INodeNo, newparent: INodeNo, newname: &OsStr, reply: ReplyEntry) {
-        let who = who(req);
+        let who = self.who(req);
         let result = self.block(async {
             let inode = self.client.link(&who, fid_of(ino), fid_of(newparent), newname.as_bytes()).await?;
             self.complete(inode).await
@@ -552,7 +555,7 @@ impl fuser::Filesystem for WeftFs {
     }
 
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
-        let who = who(req);
+        let who = self.who(req);
         let fid = fid_of(ino);
         let result = self.block(async {
             let (inode, handle) = self.client.open(&who, fid, open_flags(flags.0)).await?;
@@ -681,10 +684,10 @@ impl fuser::Filesystem for WeftFs {
             reply.ok();
             return;
         };
-        let who = who(req);
+        let who = self.who(req);
         // The kernel does not wait for a release (close(2) has returned already), so the
-        // FUSE thread answers at once and the MDS close runs in the background, bounded by
-        // CLOSES_IN_FLIGHT_MAX; unmount waits for the closes still running.
+        // FUSE thread answers at once and closes on the MDS after; unmount waits for the
+        // closes still running (CLOSES_IN_FLIGHT_MAX of them at most).
         let Ok(permit) = self.block(self.closes.clone().acquire_owned()) else {
             reply.ok();
             return;
@@ -692,7 +695,11 @@ impl fuser::Filesystem for WeftFs {
         reply.ok();
         let client = self.client.clone();
         let writes = self.writes.clone();
-        self.runtime.spawn(async move {
+        // With no write on its way the close is quick: this thread does it (a hand-off to
+        // the runtime and back would cost more). Otherwise it waits for the writes in the
+        // background, keeping this thread free for the kernel's next request.
+        let inline = writes.is_idle(file.fid);
+        let close = async move {
             let _permit = permit;
             if let Err(e) = writes.drain(file.fid).await {
                 tracing::warn!("release of {}: a queued write failed: {e}", file.fid);
@@ -711,7 +718,12 @@ impl fuser::Filesystem for WeftFs {
             if let Err(e) = client.close(&who, file.fid, file.mds_handle, size_blocks).await {
                 tracing::warn!("release of {}: the MDS close failed: {e}", file.fid);
             }
-        });
+        };
+        if inline {
+            self.block(close);
+        } else {
+            self.runtime.spawn(close);
+        }
     }
 
     fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
@@ -754,7 +766,7 @@ impl fuser::Filesystem for WeftFs {
             at = Resume::Entry(0);
         }
         let Resume::Entry(mut index) = at else { unreachable!("dot entries are handled above") };
-        let who = who(req);
+        let who = self.who(req);
         loop {
             match dir.step(index) {
                 Step::End => break,
@@ -808,7 +820,7 @@ impl fuser::Filesystem for WeftFs {
         _position: u32,
         reply: ReplyEmpty,
     ) {
-        let who = who(req);
+        let who = self.who(req);
         let (fid, name) = (fid_of(ino), name.as_bytes());
         let result = match xattr::parse(name) {
             Some(which) => self.block(self.virtual_set(&who, fid, which, value)),
@@ -821,7 +833,7 @@ impl fuser::Filesystem for WeftFs {
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
-        let who = who(req);
+        let who = self.who(req);
         let (fid, name) = (fid_of(ino), name.as_bytes());
         let result = match xattr::parse(name) {
             Some(which) => self.block(self.virtual_get(&who, fid, which)),
@@ -838,7 +850,7 @@ impl fuser::Filesystem for WeftFs {
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
-        let who = who(req);
+        let who = self.who(req);
         match self.block(self.client.listxattr(&who, fid_of(ino))) {
             Ok(names) => {
                 let value = xattr::list_value(&names);
@@ -853,7 +865,7 @@ impl fuser::Filesystem for WeftFs {
     }
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
-        let who = who(req);
+        let who = self.who(req);
         let (fid, name) = (fid_of(ino), name.as_bytes());
         let result = match xattr::parse(name) {
             Some(Virtual::Layout | Virtual::LayoutDelete) => self.block(self.client.deletestripe(&who, fid)),
@@ -878,7 +890,7 @@ impl fuser::Filesystem for WeftFs {
         flags: i32,
         reply: ReplyCreate,
     ) {
-        let who = who(req);
+        let who = self.who(req);
         let exclusive = flags & libc::O_EXCL != 0;
         let result = self.block(async {
             let (inode, handle) = self

@@ -2,17 +2,17 @@
 //! the OSTs through [`crate::ObjectTargets`] and write through the writer thread.
 
 use crate::limits::*;
-use crate::store::{self, storage_err};
-use crate::writer::{InternalOp, Job};
+use crate::store::storage_err;
+use crate::writer::{InternalOp, Job, Queue};
 use crate::Core;
-use redb::{ReadableDatabase, ReadableTable};
+use redb::ReadableTable;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 use weft_proto::{Fid, WeftError, WeftResult};
 
-pub fn spawn_all(core: Arc<Core>, tx: mpsc::Sender<Job>) -> Vec<tokio::task::JoinHandle<()>> {
+pub fn spawn_all(core: Arc<Core>, tx: Queue) -> Vec<tokio::task::JoinHandle<()>> {
     vec![
         tokio::spawn(refill_task(core.clone(), tx.clone())),
         tokio::spawn(destroy_task(core.clone(), tx.clone())),
@@ -21,9 +21,9 @@ pub fn spawn_all(core: Arc<Core>, tx: mpsc::Sender<Job>) -> Vec<tokio::task::Joi
     ]
 }
 
-async fn internal(tx: &mpsc::Sender<Job>, op: InternalOp) -> WeftResult<u64> {
+async fn internal(tx: &Queue, op: InternalOp) -> WeftResult<u64> {
     let (done, rx) = oneshot::channel();
-    tx.send(Job::Internal { op, done }).await.map_err(|_| WeftError::io("the MDT writer stopped"))?;
+    tx.submit(Job::Internal { op, done })?;
     rx.await.map_err(|_| WeftError::io("the MDT writer stopped before answering"))?
 }
 
@@ -32,7 +32,7 @@ fn backoff_ms(failures: u32) -> u64 {
 }
 
 /// Keeps each up OST's pool above half a batch of precreated objects.
-async fn refill_task(core: Arc<Core>, tx: mpsc::Sender<Job>) {
+async fn refill_task(core: Arc<Core>, tx: Queue) {
     let batch = core.precreate_batch;
     loop {
         let wake = core.objects.refill_wake.notified();
@@ -45,7 +45,7 @@ async fn refill_task(core: Arc<Core>, tx: mpsc::Sender<Job>) {
             let mut due = Vec::new();
             for ost in up {
                 let Some(pool) = st.ost_pools.get_mut(&ost) else { continue };
-                if pool.refilling || pool.available() >= (batch as u64).div_ceil(2) {
+                if pool.refilling || pool.available() >= core.objects.refill_below.load(Ordering::Relaxed) {
                     continue;
                 }
                 if pool.retry_at.is_some_and(|t| t > now) {
@@ -104,8 +104,7 @@ async fn refill_task(core: Arc<Core>, tx: mpsc::Sender<Job>) {
 }
 
 fn pending_destroys(core: &Core) -> WeftResult<Vec<(u32, Fid)>> {
-    let txn = core.db.begin_read().map_err(storage_err)?;
-    let t = store::read_tables(&txn)?;
+    let t = core.read_view()?;
     // Entries of OSTs that are down wait without blocking the others.
     let mut out = Vec::new();
     for item in t.destroy_queue.iter().map_err(storage_err)? {
@@ -122,7 +121,7 @@ fn pending_destroys(core: &Core) -> WeftResult<Vec<(u32, Fid)>> {
 }
 
 /// Destroys queued objects on their OSTs; entries leave the queue once an OST confirmed.
-async fn destroy_task(core: Arc<Core>, tx: mpsc::Sender<Job>) {
+async fn destroy_task(core: Arc<Core>, tx: Queue) {
     let mut failures = 0u32;
     loop {
         let wake = core.destroy_wake.notified();
@@ -172,7 +171,7 @@ async fn destroy_task(core: Arc<Core>, tx: mpsc::Sender<Job>) {
     }
 }
 
-async fn prune_task(tx: mpsc::Sender<Job>) {
+async fn prune_task(tx: Queue) {
     loop {
         tokio::time::sleep(Duration::from_millis(REPLY_CACHE_PRUNE_INTERVAL_MS)).await;
         let before = (crate::now().sec.max(0) as u64).saturating_sub(REPLY_CACHE_AGE_SECS_MAX);
@@ -185,7 +184,7 @@ async fn prune_task(tx: mpsc::Sender<Job>) {
 }
 
 /// Makes the journal durable in redb every CHECKPOINT_INTERVAL_MS while it holds records.
-async fn checkpoint_task(core: Arc<Core>, tx: mpsc::Sender<Job>) {
+async fn checkpoint_task(core: Arc<Core>, tx: Queue) {
     loop {
         tokio::time::sleep(Duration::from_millis(CHECKPOINT_INTERVAL_MS)).await;
         let pending = core.journal.lock().unwrap_or_else(|p| p.into_inner()).len_bytes() > 0;

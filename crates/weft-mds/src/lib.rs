@@ -6,21 +6,24 @@
 //!
 //! ```text
 //! Mds::handle(header, request)
-//!   ├─ read (lookup, getattr, readdir, getxattr, ...): a redb read transaction, inline,
+//!   ├─ read (lookup, getattr, readdir, getxattr, ...): inline, on the read view (the
+//!   │    tables as of the last commit, shared by reads until the next one: Core::read_view),
 //!   │    ops::read → reply. Never waits for the writer.
 //!   └─ mutation:
-//!        1. reply cache probe (read transaction): a resend returns the stored reply;
+//!        1. reply cache probe (read view): a resend returns the stored reply;
 //!        2. Create / SetStripe on a file: choose OSTs and take object ids from the
 //!           in-memory precreate pools (objects.rs), waiting briefly for a refill;
-//!        3. bounded channel (COMMIT_QUEUE_OPS_MAX) → the ONE writer thread (writer.rs);
-//!        4. the writer drains up to COMMIT_BATCH_OPS_MAX jobs into ONE write transaction:
+//!        3. the write queue (writer.rs): committed by the caller's own thread when it is
+//!           not an async task and nobody else is committing, else by the writer thread;
+//!        4. the committer drains up to COMMIT_BATCH_OPS_MAX jobs into ONE write transaction:
 //!           per job, reply cache probe again (authoritative), then ops::execute
 //!           (check-then-write), then the reply is stored in the reply cache, same transaction;
-//!        5. one durable commit for the batch, then each caller gets its reply (oneshot).
+//!        5. the batch is appended to the journal, one commit, then each caller gets its
+//!           reply (oneshot).
 //! ```
 //!
-//! Background tasks (background.rs): precreate refill, destroy queue, reply-cache pruning.
-//! Their writes also go through the writer thread, so there is one writer.
+//! Background tasks (background.rs): precreate refill, destroy queue, reply-cache pruning,
+//! checkpoints. Their writes also go through the write queue: one committer at a time.
 //!
 //! # Size on the MDT (Lustre's lazy size)
 //!
@@ -59,7 +62,7 @@ use redb::{Database, ReadableDatabase};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::{oneshot, Notify};
 use weft_proto::msg::{ClusterMap, FileType, MdtReply, MdtRequest, RequestHeader, Timestamp};
 use weft_proto::{ErrorCode, Fid, StripeSpec, WeftError, WeftResult};
 
@@ -124,19 +127,58 @@ pub struct Core {
     /// Used by the writer thread only; see journal.rs.
     pub journal: Mutex<journal::Journal>,
     pub(crate) stats: StatCounters,
-    /// Wakes the destroy task after a commit.
+    /// Wakes the destroy task after a commit that queued destroys.
     pub destroy_wake: Notify,
+    /// The newest committed state, opened once and shared by reads until the next commit.
+    read_view: Mutex<ReadView>,
+}
+
+/// See [`Core::read_view`].
+#[derive(Default)]
+struct ReadView {
+    /// Moves at every commit.
+    generation: u64,
+    tables: Option<Arc<store::ReadTables>>,
 }
 
 impl Core {
     pub fn open_files(&self) -> std::sync::MutexGuard<'_, OpenFiles> {
         self.open_files.lock().unwrap_or_else(|p| p.into_inner())
     }
+
+    /// The tables as of the last commit. Opening a read transaction and its tables costs
+    /// more than most reads (a lookup, a getattr); a create makes several reads between two
+    /// commits, so they share one opening.
+    pub fn read_view(&self) -> WeftResult<Arc<store::ReadTables>> {
+        let generation = {
+            let view = self.read_view.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(t) = &view.tables {
+                return Ok(t.clone());
+            }
+            view.generation
+        };
+        let txn = self.db.begin_read().map_err(storage_err)?;
+        let tables = Arc::new(store::read_tables(&txn)?);
+        let mut view = self.read_view.lock().unwrap_or_else(|p| p.into_inner());
+        // A commit since the generation was read may or may not be in this opening: keep
+        // it only if there was none.
+        if view.generation == generation {
+            view.tables = Some(tables.clone());
+        }
+        Ok(tables)
+    }
+
+    /// Called by the writer after every commit: later reads must see it.
+    pub(crate) fn committed(&self) {
+        let mut view = self.read_view.lock().unwrap_or_else(|p| p.into_inner());
+        view.generation += 1;
+        view.tables = None;
+    }
 }
 
 pub struct Mds {
     core: Arc<Core>,
-    tx: Mutex<Option<mpsc::Sender<Job>>>,
+    queue: writer::Queue,
     writer_thread: Mutex<Option<std::thread::JoinHandle<()>>>,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
     stopping: AtomicBool,
@@ -183,17 +225,14 @@ impl Mds {
             journal: Mutex::new(journal::Journal::open(&cfg.data_dir, journal_seq)?),
             stats: StatCounters::default(),
             destroy_wake: Notify::new(),
+            read_view: Mutex::new(ReadView::default()),
         });
-        let (tx, rx) = mpsc::channel(limits::COMMIT_QUEUE_OPS_MAX);
-        let writer_core = core.clone();
-        let writer_thread = std::thread::Builder::new()
-            .name(format!("mdt{}-writer", cfg.mdt_index))
-            .spawn(move || writer::run(writer_core, rx))
-            .map_err(|e| WeftError::io(format!("cannot start the MDT writer thread: {e}")))?;
-        let tasks = background::spawn_all(core.clone(), tx.clone());
+        core.objects.refill_below.store(u64::from(cfg.precreate_batch.div_ceil(2)), Ordering::Relaxed);
+        let (queue, writer_thread) = writer::Queue::start(core.clone())?;
+        let tasks = background::spawn_all(core.clone(), queue.clone());
         Ok(Arc::new(Mds {
             core,
-            tx: Mutex::new(Some(tx)),
+            queue,
             writer_thread: Mutex::new(Some(writer_thread)),
             tasks: Mutex::new(tasks),
             stopping: AtomicBool::new(false),
@@ -248,19 +287,25 @@ impl Mds {
         }
     }
 
+    /// Whether the writer of open `handle` may still take the file's recorded size as
+    /// exact: it opened the file at a trusted size and no other writer or size change came
+    /// since (see [`open_files::OpenHandle::trusted_size_epoch`]).
+    pub(crate) fn size_still_trusted(&self, handle: u64) -> bool {
+        let of = self.core.open_files();
+        of.handle(handle).is_some_and(|oh| of.size_still_trusted(oh))
+    }
+
     /// Executes one request without taking locks.
     pub(crate) async fn execute(&self, header: &RequestHeader, req: MdtRequest) -> WeftResult<MdtReply> {
         if self.stopping.load(Ordering::Acquire) {
             return Err(WeftError::new(ErrorCode::Again, "the MDS is shutting down; retry on its successor"));
         }
         if !req.is_mutation() {
-            let txn = self.core.db.begin_read().map_err(storage_err)?;
-            let tables = store::read_tables(&txn)?;
+            let tables = self.core.read_view()?;
             return ops::read(&self.core, &tables, &header.identity, &req);
         }
         if header.request_id != 0 {
-            let txn = self.core.db.begin_read().map_err(storage_err)?;
-            if let Some(reply) = store::read_tables(&txn)?.cached_reply(header.client_id, header.request_id)? {
+            if let Some(reply) = self.core.read_view()?.cached_reply(header.client_id, header.request_id)? {
                 self.core.stats.reply_cache_hits.fetch_add(1, Ordering::Relaxed);
                 return reply;
             }
@@ -272,9 +317,7 @@ impl Mds {
     }
 
     async fn send(&self, job: Job) -> WeftResult<()> {
-        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        let tx = tx.ok_or_else(|| WeftError::new(ErrorCode::Again, "the MDS is shutting down"))?;
-        tx.send(job).await.map_err(|_| WeftError::new(ErrorCode::Again, "the MDT writer stopped"))
+        self.queue.submit(job)
     }
 
     /// For a create of a new file or a new layout on an empty file: checks what can be
@@ -282,8 +325,7 @@ impl Mds {
     /// happened); `None` lets the writer decide (it reports the error, or the name exists).
     async fn prepare_objects(&self, header: &RequestHeader, req: &MdtRequest) -> WeftResult<Option<Reservation>> {
         let spec = {
-            let txn = self.core.db.begin_read().map_err(storage_err)?;
-            let t = store::read_tables(&txn)?;
+            let t = self.core.read_view()?;
             match req {
                 MdtRequest::Create { parent, name, spec, .. } => {
                     ops::create::prepare(&t, &header.identity, *parent, name, spec.as_ref())?
@@ -319,17 +361,14 @@ impl Mds {
             let _ = t.await;
         }
         // A last durable checkpoint, so that a clean restart has no journal to replay.
-        let tx = self.tx.lock().unwrap_or_else(|p| p.into_inner()).clone();
-        if let Some(tx) = tx {
-            let (done, rx) = tokio::sync::oneshot::channel();
-            if tx.send(Job::Internal { op: writer::InternalOp::Checkpoint, done }).await.is_ok() {
-                if let Ok(Err(e)) = rx.await {
-                    tracing::warn!(error = %e, "the final MDT checkpoint failed; the journal will be replayed at the next start");
-                }
+        let (done, rx) = tokio::sync::oneshot::channel();
+        if self.queue.submit(Job::Internal { op: writer::InternalOp::Checkpoint, done }).is_ok() {
+            if let Ok(Err(e)) = rx.await {
+                tracing::warn!(error = %e, "the final MDT checkpoint failed; the journal will be replayed at the next start");
             }
         }
-        // Dropping the last sender ends the writer once the queued jobs are committed.
-        self.tx.lock().unwrap_or_else(|p| p.into_inner()).take();
+        // The writer ends once the queued jobs are committed.
+        self.queue.close();
         let thread = self.writer_thread.lock().unwrap_or_else(|p| p.into_inner()).take();
         if let Some(thread) = thread {
             let _ = tokio::task::spawn_blocking(move || thread.join()).await;

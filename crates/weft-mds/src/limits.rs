@@ -2,8 +2,6 @@
 
 /// Most mutations applied in one write transaction (one commit, one sync).
 pub const COMMIT_BATCH_OPS_MAX: usize = 128;
-/// Most mutations waiting for the writer thread; senders wait (backpressure) beyond it.
-pub const COMMIT_QUEUE_OPS_MAX: usize = 1024;
 /// Replies older than this are pruned from the reply cache (clients resend well before).
 pub const REPLY_CACHE_AGE_SECS_MAX: u64 = 10 * 60;
 /// Most reply-cache entries removed by one pruning pass (bounded work per commit).

@@ -16,9 +16,7 @@
 //! in one ordered `enqueue_many` (no deadlock between two changes), and the lookups are
 //! checked again under the locks: a name that moved meanwhile makes the change start over.
 
-use crate::store::{self, storage_err};
 use crate::Mds;
-use redb::ReadableDatabase;
 use std::sync::Arc;
 use weft_dlm::namespace::Namespace;
 use weft_dlm::state::EnqueueOptions;
@@ -90,7 +88,7 @@ pub async fn handle(mds: &Mds, ns: &Arc<Namespace>, header: &RequestHeader, req:
                 let Some(fid) = answered_fid(&reply) else { return Ok(reply) };
                 let grant = intent(ns, owner, fid).await?;
                 let fresh = mds.execute(header, MdtRequest::Getattr { fid }).await;
-                return with_lock(Ok(refreshed(reply, fresh)), grant);
+                return with_lock(Ok(refreshed(mds, reply, fresh)), grant);
             }
         }
         _ => mds.execute(header, req).await,
@@ -112,10 +110,19 @@ fn answered_fid(reply: &MdtReply) -> Option<Fid> {
 
 /// `reply` with its inode replaced by a newer reading of it, when there is one (a file
 /// unlinked meanwhile keeps the inode the change returned).
-fn refreshed(reply: MdtReply, fresh: WeftResult<MdtReply>) -> MdtReply {
+fn refreshed(mds: &Mds, reply: MdtReply, fresh: WeftResult<MdtReply>) -> MdtReply {
     match (reply, fresh) {
         (MdtReply::Inode(_), Ok(MdtReply::Inode(now))) => MdtReply::Inode(now),
-        (MdtReply::Opened { handle, .. }, Ok(MdtReply::Inode(now))) => MdtReply::Opened { inode: now, handle },
+        (MdtReply::Opened { handle, inode: opened }, Ok(MdtReply::Inode(mut now))) => {
+            // A writer that opened (or created) a file of trusted size alone was told the
+            // size: the newer reading has it unknown only because of that writer's own
+            // open. It still holds if no other writer opened and no size was set since;
+            // such a change calls back the lock this answer carries.
+            if opened.attr.size_known && !now.attr.size_known && mds.size_still_trusted(handle) {
+                now.attr.size_known = true;
+            }
+            MdtReply::Opened { inode: now, handle }
+        }
         (reply, _) => reply,
     }
 }
@@ -142,8 +149,7 @@ struct Want {
 
 /// The EX locks a change needs, children looked up as the database has them now.
 fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want>> {
-    let txn = mds.core.db.begin_read().map_err(storage_err)?;
-    let t = store::read_tables(&txn)?;
+    let t = mds.core.read_view()?;
     let child = |parent: &Fid, name: &[u8]| -> WeftResult<Option<Fid>> { Ok(t.dentry(*parent, name)?.map(|(f, _)| f)) };
     let update = |fid: Fid| Want { fid, bits: bits::UPDATE };
     let gone = |fid: Fid| Want { fid, bits: bits::LOOKUP | bits::UPDATE };

@@ -138,6 +138,9 @@ pub struct Objects {
     /// Wakes creates waiting for a refill.
     pub refilled: Notify,
     cursor: AtomicU64,
+    /// A pool with fewer objects than this is refilled: a reservation that leaves one below
+    /// it wakes the refill task (the MDS sets half its precreate batch; until then, always).
+    pub refill_below: AtomicU64,
 }
 
 impl Default for Objects {
@@ -147,6 +150,7 @@ impl Default for Objects {
             refill_wake: Notify::new(),
             refilled: Notify::new(),
             cursor: AtomicU64::new(0),
+            refill_below: AtomicU64::new(u64::MAX),
         }
     }
 }
@@ -216,8 +220,13 @@ impl Objects {
                 let mut st = self.lock();
                 if let Some(osts) = st.plan(spec, cursor, give_up)? {
                     let objects = st.take(&osts);
+                    let below = self.refill_below.load(Ordering::Relaxed);
+                    let low = osts.iter().any(|o| st.ost_pools.get(o).is_some_and(|p| p.available() < below));
                     drop(st);
-                    self.refill_wake.notify_one();
+                    // Waking the refill task costs a thread switch: only when it has work.
+                    if low {
+                        self.refill_wake.notify_one();
+                    }
                     return Ok(Self::reservation(spec, objects));
                 }
             }

@@ -1,7 +1,8 @@
-//! The one writer thread: group commit of mutations, the reply cache, and the writes of the
-//! background tasks.
+//! The writer: group commit of mutations, the reply cache, and the writes of the background
+//! tasks. One committer at a time: the writer thread, or a caller committing inline (see
+//! [`Queue`]).
 //!
-//! The thread takes up to COMMIT_BATCH_OPS_MAX queued jobs, applies them in ONE write
+//! The committer takes up to COMMIT_BATCH_OPS_MAX queued jobs, applies them in ONE write
 //! transaction and commits once (redb's default durability: after `commit` returns the
 //! change survives kill -9), then answers each caller. Each op checks everything before it
 //! writes (see `ops`), so an op that fails with a POSIX error leaves nothing in the shared
@@ -18,9 +19,10 @@ use crate::schema::{self, InodeRecord};
 use crate::store::{self, storage_err, WriteTables};
 use crate::Core;
 use redb::{Database, Durability, ReadableTable};
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
-use tokio::sync::{mpsc, oneshot};
+use std::sync::{Arc, Condvar, Mutex};
+use tokio::sync::oneshot;
 use weft_proto::msg::{FileType, MdtReply, MdtRequest, RequestHeader};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
@@ -59,31 +61,139 @@ enum Outcome {
     Internal(WeftResult<u64>),
 }
 
-pub fn run(core: Arc<Core>, mut rx: mpsc::Receiver<Job>) {
-    while let Some(first) = rx.blocking_recv() {
-        let mut jobs = vec![first];
-        while jobs.len() < COMMIT_BATCH_OPS_MAX {
-            match rx.try_recv() {
-                Ok(j) => jobs.push(j),
-                Err(_) => break,
+/// Jobs waiting to be committed, and who commits them.
+///
+/// A job is committed either by the writer thread or, when the caller is a thread of its own
+/// (a FUSE thread under `weft up`, blocked on the answer anyway) and nobody is committing,
+/// by the caller itself: that saves two thread switches per mutation, the writer's wakeup
+/// and the caller's, which on a small machine cost more than the commit. Callers that are
+/// tasks of the async runtime never commit (a commit blocks; a checkpoint syncs): they queue
+/// and wake the writer. Either way, whoever commits takes everything queued, so concurrent
+/// mutations still share one transaction (group commit).
+///
+/// Every submitter waits for its own answer, so the queue holds at most one job per request
+/// in flight: no bound is needed beyond the servers' per-connection limits.
+#[derive(Clone)]
+pub struct Queue {
+    inner: Arc<QueueInner>,
+}
+
+struct QueueInner {
+    core: Arc<Core>,
+    state: Mutex<QueueState>,
+    /// Wakes the writer thread: a job came that its submitter does not commit, or closing.
+    wake: Condvar,
+    /// Held while committing, by the writer thread or an inline caller.
+    commit: Mutex<()>,
+}
+
+#[derive(Default)]
+struct QueueState {
+    jobs: VecDeque<Job>,
+    closed: bool,
+}
+
+/// Batches an inline committer commits at most before it leaves the rest to the writer
+/// thread (it has its own request to answer).
+const INLINE_BATCHES_MAX: usize = 2;
+
+impl Queue {
+    /// The queue of `core`'s MDT and its writer thread.
+    pub fn start(core: Arc<Core>) -> WeftResult<(Queue, std::thread::JoinHandle<()>)> {
+        let name = format!("mdt{}-writer", core.mdt_index);
+        let queue = Queue {
+            inner: Arc::new(QueueInner {
+                core,
+                state: Mutex::new(QueueState::default()),
+                wake: Condvar::new(),
+                commit: Mutex::new(()),
+            }),
+        };
+        let writer = queue.clone();
+        let thread = std::thread::Builder::new()
+            .name(name)
+            .spawn(move || writer.run())
+            .map_err(|e| WeftError::io(format!("cannot start the MDT writer thread: {e}")))?;
+        Ok((queue, thread))
+    }
+
+    /// Queues `job`, committing it at once on this thread when allowed (see [`Queue`]). The
+    /// answer goes to the job's channel. Fails once the queue is closed.
+    pub fn submit(&self, job: Job) -> WeftResult<()> {
+        let q = &self.inner;
+        {
+            let mut st = q.state.lock().unwrap_or_else(|p| p.into_inner());
+            if st.closed {
+                return Err(WeftError::new(ErrorCode::Again, "the MDT writer stopped"));
+            }
+            st.jobs.push_back(job);
+        }
+        if tokio::task::try_id().is_none() {
+            if let Ok(_committing) = q.commit.try_lock() {
+                // Whoever queued behind us and found us committing woke the writer for what
+                // we leave.
+                self.commit_queued(INLINE_BATCHES_MAX);
+                return Ok(());
             }
         }
-        commit_batch(&core, jobs);
+        q.wake.notify_one();
+        Ok(())
     }
-    tracing::debug!("MDT writer thread stopped");
+
+    /// After the jobs queued before it are committed, the writer thread ends.
+    pub fn close(&self) {
+        self.inner.state.lock().unwrap_or_else(|p| p.into_inner()).closed = true;
+        self.inner.wake.notify_all();
+    }
+
+    /// Commits up to `batches` batches of what is queued; the caller holds `commit`.
+    fn commit_queued(&self, batches: usize) {
+        for _ in 0..batches {
+            let jobs: Vec<Job> = {
+                let mut st = self.inner.state.lock().unwrap_or_else(|p| p.into_inner());
+                let n = st.jobs.len().min(COMMIT_BATCH_OPS_MAX);
+                st.jobs.drain(..n).collect()
+            };
+            if jobs.is_empty() {
+                return;
+            }
+            commit_batch(&self.inner.core, jobs);
+        }
+    }
+
+    /// The writer thread.
+    fn run(&self) {
+        let q = &self.inner;
+        loop {
+            {
+                let mut st = q.state.lock().unwrap_or_else(|p| p.into_inner());
+                while st.jobs.is_empty() && !st.closed {
+                    st = q.wake.wait(st).unwrap_or_else(|p| p.into_inner());
+                }
+                if st.jobs.is_empty() {
+                    break; // closed and done
+                }
+            }
+            let _committing = q.commit.lock().unwrap_or_else(|p| p.into_inner());
+            self.commit_queued(usize::MAX);
+        }
+        tracing::debug!("MDT writer thread stopped");
+    }
 }
 
 fn commit_batch(core: &Core, mut jobs: Vec<Job>) {
     loop {
         match try_batch(core, &jobs) {
-            Ok(outcomes) => {
+            Ok((outcomes, queued_destroys)) => {
                 let n = jobs.len() as u64;
                 core.stats.commits.fetch_add(1, Ordering::Relaxed);
                 core.stats.batch_ops_max.fetch_max(n, Ordering::Relaxed);
                 for (job, outcome) in jobs.into_iter().zip(outcomes) {
                     answer(job, outcome);
                 }
-                core.destroy_wake.notify_one();
+                if queued_destroys {
+                    core.destroy_wake.notify_one();
+                }
                 return;
             }
             Err(BatchError::Op(i, e)) => {
@@ -134,7 +244,9 @@ enum BatchError {
     Whole(WeftError),
 }
 
-fn try_batch(core: &Core, jobs: &[Job]) -> Result<Vec<Outcome>, BatchError> {
+/// Applies and commits one batch: the outcome of each job, and whether objects were queued
+/// for destruction.
+fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchError> {
     let txn = core.db.begin_write().map_err(|e| BatchError::Whole(storage_err(e)))?;
     let mut undo: Vec<Undo> = Vec::new();
     let mut outcomes = Vec::with_capacity(jobs.len());
@@ -248,6 +360,7 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<Vec<Outcome>, BatchError> {
         core.open_files().revert(undo);
         return Err(BatchError::Whole(storage_err(e)));
     }
+    core.committed();
     if checkpoint {
         if let Err(e) = journal.reset() {
             tracing::warn!(error = %e, "cannot empty the MDT journal after a checkpoint; it will be replayed harmlessly");
@@ -256,7 +369,8 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<Vec<Outcome>, BatchError> {
     drop(journal);
     core.stats.mutations.fetch_add(mutations, Ordering::Relaxed);
     core.stats.reply_cache_hits.fetch_add(hits, Ordering::Relaxed);
-    Ok(outcomes)
+    let queued_destroys = changes.iter().any(|c| c.table == schema::TABLE_DESTROY_QUEUE && c.value.is_some());
+    Ok((outcomes, queued_destroys))
 }
 
 /// Objects reserved for an op that did not use them (it failed, or opened an existing file):

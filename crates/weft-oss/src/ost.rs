@@ -5,7 +5,9 @@
 //! ```text
 //! <dir>/target                     fsname, index, format version (TOML)
 //! <dir>/O/<seq hex>/LAST_ID        highest precreated object id, decimal text
-//! <dir>/O/<seq hex>/d<oid % 32>/<oid>   one file per object, sparse, its bytes are the object's
+//! <dir>/O/<seq hex>/d<oid % 32>/<oid>   one file per object, sparse, its bytes are the object's;
+//!                                       made by the object's first write: a missing file is an
+//!                                       empty object
 //! ```
 //! The object id alone names the file: a FID's version is not part of an object's identity.
 
@@ -289,28 +291,11 @@ impl Ost {
                 u32::MAX
             )));
         };
+        // Only the ids are handed out: an object's file is made by its first write (or
+        // punch), and until then it reads as empty, as a destroyed one does. An empty file
+        // created here would cost an inode allocation and a directory entry per file
+        // created on the MDS, most of them never written (mdtest, tar of small files...).
         let mut last_id = self.last_id.lock().unwrap_or_else(|e| e.into_inner());
-        const { assert!(OBJECT_DIRS_COUNT <= u32::BITS) };
-        let mut dirs_touched: u32 = 0;
-        for oid in start_oid..=last_oid {
-            // create_new: never truncate an object that exists (a resent precreate, or one
-            // that raced a write); only names made here need their directory synced.
-            match OpenOptions::new().write(true).create_new(true).open(self.object_path(oid)) {
-                Ok(_) => dirs_touched |= 1 << (oid % OBJECT_DIRS_COUNT),
-                Err(e) if e.kind() == ErrorKind::AlreadyExists => {}
-                Err(e) => return Err(self.io_error(oid, "precreate", e)),
-            }
-        }
-        for d in 0..OBJECT_DIRS_COUNT {
-            if dirs_touched & (1 << d) != 0 {
-                let dir = self.seq_dir.join(format!("d{d}"));
-                durable::fsync_dir(&dir).map_err(|e| {
-                    let mut err = WeftError::from(e);
-                    err.message = format!("OST {}: fsync {}: {}", self.index, dir.display(), err.message);
-                    err
-                })?;
-            }
-        }
         if last_oid > *last_id {
             durable::replace_file(&self.seq_dir, LAST_ID_FILE_NAME, format!("{last_oid}\n").as_bytes()).map_err(
                 |e| {

@@ -143,9 +143,12 @@ async fn precreate_is_idempotent_and_last_id_survives_reopen() {
     let pre = |start_oid, count| OstRequest::Precreate { start_oid, count };
     assert_eq!(c.request(pre(1, 100)).await, Ok(OstReply::Precreated { last_oid: 100 }));
     assert_eq!(c.must_getattr(50).await, (0, 0));
+    assert!(c.must_read(50, 0, 10).await.is_empty());
+    // The object's file comes with its first write.
     let object = tmp.path().join(format!("ost5/O/{:x}/d{}/50", Fid::object_seq(5), 50 % 32));
-    assert!(object.is_file(), "{} must exist", object.display());
+    assert!(!object.exists(), "{} is made by the first write", object.display());
     c.must_write(50, 0, b"keep me").await;
+    assert!(object.is_file(), "{} must exist once written", object.display());
     // A resend must not truncate objects already written.
     assert_eq!(c.request(pre(1, 100)).await, Ok(OstReply::Precreated { last_oid: 100 }));
     assert_eq!(c.must_read(50, 0, 100).await.as_ref(), b"keep me");

@@ -39,6 +39,35 @@ use weft_proto::msg::{Reply, Request, RequestBody, RequestHeader};
 use weft_proto::wire::{decode_message, encode_message, FrameKind};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
 
+/// A future polled by its caller that, dropped before it finished, finishes as a task of
+/// `rt` instead of being cancelled where it stood.
+struct FinishOnDrop<F: Future<Output = ()> + Send + 'static> {
+    task: Option<std::pin::Pin<Box<F>>>,
+    rt: tokio::runtime::Handle,
+}
+
+impl<F: Future<Output = ()> + Send + 'static> Future for FinishOnDrop<F> {
+    type Output = ();
+
+    fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<()> {
+        let Some(task) = self.task.as_mut() else { return std::task::Poll::Ready(()) };
+        let done = task.as_mut().poll(cx);
+        if done.is_ready() {
+            self.task = None;
+        }
+        done
+    }
+}
+
+impl<F: Future<Output = ()> + Send + 'static> Drop for FinishOnDrop<F> {
+    fn drop(&mut self) {
+        if let Some(task) = self.task.take() {
+            // A runtime shutting down drops the task: the process is ending anyway.
+            drop(self.rt.spawn(task));
+        }
+    }
+}
+
 /// What the pipeline knows about a request when it reaches the executing service.
 #[derive(Debug, Clone)]
 pub struct RequestContext {
@@ -263,18 +292,20 @@ impl Server {
             let _ = tx.send((reply, bulk));
             true
         });
+        // The request runs on the caller's own thread: no hand-off to a runtime worker and
+        // back (a FUSE lookup or stat then costs no thread switch at all under `weft up`,
+        // a create only the MDT writer's).
         if read_only {
-            // A read has nothing to protect from a caller that gives up halfway, so it runs
-            // on the caller's own thread: no hand-off to a runtime worker and back (a FUSE
-            // lookup or stat then costs no thread switch at all under `weft up`).
+            // A read has nothing to protect from a caller that gives up halfway.
             task.await;
         } else {
-            // A mutation runs as its own task so that a caller timing out cannot cancel it
-            // midway, just as over TCP.
-            match self.runtime.get() {
-                Some(rt) => drop(rt.spawn(task)),
-                None => drop(tokio::spawn(task)),
-            }
+            // A mutation must not be cancelled midway by a caller timing out, just as over
+            // TCP: if the caller gives up, the rest runs on as a task of the runtime.
+            let rt = match self.runtime.get() {
+                Some(rt) => rt.clone(),
+                None => tokio::runtime::Handle::current(),
+            };
+            FinishOnDrop { task: Some(Box::pin(task)), rt }.await;
         }
         rx.await.map_err(|_| WeftError::io("the server dropped the request"))
     }
@@ -320,5 +351,54 @@ impl Server {
             return (Err(e), Bytes::new());
         }
         self.handler.handle(ctx, body, bulk).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::FinishOnDrop;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::sync::Arc;
+    use std::time::Duration;
+
+    #[tokio::test]
+    async fn a_future_dropped_midway_finishes_as_a_task() {
+        let go = Arc::new(tokio::sync::Notify::new());
+        let done = Arc::new(AtomicBool::new(false));
+        let task = {
+            let (go, done) = (go.clone(), done.clone());
+            async move {
+                go.notified().await;
+                done.store(true, Ordering::SeqCst);
+            }
+        };
+        let rt = tokio::runtime::Handle::current();
+        // The caller gives up while the future waits halfway.
+        let gave_up =
+            tokio::time::timeout(Duration::from_millis(20), FinishOnDrop { task: Some(Box::pin(task)), rt }).await;
+        assert!(gave_up.is_err());
+        assert!(!done.load(Ordering::SeqCst));
+        go.notify_one();
+        for _ in 0..200 {
+            if done.load(Ordering::SeqCst) {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        panic!("the dropped future did not finish");
+    }
+
+    #[tokio::test]
+    async fn a_future_polled_to_the_end_runs_once_on_the_caller() {
+        let runs = Arc::new(std::sync::atomic::AtomicU32::new(0));
+        let task = {
+            let runs = runs.clone();
+            async move {
+                runs.fetch_add(1, Ordering::SeqCst);
+            }
+        };
+        FinishOnDrop { task: Some(Box::pin(task)), rt: tokio::runtime::Handle::current() }.await;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
     }
 }

@@ -1,0 +1,122 @@
+//! The MDS request path without any transport: each operation through `Mds::handle` from a
+//! plain thread (as a FUSE thread calls it under `weft up`), with and without the lock
+//! namespace, in microseconds per operation. Objects come from an in-memory OST stand-in, so
+//! this measures the MDT alone: `cargo run --release -p weft-mds --example mds_ops`.
+
+use futures::future::BoxFuture;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use weft_dlm::namespace::{CallbackSender, Namespace, NamespaceConfig};
+use weft_mds::{Mds, MdsConfig, ObjectTargets};
+use weft_proto::lock::{CallbackAnswer, CallbackRequest, LockTarget};
+use weft_proto::msg::*;
+use weft_proto::{Fid, WeftResult};
+
+const OPS: u64 = 20_000;
+
+/// OSTs that create and destroy nothing.
+struct NoObjects;
+
+impl ObjectTargets for NoObjects {
+    fn precreate(&self, _ost: u32, start_oid: u32, count: u32) -> BoxFuture<'static, WeftResult<u32>> {
+        Box::pin(async move { Ok(start_oid + count - 1) })
+    }
+    fn destroy(&self, _ost: u32, _fid: Fid) -> BoxFuture<'static, WeftResult<()>> {
+        Box::pin(async { Ok(()) })
+    }
+}
+
+/// One client only: nobody is ever called back.
+struct NoCallbacks;
+
+impl CallbackSender for NoCallbacks {
+    fn send(&self, _: u64, _: CallbackRequest, _: Duration) -> BoxFuture<'static, WeftResult<CallbackAnswer>> {
+        Box::pin(async { Ok(CallbackAnswer::Unknown) })
+    }
+    fn evict(&self, _: u64, _: String) {}
+}
+
+fn map() -> ClusterMap {
+    let mut targets: Vec<TargetInfo> = (0..4)
+        .map(|i| TargetInfo { kind: TargetKind::Ost, index: i, address: format!("mem:{i}"), state: TargetState::Up })
+        .collect();
+    targets.push(TargetInfo { kind: TargetKind::Mdt, index: 0, address: "mem:mdt".into(), state: TargetState::Up });
+    ClusterMap { version: 1, fsname: "bench".into(), targets, pools: Default::default() }
+}
+
+fn main() {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    for locks in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let cfg = MdsConfig::new(dir.path().to_path_buf(), 0);
+        let mds = rt.block_on(async { Mds::open(cfg, Arc::new(NoObjects)) }).unwrap();
+        mds.set_cluster_map(&map());
+        if locks {
+            let ns = rt.block_on(async {
+                Namespace::new(
+                    NamespaceConfig {
+                        target: LockTarget::Mdt(0),
+                        callback_timeout: Duration::from_secs(20),
+                        recovery_until: None,
+                    },
+                    Arc::new(NoCallbacks),
+                )
+            });
+            mds.set_lock_namespace(ns);
+        }
+        let request_id = std::sync::atomic::AtomicU64::new(0);
+        let header = || RequestHeader {
+            client_id: 7,
+            request_id: request_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1,
+            identity: Identity::root(),
+            jobid: String::new(),
+        };
+        let call = |req: MdtRequest| rt.block_on(mds.handle(&header(), req)).unwrap();
+        let MdtReply::Inode(dir) = call(MdtRequest::Mkdir { parent: Fid::ROOT, name: b"d".to_vec(), mode: 0o755 })
+        else {
+            panic!("mkdir")
+        };
+        let dir = dir.attr.fid;
+        let name = |i: u64| format!("f{i}").into_bytes();
+        let time = |what: &str, f: &mut dyn FnMut(u64)| {
+            let start = Instant::now();
+            for i in 0..OPS {
+                f(i);
+            }
+            let us = start.elapsed().as_secs_f64() * 1e6 / OPS as f64;
+            println!("locks {:3}  {what:22} {us:8.1} us", if locks { "on" } else { "off" });
+        };
+        let mut fids = Vec::new();
+        let mut handles = Vec::new();
+        time("lookup (missing)", &mut |i| {
+            let _ = rt.block_on(mds.handle(&header(), MdtRequest::Lookup { parent: dir, name: name(i) }));
+        });
+        time("create", &mut |i| {
+            let req = MdtRequest::Create {
+                parent: dir,
+                name: name(i),
+                mode: 0o644,
+                exclusive: false,
+                spec: None,
+                open_flags: OPEN_WRITE,
+            };
+            let MdtReply::Opened { inode, handle } = call(req) else { panic!("create") };
+            fids.push(inode.attr.fid);
+            handles.push(handle);
+        });
+        time("close", &mut |i| {
+            let (fid, handle) = (fids[i as usize], handles[i as usize]);
+            call(MdtRequest::Close { fid, handle, size_blocks: None });
+        });
+        time("getattr", &mut |i| {
+            call(MdtRequest::Getattr { fid: fids[i as usize] });
+        });
+        time("lookup", &mut |i| {
+            call(MdtRequest::Lookup { parent: dir, name: name(i) });
+        });
+        time("unlink", &mut |i| {
+            call(MdtRequest::Unlink { parent: dir, name: name(i) });
+        });
+        rt.block_on(mds.shutdown());
+    }
+}

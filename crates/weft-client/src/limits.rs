@@ -9,7 +9,10 @@ pub const TARGET_SILENCE_MS_MAX: u64 = 3_000;
 /// flight; the rest wait their turn. Bounds memory and sockets for very wide files.
 pub const OBJECT_REQUESTS_IN_FLIGHT_MAX: usize = 64;
 /// Locks a client caches before it gives back the least recently used (Lustre's lru_size).
-/// About 200 bytes each with the mount's name tracking: 128 Ki locks are some 25 MiB.
-pub const LOCKS_CACHED_MAX: usize = 131_072;
+/// About 200 bytes each with the mount's name tracking, and as much again in the server's
+/// namespace: 512 Ki locks are some 100 MiB on each side. With 128 Ki, an IO-500 run on
+/// one node (100k files created) gave back the locks of the first files it made, and the
+/// stat phase that followed went to the MDS for every one of them.
+pub const LOCKS_CACHED_MAX: usize = 524_288;
 /// How often a client holding locks checks that every server still knows it (the pinger).
 pub const PING_INTERVAL_MS: u64 = 1_000;

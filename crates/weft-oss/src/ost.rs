@@ -38,6 +38,8 @@ pub(crate) struct Ost {
     handles: HandleCache,
     /// The persisted LAST_ID. The lock also serializes precreations, so LAST_ID only grows.
     last_id: Mutex<u32>,
+    /// One write (or punch) at a time: see `Oss::handle`.
+    write_turns: Arc<tokio::sync::Semaphore>,
 }
 
 impl Ost {
@@ -64,7 +66,19 @@ impl Ost {
             e.message = format!("OST {index}: {}", e.message);
             e
         })?;
-        Ok(Ost { index, seq, dir, seq_dir, handles: HandleCache::new(), last_id: Mutex::new(last_id) })
+        Ok(Ost {
+            index,
+            seq,
+            dir,
+            seq_dir,
+            handles: HandleCache::new(),
+            last_id: Mutex::new(last_id),
+            write_turns: Arc::new(tokio::sync::Semaphore::new(1)),
+        })
+    }
+
+    pub fn write_turns(&self) -> Arc<tokio::sync::Semaphore> {
+        self.write_turns.clone()
     }
 
     pub fn execute(&self, req: OstRequest, bulk: Bytes) -> (WeftResult<OstReply>, Bytes) {

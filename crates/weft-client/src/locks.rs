@@ -11,8 +11,8 @@
 //! * **A blocking callback** on an extent lock drops the kernel's pages of the file while
 //!   the lock still holds ([`LockHooks::drop_data`]; I/O arriving meanwhile still uses the
 //!   lock, see [`Phase::Lockless`]), then lets new I/O enqueue a new lock (which the server
-//!   queues behind the conflicting request), writes out what is queued under it
-//!   ([`LockHooks::flush`]), waits until nothing uses it, gives it back, and drops the pages
+//!   queues behind the conflicting request), waits until nothing uses it (a queued write
+//!   keeps it in use until it reached the OST), gives it back, and drops the pages
 //!   once more for what the lockless phase brought in. On an inode-bit lock it drops the
 //!   attributes before answering and the names after ([`LockHooks::drop_inode`]).
 //! * **Bounded**: past [`crate::limits::LOCKS_CACHED_MAX`] locks the least recently used
@@ -78,9 +78,24 @@ struct Inner {
     entries: HashMap<(LockTarget, LockHandle), Entry>,
     by_resource: HashMap<(LockTarget, Fid), Vec<LockHandle>>,
     tick: u64,
+    /// Entries not in [`Phase::Granted`]: the LRU bound counts only held locks, without a
+    /// scan per insert while some are on their way back.
+    not_granted: usize,
 }
 
 impl Inner {
+    /// Moves an entry to `phase`, keeping [`Inner::not_granted`].
+    fn set_phase(&mut self, key: (LockTarget, LockHandle), phase: Phase) {
+        if let Some(e) = self.entries.get_mut(&key) {
+            match (e.phase == Phase::Granted, phase == Phase::Granted) {
+                (true, false) => self.not_granted += 1,
+                (false, true) => self.not_granted -= 1,
+                _ => {}
+            }
+            e.phase = phase;
+        }
+    }
+
     /// Records a grant; false when it names a lock this client is giving back (the server
     /// reused it before our cancel arrived): that one must not be used.
     fn insert(&mut self, target: LockTarget, grant: &LockGrant, file: Fid, users: u32) -> bool {
@@ -113,6 +128,9 @@ impl Inner {
 
     fn remove(&mut self, target: LockTarget, handle: LockHandle) -> Option<Entry> {
         let e = self.entries.remove(&(target, handle))?;
+        if e.phase != Phase::Granted {
+            self.not_granted -= 1;
+        }
         if let Some(v) = self.by_resource.get_mut(&(target, e.resource)) {
             v.retain(|h| *h != handle);
             if v.is_empty() {
@@ -298,8 +316,9 @@ impl LockCache {
                 // A second callback for a lock being given back already: answer when gone.
                 None
             } else {
-                e.phase = Phase::Lockless;
-                Some((e.file, e.scope))
+                let found = (e.file, e.scope);
+                inner.set_phase((target, handle), Phase::Lockless);
+                Some(found)
             }
         };
         let Some((file, scope)) = found else {
@@ -341,9 +360,7 @@ impl LockCache {
     }
 
     fn set_phase(&self, target: LockTarget, handle: LockHandle, phase: Phase) {
-        if let Some(e) = self.inner().entries.get_mut(&(target, handle)) {
-            e.phase = phase;
-        }
+        self.inner().set_phase((target, handle), phase);
     }
 
     /// Waits until nothing uses the lock (or, with `gone`, until it is removed).
@@ -379,27 +396,22 @@ impl LockCache {
     /// Forgets the locks of these targets (their server restarted and no longer knows them)
     /// and drops every cache they guarded.
     pub(crate) fn forget_targets(&self, targets: &[LockTarget]) {
-        let entries: Vec<Entry> = {
-            let mut inner = self.inner();
-            let keys: Vec<(LockTarget, LockHandle)> =
-                inner.entries.keys().filter(|(t, _)| targets.contains(t)).copied().collect();
-            keys.into_iter().filter_map(|(t, h)| inner.remove(t, h)).collect()
-        };
-        self.released.notify_waiters();
-        if let Some(h) = self.hooks() {
-            for e in &entries {
-                drop_caches(&*h, e);
-            }
-        }
+        self.forget(|t| targets.contains(t));
     }
 
     /// Forgets every lock (eviction: the servers dropped them already) and drops every
     /// cache they guarded.
     pub(crate) fn forget_all(&self) {
+        self.forget(|_| true);
+    }
+
+    /// Forgets the locks of the targets `which` names, without telling any server, and
+    /// drops every cache they guarded.
+    fn forget(&self, which: impl Fn(&LockTarget) -> bool) {
         let entries: Vec<Entry> = {
             let mut inner = self.inner();
-            inner.by_resource.clear();
-            inner.entries.drain().map(|(_, e)| e).collect()
+            let keys: Vec<(LockTarget, LockHandle)> = inner.entries.keys().filter(|(t, _)| which(t)).copied().collect();
+            keys.into_iter().filter_map(|(t, h)| inner.remove(t, h)).collect()
         };
         self.released.notify_waiters();
         if let Some(h) = self.hooks() {
@@ -417,7 +429,7 @@ impl LockCache {
         }
         // Trim to 90% of the bound at once so the scan runs once per many inserts; locks
         // already on their way back count as gone.
-        let held = inner.entries.values().filter(|e| e.phase == Phase::Granted).count();
+        let held = inner.entries.len() - inner.not_granted;
         if held <= self.max_cached {
             return Vec::new();
         }
@@ -436,8 +448,8 @@ impl LockCache {
         idle.truncate(n);
         let mut out = Vec::with_capacity(n);
         for (_, t, h) in idle {
-            if let Some(e) = inner.entries.get_mut(&(t, h)) {
-                e.phase = Phase::Draining;
+            if inner.entries.contains_key(&(t, h)) {
+                inner.set_phase((t, h), Phase::Draining);
                 out.push((t, h));
             }
         }
@@ -627,6 +639,7 @@ impl Client {
         let held: Vec<(LockTarget, LockHandle)> = {
             let mut inner = self.locks.inner();
             inner.by_resource.clear();
+            inner.not_granted = 0;
             inner.entries.drain().map(|(key, _)| key).collect()
         };
         self.locks.released.notify_waiters();

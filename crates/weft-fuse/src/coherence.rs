@@ -9,11 +9,13 @@
 //! * A regular file whose size the MDS does not know (a writer has it open somewhere) gets
 //!   TTL 0 for its attributes, so every stat asks (and glimpses the objects).
 //! * While the client holds extent locks on a file's objects the kernel keeps the file's
-//!   pages across opens (FOPEN_KEEP_CACHE); when one goes, [`MountHooks::flush`] writes out
-//!   the file's queued writes first and [`MountHooks::drop_data`] drops its pages after.
+//!   pages across opens (FOPEN_KEEP_CACHE); when one goes, its callback waits for the writes
+//!   queued under it (they keep it in use) and [`MountHooks::drop_data`] drops the pages.
+//!   A glimpse of the file has its queued writes land first ([`MountHooks::flush`]).
 //!
-//! The kernel calls run on blocking threads: an invalidation waits for pages that a read in
-//! flight holds locked, and that read may wait for a lock this very callback gives back.
+//! The kernel calls run on the mount's invalidation thread: an invalidation waits for pages
+//! that a read in flight holds locked, and that read may wait for a lock this very callback
+//! gives back.
 
 use crate::writeback::WriteBehind;
 use fuser::{INodeNo, Notifier};
@@ -39,12 +41,12 @@ struct Inval {
     ino: u64,
     pages: bool,
     entries: Vec<(u64, OsString)>,
-    done: Option<tokio::sync::oneshot::Sender<()>>,
+    done: tokio::sync::oneshot::Sender<()>,
 }
 
 pub(crate) struct MountHooks {
     /// The thread that talks to the kernel (see [`MountHooks::set_notifier`]).
-    invalidations: OnceLock<Mutex<std::sync::mpsc::Sender<Inval>>>,
+    invalidations: OnceLock<std::sync::mpsc::Sender<Inval>>,
     /// For attribute invalidations, which never wait and go out at once.
     notifier: OnceLock<Notifier>,
     writes: Arc<WriteBehind>,
@@ -77,14 +79,12 @@ impl MountHooks {
                 for (parent, name) in &inval.entries {
                     let _ = notifier.inval_entry(INodeNo(*parent), name);
                 }
-                if let Some(done) = inval.done {
-                    let _ = done.send(());
-                }
+                let _ = inval.done.send(());
             }
         });
         match started {
             Ok(_) => {
-                let _ = self.invalidations.set(Mutex::new(tx));
+                let _ = self.invalidations.set(tx);
             }
             Err(e) => tracing::error!("cannot start the invalidation thread: {e}; caches stay until they expire"),
         }
@@ -113,10 +113,10 @@ impl MountHooks {
     /// kernel is through with it (at once without a kernel connection).
     fn invalidate(&self, ino: u64, pages: bool, entries: Vec<(u64, OsString)>) -> tokio::sync::oneshot::Receiver<()> {
         let (done, rx) = tokio::sync::oneshot::channel();
-        let inval = Inval { ino, pages, entries, done: Some(done) };
+        let inval = Inval { ino, pages, entries, done };
         if let Some(tx) = self.invalidations.get() {
             // A send fails only when the thread is gone (unmounted): nothing left to drop.
-            let _ = tx.lock().unwrap_or_else(|p| p.into_inner()).send(inval);
+            let _ = tx.send(inval);
         }
         rx
     }

@@ -29,16 +29,8 @@ pub fn parse_status_groups(status: &str) -> Vec<u32> {
         .unwrap_or_default()
 }
 
-/// The identity of a request, read fresh. Groups are read from `/proc/PID/status`; a request
-/// with no process (pid 0, kernel-internal) or whose process is gone gets none.
-pub fn identity_of(uid: u32, gid: u32, pid: u32) -> Identity {
-    Identity { uid, gid, groups: read_groups(pid) }
-}
-
+/// The groups of process `pid`, from `/proc/PID/status`; none for a process that is gone.
 fn read_groups(pid: u32) -> Vec<u32> {
-    if pid == 0 {
-        return Vec::new();
-    }
     std::fs::read_to_string(format!("/proc/{pid}/status")).map(|s| parse_status_groups(&s)).unwrap_or_default()
 }
 
@@ -53,6 +45,8 @@ pub struct Identities {
 }
 
 impl Identities {
+    /// The identity of a request. A request with no process (pid 0, kernel-internal) gets no
+    /// groups.
     pub fn of(&self, uid: u32, gid: u32, pid: u32) -> Identity {
         if uid == 0 || pid == 0 {
             return Identity { uid, gid, groups: Vec::new() };
@@ -92,12 +86,10 @@ mod tests {
     }
 
     #[test]
-    fn identity_of_this_process_has_its_groups() {
-        let me = identity_of(1, 2, std::process::id());
-        assert_eq!((me.uid, me.gid), (1, 2));
-        let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        assert_eq!(me.groups, parse_status_groups(&status));
-        assert!(identity_of(1, 2, 0).groups.is_empty());
+    fn a_request_without_a_process_or_of_a_gone_one_has_no_groups() {
+        let ids = Identities::default();
+        assert!(ids.of(1, 2, 0).groups.is_empty());
+        assert!(ids.of(1, 2, u32::MAX).groups.is_empty());
     }
 
     #[test]

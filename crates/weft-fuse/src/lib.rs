@@ -17,7 +17,6 @@ mod writeback;
 mod xattr;
 
 pub use errno::errno;
-pub use identity::{identity_of, parse_status_groups};
 pub use xattr::VIRTUAL_PREFIX;
 
 use std::path::Path;

@@ -1,5 +1,5 @@
 //! Background tasks: precreate refill, the destroy queue, reply-cache pruning. They talk to
-//! the OSTs through [`crate::ObjectTargets`] and write through the writer thread.
+//! the OSTs through [`crate::ObjectTargets`] and write through the write queue (writer.rs).
 
 use crate::limits::*;
 use crate::store::storage_err;
@@ -12,18 +12,18 @@ use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
 use weft_proto::{Fid, WeftError, WeftResult};
 
-pub fn spawn_all(core: Arc<Core>, tx: Queue) -> Vec<tokio::task::JoinHandle<()>> {
+pub fn spawn_all(core: Arc<Core>, queue: Queue) -> Vec<tokio::task::JoinHandle<()>> {
     vec![
-        tokio::spawn(refill_task(core.clone(), tx.clone())),
-        tokio::spawn(destroy_task(core.clone(), tx.clone())),
-        tokio::spawn(checkpoint_task(core.clone(), tx.clone())),
-        tokio::spawn(prune_task(tx)),
+        tokio::spawn(refill_task(core.clone(), queue.clone())),
+        tokio::spawn(destroy_task(core.clone(), queue.clone())),
+        tokio::spawn(checkpoint_task(core.clone(), queue.clone())),
+        tokio::spawn(prune_task(queue)),
     ]
 }
 
-async fn internal(tx: &Queue, op: InternalOp) -> WeftResult<u64> {
+async fn internal(queue: &Queue, op: InternalOp) -> WeftResult<u64> {
     let (done, rx) = oneshot::channel();
-    tx.submit(Job::Internal { op, done })?;
+    queue.submit(Job::Internal { op, done })?;
     rx.await.map_err(|_| WeftError::io("the MDT writer stopped before answering"))?
 }
 
@@ -32,7 +32,7 @@ fn backoff_ms(failures: u32) -> u64 {
 }
 
 /// Keeps each up OST's pool above half a batch of precreated objects.
-async fn refill_task(core: Arc<Core>, tx: Queue) {
+async fn refill_task(core: Arc<Core>, queue: Queue) {
     let batch = core.precreate_batch;
     loop {
         let wake = core.objects.refill_wake.notified();
@@ -45,7 +45,7 @@ async fn refill_task(core: Arc<Core>, tx: Queue) {
             let mut due = Vec::new();
             for ost in up {
                 let Some(pool) = st.ost_pools.get_mut(&ost) else { continue };
-                if pool.refilling || pool.available() >= core.objects.refill_below.load(Ordering::Relaxed) {
+                if pool.refilling || pool.available() >= core.objects.refill_below {
                     continue;
                 }
                 if pool.retry_at.is_some_and(|t| t > now) {
@@ -63,11 +63,11 @@ async fn refill_task(core: Arc<Core>, tx: Queue) {
         };
         let calls = due.into_iter().map(|(ost, start, count)| {
             let core = core.clone();
-            let tx = tx.clone();
+            let queue = queue.clone();
             async move {
                 let r = match core.targets.precreate(ost, start, count).await {
                     Ok(last) if last >= start => {
-                        internal(&tx, InternalOp::PersistCreated { ost, created_oid: last }).await.map(|_| last)
+                        internal(&queue, InternalOp::PersistCreated { ost, created_oid: last }).await.map(|_| last)
                     }
                     Ok(last) => Err(WeftError::io(format!("OST {ost} precreated nothing (last oid {last} < {start})"))),
                     Err(e) => Err(e),
@@ -121,7 +121,7 @@ fn pending_destroys(core: &Core) -> WeftResult<Vec<(u32, Fid)>> {
 }
 
 /// Destroys queued objects on their OSTs; entries leave the queue once an OST confirmed.
-async fn destroy_task(core: Arc<Core>, tx: Queue) {
+async fn destroy_task(core: Arc<Core>, queue: Queue) {
     let mut failures = 0u32;
     loop {
         let wake = core.destroy_wake.notified();
@@ -153,7 +153,7 @@ async fn destroy_task(core: Arc<Core>, tx: Queue) {
         }
         if !done.is_empty() {
             let n = done.len() as u64;
-            match internal(&tx, InternalOp::DestroyDone(done)).await {
+            match internal(&queue, InternalOp::DestroyDone(done)).await {
                 Ok(_) => {
                     core.stats.objects_destroyed.fetch_add(n, Ordering::Relaxed);
                 }
@@ -171,11 +171,11 @@ async fn destroy_task(core: Arc<Core>, tx: Queue) {
     }
 }
 
-async fn prune_task(tx: Queue) {
+async fn prune_task(queue: Queue) {
     loop {
         tokio::time::sleep(Duration::from_millis(REPLY_CACHE_PRUNE_INTERVAL_MS)).await;
         let before = (crate::now().sec.max(0) as u64).saturating_sub(REPLY_CACHE_AGE_SECS_MAX);
-        match internal(&tx, InternalOp::PruneReplies { before_secs: before }).await {
+        match internal(&queue, InternalOp::PruneReplies { before_secs: before }).await {
             Ok(n) if n > 0 => tracing::debug!(pruned = n, "reply cache pruned"),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "reply cache pruning failed"),
@@ -184,12 +184,12 @@ async fn prune_task(tx: Queue) {
 }
 
 /// Makes the journal durable in redb every CHECKPOINT_INTERVAL_MS while it holds records.
-async fn checkpoint_task(core: Arc<Core>, tx: Queue) {
+async fn checkpoint_task(core: Arc<Core>, queue: Queue) {
     loop {
         tokio::time::sleep(Duration::from_millis(CHECKPOINT_INTERVAL_MS)).await;
         let pending = core.journal.lock().unwrap_or_else(|p| p.into_inner()).len_bytes() > 0;
         if pending {
-            if let Err(e) = internal(&tx, InternalOp::Checkpoint).await {
+            if let Err(e) = internal(&queue, InternalOp::Checkpoint).await {
                 tracing::warn!(error = %e, "MDT checkpoint failed; retrying");
             }
         }

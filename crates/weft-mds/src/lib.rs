@@ -220,14 +220,13 @@ impl Mds {
             precreate_batch: cfg.precreate_batch,
             db,
             open_files: Mutex::new(OpenFiles::default()),
-            objects: Objects::default(),
+            objects: Objects::new(u64::from(cfg.precreate_batch.div_ceil(2))),
             targets,
             journal: Mutex::new(journal::Journal::open(&cfg.data_dir, journal_seq)?),
             stats: StatCounters::default(),
             destroy_wake: Notify::new(),
             read_view: Mutex::new(ReadView::default()),
         });
-        core.objects.refill_below.store(u64::from(cfg.precreate_batch.div_ceil(2)), Ordering::Relaxed);
         let (queue, writer_thread) = writer::Queue::start(core.clone())?;
         let tasks = background::spawn_all(core.clone(), queue.clone());
         Ok(Arc::new(Mds {
@@ -312,12 +311,8 @@ impl Mds {
         }
         let reservation = self.prepare_objects(header, &req).await?;
         let (reply_tx, reply_rx) = oneshot::channel();
-        self.send(Job::Request { header: header.clone(), req, reservation, reply: reply_tx }).await?;
+        self.queue.submit(Job::Request { header: header.clone(), req, reservation, reply: reply_tx })?;
         reply_rx.await.map_err(|_| WeftError::io("the MDT writer stopped before answering"))?
-    }
-
-    async fn send(&self, job: Job) -> WeftResult<()> {
-        self.queue.submit(job)
     }
 
     /// For a create of a new file or a new layout on an empty file: checks what can be
@@ -346,7 +341,7 @@ impl Mds {
     pub async fn prune_reply_cache(&self, age_secs: u64) -> WeftResult<u64> {
         let (done, rx) = oneshot::channel();
         let before = (now().sec.max(0) as u64).saturating_sub(age_secs).saturating_add(1);
-        self.send(Job::Internal { op: InternalOp::PruneReplies { before_secs: before }, done }).await?;
+        self.queue.submit(Job::Internal { op: InternalOp::PruneReplies { before_secs: before }, done })?;
         rx.await.map_err(|_| WeftError::io("the MDT writer stopped before answering"))?
     }
 

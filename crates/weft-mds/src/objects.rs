@@ -139,23 +139,22 @@ pub struct Objects {
     pub refilled: Notify,
     cursor: AtomicU64,
     /// A pool with fewer objects than this is refilled: a reservation that leaves one below
-    /// it wakes the refill task (the MDS sets half its precreate batch; until then, always).
-    pub refill_below: AtomicU64,
+    /// it wakes the refill task.
+    pub refill_below: u64,
 }
 
-impl Default for Objects {
-    fn default() -> Self {
+impl Objects {
+    /// Pools refilled when they hold fewer than `refill_below` objects.
+    pub fn new(refill_below: u64) -> Objects {
         Objects {
             state: Mutex::new(ObjectsState::default()),
             refill_wake: Notify::new(),
             refilled: Notify::new(),
             cursor: AtomicU64::new(0),
-            refill_below: AtomicU64::new(u64::MAX),
+            refill_below,
         }
     }
-}
 
-impl Objects {
     pub fn lock(&self) -> std::sync::MutexGuard<'_, ObjectsState> {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -220,8 +219,8 @@ impl Objects {
                 let mut st = self.lock();
                 if let Some(osts) = st.plan(spec, cursor, give_up)? {
                     let objects = st.take(&osts);
-                    let below = self.refill_below.load(Ordering::Relaxed);
-                    let low = osts.iter().any(|o| st.ost_pools.get(o).is_some_and(|p| p.available() < below));
+                    let low =
+                        osts.iter().any(|o| st.ost_pools.get(o).is_some_and(|p| p.available() < self.refill_below));
                     drop(st);
                     // Waking the refill task costs a thread switch: only when it has work.
                     if low {

@@ -89,7 +89,7 @@ impl Oss {
         // for the disk, does not take a turn).
         let _turn = match req {
             OstRequest::Write { sync: false, .. } | OstRequest::Punch { .. } => {
-                match target.write_turns().acquire_owned().await {
+                match target.write_turns.acquire().await {
                     Ok(turn) => Some(turn),
                     Err(_) => return (Err(WeftError::io(format!("OST {ost} is shutting down"))), Bytes::new()),
                 }
@@ -99,7 +99,8 @@ impl Oss {
         if runs_inline(&req, &bulk) {
             return target.execute(req, bulk);
         }
-        match tokio::task::spawn_blocking(move || target.execute(req, bulk)).await {
+        let blocking = target.clone();
+        match tokio::task::spawn_blocking(move || blocking.execute(req, bulk)).await {
             Ok(result) => result,
             // Only a panic (a bug) or a runtime shutdown gets here.
             Err(e) => (Err(WeftError::io(format!("OST {ost}: request did not complete: {e}"))), Bytes::new()),

@@ -39,7 +39,7 @@ pub(crate) struct Ost {
     /// The persisted LAST_ID. The lock also serializes precreations, so LAST_ID only grows.
     last_id: Mutex<u32>,
     /// One write (or punch) at a time: see `Oss::handle`.
-    write_turns: Arc<tokio::sync::Semaphore>,
+    pub(crate) write_turns: tokio::sync::Semaphore,
 }
 
 impl Ost {
@@ -73,12 +73,8 @@ impl Ost {
             seq_dir,
             handles: HandleCache::new(),
             last_id: Mutex::new(last_id),
-            write_turns: Arc::new(tokio::sync::Semaphore::new(1)),
+            write_turns: tokio::sync::Semaphore::new(1),
         })
-    }
-
-    pub fn write_turns(&self) -> Arc<tokio::sync::Semaphore> {
-        self.write_turns.clone()
     }
 
     pub fn execute(&self, req: OstRequest, bulk: Bytes) -> (WeftResult<OstReply>, Bytes) {

@@ -23,7 +23,8 @@ pub(crate) struct LockService {
     advisory: Mutex<AdvisoryLocks>,
     exports: Arc<Exports>,
     callback_timeout: Duration,
-    /// Holders of advisory locks being checked on, and since when (one check at a time).
+    /// Holders of advisory locks checked on, and when: a holder is checked at most once per
+    /// callback timeout, however often its waiters ask.
     checking: Mutex<HashMap<u64, std::time::Instant>>,
     me: Weak<LockService>,
 }
@@ -46,9 +47,9 @@ impl CallbackSender for Sender {
     }
 
     fn evict(&self, owner: u64, reason: String) {
-        self.exports.evict(owner, reason);
-        if let Some(service) = self.service.get().and_then(Weak::upgrade) {
-            service.drop_client(owner);
+        match self.service.get().and_then(Weak::upgrade) {
+            Some(service) => service.evict(owner, reason),
+            None => self.exports.evict(owner, reason),
         }
     }
 }
@@ -94,7 +95,8 @@ impl LockService {
         for holder in holders {
             {
                 let mut checking = self.checking.lock().unwrap_or_else(|p| p.into_inner());
-                if checking.get(&holder).is_some_and(|since| now.duration_since(*since) < self.callback_timeout) {
+                checking.retain(|_, since| now.duration_since(*since) < self.callback_timeout);
+                if checking.contains_key(&holder) {
                     continue;
                 }
                 checking.insert(holder, now);
@@ -109,12 +111,16 @@ impl LockService {
                         me.callback_timeout, e.message
                     );
                     tracing::warn!(client = holder, "evicting client: {reason}");
-                    me.exports.evict(holder, reason);
-                    me.drop_client(holder);
+                    me.evict(holder, reason);
                 }
-                me.checking.lock().unwrap_or_else(|p| p.into_inner()).remove(&holder);
             });
         }
+    }
+
+    /// Refuses `client` everything from now on and drops its locks everywhere here.
+    fn evict(&self, client: u64, reason: String) {
+        self.exports.evict(client, reason);
+        self.drop_client(client);
     }
 
     fn drop_client(&self, client: u64) {

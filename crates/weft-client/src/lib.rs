@@ -366,10 +366,7 @@ impl Client {
     /// One request to a target's lock manager.
     pub(crate) async fn ldlm(&self, target: LockTarget, op: LdlmRequest) -> WeftResult<LdlmReply> {
         let header = self.header(&Identity::root());
-        let (kind, index) = match target {
-            LockTarget::Mdt(i) => (TargetKind::Mdt, i),
-            LockTarget::Ost(i) => (TargetKind::Ost, i),
-        };
+        let (kind, index) = target.target();
         let body = RequestBody::Ldlm { target, op };
         let opcode = body.opcode_name();
         match self.call_target(kind, index, header, body, Bytes::new()).await? {
@@ -406,40 +403,26 @@ pub(crate) fn evicted_error() -> WeftError {
 }
 
 impl Client {
-    /// A peer that opened a new connection may be talking to a restarted server, which has
-    /// forgotten the locks it granted: the locks of that server's targets are forgotten here
-    /// too, with what they guarded. (A mere network blip costs the caches, nothing more:
-    /// a server that still knows a lock gets "unknown" when it calls it back.) Servers hold
-    /// new grants back for a recovery window after a restart, longer than the ping interval,
-    /// so no other client is granted a conflicting lock before this runs.
-    fn forget_locks_of_reconnected(&self, seen: &mut HashMap<String, (usize, u64)>) {
-        let peers: Vec<(String, Arc<Peer>)> =
-            self.peers.read().unwrap_or_else(|p| p.into_inner()).iter().map(|(a, p)| (a.clone(), p.clone())).collect();
-        seen.retain(|address, _| peers.iter().any(|(a, _)| a == address));
-        for (address, peer) in peers {
-            let now = (Arc::as_ptr(&peer) as usize, peer.connections_opened());
-            let before = seen.insert(address.clone(), now);
-            // A peer not seen before counts from its first connection: it may have been
-            // made, used and reconnected between two ticks.
-            let base = before.filter(|(ptr, _)| *ptr == now.0).map_or(1, |(_, count)| count.max(1));
-            let reconnected = now.1 > base;
-            if reconnected {
-                let targets: Vec<LockTarget> = self
-                    .map_tx
-                    .borrow()
-                    .map
-                    .targets
-                    .iter()
-                    .filter(|t| t.address == address)
-                    .map(|t| match t.kind {
-                        TargetKind::Mdt => LockTarget::Mdt(t.index),
-                        TargetKind::Ost => LockTarget::Ost(t.index),
-                    })
-                    .collect();
-                tracing::info!("reconnected to {address}: dropping what was cached under its locks");
-                self.locks.forget_targets(&targets);
-            }
-        }
+    /// A peer opened a new connection in place of a broken one, so it may be talking to a
+    /// restarted server, which has forgotten the locks it granted: the locks of that
+    /// server's targets are forgotten here too, with what they guarded, before any request
+    /// goes on the new connection. (A mere network blip costs the caches, nothing more: a
+    /// server that still knows a lock gets "unknown" when it calls it back.) Servers hold new
+    /// grants back for a recovery window after a restart, longer than the ping interval, so
+    /// no other client is granted a conflicting lock before a client holding locks (which
+    /// pings) has reconnected.
+    pub(crate) fn forget_locks_of(&self, address: &str) {
+        let targets: Vec<LockTarget> = self
+            .map_tx
+            .borrow()
+            .map
+            .targets
+            .iter()
+            .filter(|t| t.address == address)
+            .map(|t| LockTarget::of(t.kind, t.index))
+            .collect();
+        tracing::info!("reconnected to {address}: dropping what was cached under its locks");
+        self.locks.forget_targets(&targets);
     }
 }
 
@@ -465,29 +448,21 @@ async fn map_task(client: Weak<Client>, refresh_wanted: Arc<Notify>) {
 /// drops every cache its lost locks guarded and comes back under a new id; and a broken
 /// connection is made again, so that callbacks reach the client.
 async fn ping_task(client: Weak<Client>) {
-    // Per server address: the peer (by identity) and how many connections it had opened.
-    let mut seen: HashMap<String, (usize, u64)> = HashMap::new();
     loop {
         tokio::time::sleep(Duration::from_millis(limits::PING_INTERVAL_MS)).await;
         let Some(client) = client.upgrade() else { return };
-        client.forget_locks_of_reconnected(&mut seen);
         if client.locks.is_empty() {
             continue;
         }
         let targets = client.map_tx.borrow().one_target_per_address();
         // All servers at once: a few silent ones must not delay noticing the others.
         let probes = targets.into_iter().map(|(kind, index)| {
-            let target = match kind {
-                TargetKind::Mdt => LockTarget::Mdt(index),
-                TargetKind::Ost => LockTarget::Ost(index),
-            };
+            let target = LockTarget::of(kind, index);
             let probe = client.ldlm(target, LdlmRequest::Cancel { handles: Vec::new() });
             // Only the answer matters (an eviction is handled where requests fail).
             tokio::time::timeout(Duration::from_millis(limits::PING_INTERVAL_MS), probe)
         });
         futures::future::join_all(probes).await;
-        // A probe that had to reconnect is noticed at once, not a tick later.
-        client.forget_locks_of_reconnected(&mut seen);
     }
 }
 

@@ -46,7 +46,7 @@ pub trait LockHooks: Send + Sync + 'static {
     fn drop_inode(&self, fid: Fid, bits: u8);
 }
 
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 struct Entry {
     resource: Fid,
     mode: LockMode,
@@ -615,11 +615,14 @@ impl Client {
             // servers, and only then forget them, so that a grant of the same lock meanwhile
             // is seen as one being given back.
             if let Some(hooks) = client.locks.hooks() {
-                let inner = client.locks.inner();
-                for key in &excess {
-                    if let Some(e) = inner.entries.get(key) {
-                        drop_caches(&*hooks, e);
-                    }
+                // Copied out: the kernel calls must not run under the cache's mutex, which
+                // every read and write takes.
+                let victims: Vec<Entry> = {
+                    let inner = client.locks.inner();
+                    excess.iter().filter_map(|key| inner.entries.get(key).cloned()).collect()
+                };
+                for e in &victims {
+                    drop_caches(&*hooks, e);
                 }
             }
             client.cancel_on_servers(excess.clone()).await;
@@ -693,5 +696,11 @@ impl weft_rpc::CallbackHandler for Callbacks {
                 None => Ok(CallbackAnswer::Unknown),
             }
         })
+    }
+
+    fn reconnected(&self, address: &str) {
+        if let Some(client) = self.0.upgrade() {
+            client.forget_locks_of(address);
+        }
     }
 }

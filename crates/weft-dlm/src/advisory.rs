@@ -182,14 +182,35 @@ impl FileLocks {
         start: u64,
         end: u64,
     ) -> Option<FlockSpec> {
-        let other = |c: u64, o: u64| (c, o) != (client, owner);
+        self.conflicts(|c, o| (c, o) != (client, owner), mode, flock, start, end).next().map(|(_, spec)| spec)
+    }
+
+    /// The locks in family `flock` of the (client, owner)s `others` accepts that conflict
+    /// with `mode` on `start..=end` (ignored for flock), with their clients.
+    fn conflicts<'a>(
+        &'a self,
+        others: impl Fn(u64, u64) -> bool + 'a,
+        mode: Mode,
+        flock: bool,
+        start: u64,
+        end: u64,
+    ) -> Box<dyn Iterator<Item = (u64, FlockSpec)> + 'a> {
         if flock {
-            self.whole.iter().find(|l| other(l.client, l.owner) && mode.conflicts(l.mode)).map(WholeLock::spec)
+            Box::new(
+                self.whole
+                    .iter()
+                    .filter(move |l| others(l.client, l.owner) && mode.conflicts(l.mode))
+                    .map(|l| (l.client, l.spec())),
+            )
         } else {
-            self.ranges
-                .iter()
-                .find(|l| other(l.client, l.owner) && mode.conflicts(l.mode) && overlaps(l.start, l.end, start, end))
-                .map(RangeLock::spec)
+            Box::new(
+                self.ranges
+                    .iter()
+                    .filter(move |l| {
+                        others(l.client, l.owner) && mode.conflicts(l.mode) && overlaps(l.start, l.end, start, end)
+                    })
+                    .map(|l| (l.client, l.spec())),
+            )
         }
     }
 
@@ -300,17 +321,8 @@ impl AdvisoryLocks {
     pub fn conflicting_clients(&self, fid: Fid, client: u64, lock: &FlockSpec) -> Vec<u64> {
         let Some(mode) = Mode::of(lock.kind) else { return Vec::new() };
         let Some(file) = self.files.get(&fid) else { return Vec::new() };
-        let mut clients: Vec<u64> = if lock.flock {
-            file.whole.iter().filter(|l| l.client != client && mode.conflicts(l.mode)).map(|l| l.client).collect()
-        } else {
-            file.ranges
-                .iter()
-                .filter(|l| {
-                    l.client != client && mode.conflicts(l.mode) && overlaps(l.start, l.end, lock.start, lock.end)
-                })
-                .map(|l| l.client)
-                .collect()
-        };
+        let mut clients: Vec<u64> =
+            file.conflicts(|c, _| c != client, mode, lock.flock, lock.start, lock.end).map(|(c, _)| c).collect();
         clients.sort_unstable();
         clients.dedup();
         clients

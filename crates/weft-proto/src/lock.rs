@@ -145,6 +145,24 @@ pub enum LockTarget {
     Ost(u32),
 }
 
+impl LockTarget {
+    /// The lock namespace of a target of the cluster map.
+    pub fn of(kind: crate::msg::TargetKind, index: u32) -> LockTarget {
+        match kind {
+            crate::msg::TargetKind::Mdt => LockTarget::Mdt(index),
+            crate::msg::TargetKind::Ost => LockTarget::Ost(index),
+        }
+    }
+
+    /// The cluster map's name of the target whose namespace this is.
+    pub fn target(self) -> (crate::msg::TargetKind, u32) {
+        match self {
+            LockTarget::Mdt(i) => (crate::msg::TargetKind::Mdt, i),
+            LockTarget::Ost(i) => (crate::msg::TargetKind::Ost, i),
+        }
+    }
+}
+
 /// POSIX advisory lock kinds (fcntl F_RDLCK / F_WRLCK / F_UNLCK; flock LOCK_SH / LOCK_EX / LOCK_UN).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum FlockKind {

@@ -19,4 +19,9 @@ use weft_proto::WeftResult;
 /// the client holds its Peers, so a strong reference would keep a dropped client alive.
 pub trait CallbackHandler: Send + Sync + 'static {
     fn handle(&self, callback: CallbackRequest) -> BoxFuture<'static, WeftResult<CallbackAnswer>>;
+
+    /// A Peer opened a new connection to `address` in place of a broken one, before any
+    /// request goes on it: the server there may have restarted and forgotten what it
+    /// granted this client.
+    fn reconnected(&self, _address: &str) {}
 }

@@ -254,12 +254,6 @@ impl Peer {
         }
     }
 
-    /// How many TCP connections this peer has opened. More than one means it reconnected:
-    /// the server may have restarted meanwhile (and forgotten what it granted this client).
-    pub fn connections_opened(&self) -> u64 {
-        self.connections.load(Ordering::Acquire)
-    }
-
     /// Whether a request sent now would go to a server in this process rather than over TCP.
     pub fn is_local(&self) -> bool {
         crate::local::lookup(&self.address).is_some()
@@ -366,7 +360,11 @@ impl Peer {
             }
         }
         let c = Connection::open(&self.address, timeout, &self.opts).await?;
-        self.connections.fetch_add(1, Ordering::AcqRel);
+        if self.connections.fetch_add(1, Ordering::AcqRel) > 0 {
+            if let Some(handler) = &self.opts.callbacks {
+                handler.reconnected(&self.address);
+            }
+        }
         *slot = Some(c.clone());
         Ok(c)
     }

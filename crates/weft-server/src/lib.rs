@@ -55,12 +55,10 @@ impl RunningServer {
         config.validate()?;
         // Targets that existed before this start had clients, which may cache under locks
         // this process does not know: hold grants back until they noticed the restart.
-        let restarted =
-            config.mds.as_ref().is_some_and(|m| config.data_dir.join(format!("mdt{:04x}", m.index)).exists())
-                || config
-                    .oss
-                    .as_ref()
-                    .is_some_and(|o| o.osts.iter().any(|i| config.data_dir.join(format!("ost{i:04x}")).exists()));
+        let mdt_dir = |index: u32| config.data_dir.join(format!("mdt{index:04x}"));
+        let ost_dir = |index: u32| config.data_dir.join(format!("ost{index:04x}"));
+        let restarted = config.mds.as_ref().is_some_and(|m| mdt_dir(m.index).exists())
+            || config.oss.as_ref().is_some_and(|o| o.osts.iter().any(|&i| ost_dir(i).exists()));
         std::fs::create_dir_all(&config.data_dir)
             .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
         let listener = tokio::net::TcpListener::bind(&config.listen)
@@ -85,11 +83,7 @@ impl RunningServer {
             Some(o) => Some(
                 Oss::open(OssConfig {
                     fsname: config.fsname.clone(),
-                    osts: o
-                        .osts
-                        .iter()
-                        .map(|&index| OstConfig { index, dir: config.data_dir.join(format!("ost{index:04x}")) })
-                        .collect(),
+                    osts: o.osts.iter().map(|&index| OstConfig { index, dir: ost_dir(index) }).collect(),
                 })
                 .map_err(|e| anyhow::anyhow!("object storage service: {}", e.message))?,
             ),
@@ -100,11 +94,8 @@ impl RunningServer {
         let object_targets = Arc::new(targets::NetTargets::new(peer_opts.clone()));
         let mds = match &config.mds {
             Some(m) => Some(
-                Mds::open(
-                    MdsConfig::new(config.data_dir.join(format!("mdt{:04x}", m.index)), m.index),
-                    object_targets.clone(),
-                )
-                .map_err(|e| anyhow::anyhow!("metadata service: {}", e.message))?,
+                Mds::open(MdsConfig::new(mdt_dir(m.index), m.index), object_targets.clone())
+                    .map_err(|e| anyhow::anyhow!("metadata service: {}", e.message))?,
             ),
             None => None,
         };

@@ -159,11 +159,14 @@ impl LockService {
                 Ok(LdlmReply::Cancelled)
             }
             LdlmRequest::FlockSet { fid, lock } if matches!(target, LockTarget::Mdt(_)) => {
-                let result = self.advisory().set(fid, owner, &lock);
+                let mut advisory = self.advisory();
+                let result = advisory
+                    .set(fid, owner, &lock)
+                    .map_err(|holder| (holder, advisory.conflicting_clients(fid, owner, &lock)));
+                drop(advisory);
                 Ok(match result {
                     Ok(()) => LdlmReply::FlockDone,
-                    Err(holder) => {
-                        let holders = self.advisory().conflicting_clients(fid, owner, &lock);
+                    Err((holder, holders)) => {
                         self.check_on(target, fid, holders);
                         LdlmReply::FlockConflict(Some(holder))
                     }

@@ -125,7 +125,7 @@ impl NativeFs {
     fn open(&mut self, rel: &str, flags: u32, what: &str) -> Result<NativeFile> {
         let (parent, name) = split(rel);
         let pfid = self.dir_fid(parent)?;
-        let (inode, handle) = (|| {
+        let weft_client::Opened { inode, handle, .. } = (|| {
             let inode = self.lookup(pfid, name)?;
             self.rt.block_on(self.client.open(&self.who, inode.attr.fid, flags)).map_err(weft_err)
         })()
@@ -152,7 +152,7 @@ impl BenchFs for NativeFs {
     fn create_excl(&mut self, path: &str) -> Result<NativeFile> {
         let (parent, name) = split(path);
         let pfid = self.dir_fid(parent)?;
-        let (inode, handle) = self
+        let weft_client::Opened { inode, handle, .. } = self
             .rt
             .block_on(self.client.create(&self.who, pfid, name.as_bytes(), 0o644, true, None, OPEN_WRITE))
             .map_err(weft_err)

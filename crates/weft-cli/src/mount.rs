@@ -20,7 +20,9 @@ pub struct MountArgs {
     /// Comma-separated options: timeout=SECONDS (how long requests wait for a restarting
     /// server before EIO, default 100), threads=N (FUSE threads, default 2), jobid=NAME,
     /// log=FILE, locks=on|off (off: no extent locks, no page cache kept across opens and 1 s
-    /// attribute caching, as before the lock manager; only to measure what locking costs).
+    /// attribute caching, as before the lock manager; only to measure what locking costs),
+    /// passthrough=on|off (on: the kernel reads and writes files of one object on an OST of
+    /// this process itself, as under `weft up`; off: all I/O through the mount).
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Option<String>,
     /// Stay in the foreground instead of returning once mounted.
@@ -41,13 +43,29 @@ pub struct MountOptions {
     pub jobid: String,
     pub log: Option<PathBuf>,
     pub locks: bool,
+    pub passthrough: bool,
 }
 
-const MOUNT_OPTIONS_ALLOWED: &str = "timeout=SECONDS, threads=N, jobid=NAME, log=FILE, locks=on|off";
+const MOUNT_OPTIONS_ALLOWED: &str =
+    "timeout=SECONDS, threads=N, jobid=NAME, log=FILE, locks=on|off, passthrough=on|off";
+
+fn on_off(key: &str, v: &str) -> anyhow::Result<bool> {
+    match v {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        _ => bail!("mount option {key}={v}: allowed values are on, off"),
+    }
+}
 
 pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
-    let mut o =
-        MountOptions { timeout: Duration::from_secs(100), threads: 2, jobid: String::new(), log: None, locks: true };
+    let mut o = MountOptions {
+        timeout: Duration::from_secs(100),
+        threads: 2,
+        jobid: String::new(),
+        log: None,
+        locks: true,
+        passthrough: true,
+    };
     for item in text.unwrap_or("").split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, v) = item.split_once('=').unwrap_or((item, ""));
         match k {
@@ -68,13 +86,8 @@ pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
             }
             "jobid" => o.jobid = v.to_string(),
             "log" => o.log = Some(PathBuf::from(v)),
-            "locks" => {
-                o.locks = match v {
-                    "on" => true,
-                    "off" => false,
-                    _ => bail!("mount option locks={v}: allowed values are on, off"),
-                }
-            }
+            "locks" => o.locks = on_off(k, v)?,
+            "passthrough" => o.passthrough = on_off(k, v)?,
             _ => bail!("unknown mount option '{k}': allowed are {MOUNT_OPTIONS_ALLOWED}"),
         }
     }
@@ -146,6 +159,7 @@ pub fn fuse_options(opts: &MountOptions, fsname: &str) -> weft_fuse::MountOption
         allow_other: true,
         fsname: fsname.to_string(),
         max_write_bytes: 1 << 20,
+        passthrough: opts.passthrough,
     }
 }
 

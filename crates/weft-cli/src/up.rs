@@ -27,6 +27,9 @@ pub struct UpArgs {
     /// Return once the mount is usable, leaving the file system running in the background.
     #[arg(long)]
     detach: bool,
+    /// Mount options, as `weft mount -o` takes them (e.g. passthrough=off).
+    #[arg(short = 'o', value_name = "OPTIONS")]
+    options: Option<String>,
 }
 
 #[derive(Args)]
@@ -131,11 +134,12 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
         }
         let _ = std::fs::remove_file(state_path(&data));
     }
+    let opts = parse_options(a.options.as_deref())?;
     let config = local_config(&data, a.osts)?;
     let log = data.join("logs").join("weft.log");
 
     if a.detach && !daemon::is_detached_child() {
-        let args = vec![
+        let mut args = vec![
             "up".to_string(),
             "--data".into(),
             data.to_string_lossy().into_owned(),
@@ -144,6 +148,9 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
             "--osts".into(),
             a.osts.to_string(),
         ];
+        if let Some(o) = &a.options {
+            args.extend(["-o".to_string(), o.clone()]);
+        }
         let mut child = daemon::spawn_self(&args, &log)?;
         let pid = child.id();
         let d = data.clone();
@@ -163,7 +170,6 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let server = rt.block_on(RunningServer::start(config.clone()))?;
     let mgs_address = server.mgs_address();
-    let opts = parse_options(None)?;
     let mounted = rt
         .block_on(weft_client::Client::connect(client_config(&mgs_address, &opts)))
         .map_err(|e| anyhow!("{}", e.message))

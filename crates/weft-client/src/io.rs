@@ -9,6 +9,7 @@ use crate::Client;
 use bytes::{Bytes, BytesMut};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use std::future::Future;
+use std::os::unix::ffi::OsStringExt;
 use weft_proto::layout::{Layout, LayoutComponent, StripeObject};
 use weft_proto::limits::{FILE_SIZE_MAX_BYTES, RPC_BULK_BYTES_MAX};
 use weft_proto::msg::{Attr, Identity, OstReply, OstRequest, SetAttr, TargetKind};
@@ -160,6 +161,35 @@ impl Client {
         let mut inode = self.setattr(who, fid, set).await?;
         inode.attr.size = size;
         Ok(inode.attr)
+    }
+
+    /// Whether some OST is served by this very process: only then can an open ask for
+    /// passthrough ([`weft_proto::msg::OPEN_PASSTHROUGH`]).
+    pub fn has_local_osts(&self) -> bool {
+        let state = self.map_tx.borrow();
+        state.map.targets.iter().any(|t| t.kind == TargetKind::Ost && weft_rpc::local::lookup(&t.address).is_some())
+    }
+
+    /// The object file of a file of one object, open for reading and writing, when the OST
+    /// holding it is served by this very process: what a passthrough open hands the kernel.
+    /// `None` when the file has more objects or its OST is elsewhere.
+    pub async fn local_object(&self, layout: &Layout) -> WeftResult<Option<std::fs::File>> {
+        let comp = layout.plain()?;
+        let [object] = comp.objects.as_slice() else { return Ok(None) };
+        let (peer, _) = self.target_peer(TargetKind::Ost, object.ost).await?;
+        if !peer.is_local() {
+            return Ok(None);
+        }
+        let path = match self.ost(object.ost, OstRequest::LocalPath { fid: object.fid }, Bytes::new()).await? {
+            (OstReply::LocalPath { path }, _) => std::path::PathBuf::from(std::ffi::OsString::from_vec(path)),
+            (other, _) => return Err(unexpected("ost_local_path", object, &other)),
+        };
+        let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).map_err(|e| {
+            let mut err = WeftError::from(e);
+            err.message = format!("cannot open object {} at {}: {}", object.fid, path.display(), err.message);
+            err
+        })?;
+        Ok(Some(file))
     }
 
     /// Makes every object of the file durable on its OST, in parallel.

@@ -26,6 +26,7 @@ pub mod striping;
 
 mod io;
 
+pub use metadata::Opened;
 pub use statfs::TargetStatfs;
 pub mod virtual_xattr;
 

@@ -529,6 +529,13 @@ impl Client {
         self.lock_objects(file, mode, wants).await
     }
 
+    /// Locks the whole file for writing: every other client's cached pages and queued
+    /// writes of it are called in. A passthrough open takes it before the kernel writes the
+    /// object past the locks.
+    pub async fn whole_file_lock(&self, file: Fid, layout: &Layout) -> WeftResult<ExtentGuard> {
+        self.extent_lock_from(file, layout, 0).await
+    }
+
     /// Locks a whole-file range for a truncate to `size`: every object from its new end on.
     pub(crate) async fn extent_lock_from(&self, file: Fid, layout: &Layout, size: u64) -> WeftResult<ExtentGuard> {
         let comp = layout.plain()?;

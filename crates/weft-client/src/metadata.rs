@@ -3,8 +3,20 @@
 
 use crate::{mdt_reply_name, Client};
 use weft_proto::layout::{Layout, StripeSpec};
-use weft_proto::msg::{Attr, DirPage, FileType, Identity, InodeInfo, MdtReply, MdtRequest, Name, SetAttr, StatfsInfo};
+use weft_proto::msg::{
+    Attr, DirPage, FileType, Identity, InodeInfo, MdtReply, MdtRequest, Name, OpenIo, SetAttr, StatfsInfo,
+};
 use weft_proto::{Fid, WeftError, WeftResult};
+
+/// What Open and Create answer.
+#[derive(Debug, Clone)]
+pub struct Opened {
+    pub inode: InodeInfo,
+    /// For [`Client::close`].
+    pub handle: u64,
+    /// How this open may do its I/O.
+    pub io: OpenIo,
+}
 
 fn unexpected(opcode: &str, reply: &MdtReply) -> WeftError {
     WeftError::protocol(format!("unexpected {} reply to {opcode}", mdt_reply_name(reply)))
@@ -35,10 +47,10 @@ impl Client {
         }
     }
 
-    async fn mdt_opened(&self, who: &Identity, op: MdtRequest) -> WeftResult<(InodeInfo, u64)> {
+    async fn mdt_opened(&self, who: &Identity, op: MdtRequest) -> WeftResult<Opened> {
         let opcode = op.opcode_name();
         match self.mdt(who, op).await? {
-            MdtReply::Opened { inode, handle } => Ok((inode, handle)),
+            MdtReply::Opened { inode, handle, io } => Ok(Opened { inode, handle, io }),
             other => Err(unexpected(opcode, &other)),
         }
     }
@@ -74,7 +86,7 @@ impl Client {
         exclusive: bool,
         spec: Option<StripeSpec>,
         open_flags: u32,
-    ) -> WeftResult<(InodeInfo, u64)> {
+    ) -> WeftResult<Opened> {
         let op = MdtRequest::Create { parent, name: name.to_vec(), mode, exclusive, spec, open_flags };
         self.mdt_opened(who, op).await
     }
@@ -150,7 +162,7 @@ impl Client {
     }
 
     /// Opens a file: the inode and the handle for [`Client::close`]. `flags` are `msg::OPEN_*`.
-    pub async fn open(&self, who: &Identity, fid: Fid, flags: u32) -> WeftResult<(InodeInfo, u64)> {
+    pub async fn open(&self, who: &Identity, fid: Fid, flags: u32) -> WeftResult<Opened> {
         self.mdt_opened(who, MdtRequest::Open { fid, flags }).await
     }
 

@@ -9,14 +9,15 @@ use crate::handles::{
     entry_offset, resume_at, HandleTable, OpenDir, OpenFile, Resume, Step, DIR_OFFSET_DOT, DIR_OFFSET_DOTDOT,
 };
 use crate::identity::Identities;
+use crate::iomode::{IoModes, KernelIo};
 use crate::writeback::{QueuedWrite, WriteBehind};
 use crate::xattr::{self, Answer, Virtual};
 use crate::MountOptions;
 use bytes::Bytes;
 use fuser::{
-    AccessFlags, Errno, FileHandle, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags,
-    RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyLseek,
-    ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    AccessFlags, BackingId, Errno, FileHandle, FopenFlags, Generation, INodeNo, InitFlags, KernelConfig, LockOwner,
+    OpenFlags, RenameFlags, ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock,
+    ReplyLseek, ReplyOpen, ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
 };
 use serde::Serialize;
 use std::ffi::OsStr;
@@ -31,8 +32,8 @@ use weft_proto::layout::{Layout, StripeSpec};
 use weft_proto::limits::{NAME_BYTES_MAX, READDIR_ENTRIES_MAX};
 use weft_proto::lock::{FlockKind, FlockSpec, LockMode};
 use weft_proto::msg::{
-    Attr, FileType, Identity, InodeInfo, SetAttr, OPEN_READ, OPEN_TRUNC, OPEN_WRITE, RENAME_EXCHANGE, RENAME_NOREPLACE,
-    XATTR_CREATE, XATTR_REPLACE,
+    Attr, FileType, Identity, InodeInfo, OpenIo, SetAttr, OPEN_PASSTHROUGH, OPEN_READ, OPEN_TRUNC, OPEN_WRITE,
+    RENAME_EXCHANGE, RENAME_NOREPLACE, XATTR_CREATE, XATTR_REPLACE,
 };
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
@@ -60,6 +61,17 @@ pub(crate) struct WeftFs {
     /// Files on which this mount set advisory locks, by lock owner: a close releases them.
     advisory: std::sync::Mutex<std::collections::HashSet<(Fid, u64)>>,
     identities: Identities,
+    /// Each open file's kernel I/O mode (cached, passthrough, uncached).
+    io: IoModes,
+    /// The kernel took passthrough at init, and the mount options allow it.
+    passthrough: bool,
+}
+
+/// How the kernel is told to do an open's I/O.
+struct KernelAnswer {
+    io: KernelIo,
+    flags: FopenFlags,
+    backing: Option<Arc<BackingId>>,
 }
 
 fn fid_of(ino: INodeNo) -> Fid {
@@ -133,6 +145,8 @@ impl WeftFs {
             hooks,
             advisory: std::sync::Mutex::new(std::collections::HashSet::new()),
             identities: Identities::default(),
+            io: IoModes::default(),
+            passthrough: false,
         }
     }
 
@@ -201,15 +215,78 @@ impl WeftFs {
         Ok(inode)
     }
 
-    /// Pages stay cached across opens while extent locks guard them.
-    fn open_cache_flags(&self) -> FopenFlags {
-        if self.locking() {
-            FopenFlags::FOPEN_KEEP_CACHE
-        } else {
-            // Every open drops the kernel's cached pages of the file, so a read after another
-            // client's close sees the new data.
-            FopenFlags::empty()
+    /// The MDS open flags for kernel open flags, asking for passthrough when this mount
+    /// could give it (see [`OpenIo`]).
+    fn mds_open_flags(&self, fid: Option<Fid>, flags: i32) -> u32 {
+        let passthrough = self.passthrough
+            && self.locking()
+            && fid.is_none_or(|fid| self.io.passthrough_possible(fid))
+            && self.client.has_local_osts();
+        open_flags(flags) | if passthrough { OPEN_PASSTHROUGH } else { 0 }
+    }
+
+    /// A backing file for the kernel to read and write `fid`'s object itself, or None
+    /// (then the open goes the cached way, which is coherent too). `created`: the object is
+    /// new, so no other client can have cached any of it.
+    async fn new_backing(
+        &self,
+        fid: Fid,
+        layout: &Layout,
+        created: bool,
+        register: impl FnOnce(&std::fs::File) -> std::io::Result<BackingId>,
+    ) -> Option<Arc<BackingId>> {
+        // Writes queued by earlier opens land before the kernel writes past them.
+        if let Err(e) = self.writes.drain(fid).await {
+            tracing::warn!("passthrough open of {fid}: an earlier queued write failed: {e}");
         }
+        let result = async {
+            if !created {
+                // Other clients' cached pages and queued writes of the file are called in:
+                // the kernel's reads and writes from now on pass every lock. The lock may go
+                // back at the next callback; the others' opens are uncached meanwhile.
+                drop(self.client.whole_file_lock(fid, layout).await?);
+            }
+            let Some(file) = self.client.local_object(layout).await? else { return Ok(None) };
+            // The kernel keeps its own reference to the file: ours closes here.
+            register(&file).map(|id| Some(Arc::new(id))).map_err(WeftError::from)
+        }
+        .await;
+        result.unwrap_or_else(|e| {
+            tracing::warn!("passthrough open of {fid}: {e}; its I/O goes through the mount instead");
+            None
+        })
+    }
+
+    /// How the kernel does the I/O of an open the MDS answered with `granted`; records it.
+    /// Called with the file's open turn held, and the kernel answered before it is let go.
+    async fn kernel_answer(
+        &self,
+        fid: Fid,
+        granted: OpenIo,
+        layout: Option<&Layout>,
+        created: bool,
+        register: impl FnOnce(&std::fs::File) -> std::io::Result<BackingId>,
+    ) -> KernelAnswer {
+        let mut backing = None;
+        if let (OpenIo::Passthrough, Some(layout)) = (granted, layout) {
+            if self.io.passthrough_possible(fid) {
+                backing = match self.io.backing(fid) {
+                    Some(b) => Some(b),
+                    None => self.new_backing(fid, layout, created, register).await,
+                };
+            }
+        }
+        let io = self.io.choose(fid, granted, backing.is_some());
+        let backing = if io == KernelIo::Passthrough { backing } else { None };
+        let keep = self.io.opened(fid, io, backing.clone());
+        let flags = match io {
+            // Pages stay cached across opens while extent locks guard them; without locks
+            // every open drops them, so a read after another client's close sees new data.
+            KernelIo::Cached if keep && self.locking() => FopenFlags::FOPEN_KEEP_CACHE,
+            KernelIo::Cached | KernelIo::Passthrough => FopenFlags::empty(),
+            KernelIo::Uncached => FopenFlags::FOPEN_DIRECT_IO,
+        };
+        KernelAnswer { io, flags, backing }
     }
 
     /// Ends the advisory locks `owner` holds on `fid`, if this mount ever set one.
@@ -237,6 +314,7 @@ impl WeftFs {
         inode: InodeInfo,
         handle: u64,
         flags: i32,
+        io: KernelIo,
     ) -> WeftResult<(u64, InodeInfo)> {
         let fid = inode.attr.fid;
         let result = async {
@@ -254,6 +332,10 @@ impl WeftFs {
             Ok(inode) => {
                 let mut file = OpenFile::new(fid, handle, inode.layout.clone(), inode.attr.size);
                 file.generation = self.client.generation();
+                file.io = io;
+                if io == KernelIo::Passthrough && flags & libc::O_ACCMODE != libc::O_RDONLY {
+                    file.assume_written();
+                }
                 let fh = self.files.insert(file);
                 Ok((fh, inode))
             }
@@ -261,6 +343,7 @@ impl WeftFs {
                 if let Err(close) = self.client.close(who, fid, handle, None).await {
                     tracing::warn!("closing {fid} after a failed open: {close}");
                 }
+                self.io.released(fid, io);
                 Err(e)
             }
         }
@@ -317,6 +400,7 @@ impl WeftFs {
             }
             Virtual::Df => json(&self.client.statfs_targets().await?),
             Virtual::Map => json(&self.client.map()),
+            Virtual::Io => json(&self.io.counts(fid)),
             Virtual::LayoutDelete | Virtual::Create(_) | Virtual::Unknown => {
                 Err(WeftError::new(ErrorCode::NoData, "no such virtual attribute to read"))
             }
@@ -334,9 +418,9 @@ impl WeftFs {
             Virtual::Create(name) => {
                 let req: CreateWithLayout = serde_json::from_slice(value)
                     .map_err(|e| WeftError::invalid(format!("weft.create takes a JSON {{spec, mode}} object: {e}")))?;
-                let (inode, handle) =
+                let opened =
                     self.client.create(who, fid, &name, req.mode & 0o7777, true, Some(req.spec), OPEN_READ).await?;
-                self.client.close(who, inode.attr.fid, handle, None).await
+                self.client.close(who, opened.inode.attr.fid, opened.handle, None).await
             }
             _ => Err(WeftError::new(ErrorCode::NotSupported, "this virtual attribute cannot be set")),
         }
@@ -382,6 +466,14 @@ impl fuser::Filesystem for WeftFs {
         let _ = config.set_max_background(KERNEL_BACKGROUND_REQUESTS_MAX);
         // Lookups and creates in one directory may run in parallel: the MDS serializes.
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        // The kernel reads and writes local objects' files itself where it may (see
+        // `OpenIo`); without extent locks nothing could keep the other clients coherent.
+        if self.opts.passthrough && self.locking() {
+            match (config.add_capabilities(InitFlags::FUSE_PASSTHROUGH), config.set_max_stack_depth(1)) {
+                (Ok(()), Ok(_)) => self.passthrough = true,
+                _ => tracing::info!("the kernel offers no FUSE passthrough: all I/O goes through the mount"),
+            }
+        }
         // fcntl and flock locks go to the file system, which makes them hold across mounts.
         if let Err(missing) = config.add_capabilities(InitFlags::FUSE_POSIX_LOCKS | InitFlags::FUSE_FLOCK_LOCKS) {
             tracing::warn!("the kernel does not forward {missing:?}: advisory locks stay local to this mount");
@@ -479,9 +571,9 @@ impl fuser::Filesystem for WeftFs {
         let result = self.block(async {
             if kind == FileType::Regular {
                 // A regular file is a create (it gets a layout), closed at once.
-                let (inode, handle) = self.client.create(&who, dir, bytes, perm, true, None, 0).await?;
-                self.client.close(&who, inode.attr.fid, handle, None).await?;
-                Ok(inode)
+                let opened = self.client.create(&who, dir, bytes, perm, true, None, 0).await?;
+                self.client.close(&who, opened.inode.attr.fid, opened.handle, None).await?;
+                Ok(opened.inode)
             } else {
                 self.client.mknod(&who, dir, bytes, kind, perm, rdev).await
             }
@@ -557,14 +649,22 @@ impl fuser::Filesystem for WeftFs {
     fn open(&self, req: &Request, ino: INodeNo, flags: OpenFlags, reply: ReplyOpen) {
         let who = self.who(req);
         let fid = fid_of(ino);
-        let result = self.block(async {
-            let (inode, handle) = self.client.open(&who, fid, open_flags(flags.0)).await?;
-            self.finish_open(&who, inode, handle, flags.0).await
-        });
-        match result {
-            Ok((fh, _)) => reply.opened(FileHandle(fh), self.open_cache_flags()),
-            Err(e) => reply.error(fuse_errno("open", &e)),
-        }
+        self.block(async {
+            let opened = match self.client.open(&who, fid, self.mds_open_flags(Some(fid), flags.0)).await {
+                Ok(opened) => opened,
+                Err(e) => return reply.error(fuse_errno("open", &e)),
+            };
+            let _turn = self.io.serialize_open(fid).await;
+            let layout = opened.inode.layout.as_ref();
+            let answer = self.kernel_answer(fid, opened.io, layout, false, |f| reply.open_backing(f)).await;
+            match self.finish_open(&who, opened.inode, opened.handle, flags.0, answer.io).await {
+                Ok((fh, _)) => match &answer.backing {
+                    Some(backing) => reply.opened_passthrough(FileHandle(fh), answer.flags, backing),
+                    None => reply.opened(FileHandle(fh), answer.flags),
+                },
+                Err(e) => reply.error(fuse_errno("open", &e)),
+            }
+        })
     }
 
     fn read(
@@ -644,7 +744,13 @@ impl fuser::Filesystem for WeftFs {
             // The write lock travels with the queued write until it reached the OSTs.
             let locks = self.client.extent_lock(file.fid, layout, offset, len as u64, LockMode::Pw).await?;
             let write = QueuedWrite { fid: file.fid, layout: layout.clone(), offset, data: bytes, locks };
-            self.writes.submit(self.client.clone(), req.pid(), write).await
+            self.writes.submit(self.client.clone(), req.pid(), write).await?;
+            if file.io == KernelIo::Uncached {
+                // Another client reads the object past the locks (passthrough): what this
+                // write returns must be there.
+                self.writes.drain(file.fid).await?;
+            }
+            Ok(())
         };
         match self.block(queued) {
             Ok(()) => {
@@ -684,6 +790,8 @@ impl fuser::Filesystem for WeftFs {
             reply.ok();
             return;
         };
+        // The kernel left the open's I/O mode before it sent the release.
+        self.io.released(file.fid, file.io);
         let who = self.who(req);
         // The kernel does not wait for a release (close(2) has returned already), so the
         // FUSE thread answers at once and closes on the MDS after; unmount waits for the
@@ -892,26 +1000,36 @@ impl fuser::Filesystem for WeftFs {
     ) {
         let who = self.who(req);
         let exclusive = flags & libc::O_EXCL != 0;
-        let result = self.block(async {
-            let (inode, handle) = self
-                .client
-                .create(&who, fid_of(parent), name.as_bytes(), mode & 0o7777, exclusive, None, open_flags(flags))
-                .await?;
-            self.finish_open(&who, inode, handle, flags).await
-        });
-        match result {
-            Ok((fh, inode)) => {
-                reply.created(
-                    &self.entry_ttl(parent, name, &inode),
-                    &file_attr(&inode.attr, inode.layout.as_ref()),
-                    Generation(0),
-                    FileHandle(fh),
-                    self.open_cache_flags(),
-                );
-                recheck(&self.client, &self.hooks, &inode);
+        self.block(async {
+            let mds_flags = self.mds_open_flags(None, flags);
+            let created =
+                self.client.create(&who, fid_of(parent), name.as_bytes(), mode & 0o7777, exclusive, None, mds_flags);
+            let opened = match created.await {
+                Ok(opened) => opened,
+                Err(e) => return reply.error(fuse_errno("create", &e)),
+            };
+            let fid = opened.inode.attr.fid;
+            let _turn = self.io.serialize_open(fid).await;
+            // Without O_EXCL the file may have existed. One of known size 0 holds no bytes a
+            // client could have cached or queued (its size is known once its last writer
+            // closed, writes landed); a longer one gets the whole-file lock first.
+            let new = exclusive || (opened.inode.attr.size_known && opened.inode.attr.size == 0);
+            let layout = opened.inode.layout.as_ref();
+            let answer = self.kernel_answer(fid, opened.io, layout, new, |f| reply.open_backing(f)).await;
+            match self.finish_open(&who, opened.inode, opened.handle, flags, answer.io).await {
+                Ok((fh, inode)) => {
+                    let ttl = self.entry_ttl(parent, name, &inode);
+                    let attr = file_attr(&inode.attr, inode.layout.as_ref());
+                    let fh = FileHandle(fh);
+                    match &answer.backing {
+                        Some(b) => reply.created_passthrough(&ttl, &attr, Generation(0), fh, answer.flags, b),
+                        None => reply.created(&ttl, &attr, Generation(0), fh, answer.flags),
+                    }
+                    recheck(&self.client, &self.hooks, &inode);
+                }
+                Err(e) => reply.error(fuse_errno("create", &e)),
             }
-            Err(e) => reply.error(fuse_errno("create", &e)),
-        }
+        })
     }
 
     fn getlk(

@@ -1,6 +1,7 @@
 //! The mount's handle tables: open files (fh → what read, write and release need) and
 //! open directories (fh → one cached page of entries). Pure bookkeeping, no I/O.
 
+use crate::iomode::KernelIo;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
@@ -63,6 +64,8 @@ pub struct OpenFile {
     wrote: AtomicBool,
     /// The client incarnation that opened it: after an eviction the handle gives EIO.
     pub generation: u64,
+    /// What the kernel was told for this open.
+    pub io: KernelIo,
 }
 
 impl OpenFile {
@@ -74,6 +77,7 @@ impl OpenFile {
             known_size: AtomicU64::new(size_at_open),
             wrote: AtomicBool::new(false),
             generation: 0,
+            io: KernelIo::Cached,
         }
     }
 
@@ -96,6 +100,12 @@ impl OpenFile {
     /// The size is now exactly `size` (a truncate through the mount, a glimpse).
     pub fn set_size(&self, size: u64) {
         self.known_size.store(size, Ordering::Release);
+    }
+
+    /// The kernel may have written the object itself (passthrough): the close must read
+    /// the size from the objects as after any write.
+    pub fn assume_written(&self) {
+        self.wrote.store(true, Ordering::Release);
     }
 
     pub fn wrote(&self) -> bool {

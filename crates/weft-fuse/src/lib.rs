@@ -13,6 +13,7 @@ mod errno;
 mod fs;
 mod handles;
 mod identity;
+mod iomode;
 mod writeback;
 mod xattr;
 
@@ -39,6 +40,9 @@ pub struct MountOptions {
     pub fsname: String,
     /// Largest write the kernel sends in one request.
     pub max_write_bytes: u32,
+    /// Let the kernel read and write the object's file itself for files of one object on an
+    /// OST of this process (FUSE passthrough), when extent locks are on.
+    pub passthrough: bool,
 }
 
 impl Default for MountOptions {
@@ -49,6 +53,7 @@ impl Default for MountOptions {
             allow_other: true,
             fsname: "weft".to_string(),
             max_write_bytes: 1024 * 1024,
+            passthrough: true,
         }
     }
 }

@@ -20,6 +20,8 @@ pub enum Virtual {
     Df,
     /// get: the cluster map.
     Map,
+    /// get: this mount's opens of the file by I/O mode, `{"cached", "passthrough", "uncached"}`.
+    Io,
     /// set on a directory: create the named file with the layout in the value (a JSON
     /// `CreateWithLayout`), as lfs setstripe creates a new file with its layout in one step.
     Create(Vec<u8>),
@@ -36,6 +38,7 @@ pub fn parse(name: &[u8]) -> Option<Virtual> {
         b"fid" => Virtual::Fid,
         b"df" => Virtual::Df,
         b"map" => Virtual::Map,
+        b"io" => Virtual::Io,
         _ if rest.len() > b"create:".len() && rest.starts_with(b"create:") => {
             Virtual::Create(rest[b"create:".len()..].to_vec())
         }

@@ -100,7 +100,7 @@ fn main() {
                 spec: None,
                 open_flags: OPEN_WRITE,
             };
-            let MdtReply::Opened { inode, handle } = call(req) else { panic!("create") };
+            let MdtReply::Opened { inode, handle, .. } = call(req) else { panic!("create") };
             fids.push(inode.attr.fid);
             handles.push(handle);
         });

@@ -113,7 +113,7 @@ fn answered_fid(reply: &MdtReply) -> Option<Fid> {
 fn refreshed(mds: &Mds, reply: MdtReply, fresh: WeftResult<MdtReply>) -> MdtReply {
     match (reply, fresh) {
         (MdtReply::Inode(_), Ok(MdtReply::Inode(now))) => MdtReply::Inode(now),
-        (MdtReply::Opened { handle, inode: opened }, Ok(MdtReply::Inode(mut now))) => {
+        (MdtReply::Opened { handle, inode: opened, io }, Ok(MdtReply::Inode(mut now))) => {
             // A writer that opened (or created) a file of trusted size alone was told the
             // size: the newer reading has it unknown only because of that writer's own
             // open. It still holds if no other writer opened and no size was set since;
@@ -121,7 +121,7 @@ fn refreshed(mds: &Mds, reply: MdtReply, fresh: WeftResult<MdtReply>) -> MdtRepl
             if opened.attr.size_known && !now.attr.size_known && mds.size_still_trusted(handle) {
                 now.attr.size_known = true;
             }
-            MdtReply::Opened { inode: now, handle }
+            MdtReply::Opened { inode: now, handle, io }
         }
         (reply, _) => reply,
     }
@@ -133,9 +133,9 @@ fn with_lock(reply: WeftResult<MdtReply>, grant: LockGrant) -> WeftResult<MdtRep
             i.lock = Some(grant);
             MdtReply::Inode(i)
         }
-        MdtReply::Opened { mut inode, handle } => {
+        MdtReply::Opened { mut inode, handle, io } => {
             inode.lock = Some(grant);
-            MdtReply::Opened { inode, handle }
+            MdtReply::Opened { inode, handle, io }
         }
         other => other,
     })

@@ -5,7 +5,7 @@
 //! batch's undo list so that an aborted transaction leaves the table as it was.
 
 use std::collections::HashMap;
-use weft_proto::msg::{OPEN_READ, OPEN_WRITE};
+use weft_proto::msg::{OpenIo, OPEN_READ, OPEN_WRITE};
 use weft_proto::Fid;
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -17,6 +17,8 @@ pub struct OpenHandle {
     /// epoch then. If the epoch is unchanged at its close (no other writer opened, no size
     /// was set), a close that wrote nothing may restore the trusted size without a glimpse.
     pub trusted_size_epoch: Option<u64>,
+    /// Granted [`OpenIo::Passthrough`].
+    pub passthrough: bool,
 }
 
 impl OpenHandle {
@@ -31,6 +33,15 @@ pub struct OpenCounts {
     pub writers: u32,
     /// Moves on every open for writing and every size change while the file is open.
     pub write_epoch: u64,
+    /// Opens granted passthrough.
+    pub passthrough: u32,
+}
+
+/// One client's opens of one file.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+struct ClientOpens {
+    opens: u32,
+    passthrough: u32,
 }
 
 /// An in-memory change, and how to revert it.
@@ -45,6 +56,7 @@ pub struct OpenFiles {
     next_handle: u64,
     handles: HashMap<u64, OpenHandle>,
     counts: HashMap<Fid, OpenCounts>,
+    by_client: HashMap<(Fid, u64), ClientOpens>,
 }
 
 impl OpenFiles {
@@ -64,9 +76,34 @@ impl OpenFiles {
         self.handles.is_empty()
     }
 
-    /// Registers an open. `size_trusted`: the size was trusted before this open (the
-    /// caller checks that no other writer has the file open).
-    pub fn open(&mut self, fid: Fid, flags: u32, client_id: u64, size_trusted: bool, undo: &mut Vec<Undo>) -> u64 {
+    /// How `client_id` may do the I/O of a new open of `fid` (see [`OpenIo`]).
+    /// `passthrough_wanted`: the client asked for it and the file can have it (a regular file
+    /// of one object).
+    pub fn io_for(&self, fid: Fid, client_id: u64, passthrough_wanted: bool) -> OpenIo {
+        let all = self.counts(fid);
+        let mine = self.by_client.get(&(fid, client_id)).copied().unwrap_or_default();
+        if all.passthrough > mine.passthrough {
+            OpenIo::Uncached
+        } else if passthrough_wanted && all.opens == mine.opens {
+            OpenIo::Passthrough
+        } else {
+            OpenIo::Cached
+        }
+    }
+
+    /// Registers an open, with the I/O [`OpenFiles::io_for`] gives it. `size_trusted`: the
+    /// size was trusted before this open (the caller checks that no other writer has the
+    /// file open).
+    pub fn open(
+        &mut self,
+        fid: Fid,
+        flags: u32,
+        client_id: u64,
+        size_trusted: bool,
+        passthrough_wanted: bool,
+        undo: &mut Vec<Undo>,
+    ) -> (u64, OpenIo) {
+        let io = self.io_for(fid, client_id, passthrough_wanted);
         self.next_handle += 1;
         let h = self.next_handle;
         let flags = flags & (OPEN_READ | OPEN_WRITE);
@@ -77,9 +114,10 @@ impl OpenFiles {
         } else {
             None
         };
-        self.insert(h, OpenHandle { fid, flags, client_id, trusted_size_epoch });
+        let passthrough = io == OpenIo::Passthrough;
+        self.insert(h, OpenHandle { fid, flags, client_id, trusted_size_epoch, passthrough });
         undo.push(Undo::Opened(h));
-        h
+        (h, io)
     }
 
     /// A size change (truncate) of an open file: writers open now can no longer vouch for it.
@@ -119,6 +157,12 @@ impl OpenFiles {
         if oh.writes() {
             c.writers += 1;
         }
+        let mine = self.by_client.entry((oh.fid, oh.client_id)).or_default();
+        mine.opens += 1;
+        if oh.passthrough {
+            c.passthrough += 1;
+            mine.passthrough += 1;
+        }
         let old = self.handles.insert(h, oh);
         assert!(old.is_none(), "open handle {h} used twice");
     }
@@ -130,6 +174,16 @@ impl OpenFiles {
         c.opens -= 1;
         if oh.writes() {
             c.writers -= 1;
+        }
+        let key = (oh.fid, oh.client_id);
+        let mine = self.by_client.get_mut(&key).expect("an open handle has its client's counts");
+        mine.opens -= 1;
+        if oh.passthrough {
+            c.passthrough -= 1;
+            mine.passthrough -= 1;
+        }
+        if mine.opens == 0 {
+            self.by_client.remove(&key);
         }
         if c.opens == 0 {
             self.counts.remove(&oh.fid);
@@ -147,13 +201,43 @@ mod tests {
         let mut of = OpenFiles::default();
         let f = Fid::new(1, 2, 0);
         let mut undo = Vec::new();
-        let a = of.open(f, OPEN_READ, 1, false, &mut undo);
-        let b = of.open(f, OPEN_WRITE, 1, false, &mut undo);
+        let (a, _) = of.open(f, OPEN_READ, 1, false, false, &mut undo);
+        let (b, _) = of.open(f, OPEN_WRITE, 1, false, false, &mut undo);
         assert_eq!((of.counts(f).opens, of.counts(f).writers), (2, 1));
         of.close(b, &mut undo).unwrap();
         assert_eq!((of.counts(f).opens, of.counts(f).writers), (1, 0));
         of.revert(undo);
         assert_eq!(of.counts(f), OpenCounts::default());
         assert!(of.handle(a).is_none() && of.is_empty());
+    }
+
+    #[test]
+    fn passthrough_only_alone_and_others_uncached_while_it_lasts() {
+        let mut of = OpenFiles::default();
+        let f = Fid::new(1, 2, 0);
+        let mut undo = Vec::new();
+        // Client 1 alone: passthrough; its second open too.
+        let (p1, io) = of.open(f, OPEN_WRITE, 1, false, true, &mut undo);
+        assert_eq!(io, OpenIo::Passthrough);
+        assert_eq!(of.open(f, OPEN_READ, 1, false, true, &mut undo).1, OpenIo::Passthrough);
+        // Client 2 meanwhile: nothing cached, whatever it asks.
+        let (u2, io) = of.open(f, OPEN_READ, 2, false, true, &mut undo);
+        assert_eq!(io, OpenIo::Uncached);
+        assert_eq!(of.io_for(f, 2, false), OpenIo::Uncached);
+        // Client 1 cannot have passthrough once client 2 has the file open, even after its
+        // own passthrough opens closed; client 2 caches again once they closed.
+        of.close(p1, &mut undo).unwrap();
+        assert_eq!(of.io_for(f, 2, false), OpenIo::Uncached, "client 1's second open still lasts");
+        let rest: Vec<u64> = of.handles.iter().filter(|(_, oh)| oh.client_id == 1).map(|(h, _)| *h).collect();
+        for h in rest {
+            of.close(h, &mut undo).unwrap();
+        }
+        assert_eq!(of.io_for(f, 1, true), OpenIo::Cached, "client 2 has it open");
+        assert_eq!(of.io_for(f, 2, false), OpenIo::Cached);
+        assert_eq!(of.io_for(f, 2, true), OpenIo::Passthrough, "client 2 alone now");
+        of.close(u2, &mut undo).unwrap();
+        assert!(of.is_empty() && of.by_client.is_empty() && of.counts.is_empty());
+        of.revert(undo);
+        assert!(of.is_empty() && of.by_client.is_empty());
     }
 }

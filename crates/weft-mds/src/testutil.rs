@@ -157,7 +157,7 @@ impl Env {
             open_flags: OPEN_READ | OPEN_WRITE,
         };
         match self.req_as(who, req).await? {
-            MdtReply::Opened { inode, handle } => Ok((inode, handle)),
+            MdtReply::Opened { inode, handle, .. } => Ok((inode, handle)),
             r => panic!("create replied {r:?}"),
         }
     }

@@ -118,7 +118,9 @@ fn runs_inline(req: &OstRequest, bulk: &Bytes) -> bool {
     match req {
         OstRequest::Write { sync, .. } => !sync && bulk.len() as u64 <= limits::INLINE_IO_BYTES_MAX,
         OstRequest::Read { len, .. } => *len as u64 <= limits::INLINE_IO_BYTES_MAX,
-        OstRequest::Getattr { .. } => true,
+        // A file create lands in the page cache too; in-process callers would pay two
+        // thread hand-offs for it on every passthrough open.
+        OstRequest::Getattr { .. } | OstRequest::LocalPath { .. } => true,
         _ => false,
     }
 }

@@ -17,7 +17,7 @@ use crate::limits::{LAST_ID_FILE_BYTES_MAX, OBJECT_DIRS_COUNT, PRECREATE_COUNT_M
 use bytes::{Bytes, BytesMut};
 use std::fs::OpenOptions;
 use std::io::{ErrorKind, Read};
-use std::os::unix::ffi::OsStrExt;
+use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -95,6 +95,7 @@ impl Ost {
             OstRequest::Destroy { fid } => self.destroy(&fid),
             OstRequest::Precreate { start_oid, count } => self.precreate(start_oid, count),
             OstRequest::Statfs => self.statfs().map(OstReply::Statfs),
+            OstRequest::LocalPath { fid } => self.local_path(&fid),
         };
         (result, Bytes::new())
     }
@@ -269,6 +270,16 @@ impl Ost {
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(OstReply::ObjectAttr { size: 0, blocks: 0 }),
             Err(e) => Err(self.io_error(oid, "stat", e)),
         }
+    }
+
+    /// The object's file, made if missing (as a first write would), by absolute path: a
+    /// client of this process then reads and writes it itself (passthrough). Its sync still
+    /// comes here, and fdatasyncs the same inode.
+    fn local_path(&self, fid: &Fid) -> WeftResult<OstReply> {
+        let oid = self.object_id(fid)?;
+        self.open_or_create(oid)?;
+        let path = std::path::absolute(self.object_path(oid)).map_err(|e| self.io_error(oid, "absolute path", e))?;
+        Ok(OstReply::LocalPath { path: path.into_os_string().into_vec() })
     }
 
     fn sync(&self, fid: &Fid) -> WeftResult<OstReply> {

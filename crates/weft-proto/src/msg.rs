@@ -120,6 +120,7 @@ impl RequestBody {
                 OstRequest::Destroy { .. } => "ost_destroy",
                 OstRequest::Precreate { .. } => "ost_precreate",
                 OstRequest::Statfs => "ost_statfs",
+                OstRequest::LocalPath { .. } => "ost_local_path",
             },
             RequestBody::Ldlm { op, .. } => match op {
                 LdlmRequest::Enqueue { .. } => "ldlm_enqueue",
@@ -338,6 +339,28 @@ pub const XATTR_LAYOUT: &[u8] = b"weft.layout";
 pub const OPEN_READ: u32 = 1;
 pub const OPEN_WRITE: u32 = 2;
 pub const OPEN_TRUNC: u32 = 4;
+/// The client would do this open's I/O straight on the object's file (FUSE passthrough):
+/// it can, for files of one object on an OST of its own process. See [`OpenIo`].
+pub const OPEN_PASSTHROUGH: u32 = 8;
+
+/// How the MDS lets a client do the I/O of one open, so that every client's view of the
+/// data stays true (answered by Open and Create).
+///
+/// A passthrough open reads and writes the object's file in the kernel, past the client and
+/// past the extent locks, so no other client may cache the file's data while it lasts:
+/// * `Passthrough` is granted only when no other client has the file open (the client also
+///   takes a write lock on the whole file first, which calls back what others cached);
+/// * while a passthrough open lasts, other clients' opens are `Uncached`: every read and
+///   write goes to the OSTs under the usual locks, nothing is kept in page caches or queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OpenIo {
+    /// Page cache and write-behind under extent locks: the usual way.
+    Cached,
+    /// Straight to the object's file (asked for with [`OPEN_PASSTHROUGH`]).
+    Passthrough,
+    /// Another client has the file open in passthrough: no caching at all.
+    Uncached,
+}
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub enum MdtRequest {
@@ -511,6 +534,7 @@ pub enum MdtReply {
     Opened {
         inode: InodeInfo,
         handle: u64,
+        io: OpenIo,
     },
     Empty,
     Data(Vec<u8>),
@@ -561,6 +585,11 @@ pub enum OstRequest {
         count: u32,
     },
     Statfs,
+    /// The path of the object's file on the OSS's machine, made if missing: for a client in
+    /// the same process to open it for passthrough (see [`OpenIo`]).
+    LocalPath {
+        fid: Fid,
+    },
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -581,4 +610,7 @@ pub enum OstReply {
         last_oid: u32,
     },
     Statfs(StatfsInfo),
+    LocalPath {
+        path: Vec<u8>,
+    },
 }

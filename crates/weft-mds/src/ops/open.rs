@@ -2,7 +2,8 @@
 
 use super::{owner, OpCtx};
 use crate::perm;
-use weft_proto::msg::{FileType, MdtReply, OPEN_READ, OPEN_TRUNC, OPEN_WRITE};
+use weft_proto::msg::{FileType, MdtReply, OPEN_PASSTHROUGH, OPEN_READ, OPEN_TRUNC, OPEN_WRITE};
+use weft_proto::Layout;
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 pub fn open(ctx: &mut OpCtx<'_, '_>, fid: Fid, flags: u32) -> WeftResult<MdtReply> {
@@ -39,12 +40,18 @@ pub fn open(ctx: &mut OpCtx<'_, '_>, fid: Fid, flags: u32) -> WeftResult<MdtRepl
     if changed {
         ctx.t.put_inode(fid, &rec)?;
     }
-    let handle = ctx.core.open_files().open(fid, flags, ctx.client_id, trusted, ctx.undo);
+    let passthrough = regular && flags & OPEN_PASSTHROUGH != 0 && one_object(rec.layout.as_ref());
+    let (handle, io) = ctx.core.open_files().open(fid, flags, ctx.client_id, trusted, passthrough, ctx.undo);
     let mut inode = crate::inode_info(ctx.core, fid, &rec);
     if write && trusted {
         inode.attr.size_known = true;
     }
-    Ok(MdtReply::Opened { inode, handle })
+    Ok(MdtReply::Opened { inode, handle, io })
+}
+
+/// Whether a file's data is one object (what a passthrough open can read and write).
+pub(crate) fn one_object(layout: Option<&Layout>) -> bool {
+    layout.and_then(|l| l.plain().ok()).is_some_and(|c| c.stripe_count() == 1)
 }
 
 #[cfg(test)]
@@ -74,7 +81,7 @@ mod tests {
         let (h1, h2) = {
             let open = |flags| MdtRequest::Open { fid: f, flags };
             let h = |r| match r {
-                MdtReply::Opened { handle, inode } => (handle, inode.attr.size_known),
+                MdtReply::Opened { handle, inode, .. } => (handle, inode.attr.size_known),
                 r => panic!("{r:?}"),
             };
             let (h1, k1) = h(env.req(open(OPEN_WRITE)).await.unwrap());
@@ -93,7 +100,7 @@ mod tests {
         let r = env.req(MdtRequest::Open { fid: f, flags: OPEN_READ }).await.unwrap();
         assert!(matches!(r, MdtReply::Opened { ref inode, .. } if inode.attr.size_known));
         let h = match env.req(MdtRequest::Open { fid: f, flags: OPEN_WRITE | OPEN_TRUNC }).await.unwrap() {
-            MdtReply::Opened { handle, inode } => {
+            MdtReply::Opened { handle, inode, .. } => {
                 assert_eq!((inode.attr.size, inode.attr.size_known), (0, false));
                 handle
             }

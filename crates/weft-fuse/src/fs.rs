@@ -9,7 +9,7 @@ use crate::handles::{
     entry_offset, resume_at, HandleTable, OpenDir, OpenFile, Resume, Step, DIR_OFFSET_DOT, DIR_OFFSET_DOTDOT,
 };
 use crate::identity::Identities;
-use crate::iomode::{IoModes, KernelIo};
+use crate::iomode::{Backing, IoModes, KernelIo};
 use crate::writeback::{QueuedWrite, WriteBehind};
 use crate::xattr::{self, Answer, Virtual};
 use crate::MountOptions;
@@ -23,6 +23,7 @@ use serde::Serialize;
 use std::ffi::OsStr;
 use std::future::Future;
 use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
@@ -71,7 +72,7 @@ pub(crate) struct WeftFs {
 struct KernelAnswer {
     io: KernelIo,
     flags: FopenFlags,
-    backing: Option<Arc<BackingId>>,
+    backing: Option<Arc<Backing>>,
 }
 
 fn fid_of(ino: INodeNo) -> Fid {
@@ -234,7 +235,7 @@ impl WeftFs {
         layout: &Layout,
         created: bool,
         register: impl FnOnce(&std::fs::File) -> std::io::Result<BackingId>,
-    ) -> Option<Arc<BackingId>> {
+    ) -> Option<Arc<Backing>> {
         // Writes queued by earlier opens land before the kernel writes past them.
         if let Err(e) = self.writes.drain(fid).await {
             tracing::warn!("passthrough open of {fid}: an earlier queued write failed: {e}");
@@ -247,8 +248,8 @@ impl WeftFs {
                 drop(self.client.whole_file_lock(fid, layout).await?);
             }
             let Some(file) = self.client.local_object(layout).await? else { return Ok(None) };
-            // The kernel keeps its own reference to the file: ours closes here.
-            register(&file).map(|id| Some(Arc::new(id))).map_err(WeftError::from)
+            // The kernel keeps its own reference to the file; ours tells the size at close.
+            register(&file).map(|id| Some(Arc::new(Backing { id, file }))).map_err(WeftError::from)
         }
         .await;
         result.unwrap_or_else(|e| {
@@ -659,7 +660,7 @@ impl fuser::Filesystem for WeftFs {
             let answer = self.kernel_answer(fid, opened.io, layout, false, |f| reply.open_backing(f)).await;
             match self.finish_open(&who, opened.inode, opened.handle, flags.0, answer.io).await {
                 Ok((fh, _)) => match &answer.backing {
-                    Some(backing) => reply.opened_passthrough(FileHandle(fh), answer.flags, backing),
+                    Some(backing) => reply.opened_passthrough(FileHandle(fh), answer.flags, &backing.id),
                     None => reply.opened(FileHandle(fh), answer.flags),
                 },
                 Err(e) => reply.error(fuse_errno("open", &e)),
@@ -790,6 +791,17 @@ impl fuser::Filesystem for WeftFs {
             reply.ok();
             return;
         };
+        // A passthrough writer's size is its object file's: no glimpse needed.
+        let local_size = match (file.io, file.wrote()) {
+            (KernelIo::Passthrough, true) => self.io.backing(file.fid).and_then(|b| match b.file.metadata() {
+                Ok(m) => Some((m.len(), m.blocks())),
+                Err(e) => {
+                    tracing::warn!("release of {}: cannot stat its object file: {e}", file.fid);
+                    None
+                }
+            }),
+            _ => None,
+        };
         // The kernel left the open's I/O mode before it sent the release.
         self.io.released(file.fid, file.io);
         let who = self.who(req);
@@ -814,6 +826,7 @@ impl fuser::Filesystem for WeftFs {
             }
             // A writer tells the MDS the size and blocks the objects now hold.
             let size_blocks = match (&file.layout, file.wrote()) {
+                _ if local_size.is_some() => local_size,
                 (Some(layout), true) => match client.glimpse(layout).await {
                     Ok(size_blocks) => Some(size_blocks),
                     Err(e) => {
@@ -1022,7 +1035,7 @@ impl fuser::Filesystem for WeftFs {
                     let attr = file_attr(&inode.attr, inode.layout.as_ref());
                     let fh = FileHandle(fh);
                     match &answer.backing {
-                        Some(b) => reply.created_passthrough(&ttl, &attr, Generation(0), fh, answer.flags, b),
+                        Some(b) => reply.created_passthrough(&ttl, &attr, Generation(0), fh, answer.flags, &b.id),
                         None => reply.created(&ttl, &attr, Generation(0), fh, answer.flags),
                     }
                     recheck(&self.client, &self.hooks, &inode);

@@ -37,11 +37,19 @@ pub struct IoCounts {
     pub uncached: u32,
 }
 
+/// The object file the kernel reads and writes for a file's passthrough opens.
+pub struct Backing {
+    /// The kernel's reference to it (closed on drop).
+    pub id: BackingId,
+    /// Ours: its size is the file's (one object), read at a writer's close.
+    pub file: std::fs::File,
+}
+
 #[derive(Default)]
 struct FileIo {
     counts: IoCounts,
     /// The backing file the kernel was given, while passthrough opens last.
-    backing: Option<Arc<BackingId>>,
+    backing: Option<Arc<Backing>>,
     /// The object changed past the kernel's page cache of the file (a passthrough open
     /// wrote it, or may have): the next cached open must not keep those pages.
     pages_stale: bool,
@@ -79,7 +87,7 @@ impl IoModes {
     }
 
     /// The backing file the kernel already has for `fid`, if passthrough opens last.
-    pub fn backing(&self, fid: Fid) -> Option<Arc<BackingId>> {
+    pub fn backing(&self, fid: Fid) -> Option<Arc<Backing>> {
         self.files().get(&fid).and_then(|f| f.backing.clone())
     }
 
@@ -102,7 +110,7 @@ impl IoModes {
     /// Records an open the kernel was answered with `io`; for passthrough, `backing` is
     /// the file it was given. For a cached open, whether the kernel may keep the pages it
     /// has (false once after passthrough opens, so the kernel drops them).
-    pub fn opened(&self, fid: Fid, io: KernelIo, backing: Option<Arc<BackingId>>) -> bool {
+    pub fn opened(&self, fid: Fid, io: KernelIo, backing: Option<Arc<Backing>>) -> bool {
         let mut files = self.files();
         let f = files.entry(fid).or_default();
         match io {

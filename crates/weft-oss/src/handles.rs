@@ -15,16 +15,12 @@
 use crate::limits::{OPEN_FILES_MAX, OPEN_FILES_SHARDS};
 use std::collections::HashMap;
 use std::fs::File;
-use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 /// An open object file.
 #[derive(Debug)]
 pub(crate) struct ObjectHandle {
     pub file: File,
-    /// True when this process created the file outside precreation and has not yet fsynced
-    /// its directory: a sync of the data must then also make the name durable.
-    pub dir_unsynced: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -116,7 +112,7 @@ mod tests {
 
     fn handle() -> Arc<ObjectHandle> {
         let file = tempfile::tempfile().expect("tempfile");
-        Arc::new(ObjectHandle { file, dir_unsynced: AtomicBool::new(false) })
+        Arc::new(ObjectHandle { file })
     }
 
     #[test]

@@ -6,8 +6,8 @@
 //! <dir>/target                     fsname, index, format version (TOML)
 //! <dir>/O/<seq hex>/LAST_ID        highest precreated object id, decimal text
 //! <dir>/O/<seq hex>/d<oid % 32>/<oid>   one file per object, sparse, its bytes are the object's;
-//!                                       made by the object's first write: a missing file is an
-//!                                       empty object
+//!                                       made by the object's first write or a passthrough
+//!                                       open (`LocalPath`): a missing file is an empty object
 //! ```
 //! The object id alone names the file: a FID's version is not part of an object's identity.
 
@@ -40,6 +40,11 @@ pub(crate) struct Ost {
     last_id: Mutex<u32>,
     /// One write (or punch) at a time: see `Oss::handle`.
     pub(crate) write_turns: tokio::sync::Semaphore,
+    /// Per object directory (`d<n>`): this process made a name in it since its last fsync,
+    /// so a data sync of any object in it must also fsync it to make names durable (this
+    /// file system may have no journal). One flag per directory, not per object: a create
+    /// costs no fsync, and one directory fsync covers every name made before it.
+    dirs_unsynced: Vec<AtomicBool>,
 }
 
 impl Ost {
@@ -74,6 +79,8 @@ impl Ost {
             handles: HandleCache::new(),
             last_id: Mutex::new(last_id),
             write_turns: tokio::sync::Semaphore::new(1),
+            // Names made by an earlier run of this process may not be durable yet.
+            dirs_unsynced: (0..OBJECT_DIRS_COUNT).map(|_| AtomicBool::new(true)).collect(),
         })
     }
 
@@ -133,10 +140,7 @@ impl Ost {
             Lookup::Miss { epoch } => epoch,
         };
         match OpenOptions::new().read(true).write(true).open(self.object_path(oid)) {
-            Ok(file) => {
-                let handle = Arc::new(ObjectHandle { file, dir_unsynced: AtomicBool::new(false) });
-                Ok(Some(self.cache(oid, handle, epoch)?))
-            }
+            Ok(file) => Ok(Some(self.handles.insert(oid, Arc::new(ObjectHandle { file }), epoch).0)),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(self.io_error(oid, "open", e)),
         }
@@ -149,8 +153,8 @@ impl Ost {
             Lookup::Miss { epoch } => epoch,
         };
         let path = self.object_path(oid);
-        // create_new tells whether this request made the name, and so owes a directory fsync
-        // before a later data sync may claim durability.
+        // create_new tells whether this request made the name, which a later data sync must
+        // make durable with its directory.
         let (file, created) = match OpenOptions::new().read(true).write(true).create_new(true).open(&path) {
             Ok(f) => (f, true),
             Err(e) if e.kind() == ErrorKind::AlreadyExists => {
@@ -159,29 +163,25 @@ impl Ost {
             }
             Err(e) => return Err(self.io_error(oid, "create", e)),
         };
-        let handle = Arc::new(ObjectHandle { file, dir_unsynced: AtomicBool::new(created) });
-        self.cache(oid, handle, epoch)
-    }
-
-    fn cache(&self, oid: u32, handle: Arc<ObjectHandle>, epoch: u64) -> WeftResult<Arc<ObjectHandle>> {
-        let (handle, evicted) = self.handles.insert(oid, handle, epoch);
-        if let Some((evicted_oid, evicted)) = evicted {
-            // The evicted object's directory entry may still be unsynced; once its handle is
-            // gone nobody would remember to sync it, so do it now.
-            if evicted.dir_unsynced.swap(false, Ordering::AcqRel) {
-                durable::fsync_dir(&self.object_dir(evicted_oid))
-                    .map_err(|e| self.io_error(evicted_oid, "fsync directory", e))?;
-            }
+        if created {
+            // After the name exists: a sync that finds the flag clear ran its directory
+            // fsync after this name was made.
+            self.dirs_unsynced[self.dir_index(oid)].store(true, Ordering::Release);
         }
-        Ok(handle)
+        Ok(self.handles.insert(oid, Arc::new(ObjectHandle { file }), epoch).0)
     }
 
-    /// fdatasync the object, and its directory if this process created the name.
+    fn dir_index(&self, oid: u32) -> usize {
+        (oid % OBJECT_DIRS_COUNT) as usize
+    }
+
+    /// fdatasync the object, and its directory if a name was made in it since its last fsync.
     fn sync_handle(&self, oid: u32, handle: &ObjectHandle) -> WeftResult<()> {
         handle.file.sync_data().map_err(|e| self.io_error(oid, "fdatasync", e))?;
-        if handle.dir_unsynced.swap(false, Ordering::AcqRel) {
+        let dir = &self.dirs_unsynced[self.dir_index(oid)];
+        if dir.swap(false, Ordering::AcqRel) {
             if let Err(e) = durable::fsync_dir(&self.object_dir(oid)) {
-                handle.dir_unsynced.store(true, Ordering::Release);
+                dir.store(true, Ordering::Release);
                 return Err(self.io_error(oid, "fsync directory", e));
             }
         }

@@ -25,10 +25,12 @@ use std::future::Future;
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
+use weft_client::locks::LockHooks;
 use weft_client::virtual_xattr::{CreateWithLayout, LayoutAnswer, PathAnswer};
-use weft_client::Client;
+use weft_client::{Client, Opened};
 use weft_proto::layout::{Layout, StripeSpec};
 use weft_proto::limits::{NAME_BYTES_MAX, READDIR_ENTRIES_MAX};
 use weft_proto::lock::{FlockKind, FlockSpec, LockMode};
@@ -64,8 +66,9 @@ pub(crate) struct WeftFs {
     identities: Identities,
     /// Each open file's kernel I/O mode (cached, passthrough, uncached).
     io: IoModes,
-    /// The kernel took passthrough at init, and the mount options allow it.
-    passthrough: bool,
+    /// The kernel took passthrough at init, the mount options allow it, and the kernel has
+    /// not refused a backing file since.
+    passthrough: AtomicBool,
 }
 
 /// How the kernel is told to do an open's I/O.
@@ -147,7 +150,7 @@ impl WeftFs {
             advisory: std::sync::Mutex::new(std::collections::HashSet::new()),
             identities: Identities::default(),
             io: IoModes::default(),
-            passthrough: false,
+            passthrough: AtomicBool::new(false),
         }
     }
 
@@ -219,37 +222,33 @@ impl WeftFs {
     /// The MDS open flags for kernel open flags, asking for passthrough when this mount
     /// could give it (see [`OpenIo`]).
     fn mds_open_flags(&self, fid: Option<Fid>, flags: i32) -> u32 {
-        let passthrough = self.passthrough
+        let passthrough = self.passthrough.load(Ordering::Relaxed)
             && self.locking()
             && fid.is_none_or(|fid| self.io.passthrough_possible(fid))
             && self.client.has_local_osts();
         open_flags(flags) | if passthrough { OPEN_PASSTHROUGH } else { 0 }
     }
 
-    /// A backing file for the kernel to read and write `fid`'s object itself, or None
-    /// (then the open goes the cached way, which is coherent too). `created`: the object is
-    /// new, so no other client can have cached any of it.
-    async fn new_backing(
-        &self,
-        fid: Fid,
-        layout: &Layout,
-        created: bool,
-        register: impl FnOnce(&std::fs::File) -> std::io::Result<BackingId>,
-    ) -> Option<Arc<Backing>> {
-        // Writes queued by earlier opens land before the kernel writes past them.
-        if let Err(e) = self.writes.drain(fid).await {
-            tracing::warn!("passthrough open of {fid}: an earlier queued write failed: {e}");
+    /// For an open the MDS granted passthrough: the object's file, before the open's turn
+    /// (this may wait for other clients' callbacks). `created`: the object is new, so no
+    /// client can have cached any of it. None when the file has no object of this process
+    /// or this mount cannot use passthrough for it now.
+    async fn prepare_passthrough(&self, fid: Fid, layout: Option<&Layout>, created: bool) -> Option<std::fs::File> {
+        let layout = layout?;
+        if !self.io.passthrough_possible(fid) || self.io.backing(fid).is_some() {
+            return None;
         }
+        // Writes queued by earlier opens land before the kernel writes past them.
+        self.writes.wait_idle(fid).await;
         let result = async {
+            let Some(file) = self.client.local_object(layout).await? else { return Ok(None) };
             if !created {
                 // Other clients' cached pages and queued writes of the file are called in:
                 // the kernel's reads and writes from now on pass every lock. The lock may go
                 // back at the next callback; the others' opens are uncached meanwhile.
                 drop(self.client.whole_file_lock(fid, layout).await?);
             }
-            let Some(file) = self.client.local_object(layout).await? else { return Ok(None) };
-            // The kernel keeps its own reference to the file; ours tells the size at close.
-            register(&file).map(|id| Some(Arc::new(Backing { id, file }))).map_err(WeftError::from)
+            Ok::<_, WeftError>(Some(file))
         }
         .await;
         result.unwrap_or_else(|e| {
@@ -258,32 +257,97 @@ impl WeftFs {
         })
     }
 
-    /// How the kernel does the I/O of an open the MDS answered with `granted`; records it.
-    /// Called with the file's open turn held, and the kernel answered before it is let go.
-    async fn kernel_answer(
+    /// The backing file for a passthrough open of `fid`, with the open's turn held: the one
+    /// the kernel has already, or `prepared` handed to the kernel now. None when this mount
+    /// cannot use passthrough for the file.
+    async fn backing_for(
         &self,
         fid: Fid,
-        granted: OpenIo,
-        layout: Option<&Layout>,
+        prepared: Option<std::fs::File>,
         created: bool,
         register: impl FnOnce(&std::fs::File) -> std::io::Result<BackingId>,
-    ) -> KernelAnswer {
-        let mut backing = None;
-        if let (OpenIo::Passthrough, Some(layout)) = (granted, layout) {
-            if self.io.passthrough_possible(fid) {
-                backing = match self.io.backing(fid) {
-                    Some(b) => Some(b),
-                    None => self.new_backing(fid, layout, created, register).await,
-                };
-            }
+    ) -> Option<Arc<Backing>> {
+        if !self.io.passthrough_possible(fid) {
+            return None;
         }
+        if let Some(backing) = self.io.backing(fid) {
+            return Some(backing);
+        }
+        let file = prepared?;
+        let id = match register(&file) {
+            Ok(id) => id,
+            Err(e) => {
+                let refused = matches!(
+                    e.raw_os_error(),
+                    Some(libc::EPERM | libc::ELOOP | libc::EINVAL | libc::ENOTTY | libc::EOPNOTSUPP)
+                );
+                if refused {
+                    // Not privileged, or the object files are on a stacked file system: it
+                    // will not work for any file.
+                    self.passthrough.store(false, Ordering::Relaxed);
+                    tracing::warn!("the kernel refuses passthrough to {fid}'s object file ({e}): turned off");
+                } else {
+                    tracing::warn!("passthrough open of {fid}: {e}; its I/O goes through the mount instead");
+                }
+                return None;
+            }
+        };
+        if !created {
+            // Pages this mount cached before would be stale once the kernel writes the
+            // object itself. No cached open is left (passthrough_possible), so no read holds
+            // any of them.
+            self.hooks.drop_data(fid).await;
+        }
+        Some(Arc::new(Backing { id, file }))
+    }
+
+    /// An MDS open answered, made an open for the kernel: the I/O mode (passthrough
+    /// where granted and possible, else opened again without asking for it, so that the
+    /// MDS does not keep other clients uncached for nothing), the real size, O_TRUNC
+    /// applied, a handle in the table. Holds the file's open turn until the caller has
+    /// answered the kernel (the returned guard).
+    async fn open_for_kernel(
+        &self,
+        who: &Identity,
+        mut opened: Opened,
+        flags: i32,
+        created: bool,
+        register: impl FnOnce(&std::fs::File) -> std::io::Result<BackingId>,
+    ) -> WeftResult<(u64, InodeInfo, KernelAnswer, tokio::sync::MutexGuard<'_, ()>)> {
+        let fid = opened.inode.attr.fid;
+        let mut backing = None;
+        let mut turn = if opened.io == OpenIo::Passthrough {
+            let prepared = self.prepare_passthrough(fid, opened.inode.layout.as_ref(), created).await;
+            let turn = self.io.serialize_open(fid).await;
+            backing = self.backing_for(fid, prepared, created, register).await;
+            turn
+        } else {
+            self.io.serialize_open(fid).await
+        };
+        if opened.io == OpenIo::Passthrough && backing.is_none() {
+            drop(turn);
+            if let Err(e) = self.client.close(who, fid, opened.handle, None).await {
+                tracing::warn!("closing {fid}'s passthrough open that could not be used: {e}");
+            }
+            opened = self.client.open(who, fid, open_flags(flags)).await?;
+            turn = self.io.serialize_open(fid).await;
+        }
+        let answer = self.kernel_answer(fid, opened.io, backing);
+        let (fh, inode) = self.finish_open(who, opened.inode, opened.handle, flags, answer.io).await?;
+        Ok((fh, inode, answer, turn))
+    }
+
+    /// How the kernel does the I/O of an open the MDS answered with `granted`, given the
+    /// backing file for a passthrough grant; records it. Called with the file's open turn
+    /// held, and the kernel answered before it is let go.
+    fn kernel_answer(&self, fid: Fid, granted: OpenIo, backing: Option<Arc<Backing>>) -> KernelAnswer {
         let io = self.io.choose(fid, granted, backing.is_some());
         let backing = if io == KernelIo::Passthrough { backing } else { None };
-        let keep = self.io.opened(fid, io, backing.clone());
+        self.io.opened(fid, io, backing.clone());
         let flags = match io {
             // Pages stay cached across opens while extent locks guard them; without locks
             // every open drops them, so a read after another client's close sees new data.
-            KernelIo::Cached if keep && self.locking() => FopenFlags::FOPEN_KEEP_CACHE,
+            KernelIo::Cached if self.locking() => FopenFlags::FOPEN_KEEP_CACHE,
             KernelIo::Cached | KernelIo::Passthrough => FopenFlags::empty(),
             KernelIo::Uncached => FopenFlags::FOPEN_DIRECT_IO,
         };
@@ -471,7 +535,7 @@ impl fuser::Filesystem for WeftFs {
         // `OpenIo`); without extent locks nothing could keep the other clients coherent.
         if self.opts.passthrough && self.locking() {
             match (config.add_capabilities(InitFlags::FUSE_PASSTHROUGH), config.set_max_stack_depth(1)) {
-                (Ok(()), Ok(_)) => self.passthrough = true,
+                (Ok(()), Ok(_)) => self.passthrough = AtomicBool::new(true),
                 _ => tracing::info!("the kernel offers no FUSE passthrough: all I/O goes through the mount"),
             }
         }
@@ -655,11 +719,9 @@ impl fuser::Filesystem for WeftFs {
                 Ok(opened) => opened,
                 Err(e) => return reply.error(fuse_errno("open", &e)),
             };
-            let _turn = self.io.serialize_open(fid).await;
-            let layout = opened.inode.layout.as_ref();
-            let answer = self.kernel_answer(fid, opened.io, layout, false, |f| reply.open_backing(f)).await;
-            match self.finish_open(&who, opened.inode, opened.handle, flags.0, answer.io).await {
-                Ok((fh, _)) => match &answer.backing {
+            let register = |f: &std::fs::File| reply.open_backing(f);
+            match self.open_for_kernel(&who, opened, flags.0, false, register).await {
+                Ok((fh, _, answer, _turn)) => match &answer.backing {
                     Some(backing) => reply.opened_passthrough(FileHandle(fh), answer.flags, &backing.id),
                     None => reply.opened(FileHandle(fh), answer.flags),
                 },
@@ -1021,16 +1083,13 @@ impl fuser::Filesystem for WeftFs {
                 Ok(opened) => opened,
                 Err(e) => return reply.error(fuse_errno("create", &e)),
             };
-            let fid = opened.inode.attr.fid;
-            let _turn = self.io.serialize_open(fid).await;
             // Without O_EXCL the file may have existed. One of known size 0 holds no bytes a
             // client could have cached or queued (its size is known once its last writer
             // closed, writes landed); a longer one gets the whole-file lock first.
             let new = exclusive || (opened.inode.attr.size_known && opened.inode.attr.size == 0);
-            let layout = opened.inode.layout.as_ref();
-            let answer = self.kernel_answer(fid, opened.io, layout, new, |f| reply.open_backing(f)).await;
-            match self.finish_open(&who, opened.inode, opened.handle, flags, answer.io).await {
-                Ok((fh, inode)) => {
+            let register = |f: &std::fs::File| reply.open_backing(f);
+            match self.open_for_kernel(&who, opened, flags, new, register).await {
+                Ok((fh, inode, answer, _turn)) => {
                     let ttl = self.entry_ttl(parent, name, &inode);
                     let attr = file_attr(&inode.attr, inode.layout.as_ref());
                     let fh = FileHandle(fh);

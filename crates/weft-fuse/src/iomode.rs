@@ -50,9 +50,6 @@ struct FileIo {
     counts: IoCounts,
     /// The backing file the kernel was given, while passthrough opens last.
     backing: Option<Arc<Backing>>,
-    /// The object changed past the kernel's page cache of the file (a passthrough open
-    /// wrote it, or may have): the next cached open must not keep those pages.
-    pages_stale: bool,
 }
 
 pub struct IoModes {
@@ -108,26 +105,22 @@ impl IoModes {
     }
 
     /// Records an open the kernel was answered with `io`; for passthrough, `backing` is
-    /// the file it was given. For a cached open, whether the kernel may keep the pages it
-    /// has (false once after passthrough opens, so the kernel drops them).
-    pub fn opened(&self, fid: Fid, io: KernelIo, backing: Option<Arc<Backing>>) -> bool {
+    /// the file it was given. (The first passthrough open of an existing file drops the
+    /// kernel's pages of it, and neither passthrough nor uncached opens cache any: a
+    /// cached open after them finds no stale page.)
+    pub fn opened(&self, fid: Fid, io: KernelIo, backing: Option<Arc<Backing>>) {
         let mut files = self.files();
         let f = files.entry(fid).or_default();
         match io {
-            KernelIo::Cached => {
-                f.counts.cached += 1;
-                return !std::mem::take(&mut f.pages_stale);
-            }
+            KernelIo::Cached => f.counts.cached += 1,
             KernelIo::Passthrough => {
                 f.counts.passthrough += 1;
-                f.pages_stale = true;
                 if f.backing.is_none() {
                     f.backing = backing;
                 }
             }
             KernelIo::Uncached => f.counts.uncached += 1,
         }
-        true
     }
 
     /// An open of `fid` with `io` was released. The backing file goes with the last
@@ -144,7 +137,7 @@ impl IoModes {
         if f.counts.passthrough == 0 {
             f.backing = None;
         }
-        if f.counts == IoCounts::default() && !f.pages_stale {
+        if f.counts == IoCounts::default() {
             files.remove(&fid);
         }
     }
@@ -170,10 +163,11 @@ mod tests {
         assert_eq!(modes.choose(f, OpenIo::Cached, false), KernelIo::Uncached);
         assert_eq!(modes.choose(f, OpenIo::Uncached, false), KernelIo::Uncached);
         modes.released(f, KernelIo::Passthrough);
-        // After it, a cached open drops the pages once.
+        assert!(modes.files().is_empty(), "nothing kept once the file's opens are gone");
+        // After it, cached opens again.
         assert_eq!(modes.choose(f, OpenIo::Cached, false), KernelIo::Cached);
-        assert!(!modes.opened(f, KernelIo::Cached, None), "pages cached before passthrough are dropped");
-        assert!(modes.opened(f, KernelIo::Cached, None), "once");
+        modes.opened(f, KernelIo::Cached, None);
+        modes.opened(f, KernelIo::Cached, None);
         // Cached opens here: no passthrough, even if the MDS granted it.
         assert!(!modes.passthrough_possible(f));
         assert_eq!(modes.choose(f, OpenIo::Passthrough, true), KernelIo::Cached);

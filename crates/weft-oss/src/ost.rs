@@ -20,7 +20,6 @@ use std::io::{ErrorKind, Read};
 use std::os::unix::ffi::{OsStrExt, OsStringExt};
 use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use weft_proto::limits::{BULK_BYTES_MAX, FILE_SIZE_MAX_BYTES};
 use weft_proto::msg::{OstReply, OstRequest, StatfsInfo};
@@ -40,11 +39,12 @@ pub(crate) struct Ost {
     last_id: Mutex<u32>,
     /// One write (or punch) at a time: see `Oss::handle`.
     pub(crate) write_turns: tokio::sync::Semaphore,
-    /// Per object directory (`d<n>`): this process made a name in it since its last fsync,
+    /// Per object directory (`d<n>`): a name may have been made in it since its last fsync,
     /// so a data sync of any object in it must also fsync it to make names durable (this
     /// file system may have no journal). One flag per directory, not per object: a create
-    /// costs no fsync, and one directory fsync covers every name made before it.
-    dirs_unsynced: Vec<AtomicBool>,
+    /// costs no fsync, and one directory fsync covers every name made before it. The mutex
+    /// is held across the fsync: a sync that finds the flag clear knows the fsync is done.
+    dirs_unsynced: Vec<Mutex<bool>>,
 }
 
 impl Ost {
@@ -80,7 +80,7 @@ impl Ost {
             last_id: Mutex::new(last_id),
             write_turns: tokio::sync::Semaphore::new(1),
             // Names made by an earlier run of this process may not be durable yet.
-            dirs_unsynced: (0..OBJECT_DIRS_COUNT).map(|_| AtomicBool::new(true)).collect(),
+            dirs_unsynced: (0..OBJECT_DIRS_COUNT).map(|_| Mutex::new(true)).collect(),
         })
     }
 
@@ -155,19 +155,18 @@ impl Ost {
         let path = self.object_path(oid);
         // create_new tells whether this request made the name, which a later data sync must
         // make durable with its directory.
-        let (file, created) = match OpenOptions::new().read(true).write(true).create_new(true).open(&path) {
-            Ok(f) => (f, true),
+        let file = match OpenOptions::new().read(true).write(true).create_new(true).open(&path) {
+            Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::AlreadyExists => {
                 let f = OpenOptions::new().read(true).write(true).open(&path);
-                (f.map_err(|e| self.io_error(oid, "open", e))?, false)
+                f.map_err(|e| self.io_error(oid, "open", e))?
             }
             Err(e) => return Err(self.io_error(oid, "create", e)),
         };
-        if created {
-            // After the name exists: a sync that finds the flag clear ran its directory
-            // fsync after this name was made.
-            self.dirs_unsynced[self.dir_index(oid)].store(true, Ordering::Release);
-        }
+        // Whether this request made the name or found it (a concurrent create may have made
+        // it and not flagged it yet), flag the directory once the name exists: a sync after
+        // this returns then fsyncs it, or waits for an fsync that began after the name.
+        *lock_unpoisoned(&self.dirs_unsynced[self.dir_index(oid)]) = true;
         Ok(self.handles.insert(oid, Arc::new(ObjectHandle { file }), epoch).0)
     }
 
@@ -178,12 +177,10 @@ impl Ost {
     /// fdatasync the object, and its directory if a name was made in it since its last fsync.
     fn sync_handle(&self, oid: u32, handle: &ObjectHandle) -> WeftResult<()> {
         handle.file.sync_data().map_err(|e| self.io_error(oid, "fdatasync", e))?;
-        let dir = &self.dirs_unsynced[self.dir_index(oid)];
-        if dir.swap(false, Ordering::AcqRel) {
-            if let Err(e) = durable::fsync_dir(&self.object_dir(oid)) {
-                dir.store(true, Ordering::Release);
-                return Err(self.io_error(oid, "fsync directory", e));
-            }
+        let mut unsynced = lock_unpoisoned(&self.dirs_unsynced[self.dir_index(oid)]);
+        if *unsynced {
+            durable::fsync_dir(&self.object_dir(oid)).map_err(|e| self.io_error(oid, "fsync directory", e))?;
+            *unsynced = false;
         }
         Ok(())
     }
@@ -277,6 +274,10 @@ impl Ost {
     /// comes here, and fdatasyncs the same inode.
     fn local_path(&self, fid: &Fid) -> WeftResult<OstReply> {
         let oid = self.object_id(fid)?;
+        // Only objects this OST handed out: no request makes files past them.
+        if oid > self.last_id() {
+            return Err(WeftError::not_found(format!("object {fid} was never created on OST {}", self.index)));
+        }
         self.open_or_create(oid)?;
         let path = std::path::absolute(self.object_path(oid)).map_err(|e| self.io_error(oid, "absolute path", e))?;
         Ok(OstReply::LocalPath { path: path.into_os_string().into_vec() })
@@ -349,7 +350,6 @@ impl Ost {
         self.handles.len()
     }
 
-    #[cfg(test)]
     pub fn last_id(&self) -> u32 {
         *self.last_id.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -388,4 +388,8 @@ fn read_last_id(path: &Path) -> WeftResult<u32> {
     text.trim().parse::<u32>().map_err(|_| {
         WeftError::io(format!("{} is damaged: expected a decimal object id, found {:?}", path.display(), text.trim()))
     })
+}
+
+fn lock_unpoisoned<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }

@@ -1,6 +1,7 @@
 //! Tests drive the service through `Oss::handle`, as weft-server does.
 
 use super::*;
+use std::os::unix::ffi::OsStringExt;
 use weft_proto::limits::{BULK_BYTES_MAX, FILE_SIZE_MAX_BYTES};
 use weft_proto::msg::StatfsInfo;
 use weft_proto::{ErrorCode, Fid};
@@ -340,4 +341,29 @@ async fn sparse_indices_in_one_process() {
         c.must_write(1, 0, &ost.to_le_bytes()).await;
         assert_eq!(c.must_read(1, 0, 4).await.as_ref(), &ost.to_le_bytes());
     }
+}
+
+#[tokio::test]
+async fn local_path_makes_the_object_file_that_reads_and_writes_share() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start(tmp.path(), 2);
+    assert_eq!(
+        c.request(OstRequest::Precreate { start_oid: 1, count: 4 }).await,
+        Ok(OstReply::Precreated { last_oid: 4 })
+    );
+    let path = match c.request(OstRequest::LocalPath { fid: fid(2, 3) }).await.expect("local path") {
+        OstReply::LocalPath { path } => std::path::PathBuf::from(std::ffi::OsString::from_vec(path)),
+        other => panic!("unexpected reply {other:?}"),
+    };
+    assert!(path.is_absolute() && path.starts_with(tmp.path()), "{}", path.display());
+    assert_eq!(std::fs::metadata(&path).expect("made").len(), 0);
+    // What a passthrough client writes there is the object's, and the other way round.
+    std::fs::write(&path, b"written past the OSS").unwrap();
+    assert_eq!(c.must_read(3, 0, 100).await.as_ref(), b"written past the OSS");
+    c.must_write(3, 0, b"WRITTEN").await;
+    assert_eq!(&std::fs::read(&path).unwrap()[..7], b"WRITTEN");
+    assert_eq!(c.request(OstRequest::Sync { fid: fid(2, 3) }).await, Ok(OstReply::Empty));
+    // No file for an object this OST never handed out.
+    let err = c.request(OstRequest::LocalPath { fid: fid(2, 5) }).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::NotFound);
 }

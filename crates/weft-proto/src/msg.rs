@@ -348,8 +348,9 @@ pub const OPEN_PASSTHROUGH: u32 = 8;
 ///
 /// A passthrough open reads and writes the object's file in the kernel, past the client and
 /// past the extent locks, so no other client may cache the file's data while it lasts:
-/// * `Passthrough` is granted only when no other client has the file open (the client also
-///   takes a write lock on the whole file first, which calls back what others cached);
+/// * `Passthrough` is granted only when no other client has the file open (for a file that
+///   may hold data, the client also takes a write lock on the whole file first, which calls
+///   back what others cached);
 /// * while a passthrough open lasts, other clients' opens are `Uncached`: every read and
 ///   write goes to the OSTs under the usual locks, nothing is kept in page caches or queued.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -95,8 +95,9 @@ impl IoModes {
         let here = files.get(&fid).map(|f| f.counts.clone()).unwrap_or_default();
         match granted {
             OpenIo::Passthrough if backing && here.cached == 0 => KernelIo::Passthrough,
-            // Granted but not possible here (no local object): the page cache under the
-            // locks is coherent with the others, who do uncached I/O meanwhile.
+            // A passthrough grant comes without a backing file only when cached opens are
+            // here (the open path then opens again without asking for passthrough): the page
+            // cache under the locks is coherent with the others, uncached meanwhile.
             OpenIo::Passthrough | OpenIo::Cached if here.passthrough == 0 => KernelIo::Cached,
             // The kernel refuses a cached open beside a passthrough one: uncached is right
             // beside anything.

@@ -17,21 +17,15 @@ use std::collections::HashMap;
 use std::fs::File;
 use std::sync::{Arc, Mutex, MutexGuard};
 
-/// An open object file.
-#[derive(Debug)]
-pub(crate) struct ObjectHandle {
-    pub file: File,
-}
-
 #[derive(Debug, Default)]
 struct Shard {
-    files: HashMap<u32, Arc<ObjectHandle>>,
+    files: HashMap<u32, Arc<File>>,
     destroy_epoch: u64,
 }
 
 /// What a lookup found: the handle, or the epoch to pass to [`HandleCache::insert`].
 pub(crate) enum Lookup {
-    Hit(Arc<ObjectHandle>),
+    Hit(Arc<File>),
     Miss { epoch: u64 },
 }
 
@@ -64,33 +58,32 @@ impl HandleCache {
         }
     }
 
-    /// Caches `handle` unless a destroy ran since the lookup that returned `epoch`. Returns
-    /// the handle to use (an existing one if a concurrent request inserted first) and the
-    /// object id and handle evicted to make room, if any, so the caller can finish with it outside the lock.
-    pub fn insert(
-        &self,
-        oid: u32,
-        handle: Arc<ObjectHandle>,
-        epoch: u64,
-    ) -> (Arc<ObjectHandle>, Option<(u32, Arc<ObjectHandle>)>) {
-        let mut shard = self.shard(oid);
-        if shard.destroy_epoch != epoch {
-            return (handle, None);
-        }
-        if let Some(existing) = shard.files.get(&oid) {
-            return (existing.clone(), None);
-        }
-        let mut evicted = None;
-        if shard.files.len() >= self.shard_files_max {
-            // Any victim will do: a bound matters here, recency hardly (the page cache keeps
-            // the data; only the open(2) is repeated).
-            if let Some(victim) = shard.files.keys().next().copied() {
-                evicted = shard.files.remove(&victim).map(|h| (victim, h));
+    /// Caches `file` unless a destroy ran since the lookup that returned `epoch`. Returns
+    /// the handle to use (an existing one if a concurrent request inserted first).
+    pub fn insert(&self, oid: u32, file: Arc<File>, epoch: u64) -> Arc<File> {
+        let evicted = {
+            let mut shard = self.shard(oid);
+            if shard.destroy_epoch != epoch {
+                return file;
             }
-        }
-        shard.files.insert(oid, handle.clone());
-        debug_assert!(shard.files.len() <= self.shard_files_max);
-        (handle, evicted)
+            if let Some(existing) = shard.files.get(&oid) {
+                return existing.clone();
+            }
+            let mut evicted = None;
+            if shard.files.len() >= self.shard_files_max {
+                // Any victim will do: a bound matters here, recency hardly (the page cache
+                // keeps the data; only the open(2) is repeated).
+                if let Some(victim) = shard.files.keys().next().copied() {
+                    evicted = shard.files.remove(&victim);
+                }
+            }
+            shard.files.insert(oid, file.clone());
+            debug_assert!(shard.files.len() <= self.shard_files_max);
+            evicted
+        };
+        // The evicted descriptor closes here, outside the shard's lock.
+        drop(evicted);
+        file
     }
 
     /// Forgets `oid`; call after unlinking its file.
@@ -110,9 +103,8 @@ impl HandleCache {
 mod tests {
     use super::*;
 
-    fn handle() -> Arc<ObjectHandle> {
-        let file = tempfile::tempfile().expect("tempfile");
-        Arc::new(ObjectHandle { file })
+    fn handle() -> Arc<File> {
+        Arc::new(tempfile::tempfile().expect("tempfile"))
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! The object id alone names the file: a FID's version is not part of an object's identity.
 
 use crate::durable;
-use crate::handles::{HandleCache, Lookup, ObjectHandle};
+use crate::handles::{HandleCache, Lookup};
 use crate::limits::{LAST_ID_FILE_BYTES_MAX, OBJECT_DIRS_COUNT, PRECREATE_COUNT_MAX};
 use bytes::{Bytes, BytesMut};
 use std::fs::OpenOptions;
@@ -119,7 +119,7 @@ impl Ost {
     }
 
     fn object_dir(&self, oid: u32) -> PathBuf {
-        self.seq_dir.join(format!("d{}", oid % OBJECT_DIRS_COUNT))
+        self.seq_dir.join(format!("d{}", self.dir_index(oid)))
     }
 
     fn object_path(&self, oid: u32) -> PathBuf {
@@ -134,49 +134,46 @@ impl Ost {
     }
 
     /// The open object, or None when it does not exist.
-    fn open_existing(&self, oid: u32) -> WeftResult<Option<Arc<ObjectHandle>>> {
+    fn open_existing(&self, oid: u32) -> WeftResult<Option<Arc<std::fs::File>>> {
         let epoch = match self.handles.lookup(oid) {
             Lookup::Hit(h) => return Ok(Some(h)),
             Lookup::Miss { epoch } => epoch,
         };
         match OpenOptions::new().read(true).write(true).open(self.object_path(oid)) {
-            Ok(file) => Ok(Some(self.handles.insert(oid, Arc::new(ObjectHandle { file }), epoch).0)),
+            Ok(file) => Ok(Some(self.handles.insert(oid, Arc::new(file), epoch))),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
             Err(e) => Err(self.io_error(oid, "open", e)),
         }
     }
 
     /// The open object, created empty when it does not exist.
-    fn open_or_create(&self, oid: u32) -> WeftResult<Arc<ObjectHandle>> {
+    fn open_or_create(&self, oid: u32) -> WeftResult<Arc<std::fs::File>> {
         let epoch = match self.handles.lookup(oid) {
             Lookup::Hit(h) => return Ok(h),
             Lookup::Miss { epoch } => epoch,
         };
-        let path = self.object_path(oid);
-        // create_new tells whether this request made the name, which a later data sync must
-        // make durable with its directory.
-        let file = match OpenOptions::new().read(true).write(true).create_new(true).open(&path) {
-            Ok(f) => f,
-            Err(e) if e.kind() == ErrorKind::AlreadyExists => {
-                let f = OpenOptions::new().read(true).write(true).open(&path);
-                f.map_err(|e| self.io_error(oid, "open", e))?
-            }
-            Err(e) => return Err(self.io_error(oid, "create", e)),
-        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(self.object_path(oid))
+            .map_err(|e| self.io_error(oid, "open or create", e))?;
         // Whether this request made the name or found it (a concurrent create may have made
         // it and not flagged it yet), flag the directory once the name exists: a sync after
         // this returns then fsyncs it, or waits for an fsync that began after the name.
         *lock_unpoisoned(&self.dirs_unsynced[self.dir_index(oid)]) = true;
-        Ok(self.handles.insert(oid, Arc::new(ObjectHandle { file }), epoch).0)
+        Ok(self.handles.insert(oid, Arc::new(file), epoch))
     }
 
+    /// Which object directory (`d<n>`) holds `oid`.
     fn dir_index(&self, oid: u32) -> usize {
         (oid % OBJECT_DIRS_COUNT) as usize
     }
 
     /// fdatasync the object, and its directory if a name was made in it since its last fsync.
-    fn sync_handle(&self, oid: u32, handle: &ObjectHandle) -> WeftResult<()> {
-        handle.file.sync_data().map_err(|e| self.io_error(oid, "fdatasync", e))?;
+    fn sync_handle(&self, oid: u32, handle: &std::fs::File) -> WeftResult<()> {
+        handle.sync_data().map_err(|e| self.io_error(oid, "fdatasync", e))?;
         let mut unsynced = lock_unpoisoned(&self.dirs_unsynced[self.dir_index(oid)]);
         if *unsynced {
             durable::fsync_dir(&self.object_dir(oid)).map_err(|e| self.io_error(oid, "fsync directory", e))?;
@@ -191,7 +188,7 @@ impl Ost {
             // Never written, or destroyed: reads as a hole of length zero.
             return Ok(Bytes::new());
         };
-        let size = handle.file.metadata().map_err(|e| self.io_error(oid, "fstat", e))?.len();
+        let size = handle.metadata().map_err(|e| self.io_error(oid, "fstat", e))?.len();
         // Bound the buffer by what the object holds, so a large read of a small object does
         // not allocate the whole request length.
         let len = u64::from(len.min(BULK_BYTES_MAX)).min(size.saturating_sub(offset));
@@ -204,7 +201,7 @@ impl Ost {
         let mut buf = BytesMut::zeroed(len);
         let mut filled = 0usize;
         while filled < len {
-            match handle.file.read_at(&mut buf[filled..], offset + filled as u64) {
+            match handle.read_at(&mut buf[filled..], offset + filled as u64) {
                 Ok(0) => break, // truncated concurrently
                 Ok(n) => filled += n,
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
@@ -238,7 +235,7 @@ impl Ost {
             }
         }
         let handle = self.open_or_create(oid)?;
-        handle.file.write_all_at(bulk, offset).map_err(|e| self.io_error(oid, "write", e))?;
+        handle.write_all_at(bulk, offset).map_err(|e| self.io_error(oid, "write", e))?;
         if sync {
             self.sync_handle(oid, &handle)?;
         }
@@ -254,7 +251,7 @@ impl Ost {
             ));
         }
         let handle = self.open_or_create(oid)?;
-        handle.file.set_len(size).map_err(|e| self.io_error(oid, "truncate", e))?;
+        handle.set_len(size).map_err(|e| self.io_error(oid, "truncate", e))?;
         Ok(OstReply::Empty)
     }
 

@@ -9,6 +9,7 @@ use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::os::unix::io::{AsRawFd, IntoRawFd};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
 
 /// What `stat` tells the benchmarks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -178,6 +179,26 @@ pub fn drop_page_cache(path: &Path) -> Result<()> {
     if rc != 0 {
         return Err(anyhow!("posix_fadvise {}: {}", path.display(), std::io::Error::from_raw_os_error(rc)));
     }
+    Ok(())
+}
+
+/// How long [`drop_system_caches`] lets the machine settle after dropping. On a virtual
+/// machine with free page reporting (virtio-balloon), freed memory goes back to the host
+/// within about two seconds, and the first writer to touch it again pays for the host's
+/// page faults inside its copies; a phase started before that is done would be measured on
+/// memory half warm, half cold. Waiting puts every phase on the same footing.
+pub const DROP_CACHES_SETTLE: Duration = Duration::from_secs(3);
+
+/// The node's whole page cache, dentries and inodes, as IO-500's `drop-caches` does between
+/// phases: sync(2), then "3" into /proc/sys/vm/drop_caches (root only), then a pause of
+/// `settle`. Unlike [`drop_page_cache`] this also reaches pages a file system keeps in
+/// another file, such as the object file behind a FUSE passthrough open.
+pub fn drop_system_caches(settle: Duration) -> Result<()> {
+    // SAFETY: sync(2) takes no arguments and cannot fail.
+    unsafe { libc::sync() };
+    std::fs::write("/proc/sys/vm/drop_caches", "3\n")
+        .context("--drop-caches writes /proc/sys/vm/drop_caches, which needs root")?;
+    std::thread::sleep(settle);
     Ok(())
 }
 

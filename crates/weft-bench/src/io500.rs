@@ -3,7 +3,7 @@
 //! the same on a baseline directory (after Weft) and compares.
 
 use crate::cpu::CpuClock;
-use crate::fsapi::{BenchFs, PosixFs};
+use crate::fsapi::{drop_system_caches, BenchFs, PosixFs, DROP_CACHES_SETTLE};
 use crate::native::NativeFs;
 use crate::phase::*;
 use crate::report::{self, Report, Suite};
@@ -32,6 +32,9 @@ pub struct Options {
     pub baseline: Option<PathBuf>,
     pub json: Option<PathBuf>,
     pub ior_max_bytes: Option<u64>,
+    /// Before every phase, of Weft and of the baseline: sync, drop the node's caches and let
+    /// the machine settle ([`drop_system_caches`]). Needs root.
+    pub drop_caches: bool,
     /// The program and arguments that run a worker; `--spec JSON` is appended.
     pub worker_command: Vec<OsString>,
 }
@@ -44,11 +47,12 @@ pub fn run(opts: &Options) -> Result<Report> {
         bail!("no worker command");
     }
     println!(
-        "weft bench io500: {} processes, stonewall {} s, api {}{}",
+        "weft bench io500: {} processes, stonewall {} s, api {}{}{}",
         opts.procs,
         opts.stonewall_s,
         opts.api.name(),
-        opts.ior_max_bytes.map(|b| format!(", ior writes at most {b} bytes per process")).unwrap_or_default()
+        opts.ior_max_bytes.map(|b| format!(", ior writes at most {b} bytes per process")).unwrap_or_default(),
+        if opts.drop_caches { ", caches dropped before each phase" } else { "" }
     );
     let weft = suite(opts, &opts.api, &opts.dir)?;
     let baseline = match &opts.baseline {
@@ -70,6 +74,7 @@ pub fn run(opts: &Options) -> Result<Report> {
         procs: opts.procs,
         stonewall_s: opts.stonewall_s,
         ior_max_bytes: opts.ior_max_bytes,
+        drop_caches: opts.drop_caches,
         weft,
         baseline,
         ratios,
@@ -119,8 +124,12 @@ fn suite(opts: &Options, api: &Api, dir: &str) -> Result<Suite> {
     let mut counts: HashMap<Phase, Vec<u64>> = HashMap::new();
     let mut phases = Vec::new();
     for phase in ORDER {
-        if *api == Api::Posix && matches!(phase, Phase::IorEasyRead | Phase::IorHardRead) {
-            // The reads measure the file system, not this node's page cache.
+        if opts.drop_caches {
+            drop_system_caches(DROP_CACHES_SETTLE)?;
+        } else if *api == Api::Posix && matches!(phase, Phase::IorEasyRead | Phase::IorHardRead) {
+            // The reads measure the file system, not this node's page cache. (Pages a file
+            // system keeps elsewhere, as in the object file behind a FUSE passthrough open,
+            // are out of reach of this; --drop-caches reaches them.)
             let mut fs = PosixFs::new(&root);
             let files: Vec<String> = if phase == Phase::IorEasyRead {
                 (0..opts.procs).map(ior_easy_path).collect()

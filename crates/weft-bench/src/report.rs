@@ -96,6 +96,8 @@ pub struct Report {
     pub procs: u32,
     pub stonewall_s: f64,
     pub ior_max_bytes: Option<u64>,
+    /// Whether the node's caches were dropped before every phase.
+    pub drop_caches: bool,
     pub weft: Suite,
     pub baseline: Option<Suite>,
     pub ratios: Option<Ratios>,

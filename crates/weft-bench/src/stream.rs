@@ -1,10 +1,10 @@
 //! `weft bench stream`: the single streams people try first. One writer (sequential, fsync
-//! at the end), then one reader of a fresh open (after posix_fadvise DONTNEED on posix, so
-//! the reads reach the file system), every byte checked; MB/s and the machine's CPU seconds
-//! per GB for each.
+//! at the end), then one reader of a fresh open (after posix_fadvise DONTNEED on posix, or
+//! with `--drop-caches` after dropping the node's caches, so the reads reach the file
+//! system), every byte checked; MB/s and the machine's CPU seconds per GB for each.
 
 use crate::cpu::{seconds_per_gb, CpuClock};
-use crate::fsapi::{BenchFs, PosixFs};
+use crate::fsapi::{drop_system_caches, BenchFs, PosixFs, DROP_CACHES_SETTLE};
 use crate::native::NativeFs;
 use crate::pattern::{self, Stream};
 use crate::phase::Api;
@@ -20,6 +20,8 @@ pub struct Options {
     pub size_bytes: u64,
     pub block_bytes: u64,
     pub json: Option<PathBuf>,
+    /// Sync and drop the node's caches before the writer and before the reader (root only).
+    pub drop_caches: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -91,6 +93,9 @@ fn streams<F: BenchFs>(fs: &mut F, name: &str, opts: &Options) -> Result<(Figure
     let seed = pattern::seed(pattern::mix(std::process::id() as u64), Stream::Single);
     let bs = opts.block_bytes;
     let result = (|| {
+        if opts.drop_caches {
+            drop_system_caches(DROP_CACHES_SETTLE)?;
+        }
         let cpu = CpuClock::now();
         let start = Instant::now();
         let mut f = fs.create_excl(name)?;
@@ -108,7 +113,11 @@ fn streams<F: BenchFs>(fs: &mut F, name: &str, opts: &Options) -> Result<(Figure
         fs.close(f)?;
         let write = figure(opts.size_bytes, start, cpu);
 
-        fs.drop_cache(name)?;
+        if opts.drop_caches {
+            drop_system_caches(DROP_CACHES_SETTLE)?;
+        } else {
+            fs.drop_cache(name)?;
+        }
         let cpu = CpuClock::now();
         let start = Instant::now();
         let mut f = fs.open_read(name)?;
@@ -146,6 +155,7 @@ mod tests {
             size_bytes: (3 << 20) + 5,
             block_bytes: 1 << 20,
             json: Some(dir.path().join("s.json")),
+            drop_caches: false,
         };
         let r = run(&opts).unwrap();
         assert_eq!(r.read.bytes, (3 << 20) + 5);
@@ -154,5 +164,31 @@ mod tests {
             serde_json::from_slice(&std::fs::read(dir.path().join("s.json")).unwrap()).unwrap();
         assert!(json["read"]["mb_s"].as_f64().unwrap() > 0.0);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "only the JSON is left");
+    }
+
+    #[test]
+    fn drop_caches_runs_as_root_and_names_root_otherwise() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options {
+            dir: dir.path().to_string_lossy().into_owned(),
+            api: Api::Posix,
+            size_bytes: 1 << 20,
+            block_bytes: 1 << 20,
+            json: None,
+            drop_caches: true,
+        };
+        // SAFETY: geteuid has no preconditions.
+        let root = unsafe { libc::geteuid() } == 0;
+        match run(&opts) {
+            Ok(r) => {
+                assert!(root, "dropping caches worked without root");
+                assert_eq!(r.read.bytes, 1 << 20);
+            }
+            Err(e) => {
+                assert!(!root, "as root: {e:#}");
+                assert!(format!("{e:#}").contains("needs root"), "{e:#}");
+            }
+        }
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "the stream's file is removed");
     }
 }

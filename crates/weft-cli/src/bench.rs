@@ -86,6 +86,12 @@ struct Io500Args {
     /// (IOR's block size; a valid IO-500 run has none), e.g. 1G.
     #[arg(long, value_name = "SIZE", value_parser = parse_size)]
     ior_max: Option<u64>,
+    /// Before every phase (Weft's and the baseline's): sync, drop this node's page cache,
+    /// dentries and inodes (/proc/sys/vm/drop_caches, needs root) and wait 3 s, as IO-500's
+    /// drop-caches option. Reads then reach the storage, and every write phase starts from
+    /// the same memory state.
+    #[arg(long)]
+    drop_caches: bool,
     #[command(flatten)]
     api: ApiArgs,
 }
@@ -104,6 +110,10 @@ struct StreamArgs {
     /// Write the figures as JSON to FILE.
     #[arg(long, value_name = "FILE")]
     json: Option<PathBuf>,
+    /// Sync, drop this node's caches (needs root) and wait 3 s before the writer and before
+    /// the reader.
+    #[arg(long)]
+    drop_caches: bool,
     #[command(flatten)]
     api: ApiArgs,
 }
@@ -131,6 +141,7 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
                 baseline: a.baseline,
                 json: a.json,
                 ior_max_bytes: a.ior_max,
+                drop_caches: a.drop_caches,
                 worker_command: vec![exe.into(), "bench".into(), "worker".into()],
             };
             weft_bench::io500::run(&opts).map(|_| ())
@@ -142,6 +153,7 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
                 size_bytes: a.size,
                 block_bytes: a.bs,
                 json: a.json,
+                drop_caches: a.drop_caches,
             };
             weft_bench::stream::run(&opts).map(|_| ())
         }

@@ -21,7 +21,7 @@ pub fn spawn_all(core: Arc<Core>, queue: Queue) -> Vec<tokio::task::JoinHandle<(
     ]
 }
 
-async fn internal(queue: &Queue, op: InternalOp) -> WeftResult<u64> {
+pub(crate) async fn internal(queue: &Queue, op: InternalOp) -> WeftResult<u64> {
     let (done, rx) = oneshot::channel();
     queue.submit(Job::Internal { op, done })?;
     rx.await.map_err(|_| WeftError::io("the MDT writer stopped before answering"))?

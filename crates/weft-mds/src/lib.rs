@@ -17,9 +17,10 @@
 //!           not an async task and nobody else is committing, else by the writer thread;
 //!        4. the committer drains up to COMMIT_BATCH_OPS_MAX jobs into ONE write transaction:
 //!           per job, reply cache probe again (authoritative), then ops::execute
-//!           (check-then-write), then the reply is stored in the reply cache, same transaction;
-//!        5. the batch is appended to the journal, one commit, then each caller gets its
-//!           reply (oneshot).
+//!           (check-then-write), then the reply is recorded for the journal;
+//!        5. the batch is appended to the journal, one commit, the replies are held in
+//!           memory until the next checkpoint writes them into the tables (replies.rs), then
+//!           each caller gets its reply (oneshot).
 //! ```
 //!
 //! Background tasks (background.rs): precreate refill, destroy queue, reply-cache pruning,
@@ -43,6 +44,7 @@ pub mod objects;
 pub mod open_files;
 pub mod ops;
 pub mod perm;
+pub mod replies;
 pub mod schema;
 pub mod store;
 pub mod writer;
@@ -131,6 +133,8 @@ pub struct Core {
     pub destroy_wake: Notify,
     /// The newest committed state, opened once and shared by reads until the next commit.
     read_view: Mutex<ReadView>,
+    /// Stored replies not yet in the tables; changed by the committer only (replies.rs).
+    pub(crate) replies: Mutex<replies::Unpersisted>,
 }
 
 /// See [`Core::read_view`].
@@ -166,6 +170,21 @@ impl Core {
             view.tables = Some(tables.clone());
         }
         Ok(tables)
+    }
+
+    /// The stored reply of a mutation, if this request was executed already: held in memory
+    /// since its commit, or in the tables `t` since a checkpoint (the committer's own
+    /// transaction, or the read view).
+    pub(crate) fn cached_reply<T: redb::ReadableTable<schema::Bytes, schema::Bytes>>(
+        &self,
+        t: &store::Tables<T>,
+        client_id: u64,
+        request_id: u64,
+    ) -> WeftResult<Option<WeftResult<MdtReply>>> {
+        if let Some(v) = self.replies.lock().unwrap_or_else(|p| p.into_inner()).get(client_id, request_id) {
+            return replies::decode(client_id, request_id, v).map(Some);
+        }
+        t.cached_reply(client_id, request_id)
     }
 
     /// Called by the writer after every commit: later reads must see it.
@@ -226,6 +245,7 @@ impl Mds {
             stats: StatCounters::default(),
             destroy_wake: Notify::new(),
             read_view: Mutex::new(ReadView::default()),
+            replies: Mutex::new(replies::Unpersisted::default()),
         });
         let (queue, writer_thread) = writer::Queue::start(core.clone())?;
         let tasks = background::spawn_all(core.clone(), queue.clone());
@@ -304,7 +324,8 @@ impl Mds {
             return ops::read(&self.core, &tables, &header.identity, &req);
         }
         if header.request_id != 0 {
-            if let Some(reply) = self.core.read_view()?.cached_reply(header.client_id, header.request_id)? {
+            let view = self.core.read_view()?;
+            if let Some(reply) = self.core.cached_reply(&view, header.client_id, header.request_id)? {
                 self.core.stats.reply_cache_hits.fetch_add(1, Ordering::Relaxed);
                 return reply;
             }

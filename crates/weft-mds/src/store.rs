@@ -150,22 +150,12 @@ impl<T: ReadableTable<Bytes, Bytes>> Tables<T> {
         Ok(out)
     }
 
-    /// A stored reply of a mutation, if this request was executed already.
+    /// A stored reply of a mutation, if this request was executed already and its reply is
+    /// in the tables (see [`crate::Core::cached_reply`] for the replies held in memory).
     pub fn cached_reply(&self, client_id: u64, request_id: u64) -> WeftResult<Option<WeftResult<MdtReply>>> {
         let key = schema::reply_key(client_id, request_id);
         match self.reply_cache.get(key.as_slice()).map_err(storage_err)? {
-            Some(v) => {
-                let v = v.value();
-                if v.len() < 8 {
-                    return Err(WeftError::io(format!("corrupt reply-cache entry of client {client_id:#x}")));
-                }
-                let reply: WeftResult<MdtReply> = postcard::from_bytes(&v[8..]).map_err(|e| {
-                    WeftError::io(format!(
-                        "corrupt reply-cache entry of client {client_id:#x} request {request_id}: {e}"
-                    ))
-                })?;
-                Ok(Some(reply))
-            }
+            Some(v) => Ok(Some(crate::replies::decode(client_id, request_id, v.value())?)),
             None => Ok(None),
         }
     }
@@ -358,22 +348,30 @@ impl<'t> WriteTables<'t> {
         Ok(())
     }
 
-    pub fn store_reply(
-        &mut self,
-        client_id: u64,
-        request_id: u64,
-        now_secs: u64,
-        reply: &WeftResult<MdtReply>,
-    ) -> WeftResult<()> {
-        let mut v = now_secs.to_be_bytes().to_vec();
-        v.extend_from_slice(&postcard::to_stdvec(reply).expect("encoding a reply into memory cannot fail"));
-        self.put(schema::TABLE_REPLY_CACHE, schema::reply_key(client_id, request_id).as_slice(), v.as_slice())?;
+    /// Writes a reply-cache row (`value` from [`crate::replies::encode`], stored at
+    /// `stored_secs`) and its entry in the by-time index.
+    pub fn put_reply(&mut self, client_id: u64, request_id: u64, stored_secs: u64, value: &[u8]) -> WeftResult<()> {
+        self.put(schema::TABLE_REPLY_CACHE, schema::reply_key(client_id, request_id).as_slice(), value)?;
         self.put(
             schema::TABLE_REPLY_BY_TIME,
-            schema::reply_time_key(now_secs, client_id, request_id).as_slice(),
+            schema::reply_time_key(stored_secs, client_id, request_id).as_slice(),
             [].as_slice(),
-        )?;
-        Ok(())
+        )
+    }
+
+    /// Records the same two writes as [`Tables::put_reply`] for the journal only, leaving the
+    /// tables alone: the reply is held in memory until a checkpoint (see replies.rs).
+    pub fn journal_reply(&mut self, client_id: u64, request_id: u64, stored_secs: u64, value: &[u8]) {
+        self.changes.push(Change {
+            table: schema::TABLE_REPLY_CACHE,
+            key: schema::reply_key(client_id, request_id).to_vec(),
+            value: Some(value.to_vec()),
+        });
+        self.changes.push(Change {
+            table: schema::TABLE_REPLY_BY_TIME,
+            key: schema::reply_time_key(stored_secs, client_id, request_id).to_vec(),
+            value: Some(Vec::new()),
+        });
     }
 
     /// Removes at most `limit` replies stored before `before_secs`; returns how many.

@@ -2,6 +2,7 @@
 //! orphans, the destroy queue, precreation and reply-cache pruning.
 
 use crate::testutil::*;
+use crate::writer::InternalOp;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 use weft_proto::msg::*;
@@ -42,6 +43,24 @@ async fn resent_mutation_returns_the_first_reply_without_a_second_effect() {
     let b = env.mds().handle(&header, create).await.unwrap();
     assert_eq!(a, b);
     assert_eq!(env.stats_open(), 1);
+}
+
+#[tokio::test]
+async fn replies_are_held_in_memory_until_a_checkpoint_writes_them_into_the_tables() {
+    let env = Env::new().await;
+    let header = env.header_as(&Identity::root());
+    let mkdir = MdtRequest::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 };
+    let first = env.mds().handle(&header, mkdir.clone()).await.unwrap();
+    let mds = env.mds();
+    let held = || mds.core.replies.lock().unwrap().get(header.client_id, header.request_id).is_some();
+    let in_tables =
+        || mds.core.read_view().unwrap().cached_reply(header.client_id, header.request_id).unwrap().is_some();
+    // The background checkpoint may have come already: the reply is in one place or the other.
+    assert!(held() != in_tables(), "held {} in tables {}", held(), in_tables());
+    crate::background::internal(&mds.queue, InternalOp::Checkpoint).await.unwrap();
+    assert!(!held() && in_tables(), "after a checkpoint: held {} in tables {}", held(), in_tables());
+    assert_eq!(mds.handle(&header, mkdir).await.unwrap(), first);
+    assert_eq!(env.must_attr(Fid::ROOT).await.nlink, 3, "the resend made no second directory");
 }
 
 #[tokio::test]

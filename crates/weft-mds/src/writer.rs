@@ -19,7 +19,7 @@ use crate::schema::{self, InodeRecord};
 use crate::store::{self, storage_err, WriteTables};
 use crate::Core;
 use redb::{Database, Durability, ReadableTable};
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use tokio::sync::oneshot;
@@ -252,18 +252,36 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
     let mut outcomes = Vec::with_capacity(jobs.len());
     let mut mutations = 0u64;
     let mut hits = 0u64;
+    let checkpoint = jobs.iter().any(|j| matches!(j, Job::Internal { op: InternalOp::Checkpoint, .. }));
+    // A checkpoint or a prune first writes the replies held in memory into the tables (see
+    // replies.rs), and this batch's replies go straight there too; other batches only
+    // journal their replies and hold them.
+    let persist_replies =
+        checkpoint || jobs.iter().any(|j| matches!(j, Job::Internal { op: InternalOp::PruneReplies { .. }, .. }));
+    // Replies of this batch held back from the tables, by (client, request).
+    let mut new_replies: HashMap<(u64, u64), Vec<u8>> = HashMap::new();
+    let mut persisted_replies = Vec::new();
     let applied = (|| -> Result<Vec<Change>, BatchError> {
         let mut t = store::write_tables(&txn).map_err(BatchError::Whole)?;
+        if persist_replies {
+            let held = core.replies.lock().unwrap_or_else(|p| p.into_inner());
+            persisted_replies = held.write_into(&mut t).map_err(BatchError::Whole)?;
+        }
         let now = crate::now();
         let now_secs = now.sec.max(0) as u64;
         for (i, job) in jobs.iter().enumerate() {
             match job {
                 Job::Request { header, req, reservation, .. } => {
                     let cacheable = header.request_id != 0;
-                    let cached = if cacheable {
-                        t.cached_reply(header.client_id, header.request_id).map_err(|e| BatchError::Op(i, e))?
-                    } else {
-                        None
+                    let cached = match new_replies.get(&(header.client_id, header.request_id)) {
+                        Some(v) if cacheable => Some(
+                            crate::replies::decode(header.client_id, header.request_id, v)
+                                .map_err(|e| BatchError::Op(i, e))?,
+                        ),
+                        _ if cacheable => core
+                            .cached_reply(&t, header.client_id, header.request_id)
+                            .map_err(|e| BatchError::Op(i, e))?,
+                        _ => None,
                     };
                     let (reply, used) = match cached {
                         Some(r) => {
@@ -290,8 +308,14 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
                             }
                             mutations += 1;
                             if cacheable {
-                                t.store_reply(header.client_id, header.request_id, now_secs, &r)
-                                    .map_err(|e| BatchError::Op(i, e))?;
+                                let v = crate::replies::encode(now_secs, &r);
+                                let (c, q) = (header.client_id, header.request_id);
+                                if persist_replies {
+                                    t.put_reply(c, q, now_secs, &v).map_err(|e| BatchError::Op(i, e))?;
+                                } else {
+                                    t.journal_reply(c, q, now_secs, &v);
+                                    new_replies.insert((c, q), v);
+                                }
                             }
                             (r, used)
                         }
@@ -317,7 +341,6 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
             return Err(e);
         }
     };
-    let checkpoint = jobs.iter().any(|j| matches!(j, Job::Internal { op: InternalOp::Checkpoint, .. }));
     let mut journal = core.journal.lock().unwrap_or_else(|p| p.into_inner());
     let mut txn = txn;
     // Before anyone is answered the batch is in the journal (page cache: survives kill -9),
@@ -361,6 +384,13 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
         return Err(BatchError::Whole(storage_err(e)));
     }
     core.committed();
+    {
+        // After `committed`: a reply leaves the held set only once reads can see it in the
+        // tables (replies.rs).
+        let mut held = core.replies.lock().unwrap_or_else(|p| p.into_inner());
+        held.forget(&persisted_replies);
+        held.hold(new_replies);
+    }
     if checkpoint {
         if let Err(e) = journal.reset() {
             tracing::warn!(error = %e, "cannot empty the MDT journal after a checkpoint; it will be replayed harmlessly");

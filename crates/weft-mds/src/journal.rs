@@ -75,6 +75,14 @@ impl Journal {
     /// Appends one record; returns the length before it, for [`Journal::rollback_to`].
     pub fn append(&mut self, changes: &[Change]) -> WeftResult<u64> {
         let payload = postcard::to_stdvec(changes).expect("encoding into memory cannot fail");
+        if payload.len() > RECORD_BYTES_MAX as usize {
+            // Replay would take it for a torn record and stop there, losing it and every
+            // record after it: refuse it instead (its transaction is not committed).
+            return Err(WeftError::io(format!(
+                "an MDT journal record of {} bytes is over the {RECORD_BYTES_MAX}-byte limit",
+                payload.len()
+            )));
+        }
         let seq = self.next_seq;
         let mut rec = Vec::with_capacity(RECORD_HEADER_BYTES + payload.len());
         rec.extend_from_slice(&RECORD_MAGIC.to_le_bytes());

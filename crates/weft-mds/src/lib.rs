@@ -63,7 +63,7 @@ use futures::future::BoxFuture;
 use redb::{Database, ReadableDatabase};
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, RwLock};
 use tokio::sync::{oneshot, Notify};
 use weft_proto::msg::{ClusterMap, FileType, MdtReply, MdtRequest, RequestHeader, Timestamp};
 use weft_proto::{ErrorCode, Fid, StripeSpec, WeftError, WeftResult};
@@ -134,7 +134,8 @@ pub struct Core {
     /// The newest committed state, opened once and shared by reads until the next commit.
     read_view: Mutex<ReadView>,
     /// Stored replies not yet in the tables; changed by the committer only (replies.rs).
-    pub(crate) replies: Mutex<replies::Unpersisted>,
+    /// Read-locked while a checkpoint writes them into the tables, so lookups go on.
+    pub(crate) replies: RwLock<replies::Unpersisted>,
 }
 
 /// See [`Core::read_view`].
@@ -172,19 +173,25 @@ impl Core {
         Ok(tables)
     }
 
-    /// The stored reply of a mutation, if this request was executed already: held in memory
-    /// since its commit, or in the tables `t` since a checkpoint (the committer's own
-    /// transaction, or the read view).
+    /// The stored reply of a mutation held in memory since its commit (replies.rs).
+    pub(crate) fn held_reply(&self, client_id: u64, request_id: u64) -> WeftResult<Option<WeftResult<MdtReply>>> {
+        let held = self.replies.read().unwrap_or_else(|p| p.into_inner());
+        held.get(client_id, request_id).map(|v| replies::decode(client_id, request_id, v)).transpose()
+    }
+
+    /// The stored reply of a mutation, if this request was executed already: held in memory,
+    /// or in the tables `t` since a checkpoint. For the committer, whose transaction `t` is;
+    /// a reader must ask [`Core::held_reply`] before it opens its view (replies.rs).
     pub(crate) fn cached_reply<T: redb::ReadableTable<schema::Bytes, schema::Bytes>>(
         &self,
         t: &store::Tables<T>,
         client_id: u64,
         request_id: u64,
     ) -> WeftResult<Option<WeftResult<MdtReply>>> {
-        if let Some(v) = self.replies.lock().unwrap_or_else(|p| p.into_inner()).get(client_id, request_id) {
-            return replies::decode(client_id, request_id, v).map(Some);
+        match self.held_reply(client_id, request_id)? {
+            Some(r) => Ok(Some(r)),
+            None => t.cached_reply(client_id, request_id),
         }
-        t.cached_reply(client_id, request_id)
     }
 
     /// Called by the writer after every commit: later reads must see it.
@@ -245,7 +252,7 @@ impl Mds {
             stats: StatCounters::default(),
             destroy_wake: Notify::new(),
             read_view: Mutex::new(ReadView::default()),
-            replies: Mutex::new(replies::Unpersisted::default()),
+            replies: RwLock::new(replies::Unpersisted::default()),
         });
         let (queue, writer_thread) = writer::Queue::start(core.clone())?;
         let tasks = background::spawn_all(core.clone(), queue.clone());
@@ -324,8 +331,14 @@ impl Mds {
             return ops::read(&self.core, &tables, &header.identity, &req);
         }
         if header.request_id != 0 {
-            let view = self.core.read_view()?;
-            if let Some(reply) = self.core.cached_reply(&view, header.client_id, header.request_id)? {
+            // The held replies first, then a view opened after that: a checkpoint that
+            // moves a reply into the tables in between is in the view (replies.rs).
+            let (c, r) = (header.client_id, header.request_id);
+            let cached = match self.core.held_reply(c, r)? {
+                Some(reply) => Some(reply),
+                None => self.core.read_view()?.cached_reply(c, r)?,
+            };
+            if let Some(reply) = cached {
                 self.core.stats.reply_cache_hits.fetch_add(1, Ordering::Relaxed);
                 return reply;
             }
@@ -376,7 +389,8 @@ impl Mds {
         for t in tasks {
             let _ = t.await;
         }
-        // A last durable checkpoint, so that a clean restart has no journal to replay.
+        // A last durable checkpoint, so that a clean restart has no journal to replay (but a
+        // request admitted just before `stopping` may still commit after it: replay has it).
         let (done, rx) = tokio::sync::oneshot::channel();
         if self.queue.submit(Job::Internal { op: writer::InternalOp::Checkpoint, done }).is_ok() {
             if let Ok(Err(e)) = rx.await {

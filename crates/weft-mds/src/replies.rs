@@ -13,9 +13,10 @@
 //! written before the reply is sent, and replay applies its changes to the tables. The held
 //! entries are at most one checkpoint interval old, so pruning by age never misses them.
 //!
-//! Lookups ([`crate::Core::cached_reply`]) ask the held entries first, then the tables. An
-//! entry leaves the held set only after the commit that put it in the tables is visible to
-//! new reads, so a lookup finds it in one place or the other.
+//! Lookups ([`crate::Core::held_reply`], [`crate::Core::cached_reply`]) ask the held entries
+//! first, then the tables. An entry leaves the held set only after the commit that put it in
+//! the tables is visible to new reads, so a lookup that opens its view of the tables after
+//! asking the held set finds the reply in one place or the other.
 
 use crate::store::WriteTables;
 use std::collections::HashMap;
@@ -125,5 +126,33 @@ mod tests {
             assert_eq!(stored.len(), 2);
         }
         txn.commit().unwrap();
+    }
+
+    /// A crash while a reply is held: the tables never got it, the journal did.
+    #[test]
+    fn a_held_reply_is_found_after_replay() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = redb::Database::create(dir.path().join("mdt.redb")).unwrap();
+        crate::writer::format_or_check(&db, 0).unwrap();
+        let reply: WeftResult<MdtReply> = Ok(MdtReply::Empty);
+        let changes = {
+            let txn = db.begin_write().unwrap();
+            let mut t = crate::store::write_tables(&txn).unwrap();
+            t.journal_reply(7, 8, 99, &encode(99, &reply));
+            let c = std::mem::take(&mut t.changes);
+            drop(t);
+            txn.abort().unwrap();
+            c
+        };
+        let mut journal = crate::journal::Journal::open(dir.path(), 0).unwrap();
+        journal.append(&changes).unwrap();
+        drop(journal);
+        let read = |db: &redb::Database| {
+            let txn = redb::ReadableDatabase::begin_read(db).unwrap();
+            crate::store::read_tables(&txn).unwrap().cached_reply(7, 8).unwrap()
+        };
+        assert_eq!(read(&db), None, "not in the tables before the replay");
+        crate::writer::replay_journal(&db, dir.path()).unwrap();
+        assert_eq!(read(&db), Some(reply));
     }
 }

@@ -264,7 +264,7 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
     let applied = (|| -> Result<Vec<Change>, BatchError> {
         let mut t = store::write_tables(&txn).map_err(BatchError::Whole)?;
         if persist_replies {
-            let held = core.replies.lock().unwrap_or_else(|p| p.into_inner());
+            let held = core.replies.read().unwrap_or_else(|p| p.into_inner());
             persisted_replies = held.write_into(&mut t).map_err(BatchError::Whole)?;
         }
         let now = crate::now();
@@ -360,11 +360,15 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
     } else if changes.is_empty() {
         None
     } else {
+        // Before the record is written: a failure after it would leave a record of a
+        // transaction that never committed.
+        if let Err(e) = txn.set_durability(Durability::None) {
+            let _ = txn.abort();
+            core.open_files().revert(undo);
+            return Err(BatchError::Whole(storage_err(e)));
+        }
         match journal.append(&changes) {
-            Ok(before) => {
-                txn.set_durability(Durability::None).map_err(|e| BatchError::Whole(storage_err(e)))?;
-                Some(before)
-            }
+            Ok(before) => Some(before),
             Err(e) => {
                 let _ = txn.abort();
                 core.open_files().revert(undo);
@@ -387,7 +391,7 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
     {
         // After `committed`: a reply leaves the held set only once reads can see it in the
         // tables (replies.rs).
-        let mut held = core.replies.lock().unwrap_or_else(|p| p.into_inner());
+        let mut held = core.replies.write().unwrap_or_else(|p| p.into_inner());
         held.forget(&persisted_replies);
         held.hold(new_replies);
     }

@@ -187,18 +187,18 @@ pub fn drop_page_cache(path: &Path) -> Result<()> {
 /// within about two seconds, and the first writer to touch it again pays for the host's
 /// page faults inside its copies; a phase started before that is done would be measured on
 /// memory half warm, half cold. Waiting puts every phase on the same footing.
-pub const DROP_CACHES_SETTLE: Duration = Duration::from_secs(3);
+const DROP_CACHES_SETTLE: Duration = Duration::from_secs(3);
 
 /// The node's whole page cache, dentries and inodes, as IO-500's `drop-caches` does between
 /// phases: sync(2), then "3" into /proc/sys/vm/drop_caches (root only), then a pause of
-/// `settle`. Unlike [`drop_page_cache`] this also reaches pages a file system keeps in
+/// [`DROP_CACHES_SETTLE`]. Unlike [`drop_page_cache`] this also reaches pages a file system keeps in
 /// another file, such as the object file behind a FUSE passthrough open.
-pub fn drop_system_caches(settle: Duration) -> Result<()> {
+pub fn drop_system_caches() -> Result<()> {
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
     std::fs::write("/proc/sys/vm/drop_caches", "3\n")
         .context("--drop-caches writes /proc/sys/vm/drop_caches, which needs root")?;
-    std::thread::sleep(settle);
+    std::thread::sleep(DROP_CACHES_SETTLE);
     Ok(())
 }
 

@@ -3,7 +3,7 @@
 //! the same on a baseline directory (after Weft) and compares.
 
 use crate::cpu::CpuClock;
-use crate::fsapi::{drop_system_caches, BenchFs, PosixFs, DROP_CACHES_SETTLE};
+use crate::fsapi::{drop_system_caches, BenchFs, PosixFs};
 use crate::native::NativeFs;
 use crate::phase::*;
 use crate::report::{self, Report, Suite};
@@ -125,7 +125,7 @@ fn suite(opts: &Options, api: &Api, dir: &str) -> Result<Suite> {
     let mut phases = Vec::new();
     for phase in ORDER {
         if opts.drop_caches {
-            drop_system_caches(DROP_CACHES_SETTLE)?;
+            drop_system_caches()?;
         } else if *api == Api::Posix && matches!(phase, Phase::IorEasyRead | Phase::IorHardRead) {
             // The reads measure the file system, not this node's page cache. (Pages a file
             // system keeps elsewhere, as in the object file behind a FUSE passthrough open,

@@ -4,7 +4,7 @@
 //! system), every byte checked; MB/s and the machine's CPU seconds per GB for each.
 
 use crate::cpu::{seconds_per_gb, CpuClock};
-use crate::fsapi::{drop_system_caches, BenchFs, PosixFs, DROP_CACHES_SETTLE};
+use crate::fsapi::{drop_system_caches, BenchFs, PosixFs};
 use crate::native::NativeFs;
 use crate::pattern::{self, Stream};
 use crate::phase::Api;
@@ -94,7 +94,7 @@ fn streams<F: BenchFs>(fs: &mut F, name: &str, opts: &Options) -> Result<(Figure
     let bs = opts.block_bytes;
     let result = (|| {
         if opts.drop_caches {
-            drop_system_caches(DROP_CACHES_SETTLE)?;
+            drop_system_caches()?;
         }
         let cpu = CpuClock::now();
         let start = Instant::now();
@@ -114,7 +114,7 @@ fn streams<F: BenchFs>(fs: &mut F, name: &str, opts: &Options) -> Result<(Figure
         let write = figure(opts.size_bytes, start, cpu);
 
         if opts.drop_caches {
-            drop_system_caches(DROP_CACHES_SETTLE)?;
+            drop_system_caches()?;
         } else {
             fs.drop_cache(name)?;
         }
@@ -146,17 +146,22 @@ fn streams<F: BenchFs>(fs: &mut F, name: &str, opts: &Options) -> Result<(Figure
 mod tests {
     use super::*;
 
+    /// A stream of `size` bytes in 1 MiB calls in `dir`, no JSON, caches left alone.
+    fn local(size: u64, dir: &tempfile::TempDir) -> Options {
+        Options {
+            dir: dir.path().to_string_lossy().into_owned(),
+            api: Api::Posix,
+            size_bytes: size,
+            block_bytes: 1 << 20,
+            json: None,
+            drop_caches: false,
+        }
+    }
+
     #[test]
     fn a_local_stream() {
         let dir = tempfile::tempdir().unwrap();
-        let opts = Options {
-            dir: dir.path().to_string_lossy().into_owned(),
-            api: Api::Posix,
-            size_bytes: (3 << 20) + 5,
-            block_bytes: 1 << 20,
-            json: Some(dir.path().join("s.json")),
-            drop_caches: false,
-        };
+        let opts = Options { json: Some(dir.path().join("s.json")), ..local((3 << 20) + 5, &dir) };
         let r = run(&opts).unwrap();
         assert_eq!(r.read.bytes, (3 << 20) + 5);
         assert!(r.write.mb_s > 0.0 && r.read.mb_s > 0.0);
@@ -169,14 +174,7 @@ mod tests {
     #[test]
     fn drop_caches_runs_as_root_and_names_root_otherwise() {
         let dir = tempfile::tempdir().unwrap();
-        let opts = Options {
-            dir: dir.path().to_string_lossy().into_owned(),
-            api: Api::Posix,
-            size_bytes: 1 << 20,
-            block_bytes: 1 << 20,
-            json: None,
-            drop_caches: true,
-        };
+        let opts = Options { drop_caches: true, ..local(1 << 20, &dir) };
         // SAFETY: geteuid has no preconditions.
         let root = unsafe { libc::geteuid() } == 0;
         match run(&opts) {

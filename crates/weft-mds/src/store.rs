@@ -13,6 +13,23 @@ pub fn storage_err(e: impl std::fmt::Display) -> WeftError {
     WeftError::io(format!("MDT storage error: {e}"))
 }
 
+/// The two rows of a stored reply: the reply itself, and its entry in the by-time index
+/// the pruner walks.
+fn reply_rows(client_id: u64, request_id: u64, stored_secs: u64, value: &[u8]) -> [Change; 2] {
+    [
+        Change {
+            table: schema::TABLE_REPLY_CACHE,
+            key: schema::reply_key(client_id, request_id).to_vec(),
+            value: Some(value.to_vec()),
+        },
+        Change {
+            table: schema::TABLE_REPLY_BY_TIME,
+            key: schema::reply_time_key(stored_secs, client_id, request_id).to_vec(),
+            value: Some(Vec::new()),
+        },
+    ]
+}
+
 /// The tables of one transaction.
 pub struct Tables<T> {
     pub inodes: T,
@@ -351,27 +368,16 @@ impl<'t> WriteTables<'t> {
     /// Writes a reply-cache row (`value` from [`crate::replies::encode`], stored at
     /// `stored_secs`) and its entry in the by-time index.
     pub fn put_reply(&mut self, client_id: u64, request_id: u64, stored_secs: u64, value: &[u8]) -> WeftResult<()> {
-        self.put(schema::TABLE_REPLY_CACHE, schema::reply_key(client_id, request_id).as_slice(), value)?;
-        self.put(
-            schema::TABLE_REPLY_BY_TIME,
-            schema::reply_time_key(stored_secs, client_id, request_id).as_slice(),
-            [].as_slice(),
-        )
+        for c in reply_rows(client_id, request_id, stored_secs, value) {
+            self.put(c.table, &c.key, c.value.as_deref().unwrap_or_default())?;
+        }
+        Ok(())
     }
 
-    /// Records the same two writes as [`Tables::put_reply`] for the journal only, leaving the
+    /// Records the same writes as [`Tables::put_reply`] for the journal only, leaving the
     /// tables alone: the reply is held in memory until a checkpoint (see replies.rs).
     pub fn journal_reply(&mut self, client_id: u64, request_id: u64, stored_secs: u64, value: &[u8]) {
-        self.changes.push(Change {
-            table: schema::TABLE_REPLY_CACHE,
-            key: schema::reply_key(client_id, request_id).to_vec(),
-            value: Some(value.to_vec()),
-        });
-        self.changes.push(Change {
-            table: schema::TABLE_REPLY_BY_TIME,
-            key: schema::reply_time_key(stored_secs, client_id, request_id).to_vec(),
-            value: Some(Vec::new()),
-        });
+        self.changes.extend(reply_rows(client_id, request_id, stored_secs, value));
     }
 
     /// Removes at most `limit` replies stored before `before_secs`; returns how many.

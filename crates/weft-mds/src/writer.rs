@@ -273,15 +273,14 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
             match job {
                 Job::Request { header, req, reservation, .. } => {
                     let cacheable = header.request_id != 0;
-                    let cached = match new_replies.get(&(header.client_id, header.request_id)) {
-                        Some(v) if cacheable => Some(
-                            crate::replies::decode(header.client_id, header.request_id, v)
-                                .map_err(|e| BatchError::Op(i, e))?,
-                        ),
-                        _ if cacheable => core
-                            .cached_reply(&t, header.client_id, header.request_id)
-                            .map_err(|e| BatchError::Op(i, e))?,
-                        _ => None,
+                    let (c, q) = (header.client_id, header.request_id);
+                    // This batch's own replies, then the held ones, then the tables.
+                    let cached = if !cacheable {
+                        None
+                    } else if let Some(v) = new_replies.get(&(c, q)) {
+                        Some(crate::replies::decode(c, q, v).map_err(|e| BatchError::Op(i, e))?)
+                    } else {
+                        core.cached_reply(&t, c, q).map_err(|e| BatchError::Op(i, e))?
                     };
                     let (reply, used) = match cached {
                         Some(r) => {
@@ -309,7 +308,6 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
                             mutations += 1;
                             if cacheable {
                                 let v = crate::replies::encode(now_secs, &r);
-                                let (c, q) = (header.client_id, header.request_id);
                                 if persist_replies {
                                     t.put_reply(c, q, now_secs, &v).map_err(|e| BatchError::Op(i, e))?;
                                 } else {
@@ -336,9 +334,7 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
     let changes = match applied {
         Ok(c) => c,
         Err(e) => {
-            let _ = txn.abort();
-            core.open_files().revert(undo);
-            return Err(e);
+            return Err(abandon(txn, core, undo, e));
         }
     };
     let mut journal = core.journal.lock().unwrap_or_else(|p| p.into_inner());
@@ -352,9 +348,7 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
             m.insert(schema::META_JOURNAL_SEQ_KEY, seq.to_be_bytes().as_slice()).map(|_| ()).map_err(storage_err)
         });
         if let Err(e) = stored {
-            let _ = txn.abort();
-            core.open_files().revert(undo);
-            return Err(BatchError::Whole(e));
+            return Err(abandon(txn, core, undo, BatchError::Whole(e)));
         }
         None
     } else if changes.is_empty() {
@@ -363,16 +357,12 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
         // Before the record is written: a failure after it would leave a record of a
         // transaction that never committed.
         if let Err(e) = txn.set_durability(Durability::None) {
-            let _ = txn.abort();
-            core.open_files().revert(undo);
-            return Err(BatchError::Whole(storage_err(e)));
+            return Err(abandon(txn, core, undo, BatchError::Whole(storage_err(e))));
         }
         match journal.append(&changes) {
             Ok(before) => Some(before),
             Err(e) => {
-                let _ = txn.abort();
-                core.open_files().revert(undo);
-                return Err(BatchError::Whole(e));
+                return Err(abandon(txn, core, undo, BatchError::Whole(e)));
             }
         }
     };
@@ -405,6 +395,14 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
     core.stats.reply_cache_hits.fetch_add(hits, Ordering::Relaxed);
     let queued_destroys = changes.iter().any(|c| c.table == schema::TABLE_DESTROY_QUEUE && c.value.is_some());
     Ok((outcomes, queued_destroys))
+}
+
+/// Gives up a batch before its commit: the transaction is aborted and the in-memory open
+/// handles it changed are put back.
+fn abandon(txn: redb::WriteTransaction, core: &Core, undo: Vec<Undo>, e: BatchError) -> BatchError {
+    let _ = txn.abort();
+    core.open_files().revert(undo);
+    e
 }
 
 /// Objects reserved for an op that did not use them (it failed, or opened an existing file):

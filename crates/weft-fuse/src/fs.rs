@@ -222,8 +222,8 @@ impl WeftFs {
     /// The MDS open flags for kernel open flags, asking for passthrough when this mount
     /// could give it (see [`OpenIo`]).
     fn mds_open_flags(&self, fid: Option<Fid>, flags: i32) -> u32 {
+        // (`passthrough` is on only where locks are: see `init`.)
         let passthrough = self.passthrough.load(Ordering::Relaxed)
-            && self.locking()
             && fid.is_none_or(|fid| self.io.passthrough_possible(fid))
             && self.client.has_local_osts();
         open_flags(flags) | if passthrough { OPEN_PASSTHROUGH } else { 0 }
@@ -806,14 +806,15 @@ impl fuser::Filesystem for WeftFs {
         let queued = async {
             // The write lock travels with the queued write until it reached the OSTs.
             let locks = self.client.extent_lock(file.fid, layout, offset, len as u64, LockMode::Pw).await?;
-            let write = QueuedWrite { fid: file.fid, layout: layout.clone(), offset, data: bytes, locks };
-            self.writes.submit(self.client.clone(), req.pid(), write).await?;
             if file.io == KernelIo::Uncached {
                 // Another client reads the object past the locks (passthrough): what this
-                // write returns must be there.
-                self.writes.drain(file.fid).await?;
+                // write returns must be there. So it is written now, after whatever an
+                // earlier mode of this inode left queued, not queued itself.
+                self.writes.wait_queued(file.fid).await;
+                return self.client.write(layout, offset, bytes, &locks).await;
             }
-            Ok(())
+            let write = QueuedWrite { fid: file.fid, layout: layout.clone(), offset, data: bytes, locks };
+            self.writes.submit(self.client.clone(), req.pid(), write).await
         };
         match self.block(queued) {
             Ok(()) => {

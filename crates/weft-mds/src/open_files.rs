@@ -219,7 +219,8 @@ mod tests {
         // Client 1 alone: passthrough; its second open too.
         let (p1, io) = of.open(f, OPEN_WRITE, 1, false, true, &mut undo);
         assert_eq!(io, OpenIo::Passthrough);
-        assert_eq!(of.open(f, OPEN_READ, 1, false, true, &mut undo).1, OpenIo::Passthrough);
+        let (p1b, io) = of.open(f, OPEN_READ, 1, false, true, &mut undo);
+        assert_eq!(io, OpenIo::Passthrough);
         // Client 2 meanwhile: nothing cached, whatever it asks.
         let (u2, io) = of.open(f, OPEN_READ, 2, false, true, &mut undo);
         assert_eq!(io, OpenIo::Uncached);
@@ -228,10 +229,7 @@ mod tests {
         // own passthrough opens closed; client 2 caches again once they closed.
         of.close(p1, &mut undo).unwrap();
         assert_eq!(of.io_for(f, 2, false), OpenIo::Uncached, "client 1's second open still lasts");
-        let rest: Vec<u64> = of.handles.iter().filter(|(_, oh)| oh.client_id == 1).map(|(h, _)| *h).collect();
-        for h in rest {
-            of.close(h, &mut undo).unwrap();
-        }
+        of.close(p1b, &mut undo).unwrap();
         assert_eq!(of.io_for(f, 1, true), OpenIo::Cached, "client 2 has it open");
         assert_eq!(of.io_for(f, 2, false), OpenIo::Cached);
         assert_eq!(of.io_for(f, 2, true), OpenIo::Passthrough, "client 2 alone now");

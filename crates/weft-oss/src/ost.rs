@@ -50,6 +50,9 @@ pub(crate) struct Ost {
 impl Ost {
     /// Opens an OST directory whose `target` file was already checked.
     pub fn open(index: u32, dir: PathBuf) -> WeftResult<Ost> {
+        // Absolute, so that object paths handed to a client (LocalPath) hold anywhere.
+        let dir = std::path::absolute(&dir)
+            .map_err(|e| WeftError::io(format!("OST {index}: cannot make {} an absolute path: {e}", dir.display())))?;
         let seq = Fid::object_seq(index);
         let objects_dir = dir.join("O");
         let seq_dir = objects_dir.join(format!("{seq:x}"));
@@ -276,8 +279,7 @@ impl Ost {
             return Err(WeftError::not_found(format!("object {fid} was never created on OST {}", self.index)));
         }
         self.open_or_create(oid)?;
-        let path = std::path::absolute(self.object_path(oid)).map_err(|e| self.io_error(oid, "absolute path", e))?;
-        Ok(OstReply::LocalPath { path: path.into_os_string().into_vec() })
+        Ok(OstReply::LocalPath { path: self.object_path(oid).into_os_string().into_vec() })
     }
 
     fn sync(&self, fid: &Fid) -> WeftResult<OstReply> {
@@ -314,7 +316,7 @@ impl Ost {
         // punch), and until then it reads as empty, as a destroyed one does. An empty file
         // created here would cost an inode allocation and a directory entry per file
         // created on the MDS, most of them never written (mdtest, tar of small files...).
-        let mut last_id = self.last_id.lock().unwrap_or_else(|e| e.into_inner());
+        let mut last_id = lock_unpoisoned(&self.last_id);
         if last_oid > *last_id {
             durable::replace_file(&self.seq_dir, LAST_ID_FILE_NAME, format!("{last_oid}\n").as_bytes()).map_err(
                 |e| {
@@ -348,7 +350,7 @@ impl Ost {
     }
 
     pub fn last_id(&self) -> u32 {
-        *self.last_id.lock().unwrap_or_else(|e| e.into_inner())
+        *lock_unpoisoned(&self.last_id)
     }
 }
 

@@ -6,7 +6,7 @@ use crate::perm;
 use crate::schema::Bytes;
 use crate::store::Tables;
 use redb::ReadableTable;
-use weft_proto::msg::{FileType, Identity, MdtReply, OPEN_PASSTHROUGH, OPEN_WRITE};
+use weft_proto::msg::{FileType, Identity, MdtReply, OPEN_WRITE};
 use weft_proto::{ErrorCode, Fid, Layout, StripeSpec, WeftResult};
 
 /// Before the transaction: if this create will make a new file, the layout spec to reserve
@@ -101,7 +101,7 @@ pub fn create(
     super::touch_dir(&mut dir, ctx.now);
     ctx.t.put_inode(parent, &dir)?;
     // A new file is empty: its size is trusted, and the creator is told so (no glimpse).
-    let passthrough = open_flags & OPEN_PASSTHROUGH != 0 && super::open::one_object(rec.layout.as_ref());
+    let passthrough = super::open::passthrough_wanted(open_flags, &rec);
     let (handle, io) = ctx.core.open_files().open(fid, open_flags, ctx.client_id, true, passthrough, ctx.undo);
     let mut inode = crate::inode_info(ctx.core, fid, &rec);
     inode.attr.size_known = true;

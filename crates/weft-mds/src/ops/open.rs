@@ -2,8 +2,8 @@
 
 use super::{owner, OpCtx};
 use crate::perm;
+use crate::schema::InodeRecord;
 use weft_proto::msg::{FileType, MdtReply, OPEN_PASSTHROUGH, OPEN_READ, OPEN_TRUNC, OPEN_WRITE};
-use weft_proto::Layout;
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 pub fn open(ctx: &mut OpCtx<'_, '_>, fid: Fid, flags: u32) -> WeftResult<MdtReply> {
@@ -40,7 +40,7 @@ pub fn open(ctx: &mut OpCtx<'_, '_>, fid: Fid, flags: u32) -> WeftResult<MdtRepl
     if changed {
         ctx.t.put_inode(fid, &rec)?;
     }
-    let passthrough = regular && flags & OPEN_PASSTHROUGH != 0 && one_object(rec.layout.as_ref());
+    let passthrough = passthrough_wanted(flags, &rec);
     let (handle, io) = ctx.core.open_files().open(fid, flags, ctx.client_id, trusted, passthrough, ctx.undo);
     let mut inode = crate::inode_info(ctx.core, fid, &rec);
     if write && trusted {
@@ -49,9 +49,12 @@ pub fn open(ctx: &mut OpCtx<'_, '_>, fid: Fid, flags: u32) -> WeftResult<MdtRepl
     Ok(MdtReply::Opened { inode, handle, io })
 }
 
-/// Whether a file's data is one object (what a passthrough open can read and write).
-pub(crate) fn one_object(layout: Option<&Layout>) -> bool {
-    layout.and_then(|l| l.plain().ok()).is_some_and(|c| c.stripe_count() == 1)
+/// Whether an open with `flags` asks for passthrough and the file can have it: a regular
+/// file whose data is one object (what the kernel can read and write itself).
+pub(crate) fn passthrough_wanted(flags: u32, rec: &InodeRecord) -> bool {
+    flags & OPEN_PASSTHROUGH != 0
+        && rec.kind == FileType::Regular
+        && rec.layout.as_ref().and_then(|l| l.plain().ok()).is_some_and(|c| c.stripe_count() == 1)
 }
 
 #[cfg(test)]

@@ -33,13 +33,25 @@ fn separate_processes_on_separate_addresses_and_two_clients() {
     );
 }
 
-/// Writes files one after another, each fsync'd; records those whose fsync returned.
-fn writer(
-    dir: std::path::PathBuf,
-    stop: Arc<AtomicBool>,
-    durable: Arc<Mutex<Vec<usize>>>,
-    errors: Arc<Mutex<Vec<String>>>,
-) {
+/// Where the writer process of the kill -9 test writes; set only in that process.
+const WRITER_DIR_ENV: &str = "WEFT_TEST_WRITER_DIR";
+
+/// The kill -9 test's writer, run as a process of its own (see `Writer::start`): writes
+/// files one after another, each fsync'd, and prints `durable <i>` once file i's fsync
+/// returned or `error f<i>: <why>`, until its stdin closes.
+#[test]
+#[ignore = "the writer process of kill_9_of_mds_and_oss_under_writes_loses_no_fsynced_file"]
+fn writer_process() {
+    let Some(dir) = std::env::var_os(WRITER_DIR_ENV).map(std::path::PathBuf::from) else {
+        return;
+    };
+    let stop = Arc::new(AtomicBool::new(false));
+    let watch = stop.clone();
+    std::thread::spawn(move || {
+        let _ = std::io::copy(&mut std::io::stdin(), &mut std::io::sink());
+        watch.store(true, Ordering::SeqCst);
+    });
+    let mut out = std::io::stdout();
     let mut i = 0;
     while !stop.load(Ordering::SeqCst) {
         let data = pattern(i as u64, 0, 256 << 10);
@@ -50,10 +62,64 @@ fn writer(
             Ok(())
         })();
         match r {
-            Ok(()) => durable.lock().unwrap().push(i),
-            Err(e) => errors.lock().unwrap().push(format!("f{i}: {e}")),
+            Ok(()) => writeln!(out, "durable {i}").unwrap(),
+            Err(e) => writeln!(out, "error f{i}: {e}").unwrap(),
         }
+        out.flush().unwrap();
         i += 1;
+    }
+}
+
+/// The writer process and what it reported. It is a process, not a thread, because the
+/// test restarts servers: a thread's open file on the mount would be inherited by the
+/// server process being spawned, and closing it at exec flushes it, which waits for the
+/// write in flight, which waits for the very server being started (until the mount's
+/// timeout).
+struct Writer {
+    child: std::process::Child,
+    reader: Option<std::thread::JoinHandle<()>>,
+    durable: Arc<Mutex<Vec<usize>>>,
+    errors: Arc<Mutex<Vec<String>>>,
+}
+
+impl Writer {
+    fn start(dir: &std::path::Path) -> Writer {
+        let mut child = std::process::Command::new(std::env::current_exe().unwrap())
+            .args(["writer_process", "--exact", "--ignored", "--nocapture", "--quiet"])
+            .env(WRITER_DIR_ENV, dir)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .spawn()
+            .expect("writer process");
+        let (durable, errors) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
+        let stdout = child.stdout.take().unwrap();
+        let (du, er) = (durable.clone(), errors.clone());
+        let reader = std::thread::spawn(move || {
+            for line in std::io::BufRead::lines(std::io::BufReader::new(stdout)) {
+                let Ok(line) = line else { break };
+                if let Some(i) = line.strip_prefix("durable ") {
+                    du.lock().unwrap().push(i.parse().unwrap());
+                } else if let Some(e) = line.strip_prefix("error ") {
+                    er.lock().unwrap().push(e.to_string());
+                }
+            }
+        });
+        Writer { child, reader: Some(reader), durable, errors }
+    }
+
+    /// Closes the writer's stdin and waits for it to finish the file it is on.
+    fn stop(&mut self) {
+        drop(self.child.stdin.take());
+        let status = self.child.wait().unwrap();
+        self.reader.take().unwrap().join().unwrap();
+        assert!(status.success(), "writer process: {status}");
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 
@@ -63,13 +129,8 @@ fn kill_9_of_mds_and_oss_under_writes_loses_no_fsynced_file() {
     let m = c.mount_with("timeout=60");
     fs::create_dir(m.join("w")).unwrap();
     weft_ok(&["setstripe", "-c", "2", "-S", "64K", m.join("w").to_str().unwrap()]);
-    let stop = Arc::new(AtomicBool::new(false));
-    let durable = Arc::new(Mutex::new(Vec::new()));
-    let errors = Arc::new(Mutex::new(Vec::new()));
-    let t = {
-        let (d, s, du, e) = (m.join("w"), stop.clone(), durable.clone(), errors.clone());
-        std::thread::spawn(move || writer(d, s, du, e))
-    };
+    let mut w = Writer::start(&m.join("w"));
+    let durable = w.durable.clone();
     let wait_for = |n: usize| {
         let start = Instant::now();
         while durable.lock().unwrap().len() < n {
@@ -92,9 +153,8 @@ fn kill_9_of_mds_and_oss_under_writes_loses_no_fsynced_file() {
     c.restart("oss1");
     let after_oss = durable.lock().unwrap().len();
     wait_for(after_oss + 10);
-    stop.store(true, Ordering::SeqCst);
-    t.join().unwrap();
-    let errors = errors.lock().unwrap().clone();
+    w.stop();
+    let errors = w.errors.lock().unwrap().clone();
     assert!(errors.is_empty(), "the mount should carry on across restarts: {errors:?}");
 
     // Every fsync'd file is intact, also after the servers restart once more and a fresh

@@ -268,13 +268,14 @@ impl Cluster {
         // The old address may linger in TIME_WAIT for a moment; the server binds with
         // SO_REUSEADDR (tokio's default on Linux), so one try normally suffices.
         s.child = Some(spawn_server(&weft, s));
-        while started.elapsed() < Duration::from_secs(2) {
+        while started.elapsed() < Duration::from_secs(START_TIMEOUT_S) {
             if std::net::TcpStream::connect(&s.address).is_ok() {
                 return;
             }
             check_alive(s);
             std::thread::sleep(Duration::from_millis(20));
         }
+        panic!("{name} did not listen on {} within {START_TIMEOUT_S} s:\n{}", s.address, tail(&s.log, 30));
     }
 
     pub fn log_tails(&self) -> String {

@@ -535,7 +535,7 @@ impl fuser::Filesystem for WeftFs {
         // `OpenIo`); without extent locks nothing could keep the other clients coherent.
         if self.opts.passthrough && self.locking() {
             match (config.add_capabilities(InitFlags::FUSE_PASSTHROUGH), config.set_max_stack_depth(1)) {
-                (Ok(()), Ok(_)) => self.passthrough = AtomicBool::new(true),
+                (Ok(()), Ok(_)) => *self.passthrough.get_mut() = true,
                 _ => tracing::info!("the kernel offers no FUSE passthrough: all I/O goes through the mount"),
             }
         }

@@ -173,25 +173,22 @@ impl Core {
         Ok(tables)
     }
 
-    /// The stored reply of a mutation held in memory since its commit (replies.rs).
-    pub(crate) fn held_reply(&self, client_id: u64, request_id: u64) -> WeftResult<Option<WeftResult<MdtReply>>> {
-        let held = self.replies.read().unwrap_or_else(|p| p.into_inner());
-        held.get(client_id, request_id).map(|v| replies::decode(client_id, request_id, v)).transpose()
-    }
-
-    /// The stored reply of a mutation, if this request was executed already: held in memory,
-    /// or in the tables `t` since a checkpoint. For the committer, whose transaction `t` is;
-    /// a reader must ask [`Core::held_reply`] before it opens its view (replies.rs).
-    pub(crate) fn cached_reply<T: redb::ReadableTable<schema::Bytes, schema::Bytes>>(
+    /// The stored reply of a mutation, if this request was executed already: held in memory
+    /// since its commit, else found by `in_tables` (the tables since a checkpoint). The held
+    /// set is asked first, so a reader whose `in_tables` opens its view only then cannot
+    /// miss a reply that a checkpoint moves in between (replies.rs).
+    pub(crate) fn cached_reply(
         &self,
-        t: &store::Tables<T>,
         client_id: u64,
         request_id: u64,
+        in_tables: impl FnOnce() -> WeftResult<Option<WeftResult<MdtReply>>>,
     ) -> WeftResult<Option<WeftResult<MdtReply>>> {
-        match self.held_reply(client_id, request_id)? {
-            Some(r) => Ok(Some(r)),
-            None => t.cached_reply(client_id, request_id),
+        let held = self.replies.read().unwrap_or_else(|p| p.into_inner());
+        if let Some(v) = held.get(client_id, request_id) {
+            return replies::decode(client_id, request_id, v).map(Some);
         }
+        drop(held);
+        in_tables()
     }
 
     /// Called by the writer after every commit: later reads must see it.
@@ -331,14 +328,9 @@ impl Mds {
             return ops::read(&self.core, &tables, &header.identity, &req);
         }
         if header.request_id != 0 {
-            // The held replies first, then a view opened after that: a checkpoint that
-            // moves a reply into the tables in between is in the view (replies.rs).
+            // The view is opened only after the held replies were asked (see cached_reply).
             let (c, r) = (header.client_id, header.request_id);
-            let cached = match self.core.held_reply(c, r)? {
-                Some(reply) => Some(reply),
-                None => self.core.read_view()?.cached_reply(c, r)?,
-            };
-            if let Some(reply) = cached {
+            if let Some(reply) = self.core.cached_reply(c, r, || self.core.read_view()?.cached_reply(c, r))? {
                 self.core.stats.reply_cache_hits.fetch_add(1, Ordering::Relaxed);
                 return reply;
             }

@@ -13,10 +13,10 @@
 //! written before the reply is sent, and replay applies its changes to the tables. The held
 //! entries are at most one checkpoint interval old, so pruning by age never misses them.
 //!
-//! Lookups ([`crate::Core::held_reply`], [`crate::Core::cached_reply`]) ask the held entries
-//! first, then the tables. An entry leaves the held set only after the commit that put it in
-//! the tables is visible to new reads, so a lookup that opens its view of the tables after
-//! asking the held set finds the reply in one place or the other.
+//! Lookups ([`crate::Core::cached_reply`]) ask the held entries first, then the tables. An
+//! entry leaves the held set only after the commit that put it in the tables is visible to
+//! new reads, so a lookup that opens its view of the tables after asking the held set finds
+//! the reply in one place or the other.
 
 use crate::store::WriteTables;
 use std::collections::HashMap;

@@ -280,7 +280,7 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
                     } else if let Some(v) = new_replies.get(&(c, q)) {
                         Some(crate::replies::decode(c, q, v).map_err(|e| BatchError::Op(i, e))?)
                     } else {
-                        core.cached_reply(&t, c, q).map_err(|e| BatchError::Op(i, e))?
+                        core.cached_reply(c, q, || t.cached_reply(c, q)).map_err(|e| BatchError::Op(i, e))?
                     };
                     let (reply, used) = match cached {
                         Some(r) => {

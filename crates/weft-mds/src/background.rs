@@ -2,10 +2,8 @@
 //! the OSTs through [`crate::ObjectTargets`] and write through the write queue (writer.rs).
 
 use crate::limits::*;
-use crate::store::storage_err;
 use crate::writer::{InternalOp, Job, Queue};
 use crate::Core;
-use redb::ReadableTable;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -104,20 +102,8 @@ async fn refill_task(core: Arc<Core>, queue: Queue) {
 }
 
 fn pending_destroys(core: &Core) -> WeftResult<Vec<(u32, Fid)>> {
-    let t = core.read_view()?;
     // Entries of OSTs that are down wait without blocking the others.
-    let mut out = Vec::new();
-    for item in t.destroy_queue.iter().map_err(storage_err)? {
-        let (k, _) = item.map_err(storage_err)?;
-        let (ost, fid) = crate::schema::split_destroy_key(k.value())?;
-        if core.objects.is_up(ost) {
-            out.push((ost, fid));
-            if out.len() >= DESTROY_BATCH_OBJECTS_MAX {
-                break;
-            }
-        }
-    }
-    Ok(out)
+    core.read_view().destroy_entries(DESTROY_BATCH_OBJECTS_MAX, |ost| core.objects.is_up(ost))
 }
 
 /// Destroys queued objects on their OSTs; entries leave the queue once an OST confirmed.

@@ -2,13 +2,13 @@
 //!
 //! Each batch of the writer thread records the key-value writes it made (physical logging:
 //! the table, the key, and the new value or a deletion) and appends them as one record to
-//! `journal` with a plain write(2) before anyone is answered. The redb transaction then
-//! commits without a sync (`Durability::None`: in memory only). The page cache holds the
-//! journal across a crash of the process, so after kill -9 the next start replays every
-//! record newer than the last durable checkpoint, in order, and the state is exactly what
-//! was acknowledged. Every CHECKPOINT_INTERVAL_MS a checkpoint commits durably (fsync),
-//! storing the last journaled sequence number in the same transaction, and empties the
-//! journal. A power loss can therefore lose at most one checkpoint interval of metadata
+//! `journal` with a plain write(2) before anyone is answered. The changes themselves stay in
+//! memory over redb's last checkpoint (store.rs). The page cache holds the journal across a
+//! crash of the process, so after kill -9 the next start replays every record newer than
+//! the last durable checkpoint into redb, in order, and the state is exactly what was
+//! acknowledged. Every CHECKPOINT_INTERVAL_MS a checkpoint writes the changes in memory into
+//! redb in one durable transaction (fsync), storing the last journaled sequence number in
+//! it, and empties the journal. A power loss can therefore lose at most one checkpoint interval of metadata
 //! changes; a process crash loses nothing acknowledged.
 //!
 //! Record format (all integers little-endian):
@@ -34,7 +34,7 @@ const RECORD_HEADER_BYTES: usize = 20;
 const RECORD_BYTES_MAX: u32 = 256 << 20;
 pub const JOURNAL_FILE_NAME: &str = "journal";
 
-/// One key-value write of a transaction.
+/// One key-value write of a batch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Change {
     pub table: u8,
@@ -77,7 +77,7 @@ impl Journal {
         let payload = postcard::to_stdvec(changes).expect("encoding into memory cannot fail");
         if payload.len() > RECORD_BYTES_MAX as usize {
             // Replay would take it for a torn record and stop there, losing it and every
-            // record after it: refuse it instead (its transaction is not committed).
+            // record after it: refuse it instead (its batch is not committed).
             return Err(WeftError::io(format!(
                 "an MDT journal record of {} bytes is over the {RECORD_BYTES_MAX}-byte limit",
                 payload.len()
@@ -103,7 +103,7 @@ impl Journal {
         Ok(before)
     }
 
-    /// Forgets the records after `len_bytes` (their transaction did not commit).
+    /// Forgets the records after `len_bytes` (their batch did not commit).
     pub fn rollback_to(&mut self, len_bytes: u64) -> WeftResult<()> {
         self.file.set_len(len_bytes).map_err(storage_err)?;
         if len_bytes < self.len_bytes {

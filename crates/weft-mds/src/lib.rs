@@ -7,24 +7,25 @@
 //! ```text
 //! Mds::handle(header, request)
 //!   ├─ read (lookup, getattr, readdir, getxattr, ...): inline, on the read view (the
-//!   │    tables as of the last commit, shared by reads until the next one: Core::read_view),
-//!   │    ops::read → reply. Never waits for the writer.
+//!   │    state as of the last commit, a snapshot: Core::read_view), ops::read → reply.
+//!   │    Never waits for the writer.
 //!   └─ mutation:
 //!        1. reply cache probe (read view): a resend returns the stored reply;
 //!        2. Create / SetStripe on a file: choose OSTs and take object ids from the
 //!           in-memory precreate pools (objects.rs), waiting briefly for a refill;
 //!        3. the write queue (writer.rs): committed by the caller's own thread when it is
 //!           not an async task and nobody else is committing, else by the writer thread;
-//!        4. the committer drains up to COMMIT_BATCH_OPS_MAX jobs into ONE write transaction:
-//!           per job, reply cache probe again (authoritative), then ops::execute
-//!           (check-then-write), then the reply is recorded for the journal;
-//!        5. the batch is appended to the journal, one commit, the replies are held in
-//!           memory until the next checkpoint writes them into the tables (replies.rs), then
+//!        4. the committer drains up to COMMIT_BATCH_OPS_MAX jobs into ONE batch over the
+//!           committed state: per job, reply cache probe again (authoritative), then
+//!           ops::execute (check-then-write), then the reply is stored;
+//!        5. the batch's changes are appended to the journal as one record, the new state
+//!           becomes the read view (in memory over the last checkpoint: store.rs), then
 //!           each caller gets its reply (oneshot).
 //! ```
 //!
 //! Background tasks (background.rs): precreate refill, destroy queue, reply-cache pruning,
-//! checkpoints. Their writes also go through the write queue: one committer at a time.
+//! checkpoints (the in-memory changes written into redb durably, the journal emptied).
+//! Their writes also go through the write queue: one committer at a time.
 //!
 //! # Size on the MDT (Lustre's lazy size)
 //!
@@ -57,13 +58,12 @@ mod testutil;
 use crate::objects::{Objects, Reservation};
 use crate::open_files::OpenFiles;
 use crate::schema::InodeRecord;
-use crate::store::storage_err;
 use crate::writer::{InternalOp, Job};
 use futures::future::BoxFuture;
-use redb::{Database, ReadableDatabase};
+use redb::Database;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use tokio::sync::{oneshot, Notify};
 use weft_proto::msg::{ClusterMap, FileType, MdtReply, MdtRequest, RequestHeader, Timestamp};
 use weft_proto::{ErrorCode, Fid, StripeSpec, WeftError, WeftResult};
@@ -94,7 +94,7 @@ pub trait ObjectTargets: Send + Sync + 'static {
 /// Counters for tests and monitoring.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct MdsStats {
-    /// Write transactions committed.
+    /// Batches committed (one journal record each).
     pub commits: u64,
     /// Mutations executed (reply-cache hits excluded).
     pub mutations: u64,
@@ -131,19 +131,8 @@ pub struct Core {
     pub(crate) stats: StatCounters,
     /// Wakes the destroy task after a commit that queued destroys.
     pub destroy_wake: Notify,
-    /// The newest committed state, opened once and shared by reads until the next commit.
-    read_view: Mutex<ReadView>,
-    /// Stored replies not yet in the tables; changed by the committer only (replies.rs).
-    /// Read-locked while a checkpoint writes them into the tables, so lookups go on.
-    pub(crate) replies: RwLock<replies::Unpersisted>,
-}
-
-/// See [`Core::read_view`].
-#[derive(Default)]
-struct ReadView {
-    /// Moves at every commit.
-    generation: u64,
-    tables: Option<Arc<store::ReadTables>>,
+    /// The newest committed state; replaced by the committer only (see [`Core::read_view`]).
+    view: Mutex<Arc<store::Tables>>,
 }
 
 impl Core {
@@ -151,51 +140,16 @@ impl Core {
         self.open_files.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// The tables as of the last commit. Opening a read transaction and its tables costs
-    /// more than most reads (a lookup, a getattr); a create makes several reads between two
-    /// commits, so they share one opening.
-    pub fn read_view(&self) -> WeftResult<Arc<store::ReadTables>> {
-        let generation = {
-            let view = self.read_view.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some(t) = &view.tables {
-                return Ok(t.clone());
-            }
-            view.generation
-        };
-        let txn = self.db.begin_read().map_err(storage_err)?;
-        let tables = Arc::new(store::read_tables(&txn)?);
-        let mut view = self.read_view.lock().unwrap_or_else(|p| p.into_inner());
-        // A commit since the generation was read may or may not be in this opening: keep
-        // it only if there was none.
-        if view.generation == generation {
-            view.tables = Some(tables.clone());
-        }
-        Ok(tables)
+    /// The state as of the last commit: a snapshot, unchanged by later commits, that a read
+    /// keeps for its whole operation.
+    pub fn read_view(&self) -> Arc<store::Tables> {
+        self.view.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// The stored reply of a mutation, if this request was executed already: held in memory
-    /// since its commit, else found by `in_tables` (the tables since a checkpoint). The held
-    /// set is asked first, so a reader whose `in_tables` opens its view only then cannot
-    /// miss a reply that a checkpoint moves in between (replies.rs).
-    pub(crate) fn cached_reply(
-        &self,
-        client_id: u64,
-        request_id: u64,
-        in_tables: impl FnOnce() -> WeftResult<Option<WeftResult<MdtReply>>>,
-    ) -> WeftResult<Option<WeftResult<MdtReply>>> {
-        let held = self.replies.read().unwrap_or_else(|p| p.into_inner());
-        if let Some(v) = held.get(client_id, request_id) {
-            return replies::decode(client_id, request_id, v).map(Some);
-        }
-        drop(held);
-        in_tables()
-    }
-
-    /// Called by the writer after every commit: later reads must see it.
-    pub(crate) fn committed(&self) {
-        let mut view = self.read_view.lock().unwrap_or_else(|p| p.into_inner());
-        view.generation += 1;
-        view.tables = None;
+    /// Called by the committer once a batch is journaled (or a checkpoint committed): later
+    /// reads see `view`.
+    pub(crate) fn publish(&self, view: store::Tables) {
+        *self.view.lock().unwrap_or_else(|p| p.into_inner()) = Arc::new(view);
     }
 }
 
@@ -237,6 +191,7 @@ impl Mds {
         if orphans > 0 {
             tracing::info!(orphans, "destroyed orphan inodes left open before the restart");
         }
+        let view = store::Tables::at_checkpoint(store::Base::open(&db)?);
         let core = Arc::new(Core {
             mdt_index: cfg.mdt_index,
             data_dir: cfg.data_dir.clone(),
@@ -248,8 +203,7 @@ impl Mds {
             journal: Mutex::new(journal::Journal::open(&cfg.data_dir, journal_seq)?),
             stats: StatCounters::default(),
             destroy_wake: Notify::new(),
-            read_view: Mutex::new(ReadView::default()),
-            replies: RwLock::new(replies::Unpersisted::default()),
+            view: Mutex::new(Arc::new(view)),
         });
         let (queue, writer_thread) = writer::Queue::start(core.clone())?;
         let tasks = background::spawn_all(core.clone(), queue.clone());
@@ -266,11 +220,7 @@ impl Mds {
     /// Which OSTs exist, their state, pools. Called at start and whenever the map changes.
     pub fn set_cluster_map(&self, map: &ClusterMap) {
         let stored = |ost: u32| -> (u32, u32) {
-            let r = (|| -> WeftResult<Option<(u32, u32)>> {
-                let txn = self.core.db.begin_read().map_err(storage_err)?;
-                store::read_tables(&txn)?.precreate_state(ost)
-            })();
-            match r {
+            match self.core.read_view().precreate_state(ost) {
                 Ok(Some(s)) => s,
                 Ok(None) => (1, 0),
                 Err(e) => {
@@ -324,13 +274,11 @@ impl Mds {
             return Err(WeftError::new(ErrorCode::Again, "the MDS is shutting down; retry on its successor"));
         }
         if !req.is_mutation() {
-            let tables = self.core.read_view()?;
+            let tables = self.core.read_view();
             return ops::read(&self.core, &tables, &header.identity, &req);
         }
         if header.request_id != 0 {
-            // The view is opened only after the held replies were asked (see cached_reply).
-            let (c, r) = (header.client_id, header.request_id);
-            if let Some(reply) = self.core.cached_reply(c, r, || self.core.read_view()?.cached_reply(c, r))? {
+            if let Some(reply) = self.core.read_view().cached_reply(header.client_id, header.request_id)? {
                 self.core.stats.reply_cache_hits.fetch_add(1, Ordering::Relaxed);
                 return reply;
             }
@@ -346,7 +294,7 @@ impl Mds {
     /// happened); `None` lets the writer decide (it reports the error, or the name exists).
     async fn prepare_objects(&self, header: &RequestHeader, req: &MdtRequest) -> WeftResult<Option<Reservation>> {
         let spec = {
-            let t = self.core.read_view()?;
+            let t = self.core.read_view();
             match req {
                 MdtRequest::Create { parent, name, spec, .. } => {
                     ops::create::prepare(&t, &header.identity, *parent, name, spec.as_ref())?
@@ -413,10 +361,7 @@ pub fn inode_info(core: &Core, fid: Fid, rec: &InodeRecord) -> weft_proto::msg::
 }
 
 /// The directory default a new file under `dir` inherits: its own, else the root's.
-pub fn inherited_spec<T: redb::ReadableTable<schema::Bytes, schema::Bytes>>(
-    t: &store::Tables<T>,
-    dir: &InodeRecord,
-) -> WeftResult<StripeSpec> {
+pub fn inherited_spec(t: &store::Tables, dir: &InodeRecord) -> WeftResult<StripeSpec> {
     if let Some(d) = &dir.dir_default {
         return Ok(d.clone());
     }

@@ -1,6 +1,6 @@
 //! Every bound of the MDS in one place, the unit last in each name.
 
-/// Most mutations applied in one write transaction (one commit, one sync).
+/// Most mutations applied in one batch (one journal record).
 pub const COMMIT_BATCH_OPS_MAX: usize = 128;
 /// Replies older than this are pruned from the reply cache (clients resend well before).
 pub const REPLY_CACHE_AGE_SECS_MAX: u64 = 10 * 60;

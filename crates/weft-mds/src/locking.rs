@@ -149,7 +149,7 @@ struct Want {
 
 /// The EX locks a change needs, children looked up as the database has them now.
 fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want>> {
-    let t = mds.core.read_view()?;
+    let t = mds.core.read_view();
     let child = |parent: &Fid, name: &[u8]| -> WeftResult<Option<Fid>> { Ok(t.dentry(*parent, name)?.map(|(f, _)| f)) };
     let update = |fid: Fid| Want { fid, bits: bits::UPDATE };
     let gone = |fid: Fid| Want { fid, bits: bits::LOOKUP | bits::UPDATE };

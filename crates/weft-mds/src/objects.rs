@@ -2,7 +2,7 @@
 //! pools of precreated objects per OST, and the choice of OSTs for a layout.
 //!
 //! A create never talks to an OST: it takes object ids from these pools (in memory, before
-//! its transaction), and its transaction persists the highest id handed out. A background
+//! its batch), and its batch persists the highest id handed out. A background
 //! task ([`crate::background`]) refills pools that run low.
 
 use crate::limits::PRECREATE_WAIT_MS_MAX;

@@ -2,7 +2,7 @@
 //! reconnecting), which is why orphans left on disk are destroyed at start.
 //!
 //! Changed only by the writer thread while it applies a batch; each change is logged in the
-//! batch's undo list so that an aborted transaction leaves the table as it was.
+//! batch's undo list so that an abandoned batch leaves the table as it was.
 
 use std::collections::HashMap;
 use weft_proto::msg::{OpenIo, OPEN_READ, OPEN_WRITE};
@@ -138,7 +138,7 @@ impl OpenFiles {
         Some(oh)
     }
 
-    /// Reverts the changes of an aborted transaction, newest first.
+    /// Reverts the changes of an abandoned batch, newest first.
     pub fn revert(&mut self, undo: Vec<Undo>) {
         for u in undo.into_iter().rev() {
             match u {

@@ -88,6 +88,10 @@ pub const META_JOURNAL_SEQ_KEY: &[u8] = b"journal_seq";
 pub const ALL_TABLES: [Def; 11] =
     [META, INODES, DENTRIES, LINKS, XATTRS, REPLY_CACHE, REPLY_BY_TIME, ORPHANS, DESTROY_QUEUE, PRECREATE, COUNTERS];
 
+/// The tables of the TABLE_* ids, in id order (`DATA_TABLES[id - 1]`): all but `meta`.
+pub const DATA_TABLES: [Def; 10] =
+    [INODES, DENTRIES, LINKS, XATTRS, REPLY_CACHE, REPLY_BY_TIME, ORPHANS, DESTROY_QUEUE, PRECREATE, COUNTERS];
+
 /// An inode as stored. Attributes, plus what each kind needs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InodeRecord {

@@ -46,20 +46,21 @@ async fn resent_mutation_returns_the_first_reply_without_a_second_effect() {
 }
 
 #[tokio::test]
-async fn replies_are_held_in_memory_until_a_checkpoint_writes_them_into_the_tables() {
+async fn changes_stay_in_memory_until_a_checkpoint_writes_them_into_redb() {
     let env = Env::new().await;
     let header = env.header_as(&Identity::root());
     let mkdir = MdtRequest::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 };
     let first = env.mds().handle(&header, mkdir.clone()).await.unwrap();
     let mds = env.mds();
-    let held = || mds.core.replies.read().unwrap().get(header.client_id, header.request_id).is_some();
-    let in_tables =
-        || mds.core.read_view().unwrap().cached_reply(header.client_id, header.request_id).unwrap().is_some();
-    // The background checkpoint may have come already: the reply is in one place or the
-    // other (asked in that order, which no checkpoint can slip between).
-    assert!(held() || in_tables());
+    let (c, r) = (header.client_id, header.request_id);
+    assert!(mds.core.read_view().cached_reply(c, r).unwrap().is_some());
+    let in_redb = || {
+        let t = crate::store::Tables::at_checkpoint(crate::store::Base::open(&mds.core.db).unwrap());
+        (t.dentry(Fid::ROOT, b"d").unwrap().is_some(), t.cached_reply(c, r).unwrap().is_some())
+    };
     crate::background::internal(&mds.queue, InternalOp::Checkpoint).await.unwrap();
-    assert!(!held() && in_tables(), "after a checkpoint: held {} in tables {}", held(), in_tables());
+    assert_eq!(in_redb(), (true, true), "after a checkpoint redb holds the directory and the reply");
+    assert_eq!(mds.core.read_view().overlay().rows(), 0, "and nothing is left in memory");
     assert_eq!(mds.handle(&header, mkdir).await.unwrap(), first);
     assert_eq!(env.must_attr(Fid::ROOT).await.nlink, 3, "the resend made no second directory");
 }
@@ -247,19 +248,14 @@ async fn unknown_format_version_is_refused() {
 }
 
 /// A corrupt inode record fails only the op that reads it (EIO naming the FID); the rest of
-/// its batch is applied again in a fresh transaction, in-memory opens included.
+/// its batch is applied again, in-memory opens included.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn storage_error_in_a_batch_fails_only_its_op() {
     let env = Env::new().await;
     let bad = env.must_file(Fid::ROOT, "bad").await;
-    {
-        let txn = env.mds().core.db.begin_write().unwrap();
-        txn.open_table(crate::schema::INODES)
-            .unwrap()
-            .insert(bad.to_bytes().as_slice(), [0xffu8; 3].as_slice())
-            .unwrap();
-        txn.commit().unwrap();
-    }
+    let corrupt =
+        InternalOp::PutRaw { table: crate::schema::TABLE_INODES, key: bad.to_bytes().to_vec(), value: vec![0xff; 3] };
+    crate::background::internal(&env.mds().queue, corrupt).await.unwrap();
     let d = env.must_mkdir(Fid::ROOT, "d").await;
     let mut tasks = Vec::new();
     for i in 0..30 {

@@ -2,15 +2,19 @@
 //! tasks. One committer at a time: the writer thread, or a caller committing inline (see
 //! [`Queue`]).
 //!
-//! The committer takes up to COMMIT_BATCH_OPS_MAX queued jobs, applies them in ONE write
-//! transaction and commits once (redb's default durability: after `commit` returns the
-//! change survives kill -9), then answers each caller. Each op checks everything before it
-//! writes (see `ops`), so an op that fails with a POSIX error leaves nothing in the shared
-//! transaction. An op that fails with a storage error (EIO) may have written half: then the
-//! transaction is aborted, the in-memory changes are reverted, that op is answered with its
-//! error and the rest of the batch is applied again in a fresh transaction.
+//! The committer takes up to COMMIT_BATCH_OPS_MAX queued jobs and applies them, in order, to
+//! one copy of the committed state (store.rs: in memory over the last checkpoint). It
+//! appends the batch's changes to the journal as one record (after which they survive
+//! kill -9), makes the new state the read view, then answers each caller. Each op checks
+//! everything before it writes (see `ops`), so an op that fails with a POSIX error leaves
+//! nothing in the shared batch. An op that fails with a storage error (EIO) may have written
+//! half: then the batch is dropped, the open handles it changed are reverted, that op is
+//! answered with its error and the rest of the batch is applied again.
+//!
+//! A batch carrying a checkpoint then writes everything in memory into redb in one durable
+//! transaction, recording the journal's last record in it, and empties the journal.
 
-use crate::journal::{self, Change};
+use crate::journal;
 use crate::limits::COMMIT_BATCH_OPS_MAX;
 use crate::objects::Reservation;
 use crate::open_files::Undo;
@@ -18,8 +22,8 @@ use crate::ops::OpCtx;
 use crate::schema::{self, InodeRecord};
 use crate::store::{self, storage_err, WriteTables};
 use crate::Core;
-use redb::{Database, Durability, ReadableTable};
-use std::collections::{HashMap, VecDeque};
+use redb::{Database, ReadableTable};
+use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use tokio::sync::oneshot;
@@ -33,7 +37,7 @@ pub enum Job {
     Request {
         header: RequestHeader,
         req: MdtRequest,
-        /// Objects taken from the precreate pools before the transaction (Create, SetStripe).
+        /// Objects taken from the precreate pools before the batch (Create, SetStripe).
         reservation: Option<Reservation>,
         reply: oneshot::Sender<WeftResult<MdtReply>>,
     },
@@ -52,8 +56,12 @@ pub enum InternalOp {
     DestroyDone(Vec<(u32, Fid)>),
     /// Remove reply-cache entries stored before this unix time.
     PruneReplies { before_secs: u64 },
-    /// Commit this batch durably (fsync) and empty the journal; see journal.rs.
+    /// Write the state in memory into redb durably (fsync) and empty the journal; see
+    /// journal.rs and store.rs.
     Checkpoint,
+    /// Write a row as it is, bypassing every encoding (tests inject corrupt records).
+    #[cfg(test)]
+    PutRaw { table: u8, key: Vec<u8>, value: Vec<u8> },
 }
 
 enum Outcome {
@@ -69,7 +77,7 @@ enum Outcome {
 /// and the caller's, which on a small machine cost more than the commit. Callers that are
 /// tasks of the async runtime never commit (a commit blocks; a checkpoint syncs): they queue
 /// and wake the writer. Either way, whoever commits takes everything queued, so concurrent
-/// mutations still share one transaction (group commit).
+/// mutations still share one batch and one journal record (group commit).
 ///
 /// Every submitter waits for its own answer, so the queue holds at most one job per request
 /// in flight: no bound is needed beyond the servers' per-connection limits.
@@ -204,7 +212,7 @@ fn commit_batch(core: &Core, mut jobs: Vec<Job>) {
                 }
             }
             Err(BatchError::Whole(e)) => {
-                tracing::error!(error = %e, "an MDT transaction failed");
+                tracing::error!(error = %e, "an MDT batch failed");
                 for job in jobs {
                     fail(job, e.clone());
                 }
@@ -240,33 +248,20 @@ fn fail(job: Job, e: WeftError) {
 enum BatchError {
     /// Job `i` failed with a storage error: drop it, redo the rest.
     Op(usize, WeftError),
-    /// The transaction itself failed: every job fails.
+    /// The batch itself failed (its journal record could not be written): every job fails.
     Whole(WeftError),
 }
 
 /// Applies and commits one batch: the outcome of each job, and whether objects were queued
 /// for destruction.
 fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchError> {
-    let txn = core.db.begin_write().map_err(|e| BatchError::Whole(storage_err(e)))?;
     let mut undo: Vec<Undo> = Vec::new();
     let mut outcomes = Vec::with_capacity(jobs.len());
     let mut mutations = 0u64;
     let mut hits = 0u64;
-    let checkpoint = jobs.iter().any(|j| matches!(j, Job::Internal { op: InternalOp::Checkpoint, .. }));
-    // A checkpoint or a prune first writes the replies held in memory into the tables (see
-    // replies.rs), and this batch's replies go straight there too; other batches only
-    // journal their replies and hold them.
-    let persist_replies =
-        checkpoint || jobs.iter().any(|j| matches!(j, Job::Internal { op: InternalOp::PruneReplies { .. }, .. }));
-    // Replies of this batch held back from the tables, by (client, request).
-    let mut new_replies: HashMap<(u64, u64), Vec<u8>> = HashMap::new();
-    let mut persisted_replies = Vec::new();
-    let applied = (|| -> Result<Vec<Change>, BatchError> {
-        let mut t = store::write_tables(&txn).map_err(BatchError::Whole)?;
-        if persist_replies {
-            let held = core.replies.read().unwrap_or_else(|p| p.into_inner());
-            persisted_replies = held.write_into(&mut t).map_err(BatchError::Whole)?;
-        }
+    let mut checkpoint = None;
+    let mut t = WriteTables::over((*core.read_view()).clone());
+    let applied = (|| -> Result<(), BatchError> {
         let now = crate::now();
         let now_secs = now.sec.max(0) as u64;
         for (i, job) in jobs.iter().enumerate() {
@@ -274,14 +269,8 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
                 Job::Request { header, req, reservation, .. } => {
                     let cacheable = header.request_id != 0;
                     let (c, q) = (header.client_id, header.request_id);
-                    // This batch's own replies, then the held ones, then the tables.
-                    let cached = if !cacheable {
-                        None
-                    } else if let Some(v) = new_replies.get(&(c, q)) {
-                        Some(crate::replies::decode(c, q, v).map_err(|e| BatchError::Op(i, e))?)
-                    } else {
-                        core.cached_reply(c, q, || t.cached_reply(c, q)).map_err(|e| BatchError::Op(i, e))?
-                    };
+                    // The batch sees its own replies: a resend queued behind its original.
+                    let cached = if cacheable { t.cached_reply(c, q).map_err(|e| BatchError::Op(i, e))? } else { None };
                     let (reply, used) = match cached {
                         Some(r) => {
                             hits += 1;
@@ -308,12 +297,7 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
                             mutations += 1;
                             if cacheable {
                                 let v = crate::replies::encode(now_secs, &r);
-                                if persist_replies {
-                                    t.put_reply(c, q, now_secs, &v).map_err(|e| BatchError::Op(i, e))?;
-                                } else {
-                                    t.journal_reply(c, q, now_secs, &v);
-                                    new_replies.insert((c, q), v);
-                                }
+                                t.put_reply(c, q, now_secs, &v).map_err(|e| BatchError::Op(i, e))?;
                             }
                             (r, used)
                         }
@@ -323,71 +307,38 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
                     }
                     outcomes.push(Outcome::Reply(reply));
                 }
+                Job::Internal { op: InternalOp::Checkpoint, .. } => {
+                    // After the batch's other jobs, which it then holds too.
+                    checkpoint = Some(i);
+                    outcomes.push(Outcome::Internal(Ok(0)));
+                }
                 Job::Internal { op, .. } => {
                     let r = apply_internal(&mut t, op).map_err(|e| BatchError::Op(i, e))?;
                     outcomes.push(Outcome::Internal(Ok(r)));
                 }
             }
         }
-        Ok(std::mem::take(&mut t.changes))
+        Ok(())
     })();
-    let changes = match applied {
-        Ok(c) => c,
-        Err(e) => {
-            return Err(abandon(txn, core, undo, e));
-        }
-    };
-    let mut journal = core.journal.lock().unwrap_or_else(|p| p.into_inner());
-    let mut txn = txn;
-    // Before anyone is answered the batch is in the journal (page cache: survives kill -9),
-    // so the transaction itself may commit without a sync. A checkpoint commits durably
-    // instead, recording how much of the journal it holds.
-    let rollback_len = if checkpoint {
-        let seq = journal.last_seq();
-        let stored = txn.open_table(schema::META).map_err(storage_err).and_then(|mut m| {
-            m.insert(schema::META_JOURNAL_SEQ_KEY, seq.to_be_bytes().as_slice()).map(|_| ()).map_err(storage_err)
-        });
-        if let Err(e) = stored {
-            return Err(abandon(txn, core, undo, BatchError::Whole(e)));
-        }
-        None
-    } else if changes.is_empty() {
-        None
-    } else {
-        // Before the record is written: a failure after it would leave a record of a
-        // transaction that never committed.
-        if let Err(e) = txn.set_durability(Durability::None) {
-            return Err(abandon(txn, core, undo, BatchError::Whole(storage_err(e))));
-        }
-        match journal.append(&changes) {
-            Ok(before) => Some(before),
-            Err(e) => {
-                return Err(abandon(txn, core, undo, BatchError::Whole(e)));
-            }
-        }
-    };
-    if let Err(e) = txn.commit() {
-        if let Some(before) = rollback_len {
-            if let Err(r) = journal.rollback_to(before) {
-                // The record of a batch that did not commit would be replayed: stop here
-                // rather than acknowledge anything more.
-                panic!("cannot take back the journal record of a failed commit: {r}; refusing to continue");
-            }
-        }
+    if let Err(e) = applied {
         core.open_files().revert(undo);
-        return Err(BatchError::Whole(storage_err(e)));
+        return Err(e);
     }
-    core.committed();
-    {
-        // After `committed`: a reply leaves the held set only once reads can see it in the
-        // tables (replies.rs).
-        let mut held = core.replies.write().unwrap_or_else(|p| p.into_inner());
-        held.forget(&persisted_replies);
-        held.hold(new_replies);
+    let changes = std::mem::take(&mut t.changes);
+    let mut journal = core.journal.lock().unwrap_or_else(|p| p.into_inner());
+    if !changes.is_empty() {
+        // Before anyone is answered and before reads can see the batch: the journal record
+        // is what makes it survive a crash until the next checkpoint.
+        if let Err(e) = journal.append(&changes) {
+            core.open_files().revert(undo);
+            return Err(BatchError::Whole(e));
+        }
+        core.publish(t.into_view());
     }
-    if checkpoint {
-        if let Err(e) = journal.reset() {
-            tracing::warn!(error = %e, "cannot empty the MDT journal after a checkpoint; it will be replayed harmlessly");
+    if let Some(i) = checkpoint {
+        if let Err(e) = checkpoint_now(core, &mut journal) {
+            // Nothing is lost: the state in memory and the journal stay as they were.
+            outcomes[i] = Outcome::Internal(Err(e));
         }
     }
     drop(journal);
@@ -397,17 +348,35 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
     Ok((outcomes, queued_destroys))
 }
 
-/// Gives up a batch before its commit: the transaction is aborted and the in-memory open
-/// handles it changed are put back.
-fn abandon(txn: redb::WriteTransaction, core: &Core, undo: Vec<Undo>, e: BatchError) -> BatchError {
-    let _ = txn.abort();
-    core.open_files().revert(undo);
-    e
+/// Writes the committed state in memory into redb in one durable transaction that also
+/// records the last journal record it holds, makes redb's new state the base of an empty
+/// overlay, and empties the journal. The caller holds the journal, so no batch commits
+/// meanwhile.
+fn checkpoint_now(core: &Core, journal: &mut journal::Journal) -> WeftResult<()> {
+    let view = core.read_view();
+    if view.overlay().rows() == 0 && journal.len_bytes() == 0 {
+        return Ok(());
+    }
+    let started = std::time::Instant::now();
+    let txn = core.db.begin_write().map_err(storage_err)?;
+    store::write_overlay(&txn, &view)?;
+    {
+        let mut meta = txn.open_table(schema::META).map_err(storage_err)?;
+        meta.insert(schema::META_JOURNAL_SEQ_KEY, journal.last_seq().to_be_bytes().as_slice()).map_err(storage_err)?;
+    }
+    txn.commit().map_err(storage_err)?;
+    // A failure from here on leaves the old view, which reads the same rows.
+    core.publish(store::Tables::at_checkpoint(store::Base::open(&core.db)?));
+    if let Err(e) = journal.reset() {
+        tracing::warn!(error = %e, "cannot empty the MDT journal after a checkpoint; it will be replayed harmlessly");
+    }
+    tracing::debug!(rows = view.overlay().rows(), us = started.elapsed().as_micros() as u64, "MDT checkpoint");
+    Ok(())
 }
 
 /// Objects reserved for an op that did not use them (it failed, or opened an existing file):
 /// they exist on the OSTs, so they are destroyed rather than forgotten.
-fn release_unused(t: &mut WriteTables<'_>, res: &Reservation) -> WeftResult<()> {
+fn release_unused(t: &mut WriteTables, res: &Reservation) -> WeftResult<()> {
     for obj in &res.objects {
         t.persist_next_oid(obj.ost, obj.fid.oid.saturating_add(1))?;
         t.queue_destroy(obj.ost, obj.fid)?;
@@ -415,7 +384,7 @@ fn release_unused(t: &mut WriteTables<'_>, res: &Reservation) -> WeftResult<()> 
     Ok(())
 }
 
-fn apply_internal(t: &mut WriteTables<'_>, op: &InternalOp) -> WeftResult<u64> {
+fn apply_internal(t: &mut WriteTables, op: &InternalOp) -> WeftResult<u64> {
     match op {
         InternalOp::PersistCreated { ost, created_oid } => {
             t.persist_created_oid(*ost, *created_oid)?;
@@ -430,7 +399,12 @@ fn apply_internal(t: &mut WriteTables<'_>, op: &InternalOp) -> WeftResult<u64> {
         InternalOp::PruneReplies { before_secs } => {
             Ok(t.prune_replies(*before_secs, crate::limits::REPLY_CACHE_PRUNE_ENTRIES_MAX)? as u64)
         }
-        InternalOp::Checkpoint => Ok(0),
+        InternalOp::Checkpoint => unreachable!("a checkpoint is taken after its batch"),
+        #[cfg(test)]
+        InternalOp::PutRaw { table, key, value } => {
+            t.put_raw(*table, key, value)?;
+            Ok(0)
+        }
     }
 }
 
@@ -467,11 +441,11 @@ pub fn format_or_check(db: &Database, mdt_index: u32) -> WeftResult<()> {
         }
         drop(meta);
         if mdt_index == 0 {
-            let mut t = store::write_tables(&txn)?;
             let now = crate::now();
             let root =
                 InodeRecord { parent: Some(Fid::ROOT), ..InodeRecord::new(FileType::Directory, 0o755, 0, 0, now) };
-            t.put_inode(Fid::ROOT, &root)?;
+            let (key, value) = (Fid::ROOT.to_bytes(), schema::encode_inode(&root));
+            store::write_rows(&txn, [(schema::TABLE_INODES, key.as_slice(), Some(value.as_slice()))])?;
         }
     }
     txn.commit().map_err(storage_err)?;
@@ -483,30 +457,26 @@ pub fn format_or_check(db: &Database, mdt_index: u32) -> WeftResult<()> {
 pub fn destroy_orphans(db: &Database) -> WeftResult<u64> {
     let mut total = 0;
     loop {
-        let txn = db.begin_write().map_err(storage_err)?;
-        let n = {
-            let mut t = store::write_tables(&txn)?;
-            let fids = t.orphan_fids(crate::limits::ORPHAN_CLEANUP_BATCH_INODES_MAX)?;
-            for fid in &fids {
-                match t.inode(*fid)? {
-                    Some(rec) if rec.nlink == 0 => t.destroy_inode(*fid, &rec)?,
-                    Some(rec) => {
-                        // Linked again (cannot happen today): keep the inode, drop the mark.
-                        tracing::warn!(%fid, nlink = rec.nlink, "orphan mark on a linked inode; keeping the inode");
-                        t.orphans.remove(fid.to_bytes().as_slice()).map_err(storage_err)?;
-                    }
-                    None => {
-                        t.orphans.remove(fid.to_bytes().as_slice()).map_err(storage_err)?;
-                    }
+        let mut t = WriteTables::over(store::Tables::at_checkpoint(store::Base::open(db)?));
+        let fids = t.orphan_fids(crate::limits::ORPHAN_CLEANUP_BATCH_INODES_MAX)?;
+        for fid in &fids {
+            match t.inode(*fid)? {
+                Some(rec) if rec.nlink == 0 => t.destroy_inode(*fid, &rec)?,
+                Some(rec) => {
+                    // Linked again (cannot happen today): keep the inode, drop the mark.
+                    tracing::warn!(%fid, nlink = rec.nlink, "orphan mark on a linked inode; keeping the inode");
+                    t.remove_orphan(*fid)?;
                 }
+                None => t.remove_orphan(*fid)?,
             }
-            fids.len()
-        };
-        txn.commit().map_err(storage_err)?;
-        total += n as u64;
-        if n == 0 {
+        }
+        if fids.is_empty() {
             return Ok(total);
         }
+        let txn = db.begin_write().map_err(storage_err)?;
+        store::write_changes(&txn, &t.changes)?;
+        txn.commit().map_err(storage_err)?;
+        total += fids.len() as u64;
     }
 }
 
@@ -525,18 +495,13 @@ pub fn replay_journal(db: &Database, dir: &std::path::Path) -> WeftResult<u64> {
     let records = journal::read_records(dir)?;
     let mut last = durable_seq;
     let mut replayed = 0usize;
-    {
-        let mut t = store::write_tables(&txn)?;
-        for (seq, changes) in &records {
-            if *seq <= durable_seq {
-                continue;
-            }
-            for c in changes {
-                t.replay(c)?;
-            }
-            last = last.max(*seq);
-            replayed += 1;
+    for (seq, changes) in &records {
+        if *seq <= durable_seq {
+            continue;
         }
+        store::write_changes(&txn, changes)?;
+        last = last.max(*seq);
+        replayed += 1;
     }
     {
         let mut meta = txn.open_table(schema::META).map_err(storage_err)?;

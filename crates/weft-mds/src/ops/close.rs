@@ -5,7 +5,7 @@ use super::OpCtx;
 use weft_proto::msg::{FileType, MdtReply};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
-pub fn close(ctx: &mut OpCtx<'_, '_>, fid: Fid, handle: u64, size_blocks: Option<(u64, u64)>) -> WeftResult<MdtReply> {
+pub fn close(ctx: &mut OpCtx<'_>, fid: Fid, handle: u64, size_blocks: Option<(u64, u64)>) -> WeftResult<MdtReply> {
     let (oh, counts, still_trusted) = {
         let of = ctx.core.open_files();
         let oh = of.handle(handle).cloned().ok_or_else(|| {

@@ -3,16 +3,14 @@
 use super::{check_new_entry, err, owner, show, validate_name, OpCtx};
 use crate::objects::Reservation;
 use crate::perm;
-use crate::schema::Bytes;
 use crate::store::Tables;
-use redb::ReadableTable;
 use weft_proto::msg::{FileType, Identity, MdtReply, OPEN_WRITE};
 use weft_proto::{ErrorCode, Fid, Layout, StripeSpec, WeftResult};
 
-/// Before the transaction: if this create will make a new file, the layout spec to reserve
+/// Before the batch: if this create will make a new file, the layout spec to reserve
 /// objects for. Errors that need no writer come back at once.
-pub fn prepare<T: ReadableTable<Bytes, Bytes>>(
-    t: &Tables<T>,
+pub fn prepare(
+    t: &Tables,
     who: &Identity,
     parent: Fid,
     name: &[u8],
@@ -29,8 +27,8 @@ pub fn prepare<T: ReadableTable<Bytes, Bytes>>(
 }
 
 /// The spec of a new file: the explicit one over the directory's (or root's) default.
-pub fn layout_spec<T: ReadableTable<Bytes, Bytes>>(
-    t: &Tables<T>,
+pub fn layout_spec(
+    t: &Tables,
     dir: &crate::schema::InodeRecord,
     explicit: Option<&StripeSpec>,
 ) -> WeftResult<StripeSpec> {
@@ -48,7 +46,7 @@ pub fn layout_spec<T: ReadableTable<Bytes, Bytes>>(
 
 /// The layout of a reservation, noting in `ctx` that it is used. Without one (the name was
 /// taken when the create was prepared and freed since) objects are reserved now, unwaited.
-pub fn layout_from(ctx: &mut OpCtx<'_, '_>, spec: &StripeSpec, generation: u32) -> WeftResult<Layout> {
+pub fn layout_from(ctx: &mut OpCtx<'_>, spec: &StripeSpec, generation: u32) -> WeftResult<Layout> {
     let owned;
     let res: &Reservation = match ctx.reservation {
         Some(r) => r,
@@ -67,7 +65,7 @@ pub fn layout_from(ctx: &mut OpCtx<'_, '_>, spec: &StripeSpec, generation: u32) 
 }
 
 pub fn create(
-    ctx: &mut OpCtx<'_, '_>,
+    ctx: &mut OpCtx<'_>,
     parent: Fid,
     name: &[u8],
     mode: u32,

@@ -1,13 +1,11 @@
 //! The path of a FID from the root, following one link per level.
 
 use crate::limits::FID2PATH_DEPTH_MAX;
-use crate::schema::Bytes;
 use crate::store::Tables;
-use redb::ReadableTable;
 use weft_proto::msg::MdtReply;
 use weft_proto::{Fid, WeftError, WeftResult};
 
-pub fn fid2path<T: ReadableTable<Bytes, Bytes>>(t: &Tables<T>, fid: Fid) -> WeftResult<MdtReply> {
+pub fn fid2path(t: &Tables, fid: Fid) -> WeftResult<MdtReply> {
     t.must_inode(fid)?;
     let mut parts: Vec<Vec<u8>> = Vec::new();
     let mut cur = fid;

@@ -5,7 +5,7 @@ use crate::limits::LINKS_PER_INODE_MAX;
 use weft_proto::msg::{FileType, MdtReply};
 use weft_proto::{ErrorCode, Fid, WeftResult};
 
-pub fn link(ctx: &mut OpCtx<'_, '_>, fid: Fid, parent: Fid, name: &[u8]) -> WeftResult<MdtReply> {
+pub fn link(ctx: &mut OpCtx<'_>, fid: Fid, parent: Fid, name: &[u8]) -> WeftResult<MdtReply> {
     let mut rec = ctx.t.must_inode(fid)?;
     if rec.kind == FileType::Directory {
         return Err(err(ErrorCode::Perm, "hard links to directories are not allowed"));

@@ -2,20 +2,12 @@
 
 use super::{err, owner, show, validate_name};
 use crate::perm;
-use crate::schema::Bytes;
 use crate::store::Tables;
 use crate::Core;
-use redb::ReadableTable;
 use weft_proto::msg::{Identity, MdtReply};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
-pub fn lookup<T: ReadableTable<Bytes, Bytes>>(
-    core: &Core,
-    t: &Tables<T>,
-    who: &Identity,
-    parent: Fid,
-    name: &[u8],
-) -> WeftResult<MdtReply> {
+pub fn lookup(core: &Core, t: &Tables, who: &Identity, parent: Fid, name: &[u8]) -> WeftResult<MdtReply> {
     let dir = t.must_dir(parent)?;
     validate_name(name)?;
     perm::check_lookup(who, owner(&dir))?;
@@ -27,7 +19,7 @@ pub fn lookup<T: ReadableTable<Bytes, Bytes>>(
     Ok(MdtReply::Inode(crate::inode_info(core, fid, &rec)))
 }
 
-pub fn getattr<T: ReadableTable<Bytes, Bytes>>(core: &Core, t: &Tables<T>, fid: Fid) -> WeftResult<MdtReply> {
+pub fn getattr(core: &Core, t: &Tables, fid: Fid) -> WeftResult<MdtReply> {
     let rec = t.must_inode(fid)?;
     Ok(MdtReply::Inode(crate::inode_info(core, fid, &rec)))
 }

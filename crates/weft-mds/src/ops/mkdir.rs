@@ -5,7 +5,7 @@ use crate::limits::LINKS_PER_INODE_MAX;
 use weft_proto::msg::{FileType, MdtReply};
 use weft_proto::{ErrorCode, Fid, WeftResult};
 
-pub fn mkdir(ctx: &mut OpCtx<'_, '_>, parent: Fid, name: &[u8], mode: u32) -> WeftResult<MdtReply> {
+pub fn mkdir(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8], mode: u32) -> WeftResult<MdtReply> {
     let mut dir = check_new_entry(ctx, parent, name)?;
     if dir.nlink >= LINKS_PER_INODE_MAX {
         return Err(err(ErrorCode::TooManyLinks, format!("directory {parent} has too many subdirectories")));

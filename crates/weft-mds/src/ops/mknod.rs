@@ -6,7 +6,7 @@ use weft_proto::msg::{FileType, MdtReply};
 use weft_proto::{Fid, WeftError, WeftResult};
 
 pub fn mknod(
-    ctx: &mut OpCtx<'_, '_>,
+    ctx: &mut OpCtx<'_>,
     parent: Fid,
     name: &[u8],
     kind: FileType,

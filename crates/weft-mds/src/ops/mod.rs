@@ -2,10 +2,10 @@
 //!
 //! THE RULE OF EVERY MUTATION: check, then write. An op reads and validates everything it
 //! needs (existence, types, permissions, names, limits) before its first write to the
-//! transaction or to in-memory state. Many ops share one write transaction (group commit),
+//! batch or to in-memory state. Many ops share one batch (group commit),
 //! so an op that returns a POSIX error must have written nothing: the ops before and after
 //! it in the batch commit. Only storage errors (EIO) may come after a write, and those abort
-//! the whole transaction (see `writer`). Tests assert this with failing ops in mixed batches.
+//! the whole batch (see `writer`). Tests assert this with failing ops in mixed batches.
 
 pub mod close;
 pub mod create;
@@ -28,31 +28,30 @@ pub mod xattr;
 use crate::objects::Reservation;
 use crate::open_files::Undo;
 use crate::perm::{self, Owner, S_ISGID};
-use crate::schema::{Bytes, InodeRecord};
+use crate::schema::InodeRecord;
 use crate::store::{Tables, WriteTables};
 use crate::Core;
-use redb::ReadableTable;
 use weft_proto::limits::NAME_BYTES_MAX;
 use weft_proto::msg::{Attr, FileType, Identity, InodeInfo, MdtReply, MdtRequest, Timestamp};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 /// What a mutation sees while the writer applies it.
-pub struct OpCtx<'a, 't> {
+pub struct OpCtx<'a> {
     pub core: &'a Core,
-    pub t: &'a mut WriteTables<'t>,
+    pub t: &'a mut WriteTables,
     pub who: &'a Identity,
     pub client_id: u64,
     /// The server clock, one value per batch.
     pub now: Timestamp,
     pub undo: &'a mut Vec<Undo>,
-    /// Objects reserved for this op before the transaction.
+    /// Objects reserved for this op before the batch.
     pub reservation: Option<&'a Reservation>,
     /// Set by the op when it put the reservation into a layout.
     pub reservation_used: bool,
 }
 
-/// Executes one mutation inside the batch's transaction.
-pub fn execute(ctx: &mut OpCtx<'_, '_>, req: &MdtRequest) -> WeftResult<MdtReply> {
+/// Executes one mutation inside its batch.
+pub fn execute(ctx: &mut OpCtx<'_>, req: &MdtRequest) -> WeftResult<MdtReply> {
     match req {
         MdtRequest::Setattr { fid, set } => setattr::setattr(ctx, *fid, set),
         MdtRequest::Create { parent, name, mode, exclusive, spec, open_flags } => {
@@ -80,13 +79,8 @@ pub fn execute(ctx: &mut OpCtx<'_, '_>, req: &MdtRequest) -> WeftResult<MdtReply
     }
 }
 
-/// Executes one read in a read transaction.
-pub fn read<T: ReadableTable<Bytes, Bytes>>(
-    core: &Core,
-    t: &Tables<T>,
-    who: &Identity,
-    req: &MdtRequest,
-) -> WeftResult<MdtReply> {
+/// Executes one read on a snapshot of the committed state.
+pub fn read(core: &Core, t: &Tables, who: &Identity, req: &MdtRequest) -> WeftResult<MdtReply> {
     match req {
         MdtRequest::Lookup { parent, name } => lookup::lookup(core, t, who, *parent, name),
         MdtRequest::Getattr { fid } => lookup::getattr(core, t, *fid),
@@ -189,7 +183,7 @@ pub fn touch_dir(rec: &mut InodeRecord, now: Timestamp) {
 
 /// Checks common to every op that adds a name: the parent is a directory the caller may
 /// write, the name is valid and free. Returns the parent's record.
-pub fn check_new_entry(ctx: &OpCtx<'_, '_>, parent: Fid, name: &[u8]) -> WeftResult<InodeRecord> {
+pub fn check_new_entry(ctx: &OpCtx<'_>, parent: Fid, name: &[u8]) -> WeftResult<InodeRecord> {
     let dir = ctx.t.must_dir(parent)?;
     validate_name(name)?;
     perm::check_dir_write(ctx.who, owner(&dir))?;
@@ -204,7 +198,7 @@ pub fn check_new_entry(ctx: &OpCtx<'_, '_>, parent: Fid, name: &[u8]) -> WeftRes
 
 /// Removes one link of a non-directory inode whose name the caller removed already:
 /// the inode goes when no link is left, unless it is open (then it becomes an orphan).
-pub fn drop_link(ctx: &mut OpCtx<'_, '_>, fid: Fid, mut rec: InodeRecord) -> WeftResult<()> {
+pub fn drop_link(ctx: &mut OpCtx<'_>, fid: Fid, mut rec: InodeRecord) -> WeftResult<()> {
     assert!(rec.kind != FileType::Directory, "drop_link on directory {fid}");
     assert!(rec.nlink > 0, "inode {fid} with a name has nlink 0");
     rec.nlink -= 1;

@@ -6,7 +6,7 @@ use crate::schema::InodeRecord;
 use weft_proto::msg::{FileType, MdtReply, OPEN_PASSTHROUGH, OPEN_READ, OPEN_TRUNC, OPEN_WRITE};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
-pub fn open(ctx: &mut OpCtx<'_, '_>, fid: Fid, flags: u32) -> WeftResult<MdtReply> {
+pub fn open(ctx: &mut OpCtx<'_>, fid: Fid, flags: u32) -> WeftResult<MdtReply> {
     let mut rec = ctx.t.must_inode(fid)?;
     let read = flags & OPEN_READ != 0;
     let write = flags & (OPEN_WRITE | OPEN_TRUNC) != 0;

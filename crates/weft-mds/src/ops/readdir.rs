@@ -4,20 +4,12 @@
 
 use super::owner;
 use crate::perm;
-use crate::schema::{self, Bytes};
-use crate::store::{storage_err, Tables};
-use redb::ReadableTable;
+use crate::store::Tables;
 use weft_proto::limits::READDIR_ENTRIES_MAX;
 use weft_proto::msg::{DirEntry, DirPage, Identity, MdtReply};
 use weft_proto::{Fid, WeftResult};
 
-pub fn readdir<T: ReadableTable<Bytes, Bytes>>(
-    t: &Tables<T>,
-    who: &Identity,
-    dir: Fid,
-    cookie: u64,
-    max_entries: u32,
-) -> WeftResult<MdtReply> {
+pub fn readdir(t: &Tables, who: &Identity, dir: Fid, cookie: u64, max_entries: u32) -> WeftResult<MdtReply> {
     let rec = t.must_dir(dir)?;
     perm::check_readdir(who, owner(&rec))?;
     Ok(MdtReply::Dir(page(t, dir, cookie, max_entries.clamp(1, READDIR_ENTRIES_MAX) as usize)?))
@@ -25,24 +17,20 @@ pub fn readdir<T: ReadableTable<Bytes, Bytes>>(
 
 /// Entries with hash > `cookie`, at least `max` unless the directory ends first, plus the
 /// rest of the last entry's hash group.
-pub fn page<T: ReadableTable<Bytes, Bytes>>(t: &Tables<T>, dir: Fid, cookie: u64, max: usize) -> WeftResult<DirPage> {
+pub fn page(t: &Tables, dir: Fid, cookie: u64, max: usize) -> WeftResult<DirPage> {
     if cookie >= u64::MAX - 1 {
         return Ok(DirPage { entries: Vec::new(), eof: true });
     }
-    let lo = schema::dentry_key_from_hash(dir, cookie + 1);
-    let hi = schema::dentry_key_end(dir);
     let mut entries: Vec<DirEntry> = Vec::with_capacity(max.min(1024));
     let mut eof = true;
-    for item in t.dentries.range::<&[u8]>(lo.as_slice()..hi.as_slice()).map_err(storage_err)? {
-        let (k, v) = item.map_err(storage_err)?;
-        let (hash, name) = schema::split_dentry_key(k.value())?;
-        if entries.len() >= max && entries.last().is_some_and(|e| e.cookie != hash) {
+    t.scan_entries(dir, cookie + 1, |e| {
+        if entries.len() >= max && entries.last().is_some_and(|last| last.cookie != e.hash) {
             eof = false;
-            break;
+            return Ok(false);
         }
-        let (fid, kind) = schema::decode_dentry(v.value())?;
-        entries.push(DirEntry { name: name.to_vec(), fid, kind, cookie: hash });
-    }
+        entries.push(DirEntry { name: e.name, fid: e.fid, kind: e.kind, cookie: e.hash });
+        Ok(true)
+    })?;
     Ok(DirPage { entries, eof })
 }
 

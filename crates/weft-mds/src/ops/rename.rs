@@ -1,18 +1,17 @@
 //! Rename (renameat2): files and directories, across directories, over an existing target,
-//! RENAME_NOREPLACE and RENAME_EXCHANGE; atomic because it is one op in one transaction.
+//! RENAME_NOREPLACE and RENAME_EXCHANGE; atomic because it is one op in one batch (one journal record).
 
 use super::{err, owner, show, validate_name, OpCtx};
 use crate::limits::{FID2PATH_DEPTH_MAX, LINKS_PER_INODE_MAX};
 use crate::perm;
-use crate::schema::{Bytes, InodeRecord};
+use crate::schema::InodeRecord;
 use crate::store::Tables;
-use redb::ReadableTable;
 use std::collections::BTreeMap;
 use weft_proto::msg::{FileType, MdtReply, RENAME_EXCHANGE, RENAME_NOREPLACE};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 /// Whether `ancestor` is `fid` or a directory above it.
-pub fn is_ancestor<T: ReadableTable<Bytes, Bytes>>(t: &Tables<T>, ancestor: Fid, fid: Fid) -> WeftResult<bool> {
+pub fn is_ancestor(t: &Tables, ancestor: Fid, fid: Fid) -> WeftResult<bool> {
     let mut cur = fid;
     for _ in 0..FID2PATH_DEPTH_MAX {
         if cur == ancestor {
@@ -32,7 +31,7 @@ fn missing(name: &[u8], fid: Fid) -> WeftError {
 }
 
 pub fn rename(
-    ctx: &mut OpCtx<'_, '_>,
+    ctx: &mut OpCtx<'_>,
     src_parent: Fid,
     src_name: &[u8],
     dst_parent: Fid,

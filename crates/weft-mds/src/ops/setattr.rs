@@ -6,7 +6,7 @@ use weft_proto::limits::FILE_SIZE_MAX_BYTES;
 use weft_proto::msg::{FileType, MdtReply, SetAttr, SetTime};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
-pub fn setattr(ctx: &mut OpCtx<'_, '_>, fid: Fid, set: &SetAttr) -> WeftResult<MdtReply> {
+pub fn setattr(ctx: &mut OpCtx<'_>, fid: Fid, set: &SetAttr) -> WeftResult<MdtReply> {
     let mut rec = ctx.t.must_inode(fid)?;
     let o = owner(&rec);
     let who = ctx.who;

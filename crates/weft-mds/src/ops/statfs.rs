@@ -1,15 +1,13 @@
 //! Statfs: the MDT's inode count and the space of the file system holding it.
 
 use crate::limits::INODE_ESTIMATE_BYTES;
-use crate::schema::Bytes;
 use crate::store::Tables;
 use crate::Core;
-use redb::ReadableTable;
 use std::os::unix::ffi::OsStrExt;
 use weft_proto::msg::{MdtReply, StatfsInfo};
 use weft_proto::{WeftError, WeftResult};
 
-pub fn statfs<T: ReadableTable<Bytes, Bytes>>(core: &Core, t: &Tables<T>) -> WeftResult<MdtReply> {
+pub fn statfs(core: &Core, t: &Tables) -> WeftResult<MdtReply> {
     let path = std::ffi::CString::new(core.data_dir.as_os_str().as_bytes())
         .map_err(|_| WeftError::io("the MDT directory path contains a NUL byte"))?;
     // SAFETY: statvfs writes into the zeroed struct we own and reads the NUL-terminated path.

@@ -3,10 +3,9 @@
 
 use super::{owner, OpCtx};
 use crate::perm;
-use crate::schema::{Bytes, InodeRecord};
+use crate::schema::InodeRecord;
 use crate::store::Tables;
 use crate::Core;
-use redb::ReadableTable;
 use weft_proto::msg::{FileType, Identity, MdtReply};
 use weft_proto::{ErrorCode, Fid, StripeSpec, WeftError, WeftResult};
 
@@ -36,7 +35,7 @@ fn check_file_setstripe(who: &Identity, rec: &InodeRecord) -> WeftResult<()> {
 }
 
 /// The spec of a file's new layout: the given one over its directory's default.
-fn file_spec<T: ReadableTable<Bytes, Bytes>>(t: &Tables<T>, fid: Fid, spec: &StripeSpec) -> WeftResult<StripeSpec> {
+fn file_spec(t: &Tables, fid: Fid, spec: &StripeSpec) -> WeftResult<StripeSpec> {
     spec.validate()?;
     let inherited = match t.first_link(fid)? {
         Some((parent, _)) => crate::inherited_spec(t, &t.must_dir(parent)?)?,
@@ -47,13 +46,8 @@ fn file_spec<T: ReadableTable<Bytes, Bytes>>(t: &Tables<T>, fid: Fid, spec: &Str
     Ok(merged)
 }
 
-/// Before the transaction: for a regular file, the spec to reserve objects for.
-pub fn prepare<T: ReadableTable<Bytes, Bytes>>(
-    core: &Core,
-    t: &Tables<T>,
-    fid: Fid,
-    spec: &StripeSpec,
-) -> WeftResult<Option<StripeSpec>> {
+/// Before the batch: for a regular file, the spec to reserve objects for.
+pub fn prepare(core: &Core, t: &Tables, fid: Fid, spec: &StripeSpec) -> WeftResult<Option<StripeSpec>> {
     match t.inode(fid)? {
         Some(rec) if rec.kind == FileType::Regular => {
             check_file_empty(core, fid, &rec)?;
@@ -63,7 +57,7 @@ pub fn prepare<T: ReadableTable<Bytes, Bytes>>(
     }
 }
 
-pub fn set(ctx: &mut OpCtx<'_, '_>, fid: Fid, spec: &StripeSpec) -> WeftResult<MdtReply> {
+pub fn set(ctx: &mut OpCtx<'_>, fid: Fid, spec: &StripeSpec) -> WeftResult<MdtReply> {
     let mut rec = ctx.t.must_inode(fid)?;
     match rec.kind {
         FileType::Directory => {
@@ -101,7 +95,7 @@ pub fn set(ctx: &mut OpCtx<'_, '_>, fid: Fid, spec: &StripeSpec) -> WeftResult<M
     }
 }
 
-pub fn delete(ctx: &mut OpCtx<'_, '_>, fid: Fid) -> WeftResult<MdtReply> {
+pub fn delete(ctx: &mut OpCtx<'_>, fid: Fid) -> WeftResult<MdtReply> {
     let mut rec = ctx.t.must_dir(fid)?;
     perm::check_owner(ctx.who, owner(&rec), "only the owner or root may remove a directory's default layout")?;
     // Checks done: writes follow.
@@ -112,7 +106,7 @@ pub fn delete(ctx: &mut OpCtx<'_, '_>, fid: Fid) -> WeftResult<MdtReply> {
     Ok(MdtReply::Empty)
 }
 
-pub fn get<T: ReadableTable<Bytes, Bytes>>(t: &Tables<T>, fid: Fid) -> WeftResult<MdtReply> {
+pub fn get(t: &Tables, fid: Fid) -> WeftResult<MdtReply> {
     let rec = t.must_inode(fid)?;
     Ok(match rec.kind {
         FileType::Directory => MdtReply::Stripe { layout: None, default: rec.dir_default },

@@ -1,14 +1,12 @@
 //! Symbolic links: symlink and readlink.
 
 use super::{check_new_entry, OpCtx};
-use crate::schema::Bytes;
 use crate::store::Tables;
-use redb::ReadableTable;
 use weft_proto::limits::SYMLINK_BYTES_MAX;
 use weft_proto::msg::{FileType, MdtReply};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
-pub fn symlink(ctx: &mut OpCtx<'_, '_>, parent: Fid, name: &[u8], target: &[u8]) -> WeftResult<MdtReply> {
+pub fn symlink(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8], target: &[u8]) -> WeftResult<MdtReply> {
     if target.is_empty() || target.contains(&0) {
         return Err(WeftError::invalid("a symlink target must be non-empty and contain no NUL byte"));
     }
@@ -31,7 +29,7 @@ pub fn symlink(ctx: &mut OpCtx<'_, '_>, parent: Fid, name: &[u8], target: &[u8])
     Ok(MdtReply::Inode(super::inode_info_with(fid, &rec, 0)))
 }
 
-pub fn readlink<T: ReadableTable<Bytes, Bytes>>(t: &Tables<T>, fid: Fid) -> WeftResult<MdtReply> {
+pub fn readlink(t: &Tables, fid: Fid) -> WeftResult<MdtReply> {
     let rec = t.must_inode(fid)?;
     match (rec.kind, rec.symlink_target) {
         (FileType::Symlink, Some(target)) => Ok(MdtReply::Data(target)),

@@ -5,7 +5,7 @@ use crate::perm;
 use weft_proto::msg::{FileType, MdtReply};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
-pub fn unlink(ctx: &mut OpCtx<'_, '_>, parent: Fid, name: &[u8]) -> WeftResult<MdtReply> {
+pub fn unlink(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8]) -> WeftResult<MdtReply> {
     let mut dir = ctx.t.must_dir(parent)?;
     validate_name(name)?;
     perm::check_dir_write(ctx.who, owner(&dir))?;

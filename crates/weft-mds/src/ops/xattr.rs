@@ -5,9 +5,8 @@
 
 use super::{owner, OpCtx};
 use crate::perm;
-use crate::schema::{Bytes, InodeRecord};
+use crate::schema::InodeRecord;
 use crate::store::Tables;
-use redb::ReadableTable;
 use weft_proto::limits::{XATTR_NAME_BYTES_MAX, XATTR_VALUE_BYTES_MAX};
 use weft_proto::msg::{FileType, Identity, MdtReply, XATTR_CREATE, XATTR_REPLACE};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
@@ -52,12 +51,7 @@ fn visible(who: &Identity, name: &[u8]) -> bool {
     !name.starts_with(RESERVED_PREFIX) && (perm::is_root(who) || !name.starts_with(b"trusted."))
 }
 
-pub fn get<T: ReadableTable<Bytes, Bytes>>(
-    t: &Tables<T>,
-    who: &Identity,
-    fid: Fid,
-    name: &[u8],
-) -> WeftResult<MdtReply> {
+pub fn get(t: &Tables, who: &Identity, fid: Fid, name: &[u8]) -> WeftResult<MdtReply> {
     let rec = t.must_inode(fid)?;
     validate(name)?;
     if !visible(who, name) {
@@ -69,12 +63,12 @@ pub fn get<T: ReadableTable<Bytes, Bytes>>(
     t.xattr(fid, name)?.map(MdtReply::Data).ok_or_else(|| no_data(name))
 }
 
-pub fn list<T: ReadableTable<Bytes, Bytes>>(t: &Tables<T>, who: &Identity, fid: Fid) -> WeftResult<MdtReply> {
+pub fn list(t: &Tables, who: &Identity, fid: Fid) -> WeftResult<MdtReply> {
     t.must_inode(fid)?;
     Ok(MdtReply::Names(t.xattr_names(fid)?.into_iter().filter(|n| visible(who, n)).collect()))
 }
 
-pub fn set(ctx: &mut OpCtx<'_, '_>, fid: Fid, name: &[u8], value: &[u8], flags: u32) -> WeftResult<MdtReply> {
+pub fn set(ctx: &mut OpCtx<'_>, fid: Fid, name: &[u8], value: &[u8], flags: u32) -> WeftResult<MdtReply> {
     let mut rec = ctx.t.must_inode(fid)?;
     validate(name)?;
     if name.starts_with(RESERVED_PREFIX) {
@@ -110,7 +104,7 @@ pub fn set(ctx: &mut OpCtx<'_, '_>, fid: Fid, name: &[u8], value: &[u8], flags: 
     Ok(MdtReply::Empty)
 }
 
-pub fn remove(ctx: &mut OpCtx<'_, '_>, fid: Fid, name: &[u8]) -> WeftResult<MdtReply> {
+pub fn remove(ctx: &mut OpCtx<'_>, fid: Fid, name: &[u8]) -> WeftResult<MdtReply> {
     let mut rec = ctx.t.must_inode(fid)?;
     validate(name)?;
     if name.starts_with(RESERVED_PREFIX) {

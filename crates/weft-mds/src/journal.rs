@@ -8,8 +8,8 @@
 //! the last durable checkpoint into redb, in order, and the state is exactly what was
 //! acknowledged. Every CHECKPOINT_INTERVAL_MS a checkpoint writes the changes in memory into
 //! redb in one durable transaction (fsync), storing the last journaled sequence number in
-//! it, and empties the journal. A power loss can therefore lose at most one checkpoint interval of metadata
-//! changes; a process crash loses nothing acknowledged.
+//! it, and empties the journal. A power loss can therefore lose at most one checkpoint
+//! interval of metadata changes; a process crash loses nothing acknowledged.
 //!
 //! Record format (all integers little-endian):
 //!
@@ -72,8 +72,8 @@ impl Journal {
         self.next_seq - 1
     }
 
-    /// Appends one record; returns the length before it, for [`Journal::rollback_to`].
-    pub fn append(&mut self, changes: &[Change]) -> WeftResult<u64> {
+    /// Appends one record. A record only partly written is taken back.
+    pub fn append(&mut self, changes: &[Change]) -> WeftResult<()> {
         let payload = postcard::to_stdvec(changes).expect("encoding into memory cannot fail");
         if payload.len() > RECORD_BYTES_MAX as usize {
             // Replay would take it for a torn record and stop there, losing it and every
@@ -100,11 +100,11 @@ impl Journal {
         }
         self.len_bytes += rec.len() as u64;
         self.next_seq += 1;
-        Ok(before)
+        Ok(())
     }
 
-    /// Forgets the records after `len_bytes` (their batch did not commit).
-    pub fn rollback_to(&mut self, len_bytes: u64) -> WeftResult<()> {
+    /// Forgets the journal after `len_bytes`: a record only partly written, or whole records.
+    fn rollback_to(&mut self, len_bytes: u64) -> WeftResult<()> {
         self.file.set_len(len_bytes).map_err(storage_err)?;
         if len_bytes < self.len_bytes {
             self.next_seq -= 1;
@@ -174,7 +174,8 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut j = Journal::open(dir.path(), 0).unwrap();
         j.append(&[change(1, Some(10))]).unwrap();
-        let before = j.append(&[change(2, None), change(3, Some(30))]).unwrap();
+        let before = j.len_bytes();
+        j.append(&[change(2, None), change(3, Some(30))]).unwrap();
         assert_eq!(j.last_seq(), 2);
         let recs = read_records(dir.path()).unwrap();
         assert_eq!(recs, vec![(1, vec![change(1, Some(10))]), (2, vec![change(2, None), change(3, Some(30))])]);

@@ -49,7 +49,7 @@ mod tests {
         let reply: WeftResult<MdtReply> = Ok(MdtReply::Empty);
         let read = |db: &redb::Database| Tables::at_checkpoint(Base::open(db).unwrap()).cached_reply(7, 8).unwrap();
         let mut t = WriteTables::over(Tables::at_checkpoint(Base::open(&db).unwrap()));
-        t.put_reply(7, 8, 99, &encode(99, &reply)).unwrap();
+        t.put_reply(7, 8, 99, &reply).unwrap();
         assert_eq!(t.cached_reply(7, 8).unwrap(), Some(reply.clone()), "the batch sees its own reply");
         assert_eq!(t.changes.len(), 2, "the reply and its entry in the by-time index");
         let mut journal = crate::journal::Journal::open(dir.path(), 0).unwrap();

@@ -36,7 +36,7 @@ pub fn storage_err(e: impl std::fmt::Display) -> WeftError {
 }
 
 /// Tables with rows in the overlay: every table but `meta`, by id (schema::TABLE_*).
-const TABLE_SLOTS: usize = schema::TABLE_COUNTERS as usize;
+const TABLE_SLOTS: usize = schema::DATA_TABLES.len();
 
 fn slot(table: u8) -> usize {
     assert!(schema::is_table_id(table), "table id {table} is not in the schema");
@@ -70,11 +70,8 @@ impl Base {
     /// Opens a read transaction on `db` and every data table in it.
     pub fn open(db: &Database) -> WeftResult<Base> {
         let txn = db.begin_read().map_err(storage_err)?;
-        let open = |i: usize| txn.open_table(schema::DATA_TABLES[i]).map_err(storage_err);
-        let mut tables = Vec::with_capacity(TABLE_SLOTS);
-        for i in 0..TABLE_SLOTS {
-            tables.push(open(i)?);
-        }
+        let tables: Vec<_> =
+            schema::DATA_TABLES.iter().map(|d| txn.open_table(*d).map_err(storage_err)).collect::<WeftResult<_>>()?;
         let tables = tables.try_into().unwrap_or_else(|_| unreachable!("one table per slot"));
         Ok(Base { tables })
     }
@@ -102,6 +99,7 @@ impl Deref for WriteTables {
         &self.view
     }
 }
+
 /// One directory entry as stored.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct StoredEntry {
@@ -465,10 +463,17 @@ impl WriteTables {
         Ok(())
     }
 
-    /// Stores the reply of a mutation (`value` from [`crate::replies::encode`], stored at
-    /// `stored_secs`) and its entry in the by-time index the pruner walks.
-    pub fn put_reply(&mut self, client_id: u64, request_id: u64, stored_secs: u64, value: &[u8]) -> WeftResult<()> {
-        self.put(schema::TABLE_REPLY_CACHE, schema::reply_key(client_id, request_id).as_slice(), value)?;
+    /// Stores the reply of a mutation, stored at `stored_secs`, and its entry in the by-time
+    /// index the pruner walks.
+    pub fn put_reply(
+        &mut self,
+        client_id: u64,
+        request_id: u64,
+        stored_secs: u64,
+        reply: &WeftResult<MdtReply>,
+    ) -> WeftResult<()> {
+        let value = crate::replies::encode(stored_secs, reply);
+        self.put(schema::TABLE_REPLY_CACHE, schema::reply_key(client_id, request_id).as_slice(), &value)?;
         let by_time = schema::reply_time_key(stored_secs, client_id, request_id);
         self.put(schema::TABLE_REPLY_BY_TIME, by_time.as_slice(), [].as_slice())
     }

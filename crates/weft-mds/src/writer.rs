@@ -296,8 +296,7 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
                             }
                             mutations += 1;
                             if cacheable {
-                                let v = crate::replies::encode(now_secs, &r);
-                                t.put_reply(c, q, now_secs, &v).map_err(|e| BatchError::Op(i, e))?;
+                                t.put_reply(c, q, now_secs, &r).map_err(|e| BatchError::Op(i, e))?;
                             }
                             (r, used)
                         }

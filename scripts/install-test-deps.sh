@@ -27,6 +27,13 @@ if [ ! -e /dev/fuse ]; then
   echo "/dev/fuse is missing: the tests mount FUSE file systems and need it" >&2
   exit 1
 fi
+# FUSE over io_uring (Linux 6.14+) is off unless switched on; switch it on so that mounts
+# take their requests through it, as they do on a machine set up for speed. The tests run
+# mounts of both kinds (uring=off keeps /dev/fuse).
+uring=/sys/module/fuse/parameters/enable_uring
+if [ -w "$uring" ] && [ "$(cat "$uring")" != "Y" ]; then
+  echo 1 > "$uring" || echo "cannot switch on FUSE over io_uring; the mounts use /dev/fuse" >&2
+fi
 # Stale mounts from an interrupted earlier run break the next one: clear Weft's test mounts.
 stale=$(awk '$0 ~ / fuse\.weft / && $5 ~ /\/weft-test-/ {print $5}' /proc/self/mountinfo 2>/dev/null || true)
 for m in $stale; do

@@ -22,7 +22,9 @@ pub struct MountArgs {
     /// log=FILE, locks=on|off (off: no extent locks, no page cache kept across opens and 1 s
     /// attribute caching, as before the lock manager; only to measure what locking costs),
     /// passthrough=on|off (on: the kernel reads and writes files of one object on an OST of
-    /// this process itself, as under `weft up`; off: all I/O through the mount).
+    /// this process itself, as under `weft up`; off: all I/O through the mount),
+    /// uring=on|off (on: the kernel's requests come through io_uring where it offers that,
+    /// see `fuse.enable_uring`; off: through /dev/fuse reads).
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Option<String>,
     /// Stay in the foreground instead of returning once mounted.
@@ -44,10 +46,11 @@ pub struct MountOptions {
     pub log: Option<PathBuf>,
     pub locks: bool,
     pub passthrough: bool,
+    pub uring: bool,
 }
 
 const MOUNT_OPTIONS_ALLOWED: &str =
-    "timeout=SECONDS, threads=N, jobid=NAME, log=FILE, locks=on|off, passthrough=on|off";
+    "timeout=SECONDS, threads=N, jobid=NAME, log=FILE, locks=on|off, passthrough=on|off, uring=on|off";
 
 fn on_off(key: &str, v: &str) -> anyhow::Result<bool> {
     match v {
@@ -65,6 +68,7 @@ pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
         log: None,
         locks: true,
         passthrough: true,
+        uring: true,
     };
     for item in text.unwrap_or("").split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, v) = item.split_once('=').unwrap_or((item, ""));
@@ -88,6 +92,7 @@ pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
             "log" => o.log = Some(PathBuf::from(v)),
             "locks" => o.locks = on_off(k, v)?,
             "passthrough" => o.passthrough = on_off(k, v)?,
+            "uring" => o.uring = on_off(k, v)?,
             _ => bail!("unknown mount option '{k}': allowed are {MOUNT_OPTIONS_ALLOWED}"),
         }
     }
@@ -160,6 +165,7 @@ pub fn fuse_options(opts: &MountOptions, fsname: &str) -> weft_fuse::MountOption
         fsname: fsname.to_string(),
         max_write_bytes: 1 << 20,
         passthrough: opts.passthrough,
+        uring: opts.uring,
     }
 }
 

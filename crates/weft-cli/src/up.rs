@@ -158,7 +158,7 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
             read_state(&d).is_some_and(|s| s.pid == pid)
         })?;
         let s = read_state(&data).ok_or_else(|| anyhow!("the background file system vanished"))?;
-        print_summary(&s, &config, true);
+        print_summary(&s, &config, opts.uring, true);
         return Ok(());
     }
 
@@ -195,7 +195,7 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
     write_state(&data, &state)?;
     tracing::info!("up: mgs {mgs_address}, mounted at {}", mnt.display());
     if !daemon::is_detached_child() {
-        print_summary(&state, &config, false);
+        print_summary(&state, &config, opts.uring, false);
     }
     let why = rt.block_on(wait_for_stop(Some(&mnt)));
     tracing::info!("stopping: {why}");
@@ -229,10 +229,22 @@ async fn wait_for_stop(mnt: Option<&Path>) -> &'static str {
     }
 }
 
-fn print_summary(s: &UpState, c: &ServerConfig, detached: bool) {
+/// The kernel's switch for FUSE over io_uring (Linux 6.14+); absent on older kernels.
+const FUSE_URING_PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
+
+fn print_summary(s: &UpState, c: &ServerConfig, uring: bool, detached: bool) {
     let osts = c.oss.as_ref().map_or(0, |o| o.osts.len());
     println!("Weft file system '{}' is up: 1 MDT, {osts} OSTs, mounted at {}", s.fsname, s.mount.display());
     println!("  data: {}   logs: {}", s.data.display(), s.log.display());
+    let offered = std::fs::read_to_string(FUSE_URING_PARAM).map(|v| v.trim() == "Y");
+    match (uring, offered) {
+        (true, Ok(true)) => println!("  FUSE requests come through io_uring, a queue per CPU"),
+        (true, Ok(false)) => println!(
+            "  FUSE requests come through /dev/fuse; for io_uring (more metadata operations per second): \
+             echo 1 > {FUSE_URING_PARAM} as root, then weft down and up again"
+        ),
+        _ => {}
+    }
     println!("  management service: {} (mount elsewhere: weft mount {} MNT)", s.mgs_address, s.mgs_address);
     if detached {
         println!("  running in the background (pid {}); stop it with: weft down --data {}", s.pid, s.data.display());

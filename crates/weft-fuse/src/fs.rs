@@ -539,6 +539,17 @@ impl fuser::Filesystem for WeftFs {
                 _ => tracing::info!("the kernel offers no FUSE passthrough: all I/O goes through the mount"),
             }
         }
+        // Requests through io_uring, a queue per CPU (see fuser's uring.rs): fewer system
+        // calls and wake-ups per request than /dev/fuse reads.
+        if self.opts.uring {
+            match config.add_capabilities(InitFlags::FUSE_OVER_IO_URING) {
+                Ok(()) => tracing::info!("FUSE requests come through io_uring"),
+                Err(_) => tracing::info!(
+                    "FUSE requests come through /dev/fuse: this kernel does not offer io_uring for FUSE \
+                     (Linux 6.14+ with /sys/module/fuse/parameters/enable_uring set to Y does)"
+                ),
+            }
+        }
         // fcntl and flock locks go to the file system, which makes them hold across mounts.
         if let Err(missing) = config.add_capabilities(InitFlags::FUSE_POSIX_LOCKS | InitFlags::FUSE_FLOCK_LOCKS) {
             tracing::warn!("the kernel does not forward {missing:?}: advisory locks stay local to this mount");

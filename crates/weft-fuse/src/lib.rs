@@ -43,6 +43,9 @@ pub struct MountOptions {
     /// Let the kernel read and write the object's file itself for files of one object on an
     /// OST of this process (FUSE passthrough), when extent locks are on.
     pub passthrough: bool,
+    /// Take the kernel's requests through io_uring, one queue per CPU, where the kernel
+    /// offers it (Linux 6.14+, `fuse.enable_uring=1`); /dev/fuse otherwise.
+    pub uring: bool,
 }
 
 impl Default for MountOptions {
@@ -54,6 +57,7 @@ impl Default for MountOptions {
             fsname: "weft".to_string(),
             max_write_bytes: 1024 * 1024,
             passthrough: true,
+            uring: true,
         }
     }
 }

@@ -21,6 +21,8 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 const TTL: Duration = Duration::from_secs(3600);
 
 struct Nothing {
+    /// Ask the kernel for FUSE over io_uring.
+    uring: bool,
     next_ino: AtomicU64,
     /// Directories made (the only thing kept), so that getattr answers for them.
     dirs: std::sync::Mutex<std::collections::HashSet<u64>>,
@@ -51,6 +53,9 @@ impl Filesystem for Nothing {
     fn init(&mut self, _req: &Request, config: &mut KernelConfig) -> std::io::Result<()> {
         // As Weft's mount: lookups and creates in one directory may run in parallel.
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        if self.uring && config.add_capabilities(InitFlags::FUSE_OVER_IO_URING).is_err() {
+            return Err(std::io::Error::other("this kernel does not offer FUSE over io_uring"));
+        }
         Ok(())
     }
 
@@ -138,23 +143,37 @@ fn creates(dir: &Path, files: u64, procs: u64) -> f64 {
     files as f64 / start.elapsed().as_secs_f64()
 }
 
-fn main() {
-    let mut args = std::env::args().skip(1);
-    let files: u64 = args.next().map(|a| a.parse().expect("FILES is a number")).unwrap_or(50_000);
-    let procs: u64 = args.next().map(|a| a.parse().expect("PROCS is a number")).unwrap_or(2);
-    let local = tempfile::tempdir().expect("a temporary directory");
+/// Mounts the do-nothing file system (through io_uring if `uring`) and measures creates;
+/// None when the kernel does not offer io_uring.
+fn over_fuse(uring: bool, files: u64, procs: u64) -> Option<f64> {
     let mnt = tempfile::tempdir().expect("a temporary directory");
     let mut config = Config::default();
     config.mount_options = vec![MountOption::FSName("fuse-ceiling".into()), MountOption::DefaultPermissions];
     config.n_threads = Some(2);
-    let session =
-        fuser::spawn_mount(Nothing { next_ino: AtomicU64::new(2), dirs: Default::default() }, mnt.path(), &config)
-            .expect("mounting the do-nothing file system (needs /dev/fuse)");
-    let over_fuse = creates(mnt.path(), files, procs);
+    let fs = Nothing { uring, next_ino: AtomicU64::new(2), dirs: Default::default() };
+    let session = fuser::spawn_mount(fs, mnt.path(), &config).ok()?;
+    let rate = creates(mnt.path(), files, procs);
     session.umount_and_join().expect("unmounting the do-nothing file system");
+    Some(rate)
+}
+
+fn main() {
+    let mut args = std::env::args().skip(1);
+    let files: u64 = args.next().map(|a| a.parse().expect("FILES is a number")).unwrap_or(50_000);
+    let procs: u64 = args.next().map(|a| a.parse().expect("PROCS is a number")).unwrap_or(2);
+    let dev = over_fuse(false, files, procs).expect("mounting the do-nothing file system (needs /dev/fuse)");
+    let ring = over_fuse(true, files, procs);
+    let local = tempfile::tempdir().expect("a temporary directory");
     let on_local = creates(local.path(), files, procs);
     println!("creates, {procs} processes, {files} files:");
-    println!("  FUSE, file system doing nothing  {over_fuse:10.0}/s");
+    println!("  FUSE through /dev/fuse, file system doing nothing  {dev:10.0}/s  ratio {:.3}", dev / on_local);
+    match ring {
+        Some(r) => {
+            println!("  FUSE through io_uring, file system doing nothing  {r:10.0}/s  ratio {:.3}", r / on_local)
+        }
+        None => {
+            println!("  FUSE through io_uring: not offered by this kernel (/sys/module/fuse/parameters/enable_uring)")
+        }
+    }
     println!("  local directory ({})  {on_local:10.0}/s", local.path().display());
-    println!("  ratio                            {:10.3}", over_fuse / on_local);
 }

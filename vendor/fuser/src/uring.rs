@@ -11,8 +11,10 @@
 //! Each thread here owns one io_uring and, normally, one entry of one queue: a thread busy
 //! with a request has no free entry, so the kernel gives the queue's next request to another
 //! thread's entry rather than parking it behind a blocked handler. A reply the file system
-//! sends later, from another thread, commits its entry from there; meanwhile this thread
-//! registers a fresh entry so that it keeps serving.
+//! sends later, from another thread, commits its entry from there; meanwhile, if it has no
+//! other entry waiting, this thread registers a fresh one so that it keeps serving. A request
+//! that cannot be parsed, or a reply that does not fit, is answered with EIO: an entry left
+//! unanswered would hang its caller.
 //!
 //! Entry layout (uapi `struct fuse_uring_req_header`): 128 bytes for the fuse_in_header (or
 //! fuse_out_header in a reply), 128 bytes for the operation's own header, then
@@ -25,7 +27,7 @@ use std::io::IoSlice;
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 use log::{debug, error, warn};
@@ -131,6 +133,8 @@ struct Ring {
     fd: i32,
     qid: u16,
     entries: Mutex<Vec<Arc<Entry>>>,
+    /// Entries holding a request not answered yet; the others wait for the kernel's next.
+    busy: AtomicUsize,
     /// The thread that waits on this ring: its own pushes are submitted by its next wait.
     owner: std::thread::ThreadId,
 }
@@ -182,6 +186,37 @@ impl Ring {
     fn entry(&self, index: u64) -> Option<Arc<Entry>> {
         self.entries.lock().unwrap_or_else(|p| p.into_inner()).get(index as usize).cloned()
     }
+
+    /// Whether every entry of this ring holds an unanswered request.
+    fn all_busy(&self) -> bool {
+        self.busy.load(Ordering::Acquire) >= self.entries.lock().unwrap_or_else(|p| p.into_inner()).len()
+    }
+
+    /// Hands entry `index` back with its reply written in it, and makes it wait for the
+    /// kernel's next request.
+    fn commit(&self, entry: &Entry, index: u64, commit_id: u64) -> io::Result<()> {
+        entry.replied.store(true, Ordering::Release);
+        self.busy.fetch_sub(1, Ordering::AcqRel);
+        let sqe = self.command(CMD_COMMIT_AND_FETCH, commit_id).build().user_data(index);
+        self.push(&sqe)
+    }
+
+    /// Answers the request in entry `index` with an error and nothing else.
+    fn commit_error(&self, entry: &Entry, index: u64, commit_id: u64, errno: i32) -> io::Result<()> {
+        // fuse_out_header { u32 len; i32 error; u64 unique }, unique as the request's
+        // fuse_in_header has it (bytes 8..16, still in the buffer).
+        let unique = entry.read_u64(8);
+        let mut header = [0u8; OUT_HEADER_BYTES];
+        header[0..4].copy_from_slice(&(OUT_HEADER_BYTES as u32).to_ne_bytes());
+        header[4..8].copy_from_slice(&(-errno).to_ne_bytes());
+        header[8..16].copy_from_slice(&unique.to_ne_bytes());
+        // SAFETY: 16 bytes into the 288-byte header buffer, and the payload size field.
+        unsafe {
+            std::ptr::copy_nonoverlapping(header.as_ptr(), entry.header, OUT_HEADER_BYTES);
+            entry.header.add(ENT_OFFSET + 16).cast::<u32>().write_unaligned(0);
+        }
+        self.commit(entry, index, commit_id)
+    }
 }
 
 /// Where the reply to a ring request goes.
@@ -209,7 +244,9 @@ impl RingReply {
     pub(crate) fn send(&self, data: &[IoSlice<'_>]) -> io::Result<()> {
         let total: usize = data.iter().map(|d| d.len()).sum();
         if total < OUT_HEADER_BYTES || total - OUT_HEADER_BYTES > self.entry.payload_len {
-            return Err(io::Error::new(io::ErrorKind::InvalidInput, "reply does not fit the ring entry"));
+            // The kernel never asks for more than the entry holds; answer rather than hang.
+            error!("FUSE io_uring queue {}: a reply of {total} bytes does not fit its entry", self.ring.qid);
+            return self.ring.commit_error(&self.entry, self.index, self.commit_id, libc::EIO);
         }
         let mut at = 0usize;
         for slice in data {
@@ -234,9 +271,7 @@ impl RingReply {
         let payload_sz = (total - OUT_HEADER_BYTES) as u32;
         // SAFETY: payload_sz is at ENT_OFFSET + 16 in the header buffer.
         unsafe { self.entry.header.add(ENT_OFFSET + 16).cast::<u32>().write_unaligned(payload_sz) };
-        self.entry.replied.store(true, Ordering::Release);
-        let sqe = self.ring.command(CMD_COMMIT_AND_FETCH, self.commit_id).build().user_data(self.index);
-        self.ring.push(&sqe)
+        self.ring.commit(&self.entry, self.index, self.commit_id)
     }
 }
 
@@ -265,6 +300,7 @@ pub(crate) fn serve_queue<FS: Filesystem>(se: &SessionEventLoop<FS>, qid: u16, p
         fd: se.ch.as_fd().as_raw_fd(),
         qid,
         entries: Mutex::new(Vec::new()),
+        busy: AtomicUsize::new(0),
         owner: std::thread::current().id(),
     });
     pin_to_cpu(qid);
@@ -297,12 +333,15 @@ pub(crate) fn serve_queue<FS: Filesystem>(se: &SessionEventLoop<FS>, qid: u16, p
                 error!("FUSE io_uring queue {qid}: completion for unknown entry {index}");
                 continue;
             };
+            ring.busy.fetch_add(1, Ordering::AcqRel);
+            entry.replied.store(false, Ordering::Release);
             let len = entry.read_u32(0) as usize;
             let commit_id = entry.read_u64(ENT_OFFSET + 8);
             let payload_sz = entry.read_u32(ENT_OFFSET + 16) as usize;
             let op_len = len.checked_sub(IN_HEADER_BYTES + payload_sz);
             let Some(op_len) = op_len.filter(|n| *n <= OP_HEADER_BYTES_MAX && payload_sz <= entry.payload_len) else {
                 error!("FUSE io_uring queue {qid}: malformed request (len {len}, payload {payload_sz})");
+                ring.commit_error(&entry, index, commit_id, libc::EIO)?;
                 continue;
             };
             // SAFETY: sizes checked against the buffers just above.
@@ -315,7 +354,6 @@ pub(crate) fn serve_queue<FS: Filesystem>(se: &SessionEventLoop<FS>, qid: u16, p
                 );
                 std::ptr::copy_nonoverlapping(entry.payload, buf.as_mut_ptr().add(IN_HEADER_BYTES + op_len), payload_sz);
             }
-            entry.replied.store(false, Ordering::Release);
             let origin = Origin::Ring(RingReply {
                 ring: ring.clone(),
                 entry: entry.clone(),
@@ -332,11 +370,17 @@ pub(crate) fn serve_queue<FS: Filesystem>(se: &SessionEventLoop<FS>, qid: u16, p
                     }
                     req.dispatch(se);
                 }
-                None => warn!("FUSE io_uring queue {qid}: request could not be parsed"),
+                None => {
+                    warn!("FUSE io_uring queue {qid}: a request could not be parsed");
+                    ring.commit_error(&entry, index, commit_id, libc::EIO)?;
+                }
             }
-            if !entry.replied.load(Ordering::Acquire) {
-                // Answered later (or never): keep a free entry on this thread meanwhile.
-                debug!("FUSE io_uring queue {qid}: reply deferred, registering another entry");
+            if !entry.replied.load(Ordering::Acquire) && ring.all_busy() {
+                // Answered later (a lock granted after a wait): this thread has no entry left
+                // waiting for the kernel, so it makes one. Entries come back when their
+                // replies are committed, so there are at most as many as replies ever
+                // waited at once.
+                debug!("FUSE io_uring queue {qid}: a reply waits, registering another entry");
                 ring.register_entry(payload_len)?;
             }
         }

@@ -229,19 +229,16 @@ async fn wait_for_stop(mnt: Option<&Path>) -> &'static str {
     }
 }
 
-/// The kernel's switch for FUSE over io_uring (Linux 6.14+); absent on older kernels.
-const FUSE_URING_PARAM: &str = "/sys/module/fuse/parameters/enable_uring";
-
 fn print_summary(s: &UpState, c: &ServerConfig, uring: bool, detached: bool) {
     let osts = c.oss.as_ref().map_or(0, |o| o.osts.len());
     println!("Weft file system '{}' is up: 1 MDT, {osts} OSTs, mounted at {}", s.fsname, s.mount.display());
     println!("  data: {}   logs: {}", s.data.display(), s.log.display());
-    let offered = std::fs::read_to_string(FUSE_URING_PARAM).map(|v| v.trim() == "Y");
-    match (uring, offered) {
-        (true, Ok(true)) => println!("  FUSE requests come through io_uring, a queue per CPU"),
-        (true, Ok(false)) => println!(
+    match (uring, weft_fuse::uring_offered()) {
+        (true, Some(true)) => println!("  FUSE requests come through io_uring, a queue per CPU"),
+        (true, Some(false)) => println!(
             "  FUSE requests come through /dev/fuse; for io_uring (more metadata operations per second): \
-             echo 1 > {FUSE_URING_PARAM} as root, then weft down and up again"
+             echo 1 > {} as root, then weft down and up again",
+            weft_fuse::URING_SWITCH
         ),
         _ => {}
     }

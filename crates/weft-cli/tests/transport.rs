@@ -7,10 +7,6 @@ use common::*;
 use std::fs;
 use std::path::Path;
 
-fn uring_offered() -> bool {
-    fs::read_to_string("/sys/module/fuse/parameters/enable_uring").is_ok_and(|v| v.trim() == "Y")
-}
-
 /// Files of awkward sizes, a tree, links, renames and an xattr under `dir`.
 fn work(dir: &Path, seed: u64) {
     fs::create_dir_all(dir.join("tree/a/b")).unwrap();
@@ -49,7 +45,7 @@ fn dev_fuse_and_io_uring_mounts_serve_the_same_file_system() {
     fs::metadata(&dev).unwrap();
     let ring_log = fs::read_to_string(&c.mounts[0].log).unwrap();
     let dev_log = fs::read_to_string(&c.mounts[1].log).unwrap();
-    if uring_offered() {
+    if weft_fuse::uring_offered() == Some(true) {
         assert!(ring_log.contains("FUSE requests come through io_uring"), "uring=on mount log:\n{ring_log}");
     } else {
         assert!(ring_log.contains("FUSE requests come through /dev/fuse"), "uring=on mount log:\n{ring_log}");
@@ -80,6 +76,23 @@ fn dev_fuse_and_io_uring_mounts_serve_the_same_file_system() {
     );
     assert_eq!(counts.trim(), "1000");
     assert_eq!(fs::read_dir(dev.join("many")).unwrap().count(), 1000, "the other mount sees every name");
+    if weft_fuse::uring_offered() == Some(true) {
+        // The ring is in use, not just asked for: its threads did the work (a queue left
+        // without an entry would keep every request on /dev/fuse).
+        let pid = c.mount_pid(&ring);
+        let ring_ticks: u64 = fs::read_dir(format!("/proc/{pid}/task"))
+            .unwrap()
+            .filter_map(|t| {
+                let t = t.ok()?.path();
+                let comm = fs::read_to_string(t.join("comm")).ok()?;
+                let stat = fs::read_to_string(t.join("stat")).ok()?;
+                let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+                comm.starts_with("fuser-u")
+                    .then(|| fields[11].parse::<u64>().unwrap() + fields[12].parse::<u64>().unwrap())
+            })
+            .sum();
+        assert!(ring_ticks > 0, "no io_uring thread of the uring=on mount ran");
+    }
 
     // A lock wait answered later, from another thread, while the mount goes on serving.
     let waited = sh(

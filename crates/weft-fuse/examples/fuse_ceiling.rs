@@ -172,7 +172,7 @@ fn main() {
             println!("  FUSE through io_uring, file system doing nothing  {r:10.0}/s  ratio {:.3}", r / on_local)
         }
         None => {
-            println!("  FUSE through io_uring: not offered by this kernel (/sys/module/fuse/parameters/enable_uring)")
+            println!("  FUSE through io_uring: not offered by this kernel ({})", weft_fuse::URING_SWITCH)
         }
     }
     println!("  local directory ({})  {on_local:10.0}/s", local.path().display());

@@ -546,7 +546,8 @@ impl fuser::Filesystem for WeftFs {
                 Ok(()) => tracing::info!("FUSE requests come through io_uring"),
                 Err(_) => tracing::info!(
                     "FUSE requests come through /dev/fuse: this kernel does not offer io_uring for FUSE \
-                     (Linux 6.14+ with /sys/module/fuse/parameters/enable_uring set to Y does)"
+                     (Linux 6.14+ with {} set to Y does)",
+                    crate::URING_SWITCH
                 ),
             }
         }

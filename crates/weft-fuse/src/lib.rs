@@ -48,6 +48,15 @@ pub struct MountOptions {
     pub uring: bool,
 }
 
+/// The kernel's switch for FUSE over io_uring (Linux 6.14+; absent on older kernels).
+pub const URING_SWITCH: &str = "/sys/module/fuse/parameters/enable_uring";
+
+/// Whether the kernel offers FUSE over io_uring to mounts made now; None when it has no
+/// such switch.
+pub fn uring_offered() -> Option<bool> {
+    std::fs::read_to_string(URING_SWITCH).ok().map(|v| v.trim() == "Y")
+}
+
 impl Default for MountOptions {
     fn default() -> Self {
         MountOptions {

@@ -15,7 +15,6 @@ use crate::Filesystem;
 use crate::PollNotifier;
 use crate::RenameFlags;
 use crate::Request;
-use crate::channel::ChannelSender;
 use crate::forget_one::ForgetOne;
 use crate::ll;
 use crate::ll::Errno;
@@ -29,34 +28,18 @@ use crate::reply::ReplySender;
 use crate::session::SessionACL;
 use crate::session::SessionEventLoop;
 
-/// Where a request came from, and so where its reply goes.
-#[derive(Debug, Clone)]
-pub(crate) enum Origin {
-    Channel(ChannelSender),
-    Ring(crate::uring::RingReply),
-}
-
-impl Origin {
-    fn sender(&self) -> ReplySender {
-        match self {
-            Origin::Channel(c) => ReplySender::Channel(c.clone()),
-            Origin::Ring(r) => ReplySender::Ring(r.clone()),
-        }
-    }
-}
-
 /// Request data structure
 #[derive(Debug)]
 pub(crate) struct RequestWithSender<'a> {
     /// Where the reply goes: /dev/fuse or the request's io_uring entry
-    ch: Origin,
+    ch: ReplySender,
     /// Parsed request
     pub(crate) request: ll::AnyRequest<'a>,
 }
 
 impl<'a> RequestWithSender<'a> {
     /// Create a new request from the given data
-    pub(crate) fn new(ch: Origin, data: &'a [u8]) -> Option<RequestWithSender<'a>> {
+    pub(crate) fn new(ch: ReplySender, data: &'a [u8]) -> Option<RequestWithSender<'a>> {
         let request = match ll::AnyRequest::try_from(data) {
             Ok(request) => request,
             Err(err) => {
@@ -320,7 +303,7 @@ impl<'a> RequestWithSender<'a> {
                     x.offset(),
                     ReplyDirectory::new(
                         self.request.unique(),
-                        self.ch.sender(),
+                        self.ch.clone(),
                         x.size() as usize,
                     ),
                 );
@@ -495,7 +478,7 @@ impl<'a> RequestWithSender<'a> {
                     x.offset(),
                     ReplyDirectoryPlus::new(
                         self.request.unique(),
-                        self.ch.sender(),
+                        self.ch.clone(),
                         x.size() as usize,
                     ),
                 );
@@ -568,7 +551,7 @@ impl<'a> RequestWithSender<'a> {
     /// Create a reply object for this request that can be passed to the filesystem
     /// implementation and makes sure that a request is replied exactly once
     pub(crate) fn reply<T: Reply>(&self) -> T {
-        Reply::new(self.request.unique(), self.ch.sender())
+        Reply::new(self.request.unique(), self.ch.clone())
     }
 
     /// Returns a Request reference for this request

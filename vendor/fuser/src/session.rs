@@ -296,8 +296,8 @@ impl<FS: Filesystem> Session<FS> {
         let mut threads = Vec::with_capacity(n_threads);
 
         // FUSE over io_uring: threads serving each CPU's queue of ring entries. The
-        // /dev/fuse threads below still take what the kernel sends there (forgets,
-        // interrupts, anything before every queue has an entry).
+        // /dev/fuse threads below still take what the kernel sends there (forgets and
+        // interrupts); other requests wait until every queue has an entry.
         if let Some(payload) = uring_payload {
             let queues = crate::uring::queue_count();
             for qid in 0..queues {
@@ -563,7 +563,7 @@ impl<FS: Filesystem> SessionEventLoop<FS> {
             // Read the next request from the given channel to kernel driver
             // The kernel driver makes sure that we get exactly one request per read
             match self.ch.receive_retrying(buf) {
-                Ok(size) => match RequestWithSender::new(crate::request::Origin::Channel(self.ch.sender()), &buf[..size]) {
+                Ok(size) => match RequestWithSender::new(ReplySender::Channel(self.ch.sender()), &buf[..size]) {
                     // Dispatch request
                     Some(req) => {
                         if let Ok(Operation::Destroy(_)) = req.request.operation() {

@@ -27,7 +27,7 @@ use std::io::IoSlice;
 use std::os::fd::{AsFd, AsRawFd};
 use std::sync::Arc;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicUsize, Ordering};
 
 use io_uring::{IoUring, cqueue, opcode, squeue, types};
 use log::{debug, error, warn};
@@ -35,8 +35,8 @@ use log::{debug, error, warn};
 use crate::Filesystem;
 use crate::channel::ChannelSender;
 use crate::ll::Operation;
-use crate::reply::ReplyEmpty;
-use crate::request::{Origin, RequestWithSender};
+use crate::reply::{ReplyEmpty, ReplySender};
+use crate::request::RequestWithSender;
 use crate::session::SessionEventLoop;
 
 /// Smallest payload buffer the kernel accepts (FUSE_MIN_READ_BUFFER).
@@ -85,8 +85,6 @@ struct Entry {
     iov: [libc::iovec; 2],
     _header_buf: Box<[u8]>,
     _payload_buf: Box<[u8]>,
-    /// The request in it has been answered (committed) since it arrived.
-    replied: AtomicBool,
 }
 
 // SAFETY: the buffers are written by the kernel while the entry waits for a request and
@@ -110,7 +108,6 @@ impl Entry {
             ],
             _header_buf: header_buf,
             _payload_buf: payload_buf,
-            replied: AtomicBool::new(false),
         })
     }
 
@@ -135,6 +132,8 @@ struct Ring {
     entries: Mutex<Vec<Arc<Entry>>>,
     /// Entries holding a request not answered yet; the others wait for the kernel's next.
     busy: AtomicUsize,
+    /// /dev/fuse, where backing files for passthrough are opened.
+    channel: ChannelSender,
     /// The thread that waits on this ring: its own pushes are submitted by its next wait.
     owner: std::thread::ThreadId,
 }
@@ -194,8 +193,7 @@ impl Ring {
 
     /// Hands entry `index` back with its reply written in it, and makes it wait for the
     /// kernel's next request.
-    fn commit(&self, entry: &Entry, index: u64, commit_id: u64) -> io::Result<()> {
-        entry.replied.store(true, Ordering::Release);
+    fn commit(&self, index: u64, commit_id: u64) -> io::Result<()> {
         self.busy.fetch_sub(1, Ordering::AcqRel);
         let sqe = self.command(CMD_COMMIT_AND_FETCH, commit_id).build().user_data(index);
         self.push(&sqe)
@@ -215,7 +213,7 @@ impl Ring {
             std::ptr::copy_nonoverlapping(header.as_ptr(), entry.header, OUT_HEADER_BYTES);
             entry.header.add(ENT_OFFSET + 16).cast::<u32>().write_unaligned(0);
         }
-        self.commit(entry, index, commit_id)
+        self.commit(index, commit_id)
     }
 }
 
@@ -226,7 +224,6 @@ pub(crate) struct RingReply {
     entry: Arc<Entry>,
     index: u64,
     commit_id: u64,
-    channel: ChannelSender,
 }
 
 impl std::fmt::Debug for RingReply {
@@ -237,7 +234,7 @@ impl std::fmt::Debug for RingReply {
 
 impl RingReply {
     pub(crate) fn channel(&self) -> &ChannelSender {
-        &self.channel
+        &self.ring.channel
     }
 
     /// Writes the reply (fuse_out_header, then its arguments) into the entry and commits it.
@@ -271,7 +268,7 @@ impl RingReply {
         let payload_sz = (total - OUT_HEADER_BYTES) as u32;
         // SAFETY: payload_sz is at ENT_OFFSET + 16 in the header buffer.
         unsafe { self.entry.header.add(ENT_OFFSET + 16).cast::<u32>().write_unaligned(payload_sz) };
-        self.ring.commit(&self.entry, self.index, self.commit_id)
+        self.ring.commit(self.index, self.commit_id)
     }
 }
 
@@ -301,13 +298,19 @@ pub(crate) fn serve_queue<FS: Filesystem>(se: &SessionEventLoop<FS>, qid: u16, p
         qid,
         entries: Mutex::new(Vec::new()),
         busy: AtomicUsize::new(0),
+        channel: se.ch.sender(),
         owner: std::thread::current().id(),
     });
     pin_to_cpu(qid);
     if let Err(e) = ring.register_entry(payload_len) {
-        // The kernel refused the ring: requests keep coming through /dev/fuse.
-        warn!("FUSE io_uring queue {qid}: cannot register an entry ({e}); /dev/fuse serves instead");
-        return Ok(());
+        // Once INIT has agreed on io_uring the kernel holds every request until each queue
+        // has an entry: without this one the mount answers nothing. Say so plainly; the
+        // session ends with this error when it is unmounted.
+        error!(
+            "FUSE io_uring queue {qid}: cannot register an entry ({e}); requests wait until unmount \
+             (mount without io_uring to avoid this)"
+        );
+        return Err(e);
     }
     let mut buf = vec![0u8; IN_HEADER_BYTES + OP_HEADER_BYTES_MAX + payload_len];
     let mut done = Vec::new();
@@ -334,7 +337,6 @@ pub(crate) fn serve_queue<FS: Filesystem>(se: &SessionEventLoop<FS>, qid: u16, p
                 continue;
             };
             ring.busy.fetch_add(1, Ordering::AcqRel);
-            entry.replied.store(false, Ordering::Release);
             let len = entry.read_u32(0) as usize;
             let commit_id = entry.read_u64(ENT_OFFSET + 8);
             let payload_sz = entry.read_u32(ENT_OFFSET + 16) as usize;
@@ -344,6 +346,11 @@ pub(crate) fn serve_queue<FS: Filesystem>(se: &SessionEventLoop<FS>, qid: u16, p
                 ring.commit_error(&entry, index, commit_id, libc::EIO)?;
                 continue;
             };
+            // The request is copied out of the entry, payload included, because its reply is
+            // written into the same buffers: a handler still holding the request's bytes (a
+            // write's data) while its reply, or another thread's deferred one, lands there
+            // would alias them. Under `weft up` large reads and writes are passthrough and do
+            // not come here; through the mount a write pays this one extra copy.
             // SAFETY: sizes checked against the buffers just above.
             unsafe {
                 std::ptr::copy_nonoverlapping(entry.header, buf.as_mut_ptr(), IN_HEADER_BYTES);
@@ -354,13 +361,7 @@ pub(crate) fn serve_queue<FS: Filesystem>(se: &SessionEventLoop<FS>, qid: u16, p
                 );
                 std::ptr::copy_nonoverlapping(entry.payload, buf.as_mut_ptr().add(IN_HEADER_BYTES + op_len), payload_sz);
             }
-            let origin = Origin::Ring(RingReply {
-                ring: ring.clone(),
-                entry: entry.clone(),
-                index,
-                commit_id,
-                channel: se.ch.sender(),
-            });
+            let origin = ReplySender::Ring(RingReply { ring: ring.clone(), entry: entry.clone(), index, commit_id });
             let data = &buf[..IN_HEADER_BYTES + op_len + payload_sz];
             match RequestWithSender::new(origin, data) {
                 Some(req) => {
@@ -375,25 +376,14 @@ pub(crate) fn serve_queue<FS: Filesystem>(se: &SessionEventLoop<FS>, qid: u16, p
                     ring.commit_error(&entry, index, commit_id, libc::EIO)?;
                 }
             }
-            if !entry.replied.load(Ordering::Acquire) && ring.all_busy() {
-                // Answered later (a lock granted after a wait): this thread has no entry left
-                // waiting for the kernel, so it makes one. Entries come back when their
+            if ring.all_busy() {
+                // A reply comes later (a lock granted after a wait) and no entry of this
+                // thread is left waiting for the kernel, so it makes one. Entries come back when their
                 // replies are committed, so there are at most as many as replies ever
                 // waited at once.
                 debug!("FUSE io_uring queue {qid}: a reply waits, registering another entry");
                 ring.register_entry(payload_len)?;
             }
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(super::count_cpu_list("0"), Some(1));
-        assert_eq!(super::count_cpu_list("0-1"), Some(2));
-        assert_eq!(super::count_cpu_list("0-3,6,8-9"), Some(7));
-        assert_eq!(super::count_cpu_list("x"), None);
     }
 }

@@ -21,6 +21,7 @@ mod limits;
 pub mod locks;
 mod map;
 mod metadata;
+mod reply_slots;
 mod statfs;
 pub mod striping;
 
@@ -92,6 +93,8 @@ pub struct Client {
     /// Makes this client reachable for callbacks from servers of this process.
     local_registration: std::sync::Mutex<Option<weft_rpc::local::ClientRegistration>>,
     next_request_id: AtomicU64,
+    /// Where the MDT keeps each mutation's reply for a resend.
+    reply_slots: reply_slots::ReplySlots,
     mgs: Peer,
     /// The current map; watchers learn of every change (requests waiting on a moved target).
     map_tx: watch::Sender<Arc<MapState>>,
@@ -126,6 +129,7 @@ impl Client {
             weak_self: weak.clone(),
             local_registration: std::sync::Mutex::new(None),
             next_request_id: AtomicU64::new(1),
+            reply_slots: reply_slots::ReplySlots::default(),
             mgs: Peer::new(config.mgs_address.clone(), peer_options(&config, client_id, weak)),
             map_tx: watch::Sender::new(Arc::new(MapState::default())),
             peers: RwLock::new(HashMap::new()),
@@ -197,6 +201,7 @@ impl Client {
         RequestHeader {
             client_id: self.client_id(),
             request_id: self.next_request_id.fetch_add(1, Ordering::Relaxed),
+            reply_slot: 0,
             identity: who.clone(),
             jobid: self.config.jobid.clone(),
         }
@@ -346,7 +351,10 @@ impl Client {
 
     /// One metadata request to the MDT.
     async fn mdt(&self, who: &Identity, op: MdtRequest) -> WeftResult<MdtReply> {
-        let header = self.header(who);
+        let mut header = self.header(who);
+        // Held until the answer: every resend of this mutation carries the same slot.
+        let slot = if op.is_mutation() { Some(self.reply_slots.take().await) } else { None };
+        header.reply_slot = slot.as_ref().map_or(0, |s| s.number());
         let opcode = op.opcode_name();
         let body = RequestBody::Mdt { mdt: MDT_INDEX, op };
         // The answer may carry an intent lock (recorded before the ticket goes).

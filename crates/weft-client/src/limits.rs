@@ -16,3 +16,8 @@ pub const OBJECT_REQUESTS_IN_FLIGHT_MAX: usize = 64;
 pub const LOCKS_CACHED_MAX: usize = 524_288;
 /// How often a client holding locks checks that every server still knows it (the pinger).
 pub const PING_INTERVAL_MS: u64 = 1_000;
+
+/// MDT mutations one client has in flight at most, each in its own reply-cache slot (see
+/// reply_slots.rs); more wait for a slot. Above what a mount's FUSE threads and its
+/// background closes (CLOSES_IN_FLIGHT_MAX in weft-fuse) keep in flight together.
+pub const MUTATIONS_IN_FLIGHT_MAX: usize = 1024;

@@ -68,6 +68,7 @@ fn main() {
         let header = || RequestHeader {
             client_id: 7,
             request_id: request_id.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1,
+            reply_slot: 0,
             identity: Identity::root(),
             jobid: String::new(),
         };

@@ -35,7 +35,8 @@
 //!
 //! # Reply cache key
 //!
-//! `(client_id, request_id)`; `request_id == 0` means "not resendable" and is never cached.
+//! `(client_id, reply_slot)`, holding the slot's last reply with its `request_id` (see
+//! replies.rs); `request_id == 0` means "not resendable" and is never cached.
 
 pub mod background;
 pub mod journal;
@@ -278,7 +279,7 @@ impl Mds {
             return ops::read(&self.core, &tables, &header.identity, &req);
         }
         if header.request_id != 0 {
-            if let Some(reply) = self.core.read_view().cached_reply(header.client_id, header.request_id)? {
+            if let Some(reply) = self.core.read_view().cached_reply(header)? {
                 self.core.stats.reply_cache_hits.fetch_add(1, Ordering::Relaxed);
                 return reply;
             }

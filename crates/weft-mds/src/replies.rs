@@ -1,24 +1,58 @@
-//! The reply cache's values. Every resendable mutation stores its reply (store.rs,
-//! `put_reply`), so that a resend after a reconnect or an MDS restart gets the first answer
-//! instead of a second effect. Replies live with every other change: in memory and in the
-//! journal until the next checkpoint writes them into redb, many to a page.
+//! The reply cache's values. Every resendable mutation stores its reply under its client's
+//! reply slot (store.rs, `put_reply`; the client side is weft-client's reply_slots.rs), so
+//! that a resend after a reconnect or an MDS restart gets the first answer instead of a
+//! second effect. A client sends its next mutation in a slot only once it has the answer to
+//! the last one or gave up on it, so each slot's row is overwritten rather than added to:
+//! the table holds one row per slot in use, not one per mutation. Replies live with every
+//! other change: in memory and in the journal until the next checkpoint writes them into
+//! redb.
 
-use weft_proto::msg::MdtReply;
-use weft_proto::{WeftError, WeftResult};
+use weft_proto::msg::{MdtReply, RequestHeader};
+use weft_proto::{ErrorCode, WeftError, WeftResult};
 
-/// The value of a reply-cache row: when it was stored (unix seconds), then the reply.
-pub fn encode(now_secs: u64, reply: &WeftResult<MdtReply>) -> Vec<u8> {
-    let mut v = now_secs.to_be_bytes().to_vec();
-    v.extend_from_slice(&postcard::to_stdvec(reply).expect("encoding a reply into memory cannot fail"));
+/// Bytes before the encoded reply: the stored time and the request id.
+const PREFIX_BYTES: usize = 16;
+
+/// The value of a reply-cache row: when it was stored (unix seconds), which request it
+/// answered, then the reply.
+pub fn encode(now_secs: u64, request_id: u64, reply: &WeftResult<MdtReply>) -> Vec<u8> {
+    let mut v = Vec::with_capacity(64);
+    v.extend_from_slice(&now_secs.to_be_bytes());
+    v.extend_from_slice(&request_id.to_be_bytes());
+    postcard::to_io(reply, &mut v).expect("encoding a reply into memory cannot fail");
     v
 }
 
-pub fn decode(client_id: u64, request_id: u64, v: &[u8]) -> WeftResult<WeftResult<MdtReply>> {
-    if v.len() < 8 {
-        return Err(WeftError::io(format!("corrupt reply-cache entry of client {client_id:#x}")));
+/// When a row was stored (unix seconds) and the request it answered.
+pub fn stored(v: &[u8]) -> WeftResult<(u64, u64)> {
+    let (Some(secs), Some(request_id)) = (v.get(..8), v.get(8..PREFIX_BYTES)) else {
+        return Err(WeftError::io(format!("corrupt reply-cache entry of {} bytes", v.len())));
+    };
+    let u = |b: &[u8]| u64::from_be_bytes(b.try_into().expect("eight bytes"));
+    Ok((u(secs), u(request_id)))
+}
+
+/// What `header`'s request gets from its slot's row `v` without executing: the stored
+/// reply if it is this request's (a resend), an error if the slot has moved on to a later
+/// request (this is a stale resend its client no longer waits for), or `None` to execute
+/// it (the row answered an earlier request, whose reply the client has).
+pub fn answer(header: &RequestHeader, v: &[u8]) -> WeftResult<Option<WeftResult<MdtReply>>> {
+    let (_, stored_id) = stored(v)?;
+    let (client, slot, id) = (header.client_id, header.reply_slot, header.request_id);
+    if stored_id < id {
+        return Ok(None);
     }
-    postcard::from_bytes(&v[8..]).map_err(|e| {
-        WeftError::io(format!("corrupt reply-cache entry of client {client_id:#x} request {request_id}: {e}"))
+    if stored_id > id {
+        return Ok(Some(Err(WeftError::new(
+            ErrorCode::Stale,
+            format!(
+                "request {id} of client {client:#x} is older than request {stored_id} in its reply slot {slot}: \
+                 a stale resend, not executed"
+            ),
+        ))));
+    }
+    postcard::from_bytes(&v[PREFIX_BYTES..]).map(Some).map_err(|e| {
+        WeftError::io(format!("corrupt reply-cache entry of client {client:#x} slot {slot} request {id}: {e}"))
     })
 }
 
@@ -26,17 +60,25 @@ pub fn decode(client_id: u64, request_id: u64, v: &[u8]) -> WeftResult<WeftResul
 mod tests {
     use super::*;
     use crate::store::{Base, Tables, WriteTables};
-    use weft_proto::ErrorCode;
+
+    fn header(client_id: u64, reply_slot: u32, request_id: u64) -> RequestHeader {
+        RequestHeader { client_id, request_id, reply_slot, ..Default::default() }
+    }
 
     #[test]
-    fn encode_decode() {
+    fn a_row_answers_its_own_request_refuses_older_ones_and_lets_newer_ones_run() {
         let ok: WeftResult<MdtReply> = Ok(MdtReply::Empty);
         let err: WeftResult<MdtReply> = Err(WeftError::new(ErrorCode::Exists, "'f' exists already"));
-        let (a, b) = (encode(7, &ok), encode(9, &err));
-        assert_eq!(a[..8], 7u64.to_be_bytes());
-        assert_eq!(decode(1, 2, &a).unwrap(), ok);
-        assert_eq!(decode(1, 3, &b).unwrap(), err);
-        assert!(decode(1, 2, &a[..5]).is_err());
+        let (a, b) = (encode(7, 20, &ok), encode(9, 21, &err));
+        assert_eq!(stored(&a).unwrap(), (7, 20));
+        assert_eq!(answer(&header(1, 0, 20), &a).unwrap(), Some(ok));
+        assert_eq!(answer(&header(1, 0, 21), &b).unwrap(), Some(err));
+        assert_eq!(answer(&header(1, 0, 22), &b).unwrap(), None, "the next request in the slot runs");
+        let stale = answer(&header(1, 0, 19), &a).unwrap().unwrap().unwrap_err();
+        assert_eq!(stale.code, ErrorCode::Stale);
+        assert!(stale.message.contains("stale resend"), "{stale}");
+        assert!(stored(&a[..12]).is_err());
+        assert!(answer(&header(1, 0, 20), &a[..17]).is_err(), "a cut reply is corrupt");
     }
 
     /// A crash before the checkpoint: redb never got the reply, the journal did, and replay
@@ -47,11 +89,12 @@ mod tests {
         let db = redb::Database::create(dir.path().join("mdt.redb")).unwrap();
         crate::writer::format_or_check(&db, 0).unwrap();
         let reply: WeftResult<MdtReply> = Ok(MdtReply::Empty);
-        let read = |db: &redb::Database| Tables::at_checkpoint(Base::open(db).unwrap()).cached_reply(7, 8).unwrap();
+        let h = header(7, 3, 8);
+        let read = |db: &redb::Database| Tables::at_checkpoint(Base::open(db).unwrap()).cached_reply(&h).unwrap();
         let mut t = WriteTables::over(Tables::at_checkpoint(Base::open(&db).unwrap()));
-        t.put_reply(7, 8, 99, &reply).unwrap();
-        assert_eq!(t.cached_reply(7, 8).unwrap(), Some(reply.clone()), "the batch sees its own reply");
-        assert_eq!(t.changes.len(), 2, "the reply and its entry in the by-time index");
+        t.put_reply(&h, 99, &reply).unwrap();
+        assert_eq!(t.cached_reply(&h).unwrap(), Some(reply.clone()), "the batch sees its own reply");
+        assert_eq!(t.changes.len(), 1, "one row per reply");
         let mut journal = crate::journal::Journal::open(dir.path(), 0).unwrap();
         journal.append(&t.changes).unwrap();
         drop(journal);

@@ -13,8 +13,7 @@
 //! | `dentries`        | parent fid (16) ++ name hash u64 BE ++ name | child fid (16) ++ [`kind_byte`] (1)     |
 //! | `links`           | child fid (16) ++ parent fid (16) ++ name   | empty (one row per hard link)           |
 //! | `xattrs`          | fid (16) ++ xattr name                      | xattr value bytes                       |
-//! | `reply_cache`     | client id u64 BE ++ request id u64 BE       | stored unix secs u64 BE ++ postcard `Result<MdtReply, WeftError>` |
-//! | `reply_by_time`   | stored unix secs u64 BE ++ client id ++ request id | empty (index for pruning by age) |
+//! | `reply_cache`     | client id u64 BE ++ reply slot u32 BE       | stored unix secs u64 BE ++ request id u64 BE ++ postcard `Result<MdtReply, WeftError>` |
 //! | `orphans`         | fid (16)                                    | empty (nlink 0, still open when written)|
 //! | `destroy_queue`   | ost u32 BE ++ object fid (16)               | empty (objects to destroy on OSTs)      |
 //! | `precreate`       | ost u32 BE                                  | next oid u32 BE ++ created oid u32 BE   |
@@ -33,7 +32,8 @@ use weft_proto::msg::{FileType, Timestamp};
 use weft_proto::{Fid, Layout, StripeSpec, WeftError, WeftResult};
 
 /// Version of everything described in this file.
-pub const FORMAT_VERSION: u32 = 1;
+/// 2: the reply cache keeps one row per client slot (was one per request, with a by-time index).
+pub const FORMAT_VERSION: u32 = 2;
 /// Name of the redb file inside the MDT's data directory.
 pub const DB_FILE_NAME: &str = "mdt.redb";
 
@@ -51,10 +51,8 @@ pub const DENTRIES: Def = TableDefinition::new("dentries");
 pub const LINKS: Def = TableDefinition::new("links");
 /// Extended attributes.
 pub const XATTRS: Def = TableDefinition::new("xattrs");
-/// Replies of mutations by (client id, request id), so a resend has no second effect.
+/// The last mutation's reply in each (client, reply slot), so a resend has no second effect.
 pub const REPLY_CACHE: Def = TableDefinition::new("reply_cache");
-/// The reply cache ordered by age, so pruning reads only what it removes.
-pub const REPLY_BY_TIME: Def = TableDefinition::new("reply_by_time");
 /// Inodes with no name left that were open; destroyed on last close or at the next start.
 pub const ORPHANS: Def = TableDefinition::new("orphans");
 /// OST objects to destroy; an entry leaves only after the OST confirmed.
@@ -65,17 +63,16 @@ pub const PRECREATE: Def = TableDefinition::new("precreate");
 pub const COUNTERS: Def = TableDefinition::new("counters");
 pub const COUNTER_NEXT_INODE_KEY: &[u8] = b"next_inode";
 
-/// Table ids in journal records (see journal.rs): stable on disk, never reused.
+/// Table ids in journal records (see journal.rs): fixed within a format version.
 pub const TABLE_INODES: u8 = 1;
 pub const TABLE_DENTRIES: u8 = 2;
 pub const TABLE_LINKS: u8 = 3;
 pub const TABLE_XATTRS: u8 = 4;
 pub const TABLE_REPLY_CACHE: u8 = 5;
-pub const TABLE_REPLY_BY_TIME: u8 = 6;
-pub const TABLE_ORPHANS: u8 = 7;
-pub const TABLE_DESTROY_QUEUE: u8 = 8;
-pub const TABLE_PRECREATE: u8 = 9;
-pub const TABLE_COUNTERS: u8 = 10;
+pub const TABLE_ORPHANS: u8 = 6;
+pub const TABLE_DESTROY_QUEUE: u8 = 7;
+pub const TABLE_PRECREATE: u8 = 8;
+pub const TABLE_COUNTERS: u8 = 9;
 
 pub fn is_table_id(id: u8) -> bool {
     (TABLE_INODES..=TABLE_COUNTERS).contains(&id)
@@ -85,12 +82,12 @@ pub fn is_table_id(id: u8) -> bool {
 pub const META_JOURNAL_SEQ_KEY: &[u8] = b"journal_seq";
 
 /// Every table, so that formatting creates them all (a read transaction fails on a missing table).
-pub const ALL_TABLES: [Def; 11] =
-    [META, INODES, DENTRIES, LINKS, XATTRS, REPLY_CACHE, REPLY_BY_TIME, ORPHANS, DESTROY_QUEUE, PRECREATE, COUNTERS];
+pub const ALL_TABLES: [Def; 10] =
+    [META, INODES, DENTRIES, LINKS, XATTRS, REPLY_CACHE, ORPHANS, DESTROY_QUEUE, PRECREATE, COUNTERS];
 
 /// The tables of the TABLE_* ids, in id order (`DATA_TABLES[id - 1]`): all but `meta`.
-pub const DATA_TABLES: [Def; 10] =
-    [INODES, DENTRIES, LINKS, XATTRS, REPLY_CACHE, REPLY_BY_TIME, ORPHANS, DESTROY_QUEUE, PRECREATE, COUNTERS];
+pub const DATA_TABLES: [Def; 9] =
+    [INODES, DENTRIES, LINKS, XATTRS, REPLY_CACHE, ORPHANS, DESTROY_QUEUE, PRECREATE, COUNTERS];
 
 /// An inode as stored. Attributes, plus what each kind needs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -263,17 +260,10 @@ pub fn xattr_key(fid: Fid, name: &[u8]) -> Vec<u8> {
     k
 }
 
-pub fn reply_key(client_id: u64, request_id: u64) -> [u8; 16] {
-    let mut k = [0u8; 16];
+pub fn reply_key(client_id: u64, slot: u32) -> [u8; 12] {
+    let mut k = [0u8; 12];
     k[..8].copy_from_slice(&client_id.to_be_bytes());
-    k[8..].copy_from_slice(&request_id.to_be_bytes());
-    k
-}
-
-pub fn reply_time_key(stored_secs: u64, client_id: u64, request_id: u64) -> [u8; 24] {
-    let mut k = [0u8; 24];
-    k[..8].copy_from_slice(&stored_secs.to_be_bytes());
-    k[8..].copy_from_slice(&reply_key(client_id, request_id));
+    k[8..].copy_from_slice(&slot.to_be_bytes());
     k
 }
 

@@ -26,7 +26,7 @@ use redb::{Database, ReadOnlyTable, ReadableDatabase, ReadableTableMetadata, Wri
 use std::cmp::Ordering;
 use std::ops::{Bound, Deref};
 use std::sync::Arc;
-use weft_proto::msg::{FileType, MdtReply};
+use weft_proto::msg::{FileType, MdtReply, RequestHeader};
 use weft_proto::{Fid, WeftError, WeftResult};
 
 /// Storage errors become EIO with what failed; the MDT's state on disk is unchanged by a
@@ -277,10 +277,17 @@ impl Tables {
         Ok(keys.into_iter().map(|k| k[16..].to_vec()).collect())
     }
 
-    /// The stored reply of a mutation, if this request was executed already.
-    pub fn cached_reply(&self, client_id: u64, request_id: u64) -> WeftResult<Option<WeftResult<MdtReply>>> {
-        let key = schema::reply_key(client_id, request_id);
-        self.with_row(schema::TABLE_REPLY_CACHE, key.as_slice(), |v| crate::replies::decode(client_id, request_id, v))
+    /// What the reply cache answers `header`'s mutation without executing it, if anything
+    /// (see [`crate::replies::answer`]).
+    pub fn cached_reply(&self, header: &RequestHeader) -> WeftResult<Option<WeftResult<MdtReply>>> {
+        let key = schema::reply_key(header.client_id, header.reply_slot);
+        Ok(self.with_row(schema::TABLE_REPLY_CACHE, key.as_slice(), |v| crate::replies::answer(header, v))?.flatten())
+    }
+
+    /// Rows in the reply cache.
+    #[cfg(test)]
+    pub(crate) fn reply_rows(&self) -> usize {
+        self.keys(schema::TABLE_REPLY_CACHE, &[], None, usize::MAX).map_or(0, |k| k.len())
     }
 
     pub fn precreate_state(&self, ost: u32) -> WeftResult<Option<(u32, u32)>> {
@@ -463,28 +470,32 @@ impl WriteTables {
         Ok(())
     }
 
-    /// Stores the reply of a mutation, stored at `stored_secs`, and its entry in the by-time
-    /// index the pruner walks.
+    /// Stores the reply of `header`'s mutation at `stored_secs`, in place of the last one of
+    /// its slot.
     pub fn put_reply(
         &mut self,
-        client_id: u64,
-        request_id: u64,
+        header: &RequestHeader,
         stored_secs: u64,
         reply: &WeftResult<MdtReply>,
     ) -> WeftResult<()> {
-        let value = crate::replies::encode(stored_secs, reply);
-        self.put(schema::TABLE_REPLY_CACHE, schema::reply_key(client_id, request_id).as_slice(), &value)?;
-        let by_time = schema::reply_time_key(stored_secs, client_id, request_id);
-        self.put(schema::TABLE_REPLY_BY_TIME, by_time.as_slice(), [].as_slice())
+        let value = crate::replies::encode(stored_secs, header.request_id, reply);
+        self.put(schema::TABLE_REPLY_CACHE, schema::reply_key(header.client_id, header.reply_slot).as_slice(), &value)
     }
 
-    /// Removes at most `limit` replies stored before `before_secs`; returns how many.
+    /// Removes at most `limit` replies stored before `before_secs` (the slots of clients gone
+    /// or idle since); returns how many. Reads the whole table: one row per slot in use.
     pub fn prune_replies(&mut self, before_secs: u64, limit: usize) -> WeftResult<usize> {
-        let hi = before_secs.to_be_bytes();
-        let old = self.keys(schema::TABLE_REPLY_BY_TIME, &[], Some(&hi), limit)?;
+        let mut old = Vec::new();
+        if limit > 0 {
+            self.scan(schema::TABLE_REPLY_CACHE, &[], None, |k, v| {
+                if crate::replies::stored(v)?.0 < before_secs {
+                    old.push(k.to_vec());
+                }
+                Ok(old.len() < limit)
+            })?;
+        }
         for k in &old {
-            self.del(schema::TABLE_REPLY_BY_TIME, k.as_slice())?;
-            self.del(schema::TABLE_REPLY_CACHE, &k[8..])?;
+            self.del(schema::TABLE_REPLY_CACHE, k)?;
         }
         Ok(old.len())
     }
@@ -546,7 +557,7 @@ mod tests {
         use redb::TableHandle;
         let names: Vec<_> = schema::DATA_TABLES.iter().map(|d| d.name().to_string()).collect();
         assert_eq!(names[slot(schema::TABLE_INODES)], "inodes");
-        assert_eq!(names[slot(schema::TABLE_REPLY_BY_TIME)], "reply_by_time");
+        assert_eq!(names[slot(schema::TABLE_REPLY_CACHE)], "reply_cache");
         assert_eq!(names[slot(schema::TABLE_COUNTERS)], "counters");
         assert_eq!(schema::ALL_TABLES[1..].iter().map(|d| d.name()).collect::<Vec<_>>(), names);
     }

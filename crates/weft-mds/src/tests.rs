@@ -45,6 +45,42 @@ async fn resent_mutation_returns_the_first_reply_without_a_second_effect() {
     assert_eq!(env.stats_open(), 1);
 }
 
+/// One row per reply slot: a slot's next mutation replaces its reply, a resend of the slot's
+/// last mutation still gets that reply, and a resend older than that is refused unexecuted.
+#[tokio::test]
+async fn a_reply_slot_keeps_only_its_last_reply() {
+    let env = Env::new().await;
+    let header = |request_id: u64, reply_slot: u32| RequestHeader {
+        client_id: 9,
+        request_id,
+        reply_slot,
+        identity: Identity::root(),
+        jobid: "test".into(),
+    };
+    let mkdir = |name: &str| MdtRequest::Mkdir { parent: Fid::ROOT, name: name.into(), mode: 0o755 };
+    let rows = || env.mds().core.read_view().reply_rows();
+    let before = rows();
+    let mut last = Vec::new();
+    for i in 0..50u64 {
+        last.push(env.mds().handle(&header(100 + i, (i % 2) as u32), mkdir(&format!("d{i}"))).await.unwrap());
+    }
+    assert_eq!(rows(), before + 2, "fifty mutations in two slots leave two rows");
+    assert_eq!(env.must_attr(Fid::ROOT).await.nlink, 52);
+    // The last mutation of each slot, resent: its own reply, no second directory.
+    assert_eq!(env.mds().handle(&header(149, 1), mkdir("d49")).await.unwrap(), last[49]);
+    assert_eq!(env.mds().handle(&header(148, 0), mkdir("d48")).await.unwrap(), last[48]);
+    // Older ones, resent (whatever they carry): refused, nothing done.
+    let stale = env.mds().handle(&header(147, 1), mkdir("new")).await.unwrap_err();
+    assert_eq!(stale.code, ErrorCode::Stale, "{stale}");
+    assert!(stale.message.contains("stale resend"), "{stale}");
+    assert_eq!(code(env.req(MdtRequest::Lookup { parent: Fid::ROOT, name: "new".into() }).await), ErrorCode::NotFound);
+    assert_eq!(env.must_attr(Fid::ROOT).await.nlink, 52);
+    // The slot's next request runs.
+    env.mds().handle(&header(150, 0), mkdir("d50")).await.unwrap();
+    assert_eq!(env.must_attr(Fid::ROOT).await.nlink, 53);
+    assert_eq!(rows(), before + 2);
+}
+
 #[tokio::test]
 async fn changes_stay_in_memory_until_a_checkpoint_writes_them_into_redb() {
     let env = Env::new().await;
@@ -52,11 +88,10 @@ async fn changes_stay_in_memory_until_a_checkpoint_writes_them_into_redb() {
     let mkdir = MdtRequest::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 };
     let first = env.mds().handle(&header, mkdir.clone()).await.unwrap();
     let mds = env.mds();
-    let (c, r) = (header.client_id, header.request_id);
-    assert!(mds.core.read_view().cached_reply(c, r).unwrap().is_some());
+    assert!(mds.core.read_view().cached_reply(&header).unwrap().is_some());
     let in_redb = || {
         let t = crate::store::Tables::at_checkpoint(crate::store::Base::open(&mds.core.db).unwrap());
-        (t.dentry(Fid::ROOT, b"d").unwrap().is_some(), t.cached_reply(c, r).unwrap().is_some())
+        (t.dentry(Fid::ROOT, b"d").unwrap().is_some(), t.cached_reply(&header).unwrap().is_some())
     };
     crate::background::internal(&mds.queue, InternalOp::Checkpoint).await.unwrap();
     assert_eq!(in_redb(), (true, true), "after a checkpoint redb holds the directory and the reply");

@@ -119,9 +119,12 @@ impl Env {
     }
 
     pub fn header_as(&self, who: &Identity) -> RequestHeader {
+        let request_id = self.next_request.fetch_add(1, Ordering::Relaxed);
         RequestHeader {
             client_id: self.client_id,
-            request_id: self.next_request.fetch_add(1, Ordering::Relaxed),
+            request_id,
+            // A slot of its own per request: tests run many at once under one client id.
+            reply_slot: request_id as u32,
             identity: who.clone(),
             jobid: "test".into(),
         }

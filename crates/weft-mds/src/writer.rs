@@ -268,9 +268,9 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
             match job {
                 Job::Request { header, req, reservation, .. } => {
                     let cacheable = header.request_id != 0;
-                    let (c, q) = (header.client_id, header.request_id);
                     // The batch sees its own replies: a resend queued behind its original.
-                    let cached = if cacheable { t.cached_reply(c, q).map_err(|e| BatchError::Op(i, e))? } else { None };
+                    let cached =
+                        if cacheable { t.cached_reply(header).map_err(|e| BatchError::Op(i, e))? } else { None };
                     let (reply, used) = match cached {
                         Some(r) => {
                             hits += 1;
@@ -296,7 +296,7 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
                             }
                             mutations += 1;
                             if cacheable {
-                                t.put_reply(c, q, now_secs, &r).map_err(|e| BatchError::Op(i, e))?;
+                                t.put_reply(header, now_secs, &r).map_err(|e| BatchError::Op(i, e))?;
                             }
                             (r, used)
                         }

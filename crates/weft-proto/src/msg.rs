@@ -38,10 +38,16 @@ impl Identity {
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct RequestHeader {
-    /// Random per client instance (mount); with `request_id` the key of the reply cache.
+    /// Random per client instance (mount); with `reply_slot` the key of the reply cache.
     pub client_id: u64,
-    /// Increases per client; a resend after reconnect carries the same id.
+    /// Increases per client; a resend after reconnect carries the same id. 0: not
+    /// resendable, never cached.
     pub request_id: u64,
+    /// The client's reply-cache slot for this request (Lustre's multi-slot last_rcvd). A
+    /// client holds a slot from sending a resendable mutation until it has the answer or has
+    /// given up, so no two such requests in flight share one: the MDT keeps one reply per
+    /// (client, slot), and a request older than its slot's last one is a stale resend.
+    pub reply_slot: u32,
     pub identity: Identity,
     /// The job this request is for (Lustre's jobid), for scheduling and statistics.
     pub jobid: String,

@@ -22,7 +22,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 pub const MAGIC: u32 = 0x5746_5431;
-pub const PROTOCOL_VERSION: u16 = 3;
+pub const PROTOCOL_VERSION: u16 = 4;
 pub const HEADER_BYTES: usize = 32;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -140,7 +140,13 @@ mod tests {
     #[test]
     fn messages_round_trip_and_truncation_is_an_error() {
         let req = Request {
-            header: RequestHeader { client_id: 1, request_id: 2, identity: Identity::root(), jobid: "dd.0".into() },
+            header: RequestHeader {
+                client_id: 1,
+                request_id: 2,
+                reply_slot: 3,
+                identity: Identity::root(),
+                jobid: "dd.0".into(),
+            },
             body: RequestBody::Mdt { mdt: 0, op: MdtRequest::Lookup { parent: crate::Fid::ROOT, name: b"a".to_vec() } },
         };
         let bytes = encode_message(&req).unwrap();

@@ -180,7 +180,7 @@ impl RunningServer {
 
 fn header() -> RequestHeader {
     // Server-to-server requests are not mutations of the namespace: no reply cache key needed.
-    RequestHeader { client_id: 0, request_id: 0, identity: Identity::root(), jobid: String::new() }
+    RequestHeader { client_id: 0, request_id: 0, reply_slot: 0, identity: Identity::root(), jobid: String::new() }
 }
 
 async fn mgs_call(peer: &Peer, req: MgsRequest) -> anyhow::Result<MgsReply> {

@@ -1,6 +1,13 @@
 //! `weft`: the one binary. Parses the command line and wires the crates together; the logic
 //! lives in the library crates. Messages a person can act on are made here and nowhere else.
 
+// mimalloc instead of glibc's malloc: a metadata operation makes dozens of small
+// allocations across the FUSE, client and MDS layers of one process, and glibc's (with
+// its consolidation passes) took about a tenth of `weft up`'s CPU per create. Measured with
+// two create loops under `weft up`: 4-9% less daemon CPU per create, 4-6% more creates/s.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 mod bench;
 mod daemon;
 mod lfs;

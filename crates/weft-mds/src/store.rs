@@ -483,12 +483,13 @@ impl WriteTables {
     }
 
     /// Removes at most `limit` replies stored before `before_secs` (the slots of clients gone
-    /// or idle since); returns how many. Reads the whole table: one row per slot in use.
+    /// or idle since), and rows too damaged to read (each would fail every mutation sent in
+    /// its slot); returns how many. Reads the whole table: one row per slot in use.
     pub fn prune_replies(&mut self, before_secs: u64, limit: usize) -> WeftResult<usize> {
         let mut old = Vec::new();
         if limit > 0 {
             self.scan(schema::TABLE_REPLY_CACHE, &[], None, |k, v| {
-                if crate::replies::stored(v)?.0 < before_secs {
+                if crate::replies::stored(v).map_or(true, |(secs, _)| secs < before_secs) {
                     old.push(k.to_vec());
                 }
                 Ok(old.len() < limit)

@@ -254,6 +254,24 @@ async fn reply_cache_is_pruned_by_age() {
     assert_eq!(code(env.mds().handle(&header, mkdir).await), ErrorCode::Exists);
 }
 
+/// A reply row too damaged to read fails the mutations of its slot with EIO (a resend could
+/// not be told from a new request), and the next pruning pass removes it, whatever its age.
+#[tokio::test]
+async fn a_damaged_reply_row_fails_its_slot_until_pruned() {
+    let env = Env::new().await;
+    let header = env.header_as(&Identity::root());
+    let key = crate::schema::reply_key(header.client_id, header.reply_slot).to_vec();
+    let corrupt = InternalOp::PutRaw { table: crate::schema::TABLE_REPLY_CACHE, key, value: vec![0xff; 3] };
+    crate::background::internal(&env.mds().queue, corrupt).await.unwrap();
+    let mkdir = MdtRequest::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 };
+    let e = env.mds().handle(&header, mkdir.clone()).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Io, "{e}");
+    assert!(e.message.contains("corrupt reply-cache entry"), "{e}");
+    assert_eq!(env.mds().prune_reply_cache(600).await.unwrap(), 1, "removed though it is new");
+    env.mds().handle(&header, mkdir).await.unwrap();
+    assert_eq!(env.must_attr(Fid::ROOT).await.nlink, 3);
+}
+
 #[tokio::test]
 async fn second_open_of_a_running_mdt_is_refused() {
     let env = Env::new().await;

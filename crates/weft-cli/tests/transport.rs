@@ -77,8 +77,8 @@ fn dev_fuse_and_io_uring_mounts_serve_the_same_file_system() {
     assert_eq!(counts.trim(), "1000");
     assert_eq!(fs::read_dir(dev.join("many")).unwrap().count(), 1000, "the other mount sees every name");
     if weft_fuse::uring_offered() == Some(true) {
-        // The ring is in use, not just asked for: its threads did the work (a queue left
-        // without an entry would keep every request on /dev/fuse).
+        // The ring is in use, not just asked for: its threads did the work (the /dev/fuse
+        // threads also run, for forgets and interrupts).
         let pid = c.mount_pid(&ring);
         let ring_ticks: u64 = fs::read_dir(format!("/proc/{pid}/task"))
             .unwrap()

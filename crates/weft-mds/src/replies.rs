@@ -25,11 +25,11 @@ pub fn encode(now_secs: u64, request_id: u64, reply: &WeftResult<MdtReply>) -> V
 
 /// When a row was stored (unix seconds) and the request it answered.
 pub fn stored(v: &[u8]) -> WeftResult<(u64, u64)> {
-    let (Some(secs), Some(request_id)) = (v.get(..8), v.get(8..PREFIX_BYTES)) else {
+    let Some(prefix) = v.get(..PREFIX_BYTES) else {
         return Err(WeftError::io(format!("corrupt reply-cache entry of {} bytes", v.len())));
     };
-    let u = |b: &[u8]| u64::from_be_bytes(b.try_into().expect("eight bytes"));
-    Ok((u(secs), u(request_id)))
+    let secs = crate::schema::decode_u64(&prefix[..8], "reply-cache time")?;
+    Ok((secs, crate::schema::decode_u64(&prefix[8..], "reply-cache request id")?))
 }
 
 /// What `header`'s request gets from its slot's row `v` without executing: the stored

@@ -2,20 +2,33 @@
 //! lookup "no such file" and every create with a new inode, and keeps nothing) is mounted
 //! on a temporary directory, and one or more processes create empty files in it as mdtest
 //! does (open O_CREAT, close), next to the same loop on a local directory. No file system
-//! over FUSE can create faster than the first figure on this machine; Weft's create rate is
-//! to be read against it.
+//! over FUSE can create faster than these figures on this machine; Weft's create rate is to
+//! be read against them.
 //!
-//! `cargo run --release -p weft-fuse --example fuse_ceiling [-- FILES [PROCS]]`
+//! It is measured three ways: requests through /dev/fuse; through io_uring, as Weft's mount
+//! takes them where the kernel offers it; and through io_uring with every created file opened
+//! in passthrough on an empty backing file made for it in a local directory, as Weft's
+//! creates are under `weft up` (the OST makes the object's file, the mount registers it).
+//! Directories given after PROCS (a Weft mount, say) are measured with the same loop, in a
+//! fresh subdirectory each.
+//!
+//! `cargo run --release -p weft-fuse --example fuse_ceiling [-- FILES [PROCS [DIR...]]]`
 //! (needs /dev/fuse and the right to mount, as `weft up` does).
+//!
+//! The local directory goes first and nothing is deleted until the end: on ext4 without a
+//! journal, creating files soon after many were deleted is several times slower (inode
+//! allocation steps over recently freed inodes one by one), and would measure that instead.
 
 use fuser::{
-    Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
+    BackingId, Config, Errno, FileAttr, FileHandle, FileType, Filesystem, FopenFlags, Generation, INodeNo, InitFlags,
     KernelConfig, LockOwner, MountOption, OpenFlags, ReplyAttr, ReplyCreate, ReplyEmpty, ReplyEntry, Request,
 };
+use std::collections::HashMap;
 use std::ffi::OsStr;
 use std::os::unix::fs::OpenOptionsExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 const TTL: Duration = Duration::from_secs(3600);
@@ -24,8 +37,12 @@ struct Nothing {
     /// Ask the kernel for FUSE over io_uring.
     uring: bool,
     next_ino: AtomicU64,
-    /// Directories made (the only thing kept), so that getattr answers for them.
-    dirs: std::sync::Mutex<std::collections::HashSet<u64>>,
+    /// Directories made, so that getattr answers for them.
+    dirs: Mutex<std::collections::HashSet<u64>>,
+    /// Where created files get their passthrough backing files, if they do.
+    backing_dir: Option<PathBuf>,
+    /// The backing files' ids, by file handle, until release.
+    backing: Mutex<HashMap<u64, BackingId>>,
 }
 
 fn attr(ino: u64, kind: FileType) -> FileAttr {
@@ -55,6 +72,11 @@ impl Filesystem for Nothing {
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
         if self.uring && config.add_capabilities(InitFlags::FUSE_OVER_IO_URING).is_err() {
             return Err(std::io::Error::other("this kernel does not offer FUSE over io_uring"));
+        }
+        if self.backing_dir.is_some()
+            && (config.add_capabilities(InitFlags::FUSE_PASSTHROUGH).is_err() || config.set_max_stack_depth(1).is_err())
+        {
+            return Err(std::io::Error::other("this kernel does not offer FUSE passthrough"));
         }
         Ok(())
     }
@@ -86,7 +108,18 @@ impl Filesystem for Nothing {
         reply: ReplyCreate,
     ) {
         let ino = self.next_ino.fetch_add(1, Ordering::Relaxed);
-        reply.created(&TTL, &attr(ino, FileType::RegularFile), Generation(0), FileHandle(ino), FopenFlags::empty());
+        let a = attr(ino, FileType::RegularFile);
+        let Some(dir) = &self.backing_dir else {
+            return reply.created(&TTL, &a, Generation(0), FileHandle(ino), FopenFlags::empty());
+        };
+        let file = std::fs::OpenOptions::new().read(true).write(true).create_new(true).open(dir.join(ino.to_string()));
+        match file.and_then(|f| reply.open_backing(&f)) {
+            Ok(id) => {
+                reply.created_passthrough(&TTL, &a, Generation(0), FileHandle(ino), FopenFlags::empty(), &id);
+                self.backing.lock().unwrap().insert(ino, id);
+            }
+            Err(e) => reply.error(Errno::from_i32(e.raw_os_error().unwrap_or(libc::EIO))),
+        }
     }
 
     fn flush(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _owner: LockOwner, reply: ReplyEmpty) {
@@ -97,12 +130,14 @@ impl Filesystem for Nothing {
         &self,
         _req: &Request,
         _ino: INodeNo,
-        _fh: FileHandle,
+        fh: FileHandle,
         _flags: OpenFlags,
         _owner: Option<LockOwner>,
         _flush: bool,
         reply: ReplyEmpty,
     ) {
+        // Dropping a backing id closes it in the kernel.
+        drop(self.backing.lock().unwrap().remove(&fh.0));
         reply.ok();
     }
 }
@@ -143,14 +178,35 @@ fn creates(dir: &Path, files: u64, procs: u64) -> f64 {
     files as f64 / start.elapsed().as_secs_f64()
 }
 
-/// Mounts the do-nothing file system (through io_uring if `uring`) and measures creates;
-/// None when the kernel does not offer io_uring.
-fn over_fuse(uring: bool, files: u64, procs: u64) -> Option<f64> {
+/// How the do-nothing file system takes its requests.
+#[derive(Clone, Copy, PartialEq)]
+enum Kind {
+    DevFuse,
+    Uring,
+    /// io_uring, and a passthrough backing file per created file.
+    UringPassthrough,
+}
+
+/// Mounts the do-nothing file system and measures creates; None when the kernel does not
+/// offer what `kind` needs. Backing files go in a directory under `scratch`, kept until the
+/// caller drops it.
+fn over_fuse(kind: Kind, files: u64, procs: u64, scratch: &Path) -> Option<f64> {
     let mnt = tempfile::tempdir().expect("a temporary directory");
     let mut config = Config::default();
     config.mount_options = vec![MountOption::FSName("fuse-ceiling".into()), MountOption::DefaultPermissions];
     config.n_threads = Some(2);
-    let fs = Nothing { uring, next_ino: AtomicU64::new(2), dirs: Default::default() };
+    let backing_dir = (kind == Kind::UringPassthrough).then(|| {
+        let d = scratch.join("backing");
+        std::fs::create_dir(&d).expect("a directory for backing files");
+        d
+    });
+    let fs = Nothing {
+        uring: kind != Kind::DevFuse,
+        next_ino: AtomicU64::new(2),
+        dirs: Default::default(),
+        backing_dir,
+        backing: Default::default(),
+    };
     let session = fuser::spawn_mount(fs, mnt.path(), &config).ok()?;
     let rate = creates(mnt.path(), files, procs);
     session.umount_and_join().expect("unmounting the do-nothing file system");
@@ -161,19 +217,37 @@ fn main() {
     let mut args = std::env::args().skip(1);
     let files: u64 = args.next().map(|a| a.parse().expect("FILES is a number")).unwrap_or(50_000);
     let procs: u64 = args.next().map(|a| a.parse().expect("PROCS is a number")).unwrap_or(2);
-    let dev = over_fuse(false, files, procs).expect("mounting the do-nothing file system (needs /dev/fuse)");
-    let ring = over_fuse(true, files, procs);
+    let others: Vec<PathBuf> = args.map(PathBuf::from).collect();
+    // Everything made here stays until the end (see the top of the file).
     let local = tempfile::tempdir().expect("a temporary directory");
     let on_local = creates(local.path(), files, procs);
-    println!("creates, {procs} processes, {files} files:");
-    println!("  FUSE through /dev/fuse, file system doing nothing  {dev:10.0}/s  ratio {:.3}", dev / on_local);
-    match ring {
-        Some(r) => {
-            println!("  FUSE through io_uring, file system doing nothing  {r:10.0}/s  ratio {:.3}", r / on_local)
-        }
-        None => {
-            println!("  FUSE through io_uring: not offered by this kernel ({})", weft_fuse::URING_SWITCH)
-        }
+    let scratch = tempfile::tempdir().expect("a temporary directory");
+    let dev = over_fuse(Kind::DevFuse, files, procs, scratch.path())
+        .expect("mounting the do-nothing file system (needs /dev/fuse)");
+    let ring = over_fuse(Kind::Uring, files, procs, scratch.path());
+    let ring_pt = ring.and_then(|_| over_fuse(Kind::UringPassthrough, files, procs, scratch.path()));
+    let mut measured = Vec::new();
+    for dir in &others {
+        let own = tempfile::Builder::new()
+            .prefix("fuse-ceiling-")
+            .tempdir_in(dir)
+            .unwrap_or_else(|e| panic!("cannot make a directory in {}: {e}", dir.display()));
+        measured.push((dir, creates(own.path(), files, procs), own));
     }
-    println!("  local directory ({})  {on_local:10.0}/s", local.path().display());
+    println!("creates, {procs} processes, {files} files each run:");
+    let line = |what: &str, rate: f64| println!("  {what:<62} {rate:8.0}/s  ratio {:.3}", rate / on_local);
+    line(&format!("local directory ({})", local.path().display()), on_local);
+    line("FUSE via /dev/fuse, doing nothing", dev);
+    match ring {
+        Some(r) => line("FUSE via io_uring, doing nothing", r),
+        None => println!("  FUSE via io_uring: not offered by this kernel ({})", weft_fuse::URING_SWITCH),
+    }
+    match ring_pt {
+        Some(p) => line("FUSE via io_uring, a passthrough backing file per create", p),
+        None if ring.is_some() => println!("  FUSE passthrough: not offered by this kernel"),
+        None => {}
+    }
+    for (dir, rate, _) in &measured {
+        line(&dir.display().to_string(), *rate);
+    }
 }

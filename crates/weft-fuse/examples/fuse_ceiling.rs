@@ -1,5 +1,5 @@
 //! What FUSE itself costs on this machine: a file system that does nothing (it answers every
-//! lookup "no such file" and every create with a new inode, and keeps nothing) is mounted
+//! lookup "no such file" and every create with a new inode, and keeps only its directories) is mounted
 //! on a temporary directory, and one or more processes create empty files in it as mdtest
 //! does (open O_CREAT, close), next to the same loop on a local directory. No file system
 //! over FUSE can create faster than these figures on this machine; Weft's create rate is to

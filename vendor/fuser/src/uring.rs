@@ -378,9 +378,9 @@ pub(crate) fn serve_queue<FS: Filesystem>(se: &SessionEventLoop<FS>, qid: u16, p
             }
             if ring.all_busy() {
                 // A reply comes later (a lock granted after a wait) and no entry of this
-                // thread is left waiting for the kernel, so it makes one. Entries come back when their
-                // replies are committed, so there are at most as many as replies ever
-                // waited at once.
+                // thread is left waiting for the kernel, so it makes one. Entries come back
+                // when their replies are committed, so there are at most as many as replies
+                // ever waited at once.
                 debug!("FUSE io_uring queue {qid}: a reply waits, registering another entry");
                 ring.register_entry(payload_len)?;
             }

@@ -13,7 +13,7 @@ use weft_client::{Client, ClientConfig};
 use weft_proto::layout::Layout;
 use weft_proto::limits::READDIR_ENTRIES_MAX;
 use weft_proto::lock::LockMode;
-use weft_proto::msg::{FileType, Identity, InodeInfo, OPEN_READ, OPEN_WRITE};
+use weft_proto::msg::{Caller, FileType, Identity, InodeInfo, OPEN_READ, OPEN_WRITE};
 use weft_proto::{Fid, WeftError};
 
 /// How long connecting to the management service may take.
@@ -22,7 +22,7 @@ const CONNECT_TIMEOUT_S: u64 = 10;
 pub struct NativeFs {
     rt: tokio::runtime::Runtime,
     client: Arc<Client>,
-    who: Identity,
+    who: Caller,
     /// Directory FIDs by path relative to the run's directory (`""`: the run's directory).
     dirs: HashMap<String, Fid>,
     /// How the run's directory was named, for messages.
@@ -75,10 +75,10 @@ impl NativeFs {
             .context("tokio runtime")?;
         let mut config = ClientConfig::new(mgs);
         config.connect_timeout = std::time::Duration::from_secs(CONNECT_TIMEOUT_S);
-        config.jobid = "weft-bench".to_string();
         let client = rt.block_on(Client::connect(config)).map_err(weft_err)?;
         // SAFETY: geteuid/getegid cannot fail and touch no memory.
-        let who = unsafe { Identity { uid: libc::geteuid(), gid: libc::getegid(), groups: Vec::new() } };
+        let identity = unsafe { Identity { uid: libc::geteuid(), gid: libc::getegid(), groups: Vec::new() } };
+        let who = Caller::new(identity, "weft-bench");
         let mut fid = Fid::ROOT;
         for name in components(root) {
             let inode = rt
@@ -117,7 +117,7 @@ impl NativeFs {
     }
 
     fn file_of(&self, rel: &str, mut inode: InodeInfo, handle: u64) -> Result<NativeFile> {
-        self.rt.block_on(self.client.complete_size(&mut inode)).map_err(weft_err)?;
+        self.rt.block_on(self.client.complete_size(&self.who, &mut inode)).map_err(weft_err)?;
         let layout = inode.layout.ok_or_else(|| anyhow!("{} has no layout", self.full(rel)))?;
         Ok(NativeFile { fid: inode.attr.fid, handle, layout, size: inode.attr.size, wrote: false, last: Bytes::new() })
     }
@@ -173,8 +173,11 @@ impl BenchFs for NativeFs {
         file.wrote = true;
         self.rt
             .block_on(async {
-                let locks = self.client.extent_lock(file.fid, &file.layout, offset, len as u64, LockMode::Pw).await?;
-                self.client.write(&file.layout, offset, data, &locks).await
+                let locks = self
+                    .client
+                    .extent_lock(&self.who, file.fid, &file.layout, offset, len as u64, LockMode::Pw)
+                    .await?;
+                self.client.write(&self.who, &file.layout, offset, data, &locks).await
             })
             .map_err(weft_err)
             .with_context(|| format!("write of {len} bytes at {offset}"))?;
@@ -187,8 +190,11 @@ impl BenchFs for NativeFs {
         file.last = self
             .rt
             .block_on(async {
-                let _locks = self.client.extent_lock(file.fid, &file.layout, offset, len as u64, LockMode::Pr).await?;
-                self.client.read(&file.layout, offset, len32, file.size).await
+                let _locks = self
+                    .client
+                    .extent_lock(&self.who, file.fid, &file.layout, offset, len as u64, LockMode::Pr)
+                    .await?;
+                self.client.read(&self.who, &file.layout, offset, len32, file.size).await
             })
             .map_err(weft_err)
             .with_context(|| format!("read of {len} bytes at {offset}"))?;
@@ -196,13 +202,14 @@ impl BenchFs for NativeFs {
     }
 
     fn fsync(&mut self, file: &mut NativeFile) -> Result<()> {
-        self.rt.block_on(self.client.fsync(&file.layout)).map_err(weft_err).context("fsync")
+        self.rt.block_on(self.client.fsync(&self.who, &file.layout)).map_err(weft_err).context("fsync")
     }
 
     fn close(&mut self, file: NativeFile) -> Result<()> {
         self.rt
             .block_on(async {
-                let size_blocks = if file.wrote { Some(self.client.glimpse(&file.layout).await?) } else { None };
+                let size_blocks =
+                    if file.wrote { Some(self.client.glimpse(&self.who, &file.layout).await?) } else { None };
                 self.client.close(&self.who, file.fid, file.handle, size_blocks).await
             })
             .map_err(weft_err)
@@ -219,7 +226,7 @@ impl BenchFs for NativeFs {
             self.lookup(pfid, name)
         }
         .with_context(|| format!("stat {}", self.full(path)))?;
-        self.rt.block_on(self.client.complete_size(&mut inode)).map_err(weft_err)?;
+        self.rt.block_on(self.client.complete_size(&self.who, &mut inode)).map_err(weft_err)?;
         let a = &inode.attr;
         Ok(Stat {
             size: a.size,

@@ -5,6 +5,7 @@ use anyhow::{anyhow, bail};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
+use weft_fuse::{JobidScheme, JobidVar};
 
 /// The port the management service listens on when an address gives none.
 pub const MGS_PORT_DEFAULT: u16 = 9800;
@@ -18,8 +19,11 @@ pub struct MountArgs {
     #[arg(value_name = "MNT")]
     mountpoint: PathBuf,
     /// Comma-separated options: timeout=SECONDS (how long requests wait for a restarting
-    /// server before EIO, default 100), threads=N (FUSE threads, default 2), jobid=NAME,
-    /// log=FILE, locks=on|off (off: no extent locks, no page cache kept across opens and 1 s
+    /// server before EIO, default 100), threads=N (FUSE threads, default 2),
+    /// jobid_var=disable|procname_uid|nodelocal|ENVVAR (how each request's jobid is made from
+    /// its process, as Lustre's jobid_var; default procname_uid), jobid_name=FORMAT (%e
+    /// process name, %u uid, %g gid, %h host, %H short host, %j the jobid_var variable, %p
+    /// pid; default %e.%u), jobid=NAME (one jobid for every request: nodelocal), log=FILE, locks=on|off (off: no extent locks, no page cache kept across opens and 1 s
     /// attribute caching, as before the lock manager; only to measure what locking costs),
     /// passthrough=on|off (on: the kernel reads and writes files of one object on an OST of
     /// this process itself, as under `weft up`; off: all I/O through the mount),
@@ -42,15 +46,15 @@ pub struct UmountArgs {
 pub struct MountOptions {
     pub timeout: Duration,
     pub threads: usize,
-    pub jobid: String,
+    pub jobid: JobidScheme,
     pub log: Option<PathBuf>,
     pub locks: bool,
     pub passthrough: bool,
     pub uring: bool,
 }
 
-const MOUNT_OPTIONS_ALLOWED: &str =
-    "timeout=SECONDS, threads=N, jobid=NAME, log=FILE, locks=on|off, passthrough=on|off, uring=on|off";
+const MOUNT_OPTIONS_ALLOWED: &str = "timeout=SECONDS, threads=N, jobid_var=VAR, jobid_name=FORMAT, jobid=NAME, \
+     log=FILE, locks=on|off, passthrough=on|off, uring=on|off";
 
 fn on_off(key: &str, v: &str) -> anyhow::Result<bool> {
     match v {
@@ -64,7 +68,7 @@ pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
     let mut o = MountOptions {
         timeout: Duration::from_secs(100),
         threads: 2,
-        jobid: String::new(),
+        jobid: JobidScheme::default(),
         log: None,
         locks: true,
         passthrough: true,
@@ -88,7 +92,9 @@ pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
                     .filter(|n| (1..=64).contains(n))
                     .ok_or_else(|| anyhow!("mount option threads={v}: give a number from 1 to 64"))?;
             }
-            "jobid" => o.jobid = v.to_string(),
+            "jobid_var" => o.jobid.var = JobidVar::parse(v).map_err(|e| anyhow!("mount option {e}"))?,
+            "jobid_name" => o.jobid.name = v.to_string(),
+            "jobid" => o.jobid = JobidScheme { var: JobidVar::NodeLocal, name: v.to_string() },
             "log" => o.log = Some(PathBuf::from(v)),
             "locks" => o.locks = on_off(k, v)?,
             "passthrough" => o.passthrough = on_off(k, v)?,
@@ -151,7 +157,6 @@ pub fn client_config(mgs: &str, opts: &MountOptions) -> weft_client::ClientConfi
         mgs_address: mgs.to_string(),
         connect_timeout: Duration::from_secs(5),
         request_timeout: opts.timeout,
-        jobid: opts.jobid.clone(),
         extent_locks: opts.locks,
         ..weft_client::ClientConfig::new(mgs)
     }
@@ -166,6 +171,7 @@ pub fn fuse_options(opts: &MountOptions, fsname: &str) -> weft_fuse::MountOption
         max_write_bytes: 1 << 20,
         passthrough: opts.passthrough,
         uring: opts.uring,
+        jobid: opts.jobid.clone(),
     }
 }
 
@@ -183,7 +189,13 @@ mod tests {
     #[test]
     fn options_name_the_bad_one() {
         let o = parse_options(Some("timeout=5,threads=4,jobid=x")).unwrap();
-        assert_eq!((o.timeout, o.threads, o.jobid.as_str()), (Duration::from_secs(5), 4, "x"));
+        assert_eq!((o.timeout, o.threads), (Duration::from_secs(5), 4));
+        assert_eq!(o.jobid, JobidScheme { var: JobidVar::NodeLocal, name: "x".into() });
+        let o = parse_options(Some("jobid_var=SLURM_JOB_ID,jobid_name=%e")).unwrap();
+        assert_eq!(o.jobid, JobidScheme { var: JobidVar::Env("SLURM_JOB_ID".into()), name: "%e".into() });
+        assert_eq!(parse_options(None).unwrap().jobid, JobidScheme::default());
+        let e = parse_options(Some("jobid_var=no-such")).err().unwrap().to_string();
+        assert!(e.contains("jobid_var=no-such") && e.contains("procname_uid"), "{e}");
         let e = parse_options(Some("speed=11")).err().unwrap().to_string();
         assert!(e.contains("speed") && e.contains("timeout=SECONDS"), "{e}");
         assert!(parse_options(Some("threads=0")).is_err());

@@ -351,22 +351,14 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn fetch_map(mgs: &str) -> anyhow::Result<weft_proto::msg::ClusterMap> {
-    use weft_proto::msg::*;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    rt.block_on(async {
-        let peer = weft_rpc::Peer::new(mgs, weft_rpc::PeerOptions::default());
-        let body = RequestBody::Mgs(MgsRequest::GetMap { known_version: 0 });
-        match peer.call_with_timeout(RequestHeader::default(), body, bytes_empty(), Duration::from_secs(5)).await {
-            Ok((ReplyBody::Mgs(MgsReply::Map(m)), _)) => Ok(m),
-            Ok((other, _)) => Err(anyhow!("unexpected answer from the management service: {other:?}")),
-            Err(e) => Err(anyhow!("{}", e.message)),
-        }
-    })
-}
+/// How long `weft status` waits for the management service.
+const STATUS_MGS_TIMEOUT_S: u64 = 5;
 
-fn bytes_empty() -> bytes::Bytes {
-    Default::default()
+fn fetch_map(mgs: &str) -> anyhow::Result<weft_proto::msg::ClusterMap> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let peer = weft_rpc::Peer::new(mgs, weft_rpc::PeerOptions::default());
+    let timeout = Duration::from_secs(STATUS_MGS_TIMEOUT_S);
+    rt.block_on(weft_rpc::map::fetch_map(&peer, timeout)).map_err(|e| anyhow!("{}", e.message))
 }
 
 pub fn server(config: PathBuf) -> anyhow::Result<()> {

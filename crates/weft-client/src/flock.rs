@@ -2,38 +2,27 @@
 //! across every client of the file system.
 
 use crate::Client;
-use weft_proto::lock::{FlockSpec, LdlmReply, LdlmRequest, LockTarget};
-use weft_proto::{Fid, WeftError, WeftResult};
+use weft_proto::lock::{self, FlockOutcome, FlockSpec, LockTarget};
+use weft_proto::msg::Caller;
+use weft_proto::{Fid, WeftResult};
+
+const MDT: LockTarget = LockTarget::Mdt(crate::MDT_INDEX);
 
 impl Client {
     /// Sets or removes an advisory lock without waiting: false when another owner holds a
     /// conflicting one.
-    pub async fn flock_set(&self, fid: Fid, lock: FlockSpec) -> WeftResult<bool> {
-        match self.ldlm(LockTarget::Mdt(crate::MDT_INDEX), LdlmRequest::FlockSet { fid, lock }).await? {
-            LdlmReply::FlockDone => Ok(true),
-            LdlmReply::FlockConflict(_) => Ok(false),
-            other => Err(unexpected(&other)),
-        }
+    pub async fn flock_set(&self, who: &Caller, fid: Fid, lock: FlockSpec) -> WeftResult<bool> {
+        let outcome = self.ldlm(who, MDT, lock::FlockSet { fid, lock }).await?;
+        Ok(outcome == FlockOutcome::Done)
     }
 
     /// F_GETLK: a lock of another owner that conflicts with `lock`, if any.
-    pub async fn flock_get(&self, fid: Fid, lock: FlockSpec) -> WeftResult<Option<FlockSpec>> {
-        match self.ldlm(LockTarget::Mdt(crate::MDT_INDEX), LdlmRequest::FlockGet { fid, lock }).await? {
-            LdlmReply::FlockConflict(holder) => Ok(holder),
-            other => Err(unexpected(&other)),
-        }
+    pub async fn flock_get(&self, who: &Caller, fid: Fid, lock: FlockSpec) -> WeftResult<Option<FlockSpec>> {
+        self.ldlm(who, MDT, lock::FlockGet { fid, lock }).await
     }
 
     /// Removes every advisory lock `owner` holds on `fid` (a close).
-    pub async fn flock_release(&self, fid: Fid, owner: u64) -> WeftResult<()> {
-        let op = LdlmRequest::FlockRelease { fid, owner, flock: false };
-        match self.ldlm(LockTarget::Mdt(crate::MDT_INDEX), op).await? {
-            LdlmReply::FlockDone => Ok(()),
-            other => Err(unexpected(&other)),
-        }
+    pub async fn flock_release(&self, who: &Caller, fid: Fid, owner: u64) -> WeftResult<()> {
+        self.ldlm(who, MDT, lock::FlockRelease { fid, owner, flock: false }).await.map(drop)
     }
-}
-
-fn unexpected(reply: &LdlmReply) -> WeftError {
-    WeftError::protocol(format!("unexpected answer to an advisory lock request: {reply:?}"))
 }

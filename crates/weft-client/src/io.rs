@@ -10,9 +10,9 @@ use bytes::{Bytes, BytesMut};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use std::future::Future;
 use std::os::unix::ffi::OsStringExt;
-use weft_proto::layout::{Layout, LayoutComponent, StripeObject};
+use weft_proto::layout::{Layout, LayoutComponent};
 use weft_proto::limits::{FILE_SIZE_MAX_BYTES, RPC_BULK_BYTES_MAX};
-use weft_proto::msg::{Attr, Identity, OstReply, OstRequest, SetAttr, TargetKind};
+use weft_proto::msg::{mdt, ost, Attr, Caller, SetAttr, TargetKind};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 /// Runs `futures` with a bound on how many are in flight; results in the input order.
@@ -23,18 +23,18 @@ where
     stream::iter(futures).buffered(OBJECT_REQUESTS_IN_FLIGHT_MAX).try_collect().await
 }
 
-fn unexpected(opcode: &str, object: &StripeObject, reply: &OstReply) -> WeftError {
-    WeftError::protocol(format!(
-        "unexpected reply to {opcode} of object {} on OST {}: {reply:?}",
-        object.fid, object.ost
-    ))
-}
-
 impl Client {
     /// Reads `[offset, offset+len)` of a file of `file_size` bytes: exactly
     /// `min(len, file_size - offset)` bytes (none at or past the end), holes and objects
     /// shorter than the file reading as zeros.
-    pub async fn read(&self, layout: &Layout, offset: u64, len: u32, file_size: u64) -> WeftResult<Bytes> {
+    pub async fn read(
+        &self,
+        who: &Caller,
+        layout: &Layout,
+        offset: u64,
+        len: u32,
+        file_size: u64,
+    ) -> WeftResult<Bytes> {
         if offset >= file_size || len == 0 {
             return Ok(Bytes::new());
         }
@@ -43,7 +43,7 @@ impl Client {
         let pieces = plan_pieces(comp, offset, want, RPC_BULK_BYTES_MAX as u64);
         if pieces.len() == 1 && piece_is_whole_range(comp, offset, want, &pieces[0]) {
             // One object holds the whole range in file order: hand its bytes back as they came.
-            let data = self.read_piece(comp, pieces[0]).await?;
+            let data = self.read_piece(who, comp, pieces[0]).await?;
             if data.len() as u64 == want {
                 return Ok(data);
             }
@@ -53,7 +53,7 @@ impl Client {
         }
         let mut out = BytesMut::zeroed(want as usize);
         let mut replies = stream::iter(pieces.into_iter().map(|piece| async move {
-            let data = self.read_piece(comp, piece).await?;
+            let data = self.read_piece(who, comp, piece).await?;
             Ok::<_, WeftError>((piece, data))
         }))
         .buffer_unordered(OBJECT_REQUESTS_IN_FLIGHT_MAX);
@@ -65,14 +65,21 @@ impl Client {
     }
 
     /// One object read; shorter than asked past the object's end.
-    async fn read_piece(&self, comp: &LayoutComponent, piece: ObjectPiece) -> WeftResult<Bytes> {
+    async fn read_piece(&self, who: &Caller, comp: &LayoutComponent, piece: ObjectPiece) -> WeftResult<Bytes> {
         let object = &comp.objects[piece.stripe];
-        let op = OstRequest::Read { fid: object.fid, offset: piece.object_offset, len: piece.len as u32 };
-        let (reply, data) = self.ost(object.ost, op, Bytes::new()).await?;
-        match reply {
-            OstReply::Read { len } if len as usize == data.len() && data.len() as u64 <= piece.len => Ok(data),
-            other => Err(unexpected("ost_read", object, &other)),
+        let op = ost::Read { fid: object.fid, offset: piece.object_offset, len: piece.len as u32 };
+        let (done, data) = self.ost(who, object.ost, op, Bytes::new()).await?;
+        if done.len as usize != data.len() || data.len() as u64 > piece.len {
+            return Err(WeftError::protocol(format!(
+                "OST {} answered a read of {} bytes of object {} with {} bytes, {} announced",
+                object.ost,
+                piece.len,
+                object.fid,
+                data.len(),
+                done.len
+            )));
         }
+        Ok(data)
     }
 
     /// Writes `data` at `offset`, one request per object piece, in parallel; returns once
@@ -80,7 +87,14 @@ impl Client {
     /// of `data`, without a copy. `locks` are the write locks taken for the range
     /// ([`Client::extent_lock`]); a write whose locks belong to an incarnation of the client
     /// before an eviction fails instead of writing over what others wrote since.
-    pub async fn write(&self, layout: &Layout, offset: u64, data: Bytes, locks: &ExtentGuard) -> WeftResult<()> {
+    pub async fn write(
+        &self,
+        who: &Caller,
+        layout: &Layout,
+        offset: u64,
+        data: Bytes,
+        locks: &ExtentGuard,
+    ) -> WeftResult<()> {
         if data.is_empty() {
             return Ok(());
         }
@@ -103,15 +117,15 @@ impl Client {
         bounded(pieces.into_iter().map(|piece| async move {
             let object = &comp.objects[piece.stripe];
             let bulk = gather(comp, offset, &piece, data);
-            let op = OstRequest::Write { fid: object.fid, offset: piece.object_offset, sync: false };
-            match self.ost(object.ost, op, bulk).await?.0 {
-                OstReply::Written { len } if len as u64 == piece.len => Ok(()),
-                OstReply::Written { len } => Err(WeftError::io(format!(
-                    "short write to object {} on OST {}: {len} of {} bytes",
-                    object.fid, object.ost, piece.len
-                ))),
-                other => Err(unexpected("ost_write", object, &other)),
+            let op = ost::Write { fid: object.fid, offset: piece.object_offset, sync: false };
+            let (done, _) = self.ost(who, object.ost, op, bulk).await?;
+            if done.len as u64 != piece.len {
+                return Err(WeftError::io(format!(
+                    "short write to object {} on OST {}: {} of {} bytes",
+                    object.fid, object.ost, done.len, piece.len
+                )));
             }
+            Ok(())
         }))
         .await?;
         Ok(())
@@ -119,12 +133,11 @@ impl Client {
 
     /// The size and 512-byte blocks of a file from its objects (Lustre's glimpse): every
     /// object's attributes, in parallel. A missing object counts as empty.
-    pub async fn glimpse(&self, layout: &Layout) -> WeftResult<(u64, u64)> {
+    pub async fn glimpse(&self, who: &Caller, layout: &Layout) -> WeftResult<(u64, u64)> {
         let comp = layout.plain()?;
         let attrs = bounded(comp.objects.iter().copied().map(|object| async move {
-            match self.ost(object.ost, OstRequest::Getattr { fid: object.fid }, Bytes::new()).await {
-                Ok((OstReply::ObjectAttr { size, blocks }, _)) => Ok((size, blocks)),
-                Ok((other, _)) => Err(unexpected("ost_getattr", &object, &other)),
+            match self.ost(who, object.ost, ost::Getattr { fid: object.fid }, Bytes::new()).await {
+                Ok((attr, _)) => Ok((attr.size, attr.blocks)),
                 Err(e) if e.code == ErrorCode::NotFound && self.has_target(TargetKind::Ost, object.ost) => {
                     // The OST is there but the object is not (never written): a hole.
                     Ok((0, 0))
@@ -139,8 +152,17 @@ impl Client {
     }
 
     /// Truncates (or extends with a hole) to `size`: every object cut to its share of
-    /// `size` in parallel, then the size recorded on the MDT.
-    pub async fn truncate(&self, who: &Identity, fid: Fid, layout: &Layout, size: u64) -> WeftResult<Attr> {
+    /// `size` in parallel, then the size recorded on the MDT. `open_handle`: the caller's
+    /// open of the file when it truncates through a descriptor (ftruncate), whose right to
+    /// write the file holds whatever the mode bits say now.
+    pub async fn truncate(
+        &self,
+        who: &Caller,
+        fid: Fid,
+        layout: &Layout,
+        size: u64,
+        open_handle: Option<u64>,
+    ) -> WeftResult<Attr> {
         if size > FILE_SIZE_MAX_BYTES {
             return Err(WeftError::new(
                 ErrorCode::FileTooBig,
@@ -148,17 +170,14 @@ impl Client {
             ));
         }
         let comp = layout.plain()?;
-        let _locks = self.extent_lock_from(fid, layout, size).await?;
+        let _locks = self.extent_lock_from(who, fid, layout, size).await?;
         bounded(comp.objects.iter().copied().enumerate().map(|(stripe, object)| async move {
-            let op = OstRequest::Punch { fid: object.fid, size: comp.object_size_for(size, stripe) };
-            match self.ost(object.ost, op, Bytes::new()).await? {
-                (OstReply::Empty, _) => Ok(()),
-                (other, _) => Err(unexpected("ost_punch", &object, &other)),
-            }
+            let op = ost::Punch { fid: object.fid, size: comp.object_size_for(size, stripe) };
+            self.ost(who, object.ost, op, Bytes::new()).await.map(drop)
         }))
         .await?;
         let set = SetAttr { size: Some(size), ..SetAttr::default() };
-        let mut inode = self.setattr(who, fid, set).await?;
+        let mut inode = self.mdt(who, mdt::Setattr { fid, set, open_handle }).await?;
         inode.attr.size = size;
         Ok(inode.attr)
     }
@@ -166,24 +185,22 @@ impl Client {
     /// Whether some OST is served by this very process: only then can an open ask for
     /// passthrough ([`weft_proto::msg::OPEN_PASSTHROUGH`]).
     pub fn has_local_osts(&self) -> bool {
-        let state = self.map_tx.borrow();
+        let state = self.map.current();
         state.map.targets.iter().any(|t| t.kind == TargetKind::Ost && weft_rpc::local::lookup(&t.address).is_some())
     }
 
     /// The object file of a file of one object, open for reading and writing, when the OST
     /// holding it is served by this very process: what a passthrough open hands the kernel.
     /// `None` when the file has more objects or its OST is elsewhere.
-    pub async fn local_object(&self, layout: &Layout) -> WeftResult<Option<std::fs::File>> {
+    pub async fn local_object(&self, who: &Caller, layout: &Layout) -> WeftResult<Option<std::fs::File>> {
         let comp = layout.plain()?;
         let [object] = comp.objects.as_slice() else { return Ok(None) };
         let (peer, _) = self.target_peer(TargetKind::Ost, object.ost).await?;
         if !peer.is_local() {
             return Ok(None);
         }
-        let path = match self.ost(object.ost, OstRequest::LocalPath { fid: object.fid }, Bytes::new()).await? {
-            (OstReply::LocalPath { path }, _) => std::path::PathBuf::from(std::ffi::OsString::from_vec(path)),
-            (other, _) => return Err(unexpected("ost_local_path", object, &other)),
-        };
+        let (found, _) = self.ost(who, object.ost, ost::LocalPath { fid: object.fid }, Bytes::new()).await?;
+        let path = std::path::PathBuf::from(std::ffi::OsString::from_vec(found.path));
         let file = std::fs::OpenOptions::new().read(true).write(true).open(&path).map_err(|e| {
             let mut err = WeftError::from(e);
             err.message = format!("cannot open object {} at {}: {}", object.fid, path.display(), err.message);
@@ -193,13 +210,10 @@ impl Client {
     }
 
     /// Makes every object of the file durable on its OST, in parallel.
-    pub async fn fsync(&self, layout: &Layout) -> WeftResult<()> {
+    pub async fn fsync(&self, who: &Caller, layout: &Layout) -> WeftResult<()> {
         let comp = layout.plain()?;
         bounded(comp.objects.iter().copied().map(|object| async move {
-            match self.ost(object.ost, OstRequest::Sync { fid: object.fid }, Bytes::new()).await? {
-                (OstReply::Empty, _) => Ok(()),
-                (other, _) => Err(unexpected("ost_sync", &object, &other)),
-            }
+            self.ost(who, object.ost, ost::Sync { fid: object.fid }, Bytes::new()).await.map(drop)
         }))
         .await?;
         Ok(())

@@ -19,7 +19,6 @@
 mod flock;
 mod limits;
 pub mod locks;
-mod map;
 mod metadata;
 mod reply_slots;
 mod statfs;
@@ -27,23 +26,23 @@ pub mod striping;
 
 mod io;
 
-pub use metadata::Opened;
 pub use statfs::TargetStatfs;
+pub use weft_proto::msg::mdt::Opened;
 pub mod virtual_xattr;
 
 use bytes::Bytes;
-use map::{target_label, MapState};
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, RwLock, Weak};
+use std::sync::{Arc, Weak};
 use std::time::{Duration, Instant};
-use tokio::sync::{watch, Notify};
+use tokio::sync::watch;
 use weft_proto::lock::{LdlmReply, LdlmRequest, LockTarget};
+use weft_proto::msg::ops::{service_answer, take_reply, Op, OpKind, Payload, Variant};
 use weft_proto::msg::{
-    ClusterMap, Identity, InodeInfo, MdtReply, MdtRequest, MgsReply, MgsRequest, OstReply, OstRequest, ReplyBody,
-    RequestBody, RequestHeader, TargetKind,
+    Caller, ClusterMap, MdtReply, MdtRequest, OstReply, OstRequest, ReplyBody, RequestBody, RequestHeader,
+    ServiceRequest, TargetKind,
 };
 use weft_proto::{ErrorCode, WeftError, WeftResult};
+use weft_rpc::map::{target_label, MapFollower, MapState, PeerSet};
 use weft_rpc::{Peer, PeerOptions};
 
 /// What a client needs to start: where the MGS is, and how long to wait.
@@ -55,8 +54,6 @@ pub struct ClientConfig {
     pub connect_timeout: Duration,
     /// How long requests wait and resend while a server restarts before they fail (EIO).
     pub request_timeout: Duration,
-    /// The job the requests are for (Lustre's jobid), for scheduling and statistics.
-    pub jobid: String,
     /// Whether reads and writes take extent locks, which let the mount cache pages and
     /// attributes coherently with other clients. Off only to measure what locking costs.
     pub extent_locks: bool,
@@ -71,7 +68,6 @@ impl ClientConfig {
             mgs_address: mgs_address.into(),
             connect_timeout: defaults.connect_timeout,
             request_timeout: defaults.request_timeout,
-            jobid: String::new(),
             extent_locks: true,
             locks_cached_max: limits::LOCKS_CACHED_MAX,
         }
@@ -95,16 +91,10 @@ pub struct Client {
     next_request_id: AtomicU64,
     /// Where the MDT keeps each mutation's reply for a resend.
     reply_slots: reply_slots::ReplySlots,
-    mgs: Peer,
-    /// The current map; watchers learn of every change (requests waiting on a moved target).
-    map_tx: watch::Sender<Arc<MapState>>,
-    /// One peer per server address, created on first use.
-    peers: RwLock<HashMap<String, Arc<Peer>>>,
-    /// Wakes the map task early: a target is not answering. Shared with the task, which
-    /// holds the client only weakly.
-    map_refresh_wanted: Arc<Notify>,
-    /// One map fetch at a time; concurrent askers wait for it and use its result.
-    map_fetch: tokio::sync::Mutex<()>,
+    /// The cluster map, kept current; requests waiting on a target learn when it moves.
+    map: Arc<MapFollower>,
+    /// One peer per server address, made on first use.
+    peers: PeerSet,
 }
 
 impl std::fmt::Debug for Client {
@@ -112,15 +102,28 @@ impl std::fmt::Debug for Client {
         f.debug_struct("Client")
             .field("mgs_address", &self.config.mgs_address)
             .field("client_id", &format_args!("{:#x}", self.client_id()))
-            .field("map_version", &self.map_tx.borrow().map.version)
+            .field("map_version", &self.map.current().version())
             .finish()
     }
 }
 
 impl Client {
-    /// Fetches the cluster map from the MGS (within `connect_timeout`) and starts the task
-    /// that keeps it current.
+    /// Fetches the cluster map from the MGS (within `connect_timeout`) and starts following
+    /// it.
     pub async fn connect(config: ClientConfig) -> WeftResult<Arc<Client>> {
+        // The MGS never calls a client back: its peer takes no callbacks.
+        let mgs_opts = PeerOptions {
+            connect_timeout: config.connect_timeout,
+            request_timeout: config.request_timeout,
+            ..PeerOptions::default()
+        };
+        let mgs = Arc::new(Peer::new(config.mgs_address.clone(), mgs_opts));
+        let map = MapFollower::start(mgs, config.connect_timeout).await.map_err(|e| {
+            WeftError::new(
+                e.code,
+                format!("cannot reach the management service at {}: {}", config.mgs_address, e.message),
+            )
+        })?;
         let client_id = rand::random::<u64>();
         let client = Arc::new_cyclic(|weak: &Weak<Client>| Client {
             client_id: AtomicU64::new(client_id),
@@ -130,21 +133,12 @@ impl Client {
             local_registration: std::sync::Mutex::new(None),
             next_request_id: AtomicU64::new(1),
             reply_slots: reply_slots::ReplySlots::default(),
-            mgs: Peer::new(config.mgs_address.clone(), peer_options(&config, client_id, weak)),
-            map_tx: watch::Sender::new(Arc::new(MapState::default())),
-            peers: RwLock::new(HashMap::new()),
-            map_refresh_wanted: Arc::new(Notify::new()),
-            map_fetch: tokio::sync::Mutex::new(()),
+            peers: PeerSet::new(peer_options(&config, client_id, weak)),
+            map,
             config,
         });
-        client.fetch_map(0).await.map_err(|e| {
-            WeftError::new(
-                e.code,
-                format!("cannot reach the management service at {}: {}", client.config.mgs_address, e.message),
-            )
-        })?;
         client.register_local(client_id);
-        tokio::spawn(map_task(Arc::downgrade(&client), client.map_refresh_wanted.clone()));
+        tokio::spawn(drop_peers_that_left(Arc::downgrade(&client), client.map.subscribe()));
         tokio::spawn(ping_task(Arc::downgrade(&client)));
         Ok(client)
     }
@@ -175,14 +169,14 @@ impl Client {
             return;
         }
         tracing::warn!("evicted as client {old_id:016x}; reconnecting as {new_id:016x}");
-        self.peers.write().unwrap_or_else(|p| p.into_inner()).clear();
+        self.peers.reset(peer_options(&self.config, new_id, &self.weak_self));
         self.register_local(new_id);
         self.locks.forget_all();
     }
 
     /// The cluster map as this client knows it now.
     pub fn map(&self) -> ClusterMap {
-        self.map_tx.borrow().map.clone()
+        self.map.current().map.clone()
     }
 
     pub fn client_id(&self) -> u64 {
@@ -194,101 +188,42 @@ impl Client {
     }
 
     fn has_target(&self, kind: TargetKind, index: u32) -> bool {
-        self.map_tx.borrow().target(kind, index).is_some()
+        self.map.current().target(kind, index).is_some()
     }
 
-    fn header(&self, who: &Identity) -> RequestHeader {
+    fn header(&self, who: &Caller) -> RequestHeader {
         RequestHeader {
             client_id: self.client_id(),
             request_id: self.next_request_id.fetch_add(1, Ordering::Relaxed),
             reply_slot: 0,
-            identity: who.clone(),
-            jobid: self.config.jobid.clone(),
+            identity: who.identity.clone(),
+            jobid: who.jobid.clone(),
         }
     }
 
-    /// Asks the MGS for a map newer than ours and installs it; `seen_version` is the
-    /// version the caller found wanting. Returns whether the map changed. Concurrent
-    /// callers share one fetch.
-    async fn fetch_map(&self, seen_version: u64) -> WeftResult<bool> {
-        let _one_at_a_time = self.map_fetch.lock().await;
-        let current = self.map_tx.borrow().map.version;
-        if current != seen_version {
-            // Someone else installed a newer map while we waited for the lock.
-            return Ok(true);
-        }
-        let body = RequestBody::Mgs(MgsRequest::GetMap { known_version: current });
-        let (reply, _) = self
-            .mgs
-            .call_with_timeout(self.header(&Identity::root()), body, Bytes::new(), self.config.connect_timeout)
-            .await?;
-        match reply {
-            ReplyBody::Mgs(MgsReply::Map(map)) => {
-                if map.version == current && current != 0 {
-                    return Ok(false);
-                }
-                tracing::debug!(version = map.version, targets = map.targets.len(), "cluster map updated");
-                let state = Arc::new(MapState::new(map));
-                self.drop_unused_peers(&state);
-                self.map_tx.send_replace(state);
-                Ok(true)
-            }
-            ReplyBody::Mgs(MgsReply::Unchanged { .. }) => Ok(false),
-            other => Err(unexpected_reply("mgs_get_map", &other)),
-        }
-    }
-
-    fn drop_unused_peers(&self, state: &MapState) {
-        let addresses = state.addresses();
-        let mut peers = self.peers.write().unwrap_or_else(|p| p.into_inner());
-        peers.retain(|address, _| addresses.contains(address.as_str()));
-    }
-
-    fn peer(&self, address: &str) -> Arc<Peer> {
-        if let Some(p) = self.peers.read().unwrap_or_else(|p| p.into_inner()).get(address) {
-            return p.clone();
-        }
-        let mut peers = self.peers.write().unwrap_or_else(|p| p.into_inner());
-        peers
-            .entry(address.to_string())
-            .or_insert_with(|| {
-                Arc::new(Peer::new(address, peer_options(&self.config, self.client_id(), &self.weak_self)))
-            })
-            .clone()
-    }
-
-    /// The peer serving a target. A target missing from the map makes the client refetch
-    /// the map once before it fails.
+    /// The peer serving a target. A target missing from the map makes the client ask the
+    /// MGS once before it fails.
     async fn target_peer(&self, kind: TargetKind, index: u32) -> WeftResult<(Arc<Peer>, String)> {
-        let version = {
-            let state = self.map_tx.borrow();
-            if let Some(address) = state.address(kind, index) {
-                let address = address.to_string();
-                drop(state);
-                return Ok((self.peer(&address), address));
-            }
-            state.map.version
-        };
-        if let Err(e) = self.fetch_map(version).await {
+        let state = self.map.current();
+        if let Some(found) = self.peers.for_target(&state, kind, index) {
+            return Ok(found);
+        }
+        if let Err(e) = self.map.refresh(state.version()).await {
             tracing::debug!("refetching the cluster map failed: {e}");
         }
-        let state = self.map_tx.borrow();
-        match state.address(kind, index) {
-            Some(address) => {
-                let address = address.to_string();
-                drop(state);
-                Ok((self.peer(&address), address))
-            }
-            None => Err(WeftError::not_found(format!(
+        let state = self.map.current();
+        self.peers.for_target(&state, kind, index).ok_or_else(|| {
+            WeftError::not_found(format!(
                 "{} is not in the cluster map (version {})",
                 target_label(kind, index),
-                state.map.version
-            ))),
-        }
+                state.version()
+            ))
+        })
     }
 
     /// Sends one request to a target and waits for its reply, following the target if the
-    /// map moves it to another address while the request waits.
+    /// map moves it to another address while the request waits. `timeout` shortens the
+    /// request timeout for this call.
     async fn call_target(
         &self,
         kind: TargetKind,
@@ -296,12 +231,14 @@ impl Client {
         header: RequestHeader,
         body: RequestBody,
         bulk: Bytes,
+        timeout: Option<Duration>,
     ) -> WeftResult<(ReplyBody, Bytes)> {
-        let deadline = Instant::now() + self.config.request_timeout;
+        let timeout = timeout.map_or(self.config.request_timeout, |t| t.min(self.config.request_timeout));
+        let deadline = Instant::now() + timeout;
         loop {
             let (peer, address) = self.target_peer(kind, index).await?;
             let remaining = deadline.saturating_duration_since(Instant::now());
-            let mut map_rx = self.map_tx.subscribe();
+            let mut map_rx = self.map.subscribe();
             let call = peer.call_with_timeout(header.clone(), body.clone(), bulk.clone(), remaining);
             let moved = async {
                 loop {
@@ -317,7 +254,7 @@ impl Client {
                         }
                         _ = tokio::time::sleep(Duration::from_millis(limits::TARGET_SILENCE_MS_MAX)) => {
                             // The target is slow or gone: ask the MGS whether it moved.
-                            self.map_refresh_wanted.notify_one();
+                            self.map.refresh_soon();
                         }
                     }
                 }
@@ -349,52 +286,99 @@ impl Client {
         }
     }
 
-    /// One metadata request to the MDT.
-    async fn mdt(&self, who: &Identity, op: MdtRequest) -> WeftResult<MdtReply> {
+    /// One metadata op to the MDT: a mutation holds a reply-cache slot until its answer;
+    /// an answer naming an inode records the intent lock it carries.
+    pub(crate) async fn mdt<O>(&self, who: &Caller, op: O) -> WeftResult<O::Reply>
+    where
+        O: Op<Request = MdtRequest, Answer = MdtReply>,
+    {
         let mut header = self.header(who);
         // Held until the answer: every resend of this mutation carries the same slot.
-        let slot = if op.is_mutation() { Some(self.reply_slots.take().await) } else { None };
+        let slot = if O::KIND == OpKind::Mutation { Some(self.reply_slots.take().await) } else { None };
         header.reply_slot = slot.as_ref().map_or(0, |s| s.number());
-        let opcode = op.opcode_name();
-        let body = RequestBody::Mdt { mdt: MDT_INDEX, op };
         // The answer may carry an intent lock (recorded before the ticket goes).
         let _ticket = self.locks.ticket();
-        match self.call_target(TargetKind::Mdt, MDT_INDEX, header, body, Bytes::new()).await? {
-            (ReplyBody::Mdt(reply), _) => {
-                if let MdtReply::Inode(InodeInfo { lock: Some(grant), .. })
-                | MdtReply::Opened { inode: InodeInfo { lock: Some(grant), .. }, .. } = &reply
-                {
-                    self.note_inode_lock(grant);
-                }
-                Ok(reply)
-            }
-            (other, _) => Err(unexpected_reply(opcode, &other)),
+        let (answer, _) = self.send::<MdtRequest, MdtReply>(header, MDT_INDEX, op.into(), Bytes::new(), None).await?;
+        if let Some(grant) = answer.inode().and_then(|i| i.lock.as_ref()) {
+            self.note_inode_lock(grant);
         }
+        take_reply::<O>(answer)
     }
 
     /// One request to a target's lock manager.
-    pub(crate) async fn ldlm(&self, target: LockTarget, op: LdlmRequest) -> WeftResult<LdlmReply> {
-        let header = self.header(&Identity::root());
+    pub(crate) async fn ldlm<O>(&self, who: &Caller, target: LockTarget, op: O) -> WeftResult<O::Reply>
+    where
+        O: Op<Request = LdlmRequest, Answer = LdlmReply>,
+    {
+        let header = self.header(who);
         let (kind, index) = target.target();
-        let body = RequestBody::Ldlm { target, op };
-        let opcode = body.opcode_name();
-        match self.call_target(kind, index, header, body, Bytes::new()).await? {
-            (ReplyBody::Ldlm(reply), _) => Ok(reply),
-            (other, _) => Err(unexpected_reply(opcode, &other)),
-        }
+        let body = RequestBody::Ldlm { target, op: op.into() };
+        let (reply, _) = self.call_target(kind, index, header, body, Bytes::new(), None).await?;
+        take_reply::<O>(service_answer(O::OPCODE, reply)?)
     }
 
-    /// One object request to an OST. Object I/O carries the root identity: the MDS has
-    /// authorized the open that handed out the layout.
-    async fn ost(&self, ost: u32, op: OstRequest, bulk: Bytes) -> WeftResult<(OstReply, Bytes)> {
-        let header = self.header(&Identity::root());
-        let body = RequestBody::Ost { ost, op };
-        let opcode = body.opcode_name();
-        match self.call_target(TargetKind::Ost, ost, header, body, bulk).await? {
-            (ReplyBody::Ost(reply), bulk) => Ok((reply, bulk)),
-            (other, _) => Err(unexpected_reply(opcode, &other)),
-        }
+    /// One object op to an OST. The OSS checks no permission (the MDS authorized the open
+    /// that handed out the layout); the caller's identity and jobid are for its scheduling
+    /// and statistics.
+    pub(crate) async fn ost<O>(&self, who: &Caller, ost: u32, op: O, bulk: Bytes) -> WeftResult<(O::Reply, Bytes)>
+    where
+        O: Op<Request = OstRequest, Answer = OstReply>,
+    {
+        self.call(who, ost, op, bulk, None).await
     }
+
+    /// One op to target `index` of its service, bounded by `timeout` (at most the request
+    /// timeout) when given.
+    pub(crate) async fn call<O>(
+        &self,
+        who: &Caller,
+        index: u32,
+        op: O,
+        bulk: Bytes,
+        timeout: Option<Duration>,
+    ) -> WeftResult<(O::Reply, Bytes)>
+    where
+        O: Op,
+        O::Request: TargetService,
+        O::Answer: Payload<ReplyBody> + Variant,
+    {
+        let header = self.header(who);
+        let (answer, bulk) = self.send::<O::Request, O::Answer>(header, index, op.into(), bulk, timeout).await?;
+        Ok((take_reply::<O>(answer)?, bulk))
+    }
+
+    /// Sends one request of a service to target `index` and takes the service's answer out
+    /// of the reply.
+    async fn send<R, A>(
+        &self,
+        header: RequestHeader,
+        index: u32,
+        request: R,
+        bulk: Bytes,
+        timeout: Option<Duration>,
+    ) -> WeftResult<(A, Bytes)>
+    where
+        R: TargetService,
+        A: Payload<ReplyBody> + Variant,
+    {
+        let body = request.into_body(index);
+        let opcode = body.opcode_name();
+        let (reply, bulk) = self.call_target(R::KIND, index, header, body, bulk, timeout).await?;
+        Ok((service_answer(opcode, reply)?, bulk))
+    }
+}
+
+/// The request enums whose ops go to one target of the cluster map.
+pub(crate) trait TargetService: ServiceRequest {
+    const KIND: TargetKind;
+}
+
+impl TargetService for MdtRequest {
+    const KIND: TargetKind = TargetKind::Mdt;
+}
+
+impl TargetService for OstRequest {
+    const KIND: TargetKind = TargetKind::Ost;
 }
 
 fn peer_options(config: &ClientConfig, client_id: u64, client: &Weak<Client>) -> PeerOptions {
@@ -422,8 +406,8 @@ impl Client {
     /// pings) has reconnected.
     pub(crate) fn forget_locks_of(&self, address: &str) {
         let targets: Vec<LockTarget> = self
-            .map_tx
-            .borrow()
+            .map
+            .current()
             .map
             .targets
             .iter()
@@ -435,19 +419,13 @@ impl Client {
     }
 }
 
-/// Keeps the map current: refetches it every `MAP_REFRESH_INTERVAL_MS`, or at once when a
-/// request finds its target silent. Ends when the client is dropped.
-async fn map_task(client: Weak<Client>, refresh_wanted: Arc<Notify>) {
-    loop {
-        tokio::select! {
-            _ = refresh_wanted.notified() => {}
-            _ = tokio::time::sleep(Duration::from_millis(limits::MAP_REFRESH_INTERVAL_MS)) => {}
-        }
+/// Drops the connections to servers that left the map, as the map changes. Ends when the
+/// client is dropped.
+async fn drop_peers_that_left(client: Weak<Client>, mut changes: watch::Receiver<Arc<MapState>>) {
+    while changes.changed().await.is_ok() {
         let Some(client) = client.upgrade() else { return };
-        let version = client.map_tx.borrow().map.version;
-        if let Err(e) = client.fetch_map(version).await {
-            tracing::debug!("refetching the cluster map failed: {e}");
-        }
+        let state = changes.borrow_and_update().clone();
+        client.peers.retain_map(&state);
     }
 }
 
@@ -463,43 +441,17 @@ async fn ping_task(client: Weak<Client>) {
         if client.locks.is_empty() {
             continue;
         }
-        let targets = client.map_tx.borrow().one_target_per_address();
+        let targets = client.map.current().one_target_per_address();
         // All servers at once: a few silent ones must not delay noticing the others.
+        let root = Caller::root();
         let probes = targets.into_iter().map(|(kind, index)| {
             let target = LockTarget::of(kind, index);
-            let probe = client.ldlm(target, LdlmRequest::Cancel { handles: Vec::new() });
+            let probe = client.ldlm(&root, target, weft_proto::lock::Cancel { handles: Vec::new() });
             // Only the answer matters (an eviction is handled where requests fail).
             tokio::time::timeout(Duration::from_millis(limits::PING_INTERVAL_MS), probe)
         });
         futures::future::join_all(probes).await;
     }
-}
-
-fn reply_name(reply: &ReplyBody) -> &'static str {
-    match reply {
-        ReplyBody::Pong => "Pong",
-        ReplyBody::Mgs(_) => "Mgs",
-        ReplyBody::Mdt(r) => mdt_reply_name(r),
-        ReplyBody::Ost(_) => "Ost",
-        ReplyBody::Ldlm(_) => "Ldlm",
-    }
-}
-
-fn mdt_reply_name(reply: &MdtReply) -> &'static str {
-    match reply {
-        MdtReply::Inode(_) => "Inode",
-        MdtReply::Opened { .. } => "Opened",
-        MdtReply::Empty => "Empty",
-        MdtReply::Data(_) => "Data",
-        MdtReply::Names(_) => "Names",
-        MdtReply::Dir(_) => "Dir",
-        MdtReply::Stripe { .. } => "Stripe",
-        MdtReply::Statfs(_) => "Statfs",
-    }
-}
-
-fn unexpected_reply(opcode: &str, reply: &ReplyBody) -> WeftError {
-    WeftError::protocol(format!("unexpected {} reply to {opcode}", reply_name(reply)))
 }
 
 #[cfg(test)]
@@ -513,13 +465,13 @@ mod tests {
     /// Never run: it only has to compile, which proves the futures can be spawned on a
     /// multi-threaded runtime (no lock guard is held across an await).
     #[allow(dead_code)]
-    fn client_futures_are_send(client: &Client, layout: &Layout, who: &Identity) {
+    fn client_futures_are_send(client: &Client, layout: &Layout, who: &Caller) {
         assert_send(Client::connect(ClientConfig::new("localhost:1")));
-        assert_send(client.read(layout, 0, 1, 1));
-        assert_send(client.write(layout, 0, Bytes::new(), &locks::ExtentGuard::none(1)));
-        assert_send(client.truncate(who, Fid::ROOT, layout, 0));
-        assert_send(client.glimpse(layout));
-        assert_send(client.fsync(layout));
+        assert_send(client.read(who, layout, 0, 1, 1));
+        assert_send(client.write(who, layout, 0, Bytes::new(), &locks::ExtentGuard::none(1)));
+        assert_send(client.truncate(who, Fid::ROOT, layout, 0, None));
+        assert_send(client.glimpse(who, layout));
+        assert_send(client.fsync(who, layout));
         assert_send(client.lookup(who, Fid::ROOT, b"x"));
         assert_send(client.stat(who, Fid::ROOT));
         assert_send(client.statfs_targets());

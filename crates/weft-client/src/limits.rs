@@ -1,7 +1,5 @@
 //! Every bound of the client library in one place, the unit last in each name.
 
-/// Time between refetches of the cluster map when nothing asks for one sooner.
-pub const MAP_REFRESH_INTERVAL_MS: u64 = 10_000;
 /// How long a request waits for a silent target before the client asks the MGS whether the
 /// target moved (and again after each such period).
 pub const TARGET_SILENCE_MS_MAX: u64 = 3_000;

@@ -24,10 +24,10 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use weft_proto::layout::{Layout, StripeObject};
 use weft_proto::lock::{
-    CallbackAnswer, CallbackRequest, Extent, LdlmReply, LdlmRequest, LockGrant, LockHandle, LockMode, LockScope,
-    LockTarget,
+    self, CallbackAnswer, CallbackRequest, Extent, LockGrant, LockHandle, LockMode, LockScope, LockTarget,
 };
-use weft_proto::{Fid, WeftError, WeftResult};
+use weft_proto::msg::Caller;
+use weft_proto::{Fid, WeftResult};
 
 /// Pages are cached in units of this many bytes; extent locks cover whole pages.
 pub const PAGE_BYTES: u64 = 4096;
@@ -516,6 +516,7 @@ impl Client {
     /// locked. The guard keeps them in use.
     pub async fn extent_lock(
         &self,
+        who: &Caller,
         file: Fid,
         layout: &Layout,
         offset: u64,
@@ -526,30 +527,37 @@ impl Client {
         let wants = comp.object_extents(offset, len.max(1)).into_iter().map(|piece| {
             (comp.objects[piece.stripe], Extent::of(piece.object_offset, piece.len).page_aligned(PAGE_BYTES))
         });
-        self.lock_objects(file, mode, wants).await
+        self.lock_objects(who, file, mode, wants).await
     }
 
     /// Locks the whole file for writing: every other client's cached pages and queued
     /// writes of it are called in. A passthrough open takes it before the kernel writes the
     /// object past the locks.
-    pub async fn whole_file_lock(&self, file: Fid, layout: &Layout) -> WeftResult<ExtentGuard> {
-        self.extent_lock_from(file, layout, 0).await
+    pub async fn whole_file_lock(&self, who: &Caller, file: Fid, layout: &Layout) -> WeftResult<ExtentGuard> {
+        self.extent_lock_from(who, file, layout, 0).await
     }
 
     /// Locks a whole-file range for a truncate to `size`: every object from its new end on.
-    pub(crate) async fn extent_lock_from(&self, file: Fid, layout: &Layout, size: u64) -> WeftResult<ExtentGuard> {
+    pub(crate) async fn extent_lock_from(
+        &self,
+        who: &Caller,
+        file: Fid,
+        layout: &Layout,
+        size: u64,
+    ) -> WeftResult<ExtentGuard> {
         let comp = layout.plain()?;
         let wants = comp.objects.iter().enumerate().map(|(stripe, object)| {
             let start = comp.object_size_for(size, stripe) & !(PAGE_BYTES - 1);
             (*object, Extent { start, end: weft_proto::lock::EXTENT_EOF })
         });
-        self.lock_objects(file, LockMode::Pw, wants).await
+        self.lock_objects(who, file, LockMode::Pw, wants).await
     }
 
     /// Locks each (object, extent) in `mode`, in the order given (stripe order, so that two
     /// clients cannot each hold an object the other waits for).
     async fn lock_objects(
         &self,
+        who: &Caller,
         file: Fid,
         mode: LockMode,
         wants: impl Iterator<Item = (StripeObject, Extent)>,
@@ -561,7 +569,7 @@ impl Client {
         let mut guard = ExtentGuard { cache: Some(self.locks.clone()), held: Vec::new(), generation };
         for (object, extent) in wants {
             let target = LockTarget::Ost(object.ost);
-            let handle = self.lock_object(file, target, object.fid, mode, LockScope::Extent(extent)).await?;
+            let handle = self.lock_object(who, file, target, object.fid, mode, LockScope::Extent(extent)).await?;
             guard.held.push((target, handle));
         }
         Ok(guard)
@@ -569,6 +577,7 @@ impl Client {
 
     async fn lock_object(
         &self,
+        who: &Caller,
         file: Fid,
         target: LockTarget,
         resource: Fid,
@@ -581,10 +590,7 @@ impl Client {
             }
             let generation = self.generation();
             let ticket = self.locks.ticket();
-            let reply = self.ldlm(target, LdlmRequest::Enqueue { resource, mode, scope }).await?;
-            let LdlmReply::Granted(grant) = reply else {
-                return Err(WeftError::protocol(format!("unexpected answer to a lock enqueue: {reply:?}")));
-            };
+            let grant = self.ldlm(who, target, lock::Enqueue { resource, mode, scope }).await?;
             if generation != self.generation() {
                 return Err(crate::evicted_error());
             }
@@ -665,7 +671,7 @@ impl Client {
         }
         for (target, handles) in by_target {
             for chunk in handles.chunks(CANCEL_BATCH_MAX) {
-                if let Err(e) = self.ldlm(target, LdlmRequest::Cancel { handles: chunk.to_vec() }).await {
+                if let Err(e) = self.ldlm(&Caller::root(), target, lock::Cancel { handles: chunk.to_vec() }).await {
                     tracing::debug!("giving back locks on {target:?} failed: {e}");
                 }
             }

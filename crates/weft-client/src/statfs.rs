@@ -1,14 +1,11 @@
 //! Space and inode counts: per target (for `weft df`) and summed (statfs(2) on the mount).
 
 use crate::limits::OBJECT_REQUESTS_IN_FLIGHT_MAX;
-use crate::{unexpected_reply, Client};
+use crate::Client;
 use bytes::Bytes;
 use futures::stream::{self, StreamExt};
 use serde::{Deserialize, Serialize};
-use weft_proto::msg::{
-    target_name, Identity, MdtReply, MdtRequest, OstReply, OstRequest, ReplyBody, RequestBody, StatfsInfo, TargetKind,
-    TargetState,
-};
+use weft_proto::msg::{mdt, ost, target_name, Caller, StatfsInfo, TargetKind, TargetState};
 use weft_proto::{WeftError, WeftResult};
 
 /// One target's counts, or why there are none.
@@ -65,16 +62,13 @@ impl Client {
     }
 
     async fn target_statfs(&self, kind: TargetKind, index: u32) -> WeftResult<StatfsInfo> {
-        let (peer, _) = self.target_peer(kind, index).await?;
-        let body = match kind {
-            TargetKind::Mdt => RequestBody::Mdt { mdt: index, op: MdtRequest::Statfs },
-            TargetKind::Ost => RequestBody::Ost { ost: index, op: OstRequest::Statfs },
-        };
-        let opcode = body.opcode_name();
-        let header = self.header(&Identity::root());
-        match peer.call_with_timeout(header, body, Bytes::new(), self.config.connect_timeout).await? {
-            (ReplyBody::Mdt(MdtReply::Statfs(info)), _) | (ReplyBody::Ost(OstReply::Statfs(info)), _) => Ok(info),
-            (other, _) => Err(unexpected_reply(opcode, &other)),
+        // Within connect_timeout, not the request timeout: a silent target is reported as
+        // such instead of holding up `weft df` for the others.
+        let timeout = Some(self.config.connect_timeout);
+        let root = Caller::root();
+        match kind {
+            TargetKind::Mdt => self.call(&root, index, mdt::Statfs {}, Bytes::new(), timeout).await.map(|(s, _)| s),
+            TargetKind::Ost => self.call(&root, index, ost::Statfs {}, Bytes::new(), timeout).await.map(|(s, _)| s),
         }
     }
 

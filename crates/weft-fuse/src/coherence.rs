@@ -17,6 +17,7 @@
 //! that a read in flight holds locked, and that read may wait for a lock this very callback
 //! gives back.
 
+use crate::limits::{ALIASES_PER_INODE_MAX, LOCKED_TTL};
 use crate::writeback::WriteBehind;
 use fuser::{INodeNo, Notifier};
 use futures::future::BoxFuture;
@@ -28,13 +29,6 @@ use weft_client::locks::LockHooks;
 use weft_proto::lock::{bits, LockTarget};
 use weft_proto::msg::{FileType, InodeInfo};
 use weft_proto::Fid;
-
-/// How long the kernel may keep what a held lock guards. The lock's callback ends it
-/// sooner; this only bounds how long a name stays cached if a callback were ever lost.
-pub const LOCKED_TTL: Duration = Duration::from_secs(3600);
-/// Names remembered per inode for invalidation; past this the inode's later names are
-/// handed out uncached (TTL 0).
-const ALIASES_PER_INODE_MAX: usize = 8;
 
 /// One invalidation for the kernel; `done` learns when the kernel is through with it.
 struct Inval {

@@ -2,14 +2,18 @@
 //! calls run on the tokio runtime (`block_on`: FUSE worker threads are not runtime
 //! threads), and each error becomes an errno in [`crate::errno`].
 
+use crate::callers::Callers;
 use crate::coherence::{recheck, ttl_for, MountHooks};
 use crate::convert::{file_attr, file_type, mknod_type, set_time, timestamp};
 use crate::errno::fuse_errno;
 use crate::handles::{
     entry_offset, resume_at, HandleTable, OpenDir, OpenFile, Resume, Step, DIR_OFFSET_DOT, DIR_OFFSET_DOTDOT,
 };
-use crate::identity::Identities;
 use crate::iomode::{Backing, IoModes, KernelIo};
+use crate::limits::{
+    CLOSES_IN_FLIGHT_MAX, FLOCK_RETRY_MS_MAX, FLOCK_RETRY_MS_MIN, KERNEL_BACKGROUND_REQUESTS_MAX, READAHEAD_BYTES_MAX,
+    UNMOUNT_CLOSE_TIMEOUT_MS,
+};
 use crate::writeback::{QueuedWrite, WriteBehind};
 use crate::xattr::{self, Answer, Virtual};
 use crate::MountOptions;
@@ -35,19 +39,10 @@ use weft_proto::layout::{Layout, StripeSpec};
 use weft_proto::limits::{NAME_BYTES_MAX, READDIR_ENTRIES_MAX};
 use weft_proto::lock::{FlockKind, FlockSpec, LockMode};
 use weft_proto::msg::{
-    Attr, FileType, Identity, InodeInfo, OpenIo, SetAttr, OPEN_PASSTHROUGH, OPEN_READ, OPEN_TRUNC, OPEN_WRITE,
+    Attr, Caller, FileType, InodeInfo, OpenIo, SetAttr, OPEN_PASSTHROUGH, OPEN_READ, OPEN_TRUNC, OPEN_WRITE,
     RENAME_EXCHANGE, RENAME_NOREPLACE, XATTR_CREATE, XATTR_REPLACE,
 };
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
-
-/// Readahead the kernel may do per file.
-const READAHEAD_BYTES_MAX: u32 = 1024 * 1024;
-/// Background requests (readahead, async reads) the kernel may keep queued.
-const KERNEL_BACKGROUND_REQUESTS_MAX: u16 = 64;
-/// How long unmount waits to close the handles still open.
-const UNMOUNT_CLOSE_TIMEOUT_MS: u64 = 5_000;
-/// MDS closes sent in the background at once; a release waits for a slot beyond it.
-const CLOSES_IN_FLIGHT_MAX: u32 = 256;
 
 pub(crate) struct WeftFs {
     client: Arc<Client>,
@@ -63,7 +58,7 @@ pub(crate) struct WeftFs {
     hooks: Arc<MountHooks>,
     /// Files on which this mount set advisory locks, by lock owner: a close releases them.
     advisory: std::sync::Mutex<std::collections::HashSet<(Fid, u64)>>,
-    identities: Identities,
+    callers: Callers,
     /// Each open file's kernel I/O mode (cached, passthrough, uncached).
     io: IoModes,
     /// The kernel took passthrough at init, the mount options allow it, and the kernel has
@@ -91,10 +86,6 @@ fn open_flags(flags: i32) -> u32 {
     };
     access | if flags & libc::O_TRUNC != 0 { OPEN_TRUNC } else { 0 }
 }
-
-/// F_SETLKW asks again after this pause, doubling up to the max.
-const FLOCK_RETRY_MS_MIN: u64 = 5;
-const FLOCK_RETRY_MS_MAX: u64 = 200;
 
 /// The kernel's largest lock offset (OFFSET_MAX) means "to the end, whatever it becomes".
 fn lock_end(end: u64) -> u64 {
@@ -141,6 +132,7 @@ impl WeftFs {
         WeftFs {
             client,
             runtime,
+            callers: Callers::new(opts.jobid.clone()),
             opts,
             files: Arc::new(HandleTable::default()),
             dirs: HandleTable::default(),
@@ -148,15 +140,14 @@ impl WeftFs {
             writes,
             hooks,
             advisory: std::sync::Mutex::new(std::collections::HashSet::new()),
-            identities: Identities::default(),
             io: IoModes::default(),
             passthrough: AtomicBool::new(false),
         }
     }
 
     /// Who sent a kernel request.
-    fn who(&self, req: &Request) -> Identity {
-        self.identities.of(req.uid(), req.gid(), req.pid())
+    fn who(&self, req: &Request) -> Caller {
+        self.callers.of(req.uid(), req.gid(), req.pid())
     }
 
     fn block<T>(&self, f: impl Future<Output = T>) -> T {
@@ -207,13 +198,13 @@ impl WeftFs {
 
     /// An inode with the real size of a file being written (a glimpse when the MDS does
     /// not know it).
-    async fn complete(&self, mut inode: InodeInfo) -> WeftResult<InodeInfo> {
+    async fn complete(&self, who: &Caller, mut inode: InodeInfo) -> WeftResult<InodeInfo> {
         if inode.attr.kind == FileType::Regular && !inode.attr.size_known {
             // The size comes from the objects: let this mount's queued writes land first.
             self.writes.wait_idle(inode.attr.fid).await;
         }
         let known = inode.attr.size_known;
-        self.client.complete_size(&mut inode).await?;
+        self.client.complete_size(who, &mut inode).await?;
         // A glimpsed size holds only for this answer: it must not be cached (see ttl_for).
         inode.attr.size_known = known;
         Ok(inode)
@@ -233,7 +224,13 @@ impl WeftFs {
     /// (this may wait for other clients' callbacks). `created`: the object is new, so no
     /// client can have cached any of it. None when the file has no object of this process
     /// or this mount cannot use passthrough for it now.
-    async fn prepare_passthrough(&self, fid: Fid, layout: Option<&Layout>, created: bool) -> Option<std::fs::File> {
+    async fn prepare_passthrough(
+        &self,
+        who: &Caller,
+        fid: Fid,
+        layout: Option<&Layout>,
+        created: bool,
+    ) -> Option<std::fs::File> {
         let layout = layout?;
         if !self.io.passthrough_possible(fid) || self.io.backing(fid).is_some() {
             return None;
@@ -241,12 +238,12 @@ impl WeftFs {
         // Writes queued by earlier opens land before the kernel writes past them.
         self.writes.wait_idle(fid).await;
         let result = async {
-            let Some(file) = self.client.local_object(layout).await? else { return Ok(None) };
+            let Some(file) = self.client.local_object(who, layout).await? else { return Ok(None) };
             if !created {
                 // Other clients' cached pages and queued writes of the file are called in:
                 // the kernel's reads and writes from now on pass every lock. The lock may go
                 // back at the next callback; the others' opens are uncached meanwhile.
-                drop(self.client.whole_file_lock(fid, layout).await?);
+                drop(self.client.whole_file_lock(who, fid, layout).await?);
             }
             Ok::<_, WeftError>(Some(file))
         }
@@ -308,7 +305,7 @@ impl WeftFs {
     /// answered the kernel (the returned guard).
     async fn open_for_kernel(
         &self,
-        who: &Identity,
+        who: &Caller,
         mut opened: Opened,
         flags: i32,
         created: bool,
@@ -317,7 +314,7 @@ impl WeftFs {
         let fid = opened.inode.attr.fid;
         let mut backing = None;
         let mut turn = if opened.io == OpenIo::Passthrough {
-            let prepared = self.prepare_passthrough(fid, opened.inode.layout.as_ref(), created).await;
+            let prepared = self.prepare_passthrough(who, fid, opened.inode.layout.as_ref(), created).await;
             let turn = self.io.serialize_open(fid).await;
             backing = self.backing_for(fid, prepared, created, register).await;
             turn
@@ -355,10 +352,10 @@ impl WeftFs {
     }
 
     /// Ends the advisory locks `owner` holds on `fid`, if this mount ever set one.
-    async fn release_advisory(&self, fid: Fid, owner: u64) {
+    async fn release_advisory(&self, who: &Caller, fid: Fid, owner: u64) {
         let had = self.advisory.lock().unwrap_or_else(|p| p.into_inner()).remove(&(fid, owner));
         if had {
-            if let Err(e) = self.client.flock_release(fid, owner).await {
+            if let Err(e) = self.client.flock_release(who, fid, owner).await {
                 tracing::warn!("releasing the advisory locks of {fid}: {e}");
             }
         }
@@ -375,7 +372,7 @@ impl WeftFs {
     /// handle in the table. Closes the MDS open again if any of that fails.
     async fn finish_open(
         &self,
-        who: &Identity,
+        who: &Caller,
         inode: InodeInfo,
         handle: u64,
         flags: i32,
@@ -383,10 +380,10 @@ impl WeftFs {
     ) -> WeftResult<(u64, InodeInfo)> {
         let fid = inode.attr.fid;
         let result = async {
-            let mut inode = self.complete(inode).await?;
+            let mut inode = self.complete(who, inode).await?;
             if flags & libc::O_TRUNC != 0 && inode.attr.size > 0 {
                 if let Some(layout) = &inode.layout {
-                    inode.attr = self.client.truncate(who, fid, layout, 0).await?;
+                    inode.attr = self.client.truncate(who, fid, layout, 0, Some(handle)).await?;
                     self.set_open_size(fid, 0);
                 }
             }
@@ -416,7 +413,7 @@ impl WeftFs {
 
     async fn setattr_async(
         &self,
-        who: &Identity,
+        who: &Caller,
         fid: Fid,
         fh: Option<FileHandle>,
         set: SetAttr,
@@ -427,12 +424,16 @@ impl WeftFs {
             self.writes.wait_idle(fid).await;
         }
         if let Some(size) = set.size {
-            let layout = match fh.and_then(|fh| self.files.get(fh.0)) {
+            // Through a descriptor (ftruncate), the open's right to write the file is what
+            // counts, not the mode bits now.
+            let open = fh.and_then(|fh| self.files.get(fh.0));
+            let layout = match &open {
                 Some(file) => file.layout.clone(),
                 None => self.client.getattr(who, fid).await?.layout,
             };
+            let handle = open.map(|file| file.mds_handle);
             let attr = match &layout {
-                Some(layout) => self.client.truncate(who, fid, layout, size).await?,
+                Some(layout) => self.client.truncate(who, fid, layout, size, handle).await?,
                 None => self.client.setattr(who, fid, SetAttr { size: Some(size), ..SetAttr::default() }).await?.attr,
             };
             self.set_open_size(fid, size);
@@ -440,19 +441,19 @@ impl WeftFs {
         }
         let rest = SetAttr { size: None, ..set };
         if rest != SetAttr::default() {
-            let inode = self.complete(self.client.setattr(who, fid, rest).await?).await?;
+            let inode = self.complete(who, self.client.setattr(who, fid, rest).await?).await?;
             last = Some((inode.attr, inode.layout));
         }
         match last {
             Some(done) => Ok(done),
             None => {
-                let inode = self.complete(self.client.getattr(who, fid).await?).await?;
+                let inode = self.complete(who, self.client.getattr(who, fid).await?).await?;
                 Ok((inode.attr, inode.layout))
             }
         }
     }
 
-    async fn virtual_get(&self, who: &Identity, fid: Fid, which: Virtual) -> WeftResult<Vec<u8>> {
+    async fn virtual_get(&self, who: &Caller, fid: Fid, which: Virtual) -> WeftResult<Vec<u8>> {
         match which {
             Virtual::Layout => {
                 let (layout, default) = self.client.getstripe(who, fid).await?;
@@ -472,7 +473,7 @@ impl WeftFs {
         }
     }
 
-    async fn virtual_set(&self, who: &Identity, fid: Fid, which: Virtual, value: &[u8]) -> WeftResult<()> {
+    async fn virtual_set(&self, who: &Caller, fid: Fid, which: Virtual, value: &[u8]) -> WeftResult<()> {
         match which {
             Virtual::Layout => {
                 let spec: StripeSpec = serde_json::from_slice(value)
@@ -503,7 +504,7 @@ impl WeftFs {
             }
             let _all = self.closes.acquire_many(CLOSES_IN_FLIGHT_MAX).await;
             for file in files {
-                if let Err(e) = self.client.close(&Identity::root(), file.fid, file.mds_handle, None).await {
+                if let Err(e) = self.client.close(&Caller::root(), file.fid, file.mds_handle, None).await {
                     tracing::warn!("closing {} at unmount: {e}", file.fid);
                 }
             }
@@ -566,14 +567,14 @@ impl fuser::Filesystem for WeftFs {
         let who = self.who(req);
         let result = self.block(async {
             let inode = self.client.lookup(&who, fid_of(parent), name.as_bytes()).await?;
-            self.complete(inode).await
+            self.complete(&who, inode).await
         });
         self.reply_entry(reply, "lookup", parent, name, result);
     }
 
     fn getattr(&self, req: &Request, ino: INodeNo, _fh: Option<FileHandle>, reply: ReplyAttr) {
         let who = self.who(req);
-        let result = self.block(async { self.complete(self.client.getattr(&who, fid_of(ino)).await?).await });
+        let result = self.block(async { self.complete(&who, self.client.getattr(&who, fid_of(ino)).await?).await });
         match result {
             Ok(inode) => {
                 reply.attr(&self.ttl(&inode), &file_attr(&inode.attr, inode.layout.as_ref()));
@@ -718,7 +719,7 @@ impl fuser::Filesystem for WeftFs {
         let who = self.who(req);
         let result = self.block(async {
             let inode = self.client.link(&who, fid_of(ino), fid_of(newparent), newname.as_bytes()).await?;
-            self.complete(inode).await
+            self.complete(&who, inode).await
         });
         self.reply_entry(reply, "link", newparent, newname, result);
     }
@@ -744,7 +745,7 @@ impl fuser::Filesystem for WeftFs {
 
     fn read(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
         fh: FileHandle,
         offset: u64,
@@ -765,21 +766,22 @@ impl fuser::Filesystem for WeftFs {
             reply.error(fuse_errno("read", &evicted()));
             return;
         }
+        let who = self.who(req);
         let result = self.block(async {
             // The data and its size hold while the read lock does: another client's
             // queued writes are called in first.
-            let _locks = self.client.extent_lock(file.fid, layout, offset, size as u64, LockMode::Pr).await?;
+            let _locks = self.client.extent_lock(&who, file.fid, layout, offset, size as u64, LockMode::Pr).await?;
             // Reads see every write made before them on this mount.
             self.writes.wait_idle(file.fid).await;
             let mut file_size = file.known_size();
             if offset.saturating_add(size as u64) > file_size {
                 // The read reaches past the size this handle knows: another client may
                 // have written more. Ask the objects, so the kernel gets every byte there is.
-                let (size_now, _) = self.client.glimpse(layout).await?;
+                let (size_now, _) = self.client.glimpse(&who, layout).await?;
                 file.raise_size(size_now);
                 file_size = file.known_size();
             }
-            self.client.read(layout, offset, size, file_size).await
+            self.client.read(&who, layout, offset, size, file_size).await
         });
         match result {
             Ok(data) => reply.data(&data),
@@ -815,17 +817,19 @@ impl fuser::Filesystem for WeftFs {
         // The kernel's buffer is borrowed for this call only: one copy into shared bytes,
         // which the striping then slices without copying again.
         let bytes = Bytes::copy_from_slice(data);
+        let who = self.who(req);
         let queued = async {
             // The write lock travels with the queued write until it reached the OSTs.
-            let locks = self.client.extent_lock(file.fid, layout, offset, len as u64, LockMode::Pw).await?;
+            let locks = self.client.extent_lock(&who, file.fid, layout, offset, len as u64, LockMode::Pw).await?;
             if file.io == KernelIo::Uncached {
                 // Another client reads the object past the locks (passthrough): what this
                 // write returns must be there. So it is written now, after whatever an
                 // earlier mode of this inode left queued, not queued itself.
                 self.writes.wait_queued(file.fid).await;
-                return self.client.write(layout, offset, bytes, &locks).await;
+                return self.client.write(&who, layout, offset, bytes, &locks).await;
             }
-            let write = QueuedWrite { fid: file.fid, layout: layout.clone(), offset, data: bytes, locks };
+            let write =
+                QueuedWrite { who: who.clone(), fid: file.fid, layout: layout.clone(), offset, data: bytes, locks };
             self.writes.submit(self.client.clone(), req.pid(), write).await
         };
         match self.block(queued) {
@@ -842,7 +846,7 @@ impl fuser::Filesystem for WeftFs {
         // also ends the fcntl locks its process held on the file (POSIX).
         let result = self.block(async {
             let written = self.writes.flush(fid_of(ino), req.pid()).await;
-            self.release_advisory(fid_of(ino), lock_owner.0).await;
+            self.release_advisory(&self.who(req), fid_of(ino), lock_owner.0).await;
             written
         });
         Self::reply_empty(reply, "flush", result);
@@ -860,7 +864,7 @@ impl fuser::Filesystem for WeftFs {
     ) {
         if let Some(owner) = lock_owner {
             // The last close of an open file description ends its flock lock.
-            self.block(self.release_advisory(fid_of(_ino), owner.0));
+            self.block(self.release_advisory(&self.who(req), fid_of(_ino), owner.0));
         }
         let Some(file) = self.files.remove(fh.0) else {
             reply.ok();
@@ -902,7 +906,7 @@ impl fuser::Filesystem for WeftFs {
             // A writer tells the MDS the size and blocks the objects now hold.
             let size_blocks = match (&file.layout, file.wrote()) {
                 _ if local_size.is_some() => local_size,
-                (Some(layout), true) => match client.glimpse(layout).await {
+                (Some(layout), true) => match client.glimpse(&who, layout).await {
                     Ok(size_blocks) => Some(size_blocks),
                     Err(e) => {
                         tracing::warn!("release of {}: cannot read its size from the objects: {e}", file.fid);
@@ -922,7 +926,7 @@ impl fuser::Filesystem for WeftFs {
         }
     }
 
-    fn fsync(&self, _req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
+    fn fsync(&self, req: &Request, _ino: INodeNo, fh: FileHandle, _datasync: bool, reply: ReplyEmpty) {
         let Some(file) = self.files.get(fh.0) else {
             reply.error(Errno::EBADF);
             return;
@@ -930,7 +934,7 @@ impl fuser::Filesystem for WeftFs {
         let result = self.block(async {
             self.writes.drain(file.fid).await?;
             match &file.layout {
-                Some(layout) => self.client.fsync(layout).await,
+                Some(layout) => self.client.fsync(&self.who(req), layout).await,
                 None => Ok(()),
             }
         });
@@ -1119,7 +1123,7 @@ impl fuser::Filesystem for WeftFs {
 
     fn getlk(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         _fh: FileHandle,
         lock_owner: LockOwner,
@@ -1132,7 +1136,7 @@ impl fuser::Filesystem for WeftFs {
         let Some(lock) = flock_spec(lock_owner, start, end, typ, pid) else {
             return reply.error(Errno::EINVAL);
         };
-        match self.block(self.client.flock_get(fid_of(ino), lock)) {
+        match self.block(self.client.flock_get(&self.who(req), fid_of(ino), lock)) {
             Ok(None) => reply.locked(start, end, libc::F_UNLCK, 0),
             Ok(Some(holder)) => {
                 let typ = if holder.kind == FlockKind::Read { libc::F_RDLCK } else { libc::F_WRLCK };
@@ -1144,7 +1148,7 @@ impl fuser::Filesystem for WeftFs {
 
     fn setlk(
         &self,
-        _req: &Request,
+        req: &Request,
         ino: INodeNo,
         fh: FileHandle,
         lock_owner: LockOwner,
@@ -1159,11 +1163,12 @@ impl fuser::Filesystem for WeftFs {
             return reply.error(Errno::EINVAL);
         };
         let fid = fid_of(ino);
+        let who = self.who(req);
         if lock.kind != FlockKind::Unlock {
             self.advisory.lock().unwrap_or_else(|p| p.into_inner()).insert((fid, lock.owner));
         }
         if !sleep {
-            let result = self.block(self.client.flock_set(fid, lock));
+            let result = self.block(self.client.flock_set(&who, fid, lock));
             return match result {
                 Ok(true) => reply.ok(),
                 Ok(false) => reply.error(Errno::EAGAIN),
@@ -1178,7 +1183,7 @@ impl fuser::Filesystem for WeftFs {
         self.runtime.spawn(async move {
             let mut pause_ms = FLOCK_RETRY_MS_MIN;
             loop {
-                match client.flock_set(fid, lock.clone()).await {
+                match client.flock_set(&who, fid, lock.clone()).await {
                     Ok(true) => return reply.ok(),
                     Ok(false) => {}
                     Err(e) => return reply.error(fuse_errno("setlk", &e)),

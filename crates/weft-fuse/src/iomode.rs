@@ -7,15 +7,13 @@
 //! Opens of one file are serialized here from the choice of the kernel's mode until the
 //! kernel has the answer, so two opens racing cannot pick modes that clash.
 
+use crate::limits::OPEN_STRIPES;
 use fuser::BackingId;
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use weft_proto::msg::OpenIo;
 use weft_proto::Fid;
-
-/// Open serialization stripes: opens of different files rarely share one.
-const OPEN_STRIPES: usize = 64;
 
 /// What the kernel was told for one open.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -7,18 +7,23 @@
 //! * the virtual `weft.*` extended attributes (`xattr.rs`) are how the `weft` CLI asks the
 //!   mount for layouts, FIDs, paths, per-target statfs and the cluster map.
 
+mod callers;
 mod coherence;
 mod convert;
 mod errno;
 mod fs;
 mod handles;
-mod identity;
 mod iomode;
+pub mod jobid;
+pub mod limits;
 mod writeback;
 mod xattr;
 
 pub use errno::errno;
+pub use jobid::{JobidScheme, JobidVar};
 pub use xattr::VIRTUAL_PREFIX;
+
+use limits::{MOUNT_APPEAR_WAIT_MS, READ_AHEAD_KB, WRITE_BYTES_MAX};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -46,6 +51,8 @@ pub struct MountOptions {
     /// Take the kernel's requests through io_uring, one queue per CPU, where the kernel
     /// offers it (Linux 6.14+, `fuse.enable_uring=1`); /dev/fuse otherwise.
     pub uring: bool,
+    /// How each request's jobid is made from its process (Lustre's `jobid_var`).
+    pub jobid: JobidScheme,
 }
 
 /// The kernel's switch for FUSE over io_uring (Linux 6.14+; absent on older kernels).
@@ -64,9 +71,10 @@ impl Default for MountOptions {
             attr_ttl: Duration::from_secs(1),
             allow_other: true,
             fsname: "weft".to_string(),
-            max_write_bytes: 1024 * 1024,
+            max_write_bytes: WRITE_BYTES_MAX,
             passthrough: true,
             uring: true,
+            jobid: JobidScheme::default(),
         }
     }
 }
@@ -102,14 +110,6 @@ pub fn mount(
     tune_readahead(mountpoint);
     Ok(session)
 }
-
-/// Read-ahead of the mount, in KiB. The kernel sizes FUSE reads by the mount's backing
-/// device read-ahead (128 KiB by default), whatever max_readahead says: measured here, reads
-/// came in 128-256 KiB pieces until it was raised. 4 MiB lets the kernel keep several 1 MiB
-/// reads in flight, which the client spreads over the stripes.
-pub const READ_AHEAD_KB: u32 = 4096;
-/// How long a foreground mount waits for the kernel to show the mount before tuning it.
-const MOUNT_APPEAR_WAIT_MS: u64 = 10_000;
 
 /// Raises the read-ahead of the FUSE connection's backing device (`/sys/class/bdi/M:N`).
 /// Best effort: without the right (root) the mount works with the kernel's default.

@@ -18,18 +18,15 @@
 //!
 //! Tracking is per file (FID), shared by every handle of the file on this mount.
 
+use crate::limits::{DIRTY_BYTES_MAX, WRITER_PIDS_MAX};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, Semaphore};
 use weft_client::locks::ExtentGuard;
 use weft_client::Client;
+use weft_proto::msg::Caller;
 use weft_proto::{Fid, Layout, WeftError, WeftResult};
-
-/// Bytes written to the kernel but not yet acknowledged by the OSTs, for the whole mount.
-pub const DIRTY_BYTES_MAX: u32 = 64 << 20;
-/// Writer processes remembered per file; past this every flush of the file waits.
-const WRITER_PIDS_MAX: usize = 16;
 
 #[derive(Default)]
 struct FileState {
@@ -87,6 +84,8 @@ impl FileWrites {
 /// One write to queue: where, what, and the write locks that cover it (kept until the
 /// write reached the OSTs, so a callback for them waits for it).
 pub struct QueuedWrite {
+    /// Who wrote: the OST requests carry its identity and jobid.
+    pub who: Caller,
     pub fid: Fid,
     pub layout: Layout,
     pub offset: u64,
@@ -117,7 +116,7 @@ impl WriteBehind {
     /// Queues a write of `data` at `offset`; returns once it is queued (or with the file's
     /// earlier error). Must run inside the tokio runtime.
     pub async fn submit(&self, client: Arc<Client>, pid: u32, write: QueuedWrite) -> WeftResult<()> {
-        let QueuedWrite { fid, layout, offset, data, locks } = write;
+        let QueuedWrite { who, fid, layout, offset, data, locks } = write;
         let fw = self.file(fid);
         {
             let mut st = fw.lock();
@@ -144,7 +143,7 @@ impl WriteBehind {
             seq
         };
         tokio::spawn(async move {
-            let result = client.write(&layout, offset, data, &locks).await;
+            let result = client.write(&who, &layout, offset, data, &locks).await;
             drop(locks);
             drop(permit);
             let mut st = fw.lock();

@@ -16,6 +16,8 @@ pub const LOCK_TIMEOUT_MS: u64 = 4_000;
 pub const START_TIMEOUT_S: u64 = 30;
 /// How long a stopped process may take to exit before it is killed.
 pub const STOP_TIMEOUT_S: u64 = 10;
+/// How long one question to the management service may take (the cluster map).
+pub const MGS_ANSWER_MS_MAX: u64 = 2_000;
 
 /// One server process: its roles and its address.
 #[derive(Debug, Clone)]
@@ -177,18 +179,9 @@ impl Cluster {
     /// The cluster map, straight from the MGS.
     pub fn map(&self) -> anyhow::Result<ClusterMap> {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        rt.block_on(async {
-            let peer = weft_rpc::Peer::new(self.mgs_address.clone(), weft_rpc::PeerOptions::default());
-            let body = RequestBody::Mgs(MgsRequest::GetMap { known_version: 0 });
-            match peer
-                .call_with_timeout(RequestHeader::default(), body, bytes::Bytes::new(), Duration::from_secs(2))
-                .await
-            {
-                Ok((ReplyBody::Mgs(MgsReply::Map(m)), _)) => Ok(m),
-                Ok((other, _)) => anyhow::bail!("unexpected reply {other:?}"),
-                Err(e) => anyhow::bail!("{}", e.message),
-            }
-        })
+        let peer = weft_rpc::Peer::new(self.mgs_address.clone(), weft_rpc::PeerOptions::default());
+        let map = rt.block_on(weft_rpc::map::fetch_map(&peer, Duration::from_millis(MGS_ANSWER_MS_MAX)));
+        map.map_err(|e| anyhow::anyhow!("{}", e.message))
     }
 
     /// Mounts the file system in a separate `weft mount` process; returns the mount point.

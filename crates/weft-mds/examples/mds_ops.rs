@@ -73,7 +73,8 @@ fn main() {
             jobid: String::new(),
         };
         let call = |req: MdtRequest| rt.block_on(mds.handle(&header(), req)).unwrap();
-        let MdtReply::Inode(dir) = call(MdtRequest::Mkdir { parent: Fid::ROOT, name: b"d".to_vec(), mode: 0o755 })
+        let MdtReply::Inode(dir) =
+            call(MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: b"d".to_vec(), mode: 0o755 }))
         else {
             panic!("mkdir")
         };
@@ -90,33 +91,33 @@ fn main() {
         let mut fids = Vec::new();
         let mut handles = Vec::new();
         time("lookup (missing)", &mut |i| {
-            let _ = rt.block_on(mds.handle(&header(), MdtRequest::Lookup { parent: dir, name: name(i) }));
+            let _ = rt.block_on(mds.handle(&header(), MdtRequest::Lookup(mdt::Lookup { parent: dir, name: name(i) })));
         });
         time("create", &mut |i| {
-            let req = MdtRequest::Create {
+            let req = MdtRequest::Create(mdt::Create {
                 parent: dir,
                 name: name(i),
                 mode: 0o644,
                 exclusive: false,
                 spec: None,
                 open_flags: OPEN_WRITE,
-            };
-            let MdtReply::Opened { inode, handle, .. } = call(req) else { panic!("create") };
+            });
+            let MdtReply::Opened(mdt::Opened { inode, handle, .. }) = call(req) else { panic!("create") };
             fids.push(inode.attr.fid);
             handles.push(handle);
         });
         time("close", &mut |i| {
             let (fid, handle) = (fids[i as usize], handles[i as usize]);
-            call(MdtRequest::Close { fid, handle, size_blocks: None });
+            call(MdtRequest::Close(mdt::Close { fid, handle, size_blocks: None }));
         });
         time("getattr", &mut |i| {
-            call(MdtRequest::Getattr { fid: fids[i as usize] });
+            call(MdtRequest::Getattr(mdt::Getattr { fid: fids[i as usize] }));
         });
         time("lookup", &mut |i| {
-            call(MdtRequest::Lookup { parent: dir, name: name(i) });
+            call(MdtRequest::Lookup(mdt::Lookup { parent: dir, name: name(i) }));
         });
         time("unlink", &mut |i| {
-            call(MdtRequest::Unlink { parent: dir, name: name(i) });
+            call(MdtRequest::Unlink(mdt::Unlink { parent: dir, name: name(i) }));
         });
         rt.block_on(mds.shutdown());
     }

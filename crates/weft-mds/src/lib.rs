@@ -66,7 +66,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{oneshot, Notify};
-use weft_proto::msg::{ClusterMap, FileType, MdtReply, MdtRequest, RequestHeader, Timestamp};
+use weft_proto::msg::{mdt, ClusterMap, FileType, MdtReply, MdtRequest, RequestHeader, Timestamp};
 use weft_proto::{ErrorCode, Fid, StripeSpec, WeftError, WeftResult};
 
 pub struct MdsConfig {
@@ -276,7 +276,7 @@ impl Mds {
         }
         if !req.is_mutation() {
             let tables = self.core.read_view();
-            return ops::read(&self.core, &tables, &header.identity, &req);
+            return ops::read(&ops::QueryCtx { core: &self.core, t: &tables, who: &header.identity }, &req);
         }
         if header.request_id != 0 {
             if let Some(reply) = self.core.read_view().cached_reply(header)? {
@@ -297,10 +297,12 @@ impl Mds {
         let spec = {
             let t = self.core.read_view();
             match req {
-                MdtRequest::Create { parent, name, spec, .. } => {
+                MdtRequest::Create(mdt::Create { parent, name, spec, .. }) => {
                     ops::create::prepare(&t, &header.identity, *parent, name, spec.as_ref())?
                 }
-                MdtRequest::SetStripe { fid, spec } => ops::stripe::prepare(&self.core, &t, *fid, spec)?,
+                MdtRequest::SetStripe(mdt::SetStripe { fid, spec }) => {
+                    ops::stripe::prepare(&self.core, &t, *fid, spec)?
+                }
                 _ => None,
             }
         };

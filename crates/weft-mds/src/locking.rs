@@ -21,7 +21,7 @@ use std::sync::Arc;
 use weft_dlm::namespace::Namespace;
 use weft_dlm::state::EnqueueOptions;
 use weft_proto::lock::{bits, LockGrant, LockMode, LockScope};
-use weft_proto::msg::{MdtReply, MdtRequest, RequestHeader, OPEN_TRUNC, OPEN_WRITE, XATTR_LAYOUT};
+use weft_proto::msg::{mdt, MdtReply, MdtRequest, RequestHeader, OPEN_TRUNC, OPEN_WRITE, XATTR_LAYOUT};
 use weft_proto::{Fid, WeftResult};
 
 /// What a client may cache about an inode it was told about.
@@ -34,11 +34,11 @@ const RELOOKUP_ROUNDS_MAX: usize = 8;
 pub async fn handle(mds: &Mds, ns: &Arc<Namespace>, header: &RequestHeader, req: MdtRequest) -> WeftResult<MdtReply> {
     let owner = header.client_id;
     match &req {
-        MdtRequest::Getattr { fid } => {
+        MdtRequest::Getattr(mdt::Getattr { fid }) => {
             let grant = intent(ns, owner, *fid).await?;
             with_lock(mds.execute(header, req).await, grant)
         }
-        MdtRequest::Lookup { .. } => {
+        MdtRequest::Lookup(..) => {
             // The child is known only after the lookup: look up, lock, look up again.
             let first = mds.execute(header, req.clone()).await?;
             let Some(fid) = answered_fid(&first) else { return Ok(first) };
@@ -87,7 +87,7 @@ pub async fn handle(mds: &Mds, ns: &Arc<Namespace>, header: &RequestHeader, req:
                 let reply = result?;
                 let Some(fid) = answered_fid(&reply) else { return Ok(reply) };
                 let grant = intent(ns, owner, fid).await?;
-                let fresh = mds.execute(header, MdtRequest::Getattr { fid }).await;
+                let fresh = mds.execute(header, MdtRequest::Getattr(mdt::Getattr { fid })).await;
                 return with_lock(Ok(refreshed(mds, reply, fresh)), grant);
             }
         }
@@ -102,10 +102,7 @@ async fn intent(ns: &Arc<Namespace>, owner: u64, fid: Fid) -> WeftResult<LockGra
 }
 
 fn answered_fid(reply: &MdtReply) -> Option<Fid> {
-    match reply {
-        MdtReply::Inode(i) | MdtReply::Opened { inode: i, .. } => Some(i.attr.fid),
-        _ => None,
-    }
+    reply.inode().map(|i| i.attr.fid)
 }
 
 /// `reply` with its inode replaced by a newer reading of it, when there is one (a file
@@ -113,7 +110,7 @@ fn answered_fid(reply: &MdtReply) -> Option<Fid> {
 fn refreshed(mds: &Mds, reply: MdtReply, fresh: WeftResult<MdtReply>) -> MdtReply {
     match (reply, fresh) {
         (MdtReply::Inode(_), Ok(MdtReply::Inode(now))) => MdtReply::Inode(now),
-        (MdtReply::Opened { handle, inode: opened, io }, Ok(MdtReply::Inode(mut now))) => {
+        (MdtReply::Opened(mdt::Opened { handle, inode: opened, io }), Ok(MdtReply::Inode(mut now))) => {
             // A writer that opened (or created) a file of trusted size alone was told the
             // size: the newer reading has it unknown only because of that writer's own
             // open. It still holds if no other writer opened and no size was set since;
@@ -121,24 +118,18 @@ fn refreshed(mds: &Mds, reply: MdtReply, fresh: WeftResult<MdtReply>) -> MdtRepl
             if opened.attr.size_known && !now.attr.size_known && mds.size_still_trusted(handle) {
                 now.attr.size_known = true;
             }
-            MdtReply::Opened { inode: now, handle, io }
+            MdtReply::Opened(mdt::Opened { inode: now, handle, io })
         }
         (reply, _) => reply,
     }
 }
 
 fn with_lock(reply: WeftResult<MdtReply>, grant: LockGrant) -> WeftResult<MdtReply> {
-    Ok(match reply? {
-        MdtReply::Inode(mut i) => {
-            i.lock = Some(grant);
-            MdtReply::Inode(i)
-        }
-        MdtReply::Opened { mut inode, handle, io } => {
-            inode.lock = Some(grant);
-            MdtReply::Opened { inode, handle, io }
-        }
-        other => other,
-    })
+    let mut reply = reply?;
+    if let Some(inode) = reply.inode_mut() {
+        inode.lock = Some(grant);
+    }
+    Ok(reply)
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -155,7 +146,7 @@ fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want>> {
     let gone = |fid: Fid| Want { fid, bits: bits::LOOKUP | bits::UPDATE };
     let mut wants = Vec::new();
     match req {
-        MdtRequest::Create { parent, name, open_flags, .. } => {
+        MdtRequest::Create(mdt::Create { parent, name, open_flags, .. }) => {
             wants.push(update(*parent));
             if let Some(c) = child(parent, name)? {
                 if open_flags & (OPEN_WRITE | OPEN_TRUNC) != 0 {
@@ -163,15 +154,15 @@ fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want>> {
                 }
             }
         }
-        MdtRequest::Mkdir { parent, .. } | MdtRequest::Mknod { parent, .. } | MdtRequest::Symlink { parent, .. } => {
-            wants.push(update(*parent))
-        }
-        MdtRequest::Link { fid, parent, .. } => wants.extend([update(*parent), update(*fid)]),
-        MdtRequest::Unlink { parent, name } | MdtRequest::Rmdir { parent, name } => {
+        MdtRequest::Mkdir(mdt::Mkdir { parent, .. })
+        | MdtRequest::Mknod(mdt::Mknod { parent, .. })
+        | MdtRequest::Symlink(mdt::Symlink { parent, .. }) => wants.push(update(*parent)),
+        MdtRequest::Link(mdt::Link { fid, parent, .. }) => wants.extend([update(*parent), update(*fid)]),
+        MdtRequest::Unlink(mdt::Unlink { parent, name }) | MdtRequest::Rmdir(mdt::Rmdir { parent, name }) => {
             wants.push(update(*parent));
             wants.extend(child(parent, name)?.map(gone));
         }
-        MdtRequest::Rename { src_parent, src_name, dst_parent, dst_name, .. } => {
+        MdtRequest::Rename(mdt::Rename { src_parent, src_name, dst_parent, dst_name, .. }) => {
             wants.push(update(*src_parent));
             if dst_parent != src_parent {
                 wants.push(update(*dst_parent));
@@ -179,15 +170,18 @@ fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want>> {
             wants.extend(child(src_parent, src_name)?.map(gone));
             wants.extend(child(dst_parent, dst_name)?.map(gone));
         }
-        MdtRequest::Setattr { fid, .. } => wants.push(update(*fid)),
+        MdtRequest::Setattr(mdt::Setattr { fid, .. }) => wants.push(update(*fid)),
         // A writer makes the recorded size untrustworthy: clients that cached it must ask
         // again (and glimpse the objects).
-        MdtRequest::Open { fid, flags } if flags & (OPEN_WRITE | OPEN_TRUNC) != 0 => wants.push(update(*fid)),
-        MdtRequest::SetXattr { fid, name, .. } | MdtRequest::RemoveXattr { fid, name } => {
+        MdtRequest::Open(mdt::Open { fid, flags }) if flags & (OPEN_WRITE | OPEN_TRUNC) != 0 => {
+            wants.push(update(*fid))
+        }
+        MdtRequest::SetXattr(mdt::SetXattr { fid, name, .. })
+        | MdtRequest::RemoveXattr(mdt::RemoveXattr { fid, name }) => {
             let layout = if name.as_slice() == XATTR_LAYOUT { bits::LAYOUT } else { 0 };
             wants.push(Want { fid: *fid, bits: bits::UPDATE | layout });
         }
-        MdtRequest::SetStripe { fid, .. } | MdtRequest::DeleteStripe { fid } => {
+        MdtRequest::SetStripe(mdt::SetStripe { fid, .. }) | MdtRequest::DeleteStripe(mdt::DeleteStripe { fid }) => {
             wants.push(Want { fid: *fid, bits: bits::UPDATE | bits::LAYOUT })
         }
         // Close changes nothing another client caches: while a writer had the file open,

@@ -110,6 +110,14 @@ pub fn check_chmod(who: &Identity, obj: Owner, new_mode: u32) -> WeftResult<u32>
     Ok(mode)
 }
 
+/// Whether going from `old` to `new` only clears setuid and/or setgid: the change the
+/// kernel makes when someone other than the owner writes or truncates such a file.
+pub fn only_clears_suid_sgid(old: u32, new: u32) -> bool {
+    let privileges = S_ISUID | S_ISGID;
+    let (old, new) = (old & 0o7777, new & 0o7777);
+    old & !privileges == new & !privileges && new & privileges & !old == 0 && new != old
+}
+
 /// chown/chgrp: root changes anything; the owner may change the group to one it is in
 /// (and "change" the owner to itself).
 pub fn check_chown(who: &Identity, obj: Owner, uid: Option<u32>, gid: Option<u32>) -> WeftResult<()> {
@@ -195,6 +203,17 @@ mod tests {
     }
 
     const FILE: Owner = Owner { uid: 1000, gid: 100, mode: 0o640 };
+
+    #[test]
+    fn clearing_suid_and_sgid_is_told_from_other_mode_changes() {
+        assert!(only_clears_suid_sgid(0o6777, 0o0777));
+        assert!(only_clears_suid_sgid(0o6777, 0o2777));
+        assert!(only_clears_suid_sgid(0o4755, 0o0755));
+        assert!(!only_clears_suid_sgid(0o6777, 0o6777), "no change");
+        assert!(!only_clears_suid_sgid(0o0777, 0o4777), "setting setuid");
+        assert!(!only_clears_suid_sgid(0o6777, 0o0775), "clearing a permission bit too");
+        assert!(!only_clears_suid_sgid(0o7777, 0o0777), "clearing the sticky bit too");
+    }
 
     #[test]
     fn mode_classes_owner_group_other_and_root() {

@@ -13,7 +13,7 @@ async fn resent_mutation_returns_the_first_reply_without_a_second_effect() {
     let env = Env::new().await;
     env.must_file(Fid::ROOT, "f").await;
     let header = env.header_as(&Identity::root());
-    let unlink = MdtRequest::Unlink { parent: Fid::ROOT, name: "f".into() };
+    let unlink = MdtRequest::Unlink(mdt::Unlink { parent: Fid::ROOT, name: "f".into() });
     let first = env.mds().handle(&header, unlink.clone()).await;
     assert_eq!(first, Ok(MdtReply::Empty));
     // A resend after a reconnect: same client and request id.
@@ -22,7 +22,7 @@ async fn resent_mutation_returns_the_first_reply_without_a_second_effect() {
     assert_eq!(code(env.req(unlink).await), ErrorCode::NotFound);
 
     let header = env.header_as(&Identity::root());
-    let mkdir = MdtRequest::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 };
+    let mkdir = MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 });
     let a = env.mds().handle(&header, mkdir.clone()).await.unwrap();
     let b = env.mds().handle(&header, mkdir.clone()).await.unwrap();
     assert_eq!(a, b);
@@ -31,14 +31,14 @@ async fn resent_mutation_returns_the_first_reply_without_a_second_effect() {
 
     // Errors are replayed too, and a create's handle is the same one.
     let header = env.header_as(&Identity::root());
-    let create = MdtRequest::Create {
+    let create = MdtRequest::Create(mdt::Create {
         parent: Fid::ROOT,
         name: "c".into(),
         mode: 0o644,
         exclusive: true,
         spec: None,
         open_flags: OPEN_WRITE,
-    };
+    });
     let a = env.mds().handle(&header, create.clone()).await.unwrap();
     let b = env.mds().handle(&header, create).await.unwrap();
     assert_eq!(a, b);
@@ -57,7 +57,7 @@ async fn a_reply_slot_keeps_only_its_last_reply() {
         identity: Identity::root(),
         jobid: "test".into(),
     };
-    let mkdir = |name: &str| MdtRequest::Mkdir { parent: Fid::ROOT, name: name.into(), mode: 0o755 };
+    let mkdir = |name: &str| MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: name.into(), mode: 0o755 });
     let rows = || env.mds().core.read_view().reply_rows();
     let before = rows();
     let mut last = Vec::new();
@@ -73,7 +73,10 @@ async fn a_reply_slot_keeps_only_its_last_reply() {
     let stale = env.mds().handle(&header(147, 1), mkdir("new")).await.unwrap_err();
     assert_eq!(stale.code, ErrorCode::Stale, "{stale}");
     assert!(stale.message.contains("stale resend"), "{stale}");
-    assert_eq!(code(env.req(MdtRequest::Lookup { parent: Fid::ROOT, name: "new".into() }).await), ErrorCode::NotFound);
+    assert_eq!(
+        code(env.req(MdtRequest::Lookup(mdt::Lookup { parent: Fid::ROOT, name: "new".into() })).await),
+        ErrorCode::NotFound
+    );
     assert_eq!(env.must_attr(Fid::ROOT).await.nlink, 52);
     // The slot's next request runs.
     env.mds().handle(&header(150, 0), mkdir("d50")).await.unwrap();
@@ -85,7 +88,7 @@ async fn a_reply_slot_keeps_only_its_last_reply() {
 async fn changes_stay_in_memory_until_a_checkpoint_writes_them_into_redb() {
     let env = Env::new().await;
     let header = env.header_as(&Identity::root());
-    let mkdir = MdtRequest::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 };
+    let mkdir = MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 });
     let first = env.mds().handle(&header, mkdir.clone()).await.unwrap();
     let mds = env.mds();
     assert!(mds.core.read_view().cached_reply(&header).unwrap().is_some());
@@ -105,7 +108,7 @@ async fn resend_survives_a_restart() {
     let mut env = Env::new().await;
     env.must_file(Fid::ROOT, "f").await;
     let header = env.header_as(&Identity::root());
-    let unlink = MdtRequest::Unlink { parent: Fid::ROOT, name: "f".into() };
+    let unlink = MdtRequest::Unlink(mdt::Unlink { parent: Fid::ROOT, name: "f".into() });
     env.mds().handle(&header, unlink.clone()).await.unwrap();
     env.restart().await;
     assert_eq!(env.mds().handle(&header, unlink).await, Ok(MdtReply::Empty));
@@ -122,14 +125,14 @@ async fn concurrent_creates_share_commits() {
         let mds = env.mds().clone();
         let header = env.header_as(&Identity::root());
         tasks.push(tokio::spawn(async move {
-            let req = MdtRequest::Create {
+            let req = MdtRequest::Create(mdt::Create {
                 parent: d,
                 name: format!("f{i}").into(),
                 mode: 0o644,
                 exclusive: true,
                 spec: None,
                 open_flags: OPEN_READ,
-            };
+            });
             mds.handle(&header, req).await
         }));
     }
@@ -137,7 +140,7 @@ async fn concurrent_creates_share_commits() {
     let mut objects = std::collections::HashSet::new();
     for t in tasks {
         match t.await.unwrap().unwrap() {
-            MdtReply::Opened { inode, .. } => {
+            MdtReply::Opened(mdt::Opened { inode, .. }) => {
                 assert!(fids.insert(inode.attr.fid));
                 for o in &inode.layout.unwrap().plain().unwrap().objects {
                     assert!(objects.insert(o.fid), "object {} used twice", o.fid);
@@ -158,14 +161,16 @@ async fn namespace_persists_across_restart() {
     let mut env = Env::new().await;
     let d = env.must_mkdir(Fid::ROOT, "d").await;
     let f = env.must_file(d, "f").await;
-    env.req(MdtRequest::SetXattr { fid: f, name: "user.k".into(), value: b"v".to_vec(), flags: 0 }).await.unwrap();
-    env.req(MdtRequest::Symlink { parent: d, name: "l".into(), target: b"f".to_vec() }).await.unwrap();
+    env.req(MdtRequest::SetXattr(mdt::SetXattr { fid: f, name: "user.k".into(), value: b"v".to_vec(), flags: 0 }))
+        .await
+        .unwrap();
+    env.req(MdtRequest::Symlink(mdt::Symlink { parent: d, name: "l".into(), target: b"f".to_vec() })).await.unwrap();
     let layout = env.getattr(f).await.unwrap().layout;
     env.restart().await;
     assert_eq!(env.sorted_names(d).await, vec!["f", "l"]);
     let i = env.lookup(d, "f").await.unwrap();
     assert_eq!((i.attr.fid, i.layout), (f, layout));
-    let x = env.req(MdtRequest::GetXattr { fid: f, name: "user.k".into() }).await.unwrap();
+    let x = env.req(MdtRequest::GetXattr(mdt::GetXattr { fid: f, name: "user.k".into() })).await.unwrap();
     assert_eq!(x, MdtReply::Data(b"v".to_vec()));
     // New inodes and objects never reuse old ones.
     let g = env.must_file(d, "g").await;
@@ -185,7 +190,7 @@ async fn orphans_are_destroyed_at_restart() {
     let mut env = Env::new().await;
     let (i, _handle) = env.create_as(&Identity::root(), Fid::ROOT, "f", 0o644).await.unwrap();
     let object = i.layout.unwrap().plain().unwrap().objects[0].fid;
-    env.req(MdtRequest::Unlink { parent: Fid::ROOT, name: "f".into() }).await.unwrap();
+    env.req(MdtRequest::Unlink(mdt::Unlink { parent: Fid::ROOT, name: "f".into() })).await.unwrap();
     assert_eq!(env.must_attr(i.attr.fid).await.nlink, 0);
     // Crash-like restart: the handle is never closed.
     env.restart().await;
@@ -200,7 +205,7 @@ async fn destroys_retry_until_the_ost_answers_and_survive_restart() {
     env.targets.fail_destroy.store(true, Ordering::SeqCst);
     let f = env.must_file(Fid::ROOT, "f").await;
     let object = i_layout_object(&env, f).await;
-    env.req(MdtRequest::Unlink { parent: Fid::ROOT, name: "f".into() }).await.unwrap();
+    env.req(MdtRequest::Unlink(mdt::Unlink { parent: Fid::ROOT, name: "f".into() })).await.unwrap();
     tokio::time::sleep(Duration::from_millis(150)).await;
     assert!(env.targets.destroyed().is_empty());
     env.restart().await;
@@ -245,7 +250,7 @@ async fn precreate_refills_and_nospace_when_the_ost_fails() {
 async fn reply_cache_is_pruned_by_age() {
     let env = Env::new().await;
     let header = env.header_as(&Identity::root());
-    let mkdir = MdtRequest::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 };
+    let mkdir = MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 });
     env.mds().handle(&header, mkdir.clone()).await.unwrap();
     assert_eq!(env.mds().prune_reply_cache(600).await.unwrap(), 0);
     tokio::time::sleep(Duration::from_millis(1100)).await;
@@ -263,7 +268,7 @@ async fn a_damaged_reply_row_fails_its_slot_until_pruned() {
     let key = crate::schema::reply_key(header.client_id, header.reply_slot).to_vec();
     let corrupt = InternalOp::PutRaw { table: crate::schema::TABLE_REPLY_CACHE, key, value: vec![0xff; 3] };
     crate::background::internal(&env.mds().queue, corrupt).await.unwrap();
-    let mkdir = MdtRequest::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 };
+    let mkdir = MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 });
     let e = env.mds().handle(&header, mkdir.clone()).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::Io, "{e}");
     assert!(e.message.contains("corrupt reply-cache entry"), "{e}");
@@ -316,16 +321,20 @@ async fn storage_error_in_a_batch_fails_only_its_op() {
         let header = env.header_as(&Identity::root());
         tasks.push(tokio::spawn(async move {
             let req = if i % 10 == 5 {
-                MdtRequest::Setattr { fid: bad, set: SetAttr { mode: Some(0o600), ..Default::default() } }
+                MdtRequest::Setattr(mdt::Setattr {
+                    fid: bad,
+                    set: SetAttr { mode: Some(0o600), ..Default::default() },
+                    open_handle: None,
+                })
             } else {
-                MdtRequest::Create {
+                MdtRequest::Create(mdt::Create {
                     parent: d,
                     name: format!("f{i}").into(),
                     mode: 0o644,
                     exclusive: true,
                     spec: None,
                     open_flags: OPEN_WRITE,
-                }
+                })
             };
             (i, mds.handle(&header, req).await)
         }));
@@ -383,11 +392,11 @@ fn inline_and_queued_commits() {
                     let headers: Vec<_> = (0..PER_CALLER).map(|_| env_ref.header_as(&Identity::root())).collect();
                     tokio::spawn(async move {
                         for (i, header) in headers.into_iter().enumerate() {
-                            let req = MdtRequest::Mkdir {
+                            let req = MdtRequest::Mkdir(mdt::Mkdir {
                                 parent: Fid::ROOT,
                                 name: format!("task{t}-{i}").into(),
                                 mode: 0o755,
-                            };
+                            });
                             mds.handle(&header, req).await.unwrap();
                         }
                     })

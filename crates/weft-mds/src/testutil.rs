@@ -139,7 +139,7 @@ impl Env {
     }
 
     pub async fn mkdir_as(&self, who: &Identity, parent: Fid, name: &str, mode: u32) -> WeftResult<Fid> {
-        match self.req_as(who, MdtRequest::Mkdir { parent, name: name.into(), mode }).await? {
+        match self.req_as(who, MdtRequest::Mkdir(mdt::Mkdir { parent, name: name.into(), mode })).await? {
             MdtReply::Inode(i) => Ok(i.attr.fid),
             r => panic!("mkdir replied {r:?}"),
         }
@@ -151,16 +151,16 @@ impl Env {
 
     /// Creates and opens for writing; returns the inode and handle.
     pub async fn create_as(&self, who: &Identity, parent: Fid, name: &str, mode: u32) -> WeftResult<(InodeInfo, u64)> {
-        let req = MdtRequest::Create {
+        let req = MdtRequest::Create(mdt::Create {
             parent,
             name: name.into(),
             mode,
             exclusive: true,
             spec: None,
             open_flags: OPEN_READ | OPEN_WRITE,
-        };
+        });
         match self.req_as(who, req).await? {
-            MdtReply::Opened { inode, handle, .. } => Ok((inode, handle)),
+            MdtReply::Opened(mdt::Opened { inode, handle, .. }) => Ok((inode, handle)),
             r => panic!("create replied {r:?}"),
         }
     }
@@ -173,25 +173,25 @@ impl Env {
     }
 
     pub async fn must_close(&self, fid: Fid, handle: u64, size_blocks: Option<(u64, u64)>) {
-        self.req(MdtRequest::Close { fid, handle, size_blocks }).await.unwrap();
+        self.req(MdtRequest::Close(mdt::Close { fid, handle, size_blocks })).await.unwrap();
     }
 
     pub async fn lookup(&self, parent: Fid, name: &str) -> WeftResult<InodeInfo> {
-        match self.req(MdtRequest::Lookup { parent, name: name.into() }).await? {
+        match self.req(MdtRequest::Lookup(mdt::Lookup { parent, name: name.into() })).await? {
             MdtReply::Inode(i) => Ok(i),
             r => panic!("lookup replied {r:?}"),
         }
     }
 
     pub async fn must_attr(&self, fid: Fid) -> Attr {
-        match self.req(MdtRequest::Getattr { fid }).await.unwrap() {
+        match self.req(MdtRequest::Getattr(mdt::Getattr { fid })).await.unwrap() {
             MdtReply::Inode(i) => i.attr,
             r => panic!("getattr replied {r:?}"),
         }
     }
 
     pub async fn getattr(&self, fid: Fid) -> WeftResult<InodeInfo> {
-        match self.req(MdtRequest::Getattr { fid }).await? {
+        match self.req(MdtRequest::Getattr(mdt::Getattr { fid })).await? {
             MdtReply::Inode(i) => Ok(i),
             r => panic!("getattr replied {r:?}"),
         }
@@ -202,7 +202,11 @@ impl Env {
         let mut cookie = 0;
         let mut names = Vec::new();
         loop {
-            let p = match self.req(MdtRequest::Readdir { fid: dir, cookie, max_entries: page }).await.unwrap() {
+            let p = match self
+                .req(MdtRequest::Readdir(mdt::Readdir { fid: dir, cookie, max_entries: page }))
+                .await
+                .unwrap()
+            {
                 MdtReply::Dir(p) => p,
                 r => panic!("readdir replied {r:?}"),
             };

@@ -12,10 +12,16 @@
 pub mod rules;
 pub mod store;
 
+/// Longest a WatchMap waits for a change before it answers Unchanged: the follower asks
+/// again at once, so this bounds only how long a request stays in flight.
+pub const WATCH_WAIT_MS_MAX: u64 = 30_000;
+
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::watch;
-use weft_proto::msg::{ClusterMap, MgsReply, MgsRequest};
+use weft_proto::msg::ops::{Op, Payload};
+use weft_proto::msg::{mgs, ClusterMap, MgsReply, MgsRequest};
 use weft_proto::{WeftError, WeftResult};
 
 /// The management service of one file system.
@@ -76,21 +82,7 @@ impl Mgs {
     }
 
     pub async fn handle(&self, req: MgsRequest) -> WeftResult<MgsReply> {
-        let map = match req {
-            MgsRequest::GetMap { known_version } => {
-                let map = self.inner.published.borrow();
-                if known_version != 0 && known_version == map.version {
-                    return Ok(MgsReply::Unchanged { version: map.version });
-                }
-                map.clone()
-            }
-            MgsRequest::Register { target } => self.update(move |m| rules::register(m, &target)).await?,
-            MgsRequest::SetTargetState { kind, index, state } => {
-                self.update(move |m| rules::set_target_state(m, kind, index, state)).await?
-            }
-            MgsRequest::PoolAdd { pool, osts } => self.update(move |m| rules::pool_add(m, &pool, &osts)).await?,
-        };
-        Ok(MgsReply::Map(map))
+        dispatch(self, req).await
     }
 
     /// Resolves when the map version becomes greater than `known` (for servers/clients that
@@ -129,6 +121,67 @@ impl Mgs {
         }
     }
 }
+
+/// The handler of one MGS op.
+trait Handle: Op<Answer = MgsReply> {
+    async fn run(self, mgs: &Mgs) -> WeftResult<Self::Reply>;
+}
+
+impl Handle for mgs::GetMap {
+    async fn run(self, mgs: &Mgs) -> WeftResult<MgsReply> {
+        let map = mgs.inner.published.borrow();
+        if self.known_version != 0 && self.known_version == map.version {
+            return Ok(MgsReply::Unchanged(map.version));
+        }
+        Ok(MgsReply::Map(map.clone()))
+    }
+}
+
+impl Handle for mgs::WatchMap {
+    /// The long poll followers use: answered once the version passes the one they know, or
+    /// after `wait_ms` (at most [`WATCH_WAIT_MS_MAX`]) with `Unchanged`.
+    async fn run(self, mgs: &Mgs) -> WeftResult<MgsReply> {
+        let wait = Duration::from_millis(u64::from(self.wait_ms).min(WATCH_WAIT_MS_MAX));
+        match tokio::time::timeout(wait, mgs.wait_for_change(self.known_version)).await {
+            Ok(map) => Ok(MgsReply::Map(map)),
+            Err(_) => Ok(MgsReply::Unchanged(mgs.inner.published.borrow().version)),
+        }
+    }
+}
+
+impl Handle for mgs::Register {
+    async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
+        mgs.update(move |m| rules::register(m, &self.target)).await
+    }
+}
+
+impl Handle for mgs::SetTargetState {
+    async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
+        mgs.update(move |m| rules::set_target_state(m, self.kind, self.index, self.state)).await
+    }
+}
+
+impl Handle for mgs::PoolAdd {
+    async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
+        mgs.update(move |m| rules::pool_add(m, &self.pool, &self.osts)).await
+    }
+}
+
+/// `dispatch`, sending every op of `weft_proto::mgs_ops!` to its [`Handle`].
+macro_rules! dispatch {
+    (
+        $Request:ident / $Answer:ident;
+        $( $(#[$meta:meta])* $kind:ident $Op:ident { $($fields:tt)* } -> $Reply:ty = $name:literal; )*
+    ) => {
+        async fn dispatch(mgs: &Mgs, req: MgsRequest) -> WeftResult<MgsReply> {
+            match req {
+                $( MgsRequest::$Op(op) => Handle::run(op, mgs).await.map(Payload::into_reply), )*
+            }
+        }
+    };
+}
+
+weft_proto::mgs_ops!(dispatch);
 
 #[cfg(test)]
 mod tests;

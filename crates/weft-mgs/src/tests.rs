@@ -10,7 +10,7 @@ fn target(kind: TargetKind, index: u32, address: &str) -> TargetInfo {
 }
 
 async fn must_register(mgs: &Mgs, t: TargetInfo) -> ClusterMap {
-    match mgs.handle(MgsRequest::Register { target: t }).await.expect("register") {
+    match mgs.handle(MgsRequest::Register(mgs::Register { target: t })).await.expect("register") {
         MgsReply::Map(map) => map,
         other => panic!("unexpected reply {other:?}"),
     }
@@ -44,8 +44,12 @@ async fn the_map_survives_reopen_and_another_fsname_is_refused() {
     let before = {
         let mgs = Mgs::open(tmp.path(), "testfs").unwrap();
         must_register(&mgs, target(TargetKind::Ost, 1000, "h:1")).await;
-        mgs.handle(MgsRequest::PoolAdd { pool: "flash".into(), osts: vec![1000] }).await.unwrap();
-        let down = MgsRequest::SetTargetState { kind: TargetKind::Ost, index: 1000, state: TargetState::Down };
+        mgs.handle(MgsRequest::PoolAdd(mgs::PoolAdd { pool: "flash".into(), osts: vec![1000] })).await.unwrap();
+        let down = MgsRequest::SetTargetState(mgs::SetTargetState {
+            kind: TargetKind::Ost,
+            index: 1000,
+            state: TargetState::Down,
+        });
         mgs.handle(down).await.unwrap();
         mgs.map()
     };
@@ -67,12 +71,12 @@ async fn the_map_survives_reopen_and_another_fsname_is_refused() {
 async fn get_map_answers_unchanged_only_for_the_current_version() {
     let tmp = tempfile::tempdir().unwrap();
     let mgs = Mgs::open(tmp.path(), "testfs").unwrap();
-    let get = |known_version| mgs.handle(MgsRequest::GetMap { known_version });
-    assert_eq!(get(1).await, Ok(MgsReply::Unchanged { version: 1 }));
+    let get = |known_version| mgs.handle(MgsRequest::GetMap(mgs::GetMap { known_version }));
+    assert_eq!(get(1).await, Ok(MgsReply::Unchanged(1)));
     assert_eq!(get(0).await, Ok(MgsReply::Map(mgs.map())), "0 always fetches");
     must_register(&mgs, target(TargetKind::Ost, 0, "h:1")).await;
     assert_eq!(get(1).await, Ok(MgsReply::Map(mgs.map())));
-    assert_eq!(get(2).await, Ok(MgsReply::Unchanged { version: 2 }));
+    assert_eq!(get(2).await, Ok(MgsReply::Unchanged(2)));
     assert_eq!(get(99).await, Ok(MgsReply::Map(mgs.map())), "a version from the future refetches");
 }
 
@@ -80,7 +84,8 @@ async fn get_map_answers_unchanged_only_for_the_current_version() {
 async fn target_state_and_pool_errors() {
     let tmp = tempfile::tempdir().unwrap();
     let mgs = Mgs::open(tmp.path(), "testfs").unwrap();
-    let down = MgsRequest::SetTargetState { kind: TargetKind::Ost, index: 3, state: TargetState::Down };
+    let down =
+        MgsRequest::SetTargetState(mgs::SetTargetState { kind: TargetKind::Ost, index: 3, state: TargetState::Down });
     assert_eq!(mgs.handle(down.clone()).await.unwrap_err().code, ErrorCode::NotFound);
     must_register(&mgs, target(TargetKind::Ost, 3, "h:1")).await;
     let MgsReply::Map(map) = mgs.handle(down.clone()).await.unwrap() else { panic!("expected a map") };
@@ -88,15 +93,15 @@ async fn target_state_and_pool_errors() {
     let MgsReply::Map(map) = mgs.handle(down).await.unwrap() else { panic!("expected a map") };
     assert_eq!(map.version, 3, "no change, no new version");
 
-    let bad_name = MgsRequest::PoolAdd { pool: "no spaces".into(), osts: vec![3] };
+    let bad_name = MgsRequest::PoolAdd(mgs::PoolAdd { pool: "no spaces".into(), osts: vec![3] });
     assert_eq!(mgs.handle(bad_name).await.unwrap_err().code, ErrorCode::Invalid);
-    let unknown = MgsRequest::PoolAdd { pool: "p".into(), osts: vec![3, 4] };
+    let unknown = MgsRequest::PoolAdd(mgs::PoolAdd { pool: "p".into(), osts: vec![3, 4] });
     let err = mgs.handle(unknown).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::NotFound);
     assert!(err.message.contains('4'), "{}", err.message);
     // An MDT index is not an OST.
     must_register(&mgs, target(TargetKind::Mdt, 5, "h:2")).await;
-    let mdt = MgsRequest::PoolAdd { pool: "p".into(), osts: vec![5] };
+    let mdt = MgsRequest::PoolAdd(mgs::PoolAdd { pool: "p".into(), osts: vec![5] });
     assert_eq!(mgs.handle(mdt).await.unwrap_err().code, ErrorCode::NotFound);
     assert!(mgs.map().pools.is_empty());
 }
@@ -115,7 +120,7 @@ async fn wait_for_change_wakes_on_a_new_version_only() {
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert!(!follower.is_finished(), "nothing changed yet");
     // A request that changes nothing must not wake followers.
-    mgs.handle(MgsRequest::GetMap { known_version: 0 }).await.unwrap();
+    mgs.handle(MgsRequest::GetMap(mgs::GetMap { known_version: 0 })).await.unwrap();
     tokio::time::sleep(Duration::from_millis(20)).await;
     assert!(!follower.is_finished());
 
@@ -141,4 +146,26 @@ async fn concurrent_registrations_each_get_a_version() {
     let map = mgs.map();
     assert_eq!((map.version, map.targets.len()), (33, 32));
     assert_eq!(Mgs::open(tmp.path(), "testfs").unwrap().map(), map);
+}
+
+#[tokio::test]
+async fn a_watch_answers_when_the_map_moves_and_unchanged_when_it_does_not() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgs = Mgs::open(tmp.path(), "testfs").unwrap();
+    let watch = |known_version, wait_ms| mgs.handle(MgsRequest::WatchMap(mgs::WatchMap { known_version, wait_ms }));
+    // Nothing moves: Unchanged after the wait, not before.
+    let started = std::time::Instant::now();
+    assert_eq!(watch(1, 100).await, Ok(MgsReply::Unchanged(1)));
+    assert!(started.elapsed() >= Duration::from_millis(100));
+    // A follower behind gets the map at once.
+    assert_eq!(watch(0, 10_000).await, Ok(MgsReply::Map(mgs.map())));
+    // A follower waiting learns a change when it happens.
+    let (answer, _) = tokio::join!(watch(1, 10_000), async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        must_register(&mgs, target(TargetKind::Ost, 3, "h:1")).await
+    });
+    match answer {
+        Ok(MgsReply::Map(map)) => assert!(map.version >= 2 && map.target(TargetKind::Ost, 3).is_some()),
+        other => panic!("the watch answered {other:?}"),
+    }
 }

@@ -22,7 +22,7 @@ use ost::Ost;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use weft_proto::msg::{OstReply, OstRequest};
+use weft_proto::msg::{self, OstReply, OstRequest};
 use weft_proto::{WeftError, WeftResult};
 
 /// One OST this process serves.
@@ -88,7 +88,7 @@ impl Oss {
         // are short: the data only lands in the page cache (a write with a sync, which waits
         // for the disk, does not take a turn).
         let _turn = match req {
-            OstRequest::Write { sync: false, .. } | OstRequest::Punch { .. } => {
+            OstRequest::Write(msg::ost::Write { sync: false, .. }) | OstRequest::Punch(..) => {
                 match target.write_turns.acquire().await {
                     Ok(turn) => Some(turn),
                     Err(_) => return (Err(WeftError::io(format!("OST {ost} is shutting down"))), Bytes::new()),
@@ -97,10 +97,10 @@ impl Oss {
             _ => None,
         };
         if runs_inline(&req, &bulk) {
-            return target.execute(req, bulk);
+            return target.execute(&req, &bulk);
         }
         let blocking = target.clone();
-        match tokio::task::spawn_blocking(move || blocking.execute(req, bulk)).await {
+        match tokio::task::spawn_blocking(move || blocking.execute(&req, &bulk)).await {
             Ok(result) => result,
             // Only a panic (a bug) or a runtime shutdown gets here.
             Err(e) => (Err(WeftError::io(format!("OST {ost}: request did not complete: {e}"))), Bytes::new()),
@@ -116,11 +116,11 @@ impl Oss {
 /// which can take long, keep going to the blocking pool.
 fn runs_inline(req: &OstRequest, bulk: &Bytes) -> bool {
     match req {
-        OstRequest::Write { sync, .. } => !sync && bulk.len() as u64 <= limits::INLINE_IO_BYTES_MAX,
-        OstRequest::Read { len, .. } => *len as u64 <= limits::INLINE_IO_BYTES_MAX,
+        OstRequest::Write(msg::ost::Write { sync, .. }) => !sync && bulk.len() as u64 <= limits::INLINE_IO_BYTES_MAX,
+        OstRequest::Read(msg::ost::Read { len, .. }) => *len as u64 <= limits::INLINE_IO_BYTES_MAX,
         // A file create lands in the page cache too; in-process callers would pay two
         // thread hand-offs for it on every passthrough open.
-        OstRequest::Getattr { .. } | OstRequest::LocalPath { .. } => true,
+        OstRequest::Getattr(..) | OstRequest::LocalPath(..) => true,
         _ => false,
     }
 }

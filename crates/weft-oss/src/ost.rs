@@ -22,7 +22,8 @@ use std::os::unix::fs::{FileExt, MetadataExt};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use weft_proto::limits::{BULK_BYTES_MAX, FILE_SIZE_MAX_BYTES};
-use weft_proto::msg::{OstReply, OstRequest, StatfsInfo};
+use weft_proto::msg::ops::{Op, Payload};
+use weft_proto::msg::{ost, OstReply, OstRequest, StatfsInfo};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 const LAST_ID_FILE_NAME: &str = "LAST_ID";
@@ -85,29 +86,6 @@ impl Ost {
             // Names made by an earlier run of this process may not be durable yet.
             dirs_unsynced: (0..OBJECT_DIRS_COUNT).map(|_| Mutex::new(true)).collect(),
         })
-    }
-
-    pub fn execute(&self, req: OstRequest, bulk: Bytes) -> (WeftResult<OstReply>, Bytes) {
-        let result = match req {
-            OstRequest::Read { fid, offset, len } => {
-                return match self.read(&fid, offset, len) {
-                    Ok(data) => match u32::try_from(data.len()) {
-                        Ok(len) => (Ok(OstReply::Read { len }), data),
-                        Err(_) => (Err(WeftError::io("read returned more than 4 GiB")), Bytes::new()),
-                    },
-                    Err(e) => (Err(e), Bytes::new()),
-                };
-            }
-            OstRequest::Write { fid, offset, sync } => self.write(&fid, offset, sync, &bulk),
-            OstRequest::Punch { fid, size } => self.punch(&fid, size),
-            OstRequest::Getattr { fid } => self.getattr(&fid),
-            OstRequest::Sync { fid } => self.sync(&fid),
-            OstRequest::Destroy { fid } => self.destroy(&fid),
-            OstRequest::Precreate { start_oid, count } => self.precreate(start_oid, count),
-            OstRequest::Statfs => self.statfs().map(OstReply::Statfs),
-            OstRequest::LocalPath { fid } => self.local_path(&fid),
-        };
-        (result, Bytes::new())
     }
 
     /// The object id of `fid`, if the FID belongs to this OST.
@@ -215,7 +193,7 @@ impl Ost {
         Ok(buf.freeze())
     }
 
-    fn write(&self, fid: &Fid, offset: u64, sync: bool, bulk: &[u8]) -> WeftResult<OstReply> {
+    fn write(&self, fid: &Fid, offset: u64, sync: bool, bulk: &[u8]) -> WeftResult<ost::WriteDone> {
         let oid = self.object_id(fid)?;
         let len = match u32::try_from(bulk.len()) {
             Ok(len) if len <= BULK_BYTES_MAX => len,
@@ -242,10 +220,10 @@ impl Ost {
         if sync {
             self.sync_handle(oid, &handle)?;
         }
-        Ok(OstReply::Written { len })
+        Ok(ost::WriteDone { len })
     }
 
-    fn punch(&self, fid: &Fid, size: u64) -> WeftResult<OstReply> {
+    fn punch(&self, fid: &Fid, size: u64) -> WeftResult<()> {
         let oid = self.object_id(fid)?;
         if size > FILE_SIZE_MAX_BYTES {
             return Err(WeftError::new(
@@ -254,17 +232,16 @@ impl Ost {
             ));
         }
         let handle = self.open_or_create(oid)?;
-        handle.set_len(size).map_err(|e| self.io_error(oid, "truncate", e))?;
-        Ok(OstReply::Empty)
+        handle.set_len(size).map_err(|e| self.io_error(oid, "truncate", e))
     }
 
-    fn getattr(&self, fid: &Fid) -> WeftResult<OstReply> {
+    fn getattr(&self, fid: &Fid) -> WeftResult<ost::ObjectAttr> {
         let oid = self.object_id(fid)?;
         // A path stat, not a cached handle: a glimpse should not fill the cache with objects
         // nobody reads or writes.
         match std::fs::metadata(self.object_path(oid)) {
-            Ok(m) => Ok(OstReply::ObjectAttr { size: m.len(), blocks: m.blocks() }),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(OstReply::ObjectAttr { size: 0, blocks: 0 }),
+            Ok(m) => Ok(ost::ObjectAttr { size: m.len(), blocks: m.blocks() }),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(ost::ObjectAttr { size: 0, blocks: 0 }),
             Err(e) => Err(self.io_error(oid, "stat", e)),
         }
     }
@@ -272,29 +249,29 @@ impl Ost {
     /// The object's file, made if missing (as a first write would), by absolute path: a
     /// client of this process then reads and writes it itself (passthrough). Its sync still
     /// comes here, and fdatasyncs the same inode.
-    fn local_path(&self, fid: &Fid) -> WeftResult<OstReply> {
+    fn local_path(&self, fid: &Fid) -> WeftResult<ost::ObjectPath> {
         let oid = self.object_id(fid)?;
         // Only objects this OST handed out: no request makes files past them.
         if oid > self.last_id() {
             return Err(WeftError::not_found(format!("object {fid} was never created on OST {}", self.index)));
         }
         self.open_or_create(oid)?;
-        Ok(OstReply::LocalPath { path: self.object_path(oid).into_os_string().into_vec() })
+        Ok(ost::ObjectPath { path: self.object_path(oid).into_os_string().into_vec() })
     }
 
-    fn sync(&self, fid: &Fid) -> WeftResult<OstReply> {
+    fn sync(&self, fid: &Fid) -> WeftResult<()> {
         let oid = self.object_id(fid)?;
         if let Some(handle) = self.open_existing(oid)? {
             self.sync_handle(oid, &handle)?;
         }
-        Ok(OstReply::Empty)
+        Ok(())
     }
 
-    fn destroy(&self, fid: &Fid) -> WeftResult<OstReply> {
+    fn destroy(&self, fid: &Fid) -> WeftResult<()> {
         let oid = self.object_id(fid)?;
         let result = match std::fs::remove_file(self.object_path(oid)) {
-            Ok(()) => Ok(OstReply::Empty),
-            Err(e) if e.kind() == ErrorKind::NotFound => Ok(OstReply::Empty),
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
             Err(e) => Err(self.io_error(oid, "unlink", e)),
         };
         // After the unlink, not before: see the race described in `handles`.
@@ -302,7 +279,7 @@ impl Ost {
         result
     }
 
-    fn precreate(&self, start_oid: u32, count: u32) -> WeftResult<OstReply> {
+    fn precreate(&self, start_oid: u32, count: u32) -> WeftResult<ost::Precreated> {
         if count == 0 || count > PRECREATE_COUNT_MAX {
             return Err(WeftError::invalid(format!("precreate count {count} is outside 1..={PRECREATE_COUNT_MAX}")));
         }
@@ -327,7 +304,7 @@ impl Ost {
             )?;
             *last_id = last_oid;
         }
-        Ok(OstReply::Precreated { last_oid })
+        Ok(ost::Precreated { last_oid })
     }
 
     fn statfs(&self) -> WeftResult<StatfsInfo> {
@@ -353,6 +330,91 @@ impl Ost {
         *lock_unpoisoned(&self.last_id)
     }
 }
+
+/// The handler of an OST op: blocking file I/O on one OST, answered with the op's reply and
+/// the reply's bulk (a read's data, else empty).
+pub(crate) trait Handle: Op<Answer = OstReply> {
+    fn run(&self, ost: &Ost, bulk: &Bytes) -> WeftResult<(Self::Reply, Bytes)>;
+}
+
+impl Handle for ost::Read {
+    fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<(ost::ReadDone, Bytes)> {
+        let data = ost.read(&self.fid, self.offset, self.len)?;
+        let len = u32::try_from(data.len()).map_err(|_| WeftError::io("read returned more than 4 GiB"))?;
+        Ok((ost::ReadDone { len }, data))
+    }
+}
+
+impl Handle for ost::Write {
+    fn run(&self, ost: &Ost, bulk: &Bytes) -> WeftResult<(ost::WriteDone, Bytes)> {
+        Ok((ost.write(&self.fid, self.offset, self.sync, bulk)?, Bytes::new()))
+    }
+}
+
+impl Handle for ost::Punch {
+    fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<((), Bytes)> {
+        Ok((ost.punch(&self.fid, self.size)?, Bytes::new()))
+    }
+}
+
+impl Handle for ost::Getattr {
+    fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<(ost::ObjectAttr, Bytes)> {
+        Ok((ost.getattr(&self.fid)?, Bytes::new()))
+    }
+}
+
+impl Handle for ost::Sync {
+    fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<((), Bytes)> {
+        Ok((ost.sync(&self.fid)?, Bytes::new()))
+    }
+}
+
+impl Handle for ost::Destroy {
+    fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<((), Bytes)> {
+        Ok((ost.destroy(&self.fid)?, Bytes::new()))
+    }
+}
+
+impl Handle for ost::Precreate {
+    fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<(ost::Precreated, Bytes)> {
+        Ok((ost.precreate(self.start_oid, self.count)?, Bytes::new()))
+    }
+}
+
+impl Handle for ost::Statfs {
+    fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<(StatfsInfo, Bytes)> {
+        Ok((ost.statfs()?, Bytes::new()))
+    }
+}
+
+impl Handle for ost::LocalPath {
+    fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<(ost::ObjectPath, Bytes)> {
+        Ok((ost.local_path(&self.fid)?, Bytes::new()))
+    }
+}
+
+/// [`Ost::execute`], dispatching every op of `weft_proto::ost_ops!` to its [`Handle`].
+macro_rules! dispatch {
+    (
+        $Request:ident / $Answer:ident;
+        $( $(#[$meta:meta])* $kind:ident $Op:ident { $($fields:tt)* } -> $Reply:ty = $name:literal; )*
+    ) => {
+        impl Ost {
+            /// Executes one request: the reply and its bulk. Blocks (file I/O).
+            pub fn execute(&self, req: &OstRequest, bulk: &Bytes) -> (WeftResult<OstReply>, Bytes) {
+                let result = match req {
+                    $( OstRequest::$Op(op) => Handle::run(op, self, bulk).map(|(r, b)| (r.into_reply(), b)), )*
+                };
+                match result {
+                    Ok((reply, bulk)) => (Ok(reply), bulk),
+                    Err(e) => (Err(e), Bytes::new()),
+                }
+            }
+        }
+    };
+}
+
+weft_proto::ost_ops!(dispatch);
 
 // The statvfs field types differ between platforms; on Linux x86_64 some casts are no-ops.
 #[allow(clippy::unnecessary_cast)]

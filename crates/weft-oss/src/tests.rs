@@ -27,17 +27,19 @@ struct Client {
 
 impl Client {
     async fn try_write(&self, oid: u32, offset: u64, data: &[u8], sync: bool) -> WeftResult<OstReply> {
-        let req = OstRequest::Write { fid: fid(self.ost, oid), offset, sync };
+        let req = OstRequest::Write(msg::ost::Write { fid: fid(self.ost, oid), offset, sync });
         self.oss.handle(self.ost, req, Bytes::copy_from_slice(data)).await.0
     }
     async fn must_write(&self, oid: u32, offset: u64, data: &[u8]) {
         let reply = self.try_write(oid, offset, data, false).await.expect("write");
-        assert_eq!(reply, OstReply::Written { len: data.len() as u32 });
+        assert_eq!(reply, OstReply::Written(msg::ost::WriteDone { len: data.len() as u32 }));
     }
     async fn must_read(&self, oid: u32, offset: u64, len: u32) -> Bytes {
-        let (reply, bulk) =
-            self.oss.handle(self.ost, OstRequest::Read { fid: fid(self.ost, oid), offset, len }, Bytes::new()).await;
-        assert_eq!(reply.expect("read"), OstReply::Read { len: bulk.len() as u32 });
+        let (reply, bulk) = self
+            .oss
+            .handle(self.ost, OstRequest::Read(msg::ost::Read { fid: fid(self.ost, oid), offset, len }), Bytes::new())
+            .await;
+        assert_eq!(reply.expect("read"), OstReply::Read(msg::ost::ReadDone { len: bulk.len() as u32 }));
         bulk
     }
     async fn request(&self, req: OstRequest) -> WeftResult<OstReply> {
@@ -46,8 +48,8 @@ impl Client {
         reply
     }
     async fn must_getattr(&self, oid: u32) -> (u64, u64) {
-        match self.request(OstRequest::Getattr { fid: fid(self.ost, oid) }).await.expect("getattr") {
-            OstReply::ObjectAttr { size, blocks } => (size, blocks),
+        match self.request(OstRequest::Getattr(msg::ost::Getattr { fid: fid(self.ost, oid) })).await.expect("getattr") {
+            OstReply::ObjectAttr(msg::ost::ObjectAttr { size, blocks }) => (size, blocks),
             other => panic!("unexpected reply {other:?}"),
         }
     }
@@ -94,17 +96,17 @@ async fn punch_shrinks_and_extends() {
     let tmp = tempfile::tempdir().unwrap();
     let c = start(tmp.path(), 0);
     c.must_write(1, 0, &[7u8; 100]).await;
-    assert_eq!(c.request(OstRequest::Punch { fid: fid(0, 1), size: 10 }).await, Ok(OstReply::Empty));
+    assert_eq!(c.request(OstRequest::Punch(msg::ost::Punch { fid: fid(0, 1), size: 10 })).await, Ok(OstReply::Empty));
     assert_eq!(c.must_getattr(1).await.0, 10);
     assert_eq!(c.must_read(1, 0, 100).await.as_ref(), &[7u8; 10]);
-    assert_eq!(c.request(OstRequest::Punch { fid: fid(0, 1), size: 4096 }).await, Ok(OstReply::Empty));
+    assert_eq!(c.request(OstRequest::Punch(msg::ost::Punch { fid: fid(0, 1), size: 4096 })).await, Ok(OstReply::Empty));
     let data = c.must_read(1, 0, 8192).await;
     assert_eq!(data.len(), 4096);
     assert!(data[10..].iter().all(|&b| b == 0), "extension must read as a hole");
     // Punch of a missing object creates it.
-    assert_eq!(c.request(OstRequest::Punch { fid: fid(0, 2), size: 123 }).await, Ok(OstReply::Empty));
+    assert_eq!(c.request(OstRequest::Punch(msg::ost::Punch { fid: fid(0, 2), size: 123 })).await, Ok(OstReply::Empty));
     assert_eq!(c.must_getattr(2).await.0, 123);
-    let too_big = c.request(OstRequest::Punch { fid: fid(0, 2), size: FILE_SIZE_MAX_BYTES + 1 }).await;
+    let too_big = c.request(OstRequest::Punch(msg::ost::Punch { fid: fid(0, 2), size: FILE_SIZE_MAX_BYTES + 1 })).await;
     assert_eq!(too_big.unwrap_err().code, ErrorCode::FileTooBig);
 }
 
@@ -126,12 +128,12 @@ async fn destroy_is_idempotent_and_evicts_the_cached_handle() {
     let c = start(tmp.path(), 0);
     c.must_write(1, 0, b"doomed").await;
     assert_eq!(c.must_read(1, 0, 6).await.as_ref(), b"doomed"); // handle now cached
-    let destroy = OstRequest::Destroy { fid: fid(0, 1) };
+    let destroy = OstRequest::Destroy(msg::ost::Destroy { fid: fid(0, 1) });
     assert_eq!(c.request(destroy.clone()).await, Ok(OstReply::Empty));
     assert_eq!(c.request(destroy).await, Ok(OstReply::Empty));
     assert!(c.must_read(1, 0, 6).await.is_empty());
     assert_eq!(c.must_getattr(1).await, (0, 0));
-    assert_eq!(c.request(OstRequest::Sync { fid: fid(0, 1) }).await, Ok(OstReply::Empty));
+    assert_eq!(c.request(OstRequest::Sync(msg::ost::Sync { fid: fid(0, 1) })).await, Ok(OstReply::Empty));
     // Writing again recreates the object from scratch.
     c.must_write(1, 2, b"new").await;
     assert_eq!(c.must_read(1, 0, 10).await.as_ref(), b"\0\0new");
@@ -141,8 +143,8 @@ async fn destroy_is_idempotent_and_evicts_the_cached_handle() {
 async fn precreate_is_idempotent_and_last_id_survives_reopen() {
     let tmp = tempfile::tempdir().unwrap();
     let c = start(tmp.path(), 5);
-    let pre = |start_oid, count| OstRequest::Precreate { start_oid, count };
-    assert_eq!(c.request(pre(1, 100)).await, Ok(OstReply::Precreated { last_oid: 100 }));
+    let pre = |start_oid, count| OstRequest::Precreate(msg::ost::Precreate { start_oid, count });
+    assert_eq!(c.request(pre(1, 100)).await, Ok(OstReply::Precreated(msg::ost::Precreated { last_oid: 100 })));
     assert_eq!(c.must_getattr(50).await, (0, 0));
     assert!(c.must_read(50, 0, 10).await.is_empty());
     // The object's file comes with its first write.
@@ -151,10 +153,10 @@ async fn precreate_is_idempotent_and_last_id_survives_reopen() {
     c.must_write(50, 0, b"keep me").await;
     assert!(object.is_file(), "{} must exist once written", object.display());
     // A resend must not truncate objects already written.
-    assert_eq!(c.request(pre(1, 100)).await, Ok(OstReply::Precreated { last_oid: 100 }));
+    assert_eq!(c.request(pre(1, 100)).await, Ok(OstReply::Precreated(msg::ost::Precreated { last_oid: 100 })));
     assert_eq!(c.must_read(50, 0, 100).await.as_ref(), b"keep me");
     // A lower range does not move LAST_ID back.
-    assert_eq!(c.request(pre(1, 10)).await, Ok(OstReply::Precreated { last_oid: 10 }));
+    assert_eq!(c.request(pre(1, 10)).await, Ok(OstReply::Precreated(msg::ost::Precreated { last_oid: 10 })));
     assert_eq!(c.oss.osts[&5].last_id(), 100);
 
     for bad in [pre(1, 0), pre(1, limits::PRECREATE_COUNT_MAX + 1), pre(u32::MAX, 2)] {
@@ -165,7 +167,7 @@ async fn precreate_is_idempotent_and_last_id_survives_reopen() {
     let c = start(tmp.path(), 5);
     assert_eq!(c.oss.osts[&5].last_id(), 100);
     assert_eq!(c.must_read(50, 0, 100).await.as_ref(), b"keep me");
-    assert_eq!(c.request(pre(101, 5)).await, Ok(OstReply::Precreated { last_oid: 105 }));
+    assert_eq!(c.request(pre(101, 5)).await, Ok(OstReply::Precreated(msg::ost::Precreated { last_oid: 105 })));
     let persisted = std::fs::read_to_string(tmp.path().join(format!("ost5/O/{:x}/LAST_ID", Fid::object_seq(5))));
     assert_eq!(persisted.unwrap().trim(), "105");
 }
@@ -176,16 +178,16 @@ async fn foreign_fids_and_unserved_osts_are_rejected() {
     let c = start(tmp.path(), 2);
     let wrong = Fid::new(Fid::object_seq(3), 1, 0);
     for req in [
-        OstRequest::Read { fid: wrong, offset: 0, len: 10 },
-        OstRequest::Write { fid: wrong, offset: 0, sync: false },
-        OstRequest::Getattr { fid: wrong },
-        OstRequest::Destroy { fid: wrong },
-        OstRequest::Getattr { fid: Fid::ROOT },
+        OstRequest::Read(msg::ost::Read { fid: wrong, offset: 0, len: 10 }),
+        OstRequest::Write(msg::ost::Write { fid: wrong, offset: 0, sync: false }),
+        OstRequest::Getattr(msg::ost::Getattr { fid: wrong }),
+        OstRequest::Destroy(msg::ost::Destroy { fid: wrong }),
+        OstRequest::Getattr(msg::ost::Getattr { fid: Fid::ROOT }),
     ] {
         let (reply, _) = c.oss.handle(2, req, Bytes::from_static(b"x")).await;
         assert_eq!(reply.unwrap_err().code, ErrorCode::Invalid);
     }
-    let (reply, _) = c.oss.handle(3, OstRequest::Statfs, Bytes::new()).await;
+    let (reply, _) = c.oss.handle(3, OstRequest::Statfs(msg::ost::Statfs {}), Bytes::new()).await;
     assert_eq!(reply.unwrap_err().code, ErrorCode::NotFound);
 }
 
@@ -298,9 +300,9 @@ async fn more_objects_than_the_handle_cache_holds() {
 async fn sync_writes_and_sync_requests_succeed() {
     let tmp = tempfile::tempdir().unwrap();
     let c = start(tmp.path(), 0);
-    assert_eq!(c.try_write(1, 0, b"durable", true).await, Ok(OstReply::Written { len: 7 }));
-    assert_eq!(c.request(OstRequest::Sync { fid: fid(0, 1) }).await, Ok(OstReply::Empty));
-    assert_eq!(c.request(OstRequest::Sync { fid: fid(0, 99) }).await, Ok(OstReply::Empty));
+    assert_eq!(c.try_write(1, 0, b"durable", true).await, Ok(OstReply::Written(msg::ost::WriteDone { len: 7 })));
+    assert_eq!(c.request(OstRequest::Sync(msg::ost::Sync { fid: fid(0, 1) })).await, Ok(OstReply::Empty));
+    assert_eq!(c.request(OstRequest::Sync(msg::ost::Sync { fid: fid(0, 99) })).await, Ok(OstReply::Empty));
     assert_eq!(c.must_read(1, 0, 7).await.as_ref(), b"durable");
 }
 
@@ -322,7 +324,7 @@ async fn a_full_disk_is_no_space_not_a_panic() {
 async fn statfs_reports_the_ost_file_system() {
     let tmp = tempfile::tempdir().unwrap();
     let c = start(tmp.path(), 0);
-    match c.request(OstRequest::Statfs).await.expect("statfs") {
+    match c.request(OstRequest::Statfs(msg::ost::Statfs {})).await.expect("statfs") {
         OstReply::Statfs(StatfsInfo { bsize, blocks, bfree, bavail, .. }) => {
             assert!(bsize > 0 && blocks > 0);
             assert!(bfree <= blocks && bavail <= bfree);
@@ -348,11 +350,14 @@ async fn local_path_makes_the_object_file_that_reads_and_writes_share() {
     let tmp = tempfile::tempdir().unwrap();
     let c = start(tmp.path(), 2);
     assert_eq!(
-        c.request(OstRequest::Precreate { start_oid: 1, count: 4 }).await,
-        Ok(OstReply::Precreated { last_oid: 4 })
+        c.request(OstRequest::Precreate(msg::ost::Precreate { start_oid: 1, count: 4 })).await,
+        Ok(OstReply::Precreated(msg::ost::Precreated { last_oid: 4 }))
     );
-    let path = match c.request(OstRequest::LocalPath { fid: fid(2, 3) }).await.expect("local path") {
-        OstReply::LocalPath { path } => std::path::PathBuf::from(std::ffi::OsString::from_vec(path)),
+    let path = match c.request(OstRequest::LocalPath(msg::ost::LocalPath { fid: fid(2, 3) })).await.expect("local path")
+    {
+        OstReply::LocalPath(msg::ost::ObjectPath { path }) => {
+            std::path::PathBuf::from(std::ffi::OsString::from_vec(path))
+        }
         other => panic!("unexpected reply {other:?}"),
     };
     assert!(path.is_absolute() && path.starts_with(tmp.path()), "{}", path.display());
@@ -362,8 +367,8 @@ async fn local_path_makes_the_object_file_that_reads_and_writes_share() {
     assert_eq!(c.must_read(3, 0, 100).await.as_ref(), b"written past the OSS");
     c.must_write(3, 0, b"WRITTEN").await;
     assert_eq!(&std::fs::read(&path).unwrap()[..7], b"WRITTEN");
-    assert_eq!(c.request(OstRequest::Sync { fid: fid(2, 3) }).await, Ok(OstReply::Empty));
+    assert_eq!(c.request(OstRequest::Sync(msg::ost::Sync { fid: fid(2, 3) })).await, Ok(OstReply::Empty));
     // No file for an object this OST never handed out.
-    let err = c.request(OstRequest::LocalPath { fid: fid(2, 5) }).await.unwrap_err();
+    let err = c.request(OstRequest::LocalPath(msg::ost::LocalPath { fid: fid(2, 5) })).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::NotFound);
 }

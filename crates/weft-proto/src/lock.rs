@@ -185,31 +185,70 @@ pub struct FlockSpec {
     pub flock: bool,
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum LdlmRequest {
-    /// Asks for a lock; answered when granted (after the target called back conflicting
-    /// holders) with [`LdlmReply::Granted`].
-    Enqueue { resource: Fid, mode: LockMode, scope: LockScope },
-    /// Gives locks back.
-    Cancel { handles: Vec<LockHandle> },
-    /// Sets or removes an advisory lock without waiting: EAGAIN (`ErrorCode::Again` is
-    /// resent by the transport, so it answers [`LdlmReply::FlockConflict`] instead) when
-    /// another owner holds a conflicting one.
-    FlockSet { fid: Fid, lock: FlockSpec },
-    /// F_GETLK: the first lock that would conflict with `lock`, if any.
-    FlockGet { fid: Fid, lock: FlockSpec },
-    /// Removes every advisory lock this client's `owner` holds on `fid` (close of a file).
-    FlockRelease { fid: Fid, owner: u64, flock: bool },
+/// Every operation of a target's lock manager (see [`mdt_ops!`](crate::mdt_ops) for the
+/// list's form).
+#[macro_export]
+macro_rules! ldlm_ops {
+    ($then:ident) => {
+        $then! {
+            LdlmRequest / LdlmReply;
+            /// Asks for a lock; answered when granted (after the target called back
+            /// conflicting holders).
+            write Enqueue {
+                resource: $crate::Fid,
+                mode: $crate::lock::LockMode,
+                scope: $crate::lock::LockScope,
+            } -> $crate::lock::LockGrant = "ldlm_enqueue";
+            /// Gives locks back.
+            write Cancel { handles: Vec<$crate::lock::LockHandle> } -> () = "ldlm_cancel";
+            /// Sets or removes an advisory lock without waiting: when another owner holds a
+            /// conflicting one the answer names it (EAGAIN would be resent by the transport).
+            write FlockSet { fid: $crate::Fid, lock: $crate::lock::FlockSpec } -> $crate::lock::FlockOutcome = "ldlm_flock_set";
+            /// F_GETLK: the first lock that would conflict with `lock`, if any.
+            read FlockGet { fid: $crate::Fid, lock: $crate::lock::FlockSpec }
+                -> Option<$crate::lock::FlockSpec> = "ldlm_flock_get";
+            /// Removes every advisory lock this client's `owner` holds on `fid` (close of a file).
+            write FlockRelease { fid: $crate::Fid, owner: u64, flock: bool } -> $crate::lock::FlockOutcome = "ldlm_flock_release";
+        }
+    };
 }
 
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub enum LdlmReply {
-    Granted(LockGrant),
-    Cancelled,
-    /// FlockSet took effect.
-    FlockDone,
-    /// FlockSet could not, or FlockGet found: the conflicting lock (None = no conflict).
-    FlockConflict(Option<FlockSpec>),
+use crate::define_ops;
+crate::ldlm_ops!(define_ops);
+
+crate::define_replies! {
+    /// A lock manager's answers.
+    LdlmReply {
+        Granted(LockGrant),
+        Cancelled = (),
+        /// FlockSet or FlockRelease took effect.
+        FlockDone,
+        /// FlockSet could not, or FlockGet found: the conflicting lock (None = no conflict).
+        FlockConflict(Option<FlockSpec>),
+    }
+}
+
+/// What FlockSet and FlockRelease answer: done, or the lock in the way.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum FlockOutcome {
+    Done,
+    Conflict(Option<FlockSpec>),
+}
+
+impl crate::msg::ops::Payload<LdlmReply> for FlockOutcome {
+    fn from_reply(reply: LdlmReply) -> Result<Self, LdlmReply> {
+        match reply {
+            LdlmReply::FlockDone => Ok(FlockOutcome::Done),
+            LdlmReply::FlockConflict(holder) => Ok(FlockOutcome::Conflict(holder)),
+            other => Err(other),
+        }
+    }
+    fn into_reply(self) -> LdlmReply {
+        match self {
+            FlockOutcome::Done => LdlmReply::FlockDone,
+            FlockOutcome::Conflict(holder) => LdlmReply::FlockConflict(holder),
+        }
+    }
 }
 
 /// Server to client, in a Callback frame.

@@ -22,7 +22,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 pub const MAGIC: u32 = 0x5746_5431;
-pub const PROTOCOL_VERSION: u16 = 4;
+pub const PROTOCOL_VERSION: u16 = 5;
 pub const HEADER_BYTES: usize = 32;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -147,7 +147,10 @@ mod tests {
                 identity: Identity::root(),
                 jobid: "dd.0".into(),
             },
-            body: RequestBody::Mdt { mdt: 0, op: MdtRequest::Lookup { parent: crate::Fid::ROOT, name: b"a".to_vec() } },
+            body: RequestBody::Mdt {
+                mdt: 0,
+                op: MdtRequest::Lookup(mdt::Lookup { parent: crate::Fid::ROOT, name: b"a".to_vec() }),
+            },
         };
         let bytes = encode_message(&req).unwrap();
         assert_eq!(decode_message::<Request>(&bytes).unwrap(), req);

@@ -14,7 +14,7 @@ struct Echo;
 
 impl Handler for Echo {
     fn handle(&self, _ctx: RequestContext, _body: RequestBody, bulk: Bytes) -> BoxFuture<'static, (Reply, Bytes)> {
-        Box::pin(async move { (Ok(ReplyBody::Ost(OstReply::Read { len: bulk.len() as u32 })), bulk) })
+        Box::pin(async move { (Ok(ReplyBody::Ost(OstReply::Read(ost::ReadDone { len: bulk.len() as u32 }))), bulk) })
     }
 }
 
@@ -40,7 +40,7 @@ async fn measure(name: &str, peer: Arc<Peer>) {
     let data = Bytes::from(vec![7u8; BULK_BYTES]);
     let write = RequestBody::Ost {
         ost: 0,
-        op: OstRequest::Write { fid: weft_proto::Fid::new(1, 1, 0), offset: 0, sync: false },
+        op: OstRequest::Write(ost::Write { fid: weft_proto::Fid::new(1, 1, 0), offset: 0, sync: false }),
     };
     let start = Instant::now();
     let mut tasks = Vec::new();

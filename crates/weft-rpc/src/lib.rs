@@ -6,6 +6,8 @@
 //! * [`frame`]: reading and writing one frame (header, message, bulk) with checksums;
 //! * [`peer`]: the client side, [`Peer`]: one connection to one server with many requests
 //!   in flight, reconnecting and resending the same request until a deadline;
+//! * [`map`]: the cluster map as every process but the MGS's follows it, and one Peer per
+//!   server address in it;
 //! * [`local`]: the in-process transport: a Peer whose address a Server of the same process
 //!   registered calls that server's pipeline directly (`weft up`); `WEFT_TRANSPORT=tcp`
 //!   turns it off;
@@ -17,6 +19,7 @@ pub mod callback;
 pub mod exports;
 pub mod frame;
 pub mod local;
+pub mod map;
 pub mod peer;
 pub mod server;
 pub mod stats;

@@ -36,7 +36,8 @@ use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Semaphore};
 use weft_proto::limits::{BULK_BYTES_MAX, CONNECTION_IN_FLIGHT_MAX};
 use weft_proto::lock::{CallbackAnswer, CallbackRequest};
-use weft_proto::msg::{Reply, ReplyBody, Request, RequestBody, RequestHeader};
+use weft_proto::msg::ops::{service_answer, take_reply, Op, Payload, Variant};
+use weft_proto::msg::{Reply, ReplyBody, Request, RequestBody, RequestHeader, ServiceRequest};
 use weft_proto::wire::{decode_message, encode_message, FrameKind};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
 
@@ -261,6 +262,30 @@ impl Peer {
 
     pub fn address(&self) -> &str {
         &self.address
+    }
+
+    pub fn options(&self) -> &PeerOptions {
+        &self.opts
+    }
+
+    /// Sends one op to target `index` of its service and takes its answer out of the reply
+    /// (an answer of another kind is a protocol error), waiting at most `timeout`.
+    pub async fn op<O>(
+        &self,
+        header: RequestHeader,
+        index: u32,
+        op: O,
+        bulk: Bytes,
+        timeout: Duration,
+    ) -> WeftResult<(O::Reply, Bytes)>
+    where
+        O: Op,
+        O::Request: ServiceRequest,
+        O::Answer: Payload<ReplyBody> + Variant,
+    {
+        let (reply, bulk) = self.call_with_timeout(header, op.into().into_body(index), bulk, timeout).await?;
+        let answer = service_answer(O::OPCODE, reply)?;
+        Ok((take_reply::<O>(answer)?, bulk))
     }
 
     pub async fn call(&self, header: RequestHeader, body: RequestBody, bulk: Bytes) -> WeftResult<(ReplyBody, Bytes)> {

@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
-use weft_proto::lock::*;
+use weft_proto::lock::{self, *};
 use weft_proto::msg::*;
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 use weft_rpc::{
@@ -23,7 +23,7 @@ struct Service {
 fn call_back_req(client_id: u64, timeout: Duration, glimpse: bool) -> RequestBody {
     RequestBody::Ldlm {
         target: LockTarget::Ost(0),
-        op: LdlmRequest::Cancel { handles: vec![client_id, timeout.as_millis() as u64, glimpse as u64] },
+        op: LdlmRequest::Cancel(lock::Cancel { handles: vec![client_id, timeout.as_millis() as u64, glimpse as u64] }),
     }
 }
 
@@ -41,7 +41,7 @@ impl Handler for Service {
         let exports = self.exports.clone();
         Box::pin(async move {
             match body {
-                RequestBody::Ldlm { target, op: LdlmRequest::Cancel { handles } } => {
+                RequestBody::Ldlm { target, op: LdlmRequest::Cancel(lock::Cancel { handles }) } => {
                     let callback = if handles[2] == 1 {
                         CallbackRequest::Glimpse { target, resource: Fid::new(1, 1, 0) }
                     } else {
@@ -59,8 +59,8 @@ impl Handler for Service {
                     });
                     (reply, Bytes::new())
                 }
-                RequestBody::Ost { op: OstRequest::Write { .. }, .. } => {
-                    (Ok(ReplyBody::Ost(OstReply::Read { len: bulk.len() as u32 })), bulk)
+                RequestBody::Ost { op: OstRequest::Write(..), .. } => {
+                    (Ok(ReplyBody::Ost(OstReply::Read(ost::ReadDone { len: bulk.len() as u32 }))), bulk)
                 }
                 _ => (Err(WeftError::new(ErrorCode::NotSupported, "not here")), Bytes::new()),
             }
@@ -149,7 +149,7 @@ fn header(client_id: u64) -> RequestHeader {
 }
 
 fn write_req() -> RequestBody {
-    RequestBody::Ost { ost: 0, op: OstRequest::Write { fid: Fid::new(1, 2, 0), offset: 0, sync: false } }
+    RequestBody::Ost { ost: 0, op: OstRequest::Write(ost::Write { fid: Fid::new(1, 2, 0), offset: 0, sync: false }) }
 }
 
 /// One client instance: its peer to the cluster's server and, in-process, its registration.
@@ -205,7 +205,7 @@ async fn a_request_calls_another_client_back(mode: Mode) {
     assert_eq!((err.code, err.message.as_str()), (ErrorCode::Busy, "glimpse refused by 7"));
     assert_eq!(b_handler.calls.load(Ordering::SeqCst), 2);
     // B's peer is still usable.
-    assert_eq!(b.call(write_req()).await.unwrap(), ReplyBody::Ost(OstReply::Read { len: 4 }));
+    assert_eq!(b.call(write_req()).await.unwrap(), ReplyBody::Ost(OstReply::Read(ost::ReadDone { len: 4 })));
 }
 
 async fn a_callback_to_an_unknown_client_times_out(mode: Mode) {
@@ -258,7 +258,7 @@ async fn an_evicted_client_is_refused_everything_but_ping(mode: Mode) {
     let a = Client::connect(&cluster, fresh_id(), Some(Answerer::new(1))).await;
     let stuck = Answerer::stuck();
     let b = Client::connect(&cluster, fresh_id(), Some(stuck.clone())).await;
-    assert_eq!(b.call(write_req()).await.unwrap(), ReplyBody::Ost(OstReply::Read { len: 4 }));
+    assert_eq!(b.call(write_req()).await.unwrap(), ReplyBody::Ost(OstReply::Read(ost::ReadDone { len: 4 })));
 
     // A callback waiting for B's answer fails as soon as B is evicted.
     let pending = {
@@ -286,7 +286,7 @@ async fn an_evicted_client_is_refused_everything_but_ping(mode: Mode) {
     assert_eq!(err.code, ErrorCode::Evicted);
 
     // Another client is unaffected, requests and callbacks alike.
-    assert_eq!(a.call(write_req()).await.unwrap(), ReplyBody::Ost(OstReply::Read { len: 4 }));
+    assert_eq!(a.call(write_req()).await.unwrap(), ReplyBody::Ost(OstReply::Read(ost::ReadDone { len: 4 })));
     assert_eq!(cluster.exports.callback(a.id, blocking(), Duration::from_secs(5)).await.unwrap(), narrowed_answer(1));
     // The refused request counts as an error of its opcode, as any other refusal.
     let stats = cluster.server.stats().snapshot();
@@ -343,7 +343,7 @@ async fn a_peer_without_a_handler_answers_a_callback_with_an_error_and_stays_usa
     let err = cluster.exports.callback(c.id, blocking(), Duration::from_secs(5)).await.unwrap_err();
     assert!(started.elapsed() < Duration::from_secs(1), "took {:?}", started.elapsed());
     assert_eq!(err.code, ErrorCode::NotSupported, "{}", err.message);
-    assert_eq!(c.call(write_req()).await.unwrap(), ReplyBody::Ost(OstReply::Read { len: 4 }));
+    assert_eq!(c.call(write_req()).await.unwrap(), ReplyBody::Ost(OstReply::Read(ost::ReadDone { len: 4 })));
     assert_eq!(cluster.exports.callback(c.id, blocking(), Duration::from_secs(5)).await.unwrap_err().code, err.code);
 }
 

@@ -22,8 +22,8 @@ impl Handler for Echo {
         self.calls.fetch_add(1, Ordering::SeqCst);
         Box::pin(async move {
             match body {
-                RequestBody::Ost { op: OstRequest::Write { .. }, .. } => {
-                    (Ok(ReplyBody::Ost(OstReply::Read { len: bulk.len() as u32 })), bulk)
+                RequestBody::Ost { op: OstRequest::Write(..), .. } => {
+                    (Ok(ReplyBody::Ost(OstReply::Read(ost::ReadDone { len: bulk.len() as u32 }))), bulk)
                 }
                 _ => (Err(weft_proto::WeftError::new(ErrorCode::NotSupported, "echo only")), Bytes::new()),
             }
@@ -43,7 +43,7 @@ async fn start(addr: &str) -> (Arc<Echo>, Arc<Server>, String) {
 fn write_req(n: u64) -> RequestBody {
     RequestBody::Ost {
         ost: 0,
-        op: OstRequest::Write { fid: weft_proto::Fid::new(1, n as u32, 0), offset: 0, sync: false },
+        op: OstRequest::Write(ost::Write { fid: weft_proto::Fid::new(1, n as u32, 0), offset: 0, sync: false }),
     }
 }
 
@@ -61,7 +61,7 @@ async fn many_requests_in_flight_get_their_own_bulk_back() {
         tasks.push(tokio::spawn(async move {
             let data = Bytes::from(vec![i as u8; 1000 + i as usize * 997]);
             let (body, bulk) = peer.call(header(i), write_req(i), data.clone()).await.unwrap();
-            assert_eq!(body, ReplyBody::Ost(OstReply::Read { len: data.len() as u32 }));
+            assert_eq!(body, ReplyBody::Ost(OstReply::Read(ost::ReadDone { len: data.len() as u32 })));
             assert_eq!(bulk, data);
         }));
     }
@@ -70,7 +70,9 @@ async fn many_requests_in_flight_get_their_own_bulk_back() {
     }
     let (body, _) = peer.call(header(100), RequestBody::Ping, Bytes::new()).await.unwrap();
     assert_eq!(body, ReplyBody::Pong);
-    let err = peer.call(header(101), RequestBody::Mgs(MgsRequest::GetMap { known_version: 0 }), Bytes::new()).await;
+    let err = peer
+        .call(header(101), RequestBody::Mgs(MgsRequest::GetMap(mgs::GetMap { known_version: 0 })), Bytes::new())
+        .await;
     assert_eq!(err.unwrap_err().code, ErrorCode::NotSupported);
 }
 
@@ -134,7 +136,7 @@ async fn requests_wait_and_resend_across_a_server_restart() {
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (echo2, _task2, _) = start(&addr).await;
     let (body, bulk) = pending.await.unwrap().unwrap();
-    assert_eq!(body, ReplyBody::Ost(OstReply::Read { len: 3 }));
+    assert_eq!(body, ReplyBody::Ost(OstReply::Read(ost::ReadDone { len: 3 })));
     assert_eq!(&bulk[..], b"abc");
     assert_eq!(echo.calls.load(Ordering::SeqCst), calls_before, "the stopped server executed nothing more");
     assert_eq!(echo2.calls.load(Ordering::SeqCst), 1, "the restarted server executed the resent request");
@@ -182,7 +184,7 @@ async fn observe(peer: Arc<Peer>) -> Vec<Result<(ReplyBody, Bytes), ErrorCode>> 
         seen.push(t.await.unwrap());
     }
     seen.push(peer.call(header(100), RequestBody::Ping, Bytes::new()).await.map_err(|e| e.code));
-    let get_map = RequestBody::Mgs(MgsRequest::GetMap { known_version: 0 });
+    let get_map = RequestBody::Mgs(MgsRequest::GetMap(mgs::GetMap { known_version: 0 }));
     seen.push(peer.call(header(101), get_map, Bytes::new()).await.map_err(|e| e.code));
     seen.push(peer.call(header(102), write_req(102), Bytes::new()).await.map_err(|e| e.code));
     seen
@@ -225,7 +227,7 @@ async fn a_server_listening_and_registered_is_reached_in_process() {
     server.register_local(&addr);
     assert!(peer.is_local());
     let (body, bulk) = peer.call(header(2), write_req(2), Bytes::from_static(b"local")).await.unwrap();
-    assert_eq!((body, &bulk[..]), (ReplyBody::Ost(OstReply::Read { len: 5 }), &b"local"[..]));
+    assert_eq!((body, &bulk[..]), (ReplyBody::Ost(OstReply::Read(ost::ReadDone { len: 5 })), &b"local"[..]));
     assert_eq!(echo.calls.load(Ordering::SeqCst), 2);
     assert_eq!(server.stats().snapshot()["ost_write"].samples, 2);
 }
@@ -274,7 +276,7 @@ async fn in_process_requests_wait_and_resend_across_a_server_restart() {
     let (echo2, server2, _) = start(&addr).await;
     server2.register_local(&addr);
     let (body, bulk) = pending.await.unwrap().unwrap();
-    assert_eq!(body, ReplyBody::Ost(OstReply::Read { len: 3 }));
+    assert_eq!(body, ReplyBody::Ost(OstReply::Read(ost::ReadDone { len: 3 })));
     assert_eq!(&bulk[..], b"abc");
     assert_eq!(echo.calls.load(Ordering::SeqCst), 0);
     assert_eq!(echo2.calls.load(Ordering::SeqCst), 1);

@@ -14,7 +14,8 @@
 //! ```
 //!
 //! Every target registers with the MGS at start (also when the MGS is in the same process,
-//! so that one code path serves both shapes), and a task follows the cluster map for the MDS.
+//! so that one code path serves both shapes), and the MDS follows the cluster map
+//! (`weft_rpc::map::MapFollower`).
 
 pub mod config;
 mod locks;
@@ -31,13 +32,12 @@ use weft_mds::{Mds, MdsConfig};
 use weft_mgs::Mgs;
 use weft_oss::{Oss, OssConfig, OstConfig};
 use weft_proto::msg::*;
+use weft_rpc::map::MapFollower;
 use weft_rpc::{Peer, PeerOptions, Server, ServerLimits};
 
 /// After a restart, how long no lock is granted: clients ping every second and drop what
 /// they cached under a restarted server's locks when they notice (weft-client's pinger).
 const LOCK_RECOVERY_MS: u64 = 5_000;
-/// How often a server asks the MGS whether the cluster map moved.
-const MAP_POLL_INTERVAL_MS: u64 = 250;
 
 /// A running server process: its address and the services it hosts.
 pub struct RunningServer {
@@ -130,27 +130,25 @@ impl RunningServer {
         }
         for (kind, index) in targets {
             let target = TargetInfo { kind, index, address: address.clone(), state: TargetState::Up };
-            mgs_call(&mgs_peer, MgsRequest::Register { target }).await.with_context(|| {
+            register(&mgs_peer, target).await.with_context(|| {
                 format!("cannot register {kind:?} {index} with the management service at {mgs_address}")
             })?;
         }
 
         if let Some(mds) = &mds {
-            let map = fetch_map(&mgs_peer, 0).await.context("cannot fetch the cluster map")?;
-            object_targets.set_map(&map);
-            mds.set_cluster_map(&map);
-            let (mds, mgs_peer, object_targets) = (mds.clone(), mgs_peer.clone(), object_targets.clone());
+            // The MDS places new files on the OSTs the map names, and reaches them through it.
+            let follower = MapFollower::start(mgs_peer.clone(), peer_opts.request_timeout)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot fetch the cluster map from {mgs_address}: {}", e.message))?;
+            let mut changes = follower.subscribe();
+            mds.set_cluster_map(&changes.borrow_and_update().map);
+            object_targets.follow(follower);
+            let (mds, object_targets) = (mds.clone(), object_targets.clone());
             tasks.push(tokio::spawn(async move {
-                let mut version = map.version;
-                loop {
-                    tokio::time::sleep(Duration::from_millis(MAP_POLL_INTERVAL_MS)).await;
-                    if let Ok(map) = fetch_map(&mgs_peer, version).await {
-                        if map.version != version {
-                            version = map.version;
-                            object_targets.set_map(&map);
-                            mds.set_cluster_map(&map);
-                        }
-                    }
+                while changes.changed().await.is_ok() {
+                    let state = changes.borrow_and_update().clone();
+                    object_targets.peers.retain_map(&state);
+                    mds.set_cluster_map(&state.map);
                 }
             }));
         }
@@ -183,17 +181,8 @@ fn header() -> RequestHeader {
     RequestHeader { client_id: 0, request_id: 0, reply_slot: 0, identity: Identity::root(), jobid: String::new() }
 }
 
-async fn mgs_call(peer: &Peer, req: MgsRequest) -> anyhow::Result<MgsReply> {
-    match peer.call(header(), RequestBody::Mgs(req), Bytes::new()).await {
-        Ok((ReplyBody::Mgs(r), _)) => Ok(r),
-        Ok((other, _)) => Err(anyhow::anyhow!("unexpected reply from the management service: {other:?}")),
-        Err(e) => Err(anyhow::anyhow!("{}", e.message)),
-    }
-}
-
-async fn fetch_map(peer: &Peer, known_version: u64) -> anyhow::Result<ClusterMap> {
-    match mgs_call(peer, MgsRequest::GetMap { known_version }).await? {
-        MgsReply::Map(m) => Ok(m),
-        MgsReply::Unchanged { version } => Ok(ClusterMap { version, ..Default::default() }),
-    }
+async fn register(peer: &Peer, target: TargetInfo) -> anyhow::Result<()> {
+    let timeout = peer.options().request_timeout;
+    let registered = peer.op(header(), 0, mgs::Register { target }, Bytes::new(), timeout).await;
+    registered.map(drop).map_err(|e| anyhow::anyhow!("{}", e.message))
 }

@@ -12,7 +12,10 @@ use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
 use weft_dlm::advisory::AdvisoryLocks;
 use weft_dlm::namespace::{CallbackSender, Namespace, NamespaceConfig};
-use weft_proto::lock::{CallbackAnswer, CallbackRequest, LdlmReply, LdlmRequest, LockTarget};
+use weft_proto::lock::{
+    self, CallbackAnswer, CallbackRequest, FlockOutcome, FlockSpec, LdlmReply, LdlmRequest, LockGrant, LockTarget,
+};
+use weft_proto::msg::ops::{Op, Payload};
 use weft_proto::msg::RequestHeader;
 use weft_proto::{ErrorCode, WeftError, WeftResult};
 use weft_rpc::Exports;
@@ -141,45 +144,98 @@ impl LockService {
         }
     }
 
-    /// One lock request. Extent locks grow when nobody else wants the rest of the object;
-    /// inode-bit locks are granted as asked.
+    /// One lock request (see [`Handle`]).
     pub async fn handle(&self, header: &RequestHeader, target: LockTarget, op: LdlmRequest) -> WeftResult<LdlmReply> {
-        let owner = header.client_id;
         let ns = self
             .namespace(target)
             .ok_or_else(|| WeftError::new(ErrorCode::NotFound, format!("this server does not serve {target:?}")))?;
-        match op {
-            LdlmRequest::Enqueue { resource, mode, scope } => {
-                let expand = matches!(target, LockTarget::Ost(_));
-                let opts = weft_dlm::state::EnqueueOptions { reuse: true, expand };
-                Ok(LdlmReply::Granted(ns.enqueue(owner, resource, mode, scope, opts).await?))
-            }
-            LdlmRequest::Cancel { handles } => {
-                ns.cancel(owner, &handles);
-                Ok(LdlmReply::Cancelled)
-            }
-            LdlmRequest::FlockSet { fid, lock } if matches!(target, LockTarget::Mdt(_)) => {
-                let mut advisory = self.advisory();
-                let result = advisory
-                    .set(fid, owner, &lock)
-                    .map_err(|holder| (holder, advisory.conflicting_clients(fid, owner, &lock)));
-                drop(advisory);
-                Ok(match result {
-                    Ok(()) => LdlmReply::FlockDone,
-                    Err((holder, holders)) => {
-                        self.check_on(target, fid, holders);
-                        LdlmReply::FlockConflict(Some(holder))
-                    }
-                })
-            }
-            LdlmRequest::FlockGet { fid, lock } if matches!(target, LockTarget::Mdt(_)) => {
-                Ok(LdlmReply::FlockConflict(self.advisory().get(fid, owner, &lock)))
-            }
-            LdlmRequest::FlockRelease { fid, owner: lock_owner, flock } if matches!(target, LockTarget::Mdt(_)) => {
-                self.advisory().release(fid, owner, lock_owner, flock);
-                Ok(LdlmReply::FlockDone)
-            }
-            _ => Err(WeftError::invalid("advisory locks are kept by the MDT, not by an OST")),
+        let at = At { service: self, ns, owner: header.client_id, target };
+        dispatch(at, op).await
+    }
+}
+
+/// Where a lock request runs: the service, the target's namespace, the asking client.
+struct At<'a> {
+    service: &'a LockService,
+    ns: &'a Arc<Namespace>,
+    owner: u64,
+    target: LockTarget,
+}
+
+impl At<'_> {
+    /// Advisory locks are kept by the MDT only.
+    fn advisory(&self) -> WeftResult<std::sync::MutexGuard<'_, AdvisoryLocks>> {
+        match self.target {
+            LockTarget::Mdt(_) => Ok(self.service.advisory()),
+            LockTarget::Ost(_) => Err(WeftError::invalid("advisory locks are kept by the MDT, not by an OST")),
         }
     }
 }
+
+/// The handler of one lock op.
+trait Handle: Op<Answer = LdlmReply> {
+    async fn run(self, at: At<'_>) -> WeftResult<Self::Reply>;
+}
+
+impl Handle for lock::Enqueue {
+    /// Extent locks grow when nobody else wants the rest of the object; inode-bit locks are
+    /// granted as asked.
+    async fn run(self, at: At<'_>) -> WeftResult<LockGrant> {
+        let expand = matches!(at.target, LockTarget::Ost(_));
+        let opts = weft_dlm::state::EnqueueOptions { reuse: true, expand };
+        at.ns.enqueue(at.owner, self.resource, self.mode, self.scope, opts).await
+    }
+}
+
+impl Handle for lock::Cancel {
+    async fn run(self, at: At<'_>) -> WeftResult<()> {
+        at.ns.cancel(at.owner, &self.handles);
+        Ok(())
+    }
+}
+
+impl Handle for lock::FlockSet {
+    async fn run(self, at: At<'_>) -> WeftResult<FlockOutcome> {
+        let mut advisory = at.advisory()?;
+        let result = advisory
+            .set(self.fid, at.owner, &self.lock)
+            .map_err(|holder| (holder, advisory.conflicting_clients(self.fid, at.owner, &self.lock)));
+        drop(advisory);
+        Ok(match result {
+            Ok(()) => FlockOutcome::Done,
+            Err((holder, holders)) => {
+                at.service.check_on(at.target, self.fid, holders);
+                FlockOutcome::Conflict(Some(holder))
+            }
+        })
+    }
+}
+
+impl Handle for lock::FlockGet {
+    async fn run(self, at: At<'_>) -> WeftResult<Option<FlockSpec>> {
+        Ok(at.advisory()?.get(self.fid, at.owner, &self.lock))
+    }
+}
+
+impl Handle for lock::FlockRelease {
+    async fn run(self, at: At<'_>) -> WeftResult<FlockOutcome> {
+        at.advisory()?.release(self.fid, at.owner, self.owner, self.flock);
+        Ok(FlockOutcome::Done)
+    }
+}
+
+/// `dispatch`, sending every op of `weft_proto::ldlm_ops!` to its [`Handle`].
+macro_rules! dispatch {
+    (
+        $Request:ident / $Answer:ident;
+        $( $(#[$meta:meta])* $kind:ident $Op:ident { $($fields:tt)* } -> $Reply:ty = $name:literal; )*
+    ) => {
+        async fn dispatch(at: At<'_>, op: LdlmRequest) -> WeftResult<LdlmReply> {
+            match op {
+                $( LdlmRequest::$Op(op) => Handle::run(op, at).await.map(Payload::into_reply), )*
+            }
+        }
+    };
+}
+
+weft_proto::ldlm_ops!(dispatch);

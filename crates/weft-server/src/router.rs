@@ -43,7 +43,7 @@ impl Handler for Router {
                 Some(oss) => {
                     let locks = self.locks.clone();
                     Box::pin(async move {
-                        if let OstRequest::Getattr { fid } = &op {
+                        if let OstRequest::Getattr(ost::Getattr { fid }) = &op {
                             // The size of an object: writers elsewhere put out their queued writes first.
                             if let Some(ns) = locks.namespace(LockTarget::Ost(ost)) {
                                 ns.glimpse(ctx.header.client_id, *fid).await;

@@ -3,71 +3,60 @@
 
 use bytes::Bytes;
 use futures::future::BoxFuture;
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use weft_proto::msg::*;
-use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
+use std::sync::{Arc, OnceLock};
+use weft_proto::msg::ops::Op;
+use weft_proto::msg::{ost, OstReply, OstRequest, TargetKind};
+use weft_proto::{Fid, WeftError, WeftResult};
+use weft_rpc::map::{MapFollower, PeerSet};
 use weft_rpc::{Peer, PeerOptions};
 
 pub(crate) struct NetTargets {
-    opts: PeerOptions,
-    /// OST index to the peer serving it; peers are shared per address.
-    osts: Mutex<HashMap<u32, Arc<Peer>>>,
+    /// Set once this server has registered its targets and follows the map.
+    map: OnceLock<Arc<MapFollower>>,
+    /// One peer per OSS address.
+    pub peers: PeerSet,
 }
 
 impl NetTargets {
     pub fn new(opts: PeerOptions) -> Self {
-        NetTargets { opts, osts: Mutex::new(HashMap::new()) }
+        NetTargets { map: OnceLock::new(), peers: PeerSet::new(opts) }
     }
 
-    pub fn set_map(&self, map: &ClusterMap) {
-        let mut osts = self.osts.lock().unwrap_or_else(|p| p.into_inner());
-        let mut by_address: HashMap<String, Arc<Peer>> =
-            osts.values().map(|p| (p.address().to_string(), p.clone())).collect();
-        osts.clear();
-        for t in map.osts() {
-            let peer = by_address
-                .entry(t.address.clone())
-                .or_insert_with(|| Arc::new(Peer::new(t.address.clone(), self.opts.clone())))
-                .clone();
-            osts.insert(t.index, peer);
-        }
+    /// From now on the OSTs are found through `map`.
+    pub fn follow(&self, map: Arc<MapFollower>) {
+        let _ = self.map.set(map);
     }
 
     fn peer(&self, ost: u32) -> WeftResult<Arc<Peer>> {
-        self.osts
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(&ost)
-            .cloned()
+        let map = self.map.get().ok_or_else(|| WeftError::not_found("the cluster map is not known yet"))?;
+        let state = map.current();
+        self.peers
+            .for_target(&state, TargetKind::Ost, ost)
+            .map(|(peer, _)| peer)
             .ok_or_else(|| WeftError::not_found(format!("OST{ost:04x} is not in the cluster map")))
     }
 
-    fn call(&self, ost: u32, op: OstRequest) -> BoxFuture<'static, WeftResult<OstReply>> {
+    fn call<O>(&self, ost: u32, op: O) -> BoxFuture<'static, WeftResult<O::Reply>>
+    where
+        O: Op<Request = OstRequest, Answer = OstReply> + Send + 'static,
+        O::Reply: Send,
+    {
         let peer = self.peer(ost);
         Box::pin(async move {
             let peer = peer?;
-            match peer.call(super::header(), RequestBody::Ost { ost, op }, Bytes::new()).await? {
-                (ReplyBody::Ost(r), _) => Ok(r),
-                (other, _) => Err(WeftError::new(ErrorCode::Protocol, format!("unexpected reply {other:?}"))),
-            }
+            let timeout = peer.options().request_timeout;
+            Ok(peer.op(super::header(), ost, op, Bytes::new(), timeout).await?.0)
         })
     }
 }
 
 impl weft_mds::ObjectTargets for NetTargets {
     fn precreate(&self, ost: u32, start_oid: u32, count: u32) -> BoxFuture<'static, WeftResult<u32>> {
-        let call = self.call(ost, OstRequest::Precreate { start_oid, count });
-        Box::pin(async move {
-            match call.await? {
-                OstReply::Precreated { last_oid } => Ok(last_oid),
-                other => Err(WeftError::new(ErrorCode::Protocol, format!("unexpected reply {other:?}"))),
-            }
-        })
+        let call = self.call(ost, ost::Precreate { start_oid, count });
+        Box::pin(async move { Ok(call.await?.last_oid) })
     }
 
     fn destroy(&self, ost: u32, fid: Fid) -> BoxFuture<'static, WeftResult<()>> {
-        let call = self.call(ost, OstRequest::Destroy { fid });
-        Box::pin(async move { call.await.map(|_| ()) })
+        self.call(ost, ost::Destroy { fid })
     }
 }

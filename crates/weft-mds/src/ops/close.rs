@@ -1,11 +1,12 @@
 //! Close an open handle: the last writer records size and blocks; the last close of an
 //! orphan destroys it.
 
+use super::Mutation;
 use super::OpCtx;
-use weft_proto::msg::{FileType, MdtReply};
+use weft_proto::msg::{mdt, FileType};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
-pub fn close(ctx: &mut OpCtx<'_>, fid: Fid, handle: u64, size_blocks: Option<(u64, u64)>) -> WeftResult<MdtReply> {
+pub fn close(ctx: &mut OpCtx<'_>, fid: Fid, handle: u64, size_blocks: Option<(u64, u64)>) -> WeftResult<()> {
     let (oh, counts, still_trusted) = {
         let of = ctx.core.open_files();
         let oh = of.handle(handle).cloned().ok_or_else(|| {
@@ -41,7 +42,13 @@ pub fn close(ctx: &mut OpCtx<'_>, fid: Fid, handle: u64, size_blocks: Option<(u6
         }
     }
     ctx.core.open_files().close(handle, ctx.undo).expect("handle checked above");
-    Ok(MdtReply::Empty)
+    Ok(())
+}
+
+impl Mutation for mdt::Close {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<()> {
+        close(ctx, self.fid, self.handle, self.size_blocks)
+    }
 }
 
 #[cfg(test)]
@@ -54,7 +61,7 @@ mod tests {
     async fn close_errors() {
         let env = Env::new().await;
         let (i, h) = env.create_as(&Identity::root(), Fid::ROOT, "f", 0o644).await.unwrap();
-        let close = |fid, handle| MdtRequest::Close { fid, handle, size_blocks: None };
+        let close = |fid, handle| MdtRequest::Close(mdt::Close { fid, handle, size_blocks: None });
         assert_eq!(code(env.req(close(Fid::ROOT, h)).await), ErrorCode::Invalid);
         assert_eq!(code(env.req(close(i.attr.fid, h + 100)).await), ErrorCode::Stale);
         env.req(close(i.attr.fid, h)).await.unwrap();

@@ -1,10 +1,10 @@
 //! Create a regular file and open it (open(2) with O_CREAT).
 
-use super::{check_new_entry, err, owner, show, validate_name, OpCtx};
+use super::{check_new_entry, err, owner, show, validate_name, Mutation, OpCtx};
 use crate::objects::Reservation;
 use crate::perm;
 use crate::store::Tables;
-use weft_proto::msg::{FileType, Identity, MdtReply, OPEN_WRITE};
+use weft_proto::msg::{mdt, FileType, Identity, OPEN_WRITE};
 use weft_proto::{ErrorCode, Fid, Layout, StripeSpec, WeftResult};
 
 /// Before the batch: if this create will make a new file, the layout spec to reserve
@@ -72,7 +72,7 @@ pub fn create(
     exclusive: bool,
     explicit: Option<&StripeSpec>,
     open_flags: u32,
-) -> WeftResult<MdtReply> {
+) -> WeftResult<mdt::Opened> {
     let dir = ctx.t.must_dir(parent)?;
     validate_name(name)?;
     perm::check_lookup(ctx.who, owner(&dir))?;
@@ -103,7 +103,13 @@ pub fn create(
     let (handle, io) = ctx.core.open_files().open(fid, open_flags, ctx.client_id, true, passthrough, ctx.undo);
     let mut inode = crate::inode_info(ctx.core, fid, &rec);
     inode.attr.size_known = true;
-    Ok(MdtReply::Opened { inode, handle, io })
+    Ok(mdt::Opened { inode, handle, io })
+}
+
+impl Mutation for mdt::Create {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<mdt::Opened> {
+        create(ctx, self.parent, &self.name, self.mode, self.exclusive, self.spec.as_ref(), self.open_flags)
+    }
 }
 
 #[cfg(test)]
@@ -113,7 +119,14 @@ mod tests {
     use weft_proto::{ErrorCode, Fid};
 
     fn create(parent: Fid, name: &str, exclusive: bool) -> MdtRequest {
-        MdtRequest::Create { parent, name: name.into(), mode: 0o644, exclusive, spec: None, open_flags: OPEN_WRITE }
+        MdtRequest::Create(mdt::Create {
+            parent,
+            name: name.into(),
+            mode: 0o644,
+            exclusive,
+            spec: None,
+            open_flags: OPEN_WRITE,
+        })
     }
 
     #[tokio::test]
@@ -141,7 +154,7 @@ mod tests {
         let f = env.must_file(Fid::ROOT, "f").await;
         assert_eq!(code(env.req(create(Fid::ROOT, "f", true)).await), ErrorCode::Exists);
         match env.req(create(Fid::ROOT, "f", false)).await.unwrap() {
-            MdtReply::Opened { inode, .. } => assert_eq!(inode.attr.fid, f),
+            MdtReply::Opened(mdt::Opened { inode, .. }) => assert_eq!(inode.attr.fid, f),
             r => panic!("{r:?}"),
         }
         env.must_mkdir(Fid::ROOT, "d").await;
@@ -155,10 +168,11 @@ mod tests {
     async fn setgid_directory_gives_its_group() {
         let env = Env::new().await;
         let d = env.must_mkdir(Fid::ROOT, "shared").await;
-        env.req(MdtRequest::Setattr {
+        env.req(MdtRequest::Setattr(mdt::Setattr {
             fid: d,
             set: SetAttr { mode: Some(0o2777), gid: Some(500), ..Default::default() },
-        })
+            open_handle: None,
+        }))
         .await
         .unwrap();
         let (i, _) = env.create_as(&user(1000), d, "f", 0o644).await.unwrap();

@@ -1,11 +1,12 @@
 //! The path of a FID from the root, following one link per level.
 
+use super::{Query, QueryCtx};
 use crate::limits::FID2PATH_DEPTH_MAX;
 use crate::store::Tables;
-use weft_proto::msg::MdtReply;
+use weft_proto::msg::mdt;
 use weft_proto::{Fid, WeftError, WeftResult};
 
-pub fn fid2path(t: &Tables, fid: Fid) -> WeftResult<MdtReply> {
+pub fn fid2path(t: &Tables, fid: Fid) -> WeftResult<Vec<u8>> {
     t.must_inode(fid)?;
     let mut parts: Vec<Vec<u8>> = Vec::new();
     let mut cur = fid;
@@ -20,7 +21,13 @@ pub fn fid2path(t: &Tables, fid: Fid) -> WeftResult<MdtReply> {
         cur = parent;
     }
     parts.reverse();
-    Ok(MdtReply::Data(parts.join(&b'/')))
+    Ok(parts.join(&b'/'))
+}
+
+impl Query for mdt::Fid2Path {
+    fn query(&self, q: &QueryCtx<'_>) -> WeftResult<Vec<u8>> {
+        fid2path(q.t, self.fid)
+    }
 }
 
 #[cfg(test)]
@@ -35,7 +42,7 @@ mod tests {
         let a = env.must_mkdir(Fid::ROOT, "a").await;
         let b = env.must_mkdir(a, "b").await;
         let f = env.must_file(b, "file").await;
-        let path = |fid| MdtRequest::Fid2Path { fid };
+        let path = |fid| MdtRequest::Fid2Path(mdt::Fid2Path { fid });
         assert_eq!(env.req(path(Fid::ROOT)).await.unwrap(), MdtReply::Data(vec![]));
         assert_eq!(env.req(path(a)).await.unwrap(), MdtReply::Data(b"a".to_vec()));
         assert_eq!(env.req(path(f)).await.unwrap(), MdtReply::Data(b"a/b/file".to_vec()));

@@ -1,11 +1,11 @@
 //! Hard links.
 
-use super::{check_new_entry, err, OpCtx};
+use super::{check_new_entry, err, Mutation, OpCtx};
 use crate::limits::LINKS_PER_INODE_MAX;
-use weft_proto::msg::{FileType, MdtReply};
+use weft_proto::msg::{mdt, FileType, InodeInfo};
 use weft_proto::{ErrorCode, Fid, WeftResult};
 
-pub fn link(ctx: &mut OpCtx<'_>, fid: Fid, parent: Fid, name: &[u8]) -> WeftResult<MdtReply> {
+pub fn link(ctx: &mut OpCtx<'_>, fid: Fid, parent: Fid, name: &[u8]) -> WeftResult<InodeInfo> {
     let mut rec = ctx.t.must_inode(fid)?;
     if rec.kind == FileType::Directory {
         return Err(err(ErrorCode::Perm, "hard links to directories are not allowed"));
@@ -24,7 +24,13 @@ pub fn link(ctx: &mut OpCtx<'_>, fid: Fid, parent: Fid, name: &[u8]) -> WeftResu
     ctx.t.add_entry(parent, name, fid, rec.kind)?;
     super::touch_dir(&mut dir, ctx.now);
     ctx.t.put_inode(parent, &dir)?;
-    Ok(MdtReply::Inode(crate::inode_info(ctx.core, fid, &rec)))
+    Ok(crate::inode_info(ctx.core, fid, &rec))
+}
+
+impl Mutation for mdt::Link {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<InodeInfo> {
+        link(ctx, self.fid, self.parent, &self.name)
+    }
 }
 
 #[cfg(test)]
@@ -38,12 +44,12 @@ mod tests {
         let env = Env::new().await;
         let f = env.must_file(Fid::ROOT, "f").await;
         let d = env.must_mkdir(Fid::ROOT, "d").await;
-        let link = |fid, name: &str| MdtRequest::Link { fid, parent: d, name: name.into() };
+        let link = |fid, name: &str| MdtRequest::Link(mdt::Link { fid, parent: d, name: name.into() });
         env.req(link(f, "g")).await.unwrap();
         assert_eq!(env.must_attr(f).await.nlink, 2);
         assert_eq!(code(env.req(link(f, "g")).await), ErrorCode::Exists);
         assert_eq!(code(env.req(link(d, "dd")).await), ErrorCode::Perm);
-        env.req(MdtRequest::Unlink { parent: Fid::ROOT, name: "f".into() }).await.unwrap();
+        env.req(MdtRequest::Unlink(mdt::Unlink { parent: Fid::ROOT, name: "f".into() })).await.unwrap();
         let a = env.lookup(d, "g").await.unwrap().attr;
         assert_eq!((a.fid, a.nlink), (f, 1));
         assert!(env.targets.destroyed().is_empty());

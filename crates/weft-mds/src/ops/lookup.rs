@@ -1,13 +1,13 @@
 //! Lookup (a name in a directory) and getattr (an inode by FID). Reads.
 
-use super::{err, owner, show, validate_name};
+use super::{err, owner, show, validate_name, Query, QueryCtx};
 use crate::perm;
 use crate::store::Tables;
 use crate::Core;
-use weft_proto::msg::{Identity, MdtReply};
+use weft_proto::msg::{mdt, Identity, InodeInfo};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
-pub fn lookup(core: &Core, t: &Tables, who: &Identity, parent: Fid, name: &[u8]) -> WeftResult<MdtReply> {
+pub fn lookup(core: &Core, t: &Tables, who: &Identity, parent: Fid, name: &[u8]) -> WeftResult<InodeInfo> {
     let dir = t.must_dir(parent)?;
     validate_name(name)?;
     perm::check_lookup(who, owner(&dir))?;
@@ -16,12 +16,24 @@ pub fn lookup(core: &Core, t: &Tables, who: &Identity, parent: Fid, name: &[u8])
     let rec = t
         .inode(fid)?
         .ok_or_else(|| WeftError::io(format!("entry '{}' in {parent} names missing inode {fid}", show(name))))?;
-    Ok(MdtReply::Inode(crate::inode_info(core, fid, &rec)))
+    Ok(crate::inode_info(core, fid, &rec))
 }
 
-pub fn getattr(core: &Core, t: &Tables, fid: Fid) -> WeftResult<MdtReply> {
+pub fn getattr(core: &Core, t: &Tables, fid: Fid) -> WeftResult<InodeInfo> {
     let rec = t.must_inode(fid)?;
-    Ok(MdtReply::Inode(crate::inode_info(core, fid, &rec)))
+    Ok(crate::inode_info(core, fid, &rec))
+}
+
+impl Query for mdt::Lookup {
+    fn query(&self, q: &QueryCtx<'_>) -> WeftResult<InodeInfo> {
+        lookup(q.core, q.t, q.who, self.parent, &self.name)
+    }
+}
+
+impl Query for mdt::Getattr {
+    fn query(&self, q: &QueryCtx<'_>) -> WeftResult<InodeInfo> {
+        getattr(q.core, q.t, self.fid)
+    }
 }
 
 #[cfg(test)]
@@ -52,10 +64,14 @@ mod tests {
         let env = Env::new().await;
         let d = env.must_mkdir(Fid::ROOT, "private").await;
         env.must_file(d, "f").await;
-        env.req(MdtRequest::Setattr { fid: d, set: SetAttr { mode: Some(0o700), ..Default::default() } })
-            .await
-            .unwrap();
-        let r = env.req_as(&user(1000), MdtRequest::Lookup { parent: d, name: "f".into() }).await;
+        env.req(MdtRequest::Setattr(mdt::Setattr {
+            fid: d,
+            set: SetAttr { mode: Some(0o700), ..Default::default() },
+            open_handle: None,
+        }))
+        .await
+        .unwrap();
+        let r = env.req_as(&user(1000), MdtRequest::Lookup(mdt::Lookup { parent: d, name: "f".into() })).await;
         assert_eq!(code(r), ErrorCode::Access);
     }
 }

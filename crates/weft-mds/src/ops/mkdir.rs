@@ -1,11 +1,11 @@
 //! Make a directory.
 
-use super::{check_new_entry, err, OpCtx};
+use super::{check_new_entry, err, Mutation, OpCtx};
 use crate::limits::LINKS_PER_INODE_MAX;
-use weft_proto::msg::{FileType, MdtReply};
+use weft_proto::msg::{mdt, FileType, InodeInfo};
 use weft_proto::{ErrorCode, Fid, WeftResult};
 
-pub fn mkdir(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8], mode: u32) -> WeftResult<MdtReply> {
+pub fn mkdir(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8], mode: u32) -> WeftResult<InodeInfo> {
     let mut dir = check_new_entry(ctx, parent, name)?;
     if dir.nlink >= LINKS_PER_INODE_MAX {
         return Err(err(ErrorCode::TooManyLinks, format!("directory {parent} has too many subdirectories")));
@@ -22,7 +22,13 @@ pub fn mkdir(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8], mode: u32) -> WeftRe
     dir.nlink += 1;
     super::touch_dir(&mut dir, ctx.now);
     ctx.t.put_inode(parent, &dir)?;
-    Ok(MdtReply::Inode(super::inode_info_with(fid, &rec, 0)))
+    Ok(super::inode_info_with(fid, &rec, 0))
+}
+
+impl Mutation for mdt::Mkdir {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<InodeInfo> {
+        mkdir(ctx, self.parent, &self.name, self.mode)
+    }
 }
 
 #[cfg(test)]

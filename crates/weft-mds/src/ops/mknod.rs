@@ -1,8 +1,8 @@
 //! Make a fifo, socket or device node.
 
-use super::{check_new_entry, OpCtx};
+use super::{check_new_entry, Mutation, OpCtx};
 use crate::perm;
-use weft_proto::msg::{FileType, MdtReply};
+use weft_proto::msg::{mdt, FileType, InodeInfo};
 use weft_proto::{Fid, WeftError, WeftResult};
 
 pub fn mknod(
@@ -12,7 +12,7 @@ pub fn mknod(
     kind: FileType,
     mode: u32,
     rdev: u32,
-) -> WeftResult<MdtReply> {
+) -> WeftResult<InodeInfo> {
     match kind {
         FileType::Fifo | FileType::Socket => {}
         FileType::CharDevice | FileType::BlockDevice => {
@@ -35,7 +35,13 @@ pub fn mknod(
     ctx.t.add_entry(parent, name, fid, kind)?;
     super::touch_dir(&mut dir, ctx.now);
     ctx.t.put_inode(parent, &dir)?;
-    Ok(MdtReply::Inode(super::inode_info_with(fid, &rec, 0)))
+    Ok(super::inode_info_with(fid, &rec, 0))
+}
+
+impl Mutation for mdt::Mknod {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<InodeInfo> {
+        mknod(ctx, self.parent, &self.name, self.kind, self.mode, self.rdev)
+    }
 }
 
 #[cfg(test)]
@@ -45,7 +51,7 @@ mod tests {
     use weft_proto::{ErrorCode, Fid};
 
     fn mknod(name: &str, kind: FileType, rdev: u32) -> MdtRequest {
-        MdtRequest::Mknod { parent: Fid::ROOT, name: name.into(), kind, mode: 0o640, rdev }
+        MdtRequest::Mknod(mdt::Mknod { parent: Fid::ROOT, name: name.into(), kind, mode: 0o640, rdev })
     }
 
     #[tokio::test]
@@ -64,10 +70,14 @@ mod tests {
         assert_eq!(code(env.req(mknod("r", FileType::Regular, 0)).await), ErrorCode::Invalid);
         assert_eq!(code(env.req(mknod("p", FileType::Fifo, 0)).await), ErrorCode::Exists);
         let d = env.must_mkdir(Fid::ROOT, "open").await;
-        env.req(MdtRequest::Setattr { fid: d, set: SetAttr { mode: Some(0o777), ..Default::default() } })
-            .await
-            .unwrap();
-        let as_user = |kind| MdtRequest::Mknod { parent: d, name: "b".into(), kind, mode: 0o600, rdev: 1 };
+        env.req(MdtRequest::Setattr(mdt::Setattr {
+            fid: d,
+            set: SetAttr { mode: Some(0o777), ..Default::default() },
+            open_handle: None,
+        }))
+        .await
+        .unwrap();
+        let as_user = |kind| MdtRequest::Mknod(mdt::Mknod { parent: d, name: "b".into(), kind, mode: 0o600, rdev: 1 });
         assert_eq!(code(env.req_as(&user(1000), as_user(FileType::BlockDevice)).await), ErrorCode::Perm);
         assert!(env.req_as(&user(1000), as_user(FileType::Fifo)).await.is_ok());
     }

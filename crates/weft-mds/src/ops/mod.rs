@@ -32,6 +32,7 @@ use crate::schema::InodeRecord;
 use crate::store::{Tables, WriteTables};
 use crate::Core;
 use weft_proto::limits::NAME_BYTES_MAX;
+use weft_proto::msg::ops::{Op, Payload};
 use weft_proto::msg::{Attr, FileType, Identity, InodeInfo, MdtReply, MdtRequest, Timestamp};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
@@ -50,53 +51,63 @@ pub struct OpCtx<'a> {
     pub reservation_used: bool,
 }
 
-/// Executes one mutation inside its batch.
-pub fn execute(ctx: &mut OpCtx<'_>, req: &MdtRequest) -> WeftResult<MdtReply> {
-    match req {
-        MdtRequest::Setattr { fid, set } => setattr::setattr(ctx, *fid, set),
-        MdtRequest::Create { parent, name, mode, exclusive, spec, open_flags } => {
-            create::create(ctx, *parent, name, *mode, *exclusive, spec.as_ref(), *open_flags)
-        }
-        MdtRequest::Mkdir { parent, name, mode } => mkdir::mkdir(ctx, *parent, name, *mode),
-        MdtRequest::Mknod { parent, name, kind, mode, rdev } => mknod::mknod(ctx, *parent, name, *kind, *mode, *rdev),
-        MdtRequest::Symlink { parent, name, target } => symlink::symlink(ctx, *parent, name, target),
-        MdtRequest::Link { fid, parent, name } => link::link(ctx, *fid, *parent, name),
-        MdtRequest::Unlink { parent, name } => unlink::unlink(ctx, *parent, name),
-        MdtRequest::Rmdir { parent, name } => rmdir::rmdir(ctx, *parent, name),
-        MdtRequest::Rename { src_parent, src_name, dst_parent, dst_name, flags } => {
-            rename::rename(ctx, *src_parent, src_name, *dst_parent, dst_name, *flags)
-        }
-        MdtRequest::Open { fid, flags } => open::open(ctx, *fid, *flags),
-        MdtRequest::Close { fid, handle, size_blocks } => close::close(ctx, *fid, *handle, *size_blocks),
-        MdtRequest::SetXattr { fid, name, value, flags } => xattr::set(ctx, *fid, name, value, *flags),
-        MdtRequest::RemoveXattr { fid, name } => xattr::remove(ctx, *fid, name),
-        MdtRequest::SetStripe { fid, spec } => stripe::set(ctx, *fid, spec),
-        MdtRequest::DeleteStripe { fid } => stripe::delete(ctx, *fid),
-        r => {
-            assert!(!r.is_mutation(), "mutation {} has no op", r.opcode_name());
-            Err(WeftError::protocol(format!("{} is a read, not a mutation", r.opcode_name())))
-        }
-    }
+/// A read's inputs: the committed state it reads, as of one snapshot.
+pub struct QueryCtx<'a> {
+    pub core: &'a Core,
+    pub t: &'a Tables,
+    pub who: &'a Identity,
 }
 
-/// Executes one read on a snapshot of the committed state.
-pub fn read(core: &Core, t: &Tables, who: &Identity, req: &MdtRequest) -> WeftResult<MdtReply> {
-    match req {
-        MdtRequest::Lookup { parent, name } => lookup::lookup(core, t, who, *parent, name),
-        MdtRequest::Getattr { fid } => lookup::getattr(core, t, *fid),
-        MdtRequest::Readlink { fid } => symlink::readlink(t, *fid),
-        MdtRequest::Readdir { fid, cookie, max_entries } => readdir::readdir(t, who, *fid, *cookie, *max_entries),
-        MdtRequest::GetXattr { fid, name } => xattr::get(t, who, *fid, name),
-        MdtRequest::ListXattr { fid } => xattr::list(t, who, *fid),
-        MdtRequest::GetStripe { fid } => stripe::get(t, *fid),
-        MdtRequest::Statfs => statfs::statfs(core, t),
-        MdtRequest::Fid2Path { fid } => fid2path::fid2path(t, *fid),
-        r => {
-            assert!(r.is_mutation(), "read {} has no op", r.opcode_name());
-            Err(WeftError::protocol(format!("{} is a mutation, not a read", r.opcode_name())))
-        }
-    }
+/// The handler of a mutation: runs inside its batch, checks everything, then writes (see
+/// the module documentation). Each op's file implements it for its op.
+pub trait Mutation: Op<Answer = MdtReply> {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<Self::Reply>;
 }
+
+/// The handler of a read: answers from a snapshot of the committed state.
+pub trait Query: Op<Answer = MdtReply> {
+    fn query(&self, q: &QueryCtx<'_>) -> WeftResult<Self::Reply>;
+}
+
+/// `execute` and `read`, dispatching every op of `weft_proto::mdt_ops!` to its handler: an
+/// op added to the list does not compile until its file implements [`Mutation`] (a `write`)
+/// or [`Query`] (a `read`).
+macro_rules! dispatch {
+    (@mutation write $op:ident $ctx:ident $req:ident) => {
+        Mutation::execute($op, $ctx).map(Payload::into_reply)
+    };
+    (@mutation read $op:ident $ctx:ident $req:ident) => {{
+        let _ = ($op, $ctx);
+        Err(WeftError::protocol(format!("{} is a read, not a mutation", $req.opcode_name())))
+    }};
+    (@query read $op:ident $q:ident $req:ident) => {
+        Query::query($op, $q).map(Payload::into_reply)
+    };
+    (@query write $op:ident $q:ident $req:ident) => {{
+        let _ = ($op, $q);
+        Err(WeftError::protocol(format!("{} is a mutation, not a read", $req.opcode_name())))
+    }};
+    (
+        $Request:ident / $Answer:ident;
+        $( $(#[$meta:meta])* $kind:ident $Op:ident { $($fields:tt)* } -> $Reply:ty = $name:literal; )*
+    ) => {
+        /// Executes one mutation inside its batch.
+        pub fn execute(ctx: &mut OpCtx<'_>, req: &MdtRequest) -> WeftResult<MdtReply> {
+            match req {
+                $( MdtRequest::$Op(op) => dispatch!(@mutation $kind op ctx req), )*
+            }
+        }
+
+        /// Executes one read on a snapshot of the committed state.
+        pub fn read(q: &QueryCtx<'_>, req: &MdtRequest) -> WeftResult<MdtReply> {
+            match req {
+                $( MdtRequest::$Op(op) => dispatch!(@query $kind op q req), )*
+            }
+        }
+    };
+}
+
+weft_proto::mdt_ops!(dispatch);
 
 /// Directory entry names: not empty, not "." or "..", no '/' or NUL, at most NAME_BYTES_MAX.
 pub fn validate_name(name: &[u8]) -> WeftResult<()> {

@@ -1,12 +1,12 @@
 //! Open an existing inode: permission by flags, O_TRUNC, the size rule for writers.
 
-use super::{owner, OpCtx};
+use super::{owner, Mutation, OpCtx};
 use crate::perm;
 use crate::schema::InodeRecord;
-use weft_proto::msg::{FileType, MdtReply, OPEN_PASSTHROUGH, OPEN_READ, OPEN_TRUNC, OPEN_WRITE};
+use weft_proto::msg::{mdt, FileType, OPEN_PASSTHROUGH, OPEN_READ, OPEN_TRUNC, OPEN_WRITE};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
-pub fn open(ctx: &mut OpCtx<'_>, fid: Fid, flags: u32) -> WeftResult<MdtReply> {
+pub fn open(ctx: &mut OpCtx<'_>, fid: Fid, flags: u32) -> WeftResult<mdt::Opened> {
     let mut rec = ctx.t.must_inode(fid)?;
     let read = flags & OPEN_READ != 0;
     let write = flags & (OPEN_WRITE | OPEN_TRUNC) != 0;
@@ -46,7 +46,7 @@ pub fn open(ctx: &mut OpCtx<'_>, fid: Fid, flags: u32) -> WeftResult<MdtReply> {
     if write && trusted {
         inode.attr.size_known = true;
     }
-    Ok(MdtReply::Opened { inode, handle, io })
+    Ok(mdt::Opened { inode, handle, io })
 }
 
 /// Whether an open with `flags` asks for passthrough and the file can have it: a regular
@@ -55,6 +55,12 @@ pub(crate) fn passthrough_wanted(flags: u32, rec: &InodeRecord) -> bool {
     flags & OPEN_PASSTHROUGH != 0
         && rec.kind == FileType::Regular
         && rec.layout.as_ref().and_then(|l| l.plain().ok()).is_some_and(|c| c.stripe_count() == 1)
+}
+
+impl Mutation for mdt::Open {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<mdt::Opened> {
+        open(ctx, self.fid, self.flags)
+    }
 }
 
 #[cfg(test)]
@@ -67,13 +73,16 @@ mod tests {
     async fn open_checks_permissions_by_flags() {
         let env = Env::new().await;
         let f = env.must_file(Fid::ROOT, "f").await; // 0644 root
-        let open = |flags| MdtRequest::Open { fid: f, flags };
+        let open = |flags| MdtRequest::Open(mdt::Open { fid: f, flags });
         let u = user(1000);
         assert!(env.req_as(&u, open(OPEN_READ)).await.is_ok());
         assert_eq!(code(env.req_as(&u, open(OPEN_WRITE)).await), ErrorCode::Access);
         assert_eq!(code(env.req_as(&u, open(OPEN_READ | OPEN_TRUNC)).await), ErrorCode::Access);
-        assert_eq!(code(env.req(MdtRequest::Open { fid: Fid::ROOT, flags: OPEN_WRITE }).await), ErrorCode::IsDir);
-        assert!(env.req(MdtRequest::Open { fid: Fid::ROOT, flags: OPEN_READ }).await.is_ok());
+        assert_eq!(
+            code(env.req(MdtRequest::Open(mdt::Open { fid: Fid::ROOT, flags: OPEN_WRITE })).await),
+            ErrorCode::IsDir
+        );
+        assert!(env.req(MdtRequest::Open(mdt::Open { fid: Fid::ROOT, flags: OPEN_READ })).await.is_ok());
     }
 
     #[tokio::test]
@@ -82,9 +91,9 @@ mod tests {
         let f = env.must_file(Fid::ROOT, "f").await;
         assert!(env.must_attr(f).await.size_known);
         let (h1, h2) = {
-            let open = |flags| MdtRequest::Open { fid: f, flags };
+            let open = |flags| MdtRequest::Open(mdt::Open { fid: f, flags });
             let h = |r| match r {
-                MdtReply::Opened { handle, inode, .. } => (handle, inode.attr.size_known),
+                MdtReply::Opened(mdt::Opened { handle, inode, .. }) => (handle, inode.attr.size_known),
                 r => panic!("{r:?}"),
             };
             let (h1, k1) = h(env.req(open(OPEN_WRITE)).await.unwrap());
@@ -100,10 +109,10 @@ mod tests {
         let a = env.must_attr(f).await;
         assert_eq!((a.size, a.blocks, a.size_known), (5000, 16, true));
         // O_TRUNC resets the size; a reader does not make it unknown.
-        let r = env.req(MdtRequest::Open { fid: f, flags: OPEN_READ }).await.unwrap();
-        assert!(matches!(r, MdtReply::Opened { ref inode, .. } if inode.attr.size_known));
-        let h = match env.req(MdtRequest::Open { fid: f, flags: OPEN_WRITE | OPEN_TRUNC }).await.unwrap() {
-            MdtReply::Opened { handle, inode, .. } => {
+        let r = env.req(MdtRequest::Open(mdt::Open { fid: f, flags: OPEN_READ })).await.unwrap();
+        assert!(matches!(r, MdtReply::Opened(mdt::Opened { ref inode, .. }) if inode.attr.size_known));
+        let h = match env.req(MdtRequest::Open(mdt::Open { fid: f, flags: OPEN_WRITE | OPEN_TRUNC })).await.unwrap() {
+            MdtReply::Opened(mdt::Opened { handle, inode, .. }) => {
                 assert_eq!((inode.attr.size, inode.attr.size_known), (0, false));
                 handle
             }
@@ -118,9 +127,9 @@ mod tests {
     async fn a_writer_that_wrote_nothing_keeps_a_trusted_size_only_when_alone() {
         let env = Env::new().await;
         let f = env.must_file(Fid::ROOT, "f").await;
-        let open = |flags| MdtRequest::Open { fid: f, flags };
+        let open = |flags| MdtRequest::Open(mdt::Open { fid: f, flags });
         let handle = |r| match r {
-            MdtReply::Opened { handle, .. } => handle,
+            MdtReply::Opened(mdt::Opened { handle, .. }) => handle,
             r => panic!("{r:?}"),
         };
         // Alone: the size stays trusted after a close without a size.
@@ -139,7 +148,7 @@ mod tests {
         assert!(env.must_attr(f).await.size_known);
         let c = handle(env.req(open(OPEN_WRITE)).await.unwrap());
         let set = SetAttr { size: Some(7), ..Default::default() };
-        env.req(MdtRequest::Setattr { fid: f, set }).await.unwrap();
+        env.req(MdtRequest::Setattr(mdt::Setattr { fid: f, set, open_handle: None })).await.unwrap();
         env.must_close(f, c, None).await;
         assert!(!env.must_attr(f).await.size_known);
     }

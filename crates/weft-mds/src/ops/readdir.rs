@@ -2,17 +2,17 @@
 //! its hash; a listing resumes after a cookie. A page never splits a group of equal hashes,
 //! so resuming never skips or repeats a name. "." and ".." are not listed (the client adds them).
 
-use super::owner;
+use super::{owner, Query, QueryCtx};
 use crate::perm;
 use crate::store::Tables;
 use weft_proto::limits::READDIR_ENTRIES_MAX;
-use weft_proto::msg::{DirEntry, DirPage, Identity, MdtReply};
+use weft_proto::msg::{mdt, DirEntry, DirPage, Identity};
 use weft_proto::{Fid, WeftResult};
 
-pub fn readdir(t: &Tables, who: &Identity, dir: Fid, cookie: u64, max_entries: u32) -> WeftResult<MdtReply> {
+pub fn readdir(t: &Tables, who: &Identity, dir: Fid, cookie: u64, max_entries: u32) -> WeftResult<DirPage> {
     let rec = t.must_dir(dir)?;
     perm::check_readdir(who, owner(&rec))?;
-    Ok(MdtReply::Dir(page(t, dir, cookie, max_entries.clamp(1, READDIR_ENTRIES_MAX) as usize)?))
+    page(t, dir, cookie, max_entries.clamp(1, READDIR_ENTRIES_MAX) as usize)
 }
 
 /// Entries with hash > `cookie`, at least `max` unless the directory ends first, plus the
@@ -34,6 +34,12 @@ pub fn page(t: &Tables, dir: Fid, cookie: u64, max: usize) -> WeftResult<DirPage
     Ok(DirPage { entries, eof })
 }
 
+impl Query for mdt::Readdir {
+    fn query(&self, q: &QueryCtx<'_>) -> WeftResult<DirPage> {
+        readdir(q.t, q.who, self.fid, self.cookie, self.max_entries)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::ops::t::*;
@@ -52,18 +58,29 @@ mod tests {
         assert_eq!(all.len(), 10);
         assert_eq!(all.iter().collect::<HashSet<_>>().len(), 10);
         assert_eq!(env.list(d, 1).await, all);
-        let p = match env.req(MdtRequest::Readdir { fid: d, cookie: u64::MAX, max_entries: 5 }).await.unwrap() {
+        let p = match env
+            .req(MdtRequest::Readdir(mdt::Readdir { fid: d, cookie: u64::MAX, max_entries: 5 }))
+            .await
+            .unwrap()
+        {
             MdtReply::Dir(p) => p,
             r => panic!("{r:?}"),
         };
         assert!(p.eof && p.entries.is_empty());
-        env.req(MdtRequest::Setattr { fid: d, set: SetAttr { mode: Some(0o311), ..Default::default() } })
-            .await
-            .unwrap();
-        let r = env.req_as(&user(1000), MdtRequest::Readdir { fid: d, cookie: 0, max_entries: 5 }).await;
+        env.req(MdtRequest::Setattr(mdt::Setattr {
+            fid: d,
+            set: SetAttr { mode: Some(0o311), ..Default::default() },
+            open_handle: None,
+        }))
+        .await
+        .unwrap();
+        let r = env.req_as(&user(1000), MdtRequest::Readdir(mdt::Readdir { fid: d, cookie: 0, max_entries: 5 })).await;
         assert_eq!(code(r), ErrorCode::Access);
         let f = env.must_file(Fid::ROOT, "f").await;
-        assert_eq!(code(env.req(MdtRequest::Readdir { fid: f, cookie: 0, max_entries: 5 }).await), ErrorCode::NotDir);
+        assert_eq!(
+            code(env.req(MdtRequest::Readdir(mdt::Readdir { fid: f, cookie: 0, max_entries: 5 })).await),
+            ErrorCode::NotDir
+        );
     }
 
     /// A big directory lists completely, each name exactly once, through repeated calls.
@@ -79,9 +96,12 @@ mod tests {
             tasks.push(tokio::spawn(async move {
                 for (i, h) in headers.into_iter().enumerate() {
                     let name = format!("entry-{w}-{i}").into_bytes();
-                    mds.handle(&h, MdtRequest::Mknod { parent: d, name, kind: FileType::Fifo, mode: 0o644, rdev: 0 })
-                        .await
-                        .unwrap();
+                    mds.handle(
+                        &h,
+                        MdtRequest::Mknod(mdt::Mknod { parent: d, name, kind: FileType::Fifo, mode: 0o644, rdev: 0 }),
+                    )
+                    .await
+                    .unwrap();
                 }
             }));
         }

@@ -1,13 +1,13 @@
 //! Rename (renameat2): files and directories, across directories, over an existing target,
 //! RENAME_NOREPLACE and RENAME_EXCHANGE; atomic because it is one op in one batch (one journal record).
 
-use super::{err, owner, show, validate_name, OpCtx};
+use super::{err, owner, show, validate_name, Mutation, OpCtx};
 use crate::limits::{FID2PATH_DEPTH_MAX, LINKS_PER_INODE_MAX};
 use crate::perm;
 use crate::schema::InodeRecord;
 use crate::store::Tables;
 use std::collections::BTreeMap;
-use weft_proto::msg::{FileType, MdtReply, RENAME_EXCHANGE, RENAME_NOREPLACE};
+use weft_proto::msg::{mdt, FileType, RENAME_EXCHANGE, RENAME_NOREPLACE};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 /// Whether `ancestor` is `fid` or a directory above it.
@@ -37,7 +37,7 @@ pub fn rename(
     dst_parent: Fid,
     dst_name: &[u8],
     flags: u32,
-) -> WeftResult<MdtReply> {
+) -> WeftResult<()> {
     if flags & !(RENAME_NOREPLACE | RENAME_EXCHANGE) != 0 || flags == RENAME_NOREPLACE | RENAME_EXCHANGE {
         return Err(WeftError::invalid(format!("rename flags {flags:#x} are invalid")));
     }
@@ -63,7 +63,7 @@ pub fn rename(
     }
     if let Some((dfid, _)) = dst {
         if dfid == sfid {
-            return Ok(MdtReply::Empty); // Two names of one inode: POSIX says do nothing.
+            return Ok(()); // Two names of one inode: POSIX says do nothing.
         }
     }
     let mut drec = match dst {
@@ -150,7 +150,13 @@ pub fn rename(
         super::touch_dir(&mut rec, now);
         ctx.t.put_inode(fid, &rec)?;
     }
-    Ok(MdtReply::Empty)
+    Ok(())
+}
+
+impl Mutation for mdt::Rename {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<()> {
+        rename(ctx, self.src_parent, &self.src_name, self.dst_parent, &self.dst_name, self.flags)
+    }
 }
 
 #[cfg(test)]
@@ -160,7 +166,13 @@ mod tests {
     use weft_proto::{ErrorCode, Fid};
 
     fn rename(sp: Fid, sn: &str, dp: Fid, dn: &str, flags: u32) -> MdtRequest {
-        MdtRequest::Rename { src_parent: sp, src_name: sn.into(), dst_parent: dp, dst_name: dn.into(), flags }
+        MdtRequest::Rename(mdt::Rename {
+            src_parent: sp,
+            src_name: sn.into(),
+            dst_parent: dp,
+            dst_name: dn.into(),
+            flags,
+        })
     }
 
     #[tokio::test]
@@ -215,7 +227,7 @@ mod tests {
         // Directory into another directory: nlink moves.
         env.req(rename(r, "b", a, "b", 0)).await.unwrap();
         assert_eq!((env.must_attr(r).await.nlink, env.must_attr(a).await.nlink), (3, 3));
-        let fid2path = env.req(MdtRequest::Fid2Path { fid: b }).await.unwrap();
+        let fid2path = env.req(MdtRequest::Fid2Path(mdt::Fid2Path { fid: b })).await.unwrap();
         assert_eq!(fid2path, MdtReply::Data(b"a/b".to_vec()));
         // Directory over an empty directory.
         env.must_mkdir(r, "c").await;
@@ -227,9 +239,12 @@ mod tests {
         assert_eq!(env.lookup(a, "g").await.unwrap().attr.fid, b);
         assert_eq!(env.lookup(r, "c").await.unwrap().attr.fid, f);
         assert_eq!((env.must_attr(r).await.nlink, env.must_attr(a).await.nlink), (3, 3));
-        assert_eq!(env.req(MdtRequest::Fid2Path { fid: b }).await.unwrap(), MdtReply::Data(b"a/g".to_vec()));
+        assert_eq!(
+            env.req(MdtRequest::Fid2Path(mdt::Fid2Path { fid: b })).await.unwrap(),
+            MdtReply::Data(b"a/g".to_vec())
+        );
         // Hard links of one file: no-op.
-        env.req(MdtRequest::Link { fid: f, parent: r, name: "f2".into() }).await.unwrap();
+        env.req(MdtRequest::Link(mdt::Link { fid: f, parent: r, name: "f2".into() })).await.unwrap();
         env.req(rename(r, "c", r, "f2", 0)).await.unwrap();
         assert_eq!(env.must_attr(f).await.nlink, 2);
         assert_eq!(env.sorted_names(r).await, vec!["a", "c", "f2"]);
@@ -252,7 +267,7 @@ mod tests {
                 // Each fails after finding its source: NotEmpty.
                 rename(r, "src", r, "full", 0)
             } else {
-                MdtRequest::Mkdir { parent: r, name: format!("d{i}").into(), mode: 0o755 }
+                MdtRequest::Mkdir(mdt::Mkdir { parent: r, name: format!("d{i}").into(), mode: 0o755 })
             };
             tasks.push(tokio::spawn(async move { (i, mds.handle(&header, req).await) }));
         }

@@ -1,11 +1,11 @@
 //! Remove an empty directory.
 
-use super::{err, owner, show, validate_name, OpCtx};
+use super::{err, owner, show, validate_name, Mutation, OpCtx};
 use crate::perm;
-use weft_proto::msg::{FileType, MdtReply};
+use weft_proto::msg::{mdt, FileType};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
-pub fn rmdir(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8]) -> WeftResult<MdtReply> {
+pub fn rmdir(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8]) -> WeftResult<()> {
     let mut dir = ctx.t.must_dir(parent)?;
     validate_name(name)?;
     perm::check_dir_write(ctx.who, owner(&dir))?;
@@ -27,7 +27,13 @@ pub fn rmdir(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8]) -> WeftResult<MdtRep
     dir.nlink -= 1;
     super::touch_dir(&mut dir, ctx.now);
     ctx.t.put_inode(parent, &dir)?;
-    Ok(MdtReply::Empty)
+    Ok(())
+}
+
+impl Mutation for mdt::Rmdir {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<()> {
+        rmdir(ctx, self.parent, &self.name)
+    }
 }
 
 #[cfg(test)]
@@ -39,14 +45,16 @@ mod tests {
     #[tokio::test]
     async fn rmdir_rules() {
         let env = Env::new().await;
-        let rmdir = |parent, name: &str| MdtRequest::Rmdir { parent, name: name.into() };
+        let rmdir = |parent, name: &str| MdtRequest::Rmdir(mdt::Rmdir { parent, name: name.into() });
         let d = env.must_mkdir(Fid::ROOT, "d").await;
         env.must_file(d, "f").await;
         assert_eq!(code(env.req(rmdir(Fid::ROOT, "d")).await), ErrorCode::NotEmpty);
         assert_eq!(code(env.req(rmdir(d, "f")).await), ErrorCode::NotDir);
         assert_eq!(code(env.req(rmdir(Fid::ROOT, "nope")).await), ErrorCode::NotFound);
-        env.req(MdtRequest::Unlink { parent: d, name: "f".into() }).await.unwrap();
-        env.req(MdtRequest::SetXattr { fid: d, name: "user.a".into(), value: b"1".to_vec(), flags: 0 }).await.unwrap();
+        env.req(MdtRequest::Unlink(mdt::Unlink { parent: d, name: "f".into() })).await.unwrap();
+        env.req(MdtRequest::SetXattr(mdt::SetXattr { fid: d, name: "user.a".into(), value: b"1".to_vec(), flags: 0 }))
+            .await
+            .unwrap();
         assert_eq!(env.must_attr(Fid::ROOT).await.nlink, 3);
         env.req(rmdir(Fid::ROOT, "d")).await.unwrap();
         assert_eq!(env.must_attr(Fid::ROOT).await.nlink, 2);

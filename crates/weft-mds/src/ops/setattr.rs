@@ -1,17 +1,18 @@
 //! Setattr: chmod, chown, truncate (the size record), utimes, ctime.
 
-use super::{owner, OpCtx};
-use crate::perm;
+use super::{owner, Mutation, OpCtx};
+use crate::perm::{self, Owner};
 use weft_proto::limits::FILE_SIZE_MAX_BYTES;
-use weft_proto::msg::{FileType, MdtReply, SetAttr, SetTime};
+use weft_proto::msg::{mdt, FileType, Identity, InodeInfo, SetAttr, SetTime};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
-pub fn setattr(ctx: &mut OpCtx<'_>, fid: Fid, set: &SetAttr) -> WeftResult<MdtReply> {
+/// `open_handle`: the caller's open of `fid`, if it truncates through a descriptor.
+pub fn setattr(ctx: &mut OpCtx<'_>, fid: Fid, set: &SetAttr, open_handle: Option<u64>) -> WeftResult<InodeInfo> {
     let mut rec = ctx.t.must_inode(fid)?;
     let o = owner(&rec);
     let who = ctx.who;
     let new_mode = match set.mode {
-        Some(m) => Some(perm::check_chmod(who, o, m)?),
+        Some(m) => Some(chmod(who, o, m)?),
         None => None,
     };
     if set.uid.is_some() || set.gid.is_some() {
@@ -23,7 +24,9 @@ pub fn setattr(ctx: &mut OpCtx<'_>, fid: Fid, set: &SetAttr) -> WeftResult<MdtRe
             FileType::Directory => return Err(WeftError::new(ErrorCode::IsDir, format!("{fid} is a directory"))),
             k => return Err(WeftError::invalid(format!("cannot set the size of a {k:?}"))),
         }
-        perm::check_truncate(who, o)?;
+        if !opened_for_writing(ctx, fid, open_handle) {
+            perm::check_truncate(who, o)?;
+        }
         if size > FILE_SIZE_MAX_BYTES {
             return Err(WeftError::new(ErrorCode::FileTooBig, format!("size {size} exceeds {FILE_SIZE_MAX_BYTES}")));
         }
@@ -69,7 +72,42 @@ pub fn setattr(ctx: &mut OpCtx<'_>, fid: Fid, set: &SetAttr) -> WeftResult<MdtRe
     }
     rec.ctime = set.ctime.unwrap_or(now);
     ctx.t.put_inode(fid, &rec)?;
-    Ok(MdtReply::Inode(crate::inode_info(ctx.core, fid, &rec)))
+    Ok(crate::inode_info(ctx.core, fid, &rec))
+}
+
+/// The mode a chmod stores. Besides the owner's and root's changes, a writer's kernel
+/// clearing setuid and setgid (Linux's "kill suid" after a write or truncate by someone
+/// else than the owner, which FUSE sends as a chmod by the writer) is done as on a local
+/// file system: it only clears those bits, and only a caller that may write the file asks
+/// for it (with `default_permissions` the kernel refuses a user's own chmod of a file it
+/// does not own before it reaches the MDS).
+fn chmod(who: &Identity, o: Owner, new_mode: u32) -> WeftResult<u32> {
+    match perm::check_chmod(who, o, new_mode) {
+        Ok(mode) => Ok(mode),
+        Err(e) => {
+            let kills_privileges = perm::only_clears_suid_sgid(o.mode, new_mode);
+            if kills_privileges && perm::may(who, o, perm::MAY_WRITE) {
+                Ok(new_mode & 0o7777)
+            } else {
+                Err(e)
+            }
+        }
+    }
+}
+
+/// Whether `handle` is this client's open of `fid` for writing: then the size may change
+/// whatever the mode bits say now (permission belongs to the open, as ftruncate(2) on a
+/// descriptor opened O_CREAT|O_RDWR with mode 0 shows).
+fn opened_for_writing(ctx: &OpCtx<'_>, fid: Fid, handle: Option<u64>) -> bool {
+    let Some(handle) = handle else { return false };
+    let of = ctx.core.open_files();
+    of.handle(handle).is_some_and(|oh| oh.fid == fid && oh.client_id == ctx.client_id && oh.writes())
+}
+
+impl Mutation for mdt::Setattr {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<InodeInfo> {
+        setattr(ctx, self.fid, &self.set, self.open_handle)
+    }
 }
 
 #[cfg(test)]
@@ -79,7 +117,7 @@ mod tests {
     use weft_proto::{ErrorCode, Fid};
 
     fn set(fid: Fid, s: SetAttr) -> MdtRequest {
-        MdtRequest::Setattr { fid, set: s }
+        MdtRequest::Setattr(mdt::Setattr { fid, set: s, open_handle: None })
     }
 
     #[tokio::test]
@@ -133,5 +171,53 @@ mod tests {
             code(env.req_as(&alice, set(f, SetAttr { size: Some(0), ..Default::default() })).await),
             ErrorCode::Access
         );
+    }
+
+    /// Two defects a new user hit: the kernel's "kill suid" after another user's write came
+    /// as a chmod by that user and was refused, so the write failed; and ftruncate on a
+    /// descriptor its creator opened O_CREAT|O_RDWR with mode 0 was refused.
+    #[tokio::test]
+    async fn a_writer_clears_setuid_and_an_open_for_writing_may_truncate() {
+        let env = Env::new().await;
+        let d = env.must_mkdir(Fid::ROOT, "d").await;
+        env.req(set(d, SetAttr { mode: Some(0o777), ..Default::default() })).await.unwrap();
+        let (alice, bob) = (user(1000), user(2000));
+        let (i, h) = env.create_as(&alice, d, "suid", 0o6777).await.unwrap();
+        let f = i.attr.fid;
+        env.must_close(f, h, Some((0, 0))).await;
+        assert_eq!(env.must_attr(f).await.mode, 0o6777);
+        // Bob may write the file: clearing setuid and setgid is his kernel's to ask.
+        env.req_as(&bob, set(f, SetAttr { mode: Some(0o0777), ..Default::default() })).await.unwrap();
+        assert_eq!(env.must_attr(f).await.mode, 0o0777);
+        // Any other mode change stays the owner's.
+        env.req_as(&alice, set(f, SetAttr { mode: Some(0o6777), ..Default::default() })).await.unwrap();
+        assert_eq!(
+            code(env.req_as(&bob, set(f, SetAttr { mode: Some(0o0775), ..Default::default() })).await),
+            ErrorCode::Perm
+        );
+        // Without write permission, no clearing either (o-w: bob is "other").
+        env.req_as(&alice, set(f, SetAttr { mode: Some(0o4775), ..Default::default() })).await.unwrap();
+        assert_eq!(
+            code(env.req_as(&bob, set(f, SetAttr { mode: Some(0o0775), ..Default::default() })).await),
+            ErrorCode::Perm
+        );
+
+        // O_CREAT|O_RDWR, mode 0: the open may truncate, a path truncate may not.
+        let (i, h) = env.create_as(&alice, d, "mode0", 0).await.unwrap();
+        let g = i.attr.fid;
+        let truncate = |open_handle| {
+            MdtRequest::Setattr(mdt::Setattr {
+                fid: g,
+                set: SetAttr { size: Some(100), ..Default::default() },
+                open_handle,
+            })
+        };
+        assert_eq!(code(env.req_as(&alice, truncate(None)).await), ErrorCode::Access);
+        env.req_as(&alice, truncate(Some(h))).await.unwrap();
+        assert_eq!(env.must_attr(g).await.size, 100);
+        // Someone else's handle, or a closed one, gives nothing.
+        assert_eq!(code(env.req_as(&bob, truncate(Some(h + 1000))).await), ErrorCode::Access);
+        env.must_close(g, h, None).await;
+        assert_eq!(code(env.req_as(&alice, truncate(Some(h))).await), ErrorCode::Access);
     }
 }

@@ -1,12 +1,12 @@
 //! Layouts: SetStripe (a directory's default, or a new layout for an empty file),
 //! DeleteStripe (remove a directory's default) and GetStripe.
 
-use super::{owner, OpCtx};
+use super::{owner, Mutation, OpCtx, Query, QueryCtx};
 use crate::perm;
 use crate::schema::InodeRecord;
 use crate::store::Tables;
 use crate::Core;
-use weft_proto::msg::{FileType, Identity, MdtReply};
+use weft_proto::msg::{mdt, FileType, Identity};
 use weft_proto::{ErrorCode, Fid, StripeSpec, WeftError, WeftResult};
 
 /// Whether a new layout may replace this file's: no writer has it open and a writer's close
@@ -57,7 +57,7 @@ pub fn prepare(core: &Core, t: &Tables, fid: Fid, spec: &StripeSpec) -> WeftResu
     }
 }
 
-pub fn set(ctx: &mut OpCtx<'_>, fid: Fid, spec: &StripeSpec) -> WeftResult<MdtReply> {
+pub fn set(ctx: &mut OpCtx<'_>, fid: Fid, spec: &StripeSpec) -> WeftResult<mdt::StripeInfo> {
     let mut rec = ctx.t.must_inode(fid)?;
     match rec.kind {
         FileType::Directory => {
@@ -68,7 +68,7 @@ pub fn set(ctx: &mut OpCtx<'_>, fid: Fid, spec: &StripeSpec) -> WeftResult<MdtRe
             rec.dir_default = Some(spec.clone());
             rec.ctime = ctx.now;
             ctx.t.put_inode(fid, &rec)?;
-            Ok(MdtReply::Stripe { layout: None, default: Some(spec.clone()) })
+            Ok(mdt::StripeInfo { layout: None, default: Some(spec.clone()) })
         }
         FileType::Regular => {
             check_file_setstripe(ctx.who, &rec)?;
@@ -87,7 +87,7 @@ pub fn set(ctx: &mut OpCtx<'_>, fid: Fid, spec: &StripeSpec) -> WeftResult<MdtRe
             rec.layout = Some(layout.clone());
             rec.ctime = ctx.now;
             ctx.t.put_inode(fid, &rec)?;
-            Ok(MdtReply::Stripe { layout: Some(layout), default: None })
+            Ok(mdt::StripeInfo { layout: Some(layout), default: None })
         }
         k => {
             Err(WeftError::invalid(format!("a {k:?} has no layout: setstripe works on directories and regular files")))
@@ -95,7 +95,7 @@ pub fn set(ctx: &mut OpCtx<'_>, fid: Fid, spec: &StripeSpec) -> WeftResult<MdtRe
     }
 }
 
-pub fn delete(ctx: &mut OpCtx<'_>, fid: Fid) -> WeftResult<MdtReply> {
+pub fn delete(ctx: &mut OpCtx<'_>, fid: Fid) -> WeftResult<()> {
     let mut rec = ctx.t.must_dir(fid)?;
     perm::check_owner(ctx.who, owner(&rec), "only the owner or root may remove a directory's default layout")?;
     // Checks done: writes follow.
@@ -103,15 +103,33 @@ pub fn delete(ctx: &mut OpCtx<'_>, fid: Fid) -> WeftResult<MdtReply> {
         rec.ctime = ctx.now;
         ctx.t.put_inode(fid, &rec)?;
     }
-    Ok(MdtReply::Empty)
+    Ok(())
 }
 
-pub fn get(t: &Tables, fid: Fid) -> WeftResult<MdtReply> {
+pub fn get(t: &Tables, fid: Fid) -> WeftResult<mdt::StripeInfo> {
     let rec = t.must_inode(fid)?;
     Ok(match rec.kind {
-        FileType::Directory => MdtReply::Stripe { layout: None, default: rec.dir_default },
-        _ => MdtReply::Stripe { layout: rec.layout, default: None },
+        FileType::Directory => mdt::StripeInfo { layout: None, default: rec.dir_default },
+        _ => mdt::StripeInfo { layout: rec.layout, default: None },
     })
+}
+
+impl Mutation for mdt::SetStripe {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<mdt::StripeInfo> {
+        set(ctx, self.fid, &self.spec)
+    }
+}
+
+impl Mutation for mdt::DeleteStripe {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<()> {
+        delete(ctx, self.fid)
+    }
+}
+
+impl Query for mdt::GetStripe {
+    fn query(&self, q: &QueryCtx<'_>) -> WeftResult<mdt::StripeInfo> {
+        get(q.t, self.fid)
+    }
 }
 
 #[cfg(test)]
@@ -122,8 +140,8 @@ mod tests {
 
     fn layout_of(r: MdtReply) -> Layout {
         match r {
-            MdtReply::Opened { inode, .. } | MdtReply::Inode(inode) => inode.layout.unwrap(),
-            MdtReply::Stripe { layout: Some(l), .. } => l,
+            MdtReply::Opened(mdt::Opened { inode, .. }) | MdtReply::Inode(inode) => inode.layout.unwrap(),
+            MdtReply::Stripe(mdt::StripeInfo { layout: Some(l), .. }) => l,
             r => panic!("{r:?}"),
         }
     }
@@ -133,7 +151,14 @@ mod tests {
     }
 
     fn create(parent: Fid, name: &str, spec: Option<StripeSpec>) -> MdtRequest {
-        MdtRequest::Create { parent, name: name.into(), mode: 0o644, exclusive: true, spec, open_flags: OPEN_READ }
+        MdtRequest::Create(mdt::Create {
+            parent,
+            name: name.into(),
+            mode: 0o644,
+            exclusive: true,
+            spec,
+            open_flags: OPEN_READ,
+        })
     }
 
     #[tokio::test]
@@ -150,9 +175,9 @@ mod tests {
         // Directory default: inherited by new files and new subdirectories.
         let d = env.must_mkdir(Fid::ROOT, "d").await;
         let dflt = StripeSpec { stripe_count: 2, stripe_size: 4 << 20, ..StripeSpec::unset() };
-        env.req(MdtRequest::SetStripe { fid: d, spec: dflt.clone() }).await.unwrap();
-        let got = env.req(MdtRequest::GetStripe { fid: d }).await.unwrap();
-        assert_eq!(got, MdtReply::Stripe { layout: None, default: Some(dflt.clone()) });
+        env.req(MdtRequest::SetStripe(mdt::SetStripe { fid: d, spec: dflt.clone() })).await.unwrap();
+        let got = env.req(MdtRequest::GetStripe(mdt::GetStripe { fid: d })).await.unwrap();
+        assert_eq!(got, MdtReply::Stripe(mdt::StripeInfo { layout: None, default: Some(dflt.clone()) }));
         let l = layout_of(env.req(create(d, "f", None)).await.unwrap());
         assert_eq!((osts(&l).len(), l.plain().unwrap().stripe_size), (2, 4 << 20));
         let sub = env.must_mkdir(d, "sub").await;
@@ -167,18 +192,24 @@ mod tests {
         assert_eq!(l.plain().unwrap().pool.as_deref(), Some("fast"));
         let unknown = StripeSpec { pool: Some("slow".into()), ..StripeSpec::unset() };
         assert_eq!(code(env.req(create(Fid::ROOT, "q", Some(unknown.clone()))).await), ErrorCode::Invalid);
-        assert_eq!(code(env.req(MdtRequest::SetStripe { fid: d, spec: unknown }).await), ErrorCode::Invalid);
+        assert_eq!(
+            code(env.req(MdtRequest::SetStripe(mdt::SetStripe { fid: d, spec: unknown })).await),
+            ErrorCode::Invalid
+        );
         let bad = StripeSpec { stripe_size: 1000, ..StripeSpec::unset() };
-        assert_eq!(code(env.req(MdtRequest::SetStripe { fid: d, spec: bad }).await), ErrorCode::Invalid);
+        assert_eq!(
+            code(env.req(MdtRequest::SetStripe(mdt::SetStripe { fid: d, spec: bad })).await),
+            ErrorCode::Invalid
+        );
         // Explicit start OST.
         let at = StripeSpec { start_ost: 1000, stripe_count: 2, ..StripeSpec::unset() };
         assert_eq!(osts(&layout_of(env.req(create(Fid::ROOT, "s", Some(at))).await.unwrap())), vec![1000, 0]);
         // Delete the default.
-        env.req(MdtRequest::DeleteStripe { fid: d }).await.unwrap();
+        env.req(MdtRequest::DeleteStripe(mdt::DeleteStripe { fid: d })).await.unwrap();
         let l = layout_of(env.req(create(d, "g", None)).await.unwrap());
         assert_eq!(osts(&l).len(), 1);
         // Root default applies where a directory has none.
-        env.req(MdtRequest::SetStripe { fid: Fid::ROOT, spec: spec(3) }).await.unwrap();
+        env.req(MdtRequest::SetStripe(mdt::SetStripe { fid: Fid::ROOT, spec: spec(3) })).await.unwrap();
         let l = layout_of(env.req(create(d, "h", None)).await.unwrap());
         assert_eq!(osts(&l).len(), 3);
     }
@@ -188,29 +219,35 @@ mod tests {
         let env = Env::with_map(cluster_map(&[0, 7], &[]), 16).await;
         let f = env.must_file(Fid::ROOT, "f").await;
         let old = env.getattr(f).await.unwrap().layout.unwrap();
-        let r = env.req(MdtRequest::SetStripe { fid: f, spec: spec(2) }).await.unwrap();
+        let r = env.req(MdtRequest::SetStripe(mdt::SetStripe { fid: f, spec: spec(2) })).await.unwrap();
         let new = layout_of(r);
         assert_eq!((new.generation, osts(&new).len()), (old.generation + 1, 2));
         assert_eq!(env.getattr(f).await.unwrap().layout.unwrap(), new);
         let destroyed = env.wait_destroyed(1).await;
         assert_eq!(destroyed[0].1, old.plain().unwrap().objects[0].fid);
         // Open for writing: Busy.
-        let h = match env.req(MdtRequest::Open { fid: f, flags: OPEN_WRITE }).await.unwrap() {
-            MdtReply::Opened { handle, .. } => handle,
+        let h = match env.req(MdtRequest::Open(mdt::Open { fid: f, flags: OPEN_WRITE })).await.unwrap() {
+            MdtReply::Opened(mdt::Opened { handle, .. }) => handle,
             r => panic!("{r:?}"),
         };
-        assert_eq!(code(env.req(MdtRequest::SetStripe { fid: f, spec: spec(1) }).await), ErrorCode::Busy);
+        assert_eq!(
+            code(env.req(MdtRequest::SetStripe(mdt::SetStripe { fid: f, spec: spec(1) })).await),
+            ErrorCode::Busy
+        );
         // Holding data: Busy.
         env.must_close(f, h, Some((100, 8))).await;
-        let e = env.req(MdtRequest::SetStripe { fid: f, spec: spec(1) }).await.unwrap_err();
+        let e = env.req(MdtRequest::SetStripe(mdt::SetStripe { fid: f, spec: spec(1) })).await.unwrap_err();
         assert_eq!(e.code, ErrorCode::Busy);
         assert!(e.message.contains("may hold data"), "{e}");
-        let l = MdtRequest::Symlink { parent: Fid::ROOT, name: "l".into(), target: b"f".to_vec() };
+        let l = MdtRequest::Symlink(mdt::Symlink { parent: Fid::ROOT, name: "l".into(), target: b"f".to_vec() });
         let lf = match env.req(l).await.unwrap() {
             MdtReply::Inode(i) => i.attr.fid,
             r => panic!("{r:?}"),
         };
-        assert_eq!(code(env.req(MdtRequest::SetStripe { fid: lf, spec: spec(1) }).await), ErrorCode::Invalid);
-        assert_eq!(code(env.req(MdtRequest::DeleteStripe { fid: f }).await), ErrorCode::NotDir);
+        assert_eq!(
+            code(env.req(MdtRequest::SetStripe(mdt::SetStripe { fid: lf, spec: spec(1) })).await),
+            ErrorCode::Invalid
+        );
+        assert_eq!(code(env.req(MdtRequest::DeleteStripe(mdt::DeleteStripe { fid: f })).await), ErrorCode::NotDir);
     }
 }

@@ -1,12 +1,12 @@
 //! Symbolic links: symlink and readlink.
 
-use super::{check_new_entry, OpCtx};
+use super::{check_new_entry, Mutation, OpCtx, Query, QueryCtx};
 use crate::store::Tables;
 use weft_proto::limits::SYMLINK_BYTES_MAX;
-use weft_proto::msg::{FileType, MdtReply};
+use weft_proto::msg::{mdt, FileType, InodeInfo};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
-pub fn symlink(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8], target: &[u8]) -> WeftResult<MdtReply> {
+pub fn symlink(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8], target: &[u8]) -> WeftResult<InodeInfo> {
     if target.is_empty() || target.contains(&0) {
         return Err(WeftError::invalid("a symlink target must be non-empty and contain no NUL byte"));
     }
@@ -26,15 +26,27 @@ pub fn symlink(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8], target: &[u8]) -> 
     ctx.t.add_entry(parent, name, fid, FileType::Symlink)?;
     super::touch_dir(&mut dir, ctx.now);
     ctx.t.put_inode(parent, &dir)?;
-    Ok(MdtReply::Inode(super::inode_info_with(fid, &rec, 0)))
+    Ok(super::inode_info_with(fid, &rec, 0))
 }
 
-pub fn readlink(t: &Tables, fid: Fid) -> WeftResult<MdtReply> {
+pub fn readlink(t: &Tables, fid: Fid) -> WeftResult<Vec<u8>> {
     let rec = t.must_inode(fid)?;
     match (rec.kind, rec.symlink_target) {
-        (FileType::Symlink, Some(target)) => Ok(MdtReply::Data(target)),
+        (FileType::Symlink, Some(target)) => Ok(target),
         (FileType::Symlink, None) => Err(WeftError::io(format!("symlink {fid} has no target stored"))),
         _ => Err(WeftError::invalid(format!("{fid} is not a symlink"))),
+    }
+}
+
+impl Mutation for mdt::Symlink {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<InodeInfo> {
+        symlink(ctx, self.parent, &self.name, &self.target)
+    }
+}
+
+impl Query for mdt::Readlink {
+    fn query(&self, q: &QueryCtx<'_>) -> WeftResult<Vec<u8>> {
+        readlink(q.t, self.fid)
     }
 }
 
@@ -47,10 +59,8 @@ mod tests {
     #[tokio::test]
     async fn symlink_and_readlink() {
         let env = Env::new().await;
-        let req = |name: &str, target: &[u8]| MdtRequest::Symlink {
-            parent: Fid::ROOT,
-            name: name.into(),
-            target: target.to_vec(),
+        let req = |name: &str, target: &[u8]| {
+            MdtRequest::Symlink(mdt::Symlink { parent: Fid::ROOT, name: name.into(), target: target.to_vec() })
         };
         let l = match env.req(req("l", b"../some/where")).await.unwrap() {
             MdtReply::Inode(i) => i.attr,
@@ -58,10 +68,10 @@ mod tests {
         };
         assert_eq!((l.kind, l.mode, l.size, l.size_known), (FileType::Symlink, 0o777, 13, true));
         assert_eq!(
-            env.req(MdtRequest::Readlink { fid: l.fid }).await.unwrap(),
+            env.req(MdtRequest::Readlink(mdt::Readlink { fid: l.fid })).await.unwrap(),
             MdtReply::Data(b"../some/where".to_vec())
         );
-        assert_eq!(code(env.req(MdtRequest::Readlink { fid: Fid::ROOT }).await), ErrorCode::Invalid);
+        assert_eq!(code(env.req(MdtRequest::Readlink(mdt::Readlink { fid: Fid::ROOT })).await), ErrorCode::Invalid);
         assert_eq!(code(env.req(req("m", b"")).await), ErrorCode::Invalid);
         assert_eq!(code(env.req(req("m", &[b'a'; 4097])).await), ErrorCode::NameTooLong);
         assert_eq!(code(env.req(req("l", b"x")).await), ErrorCode::Exists);

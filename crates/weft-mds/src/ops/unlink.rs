@@ -1,11 +1,11 @@
 //! Remove a name of a non-directory.
 
-use super::{err, owner, show, validate_name, OpCtx};
+use super::{err, owner, show, validate_name, Mutation, OpCtx};
 use crate::perm;
-use weft_proto::msg::{FileType, MdtReply};
+use weft_proto::msg::{mdt, FileType};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
-pub fn unlink(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8]) -> WeftResult<MdtReply> {
+pub fn unlink(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8]) -> WeftResult<()> {
     let mut dir = ctx.t.must_dir(parent)?;
     validate_name(name)?;
     perm::check_dir_write(ctx.who, owner(&dir))?;
@@ -22,7 +22,13 @@ pub fn unlink(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8]) -> WeftResult<MdtRe
     super::drop_link(ctx, fid, rec)?;
     super::touch_dir(&mut dir, ctx.now);
     ctx.t.put_inode(parent, &dir)?;
-    Ok(MdtReply::Empty)
+    Ok(())
+}
+
+impl Mutation for mdt::Unlink {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<()> {
+        unlink(ctx, self.parent, &self.name)
+    }
 }
 
 #[cfg(test)]
@@ -32,7 +38,7 @@ mod tests {
     use weft_proto::{ErrorCode, Fid};
 
     fn unlink(parent: Fid, name: &str) -> MdtRequest {
-        MdtRequest::Unlink { parent, name: name.into() }
+        MdtRequest::Unlink(mdt::Unlink { parent, name: name.into() })
     }
 
     #[tokio::test]
@@ -54,20 +60,24 @@ mod tests {
     async fn sticky_directory_protects_other_users_entries() {
         let env = Env::new().await;
         let tmp = env.must_mkdir(Fid::ROOT, "tmp").await;
-        env.req(MdtRequest::Setattr { fid: tmp, set: SetAttr { mode: Some(0o1777), ..Default::default() } })
-            .await
-            .unwrap();
+        env.req(MdtRequest::Setattr(mdt::Setattr {
+            fid: tmp,
+            set: SetAttr { mode: Some(0o1777), ..Default::default() },
+            open_handle: None,
+        }))
+        .await
+        .unwrap();
         let (a, h) = env.create_as(&user(1000), tmp, "alice", 0o666).await.unwrap();
         env.must_close(a.attr.fid, h, None).await;
         let bob = user(2000);
         assert_eq!(code(env.req_as(&bob, unlink(tmp, "alice")).await), ErrorCode::Perm);
-        let rename = MdtRequest::Rename {
+        let rename = MdtRequest::Rename(mdt::Rename {
             src_parent: tmp,
             src_name: "alice".into(),
             dst_parent: tmp,
             dst_name: "bob".into(),
             flags: 0,
-        };
+        });
         assert_eq!(code(env.req_as(&bob, rename).await), ErrorCode::Perm);
         env.req_as(&user(1000), unlink(tmp, "alice")).await.unwrap();
         // Without write permission on the directory: Access.

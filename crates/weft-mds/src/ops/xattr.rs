@@ -3,12 +3,12 @@
 //! root's; `user.*` follows the mode bits; other namespaces (security.*, system.*) are the
 //! owner's or root's.
 
-use super::{owner, OpCtx};
+use super::{owner, Mutation, OpCtx, Query, QueryCtx};
 use crate::perm;
 use crate::schema::InodeRecord;
 use crate::store::Tables;
 use weft_proto::limits::{XATTR_NAME_BYTES_MAX, XATTR_VALUE_BYTES_MAX};
-use weft_proto::msg::{FileType, Identity, MdtReply, XATTR_CREATE, XATTR_REPLACE};
+use weft_proto::msg::{mdt, FileType, Identity, Name, XATTR_CREATE, XATTR_REPLACE};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 const RESERVED_PREFIX: &[u8] = b"weft.";
@@ -51,7 +51,7 @@ fn visible(who: &Identity, name: &[u8]) -> bool {
     !name.starts_with(RESERVED_PREFIX) && (perm::is_root(who) || !name.starts_with(b"trusted."))
 }
 
-pub fn get(t: &Tables, who: &Identity, fid: Fid, name: &[u8]) -> WeftResult<MdtReply> {
+pub fn get(t: &Tables, who: &Identity, fid: Fid, name: &[u8]) -> WeftResult<Vec<u8>> {
     let rec = t.must_inode(fid)?;
     validate(name)?;
     if !visible(who, name) {
@@ -60,15 +60,15 @@ pub fn get(t: &Tables, who: &Identity, fid: Fid, name: &[u8]) -> WeftResult<MdtR
     if name.starts_with(b"user.") && !perm::may(who, owner(&rec), perm::MAY_READ) {
         return Err(WeftError::new(ErrorCode::Access, "reading user.* attributes needs read permission"));
     }
-    t.xattr(fid, name)?.map(MdtReply::Data).ok_or_else(|| no_data(name))
+    t.xattr(fid, name)?.ok_or_else(|| no_data(name))
 }
 
-pub fn list(t: &Tables, who: &Identity, fid: Fid) -> WeftResult<MdtReply> {
+pub fn list(t: &Tables, who: &Identity, fid: Fid) -> WeftResult<Vec<Name>> {
     t.must_inode(fid)?;
-    Ok(MdtReply::Names(t.xattr_names(fid)?.into_iter().filter(|n| visible(who, n)).collect()))
+    Ok(t.xattr_names(fid)?.into_iter().filter(|n| visible(who, n)).collect())
 }
 
-pub fn set(ctx: &mut OpCtx<'_>, fid: Fid, name: &[u8], value: &[u8], flags: u32) -> WeftResult<MdtReply> {
+pub fn set(ctx: &mut OpCtx<'_>, fid: Fid, name: &[u8], value: &[u8], flags: u32) -> WeftResult<()> {
     let mut rec = ctx.t.must_inode(fid)?;
     validate(name)?;
     if name.starts_with(RESERVED_PREFIX) {
@@ -101,10 +101,10 @@ pub fn set(ctx: &mut OpCtx<'_>, fid: Fid, name: &[u8], value: &[u8], flags: u32)
     ctx.t.put_xattr(fid, name, value)?;
     rec.ctime = ctx.now;
     ctx.t.put_inode(fid, &rec)?;
-    Ok(MdtReply::Empty)
+    Ok(())
 }
 
-pub fn remove(ctx: &mut OpCtx<'_>, fid: Fid, name: &[u8]) -> WeftResult<MdtReply> {
+pub fn remove(ctx: &mut OpCtx<'_>, fid: Fid, name: &[u8]) -> WeftResult<()> {
     let mut rec = ctx.t.must_inode(fid)?;
     validate(name)?;
     if name.starts_with(RESERVED_PREFIX) {
@@ -118,7 +118,31 @@ pub fn remove(ctx: &mut OpCtx<'_>, fid: Fid, name: &[u8]) -> WeftResult<MdtReply
     ctx.t.remove_xattr(fid, name)?;
     rec.ctime = ctx.now;
     ctx.t.put_inode(fid, &rec)?;
-    Ok(MdtReply::Empty)
+    Ok(())
+}
+
+impl Query for mdt::GetXattr {
+    fn query(&self, q: &QueryCtx<'_>) -> WeftResult<Vec<u8>> {
+        get(q.t, q.who, self.fid, &self.name)
+    }
+}
+
+impl Query for mdt::ListXattr {
+    fn query(&self, q: &QueryCtx<'_>) -> WeftResult<Vec<Name>> {
+        list(q.t, q.who, self.fid)
+    }
+}
+
+impl Mutation for mdt::SetXattr {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<()> {
+        set(ctx, self.fid, &self.name, &self.value, self.flags)
+    }
+}
+
+impl Mutation for mdt::RemoveXattr {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<()> {
+        remove(ctx, self.fid, &self.name)
+    }
 }
 
 #[cfg(test)]
@@ -128,14 +152,14 @@ mod tests {
     use weft_proto::{ErrorCode, Fid};
 
     fn setx(fid: Fid, name: &str, value: &[u8], flags: u32) -> MdtRequest {
-        MdtRequest::SetXattr { fid, name: name.into(), value: value.to_vec(), flags }
+        MdtRequest::SetXattr(mdt::SetXattr { fid, name: name.into(), value: value.to_vec(), flags })
     }
 
     #[tokio::test]
     async fn xattr_set_get_list_remove_and_flags() {
         let env = Env::new().await;
         let f = env.must_file(Fid::ROOT, "f").await;
-        let get = |name: &str| MdtRequest::GetXattr { fid: f, name: name.into() };
+        let get = |name: &str| MdtRequest::GetXattr(mdt::GetXattr { fid: f, name: name.into() });
         env.req(setx(f, "user.a", b"1", 0)).await.unwrap();
         env.req(setx(f, "trusted.t", b"2", 0)).await.unwrap();
         env.req(setx(f, "security.selinux", b"ctx", 0)).await.unwrap();
@@ -151,14 +175,14 @@ mod tests {
             }
             r => panic!("{r:?}"),
         };
-        let all = names(env.req(MdtRequest::ListXattr { fid: f }).await.unwrap());
+        let all = names(env.req(MdtRequest::ListXattr(mdt::ListXattr { fid: f })).await.unwrap());
         assert_eq!(all, vec![b"security.selinux".to_vec(), b"trusted.t".to_vec(), b"user.a".to_vec()]);
-        let as_user = names(env.req_as(&user(1000), MdtRequest::ListXattr { fid: f }).await.unwrap());
+        let as_user = names(env.req_as(&user(1000), MdtRequest::ListXattr(mdt::ListXattr { fid: f })).await.unwrap());
         assert_eq!(as_user, vec![b"security.selinux".to_vec(), b"user.a".to_vec()]);
         // Reserved names.
         assert_eq!(code(env.req(setx(f, "weft.layout", b"x", 0)).await), ErrorCode::NotSupported);
         assert_eq!(
-            code(env.req(MdtRequest::RemoveXattr { fid: f, name: "weft.x".into() }).await),
+            code(env.req(MdtRequest::RemoveXattr(mdt::RemoveXattr { fid: f, name: "weft.x".into() })).await),
             ErrorCode::NotSupported
         );
         assert_eq!(code(env.req(get("weft.layout")).await), ErrorCode::NoData);
@@ -172,8 +196,11 @@ mod tests {
         assert_eq!(code(env.req_as(&u, setx(f, "trusted.a", b"x", 0)).await), ErrorCode::Perm);
         assert_eq!(code(env.req_as(&u, get("trusted.t")).await), ErrorCode::NoData);
         // Remove.
-        env.req(MdtRequest::RemoveXattr { fid: f, name: "user.a".into() }).await.unwrap();
+        env.req(MdtRequest::RemoveXattr(mdt::RemoveXattr { fid: f, name: "user.a".into() })).await.unwrap();
         assert_eq!(code(env.req(get("user.a")).await), ErrorCode::NoData);
-        assert_eq!(code(env.req(MdtRequest::RemoveXattr { fid: f, name: "user.a".into() }).await), ErrorCode::NoData);
+        assert_eq!(
+            code(env.req(MdtRequest::RemoveXattr(mdt::RemoveXattr { fid: f, name: "user.a".into() })).await),
+            ErrorCode::NoData
+        );
     }
 }

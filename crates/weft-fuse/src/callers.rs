@@ -1,0 +1,185 @@
+//! Who a kernel request comes from, and for which job: uid and gid from the request,
+//! supplementary groups and the jobid from the calling process (the kernel sends neither).
+//!
+//! Reading `/proc/PID/status` costs about ten system calls, and a single `open(O_CREAT)`
+//! makes the kernel send several requests from the same process: what is read for one
+//! process is therefore kept per (pid, uid, gid) for [`CALLER_CACHE_TTL`], in a bounded
+//! table. Root needs no groups (the MDS grants root everything the groups could), and a
+//! jobid that does not depend on the process is made once.
+
+use crate::jobid::{JobidScheme, ProcessFacts};
+use crate::limits::{CALLER_CACHE_ENTRIES_MAX, CALLER_CACHE_TTL, GROUPS_MAX};
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Instant;
+use weft_proto::msg::{Caller, Identity};
+
+/// The groups on the `Groups:` line of a `/proc/PID/status` text; empty when absent.
+pub fn parse_status_groups(status: &str) -> Vec<u32> {
+    status
+        .lines()
+        .find_map(|line| line.strip_prefix("Groups:"))
+        .map(|rest| rest.split_whitespace().filter_map(|g| g.parse().ok()).take(GROUPS_MAX).collect())
+        .unwrap_or_default()
+}
+
+/// The groups of process `pid`, from `/proc/PID/status`; none for a process that is gone.
+fn read_groups(pid: u32) -> Vec<u32> {
+    std::fs::read_to_string(format!("/proc/{pid}/status")).map(|s| parse_status_groups(&s)).unwrap_or_default()
+}
+
+/// The name of process `pid` (`/proc/PID/comm`); empty for a process that is gone.
+fn read_exe(pid: u32) -> String {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).map(|s| s.trim_end().to_string()).unwrap_or_default()
+}
+
+/// The value of environment variable `name` in process `pid` (`/proc/PID/environ`).
+fn read_env(pid: u32, name: &str) -> Option<String> {
+    let environ = std::fs::read(format!("/proc/{pid}/environ")).ok()?;
+    env_value(&environ, name)
+}
+
+/// `name`'s value in an environ block (NUL-separated `NAME=VALUE` entries).
+pub fn env_value(environ: &[u8], name: &str) -> Option<String> {
+    environ.split(|b| *b == 0).find_map(|entry| {
+        let value = entry.strip_prefix(name.as_bytes())?.strip_prefix(b"=")?;
+        Some(String::from_utf8_lossy(value).into_owned())
+    })
+}
+
+/// (pid, uid, gid) of a request.
+type Key = (u32, u32, u32);
+
+/// The callers of a mount: each process's identity and jobid, kept for a moment.
+pub struct Callers {
+    scheme: JobidScheme,
+    hostname: String,
+    /// The jobid when it does not depend on the process.
+    fixed_jobid: Option<String>,
+    /// When a caller was read, and what it was.
+    cache: Mutex<HashMap<Key, (Instant, Caller)>>,
+}
+
+impl Callers {
+    pub fn new(scheme: JobidScheme) -> Callers {
+        let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string();
+        let fixed_jobid =
+            (!scheme.per_process()).then(|| scheme.jobid(&ProcessFacts { hostname: &hostname, ..Default::default() }));
+        Callers { scheme, hostname, fixed_jobid, cache: Mutex::new(HashMap::new()) }
+    }
+
+    /// The caller of a request. A request with no process (pid 0, kernel-internal) gets no
+    /// groups, and a jobid only when it does not depend on the process.
+    pub fn of(&self, uid: u32, gid: u32, pid: u32) -> Caller {
+        let wants_process = uid != 0 || self.fixed_jobid.is_none();
+        if pid == 0 || !wants_process {
+            let jobid = self.fixed_jobid.clone().unwrap_or_default();
+            return Caller::new(Identity { uid, gid, groups: Vec::new() }, jobid);
+        }
+        let key = (pid, uid, gid);
+        let now = Instant::now();
+        {
+            let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some((at, caller)) = cache.get(&key) {
+                if now.duration_since(*at) < CALLER_CACHE_TTL {
+                    return caller.clone();
+                }
+            }
+        }
+        // Read outside the lock: other requests go on meanwhile.
+        let caller = self.read(uid, gid, pid);
+        let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
+        if cache.len() >= CALLER_CACHE_ENTRIES_MAX {
+            cache.clear();
+        }
+        cache.insert(key, (now, caller.clone()));
+        caller
+    }
+
+    fn read(&self, uid: u32, gid: u32, pid: u32) -> Caller {
+        let groups = if uid == 0 { Vec::new() } else { read_groups(pid) };
+        let jobid = match &self.fixed_jobid {
+            Some(jobid) => jobid.clone(),
+            None => {
+                let exe = read_exe(pid);
+                let env = self.scheme.var.env_name().and_then(|name| read_env(pid, name));
+                let facts = ProcessFacts { exe: &exe, uid, gid, pid, hostname: &self.hostname, env: env.as_deref() };
+                self.scheme.jobid(&facts)
+            }
+        };
+        Caller::new(Identity { uid, gid, groups }, jobid)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::jobid::JobidVar;
+    use std::time::Duration;
+
+    #[test]
+    fn groups_line_is_parsed_and_missing_or_empty_lines_give_none() {
+        let status = "Name:\tbash\nUmask:\t0022\nUid:\t1000\t1000\t1000\t1000\nGid:\t100\t100\t100\t100\nFDSize:\t256\nGroups:\t4 24 27 1000 \nNStgid:\t1\n";
+        assert_eq!(parse_status_groups(status), vec![4, 24, 27, 1000]);
+        assert_eq!(parse_status_groups("Name:\tx\nGroups:\t\nPid:\t1\n"), Vec::<u32>::new());
+        assert_eq!(parse_status_groups("Name:\tx\n"), Vec::<u32>::new());
+        assert_eq!(parse_status_groups("Groups:\t5 junk 6\n"), vec![5, 6]);
+    }
+
+    #[test]
+    fn environment_values_are_found_by_exact_name() {
+        let environ = b"PATH=/bin\0SLURM_JOB_ID=77\0SLURM_JOB_ID_X=9\0EMPTY=\0";
+        assert_eq!(env_value(environ, "SLURM_JOB_ID").as_deref(), Some("77"));
+        assert_eq!(env_value(environ, "EMPTY").as_deref(), Some(""));
+        assert_eq!(env_value(environ, "SLURM"), None);
+        assert_eq!(env_value(environ, "HOME"), None);
+    }
+
+    #[test]
+    fn a_request_without_a_process_or_of_a_gone_one_has_no_groups() {
+        let callers = Callers::new(JobidScheme::default());
+        let kernel = callers.of(1, 2, 0);
+        assert!(kernel.identity.groups.is_empty());
+        assert_eq!(kernel.jobid, "", "no process, no process name");
+        assert!(callers.of(1, 2, u32::MAX).identity.groups.is_empty());
+    }
+
+    #[test]
+    fn callers_carry_their_process_groups_and_jobid_and_are_kept() {
+        let callers = Callers::new(JobidScheme::default());
+        let pid = std::process::id();
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        let exe = read_exe(pid);
+        let first = callers.of(1, 2, pid);
+        assert_eq!(first.identity.groups, parse_status_groups(&status));
+        assert_eq!(first.jobid, format!("{exe}.1"), "procname_uid");
+        // The second answer comes from the cache, for the same key only.
+        assert_eq!(callers.of(1, 2, pid), first);
+        assert_eq!(callers.cache.lock().unwrap().len(), 1);
+        assert_eq!(callers.of(1, 3, pid).identity.gid, 3);
+        assert_eq!(callers.cache.lock().unwrap().len(), 2);
+        let root = callers.of(0, 0, pid);
+        assert!(root.identity.groups.is_empty() && root.identity.uid == 0);
+        assert_eq!(root.jobid, format!("{exe}.0"));
+    }
+
+    #[test]
+    fn a_jobid_of_no_process_is_made_once_and_root_then_reads_nothing() {
+        let callers = Callers::new(JobidScheme { var: JobidVar::NodeLocal, name: "ckpt".into() });
+        let root = callers.of(0, 0, std::process::id());
+        assert_eq!(root.jobid, "ckpt");
+        assert!(callers.cache.lock().unwrap().is_empty(), "nothing read for root");
+        assert_eq!(callers.of(7, 7, std::process::id()).jobid, "ckpt");
+    }
+
+    #[test]
+    fn an_entry_older_than_the_ttl_is_read_again() {
+        let callers = Callers::new(JobidScheme::default());
+        let pid = std::process::id();
+        let stale = Instant::now() - CALLER_CACHE_TTL - Duration::from_millis(10);
+        let old = Caller::new(Identity { uid: 1, gid: 2, groups: vec![424242] }, "old");
+        callers.cache.lock().unwrap().insert((pid, 1, 2), (stale, old));
+        let status = std::fs::read_to_string("/proc/self/status").unwrap();
+        assert_eq!(callers.of(1, 2, pid).identity.groups, parse_status_groups(&status));
+    }
+}

@@ -1,0 +1,59 @@
+//! Every bound of the mount in one place, the unit last in each name.
+
+use std::time::Duration;
+
+// ---- The kernel connection
+
+/// Largest write the kernel sends in one request, unless the mount options say otherwise.
+pub const WRITE_BYTES_MAX: u32 = 1024 * 1024;
+/// Readahead the kernel may do per file (FUSE's `max_readahead`).
+pub const READAHEAD_BYTES_MAX: u32 = 1024 * 1024;
+/// Read-ahead of the mount's backing device, in KiB. The kernel sizes FUSE reads by it (128
+/// KiB by default), whatever `max_readahead` says: measured here, reads came in 128-256 KiB
+/// pieces until it was raised. 4 MiB lets the kernel keep several 1 MiB reads in flight,
+/// which the client spreads over the stripes.
+pub const READ_AHEAD_KB: u32 = 4096;
+/// Background requests (readahead, async reads) the kernel may keep queued.
+pub const KERNEL_BACKGROUND_REQUESTS_MAX: u16 = 64;
+/// How long a foreground mount waits for the kernel to show the mount before tuning it.
+pub const MOUNT_APPEAR_WAIT_MS: u64 = 10_000;
+/// How long unmount waits to close the handles still open.
+pub const UNMOUNT_CLOSE_TIMEOUT_MS: u64 = 5_000;
+
+// ---- Requests in the background
+
+/// MDS closes sent in the background at once; a release waits for a slot beyond it.
+pub const CLOSES_IN_FLIGHT_MAX: u32 = 256;
+/// Kernel requests a server's scheduler holds that this mount finishes off its FUSE threads
+/// at once; past it, a held request keeps its thread until it runs (see `serve.rs`).
+pub const HELD_REQUESTS_MAX: usize = 1024;
+/// F_SETLKW asks again after this pause, doubling up to the max.
+pub const FLOCK_RETRY_MS_MIN: u64 = 5;
+pub const FLOCK_RETRY_MS_MAX: u64 = 200;
+
+// ---- Caches
+
+/// Bytes written to the kernel but not yet acknowledged by the OSTs, for the whole mount.
+pub const DIRTY_BYTES_MAX: u32 = 64 << 20;
+/// Writer processes remembered per file; past this every flush of the file waits.
+pub const WRITER_PIDS_MAX: usize = 16;
+/// How long the kernel may keep what a held lock guards. The lock's callback ends it
+/// sooner; this only bounds how long a name stays cached if a callback were ever lost.
+pub const LOCKED_TTL: Duration = Duration::from_secs(3600);
+/// Names remembered per inode for invalidation; past this the inode's later names are
+/// handed out uncached (TTL 0).
+pub const ALIASES_PER_INODE_MAX: usize = 8;
+/// Open serialization stripes: opens of different files rarely share one.
+pub const OPEN_STRIPES: usize = 64;
+
+// ---- Callers
+
+/// How long what was read for one process (groups, jobid) is used. A process that calls
+/// setgroups(2) without changing its uid or gid is seen with its old groups by the MDS's
+/// checks for at most this long (the kernel's own checks, `default_permissions`, see the new
+/// ones at once), and one that execs keeps its old jobid as long.
+pub const CALLER_CACHE_TTL: Duration = Duration::from_secs(1);
+/// Processes remembered at once; the cache starts over when it is full.
+pub const CALLER_CACHE_ENTRIES_MAX: usize = 4096;
+/// Most supplementary groups taken from a process (as Linux's NGROUPS_MAX).
+pub const GROUPS_MAX: usize = 65_536;

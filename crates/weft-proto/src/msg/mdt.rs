@@ -1,0 +1,190 @@
+//! The metadata service's operations (an MDT's), each typed to its answer.
+//!
+//! [`mdt_ops!`](crate::mdt_ops) is the list: this module builds the op structs and
+//! [`MdtRequest`] from it, and the MDS builds its dispatch from the same list, so an opcode
+//! added here fails to compile until the MDS has its handler.
+
+use super::types::{DirPage, InodeInfo, Name, OpenIo, StatfsInfo};
+use crate::layout::{Layout, StripeSpec};
+
+/// Every MDT operation: `read` or `write` (a mutation: the reply cache and the commit
+/// batch), its fields, its answer and its opcode name. Expands `$then!` with the list.
+#[macro_export]
+macro_rules! mdt_ops {
+    ($then:ident) => {
+        $then! {
+            MdtRequest / MdtReply;
+            read Lookup { parent: $crate::Fid, name: $crate::msg::Name } -> $crate::msg::InodeInfo = "mds_lookup";
+            read Getattr { fid: $crate::Fid } -> $crate::msg::InodeInfo = "mds_getattr";
+            /// Changes attributes. A size change (truncate) is recorded once the client cut
+            /// the objects. `open_handle`: the caller's open of the file, which gives it the
+            /// right to change the size whatever the mode bits now say (ftruncate on a
+            /// descriptor opened for writing, as POSIX has it).
+            write Setattr { fid: $crate::Fid, set: $crate::msg::SetAttr, open_handle: Option<u64> }
+                -> $crate::msg::InodeInfo = "mds_setattr";
+            /// Create a regular file and open it. `exclusive` = O_EXCL (EEXIST if the name
+            /// exists); without it an existing regular file is opened instead. `spec`
+            /// overrides the directory's default layout. `open_flags` as in Open.
+            write Create {
+                parent: $crate::Fid,
+                name: $crate::msg::Name,
+                mode: u32,
+                exclusive: bool,
+                spec: Option<$crate::StripeSpec>,
+                open_flags: u32,
+            } -> $crate::msg::mdt::Opened = "mds_create";
+            write Mkdir { parent: $crate::Fid, name: $crate::msg::Name, mode: u32 }
+                -> $crate::msg::InodeInfo = "mds_mkdir";
+            /// Fifos, sockets and device nodes.
+            write Mknod {
+                parent: $crate::Fid,
+                name: $crate::msg::Name,
+                kind: $crate::msg::FileType,
+                mode: u32,
+                rdev: u32,
+            } -> $crate::msg::InodeInfo = "mds_mknod";
+            write Symlink { parent: $crate::Fid, name: $crate::msg::Name, target: Vec<u8> }
+                -> $crate::msg::InodeInfo = "mds_symlink";
+            write Link { fid: $crate::Fid, parent: $crate::Fid, name: $crate::msg::Name }
+                -> $crate::msg::InodeInfo = "mds_link";
+            write Unlink { parent: $crate::Fid, name: $crate::msg::Name } -> () = "mds_unlink";
+            write Rmdir { parent: $crate::Fid, name: $crate::msg::Name } -> () = "mds_rmdir";
+            /// `flags` as renameat2: RENAME_NOREPLACE, RENAME_EXCHANGE.
+            write Rename {
+                src_parent: $crate::Fid,
+                src_name: $crate::msg::Name,
+                dst_parent: $crate::Fid,
+                dst_name: $crate::msg::Name,
+                flags: u32,
+            } -> () = "mds_rename";
+            read Readlink { fid: $crate::Fid } -> Vec<u8> = "mds_readlink";
+            /// Up to `max_entries` entries after `cookie` (0: from the start).
+            read Readdir { fid: $crate::Fid, cookie: u64, max_entries: u32 } -> $crate::msg::DirPage = "mds_readdir";
+            write Open { fid: $crate::Fid, flags: u32 } -> $crate::msg::mdt::Opened = "mds_open";
+            /// Ends an open. A writer passes the size and 512-byte blocks it derived from the
+            /// objects (a glimpse) so the MDS can record trusted values once no writer is left.
+            write Close { fid: $crate::Fid, handle: u64, size_blocks: Option<(u64, u64)> } -> () = "mds_close";
+            read GetXattr { fid: $crate::Fid, name: $crate::msg::Name } -> Vec<u8> = "mds_getxattr";
+            /// `flags`: XATTR_CREATE, XATTR_REPLACE.
+            write SetXattr { fid: $crate::Fid, name: $crate::msg::Name, value: Vec<u8>, flags: u32 }
+                -> () = "mds_setxattr";
+            read ListXattr { fid: $crate::Fid } -> Vec<$crate::msg::Name> = "mds_listxattr";
+            write RemoveXattr { fid: $crate::Fid, name: $crate::msg::Name } -> () = "mds_removexattr";
+            /// On a directory: its default for new files. On a regular file of size 0: a new
+            /// layout. Answered with the layout state the MDT now holds.
+            write SetStripe { fid: $crate::Fid, spec: $crate::StripeSpec } -> $crate::msg::mdt::StripeInfo = "mds_setstripe";
+            /// Removes a directory's default layout (setstripe -d).
+            write DeleteStripe { fid: $crate::Fid } -> () = "mds_delstripe";
+            /// The layout of a file and the default layout of a directory.
+            read GetStripe { fid: $crate::Fid } -> $crate::msg::mdt::StripeInfo = "mds_getstripe";
+            read Statfs {} -> $crate::msg::StatfsInfo = "mds_statfs";
+            /// The path of a FID from the root (one of them, for a file with several links),
+            /// without a leading slash.
+            read Fid2Path { fid: $crate::Fid } -> Vec<u8> = "mds_fid2path";
+        }
+    };
+}
+
+crate::mdt_ops!(define_ops);
+
+/// What Create and Open answer: the inode, the open handle to pass to Close, and how the
+/// client may do this open's I/O.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Opened {
+    pub inode: InodeInfo,
+    pub handle: u64,
+    pub io: OpenIo,
+}
+
+/// A file's layout and a directory's default layout (GetStripe, SetStripe).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, Default)]
+pub struct StripeInfo {
+    pub layout: Option<Layout>,
+    pub default: Option<StripeSpec>,
+}
+
+crate::define_replies! {
+    /// An MDT's answers (the reply cache stores them as they are encoded here).
+    MdtReply {
+        Inode(InodeInfo),
+        /// Create and Open.
+        Opened(Opened),
+        Empty = (),
+        Data(Vec<u8>),
+        Names(Vec<Name>),
+        Dir(DirPage),
+        Stripe(StripeInfo),
+        Statfs(StatfsInfo),
+    }
+}
+
+impl MdtReply {
+    /// The inode an answer names (lookups, creates, opens, ...), if any.
+    pub fn inode(&self) -> Option<&InodeInfo> {
+        match self {
+            MdtReply::Inode(i) | MdtReply::Opened(Opened { inode: i, .. }) => Some(i),
+            _ => None,
+        }
+    }
+
+    pub fn inode_mut(&mut self) -> Option<&mut InodeInfo> {
+        match self {
+            MdtReply::Inode(i) | MdtReply::Opened(Opened { inode: i, .. }) => Some(i),
+            _ => None,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::msg::ops::{take_reply, Op, OpKind, Payload};
+    use crate::msg::SetAttr;
+    use crate::Fid;
+
+    /// The encodings before ops were structs: a struct variant and a newtype variant of a
+    /// struct with the same fields must be the same bytes (the wire and the reply cache on
+    /// disk depend on it).
+    #[derive(serde::Serialize)]
+    enum Before {
+        #[allow(dead_code)]
+        Lookup {
+            parent: Fid,
+            name: Vec<u8>,
+        },
+        #[allow(dead_code)]
+        Getattr {
+            fid: Fid,
+        },
+        Setattr {
+            fid: Fid,
+            set: SetAttr,
+            open_handle: Option<u64>,
+        },
+    }
+
+    #[test]
+    fn struct_ops_encode_as_the_struct_variants_did() {
+        let fid = Fid::new(0x200000400, 9, 0);
+        let set = SetAttr { mode: Some(0o600), ..Default::default() };
+        let old = postcard::to_stdvec(&Before::Setattr { fid, set: set.clone(), open_handle: Some(3) }).unwrap();
+        let new = postcard::to_stdvec(&MdtRequest::Setattr(Setattr { fid, set, open_handle: Some(3) })).unwrap();
+        assert_eq!(old, new);
+        let statfs = postcard::to_stdvec(&MdtRequest::Statfs(Statfs {})).unwrap();
+        assert_eq!(statfs, vec![22], "a field-less op is its variant index alone");
+    }
+
+    #[test]
+    fn ops_know_their_answers_and_kinds() {
+        assert_eq!(Lookup::OPCODE, "mds_lookup");
+        assert_eq!(Lookup::KIND, OpKind::Read);
+        assert_eq!(Unlink::KIND, OpKind::Mutation);
+        let req: MdtRequest = Unlink { parent: Fid::ROOT, name: b"x".to_vec() }.into();
+        assert!(req.is_mutation());
+        assert_eq!(req.opcode_name(), "mds_unlink");
+        assert_eq!(take_reply::<Unlink>(MdtReply::Empty), Ok(()));
+        let err = take_reply::<Readlink>(MdtReply::Empty).unwrap_err();
+        assert_eq!(err.message, "unexpected Empty reply to mds_readlink");
+        assert_eq!(<Vec<u8> as Payload<MdtReply>>::into_reply(b"t".to_vec()), MdtReply::Data(b"t".to_vec()));
+    }
+}

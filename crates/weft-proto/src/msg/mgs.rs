@@ -1,0 +1,111 @@
+//! The management service's operations (the MGS's): registration, the cluster map and
+//! following it, target states, pools.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum TargetKind {
+    Mdt,
+    Ost,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum TargetState {
+    Up,
+    /// Known to the map but not serving (stopped cleanly, or marked down by an admin).
+    Down,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TargetInfo {
+    pub kind: TargetKind,
+    pub index: u32,
+    /// `host:port` of the server process that serves this target.
+    pub address: String,
+    pub state: TargetState,
+}
+
+impl TargetInfo {
+    /// Lustre's target name: `weft-OST0007`, `weft-MDT0000`.
+    pub fn name(&self, fsname: &str) -> String {
+        target_name(fsname, self.kind, self.index)
+    }
+}
+
+pub fn target_name(fsname: &str, kind: TargetKind, index: u32) -> String {
+    match kind {
+        TargetKind::Mdt => format!("{fsname}-MDT{index:04x}"),
+        TargetKind::Ost => format!("{fsname}-OST{index:04x}"),
+    }
+}
+
+/// Everything a client or server needs to find every target. Clients learn it from the MGS
+/// alone and refetch it when `version` moves or a target stops answering.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ClusterMap {
+    pub version: u64,
+    pub fsname: String,
+    pub targets: Vec<TargetInfo>,
+    /// Pool name to OST indices.
+    pub pools: BTreeMap<String, Vec<u32>>,
+}
+
+impl ClusterMap {
+    pub fn target(&self, kind: TargetKind, index: u32) -> Option<&TargetInfo> {
+        self.targets.iter().find(|t| t.kind == kind && t.index == index)
+    }
+    pub fn osts(&self) -> impl Iterator<Item = &TargetInfo> {
+        self.targets.iter().filter(|t| t.kind == TargetKind::Ost)
+    }
+    pub fn mdts(&self) -> impl Iterator<Item = &TargetInfo> {
+        self.targets.iter().filter(|t| t.kind == TargetKind::Mdt)
+    }
+}
+
+/// Every MGS operation (see [`mdt_ops!`](crate::mdt_ops) for the list's form).
+#[macro_export]
+macro_rules! mgs_ops {
+    ($then:ident) => {
+        $then! {
+            MgsRequest / MgsReply;
+            /// A server announces a target it serves (at start). Sparse indices are fine; an
+            /// index already registered moves to the new address.
+            write Register { target: $crate::msg::TargetInfo } -> $crate::msg::ClusterMap = "mgs_register";
+            /// The map, if newer than `known_version` (0 = always).
+            read GetMap { known_version: u64 } -> $crate::msg::MgsReply = "mgs_get_map";
+            write SetTargetState {
+                kind: $crate::msg::TargetKind,
+                index: u32,
+                state: $crate::msg::TargetState,
+            } -> $crate::msg::ClusterMap = "mgs_set_state";
+            /// Creates the pool if needed and adds the OSTs to it.
+            write PoolAdd { pool: String, osts: Vec<u32> } -> $crate::msg::ClusterMap = "mgs_pool_add";
+            /// The map once its version passes `known_version`, or `Unchanged` after
+            /// `wait_ms` without a change (a long poll: followers learn a change when it
+            /// happens, and ask once per `wait_ms` while nothing does).
+            read WatchMap { known_version: u64, wait_ms: u32 } -> $crate::msg::MgsReply = "mgs_watch_map";
+        }
+    };
+}
+
+crate::mgs_ops!(define_ops);
+
+crate::define_replies! {
+    /// The MGS's answers.
+    MgsReply {
+        Map(ClusterMap),
+        /// The caller's map is current: its version.
+        Unchanged(u64),
+    }
+}
+
+/// GetMap and WatchMap answer with either variant.
+impl crate::msg::ops::Payload<MgsReply> for MgsReply {
+    fn from_reply(reply: MgsReply) -> Result<Self, MgsReply> {
+        Ok(reply)
+    }
+    fn into_reply(self) -> MgsReply {
+        self
+    }
+}

@@ -1,0 +1,180 @@
+//! Every request and reply of every role. One enum per role; a request names its target
+//! (the MGS, an MDT index, an OST index) so one server process can host many targets.
+//!
+//! * [`ops`]: operations typed to their answers, and the macros that build each service's
+//!   op structs, request enum and reply enum from its op list;
+//! * [`mgs`], [`mdt`], [`ost`]: each service's op list and replies ([`crate::lock`] has the
+//!   lock manager's);
+//! * [`types`]: the data metadata requests and replies carry.
+//!
+//! Bulk data (read and write payloads) travels beside the message in the frame, not inside
+//! it, so it is never copied through the encoder; see [`crate::wire`].
+//!
+//! Compatibility: these types are encoded with postcard, in field order. Add new variants at
+//! the end of an enum and bump [`crate::wire::PROTOCOL_VERSION`] when a change is not
+//! backwards compatible; docs/PROTOCOL.md records each version.
+
+#[macro_use]
+pub mod ops;
+pub mod mdt;
+pub mod mgs;
+pub mod ost;
+pub mod types;
+
+pub use mdt::{MdtReply, MdtRequest};
+pub use mgs::{target_name, ClusterMap, MgsReply, MgsRequest, TargetInfo, TargetKind, TargetState};
+pub use ost::{OstReply, OstRequest};
+pub use types::*;
+
+use crate::error::WeftError;
+use crate::lock::{LdlmReply, LdlmRequest, LockTarget};
+use ops::OpKind;
+use serde::{Deserialize, Serialize};
+
+/// Who asks: checked by the MDS against mode bits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Identity {
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups.
+    pub groups: Vec<u32>,
+}
+
+impl Identity {
+    pub fn root() -> Self {
+        Identity::default()
+    }
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.gid == gid || self.groups.contains(&gid)
+    }
+}
+
+/// Who a request is for: the calling process's identity and the job it belongs to
+/// (Lustre's jobid), carried on every request for permission checks, scheduling rules and
+/// job statistics.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct Caller {
+    pub identity: Identity,
+    pub jobid: String,
+}
+
+impl Caller {
+    /// Root, no job: servers talking to servers, tools, a mount's own housekeeping.
+    pub fn root() -> Caller {
+        Caller::default()
+    }
+
+    pub fn new(identity: Identity, jobid: impl Into<String>) -> Caller {
+        Caller { identity, jobid: jobid.into() }
+    }
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct RequestHeader {
+    /// Random per client instance (mount); with `reply_slot` the key of the reply cache.
+    pub client_id: u64,
+    /// Increases per client; a resend after reconnect carries the same id. 0: not
+    /// resendable, never cached.
+    pub request_id: u64,
+    /// The client's reply-cache slot for this request (Lustre's multi-slot last_rcvd). A
+    /// client holds a slot from sending a resendable mutation until it has the answer or has
+    /// given up, so no two such requests in flight share one: the MDT keeps one reply per
+    /// (client, slot), and a request older than its slot's last one is a stale resend.
+    pub reply_slot: u32,
+    pub identity: Identity,
+    /// The job this request is for (Lustre's jobid), for scheduling and statistics.
+    pub jobid: String,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Request {
+    pub header: RequestHeader,
+    pub body: RequestBody,
+}
+
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum RequestBody {
+    /// Answered by every server process: liveness and round-trip measurement.
+    Ping,
+    Mgs(MgsRequest),
+    Mdt {
+        mdt: u32,
+        op: MdtRequest,
+    },
+    Ost {
+        ost: u32,
+        op: OstRequest,
+    },
+    /// The lock manager of a target (see [`crate::lock`]).
+    Ldlm {
+        target: LockTarget,
+        op: LdlmRequest,
+    },
+}
+
+/// Every reply is a result: an error crosses the wire as a [`WeftError`].
+pub type Reply = Result<ReplyBody, WeftError>;
+
+crate::define_replies! {
+    ReplyBody {
+        Pong = (),
+        Mgs(MgsReply),
+        Mdt(MdtReply),
+        Ost(OstReply),
+        Ldlm(LdlmReply),
+    }
+}
+
+impl RequestBody {
+    /// Whether the request only reads: executing it twice, or abandoning it halfway,
+    /// changes nothing.
+    pub fn is_read_only(&self) -> bool {
+        self.kind() == OpKind::Read
+    }
+
+    pub fn kind(&self) -> OpKind {
+        match self {
+            RequestBody::Ping => OpKind::Read,
+            RequestBody::Mgs(op) => op.kind(),
+            RequestBody::Mdt { op, .. } => op.kind(),
+            RequestBody::Ost { op, .. } => op.kind(),
+            RequestBody::Ldlm { op, .. } => op.kind(),
+        }
+    }
+
+    /// Short operation name for statistics and logs, as Lustre names them where it can.
+    pub fn opcode_name(&self) -> &'static str {
+        match self {
+            RequestBody::Ping => "ping",
+            RequestBody::Mgs(op) => op.opcode_name(),
+            RequestBody::Mdt { op, .. } => op.opcode_name(),
+            RequestBody::Ost { op, .. } => op.opcode_name(),
+            RequestBody::Ldlm { op, .. } => op.opcode_name(),
+        }
+    }
+}
+
+/// A service's request enum: how its requests are addressed.
+pub trait ServiceRequest: Sized {
+    /// The body of a request to target `index` of the service (the MGS has one, so it
+    /// ignores the index).
+    fn into_body(self, index: u32) -> RequestBody;
+}
+
+impl ServiceRequest for MgsRequest {
+    fn into_body(self, _index: u32) -> RequestBody {
+        RequestBody::Mgs(self)
+    }
+}
+
+impl ServiceRequest for MdtRequest {
+    fn into_body(self, index: u32) -> RequestBody {
+        RequestBody::Mdt { mdt: index, op: self }
+    }
+}
+
+impl ServiceRequest for OstRequest {
+    fn into_body(self, index: u32) -> RequestBody {
+        RequestBody::Ost { ost: index, op: self }
+    }
+}

@@ -1,0 +1,77 @@
+//! The object storage service's operations (an OST's), each typed to its answer.
+
+use super::types::StatfsInfo;
+
+/// Every OST operation (see [`mdt_ops!`](crate::mdt_ops) for the list's form).
+#[macro_export]
+macro_rules! ost_ops {
+    ($then:ident) => {
+        $then! {
+            OstRequest / OstReply;
+            /// Reply bulk holds the bytes; shorter than `len` past the object's end.
+            read Read { fid: $crate::Fid, offset: u64, len: u32 } -> $crate::msg::ost::ReadDone = "ost_read";
+            /// Request bulk holds the bytes (crc32c checked on arrival). `sync` = write-through.
+            write Write { fid: $crate::Fid, offset: u64, sync: bool } -> $crate::msg::ost::WriteDone = "ost_write";
+            /// Sets the object's size (truncate or extend with a hole).
+            write Punch { fid: $crate::Fid, size: u64 } -> () = "ost_punch";
+            read Getattr { fid: $crate::Fid } -> $crate::msg::ost::ObjectAttr = "ost_getattr";
+            write Sync { fid: $crate::Fid } -> () = "ost_sync";
+            /// Removes an object; removing one that is gone succeeds.
+            write Destroy { fid: $crate::Fid } -> () = "ost_destroy";
+            /// Creates empty objects `start_oid ..= start_oid + count - 1` in this OST's
+            /// sequence; answered with the last one.
+            write Precreate { start_oid: u32, count: u32 } -> $crate::msg::ost::Precreated = "ost_precreate";
+            read Statfs {} -> $crate::msg::StatfsInfo = "ost_statfs";
+            /// The path of the object's file on the OSS's machine, made if missing: for a
+            /// client in the same process to open it for passthrough (see
+            /// [`OpenIo`](crate::msg::OpenIo)).
+            write LocalPath { fid: $crate::Fid } -> $crate::msg::ost::ObjectPath = "ost_local_path";
+        }
+    };
+}
+
+crate::ost_ops!(define_ops);
+
+/// A read's answer: the bulk holds `len` bytes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReadDone {
+    pub len: u32,
+}
+
+/// A write's answer: how many bytes landed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct WriteDone {
+    pub len: u32,
+}
+
+/// An object's size and 512-byte blocks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ObjectAttr {
+    pub size: u64,
+    pub blocks: u64,
+}
+
+/// The last object id a precreate made.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Precreated {
+    pub last_oid: u32,
+}
+
+/// Where an object's file is on the OSS's machine.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ObjectPath {
+    pub path: Vec<u8>,
+}
+
+crate::define_replies! {
+    /// An OST's answers.
+    OstReply {
+        Read(ReadDone),
+        Written(WriteDone),
+        Empty = (),
+        ObjectAttr(ObjectAttr),
+        Precreated(Precreated),
+        Statfs(StatfsInfo),
+        LocalPath(ObjectPath),
+    }
+}

@@ -1,0 +1,143 @@
+//! The data types metadata requests and replies carry: attributes, inodes, directory pages,
+//! statfs counts, and the flags of opens, renames and xattrs.
+
+use crate::fid::Fid;
+use crate::layout::Layout;
+use crate::lock::LockGrant;
+use serde::{Deserialize, Serialize};
+
+/// A directory entry name or xattr name: bytes, as POSIX has them (not necessarily UTF-8).
+pub type Name = Vec<u8>;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum FileType {
+    Regular,
+    Directory,
+    Symlink,
+    Fifo,
+    CharDevice,
+    BlockDevice,
+    Socket,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize, Default)]
+pub struct Timestamp {
+    pub sec: i64,
+    pub nsec: u32,
+}
+
+/// Attributes as `stat` shows them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Attr {
+    pub fid: Fid,
+    pub kind: FileType,
+    /// Permission bits with setuid, setgid and sticky (07777); the type is in `kind`.
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub nlink: u32,
+    /// The file size. For a regular file with `size_known == false` the client derives it
+    /// from the objects' sizes (a glimpse), because a writer may have it open.
+    pub size: u64,
+    pub size_known: bool,
+    /// 512-byte blocks, as st_blocks (0 from the MDS for regular files: the objects hold data).
+    pub blocks: u64,
+    pub atime: Timestamp,
+    pub mtime: Timestamp,
+    pub ctime: Timestamp,
+    pub rdev: u32,
+}
+
+/// An inode as the MDS returns it: attributes, plus the layout of a regular file.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct InodeInfo {
+    pub attr: Attr,
+    pub layout: Option<Layout>,
+    /// The inode-bit lock the MDS granted the asking client with this answer (Lustre's
+    /// intent locks): while the client holds it, what it covers may be cached.
+    pub lock: Option<LockGrant>,
+}
+
+/// Time to set: `Now` takes the server's clock (utimensat's UTIME_NOW).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum SetTime {
+    Now,
+    At(Timestamp),
+}
+
+/// Which attributes a setattr changes; `None` leaves a field alone.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct SetAttr {
+    pub mode: Option<u32>,
+    pub uid: Option<u32>,
+    pub gid: Option<u32>,
+    /// The client truncates the objects first, then records the size here.
+    pub size: Option<u64>,
+    pub atime: Option<SetTime>,
+    pub mtime: Option<SetTime>,
+    pub ctime: Option<Timestamp>,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirEntry {
+    pub name: Name,
+    pub fid: Fid,
+    pub kind: FileType,
+    /// Resume a listing after this entry by passing this cookie.
+    pub cookie: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DirPage {
+    pub entries: Vec<DirEntry>,
+    /// True when no entries follow the last one.
+    pub eof: bool,
+}
+
+/// Space and inode counts, as statfs(2) reports them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct StatfsInfo {
+    pub bsize: u32,
+    pub blocks: u64,
+    pub bfree: u64,
+    pub bavail: u64,
+    pub files: u64,
+    pub ffree: u64,
+}
+
+/// Flags for rename (as renameat2).
+pub const RENAME_NOREPLACE: u32 = 1;
+pub const RENAME_EXCHANGE: u32 = 2;
+/// Flags for setxattr.
+pub const XATTR_CREATE: u32 = 1;
+pub const XATTR_REPLACE: u32 = 2;
+/// The virtual xattr that shows (and, on an empty file or a directory, sets) the layout.
+pub const XATTR_LAYOUT: &[u8] = b"weft.layout";
+
+/// Open flags the MDS cares about (the rest stay on the client).
+pub const OPEN_READ: u32 = 1;
+pub const OPEN_WRITE: u32 = 2;
+pub const OPEN_TRUNC: u32 = 4;
+/// The client would do this open's I/O straight on the object's file (FUSE passthrough):
+/// it can, for files of one object on an OST of its own process. See [`OpenIo`].
+pub const OPEN_PASSTHROUGH: u32 = 8;
+
+/// How the MDS lets a client do the I/O of one open, so that every client's view of the
+/// data stays true (answered by Open and Create).
+///
+/// A passthrough open reads and writes the object's file in the kernel, past the client and
+/// past the extent locks, so no other client may cache the file's data while it lasts:
+/// * `Passthrough` is granted only when no other client has the file open (for a file that
+///   may hold data, the client also takes a write lock on the whole file first, which calls
+///   back what others cached);
+/// * while a passthrough open lasts, other clients' opens are `Uncached`: every read and
+///   write goes to the OSTs under the usual locks, nothing is kept in page caches or queued.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum OpenIo {
+    /// Page cache and write-behind under extent locks: the usual way.
+    Cached,
+    /// Straight to the object's file (asked for with [`OPEN_PASSTHROUGH`]).
+    Passthrough,
+    /// Another client has the file open in passthrough: no caching at all.
+    Uncached,
+}

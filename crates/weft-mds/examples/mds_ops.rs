@@ -72,7 +72,7 @@ fn main() {
             identity: Identity::root(),
             jobid: String::new(),
         };
-        let call = |req: MdtRequest| rt.block_on(mds.handle(&header(), req)).unwrap();
+        let call = |req: MdtRequest| rt.block_on(mds.handle(&header(), req, Run::Inline)).unwrap();
         let MdtReply::Inode(dir) =
             call(MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: b"d".to_vec(), mode: 0o755 }))
         else {
@@ -91,7 +91,11 @@ fn main() {
         let mut fids = Vec::new();
         let mut handles = Vec::new();
         time("lookup (missing)", &mut |i| {
-            let _ = rt.block_on(mds.handle(&header(), MdtRequest::Lookup(mdt::Lookup { parent: dir, name: name(i) })));
+            let _ = rt.block_on(mds.handle(
+                &header(),
+                MdtRequest::Lookup(mdt::Lookup { parent: dir, name: name(i) }),
+                Run::Inline,
+            ));
         });
         time("create", &mut |i| {
             let req = MdtRequest::Create(mdt::Create {

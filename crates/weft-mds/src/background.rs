@@ -8,6 +8,7 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tokio::sync::oneshot;
+use weft_proto::msg::Run;
 use weft_proto::{Fid, WeftError, WeftResult};
 
 pub fn spawn_all(core: Arc<Core>, queue: Queue) -> Vec<tokio::task::JoinHandle<()>> {
@@ -21,7 +22,7 @@ pub fn spawn_all(core: Arc<Core>, queue: Queue) -> Vec<tokio::task::JoinHandle<(
 
 pub(crate) async fn internal(queue: &Queue, op: InternalOp) -> WeftResult<u64> {
     let (done, rx) = oneshot::channel();
-    queue.submit(Job::Internal { op, done })?;
+    queue.submit(Job::Internal { op, done }, Run::Offload)?;
     rx.await.map_err(|_| WeftError::io("the MDT writer stopped before answering"))?
 }
 

@@ -66,7 +66,7 @@ use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{oneshot, Notify};
-use weft_proto::msg::{mdt, ClusterMap, FileType, MdtReply, MdtRequest, RequestHeader, Timestamp};
+use weft_proto::msg::{mdt, ClusterMap, FileType, MdtReply, MdtRequest, RequestHeader, Run, Timestamp};
 use weft_proto::{ErrorCode, Fid, StripeSpec, WeftError, WeftResult};
 
 pub struct MdsConfig {
@@ -253,11 +253,12 @@ impl Mds {
         let _ = self.locks.set(ns);
     }
 
-    /// Executes one request.
-    pub async fn handle(&self, header: &RequestHeader, req: MdtRequest) -> WeftResult<MdtReply> {
+    /// Executes one request. `run`: whether the scheduler lets a mutation be committed by
+    /// the thread that polls it, when that thread may block (see [`writer::Queue`]).
+    pub async fn handle(&self, header: &RequestHeader, req: MdtRequest, run: Run) -> WeftResult<MdtReply> {
         match self.locks.get() {
-            Some(ns) => locking::handle(self, ns, header, req).await,
-            None => self.execute(header, req).await,
+            Some(ns) => locking::handle(self, ns, header, req, run).await,
+            None => self.execute(header, req, run).await,
         }
     }
 
@@ -270,7 +271,7 @@ impl Mds {
     }
 
     /// Executes one request without taking locks.
-    pub(crate) async fn execute(&self, header: &RequestHeader, req: MdtRequest) -> WeftResult<MdtReply> {
+    pub(crate) async fn execute(&self, header: &RequestHeader, req: MdtRequest, run: Run) -> WeftResult<MdtReply> {
         if self.stopping.load(Ordering::Acquire) {
             return Err(WeftError::new(ErrorCode::Again, "the MDS is shutting down; retry on its successor"));
         }
@@ -286,7 +287,7 @@ impl Mds {
         }
         let reservation = self.prepare_objects(header, &req).await?;
         let (reply_tx, reply_rx) = oneshot::channel();
-        self.queue.submit(Job::Request { header: header.clone(), req, reservation, reply: reply_tx })?;
+        self.queue.submit(Job::Request { header: header.clone(), req, reservation, reply: reply_tx }, run)?;
         reply_rx.await.map_err(|_| WeftError::io("the MDT writer stopped before answering"))?
     }
 
@@ -318,7 +319,8 @@ impl Mds {
     pub async fn prune_reply_cache(&self, age_secs: u64) -> WeftResult<u64> {
         let (done, rx) = oneshot::channel();
         let before = (now().sec.max(0) as u64).saturating_sub(age_secs).saturating_add(1);
-        self.queue.submit(Job::Internal { op: InternalOp::PruneReplies { before_secs: before }, done })?;
+        self.queue
+            .submit(Job::Internal { op: InternalOp::PruneReplies { before_secs: before }, done }, Run::Offload)?;
         rx.await.map_err(|_| WeftError::io("the MDT writer stopped before answering"))?
     }
 
@@ -335,7 +337,7 @@ impl Mds {
         // A last durable checkpoint, so that a clean restart has no journal to replay (but a
         // request admitted just before `stopping` may still commit after it: replay has it).
         let (done, rx) = tokio::sync::oneshot::channel();
-        if self.queue.submit(Job::Internal { op: writer::InternalOp::Checkpoint, done }).is_ok() {
+        if self.queue.submit(Job::Internal { op: writer::InternalOp::Checkpoint, done }, Run::Offload).is_ok() {
             if let Ok(Err(e)) = rx.await {
                 tracing::warn!(error = %e, "the final MDT checkpoint failed; the journal will be replayed at the next start");
             }

@@ -21,7 +21,7 @@ use std::sync::Arc;
 use weft_dlm::namespace::Namespace;
 use weft_dlm::state::EnqueueOptions;
 use weft_proto::lock::{bits, LockGrant, LockMode, LockScope};
-use weft_proto::msg::{mdt, MdtReply, MdtRequest, RequestHeader, OPEN_TRUNC, OPEN_WRITE, XATTR_LAYOUT};
+use weft_proto::msg::{mdt, MdtReply, MdtRequest, RequestHeader, Run, OPEN_TRUNC, OPEN_WRITE, XATTR_LAYOUT};
 use weft_proto::{Fid, WeftResult};
 
 /// What a client may cache about an inode it was told about.
@@ -31,19 +31,25 @@ pub const INTENT_BITS: u8 = bits::LOOKUP | bits::UPDATE | bits::LAYOUT;
 /// and running with the locks it has (the writer then decides on what it finds).
 const RELOOKUP_ROUNDS_MAX: usize = 8;
 
-pub async fn handle(mds: &Mds, ns: &Arc<Namespace>, header: &RequestHeader, req: MdtRequest) -> WeftResult<MdtReply> {
+pub async fn handle(
+    mds: &Mds,
+    ns: &Arc<Namespace>,
+    header: &RequestHeader,
+    req: MdtRequest,
+    run: Run,
+) -> WeftResult<MdtReply> {
     let owner = header.client_id;
     match &req {
         MdtRequest::Getattr(mdt::Getattr { fid }) => {
             let grant = intent(ns, owner, *fid).await?;
-            with_lock(mds.execute(header, req).await, grant)
+            with_lock(mds.execute(header, req, run).await, grant)
         }
         MdtRequest::Lookup(..) => {
             // The child is known only after the lookup: look up, lock, look up again.
-            let first = mds.execute(header, req.clone()).await?;
+            let first = mds.execute(header, req.clone(), run).await?;
             let Some(fid) = answered_fid(&first) else { return Ok(first) };
             let grant = intent(ns, owner, fid).await?;
-            let second = mds.execute(header, req).await?;
+            let second = mds.execute(header, req, run).await?;
             if answered_fid(&second) == Some(fid) {
                 with_lock(Ok(second), grant)
             } else {
@@ -76,7 +82,7 @@ pub async fn handle(mds: &Mds, ns: &Arc<Namespace>, header: &RequestHeader, req:
                         continue;
                     }
                 }
-                let result = mds.execute(header, req.clone()).await;
+                let result = mds.execute(header, req.clone(), run).await;
                 if !held.is_empty() {
                     ns.cancel(owner, &held.iter().map(|g| g.handle).collect::<Vec<_>>());
                 }
@@ -87,11 +93,11 @@ pub async fn handle(mds: &Mds, ns: &Arc<Namespace>, header: &RequestHeader, req:
                 let reply = result?;
                 let Some(fid) = answered_fid(&reply) else { return Ok(reply) };
                 let grant = intent(ns, owner, fid).await?;
-                let fresh = mds.execute(header, MdtRequest::Getattr(mdt::Getattr { fid })).await;
+                let fresh = mds.execute(header, MdtRequest::Getattr(mdt::Getattr { fid }), run).await;
                 return with_lock(Ok(refreshed(mds, reply, fresh)), grant);
             }
         }
-        _ => mds.execute(header, req).await,
+        _ => mds.execute(header, req, run).await,
     }
 }
 

@@ -14,17 +14,17 @@ async fn resent_mutation_returns_the_first_reply_without_a_second_effect() {
     env.must_file(Fid::ROOT, "f").await;
     let header = env.header_as(&Identity::root());
     let unlink = MdtRequest::Unlink(mdt::Unlink { parent: Fid::ROOT, name: "f".into() });
-    let first = env.mds().handle(&header, unlink.clone()).await;
+    let first = env.mds().handle(&header, unlink.clone(), Run::Inline).await;
     assert_eq!(first, Ok(MdtReply::Empty));
     // A resend after a reconnect: same client and request id.
-    assert_eq!(env.mds().handle(&header, unlink.clone()).await, first);
+    assert_eq!(env.mds().handle(&header, unlink.clone(), Run::Inline).await, first);
     // A new request id executes again.
     assert_eq!(code(env.req(unlink).await), ErrorCode::NotFound);
 
     let header = env.header_as(&Identity::root());
     let mkdir = MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 });
-    let a = env.mds().handle(&header, mkdir.clone()).await.unwrap();
-    let b = env.mds().handle(&header, mkdir.clone()).await.unwrap();
+    let a = env.mds().handle(&header, mkdir.clone(), Run::Inline).await.unwrap();
+    let b = env.mds().handle(&header, mkdir.clone(), Run::Inline).await.unwrap();
     assert_eq!(a, b);
     assert_eq!(env.must_attr(Fid::ROOT).await.nlink, 3);
     assert!(env.mds().stats().reply_cache_hits >= 2);
@@ -39,8 +39,8 @@ async fn resent_mutation_returns_the_first_reply_without_a_second_effect() {
         spec: None,
         open_flags: OPEN_WRITE,
     });
-    let a = env.mds().handle(&header, create.clone()).await.unwrap();
-    let b = env.mds().handle(&header, create).await.unwrap();
+    let a = env.mds().handle(&header, create.clone(), Run::Inline).await.unwrap();
+    let b = env.mds().handle(&header, create, Run::Inline).await.unwrap();
     assert_eq!(a, b);
     assert_eq!(env.stats_open(), 1);
 }
@@ -62,15 +62,17 @@ async fn a_reply_slot_keeps_only_its_last_reply() {
     let before = rows();
     let mut last = Vec::new();
     for i in 0..50u64 {
-        last.push(env.mds().handle(&header(100 + i, (i % 2) as u32), mkdir(&format!("d{i}"))).await.unwrap());
+        last.push(
+            env.mds().handle(&header(100 + i, (i % 2) as u32), mkdir(&format!("d{i}")), Run::Inline).await.unwrap(),
+        );
     }
     assert_eq!(rows(), before + 2, "fifty mutations in two slots leave two rows");
     assert_eq!(env.must_attr(Fid::ROOT).await.nlink, 52);
     // The last mutation of each slot, resent: its own reply, no second directory.
-    assert_eq!(env.mds().handle(&header(149, 1), mkdir("d49")).await.unwrap(), last[49]);
-    assert_eq!(env.mds().handle(&header(148, 0), mkdir("d48")).await.unwrap(), last[48]);
+    assert_eq!(env.mds().handle(&header(149, 1), mkdir("d49"), Run::Inline).await.unwrap(), last[49]);
+    assert_eq!(env.mds().handle(&header(148, 0), mkdir("d48"), Run::Inline).await.unwrap(), last[48]);
     // Older ones, resent (whatever they carry): refused, nothing done.
-    let stale = env.mds().handle(&header(147, 1), mkdir("new")).await.unwrap_err();
+    let stale = env.mds().handle(&header(147, 1), mkdir("new"), Run::Inline).await.unwrap_err();
     assert_eq!(stale.code, ErrorCode::Stale, "{stale}");
     assert!(stale.message.contains("stale resend"), "{stale}");
     assert_eq!(
@@ -79,7 +81,7 @@ async fn a_reply_slot_keeps_only_its_last_reply() {
     );
     assert_eq!(env.must_attr(Fid::ROOT).await.nlink, 52);
     // The slot's next request runs.
-    env.mds().handle(&header(150, 0), mkdir("d50")).await.unwrap();
+    env.mds().handle(&header(150, 0), mkdir("d50"), Run::Inline).await.unwrap();
     assert_eq!(env.must_attr(Fid::ROOT).await.nlink, 53);
     assert_eq!(rows(), before + 2);
 }
@@ -89,7 +91,7 @@ async fn changes_stay_in_memory_until_a_checkpoint_writes_them_into_redb() {
     let env = Env::new().await;
     let header = env.header_as(&Identity::root());
     let mkdir = MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 });
-    let first = env.mds().handle(&header, mkdir.clone()).await.unwrap();
+    let first = env.mds().handle(&header, mkdir.clone(), Run::Inline).await.unwrap();
     let mds = env.mds();
     assert!(mds.core.read_view().cached_reply(&header).unwrap().is_some());
     let in_redb = || {
@@ -99,7 +101,7 @@ async fn changes_stay_in_memory_until_a_checkpoint_writes_them_into_redb() {
     crate::background::internal(&mds.queue, InternalOp::Checkpoint).await.unwrap();
     assert_eq!(in_redb(), (true, true), "after a checkpoint redb holds the directory and the reply");
     assert_eq!(mds.core.read_view().overlay().rows(), 0, "and nothing is left in memory");
-    assert_eq!(mds.handle(&header, mkdir).await.unwrap(), first);
+    assert_eq!(mds.handle(&header, mkdir, Run::Inline).await.unwrap(), first);
     assert_eq!(env.must_attr(Fid::ROOT).await.nlink, 3, "the resend made no second directory");
 }
 
@@ -109,9 +111,9 @@ async fn resend_survives_a_restart() {
     env.must_file(Fid::ROOT, "f").await;
     let header = env.header_as(&Identity::root());
     let unlink = MdtRequest::Unlink(mdt::Unlink { parent: Fid::ROOT, name: "f".into() });
-    env.mds().handle(&header, unlink.clone()).await.unwrap();
+    env.mds().handle(&header, unlink.clone(), Run::Inline).await.unwrap();
     env.restart().await;
-    assert_eq!(env.mds().handle(&header, unlink).await, Ok(MdtReply::Empty));
+    assert_eq!(env.mds().handle(&header, unlink, Run::Inline).await, Ok(MdtReply::Empty));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -133,7 +135,7 @@ async fn concurrent_creates_share_commits() {
                 spec: None,
                 open_flags: OPEN_READ,
             });
-            mds.handle(&header, req).await
+            mds.handle(&header, req, Run::Inline).await
         }));
     }
     let mut fids = std::collections::HashSet::new();
@@ -251,12 +253,12 @@ async fn reply_cache_is_pruned_by_age() {
     let env = Env::new().await;
     let header = env.header_as(&Identity::root());
     let mkdir = MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 });
-    env.mds().handle(&header, mkdir.clone()).await.unwrap();
+    env.mds().handle(&header, mkdir.clone(), Run::Inline).await.unwrap();
     assert_eq!(env.mds().prune_reply_cache(600).await.unwrap(), 0);
     tokio::time::sleep(Duration::from_millis(1100)).await;
     assert!(env.mds().prune_reply_cache(0).await.unwrap() >= 1);
     // Pruned: the same request id now executes again.
-    assert_eq!(code(env.mds().handle(&header, mkdir).await), ErrorCode::Exists);
+    assert_eq!(code(env.mds().handle(&header, mkdir, Run::Inline).await), ErrorCode::Exists);
 }
 
 /// A reply row too damaged to read fails the mutations of its slot with EIO (a resend could
@@ -269,11 +271,11 @@ async fn a_damaged_reply_row_fails_its_slot_until_pruned() {
     let corrupt = InternalOp::PutRaw { table: crate::schema::TABLE_REPLY_CACHE, key, value: vec![0xff; 3] };
     crate::background::internal(&env.mds().queue, corrupt).await.unwrap();
     let mkdir = MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 });
-    let e = env.mds().handle(&header, mkdir.clone()).await.unwrap_err();
+    let e = env.mds().handle(&header, mkdir.clone(), Run::Inline).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::Io, "{e}");
     assert!(e.message.contains("corrupt reply-cache entry"), "{e}");
     assert_eq!(env.mds().prune_reply_cache(600).await.unwrap(), 1, "removed though it is new");
-    env.mds().handle(&header, mkdir).await.unwrap();
+    env.mds().handle(&header, mkdir, Run::Inline).await.unwrap();
     assert_eq!(env.must_attr(Fid::ROOT).await.nlink, 3);
 }
 
@@ -336,7 +338,7 @@ async fn storage_error_in_a_batch_fails_only_its_op() {
                     open_flags: OPEN_WRITE,
                 })
             };
-            (i, mds.handle(&header, req).await)
+            (i, mds.handle(&header, req, Run::Inline).await)
         }));
     }
     for t in tasks {
@@ -397,7 +399,7 @@ fn inline_and_queued_commits() {
                                 name: format!("task{t}-{i}").into(),
                                 mode: 0o755,
                             });
-                            mds.handle(&header, req).await.unwrap();
+                            mds.handle(&header, req, Run::Inline).await.unwrap();
                         }
                     })
                 })

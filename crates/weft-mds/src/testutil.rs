@@ -135,7 +135,7 @@ impl Env {
     }
 
     pub async fn req_as(&self, who: &Identity, req: MdtRequest) -> WeftResult<MdtReply> {
-        self.mds().handle(&self.header_as(who), req).await
+        self.mds().handle(&self.header_as(who), req, Run::Inline).await
     }
 
     pub async fn mkdir_as(&self, who: &Identity, parent: Fid, name: &str, mode: u32) -> WeftResult<Fid> {

@@ -27,7 +27,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use tokio::sync::oneshot;
-use weft_proto::msg::{FileType, MdtReply, MdtRequest, RequestHeader};
+use weft_proto::msg::{FileType, MdtReply, MdtRequest, RequestHeader, Run};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 // Requests dominate the queue and are moved once into it: boxing them would only add an
@@ -71,13 +71,15 @@ enum Outcome {
 
 /// Jobs waiting to be committed, and who commits them.
 ///
-/// A job is committed either by the writer thread or, when the caller is a thread of its own
-/// (a FUSE thread under `weft up`, blocked on the answer anyway) and nobody is committing,
-/// by the caller itself: that saves two thread switches per mutation, the writer's wakeup
-/// and the caller's, which on a small machine cost more than the commit. Callers that are
-/// tasks of the async runtime never commit (a commit blocks; a checkpoint syncs): they queue
-/// and wake the writer. Either way, whoever commits takes everything queued, so concurrent
-/// mutations still share one batch and one journal record (group commit).
+/// A job is committed either by the writer thread or by its caller, when the server's
+/// scheduler let it run inline ([`Run::Inline`]: weft-rpc's FIFO policy does for every
+/// mutation), the caller is a thread of its own (a FUSE thread under `weft up`, blocked on
+/// the answer anyway) and nobody is committing: that saves two thread switches per
+/// mutation, the writer's wakeup and the caller's, which on a small machine cost more than
+/// the commit. Callers that are tasks of the async runtime never commit (a commit blocks; a
+/// checkpoint syncs): they queue and wake the writer. Either way, whoever commits takes
+/// everything queued, so concurrent mutations still share one batch and one journal record
+/// (group commit).
 ///
 /// Every submitter waits for its own answer, so the queue holds at most one job per request
 /// in flight: no bound is needed beyond the servers' per-connection limits.
@@ -125,9 +127,9 @@ impl Queue {
         Ok((queue, thread))
     }
 
-    /// Queues `job`, committing it at once on this thread when allowed (see [`Queue`]). The
-    /// answer goes to the job's channel. Fails once the queue is closed.
-    pub fn submit(&self, job: Job) -> WeftResult<()> {
+    /// Queues `job`, committing it at once on this thread when `run` and the thread allow
+    /// (see [`Queue`]). The answer goes to the job's channel. Fails once the queue is closed.
+    pub fn submit(&self, job: Job, run: Run) -> WeftResult<()> {
         let q = &self.inner;
         {
             let mut st = q.state.lock().unwrap_or_else(|p| p.into_inner());
@@ -136,7 +138,8 @@ impl Queue {
             }
             st.jobs.push_back(job);
         }
-        if tokio::task::try_id().is_none() {
+        // A thread inside a runtime task must not block on a commit, whatever `run` says.
+        if run == Run::Inline && tokio::task::try_id().is_none() {
             if let Ok(_committing) = q.commit.try_lock() {
                 // Whoever queued behind us and found us committing woke the writer for what
                 // we leave.

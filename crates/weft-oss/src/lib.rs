@@ -6,8 +6,9 @@
 //! object, which hashed directories keep manageable. See [`ost`] for the on-disk layout.
 //!
 //! No networking here: weft-server decodes requests, schedules them and calls
-//! [`Oss::handle`]. Requests run on tokio's blocking pool because every one of them is file
-//! I/O; an async runtime thread must never wait on a disk.
+//! [`Oss::handle`], which runs each on the calling task or on tokio's blocking pool as the
+//! scheduler said: small I/O that the page cache answers in microseconds inline, anything
+//! that may wait on a disk where an async runtime thread does not wait for it.
 
 mod durable;
 mod handles;
@@ -22,7 +23,7 @@ use ost::Ost;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::Arc;
-use weft_proto::msg::{self, OstReply, OstRequest};
+use weft_proto::msg::{OstReply, OstRequest, Run};
 use weft_proto::{WeftError, WeftResult};
 
 /// One OST this process serves.
@@ -75,53 +76,23 @@ impl Oss {
         self.osts.keys().copied().collect()
     }
 
-    /// Executes one OstRequest on OST `ost` (NotFound if this process does not serve it).
-    /// `bulk` is the request's data (for Write; checksum already verified by the transport).
-    /// Returns the reply and the reply bulk (data for Read, empty otherwise).
-    pub async fn handle(&self, ost: u32, req: OstRequest, bulk: Bytes) -> (WeftResult<OstReply>, Bytes) {
+    /// Executes one OstRequest on OST `ost` (NotFound if this process does not serve it),
+    /// on this task or on the blocking pool as `run` says (the server's scheduler decides;
+    /// see weft-rpc's FIFO policy for why small I/O runs inline). `bulk` is the request's
+    /// data (for Write; checksum already verified by the transport). Returns the reply and
+    /// the reply bulk (data for Read, empty otherwise).
+    pub async fn handle(&self, ost: u32, req: OstRequest, bulk: Bytes, run: Run) -> (WeftResult<OstReply>, Bytes) {
         let Some(target) = self.osts.get(&ost).cloned() else {
             return (Err(WeftError::not_found(format!("OST {ost} is not served by this process"))), Bytes::new());
         };
-        // Writes to one OST take turns: concurrent pwrite(2)s of one object contend for its
-        // inode lock, and the kernel spins for it (measured: with two 1 MiB streams, an
-        // eighth of all CPU went to that spinning). Waiting here is asleep, and the turns
-        // are short: the data only lands in the page cache (a write with a sync, which waits
-        // for the disk, does not take a turn).
-        let _turn = match req {
-            OstRequest::Write(msg::ost::Write { sync: false, .. }) | OstRequest::Punch(..) => {
-                match target.write_turns.acquire().await {
-                    Ok(turn) => Some(turn),
-                    Err(_) => return (Err(WeftError::io(format!("OST {ost} is shutting down"))), Bytes::new()),
-                }
-            }
-            _ => None,
-        };
-        if runs_inline(&req, &bulk) {
+        if run == Run::Inline {
             return target.execute(&req, &bulk);
         }
-        let blocking = target.clone();
-        match tokio::task::spawn_blocking(move || blocking.execute(&req, &bulk)).await {
+        match tokio::task::spawn_blocking(move || target.execute(&req, &bulk)).await {
             Ok(result) => result,
             // Only a panic (a bug) or a runtime shutdown gets here.
             Err(e) => (Err(WeftError::io(format!("OST {ost}: request did not complete: {e}"))), Bytes::new()),
         }
-    }
-}
-
-/// Whether a request runs on the calling task instead of the blocking pool. Small reads
-/// and writes land in or come from the page cache in microseconds, less than the two thread
-/// hand-offs of `spawn_blocking` cost (measured: with 47,008-byte writes, most of the
-/// server's time went to context switches). A cold small read may wait on the disk for a
-/// moment on a runtime thread; syncs, precreates, destroys, punches and large transfers,
-/// which can take long, keep going to the blocking pool.
-fn runs_inline(req: &OstRequest, bulk: &Bytes) -> bool {
-    match req {
-        OstRequest::Write(msg::ost::Write { sync, .. }) => !sync && bulk.len() as u64 <= limits::INLINE_IO_BYTES_MAX,
-        OstRequest::Read(msg::ost::Read { len, .. }) => *len as u64 <= limits::INLINE_IO_BYTES_MAX,
-        // A file create lands in the page cache too; in-process callers would pay two
-        // thread hand-offs for it on every passthrough open.
-        OstRequest::Getattr(..) | OstRequest::LocalPath(..) => true,
-        _ => false,
     }
 }
 

@@ -17,5 +17,3 @@ pub const OBJECT_DIRS_COUNT: u32 = 32;
 pub const TARGET_FILE_BYTES_MAX: u64 = 64 * 1024;
 /// Largest LAST_ID file read at open.
 pub const LAST_ID_FILE_BYTES_MAX: u64 = 64;
-/// Reads and writes up to this size run on the request's task (see `runs_inline`).
-pub const INLINE_IO_BYTES_MAX: u64 = 256 * 1024;

@@ -38,8 +38,6 @@ pub(crate) struct Ost {
     handles: HandleCache,
     /// The persisted LAST_ID. The lock also serializes precreations, so LAST_ID only grows.
     last_id: Mutex<u32>,
-    /// One write (or punch) at a time: see `Oss::handle`.
-    pub(crate) write_turns: tokio::sync::Semaphore,
     /// Per object directory (`d<n>`): a name may have been made in it since its last fsync,
     /// so a data sync of any object in it must also fsync it to make names durable (this
     /// file system may have no journal). One flag per directory, not per object: a create
@@ -82,7 +80,6 @@ impl Ost {
             seq_dir,
             handles: HandleCache::new(),
             last_id: Mutex::new(last_id),
-            write_turns: tokio::sync::Semaphore::new(1),
             // Names made by an earlier run of this process may not be durable yet.
             dirs_unsynced: (0..OBJECT_DIRS_COUNT).map(|_| Mutex::new(true)).collect(),
         })

@@ -3,7 +3,7 @@
 use super::*;
 use std::os::unix::ffi::OsStringExt;
 use weft_proto::limits::{BULK_BYTES_MAX, FILE_SIZE_MAX_BYTES};
-use weft_proto::msg::StatfsInfo;
+use weft_proto::msg::{self, StatfsInfo};
 use weft_proto::{ErrorCode, Fid};
 
 const FSNAME: &str = "testfs";
@@ -28,7 +28,7 @@ struct Client {
 impl Client {
     async fn try_write(&self, oid: u32, offset: u64, data: &[u8], sync: bool) -> WeftResult<OstReply> {
         let req = OstRequest::Write(msg::ost::Write { fid: fid(self.ost, oid), offset, sync });
-        self.oss.handle(self.ost, req, Bytes::copy_from_slice(data)).await.0
+        self.oss.handle(self.ost, req, Bytes::copy_from_slice(data), Run::Offload).await.0
     }
     async fn must_write(&self, oid: u32, offset: u64, data: &[u8]) {
         let reply = self.try_write(oid, offset, data, false).await.expect("write");
@@ -37,13 +37,18 @@ impl Client {
     async fn must_read(&self, oid: u32, offset: u64, len: u32) -> Bytes {
         let (reply, bulk) = self
             .oss
-            .handle(self.ost, OstRequest::Read(msg::ost::Read { fid: fid(self.ost, oid), offset, len }), Bytes::new())
+            .handle(
+                self.ost,
+                OstRequest::Read(msg::ost::Read { fid: fid(self.ost, oid), offset, len }),
+                Bytes::new(),
+                Run::Inline,
+            )
             .await;
         assert_eq!(reply.expect("read"), OstReply::Read(msg::ost::ReadDone { len: bulk.len() as u32 }));
         bulk
     }
     async fn request(&self, req: OstRequest) -> WeftResult<OstReply> {
-        let (reply, bulk) = self.oss.handle(self.ost, req, Bytes::new()).await;
+        let (reply, bulk) = self.oss.handle(self.ost, req, Bytes::new(), Run::Offload).await;
         assert!(bulk.is_empty());
         reply
     }
@@ -184,10 +189,10 @@ async fn foreign_fids_and_unserved_osts_are_rejected() {
         OstRequest::Destroy(msg::ost::Destroy { fid: wrong }),
         OstRequest::Getattr(msg::ost::Getattr { fid: Fid::ROOT }),
     ] {
-        let (reply, _) = c.oss.handle(2, req, Bytes::from_static(b"x")).await;
+        let (reply, _) = c.oss.handle(2, req, Bytes::from_static(b"x"), Run::Offload).await;
         assert_eq!(reply.unwrap_err().code, ErrorCode::Invalid);
     }
-    let (reply, _) = c.oss.handle(3, OstRequest::Statfs(msg::ost::Statfs {}), Bytes::new()).await;
+    let (reply, _) = c.oss.handle(3, OstRequest::Statfs(msg::ost::Statfs {}), Bytes::new(), Run::Offload).await;
     assert_eq!(reply.unwrap_err().code, ErrorCode::NotFound);
 }
 

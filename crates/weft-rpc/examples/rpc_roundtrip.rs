@@ -13,7 +13,13 @@ use weft_rpc::{Handler, Peer, PeerOptions, RequestContext, Server, ServerLimits}
 struct Echo;
 
 impl Handler for Echo {
-    fn handle(&self, _ctx: RequestContext, _body: RequestBody, bulk: Bytes) -> BoxFuture<'static, (Reply, Bytes)> {
+    fn handle<'a>(
+        &'a self,
+        _: &'a RequestContext,
+        _: weft_rpc::Run,
+        _body: RequestBody,
+        bulk: Bytes,
+    ) -> BoxFuture<'a, (Reply, Bytes)> {
         Box::pin(async move { (Ok(ReplyBody::Ost(OstReply::Read(ost::ReadDone { len: bulk.len() as u32 }))), bulk) })
     }
 }

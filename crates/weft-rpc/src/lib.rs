@@ -11,16 +11,22 @@
 //! * [`local`]: the in-process transport: a Peer whose address a Server of the same process
 //!   registered calls that server's pipeline directly (`weft up`); `WEFT_TRANSPORT=tcp`
 //!   turns it off;
-//! * [`server`]: the server side: every request goes through one pipeline, decode →
-//!   authorize → schedule → execute → reply → account, with the scheduling (NRS) and
-//!   accounting slots in place even while FIFO is the only policy.
+//! * [`server`]: the server's transport: connections, decoding, replies, the in-process
+//!   way in;
+//! * [`pipeline`]: the stages every request goes through between decode and reply:
+//!   [`authorize`], [`schedule`] (the NRS: a policy per service, FIFO by default), execute
+//!   (the [`Handler`]), [`account`] (per-opcode [`stats`] and any other account added).
 
+pub mod account;
+pub mod authorize;
 pub mod callback;
 pub mod exports;
 pub mod frame;
 pub mod local;
 pub mod map;
 pub mod peer;
+pub mod pipeline;
+pub mod schedule;
 pub mod server;
 pub mod stats;
 
@@ -28,5 +34,6 @@ pub use callback::CallbackHandler;
 pub use exports::Exports;
 pub use local::{register_client, ClientRegistration};
 pub use peer::{Peer, PeerOptions};
-pub use server::{Handler, RequestContext, Server, ServerLimits};
+pub use schedule::Run;
+pub use server::{Handler, Origin, RequestContext, Server, ServerLimits};
 pub use stats::{OpStats, Stats};

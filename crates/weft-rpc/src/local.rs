@@ -19,6 +19,11 @@
 //!
 //! `WEFT_TRANSPORT=tcp` in the environment (read once per process) makes every lookup miss,
 //! of servers and of clients: everything goes over TCP, for measurement and comparison.
+//!
+//! A request made in-process runs the server's pipeline on its caller's thread. When a
+//! scheduling policy holds it back, the pipeline says so on that thread ([`note_held`]); a
+//! caller that polls requests on threads it must not lose for long (the FUSE mount's
+//! workers) asks after each poll ([`take_held`]) and finishes such a request elsewhere.
 
 use crate::callback::CallbackHandler;
 use crate::server::Server;
@@ -121,4 +126,20 @@ pub(crate) fn client_handler(client_id: u64) -> Option<Arc<dyn CallbackHandler>>
         return None;
     }
     clients().read().unwrap_or_else(|p| p.into_inner()).get(&client_id)?.last().map(|(_, h)| h.clone())
+}
+
+thread_local! {
+    /// Set when a request polled on this thread was held back by a scheduling policy.
+    static HELD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks that a request polled on this thread waits because a policy holds it back.
+pub(crate) fn note_held() {
+    HELD.with(|h| h.set(true));
+}
+
+/// Whether a request polled on this thread since the last call was held back by a policy
+/// (and clears the mark).
+pub fn take_held() -> bool {
+    HELD.with(|h| h.replace(false))
 }

@@ -1,17 +1,18 @@
-//! The server side: accepts connections and runs every request through one pipeline,
-//!
-//! ```text
-//! read frame ─▶ decode ─▶ authorize ─▶ schedule (NRS) ─▶ execute ─▶ reply ─▶ account
-//! ```
+//! The server's transport: accepts connections, reads and decodes each request, runs it
+//! through the [`Pipeline`] (authorize → schedule → execute → account) as a task of its own,
+//! and writes the reply.
 //!
 //! A frame that cannot be decoded (bad magic, oversized, checksum of the message wrong,
 //! malformed message) drops that connection only; every other connection keeps being served.
-//! Requests on one connection execute concurrently, bounded by `requests_in_flight_max`; past
-//! that the connection stops being read (backpressure through TCP).
+//! A connection's requests run concurrently, each as its own task, so a request the
+//! scheduler holds never stops the connection from being read. The requests read and not
+//! yet answered on one connection are bounded by `requests_unanswered_max`, a bound on
+//! memory, not a scheduling decision: past it the connection stops being read
+//! (backpressure through TCP).
 //!
 //! A server registered with [`Server::register_local`] is also reached in-process (see
 //! [`crate::local`]): the request skips the read/decode and reply/encode stages and enters
-//! the same [`Server::pipeline`] as a request read from a connection.
+//! the same pipeline as a request read from a connection.
 //!
 //! Callbacks and eviction: every server has [`Exports`] (its own, or one given to
 //! [`Server::with_exports`] so that the handler can hold it too). Each connection notes in
@@ -22,15 +23,18 @@
 //! every request of a client [`Exports::evict`]ed, except Ping, with
 //! [`ErrorCode::Evicted`] without executing it, over TCP and in-process alike.
 
+use crate::account::Account;
+use crate::authorize::Authorize;
 use crate::exports::Exports;
 use crate::frame::{read_frame, write_frame};
+use crate::pipeline::Pipeline;
+use crate::schedule::{Run, Schedulers};
 use crate::stats::Stats;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, Semaphore};
@@ -75,22 +79,41 @@ pub struct RequestContext {
     /// Where the request came from; [`LOCAL_PEER`] for a request made in-process.
     pub peer: SocketAddr,
     pub opcode: &'static str,
+    pub origin: Origin,
 }
 
-/// The execute stage: the services a server process hosts, behind one router.
+/// How a request reached the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// Read from a connection; it runs as a task of the server's runtime.
+    Remote,
+    /// Made in this process and polled by its caller; `caller_may_block`: the caller is a
+    /// thread of its own (a FUSE thread), not a task of an async runtime, so work run
+    /// inline may block it.
+    InProcess { caller_may_block: bool },
+}
+
+/// The execute stage: the services a server process hosts, behind one router. `run` is how
+/// the scheduler said the request runs.
 pub trait Handler: Send + Sync + 'static {
-    fn handle(&self, ctx: RequestContext, body: RequestBody, bulk: Bytes) -> BoxFuture<'static, (Reply, Bytes)>;
+    fn handle<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        run: Run,
+        body: RequestBody,
+        bulk: Bytes,
+    ) -> BoxFuture<'a, (Reply, Bytes)>;
 }
 
 #[derive(Debug, Clone)]
 pub struct ServerLimits {
-    /// Requests executing at once per connection before the server stops reading it.
-    pub requests_in_flight_max: usize,
+    /// Requests read and not yet answered per connection before the server stops reading it.
+    pub requests_unanswered_max: usize,
 }
 
 impl Default for ServerLimits {
     fn default() -> Self {
-        ServerLimits { requests_in_flight_max: weft_proto::limits::CONNECTION_IN_FLIGHT_MAX }
+        ServerLimits { requests_unanswered_max: weft_proto::limits::CONNECTION_IN_FLIGHT_MAX }
     }
 }
 
@@ -98,9 +121,8 @@ impl Default for ServerLimits {
 pub const LOCAL_PEER: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
 
 pub struct Server {
-    handler: Arc<dyn Handler>,
+    pipeline: Pipeline,
     limits: ServerLimits,
-    stats: Arc<Stats>,
     exports: Arc<Exports>,
     /// Set once by [`Server::shutdown`]; the accept loop and every connection watch it.
     stopping: tokio::sync::watch::Sender<bool>,
@@ -120,9 +142,8 @@ impl Server {
     pub fn with_exports(handler: Arc<dyn Handler>, limits: ServerLimits, exports: Arc<Exports>) -> Arc<Server> {
         let (stopping, _) = tokio::sync::watch::channel(false);
         Arc::new(Server {
-            handler,
+            pipeline: Pipeline::new(handler, Authorize::new(exports.clone())),
             limits,
-            stats: Arc::new(Stats::default()),
             exports,
             stopping,
             local_addresses: Mutex::new(Vec::new()),
@@ -160,7 +181,17 @@ impl Server {
     }
 
     pub fn stats(&self) -> Arc<Stats> {
-        self.stats.clone()
+        self.pipeline.stats().clone()
+    }
+
+    /// The schedulers of this server's services (their policies can be switched).
+    pub fn schedulers(&self) -> &Schedulers {
+        self.pipeline.schedulers()
+    }
+
+    /// Adds an account stage: `account` learns of every request answered from now on.
+    pub fn add_account(&self, account: Arc<dyn Account>) {
+        self.pipeline.add_account(account);
     }
 
     /// This server's clients: callback routes and evictions.
@@ -206,7 +237,7 @@ impl Server {
             }
         }
         let _closing = Closing(&self.exports, &link);
-        let in_flight = Arc::new(Semaphore::new(self.limits.requests_in_flight_max));
+        let unanswered = Arc::new(Semaphore::new(self.limits.requests_unanswered_max));
         let mut stopping = self.stopping.subscribe();
         loop {
             let read = tokio::select! {
@@ -251,14 +282,16 @@ impl Server {
                 }
             };
             self.exports.note_route(request.header.client_id, &link);
-            let Ok(permit) = in_flight.clone().acquire_owned().await else { return };
+            let Ok(permit) = unanswered.clone().acquire_owned().await else { return };
             let server = self.clone();
             let writer = writer.clone();
             let xid = frame.header.xid;
             tokio::spawn(async move {
-                let ctx = RequestContext { header: request.header, peer, opcode: request.body.opcode_name() };
+                let opcode = request.body.opcode_name();
+                let ctx = RequestContext { header: request.header, peer, opcode, origin: Origin::Remote };
                 server
-                    .pipeline(ctx, request.body, frame.bulk, frame.bulk_ok, |reply, bulk| async move {
+                    .pipeline
+                    .run(ctx, request.body, frame.bulk, frame.bulk_ok, |reply, bulk| async move {
                         let msg = match encode_message(&reply) {
                             Ok(m) => m,
                             Err(e) => encode_message::<Reply>(&Err(e)).unwrap_or_default(),
@@ -275,23 +308,30 @@ impl Server {
         }
     }
 
-    /// One request in-process: the pipeline runs as its own task on the server's runtime, as
-    /// a request read from a connection would (a caller that gives up does not cancel it), and
-    /// the reply comes back as the same values, bulk included. Fails with an I/O error, which
-    /// the Peer retries, when the server is stopping or its runtime is gone.
+    /// One request in-process: the pipeline runs on the caller's own thread (polled by its
+    /// caller: no hand-off to a runtime worker and back), and the reply comes back as the same
+    /// values, bulk included. A mutation whose caller gives up finishes as a task of the
+    /// server's runtime instead of being cancelled midway, as over TCP. Fails with an I/O
+    /// error, which the Peer retries, when the server is stopping or its runtime is gone.
     pub(crate) async fn call_local(self: &Arc<Self>, request: Request, bulk: Bytes) -> WeftResult<(Reply, Bytes)> {
         if self.is_stopping() {
             return Err(WeftError::io("the server is shut down"));
         }
         let (tx, rx) = oneshot::channel();
-        let ctx = RequestContext { header: request.header, peer: LOCAL_PEER, opcode: request.body.opcode_name() };
+        let origin = Origin::InProcess { caller_may_block: tokio::task::try_id().is_none() };
+        let ctx =
+            RequestContext { header: request.header, peer: LOCAL_PEER, opcode: request.body.opcode_name(), origin };
         // The reply stage cannot fail in-process: a caller that gave up is not the server's
         // failure (over TCP its reply would be written and discarded too).
         let read_only = request.body.is_read_only();
-        let task = self.clone().pipeline_owned(ctx, request.body, bulk, move |reply, bulk| async move {
-            let _ = tx.send((reply, bulk));
-            true
-        });
+        let server = self.clone();
+        let task = async move {
+            let reply = move |reply, bulk| async move {
+                let _ = tx.send((reply, bulk));
+                true
+            };
+            server.pipeline.run(ctx, request.body, bulk, true, reply).await
+        };
         // The request runs on the caller's own thread: no hand-off to a runtime worker and
         // back (a FUSE lookup or stat then costs no thread switch at all under `weft up`,
         // a create only the MDT writer's).
@@ -308,49 +348,6 @@ impl Server {
             FinishOnDrop { task: Some(Box::pin(task)), rt }.await;
         }
         rx.await.map_err(|_| WeftError::io("the server dropped the request"))
-    }
-
-    async fn pipeline_owned<R, F>(self: Arc<Self>, ctx: RequestContext, body: RequestBody, bulk: Bytes, reply: R)
-    where
-        R: FnOnce(Reply, Bytes) -> F,
-        F: Future<Output = bool>,
-    {
-        self.pipeline(ctx, body, bulk, true, reply).await
-    }
-
-    /// The pipeline every request goes through, from a connection or in-process, after it
-    /// was decoded: authorize → schedule → execute → reply (the transport's `reply` stage,
-    /// which says whether the reply went out) → account.
-    async fn pipeline<R, F>(&self, ctx: RequestContext, body: RequestBody, bulk: Bytes, bulk_ok: bool, reply: R)
-    where
-        R: FnOnce(Reply, Bytes) -> F,
-        F: Future<Output = bool>,
-    {
-        let started = Instant::now();
-        let opcode = ctx.opcode;
-        let bulk_in = bulk.len() as u64;
-        let (result, bulk) = if bulk_ok {
-            self.execute(ctx, body, bulk).await
-        } else {
-            (Err(WeftError::new(ErrorCode::Checksum, "request data arrived corrupted")), Bytes::new())
-        };
-        let ok = result.is_ok();
-        let bytes = bulk_in + bulk.len() as u64;
-        let sent = reply(result, bulk).await;
-        self.stats.record(opcode, started.elapsed(), ok && sent, bytes);
-    }
-
-    /// Authorize, schedule, execute. Authorization of identities beyond mode bits and
-    /// scheduling policies other than FIFO (Lustre's NRS: round-robin, token bucket filter)
-    /// plug in here. An evicted client is refused everything but Ping.
-    async fn execute(&self, ctx: RequestContext, body: RequestBody, bulk: Bytes) -> (Reply, Bytes) {
-        if let RequestBody::Ping = body {
-            return (Ok(weft_proto::msg::ReplyBody::Pong), Bytes::new());
-        }
-        if let Some(e) = self.exports.eviction_error(ctx.header.client_id) {
-            return (Err(e), Bytes::new());
-        }
-        self.handler.handle(ctx, body, bulk).await
     }
 }
 

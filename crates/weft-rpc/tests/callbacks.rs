@@ -37,7 +37,13 @@ fn blocking() -> CallbackRequest {
 }
 
 impl Handler for Service {
-    fn handle(&self, _ctx: RequestContext, body: RequestBody, bulk: Bytes) -> BoxFuture<'static, (Reply, Bytes)> {
+    fn handle<'a>(
+        &'a self,
+        _: &'a RequestContext,
+        _: weft_rpc::Run,
+        body: RequestBody,
+        bulk: Bytes,
+    ) -> BoxFuture<'a, (Reply, Bytes)> {
         let exports = self.exports.clone();
         Box::pin(async move {
             match body {

@@ -18,7 +18,13 @@ struct Echo {
 }
 
 impl Handler for Echo {
-    fn handle(&self, _ctx: RequestContext, body: RequestBody, bulk: Bytes) -> BoxFuture<'static, (Reply, Bytes)> {
+    fn handle<'a>(
+        &'a self,
+        _: &'a RequestContext,
+        _: weft_rpc::Run,
+        body: RequestBody,
+        bulk: Bytes,
+    ) -> BoxFuture<'a, (Reply, Bytes)> {
         self.calls.fetch_add(1, Ordering::SeqCst);
         Box::pin(async move {
             match body {
@@ -287,7 +293,13 @@ async fn an_in_process_call_times_out_as_a_whole() {
     /// Never answers.
     struct Stuck;
     impl Handler for Stuck {
-        fn handle(&self, _: RequestContext, _: RequestBody, _: Bytes) -> BoxFuture<'static, (Reply, Bytes)> {
+        fn handle<'a>(
+            &'a self,
+            _: &'a RequestContext,
+            _: weft_rpc::Run,
+            _: RequestBody,
+            _: Bytes,
+        ) -> BoxFuture<'a, (Reply, Bytes)> {
             Box::pin(futures::future::pending())
         }
     }

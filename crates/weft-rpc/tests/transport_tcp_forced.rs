@@ -11,7 +11,13 @@ use weft_rpc::{Handler, Peer, PeerOptions, RequestContext, Server, ServerLimits}
 struct Pong;
 
 impl Handler for Pong {
-    fn handle(&self, _: RequestContext, _: RequestBody, _: Bytes) -> BoxFuture<'static, (Reply, Bytes)> {
+    fn handle<'a>(
+        &'a self,
+        _: &'a RequestContext,
+        _: weft_rpc::Run,
+        _: RequestBody,
+        _: Bytes,
+    ) -> BoxFuture<'a, (Reply, Bytes)> {
         Box::pin(async { (Ok(ReplyBody::Pong), Bytes::new()) })
     }
 }

@@ -11,7 +11,7 @@ use weft_oss::Oss;
 use weft_proto::lock::LockTarget;
 use weft_proto::msg::*;
 use weft_proto::{ErrorCode, WeftError};
-use weft_rpc::{Handler, RequestContext};
+use weft_rpc::{Handler, RequestContext, Run};
 
 pub(crate) struct Router {
     pub mgs: Option<Arc<Mgs>>,
@@ -26,41 +26,44 @@ fn not_here(what: String) -> (Reply, Bytes) {
 }
 
 impl Handler for Router {
-    fn handle(&self, ctx: RequestContext, body: RequestBody, bulk: Bytes) -> BoxFuture<'static, (Reply, Bytes)> {
-        match body {
-            RequestBody::Ping => Box::pin(async { (Ok(ReplyBody::Pong), Bytes::new()) }),
-            RequestBody::Mgs(op) => match self.mgs.clone() {
-                Some(mgs) => Box::pin(async move { (mgs.handle(op).await.map(ReplyBody::Mgs), Bytes::new()) }),
-                None => Box::pin(async { not_here("the management service".into()) }),
-            },
-            RequestBody::Mdt { mdt, op } => match (self.mds.clone(), self.mdt_index) {
-                (Some(mds), Some(i)) if i == mdt => {
-                    Box::pin(async move { (mds.handle(&ctx.header, op).await.map(ReplyBody::Mdt), Bytes::new()) })
-                }
-                _ => Box::pin(async move { not_here(format!("MDT{mdt:04x}")) }),
-            },
-            RequestBody::Ost { ost, op } => match self.oss.clone() {
-                Some(oss) => {
-                    let locks = self.locks.clone();
-                    Box::pin(async move {
+    fn handle<'a>(
+        &'a self,
+        ctx: &'a RequestContext,
+        run: Run,
+        body: RequestBody,
+        bulk: Bytes,
+    ) -> BoxFuture<'a, (Reply, Bytes)> {
+        Box::pin(async move {
+            match body {
+                RequestBody::Ping => (Ok(ReplyBody::Pong), Bytes::new()),
+                RequestBody::Mgs(op) => match &self.mgs {
+                    Some(mgs) => (mgs.handle(op).await.map(ReplyBody::Mgs), Bytes::new()),
+                    None => not_here("the management service".into()),
+                },
+                RequestBody::Mdt { mdt, op } => match (&self.mds, self.mdt_index) {
+                    (Some(mds), Some(i)) if i == mdt => {
+                        (mds.handle(&ctx.header, op, run).await.map(ReplyBody::Mdt), Bytes::new())
+                    }
+                    _ => not_here(format!("MDT{mdt:04x}")),
+                },
+                RequestBody::Ost { ost, op } => match &self.oss {
+                    Some(oss) => {
                         if let OstRequest::Getattr(ost::Getattr { fid }) = &op {
-                            // The size of an object: writers elsewhere put out their queued writes first.
-                            if let Some(ns) = locks.namespace(LockTarget::Ost(ost)) {
+                            // The size of an object: writers elsewhere put out their queued
+                            // writes first.
+                            if let Some(ns) = self.locks.namespace(LockTarget::Ost(ost)) {
                                 ns.glimpse(ctx.header.client_id, *fid).await;
                             }
                         }
-                        let (reply, bulk) = oss.handle(ost, op, bulk).await;
+                        let (reply, bulk) = oss.handle(ost, op, bulk, run).await;
                         (reply.map(ReplyBody::Ost), bulk)
-                    })
+                    }
+                    None => not_here(format!("OST{ost:04x}")),
+                },
+                RequestBody::Ldlm { target, op } => {
+                    (self.locks.handle(&ctx.header, target, op).await.map(ReplyBody::Ldlm), Bytes::new())
                 }
-                None => Box::pin(async move { not_here(format!("OST{ost:04x}")) }),
-            },
-            RequestBody::Ldlm { target, op } => {
-                let locks = self.locks.clone();
-                Box::pin(
-                    async move { (locks.handle(&ctx.header, target, op).await.map(ReplyBody::Ldlm), Bytes::new()) },
-                )
             }
-        }
+        })
     }
 }

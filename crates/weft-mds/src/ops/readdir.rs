@@ -99,6 +99,7 @@ mod tests {
                     mds.handle(
                         &h,
                         MdtRequest::Mknod(mdt::Mknod { parent: d, name, kind: FileType::Fifo, mode: 0o644, rdev: 0 }),
+                        Run::Inline,
                     )
                     .await
                     .unwrap();

@@ -269,7 +269,7 @@ mod tests {
             } else {
                 MdtRequest::Mkdir(mdt::Mkdir { parent: r, name: format!("d{i}").into(), mode: 0o755 })
             };
-            tasks.push(tokio::spawn(async move { (i, mds.handle(&header, req).await) }));
+            tasks.push(tokio::spawn(async move { (i, mds.handle(&header, req, Run::Inline).await) }));
         }
         for t in tasks {
             let (i, r) = t.await.unwrap();

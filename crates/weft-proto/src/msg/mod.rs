@@ -125,6 +125,56 @@ crate::define_replies! {
     }
 }
 
+/// The service of a server process that runs a request, as Lustre's ptlrpc services: each
+/// has a scheduler of its own, so a policy shaping object I/O does not hold metadata or lock
+/// requests back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Service {
+    /// The management service (`mgs.MGS.mgs`).
+    Mgs,
+    /// Metadata (`mds.MDS.mdt`).
+    Mdt,
+    /// Object data: reads, writes, punches, syncs (`ost.OSS.ost_io`).
+    OstIo,
+    /// Other object requests: getattr, precreate, destroy, statfs (`ost.OSS.ost`).
+    Ost,
+    /// Lock managers (`ldlm.services.ldlm_canceld`).
+    Ldlm,
+}
+
+impl Service {
+    pub const ALL: [Service; 5] = [Service::Mgs, Service::Mdt, Service::OstIo, Service::Ost, Service::Ldlm];
+
+    /// Lustre's name of the service.
+    pub fn name(self) -> &'static str {
+        match self {
+            Service::Mgs => "mgs",
+            Service::Mdt => "mdt",
+            Service::OstIo => "ost_io",
+            Service::Ost => "ost",
+            Service::Ldlm => "ldlm",
+        }
+    }
+
+    /// Its place in [`Service::ALL`].
+    pub fn index(self) -> usize {
+        self as usize
+    }
+}
+
+/// How a server executes a request once its scheduler admitted it (the scheduler decides;
+/// see weft-rpc's schedule module).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Run {
+    /// By whoever polls it: the connection's task, or an in-process caller's own thread
+    /// (which commits an MDT batch itself when it may block). For work of microseconds,
+    /// where a hand-off to another thread would cost more than the work.
+    Inline,
+    /// Handed to a thread that may block: the blocking pool for object I/O that waits on a
+    /// disk, the MDT writer thread for a commit.
+    Offload,
+}
+
 impl RequestBody {
     /// Whether the request only reads: executing it twice, or abandoning it halfway,
     /// changes nothing.
@@ -140,6 +190,27 @@ impl RequestBody {
             RequestBody::Ost { op, .. } => op.kind(),
             RequestBody::Ldlm { op, .. } => op.kind(),
         }
+    }
+
+    /// The service that runs it; None for a Ping, which every server process answers
+    /// before any stage.
+    pub fn service(&self) -> Option<Service> {
+        Some(match self {
+            RequestBody::Ping => return None,
+            RequestBody::Mgs(_) => Service::Mgs,
+            RequestBody::Mdt { .. } => Service::Mdt,
+            RequestBody::Ost { op, .. } => match op {
+                OstRequest::Read(_) | OstRequest::Write(_) | OstRequest::Punch(_) | OstRequest::Sync(_) => {
+                    Service::OstIo
+                }
+                OstRequest::Getattr(_)
+                | OstRequest::Precreate(_)
+                | OstRequest::Destroy(_)
+                | OstRequest::Statfs(_)
+                | OstRequest::LocalPath(_) => Service::Ost,
+            },
+            RequestBody::Ldlm { .. } => Service::Ldlm,
+        })
     }
 
     /// Short operation name for statistics and logs, as Lustre names them where it can.

@@ -1,0 +1,34 @@
+//! The account stage of the server pipeline: what was learned of each request once it was
+//! answered goes to every [`Account`] of the server. [`Stats`] (per opcode, always there) is
+//! one; job statistics and a metrics endpoint are others, added with
+//! [`Server::add_account`](crate::Server::add_account).
+
+use crate::server::RequestContext;
+use crate::stats::Stats;
+use std::time::Duration;
+use weft_proto::msg::Service;
+
+/// One answered request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Outcome {
+    /// None for a Ping, which no service runs.
+    pub service: Option<Service>,
+    /// From the start of the pipeline to the reply sent.
+    pub took: Duration,
+    /// Of that, how long the scheduler kept it before it ran.
+    pub waited: Duration,
+    /// Executed without error and answered.
+    pub ok: bool,
+    /// Bulk bytes in and out.
+    pub bytes: u64,
+}
+
+pub trait Account: Send + Sync + 'static {
+    fn record(&self, ctx: &RequestContext, outcome: &Outcome);
+}
+
+impl Account for Stats {
+    fn record(&self, ctx: &RequestContext, outcome: &Outcome) {
+        Stats::record(self, ctx.opcode, outcome.took, outcome.ok, outcome.bytes);
+    }
+}

@@ -1,0 +1,115 @@
+//! The pipeline every request goes through, read from a connection or made in-process:
+//!
+//! ```text
+//! decode ─▶ authorize ─▶ schedule ─▶ execute ─▶ reply ─▶ account
+//! (transport) authorize.rs schedule/  Handler   (transport) account.rs
+//! ```
+//!
+//! The transport ([`crate::server`]) decodes and replies; the stages between are here, the
+//! same for both ways in. A Ping is answered before any stage: it asks whether the process
+//! lives, not a service.
+
+use crate::account::{Account, Outcome};
+use crate::authorize::Authorize;
+use crate::schedule::{Admission, RequestInfo, Schedulers};
+use crate::server::{Handler, Origin, RequestContext};
+use crate::stats::Stats;
+use bytes::Bytes;
+use std::future::Future;
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+use weft_proto::msg::{Reply, ReplyBody, RequestBody, Service};
+use weft_proto::{ErrorCode, WeftError};
+
+pub struct Pipeline {
+    authorize: Authorize,
+    schedulers: Schedulers,
+    /// The execute stage: the services of the process, behind one router.
+    handler: Arc<dyn Handler>,
+    stats: Arc<Stats>,
+    /// Besides `stats`.
+    accounts: RwLock<Vec<Arc<dyn Account>>>,
+}
+
+impl Pipeline {
+    pub(crate) fn new(handler: Arc<dyn Handler>, authorize: Authorize) -> Pipeline {
+        Pipeline {
+            authorize,
+            schedulers: Schedulers::default(),
+            handler,
+            stats: Arc::new(Stats::default()),
+            accounts: RwLock::new(Vec::new()),
+        }
+    }
+
+    pub fn schedulers(&self) -> &Schedulers {
+        &self.schedulers
+    }
+
+    pub fn stats(&self) -> &Arc<Stats> {
+        &self.stats
+    }
+
+    pub(crate) fn add_account(&self, account: Arc<dyn Account>) {
+        self.accounts.write().unwrap_or_else(|p| p.into_inner()).push(account);
+    }
+
+    /// Runs one decoded request through the stages; `reply` is the transport's reply stage
+    /// and says whether the reply went out. `bulk_ok`: the request's bulk arrived intact.
+    pub(crate) async fn run<R, F>(&self, ctx: RequestContext, body: RequestBody, bulk: Bytes, bulk_ok: bool, reply: R)
+    where
+        R: FnOnce(Reply, Bytes) -> F,
+        F: Future<Output = bool>,
+    {
+        let started = Instant::now();
+        let bytes_in = bulk.len() as u64;
+        let service = body.service();
+        let (result, out, waited) = match service {
+            None => (Ok(ReplyBody::Pong), Bytes::new(), Duration::ZERO),
+            Some(service) => self.answer(&ctx, service, body, bulk, bulk_ok, started).await,
+        };
+        let ok = result.is_ok();
+        let bytes = bytes_in + out.len() as u64;
+        let sent = reply(result, out).await;
+        let outcome = Outcome { service, took: started.elapsed(), waited, ok: ok && sent, bytes };
+        Account::record(&*self.stats, &ctx, &outcome);
+        for account in self.accounts.read().unwrap_or_else(|p| p.into_inner()).iter() {
+            account.record(&ctx, &outcome);
+        }
+    }
+
+    /// Authorize, schedule, execute: the answer, its bulk, and how long the scheduler kept
+    /// the request.
+    async fn answer(
+        &self,
+        ctx: &RequestContext,
+        service: Service,
+        body: RequestBody,
+        bulk: Bytes,
+        bulk_ok: bool,
+        started: Instant,
+    ) -> (Reply, Bytes, Duration) {
+        if !bulk_ok {
+            let corrupted = WeftError::new(ErrorCode::Checksum, "request data arrived corrupted");
+            return (Err(corrupted), Bytes::new(), Duration::ZERO);
+        }
+        if let Err(refused) = self.authorize.check(ctx) {
+            return (Err(refused), Bytes::new(), Duration::ZERO);
+        }
+        let info = RequestInfo { service, ctx, body: &body, bulk_bytes: bulk.len() as u64 };
+        let grant = match self.schedulers.of(service).admit(&info) {
+            Admission::Now(grant) => grant,
+            Admission::Later { grant, held } => {
+                if held && matches!(ctx.origin, Origin::InProcess { .. }) {
+                    // The caller's thread may let this request go on elsewhere meanwhile.
+                    crate::local::note_held();
+                }
+                grant.await
+            }
+        };
+        let waited = started.elapsed();
+        let (reply, bulk) = self.handler.handle(ctx, grant.run, body, bulk).await;
+        drop(grant);
+        (reply, bulk, waited)
+    }
+}

@@ -1,0 +1,153 @@
+//! The schedule stage of the server pipeline (Lustre's NRS): when each request starts and
+//! where it runs.
+//!
+//! Each service of a server process ([`Service`]: MGS, MDT, OST I/O, other OST requests,
+//! locks) has a [`Scheduler`] holding one [`Policy`]. The pipeline asks it about every
+//! request ([`RequestInfo`]); the policy answers with an [`Admission`]: start now, or wait
+//! for a [`Grant`] it hands out later. A grant also says how the request runs ([`Run`]:
+//! inline on whoever polls it, or handed to a thread that may block) and holds whatever
+//! the policy gave out (a per-target turn) until the request has executed.
+//!
+//! [`fifo::Fifo`] is the default and the fallback, as in Lustre. A token bucket filter, a
+//! round robin over clients or objects, or a test policy is one more file beside it that
+//! implements [`Policy`]; [`Scheduler::set_policy`] switches a service's policy at run time,
+//! and requests the old one admitted or holds go on under it.
+//!
+//! A policy that holds a request back says so ([`Admission::Later`] with `held`): a request
+//! made in-process is then let go by its caller's thread (see [`crate::local::take_held`]),
+//! so that a throttled class never occupies a mount's few FUSE threads while other classes'
+//! requests wait behind it.
+
+pub mod fifo;
+
+use crate::server::{Origin, RequestContext};
+use futures::future::BoxFuture;
+use std::sync::{Arc, RwLock};
+pub use weft_proto::msg::Run;
+use weft_proto::msg::{RequestBody, Service};
+
+/// A policy's leave for one request to run: how, and whatever the policy gave out for it,
+/// held until the request has executed.
+pub struct Grant {
+    pub run: Run,
+    held: Option<Box<dyn Send + Sync>>,
+}
+
+impl Grant {
+    pub fn new(run: Run) -> Grant {
+        Grant { run, held: None }
+    }
+
+    /// A grant that keeps `resource` (a semaphore permit, a token) until it is dropped.
+    pub fn holding(run: Run, resource: impl Send + Sync + 'static) -> Grant {
+        Grant { run, held: Some(Box::new(resource)) }
+    }
+
+    /// Whether the grant holds something given out by the policy.
+    pub fn holds(&self) -> bool {
+        self.held.is_some()
+    }
+}
+
+impl std::fmt::Debug for Grant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Grant").field("run", &self.run).field("holds", &self.holds()).finish()
+    }
+}
+
+/// A policy's answer for one request.
+pub enum Admission {
+    /// Start now.
+    Now(Grant),
+    /// Start once the grant comes. `held`: the policy keeps the request back on purpose (a
+    /// rate, a delay), not merely until a short turn is free, so an in-process caller's
+    /// thread is let go meanwhile.
+    Later { grant: BoxFuture<'static, Grant>, held: bool },
+}
+
+/// What a policy sees of a request.
+pub struct RequestInfo<'a> {
+    pub service: Service,
+    pub ctx: &'a RequestContext,
+    pub body: &'a RequestBody,
+    /// Bytes of the request's bulk (a write's data).
+    pub bulk_bytes: u64,
+}
+
+impl RequestInfo<'_> {
+    pub fn jobid(&self) -> &str {
+        &self.ctx.header.jobid
+    }
+    pub fn uid(&self) -> u32 {
+        self.ctx.header.identity.uid
+    }
+    pub fn gid(&self) -> u32 {
+        self.ctx.header.identity.gid
+    }
+    pub fn client_id(&self) -> u64 {
+        self.ctx.header.client_id
+    }
+    pub fn opcode(&self) -> &'static str {
+        self.ctx.opcode
+    }
+    pub fn origin(&self) -> Origin {
+        self.ctx.origin
+    }
+}
+
+/// Decides when requests of one service start and how they run; see the module
+/// documentation.
+pub trait Policy: Send + Sync + 'static {
+    /// As `get-param ...nrs_policies` shows it (`fifo`, `tbf jobid`).
+    fn name(&self) -> &str;
+    fn admit(&self, request: &RequestInfo<'_>) -> Admission;
+}
+
+/// One service's scheduler: its policy, switchable at run time.
+pub struct Scheduler {
+    service: Service,
+    policy: RwLock<Arc<dyn Policy>>,
+}
+
+impl Scheduler {
+    pub fn new(service: Service, policy: Arc<dyn Policy>) -> Scheduler {
+        Scheduler { service, policy: RwLock::new(policy) }
+    }
+
+    pub fn service(&self) -> Service {
+        self.service
+    }
+
+    pub fn policy(&self) -> Arc<dyn Policy> {
+        self.policy.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// From now on `policy` admits this service's requests; those admitted or held by the
+    /// old one go on as it decided.
+    pub fn set_policy(&self, policy: Arc<dyn Policy>) {
+        tracing::info!(service = self.service.name(), from = %self.policy().name(), to = %policy.name(), "NRS policy switched");
+        *self.policy.write().unwrap_or_else(|p| p.into_inner()) = policy;
+    }
+
+    pub fn admit(&self, request: &RequestInfo<'_>) -> Admission {
+        self.policy.read().unwrap_or_else(|p| p.into_inner()).admit(request)
+    }
+}
+
+/// The schedulers of a server process, one per service, each starting with FIFO.
+pub struct Schedulers {
+    by_service: Vec<Scheduler>,
+}
+
+impl Default for Schedulers {
+    fn default() -> Self {
+        let fifo: Arc<dyn Policy> = Arc::new(fifo::Fifo::default());
+        Schedulers { by_service: Service::ALL.iter().map(|s| Scheduler::new(*s, fifo.clone())).collect() }
+    }
+}
+
+impl Schedulers {
+    pub fn of(&self, service: Service) -> &Scheduler {
+        &self.by_service[service.index()]
+    }
+}

@@ -1,21 +1,36 @@
 //! The FUSE adapter: a thin mapping from the kernel's requests to the client library.
 //!
 //! * [`mount`] / [`mount_foreground`]: mount a [`Client`] at a directory;
+//! * `fs.rs`: the kernel's requests, each handed to one op of the mount (`mount.rs`, the
+//!   state a mount keeps) by what it asks: `entries.rs` (names, attributes, listings),
+//!   `opens.rs` (open, create, release, and each open's I/O mode, `iomode.rs`), `io.rs`
+//!   (read, write, flush, fsync, with write-behind in `writeback.rs`), `xattr.rs` (real and
+//!   virtual `weft.*` attributes, how the `weft` CLI asks the mount for layouts, FIDs,
+//!   paths, statfs and the map), `locks.rs` (fcntl and flock);
+//! * `serve.rs`: each op runs on the FUSE thread that got it, unless a server's scheduler
+//!   holds it back: then it finishes on the runtime and the thread goes back to the kernel;
+//! * `callers.rs`: who asks (groups, jobid from `jobid.rs`), kept per process;
+//! * `coherence.rs`: what a lost lock means for the kernel's caches;
 //! * [`errno`]: the single place where Weft's error codes become errno values;
 //! * inode numbers are FIDs ([`weft_proto::Fid::to_ino`], root = 1), so no inode table;
-//! * open files and directories live in handle tables (`handles.rs`);
-//! * the virtual `weft.*` extended attributes (`xattr.rs`) are how the `weft` CLI asks the
-//!   mount for layouts, FIDs, paths, per-target statfs and the cluster map.
+//!   open files and directories live in handle tables (`handles.rs`);
+//! * [`limits`]: every bound of the mount.
 
 mod callers;
 mod coherence;
 mod convert;
+mod entries;
 mod errno;
 mod fs;
 mod handles;
+mod io;
 mod iomode;
 pub mod jobid;
 pub mod limits;
+mod locks;
+mod mount;
+mod opens;
+mod serve;
 mod writeback;
 mod xattr;
 
@@ -170,7 +185,7 @@ fn filesystem(
     let writes = Arc::new(writeback::WriteBehind::default());
     let hooks = coherence::MountHooks::new(writes.clone());
     client.set_lock_hooks(hooks.clone());
-    (fs::WeftFs::new(client, runtime, opts, writes, hooks.clone()), hooks)
+    (fs::WeftFs::new(mount::Mount::new(client, runtime, opts, writes, hooks.clone())), hooks)
 }
 
 #[cfg(test)]

@@ -1,7 +1,18 @@
-//! Virtual extended attributes: the interface between the `weft` CLI and the mount. Their
-//! values are JSON; they are answered by the mount (not stored) and never listed.
+//! Extended attributes: the ordinary ones, stored on the MDT, and the virtual `weft.*` ones,
+//! the interface between the `weft` CLI and the mount (as lfs talks to llite through ioctls).
+//! Virtual values are JSON; the mount answers them (nothing is stored) and never lists them.
 
-use weft_proto::Fid;
+use crate::errno::fuse_errno;
+use crate::mount::{fid_of, reply_empty, Mount};
+use fuser::{Errno, INodeNo, ReplyEmpty, ReplyXattr};
+use serde::Serialize;
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+use std::sync::Arc;
+use weft_client::virtual_xattr::{CreateWithLayout, LayoutAnswer, PathAnswer};
+use weft_proto::layout::StripeSpec;
+use weft_proto::msg::{Caller, OPEN_READ, XATTR_CREATE, XATTR_REPLACE};
+use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 /// The prefix of every virtual attribute.
 pub const VIRTUAL_PREFIX: &[u8] = b"weft.";
@@ -79,6 +90,116 @@ pub fn list_value(names: &[Vec<u8>]) -> Vec<u8> {
         out.push(0);
     }
     out
+}
+
+fn json(value: &impl Serialize) -> WeftResult<Vec<u8>> {
+    serde_json::to_vec(value).map_err(|e| WeftError::io(format!("cannot encode an attribute value as JSON: {e}")))
+}
+
+/// Answers a getxattr or listxattr with `value`, as the caller's buffer `size` allows.
+fn reply_value(reply: ReplyXattr, value: &[u8], size: u32) {
+    match answer(value.len(), size) {
+        Answer::Size(len) => reply.size(len),
+        Answer::Data => reply.data(value),
+        Answer::Range => reply.error(Errno::ERANGE),
+    }
+}
+
+impl Mount {
+    pub(crate) async fn setxattr(
+        self: Arc<Self>,
+        who: Caller,
+        ino: INodeNo,
+        name: OsString,
+        value: Vec<u8>,
+        flags: i32,
+        reply: ReplyEmpty,
+    ) {
+        let (fid, name) = (fid_of(ino), name.as_bytes());
+        let result = match parse(name) {
+            Some(which) => self.virtual_set(&who, fid, which, &value).await,
+            None => {
+                let flags = flags as u32 & (XATTR_CREATE | XATTR_REPLACE);
+                self.client.setxattr(&who, fid, name, &value, flags).await
+            }
+        };
+        reply_empty(reply, "setxattr", result);
+    }
+
+    pub(crate) async fn getxattr(
+        self: Arc<Self>,
+        who: Caller,
+        ino: INodeNo,
+        name: OsString,
+        size: u32,
+        reply: ReplyXattr,
+    ) {
+        let (fid, name) = (fid_of(ino), name.as_bytes());
+        let result = match parse(name) {
+            Some(which) => self.virtual_get(&who, fid, which).await,
+            None => self.client.getxattr(&who, fid, name).await,
+        };
+        match result {
+            Ok(value) => reply_value(reply, &value, size),
+            Err(e) => reply.error(fuse_errno("getxattr", &e)),
+        }
+    }
+
+    pub(crate) async fn listxattr(self: Arc<Self>, who: Caller, ino: INodeNo, size: u32, reply: ReplyXattr) {
+        match self.client.listxattr(&who, fid_of(ino)).await {
+            Ok(names) => reply_value(reply, &list_value(&names), size),
+            Err(e) => reply.error(fuse_errno("listxattr", &e)),
+        }
+    }
+
+    pub(crate) async fn removexattr(self: Arc<Self>, who: Caller, ino: INodeNo, name: OsString, reply: ReplyEmpty) {
+        let (fid, name) = (fid_of(ino), name.as_bytes());
+        let result = match parse(name) {
+            Some(Virtual::Layout | Virtual::LayoutDelete) => self.client.deletestripe(&who, fid).await,
+            Some(_) => Err(WeftError::new(ErrorCode::NoData, "this virtual attribute cannot be removed")),
+            None => self.client.removexattr(&who, fid, name).await,
+        };
+        reply_empty(reply, "removexattr", result);
+    }
+
+    async fn virtual_get(&self, who: &Caller, fid: Fid, which: Virtual) -> WeftResult<Vec<u8>> {
+        match which {
+            Virtual::Layout => {
+                let (layout, default) = self.client.getstripe(who, fid).await?;
+                json(&LayoutAnswer { layout, default, fid: fid.to_string() })
+            }
+            Virtual::Fid => Ok(fid.to_string().into_bytes()),
+            Virtual::Fid2Path(target) => {
+                let path = self.client.fid2path(who, target).await?;
+                json(&PathAnswer { path: String::from_utf8_lossy(&path).into_owned() })
+            }
+            Virtual::Df => json(&self.client.statfs_targets().await?),
+            Virtual::Map => json(&self.client.map()),
+            Virtual::Io => json(&self.io.counts(fid)),
+            Virtual::LayoutDelete | Virtual::Create(_) | Virtual::Unknown => {
+                Err(WeftError::new(ErrorCode::NoData, "no such virtual attribute to read"))
+            }
+        }
+    }
+
+    async fn virtual_set(&self, who: &Caller, fid: Fid, which: Virtual, value: &[u8]) -> WeftResult<()> {
+        match which {
+            Virtual::Layout => {
+                let spec: StripeSpec = serde_json::from_slice(value)
+                    .map_err(|e| WeftError::invalid(format!("weft.layout takes a JSON stripe specification: {e}")))?;
+                self.client.setstripe(who, fid, spec).await
+            }
+            Virtual::LayoutDelete => self.client.deletestripe(who, fid).await,
+            Virtual::Create(name) => {
+                let req: CreateWithLayout = serde_json::from_slice(value)
+                    .map_err(|e| WeftError::invalid(format!("weft.create takes a JSON {{spec, mode}} object: {e}")))?;
+                let opened =
+                    self.client.create(who, fid, &name, req.mode & 0o7777, true, Some(req.spec), OPEN_READ).await?;
+                self.client.close(who, opened.inode.attr.fid, opened.handle, None).await
+            }
+            _ => Err(WeftError::new(ErrorCode::NotSupported, "this virtual attribute cannot be set")),
+        }
+    }
 }
 
 #[cfg(test)]

@@ -100,7 +100,15 @@ async fn changes_stay_in_memory_until_a_checkpoint_writes_them_into_redb() {
     };
     crate::background::internal(&mds.queue, InternalOp::Checkpoint).await.unwrap();
     assert_eq!(in_redb(), (true, true), "after a checkpoint redb holds the directory and the reply");
-    assert_eq!(mds.core.read_view().overlay().rows(), 0, "and nothing is left in memory");
+    // Background jobs (the precreate pools filling up) may commit right after a checkpoint:
+    // once they are done, a checkpoint leaves nothing in memory.
+    let mut checkpoints = 1;
+    while mds.core.read_view().overlay().rows() != 0 {
+        assert!(checkpoints < 100, "rows stay in memory after {checkpoints} checkpoints");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        crate::background::internal(&mds.queue, InternalOp::Checkpoint).await.unwrap();
+        checkpoints += 1;
+    }
     assert_eq!(mds.handle(&header, mkdir, Run::Inline).await.unwrap(), first);
     assert_eq!(env.must_attr(Fid::ROOT).await.nlink, 3, "the resend made no second directory");
 }

@@ -133,8 +133,9 @@ thread_local! {
     static HELD: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
 }
 
-/// Marks that a request polled on this thread waits because a policy holds it back.
-pub(crate) fn note_held() {
+/// Marks that a request polled on this thread waits because a policy holds it back (the
+/// pipeline's schedule stage does).
+pub fn note_held() {
     HELD.with(|h| h.set(true));
 }
 

@@ -1,0 +1,157 @@
+//! What one mount keeps between kernel requests, and the helpers every kind of request uses:
+//! who asks, how long the kernel may cache an answer, the real size of a file being written.
+//!
+//! The requests themselves are in files of their own, by what the kernel asks: `entries.rs`
+//! (names and attributes), `opens.rs` (open, create, release), `io.rs` (read, write, flush,
+//! fsync), `xattr.rs` (extended attributes, real and virtual), `locks.rs` (fcntl and flock).
+//! Each is an `async fn` over `Arc<Mount>` that answers the kernel itself, run by
+//! `serve.rs`.
+
+use crate::callers::Callers;
+use crate::coherence::{recheck, ttl_for, MountHooks};
+use crate::convert::file_attr;
+use crate::errno::fuse_errno;
+use crate::handles::{HandleTable, OpenDir, OpenFile};
+use crate::iomode::IoModes;
+use crate::limits::CLOSES_IN_FLIGHT_MAX;
+use crate::writeback::WriteBehind;
+use crate::MountOptions;
+use fuser::{Generation, INodeNo, ReplyEmpty, ReplyEntry, Request};
+use std::collections::HashSet;
+use std::ffi::OsStr;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+use weft_client::Client;
+use weft_proto::msg::{Caller, FileType, InodeInfo};
+use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
+
+pub(crate) struct Mount {
+    pub client: Arc<Client>,
+    pub runtime: tokio::runtime::Handle,
+    pub opts: MountOptions,
+    pub files: HandleTable<OpenFile>,
+    pub dirs: HandleTable<OpenDir>,
+    /// Slots for closes running in the background (see `release`).
+    pub closes: Arc<tokio::sync::Semaphore>,
+    /// Writes answered to the kernel but still on their way to the OSTs.
+    pub writes: Arc<WriteBehind>,
+    /// What the lock callbacks do to this mount's caches.
+    pub hooks: Arc<MountHooks>,
+    /// Files on which this mount set advisory locks, by lock owner: a close releases them.
+    pub advisory: Mutex<HashSet<(Fid, u64)>>,
+    pub callers: Callers,
+    /// Each open file's kernel I/O mode (cached, passthrough, uncached).
+    pub io: IoModes,
+    /// The kernel took passthrough at init, the mount options allow it, and the kernel has
+    /// not refused a backing file since.
+    pub passthrough: AtomicBool,
+}
+
+pub(crate) fn fid_of(ino: INodeNo) -> Fid {
+    Fid::from_ino(ino.0)
+}
+
+pub(crate) fn evicted() -> WeftError {
+    WeftError::new(ErrorCode::Evicted, "this file was opened before the client was evicted; open it again")
+}
+
+impl Mount {
+    pub(crate) fn new(
+        client: Arc<Client>,
+        runtime: tokio::runtime::Handle,
+        opts: MountOptions,
+        writes: Arc<WriteBehind>,
+        hooks: Arc<MountHooks>,
+    ) -> Mount {
+        Mount {
+            client,
+            runtime,
+            callers: Callers::new(opts.jobid.clone()),
+            opts,
+            files: HandleTable::default(),
+            dirs: HandleTable::default(),
+            closes: Arc::new(tokio::sync::Semaphore::new(CLOSES_IN_FLIGHT_MAX as usize)),
+            writes,
+            hooks,
+            advisory: Mutex::new(HashSet::new()),
+            io: IoModes::default(),
+            passthrough: AtomicBool::new(false),
+        }
+    }
+
+    /// Who sent a kernel request, and for which job.
+    pub(crate) fn who(&self, req: &Request) -> Caller {
+        self.callers.of(req.uid(), req.gid(), req.pid())
+    }
+
+    /// Whether the caches are kept coherent by locks (else by short lifetimes).
+    pub(crate) fn locking(&self) -> bool {
+        self.client.extent_locking()
+    }
+
+    /// How long the kernel may keep what it is told about `inode`.
+    pub(crate) fn ttl(&self, inode: &InodeInfo) -> Duration {
+        if self.locking() {
+            ttl_for(&self.client, inode)
+        } else {
+            self.opts.attr_ttl
+        }
+    }
+
+    /// The lifetime of a name for `inode` under `parent`, remembering the name so that the
+    /// lock's callback can take it back.
+    pub(crate) fn entry_ttl(&self, parent: INodeNo, name: &OsStr, inode: &InodeInfo) -> Duration {
+        let ttl = self.ttl(inode);
+        if self.locking() && !ttl.is_zero() && !self.hooks.note_alias(parent.0, name, inode.attr.fid.to_ino()) {
+            return Duration::ZERO;
+        }
+        ttl
+    }
+
+    pub(crate) fn reply_entry(
+        &self,
+        reply: ReplyEntry,
+        op: &str,
+        parent: INodeNo,
+        name: &OsStr,
+        result: WeftResult<InodeInfo>,
+    ) {
+        match result {
+            Ok(inode) => {
+                let ttl = self.entry_ttl(parent, name, &inode);
+                reply.entry(&ttl, &file_attr(&inode.attr, inode.layout.as_ref()), Generation(0));
+                recheck(&self.client, &self.hooks, &inode);
+            }
+            Err(e) => reply.error(fuse_errno(op, &e)),
+        }
+    }
+
+    /// An inode with the real size of a file being written (a glimpse when the MDS does
+    /// not know it).
+    pub(crate) async fn complete(&self, who: &Caller, mut inode: InodeInfo) -> WeftResult<InodeInfo> {
+        if inode.attr.kind == FileType::Regular && !inode.attr.size_known {
+            // The size comes from the objects: let this mount's queued writes land first.
+            self.writes.wait_idle(inode.attr.fid).await;
+        }
+        let known = inode.attr.size_known;
+        self.client.complete_size(who, &mut inode).await?;
+        // A glimpsed size holds only for this answer: it must not be cached (see ttl_for).
+        inode.attr.size_known = known;
+        Ok(inode)
+    }
+
+    /// Every open of `fid` on this mount learns its new size (after a truncate here).
+    pub(crate) fn set_open_size(&self, fid: Fid, size: u64) {
+        for file in self.files.find_all(|f| f.fid == fid) {
+            file.set_size(size);
+        }
+    }
+}
+
+pub(crate) fn reply_empty(reply: ReplyEmpty, op: &str, result: WeftResult<()>) {
+    match result {
+        Ok(()) => reply.ok(),
+        Err(e) => reply.error(fuse_errno(op, &e)),
+    }
+}

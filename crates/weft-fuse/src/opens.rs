@@ -1,0 +1,449 @@
+//! Opens: open, create, release, and each open's I/O mode (cached, passthrough, uncached:
+//! see `iomode.rs` and `OpenIo`), closes at unmount.
+
+use crate::coherence::recheck;
+use crate::convert::file_attr;
+use crate::errno::fuse_errno;
+use crate::handles::OpenFile;
+use crate::iomode::{Backing, KernelIo};
+use crate::limits::{CLOSES_IN_FLIGHT_MAX, UNMOUNT_CLOSE_TIMEOUT_MS};
+use crate::mount::{fid_of, Mount};
+use fuser::{BackingId, FileHandle, FopenFlags, Generation, INodeNo, ReplyCreate, ReplyEmpty, ReplyOpen};
+use std::ffi::OsString;
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::MetadataExt;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+use weft_client::locks::LockHooks;
+use weft_client::Opened;
+use weft_proto::layout::Layout;
+use weft_proto::msg::{Caller, InodeInfo, OpenIo, OPEN_PASSTHROUGH, OPEN_READ, OPEN_TRUNC, OPEN_WRITE};
+use weft_proto::{Fid, WeftError, WeftResult};
+
+/// How the kernel is told to do an open's I/O.
+pub(crate) struct KernelAnswer {
+    pub io: KernelIo,
+    pub flags: FopenFlags,
+    pub backing: Option<Arc<Backing>>,
+}
+
+/// The MDS open flags for kernel open flags.
+pub(crate) fn open_flags(flags: i32) -> u32 {
+    let access = match flags & libc::O_ACCMODE {
+        libc::O_WRONLY => OPEN_WRITE,
+        libc::O_RDWR => OPEN_READ | OPEN_WRITE,
+        _ => OPEN_READ,
+    };
+    access | if flags & libc::O_TRUNC != 0 { OPEN_TRUNC } else { 0 }
+}
+
+/// The kernel's open flags for an open of mode `io`. Pages stay cached across opens while
+/// extent locks guard them; without locks every open drops them, so a read after another
+/// client's close sees new data. Passthrough opens never use the page cache of the mount,
+/// and an uncached open must not keep pages either.
+pub(crate) fn fopen_flags(io: KernelIo, locking: bool) -> FopenFlags {
+    match io {
+        KernelIo::Cached if locking => FopenFlags::FOPEN_KEEP_CACHE,
+        KernelIo::Cached | KernelIo::Passthrough => FopenFlags::empty(),
+        KernelIo::Uncached => FopenFlags::FOPEN_DIRECT_IO,
+    }
+}
+
+/// Whether a create found no bytes any client could have cached or queued: made now
+/// (`O_EXCL`), or existing at a known size of 0 (known once its last writer closed and its
+/// writes landed). Otherwise a passthrough open takes the whole-file lock first.
+pub(crate) fn create_found_empty(exclusive: bool, size_known: bool, size: u64) -> bool {
+    exclusive || (size_known && size == 0)
+}
+
+/// Whether the kernel's refusal of a backing file means passthrough cannot work on this
+/// mount at all (no privilege, or object files on a stacked file system), not just for one
+/// file.
+pub(crate) fn refuses_every_backing_file(errno: Option<i32>) -> bool {
+    matches!(errno, Some(libc::EPERM | libc::ELOOP | libc::EINVAL | libc::ENOTTY | libc::EOPNOTSUPP))
+}
+
+/// Where a release finds the size its writer left, for the MDS close.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum SizeAtClose {
+    /// A passthrough writer: the object file the kernel wrote is the file.
+    BackingFile,
+    /// A writer through the mount: the objects' sizes (a glimpse).
+    Objects,
+    /// Nothing written through this open: the MDS keeps what it has.
+    Unchanged,
+}
+
+pub(crate) fn size_at_close(io: KernelIo, wrote: bool) -> SizeAtClose {
+    match (io, wrote) {
+        (KernelIo::Passthrough, true) => SizeAtClose::BackingFile,
+        (_, true) => SizeAtClose::Objects,
+        (_, false) => SizeAtClose::Unchanged,
+    }
+}
+
+impl Mount {
+    /// The MDS open flags for kernel open flags, asking for passthrough when this mount
+    /// could give it (see [`OpenIo`]).
+    fn mds_open_flags(&self, fid: Option<Fid>, flags: i32) -> u32 {
+        // (`passthrough` is on only where locks are: see `init`.)
+        let passthrough = self.passthrough.load(Ordering::Relaxed)
+            && fid.is_none_or(|fid| self.io.passthrough_possible(fid))
+            && self.client.has_local_osts();
+        open_flags(flags) | if passthrough { OPEN_PASSTHROUGH } else { 0 }
+    }
+
+    pub(crate) async fn open(self: Arc<Self>, who: Caller, ino: INodeNo, flags: i32, reply: ReplyOpen) {
+        let fid = fid_of(ino);
+        let opened = match self.client.open(&who, fid, self.mds_open_flags(Some(fid), flags)).await {
+            Ok(opened) => opened,
+            Err(e) => return reply.error(fuse_errno("open", &e)),
+        };
+        let register = |f: &std::fs::File| reply.open_backing(f);
+        match self.open_for_kernel(&who, opened, flags, false, register).await {
+            Ok((fh, _, answer, _turn)) => match &answer.backing {
+                Some(backing) => reply.opened_passthrough(FileHandle(fh), answer.flags, &backing.id),
+                None => reply.opened(FileHandle(fh), answer.flags),
+            },
+            Err(e) => reply.error(fuse_errno("open", &e)),
+        }
+    }
+
+    pub(crate) async fn create(
+        self: Arc<Self>,
+        who: Caller,
+        parent: INodeNo,
+        name: OsString,
+        perm: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let exclusive = flags & libc::O_EXCL != 0;
+        let mds_flags = self.mds_open_flags(None, flags);
+        let created = self.client.create(&who, fid_of(parent), name.as_bytes(), perm, exclusive, None, mds_flags);
+        let opened = match created.await {
+            Ok(opened) => opened,
+            Err(e) => return reply.error(fuse_errno("create", &e)),
+        };
+        // Without O_EXCL the file may have existed.
+        let empty = create_found_empty(exclusive, opened.inode.attr.size_known, opened.inode.attr.size);
+        let register = |f: &std::fs::File| reply.open_backing(f);
+        match self.open_for_kernel(&who, opened, flags, empty, register).await {
+            Ok((fh, inode, answer, _turn)) => {
+                let ttl = self.entry_ttl(parent, &name, &inode);
+                let attr = file_attr(&inode.attr, inode.layout.as_ref());
+                let fh = FileHandle(fh);
+                match &answer.backing {
+                    Some(b) => reply.created_passthrough(&ttl, &attr, Generation(0), fh, answer.flags, &b.id),
+                    None => reply.created(&ttl, &attr, Generation(0), fh, answer.flags),
+                }
+                recheck(&self.client, &self.hooks, &inode);
+            }
+            Err(e) => reply.error(fuse_errno("create", &e)),
+        }
+    }
+
+    /// For an open the MDS granted passthrough: the object's file, before the open's turn
+    /// (this may wait for other clients' callbacks). `created`: the object is new, so no
+    /// client can have cached any of it. None when the file has no object of this process
+    /// or this mount cannot use passthrough for it now.
+    async fn prepare_passthrough(
+        &self,
+        who: &Caller,
+        fid: Fid,
+        layout: Option<&Layout>,
+        created: bool,
+    ) -> Option<std::fs::File> {
+        let layout = layout?;
+        if !self.io.passthrough_possible(fid) || self.io.backing(fid).is_some() {
+            return None;
+        }
+        // Writes queued by earlier opens land before the kernel writes past them.
+        self.writes.wait_idle(fid).await;
+        let result = async {
+            let Some(file) = self.client.local_object(who, layout).await? else { return Ok(None) };
+            if !created {
+                // Other clients' cached pages and queued writes of the file are called in:
+                // the kernel's reads and writes from now on pass every lock. The lock may go
+                // back at the next callback; the others' opens are uncached meanwhile.
+                drop(self.client.whole_file_lock(who, fid, layout).await?);
+            }
+            Ok::<_, WeftError>(Some(file))
+        }
+        .await;
+        result.unwrap_or_else(|e| {
+            tracing::warn!("passthrough open of {fid}: {e}; its I/O goes through the mount instead");
+            None
+        })
+    }
+
+    /// The backing file for a passthrough open of `fid`, with the open's turn held: the one
+    /// the kernel has already, or `prepared` handed to the kernel now. None when this mount
+    /// cannot use passthrough for the file.
+    async fn backing_for(
+        &self,
+        fid: Fid,
+        prepared: Option<std::fs::File>,
+        created: bool,
+        register: impl FnOnce(&std::fs::File) -> std::io::Result<BackingId>,
+    ) -> Option<Arc<Backing>> {
+        if !self.io.passthrough_possible(fid) {
+            return None;
+        }
+        if let Some(backing) = self.io.backing(fid) {
+            return Some(backing);
+        }
+        let file = prepared?;
+        let id = match register(&file) {
+            Ok(id) => id,
+            Err(e) => {
+                if refuses_every_backing_file(e.raw_os_error()) {
+                    self.passthrough.store(false, Ordering::Relaxed);
+                    tracing::warn!("the kernel refuses passthrough to {fid}'s object file ({e}): turned off");
+                } else {
+                    tracing::warn!("passthrough open of {fid}: {e}; its I/O goes through the mount instead");
+                }
+                return None;
+            }
+        };
+        if !created {
+            // Pages this mount cached before would be stale once the kernel writes the
+            // object itself. No cached open is left (passthrough_possible), so no read holds
+            // any of them.
+            self.hooks.drop_data(fid).await;
+        }
+        Some(Arc::new(Backing { id, file }))
+    }
+
+    /// An MDS open answered, made an open for the kernel: the I/O mode (passthrough
+    /// where granted and possible, else opened again without asking for it, so that the
+    /// MDS does not keep other clients uncached for nothing), the real size, O_TRUNC
+    /// applied, a handle in the table. Holds the file's open turn until the caller has
+    /// answered the kernel (the returned guard).
+    async fn open_for_kernel(
+        &self,
+        who: &Caller,
+        mut opened: Opened,
+        flags: i32,
+        created: bool,
+        register: impl FnOnce(&std::fs::File) -> std::io::Result<BackingId>,
+    ) -> WeftResult<(u64, InodeInfo, KernelAnswer, tokio::sync::MutexGuard<'_, ()>)> {
+        let fid = opened.inode.attr.fid;
+        let mut backing = None;
+        let mut turn = if opened.io == OpenIo::Passthrough {
+            let prepared = self.prepare_passthrough(who, fid, opened.inode.layout.as_ref(), created).await;
+            let turn = self.io.serialize_open(fid).await;
+            backing = self.backing_for(fid, prepared, created, register).await;
+            turn
+        } else {
+            self.io.serialize_open(fid).await
+        };
+        if opened.io == OpenIo::Passthrough && backing.is_none() {
+            drop(turn);
+            if let Err(e) = self.client.close(who, fid, opened.handle, None).await {
+                tracing::warn!("closing {fid}'s passthrough open that could not be used: {e}");
+            }
+            opened = self.client.open(who, fid, open_flags(flags)).await?;
+            turn = self.io.serialize_open(fid).await;
+        }
+        let answer = self.kernel_answer(fid, opened.io, backing);
+        let (fh, inode) = self.finish_open(who, opened.inode, opened.handle, flags, answer.io).await?;
+        Ok((fh, inode, answer, turn))
+    }
+
+    /// How the kernel does the I/O of an open the MDS answered with `granted`, given the
+    /// backing file for a passthrough grant; records it. Called with the file's open turn
+    /// held, and the kernel answered before it is let go.
+    fn kernel_answer(&self, fid: Fid, granted: OpenIo, backing: Option<Arc<Backing>>) -> KernelAnswer {
+        let io = self.io.choose(fid, granted, backing.is_some());
+        let backing = if io == KernelIo::Passthrough { backing } else { None };
+        self.io.opened(fid, io, backing.clone());
+        KernelAnswer { io, flags: fopen_flags(io, self.locking()), backing }
+    }
+
+    /// After the MDS opened a file: its real size, O_TRUNC applied to the objects, and a
+    /// handle in the table. Closes the MDS open again if any of that fails.
+    async fn finish_open(
+        &self,
+        who: &Caller,
+        inode: InodeInfo,
+        handle: u64,
+        flags: i32,
+        io: KernelIo,
+    ) -> WeftResult<(u64, InodeInfo)> {
+        let fid = inode.attr.fid;
+        let result = async {
+            let mut inode = self.complete(who, inode).await?;
+            if flags & libc::O_TRUNC != 0 && inode.attr.size > 0 {
+                if let Some(layout) = &inode.layout {
+                    inode.attr = self.client.truncate(who, fid, layout, 0, Some(handle)).await?;
+                    self.set_open_size(fid, 0);
+                }
+            }
+            Ok::<_, WeftError>(inode)
+        }
+        .await;
+        match result {
+            Ok(inode) => {
+                let mut file = OpenFile::new(fid, handle, inode.layout.clone(), inode.attr.size);
+                file.generation = self.client.generation();
+                file.io = io;
+                if io == KernelIo::Passthrough && flags & libc::O_ACCMODE != libc::O_RDONLY {
+                    file.assume_written();
+                }
+                let fh = self.files.insert(file);
+                Ok((fh, inode))
+            }
+            Err(e) => {
+                if let Err(close) = self.client.close(who, fid, handle, None).await {
+                    tracing::warn!("closing {fid} after a failed open: {close}");
+                }
+                self.io.released(fid, io);
+                Err(e)
+            }
+        }
+    }
+
+    /// The last close of an open file description. The kernel does not wait for a release
+    /// (close(2) has returned already), so the kernel is answered at once and the MDS close
+    /// follows: on this task when no write of the file is on its way, else as a task of its
+    /// own, keeping the FUSE thread free; unmount waits for the closes still running
+    /// ([`CLOSES_IN_FLIGHT_MAX`] of them at most).
+    pub(crate) async fn release(
+        self: Arc<Self>,
+        who: Caller,
+        ino: INodeNo,
+        fh: FileHandle,
+        lock_owner: Option<u64>,
+        reply: ReplyEmpty,
+    ) {
+        if let Some(owner) = lock_owner {
+            // The last close of an open file description ends its flock lock.
+            self.release_advisory(&who, fid_of(ino), owner).await;
+        }
+        let Some(file) = self.files.remove(fh.0) else {
+            return reply.ok();
+        };
+        let local_size = match size_at_close(file.io, file.wrote()) {
+            SizeAtClose::BackingFile => self.io.backing(file.fid).and_then(|b| match b.file.metadata() {
+                Ok(m) => Some((m.len(), m.blocks())),
+                Err(e) => {
+                    tracing::warn!("release of {}: cannot stat its object file: {e}", file.fid);
+                    None
+                }
+            }),
+            SizeAtClose::Objects | SizeAtClose::Unchanged => None,
+        };
+        // The kernel left the open's I/O mode before it sent the release.
+        self.io.released(file.fid, file.io);
+        let Ok(permit) = self.closes.clone().acquire_owned().await else {
+            return reply.ok();
+        };
+        reply.ok();
+        let client = self.client.clone();
+        let writes = self.writes.clone();
+        let idle = writes.is_idle(file.fid);
+        let close = async move {
+            let _permit = permit;
+            if let Err(e) = writes.drain(file.fid).await {
+                tracing::warn!("release of {}: a queued write failed: {e}", file.fid);
+            }
+            // A writer tells the MDS the size and blocks the objects now hold.
+            let size_blocks = match (&file.layout, size_at_close(file.io, file.wrote())) {
+                _ if local_size.is_some() => local_size,
+                (Some(layout), SizeAtClose::Objects) => match client.glimpse(&who, layout).await {
+                    Ok(size_blocks) => Some(size_blocks),
+                    Err(e) => {
+                        tracing::warn!("release of {}: cannot read its size from the objects: {e}", file.fid);
+                        None
+                    }
+                },
+                _ => None,
+            };
+            if let Err(e) = client.close(&who, file.fid, file.mds_handle, size_blocks).await {
+                tracing::warn!("release of {}: the MDS close failed: {e}", file.fid);
+            }
+        };
+        if idle {
+            close.await;
+        } else {
+            self.runtime.spawn(close);
+        }
+    }
+
+    /// Closes what is still open at unmount, so the MDS does not keep orphan opens, and
+    /// waits for the closes still running in the background. Called on a FUSE thread.
+    pub(crate) fn close_all(&self) {
+        let files = self.files.drain();
+        let closing = async {
+            for file in &files {
+                if let Err(e) = self.writes.drain(file.fid).await {
+                    tracing::warn!("unmount: a queued write of {} failed: {e}", file.fid);
+                }
+            }
+            let _all = self.closes.acquire_many(CLOSES_IN_FLIGHT_MAX).await;
+            for file in files {
+                if let Err(e) = self.client.close(&Caller::root(), file.fid, file.mds_handle, None).await {
+                    tracing::warn!("closing {} at unmount: {e}", file.fid);
+                }
+            }
+            // Nobody needs to call back a mount that is gone.
+            self.client.release_locks().await;
+        };
+        // The runtime may be shutting down as well: never let that take the process down.
+        let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.runtime.block_on(tokio::time::timeout(Duration::from_millis(UNMOUNT_CLOSE_TIMEOUT_MS), closing))
+        }));
+        if !matches!(outcome, Ok(Ok(()))) {
+            tracing::warn!("unmount: not every open file could be closed on the MDS");
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn open_flags_carry_access_mode_and_truncate() {
+        assert_eq!(open_flags(libc::O_RDONLY), OPEN_READ);
+        assert_eq!(open_flags(libc::O_WRONLY), OPEN_WRITE);
+        assert_eq!(open_flags(libc::O_RDWR | libc::O_TRUNC), OPEN_READ | OPEN_WRITE | OPEN_TRUNC);
+        assert_eq!(open_flags(libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT), OPEN_WRITE);
+    }
+
+    #[test]
+    fn the_kernel_keeps_pages_only_for_cached_opens_under_locks() {
+        assert_eq!(fopen_flags(KernelIo::Cached, true), FopenFlags::FOPEN_KEEP_CACHE);
+        assert_eq!(fopen_flags(KernelIo::Cached, false), FopenFlags::empty());
+        assert_eq!(fopen_flags(KernelIo::Passthrough, true), FopenFlags::empty());
+        assert_eq!(fopen_flags(KernelIo::Uncached, true), FopenFlags::FOPEN_DIRECT_IO);
+        assert_eq!(fopen_flags(KernelIo::Uncached, false), FopenFlags::FOPEN_DIRECT_IO);
+    }
+
+    #[test]
+    fn a_create_found_empty_only_when_new_or_known_empty() {
+        assert!(create_found_empty(true, false, 7), "O_EXCL: made now");
+        assert!(create_found_empty(false, true, 0));
+        assert!(!create_found_empty(false, true, 1));
+        assert!(!create_found_empty(false, false, 0), "a size not known may hide queued bytes");
+    }
+
+    #[test]
+    fn refusals_that_turn_passthrough_off_are_told_from_one_file_failing() {
+        for errno in [libc::EPERM, libc::ELOOP, libc::EINVAL, libc::ENOTTY, libc::EOPNOTSUPP] {
+            assert!(refuses_every_backing_file(Some(errno)));
+        }
+        assert!(!refuses_every_backing_file(Some(libc::EMFILE)));
+        assert!(!refuses_every_backing_file(None));
+    }
+
+    #[test]
+    fn a_close_reads_the_size_where_the_writer_left_it() {
+        assert_eq!(size_at_close(KernelIo::Passthrough, true), SizeAtClose::BackingFile);
+        assert_eq!(size_at_close(KernelIo::Cached, true), SizeAtClose::Objects);
+        assert_eq!(size_at_close(KernelIo::Uncached, true), SizeAtClose::Objects);
+        assert_eq!(size_at_close(KernelIo::Passthrough, false), SizeAtClose::Unchanged);
+    }
+}

@@ -1,0 +1,134 @@
+//! How a kernel request's work runs: on the FUSE thread that received it, polled there as
+//! `Handle::block_on` would (so an in-process server pipeline runs on this thread too, with
+//! no hand-off to a runtime worker and back), except when a server's scheduler holds the
+//! request back on purpose (a rate limit, a delay: `weft_rpc::local::take_held`). Then the
+//! request is moved to the runtime and finished there, and the thread goes back to the
+//! kernel for the next request. A mount has a few FUSE threads (two, or one per CPU queue
+//! with io_uring): were they held by a throttled class of requests, every other process's
+//! requests would wait behind it.
+//!
+//! The work is a future that answers the kernel itself (it owns its `Reply`), so it can be
+//! finished anywhere. How many requests are finished off their threads at once is bounded
+//! ([`HELD_REQUESTS_MAX`]): past it a held request keeps its thread, as all did before.
+
+use crate::limits::HELD_REQUESTS_MAX;
+use std::future::Future;
+use std::sync::Arc;
+use std::task::{Context, Poll, Wake, Waker};
+use tokio::sync::Semaphore;
+
+pub(crate) struct Serve {
+    runtime: tokio::runtime::Handle,
+    /// One permit per request finished off its FUSE thread.
+    held: Arc<Semaphore>,
+}
+
+/// Wakes the FUSE thread that parked polling a request.
+struct ThreadWaker(std::thread::Thread);
+
+impl Wake for ThreadWaker {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+thread_local! {
+    static THREAD_WAKER: Waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+}
+
+impl Serve {
+    pub(crate) fn new(runtime: tokio::runtime::Handle) -> Serve {
+        Serve { runtime, held: Arc::new(Semaphore::new(HELD_REQUESTS_MAX)) }
+    }
+
+    pub(crate) fn runtime(&self) -> &tokio::runtime::Handle {
+        &self.runtime
+    }
+
+    /// Runs `work` to its end on this thread, or until a scheduler holds it back; then it is
+    /// finished as a task of the runtime and this returns.
+    pub(crate) fn run(&self, work: impl Future<Output = ()> + Send + 'static) {
+        let _runtime = self.runtime.enter();
+        let mut work = Box::pin(work);
+        let waker = THREAD_WAKER.with(Waker::clone);
+        let mut cx = Context::from_waker(&waker);
+        // A mark left by an earlier request polled on this thread is not this one's.
+        weft_rpc::local::take_held();
+        loop {
+            if let Poll::Ready(()) = work.as_mut().poll(&mut cx) {
+                return;
+            }
+            if weft_rpc::local::take_held() {
+                if let Ok(slot) = self.held.clone().try_acquire_owned() {
+                    self.runtime.spawn(async move {
+                        work.await;
+                        drop(slot);
+                    });
+                    return;
+                }
+            }
+            // Woken by the waker; a spurious return polls again, which is harmless.
+            std::thread::park();
+        }
+    }
+
+    /// Requests finished off their threads now.
+    #[cfg(test)]
+    pub(crate) fn held_now(&self) -> usize {
+        HELD_REQUESTS_MAX - self.held.available_permits()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicBool, Ordering};
+    use std::time::Duration;
+
+    fn runtime() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap()
+    }
+
+    #[test]
+    fn work_runs_on_the_calling_thread_until_it_is_done() {
+        let rt = runtime();
+        let serve = Serve::new(rt.handle().clone());
+        let here = std::thread::current().id();
+        let (tx, rx) = std::sync::mpsc::channel();
+        serve.run(async move {
+            // Waits on the runtime's timer, and still ends here.
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            tx.send(std::thread::current().id()).unwrap();
+        });
+        assert_eq!(rx.try_recv().unwrap(), here);
+        assert!(tokio::task::try_id().is_none());
+    }
+
+    #[test]
+    fn work_a_scheduler_holds_is_finished_elsewhere_and_the_thread_is_let_go() {
+        let rt = runtime();
+        let serve = Serve::new(rt.handle().clone());
+        let go = Arc::new(tokio::sync::Notify::new());
+        let done = Arc::new(AtomicBool::new(false));
+        let (g, d) = (go.clone(), done.clone());
+        serve.run(async move {
+            // As the pipeline does when a policy holds a request in-process.
+            weft_rpc::local::note_held();
+            g.notified().await;
+            d.store(true, Ordering::SeqCst);
+        });
+        assert!(!done.load(Ordering::SeqCst), "run returned while the work waits");
+        assert_eq!(serve.held_now(), 1);
+        go.notify_one();
+        for _ in 0..200 {
+            if done.load(Ordering::SeqCst) && serve.held_now() == 0 {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        panic!("the held work did not finish on the runtime");
+    }
+}

@@ -199,7 +199,11 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
     }
     let why = rt.block_on(wait_for_stop(Some(&mnt)));
     tracing::info!("stopping: {why}");
-    drop(session);
+    // Joined: the mount closes what is still open and gives its locks back while the servers
+    // still answer.
+    if let Err(e) = session.umount_and_join() {
+        tracing::info!("unmounting {}: {e}", mnt.display());
+    }
     if daemon::is_mounted(&mnt) {
         let _ = daemon::unmount(&mnt, true);
     }

@@ -35,6 +35,7 @@ mod writeback;
 mod xattr;
 
 pub use errno::errno;
+pub use fuser::BackgroundSession;
 pub use jobid::{JobidScheme, JobidVar};
 pub use xattr::VIRTUAL_PREFIX;
 

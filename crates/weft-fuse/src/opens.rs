@@ -393,7 +393,10 @@ impl Mount {
         };
         // The runtime may be shutting down as well: never let that take the process down.
         let outcome = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            self.runtime.block_on(tokio::time::timeout(Duration::from_millis(UNMOUNT_CLOSE_TIMEOUT_MS), closing))
+            // The timeout is made inside the runtime: its timer needs the runtime's clock.
+            self.runtime.block_on(async {
+                tokio::time::timeout(Duration::from_millis(UNMOUNT_CLOSE_TIMEOUT_MS), closing).await
+            })
         }));
         if !matches!(outcome, Ok(Ok(()))) {
             tracing::warn!("unmount: not every open file could be closed on the MDS");

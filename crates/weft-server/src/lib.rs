@@ -164,6 +164,11 @@ impl RunningServer {
         }
     }
 
+    /// The schedulers of this process's services, whose policies can be switched.
+    pub fn schedulers(&self) -> &weft_rpc::schedule::Schedulers {
+        self.server.schedulers()
+    }
+
     /// Stops serving and lets the MDS commit what it has in flight.
     pub async fn shutdown(self) {
         self.server.shutdown();

@@ -78,22 +78,31 @@ pub fn is_mounted(mountpoint: &Path) -> bool {
 }
 
 /// Unmounts a FUSE mount; `lazy` detaches it even while busy (for cleanup of a dead mount).
+/// Root unmounts with umount(2) itself, as `weft mount` mounts without help; others go
+/// through fusermount3, the setuid helper that lets a user unmount what they mounted.
 pub fn unmount(mountpoint: &Path, lazy: bool) -> anyhow::Result<()> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } == 0 {
+        return umount2(mountpoint, lazy);
+    }
     let flag = if lazy { "-uz" } else { "-u" };
-    let out = Command::new("fusermount3").arg(flag).arg(mountpoint).output();
-    match out {
+    match Command::new("fusermount3").arg(flag).arg(mountpoint).output() {
         Ok(o) if o.status.success() => Ok(()),
-        Ok(o) => {
-            // fusermount3 refuses some cases root can still do: fall back to umount(2).
-            let c = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes())?;
-            let flags = if lazy { libc::MNT_DETACH } else { 0 };
-            // SAFETY: c is a valid C string.
-            if unsafe { libc::umount2(c.as_ptr(), flags) } == 0 {
-                Ok(())
-            } else {
-                Err(anyhow!("cannot unmount {}: {}", mountpoint.display(), String::from_utf8_lossy(&o.stderr).trim()))
-            }
-        }
-        Err(e) => Err(anyhow!("cannot run fusermount3 to unmount {} ({e}); install fuse3", mountpoint.display())),
+        Ok(o) => Err(anyhow!("cannot unmount {}: {}", mountpoint.display(), String::from_utf8_lossy(&o.stderr).trim())),
+        Err(e) => Err(anyhow!(
+            "cannot run fusermount3 to unmount {} ({e}): install fuse3, or unmount as root",
+            mountpoint.display()
+        )),
+    }
+}
+
+fn umount2(mountpoint: &Path, lazy: bool) -> anyhow::Result<()> {
+    let c = std::ffi::CString::new(mountpoint.as_os_str().as_encoded_bytes())?;
+    let flags = if lazy { libc::MNT_DETACH } else { 0 };
+    // SAFETY: c is a valid C string.
+    if unsafe { libc::umount2(c.as_ptr(), flags) } == 0 {
+        Ok(())
+    } else {
+        Err(anyhow!("cannot unmount {}: {}", mountpoint.display(), std::io::Error::last_os_error()))
     }
 }

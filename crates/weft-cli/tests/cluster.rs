@@ -255,3 +255,22 @@ fn a_full_ost_returns_enospc_and_the_file_system_carries_on() {
     }
     assert_eq!(fs::metadata(m.join("small")).unwrap().len(), 2 << 20);
 }
+
+/// A defect a new user hit: `weft umount` as root failed on a machine without fusermount3
+/// ("install fuse3") although `weft mount` works there, and left the mount process running.
+#[test]
+fn umount_works_wherever_mount_does_even_without_fusermount3() {
+    let mut c = Cluster::single_node(&weft_bin(), 1);
+    let m = c.mount();
+    fs::write(m.join("f"), b"kept").unwrap();
+    // A PATH where no fusermount3 is found.
+    let empty = tempfile::tempdir().unwrap();
+    let out = std::process::Command::new(weft_bin()).arg("umount").arg(&m).env("PATH", empty.path()).output().unwrap();
+    assert!(out.status.success(), "weft umount: {}", String::from_utf8_lossy(&out.stderr));
+    assert!(!weft_harness::is_mounted(&m));
+    let status = c.wait_mount_exit(&m, Duration::from_secs(10)).expect("the mount process ends with its mount");
+    assert!(status.success(), "the mount process: {status}");
+    // The file system is whole: mounted again, the file is there.
+    let again = c.mount();
+    assert_eq!(fs::read(again.join("f")).unwrap(), b"kept");
+}

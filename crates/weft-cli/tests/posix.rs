@@ -153,3 +153,49 @@ fn permissions_are_enforced_for_non_root_users() {
     let f = fs::metadata(m.join("shared/d1000/f")).unwrap();
     assert_eq!((f.uid(), f.gid()), (1000, 1000), "files belong to their creator");
 }
+
+/// What a local directory gives for the same script, as `uid`: the mount must match it.
+fn local_and_mounted(m: &std::path::Path, uid: u32, setup: &str, script: &str) -> (String, String) {
+    let local = tempfile::Builder::new().prefix("weft-local-").tempdir().unwrap();
+    fs::set_permissions(local.path(), fs::Permissions::from_mode(0o777)).unwrap();
+    let run = |dir: &std::path::Path| {
+        sh(dir, setup);
+        let out = sh_as(uid, uid, dir, script);
+        format!(
+            "status {:?}\n{}{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr).replace(&dir.display().to_string(), "DIR")
+        )
+    };
+    let dir = m.join("cmp");
+    fs::create_dir(&dir).unwrap();
+    fs::set_permissions(&dir, fs::Permissions::from_mode(0o777)).unwrap();
+    (run(local.path()), run(&dir))
+}
+
+/// Two defects a new user hit. A write by another user to a setuid/setgid file it may write
+/// failed with EACCES instead of clearing the bits (the kernel asks the file system to, as a
+/// chmod by the writer); and ftruncate on a descriptor its unprivileged creator opened
+/// O_CREAT|O_RDWR with mode 0 failed with EACCES, where the permission belongs to the open.
+#[test]
+fn writes_clear_setuid_and_ftruncate_follows_the_open_as_on_a_local_file_system() {
+    let mut c = Cluster::single_node(&weft_bin(), 2);
+    let m = c.mount();
+    let setup = "echo '#!/bin/sh' > prog && chown 1000:1000 prog && chmod 6777 prog";
+    let write = "echo more >> prog; echo $?; stat -c '%a %U' prog; tail -n1 prog";
+    let (local, mounted) = local_and_mounted(&m, 2000, setup, write);
+    assert_eq!(mounted, local);
+    assert!(local.contains("777 "), "the local file system clears the bits: {local}");
+    sh(&m, "rm -r cmp");
+
+    let ftruncate = "python3 -c \"import os
+fd = os.open('mode0', os.O_CREAT | os.O_RDWR, 0)
+os.ftruncate(fd, 100)
+os.write(fd, b'x')
+os.close(fd)
+print(os.stat('mode0').st_size, oct(os.stat('mode0').st_mode & 0o777))\"";
+    let (local, mounted) = local_and_mounted(&m, 1000, "true", ftruncate);
+    assert_eq!(mounted, local);
+    assert!(local.contains("100 0o0"), "{local}");
+}

@@ -233,6 +233,23 @@ impl Cluster {
         let _ = Command::new("fusermount3").arg("-uz").arg(&m.path).status();
     }
 
+    /// Waits up to `timeout` for the client process of mount `path` to end; its exit status,
+    /// or None if it still runs.
+    pub fn wait_mount_exit(&mut self, path: &Path, timeout: Duration) -> Option<std::process::ExitStatus> {
+        let m =
+            self.mounts.iter_mut().find(|m| m.path == path).unwrap_or_else(|| panic!("no mount {}", path.display()));
+        let child = m.child.as_mut()?;
+        let start = Instant::now();
+        while start.elapsed() < timeout {
+            if let Some(status) = child.try_wait().ok().flatten() {
+                m.child = None;
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+
     /// The process id of the client process of mount `path` (to stop and continue it).
     pub fn mount_pid(&self, path: &Path) -> u32 {
         let m = self.mounts.iter().find(|m| m.path == path).unwrap_or_else(|| panic!("no mount {}", path.display()));

@@ -6,11 +6,13 @@
 //! * [`wire`]: the frame format that carries messages and bulk data;
 //! * [`error`]: the error codes that cross the wire;
 //! * [`limits`]: every bound in one place;
-//! * [`lock`]: lock requests, grants and callbacks.
+//! * [`lock`]: lock requests, grants and callbacks;
+//! * [`faults`]: the faults storage layers inject for tests, and when.
 //!
 //! Nothing here performs I/O or reads a clock, so all of it is testable exhaustively.
 
 pub mod error;
+pub mod faults;
 pub mod fid;
 pub mod layout;
 pub mod limits;

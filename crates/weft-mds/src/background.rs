@@ -11,13 +11,21 @@ use tokio::sync::oneshot;
 use weft_proto::msg::Run;
 use weft_proto::{Fid, WeftError, WeftResult};
 
-pub fn spawn_all(core: Arc<Core>, queue: Queue) -> Vec<tokio::task::JoinHandle<()>> {
-    vec![
+/// The background tasks; `checkpoint_interval` None: no checkpoint but those asked for.
+pub fn spawn_all(
+    core: Arc<Core>,
+    queue: Queue,
+    checkpoint_interval: Option<Duration>,
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = vec![
         tokio::spawn(refill_task(core.clone(), queue.clone())),
         tokio::spawn(destroy_task(core.clone(), queue.clone())),
-        tokio::spawn(checkpoint_task(core.clone(), queue.clone())),
-        tokio::spawn(prune_task(queue)),
-    ]
+        tokio::spawn(prune_task(queue.clone())),
+    ];
+    if let Some(interval) = checkpoint_interval {
+        tasks.push(tokio::spawn(checkpoint_task(core, queue, interval)));
+    }
+    tasks
 }
 
 pub(crate) async fn internal(queue: &Queue, op: InternalOp) -> WeftResult<u64> {
@@ -30,14 +38,37 @@ fn backoff_ms(failures: u32) -> u64 {
     RETRY_BACKOFF_MS_MIN.saturating_mul(1u64 << failures.min(16)).min(RETRY_BACKOFF_MS_MAX)
 }
 
-/// Keeps each up OST's pool above half a batch of precreated objects.
+/// One call of the refill task to an OST.
+enum Refill {
+    /// First, once per start: destroy the objects past the last id handed out.
+    Orphans {
+        ost: u32,
+        above_oid: u32,
+    },
+    Precreate {
+        ost: u32,
+        start: u32,
+        count: u32,
+    },
+}
+
+impl Refill {
+    fn ost(&self) -> u32 {
+        match self {
+            Refill::Orphans { ost, .. } | Refill::Precreate { ost, .. } => *ost,
+        }
+    }
+}
+
+/// Keeps each up OST's pool above half a batch of precreated objects, after destroying the
+/// OST's orphans (see [`crate::objects::OstPool::orphans_destroyed`]).
 async fn refill_task(core: Arc<Core>, queue: Queue) {
     let batch = core.precreate_batch;
     loop {
         let wake = core.objects.refill_wake.notified();
         tokio::pin!(wake);
         wake.as_mut().enable();
-        let due: Vec<(u32, u32, u32)> = {
+        let due: Vec<Refill> = {
             let mut st = core.objects.lock();
             let now = Instant::now();
             let up = st.up_osts.clone();
@@ -50,33 +81,53 @@ async fn refill_task(core: Arc<Core>, queue: Queue) {
                 if pool.retry_at.is_some_and(|t| t > now) {
                     continue;
                 }
+                if !pool.orphans_destroyed {
+                    pool.refilling = true;
+                    due.push(Refill::Orphans { ost, above_oid: pool.next_oid.saturating_sub(1) });
+                    continue;
+                }
                 let start = pool.refill_start();
                 let count = batch.min(u32::MAX - start + 1);
                 if start == u32::MAX || count == 0 {
                     continue; // The OST's object ids are exhausted.
                 }
                 pool.refilling = true;
-                due.push((ost, start, count));
+                due.push(Refill::Precreate { ost, start, count });
             }
             due
         };
-        let calls = due.into_iter().map(|(ost, start, count)| {
+        let calls = due.into_iter().map(|refill| {
             let core = core.clone();
             let queue = queue.clone();
             async move {
-                let r = match core.targets.precreate(ost, start, count).await {
-                    Ok(last) if last >= start => {
-                        internal(&queue, InternalOp::PersistCreated { ost, created_oid: last }).await.map(|_| last)
+                let ost = refill.ost();
+                let r = match refill {
+                    Refill::Orphans { above_oid, .. } => {
+                        core.targets.destroy_orphans(ost, above_oid).await.map(|_| None)
                     }
-                    Ok(last) => Err(WeftError::io(format!("OST {ost} precreated nothing (last oid {last} < {start})"))),
-                    Err(e) => Err(e),
+                    Refill::Precreate { start, count, .. } => match core.targets.precreate(ost, start, count).await {
+                        Ok(last) if last >= start => {
+                            internal(&queue, InternalOp::PersistCreated { ost, created_oid: last })
+                                .await
+                                .map(|_| Some(last))
+                        }
+                        Ok(last) => {
+                            Err(WeftError::io(format!("OST {ost} precreated nothing (last oid {last} < {start})")))
+                        }
+                        Err(e) => Err(e),
+                    },
                 };
                 let mut st = core.objects.lock();
                 if let Some(pool) = st.ost_pools.get_mut(&ost) {
                     pool.refilling = false;
                     match r {
-                        Ok(last) => {
-                            pool.created_oid = pool.created_oid.max(last);
+                        Ok(created) => {
+                            match created {
+                                Some(last) => pool.created_oid = pool.created_oid.max(last),
+                                // The ids past the handed-out ones stay precreated: their
+                                // objects are gone, and an object never written reads empty.
+                                None => pool.orphans_destroyed = true,
+                            }
                             pool.failures = 0;
                             pool.retry_at = None;
                         }
@@ -84,7 +135,8 @@ async fn refill_task(core: Arc<Core>, queue: Queue) {
                             pool.failures += 1;
                             let ms = backoff_ms(pool.failures);
                             pool.retry_at = Some(Instant::now() + Duration::from_millis(ms));
-                            tracing::warn!(ost, error = %e, retry_ms = ms, "precreate failed");
+                            let what = if pool.orphans_destroyed { "precreate" } else { "orphan cleanup" };
+                            tracing::warn!(ost, error = %e, retry_ms = ms, "{what} failed");
                         }
                     }
                 }
@@ -170,10 +222,10 @@ async fn prune_task(queue: Queue) {
     }
 }
 
-/// Makes the journal durable in redb every CHECKPOINT_INTERVAL_MS while it holds records.
-async fn checkpoint_task(core: Arc<Core>, queue: Queue) {
+/// Makes the journal durable in the store every `interval` while it holds records.
+async fn checkpoint_task(core: Arc<Core>, queue: Queue, interval: Duration) {
     loop {
-        tokio::time::sleep(Duration::from_millis(CHECKPOINT_INTERVAL_MS)).await;
+        tokio::time::sleep(interval).await;
         let pending = core.journal.lock().unwrap_or_else(|p| p.into_inner()).len_bytes() > 0;
         if pending {
             if let Err(e) = internal(&queue, InternalOp::Checkpoint).await {

@@ -21,11 +21,9 @@
 //! A torn or corrupt record ends the replay: it can only be the last one, written when the
 //! process died inside write(2), and no caller was answered for it.
 
-use crate::store::storage_err;
+use crate::storage::JournalStore;
 use serde::{Deserialize, Serialize};
-use std::fs::{File, OpenOptions};
-use std::io::{Read, Write};
-use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use weft_proto::{WeftError, WeftResult};
 
 const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"WJR1");
@@ -44,23 +42,16 @@ pub struct Change {
 }
 
 pub struct Journal {
-    path: PathBuf,
-    file: File,
+    store: Arc<dyn JournalStore>,
     len_bytes: u64,
     next_seq: u64,
 }
 
 impl Journal {
-    /// Opens the journal for appending after `last_seq` (what replay found).
-    pub fn open(dir: &Path, last_seq: u64) -> WeftResult<Journal> {
-        let path = dir.join(JOURNAL_FILE_NAME);
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&path)
-            .map_err(|e| WeftError::io(format!("cannot open the MDT journal {}: {e}", path.display())))?;
-        let len_bytes = file.metadata().map_err(storage_err)?.len();
-        Ok(Journal { path, file, len_bytes, next_seq: last_seq + 1 })
+    /// The journal in `store`, appending after `last_seq` (what replay found).
+    pub fn open(store: Arc<dyn JournalStore>, last_seq: u64) -> WeftResult<Journal> {
+        let len_bytes = store.len_bytes()?;
+        Ok(Journal { store, len_bytes, next_seq: last_seq + 1 })
     }
 
     pub fn len_bytes(&self) -> u64 {
@@ -92,47 +83,35 @@ impl Journal {
         rec.extend_from_slice(&crc.to_le_bytes());
         rec.extend_from_slice(&seq.to_le_bytes());
         rec.extend_from_slice(&payload);
-        let before = self.len_bytes;
-        if let Err(e) = self.file.write_all(&rec) {
-            // Whatever part was written must not be replayed.
-            let _ = self.rollback_to(before);
-            return Err(WeftError::io(format!("cannot append to the MDT journal {}: {e}", self.path.display())));
+        if let Err(e) = self.store.append(&rec) {
+            // Whatever part was written must not be replayed. Should this fail too, the torn
+            // tail ends the replay there, and nothing after it was acknowledged.
+            let _ = self.rollback_to(self.len_bytes);
+            return Err(e.into());
         }
         self.len_bytes += rec.len() as u64;
         self.next_seq += 1;
         Ok(())
     }
 
-    /// Forgets the journal after `len_bytes`: a record only partly written, or whole records.
+    /// Forgets the journal after `len_bytes`: a record only partly written.
     fn rollback_to(&mut self, len_bytes: u64) -> WeftResult<()> {
-        self.file.set_len(len_bytes).map_err(storage_err)?;
-        if len_bytes < self.len_bytes {
-            self.next_seq -= 1;
-        }
+        self.store.truncate(len_bytes)?;
         self.len_bytes = len_bytes;
         Ok(())
     }
 
     /// Empties the journal once a durable checkpoint holds everything in it.
     pub fn reset(&mut self) -> WeftResult<()> {
-        self.file.set_len(0).map_err(storage_err)?;
+        self.store.truncate(0)?;
         self.len_bytes = 0;
         Ok(())
     }
 }
 
-/// Reads the records of the journal in `dir`, in order, stopping at the first torn one.
-pub fn read_records(dir: &Path) -> WeftResult<Vec<(u64, Vec<Change>)>> {
-    let path = dir.join(JOURNAL_FILE_NAME);
-    let mut bytes = Vec::new();
-    match File::open(&path) {
-        Ok(mut f) => {
-            f.read_to_end(&mut bytes)
-                .map_err(|e| WeftError::io(format!("cannot read the MDT journal {}: {e}", path.display())))?;
-        }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
-        Err(e) => return Err(WeftError::io(format!("cannot open the MDT journal {}: {e}", path.display()))),
-    }
+/// The records of the journal in `store`, in order, stopping at the first torn one.
+pub fn read_records(store: &dyn JournalStore) -> WeftResult<Vec<(u64, Vec<Change>)>> {
+    let bytes = store.read_all()?;
     let mut out = Vec::new();
     let mut pos = 0usize;
     while bytes.len() - pos >= RECORD_HEADER_BYTES {
@@ -153,7 +132,6 @@ pub fn read_records(dir: &Path) -> WeftResult<Vec<(u64, Vec<Change>)>> {
     }
     if pos < bytes.len() {
         tracing::warn!(
-            path = %path.display(),
             ignored_bytes = bytes.len() - pos,
             "the MDT journal ends in a torn record (the process died while writing it); it was never acknowledged"
         );
@@ -164,6 +142,10 @@ pub fn read_records(dir: &Path) -> WeftResult<Vec<(u64, Vec<Change>)>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::storage::fault::FaultJournal;
+    use crate::storage::file_journal::FileJournal;
+    use crate::storage::mem::MemJournal;
+    use weft_proto::faults::{Fault, FaultPlan};
 
     fn change(k: u8, v: Option<u8>) -> Change {
         Change { table: 1, key: vec![k], value: v.map(|v| vec![v]) }
@@ -172,29 +154,39 @@ mod tests {
     #[test]
     fn records_round_trip_and_a_torn_tail_is_ignored() {
         let dir = tempfile::tempdir().unwrap();
-        let mut j = Journal::open(dir.path(), 0).unwrap();
+        let path = dir.path().join(JOURNAL_FILE_NAME);
+        let store = Arc::new(FileJournal::open(&path).unwrap());
+        let mut j = Journal::open(store.clone(), 0).unwrap();
         j.append(&[change(1, Some(10))]).unwrap();
-        let before = j.len_bytes();
         j.append(&[change(2, None), change(3, Some(30))]).unwrap();
         assert_eq!(j.last_seq(), 2);
-        let recs = read_records(dir.path()).unwrap();
+        let recs = read_records(&*store).unwrap();
         assert_eq!(recs, vec![(1, vec![change(1, Some(10))]), (2, vec![change(2, None), change(3, Some(30))])]);
         // A record cut short by a crash is not replayed, and what came before is.
-        let full = std::fs::read(dir.path().join(JOURNAL_FILE_NAME)).unwrap();
-        std::fs::write(dir.path().join(JOURNAL_FILE_NAME), &full[..full.len() - 3]).unwrap();
-        assert_eq!(read_records(dir.path()).unwrap().len(), 1);
+        let full = std::fs::read(&path).unwrap();
+        std::fs::write(&path, &full[..full.len() - 3]).unwrap();
+        assert_eq!(read_records(&*store).unwrap().len(), 1);
         // A flipped byte in a payload ends the replay there.
         let mut bad = full.clone();
         let last = bad.len() - 1;
         bad[last] ^= 0xff;
-        std::fs::write(dir.path().join(JOURNAL_FILE_NAME), &bad).unwrap();
-        assert_eq!(read_records(dir.path()).unwrap().len(), 1);
-        std::fs::write(dir.path().join(JOURNAL_FILE_NAME), &full).unwrap();
-        let mut j = Journal::open(dir.path(), 2).unwrap();
-        j.rollback_to(before).unwrap();
-        assert_eq!(j.last_seq(), 1);
-        assert_eq!(read_records(dir.path()).unwrap().len(), 1);
+        std::fs::write(&path, &bad).unwrap();
+        assert_eq!(read_records(&*store).unwrap().len(), 1);
+        std::fs::write(&path, &full).unwrap();
         j.reset().unwrap();
-        assert!(read_records(dir.path()).unwrap().is_empty());
+        assert!(read_records(&*store).unwrap().is_empty());
+    }
+
+    #[test]
+    fn a_torn_append_is_taken_back_and_the_next_record_follows_the_last_whole_one() {
+        let plan = Arc::new(FaultPlan::new());
+        let mem = Arc::new(MemJournal::default());
+        let mut j = Journal::open(Arc::new(FaultJournal::new(mem.clone(), plan.clone())), 0).unwrap();
+        j.append(&[change(1, Some(1))]).unwrap();
+        plan.inject(1, Fault::ShortWrite);
+        assert!(j.append(&[change(2, Some(2))]).is_err(), "the torn record is not acknowledged");
+        j.append(&[change(3, Some(3))]).unwrap();
+        let recs = read_records(&*mem).unwrap();
+        assert_eq!(recs, vec![(1, vec![change(1, Some(1))]), (2, vec![change(3, Some(3))])]);
     }
 }

@@ -48,6 +48,7 @@ pub mod ops;
 pub mod perm;
 pub mod replies;
 pub mod schema;
+pub mod storage;
 pub mod store;
 pub mod writer;
 
@@ -59,27 +60,37 @@ mod testutil;
 use crate::objects::{Objects, Reservation};
 use crate::open_files::OpenFiles;
 use crate::schema::InodeRecord;
+use crate::storage::MdtStorage;
 use crate::writer::{InternalOp, Job};
 use futures::future::BoxFuture;
-use redb::Database;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
 use weft_proto::msg::{mdt, ClusterMap, FileType, MdtReply, MdtRequest, RequestHeader, Run, Timestamp};
 use weft_proto::{ErrorCode, Fid, StripeSpec, WeftError, WeftResult};
 
 pub struct MdsConfig {
-    /// The MDT's directory; the redb file lives inside.
+    /// The MDT's directory: its storage lives inside (unless [`Mds::open_with`] is given
+    /// another), and statfs reports the space of the file system holding it.
     pub data_dir: PathBuf,
     pub mdt_index: u32,
     /// Objects asked per precreate call.
     pub precreate_batch: u32,
+    /// Time between durable checkpoints; None: only when asked ([`Mds::checkpoint`]), for
+    /// simulations that choose their moments.
+    pub checkpoint_interval: Option<Duration>,
 }
 
 impl MdsConfig {
     pub fn new(data_dir: PathBuf, mdt_index: u32) -> Self {
-        MdsConfig { data_dir, mdt_index, precreate_batch: 256 }
+        MdsConfig {
+            data_dir,
+            mdt_index,
+            precreate_batch: 256,
+            checkpoint_interval: Some(Duration::from_millis(limits::CHECKPOINT_INTERVAL_MS)),
+        }
     }
 }
 
@@ -90,6 +101,9 @@ pub trait ObjectTargets: Send + Sync + 'static {
     fn precreate(&self, ost: u32, start_oid: u32, count: u32) -> BoxFuture<'static, WeftResult<u32>>;
     /// Remove an object; removing a missing object succeeds.
     fn destroy(&self, ost: u32, fid: Fid) -> BoxFuture<'static, WeftResult<()>>;
+    /// Destroy every object of that OST past `above_oid` (this MDS handed out none of them);
+    /// returns the OST's last created oid.
+    fn destroy_orphans(&self, ost: u32, above_oid: u32) -> BoxFuture<'static, WeftResult<u32>>;
 }
 
 /// Counters for tests and monitoring.
@@ -123,7 +137,7 @@ pub struct Core {
     pub mdt_index: u32,
     pub data_dir: PathBuf,
     pub precreate_batch: u32,
-    pub db: Database,
+    pub storage: MdtStorage,
     pub open_files: Mutex<OpenFiles>,
     pub objects: Objects,
     pub targets: Arc<dyn ObjectTargets>,
@@ -174,40 +188,36 @@ impl Mds {
     /// by a crash, and starts the writer thread and background tasks. Must be called inside
     /// a tokio runtime.
     pub fn open(cfg: MdsConfig, targets: Arc<dyn ObjectTargets>) -> WeftResult<Arc<Mds>> {
+        let storage = MdtStorage::open_dir(&cfg.data_dir)?;
+        Mds::open_with(cfg, storage, targets)
+    }
+
+    /// As [`Mds::open`], over `storage` (in memory, or with faults injected, in tests).
+    pub fn open_with(cfg: MdsConfig, storage: MdtStorage, targets: Arc<dyn ObjectTargets>) -> WeftResult<Arc<Mds>> {
         assert!(cfg.precreate_batch > 0, "precreate_batch must be positive");
-        std::fs::create_dir_all(&cfg.data_dir).map_err(|e| {
-            WeftError::new(ErrorCode::Io, format!("cannot create MDT directory {}: {e}", cfg.data_dir.display()))
-        })?;
-        let path = cfg.data_dir.join(schema::DB_FILE_NAME);
-        let db = Database::create(&path).map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => WeftError::new(
-                ErrorCode::Busy,
-                format!("MDT database {} is already open (another MDS running on it?)", path.display()),
-            ),
-            e => WeftError::io(format!("cannot open MDT database {}: {e}", path.display())),
-        })?;
-        writer::format_or_check(&db, cfg.mdt_index)?;
-        let journal_seq = writer::replay_journal(&db, &cfg.data_dir)?;
-        let orphans = writer::destroy_orphans(&db)?;
+        writer::format_or_check(&*storage.kv, cfg.mdt_index)?;
+        let journal_seq = writer::replay_journal(&*storage.kv, &storage.journal)?;
+        let orphans = writer::destroy_orphans(&*storage.kv)?;
         if orphans > 0 {
             tracing::info!(orphans, "destroyed orphan inodes left open before the restart");
         }
-        let view = store::Tables::at_checkpoint(store::Base::open(&db)?);
+        let view = store::Tables::at_checkpoint(&*storage.kv)?;
+        let journal = journal::Journal::open(storage.journal.clone(), journal_seq)?;
         let core = Arc::new(Core {
             mdt_index: cfg.mdt_index,
             data_dir: cfg.data_dir.clone(),
             precreate_batch: cfg.precreate_batch,
-            db,
+            storage,
             open_files: Mutex::new(OpenFiles::default()),
             objects: Objects::new(u64::from(cfg.precreate_batch.div_ceil(2))),
             targets,
-            journal: Mutex::new(journal::Journal::open(&cfg.data_dir, journal_seq)?),
+            journal: Mutex::new(journal),
             stats: StatCounters::default(),
             destroy_wake: Notify::new(),
             view: Mutex::new(Arc::new(view)),
         });
         let (queue, writer_thread) = writer::Queue::start(core.clone())?;
-        let tasks = background::spawn_all(core.clone(), queue.clone());
+        let tasks = background::spawn_all(core.clone(), queue.clone(), cfg.checkpoint_interval);
         Ok(Arc::new(Mds {
             core,
             queue,
@@ -216,6 +226,12 @@ impl Mds {
             stopping: AtomicBool::new(false),
             locks: std::sync::OnceLock::new(),
         }))
+    }
+
+    /// Writes every change in memory into the store durably now and empties the journal
+    /// (what the background checkpoint does every interval).
+    pub async fn checkpoint(&self) -> WeftResult<()> {
+        background::internal(&self.queue, InternalOp::Checkpoint).await.map(drop)
     }
 
     /// Which OSTs exist, their state, pools. Called at start and whenever the map changes.

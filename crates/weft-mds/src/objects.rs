@@ -25,14 +25,30 @@ pub struct OstPool {
     /// No refill before this instant (after a failure).
     pub retry_at: Option<Instant>,
     pub failures: u32,
+    /// The OST has destroyed every object past the last one this MDS handed out (Lustre's
+    /// orphan cleanup, done once per start): until then nothing is handed out. After a
+    /// power loss the MDS's record of what it handed out may be older than what it did
+    /// hand out, to files whose creates the power loss took back; their objects may hold
+    /// data, which a new file given the same id would show.
+    pub orphans_destroyed: bool,
 }
 
 impl OstPool {
     pub fn new(next_oid: u32, created_oid: u32) -> Self {
-        OstPool { next_oid: next_oid.max(1), created_oid, refilling: false, retry_at: None, failures: 0 }
+        OstPool {
+            next_oid: next_oid.max(1),
+            created_oid,
+            refilling: false,
+            retry_at: None,
+            failures: 0,
+            orphans_destroyed: false,
+        }
     }
 
     pub fn available(&self) -> u64 {
+        if !self.orphans_destroyed {
+            return 0;
+        }
         (self.created_oid as u64 + 1).saturating_sub(self.next_oid as u64)
     }
 
@@ -243,7 +259,7 @@ mod tests {
         let mut st = ObjectsState::default();
         for (ost, next, created) in pools {
             st.up_osts.push(*ost);
-            st.ost_pools.insert(*ost, OstPool::new(*next, *created));
+            st.ost_pools.insert(*ost, OstPool { orphans_destroyed: true, ..OstPool::new(*next, *created) });
         }
         st.up_osts.sort_unstable();
         st
@@ -274,7 +290,9 @@ mod tests {
     fn pool_arithmetic() {
         let p = OstPool::new(1, 0);
         assert_eq!((p.available(), p.refill_start()), (0, 1));
-        let p = OstPool::new(5, 10);
+        let mut p = OstPool::new(5, 10);
+        assert_eq!((p.available(), p.refill_start()), (0, 11), "nothing before the orphan cleanup");
+        p.orphans_destroyed = true;
         assert_eq!((p.available(), p.refill_start()), (6, 11));
         // Handed out beyond what was recorded as created (crash between the two): never reuse.
         let p = OstPool::new(20, 10);

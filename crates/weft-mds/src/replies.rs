@@ -59,7 +59,10 @@ pub fn answer(header: &RequestHeader, v: &[u8]) -> WeftResult<Option<WeftResult<
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::{Base, Tables, WriteTables};
+    use crate::storage::mem::{MemJournal, MemKv};
+    use crate::storage::{JournalStore, KvStore};
+    use crate::store::{Tables, WriteTables};
+    use std::sync::Arc;
 
     fn header(client_id: u64, reply_slot: u32, request_id: u64) -> RequestHeader {
         RequestHeader { client_id, request_id, reply_slot, ..Default::default() }
@@ -81,25 +84,25 @@ mod tests {
         assert!(answer(&header(1, 0, 20), &a[..17]).is_err(), "a cut reply is corrupt");
     }
 
-    /// A crash before the checkpoint: redb never got the reply, the journal did, and replay
-    /// puts it where a resend finds it.
+    /// A crash before the checkpoint: the store never got the reply, the journal did, and
+    /// replay puts it where a resend finds it.
     #[test]
     fn a_journaled_reply_is_found_after_replay() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = redb::Database::create(dir.path().join("mdt.redb")).unwrap();
-        crate::writer::format_or_check(&db, 0).unwrap();
+        let kv = MemKv::default();
+        let store: Arc<dyn JournalStore> = Arc::new(MemJournal::default());
+        crate::writer::format_or_check(&kv, 0).unwrap();
         let reply: WeftResult<MdtReply> = Ok(MdtReply::Empty);
         let h = header(7, 3, 8);
-        let read = |db: &redb::Database| Tables::at_checkpoint(Base::open(db).unwrap()).cached_reply(&h).unwrap();
-        let mut t = WriteTables::over(Tables::at_checkpoint(Base::open(&db).unwrap()));
+        let read = |kv: &dyn KvStore| Tables::at_checkpoint(kv).unwrap().cached_reply(&h).unwrap();
+        let mut t = WriteTables::over(Tables::at_checkpoint(&kv).unwrap());
         t.put_reply(&h, 99, &reply).unwrap();
         assert_eq!(t.cached_reply(&h).unwrap(), Some(reply.clone()), "the batch sees its own reply");
         assert_eq!(t.changes.len(), 1, "one row per reply");
-        let mut journal = crate::journal::Journal::open(dir.path(), 0).unwrap();
+        let mut journal = crate::journal::Journal::open(store.clone(), 0).unwrap();
         journal.append(&t.changes).unwrap();
         drop(journal);
-        assert_eq!(read(&db), None, "not in redb before the replay");
-        crate::writer::replay_journal(&db, dir.path()).unwrap();
-        assert_eq!(read(&db), Some(reply));
+        assert_eq!(read(&kv), None, "not in the store before the replay");
+        crate::writer::replay_journal(&kv, &store).unwrap();
+        assert_eq!(read(&kv), Some(reply));
     }
 }

@@ -1,4 +1,4 @@
-//! The on-disk schema of one MDT: every redb table, its key encoding and its value encoding.
+//! The on-disk schema of one MDT: every table, its key encoding and its value encoding.
 //! This file is the only place that knows how keys are laid out; everything else calls the
 //! functions here.
 //!
@@ -25,7 +25,6 @@
 //! Compatibility: [`FORMAT_VERSION`] is written when the MDT is formatted; opening refuses
 //! any other version. A change to any key or value layout here bumps it.
 
-use redb::TableDefinition;
 use serde::{Deserialize, Serialize};
 use weft_proto::fid::{SEQ_METADATA_BASE, SEQ_PER_MDT};
 use weft_proto::msg::{FileType, Timestamp};
@@ -37,57 +36,50 @@ pub const FORMAT_VERSION: u32 = 2;
 /// Name of the redb file inside the MDT's data directory.
 pub const DB_FILE_NAME: &str = "mdt.redb";
 
-pub type Bytes = &'static [u8];
-type Def = TableDefinition<'static, Bytes, Bytes>;
-
-/// Format marker: `b"format"` -> u32 BE.
-pub const META: Def = TableDefinition::new("meta");
+/// `meta`: `b"format"` -> format version u32 BE; `b"journal_seq"` -> u64 BE.
+pub const TABLE_META: u8 = 0;
 pub const META_FORMAT_KEY: &[u8] = b"format";
+/// `b"journal_seq"` -> u64 BE: the last journal record that a durable checkpoint holds.
+pub const META_JOURNAL_SEQ_KEY: &[u8] = b"journal_seq";
 /// Inode records by FID.
-pub const INODES: Def = TableDefinition::new("inodes");
+pub const TABLE_INODES: u8 = 1;
 /// Directory entries, ordered by (parent, name hash) so readdir resumes by cookie.
-pub const DENTRIES: Def = TableDefinition::new("dentries");
+pub const TABLE_DENTRIES: u8 = 2;
 /// Reverse entries (child -> parent, name): hard-link bookkeeping and fid2path.
-pub const LINKS: Def = TableDefinition::new("links");
+pub const TABLE_LINKS: u8 = 3;
 /// Extended attributes.
-pub const XATTRS: Def = TableDefinition::new("xattrs");
+pub const TABLE_XATTRS: u8 = 4;
 /// The last mutation's reply in each (client, reply slot), so a resend has no second effect.
-pub const REPLY_CACHE: Def = TableDefinition::new("reply_cache");
+pub const TABLE_REPLY_CACHE: u8 = 5;
 /// Inodes with no name left that were open; destroyed on last close or at the next start.
-pub const ORPHANS: Def = TableDefinition::new("orphans");
+pub const TABLE_ORPHANS: u8 = 6;
 /// OST objects to destroy; an entry leaves only after the OST confirmed.
-pub const DESTROY_QUEUE: Def = TableDefinition::new("destroy_queue");
+pub const TABLE_DESTROY_QUEUE: u8 = 7;
 /// Per OST: the next precreated oid to hand out and the last oid the OST created.
-pub const PRECREATE: Def = TableDefinition::new("precreate");
+pub const TABLE_PRECREATE: u8 = 8;
 /// Allocation counters.
-pub const COUNTERS: Def = TableDefinition::new("counters");
+pub const TABLE_COUNTERS: u8 = 9;
 pub const COUNTER_NEXT_INODE_KEY: &[u8] = b"next_inode";
 
-/// Table ids in journal records (see journal.rs): fixed within a format version.
-pub const TABLE_INODES: u8 = 1;
-pub const TABLE_DENTRIES: u8 = 2;
-pub const TABLE_LINKS: u8 = 3;
-pub const TABLE_XATTRS: u8 = 4;
-pub const TABLE_REPLY_CACHE: u8 = 5;
-pub const TABLE_ORPHANS: u8 = 6;
-pub const TABLE_DESTROY_QUEUE: u8 = 7;
-pub const TABLE_PRECREATE: u8 = 8;
-pub const TABLE_COUNTERS: u8 = 9;
+/// The tables' names (redb's table names), by id. Ids are fixed within a format version:
+/// journal records name tables by id.
+pub const TABLE_NAMES: [&str; 10] = [
+    "meta",
+    "inodes",
+    "dentries",
+    "links",
+    "xattrs",
+    "reply_cache",
+    "orphans",
+    "destroy_queue",
+    "precreate",
+    "counters",
+];
 
+/// Whether `id` is a table a mutation writes (every table but `meta`).
 pub fn is_table_id(id: u8) -> bool {
     (TABLE_INODES..=TABLE_COUNTERS).contains(&id)
 }
-
-/// `b"journal_seq"` -> u64 BE: the last journal record that a durable checkpoint holds.
-pub const META_JOURNAL_SEQ_KEY: &[u8] = b"journal_seq";
-
-/// Every table, so that formatting creates them all (a read transaction fails on a missing table).
-pub const ALL_TABLES: [Def; 10] =
-    [META, INODES, DENTRIES, LINKS, XATTRS, REPLY_CACHE, ORPHANS, DESTROY_QUEUE, PRECREATE, COUNTERS];
-
-/// The tables of the TABLE_* ids, in id order (`DATA_TABLES[id - 1]`): all but `meta`.
-pub const DATA_TABLES: [Def; 9] =
-    [INODES, DENTRIES, LINKS, XATTRS, REPLY_CACHE, ORPHANS, DESTROY_QUEUE, PRECREATE, COUNTERS];
 
 /// An inode as stored. Attributes, plus what each kind needs.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

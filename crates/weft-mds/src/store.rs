@@ -1,4 +1,5 @@
-//! Typed access to the MDT's tables: what reads and mutations see, and how changes reach redb.
+//! Typed access to the MDT's tables: what reads and mutations see, and how changes reach the
+//! durable store (redb by default; see storage/).
 //!
 //! # The tables in memory over the last checkpoint
 //!
@@ -13,30 +14,23 @@
 //! copy and checksum the dirty B-tree pages at commit), more than the operation itself; a
 //! checkpoint writes thousands of rows in one, many to a page.
 //!
-//! Reads see [`Tables`]: the redb tables as of the last checkpoint (one read transaction,
-//! opened once per checkpoint) with the overlay over them. The overlay is a persistent map
+//! Reads see [`Tables`]: the durable tables as of the last checkpoint (one snapshot of the
+//! store, taken once per checkpoint) with the overlay over them. The overlay is a persistent map
 //! (`imbl::OrdMap`), so a view is a snapshot: cloning it costs a few reference counts, and
 //! the writer's next batch copies only the nodes it changes. A read keeps its view for the
 //! whole operation and sees one committed state.
 
 use crate::journal::Change;
-use crate::schema::{self, Bytes, InodeRecord};
+use crate::schema::{self, InodeRecord};
+use crate::storage::{KvSnapshot, KvStore, Row as StoreRow};
 use imbl::OrdMap;
-use redb::{Database, ReadOnlyTable, ReadableDatabase, ReadableTableMetadata, WriteTransaction};
-use std::cmp::Ordering;
 use std::ops::{Bound, Deref};
 use std::sync::Arc;
 use weft_proto::msg::{FileType, MdtReply, RequestHeader};
 use weft_proto::{Fid, WeftError, WeftResult};
 
-/// Storage errors become EIO with what failed; the MDT's state on disk is unchanged by a
-/// failed transaction.
-pub fn storage_err(e: impl std::fmt::Display) -> WeftError {
-    WeftError::io(format!("MDT storage error: {e}"))
-}
-
 /// Tables with rows in the overlay: every table but `meta`, by id (schema::TABLE_*).
-const TABLE_SLOTS: usize = schema::DATA_TABLES.len();
+const TABLE_SLOTS: usize = schema::TABLE_NAMES.len() - 1;
 
 fn slot(table: u8) -> usize {
     assert!(schema::is_table_id(table), "table id {table} is not in the schema");
@@ -45,6 +39,14 @@ fn slot(table: u8) -> usize {
 
 /// A row changed since the last checkpoint: its new value, or `None` if removed.
 type Row = Option<Arc<[u8]>>;
+
+/// Calls `f` with an overlay row; a removal hides its key. False to stop.
+fn emit(key: &[u8], row: &Row, f: &mut impl FnMut(&[u8], &[u8]) -> WeftResult<bool>) -> WeftResult<bool> {
+    match row {
+        Some(v) => f(key, v),
+        None => Ok(true),
+    }
+}
 
 /// Every row changed since the last checkpoint, by table.
 #[derive(Clone, Default)]
@@ -61,27 +63,12 @@ impl Overlay {
     }
 }
 
-/// The redb tables as of the last checkpoint, read-only.
-pub struct Base {
-    tables: [ReadOnlyTable<Bytes, Bytes>; TABLE_SLOTS],
-}
-
-impl Base {
-    /// Opens a read transaction on `db` and every data table in it.
-    pub fn open(db: &Database) -> WeftResult<Base> {
-        let txn = db.begin_read().map_err(storage_err)?;
-        let tables: Vec<_> =
-            schema::DATA_TABLES.iter().map(|d| txn.open_table(*d).map_err(storage_err)).collect::<WeftResult<_>>()?;
-        let tables = tables.try_into().unwrap_or_else(|_| unreachable!("one table per slot"));
-        Ok(Base { tables })
-    }
-}
-
 /// What an operation reads: the tables at the last checkpoint with every change since over
 /// them. Cheap to clone.
 #[derive(Clone)]
 pub struct Tables {
-    base: Arc<Base>,
+    /// The durable tables as of the last checkpoint.
+    base: Arc<dyn KvSnapshot>,
     over: Overlay,
 }
 
@@ -110,9 +97,9 @@ pub struct StoredEntry {
 }
 
 impl Tables {
-    /// The state right after a checkpoint: `base` and nothing over it.
-    pub fn at_checkpoint(base: Base) -> Tables {
-        Tables { base: Arc::new(base), over: Overlay::default() }
+    /// The state right after a checkpoint: the store's tables and nothing over them.
+    pub fn at_checkpoint(kv: &dyn KvStore) -> WeftResult<Tables> {
+        Ok(Tables { base: kv.snapshot()?, over: Overlay::default() })
     }
 
     /// The changes since the last checkpoint.
@@ -122,14 +109,13 @@ impl Tables {
 
     /// Calls `f` with the value of `key` in `table`, if the row exists.
     fn with_row<R>(&self, table: u8, key: &[u8], f: impl FnOnce(&[u8]) -> WeftResult<R>) -> WeftResult<Option<R>> {
-        let i = slot(table);
-        if let Some(row) = self.over.tables[i].get(key) {
+        if let Some(row) = self.over.tables[slot(table)].get(key) {
             return row.as_deref().map(f).transpose();
         }
-        match self.base.tables[i].get(key).map_err(storage_err)? {
-            Some(v) => f(v.value()).map(Some),
-            None => Ok(None),
-        }
+        let mut f = Some(f);
+        let mut found = None;
+        self.base.get(table, key, &mut |v| found = f.take().map(|f| f(v)))?;
+        found.transpose()
     }
 
     fn exists(&self, table: u8, key: &[u8]) -> WeftResult<bool> {
@@ -146,42 +132,42 @@ impl Tables {
         hi: Option<&[u8]>,
         mut f: impl FnMut(&[u8], &[u8]) -> WeftResult<bool>,
     ) -> WeftResult<()> {
-        let i = slot(table);
         let upper = hi.map_or(Bound::Unbounded, Bound::Excluded);
-        let mut base = self.base.tables[i].range::<&[u8]>((Bound::Included(lo), upper)).map_err(storage_err)?;
-        let mut next_base = || base.next().transpose().map_err(storage_err);
-        let mut over = self.over.tables[i].range::<_, [u8]>((Bound::Included(lo), upper));
-        let (mut b, mut o) = (next_base()?, over.next());
-        loop {
-            let from_overlay = match (&b, &o) {
-                (None, None) => return Ok(()),
-                (Some(_), None) => false,
-                (None, Some(_)) => true,
-                (Some((bk, _)), Some((ok, _))) => match ok[..].cmp(bk.value()) {
-                    Ordering::Less => true,
-                    Ordering::Greater => false,
-                    Ordering::Equal => {
-                        b = next_base()?; // replaced or removed by the overlay
-                        true
+        let mut over = self.over.tables[slot(table)].range::<_, [u8]>((Bound::Included(lo), upper)).peekable();
+        let mut failed = None;
+        let mut go_on = true;
+        // Calls `f` with an overlay row (a removal hides the key); false to stop.
+        // The store's rows, in order, with the overlay's merged in: an overlay row replaces
+        // the stored row of the same key.
+        self.base.scan(table, lo, hi, &mut |bk, bv| {
+            let step = (|| {
+                while let Some((ok, row)) = over.next_if(|(ok, _)| ok[..] < *bk) {
+                    if !emit(ok, row, &mut f)? {
+                        return Ok(false);
                     }
-                },
-            };
-            let go_on = if from_overlay {
-                let (k, row) = o.take().expect("chosen above");
-                o = over.next();
-                match row {
-                    Some(v) => f(k, v)?,
-                    None => true,
                 }
-            } else {
-                let (k, v) = b.take().expect("chosen above");
-                b = next_base()?;
-                f(k.value(), v.value())?
-            };
-            if !go_on {
-                return Ok(());
+                match over.next_if(|(ok, _)| ok[..] == *bk) {
+                    Some((ok, row)) => emit(ok, row, &mut f),
+                    None => f(bk, bv),
+                }
+            })();
+            match step {
+                Ok(more) => go_on = more,
+                Err(e) => {
+                    failed = Some(e);
+                    go_on = false;
+                }
             }
+            go_on
+        })?;
+        if let Some(e) = failed {
+            return Err(e);
         }
+        while go_on {
+            let Some((ok, row)) = over.next() else { break };
+            go_on = emit(ok, row, &mut f)?;
+        }
+        Ok(())
     }
 
     /// Keys of `table` from `lo` (to the end when `hi` is `None`), at most `limit`.
@@ -316,7 +302,7 @@ impl Tables {
     }
 
     pub fn inode_count(&self) -> WeftResult<u64> {
-        let base = self.base.tables[slot(schema::TABLE_INODES)].len().map_err(storage_err)?;
+        let base = self.base.len(schema::TABLE_INODES)?;
         Ok(base.saturating_add_signed(self.over.inode_delta))
     }
 }
@@ -502,43 +488,22 @@ impl WriteTables {
     }
 }
 
-/// Writes rows into redb's tables in `txn`: a value, or `None` to remove the key.
-pub fn write_rows<'a>(
-    txn: &WriteTransaction,
-    rows: impl IntoIterator<Item = (u8, &'a [u8], Option<&'a [u8]>)>,
-) -> WeftResult<()> {
-    let mut tables = Vec::with_capacity(TABLE_SLOTS);
-    for def in schema::DATA_TABLES {
-        tables.push(txn.open_table(def).map_err(storage_err)?);
-    }
-    for (table, key, value) in rows {
-        let t = &mut tables[slot(table)];
-        match value {
-            Some(v) => t.insert(key, v).map(drop),
-            None => t.remove(key).map(drop),
-        }
-        .map_err(storage_err)?;
-    }
-    Ok(())
-}
-
-/// Writes the overlay of `view` into redb's tables in `txn` (a checkpoint).
-pub fn write_overlay(txn: &WriteTransaction, view: &Tables) -> WeftResult<()> {
-    let rows = view
-        .over
+/// Every row of the overlay of `view`, for a checkpoint's commit.
+pub fn overlay_rows(view: &Tables) -> impl Iterator<Item = StoreRow<'_>> {
+    view.over
         .tables
         .iter()
         .enumerate()
-        .flat_map(|(i, rows)| rows.iter().map(move |(k, v)| (i as u8 + 1, &k[..], v.as_deref())));
-    write_rows(txn, rows)
+        .flat_map(|(i, rows)| rows.iter().map(move |(k, v)| (i as u8 + 1, &k[..], v.as_deref())))
 }
 
-/// Writes journaled changes into redb's tables in `txn` (replay after a crash).
-pub fn write_changes(txn: &WriteTransaction, changes: &[Change]) -> WeftResult<()> {
+/// Journaled changes as rows to commit (replay after a crash), refusing a table this version
+/// does not know.
+pub fn change_rows(changes: &[Change]) -> WeftResult<impl Iterator<Item = StoreRow<'_>>> {
     if let Some(c) = changes.iter().find(|c| !schema::is_table_id(c.table)) {
         return Err(WeftError::io(format!("the MDT journal names table {} that this version does not know", c.table)));
     }
-    write_rows(txn, changes.iter().map(|c| (c.table, c.key.as_slice(), c.value.as_deref())))
+    Ok(changes.iter().map(|c| (c.table, c.key.as_slice(), c.value.as_deref())))
 }
 
 #[cfg(test)]
@@ -546,34 +511,46 @@ mod tests {
     use super::*;
     use std::collections::BTreeMap;
 
-    fn checkpoint(db: &Database, view: &Tables) -> Tables {
-        let txn = db.begin_write().unwrap();
-        write_overlay(&txn, view).unwrap();
-        txn.commit().unwrap();
-        Tables::at_checkpoint(Base::open(db).unwrap())
+    use crate::storage::mem::MemKv;
+    use crate::storage::redb_kv::RedbKv;
+
+    fn checkpoint(kv: &dyn KvStore, view: &Tables) -> Tables {
+        kv.commit(&mut overlay_rows(view)).unwrap();
+        Tables::at_checkpoint(kv).unwrap()
     }
 
     #[test]
-    fn data_tables_are_in_id_order() {
-        use redb::TableHandle;
-        let names: Vec<_> = schema::DATA_TABLES.iter().map(|d| d.name().to_string()).collect();
-        assert_eq!(names[slot(schema::TABLE_INODES)], "inodes");
-        assert_eq!(names[slot(schema::TABLE_REPLY_CACHE)], "reply_cache");
-        assert_eq!(names[slot(schema::TABLE_COUNTERS)], "counters");
-        assert_eq!(schema::ALL_TABLES[1..].iter().map(|d| d.name()).collect::<Vec<_>>(), names);
+    fn tables_are_in_id_order() {
+        let names = schema::TABLE_NAMES;
+        assert_eq!(names[usize::from(schema::TABLE_META)], "meta");
+        assert_eq!(names[usize::from(schema::TABLE_INODES)], "inodes");
+        assert_eq!(names[usize::from(schema::TABLE_REPLY_CACHE)], "reply_cache");
+        assert_eq!(names[usize::from(schema::TABLE_COUNTERS)], "counters");
+        assert_eq!(slot(schema::TABLE_COUNTERS), TABLE_SLOTS - 1);
+    }
+
+    /// Every key-value store (redb, memory) under the same test.
+    fn stores() -> Vec<(Box<dyn KvStore>, Option<tempfile::TempDir>)> {
+        let dir = tempfile::tempdir().unwrap();
+        let redb: Box<dyn KvStore> = Box::new(RedbKv::open(&dir.path().join("mdt.redb")).unwrap());
+        vec![(redb, Some(dir)), (Box::new(MemKv::default()), None)]
     }
 
     /// Random puts and removes, with checkpoints now and then, read back through every kind of
-    /// lookup and compared with a plain map: the overlay and redb together must read as one
-    /// table whatever part of each key's history is where.
+    /// lookup and compared with a plain map: the overlay and the store together must read as
+    /// one table whatever part of each key's history is where. Run over every store.
     #[test]
-    fn the_overlay_over_redb_reads_as_one_table() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Database::create(dir.path().join("mdt.redb")).unwrap();
-        crate::writer::format_or_check(&db, 1).unwrap();
+    fn the_overlay_over_the_store_reads_as_one_table() {
+        for (kv, _dir) in stores() {
+            overlay_over_store_reads_as_one_table(&*kv);
+        }
+    }
+
+    fn overlay_over_store_reads_as_one_table(kv: &dyn KvStore) {
+        crate::writer::format_or_check(kv, 1).unwrap();
         let table = schema::TABLE_DESTROY_QUEUE;
         let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
-        let mut view = Tables::at_checkpoint(Base::open(&db).unwrap());
+        let mut view = Tables::at_checkpoint(kv).unwrap();
         let mut seed = 0x9e37_79b9_7f4a_7c15u64;
         let mut rand = move |n: u64| {
             seed ^= seed << 13;
@@ -595,7 +572,7 @@ mod tests {
             }
             view = t.into_view();
             if rand(4) == 0 {
-                view = checkpoint(&db, &view);
+                view = checkpoint(kv, &view);
                 assert_eq!(view.overlay().rows(), 0);
             }
             for lo in [vec![], vec![1], vec![2, 7]] {
@@ -623,10 +600,14 @@ mod tests {
 
     #[test]
     fn the_inode_count_follows_the_overlay() {
-        let dir = tempfile::tempdir().unwrap();
-        let db = Database::create(dir.path().join("mdt.redb")).unwrap();
-        crate::writer::format_or_check(&db, 0).unwrap();
-        let view = Tables::at_checkpoint(Base::open(&db).unwrap());
+        for (kv, _dir) in stores() {
+            inode_count_follows_the_overlay(&*kv);
+        }
+    }
+
+    fn inode_count_follows_the_overlay(kv: &dyn KvStore) {
+        crate::writer::format_or_check(kv, 0).unwrap();
+        let view = Tables::at_checkpoint(kv).unwrap();
         assert_eq!(view.inode_count().unwrap(), 1, "the root");
         let mut t = WriteTables::over(view);
         let rec = InodeRecord::new(FileType::Regular, 0o644, 0, 0, crate::now());
@@ -635,13 +616,13 @@ mod tests {
         t.put_inode(b, &rec).unwrap();
         t.put_inode(a, &rec).unwrap();
         assert_eq!(t.inode_count().unwrap(), 3, "a second put of the same inode adds none");
-        let view = checkpoint(&db, &t.into_view());
+        let view = checkpoint(kv, &t.into_view());
         assert_eq!(view.inode_count().unwrap(), 3);
         let mut t = WriteTables::over(view);
         t.destroy_inode(a, &rec).unwrap();
         assert_eq!(t.inode_count().unwrap(), 2);
         assert!(!t.del(schema::TABLE_INODES, &a.to_bytes()).unwrap(), "removed already");
         assert_eq!(t.inode_count().unwrap(), 2);
-        assert_eq!(checkpoint(&db, &t.into_view()).inode_count().unwrap(), 2);
+        assert_eq!(checkpoint(kv, &t.into_view()).inode_count().unwrap(), 2);
     }
 }

@@ -15,6 +15,9 @@ pub struct FakeTargets {
     pub objects: Mutex<BTreeMap<u32, BTreeSet<u32>>>,
     pub precreates: Mutex<Vec<(u32, u32, u32)>>,
     pub destroyed: Mutex<Vec<(u32, Fid)>>,
+    /// Orphan cleanups asked for: (ost, above_oid).
+    pub orphan_cleanups: Mutex<Vec<(u32, u32)>>,
+    /// Precreates and orphan cleanups fail, as with an OST that does not answer.
     pub fail_precreate: AtomicBool,
     pub fail_destroy: AtomicBool,
 }
@@ -37,6 +40,19 @@ impl ObjectTargets for FakeTargets {
                 set.insert(oid);
             }
             Ok(start_oid + count - 1)
+        };
+        Box::pin(async move { r })
+    }
+
+    fn destroy_orphans(&self, ost: u32, above_oid: u32) -> BoxFuture<'static, WeftResult<u32>> {
+        let r = if self.fail_precreate.load(Ordering::SeqCst) {
+            Err(WeftError::new(ErrorCode::TimedOut, format!("fake OST {ost} does not answer")))
+        } else {
+            self.orphan_cleanups.lock().unwrap().push((ost, above_oid));
+            let mut objs = self.objects.lock().unwrap();
+            let set = objs.entry(ost).or_default();
+            let gone = set.split_off(&above_oid.saturating_add(1));
+            Ok(gone.last().copied().unwrap_or(above_oid))
         };
         Box::pin(async move { r })
     }

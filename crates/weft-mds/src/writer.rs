@@ -20,9 +20,9 @@ use crate::objects::Reservation;
 use crate::open_files::Undo;
 use crate::ops::OpCtx;
 use crate::schema::{self, InodeRecord};
-use crate::store::{self, storage_err, WriteTables};
+use crate::storage::{JournalStore, KvStore};
+use crate::store::{self, WriteTables};
 use crate::Core;
-use redb::{Database, ReadableTable};
 use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
@@ -350,9 +350,9 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
     Ok((outcomes, queued_destroys))
 }
 
-/// Writes the committed state in memory into redb in one durable transaction that also
-/// records the last journal record it holds, makes redb's new state the base of an empty
-/// overlay, and empties the journal. The caller holds the journal, so no batch commits
+/// Writes the committed state in memory into the store in one durable commit that also
+/// records the last journal record it holds, makes the store's new state the base of an
+/// empty overlay, and empties the journal. The caller holds the journal, so no batch commits
 /// meanwhile.
 fn checkpoint_now(core: &Core, journal: &mut journal::Journal) -> WeftResult<()> {
     let view = core.read_view();
@@ -360,15 +360,11 @@ fn checkpoint_now(core: &Core, journal: &mut journal::Journal) -> WeftResult<()>
         return Ok(());
     }
     let started = std::time::Instant::now();
-    let txn = core.db.begin_write().map_err(storage_err)?;
-    store::write_overlay(&txn, &view)?;
-    {
-        let mut meta = txn.open_table(schema::META).map_err(storage_err)?;
-        meta.insert(schema::META_JOURNAL_SEQ_KEY, journal.last_seq().to_be_bytes().as_slice()).map_err(storage_err)?;
-    }
-    txn.commit().map_err(storage_err)?;
+    let seq = journal.last_seq().to_be_bytes();
+    let meta = (schema::TABLE_META, schema::META_JOURNAL_SEQ_KEY, Some(seq.as_slice()));
+    core.storage.kv.commit(&mut store::overlay_rows(&view).chain(std::iter::once(meta)))?;
     // A failure from here on leaves the old view, which reads the same rows.
-    core.publish(store::Tables::at_checkpoint(store::Base::open(&core.db)?));
+    core.publish(store::Tables::at_checkpoint(&*core.storage.kv)?);
     if let Err(e) = journal.reset() {
         tracing::warn!(error = %e, "cannot empty the MDT journal after a checkpoint; it will be replayed harmlessly");
     }
@@ -410,56 +406,56 @@ fn apply_internal(t: &mut WriteTables, op: &InternalOp) -> WeftResult<u64> {
     }
 }
 
-/// Formats a new MDT (every table, the format version, the root directory on MDT 0) or
-/// checks the format version of an existing one.
-pub fn format_or_check(db: &Database, mdt_index: u32) -> WeftResult<()> {
-    let txn = db.begin_write().map_err(storage_err)?;
-    {
-        for def in schema::ALL_TABLES {
-            txn.open_table(def).map_err(storage_err)?;
-        }
-        let mut meta = txn.open_table(schema::META).map_err(storage_err)?;
-        let version = meta.get(schema::META_FORMAT_KEY).map_err(storage_err)?.map(|v| v.value().to_vec());
-        match version {
-            Some(v) => {
-                let v: [u8; 4] = v.as_slice().try_into().map_err(|_| WeftError::io("corrupt MDT format marker"))?;
-                let v = u32::from_be_bytes(v);
-                if v != schema::FORMAT_VERSION {
-                    return Err(WeftError::new(
-                        ErrorCode::NotSupported,
-                        format!(
-                            "the MDT on disk has format version {v}; this build of Weft reads version {} only: \
-                             run the matching Weft version",
-                            schema::FORMAT_VERSION
-                        ),
-                    ));
-                }
-                return Ok(());
+/// The value of a `meta` row, if any.
+fn meta(kv: &dyn KvStore, key: &[u8]) -> WeftResult<Option<Vec<u8>>> {
+    let mut value = None;
+    kv.snapshot()?.get(schema::TABLE_META, key, &mut |v| value = Some(v.to_vec()))?;
+    Ok(value)
+}
+
+/// Formats a new MDT (the format version, the root directory on MDT 0) or checks the format
+/// version of an existing one.
+pub fn format_or_check(kv: &dyn KvStore, mdt_index: u32) -> WeftResult<()> {
+    match meta(kv, schema::META_FORMAT_KEY)? {
+        Some(v) => {
+            let v: [u8; 4] = v.as_slice().try_into().map_err(|_| WeftError::io("corrupt MDT format marker"))?;
+            let v = u32::from_be_bytes(v);
+            if v != schema::FORMAT_VERSION {
+                return Err(WeftError::new(
+                    ErrorCode::NotSupported,
+                    format!(
+                        "the MDT on disk has format version {v}; this build of Weft reads version {} only: \
+                         run the matching Weft version",
+                        schema::FORMAT_VERSION
+                    ),
+                ));
             }
-            None => {
-                meta.insert(schema::META_FORMAT_KEY, schema::FORMAT_VERSION.to_be_bytes().as_slice())
-                    .map_err(storage_err)?;
-            }
+            Ok(())
         }
-        drop(meta);
-        if mdt_index == 0 {
-            let now = crate::now();
-            let root =
-                InodeRecord { parent: Some(Fid::ROOT), ..InodeRecord::new(FileType::Directory, 0o755, 0, 0, now) };
-            let (key, value) = (Fid::ROOT.to_bytes(), schema::encode_inode(&root));
-            store::write_rows(&txn, [(schema::TABLE_INODES, key.as_slice(), Some(value.as_slice()))])?;
+        None => {
+            let version = schema::FORMAT_VERSION.to_be_bytes();
+            let format = (schema::TABLE_META, schema::META_FORMAT_KEY, Some(version.as_slice()));
+            let (root_key, root) = if mdt_index == 0 {
+                let now = crate::now();
+                let rec =
+                    InodeRecord { parent: Some(Fid::ROOT), ..InodeRecord::new(FileType::Directory, 0o755, 0, 0, now) };
+                (Fid::ROOT.to_bytes(), Some(schema::encode_inode(&rec)))
+            } else {
+                (Fid::ROOT.to_bytes(), None)
+            };
+            let root_row = root.as_deref().map(|value| (schema::TABLE_INODES, root_key.as_slice(), Some(value)));
+            kv.commit(&mut std::iter::once(format).chain(root_row))?;
+            Ok(())
         }
     }
-    txn.commit().map_err(storage_err)?;
-    Ok(())
 }
 
 /// Destroys inodes that had no name left but were open when the MDS stopped: no open
 /// survives a restart. Their objects go to the destroy queue. Returns how many.
-pub fn destroy_orphans(db: &Database) -> WeftResult<u64> {
+pub fn destroy_orphans(kv: &dyn KvStore) -> WeftResult<u64> {
     let mut total = 0;
     loop {
-        let mut t = WriteTables::over(store::Tables::at_checkpoint(store::Base::open(db)?));
+        let mut t = WriteTables::over(store::Tables::at_checkpoint(kv)?);
         let fids = t.orphan_fids(crate::limits::ORPHAN_CLEANUP_BATCH_INODES_MAX)?;
         for fid in &fids {
             match t.inode(*fid)? {
@@ -475,44 +471,31 @@ pub fn destroy_orphans(db: &Database) -> WeftResult<u64> {
         if fids.is_empty() {
             return Ok(total);
         }
-        let txn = db.begin_write().map_err(storage_err)?;
-        store::write_changes(&txn, &t.changes)?;
-        txn.commit().map_err(storage_err)?;
+        kv.commit(&mut store::change_rows(&t.changes)?)?;
         total += fids.len() as u64;
     }
 }
 
 /// Applies the journal records that the last durable checkpoint does not hold, commits them
 /// durably and empties the journal. Returns the last sequence number, for appending after it.
-pub fn replay_journal(db: &Database, dir: &std::path::Path) -> WeftResult<u64> {
-    let txn = db.begin_write().map_err(storage_err)?;
-    let durable_seq = {
-        let meta = txn.open_table(schema::META).map_err(storage_err)?;
-        let v = meta.get(schema::META_JOURNAL_SEQ_KEY).map_err(storage_err)?;
-        match v {
-            Some(v) => schema::decode_u64(v.value(), "journal sequence")?,
-            None => 0,
-        }
+pub fn replay_journal(kv: &dyn KvStore, journal: &Arc<dyn JournalStore>) -> WeftResult<u64> {
+    let durable_seq = match meta(kv, schema::META_JOURNAL_SEQ_KEY)? {
+        Some(v) => schema::decode_u64(&v, "journal sequence")?,
+        None => 0,
     };
-    let records = journal::read_records(dir)?;
-    let mut last = durable_seq;
-    let mut replayed = 0usize;
-    for (seq, changes) in &records {
-        if *seq <= durable_seq {
-            continue;
-        }
-        store::write_changes(&txn, changes)?;
-        last = last.max(*seq);
-        replayed += 1;
+    let records = journal::read_records(&**journal)?;
+    let newer: Vec<&(u64, Vec<journal::Change>)> = records.iter().filter(|(seq, _)| *seq > durable_seq).collect();
+    let last = newer.iter().map(|(seq, _)| *seq).max().unwrap_or(durable_seq).max(durable_seq);
+    let mut rows = Vec::new();
+    for (_, changes) in &newer {
+        rows.extend(store::change_rows(changes)?);
     }
-    {
-        let mut meta = txn.open_table(schema::META).map_err(storage_err)?;
-        meta.insert(schema::META_JOURNAL_SEQ_KEY, last.to_be_bytes().as_slice()).map_err(storage_err)?;
+    let seq = last.to_be_bytes();
+    rows.push((schema::TABLE_META, schema::META_JOURNAL_SEQ_KEY, Some(seq.as_slice())));
+    kv.commit(&mut rows.into_iter())?;
+    if !newer.is_empty() {
+        tracing::info!(records = newer.len(), last_seq = last, "replayed the MDT journal after a crash");
     }
-    txn.commit().map_err(storage_err)?;
-    if replayed > 0 {
-        tracing::info!(records = replayed, last_seq = last, "replayed the MDT journal after a crash");
-    }
-    journal::Journal::open(dir, last)?.reset()?;
+    journal::Journal::open(journal.clone(), last)?.reset()?;
     Ok(last)
 }

@@ -3,7 +3,10 @@
 //!
 //! One local file per object keeps the Linux page cache (readahead, write-back) and sparse
 //! files for free, which is most of what an object store needs; the cost is a file per
-//! object, which hashed directories keep manageable. See [`ost`] for the on-disk layout.
+//! object, which hashed directories keep manageable. See [`store::FileStore`] for the on-disk
+//! layout. An OST's request logic reaches its objects only through [`store::ObjectStore`], so
+//! tests and simulations can serve OSTs from memory ([`store::MemStore`]) and inject disk
+//! faults and power losses ([`store::FaultStore`]) with [`Oss::with_stores`].
 //!
 //! No networking here: weft-server decodes requests, schedules them and calls
 //! [`Oss::handle`], which runs each on the calling task or on tokio's blocking pool as the
@@ -14,6 +17,7 @@ mod durable;
 mod handles;
 pub mod limits;
 mod ost;
+pub mod store;
 mod target;
 
 pub use target::TARGET_FORMAT_VERSION;
@@ -22,7 +26,8 @@ use bytes::Bytes;
 use ost::Ost;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, MutexGuard};
+use store::{FileStore, ObjectStore};
 use weft_proto::msg::{OstReply, OstRequest, Run};
 use weft_proto::{WeftError, WeftResult};
 
@@ -57,17 +62,31 @@ impl Oss {
         }
         let mut osts = BTreeMap::new();
         for ost_cfg in cfg.osts {
-            if osts.contains_key(&ost_cfg.index) {
-                return Err(WeftError::invalid(format!(
-                    "OST index {} is configured twice in this process",
-                    ost_cfg.index
-                )));
-            }
+            // Before the directory is touched: a second OST of the same index must not
+            // format its directory on its way to failing.
+            refuse_twice(&osts, ost_cfg.index)?;
             target::open_or_format(&ost_cfg.dir, &cfg.fsname, ost_cfg.index)?;
-            let ost = Ost::open(ost_cfg.index, ost_cfg.dir)?;
-            osts.insert(ost_cfg.index, Arc::new(ost));
+            let store = FileStore::open(&ost_cfg.dir, weft_proto::Fid::object_seq(ost_cfg.index))
+                .map_err(|e| ost::ost_error(ost_cfg.index, e))?;
+            osts.insert(ost_cfg.index, Arc::new(Ost::new(ost_cfg.index, Box::new(store))));
         }
         warn_if_descriptors_short(osts.len());
+        Ok(Arc::new(Oss { osts }))
+    }
+
+    /// The OSTs of `stores`, each over the store given with its index: for tests and
+    /// simulations, which keep objects in memory ([`store::MemStore`]) or inject faults
+    /// ([`store::FaultStore`]). No directory and no `target` file: the caller chose the
+    /// stores, so there is no configuration to check them against.
+    pub fn with_stores(fsname: &str, stores: Vec<(u32, Box<dyn ObjectStore>)>) -> WeftResult<Arc<Oss>> {
+        if fsname.is_empty() {
+            return Err(WeftError::invalid("the file system name (fsname) is empty"));
+        }
+        let mut osts = BTreeMap::new();
+        for (index, store) in stores {
+            refuse_twice(&osts, index)?;
+            osts.insert(index, Arc::new(Ost::new(index, store)));
+        }
         Ok(Arc::new(Oss { osts }))
     }
 
@@ -94,6 +113,20 @@ impl Oss {
             Err(e) => (Err(WeftError::io(format!("OST {ost}: request did not complete: {e}"))), Bytes::new()),
         }
     }
+}
+
+fn refuse_twice(osts: &BTreeMap<u32, Arc<Ost>>, index: u32) -> WeftResult<()> {
+    if osts.contains_key(&index) {
+        return Err(WeftError::invalid(format!("OST index {index} is configured twice in this process")));
+    }
+    Ok(())
+}
+
+/// The locks of this crate guard state that stays usable after a holder panicked (a flag,
+/// LAST_ID, a map of objects), so a poisoned lock is used rather than failing every later
+/// request of the OST.
+pub(crate) fn lock_unpoisoned<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Each OST may hold [`limits::OPEN_FILES_MAX`] descriptors. Raising the limit is the

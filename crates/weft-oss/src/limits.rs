@@ -17,3 +17,10 @@ pub const OBJECT_DIRS_COUNT: u32 = 32;
 pub const TARGET_FILE_BYTES_MAX: u64 = 64 * 1024;
 /// Largest LAST_ID file read at open.
 pub const LAST_ID_FILE_BYTES_MAX: u64 = 64;
+/// Space a [`crate::store::MemStore`] offers unless told otherwise: what its statfs reports,
+/// and where its writes start failing with NoSpace. Bytes live in memory, so this also
+/// bounds what a runaway test can take.
+pub const MEM_STORE_CAPACITY_DEFAULT_BYTES: u64 = 4 << 30;
+/// Writes in a row that store nothing before an OST gives up on a request's write: a store
+/// may write short, but one that never makes progress must fail the request, not spin.
+pub const WRITE_STALLS_MAX: u32 = 3;

@@ -2,6 +2,8 @@
 
 use super::*;
 use std::os::unix::ffi::OsStringExt;
+use store::{FaultStore, FileStore, MemStore};
+use weft_proto::faults::{Fault, FaultPlan};
 use weft_proto::limits::{BULK_BYTES_MAX, FILE_SIZE_MAX_BYTES};
 use weft_proto::msg::{self, StatfsInfo};
 use weft_proto::{ErrorCode, Fid};
@@ -62,6 +64,17 @@ impl Client {
 
 fn start(dir: &std::path::Path, ost: u32) -> Client {
     Client { oss: Oss::open(config(dir, &[ost])).expect("open"), ost }
+}
+
+/// One OST over the store given, as a simulation builds it.
+fn serve(stores: Vec<(u32, Box<dyn ObjectStore>)>) -> Client {
+    let ost = stores[0].0;
+    Client { oss: Oss::with_stores(FSNAME, stores).expect("with stores"), ost }
+}
+
+/// OST 0 over a memory store, with faults where `plan` says.
+fn serve_with_faults(mem: &Arc<MemStore>, plan: &Arc<FaultPlan>) -> Client {
+    serve(vec![(0, Box::new(FaultStore::new(mem.clone(), plan.clone())))])
 }
 
 #[tokio::test]
@@ -178,6 +191,32 @@ async fn precreate_is_idempotent_and_last_id_survives_reopen() {
 }
 
 #[tokio::test]
+async fn orphan_cleanup_empties_the_objects_past_the_given_id_and_keeps_last_id() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start(tmp.path(), 0);
+    let pre = OstRequest::Precreate(msg::ost::Precreate { start_oid: 1, count: 10 });
+    c.request(pre).await.unwrap();
+    for oid in 1..=6 {
+        c.must_write(oid, 0, format!("object {oid}").as_bytes()).await;
+    }
+    let cleanup = OstRequest::DestroyOrphans(msg::ost::DestroyOrphans { above_oid: 3 });
+    let precreated = OstReply::Precreated(msg::ost::Precreated { last_oid: 10 });
+    assert_eq!(c.request(cleanup.clone()).await, Ok(precreated.clone()));
+    for oid in 1..=3 {
+        assert_eq!(c.must_read(oid, 0, 64).await.as_ref(), format!("object {oid}").as_bytes());
+    }
+    for oid in 4..=10 {
+        assert!(c.must_read(oid, 0, 64).await.is_empty(), "object {oid} is an orphan");
+        assert_eq!(c.must_getattr(oid).await, (0, 0));
+    }
+    // Ids stay handed out: a write to one makes it again, and a second cleanup is harmless.
+    c.must_write(4, 0, b"new").await;
+    assert_eq!(c.oss.osts[&0].last_id(), 10);
+    assert_eq!(c.request(OstRequest::DestroyOrphans(msg::ost::DestroyOrphans { above_oid: 4 })).await, Ok(precreated));
+    assert_eq!(c.must_read(4, 0, 64).await.as_ref(), b"new");
+}
+
+#[tokio::test]
 async fn foreign_fids_and_unserved_osts_are_rejected() {
     let tmp = tempfile::tempdir().unwrap();
     let c = start(tmp.path(), 2);
@@ -290,7 +329,9 @@ async fn concurrent_writes_to_disjoint_ranges_land_exactly() {
 #[tokio::test]
 async fn more_objects_than_the_handle_cache_holds() {
     let tmp = tempfile::tempdir().unwrap();
-    let c = start(tmp.path(), 0);
+    // Served from a file store the test keeps, to count its open handles.
+    let store = Arc::new(FileStore::open(&tmp.path().join("ost0"), Fid::object_seq(0)).expect("open store"));
+    let c = serve(vec![(0, Box::new(store.clone()))]);
     let objects = limits::OPEN_FILES_MAX as u32 + 200;
     for oid in 0..objects {
         c.must_write(oid, 0, &oid.to_le_bytes()).await;
@@ -298,7 +339,7 @@ async fn more_objects_than_the_handle_cache_holds() {
     for oid in 0..objects {
         assert_eq!(c.must_read(oid, 0, 4).await.as_ref(), &oid.to_le_bytes());
     }
-    assert_eq!(c.oss.osts[&0].cached_handles(), limits::OPEN_FILES_MAX);
+    assert_eq!(store.cached_handles(), limits::OPEN_FILES_MAX);
 }
 
 #[tokio::test]
@@ -376,4 +417,71 @@ async fn local_path_makes_the_object_file_that_reads_and_writes_share() {
     // No file for an object this OST never handed out.
     let err = c.request(OstRequest::LocalPath(msg::ost::LocalPath { fid: fid(2, 5) })).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::NotFound);
+}
+
+#[tokio::test]
+async fn a_store_that_writes_short_still_gets_every_byte() {
+    let mem = Arc::new(MemStore::new());
+    let plan = Arc::new(FaultPlan::new());
+    // The write's first two store operations write short: half, then half of the rest.
+    plan.inject(0, Fault::ShortWrite);
+    plan.inject(1, Fault::ShortWrite);
+    let c = serve_with_faults(&mem, &plan);
+    let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
+    c.must_write(1, 4096, &data).await;
+    assert_eq!(c.must_read(1, 4096, data.len() as u32).await.as_ref(), &data[..]);
+    assert_eq!(c.must_getattr(1).await.0, 4096 + data.len() as u64);
+}
+
+#[tokio::test]
+async fn a_store_that_stores_nothing_fails_the_write_instead_of_spinning() {
+    let mem = Arc::new(MemStore::new());
+    let plan = Arc::new(FaultPlan::new());
+    for op in 0..u64::from(limits::WRITE_STALLS_MAX) {
+        plan.inject(op, Fault::ShortWrite); // half of one byte is nothing
+    }
+    let c = serve_with_faults(&mem, &plan);
+    let err = c.try_write(1, 0, b"x", false).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Io);
+    assert!(err.message.contains("OST 0") && err.message.contains("object 1"), "{}", err.message);
+    // The store works again: so does the write.
+    c.must_write(1, 0, b"x").await;
+    assert_eq!(c.must_read(1, 0, 10).await.as_ref(), b"x");
+
+    // A failed store operation is an I/O error naming the OST, the object and the operation.
+    plan.inject(plan.ops(), Fault::Fail);
+    let err = c.try_write(2, 0, b"y", false).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Io);
+    for needle in ["OST 0", "object 2", "write"] {
+        assert!(err.message.contains(needle), "{needle} missing from: {}", err.message);
+    }
+    assert!(c.must_read(2, 0, 10).await.is_empty());
+}
+
+#[tokio::test]
+async fn after_a_power_loss_an_ost_has_what_it_synced_and_its_last_id() {
+    let mem = Arc::new(MemStore::new());
+    let plan = Arc::new(FaultPlan::new());
+    let c = serve_with_faults(&mem, &plan);
+    let pre = |start_oid, count| OstRequest::Precreate(msg::ost::Precreate { start_oid, count });
+    assert_eq!(c.request(pre(1, 10)).await, Ok(OstReply::Precreated(msg::ost::Precreated { last_oid: 10 })));
+    assert_eq!(c.try_write(1, 0, b"synced", true).await, Ok(OstReply::Written(msg::ost::WriteDone { len: 6 })));
+    c.must_write(1, 6, b" and more").await;
+    c.must_write(2, 0, b"written").await;
+    c.must_write(3, 0, b"fsynced later").await;
+    assert_eq!(c.request(OstRequest::Sync(msg::ost::Sync { fid: fid(0, 3) })).await, Ok(OstReply::Empty));
+    // An OST without files offers no passthrough path.
+    let err = c.request(OstRequest::LocalPath(msg::ost::LocalPath { fid: fid(0, 1) })).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::NotSupported);
+
+    plan.inject(plan.ops(), Fault::PowerLoss);
+    assert_eq!(c.try_write(1, 0, b"too late", true).await.unwrap_err().code, ErrorCode::Io);
+    assert_eq!(c.request(pre(11, 10)).await.unwrap_err().code, ErrorCode::Io);
+    drop(c);
+
+    let c = serve(vec![(0, Box::new(mem.after_power_loss()))]);
+    assert_eq!(c.must_read(1, 0, 100).await.as_ref(), b"synced");
+    assert!(c.must_read(2, 0, 100).await.is_empty());
+    assert_eq!(c.must_read(3, 0, 100).await.as_ref(), b"fsynced later");
+    assert_eq!(c.oss.osts[&0].last_id(), 10);
 }

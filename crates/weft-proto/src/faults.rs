@@ -54,6 +54,12 @@ impl FaultPlan {
         fault
     }
 
+    /// The machine loses power now: every later operation fails (a simulation fences a
+    /// machine it is about to restart this way, whatever faults were planned).
+    pub fn power_off(&self) {
+        self.powered_off.store(true, Ordering::SeqCst);
+    }
+
     /// Whether the machine has lost power.
     pub fn powered_off(&self) -> bool {
         self.powered_off.load(Ordering::SeqCst)

@@ -56,6 +56,11 @@ impl weft_mds::ObjectTargets for NetTargets {
         Box::pin(async move { Ok(call.await?.last_oid) })
     }
 
+    fn destroy_orphans(&self, ost: u32, above_oid: u32) -> BoxFuture<'static, WeftResult<u32>> {
+        let call = self.call(ost, ost::DestroyOrphans { above_oid });
+        Box::pin(async move { Ok(call.await?.last_oid) })
+    }
+
     fn destroy(&self, ost: u32, fid: Fid) -> BoxFuture<'static, WeftResult<()>> {
         self.call(ost, ost::Destroy { fid })
     }

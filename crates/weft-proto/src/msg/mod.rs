@@ -207,7 +207,8 @@ impl RequestBody {
                 | OstRequest::Precreate(_)
                 | OstRequest::Destroy(_)
                 | OstRequest::Statfs(_)
-                | OstRequest::LocalPath(_) => Service::Ost,
+                | OstRequest::LocalPath(_)
+                | OstRequest::DestroyOrphans(_) => Service::Ost,
             },
             RequestBody::Ldlm { .. } => Service::Ldlm,
         })

@@ -26,6 +26,12 @@ macro_rules! ost_ops {
             /// client in the same process to open it for passthrough (see
             /// [`OpenIo`](crate::msg::OpenIo)).
             write LocalPath { fid: $crate::Fid } -> $crate::msg::ost::ObjectPath = "ost_local_path";
+            /// Sent by an MDS when it starts (Lustre's orphan cleanup): it handed out every
+            /// object up to `above_oid` and none after, so objects past it belong to no file
+            /// (their creates were lost with a power loss, or never committed) and are
+            /// destroyed before their ids are handed out again. Answered with the OST's
+            /// last created object id.
+            write DestroyOrphans { above_oid: u32 } -> $crate::msg::ost::Precreated = "ost_destroy_orphans";
         }
     };
 }

@@ -72,9 +72,11 @@ pub fn object_io(op: &OstRequest, bulk_bytes: u64) -> (Run, bool) {
         // A file create lands in the page cache too; in-process callers would pay two
         // thread hand-offs for it on every passthrough open.
         OstRequest::Getattr(_) | OstRequest::LocalPath(_) => (Run::Inline, false),
-        OstRequest::Sync(_) | OstRequest::Destroy(_) | OstRequest::Precreate(_) | OstRequest::Statfs(_) => {
-            (Run::Offload, false)
-        }
+        OstRequest::Sync(_)
+        | OstRequest::Destroy(_)
+        | OstRequest::Precreate(_)
+        | OstRequest::Statfs(_)
+        | OstRequest::DestroyOrphans(_) => (Run::Offload, false),
     }
 }
 

@@ -1,0 +1,282 @@
+//! The objects of one OST as files in a directory: what servers use. One local file per
+//! object keeps the Linux page cache (readahead, write-back) and sparse files for free, which
+//! is most of what an object store needs; the cost is a file per object, which hashed
+//! directories keep manageable. Every function here blocks (file I/O).
+//!
+//! Layout of an OST directory (format version 1, see [`crate::target`]):
+//! ```text
+//! <dir>/target                     fsname, index, format version (TOML)
+//! <dir>/O/<seq hex>/LAST_ID        highest precreated object id, decimal text
+//! <dir>/O/<seq hex>/d<oid % 32>/<oid>   one file per object, sparse, its bytes are the object's;
+//!                                       made by the object's first write or a passthrough
+//!                                       open (`LocalPath`): a missing file is an empty object
+//! ```
+//! The object id alone names the file: a FID's version is not part of an object's identity.
+
+use super::{ObjectStore, StoreError, StoreResult};
+use crate::durable;
+use crate::handles::{HandleCache, Lookup};
+use crate::limits::{LAST_ID_FILE_BYTES_MAX, OBJECT_DIRS_COUNT};
+use crate::lock_unpoisoned;
+use bytes::{Bytes, BytesMut};
+use std::ffi::CString;
+use std::fs::OpenOptions;
+use std::io::{ErrorKind, Read};
+use std::os::unix::ffi::OsStrExt;
+use std::os::unix::fs::{FileExt, MetadataExt};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use weft_proto::msg::ost::ObjectAttr;
+use weft_proto::msg::StatfsInfo;
+
+const LAST_ID_FILE_NAME: &str = "LAST_ID";
+
+#[derive(Debug)]
+pub struct FileStore {
+    /// The OST directory, for statvfs.
+    dir: CString,
+    /// `<dir>/O/<seq hex>`.
+    seq_dir: PathBuf,
+    handles: HandleCache,
+    /// The persisted LAST_ID.
+    last_id: AtomicU32,
+    /// Per object directory (`d<n>`): a name may have been made in it since its last fsync,
+    /// so a data sync of any object in it must also fsync it to make names durable (this
+    /// file system may have no journal). One flag per directory, not per object: a create
+    /// costs no fsync, and one directory fsync covers every name made before it. The mutex
+    /// is held across the fsync: a sync that finds the flag clear knows the fsync is done.
+    dirs_unsynced: Vec<Mutex<bool>>,
+}
+
+impl FileStore {
+    /// Opens the objects of sequence `seq` in an OST directory whose `target` file was
+    /// already checked, making `O/<seq hex>/d0..d31` if missing.
+    pub fn open(dir: &Path, seq: u64) -> StoreResult<FileStore> {
+        // Absolute, so that object paths handed to a client (LocalPath) hold anywhere.
+        let dir = std::path::absolute(dir)
+            .map_err(|e| StoreError::Io { what: format!("cannot make {} an absolute path: {e}", dir.display()) })?;
+        let objects_dir = dir.join("O");
+        let seq_dir = objects_dir.join(format!("{seq:x}"));
+        let context = |what: &str, path: &Path, e| StoreError::from_io(format_args!("{what} {}", path.display()), e);
+        for d in 0..OBJECT_DIRS_COUNT {
+            let path = seq_dir.join(format!("d{d}"));
+            std::fs::create_dir_all(&path).map_err(|e| context("cannot create", &path, e))?;
+        }
+        // Make the directory tree itself durable, or objects precreated into it could vanish
+        // with it after a power loss.
+        for path in [&seq_dir, &objects_dir, &dir] {
+            durable::fsync_dir(path).map_err(|e| context("cannot fsync", path, e))?;
+        }
+        let last_id = read_last_id(&seq_dir.join(LAST_ID_FILE_NAME))?;
+        // Checked once here rather than at every statfs; the directories made above could
+        // not have been made under a path with a NUL byte anyway.
+        let dir = CString::new(dir.as_os_str().as_bytes())
+            .map_err(|_| StoreError::Io { what: format!("directory path {} contains a NUL byte", dir.display()) })?;
+        Ok(FileStore {
+            dir,
+            seq_dir,
+            handles: HandleCache::new(),
+            last_id: AtomicU32::new(last_id),
+            // Names made by an earlier run of this process may not be durable yet.
+            dirs_unsynced: (0..OBJECT_DIRS_COUNT).map(|_| Mutex::new(true)).collect(),
+        })
+    }
+
+    fn object_dir(&self, oid: u32) -> PathBuf {
+        self.seq_dir.join(format!("d{}", dir_index(oid)))
+    }
+
+    fn object_path(&self, oid: u32) -> PathBuf {
+        self.object_dir(oid).join(oid.to_string())
+    }
+
+    /// The open object, or None when it does not exist.
+    fn open_existing(&self, oid: u32) -> StoreResult<Option<Arc<std::fs::File>>> {
+        let epoch = match self.handles.lookup(oid) {
+            Lookup::Hit(h) => return Ok(Some(h)),
+            Lookup::Miss { epoch } => epoch,
+        };
+        match OpenOptions::new().read(true).write(true).open(self.object_path(oid)) {
+            Ok(file) => Ok(Some(self.handles.insert(oid, Arc::new(file), epoch))),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) => Err(io_error(oid, "open", e)),
+        }
+    }
+
+    /// The open object, created empty when it does not exist.
+    fn open_or_create(&self, oid: u32) -> StoreResult<Arc<std::fs::File>> {
+        let epoch = match self.handles.lookup(oid) {
+            Lookup::Hit(h) => return Ok(h),
+            Lookup::Miss { epoch } => epoch,
+        };
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(self.object_path(oid))
+            .map_err(|e| io_error(oid, "open or create", e))?;
+        // Whether this request made the name or found it (a concurrent create may have made
+        // it and not flagged it yet), flag the directory once the name exists: a sync after
+        // this returns then fsyncs it, or waits for an fsync that began after the name.
+        *lock_unpoisoned(&self.dirs_unsynced[dir_index(oid)]) = true;
+        Ok(self.handles.insert(oid, Arc::new(file), epoch))
+    }
+
+    /// fdatasync the object, and its directory if a name was made in it since its last fsync.
+    fn sync_handle(&self, oid: u32, handle: &std::fs::File) -> StoreResult<()> {
+        handle.sync_data().map_err(|e| io_error(oid, "fdatasync", e))?;
+        let mut unsynced = lock_unpoisoned(&self.dirs_unsynced[dir_index(oid)]);
+        if *unsynced {
+            durable::fsync_dir(&self.object_dir(oid)).map_err(|e| io_error(oid, "fsync directory", e))?;
+            *unsynced = false;
+        }
+        Ok(())
+    }
+
+    #[cfg(test)]
+    pub(crate) fn cached_handles(&self) -> usize {
+        self.handles.len()
+    }
+}
+
+impl ObjectStore for FileStore {
+    fn read(&self, oid: u32, offset: u64, len: u32) -> StoreResult<Bytes> {
+        let Some(handle) = self.open_existing(oid)? else {
+            // Never written, or destroyed: reads as a hole of length zero.
+            return Ok(Bytes::new());
+        };
+        let size = handle.metadata().map_err(|e| io_error(oid, "fstat", e))?.len();
+        // Bound the buffer by what the object holds, so a large read of a small object does
+        // not allocate the whole request length.
+        let len = u64::from(len).min(size.saturating_sub(offset));
+        let Ok(len) = usize::try_from(len) else {
+            return Err(StoreError::Io { what: format!("object {oid}: read length {len} does not fit in memory") });
+        };
+        if len == 0 {
+            return Ok(Bytes::new());
+        }
+        let mut buf = BytesMut::zeroed(len);
+        let mut filled = 0usize;
+        while filled < len {
+            match handle.read_at(&mut buf[filled..], offset + filled as u64) {
+                Ok(0) => break, // truncated concurrently
+                Ok(n) => filled += n,
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) => return Err(io_error(oid, "read", e)),
+            }
+        }
+        buf.truncate(filled);
+        Ok(buf.freeze())
+    }
+
+    /// Stores all of `data` or fails: a regular file writes short only when it fails next.
+    fn write(&self, oid: u32, offset: u64, data: &[u8]) -> StoreResult<usize> {
+        let handle = self.open_or_create(oid)?;
+        handle.write_all_at(data, offset).map_err(|e| io_error(oid, "write", e))?;
+        Ok(data.len())
+    }
+
+    fn set_len(&self, oid: u32, size: u64) -> StoreResult<()> {
+        let handle = self.open_or_create(oid)?;
+        handle.set_len(size).map_err(|e| io_error(oid, "truncate", e))
+    }
+
+    fn stat(&self, oid: u32) -> StoreResult<ObjectAttr> {
+        // A path stat, not a cached handle: a glimpse should not fill the cache with objects
+        // nobody reads or writes.
+        match std::fs::metadata(self.object_path(oid)) {
+            Ok(m) => Ok(ObjectAttr { size: m.len(), blocks: m.blocks() }),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(ObjectAttr { size: 0, blocks: 0 }),
+            Err(e) => Err(io_error(oid, "stat", e)),
+        }
+    }
+
+    fn sync(&self, oid: u32) -> StoreResult<()> {
+        if let Some(handle) = self.open_existing(oid)? {
+            self.sync_handle(oid, &handle)?;
+        }
+        Ok(())
+    }
+
+    fn remove(&self, oid: u32) -> StoreResult<()> {
+        let result = match std::fs::remove_file(self.object_path(oid)) {
+            Ok(()) => Ok(()),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),
+            Err(e) => Err(io_error(oid, "unlink", e)),
+        };
+        // After the unlink, not before: see the race described in `handles`.
+        self.handles.invalidate(oid);
+        result
+    }
+
+    fn last_id(&self) -> u32 {
+        self.last_id.load(Ordering::Acquire)
+    }
+
+    fn set_last_id(&self, oid: u32) -> StoreResult<()> {
+        durable::replace_file(&self.seq_dir, LAST_ID_FILE_NAME, format!("{oid}\n").as_bytes())
+            .map_err(|e| StoreError::from_io(format_args!("cannot persist {LAST_ID_FILE_NAME}"), e))?;
+        self.last_id.store(oid, Ordering::Release);
+        Ok(())
+    }
+
+    fn statfs(&self) -> StoreResult<StatfsInfo> {
+        // SAFETY: statvfs only writes the struct we pass; the path is a valid C string.
+        let mut st: libc::statvfs = unsafe { std::mem::zeroed() };
+        let rc = unsafe { libc::statvfs(self.dir.as_ptr(), &mut st) };
+        if rc != 0 {
+            let path = Path::new(std::ffi::OsStr::from_bytes(self.dir.as_bytes()));
+            return Err(StoreError::from_io(
+                format_args!("statvfs {}", path.display()),
+                std::io::Error::last_os_error(),
+            ));
+        }
+        Ok(statfs_info(&st))
+    }
+
+    /// By absolute path: a client of this process then reads and writes the file itself
+    /// (passthrough). Its sync still comes here, and fdatasyncs the same inode.
+    fn local_path(&self, oid: u32) -> StoreResult<Option<PathBuf>> {
+        self.open_or_create(oid)?;
+        Ok(Some(self.object_path(oid)))
+    }
+}
+
+/// Which object directory (`d<n>`) holds `oid`.
+fn dir_index(oid: u32) -> usize {
+    (oid % OBJECT_DIRS_COUNT) as usize
+}
+
+/// Names the object and the operation in an I/O error.
+fn io_error(oid: u32, what: &str, e: std::io::Error) -> StoreError {
+    StoreError::from_io(format_args!("object {oid}: {what}"), e)
+}
+
+// The statvfs field types differ between platforms; on Linux x86_64 some casts are no-ops.
+#[allow(clippy::unnecessary_cast)]
+fn statfs_info(st: &libc::statvfs) -> StatfsInfo {
+    StatfsInfo {
+        bsize: u32::try_from(st.f_frsize as u64).unwrap_or(u32::MAX),
+        blocks: st.f_blocks as u64,
+        bfree: st.f_bfree as u64,
+        bavail: st.f_bavail as u64,
+        files: st.f_files as u64,
+        ffree: st.f_ffree as u64,
+    }
+}
+
+/// LAST_ID as persisted; 0 when no precreation ever finished.
+fn read_last_id(path: &Path) -> StoreResult<u32> {
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(0),
+        Err(e) => return Err(StoreError::from_io(path.display(), e)),
+    };
+    let mut text = String::new();
+    file.take(LAST_ID_FILE_BYTES_MAX).read_to_string(&mut text).map_err(|e| StoreError::from_io(path.display(), e))?;
+    text.trim().parse::<u32>().map_err(|_| StoreError::Io {
+        what: format!("{} is damaged: expected a decimal object id, found {:?}", path.display(), text.trim()),
+    })
+}

@@ -1,0 +1,166 @@
+//! One simulated server machine: an MDS (MDT 0) and an OSS (OST 0) in one process, over
+//! storage in memory wrapped in fault injectors that share the machine's [`FaultPlan`].
+//! Restarting it after a crash builds new services over what the crash left of the storage.
+
+use bytes::Bytes;
+use futures::future::BoxFuture;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use weft_mds::storage::fault::{FaultJournal, FaultKv};
+use weft_mds::storage::mem::{MemJournal, MemKv};
+use weft_mds::storage::MdtStorage;
+use weft_mds::{Mds, MdsConfig, ObjectTargets};
+use weft_oss::store::{FaultStore, MemStore, ObjectStore};
+use weft_oss::Oss;
+use weft_proto::faults::FaultPlan;
+use weft_proto::msg::ops::{take_reply, Op};
+use weft_proto::msg::{ost, ClusterMap, OstReply, OstRequest, Run, TargetInfo, TargetKind, TargetState};
+use weft_proto::{Fid, WeftError, WeftResult};
+
+/// The one OST of the machine.
+pub const OST: u32 = 0;
+/// Objects the MDS precreates at a time: more than a workload creates files, so the pool
+/// is filled once, before the workload, and no refill moves the faults' places.
+const PRECREATE_BATCH: u32 = 512;
+/// How long the storage must stay quiet before the machine counts as settled.
+const SETTLE_QUIET_MS: u64 = 50;
+const SETTLE_WAIT_MS_MAX: u64 = 10_000;
+
+/// What the machine stores, as the crash leaves it.
+#[derive(Clone)]
+pub struct Disks {
+    pub kv: Arc<MemKv>,
+    pub journal: Arc<MemJournal>,
+    pub objects: Arc<MemStore>,
+}
+
+impl Disks {
+    pub fn new() -> Disks {
+        Disks { kv: Arc::default(), journal: Arc::default(), objects: Arc::new(MemStore::new()) }
+    }
+
+    /// What a power loss leaves: the durable part only.
+    pub fn after_power_loss(&self) -> Disks {
+        Disks {
+            kv: self.kv.clone(),
+            journal: Arc::new(self.journal.after_power_loss()),
+            objects: Arc::new(self.objects.after_power_loss()),
+        }
+    }
+}
+
+impl Default for Disks {
+    fn default() -> Self {
+        Disks::new()
+    }
+}
+
+/// The MDS's way to the OST: the OSS of the same machine, called directly. Destroys never
+/// finish (the simulation does not check reclaimed space, and a background destroy would
+/// move the faults' places).
+struct LocalOst(Arc<Oss>);
+
+impl ObjectTargets for LocalOst {
+    fn precreate(&self, ost: u32, start_oid: u32, count: u32) -> BoxFuture<'static, WeftResult<u32>> {
+        let oss = self.0.clone();
+        Box::pin(async move {
+            let op = ost::Precreate { start_oid, count };
+            let (reply, _) = oss.handle(ost, op.into(), Bytes::new(), Run::Inline).await;
+            Ok(take_reply::<ost::Precreate>(reply?)?.last_oid)
+        })
+    }
+
+    fn destroy_orphans(&self, ost: u32, above_oid: u32) -> BoxFuture<'static, WeftResult<u32>> {
+        let oss = self.0.clone();
+        Box::pin(async move {
+            let op = ost::DestroyOrphans { above_oid };
+            let (reply, _) = oss.handle(ost, op.into(), Bytes::new(), Run::Inline).await;
+            Ok(take_reply::<ost::DestroyOrphans>(reply?)?.last_oid)
+        })
+    }
+
+    fn destroy(&self, _ost: u32, _fid: Fid) -> BoxFuture<'static, WeftResult<()>> {
+        Box::pin(std::future::pending())
+    }
+}
+
+pub struct Machine {
+    pub plan: Arc<FaultPlan>,
+    pub disks: Disks,
+    pub mds: Arc<Mds>,
+    pub oss: Arc<Oss>,
+    /// The MDS's statfs looks at a real directory.
+    _dir: tempfile::TempDir,
+}
+
+impl Machine {
+    /// Starts the services over `disks` with a fresh plan, and waits until they have made
+    /// their start-up writes (format, replay, the precreate pool).
+    pub async fn start(disks: Disks) -> WeftResult<Machine> {
+        let plan = Arc::new(FaultPlan::new());
+        let storage = MdtStorage {
+            kv: Arc::new(FaultKv::new(disks.kv.clone(), plan.clone())),
+            journal: Arc::new(FaultJournal::new(disks.journal.clone(), plan.clone())),
+        };
+        let objects: Box<dyn ObjectStore> = Box::new(FaultStore::new(disks.objects.clone(), plan.clone()));
+        let oss = Oss::with_stores("sim", vec![(OST, objects)])?;
+        let dir = tempfile::tempdir().map_err(|e| WeftError::io(format!("no temporary directory: {e}")))?;
+        let cfg = MdsConfig {
+            data_dir: dir.path().to_path_buf(),
+            mdt_index: 0,
+            precreate_batch: PRECREATE_BATCH,
+            checkpoint_interval: None,
+        };
+        let mds = Mds::open_with(cfg, storage, Arc::new(LocalOst(oss.clone())))?;
+        mds.set_cluster_map(&map());
+        let machine = Machine { plan, disks, mds, oss, _dir: dir };
+        machine.settle().await?;
+        Ok(machine)
+    }
+
+    /// Waits until the objects are precreated and no storage operation has run for a moment.
+    async fn settle(&self) -> WeftResult<()> {
+        let start = Instant::now();
+        let mut last = (self.plan.ops(), Instant::now());
+        loop {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            let ops = self.plan.ops();
+            if ops != last.0 {
+                last = (ops, Instant::now());
+            } else if self.disks.objects.last_id() >= PRECREATE_BATCH
+                && last.1.elapsed() >= Duration::from_millis(SETTLE_QUIET_MS)
+            {
+                return Ok(());
+            }
+            if start.elapsed() > Duration::from_millis(SETTLE_WAIT_MS_MAX) {
+                return Err(WeftError::io("the simulated machine did not settle"));
+            }
+        }
+    }
+
+    /// Cuts the power to the running services and stops them; what they do after fails.
+    pub async fn stop(self) -> Disks {
+        self.plan.power_off();
+        self.mds.shutdown().await;
+        self.disks
+    }
+
+    /// One object op to the OST.
+    pub async fn ost<O>(&self, op: O, bulk: Bytes) -> WeftResult<(O::Reply, Bytes)>
+    where
+        O: Op<Request = OstRequest, Answer = OstReply>,
+    {
+        let (reply, bulk) = self.oss.handle(OST, op.into(), bulk, Run::Inline).await;
+        Ok((take_reply::<O>(reply?)?, bulk))
+    }
+}
+
+fn map() -> ClusterMap {
+    let target = |kind, index| TargetInfo { kind, index, address: "sim:0".into(), state: TargetState::Up };
+    ClusterMap {
+        version: 1,
+        fsname: "sim".into(),
+        targets: vec![target(TargetKind::Mdt, 0), target(TargetKind::Ost, OST)],
+        pools: Default::default(),
+    }
+}

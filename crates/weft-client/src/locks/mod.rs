@@ -17,11 +17,18 @@
 //!   attributes before answering and the names after ([`LockHooks::drop_inode`]).
 //! * **Bounded**: past [`crate::limits::LOCKS_CACHED_MAX`] locks the least recently used
 //!   unused ones are given back (and their caches dropped), as Lustre's LRU does.
+//!
+//! The decisions (which lock serves an I/O, what a callback does to a lock, which locks the
+//! bound gives back) are pure functions of the lock table in `table.rs`, tested there; this
+//! file does the waiting, the server calls and the kernel's invalidations they ask for.
+
+mod table;
 
 use crate::Client;
 use futures::future::BoxFuture;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock, Weak};
+use table::{Callback, Entry, LockKey, LockTable, Phase};
 use weft_proto::layout::{Layout, StripeObject};
 use weft_proto::lock::{
     self, CallbackAnswer, CallbackRequest, Extent, LockGrant, LockHandle, LockMode, LockScope, LockTarget,
@@ -44,118 +51,6 @@ pub trait LockHooks: Send + Sync + 'static {
     /// An inode-bit lock on `fid` loses `bits`: drop what they covered (attributes at once,
     /// names in the background).
     fn drop_inode(&self, fid: Fid, bits: u8);
-}
-
-#[derive(Debug, Clone)]
-struct Entry {
-    resource: Fid,
-    mode: LockMode,
-    scope: LockScope,
-    /// The file whose data an extent lock guards (for an inode lock: the inode).
-    file: Fid,
-    users: u32,
-    phase: Phase,
-    last_used: u64,
-}
-
-/// Where a lock is in its life on this client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// Held: I/O may use it, the kernel may cache what it guards.
-    Granted,
-    /// Called back, the kernel's pages being dropped: I/O already under way, and I/O that
-    /// arrives now, still uses it (the server grants the conflicting lock only after the
-    /// answer, so what it reads is current). Such I/O must not wait for a new lock: the
-    /// kernel holds its pages locked meanwhile, and the invalidation waits on them.
-    Lockless,
-    /// Being given back: new I/O enqueues a new lock (queued on the server behind the
-    /// conflicting request).
-    Draining,
-}
-
-#[derive(Default)]
-struct Inner {
-    entries: HashMap<(LockTarget, LockHandle), Entry>,
-    by_resource: HashMap<(LockTarget, Fid), Vec<LockHandle>>,
-    tick: u64,
-    /// Entries not in [`Phase::Granted`]: the LRU bound counts only held locks, without a
-    /// scan per insert while some are on their way back.
-    not_granted: usize,
-}
-
-impl Inner {
-    /// Moves an entry to `phase`, keeping [`Inner::not_granted`].
-    fn set_phase(&mut self, key: (LockTarget, LockHandle), phase: Phase) {
-        if let Some(e) = self.entries.get_mut(&key) {
-            match (e.phase == Phase::Granted, phase == Phase::Granted) {
-                (true, false) => self.not_granted += 1,
-                (false, true) => self.not_granted -= 1,
-                _ => {}
-            }
-            e.phase = phase;
-        }
-    }
-
-    /// Records a grant; false when it names a lock this client is giving back (the server
-    /// reused it before our cancel arrived): that one must not be used.
-    fn insert(&mut self, target: LockTarget, grant: &LockGrant, file: Fid, users: u32) -> bool {
-        self.tick += 1;
-        let key = (target, grant.handle);
-        if let Some(e) = self.entries.get_mut(&key) {
-            if e.phase != Phase::Granted {
-                return false;
-            }
-            // The server handed out a lock we hold (it reuses covering locks).
-            e.users += users;
-            e.last_used = self.tick;
-            return true;
-        }
-        self.entries.insert(
-            key,
-            Entry {
-                resource: grant.resource,
-                mode: grant.mode,
-                scope: grant.scope,
-                file,
-                users,
-                phase: Phase::Granted,
-                last_used: self.tick,
-            },
-        );
-        self.by_resource.entry((target, grant.resource)).or_default().push(grant.handle);
-        true
-    }
-
-    fn remove(&mut self, target: LockTarget, handle: LockHandle) -> Option<Entry> {
-        let e = self.entries.remove(&(target, handle))?;
-        if e.phase != Phase::Granted {
-            self.not_granted -= 1;
-        }
-        if let Some(v) = self.by_resource.get_mut(&(target, e.resource)) {
-            v.retain(|h| *h != handle);
-            if v.is_empty() {
-                self.by_resource.remove(&(target, e.resource));
-            }
-        }
-        Some(e)
-    }
-
-    /// A usable cached lock on `resource` in a mode covering `mode` and a scope containing `scope`.
-    fn matching(&mut self, target: LockTarget, resource: Fid, mode: LockMode, scope: &LockScope) -> Option<LockHandle> {
-        let handles = self.by_resource.get(&(target, resource))?;
-        self.tick += 1;
-        let tick = self.tick;
-        for h in handles {
-            if let Some(e) = self.entries.get_mut(&(target, *h)) {
-                if e.phase != Phase::Draining && e.mode.covers(mode) && e.scope.contains(scope) {
-                    e.users += 1;
-                    e.last_used = tick;
-                    return Some(*h);
-                }
-            }
-        }
-        None
-    }
 }
 
 /// Requests that may bring a lock back, in flight. A blocking callback can overtake the
@@ -193,7 +88,7 @@ pub struct LockCache {
     in_flight: Mutex<InFlight>,
     /// Wakes callbacks waiting for replies in flight.
     landed: tokio::sync::Notify,
-    inner: Mutex<Inner>,
+    table: Mutex<LockTable>,
     /// Wakes callbacks waiting for a lock's users to finish.
     released: tokio::sync::Notify,
     hooks: RwLock<Option<Arc<dyn LockHooks>>>,
@@ -207,7 +102,7 @@ impl LockCache {
         LockCache {
             in_flight: Mutex::new(InFlight::default()),
             landed: tokio::sync::Notify::new(),
-            inner: Mutex::new(Inner::default()),
+            table: Mutex::new(LockTable::default()),
             released: tokio::sync::Notify::new(),
             hooks: RwLock::new(None),
             extent_locks,
@@ -215,8 +110,8 @@ impl LockCache {
         }
     }
 
-    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    fn table(&self) -> std::sync::MutexGuard<'_, LockTable> {
+        self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn hooks(&self) -> Option<Arc<dyn LockHooks>> {
@@ -225,7 +120,7 @@ impl LockCache {
 
     /// How many locks are cached now.
     pub fn len(&self) -> usize {
-        self.inner().entries.len()
+        self.table().len()
     }
 
     pub fn is_empty(&self) -> bool {
@@ -235,25 +130,14 @@ impl LockCache {
     /// Whether the inode-bit lock of this handle is held and still covers `bits` (a
     /// callback may have narrowed it since it was granted).
     pub fn holds_bits(&self, target: LockTarget, handle: LockHandle, bits: u8) -> bool {
-        self.inner()
-            .entries
-            .get(&(target, handle))
-            .is_some_and(|e| e.phase == Phase::Granted && e.scope.contains(&LockScope::Bits(bits)))
+        self.table().holds_bits((target, handle), bits)
     }
 
     /// One read or write is done with the lock. Only a lock being given back has anyone
     /// waiting for its users, so only its last user wakes them (the I/O path stays a
     /// counter update).
     fn unuse(&self, target: LockTarget, handle: LockHandle) {
-        let mut inner = self.inner();
-        let wake = match inner.entries.get_mut(&(target, handle)) {
-            Some(e) => {
-                e.users = e.users.saturating_sub(1);
-                e.users == 0 && e.phase != Phase::Granted
-            }
-            None => false,
-        };
-        drop(inner);
+        let wake = self.table().unuse((target, handle));
         if wake {
             self.released.notify_waiters();
         }
@@ -292,38 +176,26 @@ impl LockCache {
 
     /// A blocking callback: see the module documentation.
     async fn revoke(&self, target: LockTarget, handle: LockHandle, wanted: LockScope) -> CallbackAnswer {
-        if !self.inner().entries.contains_key(&(target, handle)) {
+        let key = (target, handle);
+        let mut decision = self.table().callback(key, wanted);
+        if decision == Callback::Unknown {
             // Perhaps granted by a reply still on its way.
             self.await_in_flight().await;
+            decision = self.table().callback(key, wanted);
         }
-        let found = {
-            let mut inner = self.inner();
-            let Some(e) = inner.entries.get_mut(&(target, handle)) else { return CallbackAnswer::Unknown };
-            if let (LockScope::Bits(have), LockScope::Bits(want)) = (e.scope, wanted) {
-                let keep = have & !want;
-                if keep != 0 && e.phase == Phase::Granted {
-                    // Keep the part nobody else wants (a chmod leaves our cached name alone).
-                    e.scope = LockScope::Bits(keep);
-                    let (fid, dropped) = (e.resource, have & want);
-                    drop(inner);
-                    if let Some(h) = self.hooks() {
-                        h.drop_inode(fid, dropped);
-                    }
-                    return CallbackAnswer::Narrowed(LockScope::Bits(keep));
+        let (file, scope) = match decision {
+            Callback::Unknown => return CallbackAnswer::Unknown,
+            Callback::Narrow { inode, dropped, keep } => {
+                if let Some(h) = self.hooks() {
+                    h.drop_inode(inode, dropped);
                 }
+                return CallbackAnswer::Narrowed(LockScope::Bits(keep));
             }
-            if e.phase != Phase::Granted {
-                // A second callback for a lock being given back already: answer when gone.
-                None
-            } else {
-                let found = (e.file, e.scope);
-                inner.set_phase((target, handle), Phase::Lockless);
-                Some(found)
+            Callback::AlreadyGoing => {
+                self.wait_unused(target, handle, true).await;
+                return CallbackAnswer::Released;
             }
-        };
-        let Some((file, scope)) = found else {
-            self.wait_unused(target, handle, true).await;
-            return CallbackAnswer::Released;
+            Callback::GiveBack { file, scope } => (file, scope),
         };
         let hooks = self.hooks();
         match (scope, &hooks) {
@@ -348,7 +220,7 @@ impl LockCache {
         // Wait for the reads and writes that use the lock (a queued write holds it until it
         // reached the OST).
         self.wait_unused(target, handle, false).await;
-        let gone = self.inner().remove(target, handle);
+        let gone = self.table().remove(key);
         self.released.notify_waiters();
         if let (Some(e), Some(h)) = (gone, hooks) {
             // Again after the answer, in a task of its own: pages that I/O in the lockless
@@ -360,7 +232,7 @@ impl LockCache {
     }
 
     fn set_phase(&self, target: LockTarget, handle: LockHandle, phase: Phase) {
-        self.inner().set_phase((target, handle), phase);
+        self.table().set_phase((target, handle), phase);
     }
 
     /// Waits until nothing uses the lock (or, with `gone`, until it is removed).
@@ -368,8 +240,7 @@ impl LockCache {
         loop {
             let notified = self.released.notified();
             {
-                let inner = self.inner();
-                match inner.entries.get(&(target, handle)) {
+                match self.table().get(&(target, handle)) {
                     Some(e) if gone || e.users > 0 => {}
                     _ => return,
                 }
@@ -380,17 +251,7 @@ impl LockCache {
 
     /// The files whose data locks cover this object (for a glimpse).
     fn files_of(&self, target: LockTarget, resource: Fid) -> Vec<Fid> {
-        let inner = self.inner();
-        let mut files: Vec<Fid> = inner
-            .by_resource
-            .get(&(target, resource))
-            .into_iter()
-            .flatten()
-            .filter_map(|h| inner.entries.get(&(target, *h)).map(|e| e.file))
-            .collect();
-        files.sort_unstable();
-        files.dedup();
-        files
+        self.table().files_of(target, resource)
     }
 
     /// Forgets the locks of these targets (their server restarted and no longer knows them)
@@ -408,11 +269,7 @@ impl LockCache {
     /// Forgets the locks of the targets `which` names, without telling any server, and
     /// drops every cache they guarded.
     fn forget(&self, which: impl Fn(&LockTarget) -> bool) {
-        let entries: Vec<Entry> = {
-            let mut inner = self.inner();
-            let keys: Vec<(LockTarget, LockHandle)> = inner.entries.keys().filter(|(t, _)| which(t)).copied().collect();
-            keys.into_iter().filter_map(|(t, h)| inner.remove(t, h)).collect()
-        };
+        let entries = self.table().remove_where(which);
         self.released.notify_waiters();
         if let Some(h) = self.hooks() {
             for e in &entries {
@@ -422,38 +279,8 @@ impl LockCache {
     }
 
     /// The least recently used unused locks past the bound, marked draining.
-    fn take_lru_excess(&self) -> Vec<(LockTarget, LockHandle)> {
-        let mut inner = self.inner();
-        if inner.entries.len() <= self.max_cached {
-            return Vec::new();
-        }
-        // Trim to 90% of the bound at once so the scan runs once per many inserts; locks
-        // already on their way back count as gone.
-        let held = inner.entries.len() - inner.not_granted;
-        if held <= self.max_cached {
-            return Vec::new();
-        }
-        let excess = held - self.max_cached * 9 / 10;
-        let mut idle: Vec<(u64, LockTarget, LockHandle)> = inner
-            .entries
-            .iter()
-            .filter(|(_, e)| e.users == 0 && e.phase == Phase::Granted)
-            .map(|((t, h), e)| (e.last_used, *t, *h))
-            .collect();
-        let n = excess.min(idle.len());
-        if n == 0 {
-            return Vec::new();
-        }
-        idle.select_nth_unstable(n - 1);
-        idle.truncate(n);
-        let mut out = Vec::with_capacity(n);
-        for (_, t, h) in idle {
-            if inner.entries.contains_key(&(t, h)) {
-                inner.set_phase((t, h), Phase::Draining);
-                out.push((t, h));
-            }
-        }
-        out
+    fn take_lru_excess(&self) -> Vec<LockKey> {
+        self.table().take_lru_excess(self.max_cached)
     }
 }
 
@@ -585,7 +412,7 @@ impl Client {
         scope: LockScope,
     ) -> WeftResult<LockHandle> {
         loop {
-            if let Some(h) = self.locks.inner().matching(target, resource, mode, &scope) {
+            if let Some(h) = self.locks.table().use_matching(target, resource, mode, &scope) {
                 return Ok(h);
             }
             let generation = self.generation();
@@ -594,7 +421,7 @@ impl Client {
             if generation != self.generation() {
                 return Err(crate::evicted_error());
             }
-            let usable = self.locks.inner().insert(target, &grant, file, 1);
+            let usable = self.locks.table().insert(target, &grant, file, 1);
             drop(ticket);
             if usable {
                 self.trim_locks();
@@ -610,7 +437,7 @@ impl Client {
     /// (A grant of a lock being given back is not recorded: `holds_bits` then says no, and
     /// the answer is not cached.)
     pub(crate) fn note_inode_lock(&self, grant: &LockGrant) {
-        if self.locks.inner().insert(LockTarget::Mdt(crate::MDT_INDEX), grant, grant.resource, 0) {
+        if self.locks.table().insert(LockTarget::Mdt(crate::MDT_INDEX), grant, grant.resource, 0) {
             self.trim_locks();
         }
     }
@@ -631,8 +458,8 @@ impl Client {
                 // Copied out: the kernel calls must not run under the cache's mutex, which
                 // every read and write takes.
                 let victims: Vec<Entry> = {
-                    let inner = client.locks.inner();
-                    excess.iter().filter_map(|key| inner.entries.get(key).cloned()).collect()
+                    let table = client.locks.table();
+                    excess.iter().filter_map(|key| table.get(key).cloned()).collect()
                 };
                 for e in &victims {
                     drop_caches(&*hooks, e);
@@ -640,9 +467,9 @@ impl Client {
             }
             client.cancel_on_servers(excess.clone()).await;
             {
-                let mut inner = client.locks.inner();
-                for (t, h) in excess {
-                    inner.remove(t, h);
+                let mut table = client.locks.table();
+                for key in excess {
+                    table.remove(key);
                 }
             }
             client.locks.released.notify_waiters();
@@ -652,12 +479,7 @@ impl Client {
     /// Gives every cached lock back (an unmount, a client that ends): the servers need not
     /// call back a client that is gone. Best effort; what fails is left to the eviction.
     pub async fn release_locks(&self) {
-        let held: Vec<(LockTarget, LockHandle)> = {
-            let mut inner = self.locks.inner();
-            inner.by_resource.clear();
-            inner.not_granted = 0;
-            inner.entries.drain().map(|(key, _)| key).collect()
-        };
+        let held = self.locks.table().clear();
         self.locks.released.notify_waiters();
         self.cancel_on_servers(held).await;
     }

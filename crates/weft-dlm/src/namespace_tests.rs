@@ -1,0 +1,373 @@
+use super::*;
+use std::sync::OnceLock;
+use std::time::Instant;
+use weft_proto::lock::{bits, Extent};
+
+const OBJ: Fid = Fid::new(0x1_0000_0000, 1, 0);
+const OBJ2: Fid = Fid::new(0x1_0000_0000, 2, 0);
+const INODE: Fid = Fid::new(0x2_0000_0400, 7, 0);
+const PLAIN: EnqueueOptions = EnqueueOptions { reuse: false, expand: false };
+
+/// How a fake client answers callbacks.
+#[derive(Debug, Clone)]
+enum Behaviour {
+    /// Answers this after the delay.
+    Answer(CallbackAnswer, Duration),
+    /// Never answers.
+    Silent,
+    /// Unreachable: the send fails at once.
+    Unreachable,
+    /// Gives the lock back when its operation is done: answers `Unknown` once the lock
+    /// was cancelled (polls the namespace). Glimpses are answered `Flushed`.
+    WhenDone,
+}
+
+#[derive(Default)]
+struct Fake {
+    behaviour: Mutex<HashMap<u64, Behaviour>>,
+    calls: Mutex<Vec<(u64, CallbackRequest)>>,
+    evicted: Mutex<Vec<(u64, String)>>,
+    ns: OnceLock<Weak<Namespace>>,
+}
+
+impl Fake {
+    fn set(&self, owner: u64, b: Behaviour) {
+        self.behaviour.lock().unwrap().insert(owner, b);
+    }
+    fn calls(&self) -> Vec<(u64, CallbackRequest)> {
+        self.calls.lock().unwrap().clone()
+    }
+    fn evicted(&self) -> Vec<(u64, String)> {
+        self.evicted.lock().unwrap().clone()
+    }
+}
+
+impl CallbackSender for Fake {
+    fn send(
+        &self,
+        owner: u64,
+        callback: CallbackRequest,
+        _: Duration,
+    ) -> BoxFuture<'static, WeftResult<CallbackAnswer>> {
+        self.calls.lock().unwrap().push((owner, callback.clone()));
+        let behaviour = self.behaviour.lock().unwrap().get(&owner).cloned();
+        let ns = self.ns.get().cloned();
+        Box::pin(async move {
+            match behaviour.unwrap_or(Behaviour::Answer(CallbackAnswer::Released, Duration::ZERO)) {
+                Behaviour::Answer(answer, delay) => {
+                    tokio::time::sleep(delay).await;
+                    Ok(answer)
+                }
+                Behaviour::Silent => futures::future::pending().await,
+                Behaviour::Unreachable => Err(WeftError::new(ErrorCode::TimedOut, "client unreachable")),
+                Behaviour::WhenDone => {
+                    let CallbackRequest::Blocking { handle, .. } = callback else {
+                        return Ok(CallbackAnswer::Flushed);
+                    };
+                    while ns.as_ref().and_then(Weak::upgrade).is_some_and(|ns| ns.lock(handle).is_some()) {
+                        tokio::time::sleep(Duration::from_millis(2)).await;
+                    }
+                    Ok(CallbackAnswer::Unknown)
+                }
+            }
+        })
+    }
+
+    fn evict(&self, owner: u64, reason: String) {
+        self.evicted.lock().unwrap().push((owner, reason));
+    }
+}
+
+fn setup(timeout_ms: u64) -> (Arc<Namespace>, Arc<Fake>) {
+    let fake = Arc::new(Fake::default());
+    let config = NamespaceConfig {
+        target: LockTarget::Ost(3),
+        callback_timeout: Duration::from_millis(timeout_ms),
+        recovery_until: None,
+    };
+    let ns = Namespace::new(config, fake.clone());
+    fake.ns.set(Arc::downgrade(&ns)).unwrap();
+    (ns, fake)
+}
+
+fn ext(start: u64, end: u64) -> LockScope {
+    LockScope::Extent(Extent { start, end })
+}
+
+/// The enqueue future can be spawned (no mutex guard lives across an await).
+#[test]
+fn futures_are_send() {
+    fn send<T: Send>(_: &T) {}
+    let (ns, _) = setup(100);
+    send(&ns.enqueue(1, OBJ, LockMode::Pr, ext(0, 0), PLAIN));
+    send(&ns.enqueue_many(1, &[]));
+    send(&ns.glimpse(1, OBJ));
+}
+
+#[tokio::test]
+async fn holder_is_called_back_and_releases() {
+    let (ns, fake) = setup(2000);
+    let held = ns.enqueue(1, OBJ, LockMode::Pw, LockScope::Extent(Extent::WHOLE), PLAIN).await.unwrap();
+    fake.set(1, Behaviour::Answer(CallbackAnswer::Released, Duration::from_millis(20)));
+    let got = ns.enqueue(2, OBJ, LockMode::Pr, ext(0, 10), PLAIN).await.unwrap();
+    assert_eq!((got.mode, got.scope), (LockMode::Pr, ext(0, 10)));
+    let blocking = CallbackRequest::Blocking {
+        target: LockTarget::Ost(3),
+        handle: held.handle,
+        resource: OBJ,
+        wanted: ext(0, 10),
+    };
+    assert_eq!(fake.calls(), vec![(1, blocking)]);
+    assert!(ns.lock(held.handle).is_none());
+    assert_eq!(ns.lock_count(), 1);
+    assert!(fake.evicted().is_empty());
+}
+
+#[tokio::test]
+async fn narrowed_answer_keeps_the_narrowed_lock() {
+    let (ns, fake) = setup(2000);
+    let lookup_update = LockScope::Bits(bits::LOOKUP | bits::UPDATE);
+    let held = ns.enqueue(1, INODE, LockMode::Pr, lookup_update, PLAIN).await.unwrap();
+    fake.set(1, Behaviour::Answer(CallbackAnswer::Narrowed(LockScope::Bits(bits::LOOKUP)), Duration::ZERO));
+    ns.enqueue(2, INODE, LockMode::Ex, LockScope::Bits(bits::UPDATE), PLAIN).await.unwrap();
+    let kept = ns.lock(held.handle).unwrap();
+    assert!(kept.granted);
+    assert_eq!((kept.mode, kept.scope), (LockMode::Pr, LockScope::Bits(bits::LOOKUP)));
+    assert_eq!(ns.lock_count(), 2);
+}
+
+#[tokio::test]
+async fn narrowed_answer_that_still_conflicts_counts_as_released() {
+    let (ns, fake) = setup(2000);
+    let held = ns.enqueue(1, INODE, LockMode::Pr, LockScope::Bits(bits::ALL), PLAIN).await.unwrap();
+    fake.set(1, Behaviour::Answer(CallbackAnswer::Narrowed(LockScope::Bits(bits::UPDATE)), Duration::ZERO));
+    ns.enqueue(2, INODE, LockMode::Ex, LockScope::Bits(bits::UPDATE), PLAIN).await.unwrap();
+    assert!(ns.lock(held.handle).is_none());
+    assert!(fake.evicted().is_empty());
+}
+
+#[tokio::test]
+async fn silent_holder_is_evicted_after_the_timeout() {
+    let (ns, fake) = setup(200);
+    let held = ns.enqueue(1, OBJ, LockMode::Pw, ext(0, 99), PLAIN).await.unwrap();
+    ns.enqueue(1, INODE, LockMode::Pr, LockScope::Bits(bits::LOOKUP), PLAIN).await.unwrap();
+    fake.set(1, Behaviour::Silent);
+    let start = Instant::now();
+    let got = ns.enqueue(2, OBJ, LockMode::Pw, ext(50, 50), PLAIN).await.unwrap();
+    let waited = start.elapsed();
+    assert!(waited >= Duration::from_millis(200) && waited < Duration::from_millis(1000), "{waited:?}");
+    assert_eq!(got.scope, ext(50, 50));
+    let evicted = fake.evicted();
+    assert_eq!(evicted.len(), 1);
+    let (owner, reason) = &evicted[0];
+    assert_eq!(*owner, 1);
+    for part in ["Ost(3)", &format!("lock {}", held.handle), "200ms"] {
+        assert!(reason.contains(part), "{reason:?} does not name {part}");
+    }
+    // All of the evicted owner's locks went, not only the blocking one.
+    assert_eq!(ns.owner_lock_count(1), 0);
+    assert_eq!(ns.lock_count(), 1);
+}
+
+#[tokio::test]
+async fn unreachable_holder_is_evicted_at_once() {
+    let (ns, fake) = setup(5000);
+    ns.enqueue(1, OBJ, LockMode::Pr, ext(0, 99), PLAIN).await.unwrap();
+    fake.set(1, Behaviour::Unreachable);
+    let start = Instant::now();
+    ns.enqueue(2, OBJ, LockMode::Ex, ext(0, 0), PLAIN).await.unwrap();
+    assert!(start.elapsed() < Duration::from_secs(1));
+    assert_eq!(fake.evicted().iter().map(|e| e.0).collect::<Vec<_>>(), vec![1]);
+    assert!(fake.evicted()[0].1.contains("unreachable"));
+}
+
+#[tokio::test]
+async fn glimpse_calls_back_only_other_owners_write_locks() {
+    let (ns, fake) = setup(2000);
+    ns.enqueue(1, OBJ, LockMode::Pw, ext(0, 99), PLAIN).await.unwrap();
+    ns.enqueue(1, OBJ, LockMode::Pw, ext(100, 199), PLAIN).await.unwrap();
+    ns.enqueue(2, OBJ, LockMode::Pr, ext(200, 299), PLAIN).await.unwrap();
+    ns.enqueue(3, OBJ, LockMode::Ex, ext(300, 399), PLAIN).await.unwrap();
+    ns.enqueue(4, OBJ, LockMode::Pw, ext(400, 499), PLAIN).await.unwrap();
+    ns.enqueue(5, OBJ2, LockMode::Pw, ext(0, 99), PLAIN).await.unwrap();
+    fake.set(1, Behaviour::Answer(CallbackAnswer::Flushed, Duration::from_millis(10)));
+    fake.set(3, Behaviour::Answer(CallbackAnswer::Flushed, Duration::from_millis(10)));
+    ns.glimpse(4, OBJ).await;
+    let mut called: Vec<u64> = fake.calls().iter().map(|c| c.0).collect();
+    called.sort();
+    // One glimpse per owner: not the reader 2, not the asker 4, not 5 on another object.
+    assert_eq!(called, vec![1, 3]);
+    assert!(fake.calls().iter().all(|c| c.1 == CallbackRequest::Glimpse { target: LockTarget::Ost(3), resource: OBJ }));
+    assert!(fake.evicted().is_empty());
+    assert_eq!(ns.lock_count(), 6);
+}
+
+#[tokio::test]
+async fn glimpse_evicts_a_silent_writer() {
+    let (ns, fake) = setup(150);
+    ns.enqueue(1, OBJ, LockMode::Pw, ext(0, 99), PLAIN).await.unwrap();
+    fake.set(1, Behaviour::Silent);
+    let start = Instant::now();
+    ns.glimpse(2, OBJ).await;
+    assert!(start.elapsed() >= Duration::from_millis(150));
+    assert_eq!(fake.evicted().len(), 1);
+    assert!(fake.evicted()[0].1.contains("glimpse"));
+    assert_eq!(ns.lock_count(), 0);
+}
+
+#[tokio::test]
+async fn dropped_enqueue_cancels_its_request() {
+    let (ns, fake) = setup(5000);
+    ns.enqueue(1, OBJ, LockMode::Pw, ext(0, 99), PLAIN).await.unwrap();
+    fake.set(1, Behaviour::Silent);
+    let gave_up =
+        tokio::time::timeout(Duration::from_millis(50), ns.enqueue(2, OBJ, LockMode::Pr, ext(0, 0), PLAIN)).await;
+    assert!(gave_up.is_err());
+    assert_eq!(ns.lock_count(), 1);
+    assert_eq!(ns.owner_lock_count(2), 0);
+    // The holder was called back once, and nothing else waits.
+    assert_eq!(fake.calls().len(), 1);
+    assert!(ns.inner().waiters.is_empty());
+}
+
+#[tokio::test]
+async fn enqueue_many_in_opposite_orders_does_not_deadlock() {
+    let (ns, fake) = setup(2000);
+    fake.set(1, Behaviour::WhenDone);
+    fake.set(2, Behaviour::WhenDone);
+    let scope = LockScope::Bits(bits::UPDATE);
+    let operation = |owner: u64, wants: Vec<(Fid, LockMode, LockScope)>| {
+        let ns = ns.clone();
+        tokio::spawn(async move {
+            for _ in 0..20 {
+                let grants = ns.enqueue_many(owner, &wants).await.unwrap();
+                // Answered in the order asked.
+                assert_eq!(
+                    grants.iter().map(|g| g.resource).collect::<Vec<_>>(),
+                    wants.iter().map(|w| w.0).collect::<Vec<_>>()
+                );
+                tokio::time::sleep(Duration::from_millis(3)).await;
+                ns.cancel(owner, &grants.iter().map(|g| g.handle).collect::<Vec<_>>());
+            }
+        })
+    };
+    let start = Instant::now();
+    let a = operation(1, vec![(INODE, LockMode::Ex, scope), (OBJ, LockMode::Ex, ext(0, 0))]);
+    let b = operation(2, vec![(OBJ, LockMode::Ex, ext(0, 0)), (INODE, LockMode::Ex, scope)]);
+    a.await.unwrap();
+    b.await.unwrap();
+    assert!(start.elapsed() < Duration::from_millis(1500), "{:?}", start.elapsed());
+    assert!(fake.evicted().is_empty(), "{:?}", fake.evicted());
+    assert_eq!(ns.lock_count(), 0);
+}
+
+#[tokio::test]
+async fn enqueue_many_cancels_what_it_took_when_it_fails() {
+    let (ns, fake) = setup(5000);
+    ns.enqueue(2, OBJ2, LockMode::Pw, ext(0, 0), PLAIN).await.unwrap();
+    fake.set(2, Behaviour::Silent);
+    let ns2 = ns.clone();
+    let many = tokio::spawn(async move {
+        ns2.enqueue_many(1, &[(OBJ2, LockMode::Pw, ext(0, 0)), (OBJ, LockMode::Pw, ext(0, 0))]).await
+    });
+    // OBJ (the lower FID) is taken first; then it waits for OBJ2 until owner 1 is evicted.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert_eq!(ns.owner_lock_count(1), 2);
+    ns.drop_owner(1);
+    assert_eq!(many.await.unwrap().unwrap_err().code, ErrorCode::Evicted);
+    assert_eq!(ns.owner_lock_count(1), 0);
+    assert_eq!(ns.lock_count(), 1);
+}
+
+#[tokio::test]
+async fn new_blockers_get_callbacks_while_a_request_waits() {
+    let (ns, fake) = setup(2000);
+    let reader = ns.enqueue(1, OBJ, LockMode::Pr, ext(0, 99), PLAIN).await.unwrap();
+    fake.set(1, Behaviour::Answer(CallbackAnswer::Released, Duration::from_millis(50)));
+    let ns2 = ns.clone();
+    let writer = tokio::spawn(async move { ns2.enqueue(2, OBJ, LockMode::Pw, ext(0, 99), PLAIN).await });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    // A reader behind the waiting writer: no granted blocker yet, so no callback.
+    let ns3 = ns.clone();
+    let late = tokio::spawn(async move { ns3.enqueue(3, OBJ, LockMode::Pr, ext(10, 10), PLAIN).await });
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(fake.calls().len(), 1);
+    // Once the writer is granted, it blocks the reader and is called back in turn.
+    let patience = Duration::from_secs(1);
+    let writer = tokio::time::timeout(patience, writer).await.expect("writer never granted").unwrap().unwrap();
+    tokio::time::timeout(patience, late).await.expect("late reader never granted").unwrap().unwrap();
+    let handles: Vec<(u64, LockHandle)> = fake
+        .calls()
+        .into_iter()
+        .map(|(owner, c)| match c {
+            CallbackRequest::Blocking { handle, .. } => (owner, handle),
+            other => panic!("{other:?}"),
+        })
+        .collect();
+    assert_eq!(handles, vec![(1, reader.handle), (2, writer.handle)]);
+}
+
+#[tokio::test]
+async fn a_waiter_whose_owner_is_evicted_gets_evicted() {
+    let (ns, fake) = setup(200);
+    // Owner 1 holds OBJ and waits for OBJ2, held by owner 2.
+    ns.enqueue(1, OBJ, LockMode::Pw, ext(0, 0), PLAIN).await.unwrap();
+    ns.enqueue(2, OBJ2, LockMode::Pw, ext(0, 0), PLAIN).await.unwrap();
+    fake.set(1, Behaviour::Silent);
+    fake.set(2, Behaviour::Silent);
+    // Owner 3 wants OBJ first: owner 1 times out 100 ms before owner 2 would.
+    let ns3 = ns.clone();
+    let third = tokio::spawn(async move { ns3.enqueue(3, OBJ, LockMode::Pr, ext(0, 0), PLAIN).await });
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let err = ns.enqueue(1, OBJ2, LockMode::Pr, ext(0, 0), PLAIN).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Evicted);
+    third.await.unwrap().unwrap();
+    assert_eq!(ns.owner_lock_count(1), 0);
+
+    // The same through an admin's drop_owner.
+    let (ns, fake) = setup(5000);
+    ns.enqueue(2, OBJ2, LockMode::Pw, ext(0, 0), PLAIN).await.unwrap();
+    fake.set(2, Behaviour::Silent);
+    let ns1 = ns.clone();
+    let waiter = tokio::spawn(async move { ns1.enqueue(1, OBJ2, LockMode::Pr, ext(0, 0), PLAIN).await });
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    ns.drop_owner(1);
+    assert_eq!(waiter.await.unwrap().unwrap_err().code, ErrorCode::Evicted);
+    assert_eq!(ns.lock_count(), 1);
+    assert!(fake.evicted().is_empty());
+}
+
+#[tokio::test]
+async fn reuse_and_expand_pass_through() {
+    let (ns, _) = setup(2000);
+    let opts = EnqueueOptions { reuse: true, expand: true };
+    let first = ns.enqueue(1, OBJ, LockMode::Pw, ext(0, 4095), opts).await.unwrap();
+    assert_eq!(first.scope, LockScope::Extent(Extent::WHOLE));
+    let again = ns.enqueue(1, OBJ, LockMode::Pr, ext(8192, 12287), opts).await.unwrap();
+    assert_eq!(again, first);
+    assert_eq!(ns.lock_count(), 1);
+}
+
+/// An operation's locks hold off other owners without calling anyone back, and the
+/// waiter is granted when the operation cancels them; other owners' cached locks are
+/// called back as usual.
+#[tokio::test]
+async fn operation_locks_are_waited_for_never_called_back() {
+    let (ns, fake) = setup(300);
+    let cached = ns.enqueue(2, INODE, LockMode::Pr, LockScope::Bits(bits::UPDATE), PLAIN).await.unwrap();
+    let op = ns.enqueue_operation(1, &[(INODE, LockMode::Ex, LockScope::Bits(bits::UPDATE))]).await.unwrap();
+    assert_eq!(fake.calls().len(), 1, "the cached lock of owner 2 was called back");
+    assert!(ns.lock(cached.handle).is_none());
+    let waiter = {
+        let ns = ns.clone();
+        tokio::spawn(async move { ns.enqueue(3, INODE, LockMode::Pr, LockScope::Bits(bits::UPDATE), PLAIN).await })
+    };
+    // Longer than the callback timeout: a callback to owner 1 would have evicted it.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(!waiter.is_finished(), "granted while the operation holds EX");
+    assert_eq!(fake.calls().len(), 1, "the operation's lock was called back");
+    assert!(fake.evicted().is_empty());
+    ns.cancel(1, &[op[0].handle]);
+    let got = tokio::time::timeout(Duration::from_secs(2), waiter).await.unwrap().unwrap().unwrap();
+    assert_eq!(got.mode, LockMode::Pr);
+}

@@ -3,6 +3,7 @@
 //! ([`crate::native::NativeFs`]). Paths are relative to the run's directory, `/`-separated;
 //! `""` is the directory itself.
 
+use crate::limits::DROP_CACHES_SETTLE_S;
 use anyhow::{anyhow, Context, Result};
 use bytes::Bytes;
 use std::fs::{File, OpenOptions};
@@ -182,23 +183,16 @@ pub fn drop_page_cache(path: &Path) -> Result<()> {
     Ok(())
 }
 
-/// How long [`drop_system_caches`] lets the machine settle after dropping. On a virtual
-/// machine with free page reporting (virtio-balloon), freed memory goes back to the host
-/// within about two seconds, and the first writer to touch it again pays for the host's
-/// page faults inside its copies; a phase started before that is done would be measured on
-/// memory half warm, half cold. Waiting puts every phase on the same footing.
-const DROP_CACHES_SETTLE: Duration = Duration::from_secs(3);
-
 /// The node's whole page cache, dentries and inodes, as IO-500's `drop-caches` does between
 /// phases: sync(2), then "3" into /proc/sys/vm/drop_caches (root only), then a pause of
-/// [`DROP_CACHES_SETTLE`]. Unlike [`drop_page_cache`] this also reaches pages a file system keeps in
-/// another file, such as the object file behind a FUSE passthrough open.
+/// [`DROP_CACHES_SETTLE_S`] seconds. Unlike [`drop_page_cache`] this also reaches pages a file
+/// system keeps in another file, such as the object file behind a FUSE passthrough open.
 pub fn drop_system_caches() -> Result<()> {
     // SAFETY: sync(2) takes no arguments and cannot fail.
     unsafe { libc::sync() };
     std::fs::write("/proc/sys/vm/drop_caches", "3\n")
         .context("--drop-caches writes /proc/sys/vm/drop_caches, which needs root")?;
-    std::thread::sleep(DROP_CACHES_SETTLE);
+    std::thread::sleep(Duration::from_secs(DROP_CACHES_SETTLE_S));
     Ok(())
 }
 

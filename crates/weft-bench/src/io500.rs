@@ -4,6 +4,7 @@
 
 use crate::cpu::CpuClock;
 use crate::fsapi::{drop_system_caches, BenchFs, PosixFs};
+use crate::limits::{POLL_MS, PROGRESS_REDRAW_MS};
 use crate::native::NativeFs;
 use crate::phase::*;
 use crate::report::{self, Report, Suite};
@@ -15,11 +16,6 @@ use std::io::{BufRead, BufReader, IsTerminal, Read, Write};
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, ChildStdout, Command, Stdio};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
-
-/// How often the progress line is redrawn.
-const PROGRESS_REDRAW_MS: u64 = 500;
-/// How often the parent looks at its workers.
-const POLL_MS: u64 = 20;
 
 pub struct Options {
     /// Where the run's directory is made: a path, or with the native API a path in the Weft

@@ -12,6 +12,7 @@
 pub mod cpu;
 pub mod fsapi;
 pub mod io500;
+pub mod limits;
 pub mod native;
 pub mod pattern;
 pub mod phase;

@@ -5,6 +5,7 @@
 //! release does.
 
 use crate::fsapi::{BenchFs, Stat};
+use crate::limits::CONNECT_TIMEOUT_S;
 use anyhow::{anyhow, Context, Result};
 use bytes::Bytes;
 use std::collections::HashMap;
@@ -15,9 +16,6 @@ use weft_proto::limits::READDIR_ENTRIES_MAX;
 use weft_proto::lock::LockMode;
 use weft_proto::msg::{Caller, FileType, Identity, InodeInfo, OPEN_READ, OPEN_WRITE};
 use weft_proto::{Fid, WeftError};
-
-/// How long connecting to the management service may take.
-const CONNECT_TIMEOUT_S: u64 = 10;
 
 pub struct NativeFs {
     rt: tokio::runtime::Runtime,

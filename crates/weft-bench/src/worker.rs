@@ -8,6 +8,7 @@
 //! `<phase>.count.<rank>` (items made at the stonewall, for the wear-out).
 
 use crate::fsapi::{join, BenchFs, PosixFs};
+use crate::limits::{PROGRESS_INTERVAL_MS, WEAR_OUT_POLL_MS, WEAR_OUT_WAIT_S};
 use crate::native::NativeFs;
 use crate::pattern::{self, Stream};
 use crate::phase::*;
@@ -18,11 +19,6 @@ use std::io::{BufRead, Write};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
-
-/// How often a worker rewrites its progress file.
-const PROGRESS_INTERVAL_MS: u64 = 250;
-/// How long a rank waits for the others' stonewall counts before it gives up.
-const WEAR_OUT_WAIT_S: u64 = 3600;
 
 pub fn ior_easy_path(rank: u32) -> String {
     format!("ior_easy/ior_file_easy.{rank}")
@@ -112,7 +108,7 @@ impl<'a> Run<'a> {
                         break;
                     }
                     Err(e) if e.kind() == std::io::ErrorKind::NotFound && Instant::now() < give_up => {
-                        std::thread::sleep(Duration::from_millis(2));
+                        std::thread::sleep(Duration::from_millis(WEAR_OUT_POLL_MS));
                     }
                     Err(e) => return Err(e).context(format!("waiting for the stonewall count of rank {rank}")),
                 }

@@ -2,6 +2,7 @@
 //! parent starts a detached copy of itself, waits until that copy says it is ready (or dies,
 //! in which case the parent shows why), and returns.
 
+use crate::limits::READY_POLL_MS;
 use anyhow::anyhow;
 use std::os::unix::process::CommandExt;
 use std::path::Path;
@@ -56,7 +57,7 @@ pub fn wait_ready(child: &mut Child, log: &Path, timeout: Duration, ready: impl 
                 tail(log, 15)
             ));
         }
-        std::thread::sleep(Duration::from_millis(50));
+        std::thread::sleep(Duration::from_millis(READY_POLL_MS));
     }
 }
 

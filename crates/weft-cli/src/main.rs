@@ -11,6 +11,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod bench;
 mod daemon;
 mod lfs;
+mod limits;
 mod logging;
 mod mount;
 mod up;

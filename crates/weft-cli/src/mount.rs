@@ -1,14 +1,12 @@
 //! `weft mount` and `weft umount`.
 
 use crate::daemon;
+use crate::limits::{MGS_PORT_DEFAULT, MOUNT_READY_TIMEOUT_S_MAX, MOUNT_THREADS_MAX};
 use anyhow::{anyhow, bail};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
 use weft_fuse::{JobidScheme, JobidVar};
-
-/// The port the management service listens on when an address gives none.
-pub const MGS_PORT_DEFAULT: u16 = 9800;
 
 #[derive(Args)]
 pub struct MountArgs {
@@ -66,8 +64,8 @@ fn on_off(key: &str, v: &str) -> anyhow::Result<bool> {
 
 pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
     let mut o = MountOptions {
-        timeout: Duration::from_secs(100),
-        threads: 2,
+        timeout: Duration::from_secs(weft_rpc::limits::REQUEST_TIMEOUT_S_DEFAULT),
+        threads: weft_fuse::limits::THREADS_DEFAULT,
         jobid: JobidScheme::default(),
         log: None,
         locks: true,
@@ -86,11 +84,10 @@ pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
                 o.timeout = Duration::from_secs(s);
             }
             "threads" => {
-                o.threads = v
-                    .parse()
-                    .ok()
-                    .filter(|n| (1..=64).contains(n))
-                    .ok_or_else(|| anyhow!("mount option threads={v}: give a number from 1 to 64"))?;
+                o.threads =
+                    v.parse().ok().filter(|n| (1..=MOUNT_THREADS_MAX).contains(n)).ok_or_else(|| {
+                        anyhow!("mount option threads={v}: give a number from 1 to {MOUNT_THREADS_MAX}")
+                    })?;
             }
             "jobid_var" => o.jobid.var = JobidVar::parse(v).map_err(|e| anyhow!("mount option {e}"))?,
             "jobid_name" => o.jobid.name = v.to_string(),
@@ -135,7 +132,9 @@ pub fn mount(a: MountArgs) -> anyhow::Result<()> {
         }
         let mut child = daemon::spawn_self(&args, &log)?;
         let mnt = a.mountpoint.clone();
-        daemon::wait_ready(&mut child, &log, opts.timeout.min(Duration::from_secs(30)), || daemon::is_mounted(&mnt))?;
+        daemon::wait_ready(&mut child, &log, opts.timeout.min(Duration::from_secs(MOUNT_READY_TIMEOUT_S_MAX)), || {
+            daemon::is_mounted(&mnt)
+        })?;
         return Ok(());
     }
     if daemon::is_detached_child() || opts.log.is_some() {
@@ -155,7 +154,7 @@ pub fn mount(a: MountArgs) -> anyhow::Result<()> {
 pub fn client_config(mgs: &str, opts: &MountOptions) -> weft_client::ClientConfig {
     weft_client::ClientConfig {
         mgs_address: mgs.to_string(),
-        connect_timeout: Duration::from_secs(5),
+        connect_timeout: Duration::from_millis(weft_rpc::limits::CONNECT_TIMEOUT_MS_DEFAULT),
         request_timeout: opts.timeout,
         extent_locks: opts.locks,
         ..weft_client::ClientConfig::new(mgs)
@@ -165,10 +164,10 @@ pub fn client_config(mgs: &str, opts: &MountOptions) -> weft_client::ClientConfi
 pub fn fuse_options(opts: &MountOptions, fsname: &str) -> weft_fuse::MountOptions {
     weft_fuse::MountOptions {
         threads: opts.threads,
-        attr_ttl: Duration::from_secs(1),
+        attr_ttl: Duration::from_millis(weft_fuse::limits::ATTR_TTL_MS_DEFAULT),
         allow_other: true,
         fsname: fsname.to_string(),
-        max_write_bytes: 1 << 20,
+        max_write_bytes: weft_fuse::limits::WRITE_BYTES_MAX,
         passthrough: opts.passthrough,
         uring: opts.uring,
         jobid: opts.jobid.clone(),

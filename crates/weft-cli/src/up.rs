@@ -4,6 +4,9 @@
 //! runs a state file (`run/state.json`) that `down` and `status` read.
 
 use crate::daemon;
+use crate::limits::{
+    DOWN_KILL_SETTLE_MS, DOWN_POLL_MS, DOWN_WAIT_S, STATUS_MGS_TIMEOUT_S, UNMOUNT_CHECK_INTERVAL_MS, UP_READY_TIMEOUT_S,
+};
 use crate::mount::{client_config, fuse_options, parse_options};
 use anyhow::{anyhow, bail, Context};
 use clap::Args;
@@ -58,11 +61,6 @@ pub struct UpState {
     pub log: PathBuf,
 }
 
-/// How long `weft up --detach` waits for the background file system to be mounted.
-const UP_READY_TIMEOUT_S: u64 = 60;
-/// How long `weft down` waits for a clean stop before it kills.
-const DOWN_WAIT_S: u64 = 30;
-
 fn state_path(data: &Path) -> PathBuf {
     data.join("run").join("state.json")
 }
@@ -108,7 +106,7 @@ fn local_config(data: &Path, osts: u32) -> anyhow::Result<ServerConfig> {
         mgs: Some(MgsRole {}),
         mds: Some(MdsRole { index: 0 }),
         oss: Some(OssRole { osts: (0..osts).collect() }),
-        lock_timeout_ms: weft_server::config::LOCK_TIMEOUT_MS_DEFAULT,
+        lock_timeout_ms: weft_server::limits::LOCK_TIMEOUT_MS_DEFAULT,
     };
     std::fs::write(&path, toml::to_string_pretty(&c)?)?;
     Ok(c)
@@ -224,7 +222,7 @@ async fn wait_for_stop(mnt: Option<&Path>) -> &'static str {
         tokio::select! {
             _ = term.recv() => return "SIGTERM",
             _ = int.recv() => return "interrupted",
-            _ = tokio::time::sleep(Duration::from_millis(500)) => {
+            _ = tokio::time::sleep(Duration::from_millis(UNMOUNT_CHECK_INTERVAL_MS)) => {
                 if mnt.is_some_and(|m| !daemon::is_mounted(m)) {
                     return "unmounted";
                 }
@@ -264,13 +262,13 @@ pub fn down(a: DataArgs) -> anyhow::Result<()> {
         unsafe { libc::kill(s.pid as i32, libc::SIGTERM) };
         let start = std::time::Instant::now();
         while pid_alive(s.pid) && start.elapsed() < Duration::from_secs(DOWN_WAIT_S) {
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(DOWN_POLL_MS));
         }
         if pid_alive(s.pid) {
             eprintln!("weft: pid {} did not stop within {DOWN_WAIT_S} s; killing it", s.pid);
             // SAFETY: as above.
             unsafe { libc::kill(s.pid as i32, libc::SIGKILL) };
-            std::thread::sleep(Duration::from_millis(200));
+            std::thread::sleep(Duration::from_millis(DOWN_KILL_SETTLE_MS));
         }
     }
     if daemon::is_mounted(&s.mount) {
@@ -354,9 +352,6 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
     }
     Ok(())
 }
-
-/// How long `weft status` waits for the management service.
-const STATUS_MGS_TIMEOUT_S: u64 = 5;
 
 fn fetch_map(mgs: &str) -> anyhow::Result<weft_proto::msg::ClusterMap> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;

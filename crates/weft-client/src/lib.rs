@@ -483,7 +483,7 @@ mod tests {
         fn check<T: Send + Sync>() {}
         check::<Client>();
         let config = ClientConfig::new("mgs:988");
-        assert_eq!(config.connect_timeout, Duration::from_secs(5));
-        assert_eq!(config.request_timeout, Duration::from_secs(100));
+        assert_eq!(config.connect_timeout, Duration::from_millis(weft_rpc::limits::CONNECT_TIMEOUT_MS_DEFAULT));
+        assert_eq!(config.request_timeout, Duration::from_secs(weft_rpc::limits::REQUEST_TIMEOUT_S_DEFAULT));
     }
 }

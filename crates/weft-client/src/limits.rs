@@ -19,3 +19,14 @@ pub const PING_INTERVAL_MS: u64 = 1_000;
 /// reply_slots.rs); more wait for a slot. Above what a mount's FUSE threads and its
 /// background closes (CLOSES_IN_FLIGHT_MAX in weft-fuse) keep in flight together.
 pub const MUTATIONS_IN_FLIGHT_MAX: usize = 1024;
+
+// ---- Lock callbacks and cancels (locks/mod.rs)
+
+/// Most lock handles in one Cancel request.
+pub const CANCEL_BATCH_MAX: usize = 1024;
+/// How long a callback waits for the kernel to drop the pages of a lock before it answers
+/// anyway (see `revoke` in locks/mod.rs).
+pub const DROP_BEFORE_ANSWER_MS: u64 = 200;
+/// How long a callback for a lock this client does not know waits for replies in flight
+/// (a blocking callback can overtake the reply that grants the lock it is about).
+pub const UNKNOWN_LOCK_WAIT_MS: u64 = 1_000;

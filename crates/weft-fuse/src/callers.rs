@@ -3,15 +3,15 @@
 //!
 //! Reading `/proc/PID/status` costs about ten system calls, and a single `open(O_CREAT)`
 //! makes the kernel send several requests from the same process: what is read for one
-//! process is therefore kept per (pid, uid, gid) for [`CALLER_CACHE_TTL`], in a bounded
+//! process is therefore kept per (pid, uid, gid) for [`CALLER_CACHE_TTL_MS`], in a bounded
 //! table. Root needs no groups (the MDS grants root everything the groups could), and a
 //! jobid that does not depend on the process is made once.
 
 use crate::jobid::{JobidScheme, ProcessFacts};
-use crate::limits::{CALLER_CACHE_ENTRIES_MAX, CALLER_CACHE_TTL, GROUPS_MAX};
+use crate::limits::{CALLER_CACHE_ENTRIES_MAX, CALLER_CACHE_TTL_MS, GROUPS_MAX};
 use std::collections::HashMap;
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 use weft_proto::msg::{Caller, Identity};
 
 /// The groups on the `Groups:` line of a `/proc/PID/status` text; empty when absent.
@@ -81,7 +81,7 @@ impl Callers {
         {
             let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
             if let Some((at, caller)) = cache.get(&key) {
-                if now.duration_since(*at) < CALLER_CACHE_TTL {
+                if now.duration_since(*at) < Duration::from_millis(CALLER_CACHE_TTL_MS) {
                     return caller.clone();
                 }
             }
@@ -176,7 +176,7 @@ mod tests {
     fn an_entry_older_than_the_ttl_is_read_again() {
         let callers = Callers::new(JobidScheme::default());
         let pid = std::process::id();
-        let stale = Instant::now() - CALLER_CACHE_TTL - Duration::from_millis(10);
+        let stale = Instant::now() - Duration::from_millis(CALLER_CACHE_TTL_MS) - Duration::from_millis(10);
         let old = Caller::new(Identity { uid: 1, gid: 2, groups: vec![424242] }, "old");
         callers.cache.lock().unwrap().insert((pid, 1, 2), (stale, old));
         let status = std::fs::read_to_string("/proc/self/status").unwrap();

@@ -3,7 +3,7 @@
 //! mount hands the kernel.
 //!
 //! * While the client holds an inode-bit lock on an inode, the kernel may keep its name and
-//!   attributes for [`LOCKED_TTL`]; when the lock goes, [`MountHooks::drop_inode`] tells the
+//!   attributes for [`LOCKED_TTL_S`]; when the lock goes, [`MountHooks::drop_inode`] tells the
 //!   kernel to forget them (FUSE_NOTIFY_INVAL_INODE for attributes, FUSE_NOTIFY_INVAL_ENTRY
 //!   for each name this mount handed out for the inode). Without a lock: TTL 0.
 //! * A regular file whose size the MDS does not know (a writer has it open somewhere) gets
@@ -17,7 +17,7 @@
 //! that a read in flight holds locked, and that read may wait for a lock this very callback
 //! gives back.
 
-use crate::limits::{ALIASES_PER_INODE_MAX, LOCKED_TTL};
+use crate::limits::{ALIASES_PER_INODE_MAX, LOCKED_TTL_S};
 use crate::writeback::WriteBehind;
 use fuser::{INodeNo, Notifier};
 use futures::future::BoxFuture;
@@ -157,7 +157,7 @@ pub(crate) fn ttl_for(client: &weft_client::Client, inode: &InodeInfo) -> Durati
     if inode.attr.kind == FileType::Regular && !inode.attr.size_known {
         return Duration::ZERO;
     }
-    LOCKED_TTL
+    Duration::from_secs(LOCKED_TTL_S)
 }
 
 /// After answering the kernel: if the lock went meanwhile, its callback may have

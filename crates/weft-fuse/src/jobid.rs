@@ -2,12 +2,11 @@
 //! and `jobid_name` say. Pure logic over what is known of the process; [`crate::callers`]
 //! reads those facts from /proc and keeps the answers.
 
+use crate::limits::JOBID_BYTES_MAX;
 use std::fmt::Write;
 
 /// The default `jobid_name`: the process name and its uid (`dd.0`).
 pub const JOBID_NAME_DEFAULT: &str = "%e.%u";
-/// Longest jobid kept (Lustre's LUSTRE_JOBID_SIZE less its NUL).
-pub const JOBID_BYTES_MAX: usize = 31;
 
 /// Lustre's `jobid_var`: where a process's jobid comes from.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -39,7 +39,9 @@ pub use fuser::BackgroundSession;
 pub use jobid::{JobidScheme, JobidVar};
 pub use xattr::VIRTUAL_PREFIX;
 
-use limits::{MOUNT_APPEAR_WAIT_MS, READ_AHEAD_KB, WRITE_BYTES_MAX};
+use limits::{
+    ATTR_TTL_MS_DEFAULT, MOUNT_APPEAR_POLL_MS, MOUNT_APPEAR_WAIT_MS, READ_AHEAD_KB, THREADS_DEFAULT, WRITE_BYTES_MAX,
+};
 
 use std::path::Path;
 use std::sync::Arc;
@@ -83,8 +85,8 @@ pub fn uring_offered() -> Option<bool> {
 impl Default for MountOptions {
     fn default() -> Self {
         MountOptions {
-            threads: 2,
-            attr_ttl: Duration::from_secs(1),
+            threads: THREADS_DEFAULT,
+            attr_ttl: Duration::from_millis(ATTR_TTL_MS_DEFAULT),
             allow_other: true,
             fsname: "weft".to_string(),
             max_write_bytes: WRITE_BYTES_MAX,
@@ -165,7 +167,7 @@ pub fn mount_foreground(
     std::thread::spawn(move || {
         let start = std::time::Instant::now();
         while mount_device(&tuned).is_none() && start.elapsed() < Duration::from_millis(MOUNT_APPEAR_WAIT_MS) {
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(MOUNT_APPEAR_POLL_MS));
         }
         tune_readahead(&tuned);
     });

@@ -1,7 +1,5 @@
 //! Every bound of the mount in one place, the unit last in each name.
 
-use std::time::Duration;
-
 // ---- The kernel connection
 
 /// Largest write the kernel sends in one request, unless the mount options say otherwise.
@@ -15,8 +13,13 @@ pub const READAHEAD_BYTES_MAX: u32 = 1024 * 1024;
 pub const READ_AHEAD_KB: u32 = 4096;
 /// Background requests (readahead, async reads) the kernel may keep queued.
 pub const KERNEL_BACKGROUND_REQUESTS_MAX: u16 = 64;
+/// FUSE worker threads, unless the mount options say otherwise; each serves one kernel
+/// request at a time.
+pub const THREADS_DEFAULT: usize = 2;
 /// How long a foreground mount waits for the kernel to show the mount before tuning it.
 pub const MOUNT_APPEAR_WAIT_MS: u64 = 10_000;
+/// How often a foreground mount looks for the mount while it waits for it to appear.
+pub const MOUNT_APPEAR_POLL_MS: u64 = 20;
 /// How long unmount waits to close the handles still open.
 pub const UNMOUNT_CLOSE_TIMEOUT_MS: u64 = 5_000;
 
@@ -29,17 +32,21 @@ pub const CLOSES_IN_FLIGHT_MAX: u32 = 256;
 pub const HELD_REQUESTS_MAX: usize = 1024;
 /// F_SETLKW asks again after this pause, doubling up to the max.
 pub const FLOCK_RETRY_MS_MIN: u64 = 5;
+/// Longest pause between two tries of an F_SETLKW.
 pub const FLOCK_RETRY_MS_MAX: u64 = 200;
 
 // ---- Caches
 
+/// How long the kernel trusts attributes and directory entries, unless the mount options say
+/// otherwise. Without the lock manager this is how stale another client's changes may look.
+pub const ATTR_TTL_MS_DEFAULT: u64 = 1_000;
 /// Bytes written to the kernel but not yet acknowledged by the OSTs, for the whole mount.
 pub const DIRTY_BYTES_MAX: u32 = 64 << 20;
 /// Writer processes remembered per file; past this every flush of the file waits.
 pub const WRITER_PIDS_MAX: usize = 16;
 /// How long the kernel may keep what a held lock guards. The lock's callback ends it
 /// sooner; this only bounds how long a name stays cached if a callback were ever lost.
-pub const LOCKED_TTL: Duration = Duration::from_secs(3600);
+pub const LOCKED_TTL_S: u64 = 3600;
 /// Names remembered per inode for invalidation; past this the inode's later names are
 /// handed out uncached (TTL 0).
 pub const ALIASES_PER_INODE_MAX: usize = 8;
@@ -52,8 +59,10 @@ pub const OPEN_STRIPES: usize = 64;
 /// setgroups(2) without changing its uid or gid is seen with its old groups by the MDS's
 /// checks for at most this long (the kernel's own checks, `default_permissions`, see the new
 /// ones at once), and one that execs keeps its old jobid as long.
-pub const CALLER_CACHE_TTL: Duration = Duration::from_secs(1);
+pub const CALLER_CACHE_TTL_MS: u64 = 1_000;
 /// Processes remembered at once; the cache starts over when it is full.
 pub const CALLER_CACHE_ENTRIES_MAX: usize = 4096;
 /// Most supplementary groups taken from a process (as Linux's NGROUPS_MAX).
 pub const GROUPS_MAX: usize = 65_536;
+/// Longest jobid kept (Lustre's LUSTRE_JOBID_SIZE less its NUL).
+pub const JOBID_BYTES_MAX: usize = 31;

@@ -9,15 +9,10 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 use weft_proto::msg::*;
 
-/// The lock callback timeout of test clusters: short, so that a test of a dead client's
-/// eviction runs in seconds, yet far above what a live client takes to answer.
-pub const LOCK_TIMEOUT_MS: u64 = 4_000;
-/// How long a server or mount may take to come up before the test fails.
-pub const START_TIMEOUT_S: u64 = 30;
-/// How long a stopped process may take to exit before it is killed.
-pub const STOP_TIMEOUT_S: u64 = 10;
-/// How long one question to the management service may take (the cluster map).
-pub const MGS_ANSWER_MS_MAX: u64 = 2_000;
+pub mod limits;
+
+pub use limits::{LOCK_TIMEOUT_MS, MGS_ANSWER_MS_MAX, START_TIMEOUT_S, STOP_TIMEOUT_S};
+use limits::{MOUNT_REQUEST_TIMEOUT_S, POLL_MS, TARGETS_UP_POLL_MS};
 
 /// One server process: its roles and its address.
 #[derive(Debug, Clone)]
@@ -172,7 +167,7 @@ impl Cluster {
             if start.elapsed() > Duration::from_secs(START_TIMEOUT_S) {
                 panic!("cluster did not come up:\n{}", self.log_tails());
             }
-            std::thread::sleep(Duration::from_millis(50));
+            std::thread::sleep(Duration::from_millis(TARGETS_UP_POLL_MS));
         }
     }
 
@@ -186,7 +181,7 @@ impl Cluster {
 
     /// Mounts the file system in a separate `weft mount` process; returns the mount point.
     pub fn mount(&mut self) -> PathBuf {
-        self.mount_with("timeout=60")
+        self.mount_with(&format!("timeout={MOUNT_REQUEST_TIMEOUT_S}"))
     }
 
     pub fn mount_with(&mut self, options: &str) -> PathBuf {
@@ -216,7 +211,7 @@ impl Cluster {
                 "mount did not appear:\n{}",
                 tail(&m.log, 30)
             );
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(POLL_MS));
         }
         path
     }
@@ -245,7 +240,7 @@ impl Cluster {
                 m.child = None;
                 return Some(status);
             }
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(POLL_MS));
         }
         None
     }
@@ -283,7 +278,7 @@ impl Cluster {
                 return;
             }
             check_alive(s);
-            std::thread::sleep(Duration::from_millis(20));
+            std::thread::sleep(Duration::from_millis(POLL_MS));
         }
         panic!("{name} did not listen on {} within {START_TIMEOUT_S} s:\n{}", s.address, tail(&s.log, 30));
     }
@@ -308,7 +303,7 @@ impl Mount {
         if let Some(mut c) = self.child.take() {
             let start = Instant::now();
             while c.try_wait().ok().flatten().is_none() && start.elapsed() < Duration::from_secs(STOP_TIMEOUT_S) {
-                std::thread::sleep(Duration::from_millis(20));
+                std::thread::sleep(Duration::from_millis(POLL_MS));
             }
             let _ = c.kill();
             let _ = c.wait();
@@ -330,7 +325,7 @@ impl Drop for Cluster {
                 unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
                 let start = Instant::now();
                 while c.try_wait().ok().flatten().is_none() && start.elapsed() < Duration::from_secs(STOP_TIMEOUT_S) {
-                    std::thread::sleep(Duration::from_millis(20));
+                    std::thread::sleep(Duration::from_millis(POLL_MS));
                 }
                 let _ = c.kill();
                 let _ = c.wait();

@@ -21,6 +21,7 @@
 //! A torn or corrupt record ends the replay: it can only be the last one, written when the
 //! process died inside write(2), and no caller was answered for it.
 
+use crate::limits::RECORD_BYTES_MAX;
 use crate::storage::JournalStore;
 use serde::{Deserialize, Serialize};
 use std::sync::Arc;
@@ -28,8 +29,6 @@ use weft_proto::{WeftError, WeftResult};
 
 const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"WJR1");
 const RECORD_HEADER_BYTES: usize = 20;
-/// Largest record replay accepts: a batch of COMMIT_BATCH_OPS_MAX mutations stays far below.
-const RECORD_BYTES_MAX: u32 = 256 << 20;
 pub const JOURNAL_FILE_NAME: &str = "journal";
 
 /// One key-value write of a batch.

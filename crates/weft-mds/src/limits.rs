@@ -2,6 +2,15 @@
 
 /// Most mutations applied in one batch (one journal record).
 pub const COMMIT_BATCH_OPS_MAX: usize = 128;
+/// Batches an inline committer commits at most before it leaves the rest to the writer
+/// thread (it has its own request to answer).
+pub const INLINE_BATCHES_MAX: usize = 2;
+/// Largest journal record replay accepts: a batch of [`COMMIT_BATCH_OPS_MAX`] mutations
+/// stays far below.
+pub const RECORD_BYTES_MAX: u32 = 256 << 20;
+/// How often a change starts over because a name moved under it before giving up the race
+/// and running with the locks it has (the writer then decides on what it finds).
+pub const RELOOKUP_ROUNDS_MAX: usize = 8;
 /// Replies older than this are pruned from the reply cache (clients resend well before).
 pub const REPLY_CACHE_AGE_SECS_MAX: u64 = 10 * 60;
 /// Most reply-cache entries removed by one pruning pass (bounded work per commit).

@@ -16,6 +16,7 @@
 //! in one ordered `enqueue_many` (no deadlock between two changes), and the lookups are
 //! checked again under the locks: a name that moved meanwhile makes the change start over.
 
+use crate::limits::RELOOKUP_ROUNDS_MAX;
 use crate::Mds;
 use std::sync::Arc;
 use weft_dlm::namespace::Namespace;
@@ -26,10 +27,6 @@ use weft_proto::{Fid, WeftResult};
 
 /// What a client may cache about an inode it was told about.
 pub const INTENT_BITS: u8 = bits::LOOKUP | bits::UPDATE | bits::LAYOUT;
-
-/// How often a change starts over because a name moved under it before giving up the race
-/// and running with the locks it has (the writer then decides on what it finds).
-const RELOOKUP_ROUNDS_MAX: usize = 8;
 
 pub async fn handle(
     mds: &Mds,

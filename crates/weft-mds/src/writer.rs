@@ -15,7 +15,7 @@
 //! transaction, recording the journal's last record in it, and empties the journal.
 
 use crate::journal;
-use crate::limits::COMMIT_BATCH_OPS_MAX;
+use crate::limits::{COMMIT_BATCH_OPS_MAX, INLINE_BATCHES_MAX};
 use crate::objects::Reservation;
 use crate::open_files::Undo;
 use crate::ops::OpCtx;
@@ -102,10 +102,6 @@ struct QueueState {
     jobs: VecDeque<Job>,
     closed: bool,
 }
-
-/// Batches an inline committer commits at most before it leaves the rest to the writer
-/// thread (it has its own request to answer).
-const INLINE_BATCHES_MAX: usize = 2;
 
 impl Queue {
     /// The queue of `core`'s MDT and its writer thread.

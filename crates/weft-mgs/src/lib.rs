@@ -9,13 +9,11 @@
 //! The rules live in [`rules`] as pure functions; this file only serializes updates,
 //! persists and publishes. No networking here: weft-server wires [`Mgs::handle`] to it.
 
+pub mod limits;
 pub mod rules;
 pub mod store;
 
-/// Longest a WatchMap waits for a change before it answers Unchanged: the follower asks
-/// again at once, so this bounds only how long a request stays in flight.
-pub const WATCH_WAIT_MS_MAX: u64 = 30_000;
-
+use crate::limits::WATCH_WAIT_MS_MAX;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;

@@ -5,15 +5,7 @@
 use weft_proto::msg::{ClusterMap, TargetInfo, TargetKind, TargetState};
 use weft_proto::{WeftError, WeftResult};
 
-/// Most targets (MDTs and OSTs together) in one map. Bounds the map's size on the wire: at
-/// about 40 bytes a target, the map stays far below the message limit.
-pub const TARGETS_MAX: usize = 65_536;
-/// Longest target address (`host:port`).
-pub const ADDRESS_BYTES_MAX: usize = 255;
-/// Longest pool name, as Lustre's LOV_MAXPOOLNAME.
-pub const POOL_NAME_BYTES_MAX: usize = 15;
-/// Most pools in one file system.
-pub const POOLS_MAX: usize = 1024;
+use crate::limits::{ADDRESS_BYTES_MAX, POOLS_MAX, POOL_NAME_BYTES_MAX, TARGETS_MAX};
 
 /// Adds a target, or moves a known one to a new address; either way it is Up afterwards.
 pub fn register(map: &mut ClusterMap, target: &TargetInfo) -> WeftResult<bool> {

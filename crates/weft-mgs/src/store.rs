@@ -9,6 +9,7 @@
 //! a reply to a mutation is sent only after this returns, so an acknowledged registration
 //! survives a crash, and a crash mid-write leaves the previous map intact.
 
+use crate::limits::MAP_FILE_BYTES_MAX;
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Write};
@@ -19,8 +20,6 @@ use weft_proto::{WeftError, WeftResult};
 pub const MAP_FILE_NAME: &str = "cluster-map.json";
 /// The layout of `cluster-map.json`; bump it with a compatibility note when it changes.
 pub const MAP_FORMAT_VERSION: u32 = 1;
-/// Largest map file read at open (a full map of `TARGETS_MAX` targets is a few MiB).
-pub const MAP_FILE_BYTES_MAX: u64 = 64 * 1024 * 1024;
 
 #[derive(Serialize, Deserialize)]
 struct MapFile {

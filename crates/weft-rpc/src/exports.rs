@@ -13,12 +13,13 @@
 //!   new route when the connection dies before the answer, all within one timeout: the lock
 //!   manager evicts a client that does not answer in time.
 //! * **Eviction.** [`Exports::evict`] remembers the client id (the most recent
-//!   [`EVICTED_REMEMBERED`]) and forgets its route. The server pipeline then answers every
+//!   [`EVICTED_REMEMBERED_MAX`]) and forgets its route. The server pipeline then answers every
 //!   request of that client except Ping with [`ErrorCode::Evicted`], without executing it; the
 //!   client must come back as a new client instance (a new id).
 
 use crate::callback::CallbackHandler;
 use crate::frame::write_frame;
+use crate::limits::{EVICTED_REMEMBERED_MAX, ROUTE_POLL_MS};
 use bytes::Bytes;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,13 +31,6 @@ use tokio::time::Instant;
 use weft_proto::lock::{CallbackAnswer, CallbackRequest};
 use weft_proto::wire::{encode_message, FrameKind};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
-
-/// How many evicted client ids a server remembers (the most recent ones).
-pub const EVICTED_REMEMBERED: usize = 65536;
-
-/// How often a callback waiting for a route looks for an in-process client (TCP routes wake
-/// it at once).
-const ROUTE_POLL: Duration = Duration::from_millis(20);
 
 /// The link id of in-process callbacks.
 const LOCAL_LINK: u64 = 0;
@@ -179,7 +173,7 @@ impl Exports {
                 }
                 tokio::select! {
                     _ = &mut changed => {}
-                    _ = tokio::time::sleep_until(deadline.min(now + ROUTE_POLL)) => {}
+                    _ = tokio::time::sleep_until(deadline.min(now + Duration::from_millis(ROUTE_POLL_MS))) => {}
                 }
                 continue;
             };
@@ -240,7 +234,7 @@ impl Exports {
 
     /// Evicts `client_id`: from now on its requests, except Ping, are answered with
     /// [`ErrorCode::Evicted`] and it cannot be called back (callbacks waiting for it fail);
-    /// its route is forgotten. Only the most recent [`EVICTED_REMEMBERED`] evictions are
+    /// its route is forgotten. Only the most recent [`EVICTED_REMEMBERED_MAX`] evictions are
     /// remembered. The anonymous client id 0 cannot be evicted.
     pub fn evict(&self, client_id: u64, reason: String) {
         if client_id == 0 {
@@ -251,7 +245,7 @@ impl Exports {
             let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
             if state.evicted.insert(client_id, reason).is_none() {
                 state.evicted_order.push_back(client_id);
-                while state.evicted_order.len() > EVICTED_REMEMBERED {
+                while state.evicted_order.len() > EVICTED_REMEMBERED_MAX {
                     if let Some(old) = state.evicted_order.pop_front() {
                         state.evicted.remove(&old);
                     }
@@ -274,7 +268,7 @@ impl Exports {
         self.changed.notify_waiters();
     }
 
-    /// Whether `client_id` was evicted (among the most recent [`EVICTED_REMEMBERED`]).
+    /// Whether `client_id` was evicted (among the most recent [`EVICTED_REMEMBERED_MAX`]).
     pub fn is_evicted(&self, client_id: u64) -> bool {
         self.any_evicted.load(Ordering::Acquire)
             && self.state.read().unwrap_or_else(|p| p.into_inner()).evicted.contains_key(&client_id)

@@ -13,6 +13,7 @@
 //!   dropped when its address leaves the map, so connections follow the servers a process
 //!   talks to, never the number of targets.
 
+use crate::limits::{WATCH_ANSWER_MARGIN_MS, WATCH_RETRY_MS_MAX, WATCH_RETRY_MS_MIN, WATCH_WAIT_MS};
 use crate::peer::{Peer, PeerOptions};
 use bytes::Bytes;
 use std::collections::{HashMap, HashSet};
@@ -21,14 +22,6 @@ use std::time::Duration;
 use tokio::sync::{watch, Notify};
 use weft_proto::msg::{mgs, ClusterMap, MgsReply, RequestHeader, TargetInfo, TargetKind, TargetState};
 use weft_proto::WeftResult;
-
-/// How long one WatchMap waits at the MGS for a change.
-pub const WATCH_WAIT_MS: u32 = 25_000;
-/// More than the wait, for the answer to come back.
-const WATCH_ANSWER_MARGIN_MS: u64 = 5_000;
-/// Pause after a failed watch (the MGS restarting), doubling up to the max.
-const WATCH_RETRY_MS_MIN: u64 = 200;
-const WATCH_RETRY_MS_MAX: u64 = 5_000;
 
 /// The map, straight from the MGS at `peer`, within `timeout`.
 pub async fn fetch_map(peer: &Peer, timeout: Duration) -> WeftResult<ClusterMap> {

@@ -26,6 +26,9 @@
 
 use crate::callback::CallbackHandler;
 use crate::frame::{read_frame, write_frame};
+use crate::limits::{
+    CONNECT_TIMEOUT_MS_DEFAULT, RECONNECT_BACKOFF_MS_MAX, RECONNECT_BACKOFF_MS_MIN, REQUEST_TIMEOUT_S_DEFAULT,
+};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -58,8 +61,8 @@ pub struct PeerOptions {
 impl Default for PeerOptions {
     fn default() -> Self {
         PeerOptions {
-            connect_timeout: Duration::from_secs(5),
-            request_timeout: Duration::from_secs(100),
+            connect_timeout: Duration::from_millis(CONNECT_TIMEOUT_MS_DEFAULT),
+            request_timeout: Duration::from_secs(REQUEST_TIMEOUT_S_DEFAULT),
             client_id: 0,
             callbacks: None,
         }
@@ -76,10 +79,6 @@ impl std::fmt::Debug for PeerOptions {
             .finish()
     }
 }
-
-/// Pause between reconnection attempts, doubling up to the max.
-const RECONNECT_BACKOFF_MS_MIN: u64 = 50;
-const RECONNECT_BACKOFF_MS_MAX: u64 = 1000;
 
 type Waiter = oneshot::Sender<WeftResult<(Vec<u8>, Bytes, bool)>>;
 

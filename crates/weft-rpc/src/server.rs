@@ -27,6 +27,7 @@ use crate::account::Account;
 use crate::authorize::Authorize;
 use crate::exports::Exports;
 use crate::frame::{read_frame, write_frame};
+use crate::limits::ACCEPT_ERROR_PAUSE_MS;
 use crate::pipeline::Pipeline;
 use crate::schedule::{Run, Schedulers};
 use crate::stats::Stats;
@@ -217,7 +218,7 @@ impl Server {
                     Err(e) => {
                         // Out of file descriptors and the like: pause instead of spinning.
                         tracing::warn!("accept failed: {e}");
-                        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+                        tokio::time::sleep(std::time::Duration::from_millis(ACCEPT_ERROR_PAUSE_MS)).await;
                     }
                 }
             }

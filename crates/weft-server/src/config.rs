@@ -15,6 +15,7 @@
 //! osts = [0, 7]      # OST indices served here; sparse is fine; each in data_dir/ost<index hex>
 //! ```
 
+use crate::limits::FSNAME_BYTES_MAX;
 use serde::{Deserialize, Serialize};
 use std::path::PathBuf;
 
@@ -38,9 +39,8 @@ pub struct ServerConfig {
     pub lock_timeout_ms: u64,
 }
 
-/// Lustre's default lock callback timeout is of this order; a client that is alive answers
-/// in milliseconds, so this bounds how long a dead client can hold up the others.
-pub const LOCK_TIMEOUT_MS_DEFAULT: u64 = 20_000;
+/// The default of `lock_timeout_ms` (kept with the other bounds in [`crate::limits`]).
+pub use crate::limits::LOCK_TIMEOUT_MS_DEFAULT;
 
 fn default_lock_timeout_ms() -> u64 {
     LOCK_TIMEOUT_MS_DEFAULT
@@ -61,9 +61,6 @@ pub struct MdsRole {
 pub struct OssRole {
     pub osts: Vec<u32>,
 }
-
-/// A file system name becomes part of target names (`weft-OST0001`): Lustre's rule.
-const FSNAME_BYTES_MAX: usize = 8;
 
 impl ServerConfig {
     pub fn load(path: &std::path::Path) -> anyhow::Result<ServerConfig> {

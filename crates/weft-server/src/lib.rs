@@ -18,12 +18,14 @@
 //! (`weft_rpc::map::MapFollower`).
 
 pub mod config;
+pub mod limits;
 mod locks;
 mod router;
 mod targets;
 
 pub use config::ServerConfig;
 
+use crate::limits::LOCK_RECOVERY_MS;
 use anyhow::Context;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -34,10 +36,6 @@ use weft_oss::{Oss, OssConfig, OstConfig};
 use weft_proto::msg::*;
 use weft_rpc::map::MapFollower;
 use weft_rpc::{Peer, PeerOptions, Server, ServerLimits};
-
-/// After a restart, how long no lock is granted: clients ping every second and drop what
-/// they cached under a restarted server's locks when they notice (weft-client's pinger).
-const LOCK_RECOVERY_MS: u64 = 5_000;
 
 /// A running server process: its address and the services it hosts.
 pub struct RunningServer {

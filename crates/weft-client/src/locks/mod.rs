@@ -24,6 +24,7 @@
 
 mod table;
 
+use crate::limits::{CANCEL_BATCH_MAX, DROP_BEFORE_ANSWER_MS, UNKNOWN_LOCK_WAIT_MS};
 use crate::Client;
 use futures::future::BoxFuture;
 use std::collections::HashMap;
@@ -74,14 +75,6 @@ impl Drop for GrantTicket<'_> {
         self.cache.landed.notify_waiters();
     }
 }
-
-/// Most handles in one Cancel request.
-const CANCEL_BATCH_MAX: usize = 1024;
-/// How long a callback waits for the kernel to drop the pages of a lock before it answers
-/// anyway (see `revoke`).
-const DROP_BEFORE_ANSWER_MS: u64 = 200;
-/// How long a callback for a lock this client does not know waits for replies in flight.
-const UNKNOWN_LOCK_WAIT_MS: u64 = 1_000;
 
 /// The locks one client holds.
 pub struct LockCache {

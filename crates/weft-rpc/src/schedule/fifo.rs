@@ -6,7 +6,7 @@
 //!   streams an eighth of all CPU went to that spinning). Waiting for a turn here is asleep,
 //!   and turns are short: the data only lands in the page cache. A write with a sync, which
 //!   waits for the disk, takes no turn.
-//! * **Small object I/O runs inline** (reads and writes up to [`INLINE_IO_BYTES_MAX`],
+//! * **Small object I/O runs inline** (reads and writes up to [`crate::limits::INLINE_IO_BYTES_MAX`],
 //!   getattr, the local path of an object): it lands in or comes from the page cache in
 //!   microseconds, less than the two thread hand-offs of the blocking pool (measured: with
 //!   47,008-byte writes most of the server's time went to context switches). A cold small
@@ -18,13 +18,11 @@
 //!   per mutation); otherwise the MDT's writer thread commits it (see weft-mds's writer.rs).
 
 use super::{Admission, Grant, Policy, RequestInfo, Run};
+use crate::limits::INLINE_IO_BYTES_MAX;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
 use weft_proto::msg::{OstRequest, RequestBody, Service};
-
-/// Object reads and writes up to this size run inline.
-pub const INLINE_IO_BYTES_MAX: u64 = 256 * 1024;
 
 #[derive(Default)]
 pub struct Fifo {

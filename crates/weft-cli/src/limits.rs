@@ -1,0 +1,33 @@
+//! Every bound of the `weft` command in one place, the unit last in each name (before MAX or
+//! DEFAULT). Defaults the command shares with the libraries (request and connect timeouts,
+//! attribute TTL, FUSE threads, write size) are theirs: `weft_rpc::limits` and
+//! `weft_fuse::limits`.
+
+// ---- weft mount
+
+/// The port the management service listens on when an address gives none.
+pub const MGS_PORT_DEFAULT: u16 = 9800;
+/// Most FUSE threads the `threads=N` mount option accepts.
+pub const MOUNT_THREADS_MAX: usize = 64;
+/// Longest `weft mount` (without `-f`) waits for its background process to show the mount;
+/// a shorter `timeout=` mount option shortens it.
+pub const MOUNT_READY_TIMEOUT_S_MAX: u64 = 30;
+/// How often a command waiting for its background process to be ready (`weft mount`,
+/// `weft up --detach`) looks again.
+pub const READY_POLL_MS: u64 = 50;
+
+// ---- weft up, down, status
+
+/// How long `weft up --detach` waits for the background file system to be mounted.
+pub const UP_READY_TIMEOUT_S: u64 = 60;
+/// How often a running `weft up` checks whether its mount went away (someone ran umount),
+/// between signals.
+pub const UNMOUNT_CHECK_INTERVAL_MS: u64 = 500;
+/// How long `weft down` waits for a clean stop before it kills.
+pub const DOWN_WAIT_S: u64 = 30;
+/// How often `weft down` looks whether the process it stopped has exited.
+pub const DOWN_POLL_MS: u64 = 50;
+/// How long `weft down` pauses after a SIGKILL before it unmounts what is left.
+pub const DOWN_KILL_SETTLE_MS: u64 = 200;
+/// How long `weft status` waits for the management service.
+pub const STATUS_MGS_TIMEOUT_S: u64 = 5;

@@ -1,0 +1,18 @@
+//! Every bound of the management service in one place, the unit last in each name (before
+//! MIN or MAX). Format constants (the map file's name and format version) stay in
+//! [`crate::store`].
+
+/// Longest a WatchMap waits for a change before it answers Unchanged: the follower asks
+/// again at once, so this bounds only how long a request stays in flight.
+pub const WATCH_WAIT_MS_MAX: u64 = 30_000;
+/// Largest map file read at open (a full map of [`TARGETS_MAX`] targets is a few MiB).
+pub const MAP_FILE_BYTES_MAX: u64 = 64 * 1024 * 1024;
+/// Most targets (MDTs and OSTs together) in one map. Bounds the map's size on the wire: at
+/// about 40 bytes a target, the map stays far below the message limit.
+pub const TARGETS_MAX: usize = 65_536;
+/// Longest target address (`host:port`).
+pub const ADDRESS_BYTES_MAX: usize = 255;
+/// Longest pool name, as Lustre's LOV_MAXPOOLNAME.
+pub const POOL_NAME_BYTES_MAX: usize = 15;
+/// Most pools in one file system.
+pub const POOLS_MAX: usize = 1024;

@@ -1,0 +1,48 @@
+//! Every bound of the transport in one place, the unit last in each name (before MIN, MAX or
+//! DEFAULT). Protocol-wide bounds (frame sizes, requests in flight on a connection) live in
+//! [`weft_proto::limits`].
+
+// ---- Peers (the client side)
+
+/// How long one connection attempt may take, unless [`crate::PeerOptions`] say otherwise.
+pub const CONNECT_TIMEOUT_MS_DEFAULT: u64 = 5_000;
+/// How long a request may wait and resend, across reconnects, before it fails, unless
+/// [`crate::PeerOptions`] say otherwise: the time a server has to restart before its
+/// clients' requests fail (EIO on a mount).
+pub const REQUEST_TIMEOUT_S_DEFAULT: u64 = 100;
+/// First pause between reconnection attempts (and resends); doubled per failure up to the
+/// max.
+pub const RECONNECT_BACKOFF_MS_MIN: u64 = 50;
+/// Longest pause between reconnection attempts (and resends).
+pub const RECONNECT_BACKOFF_MS_MAX: u64 = 1000;
+
+// ---- Following the cluster map
+
+/// How long one WatchMap waits at the MGS for a change (the MGS caps it at its own
+/// `WATCH_WAIT_MS_MAX`).
+pub const WATCH_WAIT_MS: u32 = 25_000;
+/// More than the wait, for the answer to come back: a WatchMap fails after
+/// `WATCH_WAIT_MS + WATCH_ANSWER_MARGIN_MS`.
+pub const WATCH_ANSWER_MARGIN_MS: u64 = 5_000;
+/// Pause after a failed watch (the MGS restarting), doubling up to the max.
+pub const WATCH_RETRY_MS_MIN: u64 = 200;
+/// Longest pause between failed watches.
+pub const WATCH_RETRY_MS_MAX: u64 = 5_000;
+
+// ---- Servers
+
+/// How many evicted client ids a server remembers (the most recent ones).
+pub const EVICTED_REMEMBERED_MAX: usize = 65536;
+/// How often a callback waiting for a route looks for an in-process client (TCP routes wake
+/// it at once).
+pub const ROUTE_POLL_MS: u64 = 20;
+/// Pause after a failed accept (out of file descriptors and the like) instead of spinning.
+pub const ACCEPT_ERROR_PAUSE_MS: u64 = 100;
+
+// ---- Scheduling (the FIFO policy, see [`crate::schedule::fifo`])
+
+/// Object reads and writes up to this size run inline on the runtime thread instead of
+/// being offloaded to the blocking pool: they land in or come from the page cache in
+/// microseconds, less than the two thread hand-offs of the blocking pool (measured: with
+/// 47,008-byte writes most of the server's time went to context switches).
+pub const INLINE_IO_BYTES_MAX: u64 = 256 * 1024;

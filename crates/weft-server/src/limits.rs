@@ -1,0 +1,14 @@
+//! Every bound of the server process in one place, the unit last in each name (before MAX
+//! or DEFAULT).
+
+/// How long a client may take to answer a lock callback before it is evicted, unless the
+/// config file's `lock_timeout_ms` says otherwise. Lustre's default lock callback timeout is
+/// of this order; a client that is alive answers in milliseconds, so this bounds how long a
+/// dead client can hold up the others.
+pub const LOCK_TIMEOUT_MS_DEFAULT: u64 = 20_000;
+/// After a restart, how long no lock is granted: clients ping every second and drop what
+/// they cached under a restarted server's locks when they notice (weft-client's pinger).
+pub const LOCK_RECOVERY_MS: u64 = 5_000;
+/// Longest file system name. It becomes part of target names (`weft-OST0001`): Lustre's
+/// rule.
+pub const FSNAME_BYTES_MAX: usize = 8;

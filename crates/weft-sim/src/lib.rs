@@ -9,7 +9,9 @@
 //! * after a power loss, the namespace as it was after some acknowledged change no older
 //!   than the last completed checkpoint (Weft's journal is not synced: a power loss may take
 //!   back the changes since), and every object as of its last acknowledged sync;
-//! * and never an unacknowledged change, nor a half-made one.
+//! * never an unacknowledged change, nor a half-made one;
+//! * and a file made after the restart reads empty: no bytes of a file the crash took back
+//!   (whose object id the MDS hands out again) show through.
 //!
 //! [`run`] plays one seed; the same seed plays the same workload and faults (the services'
 //! background work is done before the workload starts, so it does not move the faults).

@@ -14,7 +14,10 @@
 //! ```
 //!
 //! A receiver checks magic, version and both lengths against [`crate::limits`] before it
-//! reads anything else; a frame that fails is a protocol error and the connection is dropped.
+//! reads anything else; a frame that fails is a [`FrameError`] and the connection is
+//! dropped. A server that gets a frame of another version first answers with a bare header
+//! of its own version (see [`FrameHeader::version_answer`]), so that the client can say
+//! which versions met instead of resending until its timeout.
 
 use crate::error::{WeftError, WeftResult};
 use crate::limits::{BULK_BYTES_MAX, MESSAGE_BYTES_MAX};
@@ -24,6 +27,28 @@ use serde::Serialize;
 pub const MAGIC: u32 = 0x5746_5431;
 pub const PROTOCOL_VERSION: u16 = 5;
 pub const HEADER_BYTES: usize = 32;
+
+/// Why a frame header was refused. Callers tell them apart: a peer that is not Weft, or
+/// speaks another version, will not do better on a resend; a version mismatch is answered.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum FrameError {
+    #[error("bad frame magic {0:#010x}: not a Weft peer")]
+    NotWeft(u32),
+    #[error("the peer speaks Weft protocol version {theirs}, this build speaks {ours}: clients and servers must run the same Weft release")]
+    Version { theirs: u16, ours: u16 },
+    #[error("unknown frame kind {0}")]
+    UnknownKind(u8),
+    #[error("message of {0} bytes exceeds {MESSAGE_BYTES_MAX}")]
+    MessageTooLarge(u32),
+    #[error("bulk of {0} bytes exceeds {BULK_BYTES_MAX}")]
+    BulkTooLarge(u32),
+}
+
+impl From<FrameError> for WeftError {
+    fn from(e: FrameError) -> WeftError {
+        WeftError::protocol(e.to_string())
+    }
+}
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[repr(u8)]
@@ -63,32 +88,30 @@ impl FrameHeader {
         b
     }
 
-    pub fn decode(b: &[u8; HEADER_BYTES]) -> WeftResult<FrameHeader> {
+    pub fn decode(b: &[u8; HEADER_BYTES]) -> Result<FrameHeader, FrameError> {
         let u32_at = |i: usize| u32::from_be_bytes([b[i], b[i + 1], b[i + 2], b[i + 3]]);
         let magic = u32_at(0);
         if magic != MAGIC {
-            return Err(WeftError::protocol(format!("bad frame magic {magic:#010x}: not a Weft peer")));
+            return Err(FrameError::NotWeft(magic));
         }
         let version = u16::from_be_bytes([b[4], b[5]]);
         if version != PROTOCOL_VERSION {
-            return Err(WeftError::protocol(format!(
-                "protocol version {version} is not supported (this build speaks {PROTOCOL_VERSION})"
-            )));
+            return Err(FrameError::Version { theirs: version, ours: PROTOCOL_VERSION });
         }
         let kind = match b[6] {
             0 => FrameKind::Request,
             1 => FrameKind::Reply,
             2 => FrameKind::Callback,
             3 => FrameKind::CallbackReply,
-            k => return Err(WeftError::protocol(format!("unknown frame kind {k}"))),
+            k => return Err(FrameError::UnknownKind(k)),
         };
         let msg_len = u32_at(16);
         let bulk_len = u32_at(20);
         if msg_len > MESSAGE_BYTES_MAX {
-            return Err(WeftError::protocol(format!("message of {msg_len} bytes exceeds {MESSAGE_BYTES_MAX}")));
+            return Err(FrameError::MessageTooLarge(msg_len));
         }
         if bulk_len > BULK_BYTES_MAX {
-            return Err(WeftError::protocol(format!("bulk of {bulk_len} bytes exceeds {BULK_BYTES_MAX}")));
+            return Err(FrameError::BulkTooLarge(bulk_len));
         }
         Ok(FrameHeader {
             kind,
@@ -98,6 +121,15 @@ impl FrameHeader {
             msg_crc: u32_at(24),
             bulk_crc: u32_at(28),
         })
+    }
+}
+
+impl FrameHeader {
+    /// What a server sends to a peer whose frame had another version, before it drops the
+    /// connection: a reply header of this build's version with nothing after it. The peer's
+    /// [`FrameHeader::decode`] refuses it with [`FrameError::Version`], naming both versions.
+    pub fn version_answer() -> [u8; HEADER_BYTES] {
+        FrameHeader { kind: FrameKind::Reply, xid: 0, msg_len: 0, bulk_len: 0, msg_crc: 0, bulk_crc: 0 }.encode()
     }
 }
 
@@ -132,9 +164,20 @@ mod tests {
         assert_eq!(FrameHeader::decode(&h.encode()).unwrap(), h);
         let mut bad = h.encode();
         bad[0] = b'X';
-        assert!(FrameHeader::decode(&bad).is_err());
+        assert!(matches!(FrameHeader::decode(&bad), Err(FrameError::NotWeft(_))));
         let big = FrameHeader { bulk_len: BULK_BYTES_MAX + 1, ..h };
-        assert!(FrameHeader::decode(&big.encode()).unwrap_err().message.contains("exceeds"));
+        assert_eq!(FrameHeader::decode(&big.encode()), Err(FrameError::BulkTooLarge(BULK_BYTES_MAX + 1)));
+        let mut kind = h.encode();
+        kind[6] = 9;
+        assert_eq!(FrameHeader::decode(&kind), Err(FrameError::UnknownKind(9)));
+        // A newer peer's frame: both versions are named.
+        let mut newer = FrameHeader::version_answer();
+        newer[4..6].copy_from_slice(&(PROTOCOL_VERSION + 1).to_be_bytes());
+        let e = FrameHeader::decode(&newer).unwrap_err();
+        assert_eq!(e, FrameError::Version { theirs: PROTOCOL_VERSION + 1, ours: PROTOCOL_VERSION });
+        let text = WeftError::from(e).message;
+        assert!(text.contains(&format!("version {}", PROTOCOL_VERSION + 1)), "{text}");
+        assert!(text.contains(&format!("speaks {PROTOCOL_VERSION}")), "{text}");
     }
 
     #[test]

@@ -3,7 +3,7 @@
 
 use bytes::{Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use weft_proto::wire::{checksum, FrameHeader, FrameKind, HEADER_BYTES};
+use weft_proto::wire::{checksum, FrameError, FrameHeader, FrameKind, HEADER_BYTES};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
 
 pub struct Frame {
@@ -15,22 +15,54 @@ pub struct Frame {
     pub bulk_ok: bool,
 }
 
+/// Why a frame could not be read. The connection is done for either way; what differs is
+/// whether a request may be resent on a new one.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The stream failed or ended inside a frame.
+    Io(std::io::Error),
+    /// The header was refused: the other side is not Weft, speaks another version, or
+    /// breaks the protocol's limits. A resend would meet the same.
+    Frame(FrameError),
+    /// The message's crc32c did not match: damaged on the way.
+    MessageChecksum,
+}
+
+impl ReadError {
+    /// Whether a request may do better on a new connection.
+    pub fn resendable(&self) -> bool {
+        !matches!(self, ReadError::Frame(_))
+    }
+}
+
+impl From<ReadError> for WeftError {
+    /// A failure that a resend may cure is `Io` (the peer resends it); a refused frame is
+    /// `Protocol` (the peer gives up at once).
+    fn from(e: ReadError) -> WeftError {
+        match e {
+            ReadError::Io(e) => transport(e),
+            ReadError::Frame(f) => f.into(),
+            ReadError::MessageChecksum => WeftError::new(ErrorCode::Io, "a message arrived damaged (checksum)"),
+        }
+    }
+}
+
 /// Reads one frame. `Ok(None)` on a clean end of stream before a header.
-pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> WeftResult<Option<Frame>> {
+pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<Frame>, ReadError> {
     let mut hb = [0u8; HEADER_BYTES];
     match r.read_exact(&mut hb).await {
         Ok(_) => {}
         Err(e) if e.kind() == std::io::ErrorKind::UnexpectedEof => return Ok(None),
-        Err(e) => return Err(transport(e)),
+        Err(e) => return Err(ReadError::Io(e)),
     }
-    let header = FrameHeader::decode(&hb)?;
+    let header = FrameHeader::decode(&hb).map_err(ReadError::Frame)?;
     let mut msg = vec![0u8; header.msg_len as usize];
-    r.read_exact(&mut msg).await.map_err(transport)?;
+    r.read_exact(&mut msg).await.map_err(ReadError::Io)?;
     if checksum(&msg) != header.msg_crc {
-        return Err(WeftError::protocol("message checksum mismatch"));
+        return Err(ReadError::MessageChecksum);
     }
     let mut bulk = BytesMut::zeroed(header.bulk_len as usize);
-    r.read_exact(&mut bulk).await.map_err(transport)?;
+    r.read_exact(&mut bulk).await.map_err(ReadError::Io)?;
     let bulk = bulk.freeze();
     let bulk_ok = checksum(&bulk) == header.bulk_crc;
     Ok(Some(Frame { header, msg, bulk, bulk_ok }))

@@ -120,7 +120,11 @@ impl Connection {
                 let frame = match read_frame(&mut reader).await {
                     Ok(Some(f)) => f,
                     Ok(None) => break WeftError::new(ErrorCode::Io, format!("{address} closed the connection")),
-                    Err(e) => break e,
+                    Err(e) => {
+                        let mut e = WeftError::from(e);
+                        e.message = format!("{address}: {}", e.message);
+                        break e;
+                    }
                 };
                 let Some(conn) = weak.upgrade() else { return };
                 match frame.header.kind {
@@ -358,6 +362,9 @@ impl Peer {
                     Err(e) if matches!(e.code, ErrorCode::Checksum | ErrorCode::Again) => last_error = e,
                     Err(e) => return Err(e),
                 },
+                // The server is not Weft, speaks another version, or broke the protocol: a
+                // resend would meet the same (frame.rs's ReadError says which is which).
+                Err(e) if e.code == ErrorCode::Protocol => return Err(e),
                 Err(e) => last_error = e,
             }
             if Instant::now() + Duration::from_millis(backoff_ms) >= deadline {

@@ -26,7 +26,7 @@
 use crate::account::Account;
 use crate::authorize::Authorize;
 use crate::exports::Exports;
-use crate::frame::{read_frame, write_frame};
+use crate::frame::{read_frame, write_frame, ReadError};
 use crate::limits::ACCEPT_ERROR_PAUSE_MS;
 use crate::pipeline::Pipeline;
 use crate::schedule::{Run, Schedulers};
@@ -41,8 +41,8 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, Semaphore};
 use weft_proto::lock::CallbackAnswer;
 use weft_proto::msg::{Reply, Request, RequestBody, RequestHeader};
-use weft_proto::wire::{decode_message, encode_message, FrameKind};
-use weft_proto::{ErrorCode, WeftError, WeftResult};
+use weft_proto::wire::{decode_message, encode_message, FrameError, FrameHeader, FrameKind};
+use weft_proto::{WeftError, WeftResult};
 
 /// A future polled by its caller that, dropped before it finished, finishes as a task of
 /// `rt` instead of being cancelled where it stood.
@@ -251,10 +251,15 @@ impl Server {
             let frame = match read {
                 Ok(Some(f)) => f,
                 Ok(None) => return,
+                Err(ReadError::Io(_)) => return,
                 Err(e) => {
-                    if e.code == ErrorCode::Protocol {
-                        tracing::warn!("dropping connection from {peer}: {}", e.message);
+                    if let ReadError::Frame(FrameError::Version { .. }) = e {
+                        // Tell the peer which version this is before dropping it.
+                        let mut w = writer.lock().await;
+                        let _ = w.write_all(&FrameHeader::version_answer()).await;
+                        let _ = w.shutdown().await;
                     }
+                    tracing::warn!("dropping connection from {peer}: {}", WeftError::from(e).message);
                     return;
                 }
             };

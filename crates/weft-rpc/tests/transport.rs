@@ -120,6 +120,49 @@ async fn garbage_and_oversized_frames_drop_only_their_connection() {
     assert_eq!(b, ReplyBody::Pong);
 }
 
+/// Another version's client is told this server's version before its connection drops, and
+/// a client meeting another version's server fails at once naming both, instead of resending
+/// until its timeout.
+#[tokio::test]
+async fn another_protocol_version_is_answered_and_named_at_once() {
+    let (echo, _task, addr) = start("127.0.0.1:0").await;
+    let newer = weft_proto::wire::PROTOCOL_VERSION + 1;
+    let mut client = TcpStream::connect(&addr).await.unwrap();
+    let mut hello =
+        FrameHeader { kind: FrameKind::Request, xid: 1, msg_len: 0, bulk_len: 0, msg_crc: 0, bulk_crc: 0 }.encode();
+    hello[4..6].copy_from_slice(&newer.to_be_bytes());
+    client.write_all(&hello).await.unwrap();
+    let mut answer = Vec::new();
+    let read = tokio::io::AsyncReadExt::read_to_end(&mut client, &mut answer);
+    tokio::time::timeout(Duration::from_secs(5), read).await.expect("the server must close").unwrap();
+    assert_eq!(answer.len(), weft_proto::wire::HEADER_BYTES, "one bare header, then the end");
+    // Of this build's version, so this side reads it; the newer client would refuse it
+    // naming both versions.
+    let told = FrameHeader::decode(answer[..].try_into().unwrap()).unwrap();
+    assert_eq!((told.kind, told.msg_len, told.bulk_len), (FrameKind::Reply, 0, 0));
+    assert_eq!(echo.calls.load(Ordering::SeqCst), 0);
+
+    // A server of another version: it answers every connection with its version.
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let other = listener.local_addr().unwrap().to_string();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = listener.accept().await {
+            let mut answer = FrameHeader::version_answer();
+            answer[4..6].copy_from_slice(&newer.to_be_bytes());
+            let _ = s.write_all(&answer).await;
+        }
+    });
+    let peer = Peer::new(other.clone(), PeerOptions::default());
+    let started = Instant::now();
+    let err =
+        peer.call_with_timeout(header(1), RequestBody::Ping, Bytes::new(), Duration::from_secs(30)).await.unwrap_err();
+    assert!(started.elapsed() < Duration::from_secs(5), "took {:?}: resent instead of giving up", started.elapsed());
+    assert_eq!(err.code, ErrorCode::Protocol, "{err}");
+    assert!(err.message.contains(&other), "{err}");
+    assert!(err.message.contains(&format!("version {newer}")), "{err}");
+    assert!(err.message.contains(&format!("speaks {}", newer - 1)), "{err}");
+}
+
 #[tokio::test]
 async fn requests_wait_and_resend_across_a_server_restart() {
     let (echo, server, addr) = start("127.0.0.1:0").await;

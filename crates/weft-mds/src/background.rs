@@ -40,16 +40,23 @@ fn backoff_ms(failures: u32) -> u64 {
 
 /// One call of the refill task to an OST.
 enum Refill {
-    /// First, once per start: destroy the objects past the last id handed out.
+    /// First, once per start: destroy the objects past the last id handed out (None: no
+    /// record of the OST).
     Orphans {
         ost: u32,
-        above_oid: u32,
+        above_oid: Option<u32>,
     },
     Precreate {
         ost: u32,
         start: u32,
         count: u32,
     },
+}
+
+/// What a refill call achieved.
+enum Refilled {
+    Orphans(weft_proto::msg::ost::Orphans),
+    Created(u32),
 }
 
 impl Refill {
@@ -83,7 +90,7 @@ async fn refill_task(core: Arc<Core>, queue: Queue) {
                 }
                 if !pool.orphans_destroyed {
                     pool.refilling = true;
-                    due.push(Refill::Orphans { ost, above_oid: pool.next_oid.saturating_sub(1) });
+                    due.push(Refill::Orphans { ost, above_oid: pool.orphans_above() });
                     continue;
                 }
                 let start = pool.refill_start();
@@ -103,13 +110,20 @@ async fn refill_task(core: Arc<Core>, queue: Queue) {
                 let ost = refill.ost();
                 let r = match refill {
                     Refill::Orphans { above_oid, .. } => {
-                        core.targets.destroy_orphans(ost, above_oid).await.map(|_| None)
+                        match core.targets.destroy_orphans(ost, above_oid, core.mds_start).await {
+                            Ok(answer) if !answer.destroyed => {
+                                let skip = InternalOp::SkipPast { ost, last_oid: answer.last_oid };
+                                internal(&queue, skip).await.map(|_| Refilled::Orphans(answer))
+                            }
+                            Ok(answer) => Ok(Refilled::Orphans(answer)),
+                            Err(e) => Err(e),
+                        }
                     }
                     Refill::Precreate { start, count, .. } => match core.targets.precreate(ost, start, count).await {
                         Ok(last) if last >= start => {
                             internal(&queue, InternalOp::PersistCreated { ost, created_oid: last })
                                 .await
-                                .map(|_| Some(last))
+                                .map(|_| Refilled::Created(last))
                         }
                         Ok(last) => {
                             Err(WeftError::io(format!("OST {ost} precreated nothing (last oid {last} < {start})")))
@@ -121,12 +135,13 @@ async fn refill_task(core: Arc<Core>, queue: Queue) {
                 if let Some(pool) = st.ost_pools.get_mut(&ost) {
                     pool.refilling = false;
                     match r {
-                        Ok(created) => {
-                            match created {
-                                Some(last) => pool.created_oid = pool.created_oid.max(last),
-                                // The ids past the handed-out ones stay precreated: their
-                                // objects are gone, and an object never written reads empty.
-                                None => pool.orphans_destroyed = true,
+                        Ok(done) => {
+                            match done {
+                                Refilled::Created(last) => pool.created_oid = pool.created_oid.max(last),
+                                // After a cleanup the ids past the handed-out ones stay
+                                // precreated: their objects are gone, and an object never
+                                // written reads empty.
+                                Refilled::Orphans(answer) => pool.orphans_cleaned(answer),
                             }
                             pool.failures = 0;
                             pool.retry_at = None;

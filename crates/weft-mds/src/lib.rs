@@ -101,9 +101,15 @@ pub trait ObjectTargets: Send + Sync + 'static {
     fn precreate(&self, ost: u32, start_oid: u32, count: u32) -> BoxFuture<'static, WeftResult<u32>>;
     /// Remove an object; removing a missing object succeeds.
     fn destroy(&self, ost: u32, fid: Fid) -> BoxFuture<'static, WeftResult<()>>;
-    /// Destroy every object of that OST past `above_oid` (this MDS handed out none of them);
-    /// returns the OST's last created oid.
-    fn destroy_orphans(&self, ost: u32, above_oid: u32) -> BoxFuture<'static, WeftResult<u32>>;
+    /// The OST's orphan cleanup (`ost::DestroyOrphans`): destroy every object past
+    /// `above_oid` (this MDS handed out none of them), or nothing when `above_oid` is None
+    /// (no record of the OST). `mds_start` names this start of the MDS.
+    fn destroy_orphans(
+        &self,
+        ost: u32,
+        above_oid: Option<u32>,
+        mds_start: u64,
+    ) -> BoxFuture<'static, WeftResult<weft_proto::msg::ost::Orphans>>;
 }
 
 /// Counters for tests and monitoring.
@@ -137,6 +143,8 @@ pub struct Core {
     pub mdt_index: u32,
     pub data_dir: PathBuf,
     pub precreate_batch: u32,
+    /// Names this start of the MDS to the OSTs (an orphan cleanup is done once per start).
+    pub mds_start: u64,
     pub storage: MdtStorage,
     pub open_files: Mutex<OpenFiles>,
     pub objects: Objects,
@@ -207,6 +215,7 @@ impl Mds {
             mdt_index: cfg.mdt_index,
             data_dir: cfg.data_dir.clone(),
             precreate_batch: cfg.precreate_batch,
+            mds_start: start_id(),
             storage,
             open_files: Mutex::new(OpenFiles::default()),
             objects: Objects::new(u64::from(cfg.precreate_batch.div_ceil(2))),
@@ -236,15 +245,14 @@ impl Mds {
 
     /// Which OSTs exist, their state, pools. Called at start and whenever the map changes.
     pub fn set_cluster_map(&self, map: &ClusterMap) {
-        let stored = |ost: u32| -> (u32, u32) {
+        let stored = |ost: u32| -> Option<(u32, u32)> {
             match self.core.read_view().precreate_state(ost) {
-                Ok(Some(s)) => s,
-                Ok(None) => (1, 0),
+                Ok(s) => s,
                 Err(e) => {
                     // Starting from the beginning would hand out objects in use: refuse the OST
                     // (empty pool that never refills) rather than guess.
                     tracing::error!(ost, error = %e, "cannot read the precreate state of an OST");
-                    (u32::MAX, u32::MAX - 1)
+                    Some((u32::MAX, u32::MAX - 1))
                 }
             }
         };
@@ -392,4 +400,11 @@ pub fn inherited_spec(t: &store::Tables, dir: &InodeRecord) -> WeftResult<Stripe
         }
     }
     Ok(StripeSpec::unset())
+}
+
+/// A name for this start of the MDS: the wall clock in nanoseconds, which no earlier start
+/// of it can have had.
+fn start_id() -> u64 {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+    now.as_nanos() as u64
 }

@@ -26,11 +26,14 @@ pub struct OstPool {
     pub retry_at: Option<Instant>,
     pub failures: u32,
     /// The OST has destroyed every object past the last one this MDS handed out (Lustre's
-    /// orphan cleanup, done once per start): until then nothing is handed out. After a
-    /// power loss the MDS's record of what it handed out may be older than what it did
-    /// hand out, to files whose creates the power loss took back; their objects may hold
-    /// data, which a new file given the same id would show.
+    /// orphan cleanup, done once per start), or this pool skipped past them: until then
+    /// nothing is handed out. After a power loss the MDS's record of what it handed out may
+    /// be older than what it did hand out, to files whose creates the power loss took back;
+    /// their objects may hold data, which a new file given the same id would show.
     pub orphans_destroyed: bool,
+    /// The MDS has a record of this OST (else its objects are none of this MDS's: the
+    /// cleanup destroys nothing and the pool starts past the OST's LAST_ID).
+    pub recorded: bool,
 }
 
 impl OstPool {
@@ -42,7 +45,29 @@ impl OstPool {
             retry_at: None,
             failures: 0,
             orphans_destroyed: false,
+            recorded: true,
         }
+    }
+
+    /// A pool for an OST this MDS has no record of.
+    pub fn unrecorded() -> Self {
+        OstPool { recorded: false, ..OstPool::new(1, 0) }
+    }
+
+    /// What the orphan cleanup asks: the last id handed out, if the MDS knows it.
+    pub fn orphans_above(&self) -> Option<u32> {
+        self.recorded.then(|| self.next_oid.saturating_sub(1))
+    }
+
+    /// Takes the orphan cleanup's answer. When the OST destroyed nothing (no record, a gap
+    /// too wide to be this MDS's), the ids up to its LAST_ID are someone's: hand out none.
+    pub fn orphans_cleaned(&mut self, answer: weft_proto::msg::ost::Orphans) {
+        if !answer.destroyed {
+            self.next_oid = self.next_oid.max(answer.last_oid.saturating_add(1));
+            self.created_oid = self.created_oid.max(answer.last_oid);
+            self.recorded = true;
+        }
+        self.orphans_destroyed = true;
     }
 
     pub fn available(&self) -> u64 {
@@ -176,17 +201,17 @@ impl Objects {
     }
 
     /// Takes the new map; `load` gives the persisted (next_oid, created_oid) of an OST seen
-    /// for the first time.
-    pub fn set_map(&self, map: &ClusterMap, mut load: impl FnMut(u32) -> (u32, u32)) {
+    /// for the first time, None when there is no record of it.
+    pub fn set_map(&self, map: &ClusterMap, mut load: impl FnMut(u32) -> Option<(u32, u32)>) {
         let mut st = self.lock();
         st.map_version = map.version;
         st.up_osts = map.osts().filter(|t| t.state == TargetState::Up).map(|t| t.index).collect();
         st.up_osts.sort_unstable();
         st.pools_by_name = map.pools.clone();
         for t in map.osts() {
-            st.ost_pools.entry(t.index).or_insert_with(|| {
-                let (next, created) = load(t.index);
-                OstPool::new(next, created)
+            st.ost_pools.entry(t.index).or_insert_with(|| match load(t.index) {
+                Some((next, created)) => OstPool::new(next, created),
+                None => OstPool::unrecorded(),
             });
         }
         drop(st);
@@ -292,8 +317,18 @@ mod tests {
         assert_eq!((p.available(), p.refill_start()), (0, 1));
         let mut p = OstPool::new(5, 10);
         assert_eq!((p.available(), p.refill_start()), (0, 11), "nothing before the orphan cleanup");
-        p.orphans_destroyed = true;
+        assert_eq!(p.orphans_above(), Some(4));
+        p.orphans_cleaned(weft_proto::msg::ost::Orphans { last_oid: 10, destroyed: true });
         assert_eq!((p.available(), p.refill_start()), (6, 11));
+        // An OST this MDS has no record of: nothing destroyed, start past its LAST_ID.
+        let mut p = OstPool::unrecorded();
+        assert_eq!(p.orphans_above(), None);
+        p.orphans_cleaned(weft_proto::msg::ost::Orphans { last_oid: 700, destroyed: false });
+        assert_eq!((p.available(), p.refill_start(), p.next_oid), (0, 701, 701));
+        // A refused gap likewise: the ids up to LAST_ID are never handed out.
+        let mut p = OstPool::new(5, 10);
+        p.orphans_cleaned(weft_proto::msg::ost::Orphans { last_oid: 90_000, destroyed: false });
+        assert_eq!((p.available(), p.refill_start()), (0, 90_001));
         // Handed out beyond what was recorded as created (crash between the two): never reuse.
         let p = OstPool::new(20, 10);
         assert_eq!((p.available(), p.refill_start()), (0, 20));

@@ -3,7 +3,9 @@
 
 use crate::testutil::*;
 use crate::writer::InternalOp;
+use std::collections::BTreeSet;
 use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::Duration;
 use weft_proto::msg::*;
 use weft_proto::{ErrorCode, Fid};
@@ -219,14 +221,43 @@ async fn a_start_destroys_the_objects_past_the_last_handed_out() {
     for name in ["a", "b", "c"] {
         last = last.max(i_layout_object(&env, env.must_file(Fid::ROOT, name).await).await.oid);
     }
-    assert_eq!(env.targets.orphan_cleanups.lock().unwrap().clone(), vec![(0, 0)]);
+    // A new MDT has no record of the OST: it asks for nothing to be destroyed.
+    assert_eq!(env.targets.orphan_cleanups.lock().unwrap().clone(), vec![(0, None)]);
     env.restart().await;
     // Nothing is handed out until the OST confirmed.
     let d = env.must_file(Fid::ROOT, "d").await;
-    assert_eq!(env.targets.orphan_cleanups.lock().unwrap().clone(), vec![(0, 0), (0, last)]);
+    assert_eq!(env.targets.orphan_cleanups.lock().unwrap().clone(), vec![(0, None), (0, Some(last))]);
     let objects = env.targets.objects.lock().unwrap().get(&0).cloned().unwrap_or_default();
     assert_eq!(objects.last().copied(), Some(last), "precreated ids past {last} are destroyed");
     assert_eq!(i_layout_object(&env, d).await.oid, last + 1);
+}
+
+/// An MDT with no record of an OST (a new MDT against a used OST, an empty data directory),
+/// or whose record is too far behind the OST to be its own, destroys nothing there and
+/// hands out only ids past the OST's last one, also after a restart.
+#[tokio::test]
+async fn objects_that_are_not_this_mdts_are_never_destroyed_nor_handed_out() {
+    let targets = Arc::new(FakeTargets::default());
+    let someone_elses: BTreeSet<u32> = (1..=40).collect();
+    targets.objects.lock().unwrap().insert(0, someone_elses.clone());
+    let mut env = Env::with_targets(targets.clone(), cluster_map(&[0], &[]), 16).await;
+    let f = env.must_file(Fid::ROOT, "f").await;
+    assert_eq!(i_layout_object(&env, f).await.oid, 41);
+    env.restart().await;
+    let g = env.must_file(Fid::ROOT, "g").await;
+    assert!(i_layout_object(&env, g).await.oid > 41);
+    let objects = targets.objects.lock().unwrap().get(&0).cloned().unwrap();
+    assert!(someone_elses.is_subset(&objects), "an object of another owner was destroyed");
+    assert_eq!(targets.orphan_cleanups.lock().unwrap()[0], (0, None));
+
+    // The OST moved far past this MDT's record: refused, skipped, nothing destroyed.
+    let far = 41 + FAKE_ORPHANS_DESTROY_MAX + 500;
+    targets.objects.lock().unwrap().get_mut(&0).unwrap().extend(far - 10..=far);
+    env.restart().await;
+    let h = env.must_file(Fid::ROOT, "h").await;
+    assert_eq!(i_layout_object(&env, h).await.oid, far + 1);
+    let objects = targets.objects.lock().unwrap().get(&0).cloned().unwrap();
+    assert!(objects.contains(&far) && someone_elses.is_subset(&objects));
 }
 
 #[tokio::test]

@@ -9,6 +9,9 @@ use std::sync::{Arc, Mutex};
 use weft_proto::msg::*;
 use weft_proto::{ErrorCode, Fid, StripeSpec, WeftError, WeftResult};
 
+/// The fake OST's bound on an orphan cleanup (a real OST's is far larger).
+pub const FAKE_ORPHANS_DESTROY_MAX: u32 = 100;
+
 #[derive(Default)]
 pub struct FakeTargets {
     /// Objects that exist, per OST.
@@ -16,7 +19,7 @@ pub struct FakeTargets {
     pub precreates: Mutex<Vec<(u32, u32, u32)>>,
     pub destroyed: Mutex<Vec<(u32, Fid)>>,
     /// Orphan cleanups asked for: (ost, above_oid).
-    pub orphan_cleanups: Mutex<Vec<(u32, u32)>>,
+    pub orphan_cleanups: Mutex<Vec<(u32, Option<u32>)>>,
     /// Precreates and orphan cleanups fail, as with an OST that does not answer.
     pub fail_precreate: AtomicBool,
     pub fail_destroy: AtomicBool,
@@ -44,15 +47,28 @@ impl ObjectTargets for FakeTargets {
         Box::pin(async move { r })
     }
 
-    fn destroy_orphans(&self, ost: u32, above_oid: u32) -> BoxFuture<'static, WeftResult<u32>> {
+    /// As an OST: past the MDS's id every object goes; with no id, or a gap past the
+    /// bound, none does (see weft-oss).
+    fn destroy_orphans(
+        &self,
+        ost: u32,
+        above_oid: Option<u32>,
+        _mds_start: u64,
+    ) -> BoxFuture<'static, WeftResult<ost::Orphans>> {
         let r = if self.fail_precreate.load(Ordering::SeqCst) {
             Err(WeftError::new(ErrorCode::TimedOut, format!("fake OST {ost} does not answer")))
         } else {
             self.orphan_cleanups.lock().unwrap().push((ost, above_oid));
             let mut objs = self.objects.lock().unwrap();
             let set = objs.entry(ost).or_default();
-            let gone = set.split_off(&above_oid.saturating_add(1));
-            Ok(gone.last().copied().unwrap_or(above_oid))
+            let last_oid = set.last().copied().unwrap_or(0);
+            match above_oid {
+                Some(above) if last_oid.saturating_sub(above) <= FAKE_ORPHANS_DESTROY_MAX => {
+                    set.split_off(&above.saturating_add(1));
+                    Ok(ost::Orphans { last_oid, destroyed: true })
+                }
+                _ => Ok(ost::Orphans { last_oid, destroyed: false }),
+            }
         };
         Box::pin(async move { r })
     }
@@ -103,8 +119,11 @@ impl Env {
     }
 
     pub async fn with_map(map: ClusterMap, batch: u32) -> Env {
+        Self::with_targets(Arc::new(FakeTargets::default()), map, batch).await
+    }
+
+    pub async fn with_targets(targets: Arc<FakeTargets>, map: ClusterMap, batch: u32) -> Env {
         let dir = tempfile::tempdir().unwrap();
-        let targets = Arc::new(FakeTargets::default());
         let mds = Self::start(dir.path(), targets.clone(), &map, batch);
         Env { dir, mds: Some(mds), targets, map, next_request: AtomicU64::new(1), client_id: 42 }
     }

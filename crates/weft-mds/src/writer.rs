@@ -52,6 +52,9 @@ pub enum Job {
 pub enum InternalOp {
     /// The OST created objects up to `created_oid`.
     PersistCreated { ost: u32, created_oid: u32 },
+    /// The orphan cleanup left the OST's objects up to `last_oid` alone: none of them is
+    /// ever handed out (recorded, so that the next start does not take them for orphans).
+    SkipPast { ost: u32, last_oid: u32 },
     /// The OSTs confirmed these destroys.
     DestroyDone(Vec<(u32, Fid)>),
     /// Remove reply-cache entries stored before this unix time.
@@ -382,6 +385,11 @@ fn apply_internal(t: &mut WriteTables, op: &InternalOp) -> WeftResult<u64> {
     match op {
         InternalOp::PersistCreated { ost, created_oid } => {
             t.persist_created_oid(*ost, *created_oid)?;
+            Ok(0)
+        }
+        InternalOp::SkipPast { ost, last_oid } => {
+            t.persist_next_oid(*ost, last_oid.saturating_add(1))?;
+            t.persist_created_oid(*ost, *last_oid)?;
             Ok(0)
         }
         InternalOp::DestroyDone(done) => {

@@ -10,6 +10,11 @@ pub const OPEN_FILES_SHARDS: usize = 16;
 /// Most objects one Precreate request creates: bounds the time one request holds the
 /// precreation lock and the blocking thread it runs on.
 pub const PRECREATE_COUNT_MAX: u32 = 10_000;
+/// Most objects an orphan cleanup destroys: an MDS precreates at most two batches ahead of
+/// what it hands out, so a wider gap between its last id and LAST_ID means its records are
+/// not this OST's (another MDT's, an old backup, an empty data directory), and the cleanup
+/// is refused instead of destroying files (Lustre's OST_MAX_PRECREATE, the same 20,000).
+pub const ORPHANS_DESTROY_MAX: u32 = 2 * PRECREATE_COUNT_MAX;
 /// Hashed object directories per sequence (`d0` .. `d31`), as Lustre's OSTs have them, so
 /// that no single directory grows to millions of entries.
 pub const OBJECT_DIRS_COUNT: u32 = 32;

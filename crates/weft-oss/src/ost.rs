@@ -4,7 +4,7 @@
 //! function here may block (file I/O); the service calls them on tokio's blocking pool
 //! unless the request is small.
 
-use crate::limits::{PRECREATE_COUNT_MAX, WRITE_STALLS_MAX};
+use crate::limits::{ORPHANS_DESTROY_MAX, PRECREATE_COUNT_MAX, WRITE_STALLS_MAX};
 use crate::lock_unpoisoned;
 use crate::store::{ObjectStore, StoreError};
 use bytes::Bytes;
@@ -21,6 +21,10 @@ pub(crate) struct Ost {
     store: Box<dyn ObjectStore>,
     /// The persisted LAST_ID. The lock also serializes precreations, so LAST_ID only grows.
     last_id: Mutex<u32>,
+    /// The last orphan cleanup done: the MDS start it was for, and its answer. Held while a
+    /// cleanup runs, so that a copy of the same request (a resend) waits and then answers
+    /// without destroying again: by then the MDS may have handed the ids out.
+    orphans_done: Mutex<Option<(u64, ost::Orphans)>>,
 }
 
 impl std::fmt::Debug for Ost {
@@ -40,7 +44,7 @@ impl Ost {
     /// OST `index` over `store`.
     pub fn new(index: u32, store: Box<dyn ObjectStore>) -> Ost {
         let last_id = store.last_id();
-        Ost { index, seq: Fid::object_seq(index), store, last_id: Mutex::new(last_id) }
+        Ost { index, seq: Fid::object_seq(index), store, last_id: Mutex::new(last_id), orphans_done: Mutex::new(None) }
     }
 
     /// The object id of `fid`, if the FID belongs to this OST.
@@ -190,18 +194,56 @@ impl Ost {
         Ok(ost::Precreated { last_oid })
     }
 
-    /// Destroys every object past `above_oid` up to LAST_ID (see `DestroyOrphans`). Holds
-    /// the precreation lock, so no precreate answers meanwhile.
-    fn destroy_orphans(&self, above_oid: u32) -> WeftResult<ost::Precreated> {
-        let last_id = lock_unpoisoned(&self.last_id);
-        let orphans = above_oid.saturating_add(1)..=*last_id;
-        if !orphans.is_empty() {
-            tracing::info!(ost = self.index, from = orphans.start(), to = orphans.end(), "destroying orphan objects");
+    /// Destroys every object past `above_oid` up to LAST_ID, unless the MDS has no record
+    /// or the gap is wider than [`ORPHANS_DESTROY_MAX`] (see `DestroyOrphans`). The MDS
+    /// neither precreates nor hands out ids of this OST until it has the answer, so the
+    /// removals run without the LAST_ID lock (reads and passthrough opens check LAST_ID).
+    fn destroy_orphans(&self, above_oid: Option<u32>, mds_start: u64) -> WeftResult<ost::Orphans> {
+        let mut done = lock_unpoisoned(&self.orphans_done);
+        if let Some((start, answer)) = *done {
+            if start == mds_start {
+                return Ok(answer); // A resend of a cleanup already done.
+            }
         }
-        for oid in orphans {
-            self.store.remove(oid).map_err(|e| self.error(e))?;
-        }
-        Ok(ost::Precreated { last_oid: *last_id })
+        let last_oid = self.last_id();
+        let answer = match above_oid {
+            None => {
+                tracing::warn!(
+                    ost = self.index,
+                    last_oid,
+                    "an MDS without a record of this OST: its ids start past LAST_ID"
+                );
+                ost::Orphans { last_oid, destroyed: false }
+            }
+            Some(above) if last_oid.saturating_sub(above) > ORPHANS_DESTROY_MAX => {
+                tracing::error!(
+                    ost = self.index,
+                    above,
+                    last_oid,
+                    "refusing an orphan cleanup of {} objects (at most {ORPHANS_DESTROY_MAX}): the MDS's records \
+                     are not this OST's; nothing destroyed, its ids start past LAST_ID",
+                    last_oid - above
+                );
+                ost::Orphans { last_oid, destroyed: false }
+            }
+            Some(above) => {
+                let orphans = above.saturating_add(1)..=last_oid;
+                if !orphans.is_empty() {
+                    tracing::info!(
+                        ost = self.index,
+                        from = orphans.start(),
+                        to = orphans.end(),
+                        "destroying orphan objects"
+                    );
+                }
+                for oid in orphans {
+                    self.store.remove(oid).map_err(|e| self.error(e))?;
+                }
+                ost::Orphans { last_oid, destroyed: true }
+            }
+        };
+        *done = Some((mds_start, answer));
+        Ok(answer)
     }
 
     fn statfs(&self) -> WeftResult<StatfsInfo> {
@@ -270,8 +312,8 @@ impl Handle for ost::Statfs {
 }
 
 impl Handle for ost::DestroyOrphans {
-    fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<(ost::Precreated, Bytes)> {
-        Ok((ost.destroy_orphans(self.above_oid)?, Bytes::new()))
+    fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<(ost::Orphans, Bytes)> {
+        Ok((ost.destroy_orphans(self.above_oid, self.mds_start)?, Bytes::new()))
     }
 }
 

@@ -190,6 +190,14 @@ async fn precreate_is_idempotent_and_last_id_survives_reopen() {
     assert_eq!(persisted.unwrap().trim(), "105");
 }
 
+fn orphans(above_oid: Option<u32>, mds_start: u64) -> OstRequest {
+    OstRequest::DestroyOrphans(msg::ost::DestroyOrphans { above_oid, mds_start })
+}
+
+fn cleaned(last_oid: u32, destroyed: bool) -> WeftResult<OstReply> {
+    Ok(OstReply::Orphans(msg::ost::Orphans { last_oid, destroyed }))
+}
+
 #[tokio::test]
 async fn orphan_cleanup_empties_the_objects_past_the_given_id_and_keeps_last_id() {
     let tmp = tempfile::tempdir().unwrap();
@@ -199,9 +207,7 @@ async fn orphan_cleanup_empties_the_objects_past_the_given_id_and_keeps_last_id(
     for oid in 1..=6 {
         c.must_write(oid, 0, format!("object {oid}").as_bytes()).await;
     }
-    let cleanup = OstRequest::DestroyOrphans(msg::ost::DestroyOrphans { above_oid: 3 });
-    let precreated = OstReply::Precreated(msg::ost::Precreated { last_oid: 10 });
-    assert_eq!(c.request(cleanup.clone()).await, Ok(precreated.clone()));
+    assert_eq!(c.request(orphans(Some(3), 1)).await, cleaned(10, true));
     for oid in 1..=3 {
         assert_eq!(c.must_read(oid, 0, 64).await.as_ref(), format!("object {oid}").as_bytes());
     }
@@ -209,11 +215,41 @@ async fn orphan_cleanup_empties_the_objects_past_the_given_id_and_keeps_last_id(
         assert!(c.must_read(oid, 0, 64).await.is_empty(), "object {oid} is an orphan");
         assert_eq!(c.must_getattr(oid).await, (0, 0));
     }
-    // Ids stay handed out: a write to one makes it again, and a second cleanup is harmless.
+    // Ids stay handed out: a write to one makes it again. A late copy of the same request
+    // (a resend) destroys nothing: the MDS may have handed the ids out by then.
     c.must_write(4, 0, b"new").await;
     assert_eq!(c.oss.osts[&0].last_id(), 10);
-    assert_eq!(c.request(OstRequest::DestroyOrphans(msg::ost::DestroyOrphans { above_oid: 4 })).await, Ok(precreated));
+    assert_eq!(c.request(orphans(Some(3), 1)).await, cleaned(10, true));
     assert_eq!(c.must_read(4, 0, 64).await.as_ref(), b"new");
+    // The next start of the MDS cleans up again.
+    assert_eq!(c.request(orphans(Some(3), 2)).await, cleaned(10, true));
+    assert!(c.must_read(4, 0, 64).await.is_empty());
+}
+
+/// An MDS without a record of the OST, or whose record is further behind LAST_ID than an MDS
+/// can be, gets LAST_ID and no object is destroyed.
+#[tokio::test]
+async fn orphan_cleanup_never_destroys_what_cannot_be_the_mdss_orphans() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start(tmp.path(), 0);
+    let far = limits::ORPHANS_DESTROY_MAX + 5;
+    for start_oid in (1..far).step_by(limits::PRECREATE_COUNT_MAX as usize) {
+        let count = limits::PRECREATE_COUNT_MAX.min(far - start_oid + 1);
+        c.request(OstRequest::Precreate(msg::ost::Precreate { start_oid, count })).await.unwrap();
+    }
+    assert_eq!(c.oss.osts[&0].last_id(), far);
+    for oid in [1, 4, far] {
+        c.must_write(oid, 0, b"someone's").await;
+    }
+    assert_eq!(c.request(orphans(None, 1)).await, cleaned(far, false));
+    assert_eq!(c.request(orphans(Some(3), 2)).await, cleaned(far, false), "a gap wider than the bound");
+    for oid in [1, 4, far] {
+        assert_eq!(c.must_read(oid, 0, 64).await.as_ref(), b"someone's");
+    }
+    // Within the bound it goes ahead.
+    assert_eq!(c.request(orphans(Some(far - 1), 3)).await, cleaned(far, true));
+    assert!(c.must_read(far, 0, 64).await.is_empty());
+    assert_eq!(c.must_read(4, 0, 64).await.as_ref(), b"someone's");
 }
 
 #[tokio::test]

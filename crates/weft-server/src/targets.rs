@@ -56,9 +56,13 @@ impl weft_mds::ObjectTargets for NetTargets {
         Box::pin(async move { Ok(call.await?.last_oid) })
     }
 
-    fn destroy_orphans(&self, ost: u32, above_oid: u32) -> BoxFuture<'static, WeftResult<u32>> {
-        let call = self.call(ost, ost::DestroyOrphans { above_oid });
-        Box::pin(async move { Ok(call.await?.last_oid) })
+    fn destroy_orphans(
+        &self,
+        ost: u32,
+        above_oid: Option<u32>,
+        mds_start: u64,
+    ) -> BoxFuture<'static, WeftResult<ost::Orphans>> {
+        self.call(ost, ost::DestroyOrphans { above_oid, mds_start })
     }
 
     fn destroy(&self, ost: u32, fid: Fid) -> BoxFuture<'static, WeftResult<()>> {

@@ -70,12 +70,17 @@ impl ObjectTargets for LocalOst {
         })
     }
 
-    fn destroy_orphans(&self, ost: u32, above_oid: u32) -> BoxFuture<'static, WeftResult<u32>> {
+    fn destroy_orphans(
+        &self,
+        ost: u32,
+        above_oid: Option<u32>,
+        mds_start: u64,
+    ) -> BoxFuture<'static, WeftResult<ost::Orphans>> {
         let oss = self.0.clone();
         Box::pin(async move {
-            let op = ost::DestroyOrphans { above_oid };
+            let op = ost::DestroyOrphans { above_oid, mds_start };
             let (reply, _) = oss.handle(ost, op.into(), Bytes::new(), Run::Inline).await;
-            Ok(take_reply::<ost::DestroyOrphans>(reply?)?.last_oid)
+            take_reply::<ost::DestroyOrphans>(reply?)
         })
     }
 

@@ -26,12 +26,16 @@ macro_rules! ost_ops {
             /// client in the same process to open it for passthrough (see
             /// [`OpenIo`](crate::msg::OpenIo)).
             write LocalPath { fid: $crate::Fid } -> $crate::msg::ost::ObjectPath = "ost_local_path";
-            /// Sent by an MDS when it starts (Lustre's orphan cleanup): it handed out every
-            /// object up to `above_oid` and none after, so objects past it belong to no file
-            /// (their creates were lost with a power loss, or never committed) and are
-            /// destroyed before their ids are handed out again. Answered with the OST's
-            /// last created object id.
-            write DestroyOrphans { above_oid: u32 } -> $crate::msg::ost::Precreated = "ost_destroy_orphans";
+            /// Sent by an MDS when it starts (Lustre's orphan cleanup), before it hands out
+            /// any id of this OST: it handed out every object up to `above_oid` and none
+            /// after, so objects past it belong to no file (their creates were lost with a
+            /// power loss, or never committed) and are destroyed before their ids are handed
+            /// out again. `None`: the MDS has no record of this OST, so nothing is destroyed
+            /// and it skips past the OST's last id. The OST refuses a gap wider than an MDS
+            /// can leave (its records are then not this OST's: another MDT's, an old backup)
+            /// and destroys nothing. `mds_start` names the MDS's start: a late copy of a
+            /// request already served (a resend) destroys nothing.
+            write DestroyOrphans { above_oid: Option<u32>, mds_start: u64 } -> $crate::msg::ost::Orphans = "ost_destroy_orphans";
         }
     };
 }
@@ -63,6 +67,17 @@ pub struct Precreated {
     pub last_oid: u32,
 }
 
+/// An orphan cleanup's answer.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Orphans {
+    /// The OST's last created object id.
+    pub last_oid: u32,
+    /// Whether the objects past the MDS's last id are gone. False: they were left alone
+    /// (no record, or a gap too wide to be orphans), and the MDS must hand out no id up to
+    /// `last_oid`.
+    pub destroyed: bool,
+}
+
 /// Where an object's file is on the OSS's machine.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ObjectPath {
@@ -79,5 +94,6 @@ crate::define_replies! {
         Precreated(Precreated),
         Statfs(StatfsInfo),
         LocalPath(ObjectPath),
+        Orphans(Orphans),
     }
 }

@@ -193,18 +193,28 @@ fn malformed_requests_drop_one_connection_and_the_server_keeps_serving() {
     let m = c.mount();
     fs::write(m.join("before"), b"ok").unwrap();
     let addr = c.servers[0].address.clone();
-    for garbage in [vec![0u8; 100], b"GET / HTTP/1.1\r\n\r\n".to_vec(), {
-        let mut h = b"WFT1".to_vec();
-        h.extend_from_slice(&[0, 1, 0, 0]);
-        h.extend_from_slice(&[0xff; 24]);
-        h
-    }] {
+    // A frame of protocol version 1 is answered with a bare header naming the server's
+    // version (so that such a client can say what met), then closed like the rest.
+    let version_answer = weft_proto::wire::FrameHeader::version_answer().to_vec();
+    for (garbage, answer) in [
+        (vec![0u8; 100], vec![]),
+        (b"GET / HTTP/1.1\r\n\r\n".to_vec(), vec![]),
+        (
+            {
+                let mut h = b"WFT1".to_vec();
+                h.extend_from_slice(&[0, 1, 0, 0]);
+                h.extend_from_slice(&[0xff; 24]);
+                h
+            },
+            version_answer,
+        ),
+    ] {
         let mut s = std::net::TcpStream::connect(&addr).unwrap();
         let _ = s.write_all(&garbage);
         s.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
-        let mut buf = [0u8; 64];
-        let n = std::io::Read::read(&mut s, &mut buf).unwrap_or(0);
-        assert_eq!(n, 0, "the server closes a connection that sent garbage");
+        let mut got = Vec::new();
+        let _ = std::io::Read::read_to_end(&mut s, &mut got);
+        assert_eq!(got, answer, "the server closes a connection that sent garbage");
     }
     fs::write(m.join("after"), b"still serving").unwrap();
     assert_eq!(fs::read(m.join("after")).unwrap(), b"still serving");

@@ -55,12 +55,19 @@ struct Up {
     rt: tokio::runtime::Runtime,
     server: Option<RunningServer>,
     session: Option<weft_fuse::BackgroundSession>,
+    mnt: std::path::PathBuf,
+    /// Opens the policy's gate: a test that failed while requests were held lets them go
+    /// first, or the mount could not be unmounted.
+    gate: Option<tokio::sync::watch::Sender<bool>>,
     children: Vec<Child>,
     _dir: tempfile::TempDir,
 }
 
 impl Drop for Up {
     fn drop(&mut self) {
+        if let Some(gate) = &self.gate {
+            gate.send_replace(true);
+        }
         for c in &mut self.children {
             let _ = c.kill();
             let _ = c.wait();
@@ -68,7 +75,10 @@ impl Drop for Up {
         if let Some(session) = self.session.take() {
             // Joined, so that the mount's last closes run while the runtime still does.
             if let Err(e) = session.umount_and_join() {
-                eprintln!("unmounting the test mount: {e}");
+                eprintln!("unmounting the test mount: {e}; detaching it");
+                let path = std::ffi::CString::new(self.mnt.as_os_str().as_encoded_bytes()).unwrap();
+                // SAFETY: a valid C string; umount2 only reads it.
+                unsafe { libc::umount2(path.as_ptr(), libc::MNT_DETACH) };
             }
         }
         if let Some(server) = self.server.take() {
@@ -101,9 +111,10 @@ fn a_class_held_by_a_policy_does_not_hold_the_mounts_other_requests() {
     };
     let server = rt.block_on(RunningServer::start(config)).unwrap();
     let mgs = server.mgs_address();
-    let mut up = Up { rt, server: Some(server), session: None, children: Vec::new(), _dir: dir };
-    let mnt = up._dir.path().join("mnt");
+    let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
+    let mut up =
+        Up { rt, server: Some(server), session: None, mnt: mnt.clone(), gate: None, children: Vec::new(), _dir: dir };
     // Short: a held request that timed out would fail the test, not hang it.
     let config = weft_client::ClientConfig {
         request_timeout: Duration::from_secs(WAIT_S),
@@ -119,6 +130,7 @@ fn a_class_held_by_a_policy_does_not_hold_the_mounts_other_requests() {
     sh(&mnt, &(0..HELD_MKDIRS).map(|i| format!("mkdir p{i}")).collect::<Vec<_>>().join(" && "));
     sh(&mnt, "mkdir other");
     let (open, gate) = tokio::sync::watch::channel(false);
+    up.gate = Some(open.clone());
     let policy =
         Arc::new(HoldMkdirs { gate, held: AtomicUsize::new(0), seen: Mutex::default(), fifo: Fifo::default() });
     let server = up.server.as_ref().unwrap();

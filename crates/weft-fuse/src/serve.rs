@@ -13,6 +13,7 @@
 
 use crate::limits::HELD_REQUESTS_MAX;
 use std::future::Future;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll, Wake, Waker};
 use tokio::sync::Semaphore;
@@ -23,20 +24,36 @@ pub(crate) struct Serve {
     held: Arc<Semaphore>,
 }
 
-/// Wakes the FUSE thread that parked polling a request.
-struct ThreadWaker(std::thread::Thread);
+/// Wakes the FUSE thread that parked polling a request. The flag, not the thread's park
+/// token, says whether it was woken: code polled on the thread that parks on its own would
+/// consume the token, and the wake-up with it.
+struct ThreadWaker {
+    thread: std::thread::Thread,
+    woken: AtomicBool,
+}
+
+impl ThreadWaker {
+    /// Parks until woken since the last call.
+    fn wait(&self) {
+        while !self.woken.swap(false, Ordering::Acquire) {
+            std::thread::park();
+        }
+    }
+}
 
 impl Wake for ThreadWaker {
     fn wake(self: Arc<Self>) {
-        self.0.unpark();
+        self.wake_by_ref();
     }
     fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
+        self.woken.store(true, Ordering::Release);
+        self.thread.unpark();
     }
 }
 
 thread_local! {
-    static THREAD_WAKER: Waker = Waker::from(Arc::new(ThreadWaker(std::thread::current())));
+    static THREAD_WAKER: Arc<ThreadWaker> =
+        Arc::new(ThreadWaker { thread: std::thread::current(), woken: AtomicBool::new(false) });
 }
 
 impl Serve {
@@ -53,7 +70,8 @@ impl Serve {
     pub(crate) fn run(&self, work: impl Future<Output = ()> + Send + 'static) {
         let _runtime = self.runtime.enter();
         let mut work = Box::pin(work);
-        let waker = THREAD_WAKER.with(Waker::clone);
+        let thread = THREAD_WAKER.with(Arc::clone);
+        let waker = Waker::from(thread.clone());
         let mut cx = Context::from_waker(&waker);
         // A mark left by an earlier request polled on this thread is not this one's.
         weft_rpc::local::take_held();
@@ -70,8 +88,8 @@ impl Serve {
                     return;
                 }
             }
-            // Woken by the waker; a spurious return polls again, which is harmless.
-            std::thread::park();
+            // A wake-up left over from an earlier poll only polls once more, which is harmless.
+            thread.wait();
         }
     }
 

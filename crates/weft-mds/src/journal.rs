@@ -44,13 +44,17 @@ pub struct Journal {
     store: Arc<dyn JournalStore>,
     len_bytes: u64,
     next_seq: u64,
+    /// A record was written in part and could not be taken back: past it replay stops, so
+    /// nothing may be appended (and acknowledged) until it is cut off or a checkpoint
+    /// empties the journal.
+    torn: bool,
 }
 
 impl Journal {
     /// The journal in `store`, appending after `last_seq` (what replay found).
     pub fn open(store: Arc<dyn JournalStore>, last_seq: u64) -> WeftResult<Journal> {
         let len_bytes = store.len_bytes()?;
-        Ok(Journal { store, len_bytes, next_seq: last_seq + 1 })
+        Ok(Journal { store, len_bytes, next_seq: last_seq + 1, torn: false })
     }
 
     pub fn len_bytes(&self) -> u64 {
@@ -73,6 +77,12 @@ impl Journal {
                 payload.len()
             )));
         }
+        if self.torn {
+            self.rollback_to(self.len_bytes).map_err(|e| {
+                WeftError::io(format!("the MDT journal ends in a torn record that cannot be cut off ({e}): changes wait for the next checkpoint"))
+            })?;
+            self.torn = false;
+        }
         let seq = self.next_seq;
         let mut rec = Vec::with_capacity(RECORD_HEADER_BYTES + payload.len());
         rec.extend_from_slice(&RECORD_MAGIC.to_le_bytes());
@@ -84,8 +94,8 @@ impl Journal {
         rec.extend_from_slice(&payload);
         if let Err(e) = self.store.append(&rec) {
             // Whatever part was written must not be replayed. Should this fail too, the torn
-            // tail ends the replay there, and nothing after it was acknowledged.
-            let _ = self.rollback_to(self.len_bytes);
+            // tail would end a replay there: nothing goes after it until it is cut off.
+            self.torn = self.rollback_to(self.len_bytes).is_err();
             return Err(e.into());
         }
         self.len_bytes += rec.len() as u64;
@@ -104,6 +114,7 @@ impl Journal {
     pub fn reset(&mut self) -> WeftResult<()> {
         self.store.truncate(0)?;
         self.len_bytes = 0;
+        self.torn = false;
         Ok(())
     }
 }
@@ -187,5 +198,24 @@ mod tests {
         j.append(&[change(3, Some(3))]).unwrap();
         let recs = read_records(&*mem).unwrap();
         assert_eq!(recs, vec![(1, vec![change(1, Some(1))]), (2, vec![change(3, Some(3))])]);
+    }
+
+    /// A torn record that cannot be cut off would end a replay before anything appended
+    /// after it: nothing is, until the cut succeeds.
+    #[test]
+    fn nothing_is_appended_after_a_torn_record_that_stays() {
+        let plan = Arc::new(FaultPlan::new());
+        let mem = Arc::new(MemJournal::default());
+        let mut j = Journal::open(Arc::new(FaultJournal::new(mem.clone(), plan.clone())), 0).unwrap();
+        j.append(&[change(1, Some(1))]).unwrap(); // op 0
+        plan.inject(1, Fault::ShortWrite);
+        plan.inject(2, Fault::Fail); // the cut after the torn append
+        plan.inject(3, Fault::Fail); // the cut tried again by the next append
+        assert!(j.append(&[change(2, Some(2))]).is_err());
+        let e = j.append(&[change(3, Some(3))]).unwrap_err();
+        assert!(e.message.contains("torn record"), "{e}");
+        j.append(&[change(4, Some(4))]).unwrap(); // the cut works now
+        let recs = read_records(&*mem).unwrap();
+        assert_eq!(recs, vec![(1, vec![change(1, Some(1))]), (2, vec![change(4, Some(4))])]);
     }
 }

@@ -46,3 +46,6 @@ pub const ACCEPT_ERROR_PAUSE_MS: u64 = 100;
 /// microseconds, less than the two thread hand-offs of the blocking pool (measured: with
 /// 47,008-byte writes most of the server's time went to context switches).
 pub const INLINE_IO_BYTES_MAX: u64 = 256 * 1024;
+/// Most OSTs the FIFO policy keeps a write turn for: far more than one process serves, and
+/// a bound on what requests naming made-up OST indices can make it keep.
+pub const WRITE_TURNS_OSTS_MAX: usize = 4096;

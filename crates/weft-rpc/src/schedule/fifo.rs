@@ -18,7 +18,7 @@
 //!   per mutation); otherwise the MDT's writer thread commits it (see weft-mds's writer.rs).
 
 use super::{Admission, Grant, Policy, RequestInfo, Run};
-use crate::limits::INLINE_IO_BYTES_MAX;
+use crate::limits::{INLINE_IO_BYTES_MAX, WRITE_TURNS_OSTS_MAX};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
@@ -26,23 +26,27 @@ use weft_proto::msg::{OstRequest, RequestBody, Service};
 
 #[derive(Default)]
 pub struct Fifo {
-    /// One write turn per OST index (a process serves a bounded set of OSTs).
+    /// One write turn per OST index written to. The index comes from the request, before
+    /// anyone checked that this process serves it: bounded, past the bound a write goes
+    /// without a turn (to an OST the process does not serve, it is refused anyway).
     write_turns: Mutex<HashMap<u32, Arc<Semaphore>>>,
 }
 
 impl Fifo {
-    fn turn(&self, ost: u32) -> Arc<Semaphore> {
-        self.write_turns
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .entry(ost)
-            .or_insert_with(|| Arc::new(Semaphore::new(1)))
-            .clone()
+    fn turn(&self, ost: u32) -> Option<Arc<Semaphore>> {
+        let mut turns = self.write_turns.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(turn) = turns.get(&ost) {
+            return Some(turn.clone());
+        }
+        if turns.len() >= WRITE_TURNS_OSTS_MAX {
+            return None;
+        }
+        Some(turns.entry(ost).or_insert_with(|| Arc::new(Semaphore::new(1))).clone())
     }
 
     /// Admits `run` after the OST's write turn.
     fn after_turn(&self, ost: u32, run: Run) -> Admission {
-        let turn = self.turn(ost);
+        let Some(turn) = self.turn(ost) else { return Admission::Now(Grant::new(run)) };
         match turn.clone().try_acquire_owned() {
             Ok(permit) => Admission::Now(Grant::holding(run, permit)),
             Err(_) => Admission::Later {
@@ -154,5 +158,21 @@ mod tests {
         drop(first);
         assert_eq!(second.await.unwrap().run, Run::Inline);
         drop(other);
+    }
+
+    #[test]
+    fn made_up_ost_indices_cannot_grow_the_turns_without_bound() {
+        let fifo = Fifo::default();
+        let write = |ost| RequestBody::Ost {
+            ost,
+            op: OstRequest::Write(ost::Write { fid: Fid::new(0x100000000, 1, 0), offset: 0, sync: false }),
+        };
+        for ost in 0..WRITE_TURNS_OSTS_MAX as u32 + 100 {
+            drop(now(admit(&fifo, &write(ost), 4096)));
+        }
+        assert_eq!(fifo.write_turns.lock().unwrap().len(), WRITE_TURNS_OSTS_MAX);
+        // Past the bound a write goes without a turn; known OSTs keep theirs.
+        assert!(!now(admit(&fifo, &write(u32::MAX), 4096)).holds());
+        assert!(now(admit(&fifo, &write(0), 4096)).holds());
     }
 }

@@ -1,3 +1,7 @@
+//! Tests of the lock table (state.rs), one per rule of compatibility, queueing, conversion
+//! and extent growth. Longer than 600 lines on purpose: the table is the whole lock
+//! manager's logic and every rule has its case here; split by topic if it grows further.
+
 use super::*;
 use weft_proto::lock::bits;
 

@@ -39,6 +39,6 @@ node oss2 127.0.0.5 $'[oss]\nosts = [2, 3]'
 sleep 0.3
 node mds 127.0.0.3 $'[mds]\nindex = 0'
 sleep 1
-"$W" mount "$mgs" "$dir/mnt"
+"$W" mount "$mgs" "$dir/mnt" -o "log=$dir/mount.log"
 mkdir -p "$dir/mnt/io500"
 "$W" bench io500 --dir "$dir/mnt/io500" --baseline "$baseline" "$@"

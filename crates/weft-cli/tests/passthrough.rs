@@ -29,7 +29,9 @@ impl UpWithSecondClient {
             serde_json::from_str(&weft_ok(&["status", "--data", data.to_str().unwrap(), "--json"])).unwrap();
         let mgs = status["mgs_address"].as_str().unwrap().to_string();
         std::fs::create_dir(me.other()).unwrap();
-        weft_ok(&["mount", &mgs, me.other().to_str().unwrap()]);
+        // Its log in the test's directory, not the default one in /tmp that would outlive it.
+        let log = format!("log={}", me.dir.path().join("other.log").display());
+        weft_ok(&["mount", &mgs, me.other().to_str().unwrap(), "-o", &log]);
         me
     }
 

@@ -208,11 +208,15 @@ impl Ost {
         let last_oid = self.last_id();
         let answer = match above_oid {
             None => {
-                tracing::warn!(
-                    ost = self.index,
-                    last_oid,
-                    "an MDS without a record of this OST: its ids start past LAST_ID"
-                );
+                // A new OST meeting a new MDS is the ordinary start of every file system;
+                // only an OST that already holds objects the MDS never recorded is news.
+                if last_oid > 0 {
+                    tracing::warn!(
+                        ost = self.index,
+                        last_oid,
+                        "an MDS without a record of this OST: its ids start past LAST_ID"
+                    );
+                }
                 ost::Orphans { last_oid, destroyed: false }
             }
             Some(above) if last_oid.saturating_sub(above) > ORPHANS_DESTROY_MAX => {

@@ -21,6 +21,26 @@ fn read_all(p: &Path) -> Vec<u8> {
     std::fs::read(p).unwrap_or_else(|e| panic!("read {}: {e}", p.display()))
 }
 
+/// Fails with where `got` first differs from `want` and what it holds there, so that a
+/// failure says which stale bytes were read (whose, and how many), not only that they were.
+#[track_caller]
+fn assert_bytes(got: &[u8], want: &[u8], what: &str) {
+    if got == want {
+        return;
+    }
+    let at = got.iter().zip(want).position(|(g, w)| g != w).unwrap_or(got.len().min(want.len()));
+    let differing = got.iter().zip(want).skip(at).filter(|(g, w)| g != w).count();
+    let show = |b: &[u8]| String::from_utf8_lossy(&b[at.min(b.len())..(at + 16).min(b.len())]).into_owned();
+    panic!(
+        "{what}: {} bytes read, {} wanted; first difference at {at}, {differing} bytes differ; \
+         read {:?}, wanted {:?}",
+        got.len(),
+        want.len(),
+        show(got),
+        show(want)
+    );
+}
+
 #[test]
 fn a_close_on_one_mount_is_read_fresh_on_the_other_even_from_its_cache() {
     let (_c, a, b) = two_mounts(2);
@@ -42,7 +62,7 @@ fn a_close_on_one_mount_is_read_fresh_on_the_other_even_from_its_cache() {
     want.extend_from_slice(&tail);
     // At once, no sleep: B sees the new size and the new bytes.
     assert_eq!(std::fs::metadata(b.join("f")).unwrap().len(), want.len() as u64);
-    assert!(read_all(&b.join("f")) == want, "B read stale bytes after A's close");
+    assert_bytes(&read_all(&b.join("f")), &want, "B read stale bytes after A's close");
     // And the other way round, on an open descriptor B had before.
     let mut fb = std::fs::File::open(b.join("f")).unwrap();
     let mut first = vec![0u8; 4096];
@@ -297,7 +317,7 @@ fn a_client_killed_holding_locks_is_evicted_and_its_queued_writes_never_land() {
     let limit = Duration::from_millis(weft_harness::LOCK_TIMEOUT_MS) + Duration::from_secs(5);
     assert!(waited < limit, "A waited {waited:?} for a dead client's locks (limit {limit:?})");
     std::thread::sleep(Duration::from_millis(500));
-    assert!(read_all(&a.join("f")) == newer, "the dead client's bytes landed over newer data");
+    assert_bytes(&read_all(&a.join("f")), &newer, "the dead client's bytes landed over newer data");
     // Its advisory lock went with it.
     assert_eq!(
         py_out(&a, "import fcntl\nf=open('f','r+')\nfcntl.lockf(f, fcntl.LOCK_EX|fcntl.LOCK_NB, 0, 0)\nprint('got')"),
@@ -339,7 +359,7 @@ fn an_evicted_client_learns_it_and_comes_back() {
     assert_eq!(errno_of(second), libc::EIO, "write on a descriptor opened before the eviction");
     drop(held);
     // A new open on B works and sees A's bytes, not B's stale ones.
-    assert!(read_all(&b.join("f")) == newer, "B read stale data after its eviction");
+    assert_bytes(&read_all(&b.join("f")), &newer, "B read stale data after its eviction");
     std::fs::write(b.join("g"), b"after").unwrap();
     assert_eq!(std::fs::read(a.join("g")).unwrap(), b"after");
 }
@@ -359,7 +379,7 @@ fn caches_do_not_outlive_a_server_restart() {
     let newer = pattern(10, 0, 1 << 20);
     std::fs::write(a.join("f"), &newer).unwrap();
     std::fs::set_permissions(a.join("f"), std::fs::Permissions::from_mode(0o640)).unwrap();
-    assert!(read_all(&b.join("f")) == newer, "B read what it cached before the restart");
+    assert_bytes(&read_all(&b.join("f")), &newer, "B read what it cached before the restart");
     assert_eq!(std::fs::metadata(b.join("f")).unwrap().permissions().mode() & 0o777, 0o640);
 }
 

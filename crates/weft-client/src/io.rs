@@ -98,7 +98,7 @@ impl Client {
         if data.is_empty() {
             return Ok(());
         }
-        if locks.generation != self.generation() {
+        if locks.client_id != self.client_id() {
             return Err(crate::evicted_error());
         }
         let end = offset.checked_add(data.len() as u64).filter(|end| *end <= FILE_SIZE_MAX_BYTES);
@@ -118,7 +118,7 @@ impl Client {
             let object = &comp.objects[piece.stripe];
             let bulk = gather(comp, offset, &piece, data);
             let op = ost::Write { fid: object.fid, offset: piece.object_offset, sync: false };
-            let (done, _) = self.ost(who, object.ost, op, bulk).await?;
+            let (done, _) = self.ost_under(who, locks, object.ost, op, bulk).await?;
             if done.len as u64 != piece.len {
                 return Err(WeftError::io(format!(
                     "short write to object {} on OST {}: {} of {} bytes",
@@ -170,10 +170,10 @@ impl Client {
             ));
         }
         let comp = layout.plain()?;
-        let _locks = self.extent_lock_from(who, fid, layout, size).await?;
+        let locks = &self.extent_lock_from(who, fid, layout, size).await?;
         bounded(comp.objects.iter().copied().enumerate().map(|(stripe, object)| async move {
             let op = ost::Punch { fid: object.fid, size: comp.object_size_for(size, stripe) };
-            self.ost(who, object.ost, op, Bytes::new()).await.map(drop)
+            self.ost_under(who, locks, object.ost, op, Bytes::new()).await.map(drop)
         }))
         .await?;
         let set = SetAttr { size: Some(size), ..SetAttr::default() };

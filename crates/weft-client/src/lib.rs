@@ -162,8 +162,8 @@ impl Client {
         if self.client_id.load(Ordering::Acquire) != old_id {
             return; // another request saw it first
         }
-        // The generation first: a write checked against it before the new id is in use
-        // can no longer go out under the new id.
+        // (Requests made under the old id's locks keep carrying it and are refused; see
+        // `locks::ExtentGuard`.)
         self.generation.fetch_add(1, Ordering::AcqRel);
         if self.client_id.compare_exchange(old_id, new_id, Ordering::AcqRel, Ordering::Acquire).is_err() {
             return;
@@ -325,6 +325,25 @@ impl Client {
         O: Op<Request = OstRequest, Answer = OstReply>,
     {
         self.call(who, ost, op, bulk, None).await
+    }
+
+    /// One object op made under extent locks (a write, a punch): it goes out under the
+    /// client id the locks were granted to (see [`locks::ExtentGuard`]), so an eviction
+    /// between the locking and the sending makes it fail instead of landing.
+    pub(crate) async fn ost_under<O>(
+        &self,
+        who: &Caller,
+        locks: &locks::ExtentGuard,
+        ost: u32,
+        op: O,
+        bulk: Bytes,
+    ) -> WeftResult<(O::Reply, Bytes)>
+    where
+        O: Op<Request = OstRequest, Answer = OstReply>,
+    {
+        let header = RequestHeader { client_id: locks.client_id, ..self.header(who) };
+        let (answer, bulk) = self.send::<OstRequest, OstReply>(header, ost, op.into(), bulk, None).await?;
+        Ok((take_reply::<O>(answer)?, bulk))
     }
 
     /// One op to target `index` of its service, bounded by `timeout` (at most the request

@@ -288,15 +288,17 @@ fn drop_caches(hooks: &dyn LockHooks, e: &Entry) {
 pub struct ExtentGuard {
     cache: Option<Arc<LockCache>>,
     held: Vec<(LockTarget, LockHandle)>,
-    /// The client incarnation the locks belong to: a write queued before an eviction is
-    /// never sent after it.
-    pub(crate) generation: u64,
+    /// The client id the locks were granted to. The requests made under them carry this
+    /// id, not whatever id the client has when they go out: after an eviction the servers
+    /// refuse it, so a write queued before the eviction never lands after it (under the new
+    /// id it would, over what others wrote meanwhile).
+    pub(crate) client_id: u64,
 }
 
 impl ExtentGuard {
-    /// A guard over no locks (locking off, or a client of this generation with nothing to lock).
-    pub fn none(generation: u64) -> ExtentGuard {
-        ExtentGuard { cache: None, held: Vec::new(), generation }
+    /// A guard over no locks (locking off), for requests of client `client_id`.
+    pub fn none(client_id: u64) -> ExtentGuard {
+        ExtentGuard { cache: None, held: Vec::new(), client_id }
     }
 }
 
@@ -312,7 +314,10 @@ impl Drop for ExtentGuard {
 
 impl std::fmt::Debug for ExtentGuard {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ExtentGuard").field("locks", &self.held.len()).field("generation", &self.generation).finish()
+        f.debug_struct("ExtentGuard")
+            .field("locks", &self.held.len())
+            .field("client_id", &format_args!("{:#x}", self.client_id))
+            .finish()
     }
 }
 
@@ -382,15 +387,19 @@ impl Client {
         mode: LockMode,
         wants: impl Iterator<Item = (StripeObject, Extent)>,
     ) -> WeftResult<ExtentGuard> {
-        let generation = self.generation();
+        let client_id = self.client_id();
         if !self.locks.extent_locks {
-            return Ok(ExtentGuard::none(generation));
+            return Ok(ExtentGuard::none(client_id));
         }
-        let mut guard = ExtentGuard { cache: Some(self.locks.clone()), held: Vec::new(), generation };
+        let mut guard = ExtentGuard { cache: Some(self.locks.clone()), held: Vec::new(), client_id };
         for (object, extent) in wants {
             let target = LockTarget::Ost(object.ost);
             let handle = self.lock_object(who, file, target, object.fid, mode, LockScope::Extent(extent)).await?;
             guard.held.push((target, handle));
+        }
+        if self.client_id() != client_id {
+            // Evicted meanwhile: some of these locks went with the old id.
+            return Err(crate::evicted_error());
         }
         Ok(guard)
     }

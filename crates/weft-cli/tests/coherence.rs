@@ -138,6 +138,72 @@ fn names_and_attributes_changed_on_one_mount_are_seen_on_the_other() {
     assert_eq!(names, ["z"]);
 }
 
+/// Makes the kernel forget every dentry and inode it caches (as IO-500 does between
+/// phases), so that the next stat reaches the mount, which answers from the client's inode
+/// cache while its locks hold.
+fn forget_kernel_names() {
+    std::fs::write("/proc/sys/vm/drop_caches", "2").expect("dropping the kernel's dentries needs root");
+}
+
+fn mode_of(p: &Path) -> u32 {
+    std::fs::metadata(p).unwrap_or_else(|e| panic!("stat {}: {e}", p.display())).permissions().mode() & 0o777
+}
+
+/// What the client library caches below the kernel (names and attributes under its locks)
+/// stays true: another mount's chmod, rename, unlink, write and create show on B once its
+/// kernel asks again, and so do B's own changes, which call back no lock of B's.
+#[test]
+fn names_and_attributes_the_kernel_forgot_are_still_answered_true() {
+    let (_c, a, b) = two_mounts(1);
+    std::fs::create_dir(a.join("d")).unwrap();
+    for n in ["f", "g", "h", "k"] {
+        std::fs::write(a.join("d").join(n), b"12345").unwrap();
+    }
+    // B learns them (its client caches them under the locks that came along), twice: the
+    // second time from the client's cache, its kernel having forgotten them.
+    for _ in 0..2 {
+        for n in ["f", "g", "h", "k"] {
+            assert_eq!(std::fs::metadata(b.join("d").join(n)).unwrap().len(), 5);
+        }
+        forget_kernel_names();
+    }
+    let d_before = std::fs::metadata(b.join("d")).unwrap();
+
+    std::fs::set_permissions(a.join("d/f"), std::fs::Permissions::from_mode(0o600)).unwrap();
+    std::fs::rename(a.join("d/g"), a.join("d/g2")).unwrap();
+    std::fs::remove_file(a.join("d/h")).unwrap();
+    std::fs::write(a.join("d/k"), b"longer than before").unwrap();
+    std::fs::write(a.join("d/new"), b"n").unwrap();
+    forget_kernel_names();
+    assert_eq!(mode_of(&b.join("d/f")), 0o600, "chmod on A");
+    assert!(!b.join("d/g").exists() && b.join("d/g2").exists(), "rename on A");
+    assert!(!b.join("d/h").exists(), "unlink on A");
+    assert_eq!(std::fs::metadata(b.join("d/k")).unwrap().len(), 18, "rewrite on A");
+    assert_eq!(std::fs::read(b.join("d/new")).unwrap(), b"n", "create on A");
+    let d_after = std::fs::metadata(b.join("d")).unwrap();
+    assert!(d_after.modified().unwrap() >= d_before.modified().unwrap());
+
+    // B's own changes: its locks are not called back for them, its cache must follow.
+    for n in ["f", "g2", "k"] {
+        std::fs::metadata(b.join("d").join(n)).unwrap();
+    }
+    forget_kernel_names();
+    std::fs::set_permissions(b.join("d/f"), std::fs::Permissions::from_mode(0o640)).unwrap();
+    std::fs::remove_file(b.join("d/g2")).unwrap();
+    std::fs::write(b.join("d/k"), b"x").unwrap();
+    forget_kernel_names();
+    assert_eq!(mode_of(&b.join("d/f")), 0o640, "chmod on B");
+    assert!(!b.join("d/g2").exists(), "unlink on B");
+    assert_eq!(std::fs::metadata(b.join("d/k")).unwrap().len(), 1, "rewrite on B");
+    forget_kernel_names();
+    assert_eq!(mode_of(&a.join("d/f")), 0o640);
+    assert_eq!(std::fs::metadata(a.join("d/k")).unwrap().len(), 1);
+    let mut names: Vec<String> =
+        std::fs::read_dir(b.join("d")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["f", "k", "new"]);
+}
+
 /// IO-500's hard pattern from two clients: interleaved 47,008-byte records in one file.
 #[test]
 fn two_clients_writing_interleaved_records_leave_exactly_their_bytes() {

@@ -17,6 +17,7 @@
 //! if the map moves the target to another address, the request is resent there.
 
 mod flock;
+pub mod inodes;
 mod limits;
 pub mod locks;
 mod metadata;
@@ -85,6 +86,8 @@ pub struct Client {
     /// queued before an eviction is never sent after it).
     generation: AtomicU64,
     locks: Arc<locks::LockCache>,
+    /// Names and attributes answered under locks this client holds (see inodes.rs).
+    inodes: inodes::InodeCache,
     weak_self: Weak<Client>,
     /// Makes this client reachable for callbacks from servers of this process.
     local_registration: std::sync::Mutex<Option<weft_rpc::local::ClientRegistration>>,
@@ -129,6 +132,7 @@ impl Client {
             client_id: AtomicU64::new(client_id),
             generation: AtomicU64::new(1),
             locks: Arc::new(locks::LockCache::new(config.extent_locks, config.locks_cached_max)),
+            inodes: inodes::InodeCache::default(),
             weak_self: weak.clone(),
             local_registration: std::sync::Mutex::new(None),
             next_request_id: AtomicU64::new(1),
@@ -172,6 +176,7 @@ impl Client {
         self.peers.reset(peer_options(&self.config, new_id, &self.weak_self));
         self.register_local(new_id);
         self.locks.forget_all();
+        self.inodes.clear();
     }
 
     /// The cluster map as this client knows it now.
@@ -298,11 +303,26 @@ impl Client {
         header.reply_slot = slot.as_ref().map_or(0, |s| s.number());
         // The answer may carry an intent lock (recorded before the ticket goes).
         let _ticket = self.locks.ticket();
-        let (answer, _) = self.send::<MdtRequest, MdtReply>(header, MDT_INDEX, op.into(), Bytes::new(), None).await?;
-        if let Some(grant) = answer.inode().and_then(|i| i.lock.as_ref()) {
+        let request: MdtRequest = op.into();
+        // A change of this client: what it touches is forgotten now and not remembered
+        // from answers that may have crossed it (see inodes.rs).
+        let change = inodes::plan(&request).map(|(touches, keep)| (self.inodes.begin(&touches), keep));
+        let sent = self.send::<MdtRequest, MdtReply>(header, MDT_INDEX, request, Bytes::new(), None).await;
+        if let Some(grant) = sent.as_ref().ok().and_then(|(a, _)| a.inode()).and_then(|i| i.lock.as_ref()) {
             self.note_inode_lock(grant);
         }
-        take_reply::<O>(answer)
+        if let Some((change, keep)) = change {
+            let inode = sent.as_ref().ok().and_then(|(a, _)| a.inode());
+            let answer = match (&keep, inode) {
+                (inodes::Keep::Inode, Some(inode)) => Some(inodes::Answer { name: None, inode, name_only: false }),
+                (inodes::Keep::Name { parent, name, name_only }, Some(inode)) => {
+                    Some(inodes::Answer { name: Some((*parent, name)), inode, name_only: *name_only })
+                }
+                _ => None,
+            };
+            self.inodes.end(change, answer);
+        }
+        take_reply::<O>(sent?.0)
     }
 
     /// One request to a target's lock manager.
@@ -435,6 +455,9 @@ impl Client {
             .collect();
         tracing::info!("reconnected to {address}: dropping what was cached under its locks");
         self.locks.forget_targets(&targets);
+        if targets.contains(&LockTarget::Mdt(MDT_INDEX)) {
+            self.inodes.clear();
+        }
     }
 }
 

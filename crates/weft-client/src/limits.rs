@@ -12,6 +12,13 @@ pub const OBJECT_REQUESTS_IN_FLIGHT_MAX: usize = 64;
 /// one node (100k files created) gave back the locks of the first files it made, and the
 /// stat phase that followed went to the MDS for every one of them.
 pub const LOCKS_CACHED_MAX: usize = 524_288;
+/// Inodes and names the inode cache (inodes.rs) keeps, together; past it the oldest go.
+/// An entry is some 300 bytes (attributes, layout, name): 512 Ki of them about 150 MiB,
+/// matched to LOCKS_CACHED_MAX since an entry serves only under a lock.
+pub const INODES_CACHED_MAX: usize = 524_288;
+/// Inodes whose latest change the inode cache remembers to refuse answers older than it;
+/// past it the history is dropped and answers to requests sent before are not cached.
+pub const INODE_CHANGES_TRACKED_MAX: usize = 65_536;
 /// How often a client holding locks checks that every server still knows it (the pinger).
 pub const PING_INTERVAL_MS: u64 = 1_000;
 

@@ -1,6 +1,7 @@
 //! The metadata requests ([`weft_proto::msg::mdt`]): each method sends one op, whose type
 //! says what the MDT answers, so none of them matches on replies.
 
+use crate::inodes::Answer;
 use crate::Client;
 use weft_proto::layout::{Layout, StripeSpec};
 use weft_proto::msg::mdt::{self, Opened};
@@ -8,13 +9,34 @@ use weft_proto::msg::{Attr, Caller, DirPage, FileType, InodeInfo, Name, SetAttr,
 use weft_proto::{Fid, WeftResult};
 
 impl Client {
+    /// The inode `name` in `parent` leads to: from the inode cache while the lock it came
+    /// with holds, else from the MDS.
     pub async fn lookup(&self, who: &Caller, parent: Fid, name: &[u8]) -> WeftResult<InodeInfo> {
-        self.mdt(who, mdt::Lookup { parent, name: name.to_vec() }).await
+        if let Some(inode) = self.inodes.name(parent, name) {
+            if self.locks.still_covers(&inode) {
+                return Ok(inode);
+            }
+            self.inodes.forget(inode.attr.fid);
+        }
+        let since = self.inodes.since();
+        let inode = self.mdt(who, mdt::Lookup { parent, name: name.to_vec() }).await?;
+        self.inodes.remember(Answer { name: Some((parent, name)), inode: &inode, name_only: false }, since);
+        Ok(inode)
     }
 
-    /// The inode as the MDS has it; see [`Client::stat`] for the size of a file being written.
+    /// The inode as the MDS has it (from the inode cache while the lock it came with holds);
+    /// see [`Client::stat`] for the size of a file being written.
     pub async fn getattr(&self, who: &Caller, fid: Fid) -> WeftResult<InodeInfo> {
-        self.mdt(who, mdt::Getattr { fid }).await
+        if let Some(inode) = self.inodes.inode(fid) {
+            if self.locks.still_covers(&inode) {
+                return Ok(inode);
+            }
+            self.inodes.forget(fid);
+        }
+        let since = self.inodes.since();
+        let inode = self.mdt(who, mdt::Getattr { fid }).await?;
+        self.inodes.remember(Answer { name: None, inode: &inode, name_only: false }, since);
+        Ok(inode)
     }
 
     /// Changes attributes. A size change must go through [`Client::truncate`], which cuts
@@ -108,7 +130,8 @@ impl Client {
             // The MDS restarted and forgot its opens: the handle is closed already, and the
             // file's size stays derived from its objects until a writer closes again.
             Err(e) if e.code == weft_proto::ErrorCode::Stale => Ok(()),
-            other => other,
+            // The inode it answers went to the inode cache (see `Client::mdt`).
+            other => other.map(drop),
         }
     }
 

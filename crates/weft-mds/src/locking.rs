@@ -113,6 +113,7 @@ fn answered_fid(reply: &MdtReply) -> Option<Fid> {
 fn refreshed(mds: &Mds, reply: MdtReply, fresh: WeftResult<MdtReply>) -> MdtReply {
     match (reply, fresh) {
         (MdtReply::Inode(_), Ok(MdtReply::Inode(now))) => MdtReply::Inode(now),
+        (MdtReply::Closed(Some(_)), Ok(MdtReply::Inode(now))) => MdtReply::Closed(Some(now)),
         (MdtReply::Opened(mdt::Opened { handle, inode: opened, io }), Ok(MdtReply::Inode(mut now))) => {
             // A writer that opened (or created) a file of trusted size alone was told the
             // size: the newer reading has it unknown only because of that writer's own

@@ -2,6 +2,12 @@
 //! DEFAULT). Protocol-wide bounds (frame sizes, requests in flight on a connection) live in
 //! [`weft_proto::limits`].
 
+// ---- Connections (both sides)
+
+/// The read buffer of each connection: small frames (every metadata request and reply)
+/// come out of it several per read syscall; a bulk larger than what it holds bypasses it.
+pub const SOCKET_READ_BUFFER_BYTES: usize = 64 * 1024;
+
 // ---- Peers (the client side)
 
 /// How long one connection attempt may take, unless [`crate::PeerOptions`] say otherwise.

@@ -103,7 +103,8 @@ impl Connection {
             }
         };
         stream.set_nodelay(true).ok();
-        let (mut reader, writer) = stream.into_split();
+        let (reader, writer) = stream.into_split();
+        let mut reader = tokio::io::BufReader::with_capacity(crate::limits::SOCKET_READ_BUFFER_BYTES, reader);
         let conn = Arc::new(Connection {
             writer: tokio::sync::Mutex::new(writer),
             pending: Mutex::new(HashMap::new()),

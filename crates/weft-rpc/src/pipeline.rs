@@ -64,6 +64,7 @@ impl Pipeline {
         let started = Instant::now();
         let bytes_in = bulk.len() as u64;
         let service = body.service();
+        let opcode = body.opcode_name();
         let (result, out, waited) = match service {
             None => (Ok(ReplyBody::Pong), Bytes::new(), Duration::ZERO),
             Some(service) => self.answer(&ctx, service, body, bulk, bulk_ok, started).await,
@@ -72,6 +73,17 @@ impl Pipeline {
         let bytes = bytes_in + out.len() as u64;
         let sent = reply(result, out).await;
         let outcome = Outcome { service, took: started.elapsed(), waited, ok: ok && sent, bytes };
+        // Every request, when asked for (WEFT_LOG=info,weft_rpc::request=debug): what a client's
+        // operation costs in requests, and where each one's time went.
+        tracing::debug!(
+            target: "weft_rpc::request",
+            op = opcode,
+            client = format_args!("{:016x}", ctx.header.client_id),
+            took_us = outcome.took.as_micros() as u64,
+            waited_us = waited.as_micros() as u64,
+            bytes,
+            ok,
+        );
         Account::record(&*self.stats, &ctx, &outcome);
         for account in self.accounts.read().unwrap_or_else(|p| p.into_inner()).iter() {
             account.record(&ctx, &outcome);

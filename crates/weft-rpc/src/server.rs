@@ -227,7 +227,8 @@ impl Server {
 
     async fn connection(self: Arc<Self>, stream: TcpStream, peer: SocketAddr) {
         stream.set_nodelay(true).ok();
-        let (mut reader, writer) = stream.into_split();
+        let (reader, writer) = stream.into_split();
+        let mut reader = tokio::io::BufReader::with_capacity(crate::limits::SOCKET_READ_BUFFER_BYTES, reader);
         let writer = Arc::new(tokio::sync::Mutex::new(writer));
         let link = self.exports.open_link(writer.clone());
         // However the connection ends, it stops being anyone's route.

@@ -122,6 +122,14 @@ impl LockCache {
 
     /// Whether the inode-bit lock of this handle is held and still covers `bits` (a
     /// callback may have narrowed it since it was granted).
+    /// Whether `inode` came with a lock that still holds LOOKUP|UPDATE on it: then its name
+    /// and attributes are as the answer gave them.
+    pub fn still_covers(&self, inode: &weft_proto::msg::InodeInfo) -> bool {
+        let Some(lock) = &inode.lock else { return false };
+        let key = (LockTarget::Mdt(crate::MDT_INDEX), lock.handle);
+        self.table().holds_bits_on(key, inode.attr.fid, lock::bits::LOOKUP | lock::bits::UPDATE)
+    }
+
     pub fn holds_bits(&self, target: LockTarget, handle: LockHandle, bits: u8) -> bool {
         self.table().holds_bits((target, handle), bits)
     }

@@ -177,6 +177,14 @@ impl LockTable {
     }
 
     /// Whether the inode-bit lock is held and still covers `bits`.
+    /// Whether the lock `key` is held, on the inode `fid`, with `bits`: what a cached
+    /// answer needs (a handle alone could be one a restarted server gave out again).
+    pub fn holds_bits_on(&self, key: LockKey, fid: Fid, bits: u8) -> bool {
+        self.entries
+            .get(&key)
+            .is_some_and(|e| e.phase == Phase::Granted && e.file == fid && e.scope.contains(&LockScope::Bits(bits)))
+    }
+
     pub fn holds_bits(&self, key: LockKey, bits: u8) -> bool {
         self.entries.get(&key).is_some_and(|e| e.phase == Phase::Granted && e.scope.contains(&LockScope::Bits(bits)))
     }

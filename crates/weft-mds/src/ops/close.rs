@@ -3,10 +3,16 @@
 
 use super::Mutation;
 use super::OpCtx;
-use weft_proto::msg::{mdt, FileType};
+use weft_proto::msg::{mdt, FileType, InodeInfo};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
-pub fn close(ctx: &mut OpCtx<'_>, fid: Fid, handle: u64, size_blocks: Option<(u64, u64)>) -> WeftResult<()> {
+/// Ends an open; answers the inode as it is now, or None if the close destroyed it.
+pub fn close(
+    ctx: &mut OpCtx<'_>,
+    fid: Fid,
+    handle: u64,
+    size_blocks: Option<(u64, u64)>,
+) -> WeftResult<Option<InodeInfo>> {
     let (oh, counts, still_trusted) = {
         let of = ctx.core.open_files();
         let oh = of.handle(handle).cloned().ok_or_else(|| {
@@ -22,7 +28,8 @@ pub fn close(ctx: &mut OpCtx<'_>, fid: Fid, handle: u64, size_blocks: Option<(u6
     // Checks done: writes follow.
     let last_writer = oh.writes() && counts.writers == 1;
     let last_open = counts.opens == 1;
-    if rec.nlink == 0 && last_open {
+    let destroyed = rec.nlink == 0 && last_open;
+    if destroyed {
         ctx.t.destroy_inode(fid, &rec)?;
     } else if last_writer && rec.kind == FileType::Regular {
         match size_blocks {
@@ -42,11 +49,11 @@ pub fn close(ctx: &mut OpCtx<'_>, fid: Fid, handle: u64, size_blocks: Option<(u6
         }
     }
     ctx.core.open_files().close(handle, ctx.undo).expect("handle checked above");
-    Ok(())
+    Ok((!destroyed).then(|| crate::inode_info(ctx.core, fid, &rec)))
 }
 
 impl Mutation for mdt::Close {
-    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<()> {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<Option<InodeInfo>> {
         close(ctx, self.fid, self.handle, self.size_blocks)
     }
 }

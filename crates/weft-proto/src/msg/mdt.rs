@@ -63,7 +63,11 @@ macro_rules! mdt_ops {
             write Open { fid: $crate::Fid, flags: u32 } -> $crate::msg::mdt::Opened = "mds_open";
             /// Ends an open. A writer passes the size and 512-byte blocks it derived from the
             /// objects (a glimpse) so the MDS can record trusted values once no writer is left.
-            write Close { fid: $crate::Fid, handle: u64, size_blocks: Option<(u64, u64)> } -> () = "mds_close";
+            /// Answered with the inode as the close left it, and an intent lock on it, so the
+            /// client can serve the next stat without asking; None when the close destroyed
+            /// an unlinked file.
+            write Close { fid: $crate::Fid, handle: u64, size_blocks: Option<(u64, u64)> }
+                -> Option<$crate::msg::InodeInfo> = "mds_close";
             read GetXattr { fid: $crate::Fid, name: $crate::msg::Name } -> Vec<u8> = "mds_getxattr";
             /// `flags`: XATTR_CREATE, XATTR_REPLACE.
             write SetXattr { fid: $crate::Fid, name: $crate::msg::Name, value: Vec<u8>, flags: u32 }
@@ -109,6 +113,8 @@ crate::define_replies! {
         Inode(InodeInfo),
         /// Create and Open.
         Opened(Opened),
+        /// Close: the inode, unless the close destroyed it.
+        Closed(Option<InodeInfo>),
         Empty = (),
         Data(Vec<u8>),
         Names(Vec<Name>),
@@ -122,14 +128,14 @@ impl MdtReply {
     /// The inode an answer names (lookups, creates, opens, ...), if any.
     pub fn inode(&self) -> Option<&InodeInfo> {
         match self {
-            MdtReply::Inode(i) | MdtReply::Opened(Opened { inode: i, .. }) => Some(i),
+            MdtReply::Inode(i) | MdtReply::Opened(Opened { inode: i, .. }) | MdtReply::Closed(Some(i)) => Some(i),
             _ => None,
         }
     }
 
     pub fn inode_mut(&mut self) -> Option<&mut InodeInfo> {
         match self {
-            MdtReply::Inode(i) | MdtReply::Opened(Opened { inode: i, .. }) => Some(i),
+            MdtReply::Inode(i) | MdtReply::Opened(Opened { inode: i, .. }) | MdtReply::Closed(Some(i)) => Some(i),
             _ => None,
         }
     }

@@ -1,0 +1,357 @@
+//! The inode cache: names and attributes the MDT answered with an intent lock, served again
+//! without a request while that lock holds, as Lustre's client serves them from its dcache
+//! and inodes. The kernel caches the same under the same locks, but forgets them under
+//! memory pressure or `drop_caches` while the locks stay; then a stat of a file this client
+//! made would cost a round trip to the MDS that nothing else changed meanwhile.
+//!
+//! The rules that keep it true:
+//! * **Another client's change** calls back the lock first (the MDS takes its EX locks
+//!   before changing anything): an entry serves only while the client's lock table holds
+//!   that very lock, granted, with LOOKUP|UPDATE, on that very inode ([`Client`] checks at
+//!   each use). A callback, the LRU, an eviction or a server restart ends it.
+//! * **This client's own changes** are not called back (a client's locks never conflict
+//!   with its own). So each of them [`InodeCache::begin`]s by forgetting what it touches:
+//!   the inodes whose attributes, links or size change (a directory whose entries change
+//!   among them), and the names it makes, removes or moves. An answer is remembered only if
+//!   no change of this client touched its inodes between the request and the answer (a
+//!   change counter per inode says so), since the MDS may have run the two in either order.
+//! * A regular file whose size the MDS does not know (a writer has it open) is not cached:
+//!   its size comes from the objects at each stat.
+//! * Bounded by [`INODES_CACHED_MAX`]: the oldest entries go first.
+//!
+//! The cache is pure bookkeeping: no lock, request or await in here.
+
+use crate::limits::{INODES_CACHED_MAX, INODE_CHANGES_TRACKED_MAX};
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+use weft_proto::msg::{mdt, FileType, InodeInfo, MdtRequest, Name, OPEN_TRUNC, OPEN_WRITE};
+use weft_proto::Fid;
+
+type NameKey = (Fid, Vec<u8>);
+
+#[derive(Default)]
+struct Inner {
+    /// Counts every begin and end of a change; answers compare against it.
+    seq: u64,
+    inodes: HashMap<Fid, InodeInfo>,
+    /// (parent, name) -> the inode it leads to.
+    names: HashMap<NameKey, Fid>,
+    /// inode -> its names in `names`, to forget them with it.
+    names_of: HashMap<Fid, Vec<NameKey>>,
+    /// Insertion order of `inodes` and `names` for the bound (stale keys are skipped).
+    order: VecDeque<Key>,
+    /// inode -> `seq` when a change of it last began or ended.
+    touched: HashMap<Fid, u64>,
+    /// inode -> changes of it under way.
+    busy: HashMap<Fid, u32>,
+    /// Changes older than this are no longer in `touched` (forgotten for the bound): an
+    /// answer to a request sent before it is not remembered.
+    floor: u64,
+    /// An unlink or rename whose inode this cache could not name: everything remembered
+    /// before it may be stale (its links), so answers from before it are refused too.
+    cleared_at: u64,
+}
+
+#[derive(Clone, PartialEq, Eq)]
+enum Key {
+    Inode(Fid),
+    Name(NameKey),
+}
+
+/// What one change of this client touches.
+#[derive(Debug, Default, Clone)]
+pub struct Touches {
+    /// Inodes whose attributes change (a directory whose entries change is one).
+    pub inodes: Vec<Fid>,
+    /// Names made, removed or moved: (parent, name).
+    pub names: Vec<(Fid, Vec<u8>)>,
+    /// Whether the inodes the removed or moved names led to lose a link (unlink, rmdir,
+    /// rename over a name): those inodes are touched too.
+    pub names_lose_links: bool,
+}
+
+/// A change under way: [`InodeCache::end`] it with what to remember of its answer.
+#[derive(Debug)]
+pub struct Change {
+    inodes: Vec<Fid>,
+    /// `seq` right after this change began.
+    began: u64,
+}
+
+/// What an answer may add: a name for an inode, or an inode's attributes, or both.
+pub struct Answer<'a> {
+    pub name: Option<(Fid, &'a [u8])>,
+    pub inode: &'a InodeInfo,
+    /// Only the name leads to the inode (its attributes may change before the change ends,
+    /// as a create opened for writing).
+    pub name_only: bool,
+}
+
+#[derive(Default)]
+pub struct InodeCache {
+    inner: Mutex<Inner>,
+}
+
+/// Whether an answer's attributes may be served again: it came with a lock, and a regular
+/// file's size is known.
+fn cacheable(inode: &InodeInfo) -> bool {
+    inode.lock.is_some() && (inode.attr.kind != FileType::Regular || inode.attr.size_known)
+}
+
+impl Inner {
+    fn forget_inode(&mut self, fid: Fid) {
+        self.inodes.remove(&fid);
+        for key in self.names_of.remove(&fid).unwrap_or_default() {
+            if self.names.get(&key) == Some(&fid) {
+                self.names.remove(&key);
+            }
+        }
+    }
+
+    fn forget_name(&mut self, key: &NameKey) -> Option<Fid> {
+        let fid = self.names.remove(key)?;
+        if let Some(list) = self.names_of.get_mut(&fid) {
+            list.retain(|k| k != key);
+            if list.is_empty() {
+                self.names_of.remove(&fid);
+            }
+        }
+        Some(fid)
+    }
+
+    fn touch(&mut self, fid: Fid) {
+        if self.touched.len() >= INODE_CHANGES_TRACKED_MAX && !self.touched.contains_key(&fid) {
+            // Forget the history of inodes nobody is changing; answers to requests sent
+            // before now are refused instead.
+            let busy = &self.busy;
+            self.touched.retain(|f, _| busy.contains_key(f));
+            self.floor = self.seq;
+        }
+        self.touched.insert(fid, self.seq);
+    }
+
+    /// Whether no change of `fid` is under way or began or ended after `since`.
+    fn untouched_since(&self, fid: Fid, since: u64) -> bool {
+        !self.busy.contains_key(&fid) && self.touched.get(&fid).is_none_or(|&at| at <= since)
+    }
+
+    fn insert(&mut self, key: Key) {
+        self.order.push_back(key);
+        while self.inodes.len() + self.names.len() > INODES_CACHED_MAX {
+            match self.order.pop_front() {
+                Some(Key::Inode(fid)) => {
+                    self.inodes.remove(&fid);
+                }
+                Some(Key::Name(name)) => {
+                    self.forget_name(&name);
+                }
+                None => break,
+            }
+        }
+        if self.order.len() > 2 * INODES_CACHED_MAX {
+            // Keys whose entries went another way: drop them from the order.
+            let (inodes, names) = (&self.inodes, &self.names);
+            self.order.retain(|k| match k {
+                Key::Inode(f) => inodes.contains_key(f),
+                Key::Name(n) => names.contains_key(n),
+            });
+        }
+    }
+
+    fn remember(&mut self, answer: &Answer<'_>, since: u64) {
+        let fid = answer.inode.attr.fid;
+        if since < self.floor || since < self.cleared_at || !cacheable(answer.inode) {
+            return;
+        }
+        if let Some((parent, name)) = answer.name {
+            if !self.untouched_since(parent, since) || !self.untouched_since(fid, since) {
+                return;
+            }
+            let key = (parent, name.to_vec());
+            if let Some(old) = self.names.get(&key).copied() {
+                if old != fid {
+                    self.forget_name(&key);
+                }
+            }
+            if self.names.insert(key.clone(), fid).is_none() {
+                self.names_of.entry(fid).or_default().push(key.clone());
+                self.insert(Key::Name(key));
+            }
+        } else if !self.untouched_since(fid, since) {
+            return;
+        }
+        if !answer.name_only && self.inodes.insert(fid, answer.inode.clone()).is_none() {
+            self.insert(Key::Inode(fid));
+        }
+    }
+}
+
+impl InodeCache {
+    fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// The point a request starts from: pass it to [`InodeCache::remember`] with its answer.
+    pub fn since(&self) -> u64 {
+        self.inner().seq
+    }
+
+    /// The inode `name` in `parent` leads to, as last answered (the caller checks its lock).
+    pub fn name(&self, parent: Fid, name: &[u8]) -> Option<InodeInfo> {
+        let inner = self.inner();
+        let fid = inner.names.get(&(parent, name.to_vec()))?;
+        inner.inodes.get(fid).cloned()
+    }
+
+    /// The inode `fid` as last answered (the caller checks its lock).
+    pub fn inode(&self, fid: Fid) -> Option<InodeInfo> {
+        self.inner().inodes.get(&fid).cloned()
+    }
+
+    /// Remembers an answer to a read sent at `since`, unless a change of this client
+    /// touched what it names since.
+    pub fn remember(&self, answer: Answer<'_>, since: u64) {
+        self.inner().remember(&answer, since);
+    }
+
+    /// Drops `fid` (its lock no longer serves; a use found it so).
+    pub fn forget(&self, fid: Fid) {
+        self.inner().forget_inode(fid);
+    }
+
+    /// A change of this client begins: forgets what it touches, and keeps answers sent
+    /// before it from being remembered until it ends.
+    pub fn begin(&self, touches: &Touches) -> Change {
+        let mut inner = self.inner();
+        inner.seq += 1;
+        let mut inodes = touches.inodes.clone();
+        for (parent, name) in &touches.names {
+            match inner.forget_name(&(*parent, name.clone())) {
+                Some(child) if touches.names_lose_links => inodes.push(child),
+                Some(_) => {}
+                None if touches.names_lose_links => {
+                    // The inode that loses a link is not known here: nothing remembered
+                    // before now can be trusted for its link count.
+                    inner.inodes.clear();
+                    inner.names.clear();
+                    inner.names_of.clear();
+                    inner.order.clear();
+                    inner.cleared_at = inner.seq;
+                }
+                None => {}
+            }
+        }
+        inodes.sort();
+        inodes.dedup();
+        for &fid in &inodes {
+            // Its attributes change; its names stay (a name that changes is in `names`).
+            inner.inodes.remove(&fid);
+            *inner.busy.entry(fid).or_default() += 1;
+            inner.touch(fid);
+        }
+        Change { inodes, began: inner.seq }
+    }
+
+    /// The change answered (or failed): what it touched may be remembered again, starting
+    /// with `answer` if no other change of this client touched the same meanwhile.
+    pub fn end(&self, change: Change, answer: Option<Answer<'_>>) {
+        let mut inner = self.inner();
+        for fid in &change.inodes {
+            if let Some(n) = inner.busy.get_mut(fid) {
+                *n -= 1;
+                if *n == 0 {
+                    inner.busy.remove(fid);
+                }
+            }
+        }
+        if let Some(answer) = answer {
+            // Touched by this change at `began`, and by nobody after.
+            inner.remember(&answer, change.began);
+        }
+        inner.seq += 1;
+        for fid in change.inodes {
+            inner.touch(fid);
+        }
+    }
+
+    /// Forgets everything (an eviction, a reconnect to the MDS).
+    pub fn clear(&self) {
+        let mut inner = self.inner();
+        inner.inodes.clear();
+        inner.names.clear();
+        inner.names_of.clear();
+        inner.order.clear();
+        inner.cleared_at = inner.seq;
+    }
+
+    /// Entries cached now (inodes, names).
+    pub fn len(&self) -> (usize, usize) {
+        let inner = self.inner();
+        (inner.inodes.len(), inner.names.len())
+    }
+}
+
+/// What of a change's answer is remembered when it ends.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Keep {
+    Nothing,
+    /// The answered inode's attributes.
+    Inode,
+    /// The name made, leading to the answered inode; its attributes too unless `name_only`.
+    Name {
+        parent: Fid,
+        name: Vec<u8>,
+        name_only: bool,
+    },
+}
+
+/// What a metadata request of this client changes (None for a read) and what of its
+/// answer to keep.
+pub fn plan(req: &MdtRequest) -> Option<(Touches, Keep)> {
+    let named = |parent: &Fid, name: &Name, name_only| Keep::Name { parent: *parent, name: name.clone(), name_only };
+    let t =
+        |inodes: Vec<Fid>, names: Vec<(Fid, Vec<u8>)>, names_lose_links| Touches { inodes, names, names_lose_links };
+    Some(match req {
+        MdtRequest::Lookup(_) | MdtRequest::Getattr(_) => return None,
+        MdtRequest::Setattr(mdt::Setattr { fid, .. }) => (t(vec![*fid], vec![], false), Keep::Inode),
+        // Opened for writing: the size may change before the close tells it.
+        MdtRequest::Create(mdt::Create { parent, name, .. }) => {
+            (t(vec![*parent], vec![(*parent, name.clone())], false), named(parent, name, true))
+        }
+        MdtRequest::Mkdir(mdt::Mkdir { parent, name, .. })
+        | MdtRequest::Mknod(mdt::Mknod { parent, name, .. })
+        | MdtRequest::Symlink(mdt::Symlink { parent, name, .. }) => {
+            (t(vec![*parent], vec![(*parent, name.clone())], false), named(parent, name, false))
+        }
+        MdtRequest::Link(mdt::Link { fid, parent, name }) => {
+            (t(vec![*fid, *parent], vec![(*parent, name.clone())], false), named(parent, name, false))
+        }
+        MdtRequest::Unlink(mdt::Unlink { parent, name }) | MdtRequest::Rmdir(mdt::Rmdir { parent, name }) => {
+            (t(vec![*parent], vec![(*parent, name.clone())], true), Keep::Nothing)
+        }
+        MdtRequest::Rename(mdt::Rename { src_parent, src_name, dst_parent, dst_name, .. }) => {
+            let names = vec![(*src_parent, src_name.clone()), (*dst_parent, dst_name.clone())];
+            (t(vec![*src_parent, *dst_parent], names, true), Keep::Nothing)
+        }
+        MdtRequest::Open(mdt::Open { fid, flags }) if flags & (OPEN_WRITE | OPEN_TRUNC) != 0 => {
+            (t(vec![*fid], vec![], false), Keep::Nothing)
+        }
+        MdtRequest::Open(_) => (Touches::default(), Keep::Nothing),
+        MdtRequest::Close(mdt::Close { fid, .. }) => (t(vec![*fid], vec![], false), Keep::Inode),
+        MdtRequest::SetXattr(mdt::SetXattr { fid, .. })
+        | MdtRequest::RemoveXattr(mdt::RemoveXattr { fid, .. })
+        | MdtRequest::SetStripe(mdt::SetStripe { fid, .. })
+        | MdtRequest::DeleteStripe(mdt::DeleteStripe { fid }) => (t(vec![*fid], vec![], false), Keep::Nothing),
+        MdtRequest::Readlink(_)
+        | MdtRequest::Readdir(_)
+        | MdtRequest::GetXattr(_)
+        | MdtRequest::ListXattr(_)
+        | MdtRequest::GetStripe(_)
+        | MdtRequest::Statfs(_)
+        | MdtRequest::Fid2Path(_) => return None,
+    })
+}
+
+#[cfg(test)]
+#[path = "inodes_tests.rs"]
+mod tests;

@@ -1,0 +1,168 @@
+//! The inode cache's bookkeeping: what a change of this client forgets, and which answers
+//! may be remembered around changes.
+
+use super::*;
+use weft_proto::lock::{bits, LockGrant, LockMode, LockScope};
+use weft_proto::msg::{Attr, Timestamp};
+
+fn fid(oid: u32) -> Fid {
+    Fid { seq: 0x2_0000_0000, oid, ver: 0 }
+}
+
+fn inode(oid: u32, kind: FileType, size_known: bool) -> InodeInfo {
+    let t = Timestamp { sec: 1, nsec: 0 };
+    InodeInfo {
+        attr: Attr {
+            fid: fid(oid),
+            kind,
+            mode: 0o644,
+            uid: 0,
+            gid: 0,
+            nlink: 1,
+            size: 0,
+            size_known,
+            blocks: 0,
+            atime: t,
+            mtime: t,
+            ctime: t,
+            rdev: 0,
+        },
+        layout: None,
+        lock: Some(LockGrant {
+            handle: u64::from(oid),
+            resource: fid(oid),
+            mode: LockMode::Pr,
+            scope: LockScope::Bits(bits::LOOKUP | bits::UPDATE | bits::LAYOUT),
+        }),
+    }
+}
+
+fn file(oid: u32) -> InodeInfo {
+    inode(oid, FileType::Regular, true)
+}
+
+const DIR: u32 = 1;
+
+fn looked_up(cache: &InodeCache, name: &str, answer: &InodeInfo, since: u64) {
+    cache.remember(Answer { name: Some((fid(DIR), name.as_bytes())), inode: answer, name_only: false }, since);
+}
+
+#[test]
+fn a_lookup_answer_is_served_by_name_and_by_fid() {
+    let cache = InodeCache::default();
+    looked_up(&cache, "a", &file(10), cache.since());
+    assert_eq!(cache.name(fid(DIR), b"a"), Some(file(10)));
+    assert_eq!(cache.inode(fid(10)), Some(file(10)));
+    assert_eq!(cache.name(fid(DIR), b"b"), None);
+}
+
+#[test]
+fn what_cannot_be_served_is_not_kept() {
+    let cache = InodeCache::default();
+    let mut no_lock = file(10);
+    no_lock.lock = None;
+    looked_up(&cache, "a", &no_lock, cache.since());
+    looked_up(&cache, "b", &inode(11, FileType::Regular, false), cache.since());
+    assert_eq!(cache.len(), (0, 0), "no lock, or a size only the objects know");
+    looked_up(&cache, "d", &inode(12, FileType::Directory, false), cache.since());
+    assert!(cache.name(fid(DIR), b"d").is_some(), "a directory's size is the MDS's");
+}
+
+#[test]
+fn an_unlink_forgets_the_name_the_inode_and_the_directory() {
+    let cache = InodeCache::default();
+    looked_up(&cache, "a", &file(10), cache.since());
+    cache.remember(Answer { name: None, inode: &inode(DIR, FileType::Directory, true), name_only: false }, 0);
+    let (touches, keep) = plan(&MdtRequest::Unlink(mdt::Unlink { parent: fid(DIR), name: b"a".to_vec() })).unwrap();
+    assert_eq!(keep, Keep::Nothing);
+    let change = cache.begin(&touches);
+    assert_eq!(cache.name(fid(DIR), b"a"), None);
+    assert_eq!(cache.inode(fid(10)), None, "its link count changes");
+    assert_eq!(cache.inode(fid(DIR)), None, "its entries and times change");
+    cache.end(change, None);
+    assert_eq!(cache.len(), (0, 0));
+}
+
+#[test]
+fn an_answer_that_crossed_a_change_of_this_client_is_not_kept() {
+    let cache = InodeCache::default();
+    // A stat is sent, then a chmod of the same file begins.
+    let since = cache.since();
+    let chmod = Touches { inodes: vec![fid(10)], ..Touches::default() };
+    let change = cache.begin(&chmod);
+    looked_up(&cache, "a", &file(10), since);
+    assert_eq!(cache.inode(fid(10)), None, "answered while the change was under way");
+    cache.end(change, None);
+    looked_up(&cache, "a", &file(10), since);
+    assert_eq!(cache.inode(fid(10)), None, "answered after it ended: the MDS may have run the stat first");
+    // A stat sent after the change ended is kept; one of another inode was never refused.
+    looked_up(&cache, "a", &file(10), cache.since());
+    assert!(cache.inode(fid(10)).is_some());
+    looked_up(&cache, "b", &file(11), since);
+    assert!(cache.inode(fid(11)).is_some(), "nothing of this client touched file 11 or its directory");
+}
+
+#[test]
+fn a_create_keeps_its_name_and_the_close_its_attributes() {
+    let cache = InodeCache::default();
+    let create = MdtRequest::Create(mdt::Create {
+        parent: fid(DIR),
+        name: b"new".to_vec(),
+        mode: 0o644,
+        exclusive: true,
+        spec: None,
+        open_flags: OPEN_WRITE,
+    });
+    let (touches, keep) = plan(&create).unwrap();
+    let change = cache.begin(&touches);
+    let Keep::Name { parent, name, name_only } = keep else { panic!("{keep:?}") };
+    assert!(name_only, "opened for writing: its size may change until the close");
+    cache.end(change, Some(Answer { name: Some((parent, &name)), inode: &file(20), name_only }));
+    assert_eq!(cache.name(fid(DIR), b"new"), None, "no attributes yet");
+    let close = MdtRequest::Close(mdt::Close { fid: fid(20), handle: 1, size_blocks: Some((3901, 8)) });
+    let (touches, keep) = plan(&close).unwrap();
+    assert_eq!(keep, Keep::Inode);
+    let change = cache.begin(&touches);
+    let mut closed = file(20);
+    closed.attr.size = 3901;
+    cache.end(change, Some(Answer { name: None, inode: &closed, name_only: false }));
+    assert_eq!(cache.name(fid(DIR), b"new").map(|i| i.attr.size), Some(3901));
+}
+
+#[test]
+fn a_change_answered_while_another_touched_the_same_keeps_nothing() {
+    let cache = InodeCache::default();
+    let first = cache.begin(&Touches { inodes: vec![fid(20)], ..Touches::default() });
+    let second = cache.begin(&Touches { inodes: vec![fid(20)], ..Touches::default() });
+    cache.end(second, None);
+    cache.end(first, Some(Answer { name: None, inode: &file(20), name_only: false }));
+    assert_eq!(cache.inode(fid(20)), None, "the other change may have come after it at the MDS");
+}
+
+#[test]
+fn removing_a_name_the_cache_cannot_follow_forgets_everything() {
+    let cache = InodeCache::default();
+    let since = cache.since();
+    looked_up(&cache, "a", &file(10), since);
+    cache.remember(Answer { name: None, inode: &file(11), name_only: false }, since);
+    let rename = MdtRequest::Rename(mdt::Rename {
+        src_parent: fid(DIR),
+        src_name: b"unknown".to_vec(),
+        dst_parent: fid(DIR),
+        dst_name: b"other".to_vec(),
+        flags: 0,
+    });
+    let change = cache.begin(&plan(&rename).unwrap().0);
+    assert_eq!(cache.len(), (0, 0), "file 11 may be the one that lost a link");
+    cache.end(change, None);
+    looked_up(&cache, "b", &file(12), since);
+    assert_eq!(cache.len(), (0, 0), "an answer from before that is refused too");
+}
+
+#[test]
+fn reads_change_nothing() {
+    assert!(plan(&MdtRequest::Getattr(mdt::Getattr { fid: fid(1) })).is_none());
+    assert!(plan(&MdtRequest::Lookup(mdt::Lookup { parent: fid(1), name: b"x".to_vec() })).is_none());
+    let (touches, keep) = plan(&MdtRequest::Open(mdt::Open { fid: fid(1), flags: 0 })).unwrap();
+    assert!(touches.inodes.is_empty() && keep == Keep::Nothing, "a read-only open changes nothing cached");
+}

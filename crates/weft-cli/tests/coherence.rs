@@ -204,6 +204,32 @@ fn names_and_attributes_the_kernel_forgot_are_still_answered_true() {
     assert_eq!(names, ["f", "k", "new"]);
 }
 
+/// The client lists a directory its mount made (every name in it known, so the lookup the
+/// kernel makes before each create needs no request): a name another mount makes or
+/// removes there still shows on B, and so do B's own.
+#[test]
+fn names_made_elsewhere_in_a_directory_this_mount_made_are_found() {
+    let (_c, a, b) = two_mounts(1);
+    std::fs::create_dir(b.join("d")).unwrap();
+    std::fs::write(b.join("d/mine"), b"m").unwrap();
+    assert!(!b.join("d/theirs").exists());
+    std::fs::write(a.join("d/theirs"), b"t").unwrap();
+    assert_eq!(std::fs::read(b.join("d/theirs")).unwrap(), b"t", "made on A");
+    std::fs::create_dir(b.join("e")).unwrap();
+    std::fs::write(a.join("e/late"), b"l").unwrap();
+    forget_kernel_names();
+    assert_eq!(std::fs::read(b.join("e/late")).unwrap(), b"l", "made on A, B's kernel having forgotten");
+    std::fs::remove_file(a.join("d/mine")).unwrap();
+    forget_kernel_names();
+    assert!(!b.join("d/mine").exists(), "removed on A");
+    std::fs::remove_file(b.join("d/theirs")).unwrap();
+    assert!(!b.join("d/theirs").exists(), "removed on B");
+    std::fs::write(b.join("d/theirs"), b"again").unwrap();
+    forget_kernel_names();
+    assert_eq!(std::fs::read(b.join("d/theirs")).unwrap(), b"again", "made again on B");
+    assert_eq!(std::fs::read(a.join("d/theirs")).unwrap(), b"again");
+}
+
 /// IO-500's hard pattern from two clients: interleaved 47,008-byte records in one file.
 #[test]
 fn two_clients_writing_interleaved_records_leave_exactly_their_bytes() {

@@ -17,14 +17,25 @@
 //!   change counter per inode says so), since the MDS may have run the two in either order.
 //! * A regular file whose size the MDS does not know (a writer has it open) is not cached:
 //!   its size comes from the objects at each stat.
-//! * Bounded by [`INODES_CACHED_MAX`]: the oldest entries go first.
+//! * An unlink or rename whose inode the cache cannot name may leave any cached inode with
+//!   a wrong link count: every inode remembered before it stops serving (lazily: each entry
+//!   carries when it was remembered).
+//! * **Directories this client made** are *listed*: made empty under the lock the mkdir
+//!   answer brought, and changed since only by this client (another client's change of its
+//!   entries calls that lock back), every name in them is known. A lookup of a name not in
+//!   the listing is answered "no such name" without asking: the lookup the kernel makes
+//!   before every create. A change of this client whose outcome is not known (it failed,
+//!   or another change of the same name overlapped it) ends the listing.
+//! * Bounded by [`INODES_CACHED_MAX`] and [`LISTED_NAMES_MAX`]: the oldest entries go first;
+//!   a listing that grows past its bound ends.
 //!
 //! The cache is pure bookkeeping: no lock, request or await in here.
 
-use crate::limits::{INODES_CACHED_MAX, INODE_CHANGES_TRACKED_MAX};
-use std::collections::{HashMap, VecDeque};
+use crate::limits::{INODES_CACHED_MAX, INODE_CHANGES_TRACKED_MAX, LISTED_NAMES_MAX};
+use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
-use weft_proto::msg::{mdt, FileType, InodeInfo, MdtRequest, Name, OPEN_TRUNC, OPEN_WRITE};
+use weft_proto::lock::LockHandle;
+use weft_proto::msg::{mdt, FileType, InodeInfo, MdtRequest, Name, OPEN_TRUNC, OPEN_WRITE, RENAME_EXCHANGE};
 use weft_proto::Fid;
 
 type NameKey = (Fid, Vec<u8>);
@@ -33,7 +44,8 @@ type NameKey = (Fid, Vec<u8>);
 struct Inner {
     /// Counts every begin and end of a change; answers compare against it.
     seq: u64,
-    inodes: HashMap<Fid, InodeInfo>,
+    /// Each with the `seq` it was remembered at.
+    inodes: HashMap<Fid, (InodeInfo, u64)>,
     /// (parent, name) -> the inode it leads to.
     names: HashMap<NameKey, Fid>,
     /// inode -> its names in `names`, to forget them with it.
@@ -47,9 +59,21 @@ struct Inner {
     /// Changes older than this are no longer in `touched` (forgotten for the bound): an
     /// answer to a request sent before it is not remembered.
     floor: u64,
-    /// An unlink or rename whose inode this cache could not name: everything remembered
-    /// before it may be stale (its links), so answers from before it are refused too.
+    /// An unlink or rename whose inode this cache could not name: every inode remembered
+    /// before it may be stale (its links), and answers from before it are refused too.
     cleared_at: u64,
+    /// Directories whose every name is known, with the lock that keeps it so.
+    listings: HashMap<Fid, Listing>,
+    /// Names in all listings together.
+    listed: usize,
+    /// (parent, name) -> changes of this client of that name under way.
+    busy_names: HashMap<NameKey, u32>,
+}
+
+struct Listing {
+    /// The lock of the directory (from its mkdir answer): the listing holds while it does.
+    lock: LockHandle,
+    names: HashSet<Vec<u8>>,
 }
 
 #[derive(Clone, PartialEq, Eq)]
@@ -58,13 +82,22 @@ enum Key {
     Name(NameKey),
 }
 
+/// A name one change makes, removes or moves.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NameChange {
+    pub parent: Fid,
+    pub name: Vec<u8>,
+    /// Whether the name is there once the change succeeded.
+    pub exists_after: bool,
+}
+
 /// What one change of this client touches.
 #[derive(Debug, Default, Clone)]
 pub struct Touches {
     /// Inodes whose attributes change (a directory whose entries change is one).
     pub inodes: Vec<Fid>,
-    /// Names made, removed or moved: (parent, name).
-    pub names: Vec<(Fid, Vec<u8>)>,
+    /// Names made, removed or moved.
+    pub names: Vec<NameChange>,
     /// Whether the inodes the removed or moved names led to lose a link (unlink, rmdir,
     /// rename over a name): those inodes are touched too.
     pub names_lose_links: bool,
@@ -74,6 +107,10 @@ pub struct Touches {
 #[derive(Debug)]
 pub struct Change {
     inodes: Vec<Fid>,
+    names: Vec<NameChange>,
+    /// Parents whose listing cannot follow this change (another change of the same name
+    /// was under way when it began).
+    unsure: Vec<Fid>,
     /// `seq` right after this change began.
     began: u64,
 }
@@ -180,8 +217,40 @@ impl Inner {
         } else if !self.untouched_since(fid, since) {
             return;
         }
-        if !answer.name_only && self.inodes.insert(fid, answer.inode.clone()).is_none() {
+        if !answer.name_only && self.inodes.insert(fid, (answer.inode.clone(), self.seq)).is_none() {
             self.insert(Key::Inode(fid));
+        }
+    }
+
+    /// The inode `fid`, unless remembered before an unlink the cache could not follow.
+    fn get(&mut self, fid: Fid) -> Option<InodeInfo> {
+        let (inode, at) = self.inodes.get(&fid)?;
+        if *at >= self.cleared_at {
+            return Some(inode.clone());
+        }
+        // Remembered before an unlink the cache could not follow.
+        self.inodes.remove(&fid);
+        None
+    }
+
+    fn end_listing(&mut self, dir: Fid) {
+        if let Some(l) = self.listings.remove(&dir) {
+            self.listed -= l.names.len();
+        }
+    }
+
+    /// A change of names succeeded: the listing of its parent follows it.
+    fn apply_to_listing(&mut self, change: &NameChange) {
+        let Some(listing) = self.listings.get_mut(&change.parent) else { return };
+        if change.exists_after {
+            if listing.names.insert(change.name.clone()) {
+                self.listed += 1;
+            }
+        } else if listing.names.remove(&change.name) {
+            self.listed -= 1;
+        }
+        if self.listed > LISTED_NAMES_MAX {
+            self.end_listing(change.parent);
         }
     }
 }
@@ -198,14 +267,28 @@ impl InodeCache {
 
     /// The inode `name` in `parent` leads to, as last answered (the caller checks its lock).
     pub fn name(&self, parent: Fid, name: &[u8]) -> Option<InodeInfo> {
-        let inner = self.inner();
-        let fid = inner.names.get(&(parent, name.to_vec()))?;
-        inner.inodes.get(fid).cloned()
+        let mut inner = self.inner();
+        let fid = *inner.names.get(&(parent, name.to_vec()))?;
+        inner.get(fid)
     }
 
     /// The inode `fid` as last answered (the caller checks its lock).
     pub fn inode(&self, fid: Fid) -> Option<InodeInfo> {
-        self.inner().inodes.get(&fid).cloned()
+        self.inner().get(fid)
+    }
+
+    /// Whether `name` is known not to be in `parent`: the lock that must still hold for it
+    /// (the caller checks, and [`InodeCache::unlist`]s the directory if it does not).
+    pub fn absent(&self, parent: Fid, name: &[u8]) -> Option<LockHandle> {
+        let inner = self.inner();
+        let listing = inner.listings.get(&parent)?;
+        let key = (parent, name.to_vec());
+        (!listing.names.contains(name) && !inner.busy_names.contains_key(&key)).then_some(listing.lock)
+    }
+
+    /// Ends the listing of `dir` (its lock no longer holds).
+    pub fn unlist(&self, dir: Fid) {
+        self.inner().end_listing(dir);
     }
 
     /// Remembers an answer to a read sent at `since`, unless a change of this client
@@ -225,20 +308,21 @@ impl InodeCache {
         let mut inner = self.inner();
         inner.seq += 1;
         let mut inodes = touches.inodes.clone();
-        for (parent, name) in &touches.names {
-            match inner.forget_name(&(*parent, name.clone())) {
+        let mut unsure = Vec::new();
+        for change in &touches.names {
+            let key = (change.parent, change.name.clone());
+            match inner.forget_name(&key) {
                 Some(child) if touches.names_lose_links => inodes.push(child),
                 Some(_) => {}
-                None if touches.names_lose_links => {
-                    // The inode that loses a link is not known here: nothing remembered
-                    // before now can be trusted for its link count.
-                    inner.inodes.clear();
-                    inner.names.clear();
-                    inner.names_of.clear();
-                    inner.order.clear();
-                    inner.cleared_at = inner.seq;
-                }
+                // The inode that loses a link is not known here: no inode remembered before
+                // now can be trusted for its link count.
+                None if touches.names_lose_links => inner.cleared_at = inner.seq,
                 None => {}
+            }
+            let busy = inner.busy_names.entry(key).or_default();
+            *busy += 1;
+            if *busy > 1 {
+                unsure.push(change.parent);
             }
         }
         inodes.sort();
@@ -249,12 +333,14 @@ impl InodeCache {
             *inner.busy.entry(fid).or_default() += 1;
             inner.touch(fid);
         }
-        Change { inodes, began: inner.seq }
+        Change { inodes, names: touches.names.clone(), unsure, began: inner.seq }
     }
 
-    /// The change answered (or failed): what it touched may be remembered again, starting
-    /// with `answer` if no other change of this client touched the same meanwhile.
-    pub fn end(&self, change: Change, answer: Option<Answer<'_>>) {
+    /// The change ended: `outcome` is its answer to remember (None: nothing to keep), or
+    /// Err if it failed (what it did is not known). What it touched may be remembered
+    /// again, starting with the answer if no other change of this client touched the same
+    /// meanwhile.
+    pub fn end(&self, change: Change, outcome: Result<Option<Answer<'_>>, ()>) {
         let mut inner = self.inner();
         for fid in &change.inodes {
             if let Some(n) = inner.busy.get_mut(fid) {
@@ -264,9 +350,36 @@ impl InodeCache {
                 }
             }
         }
-        if let Some(answer) = answer {
+        let mut unsure = change.unsure;
+        for name in &change.names {
+            let key = (name.parent, name.name.clone());
+            if let Some(n) = inner.busy_names.get_mut(&key) {
+                *n -= 1;
+                if *n == 0 {
+                    inner.busy_names.remove(&key);
+                } else {
+                    unsure.push(name.parent); // another change of the name began meanwhile
+                }
+            }
+        }
+        for name in &change.names {
+            if outcome.is_err() || unsure.contains(&name.parent) {
+                inner.end_listing(name.parent);
+            } else {
+                inner.apply_to_listing(name);
+            }
+        }
+        if let Ok(Some(answer)) = outcome {
             // Touched by this change at `began`, and by nobody after.
             inner.remember(&answer, change.began);
+            // A directory this client just made holds nothing yet: it is listed.
+            let made = &answer.inode;
+            if let (Some(_), FileType::Directory, Some(lock)) = (answer.name, made.attr.kind, &made.lock) {
+                let listing = Listing { lock: lock.handle, names: HashSet::new() };
+                if let Some(old) = inner.listings.insert(made.attr.fid, listing) {
+                    inner.listed -= old.names.len();
+                }
+            }
         }
         inner.seq += 1;
         for fid in change.inodes {
@@ -281,6 +394,8 @@ impl InodeCache {
         inner.names.clear();
         inner.names_of.clear();
         inner.order.clear();
+        inner.listings.clear();
+        inner.listed = 0;
         inner.cleared_at = inner.seq;
     }
 
@@ -309,29 +424,31 @@ pub enum Keep {
 /// answer to keep.
 pub fn plan(req: &MdtRequest) -> Option<(Touches, Keep)> {
     let named = |parent: &Fid, name: &Name, name_only| Keep::Name { parent: *parent, name: name.clone(), name_only };
-    let t =
-        |inodes: Vec<Fid>, names: Vec<(Fid, Vec<u8>)>, names_lose_links| Touches { inodes, names, names_lose_links };
+    let made = |parent: &Fid, name: &Name| NameChange { parent: *parent, name: name.clone(), exists_after: true };
+    let gone = |parent: &Fid, name: &Name| NameChange { parent: *parent, name: name.clone(), exists_after: false };
+    let t = |inodes: Vec<Fid>, names: Vec<NameChange>, names_lose_links| Touches { inodes, names, names_lose_links };
     Some(match req {
         MdtRequest::Lookup(_) | MdtRequest::Getattr(_) => return None,
         MdtRequest::Setattr(mdt::Setattr { fid, .. }) => (t(vec![*fid], vec![], false), Keep::Inode),
         // Opened for writing: the size may change before the close tells it.
         MdtRequest::Create(mdt::Create { parent, name, .. }) => {
-            (t(vec![*parent], vec![(*parent, name.clone())], false), named(parent, name, true))
+            (t(vec![*parent], vec![made(parent, name)], false), named(parent, name, true))
         }
         MdtRequest::Mkdir(mdt::Mkdir { parent, name, .. })
         | MdtRequest::Mknod(mdt::Mknod { parent, name, .. })
         | MdtRequest::Symlink(mdt::Symlink { parent, name, .. }) => {
-            (t(vec![*parent], vec![(*parent, name.clone())], false), named(parent, name, false))
+            (t(vec![*parent], vec![made(parent, name)], false), named(parent, name, false))
         }
         MdtRequest::Link(mdt::Link { fid, parent, name }) => {
-            (t(vec![*fid, *parent], vec![(*parent, name.clone())], false), named(parent, name, false))
+            (t(vec![*fid, *parent], vec![made(parent, name)], false), named(parent, name, false))
         }
         MdtRequest::Unlink(mdt::Unlink { parent, name }) | MdtRequest::Rmdir(mdt::Rmdir { parent, name }) => {
-            (t(vec![*parent], vec![(*parent, name.clone())], true), Keep::Nothing)
+            (t(vec![*parent], vec![gone(parent, name)], true), Keep::Nothing)
         }
-        MdtRequest::Rename(mdt::Rename { src_parent, src_name, dst_parent, dst_name, .. }) => {
-            let names = vec![(*src_parent, src_name.clone()), (*dst_parent, dst_name.clone())];
-            (t(vec![*src_parent, *dst_parent], names, true), Keep::Nothing)
+        MdtRequest::Rename(mdt::Rename { src_parent, src_name, dst_parent, dst_name, flags }) => {
+            let exchange = flags & RENAME_EXCHANGE != 0;
+            let src = NameChange { parent: *src_parent, name: src_name.clone(), exists_after: exchange };
+            (t(vec![*src_parent, *dst_parent], vec![src, made(dst_parent, dst_name)], true), Keep::Nothing)
         }
         MdtRequest::Open(mdt::Open { fid, flags }) if flags & (OPEN_WRITE | OPEN_TRUNC) != 0 => {
             (t(vec![*fid], vec![], false), Keep::Nothing)

@@ -79,7 +79,7 @@ fn an_unlink_forgets_the_name_the_inode_and_the_directory() {
     assert_eq!(cache.name(fid(DIR), b"a"), None);
     assert_eq!(cache.inode(fid(10)), None, "its link count changes");
     assert_eq!(cache.inode(fid(DIR)), None, "its entries and times change");
-    cache.end(change, None);
+    cache.end(change, Ok(None));
     assert_eq!(cache.len(), (0, 0));
 }
 
@@ -92,7 +92,7 @@ fn an_answer_that_crossed_a_change_of_this_client_is_not_kept() {
     let change = cache.begin(&chmod);
     looked_up(&cache, "a", &file(10), since);
     assert_eq!(cache.inode(fid(10)), None, "answered while the change was under way");
-    cache.end(change, None);
+    cache.end(change, Ok(None));
     looked_up(&cache, "a", &file(10), since);
     assert_eq!(cache.inode(fid(10)), None, "answered after it ended: the MDS may have run the stat first");
     // A stat sent after the change ended is kept; one of another inode was never refused.
@@ -117,7 +117,7 @@ fn a_create_keeps_its_name_and_the_close_its_attributes() {
     let change = cache.begin(&touches);
     let Keep::Name { parent, name, name_only } = keep else { panic!("{keep:?}") };
     assert!(name_only, "opened for writing: its size may change until the close");
-    cache.end(change, Some(Answer { name: Some((parent, &name)), inode: &file(20), name_only }));
+    cache.end(change, Ok(Some(Answer { name: Some((parent, &name)), inode: &file(20), name_only })));
     assert_eq!(cache.name(fid(DIR), b"new"), None, "no attributes yet");
     let close = MdtRequest::Close(mdt::Close { fid: fid(20), handle: 1, size_blocks: Some((3901, 8)) });
     let (touches, keep) = plan(&close).unwrap();
@@ -125,7 +125,7 @@ fn a_create_keeps_its_name_and_the_close_its_attributes() {
     let change = cache.begin(&touches);
     let mut closed = file(20);
     closed.attr.size = 3901;
-    cache.end(change, Some(Answer { name: None, inode: &closed, name_only: false }));
+    cache.end(change, Ok(Some(Answer { name: None, inode: &closed, name_only: false })));
     assert_eq!(cache.name(fid(DIR), b"new").map(|i| i.attr.size), Some(3901));
 }
 
@@ -134,13 +134,13 @@ fn a_change_answered_while_another_touched_the_same_keeps_nothing() {
     let cache = InodeCache::default();
     let first = cache.begin(&Touches { inodes: vec![fid(20)], ..Touches::default() });
     let second = cache.begin(&Touches { inodes: vec![fid(20)], ..Touches::default() });
-    cache.end(second, None);
-    cache.end(first, Some(Answer { name: None, inode: &file(20), name_only: false }));
+    cache.end(second, Ok(None));
+    cache.end(first, Ok(Some(Answer { name: None, inode: &file(20), name_only: false })));
     assert_eq!(cache.inode(fid(20)), None, "the other change may have come after it at the MDS");
 }
 
 #[test]
-fn removing_a_name_the_cache_cannot_follow_forgets_everything() {
+fn removing_a_name_the_cache_cannot_follow_forgets_every_inode() {
     let cache = InodeCache::default();
     let since = cache.since();
     looked_up(&cache, "a", &file(10), since);
@@ -153,10 +153,77 @@ fn removing_a_name_the_cache_cannot_follow_forgets_everything() {
         flags: 0,
     });
     let change = cache.begin(&plan(&rename).unwrap().0);
-    assert_eq!(cache.len(), (0, 0), "file 11 may be the one that lost a link");
-    cache.end(change, None);
+    assert_eq!(cache.inode(fid(11)), None, "file 11 may be the one that lost a link");
+    assert_eq!(cache.name(fid(DIR), b"a"), None, "and so may file 10");
+    cache.end(change, Ok(None));
     looked_up(&cache, "b", &file(12), since);
-    assert_eq!(cache.len(), (0, 0), "an answer from before that is refused too");
+    assert_eq!(cache.inode(fid(12)), None, "an answer from before that is refused too");
+    looked_up(&cache, "b", &file(12), cache.since());
+    assert!(cache.inode(fid(12)).is_some(), "one from after it is kept");
+}
+
+fn mkdir(cache: &InodeCache, parent: u32, name: &str, made: u32) {
+    let req = MdtRequest::Mkdir(mdt::Mkdir { parent: fid(parent), name: name.as_bytes().to_vec(), mode: 0o755 });
+    let (touches, _) = plan(&req).unwrap();
+    let change = cache.begin(&touches);
+    let dir = inode(made, FileType::Directory, true);
+    cache.end(change, Ok(Some(Answer { name: Some((fid(parent), name.as_bytes())), inode: &dir, name_only: false })));
+}
+
+fn create(name: &str) -> MdtRequest {
+    MdtRequest::Create(mdt::Create {
+        parent: fid(2),
+        name: name.as_bytes().to_vec(),
+        mode: 0o644,
+        exclusive: true,
+        spec: None,
+        open_flags: OPEN_WRITE,
+    })
+}
+
+#[test]
+fn a_directory_this_client_made_knows_which_names_it_lacks() {
+    let cache = InodeCache::default();
+    mkdir(&cache, DIR, "d", 2);
+    assert_eq!(cache.absent(fid(2), b"x"), Some(2), "empty, under the mkdir's lock");
+    assert_eq!(cache.absent(fid(DIR), b"x"), None, "a directory it did not make");
+    let change = cache.begin(&plan(&create("x")).unwrap().0);
+    assert_eq!(cache.absent(fid(2), b"x"), None, "being made: ask");
+    assert_eq!(cache.absent(fid(2), b"y"), Some(2), "other names are still known absent");
+    cache.end(change, Ok(None));
+    assert_eq!(cache.absent(fid(2), b"x"), None, "made");
+    let unlink = MdtRequest::Unlink(mdt::Unlink { parent: fid(2), name: b"x".to_vec() });
+    let change = cache.begin(&plan(&unlink).unwrap().0);
+    cache.end(change, Ok(None));
+    assert_eq!(cache.absent(fid(2), b"x"), Some(2), "removed again");
+}
+
+#[test]
+fn a_listing_ends_where_it_cannot_follow() {
+    let cache = InodeCache::default();
+    mkdir(&cache, DIR, "d", 2);
+    let change = cache.begin(&plan(&create("x")).unwrap().0);
+    cache.end(change, Err(()));
+    assert_eq!(cache.absent(fid(2), b"y"), None, "a create that failed may have made the name");
+    mkdir(&cache, DIR, "e", 3);
+    // Two changes of one name overlap: which came last at the MDS is not known.
+    let twice = |name: &str| {
+        MdtRequest::Rename(mdt::Rename {
+            src_parent: fid(3),
+            src_name: b"a".to_vec(),
+            dst_parent: fid(3),
+            dst_name: name.as_bytes().to_vec(),
+            flags: 0,
+        })
+    };
+    let first = cache.begin(&plan(&twice("b")).unwrap().0);
+    let second = cache.begin(&plan(&twice("c")).unwrap().0);
+    cache.end(first, Ok(None));
+    cache.end(second, Ok(None));
+    assert_eq!(cache.absent(fid(3), b"z"), None);
+    mkdir(&cache, DIR, "f", 4);
+    cache.clear();
+    assert_eq!(cache.absent(fid(4), b"z"), None, "an eviction ends every listing");
 }
 
 #[test]

@@ -312,15 +312,17 @@ impl Client {
             self.note_inode_lock(grant);
         }
         if let Some((change, keep)) = change {
-            let inode = sent.as_ref().ok().and_then(|(a, _)| a.inode());
-            let answer = match (&keep, inode) {
-                (inodes::Keep::Inode, Some(inode)) => Some(inodes::Answer { name: None, inode, name_only: false }),
-                (inodes::Keep::Name { parent, name, name_only }, Some(inode)) => {
-                    Some(inodes::Answer { name: Some((*parent, name)), inode, name_only: *name_only })
-                }
-                _ => None,
+            let outcome = match &sent {
+                Ok((answer, _)) => Ok(match (&keep, answer.inode()) {
+                    (inodes::Keep::Inode, Some(inode)) => Some(inodes::Answer { name: None, inode, name_only: false }),
+                    (inodes::Keep::Name { parent, name, name_only }, Some(inode)) => {
+                        Some(inodes::Answer { name: Some((*parent, name)), inode, name_only: *name_only })
+                    }
+                    _ => None,
+                }),
+                Err(_) => Err(()),
             };
-            self.inodes.end(change, answer);
+            self.inodes.end(change, outcome);
         }
         take_reply::<O>(sent?.0)
     }

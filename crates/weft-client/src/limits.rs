@@ -16,6 +16,9 @@ pub const LOCKS_CACHED_MAX: usize = 524_288;
 /// An entry is some 300 bytes (attributes, layout, name): 512 Ki of them about 150 MiB,
 /// matched to LOCKS_CACHED_MAX since an entry serves only under a lock.
 pub const INODES_CACHED_MAX: usize = 524_288;
+/// Names the inode cache keeps in listings of directories this client made (see
+/// inodes.rs), together: some 40 bytes each. A listing that would pass it ends.
+pub const LISTED_NAMES_MAX: usize = 1_048_576;
 /// Inodes whose latest change the inode cache remembers to refuse answers older than it;
 /// past it the history is dropped and answers to requests sent before are not cached.
 pub const INODE_CHANGES_TRACKED_MAX: usize = 65_536;

@@ -6,7 +6,7 @@ use crate::Client;
 use weft_proto::layout::{Layout, StripeSpec};
 use weft_proto::msg::mdt::{self, Opened};
 use weft_proto::msg::{Attr, Caller, DirPage, FileType, InodeInfo, Name, SetAttr, StatfsInfo};
-use weft_proto::{Fid, WeftResult};
+use weft_proto::{Fid, WeftError, WeftResult};
 
 impl Client {
     /// The inode `name` in `parent` leads to: from the inode cache while the lock it came
@@ -17,6 +17,13 @@ impl Client {
                 return Ok(inode);
             }
             self.inodes.forget(inode.attr.fid);
+        }
+        if let Some(lock) = self.inodes.absent(parent, name) {
+            // A directory this client made and alone changed: every name in it is known.
+            if self.locks.still_holds(parent, lock) {
+                return Err(WeftError::not_found(format!("no {} in {parent}", String::from_utf8_lossy(name))));
+            }
+            self.inodes.unlist(parent);
         }
         let since = self.inodes.since();
         let inode = self.mdt(who, mdt::Lookup { parent, name: name.to_vec() }).await?;

@@ -307,9 +307,8 @@ impl Mount {
 
     /// The last close of an open file description. The kernel does not wait for a release
     /// (close(2) has returned already), so the kernel is answered at once and the MDS close
-    /// follows: on this task when no write of the file is on its way, else as a task of its
-    /// own, keeping the FUSE thread free; unmount waits for the closes still running
-    /// ([`CLOSES_IN_FLIGHT_MAX`] of them at most).
+    /// follows as a task of its own, keeping the FUSE thread free; unmount waits for the
+    /// closes still running ([`CLOSES_IN_FLIGHT_MAX`] of them at most).
     pub(crate) async fn release(
         self: Arc<Self>,
         who: Caller,
@@ -343,7 +342,6 @@ impl Mount {
         reply.ok();
         let client = self.client.clone();
         let writes = self.writes.clone();
-        let idle = writes.is_idle(file.fid);
         let close = async move {
             let _permit = permit;
             if let Err(e) = writes.drain(file.fid).await {
@@ -365,11 +363,10 @@ impl Mount {
                 tracing::warn!("release of {}: the MDS close failed: {e}", file.fid);
             }
         };
-        if idle {
-            close.await;
-        } else {
-            self.runtime.spawn(close);
-        }
+        // Never on this FUSE thread: the kernel's next request (the next create's, say) may
+        // be queued behind it on this thread's ring, and a close is two round trips to the
+        // MDS over TCP (the close, and the intent lock and inode its answer carries).
+        self.runtime.spawn(close);
     }
 
     /// Closes what is still open at unmount, so the MDS does not keep orphan opens, and

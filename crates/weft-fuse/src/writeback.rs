@@ -160,11 +160,6 @@ impl WriteBehind {
         Ok(())
     }
 
-    /// Whether no write of `fid` is queued or on its way.
-    pub fn is_idle(&self, fid: Fid) -> bool {
-        self.existing(fid).is_none_or(|fw| fw.lock().in_flight.is_empty())
-    }
-
     /// Waits until every queued write of `fid` has landed (or failed).
     pub async fn wait_idle(&self, fid: Fid) {
         if let Some(fw) = self.existing(fid) {

@@ -130,6 +130,13 @@ impl LockCache {
         self.table().holds_bits_on(key, inode.attr.fid, lock::bits::LOOKUP | lock::bits::UPDATE)
     }
 
+    /// Whether the lock `handle` on the directory `dir` still keeps its entries as this
+    /// client knows them (LOOKUP|UPDATE held).
+    pub fn still_holds(&self, dir: Fid, handle: LockHandle) -> bool {
+        let key = (LockTarget::Mdt(crate::MDT_INDEX), handle);
+        self.table().holds_bits_on(key, dir, lock::bits::LOOKUP | lock::bits::UPDATE)
+    }
+
     pub fn holds_bits(&self, target: LockTarget, handle: LockHandle, bits: u8) -> bool {
         self.table().holds_bits((target, handle), bits)
     }

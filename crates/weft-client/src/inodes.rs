@@ -26,6 +26,10 @@
 //!   the listing is answered "no such name" without asking: the lookup the kernel makes
 //!   before every create. A change of this client whose outcome is not known (it failed,
 //!   or another change of the same name overlapped it) ends the listing.
+//! * **A file this client made** with O_EXCL has no extended attributes (the MDS sets none
+//!   at create): while its lock holds and nothing of this client touched it since, the
+//!   `security.capability` the kernel asks for before every write is answered "none"
+//!   without a request.
 //! * Bounded by [`INODES_CACHED_MAX`] and [`LISTED_NAMES_MAX`]: the oldest entries go first;
 //!   a listing that grows past its bound ends.
 //!
@@ -66,6 +70,9 @@ struct Inner {
     listings: HashMap<Fid, Listing>,
     /// Names in all listings together.
     listed: usize,
+    /// Files made by this client (O_EXCL) and not touched since: no extended attributes,
+    /// while the lock of their create answer holds.
+    bare: HashMap<Fid, LockHandle>,
     /// (parent, name) -> changes of this client of that name under way.
     busy_names: HashMap<NameKey, u32>,
 }
@@ -80,6 +87,7 @@ struct Listing {
 enum Key {
     Inode(Fid),
     Name(NameKey),
+    Bare(Fid),
 }
 
 /// A name one change makes, removes or moves.
@@ -122,6 +130,8 @@ pub struct Answer<'a> {
     /// Only the name leads to the inode (its attributes may change before the change ends,
     /// as a create opened for writing).
     pub name_only: bool,
+    /// The answer made the file, without extended attributes (an O_EXCL create).
+    pub bare: bool,
 }
 
 #[derive(Default)]
@@ -138,6 +148,7 @@ fn cacheable(inode: &InodeInfo) -> bool {
 impl Inner {
     fn forget_inode(&mut self, fid: Fid) {
         self.inodes.remove(&fid);
+        self.bare.remove(&fid);
         for key in self.names_of.remove(&fid).unwrap_or_default() {
             if self.names.get(&key) == Some(&fid) {
                 self.names.remove(&key);
@@ -174,10 +185,13 @@ impl Inner {
 
     fn insert(&mut self, key: Key) {
         self.order.push_back(key);
-        while self.inodes.len() + self.names.len() > INODES_CACHED_MAX {
+        while self.inodes.len() + self.names.len() + self.bare.len() > INODES_CACHED_MAX {
             match self.order.pop_front() {
                 Some(Key::Inode(fid)) => {
                     self.inodes.remove(&fid);
+                }
+                Some(Key::Bare(fid)) => {
+                    self.bare.remove(&fid);
                 }
                 Some(Key::Name(name)) => {
                     self.forget_name(&name);
@@ -187,10 +201,11 @@ impl Inner {
         }
         if self.order.len() > 2 * INODES_CACHED_MAX {
             // Keys whose entries went another way: drop them from the order.
-            let (inodes, names) = (&self.inodes, &self.names);
+            let (inodes, names, bare) = (&self.inodes, &self.names, &self.bare);
             self.order.retain(|k| match k {
                 Key::Inode(f) => inodes.contains_key(f),
                 Key::Name(n) => names.contains_key(n),
+                Key::Bare(f) => bare.contains_key(f),
             });
         }
     }
@@ -286,6 +301,13 @@ impl InodeCache {
         (!listing.names.contains(name) && !inner.busy_names.contains_key(&key)).then_some(listing.lock)
     }
 
+    /// Whether `fid` is a file this client made that has no extended attributes: the lock
+    /// that must still hold for it (the caller checks, and [`InodeCache::forget`]s it if
+    /// not).
+    pub fn bare(&self, fid: Fid) -> Option<LockHandle> {
+        self.inner().bare.get(&fid).copied()
+    }
+
     /// Ends the listing of `dir` (its lock no longer holds).
     pub fn unlist(&self, dir: Fid) {
         self.inner().end_listing(dir);
@@ -330,6 +352,7 @@ impl InodeCache {
         for &fid in &inodes {
             // Its attributes change; its names stay (a name that changes is in `names`).
             inner.inodes.remove(&fid);
+            inner.bare.remove(&fid);
             *inner.busy.entry(fid).or_default() += 1;
             inner.touch(fid);
         }
@@ -340,7 +363,8 @@ impl InodeCache {
     /// Err if it failed (what it did is not known). What it touched may be remembered
     /// again, starting with the answer if no other change of this client touched the same
     /// meanwhile.
-    pub fn end(&self, change: Change, outcome: Result<Option<Answer<'_>>, ()>) {
+    /// `dirs`: the directories whose entries it changed, as the MDS read them after it.
+    pub fn end(&self, change: Change, outcome: Result<Option<Answer<'_>>, ()>, dirs: &[InodeInfo]) {
         let mut inner = self.inner();
         for fid in &change.inodes {
             if let Some(n) = inner.busy.get_mut(fid) {
@@ -369,9 +393,19 @@ impl InodeCache {
                 inner.apply_to_listing(name);
             }
         }
+        for dir in dirs {
+            // Its times, size and links as this change left them (if nobody else touched it).
+            inner.remember(&Answer { name: None, inode: dir, name_only: false, bare: false }, change.began);
+        }
         if let Ok(Some(answer)) = outcome {
             // Touched by this change at `began`, and by nobody after.
             inner.remember(&answer, change.began);
+            let made = answer.inode.attr.fid;
+            if let (true, Some(lock)) = (answer.bare, &answer.inode.lock) {
+                if inner.untouched_since(made, change.began) && inner.bare.insert(made, lock.handle).is_none() {
+                    inner.insert(Key::Bare(made));
+                }
+            }
             // A directory this client just made holds nothing yet: it is listed.
             let made = &answer.inode;
             if let (Some(_), FileType::Directory, Some(lock)) = (answer.name, made.attr.kind, &made.lock) {
@@ -396,6 +430,7 @@ impl InodeCache {
         inner.order.clear();
         inner.listings.clear();
         inner.listed = 0;
+        inner.bare.clear();
         inner.cleared_at = inner.seq;
     }
 
@@ -412,18 +447,25 @@ pub enum Keep {
     Nothing,
     /// The answered inode's attributes.
     Inode,
-    /// The name made, leading to the answered inode; its attributes too unless `name_only`.
+    /// The name made, leading to the answered inode; its attributes too unless `name_only`;
+    /// `bare`: a new file without extended attributes.
     Name {
         parent: Fid,
         name: Vec<u8>,
         name_only: bool,
+        bare: bool,
     },
 }
 
 /// What a metadata request of this client changes (None for a read) and what of its
 /// answer to keep.
 pub fn plan(req: &MdtRequest) -> Option<(Touches, Keep)> {
-    let named = |parent: &Fid, name: &Name, name_only| Keep::Name { parent: *parent, name: name.clone(), name_only };
+    let named = |parent: &Fid, name: &Name, name_only| Keep::Name {
+        parent: *parent,
+        name: name.clone(),
+        name_only,
+        bare: false,
+    };
     let made = |parent: &Fid, name: &Name| NameChange { parent: *parent, name: name.clone(), exists_after: true };
     let gone = |parent: &Fid, name: &Name| NameChange { parent: *parent, name: name.clone(), exists_after: false };
     let t = |inodes: Vec<Fid>, names: Vec<NameChange>, names_lose_links| Touches { inodes, names, names_lose_links };
@@ -431,8 +473,9 @@ pub fn plan(req: &MdtRequest) -> Option<(Touches, Keep)> {
         MdtRequest::Lookup(_) | MdtRequest::Getattr(_) => return None,
         MdtRequest::Setattr(mdt::Setattr { fid, .. }) => (t(vec![*fid], vec![], false), Keep::Inode),
         // Opened for writing: the size may change before the close tells it.
-        MdtRequest::Create(mdt::Create { parent, name, .. }) => {
-            (t(vec![*parent], vec![made(parent, name)], false), named(parent, name, true))
+        MdtRequest::Create(mdt::Create { parent, name, exclusive, .. }) => {
+            let keep = Keep::Name { parent: *parent, name: name.clone(), name_only: true, bare: *exclusive };
+            (t(vec![*parent], vec![made(parent, name)], false), keep)
         }
         MdtRequest::Mkdir(mdt::Mkdir { parent, name, .. })
         | MdtRequest::Mknod(mdt::Mknod { parent, name, .. })

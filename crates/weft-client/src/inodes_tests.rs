@@ -44,7 +44,10 @@ fn file(oid: u32) -> InodeInfo {
 const DIR: u32 = 1;
 
 fn looked_up(cache: &InodeCache, name: &str, answer: &InodeInfo, since: u64) {
-    cache.remember(Answer { name: Some((fid(DIR), name.as_bytes())), inode: answer, name_only: false }, since);
+    cache.remember(
+        Answer { name: Some((fid(DIR), name.as_bytes())), inode: answer, name_only: false, bare: false },
+        since,
+    );
 }
 
 #[test]
@@ -72,14 +75,17 @@ fn what_cannot_be_served_is_not_kept() {
 fn an_unlink_forgets_the_name_the_inode_and_the_directory() {
     let cache = InodeCache::default();
     looked_up(&cache, "a", &file(10), cache.since());
-    cache.remember(Answer { name: None, inode: &inode(DIR, FileType::Directory, true), name_only: false }, 0);
+    cache.remember(
+        Answer { name: None, inode: &inode(DIR, FileType::Directory, true), name_only: false, bare: false },
+        0,
+    );
     let (touches, keep) = plan(&MdtRequest::Unlink(mdt::Unlink { parent: fid(DIR), name: b"a".to_vec() })).unwrap();
     assert_eq!(keep, Keep::Nothing);
     let change = cache.begin(&touches);
     assert_eq!(cache.name(fid(DIR), b"a"), None);
     assert_eq!(cache.inode(fid(10)), None, "its link count changes");
     assert_eq!(cache.inode(fid(DIR)), None, "its entries and times change");
-    cache.end(change, Ok(None));
+    cache.end(change, Ok(None), &[]);
     assert_eq!(cache.len(), (0, 0));
 }
 
@@ -92,7 +98,7 @@ fn an_answer_that_crossed_a_change_of_this_client_is_not_kept() {
     let change = cache.begin(&chmod);
     looked_up(&cache, "a", &file(10), since);
     assert_eq!(cache.inode(fid(10)), None, "answered while the change was under way");
-    cache.end(change, Ok(None));
+    cache.end(change, Ok(None), &[]);
     looked_up(&cache, "a", &file(10), since);
     assert_eq!(cache.inode(fid(10)), None, "answered after it ended: the MDS may have run the stat first");
     // A stat sent after the change ended is kept; one of another inode was never refused.
@@ -115,17 +121,20 @@ fn a_create_keeps_its_name_and_the_close_its_attributes() {
     });
     let (touches, keep) = plan(&create).unwrap();
     let change = cache.begin(&touches);
-    let Keep::Name { parent, name, name_only } = keep else { panic!("{keep:?}") };
+    let Keep::Name { parent, name, name_only, bare } = keep else { panic!("{keep:?}") };
     assert!(name_only, "opened for writing: its size may change until the close");
-    cache.end(change, Ok(Some(Answer { name: Some((parent, &name)), inode: &file(20), name_only })));
+    assert!(bare, "made new (O_EXCL): no extended attributes");
+    cache.end(change, Ok(Some(Answer { name: Some((parent, &name)), inode: &file(20), name_only, bare })), &[]);
     assert_eq!(cache.name(fid(DIR), b"new"), None, "no attributes yet");
+    assert_eq!(cache.bare(fid(20)), Some(20), "known bare under its create's lock");
     let close = MdtRequest::Close(mdt::Close { fid: fid(20), handle: 1, size_blocks: Some((3901, 8)) });
     let (touches, keep) = plan(&close).unwrap();
     assert_eq!(keep, Keep::Inode);
     let change = cache.begin(&touches);
+    assert_eq!(cache.bare(fid(20)), None, "touched by this client since: ask");
     let mut closed = file(20);
     closed.attr.size = 3901;
-    cache.end(change, Ok(Some(Answer { name: None, inode: &closed, name_only: false })));
+    cache.end(change, Ok(Some(Answer { name: None, inode: &closed, name_only: false, bare: false })), &[]);
     assert_eq!(cache.name(fid(DIR), b"new").map(|i| i.attr.size), Some(3901));
 }
 
@@ -134,8 +143,8 @@ fn a_change_answered_while_another_touched_the_same_keeps_nothing() {
     let cache = InodeCache::default();
     let first = cache.begin(&Touches { inodes: vec![fid(20)], ..Touches::default() });
     let second = cache.begin(&Touches { inodes: vec![fid(20)], ..Touches::default() });
-    cache.end(second, Ok(None));
-    cache.end(first, Ok(Some(Answer { name: None, inode: &file(20), name_only: false })));
+    cache.end(second, Ok(None), &[]);
+    cache.end(first, Ok(Some(Answer { name: None, inode: &file(20), name_only: false, bare: false })), &[]);
     assert_eq!(cache.inode(fid(20)), None, "the other change may have come after it at the MDS");
 }
 
@@ -144,7 +153,7 @@ fn removing_a_name_the_cache_cannot_follow_forgets_every_inode() {
     let cache = InodeCache::default();
     let since = cache.since();
     looked_up(&cache, "a", &file(10), since);
-    cache.remember(Answer { name: None, inode: &file(11), name_only: false }, since);
+    cache.remember(Answer { name: None, inode: &file(11), name_only: false, bare: false }, since);
     let rename = MdtRequest::Rename(mdt::Rename {
         src_parent: fid(DIR),
         src_name: b"unknown".to_vec(),
@@ -155,7 +164,7 @@ fn removing_a_name_the_cache_cannot_follow_forgets_every_inode() {
     let change = cache.begin(&plan(&rename).unwrap().0);
     assert_eq!(cache.inode(fid(11)), None, "file 11 may be the one that lost a link");
     assert_eq!(cache.name(fid(DIR), b"a"), None, "and so may file 10");
-    cache.end(change, Ok(None));
+    cache.end(change, Ok(None), &[]);
     looked_up(&cache, "b", &file(12), since);
     assert_eq!(cache.inode(fid(12)), None, "an answer from before that is refused too");
     looked_up(&cache, "b", &file(12), cache.since());
@@ -167,7 +176,11 @@ fn mkdir(cache: &InodeCache, parent: u32, name: &str, made: u32) {
     let (touches, _) = plan(&req).unwrap();
     let change = cache.begin(&touches);
     let dir = inode(made, FileType::Directory, true);
-    cache.end(change, Ok(Some(Answer { name: Some((fid(parent), name.as_bytes())), inode: &dir, name_only: false })));
+    cache.end(
+        change,
+        Ok(Some(Answer { name: Some((fid(parent), name.as_bytes())), inode: &dir, name_only: false, bare: false })),
+        &[],
+    );
 }
 
 fn create(name: &str) -> MdtRequest {
@@ -190,11 +203,11 @@ fn a_directory_this_client_made_knows_which_names_it_lacks() {
     let change = cache.begin(&plan(&create("x")).unwrap().0);
     assert_eq!(cache.absent(fid(2), b"x"), None, "being made: ask");
     assert_eq!(cache.absent(fid(2), b"y"), Some(2), "other names are still known absent");
-    cache.end(change, Ok(None));
+    cache.end(change, Ok(None), &[]);
     assert_eq!(cache.absent(fid(2), b"x"), None, "made");
     let unlink = MdtRequest::Unlink(mdt::Unlink { parent: fid(2), name: b"x".to_vec() });
     let change = cache.begin(&plan(&unlink).unwrap().0);
-    cache.end(change, Ok(None));
+    cache.end(change, Ok(None), &[]);
     assert_eq!(cache.absent(fid(2), b"x"), Some(2), "removed again");
 }
 
@@ -203,7 +216,7 @@ fn a_listing_ends_where_it_cannot_follow() {
     let cache = InodeCache::default();
     mkdir(&cache, DIR, "d", 2);
     let change = cache.begin(&plan(&create("x")).unwrap().0);
-    cache.end(change, Err(()));
+    cache.end(change, Err(()), &[]);
     assert_eq!(cache.absent(fid(2), b"y"), None, "a create that failed may have made the name");
     mkdir(&cache, DIR, "e", 3);
     // Two changes of one name overlap: which came last at the MDS is not known.
@@ -218,8 +231,8 @@ fn a_listing_ends_where_it_cannot_follow() {
     };
     let first = cache.begin(&plan(&twice("b")).unwrap().0);
     let second = cache.begin(&plan(&twice("c")).unwrap().0);
-    cache.end(first, Ok(None));
-    cache.end(second, Ok(None));
+    cache.end(first, Ok(None), &[]);
+    cache.end(second, Ok(None), &[]);
     assert_eq!(cache.absent(fid(3), b"z"), None);
     mkdir(&cache, DIR, "f", 4);
     cache.clear();
@@ -232,4 +245,19 @@ fn reads_change_nothing() {
     assert!(plan(&MdtRequest::Lookup(mdt::Lookup { parent: fid(1), name: b"x".to_vec() })).is_none());
     let (touches, keep) = plan(&MdtRequest::Open(mdt::Open { fid: fid(1), flags: 0 })).unwrap();
     assert!(touches.inodes.is_empty() && keep == Keep::Nothing, "a read-only open changes nothing cached");
+}
+
+#[test]
+fn a_change_keeps_the_directories_it_came_with_unless_another_crossed_it() {
+    let cache = InodeCache::default();
+    let dir = inode(2, FileType::Directory, true);
+    let first = cache.begin(&plan(&create("a")).unwrap().0);
+    cache.end(first, Ok(None), std::slice::from_ref(&dir));
+    assert_eq!(cache.inode(fid(2)), Some(dir.clone()), "the directory as the create left it");
+    // Two creates in the directory at once: which read of it is the later is not known.
+    let first = cache.begin(&plan(&create("b")).unwrap().0);
+    let second = cache.begin(&plan(&create("c")).unwrap().0);
+    cache.end(first, Ok(None), std::slice::from_ref(&dir));
+    cache.end(second, Ok(None), std::slice::from_ref(&dir));
+    assert_eq!(cache.inode(fid(2)), None);
 }

@@ -308,21 +308,30 @@ impl Client {
         // from answers that may have crossed it (see inodes.rs).
         let change = inodes::plan(&request).map(|(touches, keep)| (self.inodes.begin(&touches), keep));
         let sent = self.send::<MdtRequest, MdtReply>(header, MDT_INDEX, request, Bytes::new(), None).await;
-        if let Some(grant) = sent.as_ref().ok().and_then(|(a, _)| a.inode()).and_then(|i| i.lock.as_ref()) {
-            self.note_inode_lock(grant);
+        // A change of names comes with its directories (mdt::Changed).
+        let sent = sent.map(|(answer, _)| answer.into_parts());
+        if let Ok((answer, dirs)) = &sent {
+            for inode in answer.inode().into_iter().chain(dirs) {
+                if let Some(grant) = &inode.lock {
+                    self.note_inode_lock(grant);
+                }
+            }
         }
         if let Some((change, keep)) = change {
+            let dirs = sent.as_ref().map_or(&[][..], |(_, dirs)| &dirs[..]);
             let outcome = match &sent {
                 Ok((answer, _)) => Ok(match (&keep, answer.inode()) {
-                    (inodes::Keep::Inode, Some(inode)) => Some(inodes::Answer { name: None, inode, name_only: false }),
-                    (inodes::Keep::Name { parent, name, name_only }, Some(inode)) => {
-                        Some(inodes::Answer { name: Some((*parent, name)), inode, name_only: *name_only })
+                    (inodes::Keep::Inode, Some(inode)) => {
+                        Some(inodes::Answer { name: None, inode, name_only: false, bare: false })
+                    }
+                    (inodes::Keep::Name { parent, name, name_only, bare }, Some(inode)) => {
+                        Some(inodes::Answer { name: Some((*parent, name)), inode, name_only: *name_only, bare: *bare })
                     }
                     _ => None,
                 }),
                 Err(_) => Err(()),
             };
-            self.inodes.end(change, outcome);
+            self.inodes.end(change, outcome, dirs);
         }
         take_reply::<O>(sent?.0)
     }

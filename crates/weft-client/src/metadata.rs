@@ -6,7 +6,7 @@ use crate::Client;
 use weft_proto::layout::{Layout, StripeSpec};
 use weft_proto::msg::mdt::{self, Opened};
 use weft_proto::msg::{Attr, Caller, DirPage, FileType, InodeInfo, Name, SetAttr, StatfsInfo};
-use weft_proto::{Fid, WeftError, WeftResult};
+use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 impl Client {
     /// The inode `name` in `parent` leads to: from the inode cache while the lock it came
@@ -27,7 +27,8 @@ impl Client {
         }
         let since = self.inodes.since();
         let inode = self.mdt(who, mdt::Lookup { parent, name: name.to_vec() }).await?;
-        self.inodes.remember(Answer { name: Some((parent, name)), inode: &inode, name_only: false }, since);
+        self.inodes
+            .remember(Answer { name: Some((parent, name)), inode: &inode, name_only: false, bare: false }, since);
         Ok(inode)
     }
 
@@ -42,7 +43,7 @@ impl Client {
         }
         let since = self.inodes.since();
         let inode = self.mdt(who, mdt::Getattr { fid }).await?;
-        self.inodes.remember(Answer { name: None, inode: &inode, name_only: false }, since);
+        self.inodes.remember(Answer { name: None, inode: &inode, name_only: false, bare: false }, since);
         Ok(inode)
     }
 
@@ -143,6 +144,15 @@ impl Client {
     }
 
     pub async fn getxattr(&self, who: &Caller, fid: Fid, name: &[u8]) -> WeftResult<Vec<u8>> {
+        // Asked by the kernel before every write (does the write drop a capability?).
+        if name == b"security.capability" {
+            if let Some(lock) = self.inodes.bare(fid) {
+                if self.locks.still_holds(fid, lock) {
+                    return Err(WeftError::new(ErrorCode::NoData, "no extended attribute 'security.capability'"));
+                }
+                self.inodes.forget(fid);
+            }
+        }
         self.mdt(who, mdt::GetXattr { fid, name: name.to_vec() }).await
     }
 

@@ -88,10 +88,15 @@ pub async fn handle(
                 // for them. The inode is read again under it, so the answer holds what the
                 // lock guards even if another change came in between.
                 let reply = result?;
-                let Some(fid) = answered_fid(&reply) else { return Ok(reply) };
-                let grant = intent(ns, owner, fid).await?;
-                let fresh = mds.execute(header, MdtRequest::Getattr(mdt::Getattr { fid }), run).await;
-                return with_lock(Ok(refreshed(mds, reply, fresh)), grant);
+                let reply = match answered_fid(&reply) {
+                    Some(fid) => {
+                        let grant = intent(ns, owner, fid).await?;
+                        let fresh = mds.execute(header, MdtRequest::Getattr(mdt::Getattr { fid }), run).await;
+                        with_lock(Ok(refreshed(mds, reply, fresh)), grant)?
+                    }
+                    None => reply,
+                };
+                return Ok(with_dirs(mds, ns, header, &req, reply, run).await);
             }
         }
         _ => mds.execute(header, req, run).await,
@@ -102,6 +107,49 @@ pub async fn handle(
 async fn intent(ns: &Arc<Namespace>, owner: u64, fid: Fid) -> WeftResult<LockGrant> {
     ns.enqueue(owner, fid, LockMode::Pr, LockScope::Bits(INTENT_BITS), EnqueueOptions { reuse: true, expand: false })
         .await
+}
+
+/// The directories whose entries a change of names changed.
+fn changed_dirs(req: &MdtRequest) -> Vec<Fid> {
+    match req {
+        MdtRequest::Create(mdt::Create { parent, .. })
+        | MdtRequest::Mkdir(mdt::Mkdir { parent, .. })
+        | MdtRequest::Mknod(mdt::Mknod { parent, .. })
+        | MdtRequest::Symlink(mdt::Symlink { parent, .. })
+        | MdtRequest::Link(mdt::Link { parent, .. })
+        | MdtRequest::Unlink(mdt::Unlink { parent, .. })
+        | MdtRequest::Rmdir(mdt::Rmdir { parent, .. }) => vec![*parent],
+        MdtRequest::Rename(mdt::Rename { src_parent, dst_parent, .. }) if src_parent == dst_parent => vec![*src_parent],
+        MdtRequest::Rename(mdt::Rename { src_parent, dst_parent, .. }) => vec![*src_parent, *dst_parent],
+        _ => Vec::new(),
+    }
+}
+
+/// `reply` with the directories `req` changed, read now under an intent lock each (see
+/// [`mdt::Changed`]). A directory that cannot be read or locked is left out: the client
+/// then asks for it as before.
+async fn with_dirs(
+    mds: &Mds,
+    ns: &Arc<Namespace>,
+    header: &RequestHeader,
+    req: &MdtRequest,
+    reply: MdtReply,
+    run: Run,
+) -> MdtReply {
+    let wanted = changed_dirs(req);
+    if wanted.is_empty() {
+        return reply;
+    }
+    let mut dirs = Vec::with_capacity(wanted.len());
+    for fid in wanted {
+        let Ok(grant) = intent(ns, header.client_id, fid).await else { continue };
+        if let Ok(MdtReply::Inode(mut dir)) = mds.execute(header, MdtRequest::Getattr(mdt::Getattr { fid }), run).await
+        {
+            dir.lock = Some(grant);
+            dirs.push(dir);
+        }
+    }
+    MdtReply::Changed(Box::new(mdt::Changed { answer: reply, dirs }))
 }
 
 fn answered_fid(reply: &MdtReply) -> Option<Fid> {

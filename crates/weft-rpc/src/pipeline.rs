@@ -65,6 +65,8 @@ impl Pipeline {
         let bytes_in = bulk.len() as u64;
         let service = body.service();
         let opcode = body.opcode_name();
+        // The request itself, only when the request log is on (formatting costs).
+        let shown = tracing::enabled!(target: "weft_rpc::request", tracing::Level::TRACE).then(|| format!("{body:?}"));
         let (result, out, waited) = match service {
             None => (Ok(ReplyBody::Pong), Bytes::new(), Duration::ZERO),
             Some(service) => self.answer(&ctx, service, body, bulk, bulk_ok, started).await,
@@ -74,7 +76,8 @@ impl Pipeline {
         let sent = reply(result, out).await;
         let outcome = Outcome { service, took: started.elapsed(), waited, ok: ok && sent, bytes };
         // Every request, when asked for (WEFT_LOG=info,weft_rpc::request=debug): what a client's
-        // operation costs in requests, and where each one's time went.
+        // operation costs in requests, and where each one's time went; at trace level with
+        // the request itself.
         tracing::debug!(
             target: "weft_rpc::request",
             op = opcode,
@@ -83,6 +86,7 @@ impl Pipeline {
             waited_us = waited.as_micros() as u64,
             bytes,
             ok,
+            request = shown.as_deref().unwrap_or(""),
         );
         Account::record(&*self.stats, &ctx, &outcome);
         for account in self.accounts.read().unwrap_or_else(|p| p.into_inner()).iter() {

@@ -100,6 +100,16 @@ pub struct Opened {
     pub io: OpenIo,
 }
 
+/// A change's answer with the directories whose entries it changed, read after it with an
+/// intent lock each: their times, size and links changed, and the client that made the
+/// change may keep them instead of asking again (its own change calls back none of its
+/// locks).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Changed {
+    pub answer: MdtReply,
+    pub dirs: Vec<InodeInfo>,
+}
+
 /// A file's layout and a directory's default layout (GetStripe, SetStripe).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize, Default)]
 pub struct StripeInfo {
@@ -115,6 +125,8 @@ crate::define_replies! {
         Opened(Opened),
         /// Close: the inode, unless the close destroyed it.
         Closed(Option<InodeInfo>),
+        /// A change of names, with its directories (see [`Changed`]).
+        Changed(Box<Changed>),
         Empty = (),
         Data(Vec<u8>),
         Names(Vec<Name>),
@@ -125,6 +137,14 @@ crate::define_replies! {
 }
 
 impl MdtReply {
+    /// The op's own answer and the directories a change of names came with.
+    pub fn into_parts(self) -> (MdtReply, Vec<InodeInfo>) {
+        match self {
+            MdtReply::Changed(c) => (c.answer, c.dirs),
+            other => (other, Vec::new()),
+        }
+    }
+
     /// The inode an answer names (lookups, creates, opens, ...), if any.
     pub fn inode(&self) -> Option<&InodeInfo> {
         match self {

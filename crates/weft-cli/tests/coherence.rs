@@ -5,7 +5,7 @@ mod common;
 
 use common::*;
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::os::unix::fs::{FileExt, PermissionsExt};
+use std::os::unix::fs::{FileExt, OpenOptionsExt, PermissionsExt};
 use std::path::Path;
 use std::process::Command;
 use std::time::{Duration, Instant};
@@ -228,6 +228,30 @@ fn names_made_elsewhere_in_a_directory_this_mount_made_are_found() {
     forget_kernel_names();
     assert_eq!(std::fs::read(b.join("d/theirs")).unwrap(), b"again", "made again on B");
     assert_eq!(std::fs::read(a.join("d/theirs")).unwrap(), b"again");
+}
+
+/// A read-only open knows the file's size and reads past it without asking the objects
+/// while that size holds: another mount appending, or this mount writing through another
+/// descriptor, makes the next read past it find the new bytes.
+#[test]
+fn a_read_past_the_size_at_open_finds_what_was_appended_since() {
+    let (_c, a, b) = two_mounts(1);
+    std::fs::write(a.join("f"), b"12345").unwrap();
+    // O_DIRECT: every read reaches the mount (no page of B's kernel answers it).
+    let mut reader = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_DIRECT).open(b.join("f")).unwrap();
+    let mut got = Vec::new();
+    reader.read_to_end(&mut got).unwrap();
+    assert_eq!(got, b"12345");
+    let mut writer = std::fs::OpenOptions::new().append(true).open(b.join("f")).unwrap();
+    writer.write_all(b"678").unwrap();
+    drop(writer);
+    got.clear();
+    reader.read_to_end(&mut got).unwrap();
+    assert_eq!(got, b"678", "appended on B through another descriptor");
+    std::fs::OpenOptions::new().append(true).open(a.join("f")).unwrap().write_all(b"9").unwrap();
+    got.clear();
+    reader.read_to_end(&mut got).unwrap();
+    assert_eq!(got, b"9", "appended on A");
 }
 
 /// IO-500's hard pattern from two clients: interleaved 47,008-byte records in one file.

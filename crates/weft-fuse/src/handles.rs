@@ -66,6 +66,9 @@ pub struct OpenFile {
     pub generation: u64,
     /// What the kernel was told for this open.
     pub io: KernelIo,
+    /// A read-only open of a file whose size the MDS knew: the lock its answer came with,
+    /// and `Mount::write_opens` before it was sent (see `Mount::size_still_exact`).
+    pub exact_size: Option<(u64, u64)>,
 }
 
 impl OpenFile {
@@ -78,6 +81,7 @@ impl OpenFile {
             wrote: AtomicBool::new(false),
             generation: 0,
             io: KernelIo::Cached,
+            exact_size: None,
         }
     }
 

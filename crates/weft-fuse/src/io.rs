@@ -55,7 +55,7 @@ impl Mount {
             let _locks = self.client.extent_lock(&who, file.fid, layout, offset, u64::from(size), LockMode::Pr).await?;
             // Reads see every write made before them on this mount.
             self.writes.wait_idle(file.fid).await;
-            if read_needs_glimpse(offset, size, file.known_size()) {
+            if read_needs_glimpse(offset, size, file.known_size()) && !self.size_still_exact(&file) {
                 let (size_now, _) = self.client.glimpse(&who, layout).await?;
                 file.raise_size(size_now);
             }

@@ -19,7 +19,7 @@ use crate::MountOptions;
 use fuser::{Generation, INodeNo, ReplyEmpty, ReplyEntry, Request};
 use std::collections::HashSet;
 use std::ffi::OsStr;
-use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use weft_client::Client;
@@ -46,6 +46,9 @@ pub(crate) struct Mount {
     /// The kernel took passthrough at init, the mount options allow it, and the kernel has
     /// not refused a backing file since.
     pub passthrough: AtomicBool,
+    /// Opens for writing this mount made so far: a read-only open's size stays exact only
+    /// while none came after it (see `OpenFile::exact_size`).
+    pub write_opens: AtomicU64,
 }
 
 pub(crate) fn fid_of(ino: INodeNo) -> Fid {
@@ -77,6 +80,7 @@ impl Mount {
             advisory: Mutex::new(HashSet::new()),
             io: IoModes::default(),
             passthrough: AtomicBool::new(false),
+            write_opens: AtomicU64::new(0),
         }
     }
 
@@ -142,6 +146,17 @@ impl Mount {
     }
 
     /// Every open of `fid` on this mount learns its new size (after a truncate here).
+    /// Whether `file`'s size is still the file's: the MDS knew it at the open (no writer
+    /// had the file open), the lock the open came with still holds (another client opening
+    /// it for writing or truncating it would have called it back), and this mount opened
+    /// nothing for writing since (its own opens call back none of its locks). Then a read
+    /// past it needs no glimpse of the objects.
+    pub(crate) fn size_still_exact(&self, file: &OpenFile) -> bool {
+        file.exact_size.is_some_and(|(lock, epoch)| {
+            epoch == self.write_opens.load(Ordering::Acquire) && self.client.lock_cache().still_holds(file.fid, lock)
+        })
+    }
+
     pub(crate) fn set_open_size(&self, fid: Fid, size: u64) {
         for file in self.files.find_all(|f| f.fid == fid) {
             file.set_size(size);

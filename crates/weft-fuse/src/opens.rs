@@ -96,12 +96,14 @@ impl Mount {
 
     pub(crate) async fn open(self: Arc<Self>, who: Caller, ino: INodeNo, flags: i32, reply: ReplyOpen) {
         let fid = fid_of(ino);
+        // Before the MDS answers: a write-open of this mount racing this one counts as after.
+        let write_opens = self.write_opens.load(Ordering::Acquire);
         let opened = match self.client.open(&who, fid, self.mds_open_flags(Some(fid), flags)).await {
             Ok(opened) => opened,
             Err(e) => return reply.error(fuse_errno("open", &e)),
         };
         let register = |f: &std::fs::File| reply.open_backing(f);
-        match self.open_for_kernel(&who, opened, flags, false, register).await {
+        match self.open_for_kernel(&who, opened, flags, false, Some(write_opens), register).await {
             Ok((fh, _, answer, _turn)) => match &answer.backing {
                 Some(backing) => reply.opened_passthrough(FileHandle(fh), answer.flags, &backing.id),
                 None => reply.opened(FileHandle(fh), answer.flags),
@@ -129,7 +131,7 @@ impl Mount {
         // Without O_EXCL the file may have existed.
         let empty = create_found_empty(exclusive, opened.inode.attr.size_known, opened.inode.attr.size);
         let register = |f: &std::fs::File| reply.open_backing(f);
-        match self.open_for_kernel(&who, opened, flags, empty, register).await {
+        match self.open_for_kernel(&who, opened, flags, empty, None, register).await {
             Ok((fh, inode, answer, _turn)) => {
                 let ttl = self.entry_ttl(parent, &name, &inode);
                 let attr = file_attr(&inode.attr, inode.layout.as_ref());
@@ -227,6 +229,7 @@ impl Mount {
         mut opened: Opened,
         flags: i32,
         created: bool,
+        write_opens: Option<u64>,
         register: impl FnOnce(&std::fs::File) -> std::io::Result<BackingId>,
     ) -> WeftResult<(u64, InodeInfo, KernelAnswer, tokio::sync::MutexGuard<'_, ()>)> {
         let fid = opened.inode.attr.fid;
@@ -248,7 +251,7 @@ impl Mount {
             turn = self.io.serialize_open(fid).await;
         }
         let answer = self.kernel_answer(fid, opened.io, backing);
-        let (fh, inode) = self.finish_open(who, opened.inode, opened.handle, flags, answer.io).await?;
+        let (fh, inode) = self.finish_open(who, opened.inode, opened.handle, flags, answer.io, write_opens).await?;
         Ok((fh, inode, answer, turn))
     }
 
@@ -271,8 +274,18 @@ impl Mount {
         handle: u64,
         flags: i32,
         io: KernelIo,
+        write_opens: Option<u64>,
     ) -> WeftResult<(u64, InodeInfo)> {
         let fid = inode.attr.fid;
+        let writing = flags & libc::O_ACCMODE != libc::O_RDONLY;
+        if writing {
+            self.write_opens.fetch_add(1, Ordering::AcqRel);
+        }
+        // The size as the MDS answered it, before any glimpse completes it.
+        let exact_size = match (writing, write_opens, inode.attr.size_known, &inode.lock) {
+            (false, Some(epoch), true, Some(lock)) => Some((lock.handle, epoch)),
+            _ => None,
+        };
         let result = async {
             let mut inode = self.complete(who, inode).await?;
             if flags & libc::O_TRUNC != 0 && inode.attr.size > 0 {
@@ -289,6 +302,7 @@ impl Mount {
                 let mut file = OpenFile::new(fid, handle, inode.layout.clone(), inode.attr.size);
                 file.generation = self.client.generation();
                 file.io = io;
+                file.exact_size = exact_size;
                 if io == KernelIo::Passthrough && flags & libc::O_ACCMODE != libc::O_RDONLY {
                     file.assume_written();
                 }

@@ -189,6 +189,13 @@ impl Client {
         state.map.targets.iter().any(|t| t.kind == TargetKind::Ost && weft_rpc::local::lookup(&t.address).is_some())
     }
 
+    /// Whether the MDT is served by this very process (`weft up`): a request to it costs
+    /// CPU, not a round trip.
+    pub fn mdt_is_local(&self) -> bool {
+        let state = self.map.current();
+        state.map.targets.iter().any(|t| t.kind == TargetKind::Mdt && weft_rpc::local::lookup(&t.address).is_some())
+    }
+
     /// The object file of a file of one object, open for reading and writing, when the OST
     /// holding it is served by this very process: what a passthrough open hands the kernel.
     /// `None` when the file has more objects or its OST is elsewhere.

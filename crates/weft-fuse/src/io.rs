@@ -116,8 +116,9 @@ impl Mount {
         }
     }
 
-    /// close(2) of a descriptor: a writer waits for its queued writes and learns what
-    /// failed; the close also ends the fcntl locks its process held on the file (POSIX).
+    /// close(2) of a descriptor: a writer learns what of its queued writes failed so far
+    /// (without waiting for those on their way, see writeback.rs); the close also ends the
+    /// fcntl locks its process held on the file (POSIX).
     pub(crate) async fn flush(
         self: Arc<Self>,
         who: Caller,
@@ -127,7 +128,7 @@ impl Mount {
         reply: ReplyEmpty,
     ) {
         let fid = crate::mount::fid_of(ino);
-        let written = self.writes.flush(fid, pid).await;
+        let written = self.writes.flush(fid, pid);
         self.release_advisory(&who, fid, lock_owner).await;
         reply_empty(reply, "flush", written);
     }

@@ -356,6 +356,7 @@ impl Mount {
         reply.ok();
         let client = self.client.clone();
         let writes = self.writes.clone();
+        let inline = self.client.mdt_is_local() && writes.is_idle(file.fid);
         let close = async move {
             let _permit = permit;
             if let Err(e) = writes.drain(file.fid).await {
@@ -377,10 +378,14 @@ impl Mount {
                 tracing::warn!("release of {}: the MDS close failed: {e}", file.fid);
             }
         };
-        // Never on this FUSE thread: the kernel's next request (the next create's, say) may
-        // be queued behind it on this thread's ring, and a close is two round trips to the
-        // MDS over TCP (the close, and the intent lock and inode its answer carries).
-        self.runtime.spawn(close);
+        // Over TCP never on this FUSE thread: the kernel's next request (the next create's,
+        // say) may be queued behind it on this thread's ring for a round trip. In-process
+        // (`weft up`) a close costs only CPU, which a hand-off to a runtime thread would add to.
+        if inline {
+            close.await;
+        } else {
+            self.runtime.spawn(close);
+        }
     }
 
     /// Closes what is still open at unmount, so the MDS does not keep orphan opens, and

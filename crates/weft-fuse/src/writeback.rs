@@ -7,14 +7,15 @@
 //!   write waits for room (backpressure);
 //! * order is kept: a write that overlaps one still in flight waits for it first;
 //! * whatever reads or measures the file waits first: reads, getattr of a file whose size
-//!   comes from its objects, truncates, fsync, flush (close) and release;
-//! * errors are not lost: the first failure of a file is returned by the next write, flush
-//!   (so close(2) reports it) or fsync, as NFS does;
-//! * a flush waits only when it comes from a process that queued writes to the file. Every
-//!   close of a descriptor sends a flush, including the close-on-exec copies in a child that
-//!   a writer forks: waiting there would suspend the parent in vfork for as long as the
-//!   writes take (seen: a test that restarts an OST from the writing process deadlocked
-//!   until the writes timed out).
+//!   comes from its objects, truncates, fsync and release (the last close, which then tells
+//!   the MDS the size); another client's read or stat calls back the write lock, whose
+//!   callback waits for the writes queued under it;
+//! * close(2) does not wait (POSIX asks that of fsync only, and Lustre's close does not
+//!   either): over TCP that saves a round trip per small file written. It reports a failure
+//!   that already happened; one still on its way is returned by the next write or fsync of
+//!   the file on this mount, or logged at its release;
+//! * errors go to the process that queued the writes: a close by another process (the
+//!   close-on-exec copy in a child that a writer forks) does not take them.
 //!
 //! Tracking is per file (FID), shared by every handle of the file on this mount.
 
@@ -37,7 +38,7 @@ struct FileState {
     error: Option<WeftError>,
     /// Processes (kernel task ids) that queued writes, up to WRITER_PIDS_MAX.
     writers: Vec<u32>,
-    /// More writers than remembered: every flush waits.
+    /// More writers than remembered: every flush reports the file's errors.
     writers_overflow: bool,
 }
 
@@ -160,6 +161,11 @@ impl WriteBehind {
         Ok(())
     }
 
+    /// Whether no write of `fid` is queued or on its way.
+    pub fn is_idle(&self, fid: Fid) -> bool {
+        self.existing(fid).is_none_or(|fw| fw.lock().in_flight.is_empty())
+    }
+
     /// Waits until every queued write of `fid` has landed (or failed).
     pub async fn wait_idle(&self, fid: Fid) {
         if let Some(fw) = self.existing(fid) {
@@ -177,11 +183,17 @@ impl WriteBehind {
         }
     }
 
-    /// A flush (close of a descriptor) by process `pid`: drains if `pid` wrote to the file.
-    pub async fn flush(&self, fid: Fid, pid: u32) -> WeftResult<()> {
-        match self.existing(fid) {
-            Some(fw) if fw.lock().wrote(pid) => self.drain(fid).await,
-            _ => Ok(()),
+    /// A flush (close of a descriptor) by process `pid`: the file's first write error so
+    /// far, once, if `pid` wrote to it. Does not wait for the writes on their way.
+    pub fn flush(&self, fid: Fid, pid: u32) -> WeftResult<()> {
+        let Some(fw) = self.existing(fid) else { return Ok(()) };
+        let mut st = fw.lock();
+        match st.error.take() {
+            Some(e) if st.wrote(pid) => Err(e),
+            other => {
+                st.error = other;
+                Ok(())
+            }
         }
     }
 
@@ -207,14 +219,14 @@ mod tests {
     use super::*;
 
     #[test]
-    fn flush_waits_only_for_writer_processes() {
+    fn flush_reports_errors_only_to_writer_processes() {
         let mut st = FileState::default();
         assert!(!st.wrote(7), "nobody wrote yet");
         st.note_writer(7);
-        assert!(st.wrote(7) && !st.wrote(8), "a forked child's flush does not wait");
+        assert!(st.wrote(7) && !st.wrote(8), "a forked child's flush does not take the writer's errors");
         for pid in 100..100 + WRITER_PIDS_MAX as u32 {
             st.note_writer(pid);
         }
-        assert!(st.wrote(8), "past the bound every flush waits");
+        assert!(st.wrote(8), "past the bound every flush reports them");
     }
 }

@@ -457,6 +457,19 @@ pub enum Keep {
     },
 }
 
+impl Keep {
+    /// What of the answered `inode` this keeps.
+    pub fn answer<'a>(&'a self, inode: &'a InodeInfo) -> Option<Answer<'a>> {
+        match self {
+            Keep::Nothing => None,
+            Keep::Inode => Some(Answer { name: None, inode, name_only: false, bare: false }),
+            Keep::Name { parent, name, name_only, bare } => {
+                Some(Answer { name: Some((*parent, name)), inode, name_only: *name_only, bare: *bare })
+            }
+        }
+    }
+}
+
 /// What a metadata request of this client changes (None for a read) and what of its
 /// answer to keep.
 pub fn plan(req: &MdtRequest) -> Option<(Touches, Keep)> {

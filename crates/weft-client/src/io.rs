@@ -185,15 +185,19 @@ impl Client {
     /// Whether some OST is served by this very process: only then can an open ask for
     /// passthrough ([`weft_proto::msg::OPEN_PASSTHROUGH`]).
     pub fn has_local_osts(&self) -> bool {
-        let state = self.map.current();
-        state.map.targets.iter().any(|t| t.kind == TargetKind::Ost && weft_rpc::local::lookup(&t.address).is_some())
+        self.serves_locally(TargetKind::Ost)
     }
 
     /// Whether the MDT is served by this very process (`weft up`): a request to it costs
     /// CPU, not a round trip.
     pub fn mdt_is_local(&self) -> bool {
+        self.serves_locally(TargetKind::Mdt)
+    }
+
+    /// Whether a target of `kind` is served by this very process.
+    fn serves_locally(&self, kind: TargetKind) -> bool {
         let state = self.map.current();
-        state.map.targets.iter().any(|t| t.kind == TargetKind::Mdt && weft_rpc::local::lookup(&t.address).is_some())
+        state.map.targets.iter().any(|t| t.kind == kind && weft_rpc::local::lookup(&t.address).is_some())
     }
 
     /// The object file of a file of one object, open for reading and writing, when the OST

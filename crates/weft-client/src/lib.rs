@@ -320,15 +320,7 @@ impl Client {
         if let Some((change, keep)) = change {
             let dirs = sent.as_ref().map_or(&[][..], |(_, dirs)| &dirs[..]);
             let outcome = match &sent {
-                Ok((answer, _)) => Ok(match (&keep, answer.inode()) {
-                    (inodes::Keep::Inode, Some(inode)) => {
-                        Some(inodes::Answer { name: None, inode, name_only: false, bare: false })
-                    }
-                    (inodes::Keep::Name { parent, name, name_only, bare }, Some(inode)) => {
-                        Some(inodes::Answer { name: Some((*parent, name)), inode, name_only: *name_only, bare: *bare })
-                    }
-                    _ => None,
-                }),
+                Ok((answer, _)) => Ok(answer.inode().and_then(|inode| keep.answer(inode))),
                 Err(_) => Err(()),
             };
             self.inodes.end(change, outcome, dirs);

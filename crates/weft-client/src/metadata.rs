@@ -9,14 +9,21 @@ use weft_proto::msg::{Attr, Caller, DirPage, FileType, InodeInfo, Name, SetAttr,
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 impl Client {
+    /// An inode the cache holds, if the lock it came with still holds; else it is dropped.
+    fn still_cached(&self, cached: Option<InodeInfo>) -> Option<InodeInfo> {
+        let inode = cached?;
+        if self.locks.still_covers(&inode) {
+            return Some(inode);
+        }
+        self.inodes.forget(inode.attr.fid);
+        None
+    }
+
     /// The inode `name` in `parent` leads to: from the inode cache while the lock it came
     /// with holds, else from the MDS.
     pub async fn lookup(&self, who: &Caller, parent: Fid, name: &[u8]) -> WeftResult<InodeInfo> {
-        if let Some(inode) = self.inodes.name(parent, name) {
-            if self.locks.still_covers(&inode) {
-                return Ok(inode);
-            }
-            self.inodes.forget(inode.attr.fid);
+        if let Some(inode) = self.still_cached(self.inodes.name(parent, name)) {
+            return Ok(inode);
         }
         if let Some(lock) = self.inodes.absent(parent, name) {
             // A directory this client made and alone changed: every name in it is known.
@@ -35,11 +42,8 @@ impl Client {
     /// The inode as the MDS has it (from the inode cache while the lock it came with holds);
     /// see [`Client::stat`] for the size of a file being written.
     pub async fn getattr(&self, who: &Caller, fid: Fid) -> WeftResult<InodeInfo> {
-        if let Some(inode) = self.inodes.inode(fid) {
-            if self.locks.still_covers(&inode) {
-                return Ok(inode);
-            }
-            self.inodes.forget(fid);
+        if let Some(inode) = self.still_cached(self.inodes.inode(fid)) {
+            return Ok(inode);
         }
         let since = self.inodes.since();
         let inode = self.mdt(who, mdt::Getattr { fid }).await?;

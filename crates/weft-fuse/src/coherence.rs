@@ -26,7 +26,7 @@ use std::ffi::{OsStr, OsString};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 use weft_client::locks::LockHooks;
-use weft_proto::lock::{bits, LockTarget};
+use weft_proto::lock::bits;
 use weft_proto::msg::{FileType, InodeInfo};
 use weft_proto::Fid;
 
@@ -149,9 +149,8 @@ impl LockHooks for MountHooks {
 /// How long the kernel may cache this inode's name and attributes: as long as the lock that
 /// came with it holds, 0 without one or while the size is not known.
 pub(crate) fn ttl_for(client: &weft_client::Client, inode: &InodeInfo) -> Duration {
-    let Some(lock) = &inode.lock else { return Duration::ZERO };
     // Names and attributes both: one lifetime covers the two in FUSE's answers.
-    if !client.lock_cache().holds_bits(LockTarget::Mdt(0), lock.handle, bits::LOOKUP | bits::UPDATE) {
+    if !client.lock_cache().still_covers(inode) {
         return Duration::ZERO;
     }
     if inode.attr.kind == FileType::Regular && !inode.attr.size_known {
@@ -163,9 +162,7 @@ pub(crate) fn ttl_for(client: &weft_client::Client, inode: &InodeInfo) -> Durati
 /// After answering the kernel: if the lock went meanwhile, its callback may have
 /// invalidated before the kernel had the answer, so invalidate again.
 pub(crate) fn recheck(client: &weft_client::Client, hooks: &MountHooks, inode: &InodeInfo) {
-    if let Some(lock) = &inode.lock {
-        if !client.lock_cache().holds_bits(LockTarget::Mdt(0), lock.handle, bits::LOOKUP | bits::UPDATE) {
-            hooks.drop_inode(inode.attr.fid, bits::ALL);
-        }
+    if inode.lock.is_some() && !client.lock_cache().still_covers(inode) {
+        hooks.drop_inode(inode.attr.fid, bits::ALL);
     }
 }

@@ -60,14 +60,24 @@ impl Default for Disks {
 /// move the faults' places).
 struct LocalOst(Arc<Oss>);
 
-impl ObjectTargets for LocalOst {
-    fn precreate(&self, ost: u32, start_oid: u32, count: u32) -> BoxFuture<'static, WeftResult<u32>> {
+impl LocalOst {
+    /// One op to an OST of the machine's OSS, as over the wire but without it.
+    fn call<O>(&self, ost: u32, op: O) -> BoxFuture<'static, WeftResult<O::Reply>>
+    where
+        O: Op<Request = OstRequest, Answer = OstReply> + Send + 'static,
+    {
         let oss = self.0.clone();
         Box::pin(async move {
-            let op = ost::Precreate { start_oid, count };
             let (reply, _) = oss.handle(ost, op.into(), Bytes::new(), Run::Inline).await;
-            Ok(take_reply::<ost::Precreate>(reply?)?.last_oid)
+            take_reply::<O>(reply?)
         })
+    }
+}
+
+impl ObjectTargets for LocalOst {
+    fn precreate(&self, ost: u32, start_oid: u32, count: u32) -> BoxFuture<'static, WeftResult<u32>> {
+        let call = self.call(ost, ost::Precreate { start_oid, count });
+        Box::pin(async move { Ok(call.await?.last_oid) })
     }
 
     fn destroy_orphans(
@@ -76,12 +86,7 @@ impl ObjectTargets for LocalOst {
         above_oid: Option<u32>,
         mds_start: u64,
     ) -> BoxFuture<'static, WeftResult<ost::Orphans>> {
-        let oss = self.0.clone();
-        Box::pin(async move {
-            let op = ost::DestroyOrphans { above_oid, mds_start };
-            let (reply, _) = oss.handle(ost, op.into(), Bytes::new(), Run::Inline).await;
-            take_reply::<ost::DestroyOrphans>(reply?)
-        })
+        self.call(ost, ost::DestroyOrphans { above_oid, mds_start })
     }
 
     fn destroy(&self, _ost: u32, _fid: Fid) -> BoxFuture<'static, WeftResult<()>> {

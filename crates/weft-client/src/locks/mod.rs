@@ -120,25 +120,19 @@ impl LockCache {
         self.len() == 0
     }
 
-    /// Whether the inode-bit lock of this handle is held and still covers `bits` (a
-    /// callback may have narrowed it since it was granted).
-    /// Whether `inode` came with a lock that still holds LOOKUP|UPDATE on it: then its name
-    /// and attributes are as the answer gave them.
+    /// Whether `inode` came with a lock that still holds LOOKUP|UPDATE on it (a callback
+    /// may have narrowed or ended it since): then its name and attributes are as the answer
+    /// gave them, and the kernel and the inode cache may keep them.
     pub fn still_covers(&self, inode: &weft_proto::msg::InodeInfo) -> bool {
-        let Some(lock) = &inode.lock else { return false };
-        let key = (LockTarget::Mdt(crate::MDT_INDEX), lock.handle);
-        self.table().holds_bits_on(key, inode.attr.fid, lock::bits::LOOKUP | lock::bits::UPDATE)
+        inode.lock.as_ref().is_some_and(|lock| self.still_holds(inode.attr.fid, lock.handle))
     }
 
-    /// Whether the lock `handle` on the directory `dir` still keeps its entries as this
-    /// client knows them (LOOKUP|UPDATE held).
-    pub fn still_holds(&self, dir: Fid, handle: LockHandle) -> bool {
+    /// Whether the MDT lock `handle` is still held, granted, on the inode `fid`, with
+    /// LOOKUP|UPDATE: what it guards of `fid` (names, attributes, a directory's entries)
+    /// is as this client knows it.
+    pub fn still_holds(&self, fid: Fid, handle: LockHandle) -> bool {
         let key = (LockTarget::Mdt(crate::MDT_INDEX), handle);
-        self.table().holds_bits_on(key, dir, lock::bits::LOOKUP | lock::bits::UPDATE)
-    }
-
-    pub fn holds_bits(&self, target: LockTarget, handle: LockHandle, bits: u8) -> bool {
-        self.table().holds_bits((target, handle), bits)
+        self.table().holds_bits_on(key, fid, lock::bits::LOOKUP | lock::bits::UPDATE)
     }
 
     /// One read or write is done with the lock. Only a lock being given back has anyone
@@ -451,7 +445,7 @@ impl Client {
     }
 
     /// Records an inode-bit lock that came with a metadata answer.
-    /// (A grant of a lock being given back is not recorded: `holds_bits` then says no, and
+    /// (A grant of a lock being given back is not recorded: `still_holds` then says no, and
     /// the answer is not cached.)
     pub(crate) fn note_inode_lock(&self, grant: &LockGrant) {
         if self.locks.table().insert(LockTarget::Mdt(crate::MDT_INDEX), grant, grant.resource, 0) {

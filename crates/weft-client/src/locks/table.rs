@@ -185,10 +185,6 @@ impl LockTable {
             .is_some_and(|e| e.phase == Phase::Granted && e.file == fid && e.scope.contains(&LockScope::Bits(bits)))
     }
 
-    pub fn holds_bits(&self, key: LockKey, bits: u8) -> bool {
-        self.entries.get(&key).is_some_and(|e| e.phase == Phase::Granted && e.scope.contains(&LockScope::Bits(bits)))
-    }
-
     /// A blocking callback asks for `wanted` of the lock: see [`Callback`].
     pub fn callback(&mut self, key: LockKey, wanted: LockScope) -> Callback {
         let Some(e) = self.entries.get_mut(&key) else { return Callback::Unknown };

@@ -83,12 +83,12 @@ fn a_callback_narrows_an_inode_lock_to_the_bits_nobody_wants() {
     // A chmod wants UPDATE: the cached name (LOOKUP) stays.
     let d = t.callback((MDT, 5), LockScope::Bits(bits::UPDATE));
     assert_eq!(d, Callback::Narrow { inode, dropped: bits::UPDATE, keep: bits::LOOKUP });
-    assert!(t.holds_bits((MDT, 5), bits::LOOKUP));
-    assert!(!t.holds_bits((MDT, 5), bits::UPDATE));
+    assert!(t.holds_bits_on((MDT, 5), inode, bits::LOOKUP));
+    assert!(!t.holds_bits_on((MDT, 5), inode, bits::UPDATE));
     // A rename wants LOOKUP: nothing is left to keep, the lock goes.
     let d = t.callback((MDT, 5), LockScope::Bits(bits::LOOKUP | bits::UPDATE));
     assert_eq!(d, Callback::GiveBack { file: inode, scope: LockScope::Bits(bits::LOOKUP) });
-    assert!(!t.holds_bits((MDT, 5), bits::LOOKUP), "not held while going");
+    assert!(!t.holds_bits_on((MDT, 5), inode, bits::LOOKUP), "not held while going");
     // A second callback for it waits for it to be gone; an unknown one is unknown.
     assert_eq!(t.callback((MDT, 5), LockScope::Bits(bits::LOOKUP)), Callback::AlreadyGoing);
     assert_eq!(t.callback((MDT, 6), LockScope::Bits(bits::LOOKUP)), Callback::Unknown);

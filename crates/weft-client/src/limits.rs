@@ -34,7 +34,7 @@ pub const MUTATIONS_IN_FLIGHT_MAX: usize = 1024;
 
 /// Most lock handles in one Cancel request.
 pub const CANCEL_BATCH_MAX: usize = 1024;
-/// How long a callback waits for the kernel to drop the pages of a lock before it answers
+/// How long a callback waits for the kernel to drop the pages or names of a lock before it answers
 /// anyway (see `revoke` in locks/mod.rs).
 pub const DROP_BEFORE_ANSWER_MS: u64 = 200;
 /// How long a callback for a lock this client does not know waits for replies in flight

@@ -129,20 +129,23 @@ impl LockHooks for MountHooks {
         })
     }
 
-    fn drop_inode(&self, fid: Fid, lost: u8) {
+    fn drop_inode(&self, fid: Fid, lost: u8) -> BoxFuture<'static, ()> {
         let ino = fid.to_ino();
-        // Attributes at once, before the callback is answered: the kernel only marks them
-        // stale, nothing to wait for.
+        // Attributes at once: the kernel only marks them stale, nothing to wait for.
         if let Some(notifier) = self.notifier.get() {
             let _ = notifier.inval_inode(INodeNo(ino), -1, 0);
         }
         // Names on the invalidation thread: the kernel takes the directory's lock for them,
-        // which an operation waiting for this very callback may hold.
+        // which an operation of this mount may hold (see `revoke` in the client's locks).
         let entries =
             if lost & bits::LOOKUP != 0 { self.aliases().remove(&ino).unwrap_or_default() } else { Vec::new() };
-        if !entries.is_empty() {
-            drop(self.invalidate(ino, false, entries));
+        if entries.is_empty() {
+            return Box::pin(std::future::ready(()));
         }
+        let done = self.invalidate(ino, false, entries);
+        Box::pin(async move {
+            let _ = done.await;
+        })
     }
 }
 
@@ -163,6 +166,6 @@ pub(crate) fn ttl_for(client: &weft_client::Client, inode: &InodeInfo) -> Durati
 /// invalidated before the kernel had the answer, so invalidate again.
 pub(crate) fn recheck(client: &weft_client::Client, hooks: &MountHooks, inode: &InodeInfo) {
     if inode.lock.is_some() && !client.lock_cache().still_covers(inode) {
-        hooks.drop_inode(inode.attr.fid, bits::ALL);
+        drop(hooks.drop_inode(inode.attr.fid, bits::ALL));
     }
 }

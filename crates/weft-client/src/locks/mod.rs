@@ -14,7 +14,8 @@
 //!   queues behind the conflicting request), waits until nothing uses it (a queued write
 //!   keeps it in use until it reached the OST), gives it back, and drops the pages
 //!   once more for what the lockless phase brought in. On an inode-bit lock it drops the
-//!   attributes before answering and the names after ([`LockHooks::drop_inode`]).
+//!   attributes and the names before answering ([`LockHooks::drop_inode`]). Either waits
+//!   for the kernel at most [`crate::limits::DROP_BEFORE_ANSWER_MS`] before it answers.
 //! * **Bounded**: past [`crate::limits::LOCKS_CACHED_MAX`] locks the least recently used
 //!   unused ones are given back (and their caches dropped), as Lustre's LRU does.
 //!
@@ -49,9 +50,10 @@ pub trait LockHooks: Send + Sync + 'static {
     /// An extent lock of `file` goes: drop the file's cached pages and attributes; done
     /// when the kernel has.
     fn drop_data(&self, file: Fid) -> BoxFuture<'static, ()>;
-    /// An inode-bit lock on `fid` loses `bits`: drop what they covered (attributes at once,
-    /// names in the background).
-    fn drop_inode(&self, fid: Fid, bits: u8);
+    /// An inode-bit lock on `fid` loses `bits`: drop what they covered. The attributes go
+    /// at once and the names are handed to the kernel before this returns; the future ends
+    /// when the kernel is through with the names (dropping it does not stop them going).
+    fn drop_inode(&self, fid: Fid, bits: u8) -> BoxFuture<'static, ()>;
 }
 
 /// Requests that may bring a lock back, in flight. A blocking callback can overtake the
@@ -189,7 +191,7 @@ impl LockCache {
             Callback::Unknown => return CallbackAnswer::Unknown,
             Callback::Narrow { inode, dropped, keep } => {
                 if let Some(h) = self.hooks() {
-                    h.drop_inode(inode, dropped);
+                    drop_before_answer(h.drop_inode(inode, dropped)).await;
                 }
                 return CallbackAnswer::Narrowed(LockScope::Bits(keep));
             }
@@ -207,15 +209,19 @@ impl LockCache {
                 // locked by I/O that waits on another lock (another object of the file)
                 // that waits on this very answer; then the rest of the dropping happens
                 // after the answer.
-                let pages = h.drop_data(file);
-                let _ = tokio::time::timeout(std::time::Duration::from_millis(DROP_BEFORE_ANSWER_MS), pages).await;
+                drop_before_answer(h.drop_data(file)).await;
                 // Queued writes hold the lock until they reached the OST: waiting for its
                 // users below writes them out.
                 self.set_phase(target, handle, Phase::Draining);
             }
             (LockScope::Bits(bits), Some(h)) => {
                 self.set_phase(target, handle, Phase::Draining);
-                h.drop_inode(file, bits);
+                // Names too before the answer: the client whose change called the lock
+                // back must not find them here once it is answered. Bounded for the same
+                // reason as pages: the kernel takes the directory's lock to drop a name,
+                // and an operation of this mount in that directory may hold it while it
+                // waits on the MDS for the change this answer lets through.
+                drop_before_answer(h.drop_inode(file, bits)).await;
             }
             _ => self.set_phase(target, handle, Phase::Draining),
         }
@@ -226,8 +232,7 @@ impl LockCache {
         self.released.notify_waiters();
         if let (Some(e), Some(h)) = (gone, hooks) {
             // Again after the answer, in a task of its own: pages that I/O in the lockless
-            // phase brought in, and names (whose invalidation waits for the directory,
-            // which an operation waiting on this answer may hold).
+            // phase brought in, and names handed out meanwhile.
             tokio::spawn(async move { drop_caches(&*h, &e) });
         }
         CallbackAnswer::Released
@@ -289,8 +294,15 @@ impl LockCache {
 fn drop_caches(hooks: &dyn LockHooks, e: &Entry) {
     match e.scope {
         LockScope::Extent(_) => drop(tokio::spawn(hooks.drop_data(e.file))),
-        LockScope::Bits(bits) => hooks.drop_inode(e.resource, bits),
+        LockScope::Bits(bits) => drop(hooks.drop_inode(e.resource, bits)),
     }
+}
+
+/// Waits for a callback's dropping of caches before its answer, at most
+/// DROP_BEFORE_ANSWER_MS: the kernel may need a page or a directory that an operation
+/// holds while it waits for this very answer; the rest then happens after it.
+async fn drop_before_answer(dropped: BoxFuture<'static, ()>) {
+    let _ = tokio::time::timeout(std::time::Duration::from_millis(DROP_BEFORE_ANSWER_MS), dropped).await;
 }
 
 /// Extent locks in use by one read or write; dropping it lets callbacks proceed.

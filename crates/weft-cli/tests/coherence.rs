@@ -254,6 +254,49 @@ fn a_read_past_the_size_at_open_finds_what_was_appended_since() {
     assert_eq!(got, b"9", "appended on A");
 }
 
+/// A write-only descriptor writes around the kernel's page cache (FOPEN_DIRECT_IO, see
+/// `fopen_flags`): the pages a reader of the same mount holds, read or mapped, must not
+/// outlive what it writes over them or past them.
+#[test]
+fn a_write_only_open_leaves_no_stale_page_to_readers() {
+    use std::os::fd::AsRawFd;
+    let mut c = Cluster::single_node(&weft_bin(), 2);
+    let m = c.mount();
+    let path = m.join("f");
+    let mut want = vec![b'a'; 3 * 4096 + 100];
+    std::fs::write(&path, &want).unwrap();
+    let reader = std::fs::File::open(&path).unwrap();
+    assert_bytes(&read_all(&path), &want, "first read, which caches every page");
+    let len = want.len();
+    // SAFETY: a read-only shared mapping of a file this test owns, unmapped below.
+    let map =
+        unsafe { libc::mmap(std::ptr::null_mut(), len, libc::PROT_READ, libc::MAP_SHARED, reader.as_raw_fd(), 0) };
+    assert_ne!(map, libc::MAP_FAILED);
+    // SAFETY: `map` is `len` readable bytes until the munmap below.
+    let mapped = || unsafe { std::slice::from_raw_parts(map as *const u8, len) }.to_vec();
+    assert_bytes(&mapped(), &want, "mapped before the writes");
+
+    let writer = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    writer.write_all_at(b"BBBB", 10).unwrap();
+    writer.write_all_at(b"CCCC", 4096 * 2 + 50).unwrap();
+    want[10..14].copy_from_slice(b"BBBB");
+    want[4096 * 2 + 50..4096 * 2 + 54].copy_from_slice(b"CCCC");
+    let mut page = vec![0u8; want.len()];
+    reader.read_exact_at(&mut page, 0).unwrap();
+    assert_bytes(&page, &want, "read through the open reader after overwrites");
+    assert_bytes(&mapped(), &want, "the reader's mapping after overwrites");
+
+    writer.write_all_at(b"tail", len as u64).unwrap();
+    want.extend_from_slice(b"tail");
+    let mut all = Vec::new();
+    (&reader).read_to_end(&mut all).unwrap();
+    assert_bytes(&all, &want, "read through the open reader after an append (its last page was partial)");
+    // SAFETY: mapped above with this length.
+    unsafe { libc::munmap(map, len) };
+    drop(writer);
+    assert_bytes(&read_all(&path), &want, "a new open after the writer closed");
+}
+
 /// IO-500's hard pattern from two clients: interleaved 47,008-byte records in one file.
 #[test]
 fn two_clients_writing_interleaved_records_leave_exactly_their_bytes() {

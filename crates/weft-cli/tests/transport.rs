@@ -114,3 +114,28 @@ EOF"#,
     );
     assert_eq!(waited.trim(), "granted");
 }
+
+/// The kernel reads ahead of a reader in large pieces on either kind of mount: the mount
+/// raises its device's read-ahead only after FUSE_INIT, whose answer would lower it again.
+/// Without it every large read over TCP goes out in 128 KiB pieces.
+#[test]
+fn a_mount_reads_ahead_in_large_pieces() {
+    use std::os::unix::fs::MetadataExt;
+    let mut c = Cluster::single_node(&weft_bin(), 1);
+    for options in ["timeout=60,uring=on", "timeout=60,uring=off"] {
+        let m = c.mount_with(options);
+        let dev = fs::metadata(&m).unwrap().dev();
+        let sysfs = format!("/sys/class/bdi/{}:{}/read_ahead_kb", libc::major(dev), libc::minor(dev));
+        let want = weft_fuse::limits::READ_AHEAD_KB.to_string();
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        let mut got = String::new();
+        while std::time::Instant::now() < deadline {
+            got = fs::read_to_string(&sysfs).unwrap().trim().to_string();
+            if got == want {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(50));
+        }
+        assert_eq!(got, want, "{sysfs} of the mount with {options}");
+    }
+}

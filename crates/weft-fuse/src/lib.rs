@@ -125,8 +125,28 @@ pub fn mount(
     let session = fuser::Session::new(fs, mountpoint, &config)?;
     hooks.set_notifier(session.notifier());
     let session = session.spawn()?;
-    tune_readahead(mountpoint);
+    tune_when_ready(mountpoint);
     Ok(session)
+}
+
+/// Raises the read-ahead of the mount once the kernel has its answer to FUSE_INIT, from a
+/// thread of its own (the mount's threads must be serving by then).
+fn tune_when_ready(mountpoint: &Path) {
+    let tuned = mountpoint.to_path_buf();
+    std::thread::spawn(move || {
+        let start = std::time::Instant::now();
+        while mount_device(&tuned).is_none() && start.elapsed() < Duration::from_millis(MOUNT_APPEAR_WAIT_MS) {
+            std::thread::sleep(Duration::from_millis(MOUNT_APPEAR_POLL_MS));
+        }
+        // The kernel applies the INIT answer's max_readahead to the device, lowering a
+        // read-ahead set before it (to 128 KiB: every large read over TCP went out in
+        // 128 KiB pieces, 0.41 against 0.70 GB/s for two streams, measured). A stat of
+        // the root waits until INIT is through.
+        if let Err(e) = std::fs::metadata(&tuned) {
+            tracing::debug!("stat of {} before tuning it: {e}", tuned.display());
+        }
+        tune_readahead(&tuned);
+    });
 }
 
 /// Raises the read-ahead of the FUSE connection's backing device (`/sys/class/bdi/M:N`).
@@ -163,14 +183,7 @@ pub fn mount_foreground(
 ) -> std::io::Result<()> {
     let config = fuse_config(&opts);
     // The mount exists only once fuser::mount has started serving: tune it from the side.
-    let tuned = mountpoint.to_path_buf();
-    std::thread::spawn(move || {
-        let start = std::time::Instant::now();
-        while mount_device(&tuned).is_none() && start.elapsed() < Duration::from_millis(MOUNT_APPEAR_WAIT_MS) {
-            std::thread::sleep(Duration::from_millis(MOUNT_APPEAR_POLL_MS));
-        }
-        tune_readahead(&tuned);
-    });
+    tune_when_ready(mountpoint);
     let (fs, hooks) = filesystem(client, runtime, opts);
     let session = fuser::Session::new(fs, mountpoint, &config)?;
     hooks.set_notifier(session.notifier());

@@ -16,9 +16,9 @@ pub const KERNEL_BACKGROUND_REQUESTS_MAX: u16 = 64;
 /// FUSE worker threads, unless the mount options say otherwise; each serves one kernel
 /// request at a time.
 pub const THREADS_DEFAULT: usize = 2;
-/// How long a foreground mount waits for the kernel to show the mount before tuning it.
+/// How long a mount waits for the kernel to show the mount before tuning it.
 pub const MOUNT_APPEAR_WAIT_MS: u64 = 10_000;
-/// How often a foreground mount looks for the mount while it waits for it to appear.
+/// How often a mount looks for the mount while it waits for it to appear.
 pub const MOUNT_APPEAR_POLL_MS: u64 = 20;
 /// How long unmount waits to close the handles still open.
 pub const UNMOUNT_CLOSE_TIMEOUT_MS: u64 = 5_000;

@@ -1,7 +1,9 @@
 //! `weft bench stream`: the single streams people try first. One writer (sequential, fsync
 //! at the end), then one reader of a fresh open (after posix_fadvise DONTNEED on posix, or
 //! with `--drop-caches` after dropping the node's caches, so the reads reach the file
-//! system), every byte checked; MB/s and the machine's CPU seconds per GB for each.
+//! system), every byte checked; MB/s and the machine's CPU seconds per GB for each. With
+//! `--loopback`, first one TCP stream over loopback in the same calls, the wire a client on
+//! this node would have, and each stream's rate as a ratio of it.
 
 use crate::cpu::{seconds_per_gb, CpuClock};
 use crate::fsapi::{drop_system_caches, BenchFs, PosixFs};
@@ -22,6 +24,8 @@ pub struct Options {
     pub json: Option<PathBuf>,
     /// Sync and drop the node's caches before the writer and before the reader (root only).
     pub drop_caches: bool,
+    /// Measure one loopback TCP stream first (see [`loopback`]).
+    pub loopback: bool,
 }
 
 #[derive(Debug, Clone, Serialize)]
@@ -41,6 +45,8 @@ pub struct StreamReport {
     pub block_bytes: u64,
     pub write: Figure,
     pub read: Figure,
+    /// One TCP stream over loopback, measured in the same run (`--loopback`).
+    pub loopback: Option<Figure>,
 }
 
 fn figure(bytes: u64, start: Instant, cpu: CpuClock) -> Figure {
@@ -65,6 +71,10 @@ pub fn run(opts: &Options) -> Result<StreamReport> {
         bail!("--bs must be between 1 byte and 4G");
     }
     let name = format!("weft-stream.{}", std::process::id());
+    let loopback = if opts.loopback { Some(loopback(opts.size_bytes, opts.block_bytes)?) } else { None };
+    if let Some(l) = &loopback {
+        println!("{}", line("tcp", l));
+    }
     let (write, read) = match &opts.api {
         Api::Posix => {
             let mut fs = PosixFs::new(&opts.dir);
@@ -75,18 +85,63 @@ pub fn run(opts: &Options) -> Result<StreamReport> {
     };
     println!("{}", line("write", &write));
     println!("{}", line("read", &read));
+    if let Some(l) = &loopback {
+        println!(
+            "ratio  write / tcp {:.2} : read / tcp {:.2}",
+            write.mb_s / l.mb_s.max(f64::MIN_POSITIVE),
+            read.mb_s / l.mb_s.max(f64::MIN_POSITIVE)
+        );
+    }
     let report = StreamReport {
         dir: opts.dir.clone(),
         api: opts.api.name().to_string(),
         block_bytes: opts.block_bytes,
         write,
         read,
+        loopback,
     };
     if let Some(path) = &opts.json {
         std::fs::write(path, serde_json::to_string_pretty(&report)? + "\n")
             .with_context(|| format!("write {}", path.display()))?;
     }
     Ok(report)
+}
+
+/// One TCP stream over loopback (127.0.0.1): `size` bytes sent in `block`-byte writes, each
+/// received into a reused buffer of that size by a thread of this process. The rate and
+/// CPU per GB a client on this node gets from the wire alone, with nothing stored.
+pub fn loopback(size: u64, block: u64) -> Result<Figure> {
+    use std::io::{Read, Write};
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").context("loopback stream: bind 127.0.0.1")?;
+    let address = listener.local_addr()?;
+    let block = usize::try_from(block).context("--bs")?;
+    let receiver = std::thread::spawn(move || -> std::io::Result<u64> {
+        let (mut socket, _) = listener.accept()?;
+        let mut buf = vec![0u8; block];
+        let mut total = 0u64;
+        loop {
+            match socket.read(&mut buf)? {
+                0 => return Ok(total),
+                n => total += n as u64,
+            }
+        }
+    });
+    let cpu = CpuClock::now();
+    let start = Instant::now();
+    let mut socket = std::net::TcpStream::connect(address).context("loopback stream: connect")?;
+    let data = vec![0x5au8; block];
+    let mut sent = 0u64;
+    while sent < size {
+        let n = (size - sent).min(block as u64) as usize;
+        socket.write_all(&data[..n]).context("loopback stream: send")?;
+        sent += n as u64;
+    }
+    socket.shutdown(std::net::Shutdown::Write)?;
+    let received = receiver.join().map_err(|_| anyhow::anyhow!("loopback stream: the receiver panicked"))??;
+    if received != size {
+        bail!("loopback stream: {received} bytes received of {size} sent");
+    }
+    Ok(figure(size, start, cpu))
 }
 
 fn streams<F: BenchFs>(fs: &mut F, name: &str, opts: &Options) -> Result<(Figure, Figure)> {
@@ -155,6 +210,7 @@ mod tests {
             block_bytes: 1 << 20,
             json: None,
             drop_caches: false,
+            loopback: false,
         }
     }
 
@@ -169,6 +225,19 @@ mod tests {
             serde_json::from_slice(&std::fs::read(dir.path().join("s.json")).unwrap()).unwrap();
         assert!(json["read"]["mb_s"].as_f64().unwrap() > 0.0);
         assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 1, "only the JSON is left");
+    }
+
+    #[test]
+    fn a_stream_beside_loopback_tcp() {
+        let dir = tempfile::tempdir().unwrap();
+        let opts = Options { loopback: true, json: Some(dir.path().join("s.json")), ..local(5 << 20, &dir) };
+        let r = run(&opts).unwrap();
+        let tcp = r.loopback.expect("measured with --loopback");
+        assert_eq!(tcp.bytes, 5 << 20);
+        assert!(tcp.mb_s > 0.0 && tcp.seconds > 0.0);
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("s.json")).unwrap()).unwrap();
+        assert_eq!(json["loopback"]["bytes"].as_u64(), Some(5 << 20));
     }
 
     #[test]

@@ -114,6 +114,10 @@ struct StreamArgs {
     /// the reader.
     #[arg(long)]
     drop_caches: bool,
+    /// First measure one TCP stream over loopback with the same size and calls, and print
+    /// the writer's and reader's rates as ratios of it.
+    #[arg(long)]
+    loopback: bool,
     #[command(flatten)]
     api: ApiArgs,
 }
@@ -154,6 +158,7 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
                 block_bytes: a.bs,
                 json: a.json,
                 drop_caches: a.drop_caches,
+                loopback: a.loopback,
             };
             weft_bench::stream::run(&opts).map(|_| ())
         }

@@ -132,8 +132,15 @@ fn io500_on_a_mount_with_a_baseline_and_native() {
 
     for api in ["posix", "native"] {
         let dir = if api == "posix" { mnt.join("bench").to_string_lossy().into_owned() } else { "/bench".into() };
-        let out = weft_ok(&["bench", "stream", "--api", api, "--mgs", &c.mgs_address, "--dir", &dir, "--size", "8M"]);
+        let mut args = vec!["bench", "stream", "--api", api, "--mgs", &c.mgs_address, "--dir", &dir, "--size", "8M"];
+        if api == "native" {
+            args.push("--loopback");
+        }
+        let out = weft_ok(&args);
         assert!(out.lines().any(|l| l.starts_with("write") && l.contains("MB/s")), "{out}");
         assert!(out.lines().any(|l| l.starts_with("read") && l.contains("s/GB")), "{out}");
+        let beside_tcp = out.lines().any(|l| l.starts_with("tcp") && l.contains("MB/s"))
+            && out.lines().any(|l| l.starts_with("ratio") && l.contains("write / tcp") && l.contains("read / tcp"));
+        assert_eq!(beside_tcp, api == "native", "the loopback stream and ratios only with --loopback:\n{out}");
     }
 }

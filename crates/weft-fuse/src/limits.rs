@@ -42,6 +42,14 @@ pub const FLOCK_RETRY_MS_MAX: u64 = 200;
 pub const ATTR_TTL_MS_DEFAULT: u64 = 1_000;
 /// Bytes written to the kernel but not yet acknowledged by the OSTs, for the whole mount.
 pub const DIRTY_BYTES_MAX: u32 = 64 << 20;
+/// Writes of one file on their way to the OSTs at once (Lustre's max_rpcs_in_flight, which
+/// is per OST there); what queues meanwhile goes after, small writes gathered.
+pub const WRITE_REQUESTS_PER_FILE_MAX: usize = 8;
+/// Queued writes smaller than this (the kernel's largest) are gathered with the ones that
+/// continue them into one request.
+pub const WRITE_GATHER_BELOW_BYTES: u64 = WRITE_BYTES_MAX as u64;
+/// Most bytes of one gathered request (the protocol's RPC_BULK_BYTES_MAX).
+pub const WRITE_GATHER_BYTES_MAX: u64 = weft_proto::limits::RPC_BULK_BYTES_MAX as u64;
 /// Writer processes remembered per file; past this every flush of the file waits.
 pub const WRITER_PIDS_MAX: usize = 16;
 /// How long the kernel may keep what a held lock guards. The lock's callback ends it

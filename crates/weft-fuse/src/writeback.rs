@@ -2,6 +2,13 @@
 //! OSTs in the background, so one stream keeps several requests in flight across its stripes
 //! instead of waiting a round trip per 1 MiB.
 //!
+//! A file has at most WRITE_REQUESTS_PER_FILE_MAX writes on their way; what queues
+//! meanwhile is sent lowest offset first, and small writes that queued side by side go as
+//! one request (up to WRITE_GATHER_BYTES_MAX) when the same caller made them under locks of
+//! the same client: IO-500's 47,008-byte records, written by two processes in turn, reach
+//! the OSTs as requests of several MiB instead of one each (Lustre's client gathers dirty
+//! pages into RPCs the same way while max_rpcs_in_flight are out).
+//!
 //! The rules that keep this safe:
 //! * memory is bounded: queued bytes take permits of one semaphore (DIRTY_BYTES_MAX), and a
 //!   write waits for room (backpressure);
@@ -19,11 +26,13 @@
 //!
 //! Tracking is per file (FID), shared by every handle of the file on this mount.
 
-use crate::limits::{DIRTY_BYTES_MAX, WRITER_PIDS_MAX};
-use bytes::Bytes;
-use std::collections::HashMap;
+use crate::limits::{
+    DIRTY_BYTES_MAX, WRITER_PIDS_MAX, WRITE_GATHER_BELOW_BYTES, WRITE_GATHER_BYTES_MAX, WRITE_REQUESTS_PER_FILE_MAX,
+};
+use bytes::{Bytes, BytesMut};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
-use tokio::sync::{Notify, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use weft_client::locks::ExtentGuard;
 use weft_client::Client;
 use weft_proto::msg::Caller;
@@ -31,8 +40,13 @@ use weft_proto::{Fid, Layout, WeftError, WeftResult};
 
 #[derive(Default)]
 struct FileState {
-    /// Writes on their way: (start, end, sequence number).
+    /// Writes queued or on their way: (start, end, sequence number).
     in_flight: Vec<(u64, u64, u64)>,
+    /// Writes queued and not yet sent, by offset (they never overlap: a write that overlaps
+    /// one in flight waits before it queues).
+    queued: BTreeMap<u64, Queued>,
+    /// Tasks sending the queued writes, at most WRITE_REQUESTS_PER_FILE_MAX.
+    senders: usize,
     /// The sequence number of the next write queued.
     next_seq: u64,
     error: Option<WeftError>,
@@ -82,6 +96,42 @@ impl FileWrites {
     }
 }
 
+/// A write waiting for its turn to go, with the room it takes in the dirty bound.
+struct Queued {
+    seq: u64,
+    write: QueuedWrite,
+    _room: OwnedSemaphorePermit,
+}
+
+/// Takes the next request's writes from `queued`: the lowest, and after it, while each is
+/// smaller than WRITE_GATHER_BELOW_BYTES, the writes that continue it with the same caller,
+/// layout and client, up to WRITE_GATHER_BYTES_MAX in all.
+fn take_request(queued: &mut BTreeMap<u64, Queued>) -> Vec<Queued> {
+    let Some(first) = queued.pop_first().map(|(_, q)| q) else { return Vec::new() };
+    let small = |q: &Queued| (q.write.data.len() as u64) < WRITE_GATHER_BELOW_BYTES;
+    let mut end = first.write.offset + first.write.data.len() as u64;
+    let mut bytes = first.write.data.len() as u64;
+    let gathers = small(&first);
+    let mut request = vec![first];
+    while let Some(next) = queued.get(&end).filter(|_| gathers) {
+        let w = &next.write;
+        let head = &request[0].write;
+        if !small(next)
+            || bytes + w.data.len() as u64 > WRITE_GATHER_BYTES_MAX
+            || w.who != head.who
+            || w.layout != head.layout
+            || !w.locks.joins(&head.locks)
+        {
+            break;
+        }
+        let next = queued.remove(&end).expect("looked up just before");
+        end += next.write.data.len() as u64;
+        bytes += next.write.data.len() as u64;
+        request.push(next);
+    }
+    request
+}
+
 /// One write to queue: where, what, and the write locks that cover it (kept until the
 /// write reached the OSTs, so a callback for them waits for it).
 pub struct QueuedWrite {
@@ -117,7 +167,7 @@ impl WriteBehind {
     /// Queues a write of `data` at `offset`; returns once it is queued (or with the file's
     /// earlier error). Must run inside the tokio runtime.
     pub async fn submit(&self, client: Arc<Client>, pid: u32, write: QueuedWrite) -> WeftResult<()> {
-        let QueuedWrite { who, fid, layout, offset, data, locks } = write;
+        let fid = write.fid;
         let fw = self.file(fid);
         {
             let mut st = fw.lock();
@@ -126,38 +176,41 @@ impl WriteBehind {
             }
             st.note_writer(pid);
         }
-        let len = data.len() as u64;
+        let len = write.data.len() as u64;
+        if len == 0 {
+            return Ok(());
+        }
         debug_assert!(len <= DIRTY_BYTES_MAX as u64, "one FUSE write is at most max_write");
-        let permit = self
+        let room = self
             .dirty
             .clone()
             .acquire_many_owned(len.min(DIRTY_BYTES_MAX as u64) as u32)
             .await
             .map_err(|_| WeftError::io("the mount is shutting down"))?;
-        let (start, end) = (offset, offset + len);
-        fw.wait_until(|(s, e, _)| *s < end && start < *e).await;
-        let seq = {
-            let mut st = fw.lock();
-            let seq = st.next_seq;
-            st.next_seq += 1;
-            st.in_flight.push((start, end, seq));
-            seq
+        let (start, end) = (write.offset, write.offset + len);
+        // Queued once no write it overlaps is queued or on its way: checked and queued under
+        // one hold of the state, so two overlapping writes never queue together.
+        let start_sender = loop {
+            let changed = fw.changed.notified();
+            {
+                let mut st = fw.lock();
+                if !st.in_flight.iter().any(|(s, e, _)| *s < end && start < *e) {
+                    let seq = st.next_seq;
+                    st.next_seq += 1;
+                    st.in_flight.push((start, end, seq));
+                    st.queued.insert(start, Queued { seq, write, _room: room });
+                    let start_sender = st.senders < WRITE_REQUESTS_PER_FILE_MAX;
+                    if start_sender {
+                        st.senders += 1;
+                    }
+                    break start_sender;
+                }
+            }
+            changed.await;
         };
-        tokio::spawn(async move {
-            let result = client.write(&who, &layout, offset, data, &locks).await;
-            drop(locks);
-            drop(permit);
-            let mut st = fw.lock();
-            if let Some(i) = st.in_flight.iter().position(|r| r.2 == seq) {
-                st.in_flight.swap_remove(i);
-            }
-            if let Err(e) = result {
-                tracing::debug!("write-behind of {fid} at {offset}: {e}");
-                st.error.get_or_insert(e);
-            }
-            drop(st);
-            fw.changed.notify_waiters();
-        });
+        if start_sender {
+            tokio::spawn(send_queued(client, fw));
+        }
         Ok(())
     }
 
@@ -214,9 +267,114 @@ impl WriteBehind {
     }
 }
 
+/// One sender of `fw`'s queued writes: sends requests until nothing is queued.
+async fn send_queued(client: Arc<Client>, fw: Arc<FileWrites>) {
+    loop {
+        let request = {
+            let mut st = fw.lock();
+            let request = take_request(&mut st.queued);
+            if request.is_empty() {
+                st.senders -= 1;
+                return;
+            }
+            request
+        };
+        let mut parts = request.into_iter();
+        let Queued { seq, write, _room } = parts.next().expect("a request has a write");
+        let QueuedWrite { who, fid, layout, offset, mut data, mut locks } = write;
+        let mut seqs = vec![seq];
+        let mut rooms = vec![_room];
+        let rest: Vec<Queued> = parts.collect();
+        if !rest.is_empty() {
+            let total = data.len() + rest.iter().map(|q| q.write.data.len()).sum::<usize>();
+            let mut gathered = BytesMut::with_capacity(total);
+            gathered.extend_from_slice(&data);
+            for q in rest {
+                gathered.extend_from_slice(&q.write.data);
+                locks.absorb(q.write.locks);
+                seqs.push(q.seq);
+                rooms.push(q._room);
+            }
+            data = gathered.freeze();
+        }
+        let result = client.write(&who, &layout, offset, data, &locks).await;
+        drop(locks);
+        drop(rooms);
+        let mut st = fw.lock();
+        st.in_flight.retain(|r| !seqs.contains(&r.2));
+        if let Err(e) = result {
+            tracing::debug!("write-behind of {fid} at {offset}: {e}");
+            st.error.get_or_insert(e);
+        }
+        drop(st);
+        fw.changed.notify_waiters();
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Queues writes of `(offset, len, caller uid, client id)`, in that order.
+    fn queue(writes: &[(u64, usize, u32, u64)]) -> BTreeMap<u64, Queued> {
+        let dirty = Arc::new(Semaphore::new(DIRTY_BYTES_MAX as usize));
+        let layout = Layout::raid0(1 << 20, None, Vec::new());
+        let mut queued = BTreeMap::new();
+        for (seq, &(offset, len, uid, client)) in writes.iter().enumerate() {
+            let mut who = Caller::root();
+            who.identity.uid = uid;
+            let write = QueuedWrite {
+                who,
+                fid: Fid::default(),
+                layout: layout.clone(),
+                offset,
+                data: Bytes::from(vec![seq as u8; len]),
+                locks: ExtentGuard::none(client),
+            };
+            let room = dirty.clone().try_acquire_many_owned(len as u32).unwrap();
+            queued.insert(offset, Queued { seq: seq as u64, write, _room: room });
+        }
+        queued
+    }
+
+    fn offsets(request: &[Queued]) -> Vec<u64> {
+        request.iter().map(|q| q.write.offset).collect()
+    }
+
+    #[test]
+    fn small_writes_side_by_side_go_as_one_request() {
+        const R: u64 = 47_008;
+        // Two processes' records in turn, queued out of order, and one further on.
+        let mut q =
+            queue(&[(R, R as usize, 0, 1), (0, R as usize, 0, 1), (2 * R, R as usize, 0, 1), (9 * R, 10, 0, 1)]);
+        assert_eq!(offsets(&take_request(&mut q)), [0, R, 2 * R]);
+        assert_eq!(offsets(&take_request(&mut q)), [9 * R], "not next to the others");
+        assert!(take_request(&mut q).is_empty());
+    }
+
+    #[test]
+    fn gathering_stops_at_other_callers_clients_large_writes_and_the_bound() {
+        let mut q = queue(&[(0, 100, 0, 1), (100, 100, 7, 1), (200, 100, 7, 1)]);
+        assert_eq!(offsets(&take_request(&mut q)), [0], "another caller (uid, jobid) goes apart");
+        assert_eq!(offsets(&take_request(&mut q)), [100, 200]);
+
+        let mut q = queue(&[(0, 100, 0, 1), (100, 100, 0, 2)]);
+        assert_eq!(offsets(&take_request(&mut q)), [0], "locks of another client id (an eviction between)");
+
+        let big = WRITE_GATHER_BELOW_BYTES as usize;
+        let mut q = queue(&[(0, big, 0, 1), (big as u64, 100, 0, 1)]);
+        assert_eq!(offsets(&take_request(&mut q)), [0], "a full write goes alone");
+        let mut q = queue(&[(0, 100, 0, 1), (100, big, 0, 1)]);
+        assert_eq!(offsets(&take_request(&mut q)), [0], "and is not gathered into a small one");
+
+        let piece = (WRITE_GATHER_BELOW_BYTES - 1) as usize;
+        let pieces: Vec<_> = (0..6).map(|i| ((i * piece) as u64, piece, 0, 1)).collect();
+        let mut q = queue(&pieces);
+        let first = take_request(&mut q);
+        let bytes: u64 = first.iter().map(|w| w.write.data.len() as u64).sum();
+        assert!(bytes <= WRITE_GATHER_BYTES_MAX && bytes + piece as u64 > WRITE_GATHER_BYTES_MAX, "{bytes}");
+        assert_eq!(first.len() + take_request(&mut q).len(), 6);
+    }
 
     #[test]
     fn flush_reports_errors_only_to_writer_processes() {

@@ -321,6 +321,24 @@ impl ExtentGuard {
     pub fn none(client_id: u64) -> ExtentGuard {
         ExtentGuard { cache: None, held: Vec::new(), client_id }
     }
+
+    /// Whether one request may go under both guards: their locks were granted to the same
+    /// client id by the same cache.
+    pub fn joins(&self, other: &ExtentGuard) -> bool {
+        let same_cache = match (&self.cache, &other.cache) {
+            (Some(a), Some(b)) => Arc::ptr_eq(a, b),
+            (None, None) => true,
+            _ => false,
+        };
+        same_cache && self.client_id == other.client_id
+    }
+
+    /// Takes over `other`'s locks (writes gathered into one request keep all of theirs
+    /// until it is answered). The two must [`ExtentGuard::joins`].
+    pub fn absorb(&mut self, mut other: ExtentGuard) {
+        debug_assert!(self.joins(&other), "guards of different clients gathered");
+        self.held.append(&mut other.held);
+    }
 }
 
 impl Drop for ExtentGuard {

@@ -4,6 +4,14 @@
 /// Open object files kept per OST. Bounds file descriptors: a process serving many OSTs
 /// holds at most `OPEN_FILES_MAX` descriptors for each, however many objects clients touch.
 pub const OPEN_FILES_MAX: usize = 1024;
+/// Object reads and writes of at least this many bytes, at offsets and of lengths that are
+/// multiples of BULK_ALIGN_BYTES (weft-proto), bypass the page cache (O_DIRECT), as
+/// Lustre's OSS writes bulk to disk: a copy into page-cache pages and their later writeback
+/// and reclaim cost more CPU per byte than the rest of a large write's way over TCP
+/// (measured: the OSS's page-cache copy alone was half of all CPU in a TCP stream). Smaller
+/// or unaligned I/O (small files, IO-500's 47,008-byte records) goes through the page
+/// cache, which gathers it for the disk.
+pub const DIRECT_IO_BYTES_MIN: usize = 256 * 1024;
 /// Shards of each OST's open-file cache, so that concurrent requests to different objects
 /// rarely contend on one mutex.
 pub const OPEN_FILES_SHARDS: usize = 16;

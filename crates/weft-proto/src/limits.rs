@@ -4,6 +4,12 @@
 pub const MESSAGE_BYTES_MAX: u32 = 4 * 1024 * 1024;
 /// Largest bulk part of a frame (one read or write to one object).
 pub const BULK_BYTES_MAX: u32 = 16 * 1024 * 1024;
+/// A bulk of at least BULK_ALIGNED_FROM_BYTES is received at an address that is a multiple
+/// of this (a page), so that a server may hand it to direct I/O as it is.
+pub const BULK_ALIGN_BYTES: usize = 4096;
+/// Bulks from this size on are received aligned (BULK_ALIGN_BYTES); smaller ones are not
+/// worth the padding.
+pub const BULK_ALIGNED_FROM_BYTES: usize = 64 * 1024;
 /// Largest name of a directory entry (as POSIX NAME_MAX).
 pub const NAME_BYTES_MAX: usize = 255;
 /// Largest symlink target (as PATH_MAX).

@@ -4,6 +4,7 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use std::io::IoSlice;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use weft_proto::limits::{BULK_ALIGNED_FROM_BYTES, BULK_ALIGN_BYTES};
 use weft_proto::wire::{checksum, FrameError, FrameHeader, FrameKind, HEADER_BYTES};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
 
@@ -64,17 +65,30 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<Frame>
     }
     // Read into unfilled capacity: zeroing a megabyte first would cost a pass over it.
     let len = header.bulk_len as usize;
-    let mut bulk = BytesMut::with_capacity(len);
-    while bulk.len() < len {
-        let remaining = len - bulk.len();
+    let (mut bulk, pad) = bulk_buffer(len);
+    while bulk.len() < pad + len {
+        let remaining = pad + len - bulk.len();
         let mut rest = (&mut bulk).limit(remaining);
         if r.read_buf(&mut rest).await.map_err(ReadError::Io)? == 0 {
             return Err(ReadError::Io(std::io::ErrorKind::UnexpectedEof.into()));
         }
     }
-    let bulk = bulk.freeze();
+    let bulk = bulk.freeze().slice(pad..);
     let bulk_ok = checksum(&bulk) == header.bulk_crc;
     Ok(Some(Frame { header, msg, bulk, bulk_ok }))
+}
+
+/// A buffer to receive a bulk of `len` bytes into, and how many bytes of padding come
+/// first: a large bulk then starts at a multiple of BULK_ALIGN_BYTES (an OSS writes it to
+/// its object file with direct I/O as it is).
+fn bulk_buffer(len: usize) -> (BytesMut, usize) {
+    if len < BULK_ALIGNED_FROM_BYTES {
+        return (BytesMut::with_capacity(len), 0);
+    }
+    let mut buf = BytesMut::with_capacity(len + BULK_ALIGN_BYTES);
+    let pad = buf.as_ptr().align_offset(BULK_ALIGN_BYTES);
+    buf.resize(pad, 0);
+    (buf, pad)
 }
 
 /// Writes one frame: header and message in one buffer, the bulk straight from its buffer.
@@ -115,4 +129,31 @@ pub async fn write_frame<W: AsyncWrite + Unpin>(
 /// resent on a new connection.
 pub fn transport(e: std::io::Error) -> WeftError {
     WeftError::new(ErrorCode::Io, format!("connection failed: {e}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    async fn round_trip(bulk: &Bytes) -> Frame {
+        let (mut a, mut b) = tokio::io::duplex(1 << 16);
+        let sent = bulk.clone();
+        let writer = tokio::spawn(async move { write_frame(&mut a, FrameKind::Request, 7, b"msg", &sent).await });
+        let frame = read_frame(&mut b).await.unwrap().expect("a frame");
+        writer.await.unwrap().unwrap();
+        frame
+    }
+
+    #[tokio::test]
+    async fn a_large_bulk_arrives_whole_and_page_aligned() {
+        for len in [0, 1, 4095, BULK_ALIGNED_FROM_BYTES - 1, BULK_ALIGNED_FROM_BYTES, (1 << 20) + 3] {
+            let bulk = Bytes::from((0..len).map(|i| (i * 7 % 251) as u8).collect::<Vec<u8>>());
+            let frame = round_trip(&bulk).await;
+            assert_eq!(frame.msg, b"msg");
+            assert!(frame.bulk == bulk && frame.bulk_ok, "{len} bytes came back different");
+            if len >= BULK_ALIGNED_FROM_BYTES {
+                assert_eq!(frame.bulk.as_ptr() as usize % BULK_ALIGN_BYTES, 0, "{len} bytes not aligned");
+            }
+        }
+    }
 }

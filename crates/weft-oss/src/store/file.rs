@@ -3,6 +3,12 @@
 //! is most of what an object store needs; the cost is a file per object, which hashed
 //! directories keep manageable. Every function here blocks (file I/O).
 //!
+//! Large aligned reads and writes go around the page cache (O_DIRECT, on a second
+//! descriptor of the object): see [`DIRECT_IO_BYTES_MIN`]. They never share a page with the
+//! buffered I/O of the same object (they cover whole pages), and the kernel keeps the two
+//! coherent (a direct read writes back dirty pages in its range first; a direct write drops
+//! cached pages in its range). A file system that refuses O_DIRECT gets buffered I/O only.
+//!
 //! Layout of an OST directory (format version 1, see [`crate::target`]):
 //! ```text
 //! <dir>/target                     fsname, index, format version (TOML)
@@ -16,17 +22,18 @@
 use super::{ObjectStore, StoreError, StoreResult};
 use crate::durable;
 use crate::handles::{HandleCache, Lookup};
-use crate::limits::{LAST_ID_FILE_BYTES_MAX, OBJECT_DIRS_COUNT};
+use crate::limits::{DIRECT_IO_BYTES_MIN, LAST_ID_FILE_BYTES_MAX, OBJECT_DIRS_COUNT};
 use crate::lock_unpoisoned;
 use bytes::{Bytes, BytesMut};
 use std::ffi::CString;
 use std::fs::OpenOptions;
 use std::io::{ErrorKind, Read};
 use std::os::unix::ffi::OsStrExt;
-use std::os::unix::fs::{FileExt, MetadataExt};
+use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
+use weft_proto::limits::BULK_ALIGN_BYTES;
 use weft_proto::msg::ost::ObjectAttr;
 use weft_proto::msg::StatfsInfo;
 
@@ -39,6 +46,10 @@ pub struct FileStore {
     /// `<dir>/O/<seq hex>`.
     seq_dir: PathBuf,
     handles: HandleCache,
+    /// The same objects opened with O_DIRECT, for large aligned I/O.
+    direct: HandleCache,
+    /// False once the file system refused O_DIRECT: buffered I/O only from then on.
+    direct_io: AtomicBool,
     /// The persisted LAST_ID.
     last_id: AtomicU32,
     /// Per object directory (`d<n>`): a name may have been made in it since its last fsync,
@@ -77,6 +88,8 @@ impl FileStore {
             dir,
             seq_dir,
             handles: HandleCache::new(),
+            direct: HandleCache::new(),
+            direct_io: AtomicBool::new(true),
             last_id: AtomicU32::new(last_id),
             // Names made by an earlier run of this process may not be durable yet.
             dirs_unsynced: (0..OBJECT_DIRS_COUNT).map(|_| Mutex::new(true)).collect(),
@@ -124,6 +137,62 @@ impl FileStore {
         Ok(self.handles.insert(oid, Arc::new(file), epoch))
     }
 
+    /// The existing object opened for direct I/O; None if it does not exist, or where the
+    /// file system refuses O_DIRECT.
+    fn open_direct(&self, oid: u32) -> StoreResult<Option<Arc<std::fs::File>>> {
+        if !self.direct_io.load(Ordering::Relaxed) {
+            return Ok(None);
+        }
+        let epoch = match self.direct.lookup(oid) {
+            Lookup::Hit(h) => return Ok(Some(h)),
+            Lookup::Miss { epoch } => epoch,
+        };
+        let opened = OpenOptions::new().read(true).write(true).custom_flags(libc::O_DIRECT).open(self.object_path(oid));
+        match opened {
+            Ok(file) => Ok(Some(self.direct.insert(oid, Arc::new(file), epoch))),
+            Err(e) if e.kind() == ErrorKind::NotFound => Ok(None),
+            Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                self.refuse_direct(&e);
+                Ok(None)
+            }
+            Err(e) => Err(io_error(oid, "open for direct I/O", e)),
+        }
+    }
+
+    /// The file system (or its device's alignment) refused direct I/O: buffered from now on.
+    fn refuse_direct(&self, e: &std::io::Error) {
+        if self.direct_io.swap(false, Ordering::Relaxed) {
+            let dir = Path::new(std::ffi::OsStr::from_bytes(self.dir.as_bytes()));
+            tracing::info!("{}: direct I/O refused ({e}); object I/O goes through the page cache", dir.display());
+        }
+    }
+
+    /// A direct read of `len` bytes at `offset` (a multiple of BULK_ALIGN_BYTES): the bytes,
+    /// fewer at the end of the object; None if direct I/O turned out refused.
+    fn read_direct(&self, oid: u32, file: &std::fs::File, offset: u64, len: usize) -> StoreResult<Option<Bytes>> {
+        let padded = len.next_multiple_of(BULK_ALIGN_BYTES);
+        let (mut buf, pad) = aligned_zeroed(padded);
+        let mut filled = 0usize;
+        while filled < padded {
+            match file.read_at(&mut buf[pad + filled..], offset + filled as u64) {
+                Ok(0) => break,
+                Ok(n) => {
+                    filled += n;
+                    if !n.is_multiple_of(BULK_ALIGN_BYTES) {
+                        break; // the end of the object
+                    }
+                }
+                Err(e) if e.kind() == ErrorKind::Interrupted => {}
+                Err(e) if e.raw_os_error() == Some(libc::EINVAL) => {
+                    self.refuse_direct(&e);
+                    return Ok(None);
+                }
+                Err(e) => return Err(io_error(oid, "read", e)),
+            }
+        }
+        Ok(Some(buf.freeze().slice(pad..pad + filled.min(len))))
+    }
+
     /// fdatasync the object, and its directory if a name was made in it since its last fsync.
     fn sync_handle(&self, oid: u32, handle: &std::fs::File) -> StoreResult<()> {
         handle.sync_data().map_err(|e| io_error(oid, "fdatasync", e))?;
@@ -138,6 +207,11 @@ impl FileStore {
     #[cfg(test)]
     pub(crate) fn cached_handles(&self) -> usize {
         self.handles.len()
+    }
+
+    #[cfg(test)]
+    pub(crate) fn direct_handles(&self) -> usize {
+        self.direct.len()
     }
 }
 
@@ -157,6 +231,13 @@ impl ObjectStore for FileStore {
         if len == 0 {
             return Ok(Bytes::new());
         }
+        if len >= DIRECT_IO_BYTES_MIN && offset.is_multiple_of(BULK_ALIGN_BYTES as u64) {
+            if let Some(direct) = self.open_direct(oid)? {
+                if let Some(data) = self.read_direct(oid, &direct, offset, len)? {
+                    return Ok(data);
+                }
+            }
+        }
         let mut buf = BytesMut::zeroed(len);
         let mut filled = 0usize;
         while filled < len {
@@ -174,6 +255,16 @@ impl ObjectStore for FileStore {
     /// Stores all of `data` or fails: a regular file writes short only when it fails next.
     fn write(&self, oid: u32, offset: u64, data: &[u8]) -> StoreResult<usize> {
         let handle = self.open_or_create(oid)?;
+        if direct_write_fits(data, offset) {
+            if let Some(direct) = self.open_direct(oid)? {
+                match direct.write_all_at(data, offset) {
+                    Ok(()) => return Ok(data.len()),
+                    // Nothing was written (the device wants a coarser alignment).
+                    Err(e) if e.raw_os_error() == Some(libc::EINVAL) => self.refuse_direct(&e),
+                    Err(e) => return Err(io_error(oid, "write", e)),
+                }
+            }
+        }
         handle.write_all_at(data, offset).map_err(|e| io_error(oid, "write", e))?;
         Ok(data.len())
     }
@@ -208,6 +299,7 @@ impl ObjectStore for FileStore {
         };
         // After the unlink, not before: see the race described in `handles`.
         self.handles.invalidate(oid);
+        self.direct.invalidate(oid);
         result
     }
 
@@ -242,6 +334,25 @@ impl ObjectStore for FileStore {
         self.open_or_create(oid)?;
         Ok(Some(self.object_path(oid)))
     }
+}
+
+/// Whether a write of `data` at `offset` may go around the page cache: large, and whole
+/// aligned blocks from an aligned buffer.
+fn direct_write_fits(data: &[u8], offset: u64) -> bool {
+    let a = BULK_ALIGN_BYTES;
+    data.len() >= DIRECT_IO_BYTES_MIN
+        && data.len().is_multiple_of(a)
+        && offset.is_multiple_of(a as u64)
+        && (data.as_ptr() as usize).is_multiple_of(a)
+}
+
+/// `len` zero bytes starting at a multiple of BULK_ALIGN_BYTES: the buffer and the padding
+/// before them.
+fn aligned_zeroed(len: usize) -> (BytesMut, usize) {
+    let mut buf = BytesMut::with_capacity(len + BULK_ALIGN_BYTES);
+    let pad = buf.as_ptr().align_offset(BULK_ALIGN_BYTES);
+    buf.resize(pad + len, 0);
+    (buf, pad)
 }
 
 /// Which object directory (`d<n>`) holds `oid`.

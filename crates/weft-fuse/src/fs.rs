@@ -215,7 +215,7 @@ impl fuser::Filesystem for WeftFs {
         fh: FileHandle,
         offset: u64,
         data: &[u8],
-        _write_flags: WriteFlags,
+        write_flags: WriteFlags,
         _flags: OpenFlags,
         _lock_owner: Option<LockOwner>,
         reply: ReplyWrite,
@@ -223,7 +223,8 @@ impl fuser::Filesystem for WeftFs {
         let m = self.m();
         // The kernel's buffer is borrowed for this call only.
         let data = Bytes::copy_from_slice(data);
-        self.serve.run(m.clone().write(m.who(req), req.pid(), fh, offset, data, reply));
+        let kill = write_flags.contains(WriteFlags::FUSE_WRITE_KILL_SUIDGID);
+        self.serve.run(m.clone().write(m.who(req), req.pid(), fh, offset, data, kill, reply));
     }
 
     fn flush(&self, req: &Request, ino: INodeNo, _fh: FileHandle, lock_owner: LockOwner, reply: ReplyEmpty) {

@@ -3,7 +3,7 @@
 
 use crate::iomode::KernelIo;
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use weft_proto::layout::Layout;
 use weft_proto::msg::DirEntry;
@@ -69,6 +69,20 @@ pub struct OpenFile {
     /// A read-only open of a file whose size the MDS knew: the lock its answer came with,
     /// and `Mount::write_opens` before it was sent (see `Mount::size_still_exact`).
     pub exact_size: Option<(u64, u64)>,
+    /// The file's mode at open, while its setuid and setgid bits may still have to be
+    /// cleared by a write (see `Mount::write`); 0 once they are.
+    privileged_mode: AtomicU32,
+}
+
+/// The mode a write by a process without CAP_FSETID leaves, if it changes any bit (as
+/// Linux's `should_remove_suid`): setuid goes, and setgid if the group may execute.
+pub fn mode_without_privileges(mode: u32) -> Option<u32> {
+    let mut m = mode & !(libc::S_ISUID as u32);
+    let group_exec = (libc::S_ISGID | libc::S_IXGRP) as u32;
+    if m & group_exec == group_exec {
+        m &= !(libc::S_ISGID as u32);
+    }
+    (m != mode).then_some(m)
 }
 
 impl OpenFile {
@@ -82,7 +96,26 @@ impl OpenFile {
             generation: 0,
             io: KernelIo::Cached,
             exact_size: None,
+            privileged_mode: AtomicU32::new(0),
         }
+    }
+
+    /// Records the file's mode at open, if a write by a process without CAP_FSETID would
+    /// clear bits of it.
+    pub fn note_mode(&self, mode: u32) {
+        if mode_without_privileges(mode).is_some() {
+            self.privileged_mode.store(mode, Ordering::Release);
+        }
+    }
+
+    /// The mode at open if a write may still have to clear its setuid and setgid bits.
+    pub fn privileged_mode(&self) -> Option<u32> {
+        Some(self.privileged_mode.load(Ordering::Acquire)).filter(|&m| m != 0)
+    }
+
+    /// Their setuid and setgid bits are cleared: later writes need not look.
+    pub fn privileges_cleared(&self) {
+        self.privileged_mode.store(0, Ordering::Release);
     }
 
     pub fn known_size(&self) -> u64 {
@@ -222,6 +255,23 @@ impl OpenDir {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_write_clears_setuid_and_setgid_with_group_exec_as_linux_does() {
+        assert_eq!(mode_without_privileges(0o106777), Some(0o100777));
+        assert_eq!(mode_without_privileges(0o4755), Some(0o755));
+        assert_eq!(mode_without_privileges(0o2755), Some(0o755), "setgid with group exec");
+        assert_eq!(mode_without_privileges(0o2745), None, "setgid without group exec: mandatory locking, kept");
+        assert_eq!(mode_without_privileges(0o6745), Some(0o2745));
+        assert_eq!(mode_without_privileges(0o1777), None, "the sticky bit stays");
+        let f = OpenFile::new(Fid::new(1, 1, 0), 1, None, 0);
+        f.note_mode(0o100644);
+        assert_eq!(f.privileged_mode(), None, "nothing to clear");
+        f.note_mode(0o104755);
+        assert_eq!(f.privileged_mode(), Some(0o104755));
+        f.privileges_cleared();
+        assert_eq!(f.privileged_mode(), None);
+    }
     use weft_proto::msg::FileType;
 
     #[test]

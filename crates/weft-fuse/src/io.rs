@@ -3,15 +3,18 @@
 //! the object's file).
 
 use crate::errno::fuse_errno;
+use crate::handles::{mode_without_privileges, OpenFile};
 use crate::iomode::KernelIo;
 use crate::mount::{evicted, reply_empty, Mount};
 use crate::writeback::QueuedWrite;
 use bytes::Bytes;
 use fuser::{Errno, FileHandle, INodeNo, ReplyData, ReplyEmpty, ReplyWrite};
 use std::sync::Arc;
+use weft_client::locks::LockHooks;
+use weft_proto::lock::bits;
 use weft_proto::lock::LockMode;
-use weft_proto::msg::Caller;
-use weft_proto::WeftError;
+use weft_proto::msg::{Caller, SetAttr};
+use weft_proto::{WeftError, WeftResult};
 
 /// Whether a read of `[offset, offset+size)` must first ask the objects for the file's
 /// size: it reaches past the size this handle knows, and another client may have written
@@ -69,7 +72,11 @@ impl Mount {
     }
 
     /// `data`: the kernel's buffer, copied once into shared bytes (the striping then slices
-    /// it without copying again).
+    /// it without copying again). `kill_privileges`: the kernel asks for the file's setuid
+    /// and setgid bits to be cleared (FUSE_WRITE_KILL_SUIDGID, a write around the page cache
+    /// by a process without CAP_FSETID; through the page cache the kernel clears them
+    /// itself with a setattr).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn write(
         self: Arc<Self>,
         who: Caller,
@@ -77,6 +84,7 @@ impl Mount {
         fh: FileHandle,
         offset: u64,
         data: Bytes,
+        kill_privileges: bool,
         reply: ReplyWrite,
     ) {
         let Some(file) = self.files.get(fh.0) else {
@@ -91,6 +99,9 @@ impl Mount {
         }
         let len = data.len();
         let written = async {
+            if kill_privileges {
+                self.clear_privileges(&who, &file).await?;
+            }
             // The write lock travels with the queued write until it reached the OSTs.
             let locks = self.client.extent_lock(&who, file.fid, layout, offset, len as u64, LockMode::Pw).await?;
             match write_path(file.io) {
@@ -114,6 +125,24 @@ impl Mount {
             }
             Err(e) => reply.error(fuse_errno("write", &e)),
         }
+    }
+
+    /// Clears the setuid and setgid bits of an open file before a write, as Linux does for a
+    /// writer without CAP_FSETID. Looked at once per open that found the bits set at open
+    /// (a chmod u+s after the open is not cleared by writes through it).
+    async fn clear_privileges(&self, who: &Caller, file: &OpenFile) -> WeftResult<()> {
+        if file.privileged_mode().is_none() {
+            return Ok(());
+        }
+        let now = self.client.getattr(who, file.fid).await?;
+        if let Some(mode) = mode_without_privileges(now.attr.mode) {
+            // Allowed to a writer that is not the owner (the MDS's `chmod`).
+            self.client.setattr(who, file.fid, SetAttr { mode: Some(mode), ..SetAttr::default() }).await?;
+            // The kernel still has the old mode cached.
+            drop(self.hooks.drop_inode(file.fid, bits::UPDATE));
+        }
+        file.privileges_cleared();
+        Ok(())
     }
 
     /// close(2) of a descriptor: a writer learns what of its queued writes failed so far

@@ -313,6 +313,7 @@ impl Mount {
                 file.generation = self.client.generation();
                 file.io = io;
                 file.exact_size = exact_size;
+                file.note_mode(inode.attr.mode);
                 if io == KernelIo::Passthrough && flags & libc::O_ACCMODE != libc::O_RDONLY {
                     file.assume_written();
                 }

@@ -77,10 +77,10 @@ pub struct OpenFile {
 /// The mode a write by a process without CAP_FSETID leaves, if it changes any bit (as
 /// Linux's `should_remove_suid`): setuid goes, and setgid if the group may execute.
 pub fn mode_without_privileges(mode: u32) -> Option<u32> {
-    let mut m = mode & !(libc::S_ISUID as u32);
-    let group_exec = (libc::S_ISGID | libc::S_IXGRP) as u32;
+    let mut m = mode & !libc::S_ISUID;
+    let group_exec = libc::S_ISGID | libc::S_IXGRP;
     if m & group_exec == group_exec {
-        m &= !(libc::S_ISGID as u32);
+        m &= !libc::S_ISGID;
     }
     (m != mode).then_some(m)
 }

@@ -46,9 +46,10 @@ pub(crate) fn open_flags(flags: i32) -> u32 {
 /// A write-only cached open writes around the page cache (FOPEN_DIRECT_IO on the handle,
 /// not the inode): nothing can read through it, and a write through the page cache costs
 /// a page-cache copy and later its reclaim for pages nobody reads, the mount's biggest
-/// cost per byte written over TCP (half of it, measured). The kernel still writes back
-/// and drops the pages other opens of the file have cached in the range it writes, so
-/// they read what was written (`a_write_only_open_leaves_no_stale_page_to_readers`).
+/// cost per byte written over TCP (half of it, measured). The kernel drops the pages other
+/// opens of the file have cached in the range before it sends the write, so they read
+/// what was written (`a_write_only_open_leaves_no_stale_page_to_readers`), except a read
+/// racing the write (see ARCHITECTURE.md, known gaps).
 pub(crate) fn fopen_flags(io: KernelIo, locking: bool, flags: i32) -> FopenFlags {
     let write_only = flags & libc::O_ACCMODE == libc::O_WRONLY;
     match io {

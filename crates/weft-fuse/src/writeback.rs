@@ -3,7 +3,7 @@
 //! instead of waiting a round trip per 1 MiB.
 //!
 //! A file has at most WRITE_REQUESTS_PER_FILE_MAX writes on their way; what queues
-//! meanwhile is sent lowest offset first, and small writes that queued side by side go as
+//! meanwhile is sent oldest first, and small writes that queued side by side go as
 //! one request (up to WRITE_GATHER_BYTES_MAX) when the same caller made them under locks of
 //! the same client: IO-500's 47,008-byte records, written by two processes in turn, reach
 //! the OSTs as requests of several MiB instead of one each (Lustre's client gathers dirty
@@ -103,33 +103,49 @@ struct Queued {
     _room: OwnedSemaphorePermit,
 }
 
-/// Takes the next request's writes from `queued`: the lowest, and after it, while each is
-/// smaller than WRITE_GATHER_BELOW_BYTES, the writes that continue it with the same caller,
-/// layout and client, up to WRITE_GATHER_BYTES_MAX in all.
+/// Takes the next request's writes from `queued`: the oldest queued write (so none waits
+/// behind a writer that keeps queueing below it: a glimpse waits for the writes queued
+/// before it), and, while each is smaller than WRITE_GATHER_BELOW_BYTES, the writes that
+/// continue it on either side with the same caller, layout and client, up to
+/// WRITE_GATHER_BYTES_MAX in all; in offset order. The oldest is found by a scan: the
+/// queue holds at most DIRTY_BYTES_MAX of writes, a few thousand.
 fn take_request(queued: &mut BTreeMap<u64, Queued>) -> Vec<Queued> {
-    let Some(first) = queued.pop_first().map(|(_, q)| q) else { return Vec::new() };
+    let Some(head_at) = queued.iter().min_by_key(|(_, q)| q.seq).map(|(at, _)| *at) else { return Vec::new() };
+    let head = queued.remove(&head_at).expect("found just before");
     let small = |q: &Queued| (q.write.data.len() as u64) < WRITE_GATHER_BELOW_BYTES;
-    let mut end = first.write.offset + first.write.data.len() as u64;
-    let mut bytes = first.write.data.len() as u64;
-    let gathers = small(&first);
-    let mut request = vec![first];
-    while let Some(next) = queued.get(&end).filter(|_| gathers) {
-        let w = &next.write;
-        let head = &request[0].write;
-        if !small(next)
-            || bytes + w.data.len() as u64 > WRITE_GATHER_BYTES_MAX
-            || w.who != head.who
-            || w.layout != head.layout
-            || !w.locks.joins(&head.locks)
-        {
-            break;
+    let joins = |q: &Queued, head: &Queued, bytes: u64| {
+        let (w, h) = (&q.write, &head.write);
+        small(q)
+            && bytes + w.data.len() as u64 <= WRITE_GATHER_BYTES_MAX
+            && w.who == h.who
+            && w.layout == h.layout
+            && w.locks.joins(&h.locks)
+    };
+    let mut bytes = head.write.data.len() as u64;
+    let mut after = Vec::new();
+    let mut before = Vec::new();
+    if small(&head) {
+        let mut end = head.write.offset + head.write.data.len() as u64;
+        while let Some(next) = queued.get(&end).filter(|q| joins(q, &head, bytes)) {
+            end += next.write.data.len() as u64;
+            bytes += next.write.data.len() as u64;
+            let at = next.write.offset;
+            after.push(queued.remove(&at).expect("looked up just before"));
         }
-        let next = queued.remove(&end).expect("looked up just before");
-        end += next.write.data.len() as u64;
-        bytes += next.write.data.len() as u64;
-        request.push(next);
+        let mut start = head.write.offset;
+        while let Some((&at, prev)) = queued.range(..start).next_back() {
+            if at + prev.write.data.len() as u64 != start || !joins(prev, &head, bytes) {
+                break;
+            }
+            start = at;
+            bytes += prev.write.data.len() as u64;
+            before.push(queued.remove(&at).expect("looked up just before"));
+        }
     }
-    request
+    before.reverse();
+    before.push(head);
+    before.extend(after);
+    before
 }
 
 /// One write to queue: where, what, and the write locks that cover it (kept until the
@@ -350,6 +366,16 @@ mod tests {
         assert_eq!(offsets(&take_request(&mut q)), [0, R, 2 * R]);
         assert_eq!(offsets(&take_request(&mut q)), [9 * R], "not next to the others");
         assert!(take_request(&mut q).is_empty());
+    }
+
+    #[test]
+    fn the_oldest_write_goes_first_whatever_is_queued_below_it() {
+        // A writer going backwards: the oldest is the highest offset.
+        let big = WRITE_GATHER_BELOW_BYTES as usize;
+        let mut q = queue(&[(3 * big as u64, big, 0, 1), (2 * big as u64, big, 0, 1), (0, big, 0, 1)]);
+        assert_eq!(offsets(&take_request(&mut q)), [3 * big as u64]);
+        assert_eq!(offsets(&take_request(&mut q)), [2 * big as u64]);
+        assert_eq!(offsets(&take_request(&mut q)), [0]);
     }
 
     #[test]

@@ -155,7 +155,11 @@ impl FileStore {
                 self.refuse_direct(&e);
                 Ok(None)
             }
-            Err(e) => Err(io_error(oid, "open for direct I/O", e)),
+            // Out of descriptors, say: the buffered descriptor serves.
+            Err(e) => {
+                tracing::debug!("object {oid}: open for direct I/O: {e}; buffered instead");
+                Ok(None)
+            }
         }
     }
 

@@ -145,6 +145,17 @@ pub fn decode_message<T: DeserializeOwned>(bytes: &[u8]) -> WeftResult<T> {
     postcard::from_bytes(bytes).map_err(|e| WeftError::protocol(format!("malformed message: {e}")))
 }
 
+/// An empty buffer with room for `len` bytes after `pad` bytes of zeros already in it, so
+/// that what is put in after them starts at a multiple of `BULK_ALIGN_BYTES`: slice it from
+/// `pad`. For bulk handed to direct I/O (a frame's received bulk, an OSS's direct read).
+pub fn page_aligned_buffer(len: usize) -> (bytes::BytesMut, usize) {
+    let align = crate::limits::BULK_ALIGN_BYTES;
+    let mut buf = bytes::BytesMut::with_capacity(len + align);
+    let pad = buf.as_ptr().align_offset(align);
+    buf.resize(pad, 0);
+    (buf, pad)
+}
+
 pub fn checksum(bytes: &[u8]) -> u32 {
     if bytes.is_empty() {
         0

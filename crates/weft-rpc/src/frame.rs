@@ -4,8 +4,8 @@
 use bytes::{BufMut, Bytes, BytesMut};
 use std::io::IoSlice;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use weft_proto::limits::{BULK_ALIGNED_FROM_BYTES, BULK_ALIGN_BYTES};
-use weft_proto::wire::{checksum, FrameError, FrameHeader, FrameKind, HEADER_BYTES};
+use weft_proto::limits::BULK_ALIGNED_FROM_BYTES;
+use weft_proto::wire::{checksum, page_aligned_buffer, FrameError, FrameHeader, FrameKind, HEADER_BYTES};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
 
 pub struct Frame {
@@ -79,16 +79,13 @@ pub async fn read_frame<R: AsyncRead + Unpin>(r: &mut R) -> Result<Option<Frame>
 }
 
 /// A buffer to receive a bulk of `len` bytes into, and how many bytes of padding come
-/// first: a large bulk then starts at a multiple of BULK_ALIGN_BYTES (an OSS writes it to
-/// its object file with direct I/O as it is).
+/// first: a large bulk then starts page-aligned (an OSS writes it to its object file with
+/// direct I/O as it is).
 fn bulk_buffer(len: usize) -> (BytesMut, usize) {
     if len < BULK_ALIGNED_FROM_BYTES {
         return (BytesMut::with_capacity(len), 0);
     }
-    let mut buf = BytesMut::with_capacity(len + BULK_ALIGN_BYTES);
-    let pad = buf.as_ptr().align_offset(BULK_ALIGN_BYTES);
-    buf.resize(pad, 0);
-    (buf, pad)
+    page_aligned_buffer(len)
 }
 
 /// Writes one frame: header and message in one buffer, the bulk straight from its buffer.
@@ -134,6 +131,7 @@ pub fn transport(e: std::io::Error) -> WeftError {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use weft_proto::limits::BULK_ALIGN_BYTES;
 
     async fn round_trip(bulk: &Bytes) -> Frame {
         let (mut a, mut b) = tokio::io::duplex(1 << 16);

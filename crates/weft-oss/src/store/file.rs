@@ -175,7 +175,8 @@ impl FileStore {
     /// fewer at the end of the object; None if direct I/O turned out refused.
     fn read_direct(&self, oid: u32, file: &std::fs::File, offset: u64, len: usize) -> StoreResult<Option<Bytes>> {
         let padded = len.next_multiple_of(BULK_ALIGN_BYTES);
-        let (mut buf, pad) = aligned_zeroed(padded);
+        let (mut buf, pad) = weft_proto::wire::page_aligned_buffer(padded);
+        buf.resize(pad + padded, 0);
         let mut filled = 0usize;
         while filled < padded {
             match file.read_at(&mut buf[pad + filled..], offset + filled as u64) {
@@ -348,15 +349,6 @@ fn direct_write_fits(data: &[u8], offset: u64) -> bool {
         && data.len().is_multiple_of(a)
         && offset.is_multiple_of(a as u64)
         && (data.as_ptr() as usize).is_multiple_of(a)
-}
-
-/// `len` zero bytes starting at a multiple of BULK_ALIGN_BYTES: the buffer and the padding
-/// before them.
-fn aligned_zeroed(len: usize) -> (BytesMut, usize) {
-    let mut buf = BytesMut::with_capacity(len + BULK_ALIGN_BYTES);
-    let pad = buf.as_ptr().align_offset(BULK_ALIGN_BYTES);
-    buf.resize(pad + len, 0);
-    (buf, pad)
 }
 
 /// Which object directory (`d<n>`) holds `oid`.

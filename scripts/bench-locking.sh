@@ -14,8 +14,8 @@ size=${1:-2G}
 rounds=${2:-3}
 dir=$(mktemp -d /var/tmp/weft-locking-XXXXXX)
 cleanup() {
-  fusermount3 -uz "$dir/on" 2>/dev/null || true
-  fusermount3 -uz "$dir/off" 2>/dev/null || true
+  fusermount3 -uz "$dir/on" 2>/dev/null || umount -l "$dir/on" 2>/dev/null || true
+  fusermount3 -uz "$dir/off" 2>/dev/null || umount -l "$dir/off" 2>/dev/null || true
   "$W" down --data "$dir/data" >/dev/null 2>&1 || true
   rm -rf "$dir"
 }

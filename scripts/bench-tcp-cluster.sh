@@ -12,7 +12,7 @@ dir=$(mktemp -d /var/tmp/weft-bench-XXXXXX)
 baseline=${BASELINE:-$dir/baseline}
 pids=()
 cleanup() {
-  fusermount3 -uz "$dir/mnt" 2>/dev/null || true
+  fusermount3 -uz "$dir/mnt" 2>/dev/null || umount -l "$dir/mnt" 2>/dev/null || true
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$dir"

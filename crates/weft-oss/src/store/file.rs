@@ -176,10 +176,9 @@ impl FileStore {
     fn read_direct(&self, oid: u32, file: &std::fs::File, offset: u64, len: usize) -> StoreResult<Option<Bytes>> {
         let padded = len.next_multiple_of(BULK_ALIGN_BYTES);
         let (mut buf, pad) = weft_proto::wire::page_aligned_buffer(padded);
-        buf.resize(pad + padded, 0);
         let mut filled = 0usize;
         while filled < padded {
-            match file.read_at(&mut buf[pad + filled..], offset + filled as u64) {
+            match pread_appending(file, &mut buf, padded - filled, offset + filled as u64) {
                 Ok(0) => break,
                 Ok(n) => {
                     filled += n;
@@ -220,6 +219,29 @@ impl FileStore {
     }
 }
 
+/// One pread of up to `want` bytes at `offset` into `buf`'s unfilled capacity (which must
+/// hold `want`), appending what it read. Reading into capacity instead of a zeroed buffer
+/// saves a pass over every read's bytes (memset was 3% of all CPU in one TCP read stream).
+fn pread_appending(file: &std::fs::File, buf: &mut BytesMut, want: usize, offset: u64) -> std::io::Result<usize> {
+    use std::os::fd::AsRawFd;
+    let spare = buf.spare_capacity_mut();
+    assert!(spare.len() >= want, "pread_appending: {want} bytes wanted, {} of capacity", spare.len());
+    let Ok(at) = libc::off_t::try_from(offset) else {
+        return Err(ErrorKind::InvalidInput.into());
+    };
+    // SAFETY: the kernel writes at most `want` bytes into `spare`, which is that long and
+    // ours alone while `buf` is borrowed mutably; those bytes are initialised once it
+    // returns their count, and only they are added to `buf`'s length.
+    let n = unsafe { libc::pread(file.as_raw_fd(), spare.as_mut_ptr().cast(), want, at) };
+    let Ok(n) = usize::try_from(n) else {
+        return Err(std::io::Error::last_os_error());
+    };
+    let filled = buf.len() + n;
+    // SAFETY: see above: n <= want bytes after the old length are initialised.
+    unsafe { buf.set_len(filled) };
+    Ok(n)
+}
+
 impl ObjectStore for FileStore {
     fn read(&self, oid: u32, offset: u64, len: u32) -> StoreResult<Bytes> {
         let Some(handle) = self.open_existing(oid)? else {
@@ -243,17 +265,16 @@ impl ObjectStore for FileStore {
                 }
             }
         }
-        let mut buf = BytesMut::zeroed(len);
-        let mut filled = 0usize;
-        while filled < len {
-            match handle.read_at(&mut buf[filled..], offset + filled as u64) {
+        let mut buf = BytesMut::with_capacity(len);
+        while buf.len() < len {
+            let filled = buf.len();
+            match pread_appending(&handle, &mut buf, len - filled, offset + filled as u64) {
                 Ok(0) => break, // truncated concurrently
-                Ok(n) => filled += n,
+                Ok(_) => {}
                 Err(e) if e.kind() == ErrorKind::Interrupted => {}
                 Err(e) => return Err(io_error(oid, "read", e)),
             }
         }
-        buf.truncate(filled);
         Ok(buf.freeze())
     }
 

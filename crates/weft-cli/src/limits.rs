@@ -31,3 +31,11 @@ pub const DOWN_POLL_MS: u64 = 50;
 pub const DOWN_KILL_SETTLE_MS: u64 = 200;
 /// How long `weft status` waits for the management service.
 pub const STATUS_MGS_TIMEOUT_S: u64 = 5;
+
+// ---- weft set-param, get-param, list-param
+
+/// How long connecting to one server may take.
+pub const PARAM_CONNECT_TIMEOUT_MS: u64 = 2_000;
+/// How long one server's answer may take, resends included: a server that is down makes
+/// the command fail within seconds, naming it.
+pub const PARAM_REQUEST_TIMEOUT_S: u64 = 5;

@@ -14,6 +14,7 @@ mod lfs;
 mod limits;
 mod logging;
 mod mount;
+mod param;
 mod up;
 mod xattr;
 
@@ -55,6 +56,12 @@ enum Command {
     Fid2path(lfs::Fid2pathArgs),
     /// Measure: the IO-500 phases, or a single stream.
     Bench(bench::BenchArgs),
+    /// Set server parameters: NRS policies and rules (as lctl set_param).
+    SetParam(param::SetParamArgs),
+    /// Show server parameters (as lctl get_param).
+    GetParam(param::GetParamArgs),
+    /// List server parameter names (as lctl list_param).
+    ListParam(param::ListParamArgs),
 }
 
 #[derive(Args)]
@@ -93,6 +100,9 @@ fn main() -> ExitCode {
         Command::Path2fid(a) => lfs::path2fid(a),
         Command::Fid2path(a) => lfs::fid2path(a),
         Command::Bench(a) => bench::bench(a),
+        Command::SetParam(a) => param::set_param(a),
+        Command::GetParam(a) => param::get_param(a),
+        Command::ListParam(a) => param::list_param(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

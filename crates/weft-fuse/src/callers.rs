@@ -4,11 +4,13 @@
 //! Reading `/proc/PID/status` costs about ten system calls, and a single `open(O_CREAT)`
 //! makes the kernel send several requests from the same process: what is read for one
 //! process is therefore kept per (pid, uid, gid) for [`CALLER_CACHE_TTL_MS`], in a bounded
-//! table. Root needs no groups (the MDS grants root everything the groups could), and a
-//! jobid that does not depend on the process is made once.
+//! table (a process that lacks the `jobid_var` variable for [`JOBID_UNSET_TTL_MS`] only: it
+//! may be a fork about to exec the program that has it). Root needs no groups (the MDS
+//! grants root everything the groups could), and a jobid that does not depend on the
+//! process is made once.
 
 use crate::jobid::{JobidScheme, ProcessFacts};
-use crate::limits::{CALLER_CACHE_ENTRIES_MAX, CALLER_CACHE_TTL_MS, GROUPS_MAX};
+use crate::limits::{CALLER_CACHE_ENTRIES_MAX, CALLER_CACHE_TTL_MS, GROUPS_MAX, JOBID_UNSET_TTL_MS};
 use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -56,7 +58,7 @@ pub struct Callers {
     hostname: String,
     /// The jobid when it does not depend on the process.
     fixed_jobid: Option<String>,
-    /// When a caller was read, and what it was.
+    /// Until when a caller read is used, and what it was.
     cache: Mutex<HashMap<Key, (Instant, Caller)>>,
 }
 
@@ -80,34 +82,41 @@ impl Callers {
         let now = Instant::now();
         {
             let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
-            if let Some((at, caller)) = cache.get(&key) {
-                if now.duration_since(*at) < Duration::from_millis(CALLER_CACHE_TTL_MS) {
+            if let Some((until, caller)) = cache.get(&key) {
+                if now < *until {
                     return caller.clone();
                 }
             }
         }
         // Read outside the lock: other requests go on meanwhile.
-        let caller = self.read(uid, gid, pid);
+        let (caller, var_missing) = self.read(uid, gid, pid);
+        // A process without the jobid variable is often one that is about to exec the
+        // program that has it (a shell's fork, a spawner's child that changes into the
+        // mount first): its answer is kept only a moment, so the program's own requests
+        // soon carry their job.
+        let ttl = if var_missing { JOBID_UNSET_TTL_MS } else { CALLER_CACHE_TTL_MS };
         let mut cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
         if cache.len() >= CALLER_CACHE_ENTRIES_MAX {
             cache.clear();
         }
-        cache.insert(key, (now, caller.clone()));
+        cache.insert(key, (now + Duration::from_millis(ttl), caller.clone()));
         caller
     }
 
-    fn read(&self, uid: u32, gid: u32, pid: u32) -> Caller {
+    /// The caller, and whether the scheme's environment variable was missing from it.
+    fn read(&self, uid: u32, gid: u32, pid: u32) -> (Caller, bool) {
         let groups = if uid == 0 { Vec::new() } else { read_groups(pid) };
-        let jobid = match &self.fixed_jobid {
-            Some(jobid) => jobid.clone(),
+        let (jobid, var_missing) = match &self.fixed_jobid {
+            Some(jobid) => (jobid.clone(), false),
             None => {
                 let exe = read_exe(pid);
-                let env = self.scheme.var.env_name().and_then(|name| read_env(pid, name));
+                let name = self.scheme.var.env_name();
+                let env = name.and_then(|name| read_env(pid, name));
                 let facts = ProcessFacts { exe: &exe, uid, gid, pid, hostname: &self.hostname, env: env.as_deref() };
-                self.scheme.jobid(&facts)
+                (self.scheme.jobid(&facts), name.is_some() && env.is_none())
             }
         };
-        Caller::new(Identity { uid, gid, groups }, jobid)
+        (Caller::new(Identity { uid, gid, groups }, jobid), var_missing)
     }
 }
 
@@ -161,6 +170,23 @@ mod tests {
         let root = callers.of(0, 0, pid);
         assert!(root.identity.groups.is_empty() && root.identity.uid == 0);
         assert_eq!(root.jobid, format!("{exe}.0"));
+    }
+
+    #[test]
+    fn a_process_that_execs_into_its_job_is_soon_seen_with_it() {
+        let callers = Callers::new(JobidScheme { var: JobidVar::Env("WEFT_TEST_JOB".into()), name: "%e.%u".into() });
+        // The shell (without the variable) becomes, at the same pid, a program with it.
+        let mut child = std::process::Command::new("sh")
+            .args(["-c", "sleep 0.3; exec env WEFT_TEST_JOB=j7 sleep 5"])
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        assert_eq!(callers.of(0, 0, pid).jobid, "sh.0", "no variable yet: jobid_name");
+        std::thread::sleep(std::time::Duration::from_millis(800));
+        let after = callers.of(0, 0, pid).jobid;
+        let _ = child.kill();
+        let _ = child.wait();
+        assert_eq!(after, "j7", "after the exec, the variable's value");
     }
 
     #[test]

@@ -68,6 +68,9 @@ pub const OPEN_STRIPES: usize = 64;
 /// checks for at most this long (the kernel's own checks, `default_permissions`, see the new
 /// ones at once), and one that execs keeps its old jobid as long.
 pub const CALLER_CACHE_TTL_MS: u64 = 1_000;
+/// How long the jobid of a process that lacks the `jobid_var` environment variable is used
+/// (it may be a fork about to exec the program that has it).
+pub const JOBID_UNSET_TTL_MS: u64 = 50;
 /// Processes remembered at once; the cache starts over when it is full.
 pub const CALLER_CACHE_ENTRIES_MAX: usize = 4096;
 /// Most supplementary groups taken from a process (as Linux's NGROUPS_MAX).

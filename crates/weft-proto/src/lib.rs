@@ -14,6 +14,7 @@
 pub mod error;
 pub mod faults;
 pub mod fid;
+pub mod glob;
 pub mod layout;
 pub mod limits;
 pub mod lock;

@@ -55,3 +55,18 @@ pub const INLINE_IO_BYTES_MAX: u64 = 256 * 1024;
 /// Most OSTs the FIFO policy keeps a write turn for: far more than one process serves, and
 /// a bound on what requests naming made-up OST indices can make it keep.
 pub const WRITE_TURNS_OSTS_MAX: usize = 4096;
+
+// ---- Scheduling: the token bucket filter (see [`crate::schedule::tbf`])
+
+/// The default rule's rate, and a rule's without `rate=`, in requests per second (Lustre's
+/// `tbf_rate`).
+pub const TBF_RATE_DEFAULT: u64 = 10_000;
+/// Rates are below this (Lustre's `LPROCFS_NRS_RATE_MAX`).
+pub const TBF_RATE_MAX: u64 = 1_000_000;
+/// Tokens a class may save up (Lustre's `tbf_depth`).
+pub const TBF_DEPTH_DEFAULT: u32 = 3;
+/// Longest rule name (Lustre's `MAX_TBF_NAME` less its terminator).
+pub const TBF_RULE_NAME_BYTES_MAX: usize = 15;
+/// Classes a TBF scheduler keeps; past it, the idle ones seen longest ago are forgotten
+/// (Lustre's `tbf_jobid_cache_size`).
+pub const TBF_CLASSES_MAX: usize = 8192;

@@ -23,7 +23,7 @@ use weft_proto::{ErrorCode, WeftError};
 
 pub struct Pipeline {
     authorize: Authorize,
-    schedulers: Schedulers,
+    schedulers: Arc<Schedulers>,
     /// The execute stage: the services of the process, behind one router.
     handler: Arc<dyn Handler>,
     stats: Arc<Stats>,
@@ -32,10 +32,10 @@ pub struct Pipeline {
 }
 
 impl Pipeline {
-    pub(crate) fn new(handler: Arc<dyn Handler>, authorize: Authorize) -> Pipeline {
+    pub(crate) fn new(handler: Arc<dyn Handler>, authorize: Authorize, schedulers: Arc<Schedulers>) -> Pipeline {
         Pipeline {
             authorize,
-            schedulers: Schedulers::default(),
+            schedulers,
             handler,
             stats: Arc::new(Stats::default()),
             accounts: RwLock::new(Vec::new()),

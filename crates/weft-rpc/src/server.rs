@@ -141,9 +141,21 @@ impl Server {
     /// A server whose clients are `exports`: made before the server so that the handler (the
     /// lock manager in it) can call clients back and evict them.
     pub fn with_exports(handler: Arc<dyn Handler>, limits: ServerLimits, exports: Arc<Exports>) -> Arc<Server> {
+        Server::with_parts(handler, limits, exports, Arc::new(Schedulers::default()))
+    }
+
+    /// A server whose clients are `exports` and whose services are scheduled by
+    /// `schedulers`: both made before the server so that the handler can reach them (the
+    /// lock manager calls clients back; the parameter tree switches policies).
+    pub fn with_parts(
+        handler: Arc<dyn Handler>,
+        limits: ServerLimits,
+        exports: Arc<Exports>,
+        schedulers: Arc<Schedulers>,
+    ) -> Arc<Server> {
         let (stopping, _) = tokio::sync::watch::channel(false);
         Arc::new(Server {
-            pipeline: Pipeline::new(handler, Authorize::new(exports.clone())),
+            pipeline: Pipeline::new(handler, Authorize::new(exports.clone()), schedulers),
             limits,
             exports,
             stopping,

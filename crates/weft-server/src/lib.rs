@@ -20,6 +20,7 @@
 pub mod config;
 pub mod limits;
 mod locks;
+mod params;
 mod router;
 mod targets;
 
@@ -111,8 +112,23 @@ impl RunningServer {
         if let (Some(mds), Some((_, ns))) = (&mds, &locks.mdt) {
             mds.set_lock_namespace(ns.clone());
         }
-        let router = Arc::new(router::Router { mgs, mds: mds.clone(), mdt_index, oss: oss.clone(), locks });
-        let server = Server::with_exports(router, ServerLimits::default(), exports);
+        let schedulers = Arc::new(weft_rpc::schedule::Schedulers::default());
+        let mut services = Vec::new();
+        if mgs.is_some() {
+            services.push(Service::Mgs);
+        }
+        if mds.is_some() {
+            services.push(Service::Mdt);
+        }
+        if oss.is_some() {
+            services.extend([Service::OstIo, Service::Ost]);
+        }
+        if mds.is_some() || oss.is_some() {
+            services.push(Service::Ldlm);
+        }
+        let params = params::Params::new(schedulers.clone(), services);
+        let router = Arc::new(router::Router { mgs, mds: mds.clone(), mdt_index, oss: oss.clone(), locks, params });
+        let server = Server::with_parts(router, ServerLimits::default(), exports, schedulers);
         let mut tasks = vec![server.serve(listener)];
         // Clients and servers of this process (`weft up`: the mount, the MDS towards the
         // OSTs, registration with our own MGS) reach us without TCP; other processes use TCP.

@@ -19,6 +19,7 @@ pub(crate) struct Router {
     pub mdt_index: Option<u32>,
     pub oss: Option<Arc<Oss>>,
     pub locks: Arc<LockService>,
+    pub params: crate::params::Params,
 }
 
 fn not_here(what: String) -> (Reply, Bytes) {
@@ -60,6 +61,7 @@ impl Handler for Router {
                     }
                     None => not_here(format!("OST{ost:04x}")),
                 },
+                RequestBody::Param(op) => (self.params.handle(&ctx.header, op).map(ReplyBody::Param), Bytes::new()),
                 RequestBody::Ldlm { target, op } => {
                     (self.locks.handle(&ctx.header, target, op).await.map(ReplyBody::Ldlm), Bytes::new())
                 }

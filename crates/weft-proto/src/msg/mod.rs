@@ -4,7 +4,7 @@
 //! * [`ops`]: operations typed to their answers, and the macros that build each service's
 //!   op structs, request enum and reply enum from its op list;
 //! * [`mgs`], [`mdt`], [`ost`]: each service's op list and replies ([`crate::lock`] has the
-//!   lock manager's);
+//!   lock manager's); [`param`]: every server process's parameter tree;
 //! * [`types`]: the data metadata requests and replies carry.
 //!
 //! Bulk data (read and write payloads) travels beside the message in the frame, not inside
@@ -19,11 +19,13 @@ pub mod ops;
 pub mod mdt;
 pub mod mgs;
 pub mod ost;
+pub mod param;
 pub mod types;
 
 pub use mdt::{MdtReply, MdtRequest};
 pub use mgs::{target_name, ClusterMap, MgsReply, MgsRequest, TargetInfo, TargetKind, TargetState};
 pub use ost::{OstReply, OstRequest};
+pub use param::{ParamReply, ParamRequest};
 pub use types::*;
 
 use crate::error::WeftError;
@@ -110,6 +112,8 @@ pub enum RequestBody {
         target: LockTarget,
         op: LdlmRequest,
     },
+    /// The parameter tree of the server process (`weft get-param`, `set-param`).
+    Param(ParamRequest),
 }
 
 /// Every reply is a result: an error crosses the wire as a [`WeftError`].
@@ -122,6 +126,7 @@ crate::define_replies! {
         Mdt(MdtReply),
         Ost(OstReply),
         Ldlm(LdlmReply),
+        Param(ParamReply),
     }
 }
 
@@ -140,10 +145,13 @@ pub enum Service {
     Ost,
     /// Lock managers (`ldlm.services.ldlm_canceld`).
     Ldlm,
+    /// Parameter requests: never held behind another service's policy.
+    Param,
 }
 
 impl Service {
-    pub const ALL: [Service; 5] = [Service::Mgs, Service::Mdt, Service::OstIo, Service::Ost, Service::Ldlm];
+    pub const ALL: [Service; 6] =
+        [Service::Mgs, Service::Mdt, Service::OstIo, Service::Ost, Service::Ldlm, Service::Param];
 
     /// Lustre's name of the service.
     pub fn name(self) -> &'static str {
@@ -153,7 +161,21 @@ impl Service {
             Service::OstIo => "ost_io",
             Service::Ost => "ost",
             Service::Ldlm => "ldlm",
+            Service::Param => "param",
         }
+    }
+
+    /// Where its parameters sit in the parameter tree, as Lustre names the service
+    /// (`ost.OSS.ost_io`); None for the parameter service itself.
+    pub fn param_prefix(self) -> Option<&'static str> {
+        Some(match self {
+            Service::Mgs => "mgs.MGS.mgs",
+            Service::Mdt => "mds.MDS.mdt",
+            Service::OstIo => "ost.OSS.ost_io",
+            Service::Ost => "ost.OSS.ost",
+            Service::Ldlm => "ldlm.services.ldlm_canceld",
+            Service::Param => return None,
+        })
     }
 
     /// Its place in [`Service::ALL`].
@@ -189,6 +211,7 @@ impl RequestBody {
             RequestBody::Mdt { op, .. } => op.kind(),
             RequestBody::Ost { op, .. } => op.kind(),
             RequestBody::Ldlm { op, .. } => op.kind(),
+            RequestBody::Param(op) => op.kind(),
         }
     }
 
@@ -211,6 +234,7 @@ impl RequestBody {
                 | OstRequest::DestroyOrphans(_) => Service::Ost,
             },
             RequestBody::Ldlm { .. } => Service::Ldlm,
+            RequestBody::Param(_) => Service::Param,
         })
     }
 
@@ -222,6 +246,7 @@ impl RequestBody {
             RequestBody::Mdt { op, .. } => op.opcode_name(),
             RequestBody::Ost { op, .. } => op.opcode_name(),
             RequestBody::Ldlm { op, .. } => op.opcode_name(),
+            RequestBody::Param(op) => op.opcode_name(),
         }
     }
 }
@@ -242,6 +267,12 @@ impl ServiceRequest for MgsRequest {
 impl ServiceRequest for MdtRequest {
     fn into_body(self, index: u32) -> RequestBody {
         RequestBody::Mdt { mdt: index, op: self }
+    }
+}
+
+impl ServiceRequest for ParamRequest {
+    fn into_body(self, _index: u32) -> RequestBody {
+        RequestBody::Param(self)
     }
 }
 

@@ -44,22 +44,50 @@ impl Fifo {
         Some(turns.entry(ost).or_insert_with(|| Arc::new(Semaphore::new(1))).clone())
     }
 
-    /// Admits `run` after the OST's write turn.
-    fn after_turn(&self, ost: u32, run: Run) -> Admission {
-        let Some(turn) = self.turn(ost) else { return Admission::Now(Grant::new(run)) };
-        match turn.clone().try_acquire_owned() {
-            Ok(permit) => Admission::Now(Grant::holding(run, permit)),
-            Err(_) => Admission::Later {
-                grant: Box::pin(async move {
-                    match turn.acquire_owned().await {
-                        Ok(permit) => Grant::holding(run, permit),
-                        // Never closed; were it, the write would simply go without a turn.
-                        Err(_) => Grant::new(run),
-                    }
-                }),
-                held: false,
+    /// How `request` runs and the write turn it takes first: FIFO's decision, which other
+    /// policies follow once they let a request go.
+    pub fn plan(&self, request: &RequestInfo<'_>) -> Plan {
+        match (request.service, request.body) {
+            (Service::OstIo | Service::Ost, RequestBody::Ost { ost, op }) => match object_io(op, request.bulk_bytes) {
+                (run, true) => Plan { run, turn: self.turn(*ost) },
+                (run, false) => Plan { run, turn: None },
             },
+            _ => Plan { run: Run::Inline, turn: None },
         }
+    }
+}
+
+/// How a request runs, and the OST write turn it must take before it does.
+pub struct Plan {
+    pub run: Run,
+    turn: Option<Arc<Semaphore>>,
+}
+
+impl Plan {
+    /// Admits the request: now if it needs no turn or its turn is free, else once the turn
+    /// is. `also`: what another policy gave out for it, held with the turn.
+    pub fn admit(self, also: impl Send + Sync + 'static) -> Admission {
+        let Some(turn) = self.turn else { return Admission::Now(Grant::holding(self.run, also)) };
+        match turn.clone().try_acquire_owned() {
+            Ok(permit) => Admission::Now(Grant::holding(self.run, (permit, also))),
+            Err(_) => Admission::Later { grant: Box::pin(turn_then(turn, self.run, also)), held: false },
+        }
+    }
+
+    /// The grant once the turn (if any) is free.
+    pub async fn grant(self, also: impl Send + Sync + 'static) -> Grant {
+        match self.turn {
+            None => Grant::holding(self.run, also),
+            Some(turn) => turn_then(turn, self.run, also).await,
+        }
+    }
+}
+
+async fn turn_then(turn: Arc<Semaphore>, run: Run, also: impl Send + Sync + 'static) -> Grant {
+    match turn.acquire_owned().await {
+        Ok(permit) => Grant::holding(run, (permit, also)),
+        // Never closed; were it, the write would simply go without a turn.
+        Err(_) => Grant::holding(run, also),
     }
 }
 
@@ -88,13 +116,7 @@ impl Policy for Fifo {
     }
 
     fn admit(&self, request: &RequestInfo<'_>) -> Admission {
-        match (request.service, request.body) {
-            (Service::OstIo | Service::Ost, RequestBody::Ost { ost, op }) => match object_io(op, request.bulk_bytes) {
-                (run, true) => self.after_turn(*ost, run),
-                (run, false) => Admission::Now(Grant::new(run)),
-            },
-            _ => Admission::Now(Grant::new(Run::Inline)),
-        }
+        self.plan(request).admit(())
     }
 }
 

@@ -19,10 +19,11 @@
 //! requests wait behind it.
 
 pub mod fifo;
+pub mod tbf;
 
 use crate::server::{Origin, RequestContext};
 use futures::future::BoxFuture;
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, Mutex, RwLock};
 pub use weft_proto::msg::Run;
 use weft_proto::msg::{RequestBody, Service};
 
@@ -39,7 +40,11 @@ impl Grant {
     }
 
     /// A grant that keeps `resource` (a semaphore permit, a token) until it is dropped.
-    pub fn holding(run: Run, resource: impl Send + Sync + 'static) -> Grant {
+    pub fn holding<R: Send + Sync + 'static>(run: Run, resource: R) -> Grant {
+        // A resource of no size and no drop (`()`) holds nothing.
+        if std::mem::size_of::<R>() == 0 && !std::mem::needs_drop::<R>() {
+            return Grant::new(run);
+        }
         Grant { run, held: Some(Box::new(resource)) }
     }
 
@@ -134,20 +139,87 @@ impl Scheduler {
     }
 }
 
-/// The schedulers of a server process, one per service, each starting with FIFO.
+/// The schedulers of a server process, one per service, each starting with FIFO; and the
+/// TBF policies among them, for their rules and listings.
 pub struct Schedulers {
     by_service: Vec<Scheduler>,
+    tbf: Vec<Mutex<Option<Arc<tbf::TbfPolicy>>>>,
 }
 
 impl Default for Schedulers {
     fn default() -> Self {
         let fifo: Arc<dyn Policy> = Arc::new(fifo::Fifo::default());
-        Schedulers { by_service: Service::ALL.iter().map(|s| Scheduler::new(*s, fifo.clone())).collect() }
+        Schedulers {
+            by_service: Service::ALL.iter().map(|s| Scheduler::new(*s, fifo.clone())).collect(),
+            tbf: Service::ALL.iter().map(|_| Mutex::new(None)).collect(),
+        }
     }
 }
+
+/// The policies `nrs_policies` takes, for messages.
+pub const POLICY_NAMES: &str = "fifo, tbf, tbf TYPE (TYPE: nid, jobid, opcode, uid, gid, or several joined by +)";
 
 impl Schedulers {
     pub fn of(&self, service: Service) -> &Scheduler {
         &self.by_service[service.index()]
+    }
+
+    /// Switches `service` to the policy `text` names, as `nrs_policies` is written: `fifo`,
+    /// `tbf`, `tbf jobid`, `tbf uid+gid`. Requests the old policy admitted or holds go on
+    /// (a TBF switched away from lets its queue go). Switching to the TBF of the type in
+    /// force keeps its rules. Needs a tokio runtime (TBF's dispatcher runs on it).
+    pub fn set_policy(&self, service: Service, text: &str) -> Result<(), String> {
+        let text = text.trim();
+        let mut words = text.splitn(2, char::is_whitespace);
+        let name = words.next().unwrap_or_default();
+        let arg = words.next().unwrap_or_default().trim();
+        if service == Service::Param {
+            return Err("parameter requests are always served first come, first served".into());
+        }
+        let mut tbf_slot = self.tbf[service.index()].lock().unwrap_or_else(|p| p.into_inner());
+        match name {
+            "fifo" if arg.is_empty() => {
+                self.of(service).set_policy(Arc::new(fifo::Fifo::default()));
+                *tbf_slot = None;
+                Ok(())
+            }
+            "tbf" => {
+                let ty = tbf::rule::TbfType::parse(arg)?;
+                if tbf_slot.as_ref().is_some_and(|t| t.name() == ty.to_string()) {
+                    return Ok(());
+                }
+                let policy = Arc::new(tbf::TbfPolicy::start(ty, tbf::core::Options::default()));
+                self.of(service).set_policy(policy.clone());
+                *tbf_slot = Some(policy);
+                Ok(())
+            }
+            _ => Err(format!("unknown NRS policy '{text}': the policies are {POLICY_NAMES}")),
+        }
+    }
+
+    /// The TBF policy in force on `service`, if that is the policy.
+    pub fn tbf(&self, service: Service) -> Option<Arc<tbf::TbfPolicy>> {
+        self.tbf[service.index()].lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// `nrs_policies` as Lustre shows it: each policy, its state, and (for the one in
+    /// force) its queued and running requests.
+    pub fn policies_listing(&self, service: Service) -> String {
+        let tbf = self.tbf(service);
+        let mut out = String::from("regular_requests:\n");
+        let mut entry = |name: &str, started: bool, fallback: bool, queued: usize, active: usize| {
+            out.push_str(&format!(
+                "  - name: {name}\n    state: {}\n    fallback: {}\n    queued: {queued}\n    active: {active}\n",
+                if started { "started" } else { "stopped" },
+                if fallback { "yes" } else { "no" },
+            ));
+        };
+        // FIFO is always started, as Lustre's fallback.
+        entry("fifo", true, true, 0, 0);
+        match &tbf {
+            Some(t) => entry(t.name(), true, false, t.queued(), t.running()),
+            None => entry("tbf", false, false, 0, 0),
+        }
+        out
     }
 }

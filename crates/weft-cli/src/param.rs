@@ -1,0 +1,232 @@
+//! `weft set-param`, `get-param`, `list-param` (Lustre's `lctl set_param`, `get_param`,
+//! `list_param`) against the server processes of a file system: the command asks the
+//! management service for the cluster map and sends the request to every server process in
+//! it (or to `--server` alone). Output is Lustre's `name=value`, each line led by the
+//! server's address when several servers answer (as `clush` shows `lctl` run on each node).
+
+use crate::limits::{PARAM_CONNECT_TIMEOUT_MS, PARAM_REQUEST_TIMEOUT_S};
+use anyhow::{anyhow, bail};
+use clap::Args;
+use std::collections::BTreeSet;
+use std::path::PathBuf;
+use std::time::Duration;
+use weft_proto::msg::param::{GetParam, ListParam, ParamValue, SetParam};
+use weft_proto::msg::{Identity, RequestHeader};
+use weft_rpc::{Peer, PeerOptions};
+
+#[derive(Args)]
+pub struct ServersArgs {
+    /// The management service (host:port); default: the one `weft up --data DIR` started.
+    #[arg(long, value_name = "ADDR")]
+    mgs: Option<String>,
+    /// The data directory of `weft up`, to find its management service.
+    #[arg(long, default_value = "./weft-data", value_name = "DIR")]
+    data: PathBuf,
+    /// Only this server process (host:port), instead of every one in the cluster map.
+    #[arg(long, value_name = "ADDR")]
+    server: Option<String>,
+}
+
+#[derive(Args)]
+pub struct SetParamArgs {
+    /// NAME=VALUE, glob wildcards allowed in NAME (`ost.OSS.*.nrs_policies=tbf jobid`).
+    #[arg(required = true, value_name = "NAME=VALUE")]
+    params: Vec<String>,
+    #[command(flatten)]
+    at: ServersArgs,
+}
+
+#[derive(Args)]
+pub struct GetParamArgs {
+    /// Values only, without `name=`.
+    #[arg(short = 'n')]
+    no_name: bool,
+    /// Names only.
+    #[arg(short = 'N', conflicts_with = "no_name")]
+    names_only: bool,
+    /// Names, glob wildcards allowed in any dot-separated part (`obdfilter.*.job_stats`).
+    #[arg(required = true, value_name = "NAME")]
+    names: Vec<String>,
+    #[command(flatten)]
+    at: ServersArgs,
+}
+
+#[derive(Args)]
+pub struct ListParamArgs {
+    /// Names or their leading parts, glob wildcards allowed; default: every parameter.
+    #[arg(value_name = "PATTERN")]
+    patterns: Vec<String>,
+    #[command(flatten)]
+    at: ServersArgs,
+}
+
+/// The server processes to ask, and a runtime to ask them on.
+struct Servers {
+    rt: tokio::runtime::Runtime,
+    peers: Vec<Peer>,
+}
+
+impl Servers {
+    fn find(a: &ServersArgs) -> anyhow::Result<Servers> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let opts = PeerOptions {
+            connect_timeout: Duration::from_millis(PARAM_CONNECT_TIMEOUT_MS),
+            request_timeout: Duration::from_secs(PARAM_REQUEST_TIMEOUT_S),
+            ..PeerOptions::default()
+        };
+        if let Some(server) = &a.server {
+            return Ok(Servers { rt, peers: vec![Peer::new(server.clone(), opts)] });
+        }
+        let mgs = match &a.mgs {
+            Some(m) => m.clone(),
+            None => crate::up::read_state(&a.data).map(|s| s.mgs_address).ok_or_else(|| {
+                anyhow!("give --mgs ADDR or --server ADDR, or run where `weft up --data {}` started", a.data.display())
+            })?,
+        };
+        let peer = Peer::new(mgs.clone(), opts.clone());
+        let map = rt
+            .block_on(weft_rpc::map::fetch_map(&peer, Duration::from_secs(PARAM_REQUEST_TIMEOUT_S)))
+            .map_err(|e| anyhow!("cannot reach the management service at {mgs}: {}", e.message))?;
+        let mut addresses: BTreeSet<String> = map.targets.iter().map(|t| t.address.clone()).collect();
+        addresses.insert(mgs);
+        Ok(Servers { rt, peers: addresses.into_iter().map(|a| Peer::new(a, opts.clone())).collect() })
+    }
+
+    /// Sends `op` to every server; each one's answer or error, in address order.
+    fn ask<O, T>(&self, op: O, take: impl Fn(O::Reply) -> T) -> Answers<T>
+    where
+        O: weft_proto::msg::ops::Op + Clone,
+        O::Request: weft_proto::msg::ServiceRequest,
+        O::Answer: weft_proto::msg::ops::Payload<weft_proto::msg::ReplyBody> + weft_proto::msg::ops::Variant,
+    {
+        let timeout = Duration::from_secs(PARAM_REQUEST_TIMEOUT_S);
+        let header = caller();
+        let take = &take;
+        self.rt.block_on(async {
+            let asks = self.peers.iter().map(|p| {
+                let (op, header) = (op.clone(), header.clone());
+                async move {
+                    let answer = p.op(header, 0, op, bytes::Bytes::new(), timeout).await.map(|(r, _)| take(r));
+                    (p.address().to_string(), answer)
+                }
+            });
+            futures::future::join_all(asks).await
+        })
+    }
+}
+
+fn caller() -> RequestHeader {
+    // SAFETY: geteuid and getegid have no preconditions.
+    let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
+    RequestHeader {
+        identity: Identity { uid, gid, groups: Vec::new() },
+        jobid: "weft".into(),
+        ..RequestHeader::default()
+    }
+}
+
+/// Prints `name=value` lines (multi-line values as `name=` then the lines), led by the
+/// server's address when several servers answered. A reader that went away (`| head`)
+/// ends the printing quietly.
+fn print_values(answers: &[(String, Vec<ParamValue>)], no_name: bool, names_only: bool) {
+    use std::io::Write;
+    let several = answers.iter().filter(|(_, v)| !v.is_empty()).count() > 1;
+    let mut out = std::io::stdout().lock();
+    for (server, values) in answers {
+        let lead = if several { format!("{server}: ") } else { String::new() };
+        for v in values {
+            let value = v.value.trim_end_matches('\n');
+            let text = match (names_only, no_name, value.contains('\n')) {
+                (true, ..) => v.name.clone(),
+                (false, true, _) => value.to_string(),
+                (false, false, true) => format!("{}=\n{value}", v.name),
+                (false, false, false) => format!("{}={value}", v.name),
+            };
+            for line in text.lines() {
+                if writeln!(out, "{lead}{line}").is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}
+
+/// Each server's address and what it answered (or why it failed).
+type Answers<T> = Vec<(String, Result<T, weft_proto::WeftError>)>;
+
+/// Splits the answers into values and failures; fails when nothing matched anywhere, with
+/// each server's reason.
+type Found = Vec<(String, Vec<ParamValue>)>;
+
+fn gather(what: &str, answers: Answers<Vec<ParamValue>>) -> anyhow::Result<(Found, Vec<String>)> {
+    let mut found = Vec::new();
+    let mut failed = Vec::new();
+    let mut unmatched = Vec::new();
+    for (server, answer) in answers {
+        match answer {
+            Ok(values) => found.push((server, values)),
+            Err(e) if e.code == weft_proto::ErrorCode::NotFound => unmatched.push(format!("{server}: {}", e.message)),
+            Err(e) => failed.push(format!("{server}: {}", e.message)),
+        }
+    }
+    if found.is_empty() && failed.is_empty() {
+        bail!("no server has a parameter matching '{what}' (weft list-param shows them)\n{}", unmatched.join("\n"));
+    }
+    Ok((found, failed))
+}
+
+fn finish(failed: Vec<String>) -> anyhow::Result<()> {
+    if failed.is_empty() {
+        return Ok(());
+    }
+    bail!("{}", failed.join("\n"))
+}
+
+pub fn set_param(a: SetParamArgs) -> anyhow::Result<()> {
+    let servers = Servers::find(&a.at)?;
+    let mut failed = Vec::new();
+    for p in &a.params {
+        let Some((name, value)) = p.split_once('=') else {
+            bail!("'{p}' is not NAME=VALUE");
+        };
+        let op = SetParam { pattern: name.to_string(), value: value.to_string() };
+        let (found, f) = gather(name, servers.ask(op, |v| v.0))?;
+        print_values(&found, false, false);
+        failed.extend(f);
+    }
+    finish(failed)
+}
+
+pub fn get_param(a: GetParamArgs) -> anyhow::Result<()> {
+    let servers = Servers::find(&a.at)?;
+    let mut failed = Vec::new();
+    for name in &a.names {
+        let (found, f) = gather(name, servers.ask(GetParam { pattern: name.clone() }, |v| v.0))?;
+        print_values(&found, a.no_name, a.names_only);
+        failed.extend(f);
+    }
+    finish(failed)
+}
+
+pub fn list_param(a: ListParamArgs) -> anyhow::Result<()> {
+    let servers = Servers::find(&a.at)?;
+    let patterns = if a.patterns.is_empty() { vec!["*".to_string()] } else { a.patterns.clone() };
+    let mut names = BTreeSet::new();
+    let mut failed = Vec::new();
+    for pattern in &patterns {
+        for (server, answer) in servers.ask(ListParam { pattern: pattern.clone() }, |n| n.0) {
+            match answer {
+                Ok(n) => names.extend(n),
+                Err(e) => failed.push(format!("{server}: {}", e.message)),
+            }
+        }
+    }
+    use std::io::Write;
+    let mut out = std::io::stdout().lock();
+    for name in names {
+        if writeln!(out, "{name}").is_err() {
+            break;
+        }
+    }
+    finish(failed)
+}

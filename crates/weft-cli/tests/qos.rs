@@ -1,0 +1,269 @@
+//! Request scheduling as an admin drives it: `weft set-param` switches a service's NRS
+//! policy to TBF and starts rules, on a cluster of separate server processes, and the
+//! servers hold each job to its rule's rate (counted at the server), switch policies under
+//! load without losing a request, and refuse bad names and values with what is allowed.
+
+mod common;
+use common::*;
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// `weft set-param`/`get-param` against the cluster's servers (through its MGS).
+fn param(c: &Cluster, args: &[&str]) -> std::process::Output {
+    let mut all = args.to_vec();
+    all.extend(["--mgs", &c.mgs_address]);
+    weft(&all)
+}
+
+fn param_ok(c: &Cluster, args: &[&str]) -> String {
+    let out = param(c, args);
+    assert!(
+        out.status.success(),
+        "weft {args:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr(out: &std::process::Output) -> String {
+    assert!(!out.status.success(), "expected a failure, got:\n{}", String::from_utf8_lossy(&out.stdout));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Requests each class of `service` on `server` started, by jobid (from `nrs_tbf_classes`).
+fn started_by_job(server: &str, service: &str) -> BTreeMap<String, u64> {
+    let out = weft_ok(&["get-param", "-n", "--server", server, &format!("{service}.nrs_tbf_classes")]);
+    let mut by_job = BTreeMap::new();
+    let mut job = None;
+    for line in out.lines() {
+        if let Some(class) = line.strip_prefix("- class: ") {
+            job = class.split('&').find_map(|f| f.strip_prefix("jobid=")).map(String::from);
+        } else if let (Some(n), Some(j)) = (line.trim().strip_prefix("started: "), &job) {
+            *by_job.entry(j.clone()).or_insert(0) += n.parse::<u64>().unwrap();
+        }
+    }
+    by_job
+}
+
+/// A shell loop run with `WEFT_JOB=job` (the mount's jobid_var) until killed.
+struct Loop(Child);
+
+impl Loop {
+    fn start(job: &str, dir: &Path, script: &str) -> Loop {
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg(script)
+            .current_dir(dir)
+            .env("WEFT_JOB", job)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("start a shell loop");
+        Loop(child)
+    }
+}
+
+impl Drop for Loop {
+    fn drop(&mut self) {
+        // The shell and its dd: a process group would be neater; killing the shell and
+        // waiting lets its last dd finish on its own within a moment.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn oss_address(c: &Cluster, ost: u32) -> String {
+    let map = c.map().unwrap();
+    let address = map.osts().find(|t| t.index == ost).expect("the OST is in the map").address.clone();
+    address
+}
+
+#[test]
+fn two_jobs_under_tbf_rules_get_their_rates_two_to_one() {
+    let mut c = Cluster::multi_node(&weft_bin());
+    let mnt = c.mount_with("jobid_var=WEFT_JOB");
+    param_ok(&c, &["set-param", "ost.OSS.ost_io.nrs_policies=tbf jobid"]);
+    param_ok(&c, &["set-param", "ost.OSS.ost_io.nrs_tbf_rule=start fast jobid={jobA} rate=100"]);
+    param_ok(&c, &["set-param", "ost.OSS.ost_io.nrs_tbf_rule=start slow jobid={jobB} rate=50"]);
+    let rules = param_ok(&c, &["get-param", "ost.OSS.ost_io.nrs_tbf_rule"]);
+    assert!(rules.contains("fast jobid={jobA} 100, ref 0") && rules.contains("default * 10000"), "{rules}");
+
+    // Both jobs read from OST 0, 64 KiB at a time around the page cache (one request per
+    // read), as fast as the rules let them.
+    for f in ["a", "b"] {
+        weft_ok(&["setstripe", "-c", "1", "-i", "0", mnt.join(f).to_str().unwrap()]);
+        std::fs::write(mnt.join(f), pattern(1, 0, 1 << 20)).unwrap();
+    }
+    let dd = |f: &str| format!("while :; do dd if={f} of=/dev/null bs=64k iflag=direct status=none; done");
+    let a_loop = Loop::start("jobA", &mnt, &dd("a"));
+    let b_loop = Loop::start("jobB", &mnt, &dd("b"));
+    let server = oss_address(&c, 0);
+    let rates = |secs: u64| {
+        let before = started_by_job(&server, "ost.OSS.ost_io");
+        let t0 = Instant::now();
+        std::thread::sleep(Duration::from_secs(secs));
+        let after = started_by_job(&server, "ost.OSS.ost_io");
+        let took = t0.elapsed().as_secs_f64();
+        let rate =
+            |job: &str| (after.get(job).copied().unwrap_or(0) - before.get(job).copied().unwrap_or(0)) as f64 / took;
+        (rate("jobA"), rate("jobB"))
+    };
+    std::thread::sleep(Duration::from_secs(1));
+    let (a, b) = rates(6);
+    assert!((90.0..=110.0).contains(&a), "jobA at {a:.1}/s against its 100");
+    assert!((45.0..=55.0).contains(&b), "jobB at {b:.1}/s against its 50");
+    let ratio = a / b;
+    assert!((1.8..=2.2).contains(&ratio), "2:1 within 10%: {ratio:.2}");
+    // With jobB idle, jobA gets its rate and no more.
+    drop(b_loop);
+    let (a, _) = rates(3);
+    assert!((90.0..=110.0).contains(&a), "jobA alone at {a:.1}/s against its 100");
+    drop(a_loop);
+
+    // Who hit a limit: both classes were held back, and their rules are in use.
+    let classes = weft_ok(&["get-param", "-n", "--server", &server, "ost.OSS.ost_io.nrs_tbf_classes"]);
+    assert!(classes.contains("rule: fast") && classes.contains("rule: slow"), "{classes}");
+    let rules = weft_ok(&["get-param", "-n", "--server", &server, "ost.OSS.ost_io.nrs_tbf_rule"]);
+    assert!(rules.contains("fast jobid={jobA} 100, ref 1"), "{rules}");
+}
+
+#[test]
+fn a_metadata_rule_caps_one_jobs_creates_while_anothers_run_at_full_speed() {
+    let mut c = Cluster::multi_node(&weft_bin());
+    let mnt = c.mount_with("jobid_var=WEFT_JOB");
+    param_ok(&c, &["set-param", "mds.MDS.mdt.nrs_policies=tbf jobid+opcode"]);
+    param_ok(&c, &["set-param", "mds.MDS.mdt.nrs_tbf_rule=start capped jobid={slow}&opcode={mds_create} rate=50"]);
+    let creates = |job: &str| {
+        std::fs::create_dir(mnt.join(job)).unwrap();
+        let script = "import os, sys, time\n\
+                      d = sys.argv[1]; n = 0; end = time.time() + 4\n\
+                      while time.time() < end:\n    open(f'{d}/f{n}', 'w').close(); n += 1\n\
+                      print(n)\n";
+        Command::new("python3")
+            .args(["-c", script, job])
+            .current_dir(&mnt)
+            .env("WEFT_JOB", job)
+            .stdout(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    let (slow, fast) = (creates("slow"), creates("fast"));
+    let count = |child: Child| -> u64 {
+        let out = child.wait_with_output().unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().parse().unwrap()
+    };
+    let (slow, fast) = (count(slow), count(fast));
+    // 4 s at 50/s plus the bucket's 3 saved tokens.
+    assert!((170..=230).contains(&slow), "the capped job made {slow} files in 4 s at 50/s");
+    assert!(fast > 3 * slow, "the other job is not held back: {fast} against {slow}");
+    assert_eq!(std::fs::read_dir(mnt.join("slow")).unwrap().count() as u64, slow, "every create is there");
+}
+
+#[test]
+fn switching_the_policy_under_fio_verify_loses_and_fails_nothing() {
+    let mut c = Cluster::multi_node(&weft_bin());
+    let mnt = c.mount_with("jobid_var=WEFT_JOB");
+    let fio = Command::new("fio")
+        .args([
+            "--name=switch",
+            "--filename=f",
+            "--size=48M",
+            "--bs=64k",
+            "--rw=randwrite",
+            "--ioengine=psync",
+            "--numjobs=1",
+            "--verify=crc32c",
+            "--verify_fatal=1",
+            "--do_verify=1",
+            "--loops=2",
+        ])
+        .current_dir(&mnt)
+        .env("WEFT_JOB", "fio")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("fio (installed by make deps)");
+    let start = Instant::now();
+    let mut switches = 0;
+    let mut fio = Some(fio);
+    loop {
+        if let Some(child) = fio.as_mut() {
+            if child.try_wait().unwrap().is_some() {
+                break;
+            }
+        }
+        assert!(start.elapsed() < Duration::from_secs(120), "fio did not finish");
+        let policy = if switches % 2 == 0 { "tbf jobid" } else { "fifo" };
+        for service in ["ost.OSS.ost_io", "mds.MDS.mdt"] {
+            param_ok(&c, &["set-param", &format!("{service}.nrs_policies={policy}")]);
+            if switches % 2 == 0 {
+                // A rule that binds: requests are held in the queue when the switch comes.
+                param_ok(&c, &["set-param", &format!("{service}.nrs_tbf_rule=start f jobid={{fio}} rate=200")]);
+            }
+        }
+        switches += 1;
+        std::thread::sleep(Duration::from_millis(300));
+    }
+    let out = fio.take().unwrap().wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "fio --verify failed after {switches} switches:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(switches >= 4, "the policy switched under the load ({switches} times)");
+}
+
+#[test]
+fn parameters_are_listed_shown_and_refused_with_what_is_allowed() {
+    let c = Cluster::multi_node(&weft_bin());
+    let names = param_ok(&c, &["list-param", "ost.OSS.*"]);
+    assert!(names.contains("ost.OSS.ost_io.nrs_policies") && names.contains("ost.OSS.ost.nrs_tbf_rule"), "{names}");
+    assert!(!names.contains("mds.MDS"), "{names}");
+    let all = param_ok(&c, &["list-param"]);
+    assert!(all.contains("mds.MDS.mdt.nrs_policies") && all.contains("ldlm.services.ldlm_canceld.nrs_policies"));
+
+    // Lustre's shape, fifo in force; each OSS answers, led by its address.
+    let policies = param_ok(&c, &["get-param", "ost.OSS.ost_io.nrs_policies"]);
+    let oss = oss_address(&c, 0);
+    assert!(policies.contains(&format!("{oss}: ost.OSS.ost_io.nrs_policies=")), "{policies}");
+    assert!(policies.contains("  - name: fifo") && policies.contains("    state: started"), "{policies}");
+    let one = weft_ok(&["get-param", "--server", &oss, "ost.OSS.ost_io.nrs_policies"]);
+    assert!(one.starts_with("ost.OSS.ost_io.nrs_policies=\nregular_requests:\n"), "{one}");
+
+    let e = stderr(&param(&c, &["get-param", "ost.OSS.ost_io.no_such"]));
+    assert!(
+        e.contains("no server has a parameter matching 'ost.OSS.ost_io.no_such'") && e.contains("list-param"),
+        "{e}"
+    );
+    let e = stderr(&param(&c, &["set-param", "ost.OSS.ost_io.nrs_policies=lottery"]));
+    assert!(e.contains("unknown NRS policy 'lottery'") && e.contains("fifo, tbf"), "{e}");
+    let e = stderr(&param(&c, &["set-param", "ost.OSS.ost_io.nrs_tbf_rule=start x jobid={a}"]));
+    assert!(e.contains("is fifo: set ost.OSS.ost_io.nrs_policies=tbf first"), "{e}");
+    param_ok(&c, &["set-param", "ost.OSS.ost_io.nrs_policies=tbf jobid"]);
+    let e = stderr(&param(&c, &["set-param", "ost.OSS.ost_io.nrs_tbf_rule=start x uid={5}"]));
+    assert!(e.contains("'tbf jobid', which takes jobid"), "{e}");
+    let e = stderr(&param(&c, &["set-param", "ost.OSS.ost_io.nrs_tbf_rule=start x jobid={a} rate=0"]));
+    assert!(e.contains("0 < rate < 1000000"), "{e}");
+    let e = stderr(&param(&c, &["set-param", "nrs_policies"]));
+    assert!(e.contains("not NAME=VALUE"), "{e}");
+
+    // Only root sets parameters; anyone reads them.
+    let mgs = c.mgs_address.clone();
+    let set = format!("{} set-param --mgs {mgs} ost.OSS.ost_io.nrs_policies=fifo", weft_bin().display());
+    let out = sh_as(1000, 1000, Path::new("/"), &set);
+    let e = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success() && e.contains("only root sets parameters"), "{e}");
+    let get = format!("{} get-param --mgs {mgs} ost.OSS.ost_io.nrs_policies", weft_bin().display());
+    assert!(sh_as(1000, 1000, Path::new("/"), &get).status.success());
+
+    // A server that is not there: the command fails within seconds, naming it.
+    let t0 = Instant::now();
+    let out = weft(&["get-param", "--server", "127.0.0.9:1", "ost.OSS.ost_io.nrs_policies"]);
+    let e = stderr(&out);
+    assert!(e.contains("127.0.0.9:1"), "{e}");
+    assert!(t0.elapsed() < Duration::from_secs(10), "took {:?}", t0.elapsed());
+}

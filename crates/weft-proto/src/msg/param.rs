@@ -1,0 +1,77 @@
+//! The parameter tree of a server process (Lustre's `lctl get_param/set_param/list_param`):
+//! names such as `ost.OSS.ost_io.nrs_policies` or `obdfilter.weft-OST0000.job_stats`, with
+//! glob wildcards in any dot-separated component.
+
+use serde::{Deserialize, Serialize};
+
+/// One parameter and its value (several lines for a listing such as `nrs_tbf_rule`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParamValue {
+    pub name: String,
+    pub value: String,
+}
+
+/// Parameters and their values: what a get answers, and what a set changed (with the
+/// values they have now).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ParamValues(pub Vec<ParamValue>);
+
+/// Parameter names: what a list answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct ParamNames(pub Vec<String>);
+
+/// Every parameter operation (see [`mdt_ops!`](crate::mdt_ops) for the list's form).
+#[macro_export]
+macro_rules! param_ops {
+    ($then:ident) => {
+        $then! {
+            ParamRequest / ParamReply;
+            /// The values of the parameters `pattern` matches.
+            read GetParam { pattern: String } -> $crate::msg::param::ParamValues = "param_get";
+            /// Sets every parameter `pattern` matches to `value`; fails, changing nothing,
+            /// when none matches or the value is refused.
+            write SetParam { pattern: String, value: String } -> $crate::msg::param::ParamValues = "param_set";
+            /// The names of the parameters `pattern` matches (or lies above).
+            read ListParam { pattern: String } -> $crate::msg::param::ParamNames = "param_list";
+        }
+    };
+}
+
+crate::param_ops!(define_ops);
+
+crate::define_replies! {
+    /// Answers to parameter requests.
+    ParamReply {
+        Values(ParamValues),
+        Names(ParamNames),
+    }
+}
+
+/// Whether `pattern` (glob wildcards `*`, `?` and `[...]`-free, per dot-separated
+/// component) matches `name` whole.
+pub fn name_matches(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<&str>, Vec<&str>) = (pattern.split('.').collect(), name.split('.').collect());
+    p.len() == n.len() && p.iter().zip(&n).all(|(p, n)| crate::glob::matches(p.as_bytes(), n.as_bytes()))
+}
+
+/// Whether `pattern` matches `name` or a leading part of it (what `list-param ost.OSS.*`
+/// lists).
+pub fn name_or_parent_matches(pattern: &str, name: &str) -> bool {
+    let (p, n): (Vec<&str>, Vec<&str>) = (pattern.split('.').collect(), name.split('.').collect());
+    p.len() <= n.len() && p.iter().zip(&n).all(|(p, n)| crate::glob::matches(p.as_bytes(), n.as_bytes()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_match_per_component() {
+        assert!(name_matches("ost.OSS.ost_io.nrs_policies", "ost.OSS.ost_io.nrs_policies"));
+        assert!(name_matches("ost.OSS.*.nrs_policies", "ost.OSS.ost_io.nrs_policies"));
+        assert!(name_matches("obdfilter.*.job_stats", "obdfilter.weft-OST0001.job_stats"));
+        assert!(!name_matches("ost.*", "ost.OSS.ost_io.nrs_policies"), "a star stays in its component");
+        assert!(name_or_parent_matches("ost.*", "ost.OSS.ost_io.nrs_policies"));
+        assert!(!name_matches("mds.MDS.mdt.nrs_policies", "ost.OSS.ost_io.nrs_policies"));
+    }
+}

@@ -1,0 +1,225 @@
+//! The token bucket filter policy (Lustre's NRS TBF): requests are sorted into classes by
+//! the fields the policy names (`tbf jobid`, `tbf uid+gid`, plain `tbf` for all of them),
+//! each class is held to the rate of the first rule that matches it, and what a rule's rate
+//! means is each matching class's rate, not the set's (as in Lustre).
+//!
+//! [`rule`] is the language (types, expressions, commands), [`core`] the decisions over an
+//! injected clock; this module runs them on the server: a request its class may start now
+//! goes on at once, any other waits for a grant that a dispatcher task sends when its turn
+//! comes. Once let go, a request follows FIFO's plan (inline or offloaded, an OST's write
+//! turn). A held request occupies nothing but its place in the queue: no thread of the
+//! server, and (in-process) not the mount's thread either (see [`crate::local`]).
+
+pub mod core;
+pub mod rule;
+
+use self::core::{ClassView, Next, Options, Tbf};
+use self::rule::{Command, Facts, TbfType};
+use super::fifo::Fifo;
+use super::{Admission, Policy, RequestInfo};
+use crate::server::LOCAL_PEER;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Instant;
+use tokio::sync::{oneshot, Notify};
+
+/// A TBF policy of one service. Cloning it shares the same rules and classes.
+pub struct TbfPolicy {
+    name: String,
+    shared: Arc<Shared>,
+    /// Set when this policy is dropped (switched away from): the dispatcher lets every
+    /// queued request go and ends.
+    retired: Arc<AtomicBool>,
+}
+
+struct Shared {
+    core: Mutex<Tbf<oneshot::Sender<()>>>,
+    wake: Notify,
+    fifo: Fifo,
+    epoch: Instant,
+}
+
+impl Shared {
+    fn now(&self) -> u64 {
+        u64::try_from(self.epoch.elapsed().as_nanos()).unwrap_or(u64::MAX)
+    }
+
+    fn core(&self) -> MutexGuard<'_, Tbf<oneshot::Sender<()>>> {
+        self.core.lock().unwrap_or_else(|p| p.into_inner())
+    }
+}
+
+/// Held by a running request's grant: its running slot comes back when it ends.
+struct Running(Arc<Shared>);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.core().finished();
+        self.0.wake.notify_one();
+    }
+}
+
+impl TbfPolicy {
+    /// A TBF policy classifying by `ty`, with only the default rule; its dispatcher runs on
+    /// the current tokio runtime.
+    pub fn start(ty: TbfType, options: Options) -> TbfPolicy {
+        let shared = Arc::new(Shared {
+            core: Mutex::new(Tbf::new(ty, options)),
+            wake: Notify::new(),
+            fifo: Fifo::default(),
+            epoch: Instant::now(),
+        });
+        let retired = Arc::new(AtomicBool::new(false));
+        tokio::spawn(dispatch(shared.clone(), retired.clone()));
+        TbfPolicy { name: ty.to_string(), shared, retired }
+    }
+
+    /// Applies a rule command written to `nrs_tbf_rule`.
+    pub fn command(&self, text: &str) -> Result<(), String> {
+        let mut core = self.shared.core();
+        let ty = core.ty();
+        core.command(Command::parse(text, &ty)?)?;
+        drop(core);
+        // A rate may have risen: waiting classes may be due sooner.
+        self.shared.wake.notify_one();
+        Ok(())
+    }
+
+    /// What it classifies by.
+    pub fn ty(&self) -> TbfType {
+        self.shared.core().ty()
+    }
+
+    pub fn listing(&self) -> String {
+        self.shared.core().listing()
+    }
+
+    pub fn classes(&self) -> Vec<ClassView> {
+        self.shared.core().classes()
+    }
+
+    pub fn queued(&self) -> usize {
+        self.shared.core().queued()
+    }
+
+    pub fn running(&self) -> usize {
+        self.shared.core().running()
+    }
+
+    pub fn options(&self) -> Options {
+        self.shared.core().options()
+    }
+
+    pub fn set_options(&self, options: Options) {
+        self.shared.core().set_options(options);
+        self.shared.wake.notify_one();
+    }
+}
+
+impl Drop for TbfPolicy {
+    fn drop(&mut self) {
+        self.retired.store(true, Ordering::Release);
+        self.shared.wake.notify_one();
+    }
+}
+
+/// A request's class facts: the client's address as a NID (in-process requests are this
+/// host's), its jobid, opcode and identity.
+pub fn facts_of(request: &RequestInfo<'_>) -> Facts {
+    let ip = if request.ctx.peer == LOCAL_PEER { std::net::Ipv4Addr::LOCALHOST.into() } else { request.ctx.peer.ip() };
+    Facts {
+        nid: Facts::nid_of(ip),
+        jobid: request.jobid().to_string(),
+        opcode: request.opcode().to_string(),
+        uid: request.uid(),
+        gid: request.gid(),
+    }
+}
+
+/// The bytes a request moves: a write's bulk, a read's length.
+fn bytes_of(request: &RequestInfo<'_>) -> u64 {
+    use weft_proto::msg::{OstRequest, RequestBody};
+    match request.body {
+        RequestBody::Ost { op: OstRequest::Read(r), .. } => u64::from(r.len),
+        _ => request.bulk_bytes,
+    }
+}
+
+impl Policy for TbfPolicy {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn admit(&self, request: &RequestInfo<'_>) -> Admission {
+        let plan = self.shared.fifo.plan(request);
+        let facts = facts_of(request);
+        let (tx, rx) = oneshot::channel();
+        let now = self.shared.now();
+        let started = self.shared.core().arrive(now, &facts, bytes_of(request), tx);
+        if started.is_some() {
+            return plan.admit(Running(self.shared.clone()));
+        }
+        self.shared.wake.notify_one();
+        let shared = self.shared.clone();
+        Admission::Later {
+            grant: Box::pin(async move {
+                // The dispatcher sends when the class's turn comes (or drops the sender
+                // when the policy is switched away: the request goes on then too).
+                let _ = rx.await;
+                plan.grant(Running(shared)).await
+            }),
+            held: true,
+        }
+    }
+}
+
+/// Lets queued requests go as their classes become due, until the policy is retired and
+/// nothing waits.
+async fn dispatch(shared: Arc<Shared>, retired: Arc<AtomicBool>) {
+    loop {
+        let notified = shared.wake.notified();
+        tokio::pin!(notified);
+        notified.as_mut().enable();
+        let next = {
+            let mut core = shared.core();
+            if retired.load(Ordering::Acquire) {
+                drain(&mut core);
+                return;
+            }
+            let mut next;
+            loop {
+                next = core.next(shared.now());
+                match next {
+                    Next::Run(tx) => {
+                        if tx.send(()).is_err() {
+                            // Its request was given up (a closed connection): no slot used.
+                            core.finished();
+                        }
+                    }
+                    _ => break,
+                }
+            }
+            next
+        };
+        match next {
+            Next::At(at) => {
+                let wait = std::time::Duration::from_nanos(at.saturating_sub(shared.now()));
+                tokio::select! {
+                    _ = tokio::time::sleep(wait) => {}
+                    _ = &mut notified => {}
+                }
+            }
+            _ => notified.await,
+        }
+    }
+}
+
+/// Lets every queued request go (the policy was switched away from): none is lost.
+fn drain(core: &mut Tbf<oneshot::Sender<()>>) {
+    let (ty, options) = (core.ty(), core.options());
+    let mut fresh = Tbf::new(ty, options);
+    std::mem::swap(core, &mut fresh);
+    for waiting in fresh.into_waiting() {
+        let _ = waiting.send(());
+    }
+}

@@ -267,3 +267,73 @@ fn parameters_are_listed_shown_and_refused_with_what_is_allowed() {
     assert!(e.contains("127.0.0.9:1"), "{e}");
     assert!(t0.elapsed() < Duration::from_secs(10), "took {:?}", t0.elapsed());
 }
+
+/// The `sum:` of `counter` in job `job`'s entry of a job_stats YAML.
+fn job_counter(yaml: &str, job: &str, counter: &str) -> Option<(u64, u64)> {
+    let mut in_job = false;
+    for line in yaml.lines() {
+        if let Some(id) = line.strip_prefix("- job_id:") {
+            in_job = id.trim() == job;
+        } else if in_job && line.trim_start().starts_with(&format!("{counter}:")) {
+            let field = |name: &str| -> u64 {
+                let rest = &line[line.find(&format!("{name}: ")).unwrap() + name.len() + 2..];
+                rest.split(',').next().unwrap().trim().parse().unwrap()
+            };
+            return Some((field("samples"), field("sum")));
+        }
+    }
+    None
+}
+
+#[test]
+fn job_stats_show_what_each_job_did_on_osts_and_the_mdt() {
+    let mut c = Cluster::multi_node(&weft_bin());
+    let mnt = c.mount_with("jobid_var=WEFT_JOB");
+    // Absolute paths and a working directory off the mount: nothing touches the mount
+    // before dd runs under its job.
+    let write = |job: &str, file: &str, mib: u32| {
+        let path = mnt.join(file);
+        weft_ok(&["setstripe", "-c", "1", "-i", "0", path.to_str().unwrap()]);
+        let out = Command::new("dd")
+            .args([
+                "if=/dev/zero",
+                &format!("of={}", path.display()),
+                "bs=1M",
+                &format!("count={mib}"),
+                "conv=fsync,notrunc",
+                "status=none",
+            ])
+            .current_dir("/")
+            .env("WEFT_JOB", job)
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    };
+    write("writer1", "one", 3);
+    write("writer2", "two", 1);
+    let server = oss_address(&c, 0);
+    let ost = weft_ok(&["get-param", "-n", "--server", &server, "obdfilter.*-OST0000.job_stats"]);
+    assert!(ost.starts_with("job_stats:\n"), "{ost}");
+    let (_, w1) = job_counter(&ost, "writer1", "write_bytes").expect("writer1 on OST0000");
+    let (_, w2) = job_counter(&ost, "writer2", "write_bytes").expect("writer2 on OST0000");
+    assert_eq!((w1, w2), (3 << 20, 1 << 20), "the bytes each job wrote:\n{ost}");
+    let (syncs, _) = job_counter(&ost, "writer1", "sync").unwrap();
+    assert!(syncs >= 1, "conv=fsync:\n{ost}");
+    let mdt = param_ok(&c, &["get-param", "-n", "mdt.*.job_stats"]);
+    for job in ["writer1", "writer2"] {
+        let (opens, _) = job_counter(&mdt, job, "open").unwrap_or_else(|| panic!("{job} on the MDT:\n{mdt}"));
+        let (closes, _) = job_counter(&mdt, job, "close").unwrap();
+        assert!(opens >= 1 && closes >= 1, "{job}: {opens} opens, {closes} closes\n{mdt}");
+    }
+    // Clearing, as Lustre: one job, then all.
+    weft_ok(&["set-param", "--server", &server, "obdfilter.*-OST0000.job_stats=writer1"]);
+    let ost = weft_ok(&["get-param", "-n", "--server", &server, "obdfilter.*-OST0000.job_stats"]);
+    assert!(
+        job_counter(&ost, "writer1", "write_bytes").is_none() && job_counter(&ost, "writer2", "write_bytes").is_some()
+    );
+    param_ok(&c, &["set-param", "obdfilter.*.job_stats=clear"]);
+    let ost = weft_ok(&["get-param", "-n", "--server", &server, "obdfilter.*-OST0000.job_stats"]);
+    assert_eq!(ost.trim(), "job_stats:");
+    let interval = param_ok(&c, &["get-param", "-n", "mdt.*.job_cleanup_interval"]);
+    assert_eq!(interval.trim(), "600", "Lustre's default");
+}

@@ -72,6 +72,9 @@ pub struct OpenFile {
     /// The file's mode at open, while its setuid and setgid bits may still have to be
     /// cleared by a write (see `Mount::write`); 0 once they are.
     privileged_mode: AtomicU32,
+    /// The job that opened it: its close is that job's (the kernel's release often comes
+    /// with no process).
+    pub jobid: String,
 }
 
 /// The mode a write by a process without CAP_FSETID leaves, if it changes any bit (as
@@ -97,6 +100,7 @@ impl OpenFile {
             io: KernelIo::Cached,
             exact_size: None,
             privileged_mode: AtomicU32::new(0),
+            jobid: String::new(),
         }
     }
 

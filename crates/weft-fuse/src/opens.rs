@@ -314,6 +314,7 @@ impl Mount {
                 file.generation = self.client.generation();
                 file.io = io;
                 file.exact_size = exact_size;
+                file.jobid.clone_from(&who.jobid);
                 file.note_mode(inode.attr.mode);
                 if io == KernelIo::Passthrough && flags & libc::O_ACCMODE != libc::O_RDONLY {
                     file.assume_written();
@@ -350,6 +351,8 @@ impl Mount {
         let Some(file) = self.files.remove(fh.0) else {
             return reply.ok();
         };
+        // A release with no process behind it closes for the job that opened.
+        let who = if who.jobid.is_empty() { Caller { jobid: file.jobid.clone(), ..who } } else { who };
         let local_size = match size_at_close(file.io, file.wrote()) {
             SizeAtClose::BackingFile => self.io.backing(file.fid).and_then(|b| match b.file.metadata() {
                 Ok(m) => Some((m.len(), m.blocks())),

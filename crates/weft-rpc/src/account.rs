@@ -6,7 +6,7 @@
 use crate::server::RequestContext;
 use crate::stats::Stats;
 use std::time::Duration;
-use weft_proto::msg::Service;
+use weft_proto::msg::{Service, TargetKind};
 
 /// One answered request.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,6 +21,11 @@ pub struct Outcome {
     pub ok: bool,
     /// Bulk bytes in and out.
     pub bytes: u64,
+    /// Of those, the request's (a write's data) and the reply's (a read's).
+    pub bytes_in: u64,
+    pub bytes_out: u64,
+    /// The MDT or OST the request was for.
+    pub target: Option<(TargetKind, u32)>,
 }
 
 pub trait Account: Send + Sync + 'static {

@@ -4,6 +4,8 @@
 //! * [`exports`]: the server's view of its clients, [`Exports`]: calling a client back
 //!   (over the connection its requests came on, or in-process) and evicting it;
 //! * [`limits`]: every bound of the transport (timeouts, backoffs, sizes);
+//! * [`jobstats`]: job statistics per target (Lustre's job_stats), an account of the
+//!   pipeline;
 //! * [`frame`]: reading and writing one frame (header, message, bulk) with checksums;
 //! * [`peer`]: the client side, [`Peer`]: one connection to one server with many requests
 //!   in flight, reconnecting and resending the same request until a deadline;
@@ -23,6 +25,7 @@ pub mod authorize;
 pub mod callback;
 pub mod exports;
 pub mod frame;
+pub mod jobstats;
 pub mod limits;
 pub mod local;
 pub mod map;

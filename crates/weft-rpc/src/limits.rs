@@ -70,3 +70,11 @@ pub const TBF_RULE_NAME_BYTES_MAX: usize = 15;
 /// Classes a TBF scheduler keeps; past it, the idle ones seen longest ago are forgotten
 /// (Lustre's `tbf_jobid_cache_size`).
 pub const TBF_CLASSES_MAX: usize = 8192;
+
+// ---- Job statistics (see [`crate::jobstats`])
+
+/// How long a job may be idle before its statistics are dropped (Lustre's
+/// `job_cleanup_interval`), unless the target's parameter says otherwise.
+pub const JOB_CLEANUP_INTERVAL_S_DEFAULT: u64 = 600;
+/// Jobs a target keeps statistics of; past it the longest idle is dropped.
+pub const JOB_STATS_JOBS_MAX: usize = 16384;

@@ -65,6 +65,7 @@ impl Pipeline {
         let bytes_in = bulk.len() as u64;
         let service = body.service();
         let opcode = body.opcode_name();
+        let target = body.target();
         // The request itself, only when the request log is on (formatting costs).
         let shown = tracing::enabled!(target: "weft_rpc::request", tracing::Level::TRACE).then(|| format!("{body:?}"));
         let (result, out, waited) = match service {
@@ -72,9 +73,11 @@ impl Pipeline {
             Some(service) => self.answer(&ctx, service, body, bulk, bulk_ok, started).await,
         };
         let ok = result.is_ok();
-        let bytes = bytes_in + out.len() as u64;
+        let bytes_out = out.len() as u64;
+        let bytes = bytes_in + bytes_out;
         let sent = reply(result, out).await;
-        let outcome = Outcome { service, took: started.elapsed(), waited, ok: ok && sent, bytes };
+        let outcome =
+            Outcome { service, took: started.elapsed(), waited, ok: ok && sent, bytes, bytes_in, bytes_out, target };
         // Every request, when asked for (WEFT_LOG=info,weft_rpc::request=debug): what a client's
         // operation costs in requests, and where each one's time went; at trace level with
         // the request itself.

@@ -126,9 +126,13 @@ impl RunningServer {
         if mds.is_some() || oss.is_some() {
             services.push(Service::Ldlm);
         }
-        let params = params::Params::new(schedulers.clone(), services);
+        let jobstats = Arc::new(weft_rpc::jobstats::JobStats::default());
+        let mut targets: Vec<(TargetKind, u32)> = mdt_index.map(|i| (TargetKind::Mdt, i)).into_iter().collect();
+        targets.extend(ost_indices.iter().map(|&i| (TargetKind::Ost, i)));
+        let params = params::Params::new(schedulers.clone(), services, jobstats.clone(), &config.fsname, targets);
         let router = Arc::new(router::Router { mgs, mds: mds.clone(), mdt_index, oss: oss.clone(), locks, params });
         let server = Server::with_parts(router, ServerLimits::default(), exports, schedulers);
+        server.add_account(jobstats);
         let mut tasks = vec![server.serve(listener)];
         // Clients and servers of this process (`weft up`: the mount, the MDS towards the
         // OSTs, registration with our own MGS) reach us without TCP; other processes use TCP.

@@ -10,15 +10,20 @@
 //! | `SERVICE.nrs_tbf_depth` | tokens a class may save up | 1 or more |
 //! | `SERVICE.nrs_tbf_classes` | each class: its rule, requests held and waits | read only |
 //!
+//! | `obdfilter.OST.job_stats`, `mdt.MDT.job_stats` | each job's counters, Lustre's YAML | `clear`, or a jobid to forget |
+//! | `obdfilter.OST.job_cleanup_interval`, `mdt.MDT.job_cleanup_interval` | seconds an idle job is kept | seconds, 0 for ever |
+//!
 //! SERVICE is `ost.OSS.ost_io`, `ost.OSS.ost`, `mds.MDS.mdt`, `mgs.MGS.mgs` or
-//! `ldlm.services.ldlm_canceld`, as the process serves them. The `nrs_tbf_*` names answer
-//! while the service's policy is TBF.
+//! `ldlm.services.ldlm_canceld`, as the process serves them; OST and MDT the names of its
+//! targets (`weft-OST0001`). The `nrs_tbf_*` names answer while the service's policy is
+//! TBF.
 
 use std::fmt::Write;
 use std::sync::Arc;
 use weft_proto::msg::param::{name_matches, name_or_parent_matches, ParamNames, ParamValue, ParamValues};
-use weft_proto::msg::{ParamReply, ParamRequest, RequestHeader, Service};
+use weft_proto::msg::{target_name, ParamReply, ParamRequest, RequestHeader, Service, TargetKind};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
+use weft_rpc::jobstats::JobStats;
 use weft_rpc::schedule::tbf::rule::Field;
 use weft_rpc::schedule::tbf::TbfPolicy;
 use weft_rpc::schedule::Schedulers;
@@ -49,29 +54,69 @@ impl Leaf {
     }
 }
 
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum TargetLeaf {
+    JobStats,
+    JobCleanupInterval,
+}
+
+/// What a parameter name stands for.
+#[derive(Debug, Clone, Copy)]
+enum Key {
+    Service(Service, Leaf),
+    Target((TargetKind, u32), TargetLeaf),
+}
+
 pub(crate) struct Params {
     schedulers: Arc<Schedulers>,
     services: Vec<Service>,
+    jobstats: Arc<JobStats>,
+    fsname: String,
+    targets: Vec<(TargetKind, u32)>,
 }
 
 impl Params {
-    /// The tree of a process running `services`.
-    pub fn new(schedulers: Arc<Schedulers>, services: Vec<Service>) -> Params {
-        Params { schedulers, services }
+    /// The tree of a process running `services` and serving `targets` of file system
+    /// `fsname`.
+    pub fn new(
+        schedulers: Arc<Schedulers>,
+        services: Vec<Service>,
+        jobstats: Arc<JobStats>,
+        fsname: &str,
+        targets: Vec<(TargetKind, u32)>,
+    ) -> Params {
+        Params { schedulers, services, jobstats, fsname: fsname.to_string(), targets }
     }
 
-    fn leaves(&self) -> impl Iterator<Item = (String, Service, Leaf)> + '_ {
-        self.services.iter().filter_map(|s| s.param_prefix().map(|p| (p, *s))).flat_map(|(prefix, service)| {
-            Leaf::ALL.into_iter().map(move |leaf| (format!("{prefix}.{}", leaf.name()), service, leaf))
-        })
+    fn leaves(&self) -> Vec<(String, Key)> {
+        let mut out = Vec::new();
+        for service in &self.services {
+            let Some(prefix) = service.param_prefix() else { continue };
+            for leaf in Leaf::ALL {
+                out.push((format!("{prefix}.{}", leaf.name()), Key::Service(*service, leaf)));
+            }
+        }
+        for &(kind, index) in &self.targets {
+            let kind_prefix = match kind {
+                TargetKind::Ost => "obdfilter",
+                TargetKind::Mdt => "mdt",
+            };
+            let name = target_name(&self.fsname, kind, index);
+            out.push((format!("{kind_prefix}.{name}.job_stats"), Key::Target((kind, index), TargetLeaf::JobStats)));
+            out.push((
+                format!("{kind_prefix}.{name}.job_cleanup_interval"),
+                Key::Target((kind, index), TargetLeaf::JobCleanupInterval),
+            ));
+        }
+        out
     }
 
     pub fn handle(&self, header: &RequestHeader, op: ParamRequest) -> WeftResult<ParamReply> {
         match op {
             ParamRequest::GetParam(g) => {
                 let mut values = Vec::new();
-                for (name, service, leaf) in self.leaves().filter(|(n, ..)| name_matches(&g.pattern, n)) {
-                    match self.get(service, leaf) {
+                for (name, key) in self.leaves().into_iter().filter(|(n, _)| name_matches(&g.pattern, n)) {
+                    match self.get(key) {
                         Ok(value) => values.push(ParamValue { name, value }),
                         // A TBF name while the policy is FIFO: not there, unless asked by name.
                         Err(e) if g.pattern.contains(['*', '?']) => drop(e),
@@ -85,18 +130,22 @@ impl Params {
                 if header.identity.uid != 0 {
                     return Err(WeftError::new(ErrorCode::Perm, "only root sets parameters"));
                 }
-                let matched: Vec<_> = self.leaves().filter(|(n, ..)| name_matches(&s.pattern, n)).collect();
+                let matched: Vec<_> = self.leaves().into_iter().filter(|(n, _)| name_matches(&s.pattern, n)).collect();
                 self.found(&s.pattern, matched.is_empty())?;
                 let mut values = Vec::new();
-                for (name, service, leaf) in matched {
-                    self.set(service, leaf, &s.value).map_err(|e| WeftError::invalid(format!("{name}: {e}")))?;
+                for (name, key) in matched {
+                    self.set(key, &s.value).map_err(|e| WeftError::invalid(format!("{name}: {e}")))?;
                     values.push(ParamValue { name, value: s.value.clone() });
                 }
                 Ok(ParamReply::Values(ParamValues(values)))
             }
             ParamRequest::ListParam(l) => {
-                let names: Vec<String> =
-                    self.leaves().map(|(n, ..)| n).filter(|n| name_or_parent_matches(&l.pattern, n)).collect();
+                let names: Vec<String> = self
+                    .leaves()
+                    .into_iter()
+                    .map(|(n, _)| n)
+                    .filter(|n| name_or_parent_matches(&l.pattern, n))
+                    .collect();
                 Ok(ParamReply::Names(ParamNames(names)))
             }
         }
@@ -122,7 +171,14 @@ impl Params {
         self.schedulers.of(service).policy().name().to_string()
     }
 
-    fn get(&self, service: Service, leaf: Leaf) -> Result<String, String> {
+    fn get(&self, key: Key) -> Result<String, String> {
+        let (service, leaf) = match key {
+            Key::Service(service, leaf) => (service, leaf),
+            Key::Target(target, TargetLeaf::JobStats) => return Ok(self.jobstats.render(target)),
+            Key::Target(target, TargetLeaf::JobCleanupInterval) => {
+                return Ok(self.jobstats.cleanup_interval(target).as_secs().to_string())
+            }
+        };
         Ok(match leaf {
             Leaf::Policies => self.schedulers.policies_listing(service),
             Leaf::TbfRule => self.tbf(service)?.listing(),
@@ -133,7 +189,21 @@ impl Params {
         })
     }
 
-    fn set(&self, service: Service, leaf: Leaf, value: &str) -> Result<(), String> {
+    fn set(&self, key: Key, value: &str) -> Result<(), String> {
+        let (service, leaf) = match key {
+            Key::Service(service, leaf) => (service, leaf),
+            Key::Target(target, TargetLeaf::JobStats) => {
+                // Lustre's: `clear` forgets every job, a jobid that one.
+                let value = value.trim();
+                self.jobstats.clear(target, (value != "clear").then_some(value));
+                return Ok(());
+            }
+            Key::Target(target, TargetLeaf::JobCleanupInterval) => {
+                let secs: u64 = value.trim().parse().map_err(|_| format!("'{value}': seconds (0: keep for ever)"))?;
+                self.jobstats.set_cleanup_interval(target, std::time::Duration::from_secs(secs));
+                return Ok(());
+            }
+        };
         match leaf {
             Leaf::Policies => self.schedulers.set_policy(service, value),
             Leaf::TbfRule => self.tbf(service)?.command(value),

@@ -238,6 +238,16 @@ impl RequestBody {
         })
     }
 
+    /// The target the request is for: an MDT or an OST (statistics per target); None for
+    /// the MGS, locks, parameters and pings.
+    pub fn target(&self) -> Option<(TargetKind, u32)> {
+        match self {
+            RequestBody::Mdt { mdt, .. } => Some((TargetKind::Mdt, *mdt)),
+            RequestBody::Ost { ost, .. } => Some((TargetKind::Ost, *ost)),
+            _ => None,
+        }
+    }
+
     /// Short operation name for statistics and logs, as Lustre names them where it can.
     pub fn opcode_name(&self) -> &'static str {
         match self {

@@ -29,6 +29,14 @@ pub struct ServersArgs {
 
 #[derive(Args)]
 pub struct SetParamArgs {
+    /// Permanent: also kept by the management service, and applied by every server that
+    /// has the parameter whenever it starts (and by those running now).
+    #[arg(short = 'P')]
+    permanent: bool,
+    /// With -P: delete the permanent settings whose names NAME matches (no =VALUE); what
+    /// servers run with now stays until they restart.
+    #[arg(short = 'd', requires = "permanent")]
+    delete: bool,
     /// NAME=VALUE, glob wildcards allowed in NAME (`ost.OSS.*.nrs_policies=tbf jobid`).
     #[arg(required = true, value_name = "NAME=VALUE")]
     params: Vec<String>,
@@ -60,10 +68,11 @@ pub struct ListParamArgs {
     at: ServersArgs,
 }
 
-/// The server processes to ask, and a runtime to ask them on.
+/// The server processes to ask, their management service, and a runtime to ask them on.
 struct Servers {
     rt: tokio::runtime::Runtime,
     peers: Vec<Peer>,
+    mgs: Option<Peer>,
 }
 
 impl Servers {
@@ -75,7 +84,8 @@ impl Servers {
             ..PeerOptions::default()
         };
         if let Some(server) = &a.server {
-            return Ok(Servers { rt, peers: vec![Peer::new(server.clone(), opts)] });
+            let mgs = a.mgs.as_ref().map(|m| Peer::new(m.clone(), opts.clone()));
+            return Ok(Servers { rt, peers: vec![Peer::new(server.clone(), opts)], mgs });
         }
         let mgs = match &a.mgs {
             Some(m) => m.clone(),
@@ -89,7 +99,19 @@ impl Servers {
             .map_err(|e| anyhow!("cannot reach the management service at {mgs}: {}", e.message))?;
         let mut addresses: BTreeSet<String> = map.targets.iter().map(|t| t.address.clone()).collect();
         addresses.insert(mgs);
-        Ok(Servers { rt, peers: addresses.into_iter().map(|a| Peer::new(a, opts.clone())).collect() })
+        Ok(Servers { rt, peers: addresses.into_iter().map(|a| Peer::new(a, opts.clone())).collect(), mgs: Some(peer) })
+    }
+
+    /// Records a permanent setting (or deletes those `name` matches) in the MGS.
+    fn record(&self, name: &str, value: &str, delete: bool) -> anyhow::Result<()> {
+        let Some(mgs) = &self.mgs else {
+            bail!("-P keeps the setting in the management service: give --mgs ADDR (or run where `weft up` started)");
+        };
+        let op = weft_proto::msg::mgs::SetParamRecord { name: name.to_string(), value: value.to_string(), delete };
+        self.rt
+            .block_on(mgs.op(caller(), 0, op, bytes::Bytes::new(), Duration::from_secs(PARAM_REQUEST_TIMEOUT_S)))
+            .map_err(|e| anyhow!("management service at {}: {}", mgs.address(), e.message))?;
+        Ok(())
     }
 
     /// Sends `op` to every server; each one's answer or error, in address order.
@@ -186,12 +208,24 @@ pub fn set_param(a: SetParamArgs) -> anyhow::Result<()> {
     let servers = Servers::find(&a.at)?;
     let mut failed = Vec::new();
     for p in &a.params {
+        if a.delete {
+            let name = p.split_once('=').map_or(p.as_str(), |(n, _)| n);
+            servers.record(name, "", true)?;
+            continue;
+        }
         let Some((name, value)) = p.split_once('=') else {
             bail!("'{p}' is not NAME=VALUE");
         };
+        // Applied now first: a name or value the servers refuse is not kept.
         let op = SetParam { pattern: name.to_string(), value: value.to_string() };
         let (found, f) = gather(name, servers.ask(op, |v| v.0))?;
         print_values(&found, false, false);
+        if a.permanent {
+            if !f.is_empty() {
+                bail!("not kept permanently, as servers refused it:\n{}", f.join("\n"));
+            }
+            servers.record(name, value, false)?;
+        }
         failed.extend(f);
     }
     finish(failed)

@@ -250,3 +250,21 @@ fn real_programs_on_passthrough_files_and_the_option_that_turns_it_off() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success() && err.contains("passthrough=maybe") && err.contains("on, off"), "{err}");
 }
+
+#[test]
+fn a_scheduling_policy_on_object_io_keeps_new_opens_off_passthrough() {
+    let up = UpWithSecondClient::start(None);
+    let data = up.data();
+    let f = up.mnt().join("shaped");
+    weft_ok(&["setstripe", "-c", "1", f.to_str().unwrap()]);
+    std::fs::write(&f, b"before").unwrap();
+    drop(open_for_write_in(&f, (0, 1, 0)));
+    // A TBF rule must see every byte: the kernel may not write the object's file itself.
+    weft_ok(&["set-param", "--data", data.to_str().unwrap(), "ost.OSS.ost_io.nrs_policies=tbf jobid"]);
+    let w = open_for_write_in(&f, (1, 0, 0));
+    w.write_all_at(b"during", 0).unwrap();
+    drop(w);
+    assert_eq!(std::fs::read(up.other().join("shaped")).unwrap(), b"during");
+    weft_ok(&["set-param", "--data", data.to_str().unwrap(), "ost.OSS.ost_io.nrs_policies=fifo"]);
+    drop(open_for_write_in(&f, (0, 1, 0)));
+}

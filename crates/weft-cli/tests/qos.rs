@@ -337,3 +337,102 @@ fn job_stats_show_what_each_job_did_on_osts_and_the_mdt() {
     let interval = param_ok(&c, &["get-param", "-n", "mdt.*.job_cleanup_interval"]);
     assert_eq!(interval.trim(), "600", "Lustre's default");
 }
+
+/// Polls `get-param -n NAME` on `server` until it satisfies `ok` (a server applies its
+/// permanent settings as it starts, while it already answers).
+fn eventually(server: &str, name: &str, ok: impl Fn(&str) -> bool) -> String {
+    let start = Instant::now();
+    loop {
+        let out = weft(&["get-param", "-n", "--server", server, name]);
+        let text = String::from_utf8_lossy(&out.stdout).into_owned();
+        if out.status.success() && ok(&text) {
+            return text;
+        }
+        assert!(start.elapsed() < Duration::from_secs(15), "{name} on {server} never became right:\n{text}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn permanent_parameters_are_applied_again_when_a_server_restarts() {
+    let mut c = Cluster::multi_node(&weft_bin());
+    param_ok(&c, &["set-param", "-P", "ost.OSS.ost_io.nrs_policies=tbf jobid"]);
+    param_ok(&c, &["set-param", "-P", "ost.OSS.ost_io.nrs_tbf_rule=start keep jobid={k} rate=77"]);
+    param_ok(&c, &["set-param", "-P", "obdfilter.*.job_cleanup_interval=900"]);
+    // Not permanent: gone after the restart.
+    param_ok(&c, &["set-param", "ost.OSS.ost_io.nrs_tbf_rule=start live jobid={l} rate=5"]);
+    // Servers running now have them too (oss2, never restarted).
+    let other = oss_address(&c, 2);
+    let rules = eventually(&other, "ost.OSS.ost_io.nrs_tbf_rule", |t| t.contains("keep jobid={k} 77"));
+    assert!(rules.contains("live jobid={l} 5"), "{rules}");
+
+    let server = oss_address(&c, 0);
+    c.kill9("oss1");
+    c.restart("oss1");
+    let rules = eventually(&server, "ost.OSS.ost_io.nrs_tbf_rule", |t| t.contains("keep jobid={k} 77"));
+    assert!(!rules.contains("live"), "a live-only rule does not come back:\n{rules}");
+    eventually(&server, "obdfilter.*-OST0000.job_cleanup_interval", |t| t.trim() == "900");
+
+    // Deleted: the next start goes without it.
+    param_ok(&c, &["set-param", "-P", "-d", "obdfilter.*.job_cleanup_interval"]);
+    let e = stderr(&param(&c, &["set-param", "-P", "-d", "obdfilter.*.job_cleanup_interval"]));
+    assert!(e.contains("no permanent parameter matches"), "{e}");
+    c.kill9("oss1");
+    c.restart("oss1");
+    eventually(&server, "ost.OSS.ost_io.nrs_tbf_rule", |t| t.contains("keep jobid={k} 77"));
+    eventually(&server, "obdfilter.*-OST0000.job_cleanup_interval", |t| t.trim() == "600");
+    // A value the servers refuse is not kept.
+    let e = stderr(&param(&c, &["set-param", "-P", "ost.OSS.ost_io.nrs_policies=lottery"]));
+    assert!(e.contains("unknown NRS policy"), "{e}");
+    c.kill9("oss1");
+    c.restart("oss1");
+    let policies = eventually(&server, "ost.OSS.ost_io.nrs_policies", |t| t.contains("name: tbf jobid"));
+    assert!(policies.contains("state: started"), "{policies}");
+}
+
+#[test]
+fn a_throttled_job_does_not_hold_a_remote_mounts_threads_from_another_job() {
+    let mut c = Cluster::multi_node(&weft_bin());
+    let mnt = c.mount_with("jobid_var=WEFT_JOB");
+    param_ok(&c, &["set-param", "mds.MDS.mdt.nrs_policies=tbf jobid"]);
+    param_ok(&c, &["set-param", "mds.MDS.mdt.nrs_tbf_rule=start crawl jobid={slow} rate=1"]);
+    // Each job in a directory of its own: the kernel serializes creates in one directory
+    // whatever the file system does.
+    std::fs::create_dir(mnt.join("s")).unwrap();
+    std::fs::create_dir(mnt.join("f")).unwrap();
+    // More held mkdirs than the mount has FUSE threads (two, or two per CPU queue), in
+    // directories of their own: the first three take the bucket's saved tokens, the rest
+    // wait a second each.
+    for i in 0..10 {
+        std::fs::create_dir(mnt.join("s").join(i.to_string())).unwrap();
+    }
+    let slow: Vec<Child> = (0..10)
+        .map(|i| {
+            Command::new("mkdir")
+                .arg(mnt.join("s").join(i.to_string()).join("d"))
+                .current_dir("/")
+                .env("WEFT_JOB", "slow")
+                .spawn()
+                .unwrap()
+        })
+        .collect();
+    std::thread::sleep(Duration::from_millis(500));
+    // Another job's requests on the same mount go through at once meanwhile.
+    let t0 = Instant::now();
+    let out = Command::new("sh")
+        .args(["-c", "mkdir fast && touch fast/a && ls -l fast >/dev/null && stat . >/dev/null"])
+        .current_dir(mnt.join("f"))
+        .env("WEFT_JOB", "fast")
+        .output()
+        .unwrap();
+    let took = t0.elapsed();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(took < Duration::from_secs(2), "the other job waited {took:?} behind the throttled one");
+    // And the throttled ones all finish, at their rate.
+    let t0 = Instant::now();
+    for mut child in slow {
+        assert!(child.wait().unwrap().success());
+    }
+    assert!(t0.elapsed() >= Duration::from_secs(4), "the rule held them: {:?}", t0.elapsed());
+    assert_eq!((0..10).filter(|i| mnt.join("s").join(i.to_string()).join("d").is_dir()).count(), 10);
+}

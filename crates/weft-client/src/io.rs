@@ -182,10 +182,22 @@ impl Client {
         Ok(inode.attr)
     }
 
-    /// Whether some OST is served by this very process: only then can an open ask for
-    /// passthrough ([`weft_proto::msg::OPEN_PASSTHROUGH`]).
-    pub fn has_local_osts(&self) -> bool {
-        self.serves_locally(TargetKind::Ost)
+    /// Whether object I/O may pass by the servers now (FUSE passthrough): an OST is served
+    /// by this process, and no OST of it has a scheduling policy other than FIFO on its I/O
+    /// service. Under TBF every byte must go through the server's scheduler, or a rule
+    /// would be bypassed; opens made before the policy changed keep their mode until closed.
+    pub fn passthrough_allowed(&self) -> bool {
+        let state = self.map.current();
+        let mut local = false;
+        for t in state.map.targets.iter().filter(|t| t.kind == TargetKind::Ost) {
+            if let Some(server) = weft_rpc::local::lookup(&t.address) {
+                if server.schedulers().of(weft_proto::msg::Service::OstIo).policy().name() != "fifo" {
+                    return false;
+                }
+                local = true;
+            }
+        }
+        local
     }
 
     /// Whether the MDT is served by this very process (`weft up`): a request to it costs

@@ -101,7 +101,7 @@ impl Mount {
         // (`passthrough` is on only where locks are: see `init`.)
         let passthrough = self.passthrough.load(Ordering::Relaxed)
             && fid.is_none_or(|fid| self.io.passthrough_possible(fid))
-            && self.client.has_local_osts();
+            && self.client.passthrough_allowed();
         open_flags(flags) | if passthrough { OPEN_PASSTHROUGH } else { 0 }
     }
 

@@ -97,6 +97,7 @@ pub fn cluster_map(osts: &[u32], pools: &[(&str, &[u32])]) -> ClusterMap {
         fsname: "weft".into(),
         targets,
         pools: pools.iter().map(|(n, o)| (n.to_string(), o.to_vec())).collect(),
+        params: Vec::new(),
     }
 }
 

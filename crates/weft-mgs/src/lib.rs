@@ -165,6 +165,16 @@ impl Handle for mgs::PoolAdd {
     }
 }
 
+impl Handle for mgs::SetParamRecord {
+    async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
+        if self.delete {
+            mgs.update(move |m| rules::delete_param(m, &self.name)).await
+        } else {
+            mgs.update(move |m| rules::set_param(m, &self.name, &self.value)).await
+        }
+    }
+}
+
 /// `dispatch`, sending every op of `weft_proto::mgs_ops!` to its [`Handle`].
 macro_rules! dispatch {
     (

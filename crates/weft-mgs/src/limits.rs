@@ -16,3 +16,8 @@ pub const ADDRESS_BYTES_MAX: usize = 255;
 pub const POOL_NAME_BYTES_MAX: usize = 15;
 /// Most pools in one file system.
 pub const POOLS_MAX: usize = 1024;
+/// Most permanent parameter settings (`set-param -P`) the map holds.
+pub const PARAMS_MAX: usize = 1024;
+/// Longest parameter name, and longest value, of a permanent setting.
+pub const PARAM_NAME_BYTES_MAX: usize = 255;
+pub const PARAM_VALUE_BYTES_MAX: usize = 4095;

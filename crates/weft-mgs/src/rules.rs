@@ -2,10 +2,13 @@
 //! in place, reporting whether anything changed. No I/O and no clock, so every rule is
 //! tested directly; the service around them persists and publishes.
 
-use weft_proto::msg::{ClusterMap, TargetInfo, TargetKind, TargetState};
+use weft_proto::msg::{ClusterMap, ParamRecord, TargetInfo, TargetKind, TargetState};
 use weft_proto::{WeftError, WeftResult};
 
-use crate::limits::{ADDRESS_BYTES_MAX, POOLS_MAX, POOL_NAME_BYTES_MAX, TARGETS_MAX};
+use crate::limits::{
+    ADDRESS_BYTES_MAX, PARAMS_MAX, PARAM_NAME_BYTES_MAX, PARAM_VALUE_BYTES_MAX, POOLS_MAX, POOL_NAME_BYTES_MAX,
+    TARGETS_MAX,
+};
 
 /// Adds a target, or moves a known one to a new address; either way it is Up afterwards.
 pub fn register(map: &mut ClusterMap, target: &TargetInfo) -> WeftResult<bool> {
@@ -92,6 +95,48 @@ fn check_pool_name(pool: &str) -> WeftResult<()> {
             "pool name '{pool}' is invalid: use 1 to {POOL_NAME_BYTES_MAX} characters from A-Z, a-z, 0-9, '_' and '-'"
         )))
     }
+}
+
+/// Records a permanent parameter setting: a rule command (`...nrs_tbf_rule`) adds to those
+/// before it, as Lustre's compound records; any other replaces an earlier setting of the
+/// same name, which moves to the end (the order servers apply them in).
+pub fn set_param(map: &mut ClusterMap, name: &str, value: &str) -> WeftResult<bool> {
+    if name.is_empty() || name.len() > PARAM_NAME_BYTES_MAX || value.len() > PARAM_VALUE_BYTES_MAX {
+        return Err(WeftError::invalid(format!(
+            "a permanent parameter has a name of 1 to {PARAM_NAME_BYTES_MAX} bytes and a value of at most {PARAM_VALUE_BYTES_MAX}"
+        )));
+    }
+    let record = ParamRecord { name: name.to_string(), value: value.to_string() };
+    let accumulates = name.ends_with(".nrs_tbf_rule");
+    if !accumulates {
+        if map.params.last() == Some(&record) {
+            return Ok(false);
+        }
+        map.params.retain(|r| r.name != name);
+    }
+    if map.params.len() >= PARAMS_MAX {
+        return Err(WeftError::new(
+            weft_proto::ErrorCode::NoSpace,
+            format!("the map holds {PARAMS_MAX} permanent parameters already: delete some with set-param -P -d"),
+        ));
+    }
+    map.params.push(record);
+    Ok(true)
+}
+
+/// Removes the permanent settings whose names `pattern` matches (per dot-separated part,
+/// glob wildcards); at least one must.
+pub fn delete_param(map: &mut ClusterMap, pattern: &str) -> WeftResult<bool> {
+    let before = map.params.len();
+    map.params.retain(|r| !weft_proto::msg::param::name_matches(pattern, &r.name) && r.name != pattern);
+    if map.params.len() == before {
+        let names: Vec<&str> = map.params.iter().map(|r| r.name.as_str()).collect();
+        return Err(WeftError::not_found(format!(
+            "no permanent parameter matches '{pattern}' (the permanent ones: {})",
+            if names.is_empty() { "none".to_string() } else { names.join(", ") }
+        )));
+    }
+    Ok(true)
 }
 
 #[cfg(test)]

@@ -169,3 +169,39 @@ async fn a_watch_answers_when_the_map_moves_and_unchanged_when_it_does_not() {
         other => panic!("the watch answered {other:?}"),
     }
 }
+
+#[tokio::test]
+async fn permanent_parameters_replace_by_name_add_up_for_rules_persist_and_delete() {
+    let tmp = tempfile::tempdir().unwrap();
+    let set = |name: &str, value: &str, delete: bool| {
+        MgsRequest::SetParamRecord(mgs::SetParamRecord { name: name.into(), value: value.into(), delete })
+    };
+    let names = |map: &ClusterMap| map.params.iter().map(|r| format!("{}={}", r.name, r.value)).collect::<Vec<_>>();
+    {
+        let mgs = Mgs::open(tmp.path(), "testfs").unwrap();
+        mgs.handle(set("ost.OSS.ost_io.nrs_policies", "fifo", false)).await.unwrap();
+        mgs.handle(set("ost.OSS.ost_io.nrs_tbf_rule", "start a jobid={a} rate=5", false)).await.unwrap();
+        mgs.handle(set("ost.OSS.ost_io.nrs_tbf_rule", "start b jobid={b} rate=5", false)).await.unwrap();
+        mgs.handle(set("ost.OSS.ost_io.nrs_policies", "tbf jobid", false)).await.unwrap();
+        let before = mgs.map().version;
+        mgs.handle(set("ost.OSS.ost_io.nrs_policies", "tbf jobid", false)).await.unwrap();
+        assert_eq!(mgs.map().version, before, "setting the last value again changes nothing");
+        assert_eq!(
+            names(&mgs.map()),
+            [
+                "ost.OSS.ost_io.nrs_tbf_rule=start a jobid={a} rate=5",
+                "ost.OSS.ost_io.nrs_tbf_rule=start b jobid={b} rate=5",
+                "ost.OSS.ost_io.nrs_policies=tbf jobid",
+            ]
+        );
+    }
+    let mgs = Mgs::open(tmp.path(), "testfs").unwrap();
+    assert_eq!(mgs.map().params.len(), 3, "kept across a restart");
+    mgs.handle(set("ost.OSS.*.nrs_tbf_rule", "", true)).await.unwrap();
+    assert_eq!(names(&mgs.map()), ["ost.OSS.ost_io.nrs_policies=tbf jobid"]);
+    let e = mgs.handle(set("mdt.*.job_cleanup_interval", "", true)).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::NotFound);
+    assert!(e.message.contains("ost.OSS.ost_io.nrs_policies"), "{}", e.message);
+    let e = mgs.handle(set("", "x", false)).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Invalid);
+}

@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 pub const MAGIC: u32 = 0x5746_5431;
-pub const PROTOCOL_VERSION: u16 = 6;
+pub const PROTOCOL_VERSION: u16 = 7;
 pub const HEADER_BYTES: usize = 32;
 
 /// Why a frame header was refused. Callers tell them apart: a peer that is not Weft, or
@@ -61,6 +61,10 @@ pub enum FrameKind {
     Callback = 2,
     /// Client to server, answering a Callback.
     CallbackReply = 3,
+    /// Server to client: the request with this xid is held back by a scheduling policy (a
+    /// rate limit); its reply comes later. No message. The client may stop waiting for it
+    /// on a thread it needs for other work.
+    Held = 4,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -103,6 +107,7 @@ impl FrameHeader {
             1 => FrameKind::Reply,
             2 => FrameKind::Callback,
             3 => FrameKind::CallbackReply,
+            4 => FrameKind::Held,
             k => return Err(FrameError::UnknownKind(k)),
         };
         let msg_len = u32_at(16);

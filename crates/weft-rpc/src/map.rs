@@ -252,6 +252,7 @@ mod tests {
                 t(TargetKind::Ost, 7, "c:1"),
             ],
             pools: Default::default(),
+            params: Vec::new(),
         };
         let s = MapState::new(map);
         assert_eq!(s.address(TargetKind::Ost, 1000), Some("b:1"));

@@ -31,6 +31,7 @@ use crate::limits::{
 };
 use bytes::Bytes;
 use std::collections::HashMap;
+use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -82,9 +83,21 @@ impl std::fmt::Debug for PeerOptions {
 
 type Waiter = oneshot::Sender<WeftResult<(Vec<u8>, Bytes, bool)>>;
 
+/// Set when the server says a request is held by a scheduling policy (a Held frame).
+#[derive(Default)]
+struct HeldSignal {
+    held: AtomicBool,
+    waker: futures::task::AtomicWaker,
+}
+
+struct Pending {
+    waiter: Waiter,
+    held: Arc<HeldSignal>,
+}
+
 struct Connection {
     writer: tokio::sync::Mutex<OwnedWriteHalf>,
-    pending: Mutex<HashMap<u64, Waiter>>,
+    pending: Mutex<HashMap<u64, Pending>>,
     next_xid: AtomicU64,
     dead: AtomicBool,
     in_flight: Semaphore,
@@ -131,8 +144,15 @@ impl Connection {
                 match frame.header.kind {
                     FrameKind::Reply => {
                         let waiter = conn.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&frame.header.xid);
-                        if let Some(w) = waiter {
-                            let _ = w.send(Ok((frame.msg, frame.bulk, frame.bulk_ok)));
+                        if let Some(p) = waiter {
+                            let _ = p.waiter.send(Ok((frame.msg, frame.bulk, frame.bulk_ok)));
+                        }
+                    }
+                    FrameKind::Held => {
+                        let pending = conn.pending.lock().unwrap_or_else(|p| p.into_inner());
+                        if let Some(p) = pending.get(&frame.header.xid) {
+                            p.held.held.store(true, Ordering::Release);
+                            p.held.waker.wake();
                         }
                     }
                     FrameKind::Callback => {
@@ -190,7 +210,7 @@ impl Connection {
     fn fail_all(&self, e: WeftError) {
         self.dead.store(true, Ordering::SeqCst);
         let waiters: Vec<Waiter> =
-            self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain().map(|(_, w)| w).collect();
+            self.pending.lock().unwrap_or_else(|p| p.into_inner()).drain().map(|(_, p)| p.waiter).collect();
         for w in waiters {
             let _ = w.send(Err(e.clone()));
         }
@@ -199,8 +219,9 @@ impl Connection {
     async fn exchange(&self, msg: &[u8], bulk: &Bytes) -> WeftResult<(Vec<u8>, Bytes, bool)> {
         let _permit = self.in_flight.acquire().await.map_err(|_| WeftError::io("connection closed"))?;
         let xid = self.next_xid.fetch_add(1, Ordering::Relaxed);
-        let (tx, rx) = oneshot::channel();
-        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(xid, tx);
+        let (tx, mut rx) = oneshot::channel();
+        let held = Arc::new(HeldSignal::default());
+        self.pending.lock().unwrap_or_else(|p| p.into_inner()).insert(xid, Pending { waiter: tx, held: held.clone() });
         if self.dead.load(Ordering::SeqCst) {
             self.pending.lock().unwrap_or_else(|p| p.into_inner()).remove(&xid);
             return Err(WeftError::io("connection is closed"));
@@ -214,7 +235,23 @@ impl Connection {
             self.fail_all(e.clone());
             return Err(e);
         }
-        rx.await.map_err(|_| WeftError::io("connection dropped the request"))?
+        // While the reply is awaited: a server that says the request is held gets it noted
+        // on the polling thread, so a mount's FUSE thread lets it go on elsewhere (see
+        // `crate::local::take_held`) instead of waiting out the rate limit.
+        let mut noted = false;
+        let answer = std::future::poll_fn(|cx| {
+            if let std::task::Poll::Ready(r) = std::pin::Pin::new(&mut rx).poll(cx) {
+                return std::task::Poll::Ready(r);
+            }
+            held.waker.register(cx.waker());
+            if !noted && held.held.load(Ordering::Acquire) {
+                noted = true;
+                crate::local::note_held();
+            }
+            std::task::Poll::Pending
+        })
+        .await;
+        answer.map_err(|_| WeftError::io("connection dropped the request"))?
     }
 }
 

@@ -21,6 +21,9 @@ use std::time::{Duration, Instant};
 use weft_proto::msg::{Reply, ReplyBody, RequestBody, Service};
 use weft_proto::{ErrorCode, WeftError};
 
+/// Tells a remote client that its request is held (sends a Held frame).
+pub(crate) type HeldNotice = Box<dyn FnOnce() + Send>;
+
 pub struct Pipeline {
     authorize: Authorize,
     schedulers: Arc<Schedulers>,
@@ -56,8 +59,17 @@ impl Pipeline {
 
     /// Runs one decoded request through the stages; `reply` is the transport's reply stage
     /// and says whether the reply went out. `bulk_ok`: the request's bulk arrived intact.
-    pub(crate) async fn run<R, F>(&self, ctx: RequestContext, body: RequestBody, bulk: Bytes, bulk_ok: bool, reply: R)
-    where
+    /// `held`: tells a remote client that a policy holds its request (see
+    /// [`weft_proto::wire::FrameKind::Held`]); in-process callers are told on their thread.
+    pub(crate) async fn run<R, F>(
+        &self,
+        ctx: RequestContext,
+        body: RequestBody,
+        bulk: Bytes,
+        bulk_ok: bool,
+        held: Option<HeldNotice>,
+        reply: R,
+    ) where
         R: FnOnce(Reply, Bytes) -> F,
         F: Future<Output = bool>,
     {
@@ -70,7 +82,11 @@ impl Pipeline {
         let shown = tracing::enabled!(target: "weft_rpc::request", tracing::Level::TRACE).then(|| format!("{body:?}"));
         let (result, out, waited) = match service {
             None => (Ok(ReplyBody::Pong), Bytes::new(), Duration::ZERO),
-            Some(service) => self.answer(&ctx, service, body, bulk, bulk_ok, started).await,
+            Some(_) if !bulk_ok => {
+                let corrupted = WeftError::new(ErrorCode::Checksum, "request data arrived corrupted");
+                (Err(corrupted), Bytes::new(), Duration::ZERO)
+            }
+            Some(service) => self.answer(&ctx, service, body, bulk, started, held).await,
         };
         let ok = result.is_ok();
         let bytes_out = out.len() as u64;
@@ -97,7 +113,7 @@ impl Pipeline {
         }
     }
 
-    /// Authorize, schedule, execute: the answer, its bulk, and how long the scheduler kept
+    /// Authorize, schedule, execute (a request whose bulk arrived intact): the answer, its bulk, and how long the scheduler kept
     /// the request.
     async fn answer(
         &self,
@@ -105,13 +121,9 @@ impl Pipeline {
         service: Service,
         body: RequestBody,
         bulk: Bytes,
-        bulk_ok: bool,
         started: Instant,
+        held_notice: Option<HeldNotice>,
     ) -> (Reply, Bytes, Duration) {
-        if !bulk_ok {
-            let corrupted = WeftError::new(ErrorCode::Checksum, "request data arrived corrupted");
-            return (Err(corrupted), Bytes::new(), Duration::ZERO);
-        }
         if let Err(refused) = self.authorize.check(ctx) {
             return (Err(refused), Bytes::new(), Duration::ZERO);
         }
@@ -119,9 +131,13 @@ impl Pipeline {
         let grant = match self.schedulers.of(service).admit(&info) {
             Admission::Now(grant) => grant,
             Admission::Later { grant, held } => {
-                if held && matches!(ctx.origin, Origin::InProcess { .. }) {
+                if held {
                     // The caller's thread may let this request go on elsewhere meanwhile.
-                    crate::local::note_held();
+                    match (ctx.origin, held_notice) {
+                        (Origin::InProcess { .. }, _) => crate::local::note_held(),
+                        (Origin::Remote, Some(notice)) => notice(),
+                        (Origin::Remote, None) => {}
+                    }
                 }
                 grant.await
             }

@@ -308,9 +308,16 @@ impl Server {
             tokio::spawn(async move {
                 let opcode = request.body.opcode_name();
                 let ctx = RequestContext { header: request.header, peer, opcode, origin: Origin::Remote };
+                let notice_writer = writer.clone();
+                let held: crate::pipeline::HeldNotice = Box::new(move || {
+                    tokio::spawn(async move {
+                        let mut w = notice_writer.lock().await;
+                        let _ = write_frame(&mut *w, FrameKind::Held, xid, &[], &Bytes::new()).await;
+                    });
+                });
                 server
                     .pipeline
-                    .run(ctx, request.body, frame.bulk, frame.bulk_ok, |reply, bulk| async move {
+                    .run(ctx, request.body, frame.bulk, frame.bulk_ok, Some(held), |reply, bulk| async move {
                         let msg = match encode_message(&reply) {
                             Ok(m) => m,
                             Err(e) => encode_message::<Reply>(&Err(e)).unwrap_or_default(),
@@ -349,7 +356,7 @@ impl Server {
                 let _ = tx.send((reply, bulk));
                 true
             };
-            server.pipeline.run(ctx, request.body, bulk, true, reply).await
+            server.pipeline.run(ctx, request.body, bulk, true, None, reply).await
         };
         // The request runs on the caller's own thread: no hand-off to a runtime worker and
         // back (a FUSE lookup or stat then costs no thread switch at all under `weft up`,

@@ -129,8 +129,16 @@ impl RunningServer {
         let jobstats = Arc::new(weft_rpc::jobstats::JobStats::default());
         let mut targets: Vec<(TargetKind, u32)> = mdt_index.map(|i| (TargetKind::Mdt, i)).into_iter().collect();
         targets.extend(ost_indices.iter().map(|&i| (TargetKind::Ost, i)));
-        let params = params::Params::new(schedulers.clone(), services, jobstats.clone(), &config.fsname, targets);
-        let router = Arc::new(router::Router { mgs, mds: mds.clone(), mdt_index, oss: oss.clone(), locks, params });
+        let params =
+            Arc::new(params::Params::new(schedulers.clone(), services, jobstats.clone(), &config.fsname, targets));
+        let router = Arc::new(router::Router {
+            mgs,
+            mds: mds.clone(),
+            mdt_index,
+            oss: oss.clone(),
+            locks,
+            params: params.clone(),
+        });
         let server = Server::with_parts(router, ServerLimits::default(), exports, schedulers);
         server.add_account(jobstats);
         let mut tasks = vec![server.serve(listener)];
@@ -153,23 +161,35 @@ impl RunningServer {
             })?;
         }
 
-        if let Some(mds) = &mds {
-            // The MDS places new files on the OSTs the map names, and reaches them through it.
-            let follower = MapFollower::start(mgs_peer.clone(), peer_opts.request_timeout)
-                .await
-                .map_err(|e| anyhow::anyhow!("cannot fetch the cluster map from {mgs_address}: {}", e.message))?;
-            let mut changes = follower.subscribe();
-            mds.set_cluster_map(&changes.borrow_and_update().map);
-            object_targets.follow(follower);
-            let (mds, object_targets) = (mds.clone(), object_targets.clone());
-            tasks.push(tokio::spawn(async move {
-                while changes.changed().await.is_ok() {
-                    let state = changes.borrow_and_update().clone();
+        // Every process follows the map: the MDS for the OSTs it places files on, all of
+        // them for the permanent parameters (`set-param -P`).
+        let follower = MapFollower::start(mgs_peer.clone(), peer_opts.request_timeout)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot fetch the cluster map from {mgs_address}: {}", e.message))?;
+        let mut changes = follower.subscribe();
+        let mut applied = Vec::new();
+        {
+            let state = changes.borrow_and_update().clone();
+            params.apply_records(&state.map.params, &mut applied);
+            if let Some(mds) = &mds {
+                mds.set_cluster_map(&state.map);
+            }
+        }
+        if mds.is_some() {
+            object_targets.follow(follower.clone());
+        }
+        let (mds_follows, object_targets, params) = (mds.clone(), object_targets.clone(), params.clone());
+        tasks.push(tokio::spawn(async move {
+            let _follower = follower;
+            while changes.changed().await.is_ok() {
+                let state = changes.borrow_and_update().clone();
+                params.apply_records(&state.map.params, &mut applied);
+                if let Some(mds) = &mds_follows {
                     object_targets.peers.retain_map(&state);
                     mds.set_cluster_map(&state.map);
                 }
-            }));
-        }
+            }
+        }));
         tracing::info!("serving {} on {address}", config.roles_text());
         Ok(RunningServer { address, config, server, mds, tasks })
     }

@@ -21,7 +21,7 @@
 use std::fmt::Write;
 use std::sync::Arc;
 use weft_proto::msg::param::{name_matches, name_or_parent_matches, ParamNames, ParamValue, ParamValues};
-use weft_proto::msg::{target_name, ParamReply, ParamRequest, RequestHeader, Service, TargetKind};
+use weft_proto::msg::{target_name, ParamRecord, ParamReply, ParamRequest, RequestHeader, Service, TargetKind};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
 use weft_rpc::jobstats::JobStats;
 use weft_rpc::schedule::tbf::rule::Field;
@@ -149,6 +149,33 @@ impl Params {
                 Ok(ParamReply::Names(ParamNames(names)))
             }
         }
+    }
+
+    /// Applies the permanent settings of the map that were not applied before (all of them
+    /// at start, policies first so that rules find their TBF), and remembers them in
+    /// `applied`. A setting this process has no parameter for is skipped; one it refuses is
+    /// logged.
+    pub fn apply_records(&self, records: &[ParamRecord], applied: &mut Vec<ParamRecord>) {
+        let new: Vec<&ParamRecord> = if records.starts_with(applied) {
+            records[applied.len()..].iter().collect()
+        } else {
+            records.iter().filter(|r| !applied.contains(r)).collect()
+        };
+        let first = new.len() == records.len();
+        let mut order: Vec<&ParamRecord> = new;
+        if first {
+            order.sort_by_key(|r| !r.name.ends_with(".nrs_policies"));
+        }
+        let leaves = self.leaves();
+        for record in order {
+            for (name, key) in leaves.iter().filter(|(n, _)| name_matches(&record.name, n)) {
+                match self.set(*key, &record.value) {
+                    Ok(()) => tracing::info!("permanent parameter {name}={}", record.value),
+                    Err(e) => tracing::warn!("permanent parameter {name}={}: {e}", record.value),
+                }
+            }
+        }
+        *applied = records.to_vec();
     }
 
     fn found(&self, pattern: &str, none: bool) -> WeftResult<()> {

@@ -19,7 +19,7 @@ pub(crate) struct Router {
     pub mdt_index: Option<u32>,
     pub oss: Option<Arc<Oss>>,
     pub locks: Arc<LockService>,
-    pub params: crate::params::Params,
+    pub params: Arc<crate::params::Params>,
 }
 
 fn not_here(what: String) -> (Reply, Bytes) {

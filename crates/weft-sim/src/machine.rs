@@ -172,5 +172,6 @@ fn map() -> ClusterMap {
         fsname: "sim".into(),
         targets: vec![target(TargetKind::Mdt, 0), target(TargetKind::Ost, OST)],
         pools: Default::default(),
+        params: Vec::new(),
     }
 }

@@ -49,6 +49,18 @@ pub struct ClusterMap {
     pub targets: Vec<TargetInfo>,
     /// Pool name to OST indices.
     pub pools: BTreeMap<String, Vec<u32>>,
+    /// Permanent parameters (`weft set-param -P`), in the order they were set: every
+    /// server applies the ones it has, at start and when they change.
+    #[serde(default)]
+    pub params: Vec<ParamRecord>,
+}
+
+/// One permanent parameter setting.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParamRecord {
+    /// A name or a pattern (`ost.OSS.ost_io.nrs_policies`, `obdfilter.*.job_cleanup_interval`).
+    pub name: String,
+    pub value: String,
 }
 
 impl ClusterMap {
@@ -85,6 +97,10 @@ macro_rules! mgs_ops {
             /// `wait_ms` without a change (a long poll: followers learn a change when it
             /// happens, and ask once per `wait_ms` while nothing does).
             read WatchMap { known_version: u64, wait_ms: u32 } -> $crate::msg::MgsReply = "mgs_watch_map";
+            /// Adds a permanent parameter setting (replacing an earlier one of the same name,
+            /// except rule commands, which add up), or with `delete` removes the settings
+            /// whose names `name` matches.
+            write SetParamRecord { name: String, value: String, delete: bool } -> $crate::msg::ClusterMap = "mgs_set_param";
         }
     };
 }

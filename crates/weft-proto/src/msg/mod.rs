@@ -23,7 +23,7 @@ pub mod param;
 pub mod types;
 
 pub use mdt::{MdtReply, MdtRequest};
-pub use mgs::{target_name, ClusterMap, MgsReply, MgsRequest, TargetInfo, TargetKind, TargetState};
+pub use mgs::{target_name, ClusterMap, MgsReply, MgsRequest, ParamRecord, TargetInfo, TargetKind, TargetState};
 pub use ost::{OstReply, OstRequest};
 pub use param::{ParamReply, ParamRequest};
 pub use types::*;

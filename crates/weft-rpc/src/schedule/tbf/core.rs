@@ -180,7 +180,13 @@ impl<T> Tbf<T> {
     pub fn command(&mut self, cmd: Command) -> Result<(), String> {
         match cmd {
             Command::Start { name, expr, limits, rank } => {
-                if self.find(&name).is_some() {
+                if let Some(i) = self.find(&name) {
+                    let same = self.rules[i].expr == expr && self.rules[i].limits == limits && rank.is_none();
+                    if same {
+                        // The same rule again (a permanent setting applied after the live
+                        // one): nothing to do.
+                        return Ok(());
+                    }
                     return Err(format!("TBF rule '{name}' exists already: change it, or stop it first"));
                 }
                 let at = match rank {
@@ -722,6 +728,8 @@ mod tests {
         assert!(e.contains("the rules are all, default"), "{e}");
         let e = t.command(Command::parse("start all jobid={x}", &ty).unwrap()).unwrap_err();
         assert!(e.contains("exists already"), "{e}");
+        t.command(Command::parse("start all jobid={*} rate=5", &ty).unwrap())
+            .expect("the same rule again is no change");
         let e = t.command(Command::parse("change all rank=nosuch", &ty).unwrap()).unwrap_err();
         assert!(e.contains("rank=nosuch"), "{e}");
         assert_eq!(t.rules().len(), 2, "a failed move keeps the rule");

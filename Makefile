@@ -36,6 +36,7 @@ test: deps check-format lint
 # `weft bench io500` (docs/BENCHMARKS.md).
 bench-micro:
 	$(CARGO) run --release -q -p weft-rpc --example rpc_roundtrip
+	$(CARGO) run --release -q -p weft-rpc --example nrs_admit
 	$(CARGO) run --release -q -p weft-proto --example striping
 	$(CARGO) run --release -q -p weft-mds --example mds_ops
 

@@ -1,16 +1,19 @@
 //! `weft set-param`, `get-param`, `list-param` (Lustre's `lctl set_param`, `get_param`,
-//! `list_param`) against the server processes of a file system: the command asks the
-//! management service for the cluster map and sends the request to every server process in
-//! it (or to `--server` alone). Output is Lustre's `name=value`, each line led by the
-//! server's address when several servers answer (as `clush` shows `lctl` run on each node).
+//! `list_param`) against the server processes of a file system and the Weft mounts of this
+//! node: the command asks the management service for the cluster map and sends the request
+//! to every server process in it (or to `--server` alone), and reads or sets the mounts'
+//! parameters (`jobid_var`, `jobid_name`) through their roots' virtual attributes. Output
+//! is Lustre's `name=value`, each line led by the server's address or the mount's path
+//! when several answer (as `clush` shows `lctl` run on each node).
 
 use crate::limits::{PARAM_CONNECT_TIMEOUT_MS, PARAM_REQUEST_TIMEOUT_S};
 use anyhow::{anyhow, bail};
 use clap::Args;
 use std::collections::BTreeSet;
+use std::path::Path;
 use std::path::PathBuf;
 use std::time::Duration;
-use weft_proto::msg::param::{GetParam, ListParam, ParamValue, SetParam};
+use weft_proto::msg::param::{name_matches, name_or_parent_matches, GetParam, ListParam, ParamValue, SetParam};
 use weft_proto::msg::{Identity, RequestHeader};
 use weft_rpc::{Peer, PeerOptions};
 
@@ -68,11 +71,15 @@ pub struct ListParamArgs {
     at: ServersArgs,
 }
 
-/// The server processes to ask, their management service, and a runtime to ask them on.
+/// The server processes to ask, their management service, and a runtime to ask them on;
+/// and this node's Weft mounts.
 struct Servers {
     rt: tokio::runtime::Runtime,
     peers: Vec<Peer>,
     mgs: Option<Peer>,
+    mounts: Vec<PathBuf>,
+    /// Why no server is asked, when none is.
+    no_servers: Option<String>,
 }
 
 impl Servers {
@@ -85,13 +92,25 @@ impl Servers {
         };
         if let Some(server) = &a.server {
             let mgs = a.mgs.as_ref().map(|m| Peer::new(m.clone(), opts.clone()));
-            return Ok(Servers { rt, peers: vec![Peer::new(server.clone(), opts)], mgs });
+            let peers = vec![Peer::new(server.clone(), opts)];
+            return Ok(Servers { rt, peers, mgs, mounts: Vec::new(), no_servers: None });
         }
+        let mounts = local_mounts();
         let mgs = match &a.mgs {
             Some(m) => m.clone(),
-            None => crate::up::read_state(&a.data).map(|s| s.mgs_address).ok_or_else(|| {
-                anyhow!("give --mgs ADDR or --server ADDR, or run where `weft up --data {}` started", a.data.display())
-            })?,
+            None => match crate::up::read_state(&a.data) {
+                Some(s) => s.mgs_address,
+                None => {
+                    let why = format!(
+                        "no server asked: give --mgs ADDR or --server ADDR, or run where `weft up --data {}` started",
+                        a.data.display()
+                    );
+                    if mounts.is_empty() {
+                        bail!("{why}");
+                    }
+                    return Ok(Servers { rt, peers: Vec::new(), mgs: None, mounts, no_servers: Some(why) });
+                }
+            },
         };
         let peer = Peer::new(mgs.clone(), opts.clone());
         let map = rt
@@ -99,7 +118,49 @@ impl Servers {
             .map_err(|e| anyhow!("cannot reach the management service at {mgs}: {}", e.message))?;
         let mut addresses: BTreeSet<String> = map.targets.iter().map(|t| t.address.clone()).collect();
         addresses.insert(mgs);
-        Ok(Servers { rt, peers: addresses.into_iter().map(|a| Peer::new(a, opts.clone())).collect(), mgs: Some(peer) })
+        let peers = addresses.into_iter().map(|a| Peer::new(a, opts.clone())).collect();
+        Ok(Servers { rt, peers, mgs: Some(peer), mounts, no_servers: None })
+    }
+
+    /// The mounts' parameters `pattern` matches, per mount.
+    fn mount_values(&self, pattern: &str) -> Answers<Vec<ParamValue>> {
+        self.mounts
+            .iter()
+            .map(|m| {
+                let values = crate::xattr::get_json::<Vec<ParamValue>>(m, "weft.params")
+                    .map(|all| all.into_iter().filter(|v| name_matches(pattern, &v.name)).collect::<Vec<_>>())
+                    .map_err(|e| weft_proto::WeftError::io(format!("{e:#}")))
+                    .and_then(|v| {
+                        if v.is_empty() {
+                            Err(weft_proto::WeftError::not_found(format!("no mount parameter matches '{pattern}'")))
+                        } else {
+                            Ok(v)
+                        }
+                    });
+                (m.display().to_string(), values)
+            })
+            .collect()
+    }
+
+    /// Sets the mounts' parameters `pattern` matches; per mount, what it set.
+    fn mount_set(&self, pattern: &str, value: &str) -> Answers<Vec<ParamValue>> {
+        if !weft_fuse::params::NAMES.iter().any(|n| name_matches(pattern, n)) {
+            return Vec::new();
+        }
+        self.mount_values(pattern)
+            .into_iter()
+            .map(|(m, found)| {
+                let set = found.and_then(|names| {
+                    for v in &names {
+                        weft_fuse::params::check(&v.name, value).map_err(weft_proto::WeftError::invalid)?;
+                    }
+                    crate::xattr::set(Path::new(&m), &format!("weft.param:{pattern}"), value.as_bytes())
+                        .map_err(|e| weft_proto::WeftError::io(format!("{e:#}")))?;
+                    Ok(names.into_iter().map(|v| ParamValue { name: v.name, value: value.to_string() }).collect())
+                });
+                (m, set)
+            })
+            .collect()
     }
 
     /// Records a permanent setting (or deletes those `name` matches) in the MGS.
@@ -180,7 +241,11 @@ type Answers<T> = Vec<(String, Result<T, weft_proto::WeftError>)>;
 /// each server's reason.
 type Found = Vec<(String, Vec<ParamValue>)>;
 
-fn gather(what: &str, answers: Answers<Vec<ParamValue>>) -> anyhow::Result<(Found, Vec<String>)> {
+fn gather(
+    what: &str,
+    answers: Answers<Vec<ParamValue>>,
+    no_servers: Option<&str>,
+) -> anyhow::Result<(Found, Vec<String>)> {
     let mut found = Vec::new();
     let mut failed = Vec::new();
     let mut unmatched = Vec::new();
@@ -190,6 +255,9 @@ fn gather(what: &str, answers: Answers<Vec<ParamValue>>) -> anyhow::Result<(Foun
             Err(e) if e.code == weft_proto::ErrorCode::NotFound => unmatched.push(format!("{server}: {}", e.message)),
             Err(e) => failed.push(format!("{server}: {}", e.message)),
         }
+    }
+    if let Some(why) = no_servers {
+        unmatched.push(why.to_string());
     }
     if found.is_empty() && failed.is_empty() {
         bail!("no server has a parameter matching '{what}' (weft list-param shows them)\n{}", unmatched.join("\n"));
@@ -216,11 +284,23 @@ pub fn set_param(a: SetParamArgs) -> anyhow::Result<()> {
         let Some((name, value)) = p.split_once('=') else {
             bail!("'{p}' is not NAME=VALUE");
         };
-        // Applied now first: a name or value the servers refuse is not kept.
+        // Applied now first: a name or value the servers refuse is not kept. A mount
+        // parameter is kept once its value is good, whether or not a mount is here: the
+        // mounts of other nodes apply it.
         let op = SetParam { pattern: name.to_string(), value: value.to_string() };
-        let (found, f) = gather(name, servers.ask(op, |v| v.0))?;
+        let mut answers = servers.ask(op, |v| v.0);
+        answers.extend(servers.mount_set(name, value));
+        let client_param: Vec<&str> = weft_fuse::params::NAMES.into_iter().filter(|n| name_matches(name, n)).collect();
+        let (found, f) = match gather(name, answers, servers.no_servers.as_deref()) {
+            Ok(r) => r,
+            Err(_) if a.permanent && !client_param.is_empty() => (Vec::new(), Vec::new()),
+            Err(e) => return Err(e),
+        };
         print_values(&found, false, false);
         if a.permanent {
+            for n in &client_param {
+                weft_fuse::params::check(n, value).map_err(|e| anyhow!("{e}"))?;
+            }
             if !f.is_empty() {
                 bail!("not kept permanently, as servers refused it:\n{}", f.join("\n"));
             }
@@ -235,7 +315,9 @@ pub fn get_param(a: GetParamArgs) -> anyhow::Result<()> {
     let servers = Servers::find(&a.at)?;
     let mut failed = Vec::new();
     for name in &a.names {
-        let (found, f) = gather(name, servers.ask(GetParam { pattern: name.clone() }, |v| v.0))?;
+        let mut answers = servers.ask(GetParam { pattern: name.clone() }, |v| v.0);
+        answers.extend(servers.mount_values(name));
+        let (found, f) = gather(name, answers, servers.no_servers.as_deref())?;
         print_values(&found, a.no_name, a.names_only);
         failed.extend(f);
     }
@@ -254,6 +336,11 @@ pub fn list_param(a: ListParamArgs) -> anyhow::Result<()> {
                 Err(e) => failed.push(format!("{server}: {}", e.message)),
             }
         }
+        if !servers.mounts.is_empty() {
+            names.extend(
+                weft_fuse::params::NAMES.iter().filter(|n| name_or_parent_matches(pattern, n)).map(|n| n.to_string()),
+            );
+        }
     }
     use std::io::Write;
     let mut out = std::io::stdout().lock();
@@ -263,4 +350,47 @@ pub fn list_param(a: ListParamArgs) -> anyhow::Result<()> {
         }
     }
     finish(failed)
+}
+
+/// The Weft mounts of this node: FUSE mounts whose root answers `weft.params`.
+fn local_mounts() -> Vec<PathBuf> {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return Vec::new() };
+    info.lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            if !right.split_whitespace().next()?.starts_with("fuse") {
+                return None;
+            }
+            Some(PathBuf::from(unescape_mountinfo(left.split_whitespace().nth(4)?)))
+        })
+        .filter(|m| crate::xattr::get(m, "weft.params").is_ok())
+        .collect()
+}
+
+/// A mountinfo path field: spaces, tabs, newlines and backslashes are octal escapes there.
+fn unescape_mountinfo(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes.get(i + 1..i + 4).filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
+        if let (b'\\', Some(d)) = (bytes[i], octal) {
+            let v = d.iter().fold(0u32, |acc, b| acc * 8 + u32::from(b - b'0'));
+            out.push(u8::try_from(v).unwrap_or(b'?'));
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn mountinfo_paths_are_unescaped() {
+        assert_eq!(super::unescape_mountinfo("/mnt/a\\040b"), "/mnt/a b");
+        assert_eq!(super::unescape_mountinfo("/plain"), "/plain");
+    }
 }

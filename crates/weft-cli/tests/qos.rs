@@ -436,3 +436,53 @@ fn a_throttled_job_does_not_hold_a_remote_mounts_threads_from_another_job() {
     assert!(t0.elapsed() >= Duration::from_secs(4), "the rule held them: {:?}", t0.elapsed());
     assert_eq!((0..10).filter(|i| mnt.join("s").join(i.to_string()).join("d").is_dir()).count(), 10);
 }
+
+/// A mount's parameters, as its root's `weft.params` attribute gives them.
+fn mount_params(mnt: &Path) -> BTreeMap<String, String> {
+    let out = Command::new("python3")
+        .args(["-c", "import os,sys; sys.stdout.write(os.getxattr(sys.argv[1], 'weft.params').decode())"])
+        .arg(mnt)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["name"].as_str().unwrap().into(), p["value"].as_str().unwrap().into()))
+        .collect()
+}
+
+#[test]
+fn mounts_take_their_jobid_settings_from_the_management_service() {
+    let mut c = Cluster::multi_node(&weft_bin());
+    let a = c.mount();
+    assert_eq!(mount_params(&a)["jobid_var"], "procname_uid", "the default");
+    // Set from anywhere with -P (here naming one server, so no mount of this node is
+    // touched directly): the mounts follow the management service.
+    let oss = oss_address(&c, 0);
+    let set = |value: &str| param(&c, &["set-param", "-P", "--server", &oss, &format!("jobid_var={value}")]);
+    let out = set("bad value");
+    assert!(stderr(&out).contains("allowed are disable, procname_uid, nodelocal"));
+    assert!(set("WEFT_JOB").status.success(), "{}", String::from_utf8_lossy(&set("WEFT_JOB").stderr));
+    let start = Instant::now();
+    while mount_params(&a)["jobid_var"] != "WEFT_JOB" {
+        assert!(start.elapsed() < Duration::from_secs(10), "the mount never took the permanent jobid_var");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    // A mount made later starts with it.
+    let b = c.mount();
+    assert_eq!(mount_params(&b)["jobid_var"], "WEFT_JOB");
+    // And requests carry the variable's value.
+    let file = b.join("tagged");
+    weft_ok(&["setstripe", "-c", "1", "-i", "0", file.to_str().unwrap()]);
+    let out = Command::new("dd")
+        .args(["if=/dev/zero", &format!("of={}", file.display()), "bs=64k", "count=4", "conv=fsync", "status=none"])
+        .current_dir("/")
+        .env("WEFT_JOB", "from_env_42")
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let stats = weft_ok(&["get-param", "-n", "--server", &oss, "obdfilter.*-OST0000.job_stats"]);
+    assert_eq!(job_counter(&stats, "from_env_42", "write_bytes").map(|c| c.1), Some(4 << 16), "{stats}");
+}

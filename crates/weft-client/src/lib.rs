@@ -184,6 +184,11 @@ impl Client {
         self.map.current().map.clone()
     }
 
+    /// The cluster map as it changes (the permanent parameters in it, say).
+    pub fn map_changes(&self) -> tokio::sync::watch::Receiver<Arc<MapState>> {
+        self.map.subscribe()
+    }
+
     pub fn client_id(&self) -> u64 {
         self.client_id.load(Ordering::Acquire)
     }

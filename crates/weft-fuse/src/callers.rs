@@ -12,7 +12,7 @@
 use crate::jobid::{JobidScheme, ProcessFacts};
 use crate::limits::{CALLER_CACHE_ENTRIES_MAX, CALLER_CACHE_TTL_MS, GROUPS_MAX, JOBID_UNSET_TTL_MS};
 use std::collections::HashMap;
-use std::sync::Mutex;
+use std::sync::{Mutex, RwLock};
 use std::time::{Duration, Instant};
 use weft_proto::msg::{Caller, Identity};
 
@@ -52,12 +52,17 @@ pub fn env_value(environ: &[u8], name: &str) -> Option<String> {
 /// (pid, uid, gid) of a request.
 type Key = (u32, u32, u32);
 
+/// How jobids are made now, and the jobid when it does not depend on the process.
+struct Naming {
+    scheme: JobidScheme,
+    fixed_jobid: Option<String>,
+}
+
 /// The callers of a mount: each process's identity and jobid, kept for a moment.
 pub struct Callers {
-    scheme: JobidScheme,
+    /// Changed at run time by `set-param jobid_var=...` (then the cache starts over).
+    naming: RwLock<Naming>,
     hostname: String,
-    /// The jobid when it does not depend on the process.
-    fixed_jobid: Option<String>,
     /// Until when a caller read is used, and what it was.
     cache: Mutex<HashMap<Key, (Instant, Caller)>>,
 }
@@ -65,17 +70,34 @@ pub struct Callers {
 impl Callers {
     pub fn new(scheme: JobidScheme) -> Callers {
         let hostname = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default().trim().to_string();
+        let naming = RwLock::new(Callers::naming(scheme, &hostname));
+        Callers { naming, hostname, cache: Mutex::new(HashMap::new()) }
+    }
+
+    fn naming(scheme: JobidScheme, hostname: &str) -> Naming {
         let fixed_jobid =
-            (!scheme.per_process()).then(|| scheme.jobid(&ProcessFacts { hostname: &hostname, ..Default::default() }));
-        Callers { scheme, hostname, fixed_jobid, cache: Mutex::new(HashMap::new()) }
+            (!scheme.per_process()).then(|| scheme.jobid(&ProcessFacts { hostname, ..Default::default() }));
+        Naming { scheme, fixed_jobid }
+    }
+
+    /// How jobids are made now.
+    pub fn scheme(&self) -> JobidScheme {
+        self.naming.read().unwrap_or_else(|p| p.into_inner()).scheme.clone()
+    }
+
+    /// Makes jobids the way `scheme` says from now on.
+    pub fn set_scheme(&self, scheme: JobidScheme) {
+        *self.naming.write().unwrap_or_else(|p| p.into_inner()) = Callers::naming(scheme, &self.hostname);
+        self.cache.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
     /// The caller of a request. A request with no process (pid 0, kernel-internal) gets no
     /// groups, and a jobid only when it does not depend on the process.
     pub fn of(&self, uid: u32, gid: u32, pid: u32) -> Caller {
-        let wants_process = uid != 0 || self.fixed_jobid.is_none();
+        let fixed_jobid = self.naming.read().unwrap_or_else(|p| p.into_inner()).fixed_jobid.clone();
+        let wants_process = uid != 0 || fixed_jobid.is_none();
         if pid == 0 || !wants_process {
-            let jobid = self.fixed_jobid.clone().unwrap_or_default();
+            let jobid = fixed_jobid.unwrap_or_default();
             return Caller::new(Identity { uid, gid, groups: Vec::new() }, jobid);
         }
         let key = (pid, uid, gid);
@@ -106,14 +128,15 @@ impl Callers {
     /// The caller, and whether the scheme's environment variable was missing from it.
     fn read(&self, uid: u32, gid: u32, pid: u32) -> (Caller, bool) {
         let groups = if uid == 0 { Vec::new() } else { read_groups(pid) };
-        let (jobid, var_missing) = match &self.fixed_jobid {
+        let naming = self.naming.read().unwrap_or_else(|p| p.into_inner());
+        let (jobid, var_missing) = match &naming.fixed_jobid {
             Some(jobid) => (jobid.clone(), false),
             None => {
                 let exe = read_exe(pid);
-                let name = self.scheme.var.env_name();
+                let name = naming.scheme.var.env_name();
                 let env = name.and_then(|name| read_env(pid, name));
                 let facts = ProcessFacts { exe: &exe, uid, gid, pid, hostname: &self.hostname, env: env.as_deref() };
-                (self.scheme.jobid(&facts), name.is_some() && env.is_none())
+                (naming.scheme.jobid(&facts), name.is_some() && env.is_none())
             }
         };
         (Caller::new(Identity { uid, gid, groups }, jobid), var_missing)

@@ -29,7 +29,9 @@ pub(crate) struct WeftFs {
 impl WeftFs {
     pub(crate) fn new(mount: Mount) -> WeftFs {
         let serve = Serve::new(mount.runtime.clone());
-        WeftFs { mount: Arc::new(mount), serve }
+        let mount = Arc::new(mount);
+        crate::params::follow(&mount);
+        WeftFs { mount, serve }
     }
 
     /// The mount, for an op of one request.

@@ -66,6 +66,16 @@ impl JobidVar {
         }
     }
 
+    /// As `jobid_var` is written: `disable`, `procname_uid`, `nodelocal` or the variable.
+    pub fn name(&self) -> &str {
+        match self {
+            JobidVar::Disable => "disable",
+            JobidVar::ProcnameUid => "procname_uid",
+            JobidVar::NodeLocal => "nodelocal",
+            JobidVar::Env(name) => name,
+        }
+    }
+
     /// The environment variable whose value is wanted, if any.
     pub fn env_name(&self) -> Option<&str> {
         match self {

@@ -30,6 +30,7 @@ pub mod limits;
 mod locks;
 mod mount;
 mod opens;
+pub mod params;
 mod serve;
 mod writeback;
 mod xattr;

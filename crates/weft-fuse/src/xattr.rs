@@ -36,6 +36,11 @@ pub enum Virtual {
     /// set on a directory: create the named file with the layout in the value (a JSON
     /// `CreateWithLayout`), as lfs setstripe creates a new file with its layout in one step.
     Create(Vec<u8>),
+    /// get (on the mount's root): the mount's parameters, `[{"name", "value"}]`.
+    Params,
+    /// set (on the mount's root, root only): the mount parameters the pattern after the
+    /// colon matches take the value.
+    Param(String),
     /// A `weft.` name this version does not know.
     Unknown,
 }
@@ -50,6 +55,10 @@ pub fn parse(name: &[u8]) -> Option<Virtual> {
         b"df" => Virtual::Df,
         b"map" => Virtual::Map,
         b"io" => Virtual::Io,
+        b"params" => Virtual::Params,
+        _ if rest.len() > b"param:".len() && rest.starts_with(b"param:") => {
+            Virtual::Param(String::from_utf8_lossy(&rest[b"param:".len()..]).into_owned())
+        }
         _ if rest.len() > b"create:".len() && rest.starts_with(b"create:") => {
             Virtual::Create(rest[b"create:".len()..].to_vec())
         }
@@ -176,7 +185,8 @@ impl Mount {
             Virtual::Df => json(&self.client.statfs_targets().await?),
             Virtual::Map => json(&self.client.map()),
             Virtual::Io => json(&self.io.counts(fid)),
-            Virtual::LayoutDelete | Virtual::Create(_) | Virtual::Unknown => {
+            Virtual::Params => json(&self.params()),
+            Virtual::LayoutDelete | Virtual::Create(_) | Virtual::Param(_) | Virtual::Unknown => {
                 Err(WeftError::new(ErrorCode::NoData, "no such virtual attribute to read"))
             }
         }
@@ -196,6 +206,13 @@ impl Mount {
                 let opened =
                     self.client.create(who, fid, &name, req.mode & 0o7777, true, Some(req.spec), OPEN_READ).await?;
                 self.client.close(who, opened.inode.attr.fid, opened.handle, None).await
+            }
+            Virtual::Param(pattern) => {
+                if who.identity.uid != 0 {
+                    return Err(WeftError::new(ErrorCode::Perm, "only root sets mount parameters"));
+                }
+                let value = std::str::from_utf8(value).map_err(|_| WeftError::invalid("a parameter value is text"))?;
+                self.set_params(&pattern, value).map(drop)
             }
             _ => Err(WeftError::new(ErrorCode::NotSupported, "this virtual attribute cannot be set")),
         }
@@ -220,6 +237,8 @@ mod tests {
         assert_eq!(parse(b"weft.fid2path:0x200000400:0x1f:0x0"), Some(Virtual::Fid2Path(fid)));
         assert_eq!(parse(b"weft.fid2path:junk"), Some(Virtual::Unknown));
         assert_eq!(parse(b"weft.other"), Some(Virtual::Unknown));
+        assert_eq!(parse(b"weft.params"), Some(Virtual::Params));
+        assert_eq!(parse(b"weft.param:jobid_var"), Some(Virtual::Param("jobid_var".into())));
         assert_eq!(parse(b"user.weft.layout"), None);
         assert_eq!(parse(b"user.x"), None);
     }

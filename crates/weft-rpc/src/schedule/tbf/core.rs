@@ -252,7 +252,21 @@ impl<T> Tbf<T> {
     /// A request of `bytes` arrives: `Some(item)` to start it now, or None when it waits
     /// (it comes out of [`Tbf::next`] later).
     pub fn arrive(&mut self, now: u64, facts: &Facts, bytes: u64, item: T) -> Option<T> {
-        let slot = self.class_of(now, facts);
+        let key = facts.key(&self.ty);
+        let mut item = Some(item);
+        let started = self.arrive_keyed(now, &key, bytes, || item.take().expect("made once"));
+        if started {
+            item
+        } else {
+            None
+        }
+    }
+
+    /// As [`Tbf::arrive`] for a class key made by the caller (the facts of the type's fields
+    /// only, see [`Facts::key`]); `waiter` is made only when the request waits. True when
+    /// it starts now.
+    pub fn arrive_keyed(&mut self, now: u64, key: &Facts, bytes: u64, waiter: impl FnOnce() -> T) -> bool {
+        let slot = self.class_of(now, key);
         // With running slots bounded, a slot that frees goes to the waiting class furthest
         // behind ([`Tbf::next`]), not to whoever arrives at that moment.
         let may_start = !self.saturated() && (self.options.running_max.is_none() || self.queued == 0);
@@ -264,16 +278,16 @@ impl<T> Tbf<T> {
             class.stats.started += 1;
             class.stats.bytes += bytes;
             self.running += 1;
-            return Some(item);
+            return true;
         }
         let newly_backlogged = class.queue.is_empty();
         let floor = if newly_backlogged { self.min_backlogged_vtime(slot) } else { 0 };
         let class = self.slots[slot].as_mut().expect("a live class");
         // Newly backlogged: no extra service saved up from its idle time.
         class.vtime = class.vtime.max(floor);
-        class.queue.push_back(Waiting { item, bytes, since: now });
+        class.queue.push_back(Waiting { item: waiter(), bytes, since: now });
         self.queued += 1;
-        None
+        false
     }
 
     /// A started request finished (its running slot is free).
@@ -376,11 +390,10 @@ impl<T> Tbf<T> {
         self.rules.iter().find(|r| r.id == id).map(|r| r.limits).unwrap_or_default()
     }
 
-    /// The class of `facts`, made (and matched to a rule) if new, matched again if the
-    /// rules changed since.
-    fn class_of(&mut self, now: u64, facts: &Facts) -> usize {
-        let key = facts.key(&self.ty);
-        let slot = match self.classes.get(&key) {
+    /// The class of `key`, made (and matched to a rule) if new, matched again if the rules
+    /// changed since.
+    fn class_of(&mut self, now: u64, key: &Facts) -> usize {
+        let slot = match self.classes.get(key) {
             Some(&slot) => slot,
             None => {
                 if self.classes.len() >= TBF_CLASSES_MAX {
@@ -407,7 +420,7 @@ impl<T> Tbf<T> {
                         self.slots.len() - 1
                     }
                 };
-                self.classes.insert(key, slot);
+                self.classes.insert(key.clone(), slot);
                 slot
             }
         };

@@ -1,0 +1,97 @@
+//! The mount's part of the parameter tree (a Lustre client's `lctl set_param jobid_var=...`):
+//! `jobid_var` and `jobid_name`, read and set by `weft get-param`/`set-param` through the
+//! virtual attributes `weft.params` and `weft.param:NAME` of the mount's root, and applied
+//! from the permanent settings in the cluster map (`set-param -P`) when the mount starts and
+//! whenever they change. A setting made on the mount lasts until the next permanent one of
+//! the same name, as in Lustre.
+
+use crate::jobid::{JobidScheme, JobidVar};
+use crate::mount::Mount;
+use std::sync::{Arc, Weak};
+use weft_proto::msg::param::{name_matches, ParamValue};
+use weft_proto::msg::ParamRecord;
+use weft_proto::{WeftError, WeftResult};
+
+/// The names a mount answers.
+pub const NAMES: [&str; 2] = ["jobid_var", "jobid_name"];
+
+/// Checks a value for a mount parameter: the message names what is allowed.
+pub fn check(name: &str, value: &str) -> Result<(), String> {
+    match name {
+        "jobid_var" => JobidVar::parse(value).map(|_| ()),
+        "jobid_name" if value.is_empty() => Err("jobid_name: a format such as %e.%u (empty would name no job)".into()),
+        "jobid_name" => Ok(()),
+        other => Err(format!("no mount parameter '{other}': the mount's are {}", NAMES.join(", "))),
+    }
+}
+
+impl Mount {
+    /// Every mount parameter and its value.
+    pub(crate) fn params(&self) -> Vec<ParamValue> {
+        let scheme = self.callers.scheme();
+        vec![
+            ParamValue { name: "jobid_var".into(), value: scheme.var.name().to_string() },
+            ParamValue { name: "jobid_name".into(), value: scheme.name },
+        ]
+    }
+
+    /// Sets the parameters `pattern` matches to `value`; the names set.
+    pub(crate) fn set_params(&self, pattern: &str, value: &str) -> WeftResult<Vec<String>> {
+        let names: Vec<&str> = NAMES.into_iter().filter(|n| name_matches(pattern, n)).collect();
+        if names.is_empty() {
+            return Err(WeftError::not_found(format!("no mount parameter matches '{pattern}'")));
+        }
+        for name in &names {
+            check(name, value).map_err(WeftError::invalid)?;
+            let mut scheme: JobidScheme = self.callers.scheme();
+            match *name {
+                "jobid_var" => scheme.var = JobidVar::parse(value).map_err(WeftError::invalid)?,
+                _ => scheme.name = value.to_string(),
+            }
+            self.callers.set_scheme(scheme);
+            tracing::info!("mount parameter {name}={value}");
+        }
+        Ok(names.into_iter().map(String::from).collect())
+    }
+
+    /// Applies the permanent settings not applied before that name mount parameters.
+    fn apply_records(&self, records: &[ParamRecord], applied: &mut Vec<ParamRecord>) {
+        for record in records.iter().filter(|r| !applied.contains(r)) {
+            if NAMES.iter().any(|n| name_matches(&record.name, n)) {
+                if let Err(e) = self.set_params(&record.name, &record.value) {
+                    tracing::warn!("permanent parameter {}={}: {}", record.name, record.value, e.message);
+                }
+            }
+        }
+        *applied = records.to_vec();
+    }
+}
+
+/// Follows the cluster map's permanent parameters for the mount while it lives.
+pub(crate) fn follow(mount: &Arc<Mount>) {
+    let mut changes = mount.client.map_changes();
+    let weak: Weak<Mount> = Arc::downgrade(mount);
+    let mut applied = Vec::new();
+    mount.apply_records(&changes.borrow_and_update().map.params, &mut applied);
+    mount.runtime.spawn(async move {
+        while changes.changed().await.is_ok() {
+            let Some(mount) = weak.upgrade() else { return };
+            let params = changes.borrow_and_update().map.params.clone();
+            mount.apply_records(&params, &mut applied);
+        }
+    });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn values_are_checked_with_what_is_allowed() {
+        assert!(check("jobid_var", "SLURM_JOB_ID").is_ok());
+        assert!(check("jobid_var", "procname_uid").is_ok());
+        assert!(check("jobid_var", "bad value").unwrap_err().contains("allowed are disable, procname_uid"));
+        assert!(check("jobid_name", "").is_err());
+        assert!(check("max_dirty_mb", "5").unwrap_err().contains("jobid_var, jobid_name"));
+    }
+}

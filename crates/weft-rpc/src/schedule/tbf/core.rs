@@ -26,6 +26,11 @@
 //! by `compensation_max_ns`, so a long saturation does not end in a flood. Without it the
 //! missed time is lost, as in Lustre's default.
 //!
+//! **Dependent rules** (`depends=OTHER`, from the research on TBF): the rule's rate is what
+//! it shares with rule OTHER, less what OTHER's classes were measured to start over the last
+//! second (a sliding window), and at least 1: a job runs at what a more important one
+//! leaves, and at the whole rate while that one is idle.
+//!
 //! **Sharing spare capacity** (`share_spare`): TBF with fixed rates leaves the server idle
 //! while classes wait for tokens. With sharing on, whenever fewer than `running_max`
 //! requests run and no class is due, a waiting class starts one more request beyond its
@@ -64,7 +69,48 @@ pub struct Rule {
     pub name: String,
     pub expr: Expr,
     pub limits: Limits,
+    /// The rule whose measured use this one's rate is reduced by.
+    pub depends: Option<String>,
     id: u64,
+    /// Requests its classes started, for rules that depend on it.
+    meter: Meter,
+}
+
+/// Requests per second over the last second: the count of the current one-second window,
+/// plus the previous window's in proportion to how much of the last second it covers.
+#[derive(Debug, Clone, Copy, Default)]
+struct Meter {
+    window: u64,
+    current: u64,
+    previous: u64,
+}
+
+impl Meter {
+    fn roll(&mut self, now: u64) {
+        let window = now / NS_PER_S;
+        if window == self.window {
+            return;
+        }
+        self.previous = if window == self.window + 1 { self.current } else { 0 };
+        self.current = 0;
+        self.window = window;
+    }
+
+    fn record(&mut self, now: u64) {
+        self.roll(now);
+        self.current += 1;
+    }
+
+    fn rate(&self, now: u64) -> u64 {
+        let window = now / NS_PER_S;
+        let (current, previous) = match window.checked_sub(self.window) {
+            Some(0) => (self.current, self.previous),
+            Some(1) => (0, self.current),
+            _ => (0, 0),
+        };
+        let into = now % NS_PER_S;
+        current + u64::try_from(u128::from(previous) * u128::from(NS_PER_S - into) / u128::from(NS_PER_S)).unwrap_or(0)
+    }
 }
 
 /// What happened to a class's requests, for an admin who wants to see who hit a limit.
@@ -144,7 +190,14 @@ pub const DEFAULT_RULE: &str = "default";
 
 impl<T> Tbf<T> {
     pub fn new(ty: TbfType, options: Options) -> Tbf<T> {
-        let default = Rule { name: DEFAULT_RULE.into(), expr: Expr::everything(), limits: Limits::default(), id: 0 };
+        let default = Rule {
+            name: DEFAULT_RULE.into(),
+            expr: Expr::everything(),
+            limits: Limits::default(),
+            depends: None,
+            id: 0,
+            meter: Meter::default(),
+        };
         Tbf {
             ty,
             options: Options { depth: options.depth.max(1), ..options },
@@ -179,9 +232,18 @@ impl<T> Tbf<T> {
     /// `change` sets its rate or moves it, `stop` removes it (never the default rule).
     pub fn command(&mut self, cmd: Command) -> Result<(), String> {
         match cmd {
-            Command::Start { name, expr, limits, rank } => {
+            Command::Start { name, expr, limits, rank, depends } => {
+                if let Some(other) = &depends {
+                    if *other == name {
+                        return Err(format!("rule '{name}' cannot depend on itself"));
+                    }
+                    if self.find(other).is_none() {
+                        return Err(format!("depends={other}: {}", self.no_rule(other)));
+                    }
+                }
                 if let Some(i) = self.find(&name) {
-                    let same = self.rules[i].expr == expr && self.rules[i].limits == limits && rank.is_none();
+                    let r = &self.rules[i];
+                    let same = r.expr == expr && r.limits == limits && r.depends == depends && rank.is_none();
                     if same {
                         // The same rule again (a permanent setting applied after the live
                         // one): nothing to do.
@@ -195,7 +257,7 @@ impl<T> Tbf<T> {
                 };
                 let id = self.next_rule_id;
                 self.next_rule_id += 1;
-                self.rules.insert(at, Rule { name, expr, limits, id });
+                self.rules.insert(at, Rule { name, expr, limits, depends, id, meter: Meter::default() });
             }
             Command::Change { name, rate, bps, rank } => {
                 let i = self.find(&name).ok_or_else(|| self.no_rule(&name))?;
@@ -226,6 +288,9 @@ impl<T> Tbf<T> {
             Command::Stop { name } => {
                 if name == DEFAULT_RULE {
                     return Err("the default rule cannot be stopped; change its rate instead".into());
+                }
+                if let Some(dependent) = self.rules.iter().find(|r| r.depends.as_deref() == Some(name.as_str())) {
+                    return Err(format!("rule '{}' depends on '{name}': stop it first", dependent.name));
                 }
                 let i = self.find(&name).ok_or_else(|| self.no_rule(&name))?;
                 self.rules.remove(i);
@@ -270,7 +335,7 @@ impl<T> Tbf<T> {
         // With running slots bounded, a slot that frees goes to the waiting class furthest
         // behind ([`Tbf::next`]), not to whoever arrives at that moment.
         let may_start = !self.saturated() && (self.options.running_max.is_none() || self.queued == 0);
-        let (limits, depth) = (self.class_limits(slot), self.options.depth);
+        let (limits, depth) = (self.class_limits(slot, now), self.options.depth);
         let class = self.slots[slot].as_mut().expect("a live class");
         class.last_seen = now;
         if class.queue.is_empty() && may_start && due(class, &limits, depth) <= now {
@@ -278,6 +343,7 @@ impl<T> Tbf<T> {
             class.stats.started += 1;
             class.stats.bytes += bytes;
             self.running += 1;
+            self.meter(slot, now);
             return true;
         }
         let newly_backlogged = class.queue.is_empty();
@@ -321,7 +387,7 @@ impl<T> Tbf<T> {
             if class.queue.is_empty() {
                 continue;
             }
-            let d = due(class, &self.class_limits(slot), depth);
+            let d = due(class, &self.class_limits(slot, now), depth);
             if d <= now {
                 let behind = class.tat.max(class.tat_bytes);
                 if ready.is_none_or(|(b, _)| behind < b) {
@@ -353,7 +419,8 @@ impl<T> Tbf<T> {
     }
 
     fn start_head(&mut self, slot: usize, now: u64, extra: bool) -> T {
-        let limits = self.class_limits(slot);
+        self.meter(slot, now);
+        let limits = self.class_limits(slot, now);
         let comp = if limits.realtime { self.options.compensation_max_ns } else { 0 };
         let class = self.slots[slot].as_mut().expect("a live class");
         let head = class.queue.pop_front().expect("a waiting request");
@@ -385,9 +452,24 @@ impl<T> Tbf<T> {
             .unwrap_or(0)
     }
 
-    fn class_limits(&self, slot: usize) -> Limits {
+    /// The limits of the class in `slot` at `now`: its rule's, with a dependent rule's rate
+    /// less what the rule it depends on used over the last second.
+    fn class_limits(&self, slot: usize, now: u64) -> Limits {
         let id = self.slots[slot].as_ref().expect("a live class").rule_id;
-        self.rules.iter().find(|r| r.id == id).map(|r| r.limits).unwrap_or_default()
+        let Some(rule) = self.rules.iter().find(|r| r.id == id) else { return Limits::default() };
+        let mut limits = rule.limits;
+        if let Some(other) = rule.depends.as_deref().and_then(|d| self.rules.iter().find(|r| r.name == d)) {
+            limits.rate = limits.rate.saturating_sub(other.meter.rate(now)).max(1);
+        }
+        limits
+    }
+
+    /// Counts a start for the class's rule (what dependent rules follow).
+    fn meter(&mut self, slot: usize, now: u64) {
+        let id = self.slots[slot].as_ref().expect("a live class").rule_id;
+        if let Some(rule) = self.rules.iter_mut().find(|r| r.id == id) {
+            rule.meter.record(now);
+        }
     }
 
     /// The class of `key`, made (and matched to a rule) if new, matched again if the rules
@@ -488,6 +570,9 @@ impl<T> Tbf<T> {
             }
             if r.limits.realtime {
                 out.push_str(", realtime 1");
+            }
+            if let Some(d) = &r.depends {
+                out.push_str(&format!(", depends {d}"));
             }
             out.push('\n');
         }
@@ -662,6 +747,23 @@ mod tests {
         assert!(compensated[0] >= 950, "with it a gets its rate back: {compensated:?} (plain {plain:?})");
         assert!(compensated[0] <= 1003, "and no more than its rate: {compensated:?}");
         assert!(compensated[1] >= 9, "the hog still gets its turns: {compensated:?}");
+    }
+
+    #[test]
+    fn a_dependent_rule_gets_what_the_other_leaves() {
+        let rules = ["start a jobid={a} rate=60", "start b jobid={b} rate=100 depends=a"];
+        let done = simulate(&mut tbf(&rules, Options::default()), &[("a", 8, MS), ("b", 8, MS)], 10);
+        assert!((595..=610).contains(&done[0]), "a at its own rate: {done:?}");
+        assert!((360..=440).contains(&done[1]), "b at 100 less a's 60: {done:?}");
+        let done = simulate(&mut tbf(&rules, Options::default()), &[("b", 8, MS)], 10);
+        assert!((990..=1010).contains(&done[0]), "b alone at the whole 100: {done:?}");
+        let mut t = tbf(&rules, Options::default());
+        assert!(t.listing().contains("b jobid={b} 100, ref 0, depends a"), "{}", t.listing());
+        let ty = t.ty();
+        let e = t.command(Command::parse("stop a", &ty).unwrap()).unwrap_err();
+        assert!(e.contains("'b' depends on 'a'"), "{e}");
+        let e = t.command(Command::parse("start c jobid={c} depends=nosuch", &ty).unwrap()).unwrap_err();
+        assert!(e.contains("depends=nosuch"), "{e}");
     }
 
     #[test]

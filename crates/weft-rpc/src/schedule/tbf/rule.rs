@@ -330,12 +330,27 @@ impl Default for Limits {
 /// A rule command, as written to `...nrs_tbf_rule`.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Command {
-    Start { name: String, expr: Expr, limits: Limits, rank: Option<String> },
-    Change { name: String, rate: Option<u64>, bps: Option<Option<u64>>, rank: Option<String> },
-    Stop { name: String },
+    /// `depends`: the rule whose measured use this one's rate is reduced by (a dependent
+    /// rule: `rate` is then what the two share, and this one gets what the other leaves).
+    Start {
+        name: String,
+        expr: Expr,
+        limits: Limits,
+        rank: Option<String>,
+        depends: Option<String>,
+    },
+    Change {
+        name: String,
+        rate: Option<u64>,
+        bps: Option<Option<u64>>,
+        rank: Option<String>,
+    },
+    Stop {
+        name: String,
+    },
 }
 
-pub const USAGE: &str = "[reg] start NAME EXPR [rate=N] [bps=SIZE] [rank=OTHER] [realtime=1] | \
+pub const USAGE: &str = "[reg] start NAME EXPR [rate=N] [bps=SIZE] [rank=OTHER] [realtime=1] [depends=OTHER] | \
 [reg] change NAME [rate=N] [bps=SIZE|0] [rank=OTHER] | [reg] stop NAME";
 
 impl Command {
@@ -367,17 +382,18 @@ impl Command {
                 }
                 let expr = Expr::parse(&expr_words.join(" "), ty)?;
                 let mut limits = Limits::default();
-                let mut rank = None;
+                let (mut rank, mut depends) = (None, None);
                 for (k, v) in opts {
                     match k {
                         "rate" => limits.rate = parse_rate(v)?,
                         "bps" => limits.bps = parse_bps(v)?,
                         "rank" => rank = Some(v.to_string()),
                         "realtime" => limits.realtime = parse_flag(k, v)?,
-                        _ => return Err(unknown_option(k, "rate, bps, rank, realtime")),
+                        "depends" => depends = Some(v.to_string()),
+                        _ => return Err(unknown_option(k, "rate, bps, rank, realtime, depends")),
                     }
                 }
-                Ok(Command::Start { name, expr, limits, rank })
+                Ok(Command::Start { name, expr, limits, rank, depends })
             }
             "change" => {
                 if !expr_words.is_empty() {
@@ -548,7 +564,7 @@ mod tests {
     fn commands_parse_as_lustre_writes_them() {
         let ty = TbfType::generic();
         let c = Command::parse("start comp_rule opcode={ost_write}&jobid={dd.0} rate=100 rank=computes", &ty).unwrap();
-        let Command::Start { name, expr, limits, rank } = c else { panic!("{c:?}") };
+        let Command::Start { name, expr, limits, rank, .. } = c else { panic!("{c:?}") };
         assert_eq!((name.as_str(), limits.rate, rank.as_deref()), ("comp_rule", 100, Some("computes")));
         assert_eq!(expr.to_string(), "opcode={ost_write}&jobid={dd.0}");
         let c = Command::parse("reg start fast jobid={dd.0 ior.1} bps=500M realtime=1", &ty).unwrap();
@@ -572,7 +588,7 @@ mod tests {
         assert!(err("begin x jobid={a}").contains("start, change, stop"));
         assert!(err("start x jobid={a} rate=0").contains("0 < rate < 1000000"));
         assert!(err("start x jobid={a} rate=1000000").contains("0 < rate"));
-        assert!(err("start x jobid={a} speed=3").contains("the options are rate, bps, rank, realtime"));
+        assert!(err("start x jobid={a} speed=3").contains("the options are rate, bps, rank, realtime, depends"));
         assert!(err("start this_name_is_too_long jobid={a}").contains("1 to 15 characters"));
         assert!(err("start bad-name jobid={a}").contains("A-Z"));
         assert!(err("start x rate=5").contains("needs an expression"));

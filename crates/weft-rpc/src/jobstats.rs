@@ -198,11 +198,12 @@ impl JobStats {
                     t.jobs.remove(&oldest);
                 }
             }
-            let entry = t.jobs.entry(job.to_string()).or_insert_with(|| Job {
-                start: SystemTime::now(),
-                seen: now,
-                counters: vec![Counter::default(); counters_of(target.0).len()],
-            });
+            // Looked up by &str first: a String is made only for a job seen the first time.
+            if !t.jobs.contains_key(job) {
+                let counters = vec![Counter::default(); counters_of(target.0).len()];
+                t.jobs.insert(job.to_string(), Job { start: SystemTime::now(), seen: now, counters });
+            }
+            let entry = t.jobs.get_mut(job).expect("just made");
             entry.seen = now;
             let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
             entry.counters[index_of(target.0, name)].add(us(took));

@@ -200,15 +200,25 @@ mod tests {
         let callers = Callers::new(JobidScheme { var: JobidVar::Env("WEFT_TEST_JOB".into()), name: "%e.%u".into() });
         // The shell (without the variable) becomes, at the same pid, a program with it.
         let mut child = std::process::Command::new("sh")
-            .args(["-c", "sleep 0.3; exec env WEFT_TEST_JOB=j7 sleep 5"])
+            .args(["-c", "sleep 1; exec env WEFT_TEST_JOB=j7 sleep 5"])
             .spawn()
             .unwrap();
         let pid = child.id();
-        assert_eq!(callers.of(0, 0, pid).jobid, "sh.0", "no variable yet: jobid_name");
-        std::thread::sleep(std::time::Duration::from_millis(800));
+        let wait_for = |name: &str| {
+            let start = std::time::Instant::now();
+            while read_exe(pid) != name {
+                assert!(start.elapsed() < std::time::Duration::from_secs(10), "the child never became {name}");
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+        };
+        wait_for("sh");
+        let before = callers.of(0, 0, pid).jobid;
+        wait_for("sleep");
+        std::thread::sleep(std::time::Duration::from_millis(JOBID_UNSET_TTL_MS + 20));
         let after = callers.of(0, 0, pid).jobid;
         let _ = child.kill();
         let _ = child.wait();
+        assert_eq!(before, "sh.0", "no variable yet: jobid_name");
         assert_eq!(after, "j7", "after the exec, the variable's value");
     }
 

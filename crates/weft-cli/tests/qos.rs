@@ -121,6 +121,13 @@ fn two_jobs_under_tbf_rules_get_their_rates_two_to_one() {
     drop(b_loop);
     let (a, _) = rates(3);
     assert!((90.0..=110.0).contains(&a), "jobA alone at {a:.1}/s against its 100");
+    // Or, with sharing on, what the server has spare (running requests bounded so that
+    // it knows when it is).
+    for (name, value) in [("nrs_tbf_running_max", "4"), ("nrs_tbf_share_spare", "1")] {
+        weft_ok(&["set-param", "--server", &server, &format!("ost.OSS.ost_io.{name}={value}")]);
+    }
+    let (a, _) = rates(3);
+    assert!(a > 150.0, "jobA alone with sharing on at {a:.1}/s: the spare goes to it");
     drop(a_loop);
 
     // Who hit a limit: both classes were held back, and their rules are in use.

@@ -5,7 +5,7 @@
 use crate::limits::READY_POLL_MS;
 use anyhow::anyhow;
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -78,6 +78,41 @@ pub fn is_mounted(mountpoint: &Path) -> bool {
     text.lines().any(|l| l.split(' ').nth(4) == Some(want.as_str()))
 }
 
+/// The Weft mounts of this node: FUSE mounts (`fuse` when root mounted them directly,
+/// `fuse.weft` through fusermount3) whose root answers the virtual attribute `weft.fid`.
+pub fn weft_mounts() -> Vec<PathBuf> {
+    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return Vec::new() };
+    info.lines()
+        .filter_map(|line| {
+            let (left, right) = line.split_once(" - ")?;
+            if !right.split_whitespace().next()?.starts_with("fuse") {
+                return None;
+            }
+            Some(PathBuf::from(unescape_mountinfo(left.split_whitespace().nth(4)?)))
+        })
+        .filter(|m| crate::xattr::get(m, "weft.fid").is_ok())
+        .collect()
+}
+
+/// A mountinfo path field: spaces, tabs, newlines and backslashes are octal escapes there.
+fn unescape_mountinfo(field: &str) -> String {
+    let bytes = field.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        let octal = bytes.get(i + 1..i + 4).filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
+        if let (b'\\', Some(d)) = (bytes[i], octal) {
+            let v = d.iter().fold(0u32, |acc, b| acc * 8 + u32::from(b - b'0'));
+            out.push(u8::try_from(v).unwrap_or(b'?'));
+            i += 4;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
 /// Unmounts a FUSE mount; `lazy` detaches it even while busy (for cleanup of a dead mount).
 /// Root unmounts with umount(2) itself, as `weft mount` mounts without help; others go
 /// through fusermount3, the setuid helper that lets a user unmount what they mounted.
@@ -105,5 +140,15 @@ fn umount2(mountpoint: &Path, lazy: bool) -> anyhow::Result<()> {
         Ok(())
     } else {
         Err(anyhow!("cannot unmount {}: {}", mountpoint.display(), std::io::Error::last_os_error()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn mountinfo_paths_are_unescaped() {
+        assert_eq!(super::unescape_mountinfo("/mnt/a\\040b"), "/mnt/a b");
+        assert_eq!(super::unescape_mountinfo("/back\\134slash"), "/back\\slash");
+        assert_eq!(super::unescape_mountinfo("/plain"), "/plain");
     }
 }

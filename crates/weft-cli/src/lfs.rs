@@ -292,23 +292,10 @@ fn print_file_layout(path: &Path, info: &LayoutAnswer, a: &GetstripeArgs) -> any
     Ok(())
 }
 
-/// Every mounted Weft file system, from /proc/self/mountinfo.
-fn weft_mounts() -> Vec<PathBuf> {
-    let text = std::fs::read_to_string("/proc/self/mountinfo").unwrap_or_default();
-    text.lines()
-        .filter_map(|l| {
-            let fields: Vec<&str> = l.split(' ').collect();
-            let sep = fields.iter().position(|f| *f == "-")?;
-            let fstype = fields.get(sep + 1)?;
-            (*fstype == "fuse.weft").then(|| PathBuf::from(fields[4].replace("\\040", " ")))
-        })
-        .collect()
-}
-
 pub fn df(a: DfArgs) -> anyhow::Result<()> {
     let mounts = match &a.path {
         Some(p) => vec![p.clone()],
-        None => weft_mounts(),
+        None => crate::daemon::weft_mounts(),
     };
     if mounts.is_empty() {
         bail!("no Weft file system is mounted; give a path in one");

@@ -95,7 +95,7 @@ impl Servers {
             let peers = vec![Peer::new(server.clone(), opts)];
             return Ok(Servers { rt, peers, mgs, mounts: Vec::new(), no_servers: None });
         }
-        let mounts = local_mounts();
+        let mounts = crate::daemon::weft_mounts();
         let mgs = match &a.mgs {
             Some(m) => m.clone(),
             None => match crate::up::read_state(&a.data) {
@@ -151,6 +151,7 @@ impl Servers {
             .into_iter()
             .map(|(m, found)| {
                 let set = found.and_then(|names| {
+                    // Checked here too: a refusal through setxattr(2) keeps only its errno.
                     for v in &names {
                         weft_fuse::params::check(&v.name, value).map_err(weft_proto::WeftError::invalid)?;
                     }
@@ -237,10 +238,11 @@ fn print_values(answers: &[(String, Vec<ParamValue>)], no_name: bool, names_only
 /// Each server's address and what it answered (or why it failed).
 type Answers<T> = Vec<(String, Result<T, weft_proto::WeftError>)>;
 
-/// Splits the answers into values and failures; fails when nothing matched anywhere, with
-/// each server's reason.
+/// What answered with values: each server's address or mount's path, and the values.
 type Found = Vec<(String, Vec<ParamValue>)>;
 
+/// Splits the answers into values and failures; fails when nothing matched anywhere, with
+/// each server's reason.
 fn gather(
     what: &str,
     answers: Answers<Vec<ParamValue>>,
@@ -350,47 +352,4 @@ pub fn list_param(a: ListParamArgs) -> anyhow::Result<()> {
         }
     }
     finish(failed)
-}
-
-/// The Weft mounts of this node: FUSE mounts whose root answers `weft.params`.
-fn local_mounts() -> Vec<PathBuf> {
-    let Ok(info) = std::fs::read_to_string("/proc/self/mountinfo") else { return Vec::new() };
-    info.lines()
-        .filter_map(|line| {
-            let (left, right) = line.split_once(" - ")?;
-            if !right.split_whitespace().next()?.starts_with("fuse") {
-                return None;
-            }
-            Some(PathBuf::from(unescape_mountinfo(left.split_whitespace().nth(4)?)))
-        })
-        .filter(|m| crate::xattr::get(m, "weft.params").is_ok())
-        .collect()
-}
-
-/// A mountinfo path field: spaces, tabs, newlines and backslashes are octal escapes there.
-fn unescape_mountinfo(field: &str) -> String {
-    let bytes = field.as_bytes();
-    let mut out = Vec::with_capacity(bytes.len());
-    let mut i = 0;
-    while i < bytes.len() {
-        let octal = bytes.get(i + 1..i + 4).filter(|d| d.iter().all(|b| (b'0'..=b'7').contains(b)));
-        if let (b'\\', Some(d)) = (bytes[i], octal) {
-            let v = d.iter().fold(0u32, |acc, b| acc * 8 + u32::from(b - b'0'));
-            out.push(u8::try_from(v).unwrap_or(b'?'));
-            i += 4;
-        } else {
-            out.push(bytes[i]);
-            i += 1;
-        }
-    }
-    String::from_utf8_lossy(&out).into_owned()
-}
-
-#[cfg(test)]
-mod tests {
-    #[test]
-    fn mountinfo_paths_are_unescaped() {
-        assert_eq!(super::unescape_mountinfo("/mnt/a\\040b"), "/mnt/a b");
-        assert_eq!(super::unescape_mountinfo("/plain"), "/plain");
-    }
 }

@@ -191,7 +191,7 @@ impl Client {
         let mut local = false;
         for t in state.map.targets.iter().filter(|t| t.kind == TargetKind::Ost) {
             if let Some(server) = weft_rpc::local::lookup(&t.address) {
-                if server.schedulers().of(weft_proto::msg::Service::OstIo).policy().name() != "fifo" {
+                if !server.schedulers().of(weft_proto::msg::Service::OstIo).is_fifo() {
                     return false;
                 }
                 local = true;

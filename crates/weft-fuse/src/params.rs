@@ -8,7 +8,7 @@
 use crate::jobid::{JobidScheme, JobidVar};
 use crate::mount::Mount;
 use std::sync::{Arc, Weak};
-use weft_proto::msg::param::{name_matches, ParamValue};
+use weft_proto::msg::param::{name_matches, records_to_apply, ParamValue};
 use weft_proto::msg::ParamRecord;
 use weft_proto::{WeftError, WeftResult};
 
@@ -41,29 +41,30 @@ impl Mount {
         if names.is_empty() {
             return Err(WeftError::not_found(format!("no mount parameter matches '{pattern}'")));
         }
+        let mut scheme: JobidScheme = self.callers.scheme();
         for name in &names {
-            check(name, value).map_err(WeftError::invalid)?;
-            let mut scheme: JobidScheme = self.callers.scheme();
             match *name {
                 "jobid_var" => scheme.var = JobidVar::parse(value).map_err(WeftError::invalid)?,
-                _ => scheme.name = value.to_string(),
+                _ => {
+                    check(name, value).map_err(WeftError::invalid)?;
+                    scheme.name = value.to_string();
+                }
             }
-            self.callers.set_scheme(scheme);
             tracing::info!("mount parameter {name}={value}");
         }
+        self.callers.set_scheme(scheme);
         Ok(names.into_iter().map(String::from).collect())
     }
 
     /// Applies the permanent settings not applied before that name mount parameters.
     fn apply_records(&self, records: &[ParamRecord], applied: &mut Vec<ParamRecord>) {
-        for record in records.iter().filter(|r| !applied.contains(r)) {
+        for record in records_to_apply(records, applied) {
             if NAMES.iter().any(|n| name_matches(&record.name, n)) {
                 if let Err(e) = self.set_params(&record.name, &record.value) {
                     tracing::warn!("permanent parameter {}={}: {}", record.name, record.value, e.message);
                 }
             }
         }
-        *applied = records.to_vec();
     }
 }
 

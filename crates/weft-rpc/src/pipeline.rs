@@ -21,8 +21,9 @@ use std::time::{Duration, Instant};
 use weft_proto::msg::{Reply, ReplyBody, RequestBody, Service};
 use weft_proto::{ErrorCode, WeftError};
 
-/// Tells a remote client that its request is held (sends a Held frame).
-pub(crate) type HeldNotice = Box<dyn FnOnce() + Send>;
+/// Tells a remote client that its request is held (sends a Held frame). Borrowed from the
+/// connection's task: nothing is made for the requests no policy holds.
+pub(crate) type HeldNotice<'a> = &'a (dyn Fn() + Send + Sync);
 
 pub struct Pipeline {
     authorize: Authorize,
@@ -67,7 +68,7 @@ impl Pipeline {
         body: RequestBody,
         bulk: Bytes,
         bulk_ok: bool,
-        held: Option<HeldNotice>,
+        held: Option<HeldNotice<'_>>,
         reply: R,
     ) where
         R: FnOnce(Reply, Bytes) -> F,
@@ -122,7 +123,7 @@ impl Pipeline {
         body: RequestBody,
         bulk: Bytes,
         started: Instant,
-        held_notice: Option<HeldNotice>,
+        held_notice: Option<HeldNotice<'_>>,
     ) -> (Reply, Bytes, Duration) {
         if let Err(refused) = self.authorize.check(ctx) {
             return (Err(refused), Bytes::new(), Duration::ZERO);

@@ -308,16 +308,17 @@ impl Server {
             tokio::spawn(async move {
                 let opcode = request.body.opcode_name();
                 let ctx = RequestContext { header: request.header, peer, opcode, origin: Origin::Remote };
-                let notice_writer = writer.clone();
-                let held: crate::pipeline::HeldNotice = Box::new(move || {
+                let writer = &writer;
+                let held = || {
+                    let writer = writer.clone();
                     tokio::spawn(async move {
-                        let mut w = notice_writer.lock().await;
+                        let mut w = writer.lock().await;
                         let _ = write_frame(&mut *w, FrameKind::Held, xid, &[], &Bytes::new()).await;
                     });
-                });
+                };
                 server
                     .pipeline
-                    .run(ctx, request.body, frame.bulk, frame.bulk_ok, Some(held), |reply, bulk| async move {
+                    .run(ctx, request.body, frame.bulk, frame.bulk_ok, Some(&held), |reply, bulk| async move {
                         let msg = match encode_message(&reply) {
                             Ok(m) => m,
                             Err(e) => encode_message::<Reply>(&Err(e)).unwrap_or_default(),

@@ -20,7 +20,9 @@
 
 use std::fmt::Write;
 use std::sync::Arc;
-use weft_proto::msg::param::{name_matches, name_or_parent_matches, ParamNames, ParamValue, ParamValues};
+use weft_proto::msg::param::{
+    name_matches, name_or_parent_matches, records_to_apply, ParamNames, ParamValue, ParamValues,
+};
 use weft_proto::msg::{target_name, ParamRecord, ParamReply, ParamRequest, RequestHeader, Service, TargetKind};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
 use weft_rpc::jobstats::JobStats;
@@ -151,23 +153,12 @@ impl Params {
         }
     }
 
-    /// Applies the permanent settings of the map that were not applied before (all of them
-    /// at start, policies first so that rules find their TBF), and remembers them in
-    /// `applied`. A setting this process has no parameter for is skipped; one it refuses is
+    /// Applies the permanent settings of the map that were not applied before (see
+    /// `records_to_apply`), and remembers them in `applied`. A setting this process has no parameter for is skipped; one it refuses is
     /// logged.
     pub fn apply_records(&self, records: &[ParamRecord], applied: &mut Vec<ParamRecord>) {
-        let new: Vec<&ParamRecord> = if records.starts_with(applied) {
-            records[applied.len()..].iter().collect()
-        } else {
-            records.iter().filter(|r| !applied.contains(r)).collect()
-        };
-        let first = new.len() == records.len();
-        let mut order: Vec<&ParamRecord> = new;
-        if first {
-            order.sort_by_key(|r| !r.name.ends_with(".nrs_policies"));
-        }
         let leaves = self.leaves();
-        for record in order {
+        for record in records_to_apply(records, applied) {
             for (name, key) in leaves.iter().filter(|(n, _)| name_matches(&record.name, n)) {
                 match self.set(*key, &record.value) {
                     Ok(()) => tracing::info!("permanent parameter {name}={}", record.value),
@@ -175,7 +166,6 @@ impl Params {
                 }
             }
         }
-        *applied = records.to_vec();
     }
 
     fn found(&self, pattern: &str, none: bool) -> WeftResult<()> {

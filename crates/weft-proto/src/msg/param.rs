@@ -61,6 +61,26 @@ pub fn name_or_parent_matches(pattern: &str, name: &str) -> bool {
     p.len() <= n.len() && p.iter().zip(&n).all(|(p, n)| crate::glob::matches(p.as_bytes(), n.as_bytes()))
 }
 
+/// The permanent settings of `records` not in `applied` (all of them the first time, those
+/// of `nrs_policies` first so that rules find their policy), in the order to apply them;
+/// then `applied` holds `records`. Servers and mounts follow the map's settings with it.
+pub fn records_to_apply(
+    records: &[crate::msg::ParamRecord],
+    applied: &mut Vec<crate::msg::ParamRecord>,
+) -> Vec<crate::msg::ParamRecord> {
+    let first = applied.is_empty();
+    let mut new: Vec<crate::msg::ParamRecord> = if records.starts_with(applied) {
+        records[applied.len()..].to_vec()
+    } else {
+        records.iter().filter(|r| !applied.contains(r)).cloned().collect()
+    };
+    if first {
+        new.sort_by_key(|r| !r.name.ends_with(".nrs_policies"));
+    }
+    *applied = records.to_vec();
+    new
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

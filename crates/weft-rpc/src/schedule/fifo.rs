@@ -24,6 +24,9 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
 use weft_proto::msg::{OstRequest, RequestBody, Service};
 
+/// FIFO's name, as `nrs_policies` shows it.
+pub const NAME: &str = "fifo";
+
 #[derive(Default)]
 pub struct Fifo {
     /// One write turn per OST index written to. The index comes from the request, before
@@ -112,7 +115,7 @@ pub fn object_io(op: &OstRequest, bulk_bytes: u64) -> (Run, bool) {
 
 impl Policy for Fifo {
     fn name(&self) -> &str {
-        "fifo"
+        NAME
     }
 
     fn admit(&self, request: &RequestInfo<'_>) -> Admission {

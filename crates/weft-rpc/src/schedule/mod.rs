@@ -23,7 +23,7 @@ pub mod tbf;
 
 use crate::server::{Origin, RequestContext};
 use futures::future::BoxFuture;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, RwLock};
 pub use weft_proto::msg::Run;
 use weft_proto::msg::{RequestBody, Service};
 
@@ -106,6 +106,11 @@ pub trait Policy: Send + Sync + 'static {
     /// As `get-param ...nrs_policies` shows it (`fifo`, `tbf jobid`).
     fn name(&self) -> &str;
     fn admit(&self, request: &RequestInfo<'_>) -> Admission;
+
+    /// This policy as a TBF (for its rules and listings), if it is one.
+    fn as_tbf(self: Arc<Self>) -> Option<Arc<tbf::TbfPolicy>> {
+        None
+    }
 }
 
 /// One service's scheduler: its policy, switchable at run time.
@@ -121,6 +126,11 @@ impl Scheduler {
 
     pub fn service(&self) -> Service {
         self.service
+    }
+
+    /// Whether FIFO is the policy in force (nothing is held back on purpose).
+    pub fn is_fifo(&self) -> bool {
+        self.policy.read().unwrap_or_else(|p| p.into_inner()).name() == fifo::NAME
     }
 
     pub fn policy(&self) -> Arc<dyn Policy> {
@@ -139,20 +149,15 @@ impl Scheduler {
     }
 }
 
-/// The schedulers of a server process, one per service, each starting with FIFO; and the
-/// TBF policies among them, for their rules and listings.
+/// The schedulers of a server process, one per service, each starting with FIFO.
 pub struct Schedulers {
     by_service: Vec<Scheduler>,
-    tbf: Vec<Mutex<Option<Arc<tbf::TbfPolicy>>>>,
 }
 
 impl Default for Schedulers {
     fn default() -> Self {
         let fifo: Arc<dyn Policy> = Arc::new(fifo::Fifo::default());
-        Schedulers {
-            by_service: Service::ALL.iter().map(|s| Scheduler::new(*s, fifo.clone())).collect(),
-            tbf: Service::ALL.iter().map(|_| Mutex::new(None)).collect(),
-        }
+        Schedulers { by_service: Service::ALL.iter().map(|s| Scheduler::new(*s, fifo.clone())).collect() }
     }
 }
 
@@ -176,21 +181,17 @@ impl Schedulers {
         if service == Service::Param {
             return Err("parameter requests are always served first come, first served".into());
         }
-        let mut tbf_slot = self.tbf[service.index()].lock().unwrap_or_else(|p| p.into_inner());
         match name {
             "fifo" if arg.is_empty() => {
                 self.of(service).set_policy(Arc::new(fifo::Fifo::default()));
-                *tbf_slot = None;
                 Ok(())
             }
             "tbf" => {
                 let ty = tbf::rule::TbfType::parse(arg)?;
-                if tbf_slot.as_ref().is_some_and(|t| t.name() == ty.to_string()) {
+                if self.tbf(service).is_some_and(|t| t.ty() == ty) {
                     return Ok(());
                 }
-                let policy = Arc::new(tbf::TbfPolicy::start(ty, tbf::core::Options::default()));
-                self.of(service).set_policy(policy.clone());
-                *tbf_slot = Some(policy);
+                self.of(service).set_policy(Arc::new(tbf::TbfPolicy::start(ty, tbf::core::Options::default())));
                 Ok(())
             }
             _ => Err(format!("unknown NRS policy '{text}': the policies are {POLICY_NAMES}")),
@@ -199,7 +200,7 @@ impl Schedulers {
 
     /// The TBF policy in force on `service`, if that is the policy.
     pub fn tbf(&self, service: Service) -> Option<Arc<tbf::TbfPolicy>> {
-        self.tbf[service.index()].lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.of(service).policy().as_tbf()
     }
 
     /// `nrs_policies` as Lustre shows it: each policy, its state, and (for the one in

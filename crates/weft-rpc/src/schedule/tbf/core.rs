@@ -339,11 +339,8 @@ impl<T> Tbf<T> {
         let class = self.slots[slot].as_mut().expect("a live class");
         class.last_seen = now;
         if class.queue.is_empty() && may_start && due(class, &limits, depth) <= now {
-            charge(class, &limits, now, bytes, false, 0);
-            class.stats.started += 1;
-            class.stats.bytes += bytes;
-            self.running += 1;
-            self.meter(slot, now);
+            charge(class, &limits, now, bytes, 0);
+            self.count_start(slot, now, bytes);
             return true;
         }
         let newly_backlogged = class.queue.is_empty();
@@ -419,7 +416,6 @@ impl<T> Tbf<T> {
     }
 
     fn start_head(&mut self, slot: usize, now: u64, extra: bool) -> T {
-        self.meter(slot, now);
         let limits = self.class_limits(slot, now);
         let comp = if limits.realtime { self.options.compensation_max_ns } else { 0 };
         let class = self.slots[slot].as_mut().expect("a live class");
@@ -429,17 +425,28 @@ impl<T> Tbf<T> {
             class.vtime += NS_PER_S / limits.rate.max(1);
             class.stats.extra += 1;
         } else {
-            charge(class, &limits, now, head.bytes, true, comp);
+            charge(class, &limits, now, head.bytes, comp);
         }
         let waited = now.saturating_sub(head.since);
-        class.stats.started += 1;
         class.stats.held += 1;
-        class.stats.bytes += head.bytes;
         class.stats.waited_ns += waited;
         class.stats.waited_max_ns = class.stats.waited_max_ns.max(waited);
-        class.last_seen = now;
-        self.running += 1;
+        self.count_start(slot, now, head.bytes);
         head.item
+    }
+
+    /// Counts a request of the class in `slot` as started: its statistics, the running
+    /// requests, and its rule's meter (what dependent rules follow).
+    fn count_start(&mut self, slot: usize, now: u64, bytes: u64) {
+        let class = self.slots[slot].as_mut().expect("a live class");
+        class.stats.started += 1;
+        class.stats.bytes += bytes;
+        class.last_seen = now;
+        let id = class.rule_id;
+        self.running += 1;
+        if let Some(rule) = self.rules.iter_mut().find(|r| r.id == id) {
+            rule.meter.record(now);
+        }
     }
 
     fn min_backlogged_vtime(&self, except: usize) -> u64 {
@@ -462,14 +469,6 @@ impl<T> Tbf<T> {
             limits.rate = limits.rate.saturating_sub(other.meter.rate(now)).max(1);
         }
         limits
-    }
-
-    /// Counts a start for the class's rule (what dependent rules follow).
-    fn meter(&mut self, slot: usize, now: u64) {
-        let id = self.slots[slot].as_ref().expect("a live class").rule_id;
-        if let Some(rule) = self.rules.iter_mut().find(|r| r.id == id) {
-            rule.meter.record(now);
-        }
     }
 
     /// The class of `key`, made (and matched to a rule) if new, matched again if the rules
@@ -580,7 +579,7 @@ impl<T> Tbf<T> {
     }
 }
 
-/// When the class's head request of `bytes` conforms to both buckets.
+/// When the class's head request conforms to both buckets.
 fn due<T>(class: &Class<T>, limits: &Limits, depth: u32) -> u64 {
     let step = NS_PER_S / limits.rate.max(1);
     let tau = step * u64::from(depth - 1);
@@ -595,10 +594,10 @@ fn due<T>(class: &Class<T>, limits: &Limits, depth: u32) -> u64 {
     when
 }
 
-/// Takes a request's tokens. `backlogged`: it waited in the queue; `comp`: how far behind
-/// `now` a realtime class may keep its schedule (0: missed time is lost).
-fn charge<T>(class: &mut Class<T>, limits: &Limits, now: u64, bytes: u64, backlogged: bool, comp: u64) {
-    let floor = if backlogged { now.saturating_sub(comp) } else { now };
+/// Takes a request's tokens. `comp`: how far behind `now` a realtime class that waited may
+/// keep its schedule (0: missed time is lost, and always for a request that did not wait).
+fn charge<T>(class: &mut Class<T>, limits: &Limits, now: u64, bytes: u64, comp: u64) {
+    let floor = now.saturating_sub(comp);
     class.tat = class.tat.max(floor) + NS_PER_S / limits.rate.max(1);
     if let Some(bps) = limits.bps {
         let step = u64::try_from(u128::from(bytes) * u128::from(NS_PER_S) / u128::from(bps)).unwrap_or(u64::MAX / 2);

@@ -23,21 +23,22 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;
 use tokio::sync::{oneshot, Notify};
 
-/// A TBF policy of one service. Cloning it shares the same rules and classes.
+/// A TBF policy of one service.
 pub struct TbfPolicy {
     name: String,
     ty: TbfType,
     shared: Arc<Shared>,
-    /// Set when this policy is dropped (switched away from): the dispatcher lets every
-    /// queued request go and ends.
-    retired: Arc<AtomicBool>,
 }
 
+/// What the policy, its dispatcher task and its running requests share.
 struct Shared {
     core: Mutex<Tbf<oneshot::Sender<()>>>,
     wake: Notify,
     fifo: Fifo,
     epoch: Instant,
+    /// Set when the policy is dropped (switched away from): the dispatcher lets every
+    /// queued request go and ends.
+    retired: AtomicBool,
 }
 
 impl Shared {
@@ -58,7 +59,7 @@ impl Drop for Running {
         let mut core = self.0.core();
         core.finished();
         // The dispatcher only has work when requests wait: waking it after every request
-        // would cost a task switch each (a third of the metadata rate on two cores).
+        // would cost a task switch each.
         let waiting = core.queued() > 0;
         drop(core);
         if waiting {
@@ -76,10 +77,10 @@ impl TbfPolicy {
             wake: Notify::new(),
             fifo: Fifo::default(),
             epoch: Instant::now(),
+            retired: AtomicBool::new(false),
         });
-        let retired = Arc::new(AtomicBool::new(false));
-        tokio::spawn(dispatch(shared.clone(), retired.clone()));
-        TbfPolicy { name: ty.to_string(), ty, shared, retired }
+        tokio::spawn(dispatch(shared.clone()));
+        TbfPolicy { name: ty.to_string(), ty, shared }
     }
 
     /// Applies a rule command written to `nrs_tbf_rule`.
@@ -126,7 +127,7 @@ impl TbfPolicy {
 
 impl Drop for TbfPolicy {
     fn drop(&mut self) {
-        self.retired.store(true, Ordering::Release);
+        self.shared.retired.store(true, Ordering::Release);
         self.shared.wake.notify_one();
     }
 }
@@ -171,17 +172,22 @@ impl Policy for TbfPolicy {
         &self.name
     }
 
+    fn as_tbf(self: Arc<Self>) -> Option<Arc<TbfPolicy>> {
+        Some(self)
+    }
+
     fn admit(&self, request: &RequestInfo<'_>) -> Admission {
         let plan = self.shared.fifo.plan(request);
         let key = key_of(request, &self.ty);
         let now = self.shared.now();
+        // The waiter is made only for a request that waits: no receiver, it starts now.
         let mut rx = None;
-        let started = self.shared.core().arrive_keyed(now, &key, bytes_of(request), || {
+        self.shared.core().arrive_keyed(now, &key, bytes_of(request), || {
             let (tx, r) = oneshot::channel();
             rx = Some(r);
             tx
         });
-        let Some(rx) = rx.filter(|_| !started) else {
+        let Some(rx) = rx else {
             return plan.admit(Running(self.shared.clone()));
         };
         self.shared.wake.notify_one();
@@ -200,14 +206,14 @@ impl Policy for TbfPolicy {
 
 /// Lets queued requests go as their classes become due, until the policy is retired and
 /// nothing waits.
-async fn dispatch(shared: Arc<Shared>, retired: Arc<AtomicBool>) {
+async fn dispatch(shared: Arc<Shared>) {
     loop {
         let notified = shared.wake.notified();
         tokio::pin!(notified);
         notified.as_mut().enable();
         let next = {
             let mut core = shared.core();
-            if retired.load(Ordering::Acquire) {
+            if shared.retired.load(Ordering::Acquire) {
                 drain(&mut core);
                 return;
             }

@@ -62,14 +62,16 @@ enum Command {
     /// Policies: `ost.OSS.ost_io.nrs_policies=fifo|tbf|tbf jobid|tbf uid+gid|...` (also
     /// `ost.OSS.ost`, `mds.MDS.mdt`, `ldlm.services.ldlm_canceld`, `mgs.MGS.mgs`). TBF rules,
     /// written to `SERVICE.nrs_tbf_rule`: `start NAME EXPR [rate=N] [bps=SIZE] [rank=OTHER]
-    /// [realtime=1] [depends=OTHER]`, `change NAME [rate=N] [bps=SIZE] [rank=OTHER]`, `stop
+    /// [realtime=1] [depends=OTHER] [global=1]`, `change NAME [rate=N] [bps=SIZE] [rank=OTHER]`, `stop
     /// NAME`; EXPR is `field={v1 v2}` terms over nid, jobid, opcode, uid, gid joined by `&`
     /// (and) and `,` (or). A rule's rate (requests per second; bps= bytes per second) applies
     /// to each class it matches, not to all of them together, as in Lustre: with `tbf jobid`,
     /// `start dd jobid={dd.*} rate=50` gives every dd job 50 requests a second. Limits hold
     /// per server process. `depends=OTHER` makes RATE shared with rule OTHER: this rule gets
     /// what OTHER's classes leave of it. `realtime=1` lets a class that a saturated server
-    /// delayed catch up (bounded).
+    /// delayed catch up (bounded). `global=1` (set with -P, so that every server has it)
+    /// makes RATE one rate for the whole file system: the management service divides it
+    /// among the servers by their measured demand, each second.
     SetParam(param::SetParamArgs),
     /// Show server parameters (as lctl get_param).
     GetParam(param::GetParamArgs),

@@ -138,6 +138,61 @@ fn two_jobs_under_tbf_rules_get_their_rates_two_to_one() {
 }
 
 #[test]
+fn a_global_rule_holds_a_job_to_one_rate_over_two_oss_processes() {
+    let mut c = Cluster::multi_node(&weft_bin());
+    let mnt = c.mount_with("jobid_var=WEFT_JOB");
+    param_ok(&c, &["set-param", "-P", "ost.OSS.ost_io.nrs_policies=tbf jobid"]);
+    param_ok(&c, &["set-param", "-P", "ost.OSS.ost_io.nrs_tbf_rule=start ckpt jobid={ckpt} rate=100 global=1"]);
+    // One file on each OSS process (OST 0 on oss1, OST 2 on oss2), read 64 KiB at a time
+    // around the page cache by the same job.
+    for (f, ost) in [("one", "0"), ("two", "2")] {
+        weft_ok(&["setstripe", "-c", "1", "-i", ost, mnt.join(f).to_str().unwrap()]);
+        std::fs::write(mnt.join(f), pattern(1, 0, 1 << 20)).unwrap();
+    }
+    let servers = [oss_address(&c, 0), oss_address(&c, 2)];
+    for server in &servers {
+        eventually(server, "ost.OSS.ost_io.nrs_tbf_rule", |t| {
+            t.contains("ckpt jobid={ckpt} 100") && t.contains("global 1")
+        });
+    }
+    let dd = |f: &str| format!("while :; do dd if={f} of=/dev/null bs=64k iflag=direct status=none; done");
+    // The job's requests started per second on each server, over `secs`.
+    let rates = |secs: u64| {
+        let count =
+            || servers.each_ref().map(|s| started_by_job(s, "ost.OSS.ost_io").get("ckpt").copied().unwrap_or(0));
+        let (before, t0) = (count(), Instant::now());
+        std::thread::sleep(Duration::from_secs(secs));
+        let after = count();
+        let took = t0.elapsed().as_secs_f64();
+        [0, 1].map(|i| (after[i] - before[i]) as f64 / took)
+    };
+    // The division follows the demand within a couple of report intervals (a second each).
+    let settle = Duration::from_secs(3);
+
+    let _one = Loop::start("ckpt", &mnt, &dd("one"));
+    std::thread::sleep(settle);
+    let [a, b] = rates(6);
+    assert!((90.0..=110.0).contains(&(a + b)), "files on one server: {a:.1} + {b:.1} per second against 100");
+    let _two = Loop::start("ckpt", &mnt, &dd("two"));
+    std::thread::sleep(settle);
+    let [a, b] = rates(6);
+    assert!((90.0..=110.0).contains(&(a + b)), "files on both servers: {a:.1} + {b:.1} per second against 100");
+    assert!(a > 20.0 && b > 20.0, "both servers serve the job: {a:.1} and {b:.1}");
+    let rules = weft_ok(&["get-param", "-n", "--server", &servers[1], "ost.OSS.ost_io.nrs_tbf_rule"]);
+    assert!(rules.contains("global 1, share "), "{rules}");
+
+    // The same rule per server: each gives the job 100.
+    param_ok(&c, &["set-param", "-P", "ost.OSS.ost_io.nrs_tbf_rule=stop ckpt"]);
+    param_ok(&c, &["set-param", "-P", "ost.OSS.ost_io.nrs_tbf_rule=start ckpt1 jobid={ckpt} rate=100"]);
+    for server in &servers {
+        eventually(server, "ost.OSS.ost_io.nrs_tbf_rule", |t| t.contains("ckpt1 jobid={ckpt} 100"));
+    }
+    std::thread::sleep(Duration::from_secs(1));
+    let [a, b] = rates(4);
+    assert!(a + b > 180.0, "per-server rules: {a:.1} + {b:.1} per second, the rate twice");
+}
+
+#[test]
 fn a_metadata_rule_caps_one_jobs_creates_while_anothers_run_at_full_speed() {
     let mut c = Cluster::multi_node(&weft_bin());
     let mnt = c.mount_with("jobid_var=WEFT_JOB");

@@ -10,6 +10,7 @@
 //! persists and publishes. No networking here: weft-server wires [`Mgs::handle`] to it.
 
 pub mod limits;
+pub mod qos;
 pub mod rules;
 pub mod store;
 
@@ -19,7 +20,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 use weft_proto::msg::ops::{Op, Payload};
-use weft_proto::msg::{mgs, ClusterMap, MgsReply, MgsRequest};
+use weft_proto::msg::{mgs, ClusterMap, GlobalShares, MgsReply, MgsRequest};
 use weft_proto::{WeftError, WeftResult};
 
 /// The management service of one file system.
@@ -36,6 +37,10 @@ struct Inner {
     update_lock: Mutex<()>,
     /// The current map; only ever replaced after it is persisted.
     published: watch::Sender<ClusterMap>,
+    /// The servers' latest demand on global TBF rules (in memory: a restarted MGS learns it
+    /// again within a second).
+    global: Mutex<qos::GlobalTable>,
+    epoch: std::time::Instant,
 }
 
 impl Mgs {
@@ -70,7 +75,13 @@ impl Mgs {
                 map
             }
         };
-        let inner = Inner { dir: dir.to_path_buf(), update_lock: Mutex::new(()), published: watch::Sender::new(map) };
+        let inner = Inner {
+            dir: dir.to_path_buf(),
+            update_lock: Mutex::new(()),
+            published: watch::Sender::new(map),
+            global: Mutex::new(qos::GlobalTable::default()),
+            epoch: std::time::Instant::now(),
+        };
         Ok(Arc::new(Mgs { inner: Arc::new(inner) }))
     }
 
@@ -172,6 +183,14 @@ impl Handle for mgs::SetParamRecord {
         } else {
             mgs.update(move |m| rules::set_param(m, &self.name, &self.value)).await
         }
+    }
+}
+
+impl Handle for mgs::QosDemand {
+    async fn run(self, mgs: &Mgs) -> WeftResult<GlobalShares> {
+        let now_ms = u64::try_from(mgs.inner.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
+        let mut table = mgs.inner.global.lock().unwrap_or_else(|e| e.into_inner());
+        table.report(now_ms, &self.server, self.service, &self.rules).map(GlobalShares)
     }
 }
 

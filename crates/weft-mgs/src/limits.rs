@@ -21,3 +21,7 @@ pub const PARAMS_MAX: usize = 1024;
 /// Longest parameter name, and longest value, of a permanent setting.
 pub const PARAM_NAME_BYTES_MAX: usize = 255;
 pub const PARAM_VALUE_BYTES_MAX: usize = 4095;
+/// Most global TBF rules (over all services) the MGS divides, and most servers reporting
+/// one rule: the division's table is in memory, fed by any server.
+pub const GLOBAL_RULES_MAX: usize = 1024;
+pub const GLOBAL_SERVERS_MAX: usize = 4096;

@@ -30,7 +30,13 @@ pub async fn fetch_map(peer: &Peer, timeout: Duration) -> WeftResult<ClusterMap>
         MgsReply::Map(map) => Ok(map),
         // Version 0 always fetches; an MGS answering otherwise has nothing to give.
         MgsReply::Unchanged(version) => Ok(ClusterMap { version, ..Default::default() }),
+        other => Err(unexpected(&other)),
     }
+}
+
+fn unexpected(reply: &MgsReply) -> weft_proto::WeftError {
+    use weft_proto::msg::ops::Variant;
+    weft_proto::WeftError::protocol(format!("the management service answered a map request with {}", reply.variant()))
 }
 
 /// One version of the map, indexed so that finding a target's address is one hash lookup
@@ -164,12 +170,17 @@ async fn follow(follower: Weak<MapFollower>, wanted: Arc<Notify>) {
             _ = wanted.notified() => fetch_map(&peer, peer.options().connect_timeout).await.map(MgsReply::Map),
         };
         let Some(f) = follower.upgrade() else { return };
+        let answer = answer.and_then(|r| match r {
+            MgsReply::Map(_) | MgsReply::Unchanged(_) => Ok(r),
+            other => Err(unexpected(&other)),
+        });
         match answer {
             Ok(MgsReply::Map(map)) => {
                 f.install(map);
                 retry_ms = WATCH_RETRY_MS_MIN;
             }
-            Ok(MgsReply::Unchanged(_)) => retry_ms = WATCH_RETRY_MS_MIN,
+            // Unchanged (other answers were made errors above).
+            Ok(_) => retry_ms = WATCH_RETRY_MS_MIN,
             Err(e) => {
                 tracing::debug!("following the cluster map: {e}; asking again in {retry_ms} ms");
                 drop(f);

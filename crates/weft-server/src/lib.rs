@@ -26,7 +26,7 @@ mod targets;
 
 pub use config::ServerConfig;
 
-use crate::limits::LOCK_RECOVERY_MS;
+use crate::limits::{GLOBAL_REPORT_MS, LOCK_RECOVERY_MS};
 use anyhow::Context;
 use bytes::Bytes;
 use std::sync::Arc;
@@ -129,8 +129,13 @@ impl RunningServer {
         let jobstats = Arc::new(weft_rpc::jobstats::JobStats::default());
         let mut targets: Vec<(TargetKind, u32)> = mdt_index.map(|i| (TargetKind::Mdt, i)).into_iter().collect();
         targets.extend(ost_indices.iter().map(|&i| (TargetKind::Ost, i)));
-        let params =
-            Arc::new(params::Params::new(schedulers.clone(), services, jobstats.clone(), &config.fsname, targets));
+        let params = Arc::new(params::Params::new(
+            schedulers.clone(),
+            services.clone(),
+            jobstats.clone(),
+            &config.fsname,
+            targets,
+        ));
         let router = Arc::new(router::Router {
             mgs,
             mds: mds.clone(),
@@ -139,7 +144,7 @@ impl RunningServer {
             locks,
             params: params.clone(),
         });
-        let server = Server::with_parts(router, ServerLimits::default(), exports, schedulers);
+        let server = Server::with_parts(router, ServerLimits::default(), exports, schedulers.clone());
         server.add_account(jobstats);
         let mut tasks = vec![server.serve(listener)];
         // Clients and servers of this process (`weft up`: the mount, the MDS towards the
@@ -190,6 +195,7 @@ impl RunningServer {
                 }
             }
         }));
+        tasks.push(tokio::spawn(report_global_demand(mgs_peer.clone(), address.clone(), services, schedulers)));
         tracing::info!("serving {} on {address}", config.roles_text());
         Ok(RunningServer { address, config, server, mds, tasks })
     }
@@ -222,6 +228,43 @@ impl RunningServer {
 fn header() -> RequestHeader {
     // Server-to-server requests are not mutations of the namespace: no reply cache key needed.
     RequestHeader { client_id: 0, request_id: 0, reply_slot: 0, identity: Identity::root(), jobid: String::new() }
+}
+
+/// Every [`GLOBAL_REPORT_MS`], for each service whose TBF has global rules (`global=1`):
+/// reports their demand here to the management service and takes this server's share.
+async fn report_global_demand(
+    mgs: Arc<Peer>,
+    address: String,
+    services: Vec<Service>,
+    schedulers: Arc<weft_rpc::schedule::Schedulers>,
+) {
+    let mut tick = tokio::time::interval(Duration::from_millis(GLOBAL_REPORT_MS));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut failing = false;
+    loop {
+        tick.tick().await;
+        for &service in &services {
+            let Some(tbf) = schedulers.tbf(service) else { continue };
+            let rules = tbf.global_demands();
+            if rules.is_empty() {
+                continue;
+            }
+            let op = mgs::QosDemand { server: address.clone(), service, rules };
+            // Within the report interval: a late answer is a stale share.
+            match mgs.op(header(), 0, op, Bytes::new(), Duration::from_millis(GLOBAL_REPORT_MS)).await {
+                Ok((shares, _)) => {
+                    tbf.set_shares(&shares.0);
+                    failing = false;
+                }
+                // The share in force stays until the management service answers again.
+                Err(e) if !failing => {
+                    tracing::warn!("global TBF rules: the management service did not divide them: {e}");
+                    failing = true;
+                }
+                Err(_) => {}
+            }
+        }
+    }
 }
 
 async fn register(peer: &Peer, target: TargetInfo) -> anyhow::Result<()> {

@@ -101,8 +101,40 @@ macro_rules! mgs_ops {
             /// except rule commands, which add up), or with `delete` removes the settings
             /// whose names `name` matches.
             write SetParamRecord { name: String, value: String, delete: bool } -> $crate::msg::ClusterMap = "mgs_set_param";
+            /// A server's measured demand on its global TBF rules (`global=1`) of one
+            /// service; the answer is its share of each rule's rate. Sent about once a second
+            /// by every server that has such rules; the MGS keeps it in memory only.
+            read QosDemand {
+                server: String,
+                service: $crate::msg::Service,
+                rules: Vec<$crate::msg::GlobalDemand>,
+            } -> $crate::msg::GlobalShares = "mgs_qos_demand";
         }
     };
+}
+
+/// One global TBF rule as one server measured it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GlobalDemand {
+    pub rule: String,
+    /// The rule's rate for the whole file system (requests per second), and byte rate.
+    pub rate: u64,
+    pub bps: Option<u64>,
+    /// Requests its classes started per second, over the last second.
+    pub used: u64,
+    /// Whether its classes wanted more: a request of theirs waited since the last report.
+    pub backlogged: bool,
+}
+
+/// One server's share of global rules.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct GlobalShares(pub Vec<GlobalShare>);
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GlobalShare {
+    pub rule: String,
+    pub rate: u64,
+    pub bps: Option<u64>,
 }
 
 crate::mgs_ops!(define_ops);
@@ -113,6 +145,7 @@ crate::define_replies! {
         Map(ClusterMap),
         /// The caller's map is current: its version.
         Unchanged(u64),
+        Shares(GlobalShares),
     }
 }
 

@@ -23,7 +23,10 @@ pub mod param;
 pub mod types;
 
 pub use mdt::{MdtReply, MdtRequest};
-pub use mgs::{target_name, ClusterMap, MgsReply, MgsRequest, ParamRecord, TargetInfo, TargetKind, TargetState};
+pub use mgs::{
+    target_name, ClusterMap, GlobalDemand, GlobalShare, GlobalShares, MgsReply, MgsRequest, ParamRecord, TargetInfo,
+    TargetKind, TargetState,
+};
 pub use ost::{OstReply, OstRequest};
 pub use param::{ParamReply, ParamRequest};
 pub use types::*;
@@ -133,7 +136,7 @@ crate::define_replies! {
 /// The service of a server process that runs a request, as Lustre's ptlrpc services: each
 /// has a scheduler of its own, so a policy shaping object I/O does not hold metadata or lock
 /// requests back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
 pub enum Service {
     /// The management service (`mgs.MGS.mgs`).
     Mgs,

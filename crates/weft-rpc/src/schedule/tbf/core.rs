@@ -31,6 +31,11 @@
 //! second (a sliding window), and at least 1: a job runs at what a more important one
 //! leaves, and at the whole rate while that one is idle.
 //!
+//! **Global rules** (`global=1`): the rate is for the whole file system; the management
+//! service divides it among the servers by their demand ([`Tbf::global_demands`], answered
+//! with [`Tbf::set_shares`]), and this server's share is the rule's rate here, for each of
+//! its classes (the division is by the rule's demand: one class per rule, a job, is exact).
+//!
 //! **Sharing spare capacity** (`share_spare`): TBF with fixed rates leaves the server idle
 //! while classes wait for tokens. With sharing on, whenever fewer than `running_max`
 //! requests run and no class is due, a waiting class starts one more request beyond its
@@ -40,6 +45,7 @@
 use super::rule::{Command, Expr, Facts, Limits, TbfType};
 use crate::limits::{TBF_CLASSES_MAX, TBF_DEPTH_DEFAULT};
 use std::collections::{HashMap, VecDeque};
+use weft_proto::msg::{GlobalDemand, GlobalShare};
 
 const NS_PER_S: u64 = 1_000_000_000;
 
@@ -72,8 +78,14 @@ pub struct Rule {
     /// The rule whose measured use this one's rate is reduced by.
     pub depends: Option<String>,
     id: u64,
-    /// Requests its classes started, for rules that depend on it.
+    /// Requests its classes started, for rules that depend on it and for the demand of a
+    /// global rule.
     meter: Meter,
+    /// A global rule's share on this server (request and byte rate), once the management
+    /// service divided it; until then the whole rate.
+    share: Option<(u64, Option<u64>)>,
+    /// A request of its classes waited since the last demand report.
+    waited: bool,
 }
 
 /// Requests per second over the last second: the count of the current one-second window,
@@ -197,6 +209,8 @@ impl<T> Tbf<T> {
             depends: None,
             id: 0,
             meter: Meter::default(),
+            share: None,
+            waited: false,
         };
         Tbf {
             ty,
@@ -257,12 +271,23 @@ impl<T> Tbf<T> {
                 };
                 let id = self.next_rule_id;
                 self.next_rule_id += 1;
-                self.rules.insert(at, Rule { name, expr, limits, depends, id, meter: Meter::default() });
+                self.rules.insert(
+                    at,
+                    Rule { name, expr, limits, depends, id, meter: Meter::default(), share: None, waited: false },
+                );
             }
             Command::Change { name, rate, bps, rank } => {
                 let i = self.find(&name).ok_or_else(|| self.no_rule(&name))?;
                 if let Some(rate) = rate {
-                    self.rules[i].limits.rate = rate;
+                    let rule = &mut self.rules[i];
+                    // A global rule's share moves with its rate until the next division.
+                    if let Some((share, _)) = &mut rule.share {
+                        *share = (u128::from(*share) * u128::from(rate) / u128::from(rule.limits.rate.max(1)))
+                            .try_into()
+                            .unwrap_or(rate)
+                            .max(1);
+                    }
+                    rule.limits.rate = rate;
                 }
                 if let Some(bps) = bps {
                     self.rules[i].limits.bps = bps;
@@ -349,7 +374,11 @@ impl<T> Tbf<T> {
         // Newly backlogged: no extra service saved up from its idle time.
         class.vtime = class.vtime.max(floor);
         class.queue.push_back(Waiting { item: waiter(), bytes, since: now });
+        let id = class.rule_id;
         self.queued += 1;
+        if let Some(rule) = self.rules.iter_mut().find(|r| r.id == id) {
+            rule.waited = true;
+        }
         false
     }
 
@@ -465,6 +494,10 @@ impl<T> Tbf<T> {
         let id = self.slots[slot].as_ref().expect("a live class").rule_id;
         let Some(rule) = self.rules.iter().find(|r| r.id == id) else { return Limits::default() };
         let mut limits = rule.limits;
+        if let Some((rate, bps)) = rule.share.filter(|_| rule.limits.global) {
+            limits.rate = rate;
+            limits.bps = bps;
+        }
         if let Some(other) = rule.depends.as_deref().and_then(|d| self.rules.iter().find(|r| r.name == d)) {
             limits.rate = limits.rate.saturating_sub(other.meter.rate(now)).max(1);
         }
@@ -531,6 +564,35 @@ impl<T> Tbf<T> {
         }
     }
 
+    /// This server's demand on each global rule, for the management service's division:
+    /// what its classes started over the last second, and whether one of their requests
+    /// waited since the last report (or waits now).
+    pub fn global_demands(&mut self, now: u64) -> Vec<GlobalDemand> {
+        let mut out = Vec::new();
+        for rule in self.rules.iter_mut().filter(|r| r.limits.global) {
+            let id = rule.id;
+            let waiting = self.slots.iter().flatten().any(|c| c.rule_id == id && !c.queue.is_empty());
+            out.push(GlobalDemand {
+                rule: rule.name.clone(),
+                rate: rule.limits.rate,
+                bps: rule.limits.bps,
+                used: rule.meter.rate(now),
+                backlogged: rule.waited || waiting,
+            });
+            rule.waited = false;
+        }
+        out
+    }
+
+    /// Takes this server's shares of global rules (the division's answer).
+    pub fn set_shares(&mut self, shares: &[GlobalShare]) {
+        for share in shares {
+            if let Some(rule) = self.rules.iter_mut().find(|r| r.name == share.rule && r.limits.global) {
+                rule.share = Some((share.rate.max(1), share.bps));
+            }
+        }
+    }
+
     /// Every class, for listings and statistics.
     pub fn classes(&self) -> Vec<ClassView> {
         self.slots
@@ -572,6 +634,10 @@ impl<T> Tbf<T> {
             }
             if let Some(d) = &r.depends {
                 out.push_str(&format!(", depends {d}"));
+            }
+            if r.limits.global {
+                let share = r.share.map_or(r.limits.rate, |(rate, _)| rate);
+                out.push_str(&format!(", global 1, share {share}"));
             }
             out.push('\n');
         }
@@ -870,5 +936,68 @@ mod tests {
         t.finished();
         assert_eq!(t.next(0), Next::Run(3));
         assert_eq!(t.queued(), 0);
+    }
+
+    /// Two servers with the same rule; a job keeps 8 requests in flight (1 ms each) on each
+    /// server where its files are: on the first for 10 s, on both for 10 s, on the second
+    /// for 10 s. Each server reports its demand once a second (half a second apart) to the
+    /// management service's division. Returns the requests started per second, over all
+    /// servers, in each phase's last 7 s.
+    fn two_servers(rule: &str) -> [u64; 3] {
+        use weft_mgs::qos::GlobalTable;
+        use weft_proto::msg::Service;
+        let mut servers = [tbf(&[rule], Options::default()), tbf(&[rule], Options::default())];
+        let mut table = GlobalTable::default();
+        let mut in_flight = [0usize; 2];
+        let mut running: [Vec<u64>; 2] = [Vec::new(), Vec::new()];
+        let mut started = [0u64; 30];
+        let f = job("ckpt");
+        for t in 0..30_000u64 {
+            let now = t * MS;
+            let second = (t / 1000) as usize;
+            let files = match second {
+                0..10 => [true, false],
+                10..20 => [true, true],
+                _ => [false, true],
+            };
+            for s in 0..2 {
+                let server = &mut servers[s];
+                let before = running[s].len();
+                running[s].retain(|&finish| finish > now);
+                for _ in running[s].len()..before {
+                    server.finished();
+                    in_flight[s] -= 1;
+                }
+                while files[s] && in_flight[s] < 8 {
+                    in_flight[s] += 1;
+                    if server.arrive(now, &f, 4096, 0).is_some() {
+                        running[s].push(now + MS);
+                        started[second] += 1;
+                    }
+                }
+                while let Next::Run(_) = server.next(now) {
+                    running[s].push(now + MS);
+                    started[second] += 1;
+                }
+                if t % 1000 == 500 * s as u64 {
+                    let demands = server.global_demands(now);
+                    let shares = table.report(t, &format!("oss{s}"), Service::OstIo, &demands).unwrap();
+                    server.set_shares(&shares);
+                }
+            }
+        }
+        let phase = |from: usize| started[from + 3..from + 10].iter().sum::<u64>() / 7;
+        [phase(0), phase(10), phase(20)]
+    }
+
+    #[test]
+    fn a_global_rule_holds_a_job_to_its_rate_wherever_its_files_are() {
+        let per_second = two_servers("start g jobid={ckpt} rate=100 global=1");
+        for (phase, rate) in ["one server", "both", "the other"].iter().zip(per_second) {
+            assert!((90..=110).contains(&rate), "files on {phase}: {rate}/s ({per_second:?})");
+        }
+        // The same rule per server: twice the rate while the files are on both.
+        let per_server = two_servers("start g jobid={ckpt} rate=100");
+        assert!((90..=110).contains(&per_server[0]) && per_server[1] >= 190, "{per_server:?}");
     }
 }

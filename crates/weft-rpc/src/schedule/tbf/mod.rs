@@ -119,6 +119,20 @@ impl TbfPolicy {
         self.shared.core().options()
     }
 
+    /// This server's demand on its global rules (see [`Tbf::global_demands`]); empty when it
+    /// has none.
+    pub fn global_demands(&self) -> Vec<weft_proto::msg::GlobalDemand> {
+        let now = self.shared.now();
+        self.shared.core().global_demands(now)
+    }
+
+    /// Takes this server's shares of its global rules.
+    pub fn set_shares(&self, shares: &[weft_proto::msg::GlobalShare]) {
+        self.shared.core().set_shares(shares);
+        // A share may have risen: waiting classes may be due sooner.
+        self.shared.wake.notify_one();
+    }
+
     pub fn set_options(&self, options: Options) {
         self.shared.core().set_options(options);
         self.shared.wake.notify_one();

@@ -319,11 +319,14 @@ pub struct Limits {
     /// Hard token compensation: a class that fell behind while the server was saturated
     /// catches up (Lustre's `realtime=1`).
     pub realtime: bool,
+    /// The rates are for the whole file system, divided among the servers by demand
+    /// through the management service (`global=1`; see weft-mgs's qos.rs).
+    pub global: bool,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Limits { rate: TBF_RATE_DEFAULT, bps: None, realtime: false }
+        Limits { rate: TBF_RATE_DEFAULT, bps: None, realtime: false, global: false }
     }
 }
 
@@ -350,7 +353,8 @@ pub enum Command {
     },
 }
 
-pub const USAGE: &str = "[reg] start NAME EXPR [rate=N] [bps=SIZE] [rank=OTHER] [realtime=1] [depends=OTHER] | \
+pub const USAGE: &str =
+    "[reg] start NAME EXPR [rate=N] [bps=SIZE] [rank=OTHER] [realtime=1] [depends=OTHER] [global=1] | \
 [reg] change NAME [rate=N] [bps=SIZE|0] [rank=OTHER] | [reg] stop NAME";
 
 impl Command {
@@ -390,7 +394,8 @@ impl Command {
                         "rank" => rank = Some(v.to_string()),
                         "realtime" => limits.realtime = parse_flag(k, v)?,
                         "depends" => depends = Some(v.to_string()),
-                        _ => return Err(unknown_option(k, "rate, bps, rank, realtime, depends")),
+                        "global" => limits.global = parse_flag(k, v)?,
+                        _ => return Err(unknown_option(k, "rate, bps, rank, realtime, depends, global")),
                     }
                 }
                 Ok(Command::Start { name, expr, limits, rank, depends })
@@ -569,7 +574,12 @@ mod tests {
         assert_eq!(expr.to_string(), "opcode={ost_write}&jobid={dd.0}");
         let c = Command::parse("reg start fast jobid={dd.0 ior.1} bps=500M realtime=1", &ty).unwrap();
         let Command::Start { limits, .. } = c else { panic!() };
-        assert_eq!(limits, Limits { rate: TBF_RATE_DEFAULT, bps: Some(500 << 20), realtime: true });
+        assert_eq!(limits, Limits { rate: TBF_RATE_DEFAULT, bps: Some(500 << 20), realtime: true, global: false });
+        let Command::Start { limits, .. } = Command::parse("start g jobid={ckpt} rate=100 global=1", &ty).unwrap()
+        else {
+            panic!("not a start")
+        };
+        assert!(limits.global && limits.rate == 100);
         assert_eq!(
             Command::parse("change loginnode rate=200", &ty).unwrap(),
             Command::Change { name: "loginnode".into(), rate: Some(200), bps: None, rank: None }
@@ -588,7 +598,7 @@ mod tests {
         assert!(err("begin x jobid={a}").contains("start, change, stop"));
         assert!(err("start x jobid={a} rate=0").contains("0 < rate < 1000000"));
         assert!(err("start x jobid={a} rate=1000000").contains("0 < rate"));
-        assert!(err("start x jobid={a} speed=3").contains("the options are rate, bps, rank, realtime, depends"));
+        assert!(err("start x jobid={a} speed=3").contains("the options are rate, bps, rank, realtime, depends, global"));
         assert!(err("start this_name_is_too_long jobid={a}").contains("1 to 15 characters"));
         assert!(err("start bad-name jobid={a}").contains("A-Z"));
         assert!(err("start x rate=5").contains("needs an expression"));

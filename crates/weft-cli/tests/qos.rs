@@ -258,12 +258,20 @@ fn switching_the_policy_under_fio_verify_loses_and_fails_nothing() {
             }
         }
         assert!(start.elapsed() < Duration::from_secs(120), "fio did not finish");
-        let policy = if switches % 2 == 0 { "tbf jobid" } else { "fifo" };
+        let policy = ["tbf jobid", "crrn", "orr", "fifo"][switches % 4];
         for service in ["ost.OSS.ost_io", "mds.MDS.mdt"] {
             param_ok(&c, &["set-param", &format!("{service}.nrs_policies={policy}")]);
-            if switches % 2 == 0 {
-                // A rule that binds: requests are held in the queue when the switch comes.
-                param_ok(&c, &["set-param", &format!("{service}.nrs_tbf_rule=start f jobid={{fio}} rate=200")]);
+            // Settings that bind: requests are held in the queue when the switch comes.
+            let settings: &[&str] = match policy {
+                "tbf jobid" => &["nrs_tbf_rule=start f jobid={fio} rate=200"],
+                "crrn" => &["nrs_crrn_running_max=1", "nrs_crrn_quantum=2"],
+                "orr" if service == "ost.OSS.ost_io" => {
+                    &["nrs_orr_running_max=1", "nrs_orr_supported=reads_and_writes"]
+                }
+                _ => &[],
+            };
+            for setting in settings {
+                param_ok(&c, &["set-param", &format!("{service}.{setting}")]);
             }
         }
         switches += 1;
@@ -276,7 +284,7 @@ fn switching_the_policy_under_fio_verify_loses_and_fails_nothing() {
         String::from_utf8_lossy(&out.stdout),
         String::from_utf8_lossy(&out.stderr)
     );
-    assert!(switches >= 4, "the policy switched under the load ({switches} times)");
+    assert!(switches >= 4, "the policy switched under the load ({switches} times), through each of the four");
 }
 
 #[test]
@@ -302,9 +310,20 @@ fn parameters_are_listed_shown_and_refused_with_what_is_allowed() {
         "{e}"
     );
     let e = stderr(&param(&c, &["set-param", "ost.OSS.ost_io.nrs_policies=lottery"]));
-    assert!(e.contains("unknown NRS policy 'lottery'") && e.contains("fifo, tbf"), "{e}");
+    assert!(e.contains("unknown NRS policy 'lottery'") && e.contains("fifo, crrn, orr, tbf"), "{e}");
     let e = stderr(&param(&c, &["set-param", "ost.OSS.ost_io.nrs_tbf_rule=start x jobid={a}"]));
     assert!(e.contains("is fifo: set ost.OSS.ost_io.nrs_policies=tbf first"), "{e}");
+    let e = stderr(&param(&c, &["set-param", "ost.OSS.ost_io.nrs_orr_supported=reads"]));
+    assert!(e.contains("set ost.OSS.ost_io.nrs_policies=orr first"), "{e}");
+    param_ok(&c, &["set-param", "ost.OSS.ost_io.nrs_policies=orr"]);
+    let e = stderr(&param(&c, &["set-param", "ost.OSS.ost_io.nrs_orr_supported=everything"]));
+    assert!(e.contains("one of reads, writes, reads_and_writes"), "{e}");
+    param_ok(&c, &["set-param", "ost.OSS.ost_io.nrs_orr_quantum=reg_quantum:64"]);
+    let quantum = weft_ok(&["get-param", "-n", "--server", &oss, "ost.OSS.ost_io.nrs_orr_quantum"]);
+    assert_eq!(quantum.trim(), "reg_quantum:64");
+    let listing = weft_ok(&["get-param", "-n", "--server", &oss, "ost.OSS.ost_io.nrs_policies"]);
+    assert!(listing.contains("  - name: orr\n    state: started"), "{listing}");
+    assert!(listing.contains("  - name: crrn\n    state: stopped"), "{listing}");
     param_ok(&c, &["set-param", "ost.OSS.ost_io.nrs_policies=tbf jobid"]);
     let e = stderr(&param(&c, &["set-param", "ost.OSS.ost_io.nrs_tbf_rule=start x uid={5}"]));
     assert!(e.contains("'tbf jobid', which takes jobid"), "{e}");

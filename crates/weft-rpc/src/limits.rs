@@ -71,6 +71,16 @@ pub const TBF_RULE_NAME_BYTES_MAX: usize = 15;
 /// (Lustre's `tbf_jobid_cache_size`).
 pub const TBF_CLASSES_MAX: usize = 8192;
 
+// ---- Scheduling: the round robin policies (see [`crate::schedule::rr`])
+
+/// Requests a client (CRRN) or an object (ORR) starts in one turn (Lustre's
+/// `nrs_crrn_quantum` and `nrs_orr_quantum` defaults).
+pub const CRRN_QUANTUM_DEFAULT: u32 = 16;
+pub const ORR_QUANTUM_DEFAULT: u32 = 256;
+/// Requests a round robin policy lets run at once before it queues (Lustre's bound is its
+/// service threads): enough to keep a disk's queue and both cores busy.
+pub const RR_RUNNING_MAX_DEFAULT: usize = 16;
+
 // ---- Job statistics (see [`crate::jobstats`])
 
 /// How long a job may be idle before its statistics are dropped (Lustre's

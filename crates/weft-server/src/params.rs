@@ -3,20 +3,23 @@
 //!
 //! | name | get | set |
 //! |---|---|---|
-//! | `SERVICE.nrs_policies` | the policies, Lustre's YAML | `fifo`, `tbf`, `tbf jobid`, ... |
+//! | `SERVICE.nrs_policies` | the policies, Lustre's YAML | `fifo`, `crrn`, `orr`, `tbf`, `tbf jobid`, ... |
 //! | `SERVICE.nrs_tbf_rule` | the rules, Lustre's shape | `start ...`, `change ...`, `stop ...` |
 //! | `SERVICE.nrs_tbf_running_max` | requests running at once under TBF (0: no bound) | a number |
 //! | `SERVICE.nrs_tbf_share_spare` | 1 when idle capacity is shared by rate | 0 or 1 |
 //! | `SERVICE.nrs_tbf_depth` | tokens a class may save up | 1 or more |
 //! | `SERVICE.nrs_tbf_classes` | each class: its rule, requests held and waits | read only |
+//! | `SERVICE.nrs_crrn_quantum`, `SERVICE.nrs_orr_quantum` | requests per turn (`reg_quantum:16`) | a number |
+//! | `SERVICE.nrs_crrn_running_max`, `SERVICE.nrs_orr_running_max` | requests running before they queue | a number |
+//! | `SERVICE.nrs_orr_supported` | what ORR orders (`reg_supported:reads`) | `reads`, `writes`, `reads_and_writes` |
 //!
 //! | `obdfilter.OST.job_stats`, `mdt.MDT.job_stats` | each job's counters, Lustre's YAML | `clear`, or a jobid to forget |
 //! | `obdfilter.OST.job_cleanup_interval`, `mdt.MDT.job_cleanup_interval` | seconds an idle job is kept | seconds, 0 for ever |
 //!
 //! SERVICE is `ost.OSS.ost_io`, `ost.OSS.ost`, `mds.MDS.mdt`, `mgs.MGS.mgs` or
 //! `ldlm.services.ldlm_canceld`, as the process serves them; OST and MDT the names of its
-//! targets (`weft-OST0001`). The `nrs_tbf_*` names answer while the service's policy is
-//! TBF.
+//! targets (`weft-OST0001`). The `nrs_tbf_*`, `nrs_crrn_*` and `nrs_orr_*` names answer
+//! while the service's policy is that one.
 
 use std::fmt::Write;
 use std::sync::Arc;
@@ -26,6 +29,7 @@ use weft_proto::msg::param::{
 use weft_proto::msg::{target_name, ParamRecord, ParamReply, ParamRequest, RequestHeader, Service, TargetKind};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
 use weft_rpc::jobstats::JobStats;
+use weft_rpc::schedule::rr::{Kind, RrPolicy, Supported};
 use weft_rpc::schedule::tbf::rule::Field;
 use weft_rpc::schedule::tbf::TbfPolicy;
 use weft_rpc::schedule::Schedulers;
@@ -38,11 +42,25 @@ enum Leaf {
     TbfShareSpare,
     TbfDepth,
     TbfClasses,
+    Quantum(Kind),
+    RrRunningMax(Kind),
+    OrrSupported,
 }
 
 impl Leaf {
-    const ALL: [Leaf; 6] =
-        [Leaf::Policies, Leaf::TbfRule, Leaf::TbfRunningMax, Leaf::TbfShareSpare, Leaf::TbfDepth, Leaf::TbfClasses];
+    const ALL: [Leaf; 11] = [
+        Leaf::Policies,
+        Leaf::TbfRule,
+        Leaf::TbfRunningMax,
+        Leaf::TbfShareSpare,
+        Leaf::TbfDepth,
+        Leaf::TbfClasses,
+        Leaf::Quantum(Kind::Crrn),
+        Leaf::RrRunningMax(Kind::Crrn),
+        Leaf::Quantum(Kind::Orr),
+        Leaf::RrRunningMax(Kind::Orr),
+        Leaf::OrrSupported,
+    ];
 
     fn name(self) -> &'static str {
         match self {
@@ -52,6 +70,11 @@ impl Leaf {
             Leaf::TbfShareSpare => "nrs_tbf_share_spare",
             Leaf::TbfDepth => "nrs_tbf_depth",
             Leaf::TbfClasses => "nrs_tbf_classes",
+            Leaf::Quantum(Kind::Crrn) => "nrs_crrn_quantum",
+            Leaf::RrRunningMax(Kind::Crrn) => "nrs_crrn_running_max",
+            Leaf::Quantum(Kind::Orr) => "nrs_orr_quantum",
+            Leaf::RrRunningMax(Kind::Orr) => "nrs_orr_running_max",
+            Leaf::OrrSupported => "nrs_orr_supported",
         }
     }
 }
@@ -184,6 +207,17 @@ impl Params {
         })
     }
 
+    fn rr(&self, service: Service, kind: Kind) -> Result<Arc<RrPolicy>, String> {
+        self.schedulers.rr(service).filter(|p| p.kind() == kind).ok_or_else(|| {
+            let prefix = service.param_prefix().unwrap_or_default();
+            format!(
+                "the policy of {prefix} is {}: set {prefix}.nrs_policies={} first",
+                self.policy_name(service),
+                kind.name()
+            )
+        })
+    }
+
     fn policy_name(&self, service: Service) -> String {
         self.schedulers.of(service).policy().name().to_string()
     }
@@ -203,6 +237,10 @@ impl Params {
             Leaf::TbfShareSpare => u8::from(self.tbf(service)?.options().share_spare).to_string(),
             Leaf::TbfDepth => self.tbf(service)?.options().depth.to_string(),
             Leaf::TbfClasses => classes_listing(&*self.tbf(service)?),
+            // Lustre's shape; Weft's services have one queue, the regular one.
+            Leaf::Quantum(kind) => format!("reg_quantum:{}", self.rr(service, kind)?.quantum()),
+            Leaf::RrRunningMax(kind) => self.rr(service, kind)?.running_max().to_string(),
+            Leaf::OrrSupported => format!("reg_supported:{}", self.rr(service, Kind::Orr)?.supported().name()),
         })
     }
 
@@ -253,6 +291,30 @@ impl Params {
                 Ok(())
             }
             Leaf::TbfClasses => Err("read only: it lists the classes TBF has seen".into()),
+            Leaf::Quantum(kind) => {
+                let policy = self.rr(service, kind)?;
+                let text = value.trim();
+                let text = text.strip_prefix("reg_quantum:").unwrap_or(text);
+                match text.trim().parse::<u32>() {
+                    Ok(n) if n >= 1 => policy.set_quantum(n),
+                    _ => return Err(format!("'{value}': requests per turn, 1 or more (or reg_quantum:N)")),
+                }
+                Ok(())
+            }
+            Leaf::RrRunningMax(kind) => {
+                let policy = self.rr(service, kind)?;
+                match value.trim().parse::<usize>() {
+                    Ok(n) if n >= 1 => policy.set_running_max(n),
+                    _ => return Err(format!("'{value}': requests running at once, 1 or more")),
+                }
+                Ok(())
+            }
+            Leaf::OrrSupported => {
+                let policy = self.rr(service, Kind::Orr)?;
+                let text = value.trim();
+                policy.set_supported(Supported::parse(text.strip_prefix("reg_supported:").unwrap_or(text))?);
+                Ok(())
+            }
         }
     }
 }

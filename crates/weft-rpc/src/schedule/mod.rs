@@ -8,9 +8,9 @@
 //! inline on whoever polls it, or handed to a thread that may block) and holds whatever
 //! the policy gave out (a per-target turn) until the request has executed.
 //!
-//! [`fifo::Fifo`] is the default and the fallback, as in Lustre. A token bucket filter, a
-//! round robin over clients or objects, or a test policy is one more file beside it that
-//! implements [`Policy`]; [`Scheduler::set_policy`] switches a service's policy at run time,
+//! [`fifo::Fifo`] is the default and the fallback, as in Lustre. The token bucket filter
+//! ([`tbf`]), the round robins over clients or objects ([`rr`]), or a test policy is one more
+//! module beside it that implements [`Policy`]; [`Scheduler::set_policy`] switches a service's policy at run time,
 //! and requests the old one admitted or holds go on under it.
 //!
 //! A policy that holds a request back says so ([`Admission::Later`] with `held`): a request
@@ -19,6 +19,7 @@
 //! requests wait behind it.
 
 pub mod fifo;
+pub mod rr;
 pub mod tbf;
 
 use crate::server::{Origin, RequestContext};
@@ -111,6 +112,11 @@ pub trait Policy: Send + Sync + 'static {
     fn as_tbf(self: Arc<Self>) -> Option<Arc<tbf::TbfPolicy>> {
         None
     }
+
+    /// This policy as a round robin (crrn, orr), if it is one.
+    fn as_rr(self: Arc<Self>) -> Option<Arc<rr::RrPolicy>> {
+        None
+    }
 }
 
 /// One service's scheduler: its policy, switchable at run time.
@@ -162,7 +168,8 @@ impl Default for Schedulers {
 }
 
 /// The policies `nrs_policies` takes, for messages.
-pub const POLICY_NAMES: &str = "fifo, tbf, tbf TYPE (TYPE: nid, jobid, opcode, uid, gid, or several joined by +)";
+pub const POLICY_NAMES: &str =
+    "fifo, crrn, orr, tbf, tbf TYPE (TYPE: nid, jobid, opcode, uid, gid, or several joined by +)";
 
 impl Schedulers {
     pub fn of(&self, service: Service) -> &Scheduler {
@@ -186,6 +193,14 @@ impl Schedulers {
                 self.of(service).set_policy(Arc::new(fifo::Fifo::default()));
                 Ok(())
             }
+            "crrn" | "orr" if arg.is_empty() => {
+                let kind = if name == "crrn" { rr::Kind::Crrn } else { rr::Kind::Orr };
+                if self.rr(service).is_some_and(|p| p.kind() == kind) {
+                    return Ok(());
+                }
+                self.of(service).set_policy(Arc::new(rr::RrPolicy::new(kind)));
+                Ok(())
+            }
             "tbf" => {
                 let ty = tbf::rule::TbfType::parse(arg)?;
                 if self.tbf(service).is_some_and(|t| t.ty() == ty) {
@@ -203,6 +218,11 @@ impl Schedulers {
         self.of(service).policy().as_tbf()
     }
 
+    /// The round robin policy in force on `service`, if that is the policy.
+    pub fn rr(&self, service: Service) -> Option<Arc<rr::RrPolicy>> {
+        self.of(service).policy().as_rr()
+    }
+
     /// `nrs_policies` as Lustre shows it: each policy, its state, and (for the one in
     /// force) its queued and running requests.
     pub fn policies_listing(&self, service: Service) -> String {
@@ -217,6 +237,13 @@ impl Schedulers {
         };
         // FIFO is always started, as Lustre's fallback.
         entry("fifo", true, true, 0, 0);
+        let rr = self.rr(service);
+        for kind in [rr::Kind::Crrn, rr::Kind::Orr] {
+            match rr.as_ref().filter(|p| p.kind() == kind) {
+                Some(p) => entry(kind.name(), true, false, p.queued(), p.running()),
+                None => entry(kind.name(), false, false, 0, 0),
+            }
+        }
         match &tbf {
             Some(t) => entry(t.name(), true, false, t.queued(), t.running()),
             None => entry("tbf", false, false, 0, 0),

@@ -566,4 +566,19 @@ fn mounts_take_their_jobid_settings_from_the_management_service() {
     assert!(out.status.success());
     let stats = weft_ok(&["get-param", "-n", "--server", &oss, "obdfilter.*-OST0000.job_stats"]);
     assert_eq!(job_counter(&stats, "from_env_42", "write_bytes").map(|c| c.1), Some(4 << 16), "{stats}");
+
+    // The mounts' bound of data written and not yet on the servers, the same way; a file
+    // many times larger than it is written whole.
+    assert_eq!(mount_params(&b)["max_dirty_mb"], "64", "the default");
+    let dirty = |value: &str| param(&c, &["set-param", "-P", "--server", &oss, &format!("max_dirty_mb={value}")]);
+    assert!(stderr(&dirty("0")).contains("max_dirty_mb '0': MiB from 1 to"));
+    assert!(dirty("2").status.success());
+    let start = Instant::now();
+    while mount_params(&a)["max_dirty_mb"] != "2" || mount_params(&b)["max_dirty_mb"] != "2" {
+        assert!(start.elapsed() < Duration::from_secs(10), "the mounts never took the permanent max_dirty_mb");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let data = pattern(7, 0, 24 << 20);
+    std::fs::write(b.join("big"), &data).unwrap();
+    assert!(std::fs::read(a.join("big")).unwrap() == data, "what one mount wrote under a 2 MiB bound, the other reads");
 }

@@ -40,8 +40,11 @@ pub const FLOCK_RETRY_MS_MAX: u64 = 200;
 /// How long the kernel trusts attributes and directory entries, unless the mount options say
 /// otherwise. Without the lock manager this is how stale another client's changes may look.
 pub const ATTR_TTL_MS_DEFAULT: u64 = 1_000;
-/// Bytes written to the kernel but not yet acknowledged by the OSTs, for the whole mount.
+/// Bytes written to the kernel but not yet acknowledged by the OSTs, for the whole mount,
+/// unless `max_dirty_mb` says otherwise.
 pub const DIRTY_BYTES_MAX: u32 = 64 << 20;
+/// The most `max_dirty_mb` takes: memory held back from the servers for one mount.
+pub const DIRTY_MB_MAX: u64 = 16 * 1024;
 /// Writes of one file on their way to the OSTs at once (Lustre's max_rpcs_in_flight, which
 /// is per OST there); what queues meanwhile goes after, small writes gathered.
 pub const WRITE_REQUESTS_PER_FILE_MAX: usize = 8;

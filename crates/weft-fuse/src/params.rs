@@ -1,11 +1,14 @@
 //! The mount's part of the parameter tree (a Lustre client's `lctl set_param jobid_var=...`):
-//! `jobid_var` and `jobid_name`, read and set by `weft get-param`/`set-param` through the
+//! `jobid_var`, `jobid_name` and `max_dirty_mb` (Lustre's client-wide bound of data written
+//! and not yet on the servers: Weft's write-behind has one bound per mount, not one per OST
+//! as Lustre's `osc.*.max_dirty_mb`), read and set by `weft get-param`/`set-param` through the
 //! virtual attributes `weft.params` and `weft.param:NAME` of the mount's root, and applied
 //! from the permanent settings in the cluster map (`set-param -P`) when the mount starts and
 //! whenever they change. A setting made on the mount lasts until the next permanent one of
 //! the same name, as in Lustre.
 
 use crate::jobid::{JobidScheme, JobidVar};
+use crate::limits::DIRTY_MB_MAX;
 use crate::mount::Mount;
 use std::sync::{Arc, Weak};
 use weft_proto::msg::param::{name_matches, records_to_apply, ParamValue};
@@ -13,7 +16,7 @@ use weft_proto::msg::ParamRecord;
 use weft_proto::{WeftError, WeftResult};
 
 /// The names a mount answers.
-pub const NAMES: [&str; 2] = ["jobid_var", "jobid_name"];
+pub const NAMES: [&str; 3] = ["jobid_var", "jobid_name", "max_dirty_mb"];
 
 /// Checks a value for a mount parameter: the message names what is allowed.
 pub fn check(name: &str, value: &str) -> Result<(), String> {
@@ -21,7 +24,16 @@ pub fn check(name: &str, value: &str) -> Result<(), String> {
         "jobid_var" => JobidVar::parse(value).map(|_| ()),
         "jobid_name" if value.is_empty() => Err("jobid_name: a format such as %e.%u (empty would name no job)".into()),
         "jobid_name" => Ok(()),
+        "max_dirty_mb" => parse_dirty_mb(value).map(|_| ()),
         other => Err(format!("no mount parameter '{other}': the mount's are {}", NAMES.join(", "))),
+    }
+}
+
+/// `max_dirty_mb`: MiB, within what a mount may sensibly hold back.
+fn parse_dirty_mb(value: &str) -> Result<u64, String> {
+    match value.trim().parse::<u64>() {
+        Ok(mb) if (1..=DIRTY_MB_MAX).contains(&mb) => Ok(mb),
+        _ => Err(format!("max_dirty_mb '{value}': MiB from 1 to {DIRTY_MB_MAX}")),
     }
 }
 
@@ -32,6 +44,7 @@ impl Mount {
         vec![
             ParamValue { name: "jobid_var".into(), value: scheme.var.name().to_string() },
             ParamValue { name: "jobid_name".into(), value: scheme.name },
+            ParamValue { name: "max_dirty_mb".into(), value: (self.writes.dirty_max() >> 20).to_string() },
         ]
     }
 
@@ -41,18 +54,26 @@ impl Mount {
         if names.is_empty() {
             return Err(WeftError::not_found(format!("no mount parameter matches '{pattern}'")));
         }
+        // Every value is checked before any is set.
+        for name in &names {
+            check(name, value).map_err(WeftError::invalid)?;
+        }
         let mut scheme: JobidScheme = self.callers.scheme();
+        let jobid_changes = names.iter().any(|n| n.starts_with("jobid_"));
         for name in &names {
             match *name {
                 "jobid_var" => scheme.var = JobidVar::parse(value).map_err(WeftError::invalid)?,
+                "jobid_name" => scheme.name = value.to_string(),
                 _ => {
-                    check(name, value).map_err(WeftError::invalid)?;
-                    scheme.name = value.to_string();
+                    let mb = parse_dirty_mb(value).map_err(WeftError::invalid)?;
+                    self.writes.set_dirty_max(mb << 20, &self.runtime);
                 }
             }
             tracing::info!("mount parameter {name}={value}");
         }
-        self.callers.set_scheme(scheme);
+        if jobid_changes {
+            self.callers.set_scheme(scheme);
+        }
         Ok(names.into_iter().map(String::from).collect())
     }
 
@@ -93,6 +114,8 @@ mod tests {
         assert!(check("jobid_var", "procname_uid").is_ok());
         assert!(check("jobid_var", "bad value").unwrap_err().contains("allowed are disable, procname_uid"));
         assert!(check("jobid_name", "").is_err());
-        assert!(check("max_dirty_mb", "5").unwrap_err().contains("jobid_var, jobid_name"));
+        assert!(check("max_dirty_mb", "5").is_ok());
+        assert!(check("max_dirty_mb", "0").unwrap_err().contains("MiB from 1 to"));
+        assert!(check("max_dirty_kb", "5").unwrap_err().contains("jobid_var, jobid_name, max_dirty_mb"));
     }
 }

@@ -162,16 +162,58 @@ pub struct QueuedWrite {
 
 pub struct WriteBehind {
     dirty: Arc<Semaphore>,
+    /// The dirty bound the semaphore stands for (`max_dirty_mb`), in bytes.
+    dirty_max: Mutex<u64>,
     files: Mutex<HashMap<Fid, Arc<FileWrites>>>,
 }
 
 impl Default for WriteBehind {
     fn default() -> Self {
-        WriteBehind { dirty: Arc::new(Semaphore::new(DIRTY_BYTES_MAX as usize)), files: Mutex::new(HashMap::new()) }
+        WriteBehind {
+            dirty: Arc::new(Semaphore::new(DIRTY_BYTES_MAX as usize)),
+            dirty_max: Mutex::new(u64::from(DIRTY_BYTES_MAX)),
+            files: Mutex::new(HashMap::new()),
+        }
     }
 }
 
 impl WriteBehind {
+    /// The bound of bytes written but not yet acknowledged (`max_dirty_mb`).
+    pub fn dirty_max(&self) -> u64 {
+        *self.dirty_max.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Moves the dirty bound to `bytes`. Raising it frees room at once; lowering it takes
+    /// the room that is free now, and the rest as writes in flight land (a task on
+    /// `runtime` waits for it), so the bound is never exceeded for long and no write waits
+    /// for room that no longer exists.
+    pub fn set_dirty_max(&self, bytes: u64, runtime: &tokio::runtime::Handle) {
+        let mut max = self.dirty_max.lock().unwrap_or_else(|p| p.into_inner());
+        let bytes = bytes.max(1);
+        if bytes >= *max {
+            self.dirty.add_permits((bytes - *max) as usize);
+        } else {
+            let cut = (*max - bytes) as usize;
+            let taken = self.dirty.forget_permits(cut);
+            if taken < cut {
+                let (dirty, rest) = (self.dirty.clone(), cut - taken);
+                runtime.spawn(async move {
+                    // Chunks of at most u32::MAX permits each (the most one acquire takes).
+                    let mut rest = rest;
+                    while rest > 0 {
+                        let n = rest.min(u32::MAX as usize);
+                        match dirty.acquire_many(n as u32).await {
+                            Ok(permit) => permit.forget(),
+                            Err(_) => return,
+                        }
+                        rest -= n;
+                    }
+                });
+            }
+        }
+        *max = bytes;
+    }
+
     fn file(&self, fid: Fid) -> Arc<FileWrites> {
         self.files.lock().unwrap_or_else(|p| p.into_inner()).entry(fid).or_default().clone()
     }
@@ -196,11 +238,11 @@ impl WriteBehind {
         if len == 0 {
             return Ok(());
         }
-        debug_assert!(len <= DIRTY_BYTES_MAX as u64, "one FUSE write is at most max_write");
+        // A write larger than the whole bound (a bound below max_write) takes all of it.
         let room = self
             .dirty
             .clone()
-            .acquire_many_owned(len.min(DIRTY_BYTES_MAX as u64) as u32)
+            .acquire_many_owned(len.min(self.dirty_max()).min(u64::from(u32::MAX)) as u32)
             .await
             .map_err(|_| WeftError::io("the mount is shutting down"))?;
         let (start, end) = (write.offset, write.offset + len);
@@ -351,6 +393,26 @@ mod tests {
             queued.insert(offset, Queued { seq: seq as u64, write, _room: room });
         }
         queued
+    }
+
+    #[tokio::test]
+    async fn the_dirty_bound_moves_up_and_down_and_never_strands_a_writer() {
+        let wb = WriteBehind::default();
+        let rt = tokio::runtime::Handle::current();
+        let held = wb.dirty.clone().acquire_many_owned(10 << 20).await.unwrap();
+        wb.set_dirty_max(16 << 20, &rt);
+        assert_eq!((wb.dirty_max(), wb.dirty.available_permits()), (16 << 20, 6 << 20));
+        // Below what is in use: nothing free now, and the bound holds once the writes land.
+        wb.set_dirty_max(4 << 20, &rt);
+        assert_eq!(wb.dirty.available_permits(), 0);
+        drop(held);
+        let t0 = std::time::Instant::now();
+        while wb.dirty.available_permits() != 4 << 20 {
+            assert!(t0.elapsed() < std::time::Duration::from_secs(5), "{}", wb.dirty.available_permits());
+            tokio::task::yield_now().await;
+        }
+        wb.set_dirty_max(u64::from(DIRTY_BYTES_MAX), &rt);
+        assert_eq!(wb.dirty.available_permits(), DIRTY_BYTES_MAX as usize);
     }
 
     fn offsets(request: &[Queued]) -> Vec<u64> {

@@ -4,7 +4,10 @@
 # and 127.0.0.5), mounted by a separate `weft mount` process, then
 #   weft bench io500 --dir MNT/io500 --baseline BASELINE "$@"
 # Everything is stopped and removed on exit. BASELINE defaults to a fresh directory under
-# /var/tmp (the same disk as the servers' data); WEFT to target/release/weft.
+# /var/tmp (the same disk as the servers' data), BASELINE=none runs without one; WEFT to
+# target/release/weft. NRS="tbf jobid" (or crrn, orr, fifo) first switches the OSS I/O and
+# MDS services to that policy, a TBF with a rule that no request reaches and the default
+# rule's rate out of reach: what the policy costs when it holds nothing back.
 set -euo pipefail
 W=${WEFT:-target/release/weft}
 W=$(realpath "$W")
@@ -18,7 +21,8 @@ cleanup() {
   rm -rf "$dir"
 }
 trap cleanup EXIT
-mkdir -p "$dir/mnt" "$baseline"
+mkdir -p "$dir/mnt"
+[ "$baseline" = none ] || mkdir -p "$baseline"
 port=9850
 mgs="127.0.0.2:$port"
 node() { # name ip roles-toml
@@ -41,4 +45,17 @@ node mds 127.0.0.3 $'[mds]\nindex = 0'
 sleep 1
 "$W" mount "$mgs" "$dir/mnt" -o "log=$dir/mount.log"
 mkdir -p "$dir/mnt/io500"
-"$W" bench io500 --dir "$dir/mnt/io500" --baseline "$baseline" "$@"
+if [ -n "${NRS:-}" ]; then
+  for svc in ost.OSS.ost_io mds.MDS.mdt; do
+    "$W" set-param --mgs "$mgs" "$svc.nrs_policies=$NRS"
+    case "$NRS" in
+      tbf*)
+        "$W" set-param --mgs "$mgs" "$svc.nrs_tbf_rule=start never jobid={nobody.0} rate=100"
+        "$W" set-param --mgs "$mgs" "$svc.nrs_tbf_rule=change default rate=999999"
+        ;;
+    esac
+  done
+fi
+with_baseline=(--baseline "$baseline")
+[ "$baseline" = none ] && with_baseline=()
+"$W" bench io500 --dir "$dir/mnt/io500" "${with_baseline[@]}" "$@"

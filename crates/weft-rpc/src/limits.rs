@@ -65,6 +65,8 @@ pub const TBF_RATE_DEFAULT: u64 = 10_000;
 pub const TBF_RATE_MAX: u64 = 1_000_000;
 /// Tokens a class may save up (Lustre's `tbf_depth`).
 pub const TBF_DEPTH_DEFAULT: u32 = 3;
+/// How early a request may start before its class is due: the resolution of tokio's timer.
+pub const TBF_EARLY_NS: u64 = 1_000_000;
 /// Longest rule name (Lustre's `MAX_TBF_NAME` less its terminator).
 pub const TBF_RULE_NAME_BYTES_MAX: usize = 15;
 /// Classes a TBF scheduler keeps; past it, the idle ones seen longest ago are forgotten

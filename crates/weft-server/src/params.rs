@@ -265,10 +265,7 @@ impl Params {
             Leaf::TbfRunningMax => {
                 let tbf = self.tbf(service)?;
                 let n: usize = value.trim().parse().map_err(|_| format!("'{value}': a number (0: no bound)"))?;
-                tbf.set_options(weft_rpc::schedule::tbf::core::Options {
-                    running_max: (n > 0).then_some(n),
-                    ..tbf.options()
-                });
+                tbf.update_options(|o| o.running_max = (n > 0).then_some(n));
                 Ok(())
             }
             Leaf::TbfShareSpare => {
@@ -278,7 +275,7 @@ impl Params {
                     "1" => true,
                     _ => return Err(format!("'{value}': 0 or 1")),
                 };
-                tbf.set_options(weft_rpc::schedule::tbf::core::Options { share_spare: on, ..tbf.options() });
+                tbf.update_options(|o| o.share_spare = on);
                 Ok(())
             }
             Leaf::TbfDepth => {
@@ -287,7 +284,7 @@ impl Params {
                     Ok(d) if d >= 1 => d,
                     _ => return Err(format!("'{value}': a number of tokens, 1 or more")),
                 };
-                tbf.set_options(weft_rpc::schedule::tbf::core::Options { depth, ..tbf.options() });
+                tbf.update_options(|o| o.depth = depth);
                 Ok(())
             }
             Leaf::TbfClasses => Err("read only: it lists the classes TBF has seen".into()),

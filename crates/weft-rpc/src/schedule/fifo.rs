@@ -77,6 +77,19 @@ impl Plan {
         }
     }
 
+    /// Admits the request once another policy lets it go: when `go` fires, or its sender is
+    /// dropped (the policy switched away from). Held on purpose meanwhile (see
+    /// [`Admission::Later`]); then FIFO's plan as for any request.
+    pub fn admit_after(self, go: tokio::sync::oneshot::Receiver<()>, also: impl Send + Sync + 'static) -> Admission {
+        Admission::Later {
+            grant: Box::pin(async move {
+                let _ = go.await;
+                self.grant(also).await
+            }),
+            held: true,
+        }
+    }
+
     /// The grant once the turn (if any) is free.
     pub async fn grant(self, also: impl Send + Sync + 'static) -> Grant {
         match self.turn {

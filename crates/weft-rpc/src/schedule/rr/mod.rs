@@ -224,24 +224,17 @@ impl Policy for RrPolicy {
         let Some((key, order)) = self.key(request) else { return plan.admit(()) };
         // The waiter is made only for a request that waits.
         let mut rx = None;
-        let now = self.shared.core().arrive_with(&key, order, || {
+        let starts = self.shared.core().arrive_with(&key, order, || {
             let (tx, r) = oneshot::channel();
             rx = Some(r);
             tx
         });
-        let Some(rx) = rx.filter(|_| !now) else {
+        if starts {
             return plan.admit(Running(self.shared.clone()));
-        };
-        let shared = self.shared.clone();
-        Admission::Later {
-            grant: Box::pin(async move {
-                // Sent when its turn comes, or dropped when the policy is switched away
-                // from: the request goes on either way.
-                let _ = rx.await;
-                plan.grant(Running(shared)).await
-            }),
-            held: true,
         }
+        let rx = rx.expect("made for a request that waits");
+        // Sent when its turn comes (or dropped when the policy is switched away from).
+        plan.admit_after(rx, Running(self.shared.clone()))
     }
 }
 

@@ -43,7 +43,7 @@
 //! what idle classes leave is shared among the busy ones in proportion to their rates.
 
 use super::rule::{Command, Expr, Facts, Limits, TbfType};
-use crate::limits::{TBF_CLASSES_MAX, TBF_DEPTH_DEFAULT};
+use crate::limits::{TBF_CLASSES_MAX, TBF_DEPTH_DEFAULT, TBF_EARLY_NS};
 use std::collections::{HashMap, VecDeque};
 use weft_proto::msg::{GlobalDemand, GlobalShare};
 
@@ -61,11 +61,23 @@ pub struct Options {
     pub share_spare: bool,
     /// How far behind a `realtime=1` class may fall and still catch up.
     pub compensation_max_ns: u64,
+    /// How early a request may start before its class is due: the resolution of the timer
+    /// that would wake it (tokio's is a millisecond, so a request due in a microsecond
+    /// would otherwise wait a whole millisecond, and be counted as held, for nothing). The
+    /// schedule is kept (a start moves the class on from its due time, not from now), so
+    /// rates hold over any longer time.
+    pub early_ns: u64,
 }
 
 impl Default for Options {
     fn default() -> Self {
-        Options { depth: TBF_DEPTH_DEFAULT, running_max: None, share_spare: false, compensation_max_ns: NS_PER_S }
+        Options {
+            depth: TBF_DEPTH_DEFAULT,
+            running_max: None,
+            share_spare: false,
+            compensation_max_ns: NS_PER_S,
+            early_ns: TBF_EARLY_NS,
+        }
     }
 }
 
@@ -363,7 +375,7 @@ impl<T> Tbf<T> {
         let (limits, depth) = (self.class_limits(slot, now), self.options.depth);
         let class = self.slots[slot].as_mut().expect("a live class");
         class.last_seen = now;
-        if class.queue.is_empty() && may_start && due(class, &limits, depth) <= now {
+        if class.queue.is_empty() && may_start && due(class, &limits, depth) <= now + self.options.early_ns {
             charge(class, &limits, now, bytes, 0);
             self.count_start(slot, now, bytes);
             return true;
@@ -414,13 +426,13 @@ impl<T> Tbf<T> {
                 continue;
             }
             let d = due(class, &self.class_limits(slot, now), depth);
-            if d <= now {
+            if d <= now + self.options.early_ns {
                 let behind = class.tat.max(class.tat_bytes);
                 if ready.is_none_or(|(b, _)| behind < b) {
                     ready = Some((behind, slot));
                 }
             } else {
-                when = when.min(d);
+                when = when.min(d - self.options.early_ns);
             }
         }
         if let Some((_, slot)) = ready {
@@ -735,9 +747,18 @@ mod tests {
         }
     }
 
+    /// Exact times, as if a timer could wake the dispatcher at any nanosecond.
+    const EXACT: Options = Options {
+        depth: TBF_DEPTH_DEFAULT,
+        running_max: None,
+        share_spare: false,
+        compensation_max_ns: NS_PER_S,
+        early_ns: 0,
+    };
+
     #[test]
     fn a_burst_of_depth_then_the_rate() {
-        let mut t = tbf(&["start slow jobid={dd.0} rate=10"], Options::default());
+        let mut t = tbf(&["start slow jobid={dd.0} rate=10"], EXACT);
         let f = job("dd.0");
         // Three tokens saved up (the default depth) start at once; the fourth waits 100 ms.
         for i in 0..3 {
@@ -853,8 +874,43 @@ mod tests {
     }
 
     #[test]
+    fn a_request_due_within_the_timers_resolution_starts_now_and_the_rate_holds() {
+        // 100,000/s with a burst of 3: requests that come a few at a time are due within
+        // microseconds; a timer would hold each for a millisecond.
+        let mut t = tbf(&["start fast jobid={a} rate=100000"], Options::default());
+        let f = job("a");
+        for i in 0..50 {
+            assert_eq!(t.arrive(0, &f, 0, i), Some(i), "request {i}: due within a millisecond");
+        }
+        assert_eq!(t.classes()[0].stats.held, 0);
+        // Past a millisecond's worth (100 requests) they wait, and over a second the rate is
+        // kept: 100,000 and the burst and one millisecond's start early.
+        let mut started = 50u64;
+        let mut i = 50;
+        let mut now = 0;
+        while now < NS_PER_S {
+            while t.arrive(now, &f, 0, i).is_some() {
+                started += 1;
+                i += 1;
+            }
+            i += 1;
+            loop {
+                match t.next(now) {
+                    Next::Run(_) => started += 1,
+                    Next::At(at) => {
+                        now = at.max(now + 1);
+                        break;
+                    }
+                    Next::Idle => unreachable!("a request waits"),
+                }
+            }
+        }
+        assert!((100_000..=100_104).contains(&started), "{started}");
+    }
+
+    #[test]
     fn byte_rates_pace_large_requests() {
-        let mut t = tbf(&["start big jobid={a} bps=10M"], Options::default());
+        let mut t = tbf(&["start big jobid={a} bps=10M"], EXACT);
         let f = job("a");
         let mb4 = 4 << 20;
         assert!(t.arrive(0, &f, mb4, 1).is_some(), "a full bucket lets one large request go");

@@ -133,8 +133,14 @@ impl TbfPolicy {
         self.shared.wake.notify_one();
     }
 
-    pub fn set_options(&self, options: Options) {
-        self.shared.core().set_options(options);
+    /// Changes the settings under one hold of the scheduler, so that two settings made at
+    /// once both land.
+    pub fn update_options(&self, change: impl FnOnce(&mut Options)) {
+        let mut core = self.shared.core();
+        let mut options = core.options();
+        change(&mut options);
+        core.set_options(options);
+        drop(core);
         self.shared.wake.notify_one();
     }
 }
@@ -205,16 +211,9 @@ impl Policy for TbfPolicy {
             return plan.admit(Running(self.shared.clone()));
         };
         self.shared.wake.notify_one();
-        let shared = self.shared.clone();
-        Admission::Later {
-            grant: Box::pin(async move {
-                // The dispatcher sends when the class's turn comes (or drops the sender
-                // when the policy is switched away: the request goes on then too).
-                let _ = rx.await;
-                plan.grant(Running(shared)).await
-            }),
-            held: true,
-        }
+        // The dispatcher sends when the class's turn comes (or drops the sender when the
+        // policy is switched away from).
+        plan.admit_after(rx, Running(self.shared.clone()))
     }
 }
 

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Installs what the test suite runs against: FUSE (fusermount3) and the real programs the
-# tests drive on a mount. Debian/Ubuntu packages; needs root (CI runs as root).
+# Installs what the test suite runs against: FUSE (fusermount3), the real programs the
+# tests drive on a mount, a headless browser and a Prometheus text parser. Debian/Ubuntu
+# packages; needs root (CI runs as root).
 set -euo pipefail
 
 need=()
@@ -11,6 +12,9 @@ command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 command -v rsync >/dev/null 2>&1 || need+=(rsync)
 command -v tar >/dev/null 2>&1 || need+=(tar)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+command -v curl >/dev/null 2>&1 || need+=(curl)
+# The dashboard is tested in a real headless browser.
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then
@@ -21,6 +25,12 @@ if [ ${#need[@]} -gt 0 ]; then
   export DEBIAN_FRONTEND=noninteractive
   apt-get update -qq
   apt-get install -y -qq "${need[@]}" >/dev/null
+fi
+
+# The metrics test parses the endpoint's text with the Prometheus project's Python parser.
+if ! python3 -c "import prometheus_client" >/dev/null 2>&1; then
+  echo "installing the prometheus-client Python package"
+  python3 -m pip install --quiet prometheus-client || apt-get install -y -qq python3-prometheus-client >/dev/null
 fi
 
 if [ ! -e /dev/fuse ]; then

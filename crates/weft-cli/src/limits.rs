@@ -39,3 +39,6 @@ pub const PARAM_CONNECT_TIMEOUT_MS: u64 = 2_000;
 /// How long one server's answer may take, resends included: a server that is down makes
 /// the command fail within seconds, naming it.
 pub const PARAM_REQUEST_TIMEOUT_S: u64 = 5;
+/// `weft top`: the monitor's last intervals it takes as "now", and the rows of each kind.
+pub const TOP_INTERVALS: u64 = 3;
+pub const TOP_ROWS: u32 = 10;

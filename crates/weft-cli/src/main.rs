@@ -15,6 +15,7 @@ mod limits;
 mod logging;
 mod mount;
 mod param;
+mod stats;
 mod up;
 mod xattr;
 
@@ -77,6 +78,11 @@ enum Command {
     GetParam(param::GetParamArgs),
     /// List server parameter names (as lctl list_param).
     ListParam(param::ListParamArgs),
+    /// Totals per job, user or target over a past time, from the management service's
+    /// history (`--since 1h --by job`).
+    Stats(stats::StatsArgs),
+    /// The busiest jobs, users and targets now (rates over the monitor's last intervals).
+    Top(stats::TopArgs),
 }
 
 #[derive(Args)]
@@ -118,6 +124,8 @@ fn main() -> ExitCode {
         Command::SetParam(a) => param::set_param(a),
         Command::GetParam(a) => param::get_param(a),
         Command::ListParam(a) => param::list_param(a),
+        Command::Stats(a) => stats::stats(a),
+        Command::Top(a) => stats::top(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -59,6 +59,9 @@ pub struct UpState {
     pub mount: PathBuf,
     pub data: PathBuf,
     pub log: PathBuf,
+    /// The metrics endpoint (`http://ADDRESS/metrics`), if the servers serve one.
+    #[serde(default)]
+    pub metrics: Option<String>,
 }
 
 fn state_path(data: &Path) -> PathBuf {
@@ -107,6 +110,9 @@ fn local_config(data: &Path, osts: u32) -> anyhow::Result<ServerConfig> {
         mds: Some(MdsRole { index: 0 }),
         oss: Some(OssRole { osts: (0..osts).collect() }),
         lock_timeout_ms: weft_server::limits::LOCK_TIMEOUT_MS_DEFAULT,
+        // A free port on loopback, printed at start and kept in the run state.
+        metrics_listen: Some("127.0.0.1:0".into()),
+        monitor_interval_s: weft_server::limits::MONITOR_INTERVAL_S_DEFAULT,
     };
     std::fs::write(&path, toml::to_string_pretty(&c)?)?;
     Ok(c)
@@ -189,6 +195,7 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
         mount: mnt.clone(),
         data: data.clone(),
         log: log.clone(),
+        metrics: server.metrics_address.clone(),
     };
     write_state(&data, &state)?;
     tracing::info!("up: mgs {mgs_address}, mounted at {}", mnt.display());
@@ -245,6 +252,9 @@ fn print_summary(s: &UpState, c: &ServerConfig, uring: bool, detached: bool) {
         _ => {}
     }
     println!("  management service: {} (mount elsewhere: weft mount {} MNT)", s.mgs_address, s.mgs_address);
+    if let Some(m) = &s.metrics {
+        println!("  metrics: http://{m}/metrics");
+    }
     if detached {
         println!("  running in the background (pid {}); stop it with: weft down --data {}", s.pid, s.data.display());
     } else {
@@ -367,6 +377,9 @@ pub fn server(config: PathBuf) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let server = rt.block_on(RunningServer::start(config.clone()))?;
     println!("weft server: {} on {} (logs: {})", config.roles_text(), server.address, log.display());
+    if let Some(m) = &server.metrics_address {
+        println!("  metrics: http://{m}/metrics");
+    }
     let why = rt.block_on(wait_for_stop(None));
     tracing::info!("stopping: {why}");
     rt.block_on(server.shutdown());

@@ -108,6 +108,8 @@ fn a_class_held_by_a_policy_does_not_hold_the_mounts_other_requests() {
         mds: Some(MdsRole { index: 0 }),
         oss: Some(OssRole { osts: vec![0, 1] }),
         lock_timeout_ms: weft_server::config::LOCK_TIMEOUT_MS_DEFAULT,
+        metrics_listen: None,
+        monitor_interval_s: 0,
     };
     let server = rt.block_on(RunningServer::start(config)).unwrap();
     let mgs = server.mgs_address();

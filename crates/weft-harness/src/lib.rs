@@ -45,6 +45,8 @@ impl NodeSpec {
 pub struct Server {
     pub spec: NodeSpec,
     pub address: String,
+    /// The metrics endpoint's `host:port` (`http://ADDRESS/metrics`).
+    pub metrics: String,
     pub config: PathBuf,
     pub data_dir: PathBuf,
     pub log: PathBuf,
@@ -106,6 +108,7 @@ impl Cluster {
                 Server {
                     spec: spec.clone(),
                     address,
+                    metrics: format!("{}:{}", spec.ip, free_port(&spec.ip)),
                     config: dir.path().join(format!("{}.toml", spec.name)),
                     log: data_dir.join("logs").join("weft-server.log"),
                     data_dir,
@@ -117,11 +120,12 @@ impl Cluster {
         let expected_targets = nodes.iter().map(|n| n.osts.len() + n.mdt.is_some() as usize).sum();
         for s in &servers {
             let mut toml = format!(
-                "fsname = \"weft\"\ndata_dir = \"{}\"\nlisten = \"{}\"\nmgs_address = \"{}\"\nlock_timeout_ms = {}\n",
+                "fsname = \"weft\"\ndata_dir = \"{}\"\nlisten = \"{}\"\nmgs_address = \"{}\"\nlock_timeout_ms = {}\nmetrics_listen = \"{}\"\nmonitor_interval_s = 1\n",
                 s.data_dir.display(),
                 s.address,
                 mgs_address,
-                LOCK_TIMEOUT_MS
+                LOCK_TIMEOUT_MS,
+                s.metrics
             );
             if s.spec.mgs {
                 toml.push_str("[mgs]\n");

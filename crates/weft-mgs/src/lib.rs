@@ -9,6 +9,7 @@
 //! The rules live in [`rules`] as pure functions; this file only serializes updates,
 //! persists and publishes. No networking here: weft-server wires [`Mgs::handle`] to it.
 
+pub mod history;
 pub mod limits;
 pub mod qos;
 pub mod rules;
@@ -20,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 use weft_proto::msg::ops::{Op, Payload};
-use weft_proto::msg::{mgs, ClusterMap, GlobalShares, MgsReply, MgsRequest};
+use weft_proto::msg::{mgs, ClusterMap, GlobalShares, HistoryReply, MgsReply, MgsRequest, UsageTotal};
 use weft_proto::{WeftError, WeftResult};
 
 /// The management service of one file system.
@@ -41,6 +42,10 @@ struct Inner {
     /// again within a second).
     global: Mutex<qos::GlobalTable>,
     epoch: std::time::Instant,
+    /// The monitor's history (`history.redb` in the MGS directory), and the seconds its
+    /// intervals last once a monitor feeds it.
+    history: history::History,
+    interval_s: std::sync::atomic::AtomicU64,
 }
 
 impl Mgs {
@@ -81,8 +86,25 @@ impl Mgs {
             published: watch::Sender::new(map),
             global: Mutex::new(qos::GlobalTable::default()),
             epoch: std::time::Instant::now(),
+            history: history::History::open(&dir.join("history.redb"), history::Retention::default())?,
+            interval_s: std::sync::atomic::AtomicU64::new(0),
         };
         Ok(Arc::new(Mgs { inner: Arc::new(inner) }))
+    }
+
+    /// Records one interval of the monitor (`interval_s` long, ending at `t` in Unix
+    /// seconds). Runs on the blocking pool: it writes to disk.
+    pub async fn record_usage(
+        &self,
+        t: u64,
+        interval_s: u64,
+        rows: Vec<(history::Kind, String, history::Totals)>,
+    ) -> WeftResult<()> {
+        self.inner.interval_s.store(interval_s, std::sync::atomic::Ordering::Relaxed);
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || inner.history.add(t, &rows))
+            .await
+            .map_err(|e| WeftError::io(format!("monitor history: {e}")))?
     }
 
     /// The current map.
@@ -191,6 +213,51 @@ impl Handle for mgs::QosDemand {
         let now_ms = u64::try_from(mgs.inner.epoch.elapsed().as_millis()).unwrap_or(u64::MAX);
         let mut table = mgs.inner.global.lock().unwrap_or_else(|e| e.into_inner());
         table.report(now_ms, &self.server, self.service, &self.rules).map(GlobalShares)
+    }
+}
+
+impl Handle for mgs::History {
+    async fn run(self, mgs: &Mgs) -> WeftResult<HistoryReply> {
+        let kind = history::Kind::parse(&self.kind).map_err(WeftError::invalid)?;
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let since = now.saturating_sub(self.secs);
+        let inner = mgs.inner.clone();
+        let interval_s = mgs.inner.interval_s.load(std::sync::atomic::Ordering::Relaxed);
+        // No step finer than the intervals the history has.
+        let step = if self.step > 0 { self.step.max(interval_s) } else { 0 };
+        let top = self.top as usize;
+        let task = tokio::task::spawn_blocking(move || -> WeftResult<HistoryReply> {
+            let total = |name: String, t: history::Totals| UsageTotal {
+                name,
+                ops: t.ops,
+                read_bytes: t.read_bytes,
+                write_bytes: t.write_bytes,
+            };
+            let mut totals = inner.history.totals(since, kind)?;
+            if top > 0 {
+                totals.truncate(top);
+            }
+            let series = if step > 0 {
+                // The series of the busiest ones only, when `top` bounds them.
+                let wanted: std::collections::HashSet<&str> = totals.iter().map(|(n, _)| n.as_str()).collect();
+                inner
+                    .history
+                    .series(since, kind, step)?
+                    .into_iter()
+                    .filter(|(_, n, _)| top == 0 || wanted.contains(n.as_str()))
+                    .map(|(at, n, t)| (at, total(n, t)))
+                    .collect()
+            } else {
+                Vec::new()
+            };
+            Ok(HistoryReply {
+                interval_s,
+                totals: totals.into_iter().map(|(n, t)| total(n, t)).collect(),
+                series,
+                step_s: step,
+            })
+        });
+        task.await.map_err(|e| WeftError::io(format!("monitor history: {e}")))?
     }
 }
 

@@ -25,3 +25,9 @@ pub const PARAM_VALUE_BYTES_MAX: usize = 4095;
 /// one rule: the division's table is in memory, fed by any server.
 pub const GLOBAL_RULES_MAX: usize = 1024;
 pub const GLOBAL_SERVERS_MAX: usize = 4096;
+/// The monitor's history: raw intervals are kept a day, then in 5-minute buckets; each
+/// table holds at most so many rows (a row is about 50 bytes: a few hundred MB at most).
+pub const HISTORY_RAW_KEEP_S: u64 = 86_400;
+pub const HISTORY_BUCKET_S: u64 = 300;
+pub const HISTORY_RAW_ROWS_MAX: u64 = 2_000_000;
+pub const HISTORY_DOWN_ROWS_MAX: u64 = 2_000_000;

@@ -145,6 +145,10 @@ async fn concurrent_registrations_each_get_a_version() {
     }
     let map = mgs.map();
     assert_eq!((map.version, map.targets.len()), (33, 32));
+    // One management service per directory: a second is refused while the first runs.
+    let e = Mgs::open(tmp.path(), "testfs").unwrap_err();
+    assert!(e.message.contains("another management service"), "{}", e.message);
+    drop(mgs);
     assert_eq!(Mgs::open(tmp.path(), "testfs").unwrap().map(), map);
 }
 

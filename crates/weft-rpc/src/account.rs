@@ -34,6 +34,6 @@ pub trait Account: Send + Sync + 'static {
 
 impl Account for Stats {
     fn record(&self, ctx: &RequestContext, outcome: &Outcome) {
-        Stats::record(self, ctx.opcode, outcome.took, outcome.ok, outcome.bytes);
+        Stats::record(self, (outcome.target, outcome.service, ctx.opcode), outcome);
     }
 }

@@ -96,6 +96,8 @@ pub struct Exports {
     next_link: AtomicU64,
     /// Woken when a route appears or a client is evicted.
     changed: Notify,
+    /// Clients evicted since the server started (for metrics).
+    evictions: AtomicU64,
 }
 
 impl Default for Exports {
@@ -136,7 +138,18 @@ impl Exports {
             next_xid: AtomicU64::new(1),
             next_link: AtomicU64::new(LOCAL_LINK + 1),
             changed: Notify::new(),
+            evictions: AtomicU64::new(0),
         }
+    }
+
+    /// Clients evicted since the server started.
+    pub fn evictions(&self) -> u64 {
+        self.evictions.load(Ordering::Relaxed)
+    }
+
+    /// Clients with a route (connected, or in this process) now.
+    pub fn clients(&self) -> usize {
+        self.state.read().unwrap_or_else(|p| p.into_inner()).routes.len()
     }
 
     /// Calls `client_id` back and returns its answer (an `Err` the client answered is
@@ -244,6 +257,7 @@ impl Exports {
         {
             let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
             if state.evicted.insert(client_id, reason).is_none() {
+                self.evictions.fetch_add(1, Ordering::Relaxed);
                 state.evicted_order.push_back(client_id);
                 while state.evicted_order.len() > EVICTED_REMEMBERED_MAX {
                     if let Some(old) = state.evicted_order.pop_front() {

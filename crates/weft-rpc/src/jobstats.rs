@@ -165,13 +165,29 @@ impl TargetJobs {
     }
 }
 
+/// What the statistics are kept by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum By {
+    /// The request's jobid (Lustre's job_stats).
+    #[default]
+    Job,
+    /// The caller's uid, in decimal (for per-user metrics and budgets).
+    User,
+}
+
 /// The job statistics of a server process's targets; see the module documentation.
 #[derive(Default)]
 pub struct JobStats {
+    by: By,
     targets: Mutex<HashMap<(TargetKind, u32), TargetJobs>>,
 }
 
 impl JobStats {
+    /// The same counters kept per user (uid) instead of per job.
+    pub fn by_user() -> JobStats {
+        JobStats { by: By::User, targets: Mutex::default() }
+    }
+
     fn with<R>(&self, f: impl FnOnce(&mut HashMap<(TargetKind, u32), TargetJobs>) -> R) -> R {
         f(&mut self.targets.lock().unwrap_or_else(|p| p.into_inner()))
     }
@@ -233,6 +249,26 @@ impl JobStats {
             jobs.sort_by(|a: &(String, Vec<_>), b| a.0.cmp(&b.0));
             jobs
         })
+    }
+
+    /// Each job's (or user's) requests and bytes on `target`: every counter's samples but
+    /// the byte counters and the scheduler's waits, and the bytes read and written.
+    pub fn usage(&self, target: (TargetKind, u32)) -> Vec<(String, u64, u64, u64)> {
+        let sum = |counters: &[(&str, Counter)], name: &str| -> u64 {
+            counters.iter().filter(|(n, _)| *n == name).map(|(_, c)| c.sum).sum()
+        };
+        self.jobs(target)
+            .into_iter()
+            .map(|(key, counters)| {
+                let ops = counters
+                    .iter()
+                    .filter(|(n, _)| !n.ends_with("_bytes") && *n != "nrs_wait")
+                    .map(|(_, c)| c.samples)
+                    .sum();
+                let (read, write) = (sum(&counters, "read_bytes"), sum(&counters, "write_bytes"));
+                (key, ops, read, write)
+            })
+            .collect()
     }
 
     /// Lustre's YAML of `target`'s jobs (`job_stats:` and one entry per job).
@@ -302,10 +338,31 @@ impl JobStats {
 
 impl Account for JobStats {
     fn record(&self, ctx: &RequestContext, outcome: &Outcome) {
-        let (Some(target), false) = (outcome.target, ctx.header.jobid.is_empty()) else { return };
+        let Some(target) = outcome.target else { return };
         let bytes = outcome.bytes_in.max(outcome.bytes_out);
-        self.add(target, &ctx.header.jobid, ctx.opcode, outcome.took, bytes, outcome.waited);
+        let mut digits = [0u8; 10];
+        let key = match self.by {
+            By::Job if ctx.header.jobid.is_empty() => return,
+            By::Job => ctx.header.jobid.as_str(),
+            // Formatted on the stack: no String per request.
+            By::User => decimal(ctx.header.identity.uid, &mut digits),
+        };
+        self.add(target, key, ctx.opcode, outcome.took, bytes, outcome.waited);
     }
+}
+
+/// `n` in decimal, written into `buf`.
+fn decimal(mut n: u32, buf: &mut [u8; 10]) -> &str {
+    let mut at = buf.len();
+    loop {
+        at -= 1;
+        buf[at] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    std::str::from_utf8(&buf[at..]).unwrap_or("0")
 }
 
 fn since_epoch(t: SystemTime) -> Duration {
@@ -403,6 +460,14 @@ mod tests {
             s.add(OST0, &format!("j{i}"), "ost_read", Duration::ZERO, 1, Duration::ZERO);
         }
         assert_eq!(s.jobs(OST0).len(), JOB_STATS_JOBS_MAX);
+    }
+
+    #[test]
+    fn uids_in_decimal() {
+        let mut buf = [0u8; 10];
+        assert_eq!(decimal(0, &mut buf), "0");
+        assert_eq!(decimal(1000, &mut buf), "1000");
+        assert_eq!(decimal(u32::MAX, &mut buf), "4294967295");
     }
 
     #[test]

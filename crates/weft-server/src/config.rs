@@ -14,6 +14,11 @@
 //! [oss]
 //! osts = [0, 7]      # OST indices served here; sparse is fine; each in data_dir/ost<index hex>
 //! ```
+//!
+//! `metrics_listen = "127.0.0.2:9101"` (top level) serves Prometheus metrics over HTTP at
+//! `/metrics` there; without it there is no endpoint. `monitor_interval_s = 10` (the
+//! default; 0 for none) is how often the management service's monitor records every
+//! server's usage in its history.
 
 use crate::limits::FSNAME_BYTES_MAX;
 use serde::{Deserialize, Serialize};
@@ -37,6 +42,17 @@ pub struct ServerConfig {
     /// How long a client may take to answer a lock callback before it is evicted.
     #[serde(default = "default_lock_timeout_ms")]
     pub lock_timeout_ms: u64,
+    /// `host:port` of the HTTP metrics endpoint (`/metrics`); none when unset.
+    #[serde(default)]
+    pub metrics_listen: Option<String>,
+    /// With `[mgs]`: seconds between the monitor's scrapes of every server into the
+    /// history (`weft stats`, `weft top`); 0 for no monitor.
+    #[serde(default = "default_monitor_interval_s")]
+    pub monitor_interval_s: u64,
+}
+
+fn default_monitor_interval_s() -> u64 {
+    crate::limits::MONITOR_INTERVAL_S_DEFAULT
 }
 
 /// The default of `lock_timeout_ms` (kept with the other bounds in [`crate::limits`]).

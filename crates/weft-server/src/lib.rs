@@ -18,8 +18,11 @@
 //! (`weft_rpc::map::MapFollower`).
 
 pub mod config;
+mod dashboard;
 pub mod limits;
 mod locks;
+mod metrics;
+mod monitor;
 mod params;
 mod router;
 mod targets;
@@ -41,6 +44,9 @@ use weft_rpc::{Peer, PeerOptions, Server, ServerLimits};
 /// A running server process: its address and the services it hosts.
 pub struct RunningServer {
     pub address: String,
+    /// Where the metrics endpoint listens (`http://ADDRESS/metrics`), if the config asks for
+    /// one.
+    pub metrics_address: Option<String>,
     pub config: ServerConfig,
     server: Arc<Server>,
     mds: Option<Arc<Mds>>,
@@ -127,15 +133,19 @@ impl RunningServer {
             services.push(Service::Ldlm);
         }
         let jobstats = Arc::new(weft_rpc::jobstats::JobStats::default());
+        let userstats = Arc::new(weft_rpc::jobstats::JobStats::by_user());
         let mut targets: Vec<(TargetKind, u32)> = mdt_index.map(|i| (TargetKind::Mdt, i)).into_iter().collect();
         targets.extend(ost_indices.iter().map(|&i| (TargetKind::Ost, i)));
         let params = Arc::new(params::Params::new(
             schedulers.clone(),
             services.clone(),
             jobstats.clone(),
+            userstats.clone(),
             &config.fsname,
             targets,
         ));
+        let exports_for_metrics = exports.clone();
+        let mgs_for_monitor = mgs.clone();
         let router = Arc::new(router::Router {
             mgs,
             mds: mds.clone(),
@@ -144,9 +154,31 @@ impl RunningServer {
             locks,
             params: params.clone(),
         });
-        let server = Server::with_parts(router, ServerLimits::default(), exports, schedulers.clone());
-        server.add_account(jobstats);
+        let server = Server::with_parts(router.clone(), ServerLimits::default(), exports, schedulers.clone());
+        server.add_account(jobstats.clone());
+        server.add_account(userstats.clone());
         let mut tasks = vec![server.serve(listener)];
+        let mut metrics_address = None;
+        // Server processes this one reaches as a client: the monitor's and the dashboard's.
+        let peers = Arc::new(weft_rpc::map::PeerSet::new(peer_opts.clone()));
+        if let Some(at) = &config.metrics_listen {
+            let listener = tokio::net::TcpListener::bind(at)
+                .await
+                .with_context(|| format!("cannot listen for metrics on {at}"))?;
+            metrics_address = Some(listener.local_addr()?.to_string());
+            let sources = Arc::new(metrics::Sources {
+                peers: peers.clone(),
+                fsname: config.fsname.clone(),
+                services: services.clone(),
+                stats: server.stats(),
+                jobs: jobstats,
+                users: userstats,
+                schedulers: schedulers.clone(),
+                exports: exports_for_metrics,
+                router,
+            });
+            tasks.push(tokio::spawn(metrics::serve(listener, sources)));
+        }
         // Clients and servers of this process (`weft up`: the mount, the MDS towards the
         // OSTs, registration with our own MGS) reach us without TCP; other processes use TCP.
         server.register_local(&address);
@@ -195,9 +227,13 @@ impl RunningServer {
                 }
             }
         }));
+        if let Some(mgs) = mgs_for_monitor.filter(|_| config.monitor_interval_s > 0) {
+            let interval = Duration::from_secs(config.monitor_interval_s);
+            tasks.push(tokio::spawn(monitor::run(mgs, peers.clone(), interval)));
+        }
         tasks.push(tokio::spawn(report_global_demand(mgs_peer.clone(), address.clone(), services, schedulers)));
         tracing::info!("serving {} on {address}", config.roles_text());
-        Ok(RunningServer { address, config, server, mds, tasks })
+        Ok(RunningServer { address, metrics_address, config, server, mds, tasks })
     }
 
     pub fn mgs_address(&self) -> String {

@@ -15,3 +15,5 @@ pub const FSNAME_BYTES_MAX: usize = 8;
 /// How often a server with global TBF rules reports its demand on them to the management
 /// service and takes its new share: a moved demand is followed within two of these.
 pub const GLOBAL_REPORT_MS: u64 = 1_000;
+/// Seconds between the monitor's scrapes into the history, unless the config says otherwise.
+pub const MONITOR_INTERVAL_S_DEFAULT: u64 = 10;

@@ -24,7 +24,8 @@
 use std::fmt::Write;
 use std::sync::Arc;
 use weft_proto::msg::param::{
-    name_matches, name_or_parent_matches, records_to_apply, ParamNames, ParamValue, ParamValues,
+    name_matches, name_or_parent_matches, records_to_apply, ParamNames, ParamValue, ParamValues, UsageCounters,
+    UsageRow,
 };
 use weft_proto::msg::{target_name, ParamRecord, ParamReply, ParamRequest, RequestHeader, Service, TargetKind};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
@@ -96,6 +97,8 @@ pub(crate) struct Params {
     schedulers: Arc<Schedulers>,
     services: Vec<Service>,
     jobstats: Arc<JobStats>,
+    /// The same counters by uid.
+    users: Arc<JobStats>,
     fsname: String,
     targets: Vec<(TargetKind, u32)>,
 }
@@ -107,10 +110,11 @@ impl Params {
         schedulers: Arc<Schedulers>,
         services: Vec<Service>,
         jobstats: Arc<JobStats>,
+        users: Arc<JobStats>,
         fsname: &str,
         targets: Vec<(TargetKind, u32)>,
     ) -> Params {
-        Params { schedulers, services, jobstats, fsname: fsname.to_string(), targets }
+        Params { schedulers, services, jobstats, users, fsname: fsname.to_string(), targets }
     }
 
     fn leaves(&self) -> Vec<(String, Key)> {
@@ -134,6 +138,21 @@ impl Params {
             ));
         }
         out
+    }
+
+    /// Every job's and user's counters on this process's targets.
+    fn usage(&self) -> UsageCounters {
+        let rows = |stats: &JobStats| {
+            let mut out = Vec::new();
+            for &t in &self.targets {
+                let target = target_name(&self.fsname, t.0, t.1);
+                for (key, ops, read_bytes, write_bytes) in stats.usage(t) {
+                    out.push(UsageRow { target: target.clone(), key, ops, read_bytes, write_bytes });
+                }
+            }
+            out
+        };
+        UsageCounters { jobs: rows(&self.jobstats), users: rows(&self.users) }
     }
 
     pub fn handle(&self, header: &RequestHeader, op: ParamRequest) -> WeftResult<ParamReply> {
@@ -164,6 +183,7 @@ impl Params {
                 }
                 Ok(ParamReply::Values(ParamValues(values)))
             }
+            ParamRequest::Usage(_) => Ok(ParamReply::Usage(self.usage())),
             ParamRequest::ListParam(l) => {
                 let names: Vec<String> = self
                     .leaves()

@@ -109,6 +109,10 @@ macro_rules! mgs_ops {
                 service: $crate::msg::Service,
                 rules: Vec<$crate::msg::GlobalDemand>,
             } -> $crate::msg::GlobalShares = "mgs_qos_demand";
+            /// From the monitor's history: each target's, job's or user's (`kind`) usage
+            /// over the last `secs` seconds, busiest first, at most `top` of them (0: all);
+            /// with `step` > 0 also over time, per `step` seconds.
+            read History { kind: String, secs: u64, top: u32, step: u64 } -> $crate::msg::HistoryReply = "mgs_history";
         }
     };
 }
@@ -137,6 +141,27 @@ pub struct GlobalShare {
     pub bps: Option<u64>,
 }
 
+/// One series' usage over some time.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct UsageTotal {
+    pub name: String,
+    pub ops: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+/// What the monitor's history answers.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct HistoryReply {
+    /// The seconds the history's intervals last (the monitor's scrape interval).
+    pub interval_s: u64,
+    pub totals: Vec<UsageTotal>,
+    /// With a step: (start of the step in Unix seconds, usage) per series, oldest first.
+    pub series: Vec<(u64, UsageTotal)>,
+    /// The step of `series`: the one asked, or the history's interval if that is longer.
+    pub step_s: u64,
+}
+
 crate::mgs_ops!(define_ops);
 
 crate::define_replies! {
@@ -146,6 +171,7 @@ crate::define_replies! {
         /// The caller's map is current: its version.
         Unchanged(u64),
         Shares(GlobalShares),
+        History(HistoryReply),
     }
 }
 

@@ -33,8 +33,31 @@ macro_rules! param_ops {
             write SetParam { pattern: String, value: String } -> $crate::msg::param::ParamValues = "param_set";
             /// The names of the parameters `pattern` matches (or lies above).
             read ListParam { pattern: String } -> $crate::msg::param::ParamNames = "param_list";
+            /// What each target, and each job and user on it, did since the server started
+            /// (or since the job statistics last forgot it): for the monitor's history.
+            read Usage {} -> $crate::msg::param::UsageCounters = "param_usage";
         }
     };
+}
+
+/// Requests and bytes of one job or user on one target, counted from the
+/// server's start (a counter that goes down was reset: the job was forgotten meanwhile).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct UsageRow {
+    /// The target (`weft-OST0000`).
+    pub target: String,
+    /// The jobid or uid.
+    pub key: String,
+    pub ops: u64,
+    pub read_bytes: u64,
+    pub write_bytes: u64,
+}
+
+/// A server's usage counters, by job and by user (a target's own is the sum of its users').
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct UsageCounters {
+    pub jobs: Vec<UsageRow>,
+    pub users: Vec<UsageRow>,
 }
 
 crate::param_ops!(define_ops);
@@ -44,6 +67,7 @@ crate::define_replies! {
     ParamReply {
         Values(ParamValues),
         Names(ParamNames),
+        Usage(UsageCounters),
     }
 }
 

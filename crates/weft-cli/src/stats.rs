@@ -1,0 +1,179 @@
+//! `weft stats` and `weft top`: what the management service's monitor recorded in its
+//! history. `stats --since 1h --by job` totals each job's (user's, target's) requests and
+//! bytes over the time asked; `top` shows the busiest jobs, users and targets now, as rates
+//! over the last few intervals.
+
+use crate::limits::{PARAM_CONNECT_TIMEOUT_MS, PARAM_REQUEST_TIMEOUT_S, TOP_INTERVALS, TOP_ROWS};
+use anyhow::{anyhow, bail};
+use clap::Args;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+use weft_proto::msg::{mgs, HistoryReply, RequestHeader, UsageTotal};
+use weft_rpc::{Peer, PeerOptions};
+
+#[derive(Args)]
+pub struct MgsArgs {
+    /// The management service (host:port); default: the one `weft up --data DIR` started.
+    #[arg(long, value_name = "ADDR")]
+    mgs: Option<String>,
+    /// The data directory of `weft up`, to find its management service.
+    #[arg(long, default_value = "./weft-data", value_name = "DIR")]
+    data: PathBuf,
+}
+
+#[derive(Args)]
+pub struct StatsArgs {
+    /// How far back: seconds, or a number with s, m, h or d (10m, 1h, 2d).
+    #[arg(long, default_value = "1h", value_name = "TIME")]
+    since: String,
+    /// What to total by: job, user or target.
+    #[arg(long, default_value = "job", value_name = "KIND")]
+    by: String,
+    /// At most this many, busiest first (0: all).
+    #[arg(long, default_value_t = 0, value_name = "N")]
+    top: u32,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    at: MgsArgs,
+}
+
+#[derive(Args)]
+pub struct TopArgs {
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    at: MgsArgs,
+}
+
+/// `10m` as seconds.
+pub fn parse_duration(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let bad = || format!("'{text}': a time such as 90, 90s, 10m, 1h or 2d");
+    let (digits, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
+    let n: u64 = digits.parse().map_err(|_| bad())?;
+    let scale = match unit {
+        "" | "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(scale).ok_or_else(bad)
+}
+
+fn mgs_address(a: &MgsArgs) -> anyhow::Result<String> {
+    match &a.mgs {
+        Some(m) => Ok(m.clone()),
+        None => match crate::up::read_state(&a.data) {
+            Some(s) => Ok(s.mgs_address),
+            None => bail!("give --mgs ADDR, or run where `weft up --data {}` started", display(&a.data)),
+        },
+    }
+}
+
+fn display(p: &Path) -> String {
+    p.display().to_string()
+}
+
+/// Asks the management service's history.
+fn history(at: &MgsArgs, kind: &str, secs: u64, top: u32) -> anyhow::Result<HistoryReply> {
+    let address = mgs_address(at)?;
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let opts =
+        PeerOptions { connect_timeout: Duration::from_millis(PARAM_CONNECT_TIMEOUT_MS), ..PeerOptions::default() };
+    let peer = Peer::new(address.clone(), opts);
+    let op = mgs::History { kind: kind.to_string(), secs, top, step: 0 };
+    let timeout = Duration::from_secs(PARAM_REQUEST_TIMEOUT_S);
+    let answer = rt.block_on(peer.op(RequestHeader::default(), 0, op, bytes::Bytes::new(), timeout));
+    answer.map(|(reply, _)| reply).map_err(|e| anyhow!("the management service at {address}: {}", e.message))
+}
+
+fn row_json(r: &UsageTotal) -> serde_json::Value {
+    serde_json::json!({ "name": r.name, "ops": r.ops, "read_bytes": r.read_bytes, "write_bytes": r.write_bytes })
+}
+
+pub fn stats(a: StatsArgs) -> anyhow::Result<()> {
+    let secs = parse_duration(&a.since).map_err(|e| anyhow!("--since {e}"))?;
+    let kind = match a.by.as_str() {
+        "job" | "user" | "target" => a.by.clone(),
+        other => bail!("--by '{other}': one of job, user, target"),
+    };
+    let reply = history(&a.at, &kind, secs, a.top)?;
+    if a.json {
+        let rows: Vec<_> = reply.totals.iter().map(row_json).collect();
+        let out = serde_json::json!({ "since_s": secs, "by": kind, "interval_s": reply.interval_s, "rows": rows });
+        println!("{}", serde_json::to_string_pretty(&out)?);
+        return Ok(());
+    }
+    println!("{:<32} {:>12} {:>16} {:>16}", kind.to_uppercase(), "OPS", "READ_BYTES", "WRITE_BYTES");
+    for r in &reply.totals {
+        println!("{:<32} {:>12} {:>16} {:>16}", r.name, r.ops, r.read_bytes, r.write_bytes);
+    }
+    if reply.totals.is_empty() {
+        println!("(nothing recorded in the last {})", a.since);
+    }
+    Ok(())
+}
+
+pub fn top(a: TopArgs) -> anyhow::Result<()> {
+    // "Now": the last few intervals of the monitor, as rates.
+    let probe = history(&a.at, "target", 1, 1)?;
+    let interval = probe.interval_s.max(1);
+    let window = interval * TOP_INTERVALS;
+    let mut sections = Vec::new();
+    for kind in ["job", "user", "target"] {
+        let reply = history(&a.at, kind, window, TOP_ROWS)?;
+        sections.push((kind, reply.totals));
+    }
+    let rate = |v: u64| v as f64 / window as f64;
+    if a.json {
+        let mut out = serde_json::Map::new();
+        out.insert("window_s".into(), window.into());
+        for (kind, rows) in &sections {
+            let rows: Vec<_> = rows
+                .iter()
+                .map(|r| {
+                    serde_json::json!({
+                        "name": r.name,
+                        "ops_per_s": rate(r.ops),
+                        "read_bytes_per_s": rate(r.read_bytes),
+                        "write_bytes_per_s": rate(r.write_bytes),
+                    })
+                })
+                .collect();
+            out.insert(format!("{kind}s"), rows.into());
+        }
+        println!("{}", serde_json::to_string_pretty(&serde_json::Value::Object(out))?);
+        return Ok(());
+    }
+    println!("busiest over the last {window} s");
+    for (kind, rows) in &sections {
+        println!("\n{:<32} {:>10} {:>12} {:>12}", kind.to_uppercase(), "OPS/s", "READ MB/s", "WRITE MB/s");
+        for r in rows {
+            let mb = |v: u64| rate(v) / 1e6;
+            println!("{:<32} {:>10.1} {:>12.2} {:>12.2}", r.name, rate(r.ops), mb(r.read_bytes), mb(r.write_bytes));
+        }
+        if rows.is_empty() {
+            println!("(idle)");
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_in_lustre_users_units() {
+        assert_eq!(parse_duration("90"), Ok(90));
+        assert_eq!(parse_duration("10m"), Ok(600));
+        assert_eq!(parse_duration("1h"), Ok(3600));
+        assert_eq!(parse_duration("2d"), Ok(172_800));
+        assert!(parse_duration("1w").unwrap_err().contains("10m, 1h"));
+        assert!(parse_duration("").is_err());
+    }
+}

@@ -1,0 +1,161 @@
+//! The dashboard, served beside the metrics by the process that runs the management service:
+//! one page (`dashboard.html`, everything it needs inline: no internet) that draws charts
+//! of throughput and operations per job, user or target from the monitor's history, the
+//! NRS policies and rules in force on every server with the classes they held back, and the
+//! space of every target. The JSON it reads:
+//!
+//! * `/api/info`: the file system's name;
+//! * `/api/history?kind=job&secs=600&step=5&top=8`: the MGS's `History` op;
+//! * `/api/nrs`: every server's `*.nrs_policies`, `*.nrs_tbf_rule`, `*.nrs_tbf_classes`;
+//! * `/api/space`: statfs of every target in the map.
+
+use crate::metrics::Sources;
+use axum::extract::Query;
+use axum::http::StatusCode;
+use axum::response::{Html, IntoResponse, Response};
+use axum::routing::get;
+use axum::Json;
+use bytes::Bytes;
+use serde_json::{json, Value};
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+use weft_proto::msg::param::{GetParam, ParamValues};
+use weft_proto::msg::{mdt, mgs, ost, MgsReply, MgsRequest, RequestHeader, TargetKind};
+
+const PAGE: &str = include_str!("dashboard.html");
+/// How long the dashboard waits for a server before it shows the others without it.
+const SERVER_WAIT: Duration = Duration::from_secs(3);
+
+pub(crate) fn routes(sources: Arc<Sources>) -> axum::Router {
+    let (a, b, c, d) = (sources.clone(), sources.clone(), sources.clone(), sources);
+    axum::Router::new()
+        .route("/", get(|| async { Html(PAGE) }))
+        .route("/api/info", get(move || info(a.clone())))
+        .route("/api/history", get(move |q: Query<HashMap<String, String>>| history(b.clone(), q)))
+        .route("/api/nrs", get(move || nrs(c.clone())))
+        .route("/api/space", get(move || space(d.clone())))
+}
+
+fn bad(status: StatusCode, message: String) -> Response {
+    (status, message).into_response()
+}
+
+async fn info(s: Arc<Sources>) -> Json<Value> {
+    Json(json!({ "fsname": s.fsname }))
+}
+
+async fn history(s: Arc<Sources>, Query(q): Query<HashMap<String, String>>) -> Response {
+    let Some(mgs) = &s.router.mgs else { return bad(StatusCode::NOT_FOUND, "no management service here".into()) };
+    let num = |k: &str, default: u64| {
+        q.get(k).map_or(Ok(default), |v| v.parse::<u64>().map_err(|_| format!("{k}='{v}': a number")))
+    };
+    let (secs, step, top) = match (num("secs", 600), num("step", 0), num("top", 0)) {
+        (Ok(a), Ok(b), Ok(c)) => (a, b, u32::try_from(c).unwrap_or(u32::MAX)),
+        (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return bad(StatusCode::BAD_REQUEST, e),
+    };
+    let kind = q.get("kind").cloned().unwrap_or_else(|| "job".into());
+    match mgs.handle(MgsRequest::History(mgs::History { kind, secs, top, step })).await {
+        Ok(MgsReply::History(h)) => Json(h).into_response(),
+        Ok(_) => bad(StatusCode::INTERNAL_SERVER_ERROR, "unexpected answer".into()),
+        Err(e) => bad(StatusCode::BAD_REQUEST, e.message),
+    }
+}
+
+/// Every server process of the map (and this one).
+fn servers(s: &Sources) -> Vec<String> {
+    let Some(mgs) = &s.router.mgs else { return Vec::new() };
+    let mut out: Vec<String> = mgs.map().targets.iter().map(|t| t.address.clone()).collect();
+    out.sort();
+    out.dedup();
+    out
+}
+
+async fn get_param(s: &Sources, server: &str, pattern: &str) -> Vec<(String, String)> {
+    let op = GetParam { pattern: pattern.into() };
+    match s.peers.get(server).op(RequestHeader::default(), 0, op, Bytes::new(), SERVER_WAIT).await {
+        Ok((ParamValues(values), _)) => values.into_iter().map(|v| (v.name, v.value)).collect(),
+        Err(_) => Vec::new(),
+    }
+}
+
+/// `ost.OSS.ost_io.nrs_policies` -> `ost.OSS.ost_io`
+fn service_of(name: &str) -> String {
+    name.rsplit_once('.').map_or(name, |(service, _)| service).to_string()
+}
+
+async fn nrs(s: Arc<Sources>) -> Json<Value> {
+    let mut services = Vec::new();
+    let mut classes = Vec::new();
+    for server in servers(&s) {
+        let rules: HashMap<String, String> =
+            get_param(&s, &server, "*.*.*.nrs_tbf_rule").await.into_iter().map(|(n, v)| (service_of(&n), v)).collect();
+        for (name, listing) in get_param(&s, &server, "*.*.*.nrs_policies").await {
+            let service = service_of(&name);
+            // The policy in force: the last started one (FIFO, the fallback, is always started).
+            let mut policy = "fifo".to_string();
+            let mut current = None;
+            for line in listing.lines() {
+                if let Some(n) = line.trim().strip_prefix("- name: ") {
+                    current = Some(n.to_string());
+                } else if line.trim() == "state: started" {
+                    if let Some(n) = &current {
+                        policy = n.clone();
+                    }
+                }
+            }
+            let rules = rules.get(&service).cloned().unwrap_or_default();
+            services.push(json!({ "server": server, "service": service, "policy": policy, "rules": rules.trim() }));
+        }
+        for (name, listing) in get_param(&s, &server, "*.*.*.nrs_tbf_classes").await {
+            let service = service_of(&name);
+            let mut class: Option<serde_json::Map<String, Value>> = None;
+            let mut flush = |c: Option<serde_json::Map<String, Value>>| {
+                if let Some(mut c) = c {
+                    c.insert("server".into(), server.clone().into());
+                    c.insert("service".into(), service.clone().into());
+                    classes.push(Value::Object(c));
+                }
+            };
+            for line in listing.lines() {
+                if let Some(k) = line.strip_prefix("- class: ") {
+                    flush(class.take());
+                    class = Some([("class".to_string(), Value::from(k))].into_iter().collect());
+                } else if let (Some(c), Some((k, v))) = (class.as_mut(), line.trim().split_once(": ")) {
+                    let value = v.parse::<u64>().map_or_else(|_| Value::from(v), Value::from);
+                    c.insert(k.to_string(), value);
+                }
+            }
+            flush(class.take());
+        }
+    }
+    Json(json!({ "services": services, "classes": classes }))
+}
+
+async fn space(s: Arc<Sources>) -> Json<Value> {
+    let Some(mgs) = &s.router.mgs else { return Json(json!({ "targets": [] })) };
+    let map = mgs.map();
+    let mut targets = Vec::new();
+    for t in &map.targets {
+        let peer = s.peers.get(&t.address);
+        let info = match t.kind {
+            TargetKind::Ost => {
+                peer.op(RequestHeader::default(), t.index, ost::Statfs {}, Bytes::new(), SERVER_WAIT).await
+            }
+            TargetKind::Mdt => {
+                peer.op(RequestHeader::default(), t.index, mdt::Statfs {}, Bytes::new(), SERVER_WAIT).await
+            }
+        };
+        let Ok((info, _)) = info else { continue };
+        let bytes = |blocks: u64| blocks.saturating_mul(u64::from(info.bsize));
+        targets.push(json!({
+            "target": t.name(&map.fsname),
+            "total_bytes": bytes(info.blocks),
+            "free_bytes": bytes(info.bfree),
+            "avail_bytes": bytes(info.bavail),
+            "total_inodes": info.files,
+            "free_inodes": info.ffree,
+        }));
+    }
+    Json(json!({ "targets": targets }))
+}

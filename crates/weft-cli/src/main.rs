@@ -15,6 +15,7 @@ mod limits;
 mod logging;
 mod mount;
 mod param;
+mod qos;
 mod stats;
 mod up;
 mod xattr;
@@ -83,6 +84,8 @@ enum Command {
     Stats(stats::StatsArgs),
     /// The busiest jobs, users and targets now (rates over the monitor's last intervals).
     Top(stats::TopArgs),
+    /// Decay policies (budgets per period, then a fallback rate) and their warnings.
+    Qos(qos::QosArgs),
 }
 
 #[derive(Args)]
@@ -126,6 +129,7 @@ fn main() -> ExitCode {
         Command::ListParam(a) => param::list_param(a),
         Command::Stats(a) => stats::stats(a),
         Command::Top(a) => stats::top(a),
+        Command::Qos(a) => qos::qos(a),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -26,7 +26,8 @@ pub struct StatsArgs {
     /// How far back: seconds, or a number with s, m, h or d (10m, 1h, 2d).
     #[arg(long, default_value = "1h", value_name = "TIME")]
     since: String,
-    /// What to total by: job, user or target.
+    /// What to total by: job, user or target. OPS are a job's or user's metadata
+    /// operations, and all requests of a target.
     #[arg(long, default_value = "job", value_name = "KIND")]
     by: String,
     /// At most this many, busiest first (0: all).
@@ -64,7 +65,7 @@ pub fn parse_duration(text: &str) -> Result<u64, String> {
     n.checked_mul(scale).ok_or_else(bad)
 }
 
-fn mgs_address(a: &MgsArgs) -> anyhow::Result<String> {
+pub(crate) fn mgs_address(a: &MgsArgs) -> anyhow::Result<String> {
     match &a.mgs {
         Some(m) => Ok(m.clone()),
         None => match crate::up::read_state(&a.data) {

@@ -363,7 +363,7 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn fetch_map(mgs: &str) -> anyhow::Result<weft_proto::msg::ClusterMap> {
+pub(crate) fn fetch_map(mgs: &str) -> anyhow::Result<weft_proto::msg::ClusterMap> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let peer = weft_rpc::Peer::new(mgs, weft_rpc::PeerOptions::default());
     let timeout = Duration::from_secs(STATUS_MGS_TIMEOUT_S);

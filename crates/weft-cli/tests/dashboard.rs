@@ -49,6 +49,7 @@ fn the_dashboard_draws_the_workloads_jobs_in_a_real_browser() {
     }
     assert!(dom.contains("weft-OST0000") && dom.contains("weft-OST0003") && dom.contains("weft-MDT0000"), "{dom}");
     assert!(dom.contains("ost.OSS.ost_io") && dom.contains("fifo"), "{dom}");
+    assert!(dom.contains("no decay policy"), "{dom}");
     // The screenshot, kept for a person to look at.
     let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard.png");
     let _ = std::fs::remove_file(&shot);

@@ -44,7 +44,14 @@ fn map() -> ClusterMap {
         .map(|i| TargetInfo { kind: TargetKind::Ost, index: i, address: format!("mem:{i}"), state: TargetState::Up })
         .collect();
     targets.push(TargetInfo { kind: TargetKind::Mdt, index: 0, address: "mem:mdt".into(), state: TargetState::Up });
-    ClusterMap { version: 1, fsname: "bench".into(), targets, pools: Default::default(), params: Vec::new() }
+    ClusterMap {
+        version: 1,
+        fsname: "bench".into(),
+        targets,
+        pools: Default::default(),
+        params: Vec::new(),
+        decay: Vec::new(),
+    }
 }
 
 fn main() {

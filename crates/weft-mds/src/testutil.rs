@@ -98,6 +98,7 @@ pub fn cluster_map(osts: &[u32], pools: &[(&str, &[u32])]) -> ClusterMap {
         targets,
         pools: pools.iter().map(|(n, o)| (n.to_string(), o.to_vec())).collect(),
         params: Vec::new(),
+        decay: Vec::new(),
     }
 }
 

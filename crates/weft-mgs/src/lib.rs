@@ -9,6 +9,7 @@
 //! The rules live in [`rules`] as pure functions; this file only serializes updates,
 //! persists and publishes. No networking here: weft-server wires [`Mgs::handle`] to it.
 
+pub mod decay;
 pub mod history;
 pub mod limits;
 pub mod qos;
@@ -21,7 +22,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 use weft_proto::msg::ops::{Op, Payload};
-use weft_proto::msg::{mgs, ClusterMap, GlobalShares, HistoryReply, MgsReply, MgsRequest, UsageTotal};
+use weft_proto::msg::{mgs, ClusterMap, DecayActions, GlobalShares, HistoryReply, MgsReply, MgsRequest, UsageTotal};
 use weft_proto::{WeftError, WeftResult};
 
 /// The management service of one file system.
@@ -46,6 +47,8 @@ struct Inner {
     /// intervals last once a monitor feeds it.
     history: history::History,
     interval_s: std::sync::atomic::AtomicU64,
+    /// The decay engine's memory (`decay.json`).
+    decay: Mutex<decay::DecayState>,
 }
 
 impl Mgs {
@@ -88,6 +91,7 @@ impl Mgs {
             epoch: std::time::Instant::now(),
             history: history::History::open(&dir.join("history.redb"), history::Retention::default())?,
             interval_s: std::sync::atomic::AtomicU64::new(0),
+            decay: Mutex::new(decay::DecayState::load(dir)?),
         };
         Ok(Arc::new(Mgs { inner: Arc::new(inner) }))
     }
@@ -103,6 +107,19 @@ impl Mgs {
         self.inner.interval_s.store(interval_s, std::sync::atomic::Ordering::Relaxed);
         let inner = self.inner.clone();
         tokio::task::spawn_blocking(move || inner.history.add(t, &rows))
+            .await
+            .map_err(|e| WeftError::io(format!("monitor history: {e}")))?
+    }
+
+    /// The decay engine's state, to read or change (save it after a change).
+    pub fn decay(&self) -> std::sync::MutexGuard<'_, decay::DecayState> {
+        self.inner.decay.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Each series of `kind`'s usage since `since` (Unix seconds), from the history.
+    pub async fn usage_since(&self, since: u64, kind: history::Kind) -> WeftResult<Vec<(String, history::Totals)>> {
+        let inner = self.inner.clone();
+        tokio::task::spawn_blocking(move || inner.history.totals(since, kind))
             .await
             .map_err(|e| WeftError::io(format!("monitor history: {e}")))?
     }
@@ -258,6 +275,40 @@ impl Handle for mgs::History {
             })
         });
         task.await.map_err(|e| WeftError::io(format!("monitor history: {e}")))?
+    }
+}
+
+impl Handle for mgs::DecaySet {
+    async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
+        mgs.update(move |m| rules::decay_set(m, self.policy)).await
+    }
+}
+
+impl Handle for mgs::DecayRemove {
+    async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
+        mgs.update(move |m| rules::decay_remove(m, &self.name)).await
+    }
+}
+
+impl Handle for mgs::DecayWarnings {
+    /// The actions of the current periods about `uid` (user policies), or all of them.
+    async fn run(self, mgs: &Mgs) -> WeftResult<DecayActions> {
+        let map = mgs.map();
+        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
+        let uid = self.uid.map(|u| u.to_string());
+        let state = mgs.decay();
+        let actions = state
+            .actions
+            .iter()
+            .filter(|a| {
+                let Some(p) = map.decay.iter().find(|p| p.name == a.policy) else { return false };
+                let current = a.at >= p.period_start(now);
+                let whose = self.all || (p.by == "user" && uid.as_deref() == Some(a.key.as_str()));
+                current && whose
+            })
+            .cloned()
+            .collect();
+        Ok(DecayActions(actions))
     }
 }
 

@@ -31,3 +31,7 @@ pub const HISTORY_RAW_KEEP_S: u64 = 86_400;
 pub const HISTORY_BUCKET_S: u64 = 300;
 pub const HISTORY_RAW_ROWS_MAX: u64 = 2_000_000;
 pub const HISTORY_DOWN_ROWS_MAX: u64 = 2_000_000;
+/// Decay policies: most policies, most limits in force at once, most actions remembered.
+pub const DECAY_POLICIES_MAX: usize = 16;
+pub const DECAY_LIMITS_MAX: usize = 4096;
+pub const DECAY_ACTIONS_MAX: usize = 1000;

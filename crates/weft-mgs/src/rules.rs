@@ -139,6 +139,61 @@ pub fn delete_param(map: &mut ClusterMap, pattern: &str) -> WeftResult<bool> {
     Ok(true)
 }
 
+/// Adds decay policy `policy`, or replaces the one of its name.
+pub fn decay_set(map: &mut ClusterMap, policy: weft_proto::msg::DecayPolicy) -> WeftResult<bool> {
+    use crate::limits::DECAY_POLICIES_MAX;
+    let name_ok = !policy.name.is_empty()
+        && policy.name.len() <= 32
+        && policy.name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-');
+    if !name_ok {
+        return Err(WeftError::invalid(format!(
+            "decay policy name '{}': 1 to 32 letters, digits, '_' or '-'",
+            policy.name
+        )));
+    }
+    if policy.by != "user" && policy.by != "job" {
+        return Err(WeftError::invalid(format!("decay policy by '{}': user or job", policy.by)));
+    }
+    if policy.period_s == 0 {
+        return Err(WeftError::invalid("a decay policy's period is at least one second"));
+    }
+    if policy.budget_bytes.is_none() && policy.budget_ops.is_none() {
+        return Err(WeftError::invalid("a decay policy needs a budget of bytes, of metadata operations, or both"));
+    }
+    if policy.rate == 0 || policy.mds_rate == 0 {
+        return Err(WeftError::invalid("the fallback rates are at least one request per second"));
+    }
+    if let Some(old) = map.decay.iter_mut().find(|p| p.name == policy.name) {
+        if *old == policy {
+            return Ok(false);
+        }
+        *old = policy;
+        return Ok(true);
+    }
+    if map.decay.len() >= DECAY_POLICIES_MAX {
+        return Err(WeftError::new(
+            weft_proto::ErrorCode::NoSpace,
+            format!("{DECAY_POLICIES_MAX} decay policies exist already: remove one first"),
+        ));
+    }
+    map.decay.push(policy);
+    Ok(true)
+}
+
+/// Removes decay policy `name`.
+pub fn decay_remove(map: &mut ClusterMap, name: &str) -> WeftResult<bool> {
+    let before = map.decay.len();
+    map.decay.retain(|p| p.name != name);
+    if map.decay.len() == before {
+        let names: Vec<&str> = map.decay.iter().map(|p| p.name.as_str()).collect();
+        return Err(WeftError::not_found(format!(
+            "no decay policy '{name}' (the policies: {})",
+            if names.is_empty() { "none".to_string() } else { names.join(", ") }
+        )));
+    }
+    Ok(true)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

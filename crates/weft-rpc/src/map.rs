@@ -264,6 +264,7 @@ mod tests {
             ],
             pools: Default::default(),
             params: Vec::new(),
+            decay: Vec::new(),
         };
         let s = MapState::new(map);
         assert_eq!(s.address(TargetKind::Ost, 1000), Some("b:1"));

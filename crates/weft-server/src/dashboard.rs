@@ -7,7 +7,10 @@
 //! * `/api/info`: the file system's name;
 //! * `/api/history?kind=job&secs=600&step=5&top=8`: the MGS's `History` op;
 //! * `/api/nrs`: every server's `*.nrs_policies`, `*.nrs_tbf_rule`, `*.nrs_tbf_classes`;
-//! * `/api/space`: statfs of every target in the map.
+//! * `/api/space`: statfs of every target in the map;
+//! * `/api/warnings`: the decay policies and what they did in the current periods (as
+//!   root's `weft qos warnings --all`: the dashboard is an administrator's view, on the
+//!   metrics port, which shows per-user usage already).
 
 use crate::metrics::Sources;
 use axum::extract::Query;
@@ -28,13 +31,14 @@ const PAGE: &str = include_str!("dashboard.html");
 const SERVER_WAIT: Duration = Duration::from_secs(3);
 
 pub(crate) fn routes(sources: Arc<Sources>) -> axum::Router {
-    let (a, b, c, d) = (sources.clone(), sources.clone(), sources.clone(), sources);
+    let (a, b, c, d, e) = (sources.clone(), sources.clone(), sources.clone(), sources.clone(), sources);
     axum::Router::new()
         .route("/", get(|| async { Html(PAGE) }))
         .route("/api/info", get(move || info(a.clone())))
         .route("/api/history", get(move |q: Query<HashMap<String, String>>| history(b.clone(), q)))
         .route("/api/nrs", get(move || nrs(c.clone())))
         .route("/api/space", get(move || space(d.clone())))
+        .route("/api/warnings", get(move || warnings(e.clone())))
 }
 
 fn bad(status: StatusCode, message: String) -> Response {
@@ -130,6 +134,16 @@ async fn nrs(s: Arc<Sources>) -> Json<Value> {
         }
     }
     Json(json!({ "services": services, "classes": classes }))
+}
+
+async fn warnings(s: Arc<Sources>) -> Response {
+    let Some(mgs) = &s.router.mgs else { return bad(StatusCode::NOT_FOUND, "no management service here".into()) };
+    let policies = mgs.map().decay;
+    match mgs.handle(MgsRequest::DecayWarnings(mgs::DecayWarnings { uid: None, all: true })).await {
+        Ok(MgsReply::Actions(a)) => Json(json!({ "policies": policies, "actions": a.0 })).into_response(),
+        Ok(_) => bad(StatusCode::INTERNAL_SERVER_ERROR, "unexpected answer".into()),
+        Err(e) => bad(StatusCode::INTERNAL_SERVER_ERROR, e.message),
+    }
 }
 
 async fn space(s: Arc<Sources>) -> Json<Value> {

@@ -19,6 +19,7 @@
 
 pub mod config;
 mod dashboard;
+mod decay;
 pub mod limits;
 mod locks;
 mod metrics;

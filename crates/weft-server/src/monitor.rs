@@ -7,7 +7,11 @@
 //!
 //! A counter that went down was reset (the server restarted, or forgot an idle job and saw
 //! it again): its whole value is the interval's. A server that does not answer is skipped
-//! for the interval and its counters are asked again at the next.
+//! for the interval and its counters are asked again at the next. After each interval the
+//! decay policies act (see [`crate::decay`]).
+//!
+//! Requests of a job or user count as metadata operations only on an MDT (what decay
+//! budgets count); bytes come from the OSTs. A target's series counts all its requests.
 
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
@@ -56,10 +60,12 @@ pub(crate) async fn run(mgs: Arc<Mgs>, peers: Arc<PeerSet>, interval: Duration) 
                     if delta == Totals::default() {
                         continue;
                     }
-                    add(interval_rows.entry((kind, row.key.clone())).or_default(), delta);
                     if kind == Kind::User {
                         add(interval_rows.entry((Kind::Target, row.target.clone())).or_default(), delta);
                     }
+                    // A job's or user's operations are its metadata operations.
+                    let ops = if row.target.contains("-MDT") { delta.ops } else { 0 };
+                    add(interval_rows.entry((kind, row.key.clone())).or_default(), Totals { ops, ..delta });
                 }
             }
         }
@@ -68,6 +74,10 @@ pub(crate) async fn run(mgs: Arc<Mgs>, peers: Arc<PeerSet>, interval: Duration) 
         let rows: Vec<(Kind, String, Totals)> = interval_rows.into_iter().map(|((k, n), t)| (k, n, t)).collect();
         if let Err(e) = mgs.record_usage(t, interval.as_secs().max(1), rows).await {
             tracing::warn!("monitor: {e}");
+        }
+        // The decay policies act on what was just recorded.
+        if !mgs.map().decay.is_empty() || !mgs.decay().limits.is_empty() {
+            crate::decay::enforce(&mgs, &peers).await;
         }
     }
 }

@@ -22,6 +22,23 @@ pub(crate) struct Router {
     pub params: Arc<crate::params::Params>,
 }
 
+/// Who may do what to the decay policies: root sets and removes them and reads everyone's
+/// warnings; anyone else reads their own (a request without a uid means the caller's).
+fn authorize_mgs(header: &RequestHeader, op: MgsRequest) -> Result<MgsRequest, WeftError> {
+    let caller = header.identity.uid;
+    let perm = |what: &str| Err(WeftError::new(ErrorCode::Perm, format!("only root {what}")));
+    match op {
+        MgsRequest::DecaySet(_) | MgsRequest::DecayRemove(_) if caller != 0 => perm("changes decay policies"),
+        MgsRequest::DecayWarnings(w) => {
+            if caller != 0 && (w.all || w.uid.is_some_and(|u| u != caller)) {
+                return perm("reads other users' warnings");
+            }
+            Ok(MgsRequest::DecayWarnings(mgs::DecayWarnings { uid: Some(w.uid.unwrap_or(caller)), all: w.all }))
+        }
+        op => Ok(op),
+    }
+}
+
 fn not_here(what: String) -> (Reply, Bytes) {
     (Err(WeftError::new(ErrorCode::NotFound, format!("this server does not serve {what}"))), Bytes::new())
 }
@@ -38,7 +55,10 @@ impl Handler for Router {
             match body {
                 RequestBody::Ping => (Ok(ReplyBody::Pong), Bytes::new()),
                 RequestBody::Mgs(op) => match &self.mgs {
-                    Some(mgs) => (mgs.handle(op).await.map(ReplyBody::Mgs), Bytes::new()),
+                    Some(mgs) => match authorize_mgs(&ctx.header, op) {
+                        Ok(op) => (mgs.handle(op).await.map(ReplyBody::Mgs), Bytes::new()),
+                        Err(e) => (Err(e), Bytes::new()),
+                    },
                     None => not_here("the management service".into()),
                 },
                 RequestBody::Mdt { mdt, op } => match (&self.mds, self.mdt_index) {

@@ -173,5 +173,6 @@ fn map() -> ClusterMap {
         targets: vec![target(TargetKind::Mdt, 0), target(TargetKind::Ost, OST)],
         pools: Default::default(),
         params: Vec::new(),
+        decay: Vec::new(),
     }
 }

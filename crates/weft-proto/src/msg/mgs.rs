@@ -53,7 +53,58 @@ pub struct ClusterMap {
     /// server applies the ones it has, at start and when they change.
     #[serde(default)]
     pub params: Vec<ParamRecord>,
+    /// Decay policies (`weft qos policy`): the management service throttles whoever used
+    /// more than a budget in the current period.
+    #[serde(default)]
+    pub decay: Vec<DecayPolicy>,
 }
+
+/// A decay policy: within each period, whoever (a user or a job) used more than the
+/// budget of bytes or of metadata operations runs at the fallback rates until the next
+/// period starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecayPolicy {
+    pub name: String,
+    /// `user` or `job`.
+    pub by: String,
+    pub period_s: u64,
+    /// Unix seconds the periods count from (when the policy was made).
+    pub epoch: u64,
+    /// Bytes read and written, and metadata operations, per period.
+    pub budget_bytes: Option<u64>,
+    pub budget_ops: Option<u64>,
+    /// Requests per second on the OSS I/O services and on the MDS, over budget.
+    pub rate: u64,
+    pub mds_rate: u64,
+    /// Only say what it would do.
+    pub dry_run: bool,
+}
+
+impl DecayPolicy {
+    /// The start of the period `now` (Unix seconds) falls in.
+    pub fn period_start(&self, now: u64) -> u64 {
+        let p = self.period_s.max(1);
+        let since = now.saturating_sub(self.epoch);
+        self.epoch + since - since % p
+    }
+}
+
+/// One thing the decay engine did (or, in a dry run, would do), and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DecayAction {
+    /// Unix seconds.
+    pub at: u64,
+    pub policy: String,
+    /// The user (uid) or job.
+    pub key: String,
+    /// `throttle`, `lift`, `would throttle`, `cannot throttle`.
+    pub action: String,
+    pub reason: String,
+}
+
+/// Decay actions, newest last.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct DecayActions(pub Vec<DecayAction>);
 
 /// One permanent parameter setting.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -113,6 +164,13 @@ macro_rules! mgs_ops {
             /// over the last `secs` seconds, busiest first, at most `top` of them (0: all);
             /// with `step` > 0 also over time, per `step` seconds.
             read History { kind: String, secs: u64, top: u32, step: u64 } -> $crate::msg::HistoryReply = "mgs_history";
+            /// Adds a decay policy, or replaces the one of the same name (root only).
+            write DecaySet { policy: $crate::msg::DecayPolicy } -> $crate::msg::ClusterMap = "mgs_decay_set";
+            /// Removes a decay policy (root only); the limits it set are lifted.
+            write DecayRemove { name: String } -> $crate::msg::ClusterMap = "mgs_decay_remove";
+            /// The decay actions of the current periods: for `uid` (None: the caller's;
+            /// root may ask for anyone's, or everyone's with `all`).
+            read DecayWarnings { uid: Option<u32>, all: bool } -> $crate::msg::DecayActions = "mgs_decay_warnings";
         }
     };
 }
@@ -172,6 +230,7 @@ crate::define_replies! {
         Unchanged(u64),
         Shares(GlobalShares),
         History(HistoryReply),
+        Actions(DecayActions),
     }
 }
 

@@ -22,7 +22,10 @@
 //!   that already happened; one still on its way is returned by the next write or fsync of
 //!   the file on this mount, or logged at its release;
 //! * errors go to the process that queued the writes: a close by another process (the
-//!   close-on-exec copy in a child that a writer forks) does not take them.
+//!   close-on-exec copy in a child that a writer forks) does not take them;
+//! * a request that waits for writes a server's policy holds back (a rate limit) lets its
+//!   FUSE thread go, as a held request does itself (serve.rs): a throttled job's flushes and
+//!   stats must not take the mount's few threads from the other jobs.
 //!
 //! Tracking is per file (FID), shared by every handle of the file on this mount.
 
@@ -31,6 +34,7 @@ use crate::limits::{
 };
 use bytes::{Bytes, BytesMut};
 use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use weft_client::locks::ExtentGuard;
@@ -77,6 +81,8 @@ impl FileState {
 struct FileWrites {
     state: Mutex<FileState>,
     changed: Notify,
+    /// Writes on their way that a server's scheduling policy holds back (a rate limit).
+    held: AtomicUsize,
 }
 
 impl FileWrites {
@@ -91,8 +97,42 @@ impl FileWrites {
             if !self.lock().in_flight.iter().any(&blocks) {
                 return;
             }
+            self.note_if_held();
             changed.await;
         }
+    }
+
+    /// A request that waits for this file's writes while a server holds some of them back
+    /// waits as long as the rate limit says: like a request held itself, it lets its FUSE
+    /// thread go (see serve.rs), or a throttled job's flushes and stats would take the
+    /// mount's few threads from every other job.
+    fn note_if_held(&self) {
+        if self.held.load(Ordering::Acquire) > 0 {
+            weft_rpc::local::note_held();
+        }
+    }
+
+    /// `write`, counted in [`Self::held`] while a server holds it back.
+    async fn watch_held<T>(&self, write: impl std::future::Future<Output = T>) -> T {
+        let mut write = std::pin::pin!(write);
+        let mut marked = false;
+        let out = std::future::poll_fn(|cx| {
+            // A mark left on this runtime thread by another task's request is not ours.
+            weft_rpc::local::take_held();
+            let poll = write.as_mut().poll(cx);
+            if !marked && weft_rpc::local::take_held() {
+                marked = true;
+                self.held.fetch_add(1, Ordering::AcqRel);
+                // Waiters look again, and let their threads go.
+                self.changed.notify_waiters();
+            }
+            poll
+        })
+        .await;
+        if marked {
+            self.held.fetch_sub(1, Ordering::AcqRel);
+        }
+        out
     }
 }
 
@@ -264,6 +304,7 @@ impl WriteBehind {
                     break start_sender;
                 }
             }
+            fw.note_if_held();
             changed.await;
         };
         if start_sender {
@@ -355,7 +396,7 @@ async fn send_queued(client: Arc<Client>, fw: Arc<FileWrites>) {
             }
             data = gathered.freeze();
         }
-        let result = client.write(&who, &layout, offset, data, &locks).await;
+        let result = fw.watch_held(client.write(&who, &layout, offset, data, &locks)).await;
         drop(locks);
         drop(rooms);
         let mut st = fw.lock();

@@ -49,7 +49,7 @@ enum PolicyCommand {
 struct AddArgs {
     /// The policy's name (letters, digits, '_', '-').
     name: String,
-    /// Whose usage counts: user or job.
+    /// Whose usage counts: user, group or job.
     #[arg(long, default_value = "user")]
     by: String,
     /// The period: budgets count from its start, limits are lifted at its end (90s, 10m, 24h).
@@ -160,8 +160,8 @@ pub fn qos(a: QosArgs) -> anyhow::Result<()> {
 }
 
 fn add(a: AddArgs) -> anyhow::Result<()> {
-    if a.by != "user" && a.by != "job" {
-        bail!("--by '{}': user or job", a.by);
+    if !["user", "group", "job"].contains(&a.by.as_str()) {
+        bail!("--by '{}': user, group or job", a.by);
     }
     let period_s = parse_duration(&a.period).map_err(|e| anyhow!("--period {e}"))?;
     let budget_bytes = match &a.budget_bytes {

@@ -26,7 +26,7 @@ pub struct StatsArgs {
     /// How far back: seconds, or a number with s, m, h or d (10m, 1h, 2d).
     #[arg(long, default_value = "1h", value_name = "TIME")]
     since: String,
-    /// What to total by: job, user or target. OPS are a job's or user's metadata
+    /// What to total by: job, user, group or target. OPS are a job's or user's metadata
     /// operations, and all requests of a target.
     #[arg(long, default_value = "job", value_name = "KIND")]
     by: String,
@@ -99,8 +99,8 @@ fn row_json(r: &UsageTotal) -> serde_json::Value {
 pub fn stats(a: StatsArgs) -> anyhow::Result<()> {
     let secs = parse_duration(&a.since).map_err(|e| anyhow!("--since {e}"))?;
     let kind = match a.by.as_str() {
-        "job" | "user" | "target" => a.by.clone(),
-        other => bail!("--by '{other}': one of job, user, target"),
+        "job" | "user" | "group" | "target" => a.by.clone(),
+        other => bail!("--by '{other}': one of job, user, group, target"),
     };
     let reply = history(&a.at, &kind, secs, a.top)?;
     if a.json {

@@ -92,7 +92,7 @@ fn users_over_budget_run_at_the_fallback_rate_until_the_next_period() {
     let as_user = sh_as(1001, 1001, &mnt, &format!("{} {}", weft_bin().display(), add.join(" ")));
     assert!(String::from_utf8_lossy(&as_user.stderr).contains("only root changes decay policies"));
     let out = weft(&["qos", "policy", "add", "x", "--by", "host", "--budget-ops", "1", "--rate", "1", "--mgs", &mgs]);
-    assert!(String::from_utf8_lossy(&out.stderr).contains("--by 'host': user or job"));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("--by 'host': user, group or job"));
     weft_ok(&add);
     let watch = ["qos", "policy", "add", "watch", "--by", "job", "--budget-bytes", "1M", "--rate", "1", "--dry-run"];
     weft_ok(&watch.into_iter().chain(["--mgs", mgs.as_str()]).collect::<Vec<_>>());

@@ -162,6 +162,8 @@ fn the_history_totals_what_each_job_did() {
     // By user and by target: the same bytes, all root's, spread over the OSTs.
     let users = stats(&c, "user");
     assert_eq!(users["0"].2, 12 << 20, "{users:?}");
+    let groups = stats(&c, "group");
+    assert_eq!(groups["0"].2, 12 << 20, "{groups:?}");
     let targets = stats(&c, "target");
     let written: u64 = targets.iter().filter(|(t, _)| t.contains("-OST")).map(|(_, v)| v.2).sum();
     assert_eq!(written, 12 << 20, "{targets:?}");
@@ -170,7 +172,7 @@ fn the_history_totals_what_each_job_did() {
     let text = weft_ok(&["stats", "--since", "10m", "--by", "job", "--mgs", &c.mgs_address]);
     assert!(text.lines().any(|l| l.starts_with("ckpt_a") && l.ends_with(&(8u64 << 20).to_string())), "{text}");
     let out = weft(&["stats", "--by", "host", "--mgs", &c.mgs_address]);
-    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("one of job, user, target"));
+    assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("one of job, user, group, target"));
     let out = weft(&["stats", "--since", "1w", "--mgs", &c.mgs_address]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("--since '1w'"));
     // Top: the jobs of the last seconds, as rates; idle once they are over.

@@ -24,6 +24,14 @@ fn up_status_down_and_up_again_with_the_data() {
 
     let out = weft_ok(&["up", "--data", d, "--mount", m, "--osts", "2", "--detach"]);
     assert!(out.contains("is up") && out.contains("2 OSTs"), "{out}");
+    // It serves metrics, and says where.
+    let url = out.lines().find_map(|l| l.trim().strip_prefix("metrics: ")).expect("the metrics address is printed");
+    let scrape = std::process::Command::new("curl").args(["-sf", "--max-time", "10", url]).output().unwrap();
+    let text = String::from_utf8_lossy(&scrape.stdout);
+    assert!(
+        scrape.status.success() && text.contains("weft_target_space_bytes{target=\"weft-OST0001\""),
+        "{url}:\n{text}"
+    );
     assert!(weft_harness::is_mounted(&mnt));
     let payload = pattern(5, 0, 3 << 20);
     std::fs::write(mnt.join("kept"), &payload).unwrap();
@@ -54,9 +62,22 @@ fn up_status_down_and_up_again_with_the_data() {
 
 #[test]
 fn help_and_bad_options_name_what_is_allowed() {
-    for cmd in
-        ["up", "down", "status", "server", "mount", "umount", "setstripe", "getstripe", "df", "path2fid", "fid2path"]
-    {
+    for cmd in [
+        "up",
+        "down",
+        "status",
+        "server",
+        "mount",
+        "umount",
+        "setstripe",
+        "getstripe",
+        "df",
+        "path2fid",
+        "fid2path",
+        "stats",
+        "top",
+        "qos",
+    ] {
         let out = weft_ok(&[cmd, "--help"]);
         assert!(out.contains("Usage: weft"), "{cmd} --help:\n{out}");
     }

@@ -1,6 +1,6 @@
 //! The decay policy engine's decisions and memory (the research's "decay" QoS, as DDN's
 //! Clownfish and LIME did it by hand): a policy names a period, a budget of bytes and of
-//! metadata operations per user or job, and fallback rates. Whoever used more than the
+//! metadata operations per user, group or job, and fallback rates. Whoever used more than the
 //! budget since the period began is throttled (a TBF rule on every server, set by
 //! weft-server's decay.rs) until the next period begins, when every such limit is lifted.
 //!
@@ -49,9 +49,9 @@ pub fn decide(
         if limited.get(key).is_some_and(|since| *since >= period) {
             continue;
         }
-        // Root is never throttled: the mounts' own requests (a release, a flush) go as root,
-        // and holding them would hold every user.
-        if policy.by == "user" && key == "0" {
+        // Root (and its group) is never throttled: the mounts' own requests (a release, a
+        // flush) go as root, and holding them would hold every user.
+        if (policy.by == "user" || policy.by == "group") && key == "0" {
             continue;
         }
         let over_bytes = policy.budget_bytes.filter(|b| used.bytes > *b);
@@ -193,6 +193,15 @@ mod tests {
         let d = decide(&p, 1121, &[], &limited);
         assert_eq!(d.len(), 2);
         assert!(d.iter().all(|d| matches!(d, Decision::Lift { .. })));
+    }
+
+    #[test]
+    fn groups_are_budgeted_like_users_and_the_root_group_is_not_throttled() {
+        let p = DecayPolicy { by: "group".into(), ..policy() };
+        let usage = vec![("0".to_string(), used(1 << 40, 0)), ("500".to_string(), used(200 << 20, 0))];
+        let d = decide(&p, 1050, &usage, &BTreeMap::new());
+        assert_eq!(d.len(), 1, "{d:?}");
+        assert!(matches!(&d[0], Decision::Throttle { key, .. } if key == "500"));
     }
 
     #[test]

@@ -31,16 +31,18 @@ pub enum Kind {
     Target,
     Job,
     User,
+    Group,
 }
 
 impl Kind {
-    pub const ALL: [Kind; 3] = [Kind::Target, Kind::Job, Kind::User];
+    pub const ALL: [Kind; 4] = [Kind::Target, Kind::Job, Kind::User, Kind::Group];
 
     fn code(self) -> u8 {
         match self {
             Kind::Target => 0,
             Kind::Job => 1,
             Kind::User => 2,
+            Kind::Group => 3,
         }
     }
 
@@ -49,11 +51,15 @@ impl Kind {
             Kind::Target => "target",
             Kind::Job => "job",
             Kind::User => "user",
+            Kind::Group => "group",
         }
     }
 
     pub fn parse(text: &str) -> Result<Kind, String> {
-        Kind::ALL.into_iter().find(|k| k.name() == text).ok_or_else(|| format!("'{text}': one of target, job, user"))
+        Kind::ALL
+            .into_iter()
+            .find(|k| k.name() == text)
+            .ok_or_else(|| format!("'{text}': one of target, job, user, group"))
     }
 }
 

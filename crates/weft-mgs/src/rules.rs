@@ -151,8 +151,8 @@ pub fn decay_set(map: &mut ClusterMap, policy: weft_proto::msg::DecayPolicy) -> 
             policy.name
         )));
     }
-    if policy.by != "user" && policy.by != "job" {
-        return Err(WeftError::invalid(format!("decay policy by '{}': user or job", policy.by)));
+    if !["user", "job", "group"].contains(&policy.by.as_str()) {
+        return Err(WeftError::invalid(format!("decay policy by '{}': user, job or group", policy.by)));
     }
     if policy.period_s == 0 {
         return Err(WeftError::invalid("a decay policy's period is at least one second"));

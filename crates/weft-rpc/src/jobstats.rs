@@ -173,6 +173,8 @@ pub enum By {
     Job,
     /// The caller's uid, in decimal (for per-user metrics and budgets).
     User,
+    /// The caller's gid, in decimal (for per-group budgets).
+    Group,
 }
 
 /// The job statistics of a server process's targets; see the module documentation.
@@ -186,6 +188,11 @@ impl JobStats {
     /// The same counters kept per user (uid) instead of per job.
     pub fn by_user() -> JobStats {
         JobStats { by: By::User, targets: Mutex::default() }
+    }
+
+    /// The same counters kept per group (gid).
+    pub fn by_group() -> JobStats {
+        JobStats { by: By::Group, targets: Mutex::default() }
     }
 
     fn with<R>(&self, f: impl FnOnce(&mut HashMap<(TargetKind, u32), TargetJobs>) -> R) -> R {
@@ -346,6 +353,7 @@ impl Account for JobStats {
             By::Job => ctx.header.jobid.as_str(),
             // Formatted on the stack: no String per request.
             By::User => decimal(ctx.header.identity.uid, &mut digits),
+            By::Group => decimal(ctx.header.identity.gid, &mut digits),
         };
         self.add(target, key, ctx.opcode, outcome.took, bytes, outcome.waited);
     }

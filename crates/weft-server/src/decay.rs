@@ -39,12 +39,23 @@ fn services(mgs: &Mgs) -> Vec<(&'static str, Vec<String>)> {
 
 /// The TBF type a service switched from FIFO takes: the fields the policies name.
 fn tbf_type(policies: &[DecayPolicy]) -> &'static str {
-    let user = policies.iter().any(|p| p.by == "user");
-    let job = policies.iter().any(|p| p.by == "job");
-    match (user, job) {
-        (true, true) => "tbf uid+jobid",
-        (false, true) => "tbf jobid",
-        _ => "tbf uid",
+    let mut fields = Vec::new();
+    for (by, field) in [("user", "uid"), ("group", "gid"), ("job", "jobid")] {
+        if policies.iter().any(|p| p.by == by) {
+            fields.push(field);
+        }
+    }
+    if fields.is_empty() {
+        fields.push("uid");
+    }
+    match fields.join("+").as_str() {
+        "uid" => "tbf uid",
+        "gid" => "tbf gid",
+        "jobid" => "tbf jobid",
+        "uid+gid" => "tbf uid+gid",
+        "uid+jobid" => "tbf uid+jobid",
+        "gid+jobid" => "tbf gid+jobid",
+        _ => "tbf uid+gid+jobid",
     }
 }
 
@@ -98,9 +109,10 @@ async fn stop_everywhere(peers: &PeerSet, mgs: &Mgs, rule: &str) {
 /// The rule that limits `key` under policy number `index`, and its expression; None for a
 /// jobid the rule language cannot name.
 fn rule_for(index: usize, p: &DecayPolicy, key: &str, next: &mut u64) -> Option<(String, String)> {
-    if p.by == "user" {
-        let uid: u32 = key.parse().ok()?;
-        return Some((format!("d{index}u{uid}"), format!("uid={{{uid}}}")));
+    if p.by == "user" || p.by == "group" {
+        let id: u32 = key.parse().ok()?;
+        let (letter, field) = if p.by == "user" { ('u', "uid") } else { ('g', "gid") };
+        return Some((format!("d{index}{letter}{id}"), format!("{field}={{{id}}}")));
     }
     let plain = !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-@/:".contains(&b));
     if !plain {
@@ -148,7 +160,11 @@ pub(crate) async fn enforce(mgs: &Mgs, peers: &PeerSet) {
         state.log(action(&policy, &key, "lift", "the policy was removed".into()));
     }
     for (index, p) in map.decay.iter().enumerate() {
-        let kind = if p.by == "user" { Kind::User } else { Kind::Job };
+        let kind = match p.by.as_str() {
+            "user" => Kind::User,
+            "group" => Kind::Group,
+            _ => Kind::Job,
+        };
         let usage = match mgs.usage_since(p.period_start(now), kind).await {
             Ok(u) => u,
             Err(e) => {
@@ -220,7 +236,11 @@ pub(crate) async fn enforce(mgs: &Mgs, peers: &PeerSet) {
             limits.iter().filter_map(|(k, l)| l.rule.clone().map(|r| (k.clone(), r))).collect()
         };
         for (key, rule) in rules {
-            let expr = if p.by == "user" { format!("uid={{{key}}}") } else { format!("jobid={{{key}}}") };
+            let expr = match p.by.as_str() {
+                "user" => format!("uid={{{key}}}"),
+                "group" => format!("gid={{{key}}}"),
+                _ => format!("jobid={{{key}}}"),
+            };
             for failure in start_everywhere(peers, mgs, &rule, &expr, p).await {
                 tracing::debug!("decay: keeping {rule}: {failure}");
             }

@@ -135,6 +135,7 @@ impl RunningServer {
         }
         let jobstats = Arc::new(weft_rpc::jobstats::JobStats::default());
         let userstats = Arc::new(weft_rpc::jobstats::JobStats::by_user());
+        let groupstats = Arc::new(weft_rpc::jobstats::JobStats::by_group());
         let mut targets: Vec<(TargetKind, u32)> = mdt_index.map(|i| (TargetKind::Mdt, i)).into_iter().collect();
         targets.extend(ost_indices.iter().map(|&i| (TargetKind::Ost, i)));
         let params = Arc::new(params::Params::new(
@@ -142,6 +143,7 @@ impl RunningServer {
             services.clone(),
             jobstats.clone(),
             userstats.clone(),
+            groupstats.clone(),
             &config.fsname,
             targets,
         ));
@@ -158,6 +160,7 @@ impl RunningServer {
         let server = Server::with_parts(router.clone(), ServerLimits::default(), exports, schedulers.clone());
         server.add_account(jobstats.clone());
         server.add_account(userstats.clone());
+        server.add_account(groupstats);
         let mut tasks = vec![server.serve(listener)];
         let mut metrics_address = None;
         // Server processes this one reaches as a client: the monitor's and the dashboard's.

@@ -1,8 +1,8 @@
 //! The monitor: in the process that runs the management service, every `monitor_interval_s`
 //! (config; 10 s by default, 0 for none) it asks every server process of the map for its
-//! usage counters (the Param service's `Usage`: each job's and user's requests and bytes
-//! per target, counted since the server started), turns them into what happened in the
-//! interval, and records that in the MGS's history: per job, per user, and per target (the
+//! usage counters (the Param service's `Usage`: each job's, user's and group's requests and
+//! bytes per target, counted since the server started), turns them into what happened in the
+//! interval, and records that in the MGS's history: per job, user, group, and per target (the
 //! sum of its users). `weft stats` and `weft top` read the history.
 //!
 //! A counter that went down was reset (the server restarted, or forgot an idle job and saw
@@ -51,7 +51,9 @@ pub(crate) async fn run(mgs: Arc<Mgs>, peers: Arc<PeerSet>, interval: Duration) 
                     continue;
                 }
             };
-            for (kind, rows) in [(Kind::Job, &counters.jobs), (Kind::User, &counters.users)] {
+            for (kind, rows) in
+                [(Kind::Job, &counters.jobs), (Kind::User, &counters.users), (Kind::Group, &counters.groups)]
+            {
                 for row in rows {
                     let now = Totals { ops: row.ops, read_bytes: row.read_bytes, write_bytes: row.write_bytes };
                     let key = (server.clone(), row.target.clone(), kind, row.key.clone());

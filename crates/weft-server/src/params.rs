@@ -97,8 +97,9 @@ pub(crate) struct Params {
     schedulers: Arc<Schedulers>,
     services: Vec<Service>,
     jobstats: Arc<JobStats>,
-    /// The same counters by uid.
+    /// The same counters by uid and by gid.
     users: Arc<JobStats>,
+    groups: Arc<JobStats>,
     fsname: String,
     targets: Vec<(TargetKind, u32)>,
 }
@@ -111,10 +112,11 @@ impl Params {
         services: Vec<Service>,
         jobstats: Arc<JobStats>,
         users: Arc<JobStats>,
+        groups: Arc<JobStats>,
         fsname: &str,
         targets: Vec<(TargetKind, u32)>,
     ) -> Params {
-        Params { schedulers, services, jobstats, users, fsname: fsname.to_string(), targets }
+        Params { schedulers, services, jobstats, users, groups, fsname: fsname.to_string(), targets }
     }
 
     fn leaves(&self) -> Vec<(String, Key)> {
@@ -140,7 +142,7 @@ impl Params {
         out
     }
 
-    /// Every job's and user's counters on this process's targets.
+    /// Every job's, user's and group's counters on this process's targets.
     fn usage(&self) -> UsageCounters {
         let rows = |stats: &JobStats| {
             let mut out = Vec::new();
@@ -152,7 +154,7 @@ impl Params {
             }
             out
         };
-        UsageCounters { jobs: rows(&self.jobstats), users: rows(&self.users) }
+        UsageCounters { jobs: rows(&self.jobstats), users: rows(&self.users), groups: rows(&self.groups) }
     }
 
     pub fn handle(&self, header: &RequestHeader, op: ParamRequest) -> WeftResult<ParamReply> {

@@ -65,7 +65,7 @@ pub struct ClusterMap {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct DecayPolicy {
     pub name: String,
-    /// `user` or `job`.
+    /// `user`, `group` or `job`.
     pub by: String,
     pub period_s: u64,
     /// Unix seconds the periods count from (when the policy was made).

@@ -53,11 +53,13 @@ pub struct UsageRow {
     pub write_bytes: u64,
 }
 
-/// A server's usage counters, by job and by user (a target's own is the sum of its users').
+/// A server's usage counters, by job, user and group (a target's own is the sum of its
+/// users').
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
 pub struct UsageCounters {
     pub jobs: Vec<UsageRow>,
     pub users: Vec<UsageRow>,
+    pub groups: Vec<UsageRow>,
 }
 
 crate::param_ops!(define_ops);

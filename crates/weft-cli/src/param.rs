@@ -116,7 +116,7 @@ impl Servers {
         let map = rt
             .block_on(weft_rpc::map::fetch_map(&peer, Duration::from_secs(PARAM_REQUEST_TIMEOUT_S)))
             .map_err(|e| anyhow!("cannot reach the management service at {mgs}: {}", e.message))?;
-        let mut addresses: BTreeSet<String> = map.targets.iter().map(|t| t.address.clone()).collect();
+        let mut addresses: BTreeSet<String> = map.servers(None).into_iter().collect();
         addresses.insert(mgs);
         let peers = addresses.into_iter().map(|a| Peer::new(a, opts.clone())).collect();
         Ok(Servers { rt, peers, mgs: Some(peer), mounts, no_servers: None })

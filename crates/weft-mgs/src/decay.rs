@@ -121,6 +121,12 @@ impl DecayState {
         self.limits.get(policy).map(|l| l.iter().map(|(k, v)| (k.clone(), v.period)).collect()).unwrap_or_default()
     }
 
+    /// Records that `policy` limits `key` (or, without a rule, that it dealt with it this
+    /// period).
+    pub fn limit(&mut self, policy: &str, key: &str, limit: Limit) {
+        self.limits.entry(policy.to_string()).or_default().insert(key.to_string(), limit);
+    }
+
     /// Logs an action (and keeps the log bounded).
     pub fn log(&mut self, action: DecayAction) {
         tracing::warn!("decay policy {}: {} {}: {}", action.policy, action.action, action.key, action.reason);

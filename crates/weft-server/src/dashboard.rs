@@ -66,13 +66,9 @@ async fn history(s: Arc<Sources>, Query(q): Query<HashMap<String, String>>) -> R
     }
 }
 
-/// Every server process of the map (and this one).
+/// Every server process of the map.
 fn servers(s: &Sources) -> Vec<String> {
-    let Some(mgs) = &s.router.mgs else { return Vec::new() };
-    let mut out: Vec<String> = mgs.map().targets.iter().map(|t| t.address.clone()).collect();
-    out.sort();
-    out.dedup();
-    out
+    s.router.mgs.as_ref().map_or_else(Vec::new, |mgs| mgs.map().servers(None))
 }
 
 async fn get_param(s: &Sources, server: &str, pattern: &str) -> Vec<(String, String)> {

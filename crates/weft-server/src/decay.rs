@@ -11,7 +11,6 @@
 //! dashboard, this process's log); a dry-run policy only logs what it would do.
 
 use bytes::Bytes;
-use std::collections::BTreeSet;
 use std::time::Duration;
 use weft_mgs::decay::{decide, Decision, Limit, Used};
 use weft_mgs::history::Kind;
@@ -30,11 +29,7 @@ fn now_s() -> u64 {
 /// The services a rule goes to, each with the servers that run it.
 fn services(mgs: &Mgs) -> Vec<(&'static str, Vec<String>)> {
     let map = mgs.map();
-    let servers = |kind: TargetKind| -> Vec<String> {
-        let set: BTreeSet<String> = map.targets.iter().filter(|t| t.kind == kind).map(|t| t.address.clone()).collect();
-        set.into_iter().collect()
-    };
-    vec![("ost.OSS.ost_io", servers(TargetKind::Ost)), ("mds.MDS.mdt", servers(TargetKind::Mdt))]
+    vec![("ost.OSS.ost_io", map.servers(Some(TargetKind::Ost))), ("mds.MDS.mdt", map.servers(Some(TargetKind::Mdt)))]
 }
 
 /// The TBF type a service switched from FIFO takes: the fields the policies name.
@@ -106,20 +101,34 @@ async fn stop_everywhere(peers: &PeerSet, mgs: &Mgs, rule: &str) {
     }
 }
 
-/// The rule that limits `key` under policy number `index`, and its expression; None for a
-/// jobid the rule language cannot name.
+/// The TBF expression that matches `key` of policy `p`; None for a key the rule language
+/// cannot name (a jobid with spaces or braces, a uid that is not a number).
+fn expr_for(p: &DecayPolicy, key: &str) -> Option<String> {
+    match p.by.as_str() {
+        "user" | "group" => {
+            let id: u32 = key.parse().ok()?;
+            Some(format!("{}={{{id}}}", if p.by == "user" { "uid" } else { "gid" }))
+        }
+        _ => {
+            let plain = !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-@/:".contains(&b));
+            plain.then(|| format!("jobid={{{key}}}"))
+        }
+    }
+}
+
+/// The rule that limits `key` under policy number `index` (a name of at most 15 bytes, as
+/// TBF takes), and its expression.
 fn rule_for(index: usize, p: &DecayPolicy, key: &str, next: &mut u64) -> Option<(String, String)> {
-    if p.by == "user" || p.by == "group" {
-        let id: u32 = key.parse().ok()?;
-        let (letter, field) = if p.by == "user" { ('u', "uid") } else { ('g', "gid") };
-        return Some((format!("d{index}{letter}{id}"), format!("{field}={{{id}}}")));
-    }
-    let plain = !key.is_empty() && key.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-@/:".contains(&b));
-    if !plain {
-        return None;
-    }
-    *next += 1;
-    Some((format!("d{index}j{}", *next % 1_000_000_000), format!("jobid={{{key}}}")))
+    let expr = expr_for(p, key)?;
+    let name = match p.by.as_str() {
+        "user" => format!("d{index}u{key}"),
+        "group" => format!("d{index}g{key}"),
+        _ => {
+            *next += 1;
+            format!("d{index}j{}", *next % 1_000_000_000)
+        }
+    };
+    Some((name, expr))
 }
 
 /// One round of the engine; see the module documentation.
@@ -185,11 +194,7 @@ pub(crate) async fn enforce(mgs: &Mgs, peers: &PeerSet) {
                     let period = p.period_start(now);
                     if p.dry_run {
                         let mut state = mgs.decay();
-                        state
-                            .limits
-                            .entry(p.name.clone())
-                            .or_default()
-                            .insert(key.clone(), Limit { period, rule: None });
+                        state.limit(&p.name, &key, Limit { period, rule: None });
                         state.log(action(&p.name, &key, "would throttle", reason));
                         continue;
                     }
@@ -199,21 +204,13 @@ pub(crate) async fn enforce(mgs: &Mgs, peers: &PeerSet) {
                     };
                     let Some((rule, expr)) = named else {
                         let mut state = mgs.decay();
-                        state
-                            .limits
-                            .entry(p.name.clone())
-                            .or_default()
-                            .insert(key.clone(), Limit { period, rule: None });
+                        state.limit(&p.name, &key, Limit { period, rule: None });
                         state.log(action(&p.name, &key, "cannot throttle", format!("{reason}; no rule can name it")));
                         continue;
                     };
                     let failed = start_everywhere(peers, mgs, &rule, &expr, p).await;
                     let mut state = mgs.decay();
-                    state
-                        .limits
-                        .entry(p.name.clone())
-                        .or_default()
-                        .insert(key.clone(), Limit { period, rule: Some(rule.clone()) });
+                    state.limit(&p.name, &key, Limit { period, rule: Some(rule.clone()) });
                     let rates = format!("{} requests/s on the OSS, {} on the MDS", p.rate, p.mds_rate);
                     state.log(action(&p.name, &key, "throttle", format!("{reason}: held to {rates} (rule {rule})")));
                     if !failed.is_empty() {
@@ -236,11 +233,8 @@ pub(crate) async fn enforce(mgs: &Mgs, peers: &PeerSet) {
             limits.iter().filter_map(|(k, l)| l.rule.clone().map(|r| (k.clone(), r))).collect()
         };
         for (key, rule) in rules {
-            let expr = match p.by.as_str() {
-                "user" => format!("uid={{{key}}}"),
-                "group" => format!("gid={{{key}}}"),
-                _ => format!("jobid={{{key}}}"),
-            };
+            // A limit with a rule was made from a key its expression names.
+            let Some(expr) = expr_for(p, &key) else { continue };
             for failure in start_everywhere(peers, mgs, &rule, &expr, p).await {
                 tracing::debug!("decay: keeping {rule}: {failure}");
             }

@@ -93,8 +93,9 @@ impl Sources {
         for &service in &self.services {
             let policy = self.schedulers.of(service).policy();
             let (queued, running) = if let Some(tbf) = self.schedulers.tbf(service) {
+                let ty = tbf.ty();
                 for c in tbf.classes() {
-                    classes.push((service, class_name(&c.key), c.rule.clone(), c.stats));
+                    classes.push((service, c.key.label(&ty), c.rule.clone(), c.stats));
                 }
                 (tbf.queued(), tbf.running())
             } else if let Some(rr) = self.schedulers.rr(service) {
@@ -154,23 +155,6 @@ impl Sources {
         };
         answer.map_err(|e| tracing::debug!("metrics: statfs of {}: {e}", self.name(t))).ok()
     }
-}
-
-/// A TBF class as one label: its fields, `&`-joined (`jobid=dd.0&uid=0`).
-fn class_name(key: &weft_rpc::schedule::tbf::rule::Facts) -> String {
-    let mut parts = Vec::new();
-    if !key.nid.is_empty() {
-        parts.push(format!("nid={}", key.nid));
-    }
-    if !key.jobid.is_empty() {
-        parts.push(format!("jobid={}", key.jobid));
-    }
-    if !key.opcode.is_empty() {
-        parts.push(format!("opcode={}", key.opcode));
-    }
-    parts.push(format!("uid={}", key.uid));
-    parts.push(format!("gid={}", key.gid));
-    parts.join("&")
 }
 
 type Labels = Vec<(&'static str, String)>;

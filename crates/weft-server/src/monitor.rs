@@ -33,9 +33,7 @@ pub(crate) async fn run(mgs: Arc<Mgs>, peers: Arc<PeerSet>, interval: Duration) 
     loop {
         tick.tick().await;
         let map = mgs.map();
-        let mut servers: Vec<String> = map.targets.iter().map(|t| t.address.clone()).collect();
-        servers.sort();
-        servers.dedup();
+        let servers = map.servers(None);
         let mut interval_rows: BTreeMap<(Kind, String), Totals> = BTreeMap::new();
         let mut now_seen: Seen = HashMap::new();
         for server in servers {

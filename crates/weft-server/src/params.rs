@@ -31,7 +31,6 @@ use weft_proto::msg::{target_name, ParamRecord, ParamReply, ParamRequest, Reques
 use weft_proto::{ErrorCode, WeftError, WeftResult};
 use weft_rpc::jobstats::JobStats;
 use weft_rpc::schedule::rr::{Kind, RrPolicy, Supported};
-use weft_rpc::schedule::tbf::rule::Field;
 use weft_rpc::schedule::tbf::TbfPolicy;
 use weft_rpc::schedule::Schedulers;
 
@@ -343,24 +342,13 @@ fn classes_listing(tbf: &TbfPolicy) -> String {
     let mut out = String::from("classes:\n");
     let mut classes = tbf.classes();
     classes.sort_by(|a, b| b.stats.held.cmp(&a.stats.held).then(b.stats.started.cmp(&a.stats.started)));
+    let ty = tbf.ty();
     for c in classes {
-        let k = &c.key;
-        let ty = tbf.ty();
-        let mut key = Vec::new();
-        for field in ty.fields() {
-            key.push(match field {
-                Field::Nid => format!("nid={}", k.nid),
-                Field::Jobid => format!("jobid={}", k.jobid),
-                Field::Opcode => format!("opcode={}", k.opcode),
-                Field::Uid => format!("uid={}", k.uid),
-                Field::Gid => format!("gid={}", k.gid),
-            });
-        }
         let s = c.stats;
         let _ = write!(
             out,
             "- class: {}\n  rule: {}\n  queued: {}\n  started: {}\n  held: {}\n  extra: {}\n  bytes: {}\n  waited_usecs: {}\n  waited_max_usecs: {}\n",
-            key.join("&"),
+            c.key.label(&ty),
             c.rule,
             c.queued,
             s.started,

@@ -124,6 +124,13 @@ impl ClusterMap {
     pub fn mdts(&self) -> impl Iterator<Item = &TargetInfo> {
         self.targets.iter().filter(|t| t.kind == TargetKind::Mdt)
     }
+    /// The server processes (their addresses, each once, sorted) that serve a target of
+    /// `kind`, or any target.
+    pub fn servers(&self, kind: Option<TargetKind>) -> Vec<String> {
+        let set: std::collections::BTreeSet<&str> =
+            self.targets.iter().filter(|t| kind.is_none_or(|k| t.kind == k)).map(|t| t.address.as_str()).collect();
+        set.into_iter().map(String::from).collect()
+    }
 }
 
 /// Every MGS operation (see [`mdt_ops!`](crate::mdt_ops) for the list's form).

@@ -109,6 +109,22 @@ impl Facts {
         }
     }
 
+    /// The class as listings and metrics name it: the fields `ty` classifies by, `&`-joined
+    /// (`jobid=dd.0&uid=0`).
+    pub fn label(&self, ty: &TbfType) -> String {
+        let parts: Vec<String> = ty
+            .fields()
+            .map(|field| match field {
+                Field::Nid => format!("nid={}", self.nid),
+                Field::Jobid => format!("jobid={}", self.jobid),
+                Field::Opcode => format!("opcode={}", self.opcode),
+                Field::Uid => format!("uid={}", self.uid),
+                Field::Gid => format!("gid={}", self.gid),
+            })
+            .collect();
+        parts.join("&")
+    }
+
     /// A client address as a NID: `192.168.1.4@tcp`.
     pub fn nid_of(ip: IpAddr) -> String {
         format!("{ip}@tcp")

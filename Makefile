@@ -37,6 +37,7 @@ test: deps check-format lint
 bench-micro:
 	$(CARGO) run --release -q -p weft-rpc --example rpc_roundtrip
 	$(CARGO) run --release -q -p weft-rpc --example nrs_admit
+	$(CARGO) run --release -q -p weft-rpc --example account_stage
 	$(CARGO) run --release -q -p weft-proto --example striping
 	$(CARGO) run --release -q -p weft-mds --example mds_ops
 

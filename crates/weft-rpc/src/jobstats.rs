@@ -12,8 +12,10 @@
 use crate::account::{Account, Outcome};
 use crate::limits::{JOB_CLEANUP_INTERVAL_S_DEFAULT, JOB_STATS_JOBS_MAX};
 use crate::server::RequestContext;
+use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::fmt::Write;
+use std::hash::Hash;
 use std::sync::Mutex;
 use std::time::{Duration, Instant, SystemTime};
 use weft_proto::msg::TargetKind;
@@ -100,15 +102,26 @@ fn counter(kind: TargetKind, opcode: &str) -> Option<&'static str> {
     })
 }
 
-fn counters_of(kind: TargetKind) -> &'static [&'static str] {
+/// A target kind's counters, and where the ones every request may touch are.
+struct Layout {
+    names: &'static [&'static str],
+    read_bytes: usize,
+    write_bytes: usize,
+    nrs_wait: usize,
+}
+
+const OST_LAYOUT: Layout = Layout { names: &OST_COUNTERS, read_bytes: 0, write_bytes: 1, nrs_wait: 15 };
+const MDT_LAYOUT: Layout = Layout { names: &MDT_COUNTERS, read_bytes: 19, write_bytes: 20, nrs_wait: 27 };
+
+fn layout(kind: TargetKind) -> &'static Layout {
     match kind {
-        TargetKind::Ost => &OST_COUNTERS,
-        TargetKind::Mdt => &MDT_COUNTERS,
+        TargetKind::Ost => &OST_LAYOUT,
+        TargetKind::Mdt => &MDT_LAYOUT,
     }
 }
 
-fn index_of(kind: TargetKind, name: &str) -> usize {
-    counters_of(kind).iter().position(|c| *c == name).expect("a counter of the list")
+fn counters_of(kind: TargetKind) -> &'static [&'static str] {
+    layout(kind).names
 }
 
 /// One counter: samples, min, max, sum, sum of squares.
@@ -133,25 +146,105 @@ impl Counter {
     }
 }
 
+/// One request, as every table of its target counts it.
+#[derive(Clone, Copy)]
+struct Sample {
+    layout: &'static Layout,
+    /// The counter of its opcode.
+    counter: usize,
+    took_us: u64,
+    bytes: u64,
+    waited_us: u64,
+    now: Instant,
+}
+
 struct Job {
     start: SystemTime,
     seen: Instant,
     counters: Vec<Counter>,
 }
 
+impl Job {
+    fn add(&mut self, s: &Sample) {
+        self.seen = s.now;
+        self.counters[s.counter].add(s.took_us);
+        let name = s.layout.names[s.counter];
+        if name == "read" {
+            self.counters[s.layout.read_bytes].add(s.bytes);
+        } else if name == "write" {
+            self.counters[s.layout.write_bytes].add(s.bytes);
+        }
+        if s.waited_us > 0 {
+            self.counters[s.layout.nrs_wait].add(s.waited_us);
+        }
+    }
+}
+
+/// A target's counters under one kind of key (jobids, uids or gids), bounded.
+struct Table<K> {
+    rows: HashMap<K, Job>,
+}
+
+impl<K> Default for Table<K> {
+    fn default() -> Self {
+        Table { rows: HashMap::new() }
+    }
+}
+
+impl<K: Hash + Eq + Clone + ToString> Table<K> {
+    /// Looked up by a borrowed key: a String is made only for a job seen the first time.
+    fn add<Q>(&mut self, key: &Q, s: &Sample)
+    where
+        K: Borrow<Q>,
+        Q: Hash + Eq + ToOwned<Owned = K> + ?Sized,
+    {
+        if let Some(row) = self.rows.get_mut(key) {
+            row.add(s);
+            return;
+        }
+        if self.rows.len() >= JOB_STATS_JOBS_MAX {
+            let oldest = self.rows.iter().min_by_key(|(_, j)| j.seen).map(|(k, _)| k.clone());
+            if let Some(oldest) = oldest {
+                self.rows.remove::<K>(&oldest);
+            }
+        }
+        let mut row =
+            Job { start: SystemTime::now(), seen: s.now, counters: vec![Counter::default(); s.layout.names.len()] };
+        row.add(s);
+        self.rows.insert(key.to_owned(), row);
+    }
+
+    fn retain_seen_since(&mut self, now: Instant, interval: Duration) {
+        self.rows.retain(|_, j| now.duration_since(j.seen) <= interval);
+    }
+
+    fn rows(&self, kind: TargetKind) -> Vec<(String, Vec<(&'static str, Counter)>)> {
+        let mut rows: Vec<_> = self
+            .rows
+            .iter()
+            .map(|(key, j)| (key.to_string(), counters_of(kind).iter().copied().zip(j.counters.clone()).collect()))
+            .collect();
+        rows.sort_by(|a: &(String, Vec<_>), b| a.0.cmp(&b.0));
+        rows
+    }
+}
+
+/// One target's counters: by job, by user, by group.
 #[derive(Default)]
-struct TargetJobs {
-    jobs: HashMap<String, Job>,
+struct TargetStats {
+    jobs: Table<String>,
+    users: Table<u32>,
+    groups: Table<u32>,
     cleanup_interval: Option<Duration>,
     last_cleanup: Option<Instant>,
 }
 
-impl TargetJobs {
+impl TargetStats {
     fn interval(&self) -> Duration {
         self.cleanup_interval.unwrap_or(Duration::from_secs(JOB_CLEANUP_INTERVAL_S_DEFAULT))
     }
 
-    /// Drops jobs idle longer than the interval; looked at twice per interval, as Lustre.
+    /// Drops keys idle longer than the interval; looked at twice per interval, as Lustre.
     fn clean(&mut self, now: Instant) {
         let interval = self.interval();
         if interval.is_zero() {
@@ -161,7 +254,17 @@ impl TargetJobs {
             return;
         }
         self.last_cleanup = Some(now);
-        self.jobs.retain(|_, j| now.duration_since(j.seen) <= interval);
+        self.jobs.retain_seen_since(now, interval);
+        self.users.retain_seen_since(now, interval);
+        self.groups.retain_seen_since(now, interval);
+    }
+
+    fn rows(&self, by: By, kind: TargetKind) -> Vec<(String, Vec<(&'static str, Counter)>)> {
+        match by {
+            By::Job => self.jobs.rows(kind),
+            By::User => self.users.rows(kind),
+            By::Group => self.groups.rows(kind),
+        }
     }
 }
 
@@ -177,94 +280,83 @@ pub enum By {
     Group,
 }
 
-/// The job statistics of a server process's targets; see the module documentation.
+/// Whom a request counts for: its job (none when empty), its caller's uid and gid.
+#[derive(Debug, Clone, Copy)]
+pub struct Who<'a> {
+    pub job: &'a str,
+    pub uid: u32,
+    pub gid: u32,
+}
+
+/// The job, user and group statistics of a server process's targets; see the module
+/// documentation. One lock and one clock reading per request for all three: this is on
+/// every request's path (`make bench-micro`'s `account_stage` measures it).
 #[derive(Default)]
 pub struct JobStats {
-    by: By,
-    targets: Mutex<HashMap<(TargetKind, u32), TargetJobs>>,
+    // A process serves a few targets: a short list, looked through.
+    targets: Mutex<Vec<((TargetKind, u32), TargetStats)>>,
 }
 
 impl JobStats {
-    /// The same counters kept per user (uid) instead of per job.
-    pub fn by_user() -> JobStats {
-        JobStats { by: By::User, targets: Mutex::default() }
+    fn with<R>(&self, target: (TargetKind, u32), f: impl FnOnce(&mut TargetStats) -> R) -> R {
+        let mut targets = self.targets.lock().unwrap_or_else(|p| p.into_inner());
+        let at = match targets.iter().position(|(t, _)| *t == target) {
+            Some(at) => at,
+            None => {
+                targets.push((target, TargetStats::default()));
+                targets.len() - 1
+            }
+        };
+        f(&mut targets[at].1)
     }
 
-    /// The same counters kept per group (gid).
-    pub fn by_group() -> JobStats {
-        JobStats { by: By::Group, targets: Mutex::default() }
-    }
-
-    fn with<R>(&self, f: impl FnOnce(&mut HashMap<(TargetKind, u32), TargetJobs>) -> R) -> R {
-        f(&mut self.targets.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-
-    /// Counts one request of `job` on `target`: `opcode` taking `took`, moving `bytes` (a
+    /// Counts one request of `who` on `target`: `opcode` taking `took`, moving `bytes` (a
     /// read's reply, a write's data), held `waited` by a scheduling policy.
     pub fn add(
         &self,
         target: (TargetKind, u32),
-        job: &str,
+        who: Who<'_>,
         opcode: &str,
         took: Duration,
         bytes: u64,
         waited: Duration,
     ) {
         let Some(name) = counter(target.0, opcode) else { return };
-        let now = Instant::now();
-        self.with(|targets| {
-            let t = targets.entry(target).or_default();
-            t.clean(now);
-            if !t.jobs.contains_key(job) && t.jobs.len() >= JOB_STATS_JOBS_MAX {
-                let oldest = t.jobs.iter().min_by_key(|(_, j)| j.seen).map(|(k, _)| k.clone());
-                if let Some(oldest) = oldest {
-                    t.jobs.remove(&oldest);
-                }
+        let layout = layout(target.0);
+        let counter = layout.names.iter().position(|c| *c == name).expect("a counter of the list");
+        let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
+        let sample = Sample { layout, counter, took_us: us(took), bytes, waited_us: us(waited), now: Instant::now() };
+        self.with(target, |t| {
+            t.clean(sample.now);
+            if !who.job.is_empty() {
+                t.jobs.add(who.job, &sample);
             }
-            // Looked up by &str first: a String is made only for a job seen the first time.
-            if !t.jobs.contains_key(job) {
-                let counters = vec![Counter::default(); counters_of(target.0).len()];
-                t.jobs.insert(job.to_string(), Job { start: SystemTime::now(), seen: now, counters });
-            }
-            let entry = t.jobs.get_mut(job).expect("just made");
-            entry.seen = now;
-            let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-            entry.counters[index_of(target.0, name)].add(us(took));
-            match name {
-                "read" => entry.counters[index_of(target.0, "read_bytes")].add(bytes),
-                "write" => entry.counters[index_of(target.0, "write_bytes")].add(bytes),
-                _ => {}
-            }
-            if !waited.is_zero() {
-                entry.counters[index_of(target.0, "nrs_wait")].add(us(waited));
-            }
+            t.users.add(&who.uid, &sample);
+            t.groups.add(&who.gid, &sample);
         });
+    }
+
+    /// Every job's (user's, group's) counters on `target`, by name, sorted by key.
+    pub fn rows(&self, by: By, target: (TargetKind, u32)) -> Vec<(String, Vec<(&'static str, Counter)>)> {
+        self.with(target, |t| {
+            t.clean(Instant::now());
+            t.rows(by, target.0)
+        })
     }
 
     /// Every job's counters on `target`, by name.
     pub fn jobs(&self, target: (TargetKind, u32)) -> Vec<(String, Vec<(&'static str, Counter)>)> {
-        self.with(|targets| {
-            let Some(t) = targets.get_mut(&target) else { return Vec::new() };
-            t.clean(Instant::now());
-            let mut jobs: Vec<_> = t
-                .jobs
-                .iter()
-                .map(|(name, j)| {
-                    (name.clone(), counters_of(target.0).iter().copied().zip(j.counters.clone()).collect())
-                })
-                .collect();
-            jobs.sort_by(|a: &(String, Vec<_>), b| a.0.cmp(&b.0));
-            jobs
-        })
+        self.rows(By::Job, target)
     }
 
-    /// Each job's (or user's) requests and bytes on `target`: every counter's samples but
-    /// the byte counters and the scheduler's waits, and the bytes read and written.
-    pub fn usage(&self, target: (TargetKind, u32)) -> Vec<(String, u64, u64, u64)> {
+    /// Each job's (user's, group's) requests and bytes on `target`: every counter's
+    /// samples but the byte counters and the scheduler's waits, and the bytes read and
+    /// written.
+    pub fn usage(&self, by: By, target: (TargetKind, u32)) -> Vec<(String, u64, u64, u64)> {
         let sum = |counters: &[(&str, Counter)], name: &str| -> u64 {
             counters.iter().filter(|(n, _)| *n == name).map(|(_, c)| c.sum).sum()
         };
-        self.jobs(target)
+        self.rows(by, target)
             .into_iter()
             .map(|(key, counters)| {
                 let ops = counters
@@ -282,13 +374,12 @@ impl JobStats {
     pub fn render(&self, target: (TargetKind, u32)) -> String {
         let now = SystemTime::now();
         let mut out = String::from("job_stats:\n");
-        self.with(|targets| {
-            let Some(t) = targets.get_mut(&target) else { return };
+        self.with(target, |t| {
             t.clean(Instant::now());
-            let mut names: Vec<&String> = t.jobs.keys().collect();
+            let mut names: Vec<&String> = t.jobs.rows.keys().collect();
             names.sort();
             for name in names {
-                let j = &t.jobs[name];
+                let j = &t.jobs.rows[name];
                 let elapsed = now.duration_since(j.start).unwrap_or_default();
                 let _ = writeln!(out, "- {:<16} {}", "job_id:", yaml_job_id(name));
                 let _ = writeln!(out, "  {:<16} {} secs.nsecs", "snapshot_time:", secs_nsecs(since_epoch(now)));
@@ -313,30 +404,24 @@ impl JobStats {
         out
     }
 
-    /// Forgets every job of `target` (`job` None, Lustre's `clear`) or one.
+    /// Forgets every job of `target` (`job` None, Lustre's `clear`) or one; the users'
+    /// and groups' counters stay (they are the metrics' and the budgets').
     pub fn clear(&self, target: (TargetKind, u32), job: Option<&str>) {
-        self.with(|targets| {
-            if let Some(t) = targets.get_mut(&target) {
-                match job {
-                    Some(job) => {
-                        t.jobs.remove(job);
-                    }
-                    None => t.jobs.clear(),
-                }
+        self.with(target, |t| match job {
+            Some(job) => {
+                t.jobs.rows.remove(job);
             }
+            None => t.jobs.rows.clear(),
         });
     }
 
     pub fn cleanup_interval(&self, target: (TargetKind, u32)) -> Duration {
-        self.with(|targets| {
-            targets.get(&target).map_or(Duration::from_secs(JOB_CLEANUP_INTERVAL_S_DEFAULT), |t| t.interval())
-        })
+        self.with(target, |t| t.interval())
     }
 
-    /// 0 keeps idle jobs for ever.
+    /// 0 keeps idle keys for ever.
     pub fn set_cleanup_interval(&self, target: (TargetKind, u32), interval: Duration) {
-        self.with(|targets| {
-            let t = targets.entry(target).or_default();
+        self.with(target, |t| {
             t.cleanup_interval = Some(interval);
             t.last_cleanup = None;
         });
@@ -347,30 +432,10 @@ impl Account for JobStats {
     fn record(&self, ctx: &RequestContext, outcome: &Outcome) {
         let Some(target) = outcome.target else { return };
         let bytes = outcome.bytes_in.max(outcome.bytes_out);
-        let mut digits = [0u8; 10];
-        let key = match self.by {
-            By::Job if ctx.header.jobid.is_empty() => return,
-            By::Job => ctx.header.jobid.as_str(),
-            // Formatted on the stack: no String per request.
-            By::User => decimal(ctx.header.identity.uid, &mut digits),
-            By::Group => decimal(ctx.header.identity.gid, &mut digits),
-        };
-        self.add(target, key, ctx.opcode, outcome.took, bytes, outcome.waited);
+        let identity = &ctx.header.identity;
+        let who = Who { job: ctx.header.jobid.as_str(), uid: identity.uid, gid: identity.gid };
+        self.add(target, who, ctx.opcode, outcome.took, bytes, outcome.waited);
     }
-}
-
-/// `n` in decimal, written into `buf`.
-fn decimal(mut n: u32, buf: &mut [u8; 10]) -> &str {
-    let mut at = buf.len();
-    loop {
-        at -= 1;
-        buf[at] = b'0' + (n % 10) as u8;
-        n /= 10;
-        if n == 0 {
-            break;
-        }
-    }
-    std::str::from_utf8(&buf[at..]).unwrap_or("0")
 }
 
 fn since_epoch(t: SystemTime) -> Duration {
@@ -407,14 +472,18 @@ mod tests {
     const OST0: (TargetKind, u32) = (TargetKind::Ost, 0);
     const MDT0: (TargetKind, u32) = (TargetKind::Mdt, 0);
 
+    fn job(job: &str) -> Who<'_> {
+        Who { job, uid: 0, gid: 0 }
+    }
+
     #[test]
     fn counts_per_job_and_counter_in_lustres_shape() {
         let s = JobStats::default();
         let ms = Duration::from_millis;
-        s.add(OST0, "dd.0", "ost_write", ms(2), 4096, Duration::ZERO);
-        s.add(OST0, "dd.0", "ost_write", ms(4), 1 << 20, ms(3));
-        s.add(OST0, "cp.5", "ost_read", ms(1), 8192, Duration::ZERO);
-        s.add(OST0, "dd.0", "ost_no_such_op", ms(1), 0, Duration::ZERO);
+        s.add(OST0, job("dd.0"), "ost_write", ms(2), 4096, Duration::ZERO);
+        s.add(OST0, job("dd.0"), "ost_write", ms(4), 1 << 20, ms(3));
+        s.add(OST0, job("cp.5"), "ost_read", ms(1), 8192, Duration::ZERO);
+        s.add(OST0, job("dd.0"), "ost_no_such_op", ms(1), 0, Duration::ZERO);
         let jobs = s.jobs(OST0);
         assert_eq!(jobs.iter().map(|j| j.0.as_str()).collect::<Vec<_>>(), ["cp.5", "dd.0"]);
         let dd: HashMap<_, _> = jobs[1].1.iter().copied().collect();
@@ -443,7 +512,7 @@ mod tests {
     fn metadata_opcodes_count_under_lustres_names() {
         let s = JobStats::default();
         for op in ["mds_create", "mds_open", "mds_close", "mds_mkdir", "mds_lookup", "mds_readdir"] {
-            s.add(MDT0, "j", op, Duration::from_micros(5), 0, Duration::ZERO);
+            s.add(MDT0, job("j"), op, Duration::from_micros(5), 0, Duration::ZERO);
         }
         let c: HashMap<_, _> = s.jobs(MDT0)[0].1.iter().copied().collect();
         assert_eq!((c["open"].samples, c["close"].samples, c["mkdir"].samples), (2, 1, 1));
@@ -453,29 +522,48 @@ mod tests {
     #[test]
     fn clear_cleanup_and_the_bound() {
         let s = JobStats::default();
-        s.add(OST0, "a", "ost_read", Duration::ZERO, 1, Duration::ZERO);
-        s.add(OST0, "b", "ost_read", Duration::ZERO, 1, Duration::ZERO);
+        s.add(OST0, job("a"), "ost_read", Duration::ZERO, 1, Duration::ZERO);
+        s.add(OST0, job("b"), "ost_read", Duration::ZERO, 1, Duration::ZERO);
         s.clear(OST0, Some("a"));
         assert_eq!(s.jobs(OST0).len(), 1);
         s.clear(OST0, None);
         assert!(s.jobs(OST0).is_empty());
-        s.add(OST0, "a", "ost_read", Duration::ZERO, 1, Duration::ZERO);
+        s.add(OST0, job("a"), "ost_read", Duration::ZERO, 1, Duration::ZERO);
         s.set_cleanup_interval(OST0, Duration::from_millis(20));
         std::thread::sleep(Duration::from_millis(50));
         assert!(s.jobs(OST0).is_empty(), "an idle job goes after the interval");
         s.set_cleanup_interval(OST0, Duration::ZERO);
         for i in 0..JOB_STATS_JOBS_MAX + 10 {
-            s.add(OST0, &format!("j{i}"), "ost_read", Duration::ZERO, 1, Duration::ZERO);
+            s.add(OST0, job(&format!("j{i}")), "ost_read", Duration::ZERO, 1, Duration::ZERO);
         }
         assert_eq!(s.jobs(OST0).len(), JOB_STATS_JOBS_MAX);
     }
 
     #[test]
-    fn uids_in_decimal() {
-        let mut buf = [0u8; 10];
-        assert_eq!(decimal(0, &mut buf), "0");
-        assert_eq!(decimal(1000, &mut buf), "1000");
-        assert_eq!(decimal(u32::MAX, &mut buf), "4294967295");
+    fn users_and_groups_beside_jobs() {
+        let s = JobStats::default();
+        let ms = Duration::from_millis;
+        s.add(OST0, Who { job: "dd.0", uid: 1000, gid: 100 }, "ost_write", ms(1), 10, Duration::ZERO);
+        s.add(OST0, Who { job: "", uid: 1000, gid: 200 }, "ost_write", ms(1), 20, Duration::ZERO);
+        s.add(OST0, Who { job: "cp.1", uid: 1001, gid: 100 }, "ost_read", ms(1), 40, Duration::ZERO);
+        s.add(MDT0, Who { job: "cp.1", uid: 1001, gid: 100 }, "mds_mkdir", ms(1), 0, Duration::ZERO);
+        assert_eq!(s.usage(By::Job, OST0), [("cp.1".into(), 1, 40, 0), ("dd.0".into(), 1, 0, 10)]);
+        assert_eq!(s.usage(By::User, OST0), [("1000".into(), 2, 0, 30), ("1001".into(), 1, 40, 0)]);
+        assert_eq!(s.usage(By::Group, OST0), [("100".into(), 2, 40, 10), ("200".into(), 1, 0, 20)]);
+        assert_eq!(s.usage(By::User, MDT0), [("1001".into(), 1, 0, 0)]);
+        s.clear(OST0, None);
+        assert!(s.jobs(OST0).is_empty());
+        assert_eq!(s.usage(By::User, OST0).len(), 2, "clearing job_stats keeps the users' counters");
+    }
+
+    #[test]
+    fn layouts_name_their_counters() {
+        for l in [&OST_LAYOUT, &MDT_LAYOUT] {
+            assert_eq!(
+                (l.names[l.read_bytes], l.names[l.write_bytes], l.names[l.nrs_wait]),
+                ("read_bytes", "write_bytes", "nrs_wait")
+            );
+        }
     }
 
     #[test]

@@ -133,17 +133,14 @@ impl RunningServer {
         if mds.is_some() || oss.is_some() {
             services.push(Service::Ldlm);
         }
+        // Per job, user and group, on each target: job_stats, the metrics, the budgets.
         let jobstats = Arc::new(weft_rpc::jobstats::JobStats::default());
-        let userstats = Arc::new(weft_rpc::jobstats::JobStats::by_user());
-        let groupstats = Arc::new(weft_rpc::jobstats::JobStats::by_group());
         let mut targets: Vec<(TargetKind, u32)> = mdt_index.map(|i| (TargetKind::Mdt, i)).into_iter().collect();
         targets.extend(ost_indices.iter().map(|&i| (TargetKind::Ost, i)));
         let params = Arc::new(params::Params::new(
             schedulers.clone(),
             services.clone(),
             jobstats.clone(),
-            userstats.clone(),
-            groupstats.clone(),
             &config.fsname,
             targets,
         ));
@@ -159,8 +156,6 @@ impl RunningServer {
         });
         let server = Server::with_parts(router.clone(), ServerLimits::default(), exports, schedulers.clone());
         server.add_account(jobstats.clone());
-        server.add_account(userstats.clone());
-        server.add_account(groupstats);
         let mut tasks = vec![server.serve(listener)];
         let mut metrics_address = None;
         // Server processes this one reaches as a client: the monitor's and the dashboard's.
@@ -176,7 +171,6 @@ impl RunningServer {
                 services: services.clone(),
                 stats: server.stats(),
                 jobs: jobstats,
-                users: userstats,
                 schedulers: schedulers.clone(),
                 exports: exports_for_metrics,
                 router,

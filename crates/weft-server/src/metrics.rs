@@ -29,7 +29,7 @@ use weft_proto::lock::LockTarget;
 use weft_proto::msg::{
     mdt, ost, target_name, MdtReply, MdtRequest, OstReply, OstRequest, RequestHeader, Service, StatfsInfo, TargetKind,
 };
-use weft_rpc::jobstats::JobStats;
+use weft_rpc::jobstats::{By, JobStats};
 use weft_rpc::schedule::Schedulers;
 use weft_rpc::stats::{OpKey, OpStats, Stats, LATENCY_BUCKETS};
 use weft_rpc::{Exports, Run};
@@ -39,8 +39,8 @@ pub(crate) struct Sources {
     pub fsname: String,
     pub services: Vec<Service>,
     pub stats: Arc<Stats>,
+    /// By job and by user (and group).
     pub jobs: Arc<JobStats>,
-    pub users: Arc<JobStats>,
     pub schedulers: Arc<Schedulers>,
     pub exports: Arc<Exports>,
     pub router: Arc<Router>,
@@ -79,10 +79,10 @@ impl Sources {
 
     async fn snapshot(&self) -> Snapshot {
         let targets = self.targets();
-        let per_key = |stats: &JobStats| {
+        let per_key = |by: By| {
             let mut out = Vec::new();
             for &t in &targets {
-                for (key, ops, read, write) in stats.usage(t) {
+                for (key, ops, read, write) in self.jobs.usage(by, t) {
                     out.push((self.name(t), key, ops, read, write));
                 }
             }
@@ -122,8 +122,8 @@ impl Sources {
         Snapshot {
             fsname: self.fsname.clone(),
             ops: self.stats.by_target().into_iter().collect(),
-            jobs: per_key(&self.jobs),
-            users: per_key(&self.users),
+            jobs: per_key(By::Job),
+            users: per_key(By::User),
             nrs,
             classes,
             locks,

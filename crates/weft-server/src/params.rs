@@ -29,7 +29,7 @@ use weft_proto::msg::param::{
 };
 use weft_proto::msg::{target_name, ParamRecord, ParamReply, ParamRequest, RequestHeader, Service, TargetKind};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
-use weft_rpc::jobstats::JobStats;
+use weft_rpc::jobstats::{By, JobStats};
 use weft_rpc::schedule::rr::{Kind, RrPolicy, Supported};
 use weft_rpc::schedule::tbf::TbfPolicy;
 use weft_rpc::schedule::Schedulers;
@@ -95,10 +95,8 @@ enum Key {
 pub(crate) struct Params {
     schedulers: Arc<Schedulers>,
     services: Vec<Service>,
+    /// By job, uid and gid.
     jobstats: Arc<JobStats>,
-    /// The same counters by uid and by gid.
-    users: Arc<JobStats>,
-    groups: Arc<JobStats>,
     fsname: String,
     targets: Vec<(TargetKind, u32)>,
 }
@@ -110,12 +108,10 @@ impl Params {
         schedulers: Arc<Schedulers>,
         services: Vec<Service>,
         jobstats: Arc<JobStats>,
-        users: Arc<JobStats>,
-        groups: Arc<JobStats>,
         fsname: &str,
         targets: Vec<(TargetKind, u32)>,
     ) -> Params {
-        Params { schedulers, services, jobstats, users, groups, fsname: fsname.to_string(), targets }
+        Params { schedulers, services, jobstats, fsname: fsname.to_string(), targets }
     }
 
     fn leaves(&self) -> Vec<(String, Key)> {
@@ -143,17 +139,17 @@ impl Params {
 
     /// Every job's, user's and group's counters on this process's targets.
     fn usage(&self) -> UsageCounters {
-        let rows = |stats: &JobStats| {
+        let rows = |by: By| {
             let mut out = Vec::new();
             for &t in &self.targets {
                 let target = target_name(&self.fsname, t.0, t.1);
-                for (key, ops, read_bytes, write_bytes) in stats.usage(t) {
+                for (key, ops, read_bytes, write_bytes) in self.jobstats.usage(by, t) {
                     out.push(UsageRow { target: target.clone(), key, ops, read_bytes, write_bytes });
                 }
             }
             out
         };
-        UsageCounters { jobs: rows(&self.jobstats), users: rows(&self.users), groups: rows(&self.groups) }
+        UsageCounters { jobs: rows(By::Job), users: rows(By::User), groups: rows(By::Group) }
     }
 
     pub fn handle(&self, header: &RequestHeader, op: ParamRequest) -> WeftResult<ParamReply> {

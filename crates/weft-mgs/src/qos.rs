@@ -9,26 +9,35 @@
 //!
 //! * a server where the rule is **idle** keeps a small reserve, so that the first requests
 //!   that come there are served at once while the next report asks for more;
-//! * an **active** server that is not backlogged gets what it used plus a quarter as
+//! * an **active** server that is not backlogged needs what it used plus a quarter as
 //!   headroom (and the reserve), so that growth shows as use before it is throttled;
-//! * the **backlogged** servers share what is left equally (a water filling: what a
-//!   server does not need goes to those that want more, and among those nobody is favoured
-//!   by its past share);
+//! * the rest is divided max-min fairly (a water filling): equal parts, except that a
+//!   server needing less than its part gets its need and the others share what it leaves;
+//!   a **backlogged** server wants all it can get. Nobody is favoured by its past share,
+//!   and a server that did not wait never takes more than an equal part from one that did;
 //! * with nobody backlogged, what is left is spread in proportion to each server's need.
 //!
-//! The shares add up to the rule's rate. When a job's demand moves from one server to
-//! another, the next report of each moves the shares, within a couple of seconds. A server
-//! that stops reporting (stopped, its rule gone) is forgotten after [`REPORT_STALE_MS`].
+//! The shares add up to the rule's rate. A server's demand is what its last
+//! [`REPORTS_REMEMBERED`] reports say together (the most it used, and whether it was
+//! backlogged in any): a job whose requests go from server to server faster than the
+//! reports (one writer over a file's stripes) is seen on all of them, and each keeps its
+//! part of the rate, which its classes may save up for one report interval while the job is
+//! elsewhere (see `weft_rpc::schedule::tbf::core`). When a job's demand moves from one
+//! server to another for good, the shares follow within [`REPORTS_REMEMBERED`] + 1 reports.
+//! A server that stops reporting (stopped, its rule gone) is forgotten after
+//! [`REPORT_STALE_MS`].
 //!
 //! Pure logic over an injected clock: the MGS calls [`GlobalTable::report`] with the time.
 
 use crate::limits::{GLOBAL_RULES_MAX, GLOBAL_SERVERS_MAX};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use weft_proto::msg::{GlobalDemand, GlobalShare, Service};
 use weft_proto::{WeftError, WeftResult};
 
 /// A report older than this is a server that no longer takes part.
 pub const REPORT_STALE_MS: u64 = 3_000;
+/// The reports of a server that make its demand (one a second).
+pub const REPORTS_REMEMBERED: usize = 3;
 /// The reserve of all idle servers together, in percent of the rate.
 pub const RESERVE_PERCENT: u64 = 5;
 
@@ -60,26 +69,18 @@ pub fn divide(rate: u64, demands: &[Demand]) -> Vec<u64> {
     let reserve = (rate * RESERVE_PERCENT / 100 / n).max(1);
     let idle = demands.iter().filter(|d| d.idle()).count() as u64;
     let pool = rate.saturating_sub(reserve * idle);
-    let backlogged = demands.iter().filter(|d| d.backlogged).count() as u64;
-    // What each active server that is not backlogged needs.
-    let need = |d: &Demand| d.used + d.used / 4 + reserve;
-    let needs: Vec<u64> = demands.iter().map(|d| if d.idle() || d.backlogged { 0 } else { need(d) }).collect();
-    let needed: u64 = needs.iter().sum();
+    // What each active server that is not backlogged needs; a backlogged one wants all.
+    let caps: Vec<Option<u64>> =
+        demands.iter().map(|d| if d.backlogged { None } else { Some(d.used + d.used / 4 + reserve) }).collect();
+    let active: Vec<usize> = (0..demands.len()).filter(|&i| !demands[i].idle()).collect();
     let mut shares = vec![0u64; demands.len()];
-    if backlogged == 0 {
-        // Everybody has what they need: the pool in proportion to the needs.
-        for (share, part) in shares.iter_mut().zip(spread(pool, &needs)) {
-            *share = part;
-        }
-    } else {
-        // The backlogged keep at least the reserve each; the others get their need, or a
-        // proportional cut of what is there.
-        let for_needs = needed.min(pool.saturating_sub(reserve * backlogged));
-        let given = spread(for_needs, &needs);
-        let rest = pool - given.iter().sum::<u64>();
-        let equal = spread(rest, &demands.iter().map(|d| u64::from(d.backlogged)).collect::<Vec<_>>());
-        for (i, share) in shares.iter_mut().enumerate() {
-            *share = given[i] + equal[i];
+    let left = water_fill(pool, &active, &caps, &mut shares);
+    if left > 0 {
+        // Nobody backlogged and the needs met: the rest in proportion to the needs.
+        let needs: Vec<u64> =
+            (0..demands.len()).map(|i| if active.contains(&i) { caps[i].unwrap_or(0) } else { 0 }).collect();
+        for (share, part) in shares.iter_mut().zip(spread(left, &needs)) {
+            *share += part;
         }
     }
     for (share, d) in shares.iter_mut().zip(demands) {
@@ -88,6 +89,32 @@ pub fn divide(rate: u64, demands: &[Demand]) -> Vec<u64> {
         }
     }
     shares.iter().map(|&s| s.max(1)).collect()
+}
+
+/// Max-min fair division of `pool` among the servers `among`, each up to its cap (None:
+/// no cap): equal parts, except that a server needing less than its part gets what it needs
+/// and the others share what it leaves. Writes the parts into `shares`; returns what is
+/// left when every server got its cap.
+fn water_fill(pool: u64, among: &[usize], caps: &[Option<u64>], shares: &mut [u64]) -> u64 {
+    let mut left = pool;
+    let mut open: Vec<usize> = among.to_vec();
+    while !open.is_empty() {
+        let fair = left / open.len() as u64;
+        let (capped, rest): (Vec<usize>, Vec<usize>) = open.iter().partition(|&&i| caps[i].is_some_and(|c| c <= fair));
+        if capped.is_empty() {
+            for (&i, part) in open.iter().zip(spread(left, &vec![1; open.len()])) {
+                shares[i] = part;
+            }
+            return 0;
+        }
+        for i in capped {
+            let cap = caps[i].expect("capped");
+            shares[i] = cap;
+            left -= cap;
+        }
+        open = rest;
+    }
+    left
 }
 
 /// `total` in proportion to `weights` (whole numbers adding up to `total`; the remainder of
@@ -112,10 +139,27 @@ fn spread(total: u64, weights: &[u64]) -> Vec<u64> {
     parts
 }
 
+/// A server's latest reports on one rule.
 #[derive(Debug)]
 struct Report {
-    demand: Demand,
+    /// Oldest first, at most [`REPORTS_REMEMBERED`].
+    recent: VecDeque<Demand>,
     at_ms: u64,
+}
+
+impl Report {
+    /// The demand the division sees: idle when the latest report says so (nothing started
+    /// for a whole second: the job went elsewhere), else the most used and backlogged in
+    /// any report.
+    fn demand(&self) -> Demand {
+        if self.recent.back().is_none_or(Demand::idle) {
+            return Demand::default();
+        }
+        Demand {
+            used: self.recent.iter().map(|d| d.used).max().unwrap_or(0),
+            backlogged: self.recent.iter().any(|d| d.backlogged),
+        }
+    }
 }
 
 /// The latest reports of every server on every global rule, and the division.
@@ -159,8 +203,14 @@ impl GlobalTable {
                 )));
             }
             let demand = Demand { used: r.used, backlogged: r.backlogged };
-            servers.insert(server.to_string(), Report { demand, at_ms: now_ms });
-            let demands: Vec<Demand> = servers.values().map(|rep| rep.demand).collect();
+            let report =
+                servers.entry(server.to_string()).or_insert_with(|| Report { recent: VecDeque::new(), at_ms: now_ms });
+            if report.recent.len() == REPORTS_REMEMBERED {
+                report.recent.pop_front();
+            }
+            report.recent.push_back(demand);
+            report.at_ms = now_ms;
+            let demands: Vec<Demand> = servers.values().map(Report::demand).collect();
             let position = servers.keys().position(|s| s == server).expect("just inserted");
             let rate = divide(r.rate, &demands)[position];
             // The byte rate is divided as the request rate is.
@@ -259,19 +309,22 @@ mod tests {
         assert_eq!(b[0].bps, Some(98_000));
         let a = t.report(1000, "a", s, &[demand("g", 100, 0, false)]).unwrap();
         assert_eq!(a[0].rate, 2);
-        // The demand moves to a: equal while both want more, then b's idle reserve.
+        // The demand moves to a: equal while both want more (b, still busy, wanted more in
+        // one of its last three reports), then b's idle reserve once it reports idle.
         let a = t.report(2000, "a", s, &[demand("g", 100, 2, true)]).unwrap();
         assert_eq!(a[0].rate, 50);
-        let b = t.report(2500, "b", s, &[demand("g", 100, 0, false)]).unwrap();
+        let b = t.report(2500, "b", s, &[demand("g", 100, 5, false)]).unwrap();
+        assert_eq!(b[0].rate, 50);
+        let b = t.report(3500, "b", s, &[demand("g", 100, 0, false)]).unwrap();
         assert_eq!(b[0].rate, 2);
-        let a = t.report(3000, "a", s, &[demand("g", 100, 50, true)]).unwrap();
+        let a = t.report(4000, "a", s, &[demand("g", 100, 50, true)]).unwrap();
         assert_eq!(a[0].rate, 98);
         // b stops reporting: after the stale time a has the whole rate.
-        let a = t.report(2500 + REPORT_STALE_MS + 1, "a", s, &[demand("g", 100, 98, true)]).unwrap();
+        let a = t.report(3500 + REPORT_STALE_MS + 1, "a", s, &[demand("g", 100, 98, true)]).unwrap();
         assert_eq!(a[0].rate, 100);
         assert_eq!(t.servers(s, "g"), vec!["a".to_string()]);
         // A rule a server no longer reports is no longer its.
-        t.report(7000, "a", s, &[]).unwrap();
+        t.report(9000, "a", s, &[]).unwrap();
         assert!(t.servers(s, "g").is_empty());
     }
 

@@ -65,6 +65,11 @@ pub const TBF_RATE_DEFAULT: u64 = 10_000;
 pub const TBF_RATE_MAX: u64 = 1_000_000;
 /// Tokens a class may save up (Lustre's `tbf_depth`).
 pub const TBF_DEPTH_DEFAULT: u32 = 3;
+/// How often a server with global TBF rules reports its demand on them to the management
+/// service and takes its new share: a moved demand is followed within two of these. A
+/// global rule's classes may also save up one such interval of their share (a demand that
+/// moves between servers faster than the division follows it loses nothing).
+pub const GLOBAL_REPORT_MS: u64 = 1_000;
 /// How early a request may start before its class is due: the resolution of tokio's timer.
 pub const TBF_EARLY_NS: u64 = 1_000_000;
 /// Longest rule name (Lustre's `MAX_TBF_NAME` less its terminator).

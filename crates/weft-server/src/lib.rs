@@ -265,7 +265,9 @@ fn header() -> RequestHeader {
 }
 
 /// Every [`GLOBAL_REPORT_MS`], for each service whose TBF has global rules (`global=1`):
-/// reports their demand here to the management service and takes this server's share.
+/// reports their demand here to the management service and takes this server's share. At
+/// once, besides, when a job's requests come to wait here on a rule last reported idle (this
+/// server holds only the idle reserve of its rate).
 async fn report_global_demand(
     mgs: Arc<Peer>,
     address: String,
@@ -276,7 +278,10 @@ async fn report_global_demand(
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut failing = false;
     loop {
-        tick.tick().await;
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = schedulers.global_report_wanted().notified() => {}
+        }
         for &service in &services {
             let Some(tbf) = schedulers.tbf(service) else { continue };
             let rules = tbf.global_demands();

@@ -12,8 +12,6 @@ pub const LOCK_RECOVERY_MS: u64 = 5_000;
 /// Longest file system name. It becomes part of target names (`weft-OST0001`): Lustre's
 /// rule.
 pub const FSNAME_BYTES_MAX: usize = 8;
-/// How often a server with global TBF rules reports its demand on them to the management
-/// service and takes its new share: a moved demand is followed within two of these.
-pub const GLOBAL_REPORT_MS: u64 = 1_000;
+pub use weft_rpc::limits::GLOBAL_REPORT_MS;
 /// Seconds between the monitor's scrapes into the history, unless the config says otherwise.
 pub const MONITOR_INTERVAL_S_DEFAULT: u64 = 10;

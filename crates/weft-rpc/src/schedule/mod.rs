@@ -158,12 +158,17 @@ impl Scheduler {
 /// The schedulers of a server process, one per service, each starting with FIFO.
 pub struct Schedulers {
     by_service: Vec<Scheduler>,
+    /// Told when a TBF policy's global rule should have its demand reported at once.
+    global_report: Arc<tokio::sync::Notify>,
 }
 
 impl Default for Schedulers {
     fn default() -> Self {
         let fifo: Arc<dyn Policy> = Arc::new(fifo::Fifo::default());
-        Schedulers { by_service: Service::ALL.iter().map(|s| Scheduler::new(*s, fifo.clone())).collect() }
+        Schedulers {
+            by_service: Service::ALL.iter().map(|s| Scheduler::new(*s, fifo.clone())).collect(),
+            global_report: Arc::default(),
+        }
     }
 }
 
@@ -206,11 +211,19 @@ impl Schedulers {
                 if self.tbf(service).is_some_and(|t| t.ty() == ty) {
                     return Ok(());
                 }
-                self.of(service).set_policy(Arc::new(tbf::TbfPolicy::start(ty, tbf::core::Options::default())));
+                let report = self.global_report.clone();
+                let policy = tbf::TbfPolicy::start_reporting(ty, tbf::core::Options::default(), report);
+                self.of(service).set_policy(Arc::new(policy));
                 Ok(())
             }
             _ => Err(format!("unknown NRS policy '{text}': the policies are {POLICY_NAMES}")),
         }
+    }
+
+    /// Told when a TBF policy's global rule should have its demand reported now, not at the
+    /// next interval (a job's requests came to wait on a server that reported it idle).
+    pub fn global_report_wanted(&self) -> &tokio::sync::Notify {
+        &self.global_report
     }
 
     /// The TBF policy in force on `service`, if that is the policy.

@@ -39,6 +39,9 @@ struct Shared {
     /// Set when the policy is dropped (switched away from): the dispatcher lets every
     /// queued request go and ends.
     retired: AtomicBool,
+    /// Told when a global rule's demand should be reported at once (see
+    /// [`Tbf::take_report_wanted`]); the server's reporting task waits on it.
+    report: Arc<Notify>,
 }
 
 impl Shared {
@@ -72,12 +75,19 @@ impl TbfPolicy {
     /// A TBF policy classifying by `ty`, with only the default rule; its dispatcher runs on
     /// the current tokio runtime.
     pub fn start(ty: TbfType, options: Options) -> TbfPolicy {
+        TbfPolicy::start_reporting(ty, options, Arc::new(Notify::new()))
+    }
+
+    /// As [`TbfPolicy::start`], telling `report` when a global rule's demand should be
+    /// reported at once.
+    pub fn start_reporting(ty: TbfType, options: Options, report: Arc<Notify>) -> TbfPolicy {
         let shared = Arc::new(Shared {
             core: Mutex::new(Tbf::new(ty, options)),
             wake: Notify::new(),
             fifo: Fifo::default(),
             epoch: Instant::now(),
             retired: AtomicBool::new(false),
+            report,
         });
         tokio::spawn(dispatch(shared.clone()));
         TbfPolicy { name: ty.to_string(), ty, shared }
@@ -128,7 +138,8 @@ impl TbfPolicy {
 
     /// Takes this server's shares of its global rules.
     pub fn set_shares(&self, shares: &[weft_proto::msg::GlobalShare]) {
-        self.shared.core().set_shares(shares);
+        let now = self.shared.now();
+        self.shared.core().set_shares(now, shares);
         // A share may have risen: waiting classes may be due sooner.
         self.shared.wake.notify_one();
     }
@@ -202,14 +213,21 @@ impl Policy for TbfPolicy {
         let now = self.shared.now();
         // The waiter is made only for a request that waits: no receiver, it starts now.
         let mut rx = None;
-        self.shared.core().arrive_keyed(now, &key, bytes_of(request), || {
+        let mut core = self.shared.core();
+        core.arrive_keyed(now, &key, bytes_of(request), || {
             let (tx, r) = oneshot::channel();
             rx = Some(r);
             tx
         });
         let Some(rx) = rx else {
+            drop(core);
             return plan.admit(Running(self.shared.clone()));
         };
+        let report = core.take_report_wanted();
+        drop(core);
+        if report {
+            self.shared.report.notify_one();
+        }
         self.shared.wake.notify_one();
         // The dispatcher sends when the class's turn comes (or drops the sender when the
         // policy is switched away from).

@@ -21,7 +21,8 @@ enum QosCommand {
     /// rate until the next period begins.
     #[command(subcommand)]
     Policy(PolicyCommand),
-    /// The warnings of the current periods: the caller's own (root: --uid N, or --all).
+    /// The warnings of the current periods: the caller's own and their groups' (root: --uid
+    /// N, or --all).
     Warnings(WarningsArgs),
 }
 
@@ -102,11 +103,22 @@ where
         PeerOptions { connect_timeout: Duration::from_millis(PARAM_CONNECT_TIMEOUT_MS), ..PeerOptions::default() };
     let peer = Peer::new(address.clone(), opts);
     // SAFETY: getuid/getgid cannot fail.
-    let identity = Identity { uid: unsafe { libc::getuid() }, gid: unsafe { libc::getgid() }, ..Identity::root() };
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    let identity = Identity { uid, gid, groups: supplementary_groups() };
     let header = RequestHeader { identity, ..RequestHeader::default() };
     let timeout = Duration::from_secs(PARAM_REQUEST_TIMEOUT_S);
     let answer = rt.block_on(peer.op(header, 0, op, bytes::Bytes::new(), timeout));
     answer.map(|(reply, _)| reply).map_err(|e| anyhow!("the management service at {address}: {}", e.message))
+}
+
+/// The caller's supplementary groups (the warnings of group policies are theirs too).
+fn supplementary_groups() -> Vec<u32> {
+    // SAFETY: with a size of 0, getgroups only counts; then it fills at most `n` entries.
+    let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) };
+    let mut groups = vec![0 as libc::gid_t; usize::try_from(n).unwrap_or(0)];
+    let got = unsafe { libc::getgroups(n.max(0), groups.as_mut_ptr()) };
+    groups.truncate(usize::try_from(got).unwrap_or(0));
+    groups
 }
 
 pub fn qos(a: QosArgs) -> anyhow::Result<()> {
@@ -143,7 +155,7 @@ pub fn qos(a: QosArgs) -> anyhow::Result<()> {
             Ok(())
         }
         QosCommand::Warnings(w) => {
-            let actions = ask(&w.at, mgs::DecayWarnings { uid: w.uid, all: w.all })?.0;
+            let actions = ask(&w.at, mgs::DecayWarnings { uid: w.uid, gids: Vec::new(), all: w.all })?.0;
             if w.json {
                 println!("{}", serde_json::to_string_pretty(&actions)?);
                 return Ok(());

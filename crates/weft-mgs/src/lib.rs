@@ -291,7 +291,8 @@ impl Handle for mgs::DecayRemove {
 }
 
 impl Handle for mgs::DecayWarnings {
-    /// The actions of the current periods about `uid` (user policies), or all of them.
+    /// The actions of the current periods about `uid` (user policies) and `gids` (group
+    /// policies), or all of them.
     async fn run(self, mgs: &Mgs) -> WeftResult<DecayActions> {
         let map = mgs.map();
         let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
@@ -303,7 +304,12 @@ impl Handle for mgs::DecayWarnings {
             .filter(|a| {
                 let Some(p) = map.decay.iter().find(|p| p.name == a.policy) else { return false };
                 let current = a.at >= p.period_start(now);
-                let whose = self.all || (p.by == "user" && uid.as_deref() == Some(a.key.as_str()));
+                let mine = match p.by.as_str() {
+                    "user" => uid.as_deref() == Some(a.key.as_str()),
+                    "group" => a.key.parse().is_ok_and(|g: u32| self.gids.contains(&g)),
+                    _ => false,
+                };
+                let whose = self.all || mine;
                 current && whose
             })
             .cloned()

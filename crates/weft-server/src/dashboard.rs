@@ -135,7 +135,7 @@ async fn nrs(s: Arc<Sources>) -> Json<Value> {
 async fn warnings(s: Arc<Sources>) -> Response {
     let Some(mgs) = &s.router.mgs else { return bad(StatusCode::NOT_FOUND, "no management service here".into()) };
     let policies = mgs.map().decay;
-    match mgs.handle(MgsRequest::DecayWarnings(mgs::DecayWarnings { uid: None, all: true })).await {
+    match mgs.handle(MgsRequest::DecayWarnings(mgs::DecayWarnings { uid: None, gids: Vec::new(), all: true })).await {
         Ok(MgsReply::Actions(a)) => Json(json!({ "policies": policies, "actions": a.0 })).into_response(),
         Ok(_) => bad(StatusCode::INTERNAL_SERVER_ERROR, "unexpected answer".into()),
         Err(e) => bad(StatusCode::INTERNAL_SERVER_ERROR, e.message),

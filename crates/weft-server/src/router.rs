@@ -23,7 +23,8 @@ pub(crate) struct Router {
 }
 
 /// Who may do what to the decay policies: root sets and removes them and reads everyone's
-/// warnings; anyone else reads their own (a request without a uid means the caller's).
+/// warnings; anyone else reads their own and their groups' (a request without a uid means
+/// the caller's; the groups are always the caller's own).
 fn authorize_mgs(header: &RequestHeader, op: MgsRequest) -> Result<MgsRequest, WeftError> {
     let caller = header.identity.uid;
     let perm = |what: &str| Err(WeftError::new(ErrorCode::Perm, format!("only root {what}")));
@@ -33,7 +34,13 @@ fn authorize_mgs(header: &RequestHeader, op: MgsRequest) -> Result<MgsRequest, W
             if caller != 0 && (w.all || w.uid.is_some_and(|u| u != caller)) {
                 return perm("reads other users' warnings");
             }
-            Ok(MgsRequest::DecayWarnings(mgs::DecayWarnings { uid: Some(w.uid.unwrap_or(caller)), all: w.all }))
+            let uid = w.uid.unwrap_or(caller);
+            let gids = if uid == caller {
+                std::iter::once(header.identity.gid).chain(header.identity.groups.iter().copied()).collect()
+            } else {
+                Vec::new()
+            };
+            Ok(MgsRequest::DecayWarnings(mgs::DecayWarnings { uid: Some(uid), gids, all: w.all }))
         }
         op => Ok(op),
     }

@@ -177,7 +177,7 @@ macro_rules! mgs_ops {
             write DecayRemove { name: String } -> $crate::msg::ClusterMap = "mgs_decay_remove";
             /// The decay actions of the current periods: for `uid` (None: the caller's;
             /// root may ask for anyone's, or everyone's with `all`).
-            read DecayWarnings { uid: Option<u32>, all: bool } -> $crate::msg::DecayActions = "mgs_decay_warnings";
+            read DecayWarnings { uid: Option<u32>, gids: Vec<u32>, all: bool } -> $crate::msg::DecayActions = "mgs_decay_warnings";
         }
     };
 }

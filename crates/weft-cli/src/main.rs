@@ -9,6 +9,7 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod bench;
+mod changelog;
 mod daemon;
 mod lfs;
 mod limits;
@@ -86,6 +87,20 @@ enum Command {
     Top(stats::TopArgs),
     /// Decay policies (budgets per period, then a fallback rate) and their warnings.
     Qos(qos::QosArgs),
+    /// Print an MDT's changelog records (as lfs changelog): `INDEX NNTYPE TIME DATE FLAGS
+    /// t=[FID] j=JOB ef=0x1 u=UID:GID p=[PARENT] NAME`, times in UTC (root).
+    Changelog(changelog::ReadArgs),
+    /// Register a changelog reader on an MDT (as lctl changelog_register): records are kept
+    /// from now until it clears them (root).
+    ChangelogRegister(changelog::RegisterArgs),
+    /// Remove a changelog reader (as lctl changelog_deregister) (root).
+    ChangelogDeregister(changelog::DeregisterArgs),
+    /// A reader is done with the records up to ENDREC (as lfs changelog_clear); records
+    /// every reader cleared are removed (root).
+    ChangelogClear(changelog::ClearArgs),
+    /// An MDT's changelog readers, what each cleared and for how long it has been idle (as
+    /// lctl get_param mdd.*.changelog_users).
+    ChangelogUsers(changelog::UsersArgs),
 }
 
 #[derive(Args)]
@@ -128,6 +143,11 @@ fn main() -> ExitCode {
         Command::GetParam(a) => param::get_param(a),
         Command::ListParam(a) => param::list_param(a),
         Command::Stats(a) => stats::stats(a),
+        Command::Changelog(a) => changelog::read(a),
+        Command::ChangelogRegister(a) => changelog::register(a),
+        Command::ChangelogDeregister(a) => changelog::deregister(a),
+        Command::ChangelogClear(a) => changelog::clear(a),
+        Command::ChangelogUsers(a) => changelog::users(a),
         Command::Top(a) => stats::top(a),
         Command::Qos(a) => qos::qos(a),
     };

@@ -102,16 +102,20 @@ where
     let opts =
         PeerOptions { connect_timeout: Duration::from_millis(PARAM_CONNECT_TIMEOUT_MS), ..PeerOptions::default() };
     let peer = Peer::new(address.clone(), opts);
-    // SAFETY: getuid/getgid cannot fail.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    let identity = Identity { uid, gid, groups: supplementary_groups() };
-    let header = RequestHeader { identity, ..RequestHeader::default() };
+    let header = RequestHeader { identity: caller_identity(), ..RequestHeader::default() };
     let timeout = Duration::from_secs(PARAM_REQUEST_TIMEOUT_S);
     let answer = rt.block_on(peer.op(header, 0, op, bytes::Bytes::new(), timeout));
     answer.map(|(reply, _)| reply).map_err(|e| anyhow!("the management service at {address}: {}", e.message))
 }
 
-/// The caller's supplementary groups (the warnings of group policies are theirs too).
+/// Who runs this command: its uid, gid and supplementary groups (the warnings of group
+/// policies are theirs too; the servers check root by the uid).
+pub(crate) fn caller_identity() -> Identity {
+    // SAFETY: getuid/getgid cannot fail.
+    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
+    Identity { uid, gid, groups: supplementary_groups() }
+}
+
 fn supplementary_groups() -> Vec<u32> {
     // SAFETY: with a size of 0, getgroups only counts; then it fills at most `n` entries.
     let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) };

@@ -52,6 +52,8 @@ fn metrics_rise_during_fio_and_parse_with_a_real_parser() {
     let mnt = c.mount_with("jobid_var=WEFT_JOB");
     let oss = c.servers.iter().find(|s| s.spec.name == "oss1").unwrap().metrics.clone();
     let mds = c.servers.iter().find(|s| s.spec.name == "mds").unwrap().metrics.clone();
+    // A changelog reader, so that the MDS keeps records of what follows.
+    weft_ok(&["changelog-register", "weft-MDT0000", "--mgs", &c.mgs_address]);
     weft_ok(&["setstripe", "-c", "1", "-i", "0", mnt.to_str().unwrap()]);
     let fio = Command::new("fio")
         .args([
@@ -115,6 +117,13 @@ fn metrics_rise_during_fio_and_parse_with_a_real_parser() {
     assert!(families.iter().any(|f| f.starts_with("weft_job_ops counter")), "{families:?}");
     assert!(sample(&mds_text, "weft_target_inodes", &["target=\"weft-MDT0000\"", "state=\"total\""]).unwrap() > 0.0);
     assert!(sample(&mds_text, "weft_job_ops_total", &["job=\"fio_job\"", "target=\"weft-MDT0000\""]).unwrap() >= 1.0);
+    // The changelog: the layout set and fio's create and close are kept for reader cl1.
+    let kept = sample(&mds_text, "weft_changelog_records", &["target=\"weft-MDT0000\""]).unwrap();
+    assert!(kept >= 3.0, "{kept}");
+    let pending =
+        sample(&mds_text, "weft_changelog_reader_pending_records", &["reader=\"cl1\"", "target=\"weft-MDT0000\""]);
+    assert_eq!(pending, Some(kept));
+    assert!(families.iter().any(|f| f.starts_with("weft_changelog_records gauge")), "{families:?}");
 }
 
 /// `weft stats --json` rows: name -> (ops, read bytes, write bytes).

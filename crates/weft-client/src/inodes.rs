@@ -522,6 +522,12 @@ pub fn plan(req: &MdtRequest) -> Option<(Touches, Keep)> {
         | MdtRequest::GetStripe(_)
         | MdtRequest::Statfs(_)
         | MdtRequest::Fid2Path(_) => return None,
+        // The changelog's: nothing of the namespace a client caches.
+        MdtRequest::ChangelogRegister(_)
+        | MdtRequest::ChangelogDeregister(_)
+        | MdtRequest::ChangelogClear(_)
+        | MdtRequest::ChangelogRead(_)
+        | MdtRequest::ChangelogUsersList(_) => return None,
     })
 }
 

@@ -1,6 +1,7 @@
 //! The MDS request path without any transport: each operation through `Mds::handle` from a
 //! plain thread (as a FUSE thread calls it under `weft up`), with and without the lock
-//! namespace, in microseconds per operation. Objects come from an in-memory OST stand-in, so
+//! namespace, and with a changelog reader registered (every change recorded), in
+//! microseconds per operation. Objects come from an in-memory OST stand-in, so
 //! this measures the MDT alone: `cargo run --release -p weft-mds --example mds_ops`.
 
 use futures::future::BoxFuture;
@@ -56,7 +57,7 @@ fn map() -> ClusterMap {
 
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    for locks in [false, true] {
+    for (locks, changelog) in [(false, false), (true, false), (false, true)] {
         let dir = tempfile::tempdir().unwrap();
         let cfg = MdsConfig::new(dir.path().to_path_buf(), 0);
         let mds = rt.block_on(async { Mds::open(cfg, Arc::new(NoObjects)) }).unwrap();
@@ -83,8 +84,12 @@ fn main() {
             jobid: String::new(),
         };
         let call = |req: MdtRequest| rt.block_on(mds.handle(&header(), req, Run::Inline)).unwrap();
-        let MdtReply::Inode(dir) =
-            call(MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: b"d".to_vec(), mode: 0o755 }))
+        if changelog {
+            call(MdtRequest::ChangelogRegister(mdt::ChangelogRegister { name: None }));
+        }
+        // With locks on, a change of names answers its directories too (MdtReply::Changed).
+        let (MdtReply::Inode(dir), _) =
+            call(MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: b"d".to_vec(), mode: 0o755 })).into_parts()
         else {
             panic!("mkdir")
         };
@@ -96,7 +101,12 @@ fn main() {
                 f(i);
             }
             let us = start.elapsed().as_secs_f64() * 1e6 / OPS as f64;
-            println!("locks {:3}  {what:22} {us:8.1} us", if locks { "on" } else { "off" });
+            let mode = match (locks, changelog) {
+                (false, false) => "locks off ",
+                (true, false) => "locks on  ",
+                (_, true) => "changelog ",
+            };
+            println!("{mode} {what:22} {us:8.1} us");
         };
         let mut fids = Vec::new();
         let mut handles = Vec::new();
@@ -116,7 +126,9 @@ fn main() {
                 spec: None,
                 open_flags: OPEN_WRITE,
             });
-            let MdtReply::Opened(mdt::Opened { inode, handle, .. }) = call(req) else { panic!("create") };
+            let (MdtReply::Opened(mdt::Opened { inode, handle, .. }), _) = call(req).into_parts() else {
+                panic!("create")
+            };
             fids.push(inode.attr.fid);
             handles.push(handle);
         });

@@ -21,6 +21,7 @@ pub fn spawn_all(
         tokio::spawn(refill_task(core.clone(), queue.clone())),
         tokio::spawn(destroy_task(core.clone(), queue.clone())),
         tokio::spawn(prune_task(queue.clone())),
+        tokio::spawn(changelog_task(core.clone(), queue.clone())),
     ];
     if let Some(interval) = checkpoint_interval {
         tasks.push(tokio::spawn(checkpoint_task(core, queue, interval)));
@@ -233,6 +234,56 @@ async fn prune_task(queue: Queue) {
             Ok(n) if n > 0 => tracing::debug!(pruned = n, "reply cache pruned"),
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "reply cache pruning failed"),
+        }
+    }
+}
+
+/// Removes the changelog records every reader cleared, a batch at a time, when a reader
+/// cleared or left; warns (at most every CHANGELOG_IDLE_WARN_INTERVAL_S) of a reader that
+/// holds too many.
+async fn changelog_task(core: Arc<Core>, queue: Queue) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(CHANGELOG_PURGE_INTERVAL_MS)).await;
+        if !core.changelog.take_purge() {
+            continue;
+        }
+        let view = core.read_view();
+        match crate::changelog::purge_point(&view) {
+            Ok((_, Some((reader, held)))) => {
+                let now = crate::now().sec.max(0) as u64;
+                let last = core.changelog.warned_at.load(Ordering::Relaxed);
+                if now.saturating_sub(last) >= CHANGELOG_IDLE_WARN_INTERVAL_S {
+                    core.changelog.warned_at.store(now, Ordering::Relaxed);
+                    tracing::warn!(
+                        reader = %reader,
+                        held,
+                        "a changelog reader holds {held} records it has not cleared: they stay on the MDT until it \
+                         clears them or is deregistered (weft changelog-deregister)"
+                    );
+                }
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(error = %e, "changelog: cannot read its readers"),
+        }
+        match view.changelog_users() {
+            Ok(users) => core.changelog.set_on(!users.is_empty()),
+            Err(e) => tracing::warn!(error = %e, "changelog: cannot read its readers"),
+        }
+        loop {
+            match internal(&queue, InternalOp::PurgeChangelog).await {
+                Ok(n) if n as usize == CHANGELOG_PURGE_BATCH_RECORDS => continue,
+                Ok(n) => {
+                    if n > 0 {
+                        tracing::debug!(removed = n, "changelog records every reader cleared removed");
+                    }
+                    break;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "changelog: removing cleared records failed");
+                    core.changelog.want_purge();
+                    break;
+                }
+            }
         }
     }
 }

@@ -39,6 +39,7 @@
 //! replies.rs); `request_id == 0` means "not resendable" and is never cached.
 
 pub mod background;
+pub mod changelog;
 pub mod journal;
 pub mod limits;
 pub mod locking;
@@ -154,6 +155,8 @@ pub struct Core {
     pub(crate) stats: StatCounters,
     /// Wakes the destroy task after a commit that queued destroys.
     pub destroy_wake: Notify,
+    /// Whether changes are recorded, and what waits for removal.
+    pub changelog: changelog::State,
     /// The newest committed state; replaced by the committer only (see [`Core::read_view`]).
     view: Mutex<Arc<store::Tables>>,
 }
@@ -210,6 +213,7 @@ impl Mds {
             tracing::info!(orphans, "destroyed orphan inodes left open before the restart");
         }
         let view = store::Tables::at_checkpoint(&*storage.kv)?;
+        let changelog = changelog::State::load(&view)?;
         let journal = journal::Journal::open(storage.journal.clone(), journal_seq)?;
         let core = Arc::new(Core {
             mdt_index: cfg.mdt_index,
@@ -223,6 +227,7 @@ impl Mds {
             journal: Mutex::new(journal),
             stats: StatCounters::default(),
             destroy_wake: Notify::new(),
+            changelog,
             view: Mutex::new(Arc::new(view)),
         });
         let (queue, writer_thread) = writer::Queue::start(core.clone())?;
@@ -241,6 +246,20 @@ impl Mds {
     /// (what the background checkpoint does every interval).
     pub async fn checkpoint(&self) -> WeftResult<()> {
         background::internal(&self.queue, InternalOp::Checkpoint).await.map(drop)
+    }
+
+    /// The changelog's mask (`mdd.*.changelog_mask`): the types recorded.
+    pub fn changelog_mask(&self) -> u32 {
+        self.core.changelog.mask()
+    }
+
+    pub fn set_changelog_mask(&self, mask: u32) {
+        self.core.changelog.set_mask(mask);
+    }
+
+    /// The changelog's readers and last record (`mdd.*.changelog_users`).
+    pub fn changelog_users(&self) -> WeftResult<weft_proto::msg::changelog::ChangelogUsers> {
+        ops::changelog::users(&self.core.read_view(), self.core.changelog.mask())
     }
 
     /// Which OSTs exist, their state, pools. Called at start and whenever the map changes.

@@ -40,3 +40,19 @@ pub const INODE_ESTIMATE_BYTES: u64 = 4096;
 /// Time between durable checkpoints of the MDT journal: the most metadata a power loss can
 /// take back (a process crash takes back nothing acknowledged).
 pub const CHECKPOINT_INTERVAL_MS: u64 = 1_000;
+/// Changelog records one read answers at most (a reader asks again from the next index).
+pub const CHANGELOG_READ_RECORDS_MAX: u32 = 4096;
+/// Changelog records one purge batch removes at most (cleared records go in the
+/// background, a batch at a time, so a clear of millions does not make one huge commit).
+pub const CHANGELOG_PURGE_BATCH_RECORDS: usize = 8192;
+/// How often the background task looks for cleared changelog records to remove.
+pub const CHANGELOG_PURGE_INTERVAL_MS: u64 = 1_000;
+/// Registered changelog readers per MDT at most (Lustre allows a handful; each holds
+/// records back).
+pub const CHANGELOG_USERS_MAX: usize = 64;
+/// Longest changelog reader name (`cl1-NAME`), as Lustre's `CHANGELOG_USER_NAMELEN`.
+pub const CHANGELOG_USER_NAME_BYTES_MAX: usize = 16;
+/// Records a reader may leave uncleared before the MDS warns in its log once per
+/// [`CHANGELOG_IDLE_WARN_INTERVAL_S`]: a reader that stopped holds every record since.
+pub const CHANGELOG_IDLE_RECORDS_WARN: u64 = 1_000_000;
+pub const CHANGELOG_IDLE_WARN_INTERVAL_S: u64 = 600;

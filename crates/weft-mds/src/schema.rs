@@ -17,7 +17,9 @@
 //! | `orphans`         | fid (16)                                    | empty (nlink 0, still open when written)|
 //! | `destroy_queue`   | ost u32 BE ++ object fid (16)               | empty (objects to destroy on OSTs)      |
 //! | `precreate`       | ost u32 BE                                  | next oid u32 BE ++ created oid u32 BE   |
-//! | `counters`        | `b"next_inode"`                             | next inode number in this MDT, u64 BE   |
+//! | `counters`        | `b"next_inode"`, `b"changelog_next"`, `b"changelog_user_next"` | the next inode number, changelog record index and changelog reader number, u64 BE |
+//! | `changelog`       | record index u64 BE                         | postcard `ChangelogRecord` (weft-proto) |
+//! | `changelog_users` | reader number u64 BE                        | postcard [`StoredChangelogUser`]        |
 //!
 //! The name hash ([`name_hash`]) is FNV-1a 64 clamped into `[2, u64::MAX - 1]`; it is the
 //! readdir cookie, so it must never change for an existing format version.
@@ -32,7 +34,10 @@ use weft_proto::{Fid, Layout, StripeSpec, WeftError, WeftResult};
 
 /// Version of everything described in this file.
 /// 2: the reply cache keeps one row per client slot (was one per request, with a by-time index).
-pub const FORMAT_VERSION: u32 = 2;
+/// 3: the changelog tables (a version-2 MDT is upgraded when opened: they are new tables).
+pub const FORMAT_VERSION: u32 = 3;
+/// The version an MDT of [`FORMAT_VERSION`] is upgraded from, by writing the new version.
+pub const FORMAT_VERSION_UPGRADABLE: u32 = 2;
 /// Name of the redb file inside the MDT's data directory.
 pub const DB_FILE_NAME: &str = "mdt.redb";
 
@@ -60,10 +65,18 @@ pub const TABLE_PRECREATE: u8 = 8;
 /// Allocation counters.
 pub const TABLE_COUNTERS: u8 = 9;
 pub const COUNTER_NEXT_INODE_KEY: &[u8] = b"next_inode";
+/// The next changelog record's index (from 1).
+pub const COUNTER_CHANGELOG_NEXT_KEY: &[u8] = b"changelog_next";
+/// The next changelog reader's number (`cl1`, `cl2`, ...).
+pub const COUNTER_CHANGELOG_USER_NEXT_KEY: &[u8] = b"changelog_user_next";
+/// Changelog records, by index: kept until every registered reader cleared them.
+pub const TABLE_CHANGELOG: u8 = 10;
+/// Registered changelog readers, by number.
+pub const TABLE_CHANGELOG_USERS: u8 = 11;
 
 /// The tables' names (redb's table names), by id. Ids are fixed within a format version:
 /// journal records name tables by id.
-pub const TABLE_NAMES: [&str; 10] = [
+pub const TABLE_NAMES: [&str; 12] = [
     "meta",
     "inodes",
     "dentries",
@@ -74,11 +87,13 @@ pub const TABLE_NAMES: [&str; 10] = [
     "destroy_queue",
     "precreate",
     "counters",
+    "changelog",
+    "changelog_users",
 ];
 
 /// Whether `id` is a table a mutation writes (every table but `meta`).
 pub fn is_table_id(id: u8) -> bool {
-    (TABLE_INODES..=TABLE_COUNTERS).contains(&id)
+    (TABLE_INODES..=TABLE_CHANGELOG_USERS).contains(&id)
 }
 
 /// An inode as stored. Attributes, plus what each kind needs.
@@ -341,4 +356,32 @@ mod tests {
         assert_eq!(inode_fid(0, 1), Fid::ROOT);
         assert_eq!(prefix_end(&[1, 0xff]), vec![2]);
     }
+}
+
+/// A registered changelog reader as stored (its number is the key).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StoredChangelogUser {
+    /// The name given at registration (`cl2-NAME`).
+    pub name: Option<String>,
+    /// The last record it cleared.
+    pub cleared: u64,
+    /// When it last cleared, or registered.
+    pub since: Timestamp,
+}
+
+impl StoredChangelogUser {
+    /// Its id as readers write it: `cl1`, or `cl2-NAME`.
+    pub fn id(&self, number: u64) -> String {
+        match &self.name {
+            Some(name) => format!("cl{number}-{name}"),
+            None => format!("cl{number}"),
+        }
+    }
+}
+
+/// The number in a reader's id (`cl3` or `cl3-NAME`: 3).
+pub fn changelog_user_number(id: &str) -> Option<u64> {
+    let rest = id.strip_prefix("cl")?;
+    let digits = rest.split('-').next()?;
+    digits.parse().ok().filter(|&n| n > 0)
 }

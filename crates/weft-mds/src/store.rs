@@ -26,6 +26,7 @@ use crate::storage::{KvSnapshot, KvStore, Row as StoreRow};
 use imbl::OrdMap;
 use std::ops::{Bound, Deref};
 use std::sync::Arc;
+use weft_proto::msg::changelog::ChangelogRecord;
 use weft_proto::msg::{FileType, MdtReply, RequestHeader};
 use weft_proto::{Fid, WeftError, WeftResult};
 
@@ -304,6 +305,94 @@ impl Tables {
     pub fn inode_count(&self) -> WeftResult<u64> {
         let base = self.base.len(schema::TABLE_INODES)?;
         Ok(base.saturating_add_signed(self.over.inode_delta))
+    }
+}
+
+/// The changelog's rows (see schema.rs and changelog.rs).
+impl Tables {
+    fn counter(&self, key: &[u8], what: &str) -> WeftResult<Option<u64>> {
+        self.with_row(schema::TABLE_COUNTERS, key, |v| schema::decode_u64(v, what))
+    }
+
+    /// The index the next changelog record takes (from 1).
+    pub fn changelog_next(&self) -> WeftResult<u64> {
+        Ok(self.counter(schema::COUNTER_CHANGELOG_NEXT_KEY, "changelog counter")?.unwrap_or(1))
+    }
+
+    /// The first record kept, if any.
+    pub fn changelog_first(&self) -> WeftResult<Option<u64>> {
+        let keys = self.keys(schema::TABLE_CHANGELOG, &[], None, 1)?;
+        keys.first().map(|k| schema::decode_u64(k, "changelog key")).transpose()
+    }
+
+    /// Records from index `from` up to `to` (inclusive), at most `limit`.
+    pub fn changelog_records(&self, from: u64, to: u64, limit: usize) -> WeftResult<Vec<ChangelogRecord>> {
+        let mut out = Vec::new();
+        if limit == 0 || from > to {
+            return Ok(out);
+        }
+        let hi = to.checked_add(1).map(u64::to_be_bytes);
+        self.scan(schema::TABLE_CHANGELOG, &from.to_be_bytes(), hi.as_ref().map(|h| h.as_slice()), |k, v| {
+            let index = schema::decode_u64(k, "changelog key")?;
+            let rec: ChangelogRecord = postcard::from_bytes(v)
+                .map_err(|e| WeftError::io(format!("changelog record {index} is corrupt on the MDT: {e}")))?;
+            out.push(rec);
+            Ok(out.len() < limit)
+        })?;
+        Ok(out)
+    }
+
+    /// The registered readers, by number.
+    pub fn changelog_users(&self) -> WeftResult<Vec<(u64, schema::StoredChangelogUser)>> {
+        let mut out = Vec::new();
+        self.scan(schema::TABLE_CHANGELOG_USERS, &[], None, |k, v| {
+            let number = schema::decode_u64(k, "changelog reader key")?;
+            let user = postcard::from_bytes(v)
+                .map_err(|e| WeftError::io(format!("changelog reader cl{number} is corrupt on the MDT: {e}")))?;
+            out.push((number, user));
+            Ok(true)
+        })?;
+        Ok(out)
+    }
+}
+
+impl WriteTables {
+    /// Appends a changelog record (its index is set here); returns the index.
+    pub fn append_changelog(&mut self, mut rec: ChangelogRecord) -> WeftResult<u64> {
+        let index = self.changelog_next()?;
+        rec.index = index;
+        let value = postcard::to_stdvec(&rec).expect("encoding a changelog record into memory cannot fail");
+        self.put(schema::TABLE_CHANGELOG, &index.to_be_bytes(), &value)?;
+        self.put(schema::TABLE_COUNTERS, schema::COUNTER_CHANGELOG_NEXT_KEY, &(index + 1).to_be_bytes())?;
+        Ok(index)
+    }
+
+    /// A new reader's number.
+    pub fn next_changelog_user(&mut self) -> WeftResult<u64> {
+        let key = schema::COUNTER_CHANGELOG_USER_NEXT_KEY;
+        let n = self.counter(key, "changelog reader counter")?.unwrap_or(1);
+        self.put(schema::TABLE_COUNTERS, key, &(n + 1).to_be_bytes())?;
+        Ok(n)
+    }
+
+    pub fn put_changelog_user(&mut self, number: u64, user: &schema::StoredChangelogUser) -> WeftResult<()> {
+        let value = postcard::to_stdvec(user).expect("encoding a changelog reader into memory cannot fail");
+        self.put(schema::TABLE_CHANGELOG_USERS, &number.to_be_bytes(), &value)
+    }
+
+    /// True if the reader was there.
+    pub fn remove_changelog_user(&mut self, number: u64) -> WeftResult<bool> {
+        self.del(schema::TABLE_CHANGELOG_USERS, &number.to_be_bytes())
+    }
+
+    /// Removes at most `limit` records with an index up to `upto`; returns how many.
+    pub fn purge_changelog(&mut self, upto: u64, limit: usize) -> WeftResult<usize> {
+        let hi = upto.checked_add(1).map(u64::to_be_bytes);
+        let keys = self.keys(schema::TABLE_CHANGELOG, &[], hi.as_ref().map(|h| h.as_slice()), limit)?;
+        for k in &keys {
+            self.del(schema::TABLE_CHANGELOG, k)?;
+        }
+        Ok(keys.len())
     }
 }
 

@@ -16,7 +16,8 @@ fn tables_are_in_id_order() {
     assert_eq!(names[usize::from(schema::TABLE_INODES)], "inodes");
     assert_eq!(names[usize::from(schema::TABLE_REPLY_CACHE)], "reply_cache");
     assert_eq!(names[usize::from(schema::TABLE_COUNTERS)], "counters");
-    assert_eq!(slot(schema::TABLE_COUNTERS), TABLE_SLOTS - 1);
+    assert_eq!(names[usize::from(schema::TABLE_CHANGELOG_USERS)], "changelog_users");
+    assert_eq!(slot(schema::TABLE_CHANGELOG_USERS), TABLE_SLOTS - 1);
 }
 
 /// Every key-value store (redb, memory) under the same test.
@@ -114,4 +115,28 @@ fn inode_count_follows_the_overlay(kv: &dyn KvStore) {
     assert!(!t.del(schema::TABLE_INODES, &a.to_bytes()).unwrap(), "removed already");
     assert_eq!(t.inode_count().unwrap(), 2);
     assert_eq!(checkpoint(kv, &t.into_view()).inode_count().unwrap(), 2);
+}
+
+/// An MDT of format version 2 (before the changelog tables) is upgraded when opened; its
+/// rows stay.
+#[test]
+fn a_version_2_mdt_is_upgraded() {
+    for (kv, _dir) in stores() {
+        let old = 2u32.to_be_bytes();
+        let fid = Fid::new(0x200000400, 7, 0);
+        let key = fid.to_bytes();
+        let rows = [
+            (schema::TABLE_META, schema::META_FORMAT_KEY, Some(old.as_slice())),
+            (schema::TABLE_ORPHANS, key.as_slice(), Some([].as_slice())),
+        ];
+        kv.commit(&mut rows.iter().map(|(t, k, v)| (*t, *k, *v))).unwrap();
+        crate::writer::format_or_check(&*kv, 0).unwrap();
+        let mut version = Vec::new();
+        kv.snapshot().unwrap().get(schema::TABLE_META, schema::META_FORMAT_KEY, &mut |v| version = v.to_vec()).unwrap();
+        assert_eq!(version, schema::FORMAT_VERSION.to_be_bytes());
+        let view = Tables::at_checkpoint(&*kv).unwrap();
+        assert_eq!(view.orphan_fids(10).unwrap(), vec![fid]);
+        assert!(view.changelog_users().unwrap().is_empty());
+        assert_eq!(view.changelog_next().unwrap(), 1);
+    }
 }

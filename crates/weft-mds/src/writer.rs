@@ -59,6 +59,8 @@ pub enum InternalOp {
     DestroyDone(Vec<(u32, Fid)>),
     /// Remove reply-cache entries stored before this unix time.
     PruneReplies { before_secs: u64 },
+    /// Remove a batch of the changelog records every reader cleared; answers how many.
+    PurgeChangelog,
     /// Write the state in memory into redb durably (fsync) and empty the journal; see
     /// journal.rs and store.rs.
     Checkpoint,
@@ -283,6 +285,7 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
                                 core,
                                 t: &mut t,
                                 who: &header.identity,
+                                jobid: &header.jobid,
                                 client_id: header.client_id,
                                 now,
                                 undo: &mut undo,
@@ -401,6 +404,10 @@ fn apply_internal(t: &mut WriteTables, op: &InternalOp) -> WeftResult<u64> {
         InternalOp::PruneReplies { before_secs } => {
             Ok(t.prune_replies(*before_secs, crate::limits::REPLY_CACHE_PRUNE_ENTRIES_MAX)? as u64)
         }
+        InternalOp::PurgeChangelog => {
+            let (upto, _) = crate::changelog::purge_point(t)?;
+            Ok(t.purge_changelog(upto, crate::limits::CHANGELOG_PURGE_BATCH_RECORDS)? as u64)
+        }
         InternalOp::Checkpoint => unreachable!("a checkpoint is taken after its batch"),
         #[cfg(test)]
         InternalOp::PutRaw { table, key, value } => {
@@ -424,6 +431,17 @@ pub fn format_or_check(kv: &dyn KvStore, mdt_index: u32) -> WeftResult<()> {
         Some(v) => {
             let v: [u8; 4] = v.as_slice().try_into().map_err(|_| WeftError::io("corrupt MDT format marker"))?;
             let v = u32::from_be_bytes(v);
+            if v == schema::FORMAT_VERSION_UPGRADABLE {
+                // The new version only adds tables, which opening the store made (empty).
+                let version = schema::FORMAT_VERSION.to_be_bytes();
+                kv.commit(&mut std::iter::once((
+                    schema::TABLE_META,
+                    schema::META_FORMAT_KEY,
+                    Some(version.as_slice()),
+                )))?;
+                tracing::info!(from = v, to = schema::FORMAT_VERSION, "MDT format upgraded");
+                return Ok(());
+            }
             if v != schema::FORMAT_VERSION {
                 return Err(WeftError::new(
                     ErrorCode::NotSupported,

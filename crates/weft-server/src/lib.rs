@@ -141,6 +141,7 @@ impl RunningServer {
             schedulers.clone(),
             services.clone(),
             jobstats.clone(),
+            mds.clone(),
             &config.fsname,
             targets,
         ));

@@ -48,6 +48,9 @@ pub(crate) struct Sources {
     pub peers: Arc<weft_rpc::map::PeerSet>,
 }
 
+/// An MDT's changelog: its name, the records kept, each reader's id and the records it holds.
+type ChangelogFigures = (String, u64, Vec<(String, u64)>);
+
 /// One scrape's figures, gathered (statfs is asynchronous) before they are encoded.
 #[derive(Debug)]
 struct Snapshot {
@@ -59,6 +62,7 @@ struct Snapshot {
     nrs: Vec<(Service, String, usize, usize)>,
     classes: Vec<(Service, String, String, weft_rpc::schedule::tbf::core::ClassStats)>,
     locks: Vec<(String, usize)>,
+    changelog: Option<ChangelogFigures>,
     clients: usize,
     evictions: u64,
     space: Vec<(String, StatfsInfo)>,
@@ -75,6 +79,14 @@ impl Sources {
 
     fn name(&self, target: (TargetKind, u32)) -> String {
         target_name(&self.fsname, target.0, target.1)
+    }
+
+    /// The changelog of this process's MDT, if it runs one and the changelog can be read.
+    fn changelog(&self) -> Option<ChangelogFigures> {
+        let (mds, index) = (self.router.mds.as_ref()?, self.router.mdt_index?);
+        let users = mds.changelog_users().ok()?;
+        let held = users.users.iter().map(|u| (u.id.clone(), users.current_index.saturating_sub(u.cleared))).collect();
+        Some((self.name((TargetKind::Mdt, index)), users.records, held))
     }
 
     async fn snapshot(&self) -> Snapshot {
@@ -121,6 +133,7 @@ impl Sources {
         }
         Snapshot {
             fsname: self.fsname.clone(),
+            changelog: self.changelog(),
             ops: self.stats.by_target().into_iter().collect(),
             jobs: per_key(By::Job),
             users: per_key(By::User),
@@ -384,6 +397,20 @@ impl Collector for Snapshot {
                 .map(|(state, v)| (vec![("target", t.clone()), ("state", state.to_string())], v))
         });
         family(&mut e, "weft_target_inodes", "Inodes of the target", Gauge, inodes, gauge)?;
+        if let Some((target, records, readers)) = &self.changelog {
+            let kept = [(vec![("target", target.clone())], *records as i64)];
+            family(&mut e, "weft_changelog_records", "Changelog records kept on the MDT", Gauge, kept, gauge)?;
+            let held =
+                readers.iter().map(|(id, n)| (vec![("target", target.clone()), ("reader", id.clone())], *n as i64));
+            family(
+                &mut e,
+                "weft_changelog_reader_pending_records",
+                "Changelog records written since the reader last cleared",
+                Gauge,
+                held,
+                gauge,
+            )?;
+        }
         Ok(())
     }
 }

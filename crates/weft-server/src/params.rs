@@ -83,6 +83,9 @@ impl Leaf {
 enum TargetLeaf {
     JobStats,
     JobCleanupInterval,
+    /// An MDT's changelog: the types it records, and its readers (read only).
+    ChangelogMask,
+    ChangelogUsers,
 }
 
 /// What a parameter name stands for.
@@ -97,6 +100,8 @@ pub(crate) struct Params {
     services: Vec<Service>,
     /// By job, uid and gid.
     jobstats: Arc<JobStats>,
+    /// The MDS of this process, if any (its changelog's parameters).
+    mds: Option<Arc<weft_mds::Mds>>,
     fsname: String,
     targets: Vec<(TargetKind, u32)>,
 }
@@ -108,10 +113,15 @@ impl Params {
         schedulers: Arc<Schedulers>,
         services: Vec<Service>,
         jobstats: Arc<JobStats>,
+        mds: Option<Arc<weft_mds::Mds>>,
         fsname: &str,
         targets: Vec<(TargetKind, u32)>,
     ) -> Params {
-        Params { schedulers, services, jobstats, fsname: fsname.to_string(), targets }
+        Params { schedulers, services, jobstats, mds, fsname: fsname.to_string(), targets }
+    }
+
+    fn mds(&self) -> Result<&weft_mds::Mds, String> {
+        self.mds.as_deref().ok_or_else(|| "this server process runs no MDS".to_string())
     }
 
     fn leaves(&self) -> Vec<(String, Key)> {
@@ -133,6 +143,13 @@ impl Params {
                 format!("{kind_prefix}.{name}.job_cleanup_interval"),
                 Key::Target((kind, index), TargetLeaf::JobCleanupInterval),
             ));
+            if kind == TargetKind::Mdt && self.mds.is_some() {
+                for (leaf, what) in
+                    [(TargetLeaf::ChangelogMask, "changelog_mask"), (TargetLeaf::ChangelogUsers, "changelog_users")]
+                {
+                    out.push((format!("mdd.{name}.{what}"), Key::Target((kind, index), leaf)));
+                }
+            }
         }
         out
     }
@@ -246,6 +263,13 @@ impl Params {
             Key::Target(target, TargetLeaf::JobCleanupInterval) => {
                 return Ok(self.jobstats.cleanup_interval(target).as_secs().to_string())
             }
+            Key::Target(_, TargetLeaf::ChangelogMask) => {
+                return Ok(weft_proto::msg::changelog::mask_names(self.mds()?.changelog_mask()))
+            }
+            Key::Target(_, TargetLeaf::ChangelogUsers) => {
+                let users = self.mds()?.changelog_users().map_err(|e| e.message)?;
+                return Ok(users.listing(weft_mds::now().sec));
+            }
         };
         Ok(match leaf {
             Leaf::Policies => self.schedulers.policies_listing(service),
@@ -274,6 +298,15 @@ impl Params {
                 let secs: u64 = value.trim().parse().map_err(|_| format!("'{value}': seconds (0: keep for ever)"))?;
                 self.jobstats.set_cleanup_interval(target, std::time::Duration::from_secs(secs));
                 return Ok(());
+            }
+            Key::Target(_, TargetLeaf::ChangelogMask) => {
+                let mds = self.mds()?;
+                let mask = weft_proto::msg::changelog::parse_mask(value, mds.changelog_mask())?;
+                mds.set_changelog_mask(mask);
+                return Ok(());
+            }
+            Key::Target(_, TargetLeaf::ChangelogUsers) => {
+                return Err("changelog_users is read only: use weft changelog-register or changelog-deregister".into())
             }
         };
         match leaf {

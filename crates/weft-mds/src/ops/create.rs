@@ -98,6 +98,7 @@ pub fn create(
     ctx.t.add_entry(parent, name, fid, FileType::Regular)?;
     super::touch_dir(&mut dir, ctx.now);
     ctx.t.put_inode(parent, &dir)?;
+    ctx.record(weft_proto::msg::changelog::ChangelogType::Create, 0, fid, Some((parent, name)))?;
     // A new file is empty: its size is trusted, and the creator is told so (no glimpse).
     let passthrough = super::open::passthrough_wanted(open_flags, &rec);
     let (handle, io) = ctx.core.open_files().open(fid, open_flags, ctx.client_id, true, passthrough, ctx.undo);

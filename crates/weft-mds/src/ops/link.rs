@@ -24,6 +24,7 @@ pub fn link(ctx: &mut OpCtx<'_>, fid: Fid, parent: Fid, name: &[u8]) -> WeftResu
     ctx.t.add_entry(parent, name, fid, rec.kind)?;
     super::touch_dir(&mut dir, ctx.now);
     ctx.t.put_inode(parent, &dir)?;
+    ctx.record(weft_proto::msg::changelog::ChangelogType::Hardlink, 0, fid, Some((parent, name)))?;
     Ok(crate::inode_info(ctx.core, fid, &rec))
 }
 

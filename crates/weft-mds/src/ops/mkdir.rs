@@ -22,6 +22,7 @@ pub fn mkdir(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8], mode: u32) -> WeftRe
     dir.nlink += 1;
     super::touch_dir(&mut dir, ctx.now);
     ctx.t.put_inode(parent, &dir)?;
+    ctx.record(weft_proto::msg::changelog::ChangelogType::Mkdir, 0, fid, Some((parent, name)))?;
     Ok(super::inode_info_with(fid, &rec, 0))
 }
 

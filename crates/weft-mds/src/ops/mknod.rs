@@ -35,6 +35,7 @@ pub fn mknod(
     ctx.t.add_entry(parent, name, fid, kind)?;
     super::touch_dir(&mut dir, ctx.now);
     ctx.t.put_inode(parent, &dir)?;
+    ctx.record(weft_proto::msg::changelog::ChangelogType::Mknod, 0, fid, Some((parent, name)))?;
     Ok(super::inode_info_with(fid, &rec, 0))
 }
 

@@ -7,6 +7,7 @@
 //! it in the batch commit. Only storage errors (EIO) may come after a write, and those abort
 //! the whole batch (see `writer`). Tests assert this with failing ops in mixed batches.
 
+pub mod changelog;
 pub mod close;
 pub mod create;
 pub mod fid2path;
@@ -32,6 +33,7 @@ use crate::schema::InodeRecord;
 use crate::store::{Tables, WriteTables};
 use crate::Core;
 use weft_proto::limits::NAME_BYTES_MAX;
+use weft_proto::msg::changelog::{ChangelogRecord, ChangelogType};
 use weft_proto::msg::ops::{Op, Payload};
 use weft_proto::msg::{Attr, FileType, Identity, InodeInfo, MdtReply, MdtRequest, Timestamp};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
@@ -41,6 +43,8 @@ pub struct OpCtx<'a> {
     pub core: &'a Core,
     pub t: &'a mut WriteTables,
     pub who: &'a Identity,
+    /// The caller's job, for the changelog.
+    pub jobid: &'a str,
     pub client_id: u64,
     /// The server clock, one value per batch.
     pub now: Timestamp,
@@ -49,6 +53,50 @@ pub struct OpCtx<'a> {
     pub reservation: Option<&'a Reservation>,
     /// Set by the op when it put the reservation into a layout.
     pub reservation_used: bool,
+}
+
+impl OpCtx<'_> {
+    /// Records a change in the changelog, when a reader is registered and the mask has its
+    /// type: `target` changed, under `name` in its directory if the change is of a name.
+    /// Called after the op's writes (check, then write).
+    pub fn record(
+        &mut self,
+        kind: ChangelogType,
+        flags: u32,
+        target: Fid,
+        name: Option<(Fid, &[u8])>,
+    ) -> WeftResult<()> {
+        self.record_rename(kind, flags, target, name, None)
+    }
+
+    /// As [`OpCtx::record`], with a rename's source (the file renamed, its old directory and
+    /// old name).
+    pub fn record_rename(
+        &mut self,
+        kind: ChangelogType,
+        flags: u32,
+        target: Fid,
+        name: Option<(Fid, &[u8])>,
+        source: Option<(Fid, Fid, &[u8])>,
+    ) -> WeftResult<()> {
+        if !self.core.changelog.records(kind) {
+            return Ok(());
+        }
+        let rec = ChangelogRecord {
+            index: 0,
+            kind,
+            time: self.now,
+            flags,
+            target,
+            parent: name.map(|(p, _)| p),
+            name: name.map_or_else(Vec::new, |(_, n)| n.to_vec()),
+            source: source.map(|(f, p, n)| (f, p, n.to_vec())),
+            uid: self.who.uid,
+            gid: self.who.gid,
+            jobid: self.jobid.to_string(),
+        };
+        self.t.append_changelog(rec).map(drop)
+    }
 }
 
 /// A read's inputs: the committed state it reads, as of one snapshot.

@@ -46,6 +46,8 @@ pub fn open(ctx: &mut OpCtx<'_>, fid: Fid, flags: u32) -> WeftResult<mdt::Opened
     if write && trusted {
         inode.attr.size_known = true;
     }
+    // Not in the default mask (it would record every read); the open flags in the flags.
+    ctx.record(weft_proto::msg::changelog::ChangelogType::Open, flags, fid, None)?;
     Ok(mdt::Opened { inode, handle, io })
 }
 

@@ -111,6 +111,8 @@ pub fn rename(
     dirs.insert(src_parent, sp);
     dirs.entry(dst_parent).or_insert(dp);
     let now = ctx.now;
+    // The changelog's flag: the name replaced was its file's last.
+    let replaced_last = !exchange && drec.as_ref().is_some_and(|d| d_dir || d.nlink == 1);
     ctx.t.remove_entry(src_parent, src_name, sfid)?;
     match (dst, exchange) {
         (Some((dfid, dkind)), true) => {
@@ -150,6 +152,15 @@ pub fn rename(
         super::touch_dir(&mut rec, now);
         ctx.t.put_inode(fid, &rec)?;
     }
+    let target = dst.map_or(Fid::new(0, 0, 0), |(f, _)| f);
+    let flags = if replaced_last { weft_proto::msg::changelog::CLF_LAST } else { 0 };
+    ctx.record_rename(
+        weft_proto::msg::changelog::ChangelogType::Rename,
+        flags,
+        target,
+        Some((dst_parent, dst_name)),
+        Some((sfid, src_parent, src_name)),
+    )?;
     Ok(())
 }
 

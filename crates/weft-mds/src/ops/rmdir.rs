@@ -27,6 +27,7 @@ pub fn rmdir(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8]) -> WeftResult<()> {
     dir.nlink -= 1;
     super::touch_dir(&mut dir, ctx.now);
     ctx.t.put_inode(parent, &dir)?;
+    ctx.record(weft_proto::msg::changelog::ChangelogType::Rmdir, 0, fid, Some((parent, name)))?;
     Ok(())
 }
 

@@ -3,6 +3,7 @@
 use super::{owner, Mutation, OpCtx};
 use crate::perm::{self, Owner};
 use weft_proto::limits::FILE_SIZE_MAX_BYTES;
+use weft_proto::msg::changelog::ChangelogType;
 use weft_proto::msg::{mdt, FileType, Identity, InodeInfo, SetAttr, SetTime};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
@@ -72,7 +73,26 @@ pub fn setattr(ctx: &mut OpCtx<'_>, fid: Fid, set: &SetAttr, open_handle: Option
     }
     rec.ctime = set.ctime.unwrap_or(now);
     ctx.t.put_inode(fid, &rec)?;
+    ctx.record(changelog_type(set), 0, fid, None)?;
     Ok(crate::inode_info(ctx.core, fid, &rec))
+}
+
+/// The changelog's type of a setattr, as Lustre's MDD picks it: a truncate, else a change
+/// of mode or owner, else of the times, the most telling first.
+fn changelog_type(set: &SetAttr) -> ChangelogType {
+    if set.size.is_some() {
+        ChangelogType::Truncate
+    } else if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() {
+        ChangelogType::Setattr
+    } else if set.mtime.is_some() {
+        ChangelogType::Mtime
+    } else if set.ctime.is_some() {
+        ChangelogType::Ctime
+    } else if set.atime.is_some() {
+        ChangelogType::Atime
+    } else {
+        ChangelogType::Setattr
+    }
 }
 
 /// The mode a chmod stores. Besides the owner's and root's changes, a writer's kernel

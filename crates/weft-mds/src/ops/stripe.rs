@@ -116,13 +116,16 @@ pub fn get(t: &Tables, fid: Fid) -> WeftResult<mdt::StripeInfo> {
 
 impl Mutation for mdt::SetStripe {
     fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<mdt::StripeInfo> {
-        set(ctx, self.fid, &self.spec)
+        let info = set(ctx, self.fid, &self.spec)?;
+        ctx.record(weft_proto::msg::changelog::ChangelogType::Layout, 0, self.fid, None)?;
+        Ok(info)
     }
 }
 
 impl Mutation for mdt::DeleteStripe {
     fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<()> {
-        delete(ctx, self.fid)
+        delete(ctx, self.fid)?;
+        ctx.record(weft_proto::msg::changelog::ChangelogType::Layout, 0, self.fid, None)
     }
 }
 

@@ -26,6 +26,7 @@ pub fn symlink(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8], target: &[u8]) -> 
     ctx.t.add_entry(parent, name, fid, FileType::Symlink)?;
     super::touch_dir(&mut dir, ctx.now);
     ctx.t.put_inode(parent, &dir)?;
+    ctx.record(weft_proto::msg::changelog::ChangelogType::Softlink, 0, fid, Some((parent, name)))?;
     Ok(super::inode_info_with(fid, &rec, 0))
 }
 

@@ -19,9 +19,12 @@ pub fn unlink(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8]) -> WeftResult<()> {
     perm::check_sticky(ctx.who, owner(&dir), rec.uid)?;
     // Checks done: writes follow.
     ctx.t.remove_entry(parent, name, fid)?;
+    let last = rec.nlink == 1;
     super::drop_link(ctx, fid, rec)?;
     super::touch_dir(&mut dir, ctx.now);
     ctx.t.put_inode(parent, &dir)?;
+    let flags = if last { weft_proto::msg::changelog::CLF_LAST } else { 0 };
+    ctx.record(weft_proto::msg::changelog::ChangelogType::Unlink, flags, fid, Some((parent, name)))?;
     Ok(())
 }
 

@@ -135,13 +135,15 @@ impl Query for mdt::ListXattr {
 
 impl Mutation for mdt::SetXattr {
     fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<()> {
-        set(ctx, self.fid, &self.name, &self.value, self.flags)
+        set(ctx, self.fid, &self.name, &self.value, self.flags)?;
+        ctx.record(weft_proto::msg::changelog::ChangelogType::Xattr, 0, self.fid, None)
     }
 }
 
 impl Mutation for mdt::RemoveXattr {
     fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<()> {
-        remove(ctx, self.fid, &self.name)
+        remove(ctx, self.fid, &self.name)?;
+        ctx.record(weft_proto::msg::changelog::ChangelogType::Xattr, 0, self.fid, None)
     }
 }
 

@@ -85,6 +85,19 @@ macro_rules! mdt_ops {
             /// The path of a FID from the root (one of them, for a file with several links),
             /// without a leading slash.
             read Fid2Path { fid: $crate::Fid } -> Vec<u8> = "mds_fid2path";
+            /// Registers a changelog reader (root): records are kept from now on until it
+            /// clears them. `name` makes its id `clN-NAME`.
+            write ChangelogRegister { name: Option<String> }
+                -> $crate::msg::changelog::ChangelogUser = "mds_changelog_register";
+            /// Removes a reader (root); the records only it held go.
+            write ChangelogDeregister { id: String } -> () = "mds_changelog_deregister";
+            /// Records from `start` to `end` (inclusive; 0: to the last), at most `max` (root).
+            read ChangelogRead { start: u64, end: u64, max: u32 }
+                -> Vec<$crate::msg::changelog::ChangelogRecord> = "mds_changelog_read";
+            /// Reader `id` is done with the records up to `end` (0: the last) (root).
+            write ChangelogClear { id: String, end: u64 } -> () = "mds_changelog_clear";
+            /// The readers and the last record.
+            read ChangelogUsersList {} -> $crate::msg::changelog::ChangelogUsers = "mds_changelog_users";
         }
     };
 }
@@ -133,6 +146,9 @@ crate::define_replies! {
         Dir(DirPage),
         Stripe(StripeInfo),
         Statfs(StatfsInfo),
+        ChangelogUser(crate::msg::changelog::ChangelogUser),
+        ChangelogRecords(Vec<crate::msg::changelog::ChangelogRecord>),
+        ChangelogUsers(crate::msg::changelog::ChangelogUsers),
     }
 }
 

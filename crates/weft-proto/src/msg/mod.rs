@@ -16,6 +16,7 @@
 
 #[macro_use]
 pub mod ops;
+pub mod changelog;
 pub mod mdt;
 pub mod mgs;
 pub mod ost;

@@ -11,6 +11,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 mod bench;
 mod changelog;
 mod daemon;
+mod hsm;
 mod lfs;
 mod limits;
 mod logging;
@@ -87,6 +88,9 @@ enum Command {
     Top(stats::TopArgs),
     /// Decay policies (budgets per period, then a fallback rate) and their warnings.
     Qos(qos::QosArgs),
+    /// A file's hierarchical storage state, and the flags users and root set (as lfs
+    /// hsm_state, hsm_set, hsm_clear).
+    Hsm(hsm::HsmArgs),
     /// Print an MDT's changelog records (as lfs changelog): `INDEX NNTYPE TIME DATE FLAGS
     /// t=[FID] j=JOB ef=0x1 u=UID:GID p=[PARENT] NAME`, times in UTC (root).
     Changelog(changelog::ReadArgs),
@@ -143,6 +147,7 @@ fn main() -> ExitCode {
         Command::GetParam(a) => param::get_param(a),
         Command::ListParam(a) => param::list_param(a),
         Command::Stats(a) => stats::stats(a),
+        Command::Hsm(a) => hsm::hsm(a),
         Command::Changelog(a) => changelog::read(a),
         Command::ChangelogRegister(a) => changelog::register(a),
         Command::ChangelogDeregister(a) => changelog::deregister(a),

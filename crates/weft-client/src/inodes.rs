@@ -527,7 +527,9 @@ pub fn plan(req: &MdtRequest) -> Option<(Touches, Keep)> {
         | MdtRequest::ChangelogDeregister(_)
         | MdtRequest::ChangelogClear(_)
         | MdtRequest::ChangelogRead(_)
-        | MdtRequest::ChangelogUsersList(_) => return None,
+        | MdtRequest::ChangelogUsersList(_)
+        | MdtRequest::HsmStateGet(_) => return None,
+        MdtRequest::HsmStateSet(mdt::HsmStateSet { fid, .. }) => (t(vec![*fid], vec![], false), Keep::Nothing),
     })
 }
 

@@ -190,6 +190,22 @@ impl Client {
         Ok((stripe.layout, stripe.default))
     }
 
+    /// A file's HSM state.
+    pub async fn hsm_state(&self, who: &Caller, fid: Fid) -> WeftResult<weft_proto::msg::hsm::HsmState> {
+        self.mdt(who, mdt::HsmStateGet { fid }).await
+    }
+
+    /// Sets and clears a file's HSM flags (see `mdt::HsmStateSet`).
+    pub async fn hsm_set(
+        &self,
+        who: &Caller,
+        fid: Fid,
+        change: crate::virtual_xattr::HsmChange,
+    ) -> WeftResult<weft_proto::msg::hsm::HsmState> {
+        let op = mdt::HsmStateSet { fid, set: change.set, clear: change.clear, archive_id: change.archive_id };
+        self.mdt(who, op).await
+    }
+
     /// Space and inodes of the MDT.
     pub async fn mdt_statfs(&self, who: &Caller) -> WeftResult<StatfsInfo> {
         self.mdt(who, mdt::Statfs {}).await

@@ -27,6 +27,17 @@ pub struct CreateWithLayout {
     pub mode: u32,
 }
 
+/// The value set on `weft.hsm`: HSM flags to set and to clear, and the archive id (0:
+/// unchanged). Read, `weft.hsm` answers a `weft_proto::msg::hsm::HsmState`.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct HsmChange {
+    pub set: u32,
+    pub clear: u32,
+    pub archive_id: u32,
+}
+
+pub const HSM: &str = "weft.hsm";
+
 /// `weft.df` answers a `Vec<crate::TargetStatfs>`, `weft.map` a `ClusterMap`, `weft.fid` the
 /// FID as plain text.
 pub const FID: &str = "weft.fid";

@@ -9,7 +9,7 @@ use serde::Serialize;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
-use weft_client::virtual_xattr::{CreateWithLayout, LayoutAnswer, PathAnswer};
+use weft_client::virtual_xattr::{CreateWithLayout, HsmChange, LayoutAnswer, PathAnswer};
 use weft_proto::layout::StripeSpec;
 use weft_proto::msg::{Caller, OPEN_READ, XATTR_CREATE, XATTR_REPLACE};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
@@ -25,6 +25,8 @@ pub enum Virtual {
     LayoutDelete,
     /// get: the FID string.
     Fid,
+    /// get: the file's HSM state, a JSON `HsmState`; set: a JSON `HsmChange`.
+    Hsm,
     /// get: `{"path": "dir/file"}` of the FID after the colon.
     Fid2Path(Fid),
     /// get: per-target statfs, `[TargetStatfs]`.
@@ -52,6 +54,7 @@ pub fn parse(name: &[u8]) -> Option<Virtual> {
         b"layout" => Virtual::Layout,
         b"layout.delete" => Virtual::LayoutDelete,
         b"fid" => Virtual::Fid,
+        b"hsm" => Virtual::Hsm,
         b"df" => Virtual::Df,
         b"map" => Virtual::Map,
         b"io" => Virtual::Io,
@@ -178,6 +181,7 @@ impl Mount {
                 json(&LayoutAnswer { layout, default, fid: fid.to_string() })
             }
             Virtual::Fid => Ok(fid.to_string().into_bytes()),
+            Virtual::Hsm => json(&self.client.hsm_state(who, fid).await?),
             Virtual::Fid2Path(target) => {
                 let path = self.client.fid2path(who, target).await?;
                 json(&PathAnswer { path: String::from_utf8_lossy(&path).into_owned() })
@@ -200,6 +204,12 @@ impl Mount {
                 self.client.setstripe(who, fid, spec).await
             }
             Virtual::LayoutDelete => self.client.deletestripe(who, fid).await,
+            Virtual::Hsm => {
+                let change: HsmChange = serde_json::from_slice(value).map_err(|e| {
+                    WeftError::invalid(format!("weft.hsm takes a JSON {{set, clear, archive_id}}: {e}"))
+                })?;
+                self.client.hsm_set(who, fid, change).await.map(drop)
+            }
             Virtual::Create(name) => {
                 let req: CreateWithLayout = serde_json::from_slice(value)
                     .map_err(|e| WeftError::invalid(format!("weft.create takes a JSON {{spec, mode}} object: {e}")))?;
@@ -230,6 +240,7 @@ mod tests {
         assert_eq!(parse(b"weft.create:"), Some(Virtual::Unknown));
         assert_eq!(parse(b"weft.layout.delete"), Some(Virtual::LayoutDelete));
         assert_eq!(parse(b"weft.fid"), Some(Virtual::Fid));
+        assert_eq!(parse(b"weft.hsm"), Some(Virtual::Hsm));
         assert_eq!(parse(b"weft.df"), Some(Virtual::Df));
         assert_eq!(parse(b"weft.map"), Some(Virtual::Map));
         let fid = Fid::new(0x200000400, 0x1f, 0);

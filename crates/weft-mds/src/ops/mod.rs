@@ -11,6 +11,7 @@ pub mod changelog;
 pub mod close;
 pub mod create;
 pub mod fid2path;
+pub mod hsm;
 pub mod link;
 pub mod lookup;
 pub mod mkdir;

@@ -98,6 +98,13 @@ macro_rules! mdt_ops {
             write ChangelogClear { id: String, end: u64 } -> () = "mds_changelog_clear";
             /// The readers and the last record.
             read ChangelogUsersList {} -> $crate::msg::changelog::ChangelogUsers = "mds_changelog_users";
+            /// A file's HSM state (`hsm state`).
+            read HsmStateGet { fid: $crate::Fid } -> $crate::msg::hsm::HsmState = "mds_hsm_state_get";
+            /// Sets and clears HSM flags (`hsm set`, `hsm clear`): root any of
+            /// `HS_SETTABLE`, the owner norelease, noarchive and dirty; `archive_id` (0:
+            /// unchanged) names the archive the copy is in.
+            write HsmStateSet { fid: $crate::Fid, set: u32, clear: u32, archive_id: u32 }
+                -> $crate::msg::hsm::HsmState = "mds_hsm_state_set";
         }
     };
 }
@@ -149,6 +156,7 @@ crate::define_replies! {
         ChangelogUser(crate::msg::changelog::ChangelogUser),
         ChangelogRecords(Vec<crate::msg::changelog::ChangelogRecord>),
         ChangelogUsers(crate::msg::changelog::ChangelogUsers),
+        Hsm(crate::msg::hsm::HsmState),
     }
 }
 

@@ -17,6 +17,7 @@
 #[macro_use]
 pub mod ops;
 pub mod changelog;
+pub mod hsm;
 pub mod mdt;
 pub mod mgs;
 pub mod ost;

@@ -42,6 +42,9 @@ fn flags_set_and_cleared_show_as_lfs_shows_them() {
     let json: serde_json::Value =
         serde_json::from_str(&weft_ok(&["hsm", "state", "--json", path.to_str().unwrap()])).unwrap();
     assert_eq!((json["states"].as_u64(), json["archive_id"].as_u64()), (Some(0x9), Some(2)));
+    // A write makes an archived file dirty.
+    sh(&mnt, "echo more >> u/f");
+    assert!(state(&mnt, "u/f").contains("(0x0000000b) exists dirty archived, archive_id:2"), "{}", state(&mnt, "u/f"));
     // Not on directories; a file never touched is all clear.
     let out = weft(&["hsm", "set", "--norelease", mnt.join("u").to_str().unwrap()]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("HSM states are for files"), "{out:?}");
@@ -51,5 +54,5 @@ fn flags_set_and_cleared_show_as_lfs_shows_them() {
     let log = weft_ok(&["changelog", "weft-MDT0000", "--mgs", &mgs]);
     let hsm: Vec<&str> = log.lines().filter(|l| l.contains(" 16HSM ")).collect();
     let flags: Vec<&str> = hsm.iter().map(|l| l.split(' ').nth(4).unwrap()).collect();
-    assert_eq!(flags, ["0x280", "0x280", "0x680", "0x280"], "{log}");
+    assert_eq!(flags, ["0x280", "0x280", "0x680", "0x280", "0x680"], "{log}");
 }

@@ -157,6 +157,8 @@ pub struct Core {
     pub destroy_wake: Notify,
     /// Whether changes are recorded, and what waits for removal.
     pub changelog: changelog::State,
+    /// A file of the MDT has (or had) an HSM state: writes look for one to mark dirty.
+    pub hsm_used: std::sync::atomic::AtomicBool,
     /// The newest committed state; replaced by the committer only (see [`Core::read_view`]).
     view: Mutex<Arc<store::Tables>>,
 }
@@ -214,6 +216,7 @@ impl Mds {
         }
         let view = store::Tables::at_checkpoint(&*storage.kv)?;
         let changelog = changelog::State::load(&view)?;
+        let hsm_used = std::sync::atomic::AtomicBool::new(view.hsm_used()?);
         let journal = journal::Journal::open(storage.journal.clone(), journal_seq)?;
         let core = Arc::new(Core {
             mdt_index: cfg.mdt_index,
@@ -228,6 +231,7 @@ impl Mds {
             stats: StatCounters::default(),
             destroy_wake: Notify::new(),
             changelog,
+            hsm_used,
             view: Mutex::new(Arc::new(view)),
         });
         let (queue, writer_thread) = writer::Queue::start(core.clone())?;

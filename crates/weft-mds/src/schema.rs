@@ -67,6 +67,9 @@ pub const TABLE_COUNTERS: u8 = 9;
 pub const COUNTER_NEXT_INODE_KEY: &[u8] = b"next_inode";
 /// The next changelog record's index (from 1).
 pub const COUNTER_CHANGELOG_NEXT_KEY: &[u8] = b"changelog_next";
+/// Present (1) once any file of the MDT had an HSM state: until then a write needs not look
+/// for one to mark dirty.
+pub const COUNTER_HSM_USED_KEY: &[u8] = b"hsm_used";
 /// The next changelog reader's number (`cl1`, `cl2`, ...).
 pub const COUNTER_CHANGELOG_USER_NEXT_KEY: &[u8] = b"changelog_user_next";
 /// Changelog records, by index: kept until every registered reader cleared them.

@@ -314,6 +314,11 @@ impl Tables {
         self.with_row(schema::TABLE_COUNTERS, key, |v| schema::decode_u64(v, what))
     }
 
+    /// Whether any file of the MDT ever had an HSM state.
+    pub fn hsm_used(&self) -> WeftResult<bool> {
+        Ok(self.counter(schema::COUNTER_HSM_USED_KEY, "HSM marker")?.is_some())
+    }
+
     /// The index the next changelog record takes (from 1).
     pub fn changelog_next(&self) -> WeftResult<u64> {
         Ok(self.counter(schema::COUNTER_CHANGELOG_NEXT_KEY, "changelog counter")?.unwrap_or(1))
@@ -365,6 +370,11 @@ impl WriteTables {
         self.put(schema::TABLE_CHANGELOG, &index.to_be_bytes(), &value)?;
         self.put(schema::TABLE_COUNTERS, schema::COUNTER_CHANGELOG_NEXT_KEY, &(index + 1).to_be_bytes())?;
         Ok(index)
+    }
+
+    /// Notes that a file of the MDT has an HSM state (see [`Tables::hsm_used`]).
+    pub fn mark_hsm_used(&mut self) -> WeftResult<()> {
+        self.put(schema::TABLE_COUNTERS, schema::COUNTER_HSM_USED_KEY, &1u64.to_be_bytes())
     }
 
     /// A new reader's number.

@@ -5,8 +5,9 @@
 use super::{owner, Mutation, OpCtx, Query, QueryCtx};
 use crate::perm;
 use crate::store::Tables;
+use std::sync::atomic::Ordering;
 use weft_proto::msg::changelog::ChangelogType;
-use weft_proto::msg::hsm::{hsm_changelog_flags, HsmEvent, HsmState, HS_DIRTY, HS_USER_SETTABLE};
+use weft_proto::msg::hsm::{hsm_changelog_flags, HsmEvent, HsmState, HS_DIRTY, HS_EXISTS, HS_USER_SETTABLE};
 use weft_proto::msg::{mdt, FileType};
 use weft_proto::{Fid, WeftError, WeftResult};
 
@@ -25,6 +26,10 @@ pub fn state(t: &Tables, fid: Fid) -> WeftResult<HsmState> {
 /// Stores `new` (removes the attribute when it is all clear) and records the change in the
 /// changelog.
 pub fn put_state(ctx: &mut OpCtx<'_>, fid: Fid, new: HsmState, event: HsmEvent) -> WeftResult<()> {
+    if !ctx.core.hsm_used.load(Ordering::Relaxed) {
+        ctx.t.mark_hsm_used()?;
+        ctx.core.hsm_used.store(true, Ordering::Relaxed);
+    }
     if new == HsmState::default() {
         ctx.t.remove_xattr(fid, HSM_XATTR)?;
     } else {
@@ -33,6 +38,21 @@ pub fn put_state(ctx: &mut OpCtx<'_>, fid: Fid, new: HsmState, event: HsmEvent) 
     }
     let flags = hsm_changelog_flags(event, 0, new.states & HS_DIRTY != 0);
     ctx.record(ChangelogType::Hsm, flags, fid, None)
+}
+
+/// A write is about to change `fid`'s data (an open for writing, a truncate): a file whose
+/// copy exists in an archive becomes dirty, as in Lustre. Nothing to read while no file of
+/// the MDT ever had an HSM state.
+pub fn mark_dirty_on_write(ctx: &mut OpCtx<'_>, fid: Fid) -> WeftResult<()> {
+    if !ctx.core.hsm_used.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    let old = state(ctx.t, fid)?;
+    if old.states & HS_EXISTS != 0 && old.states & HS_DIRTY == 0 {
+        let new = HsmState { states: old.states | HS_DIRTY, ..old };
+        put_state(ctx, fid, new, HsmEvent::State)?;
+    }
+    Ok(())
 }
 
 impl Query for mdt::HsmStateGet {
@@ -115,6 +135,32 @@ mod tests {
         env.req(set(f, 0, HS_NORELEASE | HS_ARCHIVED | HS_EXISTS | HS_DIRTY, 0)).await.unwrap();
         assert_eq!(get(&env, f).await, HsmState { states: 0, archive_id: 3 });
         assert_eq!(code(env.req(set(d, HS_NORELEASE, 0, 0)).await), ErrorCode::Invalid, "a directory");
+    }
+
+    #[tokio::test]
+    async fn a_write_makes_an_archived_file_dirty_also_after_a_restart() {
+        let mut env = Env::new().await;
+        let f = env.must_file(Fid::ROOT, "f").await;
+        let g = env.must_file(Fid::ROOT, "g").await;
+        env.req(set(f, HS_EXISTS | HS_ARCHIVED, 0, 1)).await.unwrap();
+        env.restart().await;
+        let open = |fid, flags| MdtRequest::Open(mdt::Open { fid, flags });
+        // A read leaves it clean; an open for writing makes it dirty; a file never archived
+        // stays without a state.
+        let Ok(MdtReply::Opened(o)) = env.req(open(f, OPEN_READ)).await else { panic!("open") };
+        env.must_close(f, o.handle, None).await;
+        assert_eq!(get(&env, f).await.states, HS_EXISTS | HS_ARCHIVED);
+        let Ok(MdtReply::Opened(o)) = env.req(open(f, OPEN_WRITE)).await else { panic!("open") };
+        env.must_close(f, o.handle, Some((0, 0))).await;
+        assert_eq!(get(&env, f).await, HsmState { states: HS_EXISTS | HS_ARCHIVED | HS_DIRTY, archive_id: 1 });
+        let Ok(MdtReply::Opened(o)) = env.req(open(g, OPEN_WRITE)).await else { panic!("open") };
+        env.must_close(g, o.handle, Some((0, 0))).await;
+        assert_eq!(get(&env, g).await, HsmState::default());
+        // A truncate does too.
+        env.req(set(f, 0, HS_DIRTY, 0)).await.unwrap();
+        let cut = SetAttr { size: Some(0), ..Default::default() };
+        env.req(MdtRequest::Setattr(mdt::Setattr { fid: f, set: cut, open_handle: None })).await.unwrap();
+        assert_eq!(get(&env, f).await.states & HS_DIRTY, HS_DIRTY);
     }
 
     #[tokio::test]

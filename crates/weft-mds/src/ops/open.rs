@@ -19,6 +19,9 @@ pub fn open(ctx: &mut OpCtx<'_>, fid: Fid, flags: u32) -> WeftResult<mdt::Opened
     perm::check_open(ctx.who, owner(&rec), read, write)?;
     // Checks done: writes follow.
     let regular = rec.kind == FileType::Regular;
+    if regular && write {
+        super::hsm::mark_dirty_on_write(ctx, fid)?;
+    }
     // Trusted before this open, with no other writer: the opener need not glimpse. A
     // truncating open is not: the client must see the old size to cut the objects.
     let trusted =

@@ -54,6 +54,9 @@ pub fn setattr(ctx: &mut OpCtx<'_>, fid: Fid, set: &SetAttr, open_handle: Option
     if chown && rec.kind != FileType::Directory {
         rec.mode = perm::mode_after_chown(rec.mode, perm::is_root(who));
     }
+    if set.size.is_some() {
+        super::hsm::mark_dirty_on_write(ctx, fid)?;
+    }
     if let Some(size) = set.size {
         // The client truncated the objects; their sizes are the truth from now on.
         rec.size = size;

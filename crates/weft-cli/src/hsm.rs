@@ -143,7 +143,7 @@ pub fn hsm(a: HsmArgs) -> anyhow::Result<()> {
         }
         HsmCommand::Clear(f) => {
             if f.archive_id.is_some() {
-                bail!("--archive-id goes with set: a file's archive id is cleared with its copy");
+                bail!("--archive-id goes with set (a file keeps its archive id when flags are cleared)");
             }
             let bits = f.bits();
             if bits == 0 {

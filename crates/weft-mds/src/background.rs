@@ -244,9 +244,7 @@ async fn prune_task(queue: Queue) {
 async fn changelog_task(core: Arc<Core>, queue: Queue) {
     loop {
         tokio::time::sleep(Duration::from_millis(CHANGELOG_PURGE_INTERVAL_MS)).await;
-        if !core.changelog.take_purge() {
-            continue;
-        }
+        // A reader that stopped clearing: looked for every tick (a dead reader clears nothing).
         let view = core.read_view();
         match crate::changelog::purge_point(&view) {
             Ok((_, Some((reader, held)))) => {
@@ -265,9 +263,8 @@ async fn changelog_task(core: Arc<Core>, queue: Queue) {
             Ok(_) => {}
             Err(e) => tracing::warn!(error = %e, "changelog: cannot read its readers"),
         }
-        match view.changelog_users() {
-            Ok(users) => core.changelog.set_on(!users.is_empty()),
-            Err(e) => tracing::warn!(error = %e, "changelog: cannot read its readers"),
+        if !core.changelog.take_purge() {
+            continue;
         }
         loop {
             match internal(&queue, InternalOp::PurgeChangelog).await {

@@ -317,7 +317,7 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
                     outcomes.push(Outcome::Internal(Ok(0)));
                 }
                 Job::Internal { op, .. } => {
-                    let r = apply_internal(&mut t, op).map_err(|e| BatchError::Op(i, e))?;
+                    let r = apply_internal(core, &mut t, op).map_err(|e| BatchError::Op(i, e))?;
                     outcomes.push(Outcome::Internal(Ok(r)));
                 }
             }
@@ -384,7 +384,7 @@ fn release_unused(t: &mut WriteTables, res: &Reservation) -> WeftResult<()> {
     Ok(())
 }
 
-fn apply_internal(t: &mut WriteTables, op: &InternalOp) -> WeftResult<u64> {
+fn apply_internal(core: &Core, t: &mut WriteTables, op: &InternalOp) -> WeftResult<u64> {
     match op {
         InternalOp::PersistCreated { ost, created_oid } => {
             t.persist_created_oid(*ost, *created_oid)?;
@@ -405,6 +405,9 @@ fn apply_internal(t: &mut WriteTables, op: &InternalOp) -> WeftResult<u64> {
             Ok(t.prune_replies(*before_secs, crate::limits::REPLY_CACHE_PRUNE_ENTRIES_MAX)? as u64)
         }
         InternalOp::PurgeChangelog => {
+            // Inside the writer, after every batch before it: the readers as they are now
+            // (a deregister leaves the flag to this, so no record is missed if it fails).
+            core.changelog.set_on(!t.changelog_users()?.is_empty());
             let (upto, _) = crate::changelog::purge_point(t)?;
             Ok(t.purge_changelog(upto, crate::limits::CHANGELOG_PURGE_BATCH_RECORDS)? as u64)
         }

@@ -14,7 +14,9 @@
 //! | `SERVICE.nrs_orr_supported` | what ORR orders (`reg_supported:reads`) | `reads`, `writes`, `reads_and_writes` |
 //!
 //! | `obdfilter.OST.job_stats`, `mdt.MDT.job_stats` | each job's counters, Lustre's YAML | `clear`, or a jobid to forget |
-//! | `obdfilter.OST.job_cleanup_interval`, `mdt.MDT.job_cleanup_interval` | seconds an idle job is kept | seconds, 0 for ever |
+//! | `obdfilter.OST.job_cleanup_interval`, `mdt.MDT.job_cleanup_interval` | seconds an idle job (and an idle user's or group's counters: the metrics and the monitor take a counter that went back as a reset) is kept | seconds, 0 for ever |
+//! | `mdd.MDT.changelog_mask` | the changelog types recorded (`MARK CREAT MKDIR ...`) | names, or `+NAME` / `-NAME` |
+//! | `mdd.MDT.changelog_users` | the changelog's readers, Lustre's listing | read only |
 //!
 //! SERVICE is `ost.OSS.ost_io`, `ost.OSS.ost`, `mds.MDS.mdt`, `mgs.MGS.mgs` or
 //! `ldlm.services.ldlm_canceld`, as the process serves them; OST and MDT the names of its

@@ -50,7 +50,10 @@ impl Mutation for mdt::ChangelogRegister {
         let cleared = ctx.t.changelog_next()?.saturating_sub(1);
         let user = StoredChangelogUser { name: self.name.clone(), cleared, since: ctx.now };
         ctx.t.put_changelog_user(number, &user)?;
+        // On at once, for the ops after this one in the batch; should the batch fail, the
+        // records go to nobody and the next purge turns it off again.
         ctx.core.changelog.set_on(true);
+        ctx.core.changelog.want_purge();
         tracing::info!(reader = %user.id(number), "changelog reader registered");
         Ok(ChangelogUser { id: user.id(number), cleared, since: ctx.now })
     }
@@ -60,10 +63,10 @@ impl Mutation for mdt::ChangelogDeregister {
     fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<()> {
         perm::check_root(ctx.who, "only root deregisters changelog readers")?;
         let (number, _) = reader(ctx.t, &self.id)?;
-        let left = ctx.t.changelog_users()?.len() - 1;
-        // Checks done: writes follow.
+        // Checks done: writes follow. Recording stops when the purge (in the writer, after
+        // this batch committed) finds no reader left: until then records go to nobody and
+        // are removed with the rest.
         ctx.t.remove_changelog_user(number)?;
-        ctx.core.changelog.set_on(left > 0);
         ctx.core.changelog.want_purge();
         tracing::info!(reader = %self.id, "changelog reader deregistered");
         Ok(())
@@ -100,6 +103,8 @@ impl Query for mdt::ChangelogRead {
     }
 }
 
+/// Anyone may list the readers (as Lustre's `changelog_users` is readable by all): their ids
+/// and positions, not the records.
 impl Query for mdt::ChangelogUsersList {
     fn query(&self, q: &QueryCtx<'_>) -> WeftResult<ChangelogUsers> {
         users(q.t, q.core.changelog.mask())
@@ -240,6 +245,22 @@ mod tests {
         }
         assert!(records(&env, 0).await.is_empty());
         assert_eq!(register(&env, None).await, "cl3", "reader numbers are not reused");
+    }
+
+    #[tokio::test]
+    async fn a_reader_registered_right_after_the_last_one_left_gets_every_record() {
+        let env = Env::new().await;
+        let a = register(&env, None).await;
+        env.req(MdtRequest::ChangelogDeregister(mdt::ChangelogDeregister { id: a })).await.unwrap();
+        register(&env, None).await;
+        env.must_mkdir(Fid::ROOT, "x").await;
+        // The purges that the two changes asked for run (a second apart) and must not stop
+        // the recording for the new reader.
+        tokio::time::sleep(std::time::Duration::from_millis(2500)).await;
+        env.must_mkdir(Fid::ROOT, "y").await;
+        let names: Vec<String> =
+            records(&env, 0).await.iter().map(|r| String::from_utf8_lossy(&r.name).into()).collect();
+        assert_eq!(names, ["x", "y"]);
     }
 
     #[tokio::test]

@@ -49,6 +49,10 @@ pub fn close(
         }
     }
     ctx.core.open_files().close(handle, ctx.undo).expect("handle checked above");
+    if oh.writes() && !destroyed && rec.kind == FileType::Regular {
+        // A handle opened for writing before the file was archived may have written since.
+        super::hsm::mark_dirty_on_write(ctx, fid)?;
+    }
     if oh.writes() && !destroyed {
         // As Lustre: every close of a handle opened for writing.
         ctx.record(weft_proto::msg::changelog::ChangelogType::Close, 0, fid, None)?;

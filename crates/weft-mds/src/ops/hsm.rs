@@ -26,10 +26,12 @@ pub fn state(t: &Tables, fid: Fid) -> WeftResult<HsmState> {
 /// Stores `new` (removes the attribute when it is all clear) and records the change in the
 /// changelog.
 pub fn put_state(ctx: &mut OpCtx<'_>, fid: Fid, new: HsmState, event: HsmEvent) -> WeftResult<()> {
-    if !ctx.core.hsm_used.load(Ordering::Relaxed) {
+    // The durable marker is decided by the batch's own tables (a failed or retried batch
+    // must not leave a state without it); the flag in memory only ever goes on.
+    if !ctx.t.hsm_used()? {
         ctx.t.mark_hsm_used()?;
-        ctx.core.hsm_used.store(true, Ordering::Relaxed);
     }
+    ctx.core.hsm_used.store(true, Ordering::Relaxed);
     if new == HsmState::default() {
         ctx.t.remove_xattr(fid, HSM_XATTR)?;
     } else {
@@ -40,8 +42,9 @@ pub fn put_state(ctx: &mut OpCtx<'_>, fid: Fid, new: HsmState, event: HsmEvent) 
     ctx.record(ChangelogType::Hsm, flags, fid, None)
 }
 
-/// A write is about to change `fid`'s data (an open for writing, a truncate): a file whose
-/// copy exists in an archive becomes dirty, as in Lustre. Nothing to read while no file of
+/// A write is about to change `fid`'s data, or did (an open for writing, a truncate, the
+/// close of a handle opened for writing before the file was archived): a file whose copy
+/// exists in an archive becomes dirty, as in Lustre. Nothing to read while no file of
 /// the MDT ever had an HSM state.
 pub fn mark_dirty_on_write(ctx: &mut OpCtx<'_>, fid: Fid) -> WeftResult<()> {
     if !ctx.core.hsm_used.load(Ordering::Relaxed) {
@@ -156,6 +159,12 @@ mod tests {
         let Ok(MdtReply::Opened(o)) = env.req(open(g, OPEN_WRITE)).await else { panic!("open") };
         env.must_close(g, o.handle, Some((0, 0))).await;
         assert_eq!(get(&env, g).await, HsmState::default());
+        // A handle opened for writing before the file was archived: its close does too.
+        env.req(set(f, 0, HS_DIRTY, 0)).await.unwrap();
+        let Ok(MdtReply::Opened(o)) = env.req(open(g, OPEN_WRITE)).await else { panic!("open") };
+        env.req(set(g, HS_EXISTS | HS_ARCHIVED, 0, 1)).await.unwrap();
+        env.must_close(g, o.handle, Some((5, 8))).await;
+        assert_eq!(get(&env, g).await.states & HS_DIRTY, HS_DIRTY, "written through an older handle");
         // A truncate does too.
         env.req(set(f, 0, HS_DIRTY, 0)).await.unwrap();
         let cut = SetAttr { size: Some(0), ..Default::default() };

@@ -3,15 +3,14 @@
 //! give Lustre's. The MDT is named as Lustre names it (`weft-MDT0000`; `MDT0000` or `0`
 //! also do) and found through the management service.
 
-use crate::limits::{PARAM_CONNECT_TIMEOUT_MS, PARAM_REQUEST_TIMEOUT_S};
+use crate::remote::Remote;
 use crate::stats::{mgs_address, MgsArgs};
 use anyhow::{anyhow, bail};
 use clap::Args;
 use std::time::Duration;
 use weft_proto::msg::changelog::ChangelogRecord;
 use weft_proto::msg::ops::Op;
-use weft_proto::msg::{mdt, target_name, RequestHeader, TargetKind};
-use weft_rpc::{Peer, PeerOptions};
+use weft_proto::msg::{mdt, target_name, TargetKind};
 
 /// Records asked for per request while reading.
 const READ_BATCH: u32 = 4096;
@@ -81,8 +80,7 @@ pub struct UsersArgs {
 struct Mdt {
     name: String,
     index: u32,
-    peer: Peer,
-    rt: tokio::runtime::Runtime,
+    remote: Remote,
 }
 
 impl Mdt {
@@ -95,11 +93,9 @@ impl Mdt {
             .iter()
             .find(|t| t.kind == TargetKind::Mdt && t.index == index)
             .ok_or_else(|| anyhow!("the file system {} has no MDT {index}", map.fsname))?;
-        let opts =
-            PeerOptions { connect_timeout: Duration::from_millis(PARAM_CONNECT_TIMEOUT_MS), ..PeerOptions::default() };
-        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         let name = target_name(&map.fsname, TargetKind::Mdt, index);
-        Ok(Mdt { name, index, peer: Peer::new(target.address.clone(), opts), rt })
+        let remote = Remote::new(target.address.clone(), name.clone())?;
+        Ok(Mdt { name, index, remote })
     }
 
     fn ask<O>(&self, op: O) -> anyhow::Result<O::Reply>
@@ -108,10 +104,7 @@ impl Mdt {
         O::Request: weft_proto::msg::ServiceRequest,
         O::Answer: weft_proto::msg::ops::Payload<weft_proto::msg::ReplyBody> + weft_proto::msg::ops::Variant,
     {
-        let header = RequestHeader { identity: crate::qos::caller_identity(), ..RequestHeader::default() };
-        let timeout = Duration::from_secs(PARAM_REQUEST_TIMEOUT_S);
-        let answer = self.rt.block_on(self.peer.op(header, self.index, op, bytes::Bytes::new(), timeout));
-        answer.map(|(reply, _)| reply).map_err(|e| anyhow!("{}: {}", self.name, e.message))
+        self.remote.ask(self.index, op)
     }
 }
 

@@ -18,6 +18,7 @@ mod logging;
 mod mount;
 mod param;
 mod qos;
+mod remote;
 mod stats;
 mod up;
 mod xattr;

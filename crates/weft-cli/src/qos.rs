@@ -1,13 +1,11 @@
 //! `weft qos`: the decay policies of the management service (`policy add|remove|list`) and
 //! the warnings they gave (`warnings`: a user sees their own, root anyone's).
 
-use crate::limits::{PARAM_CONNECT_TIMEOUT_MS, PARAM_REQUEST_TIMEOUT_S};
+use crate::remote::Remote;
 use crate::stats::{mgs_address, parse_duration, MgsArgs};
 use anyhow::{anyhow, bail};
 use clap::{Args, Subcommand};
-use std::time::Duration;
-use weft_proto::msg::{mgs, DecayPolicy, Identity, RequestHeader};
-use weft_rpc::{Peer, PeerOptions};
+use weft_proto::msg::{mgs, DecayPolicy};
 
 #[derive(Args)]
 pub struct QosArgs {
@@ -98,31 +96,7 @@ where
     O::Answer: weft_proto::msg::ops::Payload<weft_proto::msg::ReplyBody> + weft_proto::msg::ops::Variant,
 {
     let address = mgs_address(at)?;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let opts =
-        PeerOptions { connect_timeout: Duration::from_millis(PARAM_CONNECT_TIMEOUT_MS), ..PeerOptions::default() };
-    let peer = Peer::new(address.clone(), opts);
-    let header = RequestHeader { identity: caller_identity(), ..RequestHeader::default() };
-    let timeout = Duration::from_secs(PARAM_REQUEST_TIMEOUT_S);
-    let answer = rt.block_on(peer.op(header, 0, op, bytes::Bytes::new(), timeout));
-    answer.map(|(reply, _)| reply).map_err(|e| anyhow!("the management service at {address}: {}", e.message))
-}
-
-/// Who runs this command: its uid, gid and supplementary groups (the warnings of group
-/// policies are theirs too; the servers check root by the uid).
-pub(crate) fn caller_identity() -> Identity {
-    // SAFETY: getuid/getgid cannot fail.
-    let (uid, gid) = unsafe { (libc::getuid(), libc::getgid()) };
-    Identity { uid, gid, groups: supplementary_groups() }
-}
-
-fn supplementary_groups() -> Vec<u32> {
-    // SAFETY: with a size of 0, getgroups only counts; then it fills at most `n` entries.
-    let n = unsafe { libc::getgroups(0, std::ptr::null_mut()) };
-    let mut groups = vec![0 as libc::gid_t; usize::try_from(n).unwrap_or(0)];
-    let got = unsafe { libc::getgroups(n.max(0), groups.as_mut_ptr()) };
-    groups.truncate(usize::try_from(got).unwrap_or(0));
-    groups
+    Remote::new(address.clone(), format!("the management service at {address}"))?.ask(0, op)
 }
 
 pub fn qos(a: QosArgs) -> anyhow::Result<()> {

@@ -3,13 +3,11 @@
 //! bytes over the time asked; `top` shows the busiest jobs, users and targets now, as rates
 //! over the last few intervals.
 
-use crate::limits::{PARAM_CONNECT_TIMEOUT_MS, PARAM_REQUEST_TIMEOUT_S, TOP_INTERVALS, TOP_ROWS};
+use crate::limits::{TOP_INTERVALS, TOP_ROWS};
 use anyhow::{anyhow, bail};
 use clap::Args;
 use std::path::{Path, PathBuf};
-use std::time::Duration;
-use weft_proto::msg::{mgs, HistoryReply, RequestHeader, UsageTotal};
-use weft_rpc::{Peer, PeerOptions};
+use weft_proto::msg::{mgs, HistoryReply, UsageTotal};
 
 #[derive(Args)]
 pub struct MgsArgs {
@@ -82,14 +80,8 @@ fn display(p: &Path) -> String {
 /// Asks the management service's history.
 fn history(at: &MgsArgs, kind: &str, secs: u64, top: u32) -> anyhow::Result<HistoryReply> {
     let address = mgs_address(at)?;
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let opts =
-        PeerOptions { connect_timeout: Duration::from_millis(PARAM_CONNECT_TIMEOUT_MS), ..PeerOptions::default() };
-    let peer = Peer::new(address.clone(), opts);
     let op = mgs::History { kind: kind.to_string(), secs, top, step: 0 };
-    let timeout = Duration::from_secs(PARAM_REQUEST_TIMEOUT_S);
-    let answer = rt.block_on(peer.op(RequestHeader::default(), 0, op, bytes::Bytes::new(), timeout));
-    answer.map(|(reply, _)| reply).map_err(|e| anyhow!("the management service at {address}: {}", e.message))
+    crate::remote::Remote::new(address.clone(), format!("the management service at {address}"))?.ask(0, op)
 }
 
 fn row_json(r: &UsageTotal) -> serde_json::Value {

@@ -1,15 +1,24 @@
 //! `weft hsm state|set|clear FILE...`: a file's hierarchical storage state, as `lfs
 //! hsm_state`, `hsm_set` and `hsm_clear` show and change it, through the mount (the virtual
-//! attribute `weft.hsm`).
+//! attribute `weft.hsm`). `weft hsm archive|restore|remove|cancel FILE...`: requests to the
+//! MDT's coordinator, every file of a command in one request (sent to the MDT the mount's
+//! map names, as the caller); `weft hsm release FILE...` through the mount
+//! (`weft.hsm.release`); `weft hsm action FILE...` what the coordinator does with each.
 
+use crate::remote::Remote;
 use crate::xattr;
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use weft_client::virtual_xattr::{self as vx, HsmChange};
 use weft_proto::msg::hsm::{
-    HsmState, HS_ARCHIVED, HS_DIRTY, HS_EXISTS, HS_LOST, HS_NOARCHIVE, HS_NORELEASE, HS_USER_SETTABLE,
+    HsmAction, HsmState, HS_ARCHIVED, HS_DIRTY, HS_EXISTS, HS_LOST, HS_NOARCHIVE, HS_NORELEASE, HS_USER_SETTABLE,
 };
+use weft_proto::msg::{mdt, target_name, TargetKind};
+use weft_proto::Fid;
+
+/// Files per request to the MDT (its bound is larger: this keeps each under a megabyte).
+const HSM_REQUEST_FILES: usize = 8192;
 
 #[derive(Args)]
 pub struct HsmArgs {
@@ -30,6 +39,126 @@ enum HsmCommand {
     Set(FlagArgs),
     /// Clear HSM flags (users: --norelease, --noarchive, --dirty; root all).
     Clear(FlagArgs),
+    /// Copy files into an archive (a copytool serving it does; the command returns once
+    /// the requests are queued).
+    Archive(RequestArgs),
+    /// Free the OST objects of archived, unchanged, closed files; their size and times stay,
+    /// and the next open restores them.
+    Release(ListArgs),
+    /// Bring released files' data back ahead of time (the command returns once queued).
+    Restore(ListArgs),
+    /// Delete files' copies from their archive.
+    Remove(RequestArgs),
+    /// Stop the requests waiting or running on files.
+    Cancel(ListArgs),
+    /// The request waiting or running on each file, else the last one if it ended lately:
+    /// `PATH: ARCHIVE running (1048576 bytes moved)`, or `PATH: NOOP`.
+    Action {
+        #[arg(required = true)]
+        files: Vec<PathBuf>,
+        #[arg(long)]
+        json: bool,
+    },
+}
+
+#[derive(Args)]
+struct ListArgs {
+    /// Also the files named in FILE, one per line.
+    #[arg(long, value_name = "FILE")]
+    filelist: Option<PathBuf>,
+    /// Bytes passed to the copytool with each request.
+    #[arg(long, value_name = "DATA")]
+    data: Option<String>,
+    files: Vec<PathBuf>,
+}
+
+#[derive(Args)]
+struct RequestArgs {
+    /// The archive (default: the file's, else the MDT's hsm.default_archive_id).
+    #[arg(long, value_name = "NUM")]
+    archive: Option<u32>,
+    #[command(flatten)]
+    list: ListArgs,
+}
+
+impl ListArgs {
+    fn all_files(&self) -> anyhow::Result<Vec<PathBuf>> {
+        let mut files = self.files.clone();
+        if let Some(list) = &self.filelist {
+            let text = std::fs::read_to_string(list).with_context(|| format!("--filelist {}", list.display()))?;
+            files.extend(text.lines().map(str::trim).filter(|l| !l.is_empty()).map(PathBuf::from));
+        }
+        if files.is_empty() {
+            bail!("name the files (FILE... or --filelist FILE)");
+        }
+        Ok(files)
+    }
+}
+
+/// The MDT of the file system `file` is on, reached as the caller (its address from the
+/// mount's map).
+fn mdt_of(file: &std::path::Path) -> anyhow::Result<Remote> {
+    let map: weft_proto::msg::ClusterMap = xattr::get_json(file, vx::MAP)?;
+    let target = map
+        .targets
+        .iter()
+        .find(|t| t.kind == TargetKind::Mdt && t.index == 0)
+        .ok_or_else(|| anyhow!("the file system {} has no MDT 0 in its map", map.fsname))?;
+    Remote::new(target.address.clone(), target_name(&map.fsname, TargetKind::Mdt, 0))
+}
+
+/// Each file's FID, as its mount names it.
+fn fids_of(files: &[PathBuf]) -> anyhow::Result<Vec<Fid>> {
+    files
+        .iter()
+        .map(|f| {
+            let text =
+                String::from_utf8(xattr::get(f, vx::FID)?).context("the mount answered weft.fid with non-text")?;
+            text.trim().parse::<Fid>().map_err(|e| anyhow!("{}: the mount answered weft.fid {text}: {e}", f.display()))
+        })
+        .collect()
+}
+
+/// An MDT's error with the FIDs it names replaced by the paths the user gave.
+fn with_paths(e: anyhow::Error, files: &[PathBuf], fids: &[Fid]) -> anyhow::Error {
+    let mut text = format!("{e:#}");
+    for (f, fid) in files.iter().zip(fids) {
+        text = text.replace(&fid.to_string(), &f.display().to_string());
+    }
+    anyhow!(text)
+}
+
+/// One request on every file (several when the list is longer than one request takes).
+fn request(action: HsmAction, archive: Option<u32>, list: &ListArgs) -> anyhow::Result<()> {
+    let files = list.all_files()?;
+    let fids = fids_of(&files)?;
+    let mdt = mdt_of(&files[0])?;
+    let data = list.data.clone().unwrap_or_default().into_bytes();
+    for (fchunk, chunk) in files.chunks(HSM_REQUEST_FILES).zip(fids.chunks(HSM_REQUEST_FILES)) {
+        let op = mdt::HsmRequest { action, archive_id: archive.unwrap_or(0), fids: chunk.to_vec(), data: data.clone() };
+        mdt.ask(0, op).map_err(|e| with_paths(e, fchunk, chunk))?;
+    }
+    Ok(())
+}
+
+/// Why the mount refused to release `f` (it passes only the errno): the MDT's rules, read
+/// back from the file's state.
+fn release_refused(f: &std::path::Path, e: anyhow::Error) -> anyhow::Error {
+    let errno = e.downcast_ref::<std::io::Error>().and_then(std::io::Error::raw_os_error);
+    let Ok(s) = xattr::get_json::<HsmState>(f, vx::HSM) else { return e };
+    let why = match errno {
+        Some(libc::EPERM) if s.states & HS_NORELEASE != 0 => "it is marked norelease",
+        Some(libc::EPERM) if s.states & (HS_EXISTS | HS_ARCHIVED) != (HS_EXISTS | HS_ARCHIVED) => {
+            "it was never archived (weft hsm archive it first)"
+        }
+        Some(libc::EPERM) if s.states & HS_DIRTY != 0 => {
+            "it changed since it was archived (dirty): archive it again first"
+        }
+        Some(libc::EPERM) if s.states & HS_LOST != 0 => "its archive copy is lost",
+        Some(libc::EBUSY) => "it is open, or a request is waiting or running on it (weft hsm action shows which)",
+        _ => return e,
+    };
+    anyhow!("{}: cannot be released: {why}", f.display())
 }
 
 #[derive(Args)]
@@ -150,6 +279,39 @@ pub fn hsm(a: HsmArgs) -> anyhow::Result<()> {
                 bail!("give a flag to clear: --norelease, --noarchive, --dirty, --exists, --archived, --lost");
             }
             change(&f.files, HsmChange { set: 0, clear: bits, archive_id: 0 })
+        }
+        HsmCommand::Archive(r) => request(HsmAction::Archive, r.archive, &r.list),
+        HsmCommand::Remove(r) => request(HsmAction::Remove, r.archive, &r.list),
+        HsmCommand::Restore(l) => request(HsmAction::Restore, None, &l),
+        HsmCommand::Cancel(l) => request(HsmAction::Cancel, None, &l),
+        HsmCommand::Release(l) => {
+            let files = l.all_files()?;
+            let mut failed = 0;
+            for f in &files {
+                if let Err(e) = xattr::set(f, vx::HSM_RELEASE, b"1") {
+                    eprintln!("weft hsm: {:#}", release_refused(f, e));
+                    failed += 1;
+                }
+            }
+            if failed > 0 {
+                bail!("{failed} of {} files not released", files.len());
+            }
+            Ok(())
+        }
+        HsmCommand::Action { files, json } => {
+            let fids = fids_of(&files)?;
+            let mdt = mdt_of(&files[0])?;
+            for (f, fid) in files.iter().zip(&fids) {
+                let action = mdt.ask(0, mdt::HsmActionGet { fid: *fid }).map_err(|e| with_paths(e, &files, &fids))?;
+                if json {
+                    let v = serde_json::json!({ "path": f, "action": action });
+                    println!("{v}");
+                } else {
+                    let what = action.map_or_else(|| "NOOP".to_string(), |a| a.describe());
+                    println!("{}: {what}", f.display());
+                }
+            }
+            Ok(())
         }
     }
 }

@@ -248,11 +248,12 @@ fn print_file_layout(path: &Path, info: &LayoutAnswer, a: &GetstripeArgs) -> any
         println!("{} has no stripe info", path.display());
         return Ok(());
     };
-    let c = layout.plain().map_err(|e| anyhow!("{}: {}", path.display(), e.message))?;
+    let c = layout.single().map_err(|e| anyhow!("{}: {}", path.display(), e.message))?;
     let first = c.objects.first().map(|o| o.ost).unwrap_or(0);
+    let pattern = if layout.is_released() { "raid0,released" } else { "raid0" };
     if a.count || a.size || a.index || a.pool {
         if a.count {
-            println!("{}", c.stripe_count());
+            println!("{}", c.stripe_count_shown());
         }
         if a.size {
             println!("{}", c.stripe_size);
@@ -267,9 +268,9 @@ fn print_file_layout(path: &Path, info: &LayoutAnswer, a: &GetstripeArgs) -> any
     }
     // The header is the same in both shapes, as lfs prints it.
     println!("{}", path.display());
-    println!("lmm_stripe_count:  {}", c.stripe_count());
+    println!("lmm_stripe_count:  {}", c.stripe_count_shown());
     println!("lmm_stripe_size:   {}", c.stripe_size);
-    println!("lmm_pattern:       raid0");
+    println!("lmm_pattern:       {pattern}");
     println!("lmm_layout_gen:    {}", layout.generation);
     println!("lmm_stripe_offset: {first}");
     if let Some(p) = &c.pool {

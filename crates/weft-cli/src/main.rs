@@ -10,6 +10,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod bench;
 mod changelog;
+mod copytool;
 mod daemon;
 mod hsm;
 mod lfs;
@@ -92,6 +93,9 @@ enum Command {
     /// A file's hierarchical storage state, and the flags users and root set (as lfs
     /// hsm_state, hsm_set, hsm_clear).
     Hsm(hsm::HsmArgs),
+    /// Run an HSM copytool (as lhsmtool_posix): serve archive requests of the coordinator
+    /// with a posix directory or a command as the archive (root).
+    Copytool(copytool::CopytoolArgs),
     /// Print an MDT's changelog records (as lfs changelog): `INDEX NNTYPE TIME DATE FLAGS
     /// t=[FID] j=JOB ef=0x1 u=UID:GID p=[PARENT] NAME`, times in UTC (root).
     Changelog(changelog::ReadArgs),
@@ -149,6 +153,7 @@ fn main() -> ExitCode {
         Command::ListParam(a) => param::list_param(a),
         Command::Stats(a) => stats::stats(a),
         Command::Hsm(a) => hsm::hsm(a),
+        Command::Copytool(a) => copytool::copytool(a),
         Command::Changelog(a) => changelog::read(a),
         Command::ChangelogRegister(a) => changelog::register(a),
         Command::ChangelogDeregister(a) => changelog::deregister(a),

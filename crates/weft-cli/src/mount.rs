@@ -26,7 +26,8 @@ pub struct MountArgs {
     /// passthrough=on|off (on: the kernel reads and writes files of one object on an OST of
     /// this process itself, as under `weft up`; off: all I/O through the mount),
     /// uring=on|off (on: the kernel's requests come through io_uring where it offers that,
-    /// see `fuse.enable_uring`; off: through /dev/fuse reads).
+    /// see `fuse.enable_uring`; off: through /dev/fuse reads), restore_timeout=SECONDS (how
+    /// long an open of a released file waits for its restore before it fails, default 600).
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Option<String>,
     /// Stay in the foreground instead of returning once mounted.
@@ -49,10 +50,11 @@ pub struct MountOptions {
     pub locks: bool,
     pub passthrough: bool,
     pub uring: bool,
+    pub restore_timeout: Duration,
 }
 
 const MOUNT_OPTIONS_ALLOWED: &str = "timeout=SECONDS, threads=N, jobid_var=VAR, jobid_name=FORMAT, jobid=NAME, \
-     log=FILE, locks=on|off, passthrough=on|off, uring=on|off";
+     log=FILE, locks=on|off, passthrough=on|off, uring=on|off, restore_timeout=SECONDS";
 
 fn on_off(key: &str, v: &str) -> anyhow::Result<bool> {
     match v {
@@ -71,6 +73,7 @@ pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
         locks: true,
         passthrough: true,
         uring: true,
+        restore_timeout: Duration::from_secs(weft_client::limits::RESTORE_TIMEOUT_S_DEFAULT),
     };
     for item in text.unwrap_or("").split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, v) = item.split_once('=').unwrap_or((item, ""));
@@ -96,6 +99,12 @@ pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
             "locks" => o.locks = on_off(k, v)?,
             "passthrough" => o.passthrough = on_off(k, v)?,
             "uring" => o.uring = on_off(k, v)?,
+            "restore_timeout" => {
+                let s: u64 = v.parse().ok().filter(|s| *s > 0).ok_or_else(|| {
+                    anyhow!("mount option restore_timeout={v}: give whole seconds, 1 or more, e.g. restore_timeout=600")
+                })?;
+                o.restore_timeout = Duration::from_secs(s);
+            }
             _ => bail!("unknown mount option '{k}': allowed are {MOUNT_OPTIONS_ALLOWED}"),
         }
     }
@@ -157,6 +166,7 @@ pub fn client_config(mgs: &str, opts: &MountOptions) -> weft_client::ClientConfi
         connect_timeout: Duration::from_millis(weft_rpc::limits::CONNECT_TIMEOUT_MS_DEFAULT),
         request_timeout: opts.timeout,
         extent_locks: opts.locks,
+        restore_timeout: opts.restore_timeout,
         ..weft_client::ClientConfig::new(mgs)
     }
 }

@@ -528,8 +528,16 @@ pub fn plan(req: &MdtRequest) -> Option<(Touches, Keep)> {
         | MdtRequest::ChangelogClear(_)
         | MdtRequest::ChangelogRead(_)
         | MdtRequest::ChangelogUsersList(_)
-        | MdtRequest::HsmStateGet(_) => return None,
+        | MdtRequest::HsmStateGet(_)
+        | MdtRequest::HsmActionGet(_) => return None,
         MdtRequest::HsmStateSet(mdt::HsmStateSet { fid, .. }) => (t(vec![*fid], vec![], false), Keep::Nothing),
+        // The objects go, the size is recorded: the inode as the release left it.
+        MdtRequest::HsmRelease(mdt::HsmRelease { fid, .. }) => (t(vec![*fid], vec![], false), Keep::Inode),
+        // States and actions only (the end of a restore calls back other clients' locks;
+        // the copytool's own opens saw the new layout).
+        MdtRequest::HsmRequest(_) | MdtRequest::HsmTake(_) | MdtRequest::HsmProgress(_) => {
+            (Touches::default(), Keep::Nothing)
+        }
     })
 }
 

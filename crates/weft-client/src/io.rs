@@ -169,6 +169,15 @@ impl Client {
                 format!("size {size} is larger than the largest file ({FILE_SIZE_MAX_BYTES} bytes)"),
             ));
         }
+        if layout.is_released() {
+            // A truncate needs the data the archive holds (the part kept): restore first.
+            self.restore(who, fid).await?;
+            let restored = self.getattr(who, fid).await?.layout.unwrap_or_else(|| layout.clone());
+            if restored.is_released() {
+                return Err(WeftError::new(ErrorCode::Busy, format!("{fid} was released again while truncated")));
+            }
+            return Box::pin(self.truncate(who, fid, &restored, size, open_handle)).await;
+        }
         let comp = layout.plain()?;
         let locks = &self.extent_lock_from(who, fid, layout, size).await?;
         bounded(comp.objects.iter().copied().enumerate().map(|(stripe, object)| async move {

@@ -17,8 +17,9 @@
 //! if the map moves the target to another address, the request is resent there.
 
 mod flock;
+mod hsm;
 pub mod inodes;
-mod limits;
+pub mod limits;
 pub mod locks;
 mod metadata;
 mod reply_slots;
@@ -60,6 +61,8 @@ pub struct ClientConfig {
     pub extent_locks: bool,
     /// Most locks cached before the least recently used are given back.
     pub locks_cached_max: usize,
+    /// How long an open or truncate of a released file waits for its restore (HSM).
+    pub restore_timeout: Duration,
 }
 
 impl ClientConfig {
@@ -71,6 +74,7 @@ impl ClientConfig {
             request_timeout: defaults.request_timeout,
             extent_locks: true,
             locks_cached_max: limits::LOCKS_CACHED_MAX,
+            restore_timeout: Duration::from_secs(limits::RESTORE_TIMEOUT_S_DEFAULT),
         }
     }
 }

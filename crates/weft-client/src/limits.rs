@@ -40,3 +40,10 @@ pub const DROP_BEFORE_ANSWER_MS: u64 = 200;
 /// How long a callback for a lock this client does not know waits for replies in flight
 /// (a blocking callback can overtake the reply that grants the lock it is about).
 pub const UNKNOWN_LOCK_WAIT_MS: u64 = 1_000;
+/// How long an open of a released file waits for its restore by default (the mount's
+/// `restore_timeout`): a copytool copying from tape may take minutes.
+pub const RESTORE_TIMEOUT_S_DEFAULT: u64 = 600;
+/// The restore wait looks at the file's state first after this long, then twice as long
+/// each time, up to RESTORE_POLL_MS_MAX.
+pub const RESTORE_POLL_MS_MIN: u64 = 20;
+pub const RESTORE_POLL_MS_MAX: u64 = 500;

@@ -5,7 +5,7 @@ use crate::inodes::Answer;
 use crate::Client;
 use weft_proto::layout::{Layout, StripeSpec};
 use weft_proto::msg::mdt::{self, Opened};
-use weft_proto::msg::{Attr, Caller, DirPage, FileType, InodeInfo, Name, SetAttr, StatfsInfo};
+use weft_proto::msg::{Attr, Caller, DirPage, FileType, InodeInfo, Name, SetAttr, StatfsInfo, OPEN_HSM_RESTORE};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 impl Client {
@@ -70,7 +70,19 @@ impl Client {
         spec: Option<StripeSpec>,
         open_flags: u32,
     ) -> WeftResult<Opened> {
-        self.mdt(who, mdt::Create { parent, name: name.to_vec(), mode, exclusive, spec, open_flags }).await
+        let mut restores = 0;
+        loop {
+            let create = mdt::Create { parent, name: name.to_vec(), mode, exclusive, spec: spec.clone(), open_flags };
+            match self.mdt(who, create).await {
+                // The name is a released file, which the create opens: restore it first.
+                Err(e) if e.code == ErrorCode::NoData && !exclusive && restores < 3 => {
+                    restores += 1;
+                    let fid = self.lookup(who, parent, name).await?.attr.fid;
+                    self.restore(who, fid).await?;
+                }
+                other => return other,
+            }
+        }
     }
 
     pub async fn mkdir(&self, who: &Caller, parent: Fid, name: &[u8], mode: u32) -> WeftResult<InodeInfo> {
@@ -132,8 +144,19 @@ impl Client {
     }
 
     /// Opens a file: the inode and the handle for [`Client::close`]. `flags` are `msg::OPEN_*`.
+    /// A released file is restored first (the call waits for it, see [`Client::restore`]).
     pub async fn open(&self, who: &Caller, fid: Fid, flags: u32) -> WeftResult<Opened> {
-        self.mdt(who, mdt::Open { fid, flags }).await
+        let mut restores = 0;
+        loop {
+            match self.mdt(who, mdt::Open { fid, flags }).await {
+                // Released (again, if someone released it right after the restore).
+                Err(e) if e.code == ErrorCode::NoData && flags & OPEN_HSM_RESTORE == 0 && restores < 3 => {
+                    restores += 1;
+                    self.restore(who, fid).await?;
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Ends an open. A writer passes the size and blocks from a [`Client::glimpse`].

@@ -37,6 +37,8 @@ pub struct HsmChange {
 }
 
 pub const HSM: &str = "weft.hsm";
+/// Set (any value): release the file (its data stays in the archive only).
+pub const HSM_RELEASE: &str = "weft.hsm.release";
 
 /// `weft.df` answers a `Vec<crate::TargetStatfs>`, `weft.map` a `ClusterMap`, `weft.fid` the
 /// FID as plain text.

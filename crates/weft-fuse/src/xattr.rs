@@ -27,6 +27,8 @@ pub enum Virtual {
     Fid,
     /// get: the file's HSM state, a JSON `HsmState`; set: a JSON `HsmChange`.
     Hsm,
+    /// set (any value): release the file's data to its archive copy (`weft hsm release`).
+    HsmRelease,
     /// get: `{"path": "dir/file"}` of the FID after the colon.
     Fid2Path(Fid),
     /// get: per-target statfs, `[TargetStatfs]`.
@@ -55,6 +57,7 @@ pub fn parse(name: &[u8]) -> Option<Virtual> {
         b"layout.delete" => Virtual::LayoutDelete,
         b"fid" => Virtual::Fid,
         b"hsm" => Virtual::Hsm,
+        b"hsm.release" => Virtual::HsmRelease,
         b"df" => Virtual::Df,
         b"map" => Virtual::Map,
         b"io" => Virtual::Io,
@@ -190,7 +193,7 @@ impl Mount {
             Virtual::Map => json(&self.client.map()),
             Virtual::Io => json(&self.io.counts(fid)),
             Virtual::Params => json(&self.params()),
-            Virtual::LayoutDelete | Virtual::Create(_) | Virtual::Param(_) | Virtual::Unknown => {
+            Virtual::LayoutDelete | Virtual::HsmRelease | Virtual::Create(_) | Virtual::Param(_) | Virtual::Unknown => {
                 Err(WeftError::new(ErrorCode::NoData, "no such virtual attribute to read"))
             }
         }
@@ -210,6 +213,7 @@ impl Mount {
                 })?;
                 self.client.hsm_set(who, fid, change).await.map(drop)
             }
+            Virtual::HsmRelease => self.client.hsm_release(who, fid).await.map(drop),
             Virtual::Create(name) => {
                 let req: CreateWithLayout = serde_json::from_slice(value)
                     .map_err(|e| WeftError::invalid(format!("weft.create takes a JSON {{spec, mode}} object: {e}")))?;

@@ -22,6 +22,7 @@ pub fn spawn_all(
         tokio::spawn(destroy_task(core.clone(), queue.clone())),
         tokio::spawn(prune_task(queue.clone())),
         tokio::spawn(changelog_task(core.clone(), queue.clone())),
+        tokio::spawn(hsm_task(core.clone(), queue.clone())),
     ];
     if let Some(interval) = checkpoint_interval {
         tasks.push(tokio::spawn(checkpoint_task(core, queue, interval)));
@@ -283,6 +284,54 @@ async fn changelog_task(core: Arc<Core>, queue: Queue) {
             }
         }
     }
+}
+
+/// The HSM coordinator's sweep (see coordinator.rs): every HSM_SWEEP_INTERVAL_MS, the
+/// waiting list rebuilt from the table, the running actions of dead copytools and those
+/// without progress for `active_request_timeout` handed out again, ended actions older
+/// than HSM_ENDED_KEEP_S forgotten. Nothing while no file of the MDT has an HSM state.
+async fn hsm_task(core: Arc<Core>, queue: Queue) {
+    loop {
+        tokio::time::sleep(Duration::from_millis(HSM_SWEEP_INTERVAL_MS)).await;
+        if !core.hsm_used.load(Ordering::Relaxed) {
+            continue;
+        }
+        if let Err(e) = hsm_sweep(&core, &queue).await {
+            tracing::warn!(error = %e, "HSM coordinator: sweep failed");
+        }
+    }
+}
+
+pub(crate) async fn hsm_sweep(core: &Core, queue: &Queue) -> WeftResult<u64> {
+    use weft_proto::msg::hsm::ActionStatus;
+    let view = core.read_view();
+    core.coordinator.rebuild(&view)?;
+    let now = crate::now().sec;
+    let timeout = core.coordinator.active_request_timeout().as_secs() as i64;
+    let (mut requeue, mut forget) = (Vec::new(), Vec::new());
+    let mut from = 0;
+    loop {
+        let page = view.hsm_actions(from, 4096)?;
+        let Some(last) = page.last() else { break };
+        from = last.cookie + 1;
+        for a in page {
+            let quiet = now.saturating_sub(a.changed.sec);
+            if a.status == ActionStatus::Started && (core.coordinator.agent_dead(&a.agent) || quiet >= timeout) {
+                tracing::info!(
+                    cookie = a.cookie, fid = %a.fid, agent = %a.agent, action = a.action.name(),
+                    "HSM action handed out again: its copytool is gone or made no progress"
+                );
+                requeue.push((a.cookie, a.agent));
+            } else if a.status.is_final() && quiet >= HSM_ENDED_KEEP_S as i64 && forget.len() < HSM_PURGE_BATCH_ACTIONS
+            {
+                forget.push(a.cookie);
+            }
+        }
+    }
+    if requeue.is_empty() && forget.is_empty() {
+        return Ok(0);
+    }
+    internal(queue, InternalOp::HsmSweep { requeue, forget }).await
 }
 
 /// Makes the journal durable in the store every `interval` while it holds records.

@@ -40,6 +40,7 @@
 
 pub mod background;
 pub mod changelog;
+pub mod coordinator;
 pub mod journal;
 pub mod limits;
 pub mod locking;
@@ -159,6 +160,8 @@ pub struct Core {
     pub changelog: changelog::State,
     /// A file of the MDT has (or had) an HSM state: writes look for one to mark dirty.
     pub hsm_used: std::sync::atomic::AtomicBool,
+    /// The HSM coordinator's settings, copytools and waiting list.
+    pub coordinator: coordinator::Coordinator,
     /// The newest committed state; replaced by the committer only (see [`Core::read_view`]).
     view: Mutex<Arc<store::Tables>>,
 }
@@ -217,6 +220,7 @@ impl Mds {
         let view = store::Tables::at_checkpoint(&*storage.kv)?;
         let changelog = changelog::State::load(&view)?;
         let hsm_used = std::sync::atomic::AtomicBool::new(view.hsm_used()?);
+        let coordinator = coordinator::Coordinator::load(&view)?;
         let journal = journal::Journal::open(storage.journal.clone(), journal_seq)?;
         let core = Arc::new(Core {
             mdt_index: cfg.mdt_index,
@@ -232,6 +236,7 @@ impl Mds {
             destroy_wake: Notify::new(),
             changelog,
             hsm_used,
+            coordinator,
             view: Mutex::new(Arc::new(view)),
         });
         let (queue, writer_thread) = writer::Queue::start(core.clone())?;
@@ -264,6 +269,46 @@ impl Mds {
     /// The changelog's readers and last record (`mdd.*.changelog_users`).
     pub fn changelog_users(&self) -> WeftResult<weft_proto::msg::changelog::ChangelogUsers> {
         ops::changelog::users(&self.core.read_view(), self.core.changelog.mask())
+    }
+
+    /// The HSM coordinator (`mdt.*.hsm_control`, `mdt.*.hsm.*`).
+    pub fn coordinator(&self) -> &coordinator::Coordinator {
+        &self.core.coordinator
+    }
+
+    /// `hsm_control=purge`: cancels every waiting and running HSM action; answers how many.
+    pub async fn hsm_cancel_all(&self) -> WeftResult<u64> {
+        background::internal(&self.queue, InternalOp::HsmCancelAll).await
+    }
+
+    /// The coordinator's sweep now (what the background does every second): for tests.
+    pub async fn hsm_sweep(&self) -> WeftResult<u64> {
+        background::hsm_sweep(&self.core, &self.queue).await
+    }
+
+    /// Every action the coordinator holds, in arrival order (`mdt.*.hsm.actions`).
+    pub fn hsm_actions(&self) -> WeftResult<Vec<weft_proto::msg::hsm::HsmActionItem>> {
+        let view = self.core.read_view();
+        let mut out = Vec::new();
+        loop {
+            let from = out.last().map_or(0, |a: &weft_proto::msg::hsm::HsmActionItem| a.cookie + 1);
+            let page = view.hsm_actions(from, 4096)?;
+            if page.is_empty() {
+                return Ok(out);
+            }
+            out.extend(page);
+        }
+    }
+
+    /// `mdt.*.hsm.agents`: the copytools heard from lately.
+    pub fn hsm_agents(&self) -> WeftResult<String> {
+        let mut running = std::collections::BTreeMap::new();
+        for a in self.hsm_actions()? {
+            if a.status == weft_proto::msg::hsm::ActionStatus::Started {
+                *running.entry(a.agent).or_insert(0u64) += 1;
+            }
+        }
+        Ok(self.core.coordinator.agents_listing(&running))
     }
 
     /// Which OSTs exist, their state, pools. Called at start and whenever the map changes.
@@ -351,6 +396,7 @@ impl Mds {
                 MdtRequest::SetStripe(mdt::SetStripe { fid, spec }) => {
                     ops::stripe::prepare(&self.core, &t, *fid, spec)?
                 }
+                MdtRequest::Open(mdt::Open { fid, flags }) => ops::open::prepare_restore(&t, *fid, *flags)?,
                 _ => None,
             }
         };

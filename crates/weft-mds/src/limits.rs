@@ -56,3 +56,22 @@ pub const CHANGELOG_USER_NAME_BYTES_MAX: usize = 16;
 /// [`CHANGELOG_IDLE_WARN_INTERVAL_S`]: a reader that stopped holds every record since.
 pub const CHANGELOG_IDLE_RECORDS_WARN: u64 = 1_000_000;
 pub const CHANGELOG_IDLE_WARN_INTERVAL_S: u64 = 600;
+/// Files one HSM request names at most (a longer list is several requests).
+pub const HSM_REQUEST_FILES_MAX: usize = 16_384;
+/// Actions one copytool poll takes at most.
+pub const HSM_TAKE_ACTIONS_MAX: u32 = 256;
+/// Longest copytool (agent) name.
+pub const HSM_AGENT_NAME_BYTES_MAX: usize = 128;
+/// A copytool not heard from (a poll or a progress report) for this long is taken for dead:
+/// the actions it had are handed out again. Copytools poll every second or so.
+pub const HSM_AGENT_TIMEOUT_MS: u64 = 10_000;
+/// How often the coordinator looks for dead copytools, timed-out and ended actions.
+pub const HSM_SWEEP_INTERVAL_MS: u64 = 1_000;
+/// How long an ended action stays to be seen (`hsm action`, `mdt.*.hsm.actions`), as
+/// Lustre's `grace_delay`.
+pub const HSM_ENDED_KEEP_S: u64 = 60;
+/// Default of `mdt.*.hsm.active_request_timeout`: a running action without progress for
+/// this long is handed out again (Lustre's default).
+pub const HSM_ACTIVE_REQUEST_TIMEOUT_S: u64 = 3600;
+/// Ended actions one sweep removes at most.
+pub const HSM_PURGE_BATCH_ACTIONS: usize = 4096;

@@ -22,7 +22,9 @@ use std::sync::Arc;
 use weft_dlm::namespace::Namespace;
 use weft_dlm::state::EnqueueOptions;
 use weft_proto::lock::{bits, LockGrant, LockMode, LockScope};
-use weft_proto::msg::{mdt, MdtReply, MdtRequest, RequestHeader, Run, OPEN_TRUNC, OPEN_WRITE, XATTR_LAYOUT};
+use weft_proto::msg::{
+    mdt, MdtReply, MdtRequest, RequestHeader, Run, OPEN_HSM_RESTORE, OPEN_TRUNC, OPEN_WRITE, XATTR_LAYOUT,
+};
 use weft_proto::{Fid, WeftResult};
 
 /// What a client may cache about an inode it was told about.
@@ -223,6 +225,20 @@ fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want>> {
             wants.extend(child(dst_parent, dst_name)?.map(gone));
         }
         MdtRequest::Setattr(mdt::Setattr { fid, .. }) => wants.push(update(*fid)),
+        // A restore gives the file new objects.
+        MdtRequest::Open(mdt::Open { fid, flags }) if flags & OPEN_HSM_RESTORE != 0 => {
+            wants.push(Want { fid: *fid, bits: bits::UPDATE | bits::LAYOUT })
+        }
+        // A release takes the objects away; the end of a restore gives the size back to
+        // the MDT (and other clients were told the layout while it was released).
+        MdtRequest::HsmRelease(mdt::HsmRelease { fid, .. }) => {
+            wants.push(Want { fid: *fid, bits: bits::UPDATE | bits::LAYOUT })
+        }
+        MdtRequest::HsmProgress(mdt::HsmProgress { cookie, done: Some(_), .. }) => {
+            if let Some(a) = t.hsm_action(*cookie)? {
+                wants.push(Want { fid: a.fid, bits: bits::UPDATE | bits::LAYOUT });
+            }
+        }
         // A writer makes the recorded size untrustworthy: clients that cached it must ask
         // again (and glimpse the objects).
         MdtRequest::Open(mdt::Open { fid, flags }) if flags & (OPEN_WRITE | OPEN_TRUNC) != 0 => {

@@ -20,6 +20,8 @@
 //! | `counters`        | `b"next_inode"`, `b"changelog_next"`, `b"changelog_user_next"` | the next inode number, changelog record index and changelog reader number, u64 BE |
 //! | `changelog`       | record index u64 BE                         | postcard `ChangelogRecord` (weft-proto) |
 //! | `changelog_users` | reader number u64 BE                        | postcard [`StoredChangelogUser`]        |
+//! | `hsm_actions`     | cookie u64 BE                               | postcard `HsmActionItem` (weft-proto)   |
+//! | `hsm_by_fid`      | fid (16) ++ cookie u64 BE                   | empty (the actions of each file)        |
 //!
 //! The name hash ([`name_hash`]) is FNV-1a 64 clamped into `[2, u64::MAX - 1]`; it is the
 //! readdir cookie, so it must never change for an existing format version.
@@ -34,10 +36,12 @@ use weft_proto::{Fid, Layout, StripeSpec, WeftError, WeftResult};
 
 /// Version of everything described in this file.
 /// 2: the reply cache keeps one row per client slot (was one per request, with a by-time index).
-/// 3: the changelog tables (a version-2 MDT is upgraded when opened: they are new tables).
-pub const FORMAT_VERSION: u32 = 3;
-/// The version an MDT of [`FORMAT_VERSION`] is upgraded from, by writing the new version.
-pub const FORMAT_VERSION_UPGRADABLE: u32 = 2;
+/// 3: the changelog tables.
+/// 4: the HSM coordinator's tables.
+pub const FORMAT_VERSION: u32 = 4;
+/// The versions an MDT of [`FORMAT_VERSION`] is upgraded from, by writing the new version:
+/// every change since them only added tables, which opening the store makes (empty).
+pub const FORMAT_VERSIONS_UPGRADABLE: [u32; 2] = [2, 3];
 /// Name of the redb file inside the MDT's data directory.
 pub const DB_FILE_NAME: &str = "mdt.redb";
 
@@ -72,14 +76,20 @@ pub const COUNTER_CHANGELOG_NEXT_KEY: &[u8] = b"changelog_next";
 pub const COUNTER_HSM_USED_KEY: &[u8] = b"hsm_used";
 /// The next changelog reader's number (`cl1`, `cl2`, ...).
 pub const COUNTER_CHANGELOG_USER_NEXT_KEY: &[u8] = b"changelog_user_next";
+/// The next HSM action's cookie (from 1).
+pub const COUNTER_HSM_COOKIE_NEXT_KEY: &[u8] = b"hsm_cookie_next";
 /// Changelog records, by index: kept until every registered reader cleared them.
 pub const TABLE_CHANGELOG: u8 = 10;
 /// Registered changelog readers, by number.
 pub const TABLE_CHANGELOG_USERS: u8 = 11;
+/// The HSM coordinator's actions, by cookie: waiting, running, and ended ones for a while.
+pub const TABLE_HSM_ACTIONS: u8 = 12;
+/// The cookies of each file's actions.
+pub const TABLE_HSM_BY_FID: u8 = 13;
 
 /// The tables' names (redb's table names), by id. Ids are fixed within a format version:
 /// journal records name tables by id.
-pub const TABLE_NAMES: [&str; 12] = [
+pub const TABLE_NAMES: [&str; 14] = [
     "meta",
     "inodes",
     "dentries",
@@ -92,11 +102,13 @@ pub const TABLE_NAMES: [&str; 12] = [
     "counters",
     "changelog",
     "changelog_users",
+    "hsm_actions",
+    "hsm_by_fid",
 ];
 
 /// Whether `id` is a table a mutation writes (every table but `meta`).
 pub fn is_table_id(id: u8) -> bool {
-    (TABLE_INODES..=TABLE_CHANGELOG_USERS).contains(&id)
+    (TABLE_INODES..=TABLE_HSM_BY_FID).contains(&id)
 }
 
 /// An inode as stored. Attributes, plus what each kind needs.
@@ -267,6 +279,13 @@ pub fn xattr_key(fid: Fid, name: &[u8]) -> Vec<u8> {
     let mut k = Vec::with_capacity(16 + name.len());
     k.extend_from_slice(&fid.to_bytes());
     k.extend_from_slice(name);
+    k
+}
+
+pub fn hsm_by_fid_key(fid: Fid, cookie: u64) -> [u8; 24] {
+    let mut k = [0u8; 24];
+    k[..16].copy_from_slice(&fid.to_bytes());
+    k[16..].copy_from_slice(&cookie.to_be_bytes());
     k
 }
 

@@ -27,6 +27,7 @@ use imbl::OrdMap;
 use std::ops::{Bound, Deref};
 use std::sync::Arc;
 use weft_proto::msg::changelog::ChangelogRecord;
+use weft_proto::msg::hsm::HsmActionItem;
 use weft_proto::msg::{FileType, MdtReply, RequestHeader};
 use weft_proto::{Fid, WeftError, WeftResult};
 
@@ -358,6 +359,69 @@ impl Tables {
             Ok(true)
         })?;
         Ok(out)
+    }
+}
+
+/// The HSM coordinator's rows (see schema.rs and coordinator.rs).
+impl Tables {
+    pub fn hsm_action(&self, cookie: u64) -> WeftResult<Option<HsmActionItem>> {
+        self.with_row(schema::TABLE_HSM_ACTIONS, &cookie.to_be_bytes(), |v| decode_action(cookie, v))
+    }
+
+    /// Every action of `fid` the coordinator holds, oldest first.
+    pub fn hsm_actions_of(&self, fid: Fid) -> WeftResult<Vec<HsmActionItem>> {
+        let lo = schema::hsm_by_fid_key(fid, 0);
+        let hi = schema::prefix_end(&fid.to_bytes());
+        let mut cookies = Vec::new();
+        self.scan(schema::TABLE_HSM_BY_FID, &lo, Some(&hi), |k, _| {
+            cookies.push(schema::decode_u64(&k[16..], "HSM action index key")?);
+            Ok(true)
+        })?;
+        let mut out = Vec::with_capacity(cookies.len());
+        for cookie in cookies {
+            out.extend(self.hsm_action(cookie)?);
+        }
+        Ok(out)
+    }
+
+    /// Actions from cookie `from` on, at most `limit`, in cookie (arrival) order.
+    pub fn hsm_actions(&self, from: u64, limit: usize) -> WeftResult<Vec<HsmActionItem>> {
+        let mut out = Vec::new();
+        if limit == 0 {
+            return Ok(out);
+        }
+        self.scan(schema::TABLE_HSM_ACTIONS, &from.to_be_bytes(), None, |k, v| {
+            out.push(decode_action(schema::decode_u64(k, "HSM action key")?, v)?);
+            Ok(out.len() < limit)
+        })?;
+        Ok(out)
+    }
+}
+
+fn decode_action(cookie: u64, v: &[u8]) -> WeftResult<HsmActionItem> {
+    postcard::from_bytes(v).map_err(|e| WeftError::io(format!("HSM action {cookie:#x} is corrupt on the MDT: {e}")))
+}
+
+impl WriteTables {
+    /// A new action's cookie.
+    pub fn next_hsm_cookie(&mut self) -> WeftResult<u64> {
+        let key = schema::COUNTER_HSM_COOKIE_NEXT_KEY;
+        let n = self.counter(key, "HSM cookie counter")?.unwrap_or(1);
+        self.put(schema::TABLE_COUNTERS, key, &(n + 1).to_be_bytes())?;
+        Ok(n)
+    }
+
+    /// Stores an action (new or changed).
+    pub fn put_hsm_action(&mut self, item: &HsmActionItem) -> WeftResult<()> {
+        let value = postcard::to_stdvec(item).expect("encoding an HSM action into memory cannot fail");
+        self.put(schema::TABLE_HSM_ACTIONS, &item.cookie.to_be_bytes(), &value)?;
+        self.put(schema::TABLE_HSM_BY_FID, &schema::hsm_by_fid_key(item.fid, item.cookie), &[])
+    }
+
+    pub fn remove_hsm_action(&mut self, item: &HsmActionItem) -> WeftResult<()> {
+        self.del(schema::TABLE_HSM_ACTIONS, &item.cookie.to_be_bytes())?;
+        self.del(schema::TABLE_HSM_BY_FID, &schema::hsm_by_fid_key(item.fid, item.cookie))?;
+        Ok(())
     }
 }
 

@@ -17,7 +17,8 @@ fn tables_are_in_id_order() {
     assert_eq!(names[usize::from(schema::TABLE_REPLY_CACHE)], "reply_cache");
     assert_eq!(names[usize::from(schema::TABLE_COUNTERS)], "counters");
     assert_eq!(names[usize::from(schema::TABLE_CHANGELOG_USERS)], "changelog_users");
-    assert_eq!(slot(schema::TABLE_CHANGELOG_USERS), TABLE_SLOTS - 1);
+    assert_eq!(names[usize::from(schema::TABLE_HSM_BY_FID)], "hsm_by_fid");
+    assert_eq!(slot(schema::TABLE_HSM_BY_FID), TABLE_SLOTS - 1);
 }
 
 /// Every key-value store (redb, memory) under the same test.
@@ -117,12 +118,12 @@ fn inode_count_follows_the_overlay(kv: &dyn KvStore) {
     assert_eq!(checkpoint(kv, &t.into_view()).inode_count().unwrap(), 2);
 }
 
-/// An MDT of format version 2 (before the changelog tables) is upgraded when opened; its
-/// rows stay.
+/// An MDT of format version 2 (before the changelog tables) or 3 (before the HSM
+/// coordinator's) is upgraded when opened; its rows stay.
 #[test]
-fn a_version_2_mdt_is_upgraded() {
-    for (kv, _dir) in stores() {
-        let old = 2u32.to_be_bytes();
+fn older_mdts_are_upgraded() {
+    for ((kv, _dir), old) in stores().into_iter().chain(stores()).zip([2u32, 2, 3, 3]) {
+        let old = old.to_be_bytes();
         let fid = Fid::new(0x200000400, 7, 0);
         let key = fid.to_bytes();
         let rows = [
@@ -138,5 +139,6 @@ fn a_version_2_mdt_is_upgraded() {
         assert_eq!(view.orphan_fids(10).unwrap(), vec![fid]);
         assert!(view.changelog_users().unwrap().is_empty());
         assert_eq!(view.changelog_next().unwrap(), 1);
+        assert!(view.hsm_actions_of(fid).unwrap().is_empty());
     }
 }

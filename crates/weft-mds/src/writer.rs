@@ -27,6 +27,7 @@ use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use tokio::sync::oneshot;
+use weft_proto::msg::hsm::ActionStatus;
 use weft_proto::msg::{FileType, MdtReply, MdtRequest, RequestHeader, Run};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
@@ -61,6 +62,11 @@ pub enum InternalOp {
     PruneReplies { before_secs: u64 },
     /// Remove a batch of the changelog records every reader cleared; answers how many.
     PurgeChangelog,
+    /// The HSM coordinator's sweep: running actions of dead copytools or without progress
+    /// to hand out again (if still running under that copytool), ended ones to forget.
+    HsmSweep { requeue: Vec<(u64, String)>, forget: Vec<u64> },
+    /// `hsm_control=purge`: every waiting and running action canceled.
+    HsmCancelAll,
     /// Write the state in memory into redb durably (fsync) and empty the journal; see
     /// journal.rs and store.rs.
     Checkpoint,
@@ -411,6 +417,46 @@ fn apply_internal(core: &Core, t: &mut WriteTables, op: &InternalOp) -> WeftResu
             let (upto, _) = crate::changelog::purge_point(t)?;
             Ok(t.purge_changelog(upto, crate::limits::CHANGELOG_PURGE_BATCH_RECORDS)? as u64)
         }
+        InternalOp::HsmSweep { requeue, forget } => {
+            let now = crate::now();
+            let mut n = 0;
+            for (cookie, agent) in requeue {
+                let Some(mut a) = t.hsm_action(*cookie)? else { continue };
+                if a.status == ActionStatus::Started && a.agent == *agent {
+                    a.status = ActionStatus::Waiting;
+                    a.agent.clear();
+                    a.changed = now;
+                    t.put_hsm_action(&a)?;
+                    core.coordinator.add_waiting(a.cookie, a.archive_id);
+                    n += 1;
+                }
+            }
+            for cookie in forget {
+                if let Some(a) = t.hsm_action(*cookie)?.filter(|a| a.status.is_final()) {
+                    t.remove_hsm_action(&a)?;
+                    n += 1;
+                }
+            }
+            Ok(n)
+        }
+        InternalOp::HsmCancelAll => {
+            let now = crate::now();
+            let mut n = 0;
+            let mut from = 0;
+            loop {
+                let page = t.hsm_actions(from, 4096)?;
+                let Some(last) = page.last() else { break };
+                from = last.cookie + 1;
+                for mut a in page.into_iter().filter(|a| !a.status.is_final()) {
+                    core.coordinator.remove_waiting(a.cookie);
+                    a.status = ActionStatus::Canceled;
+                    a.changed = now;
+                    t.put_hsm_action(&a)?;
+                    n += 1;
+                }
+            }
+            Ok(n)
+        }
         InternalOp::Checkpoint => unreachable!("a checkpoint is taken after its batch"),
         #[cfg(test)]
         InternalOp::PutRaw { table, key, value } => {
@@ -434,7 +480,7 @@ pub fn format_or_check(kv: &dyn KvStore, mdt_index: u32) -> WeftResult<()> {
         Some(v) => {
             let v: [u8; 4] = v.as_slice().try_into().map_err(|_| WeftError::io("corrupt MDT format marker"))?;
             let v = u32::from_be_bytes(v);
-            if v == schema::FORMAT_VERSION_UPGRADABLE {
+            if schema::FORMAT_VERSIONS_UPGRADABLE.contains(&v) {
                 // The new version only adds tables, which opening the store made (empty).
                 let version = schema::FORMAT_VERSION.to_be_bytes();
                 kv.commit(&mut std::iter::once((

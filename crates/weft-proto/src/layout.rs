@@ -152,6 +152,11 @@ pub fn select_osts(spec: &StripeSpec, available: &[u32], cursor: u64) -> WeftRes
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Pattern {
     Raid0,
+    /// The file's data was released to an archive (HSM): the component has no objects; a
+    /// restore gives it `stripe_count` new ones (Lustre's `LOV_PATTERN_F_RELEASED`).
+    Released {
+        stripe_count: u32,
+    },
 }
 
 /// One stripe: the OST that holds it and the object's FID there.
@@ -196,9 +201,45 @@ impl Layout {
         }
     }
 
+    /// The layout of a released file: `self`'s shape without its objects.
+    pub fn released(&self) -> Layout {
+        Layout {
+            generation: self.generation.wrapping_add(1),
+            components: self
+                .components
+                .iter()
+                .map(|c| LayoutComponent {
+                    pattern: Pattern::Released { stripe_count: c.stripe_count().max(1) as u32 },
+                    objects: Vec::new(),
+                    ..c.clone()
+                })
+                .collect(),
+        }
+    }
+
+    /// Whether the file's data is in an archive only (see [`Pattern::Released`]).
+    pub fn is_released(&self) -> bool {
+        self.components.iter().any(|c| matches!(c.pattern, Pattern::Released { .. }))
+    }
+
+    /// The single component of a version-1 layout, released or not (for listings).
+    pub fn single(&self) -> WeftResult<&LayoutComponent> {
+        match self.components.as_slice() {
+            [c] if c.extent_start == 0 && c.extent_end == u64::MAX => Ok(c),
+            _ => Err(WeftError::new(
+                ErrorCode::NotSupported,
+                "composite layouts are not supported by this version of Weft",
+            )),
+        }
+    }
+
     /// The single RAID-0 component of a version-1 layout.
     pub fn plain(&self) -> WeftResult<&LayoutComponent> {
         match self.components.as_slice() {
+            [c] if matches!(c.pattern, Pattern::Released { .. }) => Err(WeftError::new(
+                ErrorCode::NoData,
+                "the file is released (its data is in an archive only): it must be restored first",
+            )),
             [c] if c.extent_start == 0 && c.extent_end == u64::MAX => Ok(c),
             _ => Err(WeftError::new(
                 ErrorCode::NotSupported,
@@ -229,6 +270,15 @@ pub struct ObjectExtent {
 impl LayoutComponent {
     pub fn stripe_count(&self) -> usize {
         self.objects.len()
+    }
+
+    /// The stripe count a listing shows: a released component's is the one it will have
+    /// once restored.
+    pub fn stripe_count_shown(&self) -> usize {
+        match self.pattern {
+            Pattern::Released { stripe_count } => stripe_count as usize,
+            Pattern::Raid0 => self.objects.len(),
+        }
     }
 
     /// Object offset of file offset `off` and the stripe holding it.

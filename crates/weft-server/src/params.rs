@@ -17,6 +17,11 @@
 //! | `obdfilter.OST.job_cleanup_interval`, `mdt.MDT.job_cleanup_interval` | seconds an idle job (and an idle user's or group's counters: the metrics and the monitor take a counter that went back as a reset) is kept | seconds, 0 for ever |
 //! | `mdd.MDT.changelog_mask` | the changelog types recorded (`MARK CREAT MKDIR ...`) | names, or `+NAME` / `-NAME` |
 //! | `mdd.MDT.changelog_users` | the changelog's readers, Lustre's listing | read only |
+//! | `mdt.MDT.hsm_control` | whether the HSM coordinator hands out actions | `enabled`, `disabled` (queue only), `shutdown` (take none), `purge` (cancel every action) |
+//! | `mdt.MDT.hsm.actions`, `mdt.MDT.hsm.active_requests` | the coordinator's actions (all; running), Lustre's lines | read only |
+//! | `mdt.MDT.hsm.agents` | the copytools heard from, Lustre's lines | read only |
+//! | `mdt.MDT.hsm.active_request_timeout` | seconds a running action may go without progress before it is handed out again (3600) | seconds |
+//! | `mdt.MDT.hsm.default_archive_id` | the archive of a request that names none, for a file not archived yet (1) | an id |
 //!
 //! SERVICE is `ost.OSS.ost_io`, `ost.OSS.ost`, `mds.MDS.mdt`, `mgs.MGS.mgs` or
 //! `ldlm.services.ldlm_canceld`, as the process serves them; OST and MDT the names of its
@@ -88,6 +93,14 @@ enum TargetLeaf {
     /// An MDT's changelog: the types it records, and its readers (read only).
     ChangelogMask,
     ChangelogUsers,
+    /// An MDT's HSM coordinator: its switch, its actions and copytools (read only), its
+    /// settings.
+    HsmControl,
+    HsmActions,
+    HsmActiveRequests,
+    HsmAgents,
+    HsmActiveRequestTimeout,
+    HsmDefaultArchiveId,
 }
 
 /// What a parameter name stands for.
@@ -150,6 +163,16 @@ impl Params {
                     [(TargetLeaf::ChangelogMask, "changelog_mask"), (TargetLeaf::ChangelogUsers, "changelog_users")]
                 {
                     out.push((format!("mdd.{name}.{what}"), Key::Target((kind, index), leaf)));
+                }
+                for (leaf, what) in [
+                    (TargetLeaf::HsmControl, "hsm_control"),
+                    (TargetLeaf::HsmActions, "hsm.actions"),
+                    (TargetLeaf::HsmActiveRequests, "hsm.active_requests"),
+                    (TargetLeaf::HsmAgents, "hsm.agents"),
+                    (TargetLeaf::HsmActiveRequestTimeout, "hsm.active_request_timeout"),
+                    (TargetLeaf::HsmDefaultArchiveId, "hsm.default_archive_id"),
+                ] {
+                    out.push((format!("mdt.{name}.{what}"), Key::Target((kind, index), leaf)));
                 }
             }
         }
@@ -272,6 +295,25 @@ impl Params {
                 let users = self.mds()?.changelog_users().map_err(|e| e.message)?;
                 return Ok(users.listing(weft_mds::now().sec));
             }
+            Key::Target(_, TargetLeaf::HsmControl) => return Ok(self.mds()?.coordinator().control().name().into()),
+            Key::Target(_, leaf @ (TargetLeaf::HsmActions | TargetLeaf::HsmActiveRequests)) => {
+                let actions = self.mds()?.hsm_actions().map_err(|e| e.message)?;
+                let mut out = String::new();
+                let running = |a: &&weft_proto::msg::hsm::HsmActionItem| {
+                    leaf == TargetLeaf::HsmActions || a.status == weft_proto::msg::hsm::ActionStatus::Started
+                };
+                for a in actions.iter().filter(running) {
+                    let _ = writeln!(out, "{}", a.actions_line());
+                }
+                return Ok(out);
+            }
+            Key::Target(_, TargetLeaf::HsmAgents) => return self.mds()?.hsm_agents().map_err(|e| e.message),
+            Key::Target(_, TargetLeaf::HsmActiveRequestTimeout) => {
+                return Ok(self.mds()?.coordinator().active_request_timeout().as_secs().to_string())
+            }
+            Key::Target(_, TargetLeaf::HsmDefaultArchiveId) => {
+                return Ok(self.mds()?.coordinator().default_archive_id().to_string())
+            }
         };
         Ok(match leaf {
             Leaf::Policies => self.schedulers.policies_listing(service),
@@ -309,6 +351,49 @@ impl Params {
             }
             Key::Target(_, TargetLeaf::ChangelogUsers) => {
                 return Err("changelog_users is read only: use weft changelog-register or changelog-deregister".into())
+            }
+            Key::Target(_, TargetLeaf::HsmControl) => {
+                use weft_proto::msg::hsm::HsmControl;
+                let mds = self.mds.clone().ok_or("this server process runs no MDS")?;
+                match value.trim() {
+                    "enabled" => mds.coordinator().set_control(HsmControl::Enabled),
+                    "disabled" => mds.coordinator().set_control(HsmControl::Disabled),
+                    "shutdown" => mds.coordinator().set_control(HsmControl::Shutdown),
+                    // Lustre's: every request dropped; the coordinator stays as it was.
+                    "purge" => {
+                        tokio::spawn(async move {
+                            match mds.hsm_cancel_all().await {
+                                Ok(n) => tracing::info!(canceled = n, "HSM: every waiting and running action canceled"),
+                                Err(e) => tracing::warn!(error = %e, "HSM: canceling every action failed"),
+                            }
+                        });
+                    }
+                    v => return Err(format!("'{v}': enabled, disabled, shutdown or purge")),
+                }
+                return Ok(());
+            }
+            Key::Target(_, TargetLeaf::HsmActions | TargetLeaf::HsmActiveRequests | TargetLeaf::HsmAgents) => {
+                return Err("read only: weft hsm archive|restore|remove|cancel queue actions".into())
+            }
+            Key::Target(_, TargetLeaf::HsmActiveRequestTimeout) => {
+                let secs: u64 = value
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|s| *s > 0)
+                    .ok_or_else(|| format!("'{value}': seconds, 1 or more"))?;
+                self.mds()?.coordinator().set_active_request_timeout(std::time::Duration::from_secs(secs));
+                return Ok(());
+            }
+            Key::Target(_, TargetLeaf::HsmDefaultArchiveId) => {
+                let id: u32 = value
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|s| *s > 0)
+                    .ok_or_else(|| format!("'{value}': an archive id, 1 or more"))?;
+                self.mds()?.coordinator().set_default_archive_id(id);
+                return Ok(());
             }
         };
         match leaf {

@@ -3,13 +3,19 @@
 //! reads or writes as an attribute and which goes with the file.
 
 use super::{owner, Mutation, OpCtx, Query, QueryCtx};
+use crate::coordinator::serves;
+use crate::limits::{HSM_AGENT_NAME_BYTES_MAX, HSM_REQUEST_FILES_MAX, HSM_TAKE_ACTIONS_MAX};
 use crate::perm;
+use crate::schema::InodeRecord;
 use crate::store::Tables;
 use std::sync::atomic::Ordering;
 use weft_proto::msg::changelog::ChangelogType;
-use weft_proto::msg::hsm::{hsm_changelog_flags, HsmEvent, HsmState, HS_DIRTY, HS_EXISTS, HS_USER_SETTABLE};
-use weft_proto::msg::{mdt, FileType};
-use weft_proto::{Fid, WeftError, WeftResult};
+use weft_proto::msg::hsm::{
+    hsm_changelog_flags, ActionStatus, HsmAction, HsmActionItem, HsmControl, HsmEvent, HsmState, HS_ARCHIVED, HS_DIRTY,
+    HS_EXISTS, HS_LOST, HS_NOARCHIVE, HS_NORELEASE, HS_RELEASED, HS_USER_SETTABLE,
+};
+use weft_proto::msg::{mdt, FileType, InodeInfo};
+use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 /// The reserved attribute a file's HSM state is kept in.
 pub const HSM_XATTR: &[u8] = b"weft.hsm";
@@ -26,6 +32,11 @@ pub fn state(t: &Tables, fid: Fid) -> WeftResult<HsmState> {
 /// Stores `new` (removes the attribute when it is all clear) and records the change in the
 /// changelog.
 pub fn put_state(ctx: &mut OpCtx<'_>, fid: Fid, new: HsmState, event: HsmEvent) -> WeftResult<()> {
+    put_state_with(ctx, fid, new, event, 0)
+}
+
+/// As [`put_state`], with the errno of a failed action for the record.
+fn put_state_with(ctx: &mut OpCtx<'_>, fid: Fid, new: HsmState, event: HsmEvent, errno: i32) -> WeftResult<()> {
     // The durable marker is decided by the batch's own tables (a failed or retried batch
     // must not leave a state without it); the flag in memory only ever goes on.
     if !ctx.t.hsm_used()? {
@@ -38,8 +49,23 @@ pub fn put_state(ctx: &mut OpCtx<'_>, fid: Fid, new: HsmState, event: HsmEvent) 
         let value = postcard::to_stdvec(&new).expect("encoding an HSM state into memory cannot fail");
         ctx.t.put_xattr(fid, HSM_XATTR, &value)?;
     }
-    let flags = hsm_changelog_flags(event, 0, new.states & HS_DIRTY != 0);
+    record_event(ctx, fid, new, event, errno)
+}
+
+fn record_event(ctx: &mut OpCtx<'_>, fid: Fid, state: HsmState, event: HsmEvent, errno: i32) -> WeftResult<()> {
+    let error = errno.clamp(0, 0x7f) as u8;
+    let flags = hsm_changelog_flags(event, error, state.states & HS_DIRTY != 0);
     ctx.record(ChangelogType::Hsm, flags, fid, None)
+}
+
+/// Whether `fid`'s data is in the archive only: its layout is released, or a copytool is
+/// restoring it (new objects, state still released). Only the layout while no file of the
+/// MDT ever had an HSM state.
+pub fn is_released(core: &crate::Core, t: &Tables, fid: Fid, rec: &InodeRecord) -> WeftResult<bool> {
+    if rec.layout.as_ref().is_some_and(|l| l.is_released()) {
+        return Ok(true);
+    }
+    Ok(core.hsm_used.load(Ordering::Relaxed) && state(t, fid)?.states & HS_RELEASED != 0)
 }
 
 /// A write is about to change `fid`'s data, or did (an open for writing, a truncate, the
@@ -55,7 +81,372 @@ pub fn mark_dirty_on_write(ctx: &mut OpCtx<'_>, fid: Fid) -> WeftResult<()> {
         let new = HsmState { states: old.states | HS_DIRTY, ..old };
         put_state(ctx, fid, new, HsmEvent::State)?;
     }
+    // An archive copying the file now copies what may change: its end makes the file dirty.
+    for mut a in ctx.t.hsm_actions_of(fid)? {
+        if a.action == HsmAction::Archive && !a.status.is_final() && !a.written {
+            a.written = true;
+            ctx.t.put_hsm_action(&a)?;
+        }
+    }
     Ok(())
+}
+
+/// The reason a file's data cannot be released now, if any: Lustre's rules (an archived,
+/// up-to-date copy, not marked norelease), and no open and no action on the file.
+fn release_refused(ctx: &OpCtx<'_>, fid: Fid, rec: &InodeRecord, s: HsmState) -> WeftResult<Option<WeftError>> {
+    let refuse = |code, why: String| Ok(Some(WeftError::new(code, format!("{fid} cannot be released: {why}"))));
+    if rec.kind != FileType::Regular {
+        return refuse(ErrorCode::Invalid, "only regular files are released".into());
+    }
+    if s.states & HS_NORELEASE != 0 {
+        return refuse(ErrorCode::Perm, "it is marked norelease".into());
+    }
+    if s.states & (HS_EXISTS | HS_ARCHIVED) != (HS_EXISTS | HS_ARCHIVED) {
+        return refuse(ErrorCode::Perm, "it was never archived (weft hsm archive it first)".into());
+    }
+    if s.states & HS_DIRTY != 0 {
+        return refuse(ErrorCode::Perm, "it changed since it was archived (dirty): archive it again first".into());
+    }
+    if s.states & HS_LOST != 0 {
+        return refuse(ErrorCode::Perm, "its archive copy is lost".into());
+    }
+    let opens = ctx.core.open_files().counts(fid).opens;
+    if opens > 0 {
+        return refuse(ErrorCode::Busy, format!("it is open ({opens} open handles)"));
+    }
+    if let Some(a) = ctx.t.hsm_actions_of(fid)?.into_iter().find(|a| !a.status.is_final()) {
+        return refuse(ErrorCode::Busy, format!("an {} is {} on it", a.action.name(), a.status.name()));
+    }
+    Ok(None)
+}
+
+impl Mutation for mdt::HsmRelease {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<InodeInfo> {
+        let mut rec = ctx.t.must_inode(self.fid)?;
+        perm::check_owner(ctx.who, owner(&rec), "only the owner or root releases a file")?;
+        let old = state(ctx.t, self.fid)?;
+        if old.states & HS_RELEASED != 0 {
+            // Released already: nothing to do (as Lustre).
+            return Ok(crate::inode_info(ctx.core, self.fid, &rec));
+        }
+        if let Some(e) = release_refused(ctx, self.fid, &rec, old)? {
+            return Err(e);
+        }
+        // Checks done: writes follow.
+        if let Some(layout) = &rec.layout {
+            for comp in &layout.components {
+                for obj in &comp.objects {
+                    ctx.t.queue_destroy(obj.ost, obj.fid)?;
+                }
+            }
+            rec.layout = Some(layout.released());
+        }
+        if !rec.size_known {
+            rec.size = self.size;
+            rec.size_known = true;
+        }
+        // As Lustre: one block, so that tools do not take a released file for all holes.
+        rec.blocks = u64::from(rec.size > 0);
+        rec.ctime = ctx.now;
+        ctx.t.put_inode(self.fid, &rec)?;
+        let new = HsmState { states: old.states | HS_RELEASED, ..old };
+        put_state(ctx, self.fid, new, HsmEvent::Release)?;
+        Ok(crate::inode_info(ctx.core, self.fid, &rec))
+    }
+}
+
+/// The action a request queues on one file, None when it has nothing to do; an error names
+/// the file and why.
+fn plan_action(
+    ctx: &OpCtx<'_>,
+    req: &mdt::HsmRequest,
+    fid: Fid,
+    rec: &InodeRecord,
+    s: HsmState,
+    active: &[HsmActionItem],
+) -> WeftResult<Option<u32>> {
+    let refuse = |code, why: &str| Err(WeftError::new(code, format!("{} of {fid}: {why}", req.action.name())));
+    if rec.kind != FileType::Regular {
+        return refuse(ErrorCode::Invalid, "HSM works on regular files");
+    }
+    let is_owner = perm::is_root(ctx.who) || ctx.who.uid == rec.uid;
+    let pending = |action| active.iter().any(|a| a.action == action);
+    let archive_of = |asked: u32| match (asked, s.archive_id) {
+        (0, 0) => Ok(ctx.core.coordinator.default_archive_id()),
+        (0, id) => Ok(id),
+        (asked, id) if id != 0 && asked != id && s.states & HS_EXISTS != 0 => Err(WeftError::invalid(format!(
+            "ARCHIVE of {fid}: its copy is in archive {id}, not {asked}: remove it from there first"
+        ))),
+        (asked, _) => Ok(asked),
+    };
+    match req.action {
+        HsmAction::Archive => {
+            if !is_owner {
+                return refuse(ErrorCode::Perm, "only the owner or root archives a file");
+            }
+            if s.states & HS_NOARCHIVE != 0 {
+                return refuse(ErrorCode::Perm, "it is marked noarchive");
+            }
+            let id = archive_of(req.archive_id)?;
+            let up_to_date = s.states & (HS_EXISTS | HS_ARCHIVED) == (HS_EXISTS | HS_ARCHIVED)
+                && s.states & (HS_DIRTY | HS_LOST) == 0;
+            if up_to_date || s.states & HS_RELEASED != 0 || pending(HsmAction::Archive) {
+                return Ok(None);
+            }
+            if pending(HsmAction::Remove) || pending(HsmAction::Restore) {
+                return refuse(ErrorCode::Busy, "a remove or restore is queued on it: wait for it or cancel it");
+            }
+            Ok(Some(id))
+        }
+        HsmAction::Restore => {
+            perm::check_open(ctx.who, owner(rec), true, false)?;
+            if s.states & HS_RELEASED == 0 || pending(HsmAction::Restore) {
+                return Ok(None);
+            }
+            Ok(Some(s.archive_id))
+        }
+        HsmAction::Remove => {
+            if !is_owner {
+                return refuse(ErrorCode::Perm, "only the owner or root removes a file's archive copy");
+            }
+            if s.states & HS_RELEASED != 0 {
+                return refuse(ErrorCode::Busy, "it is released: its only copy is the archive's (restore it first)");
+            }
+            if pending(HsmAction::Archive) {
+                return refuse(ErrorCode::Busy, "an archive is queued on it: wait for it or cancel it");
+            }
+            if s.states & HS_EXISTS == 0 || pending(HsmAction::Remove) {
+                return Ok(None);
+            }
+            Ok(Some(archive_of(req.archive_id)?))
+        }
+        HsmAction::Cancel => {
+            if !is_owner {
+                return refuse(ErrorCode::Perm, "only the owner or root cancels a file's actions");
+            }
+            Ok(None)
+        }
+    }
+}
+
+impl Mutation for mdt::HsmRequest {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<Vec<u64>> {
+        if ctx.core.coordinator.control() == HsmControl::Shutdown {
+            return Err(WeftError::new(
+                ErrorCode::Again,
+                "the HSM coordinator of this MDT is shut down (mdt.*.hsm_control=shutdown): enable it first",
+            ));
+        }
+        if self.fids.len() > HSM_REQUEST_FILES_MAX {
+            return Err(WeftError::invalid(format!(
+                "an HSM request names {} files; at most {HSM_REQUEST_FILES_MAX} (send several)",
+                self.fids.len()
+            )));
+        }
+        if self.data.len() > weft_proto::limits::XATTR_VALUE_BYTES_MAX {
+            return Err(WeftError::invalid("the data of an HSM request is longer than 64 KiB"));
+        }
+        // Every file checked before anything is queued: all or none.
+        let mut plans = Vec::with_capacity(self.fids.len());
+        let mut named = std::collections::HashSet::with_capacity(self.fids.len());
+        for &fid in &self.fids {
+            if !named.insert(fid) {
+                return Err(WeftError::invalid(format!("{fid} is named twice in one HSM request")));
+            }
+            let rec = ctx.t.must_inode(fid)?;
+            let s = state(ctx.t, fid)?;
+            let active: Vec<_> = ctx.t.hsm_actions_of(fid)?.into_iter().filter(|a| !a.status.is_final()).collect();
+            let archive = plan_action(ctx, self, fid, &rec, s, &active)?;
+            plans.push((fid, archive, active));
+        }
+        // Checks done: writes follow.
+        let mut cookies = Vec::with_capacity(plans.len());
+        for (fid, archive, active) in plans {
+            if self.action == HsmAction::Cancel {
+                for mut a in active {
+                    ctx.core.coordinator.remove_waiting(a.cookie);
+                    a.status = ActionStatus::Canceled;
+                    a.changed = ctx.now;
+                    ctx.t.put_hsm_action(&a)?;
+                    let s = state(ctx.t, fid)?;
+                    record_event(ctx, fid, s, HsmEvent::Cancel, 0)?;
+                }
+                cookies.push(0);
+                continue;
+            }
+            let Some(archive_id) = archive else {
+                cookies.push(0);
+                continue;
+            };
+            let cookie = ctx.t.next_hsm_cookie()?;
+            let item = HsmActionItem {
+                cookie,
+                fid,
+                action: self.action,
+                archive_id,
+                status: ActionStatus::Waiting,
+                data: self.data.clone(),
+                agent: String::new(),
+                bytes: 0,
+                submitted: ctx.now,
+                changed: ctx.now,
+                errno: 0,
+                message: String::new(),
+                written: ctx.core.open_files().counts(fid).writers > 0,
+            };
+            ctx.t.put_hsm_action(&item)?;
+            if !ctx.t.hsm_used()? {
+                ctx.t.mark_hsm_used()?;
+            }
+            ctx.core.hsm_used.store(true, Ordering::Relaxed);
+            ctx.core.coordinator.add_waiting(cookie, archive_id);
+            cookies.push(cookie);
+        }
+        Ok(cookies)
+    }
+}
+
+fn check_agent(agent: &str) -> WeftResult<()> {
+    if agent.is_empty() || agent.len() > HSM_AGENT_NAME_BYTES_MAX {
+        return Err(WeftError::invalid(format!(
+            "a copytool's name has 1 to {HSM_AGENT_NAME_BYTES_MAX} bytes, not {}",
+            agent.len()
+        )));
+    }
+    Ok(())
+}
+
+fn check_agent_caller(ctx: &OpCtx<'_>, agent: &str) -> WeftResult<()> {
+    check_agent(agent)?;
+    if !perm::is_root(ctx.who) {
+        return Err(WeftError::new(ErrorCode::Perm, "copytools run as root"));
+    }
+    Ok(())
+}
+
+impl Mutation for mdt::HsmTake {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<Vec<HsmActionItem>> {
+        check_agent_caller(ctx, &self.agent)?;
+        let coordinator = &ctx.core.coordinator;
+        coordinator.seen(&self.agent, Some(&self.archive_ids));
+        if coordinator.control() != HsmControl::Enabled || self.max == 0 {
+            return Ok(Vec::new());
+        }
+        let max = self.max.min(HSM_TAKE_ACTIONS_MAX) as usize;
+        let mut taken = Vec::new();
+        // Checks done (what follows only takes actions still waiting): writes follow.
+        for cookie in coordinator.candidates(&self.archive_ids, max * 4) {
+            if taken.len() == max {
+                break;
+            }
+            coordinator.remove_waiting(cookie);
+            let Some(mut a) = ctx.t.hsm_action(cookie)? else { continue };
+            if a.status != ActionStatus::Waiting || !serves(&self.archive_ids, a.archive_id) {
+                continue;
+            }
+            a.status = ActionStatus::Started;
+            a.agent = self.agent.clone();
+            a.changed = ctx.now;
+            ctx.t.put_hsm_action(&a)?;
+            taken.push(a);
+        }
+        Ok(taken)
+    }
+}
+
+/// The end of an action that succeeded: the file's state as it says.
+fn succeeded(ctx: &mut OpCtx<'_>, a: &HsmActionItem, blocks: u64) -> WeftResult<()> {
+    let Some(mut rec) = ctx.t.inode(a.fid)? else { return Ok(()) };
+    let old = state(ctx.t, a.fid)?;
+    let new = match a.action {
+        HsmAction::Archive => {
+            let dirty = a.written || ctx.core.open_files().counts(a.fid).writers > 0;
+            let states = (old.states | HS_EXISTS | HS_ARCHIVED) & !(HS_LOST | HS_DIRTY);
+            HsmState { states: states | if dirty { HS_DIRTY } else { 0 }, archive_id: a.archive_id }
+        }
+        HsmAction::Restore => {
+            if rec.layout.as_ref().is_some_and(|l| l.is_released()) {
+                return Err(WeftError::invalid(format!(
+                    "restore {:#x} of {} ended without the file's data: the copytool opens the file to \
+                     restore it (OPEN_HSM_RESTORE) before it reports success",
+                    a.cookie, a.fid
+                )));
+            }
+            rec.blocks = blocks;
+            rec.size_known = true;
+            ctx.t.put_inode(a.fid, &rec)?;
+            HsmState { states: old.states & !HS_RELEASED, ..old }
+        }
+        HsmAction::Remove => HsmState { states: old.states & !(HS_EXISTS | HS_ARCHIVED | HS_DIRTY | HS_LOST), ..old },
+        HsmAction::Cancel => old,
+    };
+    put_state_with(ctx, a.fid, new, a.action.event(), 0)
+}
+
+impl Mutation for mdt::HsmProgress {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<()> {
+        check_agent_caller(ctx, &self.agent)?;
+        ctx.core.coordinator.seen(&self.agent, None);
+        let mut a = ctx.t.hsm_action(self.cookie)?.ok_or_else(|| {
+            WeftError::new(ErrorCode::Stale, format!("no HSM action {:#x} on this MDT (ended long ago?)", self.cookie))
+        })?;
+        if a.status != ActionStatus::Started || a.agent != self.agent {
+            return Err(WeftError::new(
+                ErrorCode::Stale,
+                format!(
+                    "HSM action {:#x} is not this copytool's any more ({}{}): stop it",
+                    self.cookie,
+                    a.status.name(),
+                    if a.agent.is_empty() { String::new() } else { format!(", {}", a.agent) }
+                ),
+            ));
+        }
+        if self.message.len() > 4096 {
+            return Err(WeftError::invalid("a copytool's message is longer than 4096 bytes"));
+        }
+        match self.done {
+            None => {}
+            Some(0) => {
+                // Checks done inside (a restore that never opened the file fails here
+                // before any write).
+                succeeded(ctx, &a, self.blocks)?;
+                a.status = ActionStatus::Succeed;
+            }
+            Some(errno) => {
+                if let Some(_rec) = ctx.t.inode(a.fid)? {
+                    let s = state(ctx.t, a.fid)?;
+                    record_event(ctx, a.fid, s, a.action.event(), errno)?;
+                }
+                a.status = ActionStatus::Failed;
+                a.errno = errno;
+                a.message = self.message.clone();
+            }
+        }
+        a.bytes = self.bytes;
+        a.changed = ctx.now;
+        ctx.t.put_hsm_action(&a)?;
+        if self.done.is_some() {
+            ctx.core.coordinator.ended(&self.agent, self.done == Some(0));
+        }
+        Ok(())
+    }
+}
+
+impl Query for mdt::HsmActionGet {
+    fn query(&self, q: &QueryCtx<'_>) -> WeftResult<Option<HsmActionItem>> {
+        q.t.must_inode(self.fid)?;
+        let actions = q.t.hsm_actions_of(self.fid)?;
+        let active = actions.iter().rev().find(|a| !a.status.is_final());
+        let mut shown = active.or(actions.last()).cloned();
+        // Waiting because nobody serves its archive: say so (a copytool's message is for
+        // failures only, so this is not one).
+        if let Some(a) = shown.as_mut().filter(|a| a.status == ActionStatus::Waiting) {
+            if !q.core.coordinator.served(a.archive_id) {
+                a.message = format!("no copytool serving archive {} is running", a.archive_id);
+            }
+        }
+        Ok(shown)
+    }
 }
 
 impl Query for mdt::HsmStateGet {
@@ -183,5 +574,224 @@ mod tests {
         let hsm = r.last().unwrap();
         assert_eq!((hsm.kind, hsm.target, hsm.flags), (changelog::ChangelogType::Hsm, f, 0x680));
         assert!(hsm.line().contains(" 16HSM ") && hsm.line().contains(" 0x680 t="), "{}", hsm.line());
+    }
+
+    fn request(action: HsmAction, archive_id: u32, fids: Vec<Fid>) -> MdtRequest {
+        MdtRequest::HsmRequest(mdt::HsmRequest { action, archive_id, fids, data: Vec::new() })
+    }
+
+    async fn cookies(env: &Env, r: MdtRequest) -> Vec<u64> {
+        match env.req(r).await {
+            Ok(MdtReply::Cookies(c)) => c,
+            r => panic!("hsm request replied {r:?}"),
+        }
+    }
+
+    async fn take(env: &Env, agent: &str, archives: &[u32], max: u32) -> Vec<HsmActionItem> {
+        let op = mdt::HsmTake { agent: agent.into(), archive_ids: archives.to_vec(), max };
+        match env.req(MdtRequest::HsmTake(op)).await {
+            Ok(MdtReply::HsmActions(a)) => a,
+            r => panic!("hsm take replied {r:?}"),
+        }
+    }
+
+    fn progress(agent: &str, cookie: u64, bytes: u64, done: Option<i32>, blocks: u64) -> MdtRequest {
+        let message = if done.is_some_and(|e| e != 0) { "tape jammed".to_string() } else { String::new() };
+        MdtRequest::HsmProgress(mdt::HsmProgress { agent: agent.into(), cookie, bytes, done, blocks, message })
+    }
+
+    async fn action(env: &Env, fid: Fid) -> Option<HsmActionItem> {
+        match env.req(MdtRequest::HsmActionGet(mdt::HsmActionGet { fid })).await {
+            Ok(MdtReply::HsmAction(a)) => a,
+            r => panic!("hsm action replied {r:?}"),
+        }
+    }
+
+    fn release(fid: Fid, size: u64) -> MdtRequest {
+        MdtRequest::HsmRelease(mdt::HsmRelease { fid, size })
+    }
+
+    /// A file of `size` bytes (its close recorded the size), on a layout of two objects.
+    async fn file_of(env: &Env, name: &str, size: u64) -> Fid {
+        let req = MdtRequest::Create(mdt::Create {
+            parent: Fid::ROOT,
+            name: name.into(),
+            mode: 0o644,
+            exclusive: true,
+            spec: Some(spec(2)),
+            open_flags: OPEN_WRITE,
+        });
+        let Ok(MdtReply::Opened(o)) = env.req(req).await else { panic!("create") };
+        env.must_close(o.inode.attr.fid, o.handle, Some((size, size / 512))).await;
+        o.inode.attr.fid
+    }
+
+    #[tokio::test]
+    async fn an_archive_is_queued_taken_by_its_archive_s_copytool_and_ended() {
+        let env = Env::new().await;
+        let f = file_of(&env, "f", 5000).await;
+        let [cookie] = cookies(&env, request(HsmAction::Archive, 0, vec![f])).await[..] else { panic!() };
+        let waiting = action(&env, f).await.unwrap();
+        assert_eq!((waiting.status, waiting.archive_id), (ActionStatus::Waiting, 1));
+        assert!(waiting.describe().contains("no copytool serving archive 1"), "{}", waiting.describe());
+        // A copytool of another archive gets nothing; one of archive 1 gets it, once.
+        assert!(take(&env, "ct2", &[2], 8).await.is_empty());
+        let got = take(&env, "ct1", &[1], 8).await;
+        assert_eq!(
+            got.iter().map(|a| (a.cookie, a.fid, a.action)).collect::<Vec<_>>(),
+            [(cookie, f, HsmAction::Archive)]
+        );
+        assert!(take(&env, "ct3", &[], 8).await.is_empty(), "taken already");
+        assert_eq!(action(&env, f).await.unwrap().describe(), "ARCHIVE running (0 bytes moved)");
+        env.req(progress("ct1", cookie, 4096, None, 0)).await.unwrap();
+        assert_eq!(action(&env, f).await.unwrap().describe(), "ARCHIVE running (4096 bytes moved)");
+        assert_eq!(code(env.req(progress("ct2", cookie, 1, None, 0)).await), ErrorCode::Stale, "not its action");
+        env.req(progress("ct1", cookie, 5000, Some(0), 0)).await.unwrap();
+        assert_eq!(get(&env, f).await, HsmState { states: HS_EXISTS | HS_ARCHIVED, archive_id: 1 });
+        assert_eq!(action(&env, f).await.unwrap().describe(), "ARCHIVE done (5000 bytes moved)");
+        // Up to date: a second archive has nothing to do.
+        assert_eq!(cookies(&env, request(HsmAction::Archive, 0, vec![f])).await, [0]);
+        let agents = env.mds().hsm_agents().unwrap();
+        assert!(agents.contains("uuid=ct1 archive_id=1 requests=[current:0 ok:1 errors:0]"), "{agents}");
+    }
+
+    #[tokio::test]
+    async fn a_request_is_all_or_none_and_survives_a_restart() {
+        let mut env = Env::new().await;
+        let (f, g) = (file_of(&env, "f", 10).await, file_of(&env, "g", 20).await);
+        let d = env.must_mkdir(Fid::ROOT, "d").await;
+        let bad = env.req(request(HsmAction::Archive, 3, vec![f, d])).await;
+        assert_eq!(code(bad), ErrorCode::Invalid);
+        assert_eq!(action(&env, f).await, None, "nothing queued for the good file either");
+        assert_eq!(code(env.req(request(HsmAction::Archive, 3, vec![f, f])).await), ErrorCode::Invalid);
+        let queued = cookies(&env, request(HsmAction::Archive, 3, vec![f, g])).await;
+        assert!(queued.iter().all(|c| *c != 0), "{queued:?}");
+        env.restart().await;
+        let got = take(&env, "ct", &[3], 8).await;
+        assert_eq!(got.iter().map(|a| a.cookie).collect::<Vec<_>>(), queued, "in arrival order, after the restart");
+        // A user may not archive root's file.
+        let mine = env.req_as(&user(1000), request(HsmAction::Archive, 0, vec![g])).await;
+        assert_eq!(code(mine), ErrorCode::Perm);
+    }
+
+    #[tokio::test]
+    async fn a_dead_copytool_s_actions_are_handed_out_again() {
+        let env = Env::new().await;
+        let f = file_of(&env, "f", 10).await;
+        let [cookie] = cookies(&env, request(HsmAction::Archive, 0, vec![f])).await[..] else { panic!() };
+        assert_eq!(take(&env, "dead", &[1], 1).await.len(), 1);
+        // No progress for the timeout (0 here): the sweep hands it out again.
+        env.mds().coordinator().set_active_request_timeout(std::time::Duration::ZERO);
+        assert_eq!(env.mds().hsm_sweep().await.unwrap(), 1);
+        env.mds().coordinator().set_active_request_timeout(std::time::Duration::from_secs(3600));
+        assert_eq!(action(&env, f).await.unwrap().status, ActionStatus::Waiting);
+        let again = take(&env, "alive", &[1], 1).await;
+        assert_eq!(again[0].cookie, cookie);
+        // The first copytool's late end is refused; the second's counts.
+        assert_eq!(code(env.req(progress("dead", cookie, 10, Some(0), 0)).await), ErrorCode::Stale);
+        env.req(progress("alive", cookie, 10, Some(0), 0)).await.unwrap();
+        assert_eq!(get(&env, f).await.states, HS_EXISTS | HS_ARCHIVED);
+    }
+
+    #[tokio::test]
+    async fn a_failure_cancel_and_the_coordinator_switch() {
+        let env = Env::new().await;
+        let (f, g) = (file_of(&env, "f", 10).await, file_of(&env, "g", 10).await);
+        let [a] = cookies(&env, request(HsmAction::Archive, 0, vec![f])).await[..] else { panic!() };
+        take(&env, "ct", &[], 1).await;
+        env.req(progress("ct", a, 3, Some(5), 0)).await.unwrap();
+        let failed = action(&env, f).await.unwrap();
+        assert_eq!(failed.describe(), "ARCHIVE failed (3 bytes moved): errno 5: tape jammed");
+        assert_eq!(get(&env, f).await, HsmState::default(), "a failed archive changes no state");
+        // Cancel: the waiting action ends, a copytool gets nothing.
+        cookies(&env, request(HsmAction::Archive, 0, vec![g])).await;
+        assert_eq!(cookies(&env, request(HsmAction::Cancel, 0, vec![g])).await, [0]);
+        assert_eq!(action(&env, g).await.unwrap().status, ActionStatus::Canceled);
+        assert!(take(&env, "ct", &[], 8).await.is_empty());
+        // Disabled: queued, not handed out; shut down: not even queued.
+        env.mds().coordinator().set_control(HsmControl::Disabled);
+        cookies(&env, request(HsmAction::Archive, 0, vec![g])).await;
+        assert!(take(&env, "ct", &[], 8).await.is_empty());
+        env.mds().coordinator().set_control(HsmControl::Enabled);
+        assert_eq!(take(&env, "ct", &[], 8).await.len(), 1);
+        env.mds().coordinator().set_control(HsmControl::Shutdown);
+        assert_eq!(code(env.req(request(HsmAction::Archive, 0, vec![f])).await), ErrorCode::Again);
+    }
+
+    #[tokio::test]
+    async fn release_needs_a_clean_archived_closed_file_and_restore_brings_it_back() {
+        let env = Env::with_map(cluster_map(&[0, 1], &[]), 16).await;
+        let f = file_of(&env, "f", 3_000_000).await;
+        let objects = env.must_attr(f).await;
+        assert_eq!(objects.size, 3_000_000);
+        let refused = env.req(release(f, 0)).await.unwrap_err();
+        assert_eq!(refused.code, ErrorCode::Perm);
+        assert!(refused.message.contains("never archived"), "{refused:?}");
+        env.req(set(f, HS_EXISTS | HS_ARCHIVED, 0, 1)).await.unwrap();
+        let Ok(MdtReply::Opened(o)) = env.req(MdtRequest::Open(mdt::Open { fid: f, flags: OPEN_READ })).await else {
+            panic!("open")
+        };
+        assert_eq!(code(env.req(release(f, 0)).await), ErrorCode::Busy, "open");
+        env.must_close(f, o.handle, None).await;
+        let layout = env.getattr(f).await.unwrap().layout.unwrap();
+        env.req(release(f, 0)).await.unwrap();
+        // The objects go; size and times stay; one block, as Lustre shows it.
+        let gone = env.wait_destroyed(2).await;
+        for o in &layout.components[0].objects {
+            assert!(gone.contains(&(o.ost, o.fid)), "{gone:?}");
+        }
+        let after = env.getattr(f).await.unwrap();
+        assert!(after.layout.as_ref().unwrap().is_released());
+        assert_eq!((after.attr.size, after.attr.blocks, after.attr.size_known), (3_000_000, 1, true));
+        assert_eq!(after.attr.mtime, objects.mtime);
+        assert_eq!(get(&env, f).await.states, HS_EXISTS | HS_ARCHIVED | HS_RELEASED);
+        // Opening or truncating it says it must be restored.
+        let open = |flags| MdtRequest::Open(mdt::Open { fid: f, flags });
+        assert_eq!(code(env.req(open(OPEN_READ)).await), ErrorCode::NoData);
+        let cut = SetAttr { size: Some(0), ..Default::default() };
+        assert_eq!(
+            code(env.req(MdtRequest::Setattr(mdt::Setattr { fid: f, set: cut, open_handle: None })).await),
+            ErrorCode::NoData
+        );
+        // A copytool may not restore without a restore running; then with one.
+        assert_eq!(code(env.req(open(OPEN_WRITE | OPEN_HSM_RESTORE)).await), ErrorCode::Invalid);
+        let [cookie] = cookies(&env, request(HsmAction::Restore, 0, vec![f])).await[..] else { panic!() };
+        assert_eq!(cookies(&env, request(HsmAction::Restore, 0, vec![f])).await, [0], "one restore at a time");
+        take(&env, "ct", &[1], 1).await;
+        assert_eq!(code(env.req_as(&user(1000), open(OPEN_WRITE | OPEN_HSM_RESTORE)).await), ErrorCode::Perm);
+        let Ok(MdtReply::Opened(r)) = env.req(open(OPEN_WRITE | OPEN_HSM_RESTORE)).await else {
+            panic!("restore open")
+        };
+        let new = r.inode.layout.as_ref().unwrap();
+        assert!(!new.is_released());
+        assert_eq!(new.components[0].objects.len(), 2, "the stripe count it had");
+        assert_eq!(code(env.req(open(OPEN_READ)).await), ErrorCode::NoData, "others wait until it is done");
+        assert!(env.must_attr(f).await.size_known, "the copytool's open is no writer's");
+        env.must_close(f, r.handle, Some((5, 1))).await;
+        env.req(progress("ct", cookie, 3_000_000, Some(0), 5864)).await.unwrap();
+        let restored = env.must_attr(f).await;
+        assert_eq!((restored.size, restored.blocks, restored.size_known), (3_000_000, 5864, true));
+        assert_eq!(get(&env, f).await.states, HS_EXISTS | HS_ARCHIVED, "restored, and still clean");
+        assert!(env.req(open(OPEN_READ)).await.is_ok());
+        // Remove: refused while released; clears the copy's flags otherwise.
+        let [rm] = cookies(&env, request(HsmAction::Remove, 0, vec![f])).await[..] else { panic!() };
+        take(&env, "ct", &[1], 1).await;
+        env.req(progress("ct", rm, 0, Some(0), 0)).await.unwrap();
+        assert_eq!(get(&env, f).await, HsmState { states: 0, archive_id: 1 });
+    }
+
+    #[tokio::test]
+    async fn a_write_during_an_archive_leaves_the_file_dirty() {
+        let env = Env::new().await;
+        let f = file_of(&env, "f", 10).await;
+        let [cookie] = cookies(&env, request(HsmAction::Archive, 0, vec![f])).await[..] else { panic!() };
+        take(&env, "ct", &[1], 1).await;
+        let Ok(MdtReply::Opened(o)) = env.req(MdtRequest::Open(mdt::Open { fid: f, flags: OPEN_WRITE })).await else {
+            panic!("open")
+        };
+        env.must_close(f, o.handle, Some((20, 1))).await;
+        env.req(progress("ct", cookie, 10, Some(0), 0)).await.unwrap();
+        assert_eq!(get(&env, f).await.states, HS_EXISTS | HS_ARCHIVED | HS_DIRTY);
+        assert_eq!(code(env.req(release(f, 0)).await), ErrorCode::Perm);
     }
 }

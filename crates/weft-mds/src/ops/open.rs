@@ -3,13 +3,77 @@
 use super::{owner, Mutation, OpCtx};
 use crate::perm;
 use crate::schema::InodeRecord;
-use weft_proto::msg::{mdt, FileType, OPEN_PASSTHROUGH, OPEN_READ, OPEN_TRUNC, OPEN_WRITE};
-use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
+use weft_proto::msg::hsm::{ActionStatus, HsmAction, HS_RELEASED};
+use weft_proto::msg::{mdt, FileType, OPEN_HSM_RESTORE, OPEN_PASSTHROUGH, OPEN_READ, OPEN_TRUNC, OPEN_WRITE};
+use weft_proto::{ErrorCode, Fid, StripeSpec, WeftError, WeftResult};
+
+/// The error an open (or a truncate) of a released file gets: the client asks for a restore
+/// and opens again once it is done (see weft-client's `restore`).
+pub fn released_error(fid: Fid) -> WeftError {
+    WeftError::new(
+        ErrorCode::NoData,
+        format!("{fid} is released (its data is in an archive only): it must be restored first"),
+    )
+}
+
+/// Before the batch: the objects a copytool's restore open of a released file needs (its
+/// layout's shape).
+pub fn prepare_restore(t: &crate::store::Tables, fid: Fid, flags: u32) -> WeftResult<Option<StripeSpec>> {
+    if flags & OPEN_HSM_RESTORE == 0 {
+        return Ok(None);
+    }
+    let Some(rec) = t.inode(fid)? else { return Ok(None) };
+    let Some(comp) = rec.layout.as_ref().filter(|l| l.is_released()).and_then(|l| l.components.first()) else {
+        return Ok(None);
+    };
+    Ok(Some(StripeSpec {
+        stripe_count: comp.stripe_count_shown() as i64,
+        stripe_size: comp.stripe_size,
+        start_ost: -1,
+        ost_list: Vec::new(),
+        pool: comp.pool.clone(),
+    }))
+}
+
+/// A copytool's open of a file it restores: the file must be released with a restore
+/// running; a released layout gets the objects reserved for it. The open does not count as
+/// a writer's (see `OPEN_HSM_RESTORE`).
+fn open_for_restore(ctx: &mut OpCtx<'_>, fid: Fid, flags: u32) -> WeftResult<mdt::Opened> {
+    let mut rec = ctx.t.must_inode(fid)?;
+    if !perm::is_root(ctx.who) {
+        return Err(WeftError::new(ErrorCode::Perm, "only a copytool (root) opens a file to restore it"));
+    }
+    let s = super::hsm::state(ctx.t, fid)?;
+    let restoring =
+        ctx.t.hsm_actions_of(fid)?.iter().any(|a| a.action == HsmAction::Restore && a.status == ActionStatus::Started);
+    if rec.kind != FileType::Regular || s.states & HS_RELEASED == 0 || !restoring {
+        return Err(WeftError::invalid(format!("{fid} is not a released file with a restore running")));
+    }
+    let released = rec.layout.as_ref().is_some_and(|l| l.is_released());
+    // Checks done: writes follow.
+    if released {
+        let generation = rec.layout.as_ref().map_or(0, |l| l.generation.wrapping_add(1));
+        let spec = prepare_restore(ctx.t, fid, flags)?.unwrap_or_else(StripeSpec::unset);
+        rec.layout = Some(super::create::layout_from(ctx, &spec, generation)?);
+        rec.ctime = ctx.now;
+        ctx.t.put_inode(fid, &rec)?;
+    }
+    let as_reader = (flags & !(OPEN_WRITE | OPEN_TRUNC | OPEN_PASSTHROUGH)) | OPEN_READ;
+    let (handle, io) = ctx.core.open_files().open(fid, as_reader, ctx.client_id, false, false, ctx.undo);
+    let inode = crate::inode_info(ctx.core, fid, &rec);
+    Ok(mdt::Opened { inode, handle, io })
+}
 
 pub fn open(ctx: &mut OpCtx<'_>, fid: Fid, flags: u32) -> WeftResult<mdt::Opened> {
+    if flags & OPEN_HSM_RESTORE != 0 {
+        return open_for_restore(ctx, fid, flags);
+    }
     let mut rec = ctx.t.must_inode(fid)?;
     let read = flags & OPEN_READ != 0;
     let write = flags & (OPEN_WRITE | OPEN_TRUNC) != 0;
+    if rec.kind == FileType::Regular && super::hsm::is_released(ctx.core, ctx.t, fid, &rec)? {
+        return Err(released_error(fid));
+    }
     if rec.kind == FileType::Directory && write {
         return Err(WeftError::new(ErrorCode::IsDir, format!("{fid} is a directory: it cannot be opened for writing")));
     }

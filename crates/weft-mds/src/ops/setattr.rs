@@ -31,6 +31,9 @@ pub fn setattr(ctx: &mut OpCtx<'_>, fid: Fid, set: &SetAttr, open_handle: Option
         if size > FILE_SIZE_MAX_BYTES {
             return Err(WeftError::new(ErrorCode::FileTooBig, format!("size {size} exceeds {FILE_SIZE_MAX_BYTES}")));
         }
+        if super::hsm::is_released(ctx.core, ctx.t, fid, &rec)? {
+            return Err(super::open::released_error(fid));
+        }
     }
     let explicit = matches!(set.atime, Some(SetTime::At(_))) || matches!(set.mtime, Some(SetTime::At(_)));
     if set.atime.is_some() || set.mtime.is_some() {

@@ -124,6 +124,162 @@ pub fn hsm_changelog_flags(event: HsmEvent, error: u8, dirty: bool) -> u32 {
     u32::from(error & 0x7f) | (event as u32) << 7 | u32::from(dirty) << 10
 }
 
+/// What a copytool is asked to do with a file (Lustre's `hsm_copytool_action`), with the
+/// names `hsm action` and `mdt.*.hsm.actions` print.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum HsmAction {
+    /// Copy the file's data into the archive.
+    Archive,
+    /// Copy the archive's copy back into the file's (new) objects.
+    Restore,
+    /// Delete the archive's copy.
+    Remove,
+    /// Stop the actions waiting or running on the file (the coordinator's own: no copytool
+    /// gets one).
+    Cancel,
+}
+
+impl HsmAction {
+    pub const ALL: [HsmAction; 4] = [HsmAction::Archive, HsmAction::Restore, HsmAction::Remove, HsmAction::Cancel];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            HsmAction::Archive => "ARCHIVE",
+            HsmAction::Restore => "RESTORE",
+            HsmAction::Remove => "REMOVE",
+            HsmAction::Cancel => "CANCEL",
+        }
+    }
+
+    /// The event of the changelog record the action's end writes.
+    pub fn event(self) -> HsmEvent {
+        match self {
+            HsmAction::Archive => HsmEvent::Archive,
+            HsmAction::Restore => HsmEvent::Restore,
+            HsmAction::Remove => HsmEvent::Remove,
+            HsmAction::Cancel => HsmEvent::Cancel,
+        }
+    }
+}
+
+/// Where an action is (Lustre's `agent_req_status`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum ActionStatus {
+    /// Queued, no copytool has it.
+    Waiting,
+    /// A copytool took it.
+    Started,
+    Succeed,
+    Failed,
+    Canceled,
+}
+
+impl ActionStatus {
+    pub fn name(self) -> &'static str {
+        match self {
+            ActionStatus::Waiting => "WAITING",
+            ActionStatus::Started => "STARTED",
+            ActionStatus::Succeed => "SUCCEED",
+            ActionStatus::Failed => "FAILED",
+            ActionStatus::Canceled => "CANCELED",
+        }
+    }
+
+    /// Ended: kept a while to be seen, then forgotten.
+    pub fn is_final(self) -> bool {
+        matches!(self, ActionStatus::Succeed | ActionStatus::Failed | ActionStatus::Canceled)
+    }
+}
+
+/// One request of the coordinator on one file, as it keeps it and shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HsmActionItem {
+    /// Names the action to the copytool and in its reports (Lustre's cookie).
+    pub cookie: u64,
+    pub fid: crate::Fid,
+    pub action: HsmAction,
+    pub archive_id: u32,
+    pub status: ActionStatus,
+    /// What the requester passed for the copytool (`--data`).
+    pub data: Vec<u8>,
+    /// The copytool that has it (its agent name), empty while waiting.
+    pub agent: String,
+    /// Bytes copied so far, as the copytool reported.
+    pub bytes: u64,
+    pub submitted: super::Timestamp,
+    /// The last change of status or progress.
+    pub changed: super::Timestamp,
+    /// A failed action's errno and the copytool's words (for a waiting action shown by
+    /// `hsm action`: why it waits).
+    pub errno: i32,
+    pub message: String,
+    /// An archive's file was open for writing or written while the copy was made: the copy
+    /// may be older than the file, which its end leaves dirty.
+    pub written: bool,
+}
+
+impl HsmActionItem {
+    /// What `hsm action` prints after `PATH: ` (Lustre's `lfs hsm_action` words, and the
+    /// error of a failed action, which Lustre does not show).
+    pub fn describe(&self) -> String {
+        let name = self.action.name();
+        match self.status {
+            ActionStatus::Waiting if !self.message.is_empty() => {
+                format!("{name} waiting ({} bytes moved): {}", self.bytes, self.message)
+            }
+            ActionStatus::Waiting => format!("{name} waiting ({} bytes moved)", self.bytes),
+            ActionStatus::Started => format!("{name} running ({} bytes moved)", self.bytes),
+            ActionStatus::Succeed => format!("{name} done ({} bytes moved)", self.bytes),
+            ActionStatus::Failed => {
+                format!("{name} failed ({} bytes moved): errno {}: {}", self.bytes, self.errno, self.message)
+            }
+            ActionStatus::Canceled => format!("{name} canceled ({} bytes moved)", self.bytes),
+        }
+    }
+
+    /// One line of `mdt.*.hsm.actions`, in Lustre's shape (the record header's fields that
+    /// have a meaning here: its index is the cookie).
+    pub fn actions_line(&self) -> String {
+        let data: String = self.data.iter().map(|b| format!("{b:02x}")).collect();
+        format!(
+            "lrh=[type=10680000 len={} idx=1/{}] fid={} dfid={} compound/cookie={:#x}/{:#x} action={} archive#={} \
+             flags=0x0 extent=0x0-0xffffffffffffffff gid=0x0 datalen={} status={} data=[{}]",
+            136 + self.data.len(),
+            self.cookie,
+            self.fid,
+            self.fid,
+            self.cookie,
+            self.cookie,
+            self.action.name(),
+            self.archive_id,
+            self.data.len(),
+            self.status.name(),
+            data
+        )
+    }
+}
+
+/// `hsm_control` of an MDT: whether its coordinator hands out requests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum HsmControl {
+    /// Requests are taken and handed to copytools.
+    Enabled,
+    /// Requests are taken and queued; none is handed out (a pause).
+    Disabled,
+    /// No request is taken.
+    Shutdown,
+}
+
+impl HsmControl {
+    pub fn name(self) -> &'static str {
+        match self {
+            HsmControl::Enabled => "enabled",
+            HsmControl::Disabled => "disabled",
+            HsmControl::Shutdown => "shutdown",
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

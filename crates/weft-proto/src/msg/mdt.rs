@@ -105,6 +105,31 @@ macro_rules! mdt_ops {
             /// unchanged) names the archive the copy is in.
             write HsmStateSet { fid: $crate::Fid, set: u32, clear: u32, archive_id: u32 }
                 -> $crate::msg::hsm::HsmState = "mds_hsm_state_set";
+            /// Queues `action` on every file of `fids` (`hsm archive|restore|remove|cancel`),
+            /// all or none: archive and remove in `archive_id` (0: the file's archive, else
+            /// the default). Answered with each file's cookie, 0 where nothing was queued (an
+            /// action of the kind already queued, a cancel).
+            write HsmRequest {
+                action: $crate::msg::hsm::HsmAction,
+                archive_id: u32,
+                fids: Vec<$crate::Fid>,
+                data: Vec<u8>,
+            } -> Vec<u64> = "mds_hsm_request";
+            /// Frees the objects of an archived, clean, closed file (`hsm release`); its size
+            /// and times stay. `size`: what the caller glimpsed, for a file whose size the MDT
+            /// does not know.
+            write HsmRelease { fid: $crate::Fid, size: u64 } -> $crate::msg::InodeInfo = "mds_hsm_release";
+            /// A copytool (`agent`, serving `archive_ids`; empty: every archive) asks for at
+            /// most `max` waiting actions; also its heartbeat (`max` 0).
+            write HsmTake { agent: String, archive_ids: Vec<u32>, max: u32 }
+                -> Vec<$crate::msg::hsm::HsmActionItem> = "mds_hsm_take";
+            /// A copytool's progress on the action `cookie` it took: bytes copied, and at its
+            /// end `done` = Some(errno) (0: success) with a message, and a restore's blocks.
+            write HsmProgress { agent: String, cookie: u64, bytes: u64, done: Option<i32>, blocks: u64, message: String }
+                -> () = "mds_hsm_progress";
+            /// The action waiting or running on a file, else its last one if it ended lately
+            /// (`hsm action`).
+            read HsmActionGet { fid: $crate::Fid } -> Option<$crate::msg::hsm::HsmActionItem> = "mds_hsm_action";
         }
     };
 }
@@ -157,6 +182,9 @@ crate::define_replies! {
         ChangelogRecords(Vec<crate::msg::changelog::ChangelogRecord>),
         ChangelogUsers(crate::msg::changelog::ChangelogUsers),
         Hsm(crate::msg::hsm::HsmState),
+        Cookies(Vec<u64>),
+        HsmActions(Vec<crate::msg::hsm::HsmActionItem>),
+        HsmAction(Option<crate::msg::hsm::HsmActionItem>),
     }
 }
 

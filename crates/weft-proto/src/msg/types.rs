@@ -121,6 +121,10 @@ pub const OPEN_TRUNC: u32 = 4;
 /// The client would do this open's I/O straight on the object's file (FUSE passthrough):
 /// it can, for files of one object on an OST of its own process. See [`OpenIo`].
 pub const OPEN_PASSTHROUGH: u32 = 8;
+/// A copytool's open of a released file it restores (root only, with OPEN_WRITE): the file
+/// gets new objects, the open is not a writer's (the size stays the MDT's, the file does
+/// not become dirty), and no restore is asked for.
+pub const OPEN_HSM_RESTORE: u32 = 16;
 
 /// How the MDS lets a client do the I/O of one open, so that every client's view of the
 /// data stays true (answered by Open and Create).

@@ -1,0 +1,682 @@
+//! `weft copytool`: an HSM agent (Lustre's `lhsmtool_posix`). It polls the MDT's
+//! coordinator for the actions of the archives it serves, runs up to `--parallel` of them at
+//! once over the client library (no mount needed), reports progress every second and each
+//! action's end. Several may run at once, on any node; one that dies has its actions handed
+//! to another once the coordinator misses its polls.
+//!
+//! Backends:
+//! * `posix:DIR`: each file's copy is `DIR/XXXX/FID` (XXXX: the low 16 bits of its object
+//!   id, which spreads the copies over 65536 directories), written to a temporary name,
+//!   synced and renamed, with `FID.meta.json` beside it: the FID, the path,
+//!   the size, owner, mode, times and layout when archived. From these `--import` rebuilds a
+//!   file (released, its data in the archive) in a new file system, and `--rebind` moves a
+//!   copy to a new FID.
+//! * `command:PROGRAM`: `PROGRAM archive FID` gets the data on its standard input,
+//!   `PROGRAM restore FID` gives it on its standard output, `PROGRAM remove FID`,
+//!   `PROGRAM rebind OLD NEW` and `PROGRAM meta FID` (prints the metadata JSON) do the rest;
+//!   the environment has WEFT_FID, WEFT_ARCHIVE_ID, WEFT_SIZE and WEFT_META (the JSON). A
+//!   site plugs its tape library or object store in here.
+
+use crate::limits::{COPYTOOL_POLL_MS, COPYTOOL_PROGRESS_MS, COPYTOOL_STOP_WAIT_S};
+use crate::stats::{mgs_address, MgsArgs};
+use anyhow::{anyhow, bail, Context};
+use bytes::Bytes;
+use clap::Args;
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use weft_client::virtual_xattr::HsmChange;
+use weft_client::{Client, ClientConfig};
+use weft_proto::limits::RPC_BULK_BYTES_MAX;
+use weft_proto::lock::LockMode;
+use weft_proto::msg::hsm::{HsmAction, HsmActionItem, HS_ARCHIVED, HS_EXISTS};
+use weft_proto::msg::{
+    Caller, FileType, Identity, SetAttr, SetTime, Timestamp, OPEN_HSM_RESTORE, OPEN_READ, OPEN_WRITE,
+};
+use weft_proto::{ErrorCode, Fid, StripeSpec, WeftError};
+
+#[derive(Args)]
+pub struct CopytoolArgs {
+    /// An archive this copytool serves (repeat for several; none: every archive).
+    #[arg(long = "archive", short = 'A', value_name = "N")]
+    archives: Vec<u32>,
+    /// Where the copies are: posix:DIR, or command:PROGRAM (see the documentation).
+    #[arg(long, value_name = "BACKEND")]
+    backend: String,
+    /// Files copied at once.
+    #[arg(long, default_value_t = 4, value_name = "N")]
+    parallel: u32,
+    /// This copytool's name, as the coordinator lists it (default: HOST-PID).
+    #[arg(long, value_name = "NAME")]
+    name: Option<String>,
+    /// Admin: move the archive's copy of OLD_FID to NEW_FID (the file was rebuilt with a new
+    /// FID), then exit.
+    #[arg(long, num_args = 2, value_names = ["OLD_FID", "NEW_FID"])]
+    rebind: Option<Vec<String>>,
+    /// Admin: make PATH (from the file system's root, `/proj/a`) a released file whose data
+    /// is the archive's copy of FID, with the metadata archived with it, then exit.
+    #[arg(long, num_args = 2, value_names = ["FID", "PATH"])]
+    import: Option<Vec<String>>,
+    #[command(flatten)]
+    at: MgsArgs,
+}
+
+/// What the archive keeps beside each copy: enough to rebuild the file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ArchivedMeta {
+    pub fid: String,
+    /// The path when archived, from the file system's root (empty if it had none).
+    pub path: String,
+    pub size: u64,
+    pub mode: u32,
+    pub uid: u32,
+    pub gid: u32,
+    pub atime: Timestamp,
+    pub mtime: Timestamp,
+    pub ctime: Timestamp,
+    pub stripe_count: u32,
+    pub stripe_size: u64,
+    pub pool: Option<String>,
+    pub archive_id: u32,
+}
+
+#[derive(Debug, Clone)]
+enum Backend {
+    Posix(PathBuf),
+    Command(PathBuf),
+}
+
+/// A failed action: the errno the coordinator records, and the words.
+struct Failure {
+    errno: i32,
+    message: String,
+    /// The coordinator took the action back (canceled, or handed to another copytool):
+    /// nothing to report.
+    gone: bool,
+}
+
+impl From<anyhow::Error> for Failure {
+    fn from(e: anyhow::Error) -> Failure {
+        let errno = if let Some(w) = e.downcast_ref::<WeftError>() {
+            weft_errno(w.code)
+        } else if let Some(io) = e.downcast_ref::<std::io::Error>() {
+            io.raw_os_error().unwrap_or(libc::EIO)
+        } else {
+            libc::EIO
+        };
+        Failure { errno, message: format!("{e:#}"), gone: false }
+    }
+}
+
+impl From<WeftError> for Failure {
+    fn from(e: WeftError) -> Failure {
+        Failure { errno: weft_errno(e.code), message: e.message, gone: false }
+    }
+}
+
+impl From<std::io::Error> for Failure {
+    fn from(e: std::io::Error) -> Failure {
+        Failure { errno: e.raw_os_error().unwrap_or(libc::EIO), message: e.to_string(), gone: false }
+    }
+}
+
+fn weft_errno(code: ErrorCode) -> i32 {
+    match code {
+        ErrorCode::NotFound => libc::ENOENT,
+        ErrorCode::Access => libc::EACCES,
+        ErrorCode::Perm => libc::EPERM,
+        ErrorCode::NoSpace => libc::ENOSPC,
+        ErrorCode::Invalid => libc::EINVAL,
+        ErrorCode::TimedOut => libc::ETIMEDOUT,
+        _ => libc::EIO,
+    }
+}
+
+impl Backend {
+    fn parse(text: &str) -> anyhow::Result<Backend> {
+        match text.split_once(':') {
+            Some(("posix", dir)) if !dir.is_empty() => {
+                let dir = PathBuf::from(dir);
+                std::fs::create_dir_all(&dir).with_context(|| format!("--backend posix:{}", dir.display()))?;
+                Ok(Backend::Posix(dir))
+            }
+            Some(("command", prog)) if !prog.is_empty() => Ok(Backend::Command(PathBuf::from(prog))),
+            _ => bail!("--backend {text}: posix:DIR or command:PROGRAM"),
+        }
+    }
+
+    /// `DIR/XXXX/FID` of a posix archive.
+    fn copy_path(dir: &Path, fid: Fid) -> PathBuf {
+        dir.join(format!("{:04x}", fid.oid & 0xffff)).join(fid_name(fid))
+    }
+
+    fn meta_path(dir: &Path, fid: Fid) -> PathBuf {
+        let mut p = Backend::copy_path(dir, fid).into_os_string();
+        p.push(".meta.json");
+        PathBuf::from(p)
+    }
+
+    fn command(prog: &Path, args: &[String], meta: Option<&ArchivedMeta>) -> tokio::process::Command {
+        let mut cmd = tokio::process::Command::new(prog);
+        cmd.args(args).kill_on_drop(true);
+        if let Some(m) = meta {
+            cmd.env("WEFT_FID", &m.fid)
+                .env("WEFT_ARCHIVE_ID", m.archive_id.to_string())
+                .env("WEFT_SIZE", m.size.to_string())
+                .env("WEFT_META", serde_json::to_string(m).unwrap_or_default());
+        }
+        cmd
+    }
+
+    async fn run(prog: &Path, args: &[String]) -> anyhow::Result<Vec<u8>> {
+        let out = Backend::command(prog, args, None).stdin(Stdio::null()).output().await?;
+        if !out.status.success() {
+            bail!(
+                "{} {} failed ({}): {}",
+                prog.display(),
+                args.join(" "),
+                out.status,
+                String::from_utf8_lossy(&out.stderr).trim()
+            );
+        }
+        Ok(out.stdout)
+    }
+
+    /// Where the archive's copy of `fid` is written.
+    async fn archive_sink(&self, meta: &ArchivedMeta, fid: Fid) -> anyhow::Result<Sink> {
+        match self {
+            Backend::Posix(dir) => {
+                let path = Backend::copy_path(dir, fid);
+                let parent = path.parent().expect("a copy path has a directory");
+                tokio::fs::create_dir_all(parent).await?;
+                let tmp = parent.join(format!(".{}.tmp.{}", fid_name(fid), std::process::id()));
+                let file = tokio::fs::File::create(&tmp).await?;
+                Ok(Sink::File { file, tmp, dir: dir.clone(), fid })
+            }
+            Backend::Command(prog) => {
+                let mut child = Backend::command(prog, &["archive".into(), fid_name(fid)], Some(meta))
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::piped())
+                    .spawn()
+                    .with_context(|| format!("running {}", prog.display()))?;
+                let stdin = child.stdin.take().expect("piped");
+                Ok(Sink::Child { child, stdin, what: format!("{} archive {}", prog.display(), fid_name(fid)) })
+            }
+        }
+    }
+
+    /// The archive's copy of `fid`, to read; and for a command, the process to wait for.
+    async fn restore_source(
+        &self,
+        fid: Fid,
+    ) -> anyhow::Result<(Box<dyn AsyncRead + Unpin + Send>, Option<tokio::process::Child>)> {
+        match self {
+            Backend::Posix(dir) => {
+                let path = Backend::copy_path(dir, fid);
+                let file = tokio::fs::File::open(&path)
+                    .await
+                    .with_context(|| format!("the archive's copy {}", path.display()))?;
+                Ok((Box::new(file), None))
+            }
+            Backend::Command(prog) => {
+                let mut child = Backend::command(prog, &["restore".into(), fid_name(fid)], None)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::inherit())
+                    .spawn()?;
+                let out = child.stdout.take().expect("piped");
+                Ok((Box::new(out), Some(child)))
+            }
+        }
+    }
+
+    async fn remove(&self, fid: Fid) -> anyhow::Result<()> {
+        match self {
+            Backend::Posix(dir) => {
+                for p in [Backend::copy_path(dir, fid), Backend::meta_path(dir, fid)] {
+                    match tokio::fs::remove_file(&p).await {
+                        Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e.into()),
+                        _ => {}
+                    }
+                }
+                Ok(())
+            }
+            Backend::Command(prog) => Backend::run(prog, &["remove".into(), fid_name(fid)]).await.map(drop),
+        }
+    }
+
+    async fn meta(&self, fid: Fid) -> anyhow::Result<ArchivedMeta> {
+        let bytes = match self {
+            Backend::Posix(dir) => {
+                let p = Backend::meta_path(dir, fid);
+                tokio::fs::read(&p).await.with_context(|| format!("no archived copy of {fid} ({})", p.display()))?
+            }
+            Backend::Command(prog) => Backend::run(prog, &["meta".into(), fid_name(fid)]).await?,
+        };
+        serde_json::from_slice(&bytes).with_context(|| format!("the archived metadata of {fid}"))
+    }
+
+    async fn rebind(&self, old: Fid, new: Fid) -> anyhow::Result<()> {
+        match self {
+            Backend::Posix(dir) => {
+                let mut meta = self.meta(old).await?;
+                meta.fid = new.to_string();
+                let to = Backend::copy_path(dir, new);
+                tokio::fs::create_dir_all(to.parent().expect("a copy path has a directory")).await?;
+                tokio::fs::write(Backend::meta_path(dir, new), serde_json::to_vec_pretty(&meta)?).await?;
+                tokio::fs::rename(Backend::copy_path(dir, old), &to)
+                    .await
+                    .with_context(|| format!("moving the copy of {old} to {new}"))?;
+                tokio::fs::remove_file(Backend::meta_path(dir, old)).await?;
+                Ok(())
+            }
+            Backend::Command(prog) => {
+                Backend::run(prog, &["rebind".into(), fid_name(old), fid_name(new)]).await.map(drop)
+            }
+        }
+    }
+}
+
+/// An archive copy being written.
+enum Sink {
+    File { file: tokio::fs::File, tmp: PathBuf, dir: PathBuf, fid: Fid },
+    Child { child: tokio::process::Child, stdin: tokio::process::ChildStdin, what: String },
+}
+
+impl Sink {
+    fn writer(&mut self) -> &mut (dyn AsyncWrite + Unpin + Send) {
+        match self {
+            Sink::File { file, .. } => file,
+            Sink::Child { stdin, .. } => stdin,
+        }
+    }
+
+    /// The copy made durable under its name, with its metadata beside it.
+    async fn finish(self, meta: &ArchivedMeta) -> anyhow::Result<()> {
+        match self {
+            Sink::File { file, tmp, dir, fid } => {
+                file.sync_all().await?;
+                drop(file);
+                let path = Backend::copy_path(&dir, fid);
+                let parent = path.parent().expect("a copy path has a directory");
+                let meta_tmp = parent.join(format!(".{}.meta.tmp.{}", fid_name(fid), std::process::id()));
+                tokio::fs::write(&meta_tmp, serde_json::to_vec_pretty(meta)?).await?;
+                tokio::fs::rename(&meta_tmp, Backend::meta_path(&dir, fid)).await?;
+                tokio::fs::rename(&tmp, &path).await?;
+                Ok(())
+            }
+            Sink::Child { child, mut stdin, what } => {
+                stdin.shutdown().await?;
+                drop(stdin);
+                let out = child.wait_with_output().await?;
+                if !out.status.success() {
+                    bail!("{what} failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
+                }
+                Ok(())
+            }
+        }
+    }
+
+    /// A copy that failed: nothing of it left (a command is killed).
+    async fn abort(self) {
+        match self {
+            Sink::File { file, tmp, .. } => {
+                drop(file);
+                let _ = tokio::fs::remove_file(&tmp).await;
+            }
+            Sink::Child { mut child, .. } => {
+                let _ = child.kill().await;
+            }
+        }
+    }
+}
+
+/// A FID as file names and arguments carry it: `0x200000401:0x1:0x0`.
+fn fid_name(fid: Fid) -> String {
+    fid.to_string().trim_matches(['[', ']']).to_string()
+}
+
+fn parse_fid(text: &str) -> anyhow::Result<Fid> {
+    text.parse::<Fid>().map_err(|e| anyhow!("'{text}': a FID such as [0x200000401:0x1:0x0]: {e}"))
+}
+
+struct Agent {
+    client: Arc<Client>,
+    who: Caller,
+    name: String,
+    backend: Backend,
+}
+
+/// Reports an action's bytes to the coordinator at most every COPYTOOL_PROGRESS_MS; learns
+/// from its answer whether the action is still this copytool's.
+struct Progress<'a> {
+    agent: &'a Agent,
+    cookie: u64,
+    last: Instant,
+}
+
+impl Progress<'_> {
+    async fn moved(&mut self, bytes: u64) -> Result<(), Failure> {
+        if self.last.elapsed() < Duration::from_millis(COPYTOOL_PROGRESS_MS) {
+            return Ok(());
+        }
+        self.last = Instant::now();
+        let a = self.agent;
+        match a.client.hsm_progress(&a.who, &a.name, self.cookie, bytes, None, 0).await {
+            Err(e) if e.code == ErrorCode::Stale => {
+                Err(Failure { errno: libc::ECANCELED, message: e.message, gone: true })
+            }
+            // A missed report is no reason to stop copying (the MDS may be restarting).
+            _ => Ok(()),
+        }
+    }
+}
+
+impl Agent {
+    async fn run(&self, item: HsmActionItem) {
+        let started = Instant::now();
+        let result = match item.action {
+            HsmAction::Archive => self.archive(&item).await.map(|b| (b, 0)),
+            HsmAction::Restore => self.restore(&item).await,
+            HsmAction::Remove => self.backend.remove(item.fid).await.map(|()| (0, 0)).map_err(Failure::from),
+            HsmAction::Cancel => Ok((0, 0)),
+        };
+        let (bytes, done, blocks) = match result {
+            Ok((bytes, blocks)) => {
+                tracing::info!(
+                    action = item.action.name(), fid = %item.fid, bytes, ms = started.elapsed().as_millis() as u64,
+                    "done"
+                );
+                (bytes, (0, String::new()), blocks)
+            }
+            Err(f) if f.gone => {
+                tracing::info!(action = item.action.name(), fid = %item.fid, "stopped: {}", f.message);
+                return;
+            }
+            Err(f) => {
+                tracing::warn!(action = item.action.name(), fid = %item.fid, errno = f.errno, "failed: {}", f.message);
+                (0, (f.errno, f.message), 0)
+            }
+        };
+        // The end must reach the coordinator: retried while the MDS restarts (the client
+        // library resends for its request timeout), given up if the action went elsewhere.
+        for attempt in 0..3 {
+            match self.client.hsm_progress(&self.who, &self.name, item.cookie, bytes, Some(done.clone()), blocks).await
+            {
+                Ok(()) => return,
+                Err(e) if e.code == ErrorCode::Stale => {
+                    tracing::info!(fid = %item.fid, "the end of {:#x} was not taken: {}", item.cookie, e.message);
+                    return;
+                }
+                Err(e) => {
+                    tracing::warn!(fid = %item.fid, attempt, "reporting the end of {:#x} failed: {}", item.cookie, e.message)
+                }
+            }
+        }
+    }
+
+    async fn meta_of(&self, fid: Fid, archive_id: u32) -> Result<(ArchivedMeta, weft_proto::Layout), Failure> {
+        let (c, who) = (&self.client, &self.who);
+        let mut inode = c.getattr(who, fid).await?;
+        c.complete_size(who, &mut inode).await?;
+        let layout = inode.layout.clone().ok_or_else(|| anyhow!("{fid} has no layout"))?;
+        let comp = layout.single()?;
+        let path = c.fid2path(who, fid).await.map(|p| format!("/{}", String::from_utf8_lossy(&p))).unwrap_or_default();
+        let a = &inode.attr;
+        let meta = ArchivedMeta {
+            fid: fid.to_string(),
+            path,
+            size: a.size,
+            mode: a.mode,
+            uid: a.uid,
+            gid: a.gid,
+            atime: a.atime,
+            mtime: a.mtime,
+            ctime: a.ctime,
+            stripe_count: comp.stripe_count_shown() as u32,
+            stripe_size: comp.stripe_size,
+            pool: comp.pool.clone(),
+            archive_id,
+        };
+        Ok((meta, layout))
+    }
+
+    async fn archive(&self, item: &HsmActionItem) -> Result<u64, Failure> {
+        let (c, who, fid) = (&self.client, &self.who, item.fid);
+        let opened = c.open(who, fid, OPEN_READ).await?;
+        let result = async {
+            let (meta, layout) = self.meta_of(fid, item.archive_id).await?;
+            let mut sink = self.backend.archive_sink(&meta, fid).await?;
+            let copied = self.copy_out(item, &layout, meta.size, sink.writer()).await;
+            match copied {
+                Ok(bytes) => {
+                    sink.finish(&meta).await?;
+                    Ok(bytes)
+                }
+                Err(f) => {
+                    sink.abort().await;
+                    Err(f)
+                }
+            }
+        }
+        .await;
+        let _ = c.close(who, fid, opened.handle, None).await;
+        result
+    }
+
+    /// The file's bytes into `out`, a chunk at a time under a read lock.
+    async fn copy_out(
+        &self,
+        item: &HsmActionItem,
+        layout: &weft_proto::Layout,
+        size: u64,
+        out: &mut (dyn AsyncWrite + Unpin + Send),
+    ) -> Result<u64, Failure> {
+        let (c, who, fid) = (&self.client, &self.who, item.fid);
+        let mut progress = Progress { agent: self, cookie: item.cookie, last: Instant::now() };
+        let mut offset = 0u64;
+        while offset < size {
+            let len = (size - offset).min(u64::from(RPC_BULK_BYTES_MAX));
+            let locks = c.extent_lock(who, fid, layout, offset, len, LockMode::Pr).await?;
+            let data = c.read(who, layout, offset, len as u32, size).await?;
+            drop(locks);
+            if data.is_empty() {
+                return Err(anyhow!("{fid} ended at {offset} bytes, before its size {size}").into());
+            }
+            out.write_all(&data).await?;
+            offset += data.len() as u64;
+            progress.moved(offset).await?;
+        }
+        out.flush().await?;
+        Ok(offset)
+    }
+
+    async fn restore(&self, item: &HsmActionItem) -> Result<(u64, u64), Failure> {
+        let (c, who, fid) = (&self.client, &self.who, item.fid);
+        let opened = c.open(who, fid, OPEN_WRITE | OPEN_HSM_RESTORE).await?;
+        let result = async {
+            let size = opened.inode.attr.size;
+            let layout = opened.inode.layout.clone().ok_or_else(|| anyhow!("{fid} has no layout to restore into"))?;
+            let (mut source, child) = self.backend.restore_source(fid).await?;
+            let mut progress = Progress { agent: self, cookie: item.cookie, last: Instant::now() };
+            let mut offset = 0u64;
+            let mut buf = vec![0u8; RPC_BULK_BYTES_MAX as usize];
+            loop {
+                // Fill a whole chunk (a pipe gives less at a time) so writes stay large.
+                let mut filled = 0;
+                while filled < buf.len() {
+                    let n = source.read(&mut buf[filled..]).await?;
+                    if n == 0 {
+                        break;
+                    }
+                    filled += n;
+                }
+                if filled == 0 {
+                    break;
+                }
+                if offset + filled as u64 > size {
+                    return Err(anyhow!("the archive's copy of {fid} is longer than the file ({size} bytes)").into());
+                }
+                let locks = c.extent_lock(who, fid, &layout, offset, filled as u64, LockMode::Pw).await?;
+                c.write(who, &layout, offset, Bytes::copy_from_slice(&buf[..filled]), &locks).await?;
+                drop(locks);
+                offset += filled as u64;
+                progress.moved(offset).await?;
+            }
+            if let Some(child) = child {
+                let status = child.wait_with_output().await?.status;
+                if !status.success() {
+                    return Err(anyhow!("the backend's restore of {fid} failed ({status})").into());
+                }
+            }
+            if offset != size {
+                return Err(anyhow!("the archive's copy of {fid} has {offset} bytes, the file {size}").into());
+            }
+            c.fsync(who, &layout).await?;
+            let (_, blocks) = c.glimpse(who, &layout).await?;
+            Ok((offset, blocks))
+        }
+        .await;
+        let _ = c.close(who, fid, opened.handle, None).await;
+        result
+    }
+
+    /// `--import FID PATH`: PATH made a released file of the archive's copy of FID.
+    async fn import(&self, archive_id: u32, old: Fid, path: &str) -> anyhow::Result<Fid> {
+        let (c, who) = (&self.client, &self.who);
+        let meta = self.backend.meta(old).await?;
+        let (parent_path, name) = path.trim_end_matches('/').rsplit_once('/').unwrap_or(("", path));
+        if name.is_empty() {
+            bail!("--import {path}: give the new file's path from the file system's root, e.g. /proj/file");
+        }
+        let mut parent = Fid::ROOT;
+        for part in parent_path.split('/').filter(|p| !p.is_empty()) {
+            let inode = c.lookup(who, parent, part.as_bytes()).await.map_err(|e| anyhow!("{path}: {}", e.message))?;
+            if inode.attr.kind != FileType::Directory {
+                bail!("{path}: {part} is not a directory");
+            }
+            parent = inode.attr.fid;
+        }
+        let spec = StripeSpec {
+            stripe_count: i64::from(meta.stripe_count.max(1)),
+            stripe_size: meta.stripe_size,
+            start_ost: -1,
+            ost_list: Vec::new(),
+            pool: meta.pool.clone(),
+        };
+        let opened = c
+            .create(who, parent, name.as_bytes(), meta.mode & 0o7777, true, Some(spec), OPEN_WRITE)
+            .await
+            .map_err(|e| anyhow!("creating {path}: {}", e.message))?;
+        let fid = opened.inode.attr.fid;
+        c.close(who, fid, opened.handle, Some((0, 0))).await?;
+        let layout = opened.inode.layout.clone().ok_or_else(|| anyhow!("{path} was created without a layout"))?;
+        c.truncate(who, fid, &layout, meta.size, None).await?;
+        let change = HsmChange { set: HS_EXISTS | HS_ARCHIVED, clear: 0, archive_id };
+        c.hsm_set(who, fid, change).await?;
+        self.backend.rebind(old, fid).await?;
+        c.hsm_release(who, fid).await?;
+        let set = SetAttr {
+            uid: Some(meta.uid),
+            gid: Some(meta.gid),
+            atime: Some(SetTime::At(meta.atime)),
+            mtime: Some(SetTime::At(meta.mtime)),
+            ..SetAttr::default()
+        };
+        c.setattr(who, fid, set).await?;
+        Ok(fid)
+    }
+}
+
+pub fn copytool(a: CopytoolArgs) -> anyhow::Result<()> {
+    // SAFETY: geteuid cannot fail.
+    if unsafe { libc::geteuid() } != 0 {
+        bail!("a copytool runs as root (it reads and writes every user's files)");
+    }
+    if a.parallel == 0 || a.parallel > 64 {
+        bail!("--parallel {}: 1 to 64", a.parallel);
+    }
+    let backend = Backend::parse(&a.backend)?;
+    let mgs = mgs_address(&a.at)?;
+    crate::logging::to_stderr();
+    let name = a.name.clone().unwrap_or_else(|| {
+        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
+        format!("{}-{}", host.trim(), std::process::id())
+    });
+    // Lock callbacks are answered while copies run: a runtime with threads of its own.
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rt.block_on(async move {
+        let client = Client::connect(ClientConfig::new(mgs.clone()))
+            .await
+            .map_err(|e| anyhow!("cannot reach the file system at {mgs}: {}", e.message))?;
+        let who = Caller::new(Identity { uid: 0, gid: 0, groups: Vec::new() }, format!("copytool.{name}"));
+        let agent = Arc::new(Agent { client, who, name, backend });
+        if let Some(r) = &a.rebind {
+            let (old, new) = (parse_fid(&r[0])?, parse_fid(&r[1])?);
+            agent.backend.rebind(old, new).await?;
+            println!("{old} rebound to {new}");
+            return Ok(());
+        }
+        if let Some(i) = &a.import {
+            let archive_id = match a.archives.as_slice() {
+                [id] => *id,
+                _ => bail!("--import needs the one archive the copy is in (--archive N)"),
+            };
+            let old = parse_fid(&i[0])?;
+            let fid = agent.import(archive_id, old, &i[1]).await?;
+            println!("{} imported from {old} as {fid}", i[1]);
+            return Ok(());
+        }
+        serve(agent, a.archives.clone(), a.parallel).await
+    })
+}
+
+async fn serve(agent: Arc<Agent>, archives: Vec<u32>, parallel: u32) -> anyhow::Result<()> {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    let mut running = tokio::task::JoinSet::new();
+    let ids = if archives.is_empty() {
+        "every archive".to_string()
+    } else {
+        archives.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+    };
+    tracing::info!(name = %agent.name, "copytool serving archive {ids}");
+    println!("copytool {} serving archive {ids}", agent.name);
+    loop {
+        while running.try_join_next().is_some() {}
+        let free = parallel.saturating_sub(running.len() as u32);
+        let taken = match agent.client.hsm_take(&agent.who, &agent.name, &archives, free).await {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!("asking the coordinator for work failed: {}", e.message);
+                Vec::new()
+            }
+        };
+        let idle = taken.is_empty();
+        for item in taken {
+            let agent = agent.clone();
+            running.spawn(async move { agent.run(item).await });
+        }
+        let pause = if idle || running.len() as u32 >= parallel { COPYTOOL_POLL_MS } else { 0 };
+        tokio::select! {
+            _ = term.recv() => break,
+            _ = int.recv() => break,
+            // A slot freed: ask for more at once.
+            Some(_) = running.join_next(), if running.len() as u32 >= parallel => {}
+            _ = tokio::time::sleep(Duration::from_millis(pause)) => {}
+        }
+    }
+    tracing::info!(running = running.len(), "copytool stopping: letting running copies end");
+    let wait = tokio::time::timeout(Duration::from_secs(COPYTOOL_STOP_WAIT_S), async {
+        while running.join_next().await.is_some() {}
+    });
+    if wait.await.is_err() {
+        tracing::warn!("copies still running after {COPYTOOL_STOP_WAIT_S} s: the coordinator hands them out again");
+    }
+    Ok(())
+}

@@ -1,0 +1,114 @@
+//! HSM from a client: requests to the coordinator, release, the wait for a restore that an
+//! open or a truncate of a released file makes (Lustre's implicit restore), and what a
+//! copytool asks and reports.
+
+use crate::limits::{RESTORE_POLL_MS_MAX, RESTORE_POLL_MS_MIN};
+use crate::Client;
+use std::time::{Duration, Instant};
+use weft_proto::msg::hsm::{ActionStatus, HsmAction, HsmActionItem, HsmState, HS_RELEASED};
+use weft_proto::msg::{mdt, Caller, InodeInfo};
+use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
+
+impl Client {
+    /// Queues `action` on `fids` (one request; see `mdt::HsmRequest`); each file's cookie,
+    /// 0 where nothing was queued.
+    pub async fn hsm_request(
+        &self,
+        who: &Caller,
+        action: HsmAction,
+        archive_id: u32,
+        fids: Vec<Fid>,
+        data: Vec<u8>,
+    ) -> WeftResult<Vec<u64>> {
+        self.mdt(who, mdt::HsmRequest { action, archive_id, fids, data }).await
+    }
+
+    /// Frees an archived, clean, closed file's objects. The size comes from a glimpse when
+    /// the MDT does not know it.
+    pub async fn hsm_release(&self, who: &Caller, fid: Fid) -> WeftResult<InodeInfo> {
+        let attr = self.stat(who, fid).await?;
+        self.mdt(who, mdt::HsmRelease { fid, size: attr.size }).await
+    }
+
+    /// The action waiting, running or last ended on a file.
+    pub async fn hsm_action(&self, who: &Caller, fid: Fid) -> WeftResult<Option<HsmActionItem>> {
+        self.mdt(who, mdt::HsmActionGet { fid }).await
+    }
+
+    /// Restores a released file and waits until it is restored, at most the configured
+    /// `restore_timeout`: asks for the restore (again, if it failed or went), then watches
+    /// the file's state. Ok at once for a file that is not released.
+    pub async fn restore(&self, who: &Caller, fid: Fid) -> WeftResult<()> {
+        let limit = self.config.restore_timeout;
+        let deadline = Instant::now() + limit;
+        let mut wait = Duration::from_millis(RESTORE_POLL_MS_MIN);
+        let mut asked = false;
+        loop {
+            let state: HsmState = self.hsm_state(who, fid).await?;
+            if state.states & HS_RELEASED == 0 {
+                return Ok(());
+            }
+            let action = self.hsm_action(who, fid).await?.filter(|a| a.action == HsmAction::Restore);
+            match action.as_ref().map(|a| a.status) {
+                Some(ActionStatus::Waiting | ActionStatus::Started) => {}
+                Some(ActionStatus::Failed) if asked => {
+                    let a = action.expect("matched above");
+                    return Err(WeftError::io(format!(
+                        "the restore of {fid} from archive {} failed: errno {}: {}",
+                        a.archive_id, a.errno, a.message
+                    )));
+                }
+                Some(ActionStatus::Canceled) if asked => {
+                    return Err(WeftError::io(format!("the restore of {fid} was canceled")));
+                }
+                // None yet, or an old one ended: ask (the coordinator queues one at most).
+                _ => {
+                    self.hsm_request(who, HsmAction::Restore, 0, vec![fid], Vec::new()).await?;
+                    asked = true;
+                }
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                let archive = action.map_or(state.archive_id, |a| a.archive_id);
+                return Err(WeftError::new(
+                    ErrorCode::TimedOut,
+                    format!(
+                        "{fid} is released and its restore did not finish within {} s: is a copytool serving \
+                         archive {archive} running? (weft hsm action shows the request)",
+                        limit.as_secs()
+                    ),
+                ));
+            }
+            tokio::time::sleep(wait.min(deadline - now)).await;
+            wait = (wait * 2).min(Duration::from_millis(RESTORE_POLL_MS_MAX));
+        }
+    }
+
+    /// A copytool's poll: at most `max` actions of its archives (see `mdt::HsmTake`).
+    pub async fn hsm_take(
+        &self,
+        who: &Caller,
+        agent: &str,
+        archive_ids: &[u32],
+        max: u32,
+    ) -> WeftResult<Vec<HsmActionItem>> {
+        self.mdt(who, mdt::HsmTake { agent: agent.to_string(), archive_ids: archive_ids.to_vec(), max }).await
+    }
+
+    /// A copytool's progress (`done` None) or end (Some(errno), 0: success) of an action.
+    pub async fn hsm_progress(
+        &self,
+        who: &Caller,
+        agent: &str,
+        cookie: u64,
+        bytes: u64,
+        done: Option<(i32, String)>,
+        blocks: u64,
+    ) -> WeftResult<()> {
+        let (done, message) = match done {
+            Some((errno, message)) => (Some(errno), message),
+            None => (None, String::new()),
+        };
+        self.mdt(who, mdt::HsmProgress { agent: agent.to_string(), cookie, bytes, done, blocks, message }).await
+    }
+}

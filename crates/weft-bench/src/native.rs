@@ -207,7 +207,7 @@ impl BenchFs for NativeFs {
         self.rt
             .block_on(async {
                 let size_blocks =
-                    if file.wrote { Some(self.client.glimpse(&self.who, &file.layout).await?) } else { None };
+                    if file.wrote { Some(self.client.glimpse_versioned(&self.who, &file.layout).await?) } else { None };
                 self.client.close(&self.who, file.fid, file.handle, size_blocks).await
             })
             .map_err(weft_err)

@@ -366,7 +366,7 @@ impl Progress<'_> {
         }
         self.last = Instant::now();
         let a = self.agent;
-        match a.client.hsm_progress(&a.who, &a.name, self.cookie, bytes, None, 0).await {
+        match a.client.hsm_progress(&a.who, &a.name, self.cookie, bytes, None, 0, 0).await {
             Err(e) if e.code == ErrorCode::Stale => {
                 Err(Failure { errno: libc::ECANCELED, message: e.message, gone: true })
             }
@@ -380,18 +380,18 @@ impl Agent {
     async fn run(&self, item: HsmActionItem) {
         let started = Instant::now();
         let result = match item.action {
-            HsmAction::Archive => self.archive(&item).await.map(|b| (b, 0)),
+            HsmAction::Archive => self.archive(&item).await.map(|(bytes, version)| (bytes, 0, version)),
             HsmAction::Restore => self.restore(&item).await,
-            HsmAction::Remove => self.backend.remove(item.fid).await.map(|()| (0, 0)).map_err(Failure::from),
-            HsmAction::Cancel => Ok((0, 0)),
+            HsmAction::Remove => self.backend.remove(item.fid).await.map(|()| (0, 0, 0)).map_err(Failure::from),
+            HsmAction::Cancel => Ok((0, 0, 0)),
         };
-        let (bytes, done, blocks) = match result {
-            Ok((bytes, blocks)) => {
+        let (bytes, done, blocks, version) = match result {
+            Ok((bytes, blocks, version)) => {
                 tracing::info!(
                     action = item.action.name(), fid = %item.fid, bytes, ms = started.elapsed().as_millis() as u64,
                     "done"
                 );
-                (bytes, (0, String::new()), blocks)
+                (bytes, (0, String::new()), blocks, version)
             }
             Err(f) if f.gone => {
                 tracing::info!(action = item.action.name(), fid = %item.fid, "stopped: {}", f.message);
@@ -399,14 +399,14 @@ impl Agent {
             }
             Err(f) => {
                 tracing::warn!(action = item.action.name(), fid = %item.fid, errno = f.errno, "failed: {}", f.message);
-                (0, (f.errno, f.message), 0)
+                (0, (f.errno, f.message), 0, 0)
             }
         };
         // The end must reach the coordinator: retried while the MDS restarts (the client
         // library resends for its request timeout), given up if the action went elsewhere.
         for attempt in 0..3 {
-            match self.client.hsm_progress(&self.who, &self.name, item.cookie, bytes, Some(done.clone()), blocks).await
-            {
+            let end = Some(done.clone());
+            match self.client.hsm_progress(&self.who, &self.name, item.cookie, bytes, end, blocks, version).await {
                 Ok(()) => return,
                 Err(e) if e.code == ErrorCode::Stale => {
                     tracing::info!(fid = %item.fid, "the end of {:#x} was not taken: {}", item.cookie, e.message);
@@ -445,17 +445,20 @@ impl Agent {
         Ok((meta, layout))
     }
 
-    async fn archive(&self, item: &HsmActionItem) -> Result<u64, Failure> {
+    /// The copy's bytes and the data version it is of (0: the file changed meanwhile).
+    async fn archive(&self, item: &HsmActionItem) -> Result<(u64, u64), Failure> {
         let (c, who, fid) = (&self.client, &self.who, item.fid);
         let opened = c.open(who, fid, OPEN_READ).await?;
         let result = async {
             let (meta, layout) = self.meta_of(fid, item.archive_id).await?;
+            let (_, _, before) = c.glimpse_versioned(who, &layout).await?;
             let mut sink = self.backend.archive_sink(&meta, fid).await?;
             let copied = self.copy_out(item, &layout, meta.size, sink.writer()).await;
             match copied {
                 Ok(bytes) => {
                     sink.finish(&meta).await?;
-                    Ok(bytes)
+                    let (_, _, after) = c.glimpse_versioned(who, &layout).await?;
+                    Ok((bytes, if after == before { before } else { 0 }))
                 }
                 Err(f) => {
                     sink.abort().await;
@@ -495,7 +498,8 @@ impl Agent {
         Ok(offset)
     }
 
-    async fn restore(&self, item: &HsmActionItem) -> Result<(u64, u64), Failure> {
+    /// The bytes restored, the blocks they take and their data version.
+    async fn restore(&self, item: &HsmActionItem) -> Result<(u64, u64, u64), Failure> {
         let (c, who, fid) = (&self.client, &self.who, item.fid);
         let opened = c.open(who, fid, OPEN_WRITE | OPEN_HSM_RESTORE).await?;
         let result = async {
@@ -537,8 +541,8 @@ impl Agent {
                 return Err(anyhow!("the archive's copy of {fid} has {offset} bytes, the file {size}").into());
             }
             c.fsync(who, &layout).await?;
-            let (_, blocks) = c.glimpse(who, &layout).await?;
-            Ok((offset, blocks))
+            let (_, blocks, version) = c.glimpse_versioned(who, &layout).await?;
+            Ok((offset, blocks, version))
         }
         .await;
         let _ = c.close(who, fid, opened.handle, None).await;
@@ -573,7 +577,7 @@ impl Agent {
             .await
             .map_err(|e| anyhow!("creating {path}: {}", e.message))?;
         let fid = opened.inode.attr.fid;
-        c.close(who, fid, opened.handle, Some((0, 0))).await?;
+        c.close(who, fid, opened.handle, Some((0, 0, 0))).await?;
         let layout = opened.inode.layout.clone().ok_or_else(|| anyhow!("{path} was created without a layout"))?;
         c.truncate(who, fid, &layout, meta.size, None).await?;
         let change = HsmChange { set: HS_EXISTS | HS_ARCHIVED, clear: 0, archive_id };

@@ -222,3 +222,183 @@ fn a_released_file_opened_on_two_mounts_is_restored_once() {
     let restores = ct.log().lines().filter(|l| l.contains("RESTORE") && l.contains(" done")).count();
     assert_eq!(restores, 1, "{}", ct.log());
 }
+
+/// The coordinator's actions by status, as `mdt.*.hsm.actions` lists them (an MDS that is
+/// down answers nothing).
+fn action_counts(mds: &str) -> std::collections::BTreeMap<String, usize> {
+    let out = weft(&["get-param", "-n", "--server", mds, "mdt.weft-MDT0000.hsm.actions"]);
+    let mut counts = std::collections::BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        if let Some(status) = line.split(' ').find_map(|w| w.strip_prefix("status=")) {
+            *counts.entry(status.to_string()).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+#[test]
+fn ten_thousand_archives_survive_a_copytool_and_the_mds_dying() {
+    const FILES: usize = 10_000;
+    let mut c = Cluster::multi_node(&weft_bin());
+    let mnt = c.mount();
+    let mds = c.servers.iter().find(|s| s.spec.name == "mds").unwrap().address.clone();
+    std::fs::create_dir(mnt.join("many")).unwrap();
+    let mut list = String::new();
+    for i in 0..FILES {
+        let f = mnt.join(format!("many/f{i}"));
+        std::fs::write(&f, format!("file {i}\n")).unwrap();
+        list.push_str(&format!("{}\n", f.display()));
+    }
+    let list_file = c.dir.path().join("list");
+    std::fs::write(&list_file, list).unwrap();
+    let archive = c.dir.path().join("archive");
+    let backend = format!("posix:{}", archive.display());
+    let mut a = Copytool::start(&c, "ct-a", 1, &backend);
+    let b = Copytool::start(&c, "ct-b", 1, &backend);
+    weft_ok(&["hsm", "archive", "--filelist", path_str(&list_file)]);
+    let succeeded = |mds: &str| action_counts(mds).get("SUCCEED").copied().unwrap_or(0);
+    wait_for(300, "2000 archives", || succeeded(&mds) >= 2000, || format!("{:?}", action_counts(&mds)));
+    a.kill9();
+    wait_for(300, "5000 archives", || succeeded(&mds) >= 5000, || format!("{:?}", action_counts(&mds)));
+    c.kill9("mds");
+    std::thread::sleep(Duration::from_millis(500));
+    c.restart("mds");
+    wait_for(
+        600,
+        "every archive",
+        || succeeded(&mds) == FILES,
+        || format!("{:?}\n{}\n{}", action_counts(&mds), a.log(), b.log()),
+    );
+    assert_eq!(action_counts(&mds).into_iter().collect::<Vec<_>>(), [("SUCCEED".to_string(), FILES)]);
+    // Every file archived and clean, every copy the file's bytes with its path beside it.
+    let paths: Vec<String> = (0..FILES).map(|i| mnt.join(format!("many/f{i}")).display().to_string()).collect();
+    let mut args = vec!["hsm", "state"];
+    args.extend(paths.iter().map(String::as_str));
+    let states = weft_ok(&args);
+    assert_eq!(states.lines().filter(|l| l.ends_with(": (0x00000009) exists archived, archive_id:1")).count(), FILES);
+    let mut copies = 0;
+    for dir in std::fs::read_dir(&archive).unwrap() {
+        for entry in std::fs::read_dir(dir.unwrap().path()).unwrap() {
+            let path = entry.unwrap().path();
+            let Some(name) = path.to_str().and_then(|p| p.strip_suffix(".meta.json")) else { continue };
+            let meta: serde_json::Value = serde_json::from_slice(&std::fs::read(&path).unwrap()).unwrap();
+            let i: usize = meta["path"].as_str().unwrap().strip_prefix("/many/f").unwrap().parse().unwrap();
+            assert_eq!(std::fs::read_to_string(name).unwrap(), format!("file {i}\n"), "{name}");
+            copies += 1;
+        }
+    }
+    assert_eq!(copies, FILES);
+}
+
+#[test]
+fn unserved_archives_wait_and_bad_requests_say_why() {
+    let mut c = Cluster::single_node(&weft_bin(), 2);
+    let mnt = c.mount_with("restore_timeout=2");
+    let archive = c.dir.path().join("archive");
+    let _ct = Copytool::start(&c, "ct1", 1, &format!("posix:{}", archive.display()));
+    sh(&mnt, "echo data > f && echo data > g && mkdir d");
+    let (f, g) = (mnt.join("f"), mnt.join("g"));
+    // Archive 7 has no copytool: the request waits, and says so.
+    weft_ok(&["hsm", "archive", "--archive", "7", path_str(&f)]);
+    std::thread::sleep(Duration::from_millis(1500));
+    let action = weft_ok(&["hsm", "action", path_str(&f)]);
+    assert_eq!(
+        action.trim(),
+        format!("{}: ARCHIVE waiting (0 bytes moved): no copytool serving archive 7 is running", f.display())
+    );
+    assert_eq!(state_of(&f), format!("{}: (0x00000000)", f.display()));
+    weft_ok(&["hsm", "cancel", path_str(&f)]);
+    assert!(weft_ok(&["hsm", "action", path_str(&f)]).contains("ARCHIVE canceled"));
+    // A file never archived is not released, and the command says why.
+    let out = weft(&["hsm", "release", path_str(&g)]);
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("g: cannot be released: it was never archived"), "{err}");
+    // A directory in a list: nothing is queued, the error names it.
+    let out = weft(&["hsm", "archive", path_str(&g), path_str(&mnt.join("d"))]);
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains(&format!("ARCHIVE of {}: HSM works on regular files", mnt.join("d").display())), "{err}");
+    assert_eq!(weft_ok(&["hsm", "action", path_str(&g)]).trim(), format!("{}: NOOP", g.display()));
+    // A released file whose archive has no copytool: an open fails after the mount's
+    // restore_timeout, and the request shows as waiting.
+    weft_ok(&["hsm", "set", "--exists", "--archived", "--archive-id", "5", path_str(&g)]);
+    weft_ok(&["hsm", "release", path_str(&g)]);
+    let started = Instant::now();
+    let read = std::fs::read(&g);
+    assert_eq!(errno_of(read), libc::EIO);
+    assert!(started.elapsed() < Duration::from_secs(10), "{:?}", started.elapsed());
+    let action = weft_ok(&["hsm", "action", path_str(&g)]);
+    assert!(action.contains("RESTORE waiting (0 bytes moved): no copytool serving archive 5"), "{action}");
+    let log = std::fs::read_to_string(&c.mounts[0].log).unwrap();
+    assert!(log.contains("restore did not finish within 2 s"), "{log}");
+}
+
+#[test]
+fn a_command_backend_archives_and_restores_and_an_archive_rebuilds_a_file() {
+    let mut c = Cluster::single_node(&weft_bin(), 2);
+    let mnt = c.mount();
+    let store = c.dir.path().join("store");
+    std::fs::create_dir(&store).unwrap();
+    // A site's backend: its data through a pipe, its own layout of the store.
+    let script = c.dir.path().join("backend.sh");
+    std::fs::write(
+        &script,
+        format!(
+            "#!/bin/sh\nset -e\nS={}\ncase \"$1\" in\n archive) cat > \"$S/$2\"; echo \"$WEFT_META\" > \"$S/$2.meta\" ;;\n \
+             restore) cat \"$S/$2\" ;;\n remove) rm -f \"$S/$2\" \"$S/$2.meta\" ;;\n meta) cat \"$S/$2.meta\" ;;\n \
+             rebind) mv \"$S/$2\" \"$S/$3\"; mv \"$S/$2.meta\" \"$S/$3.meta\" ;;\n *) exit 2 ;;\nesac\n",
+            store.display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&script, std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    let ct = Copytool::start(&c, "cmd", 2, &format!("command:{}", script.display()));
+    let f = mnt.join("f");
+    let data = pattern(5, 0, (5 << 20) + 123);
+    std::fs::write(&f, &data).unwrap();
+    weft_ok(&["hsm", "archive", "--archive", "2", path_str(&f)]);
+    wait_for(60, "the archive", || state_of(&f).contains("exists archived"), || ct.log());
+    let fid = weft_ok(&["path2fid", path_str(&f)]).trim().to_string();
+    let bare = fid.trim_matches(['[', ']']).to_string();
+    assert_eq!(std::fs::read(store.join(&bare)).unwrap(), data, "the copy in the command's store");
+    weft_ok(&["hsm", "release", path_str(&f)]);
+    assert_eq!(std::fs::read(&f).unwrap(), data, "restored through the command");
+    // A change of mode and times opens it for writing (touch): dirty, archived again, with
+    // the metadata as it is now.
+    sh(&mnt, "chmod 640 f && touch -d '2001-02-03 04:05:06' f");
+    assert!(state_of(&f).contains("exists dirty archived"), "{}", state_of(&f));
+    weft_ok(&["hsm", "archive", path_str(&f)]);
+    let clean = format!("{}: (0x00000009) exists archived, archive_id:2", f.display());
+    wait_for(60, "the second archive", || state_of(&f) == clean, || ct.log());
+    let mtime = std::os::unix::fs::MetadataExt::mtime(&std::fs::metadata(&f).unwrap());
+    weft_ok(&["hsm", "release", path_str(&f)]);
+    let out = weft(&["hsm", "remove", path_str(&f)]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("it is released"), "{out:?}");
+    // The file is lost from the file system; the archive rebuilds it under a new name
+    // (released, its data the archive's), with its mode and times.
+    sh(&mnt, "rm f");
+    let out = Command::new(weft_bin())
+        .args(["copytool", "--mgs", &c.mgs_address, "--archive", "2", "--backend"])
+        .arg(format!("command:{}", script.display()))
+        .args(["--import", &fid, "/rebuilt"])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{out:?}");
+    let rebuilt = mnt.join("rebuilt");
+    assert!(
+        state_of(&rebuilt).contains("(0x0000000d) released exists archived, archive_id:2"),
+        "{}",
+        state_of(&rebuilt)
+    );
+    let meta = std::fs::metadata(&rebuilt).unwrap();
+    use std::os::unix::fs::{MetadataExt, PermissionsExt};
+    assert_eq!((meta.len(), meta.permissions().mode() & 0o7777, meta.mtime()), (data.len() as u64, 0o640, mtime));
+    assert_eq!(std::fs::read(&rebuilt).unwrap(), data, "the rebuilt file restores from the archive");
+    // Its copy removed from the archive.
+    let new_fid = weft_ok(&["path2fid", path_str(&rebuilt)]).trim().trim_matches(['[', ']']).to_string();
+    assert!(store.join(&new_fid).exists() && !store.join(&bare).exists(), "rebound to the new FID");
+    weft_ok(&["hsm", "remove", path_str(&rebuilt)]);
+    wait_for(30, "the remove", || !store.join(&new_fid).exists(), || ct.log());
+    let gone = format!("{}: (0x00000000), archive_id:2", rebuilt.display());
+    wait_for(10, "the state after the remove", || state_of(&rebuilt) == gone, || state_of(&rebuilt));
+}

@@ -95,7 +95,9 @@ impl Client {
         self.mdt(who, mdt::HsmTake { agent: agent.to_string(), archive_ids: archive_ids.to_vec(), max }).await
     }
 
-    /// A copytool's progress (`done` None) or end (Some(errno), 0: success) of an action.
+    /// A copytool's progress (`done` None) or end (Some(errno), 0: success) of an action;
+    /// at the end a restore's blocks and the data version the copy is of.
+    #[allow(clippy::too_many_arguments)]
     pub async fn hsm_progress(
         &self,
         who: &Caller,
@@ -104,11 +106,13 @@ impl Client {
         bytes: u64,
         done: Option<(i32, String)>,
         blocks: u64,
+        data_version: u64,
     ) -> WeftResult<()> {
         let (done, message) = match done {
             Some((errno, message)) => (Some(errno), message),
             None => (None, String::new()),
         };
-        self.mdt(who, mdt::HsmProgress { agent: agent.to_string(), cookie, bytes, done, blocks, message }).await
+        let op = mdt::HsmProgress { agent: agent.to_string(), cookie, bytes, done, blocks, data_version, message };
+        self.mdt(who, op).await
     }
 }

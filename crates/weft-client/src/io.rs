@@ -134,21 +134,28 @@ impl Client {
     /// The size and 512-byte blocks of a file from its objects (Lustre's glimpse): every
     /// object's attributes, in parallel. A missing object counts as empty.
     pub async fn glimpse(&self, who: &Caller, layout: &Layout) -> WeftResult<(u64, u64)> {
+        self.glimpse_versioned(who, layout).await.map(|(size, blocks, _)| (size, blocks))
+    }
+
+    /// [`Client::glimpse`] and the file's data version
+    /// ([`weft_proto::layout::data_version`]).
+    pub async fn glimpse_versioned(&self, who: &Caller, layout: &Layout) -> WeftResult<(u64, u64, u64)> {
         let comp = layout.plain()?;
         let attrs = bounded(comp.objects.iter().copied().map(|object| async move {
             match self.ost(who, object.ost, ost::Getattr { fid: object.fid }, Bytes::new()).await {
-                Ok((attr, _)) => Ok((attr.size, attr.blocks)),
+                Ok((attr, _)) => Ok(attr),
                 Err(e) if e.code == ErrorCode::NotFound && self.has_target(TargetKind::Ost, object.ost) => {
                     // The OST is there but the object is not (never written): a hole.
-                    Ok((0, 0))
+                    Ok(ost::ObjectAttr { size: 0, blocks: 0, mtime_ns: 0 })
                 }
                 Err(e) => Err(e),
             }
         }))
         .await?;
-        let sizes: Vec<u64> = attrs.iter().map(|(size, _)| *size).collect();
-        let blocks = attrs.iter().map(|(_, blocks)| *blocks).sum();
-        Ok((comp.file_size_from_objects(&sizes), blocks))
+        let sizes: Vec<u64> = attrs.iter().map(|a| a.size).collect();
+        let blocks = attrs.iter().map(|a| a.blocks).sum();
+        let version = weft_proto::layout::data_version(attrs.iter().map(|a| (a.size, a.mtime_ns)));
+        Ok((comp.file_size_from_objects(&sizes), blocks, version))
     }
 
     /// Truncates (or extends with a hole) to `size`: every object cut to its share of

@@ -159,9 +159,12 @@ impl Client {
         }
     }
 
-    /// Ends an open. A writer passes the size and blocks from a [`Client::glimpse`].
-    pub async fn close(&self, who: &Caller, fid: Fid, handle: u64, size_blocks: Option<(u64, u64)>) -> WeftResult<()> {
-        match self.mdt(who, mdt::Close { fid, handle, size_blocks }).await {
+    /// Ends an open. A writer passes the size, blocks and data version from a
+    /// [`Client::glimpse_versioned`] (data version 0: unknown).
+    pub async fn close(&self, who: &Caller, fid: Fid, handle: u64, written: Option<(u64, u64, u64)>) -> WeftResult<()> {
+        let size_blocks = written.map(|(size, blocks, _)| (size, blocks));
+        let data_version = written.map_or(0, |(_, _, v)| v);
+        match self.mdt(who, mdt::Close { fid, handle, size_blocks, data_version }).await {
             // The MDS restarted and forgot its opens: the handle is closed already, and the
             // file's size stays derived from its objects until a writer closes again.
             Err(e) if e.code == weft_proto::ErrorCode::Stale => Ok(()),

@@ -355,7 +355,11 @@ impl Mount {
         let who = if who.jobid.is_empty() { Caller { jobid: file.jobid.clone(), ..who } } else { who };
         let local_size = match size_at_close(file.io, file.wrote()) {
             SizeAtClose::BackingFile => self.io.backing(file.fid).and_then(|b| match b.file.metadata() {
-                Ok(m) => Some((m.len(), m.blocks())),
+                // The object's own attributes, as its OST would answer them (one object).
+                Ok(m) => {
+                    let mtime_ns = (m.mtime().max(0) as u64).saturating_mul(1_000_000_000) + m.mtime_nsec() as u64;
+                    Some((m.len(), m.blocks(), weft_proto::layout::data_version([(m.len(), mtime_ns)])))
+                }
                 Err(e) => {
                     tracing::warn!("release of {}: cannot stat its object file: {e}", file.fid);
                     None
@@ -377,11 +381,11 @@ impl Mount {
             if let Err(e) = writes.drain(file.fid).await {
                 tracing::warn!("release of {}: a queued write failed: {e}", file.fid);
             }
-            // A writer tells the MDS the size and blocks the objects now hold.
-            let size_blocks = match (&file.layout, size_at_close(file.io, file.wrote())) {
+            // A writer tells the MDS the size, blocks and data version the objects now hold.
+            let written = match (&file.layout, size_at_close(file.io, file.wrote())) {
                 _ if local_size.is_some() => local_size,
-                (Some(layout), SizeAtClose::Objects) => match client.glimpse(&who, layout).await {
-                    Ok(size_blocks) => Some(size_blocks),
+                (Some(layout), SizeAtClose::Objects) => match client.glimpse_versioned(&who, layout).await {
+                    Ok(written) => Some(written),
                     Err(e) => {
                         tracing::warn!("release of {}: cannot read its size from the objects: {e}", file.fid);
                         None
@@ -389,7 +393,7 @@ impl Mount {
                 },
                 _ => None,
             };
-            if let Err(e) = client.close(&who, file.fid, file.mds_handle, size_blocks).await {
+            if let Err(e) = client.close(&who, file.fid, file.mds_handle, written).await {
                 tracing::warn!("release of {}: the MDS close failed: {e}", file.fid);
             }
         };

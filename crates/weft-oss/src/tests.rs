@@ -56,7 +56,7 @@ impl Client {
     }
     async fn must_getattr(&self, oid: u32) -> (u64, u64) {
         match self.request(OstRequest::Getattr(msg::ost::Getattr { fid: fid(self.ost, oid) })).await.expect("getattr") {
-            OstReply::ObjectAttr(msg::ost::ObjectAttr { size, blocks }) => (size, blocks),
+            OstReply::ObjectAttr(msg::ost::ObjectAttr { size, blocks, .. }) => (size, blocks),
             other => panic!("unexpected reply {other:?}"),
         }
     }

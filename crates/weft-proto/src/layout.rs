@@ -249,6 +249,22 @@ impl Layout {
     }
 }
 
+/// A file's data version (Lustre's): from its objects' sizes and last changes, in stripe
+/// order (`ost::ObjectAttr`). Equal versions: no write between the two readings (to the
+/// resolution of the OSTs' clocks). Never 0, which stands for "unknown".
+pub fn data_version(objects: impl IntoIterator<Item = (u64, u64)>) -> u64 {
+    // FNV-1a 64: stable across builds (versions are stored on the MDT and compared with
+    // ones other clients compute).
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for (size, mtime_ns) in objects {
+        for b in size.to_le_bytes().into_iter().chain(mtime_ns.to_le_bytes()) {
+            h ^= u64::from(b);
+            h = h.wrapping_mul(0x0000_0100_0000_01b3);
+        }
+    }
+    h.max(1)
+}
+
 /// A piece of a file range that lies in one stripe unit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Chunk {

@@ -12,6 +12,7 @@ pub fn close(
     fid: Fid,
     handle: u64,
     size_blocks: Option<(u64, u64)>,
+    data_version: u64,
 ) -> WeftResult<Option<InodeInfo>> {
     let (oh, counts, still_trusted) = {
         let of = ctx.core.open_files();
@@ -49,9 +50,10 @@ pub fn close(
         }
     }
     ctx.core.open_files().close(handle, ctx.undo).expect("handle checked above");
-    if oh.writes() && !destroyed && rec.kind == FileType::Regular {
-        // A handle opened for writing before the file was archived may have written since.
-        super::hsm::mark_dirty_on_write(ctx, fid)?;
+    if oh.writes() && size_blocks.is_some() && !destroyed && rec.kind == FileType::Regular {
+        // A handle that wrote, opened before the file was archived: its writes may be newer
+        // than the archive's copy (the data versions tell).
+        super::hsm::written_at_close(ctx, fid, data_version)?;
     }
     if oh.writes() && !destroyed {
         // As Lustre: every close of a handle opened for writing.
@@ -62,7 +64,7 @@ pub fn close(
 
 impl Mutation for mdt::Close {
     fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<Option<InodeInfo>> {
-        close(ctx, self.fid, self.handle, self.size_blocks)
+        close(ctx, self.fid, self.handle, self.size_blocks, self.data_version)
     }
 }
 
@@ -76,7 +78,7 @@ mod tests {
     async fn close_errors() {
         let env = Env::new().await;
         let (i, h) = env.create_as(&Identity::root(), Fid::ROOT, "f", 0o644).await.unwrap();
-        let close = |fid, handle| MdtRequest::Close(mdt::Close { fid, handle, size_blocks: None });
+        let close = |fid, handle| MdtRequest::Close(mdt::Close { fid, handle, size_blocks: None, data_version: 0 });
         assert_eq!(code(env.req(close(Fid::ROOT, h)).await), ErrorCode::Invalid);
         assert_eq!(code(env.req(close(i.attr.fid, h + 100)).await), ErrorCode::Stale);
         env.req(close(i.attr.fid, h)).await.unwrap();

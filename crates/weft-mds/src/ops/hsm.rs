@@ -81,14 +81,32 @@ pub fn mark_dirty_on_write(ctx: &mut OpCtx<'_>, fid: Fid) -> WeftResult<()> {
         let new = HsmState { states: old.states | HS_DIRTY, ..old };
         put_state(ctx, fid, new, HsmEvent::State)?;
     }
-    // An archive copying the file now copies what may change: its end makes the file dirty.
-    for mut a in ctx.t.hsm_actions_of(fid)? {
-        if a.action == HsmAction::Archive && !a.status.is_final() && !a.written {
-            a.written = true;
-            ctx.t.put_hsm_action(&a)?;
-        }
-    }
     Ok(())
+}
+
+/// The reserved attribute holding the data version of a file's archive copy.
+pub const HSM_VERSION_XATTR: &[u8] = b"weft.hsm.dv";
+
+fn archived_version(t: &Tables, fid: Fid) -> WeftResult<u64> {
+    Ok(t.xattr(fid, HSM_VERSION_XATTR)?.and_then(|v| v.try_into().ok()).map_or(0, u64::from_be_bytes))
+}
+
+/// The close of a handle that wrote, whose glimpse gave `data_version` (0: unknown): a file
+/// whose archive copy is of other data (or of unknown data) becomes dirty. Equal versions:
+/// the writes came before the copy was made (a close that arrives after the archive, as
+/// FUSE sends them after close(2) returned).
+pub fn written_at_close(ctx: &mut OpCtx<'_>, fid: Fid, data_version: u64) -> WeftResult<()> {
+    if !ctx.core.hsm_used.load(Ordering::Relaxed) {
+        return Ok(());
+    }
+    let old = state(ctx.t, fid)?;
+    if old.states & HS_EXISTS == 0 || old.states & HS_DIRTY != 0 {
+        return Ok(());
+    }
+    if data_version != 0 && data_version == archived_version(ctx.t, fid)? {
+        return Ok(());
+    }
+    put_state(ctx, fid, HsmState { states: old.states | HS_DIRTY, ..old }, HsmEvent::State)
 }
 
 /// The reason a file's data cannot be released now, if any: Lustre's rules (an archived,
@@ -292,7 +310,6 @@ impl Mutation for mdt::HsmRequest {
                 changed: ctx.now,
                 errno: 0,
                 message: String::new(),
-                written: ctx.core.open_files().counts(fid).writers > 0,
             };
             ctx.t.put_hsm_action(&item)?;
             if !ctx.t.hsm_used()? {
@@ -354,15 +371,16 @@ impl Mutation for mdt::HsmTake {
     }
 }
 
-/// The end of an action that succeeded: the file's state as it says.
-fn succeeded(ctx: &mut OpCtx<'_>, a: &HsmActionItem, blocks: u64) -> WeftResult<()> {
+/// The end of an action that succeeded: the file's state as it says. `version`: the data
+/// version the copy is of (0: the file changed while it was copied).
+fn succeeded(ctx: &mut OpCtx<'_>, a: &HsmActionItem, blocks: u64, version: u64) -> WeftResult<()> {
     let Some(mut rec) = ctx.t.inode(a.fid)? else { return Ok(()) };
     let old = state(ctx.t, a.fid)?;
     let new = match a.action {
         HsmAction::Archive => {
-            let dirty = a.written || ctx.core.open_files().counts(a.fid).writers > 0;
             let states = (old.states | HS_EXISTS | HS_ARCHIVED) & !(HS_LOST | HS_DIRTY);
-            HsmState { states: states | if dirty { HS_DIRTY } else { 0 }, archive_id: a.archive_id }
+            put_version(ctx, a.fid, version)?;
+            HsmState { states: states | if version == 0 { HS_DIRTY } else { 0 }, archive_id: a.archive_id }
         }
         HsmAction::Restore => {
             if rec.layout.as_ref().is_some_and(|l| l.is_released()) {
@@ -375,12 +393,25 @@ fn succeeded(ctx: &mut OpCtx<'_>, a: &HsmActionItem, blocks: u64) -> WeftResult<
             rec.blocks = blocks;
             rec.size_known = true;
             ctx.t.put_inode(a.fid, &rec)?;
+            // The archive's copy is now of these objects' data.
+            put_version(ctx, a.fid, version)?;
             HsmState { states: old.states & !HS_RELEASED, ..old }
         }
-        HsmAction::Remove => HsmState { states: old.states & !(HS_EXISTS | HS_ARCHIVED | HS_DIRTY | HS_LOST), ..old },
+        HsmAction::Remove => {
+            ctx.t.remove_xattr(a.fid, HSM_VERSION_XATTR)?;
+            HsmState { states: old.states & !(HS_EXISTS | HS_ARCHIVED | HS_DIRTY | HS_LOST), ..old }
+        }
         HsmAction::Cancel => old,
     };
     put_state_with(ctx, a.fid, new, a.action.event(), 0)
+}
+
+fn put_version(ctx: &mut OpCtx<'_>, fid: Fid, version: u64) -> WeftResult<()> {
+    if version == 0 {
+        ctx.t.remove_xattr(fid, HSM_VERSION_XATTR)
+    } else {
+        ctx.t.put_xattr(fid, HSM_VERSION_XATTR, &version.to_be_bytes())
+    }
 }
 
 impl Mutation for mdt::HsmProgress {
@@ -409,7 +440,7 @@ impl Mutation for mdt::HsmProgress {
             Some(0) => {
                 // Checks done inside (a restore that never opened the file fails here
                 // before any write).
-                succeeded(ctx, &a, self.blocks)?;
+                succeeded(ctx, &a, self.blocks, self.data_version)?;
                 a.status = ActionStatus::Succeed;
             }
             Some(errno) => {
@@ -597,7 +628,8 @@ mod tests {
 
     fn progress(agent: &str, cookie: u64, bytes: u64, done: Option<i32>, blocks: u64) -> MdtRequest {
         let message = if done.is_some_and(|e| e != 0) { "tape jammed".to_string() } else { String::new() };
-        MdtRequest::HsmProgress(mdt::HsmProgress { agent: agent.into(), cookie, bytes, done, blocks, message })
+        let op = mdt::HsmProgress { agent: agent.into(), cookie, bytes, done, blocks, data_version: 7, message };
+        MdtRequest::HsmProgress(op)
     }
 
     async fn action(env: &Env, fid: Fid) -> Option<HsmActionItem> {
@@ -781,16 +813,45 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_write_during_an_archive_leaves_the_file_dirty() {
+    async fn data_versions_tell_whether_an_archived_file_changed() {
         let env = Env::new().await;
         let f = file_of(&env, "f", 10).await;
+        let end = |cookie, data_version| {
+            let op = mdt::HsmProgress {
+                agent: "ct".into(),
+                cookie,
+                bytes: 10,
+                done: Some(0),
+                blocks: 0,
+                data_version,
+                message: String::new(),
+            };
+            MdtRequest::HsmProgress(op)
+        };
+        let close = |handle, data_version| {
+            MdtRequest::Close(mdt::Close { fid: f, handle, size_blocks: Some((10, 1)), data_version })
+        };
+        let open_write = || MdtRequest::Open(mdt::Open { fid: f, flags: OPEN_WRITE });
+        // A writer open while the copy is made (its close comes late, as FUSE sends it).
+        let Ok(MdtReply::Opened(late)) = env.req(open_write()).await else { panic!("open") };
         let [cookie] = cookies(&env, request(HsmAction::Archive, 0, vec![f])).await[..] else { panic!() };
         take(&env, "ct", &[1], 1).await;
-        let Ok(MdtReply::Opened(o)) = env.req(MdtRequest::Open(mdt::Open { fid: f, flags: OPEN_WRITE })).await else {
-            panic!("open")
-        };
-        env.must_close(f, o.handle, Some((20, 1))).await;
-        env.req(progress("ct", cookie, 10, Some(0), 0)).await.unwrap();
+        // The file changed while it was copied: archived, but dirty.
+        env.req(end(cookie, 0)).await.unwrap();
+        assert_eq!(get(&env, f).await.states, HS_EXISTS | HS_ARCHIVED | HS_DIRTY);
+        assert!(env.req(release(f, 0)).await.unwrap_err().message.contains("dirty"));
+        // Archived again, of version 7; the late close of data version 7: still clean.
+        let [cookie] = cookies(&env, request(HsmAction::Archive, 0, vec![f])).await[..] else { panic!() };
+        take(&env, "ct", &[1], 1).await;
+        env.req(end(cookie, 7)).await.unwrap();
+        assert_eq!(get(&env, f).await.states, HS_EXISTS | HS_ARCHIVED);
+        env.req(close(late.handle, 7)).await.unwrap();
+        assert_eq!(get(&env, f).await.states, HS_EXISTS | HS_ARCHIVED, "written before the copy");
+        // A handle that wrote other data: dirty (an open for writing marks it at once too).
+        let Ok(MdtReply::Opened(o)) = env.req(open_write()).await else { panic!("open") };
+        assert_eq!(get(&env, f).await.states, HS_EXISTS | HS_ARCHIVED | HS_DIRTY);
+        env.req(set(f, 0, HS_DIRTY, 0)).await.unwrap();
+        env.req(close(o.handle, 8)).await.unwrap();
         assert_eq!(get(&env, f).await.states, HS_EXISTS | HS_ARCHIVED | HS_DIRTY);
         assert_eq!(code(env.req(release(f, 0)).await), ErrorCode::Perm);
     }

@@ -33,6 +33,8 @@ struct Object {
     /// past the size, and the bytes past the size in the last page are zero, so extending
     /// the object shows a hole. A page is shared with the durable copy until either changes.
     pages: BTreeMap<u64, Arc<Page>>,
+    /// Writes and truncates so far (the on-disk store's mtime stands for this).
+    changes: u64,
 }
 
 #[derive(Debug, Default)]
@@ -162,6 +164,7 @@ impl ObjectStore for MemStore {
             written += n;
         }
         object.size = object.size.max(end);
+        object.changes += 1;
         Ok(data.len())
     }
 
@@ -181,14 +184,19 @@ impl ObjectStore for MemStore {
             }
         }
         object.size = size;
+        object.changes += 1;
         Ok(())
     }
 
     fn stat(&self, oid: u32) -> StoreResult<ObjectAttr> {
         let objects = lock_unpoisoned(&self.objects);
         Ok(match objects.current.get(&oid) {
-            Some(object) => ObjectAttr { size: object.size, blocks: object.pages.len() as u64 * SECTORS_PER_PAGE },
-            None => ObjectAttr { size: 0, blocks: 0 },
+            Some(object) => ObjectAttr {
+                size: object.size,
+                blocks: object.pages.len() as u64 * SECTORS_PER_PAGE,
+                mtime_ns: object.changes,
+            },
+            None => ObjectAttr { size: 0, blocks: 0, mtime_ns: 0 },
         })
     }
 
@@ -266,7 +274,7 @@ mod tests {
         let restarted = store.after_power_loss();
         assert_eq!(read_all(&restarted, 1), b"synced");
         assert!(read_all(&restarted, 2).is_empty());
-        assert_eq!(restarted.stat(2).unwrap(), ObjectAttr { size: 0, blocks: 0 });
+        assert_eq!(restarted.stat(2).unwrap(), ObjectAttr { size: 0, blocks: 0, mtime_ns: 0 });
         assert_eq!(read_all(&restarted, 3), b"synced");
         assert_eq!(restarted.last_id(), 40);
         // Writing after the restart does not change what the lost machine had.
@@ -283,7 +291,7 @@ mod tests {
         store.remove(1).unwrap();
         store.sync(1).unwrap();
         assert!(read_all(&store, 1).is_empty());
-        assert_eq!(store.stat(1).unwrap(), ObjectAttr { size: 0, blocks: 0 });
+        assert_eq!(store.stat(1).unwrap(), ObjectAttr { size: 0, blocks: 0, mtime_ns: 0 });
         assert_eq!(read_all(&store.after_power_loss(), 1), b"old");
 
         // Made again and synced: the new object is the one that survives.

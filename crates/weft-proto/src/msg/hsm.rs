@@ -213,9 +213,6 @@ pub struct HsmActionItem {
     /// `hsm action`: why it waits).
     pub errno: i32,
     pub message: String,
-    /// An archive's file was open for writing or written while the copy was made: the copy
-    /// may be older than the file, which its end leaves dirty.
-    pub written: bool,
 }
 
 impl HsmActionItem {

@@ -62,11 +62,13 @@ macro_rules! mdt_ops {
             read Readdir { fid: $crate::Fid, cookie: u64, max_entries: u32 } -> $crate::msg::DirPage = "mds_readdir";
             write Open { fid: $crate::Fid, flags: u32 } -> $crate::msg::mdt::Opened = "mds_open";
             /// Ends an open. A writer passes the size and 512-byte blocks it derived from the
-            /// objects (a glimpse) so the MDS can record trusted values once no writer is left.
+            /// objects (a glimpse) so the MDS can record trusted values once no writer is left,
+            /// and the data version the same glimpse gave (0: unknown), against which the MDS
+            /// tells whether an archived file changed.
             /// Answered with the inode as the close left it, and an intent lock on it, so the
             /// client can serve the next stat without asking; None when the close destroyed
             /// an unlinked file.
-            write Close { fid: $crate::Fid, handle: u64, size_blocks: Option<(u64, u64)> }
+            write Close { fid: $crate::Fid, handle: u64, size_blocks: Option<(u64, u64)>, data_version: u64 }
                 -> Option<$crate::msg::InodeInfo> = "mds_close";
             read GetXattr { fid: $crate::Fid, name: $crate::msg::Name } -> Vec<u8> = "mds_getxattr";
             /// `flags`: XATTR_CREATE, XATTR_REPLACE.
@@ -124,9 +126,17 @@ macro_rules! mdt_ops {
             write HsmTake { agent: String, archive_ids: Vec<u32>, max: u32 }
                 -> Vec<$crate::msg::hsm::HsmActionItem> = "mds_hsm_take";
             /// A copytool's progress on the action `cookie` it took: bytes copied, and at its
-            /// end `done` = Some(errno) (0: success) with a message, and a restore's blocks.
-            write HsmProgress { agent: String, cookie: u64, bytes: u64, done: Option<i32>, blocks: u64, message: String }
-                -> () = "mds_hsm_progress";
+            /// end `done` = Some(errno) (0: success) with a message, a restore's blocks, and
+            /// the data version the copy is of (0: the file changed while it was copied).
+            write HsmProgress {
+                agent: String,
+                cookie: u64,
+                bytes: u64,
+                done: Option<i32>,
+                blocks: u64,
+                data_version: u64,
+                message: String,
+            } -> () = "mds_hsm_progress";
             /// The action waiting or running on a file, else its last one if it ended lately
             /// (`hsm action`).
             read HsmActionGet { fid: $crate::Fid } -> Option<$crate::msg::hsm::HsmActionItem> = "mds_hsm_action";

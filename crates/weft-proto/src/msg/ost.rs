@@ -54,11 +54,13 @@ pub struct WriteDone {
     pub len: u32,
 }
 
-/// An object's size and 512-byte blocks.
+/// An object's size, 512-byte blocks and last data change (nanoseconds since the epoch on
+/// disk, a change count in memory): what a file's data version is made of.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct ObjectAttr {
     pub size: u64,
     pub blocks: u64,
+    pub mtime_ns: u64,
 }
 
 /// The last object id a precreate made.

@@ -18,6 +18,7 @@ mod limits;
 mod logging;
 mod mount;
 mod param;
+mod policy;
 mod qos;
 mod remote;
 mod stats;
@@ -96,6 +97,9 @@ enum Command {
     /// Run an HSM copytool (as lhsmtool_posix): serve archive requests of the coordinator
     /// with a posix directory or a command as the archive (root).
     Copytool(copytool::CopytoolArgs),
+    /// A policy engine that follows the changelog: archive and release what its rules name
+    /// (dry run unless --apply) (root).
+    Policy(policy::PolicyArgs),
     /// Print an MDT's changelog records (as lfs changelog): `INDEX NNTYPE TIME DATE FLAGS
     /// t=[FID] j=JOB ef=0x1 u=UID:GID p=[PARENT] NAME`, times in UTC (root).
     Changelog(changelog::ReadArgs),
@@ -154,6 +158,7 @@ fn main() -> ExitCode {
         Command::Stats(a) => stats::stats(a),
         Command::Hsm(a) => hsm::hsm(a),
         Command::Copytool(a) => copytool::copytool(a),
+        Command::Policy(a) => policy::policy(a),
         Command::Changelog(a) => changelog::read(a),
         Command::ChangelogRegister(a) => changelog::register(a),
         Command::ChangelogDeregister(a) => changelog::deregister(a),

@@ -402,3 +402,80 @@ fn a_command_backend_archives_and_restores_and_an_archive_rebuilds_a_file() {
     let gone = format!("{}: (0x00000000), archive_id:2", rebuilt.display());
     wait_for(10, "the state after the remove", || state_of(&rebuilt) == gone, || state_of(&rebuilt));
 }
+
+#[test]
+fn the_policy_engine_follows_the_changelog_and_does_what_its_rules_name() {
+    let mut c = Cluster::single_node(&weft_bin(), 2);
+    let mnt = c.mount();
+    let archive = c.dir.path().join("archive");
+    let ct = Copytool::start(&c, "ct1", 1, &format!("posix:{}", archive.display()));
+    let config = c.dir.path().join("rules.toml");
+    std::fs::write(
+        &config,
+        "[[rule]]\nname = \"old-proj\"\naction = \"archive\"\nunder = \"/proj\"\nnot_modified_for = \"1h\"\n\n\
+         [[rule]]\nname = \"big\"\naction = \"release\"\nlarger_than = \"1M\"\nwhen_ost_full = 1\n",
+    )
+    .unwrap();
+    let state = c.dir.path().join("policy");
+    let run = |apply: bool| {
+        let mut args = vec!["policy", "run", "--config", path_str(&config), "--state", path_str(&state)];
+        if apply {
+            args.push("--apply");
+        }
+        args.push(path_str(&mnt));
+        weft_ok(&args)
+    };
+    // The first run registers its changelog reader (and walks the empty tree once).
+    assert!(run(false).contains("catalog: 0 files from a first walk"));
+    sh(
+        &mnt,
+        "mkdir -p proj/sub other && head -c 1024 /dev/urandom > proj/old-small && \
+         head -c 3145728 /dev/urandom > proj/old-big && head -c 3145728 /dev/urandom > proj/new-big && \
+         echo x > proj/sub/old && echo x > other/old && echo x > proj/keep && \
+         touch -d '2 hours ago' proj/old-small proj/old-big other/old proj/keep && \
+         touch -d '3 hours ago' proj/sub/old",
+    );
+    weft_ok(&["hsm", "set", "--noarchive", path_str(&mnt.join("proj/keep"))]);
+    let files = ["proj/old-small", "proj/old-big", "proj/new-big", "proj/sub/old", "other/old", "proj/keep"];
+    let snapshot = || {
+        files
+            .iter()
+            .map(|f| {
+                let m = std::fs::metadata(mnt.join(f)).unwrap();
+                (state_of(&mnt.join(f)), std::os::unix::fs::MetadataExt::mtime(&m), m.len())
+            })
+            .collect::<Vec<_>>()
+    };
+    let before = snapshot();
+    // Dry run: what the rules name, from the changelog; nothing done.
+    let dry = run(false);
+    assert!(dry.contains("changelog records taken in") && !dry.contains(" 0 changelog records"), "{dry}");
+    let named: Vec<&str> = dry.lines().filter(|l| l.starts_with("would ")).collect();
+    let mut names: Vec<String> = named.iter().map(|l| l.split(' ').take(3).collect::<Vec<_>>().join(" ")).collect();
+    names.sort();
+    assert_eq!(names, ["would archive /proj/old-big", "would archive /proj/old-small", "would archive /proj/sub/old"]);
+    assert!(dry.contains("dry run: 3 actions, none done"), "{dry}");
+    assert_eq!(snapshot(), before, "a dry run touches nothing");
+    for f in files {
+        assert!(weft_ok(&["hsm", "action", path_str(&mnt.join(f))]).trim().ends_with(": NOOP"));
+    }
+    // Applied: those three archived; then the release rule names the big one only.
+    assert!(run(true).contains("3 actions done, 0 failed"));
+    for f in ["proj/old-small", "proj/old-big", "proj/sub/old"] {
+        let p = mnt.join(f);
+        wait_for(60, "an archive", || state_of(&p).contains("exists archived"), || ct.log());
+    }
+    let second = run(false);
+    let named: Vec<&str> = second.lines().filter(|l| l.starts_with("would ")).collect();
+    assert_eq!(named.len(), 1, "{second}");
+    assert!(named[0].starts_with("would release /proj/old-big "), "{second}");
+    run(true);
+    assert!(state_of(&mnt.join("proj/old-big")).contains("(0x0000000d) released exists archived"));
+    assert!(state_of(&mnt.join("proj/old-small")).ends_with("(0x00000009) exists archived, archive_id:1"));
+    for f in ["proj/new-big", "other/old"] {
+        assert!(state_of(&mnt.join(f)).ends_with(": (0x00000000)"), "{f}");
+    }
+    assert!(state_of(&mnt.join("proj/keep")).ends_with(": (0x00000020) never_archive"));
+    // Nothing left to do.
+    assert!(run(false).contains("dry run: 0 actions"));
+}

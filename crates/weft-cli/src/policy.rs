@@ -1,0 +1,471 @@
+//! `weft policy run`: a policy engine (as Robinhood or LIPE) that follows an MDT's changelog
+//! instead of scanning the namespace.
+//!
+//! It keeps a catalog of the file system's regular files (FID, path, size, modification
+//! time, HSM state) in its state directory, with the changelog reader it registered. The
+//! first run registers the reader, then walks the tree once to fill the catalog (changes made
+//! meanwhile are in the changelog, so nothing is missed); every later run reads only the
+//! records since the last one, looks again at the files they name (by FID), and clears them.
+//! Then each rule is matched against the catalog, and what the rules name is printed, or
+//! done with `--apply`: archives as one request per archive, releases one by one.
+//!
+//! The rules, in TOML:
+//! ```toml
+//! [[rule]]
+//! name = "archive-proj"
+//! action = "archive"          # or "release"
+//! under = "/proj"             # a path from the file system's root (default: everything)
+//! not_modified_for = "1h"     # s, m, h or d
+//! larger_than = "1G"          # K, M, G or T
+//! archive = 2                 # archive only (default: the file's, else the MDT's default)
+//!
+//! [[rule]]
+//! name = "release-big"
+//! action = "release"
+//! larger_than = "1G"
+//! when_ost_full = 80          # percent: only while an OST is at least this full
+//! ```
+//! The catalog is a JSON file: fine for the millions of files a project holds, not for a
+//! whole site's billions (that wants a database; the changelog following stays the same).
+
+use crate::remote::Remote;
+use crate::xattr;
+use anyhow::{anyhow, bail, Context};
+use clap::{Args, Subcommand};
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use weft_client::virtual_xattr::{self as vx, PathAnswer};
+use weft_client::TargetStatfs;
+use weft_proto::msg::changelog::ChangelogRecord;
+use weft_proto::msg::hsm::{
+    HsmAction, HsmState, HS_ARCHIVED, HS_DIRTY, HS_EXISTS, HS_LOST, HS_NOARCHIVE, HS_NORELEASE, HS_RELEASED,
+};
+use weft_proto::msg::{mdt, target_name, ClusterMap, TargetKind};
+use weft_proto::Fid;
+
+/// Changelog records asked for at once.
+const READ_BATCH: u32 = 4096;
+/// Files per archive request.
+const REQUEST_FILES: usize = 8192;
+
+#[derive(Args)]
+pub struct PolicyArgs {
+    #[command(subcommand)]
+    command: PolicyCommand,
+}
+
+#[derive(Subcommand)]
+enum PolicyCommand {
+    /// Bring the catalog up to date from the changelog, then print what the rules name
+    /// (dry run) or do it (--apply) (root).
+    Run(RunArgs),
+}
+
+#[derive(Args)]
+struct RunArgs {
+    /// The rules (TOML; see docs/HSM.md).
+    #[arg(long, value_name = "FILE")]
+    config: PathBuf,
+    /// Where the engine keeps its catalog and changelog reader.
+    #[arg(long, value_name = "DIR")]
+    state: PathBuf,
+    /// Do what the rules name (without it: print it and change nothing).
+    #[arg(long)]
+    apply: bool,
+    /// The file system's mount point.
+    #[arg(value_name = "MNT")]
+    mount: PathBuf,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Config {
+    #[serde(default)]
+    rule: Vec<RuleText>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RuleText {
+    name: String,
+    action: String,
+    under: Option<String>,
+    not_modified_for: Option<String>,
+    larger_than: Option<String>,
+    when_ost_full: Option<u32>,
+    archive: Option<u32>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Do {
+    Archive,
+    Release,
+}
+
+#[derive(Debug)]
+struct Rule {
+    name: String,
+    action: Do,
+    under: String,
+    not_modified_for_s: Option<u64>,
+    larger_than: Option<u64>,
+    when_ost_full: Option<u32>,
+    archive: Option<u32>,
+}
+
+fn parse_rules(text: &str) -> anyhow::Result<Vec<Rule>> {
+    let config: Config = toml::from_str(text)?;
+    if config.rule.is_empty() {
+        bail!("no [[rule]] in the config");
+    }
+    config
+        .rule
+        .into_iter()
+        .map(|r| {
+            let name = r.name.clone();
+            let what = |e: String| anyhow!("rule {name}: {e}");
+            let action = match r.action.as_str() {
+                "archive" => Do::Archive,
+                "release" => Do::Release,
+                a => return Err(what(format!("action '{a}': archive or release"))),
+            };
+            if action == Do::Release && r.archive.is_some() {
+                return Err(what("archive = N goes with action = \"archive\"".into()));
+            }
+            let under = r.under.unwrap_or_else(|| "/".into());
+            if !under.starts_with('/') {
+                return Err(what(format!("under = \"{under}\": a path from the file system's root, /dir")));
+            }
+            let not_modified_for_s = r
+                .not_modified_for
+                .map(|d| crate::stats::parse_duration(&d).map_err(|e| what(format!("not_modified_for: {e}"))))
+                .transpose()?;
+            let larger_than = r
+                .larger_than
+                .map(|s| weft_bench::size::parse_size(&s).map_err(|e| what(format!("larger_than: {e}"))))
+                .transpose()?;
+            if r.when_ost_full.is_some_and(|p| p > 100) {
+                return Err(what("when_ost_full: a percentage, 0 to 100".into()));
+            }
+            Ok(Rule {
+                name: r.name,
+                action,
+                under: under.trim_end_matches('/').to_string(),
+                not_modified_for_s,
+                larger_than,
+                when_ost_full: r.when_ost_full,
+                archive: r.archive,
+            })
+        })
+        .collect()
+}
+
+/// What the engine knows of one file.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Entry {
+    /// From the file system's root: `/proj/a`.
+    path: String,
+    size: u64,
+    mtime: i64,
+    states: u32,
+}
+
+#[derive(Debug, Default, Serialize, Deserialize)]
+struct Catalog {
+    /// The MDT and the changelog reader registered on it.
+    mdt: String,
+    reader: String,
+    /// The last changelog record taken in.
+    last_index: u64,
+    #[serde(with = "as_pairs")]
+    files: BTreeMap<Fid, Entry>,
+}
+
+/// The catalog's files as a list of (FID, entry) pairs (JSON keys are strings only).
+mod as_pairs {
+    use super::{Entry, Fid};
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+    use std::collections::BTreeMap;
+
+    pub fn serialize<S: Serializer>(map: &BTreeMap<Fid, Entry>, s: S) -> Result<S::Ok, S::Error> {
+        map.iter().collect::<Vec<_>>().serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<BTreeMap<Fid, Entry>, D::Error> {
+        Ok(Vec::<(Fid, Entry)>::deserialize(d)?.into_iter().collect())
+    }
+}
+
+struct Engine {
+    mount: PathBuf,
+    mdt: Remote,
+}
+
+impl Engine {
+    /// What the file with this FID is now; None if it is gone or not a regular file.
+    fn look(&self, fid: Fid) -> Option<Entry> {
+        let answer: PathAnswer = xattr::get_json(&self.mount, &format!("{}{fid}", vx::FID2PATH_PREFIX)).ok()?;
+        self.look_at(&format!("/{}", answer.path))
+    }
+
+    fn look_at(&self, path: &str) -> Option<Entry> {
+        let full = self.mount.join(path.trim_start_matches('/'));
+        let meta = std::fs::symlink_metadata(&full).ok()?;
+        if !meta.is_file() {
+            return None;
+        }
+        let state: HsmState = xattr::get_json(&full, vx::HSM).ok()?;
+        Some(Entry { path: path.to_string(), size: meta.len(), mtime: meta.mtime(), states: state.states })
+    }
+
+    /// The first run's walk of the tree (the reader is registered before it: what changes
+    /// while it walks is in the changelog).
+    fn scan(&self, dir: &Path, rel: &str, out: &mut BTreeMap<Fid, Entry>) -> anyhow::Result<()> {
+        for entry in std::fs::read_dir(dir).with_context(|| dir.display().to_string())? {
+            let entry = entry?;
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let path = format!("{rel}/{name}");
+            let kind = entry.file_type()?;
+            if kind.is_dir() {
+                self.scan(&entry.path(), &path, out)?;
+            } else if kind.is_file() {
+                let fid = fid_of(&entry.path())?;
+                if let Some(e) = self.look_at(&path) {
+                    out.insert(fid, e);
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The changelog since the catalog's last record, taken in and cleared. Returns how many
+    /// records were read.
+    fn follow(&self, catalog: &mut Catalog) -> anyhow::Result<usize> {
+        let mut changed = BTreeSet::new();
+        let mut dirs_moved = false;
+        let mut read = 0;
+        loop {
+            let start = catalog.last_index + 1;
+            let records: Vec<ChangelogRecord> =
+                self.mdt.ask(0, mdt::ChangelogRead { start, end: 0, max: READ_BATCH })?;
+            let Some(last) = records.last() else { break };
+            catalog.last_index = last.index;
+            read += records.len();
+            for r in &records {
+                changed.insert(r.target);
+                if let Some((source, _, _)) = &r.source {
+                    changed.insert(*source);
+                    // A directory renamed: the paths of everything under it changed.
+                    dirs_moved |= !catalog.files.contains_key(source);
+                }
+            }
+        }
+        for fid in changed.into_iter().filter(|f| *f != Fid::default()) {
+            match self.look(fid) {
+                Some(e) => {
+                    catalog.files.insert(fid, e);
+                }
+                None => {
+                    catalog.files.remove(&fid);
+                }
+            }
+        }
+        if dirs_moved {
+            let fids: Vec<Fid> = catalog.files.keys().copied().collect();
+            for fid in fids {
+                match self.look(fid) {
+                    Some(e) => catalog.files.insert(fid, e),
+                    None => catalog.files.remove(&fid),
+                };
+            }
+        }
+        if read > 0 {
+            self.mdt.ask(0, mdt::ChangelogClear { id: catalog.reader.clone(), end: catalog.last_index })?;
+        }
+        Ok(read)
+    }
+
+    /// The fullest OST's use, in percent.
+    fn fullest_ost(&self) -> anyhow::Result<u32> {
+        let targets: Vec<TargetStatfs> = xattr::get_json(&self.mount, vx::DF)?;
+        Ok(targets
+            .iter()
+            .filter(|t| t.kind == TargetKind::Ost)
+            .filter_map(|t| t.statfs)
+            .filter(|s| s.blocks > 0)
+            .map(|s| ((s.blocks - s.bfree) * 100).div_ceil(s.blocks) as u32)
+            .max()
+            .unwrap_or(0))
+    }
+}
+
+fn fid_of(path: &Path) -> anyhow::Result<Fid> {
+    let text = String::from_utf8(xattr::get(path, vx::FID)?)?;
+    text.trim().parse::<Fid>().map_err(|e| anyhow!("{}: weft.fid {text}: {e}", path.display()))
+}
+
+fn under(path: &str, dir: &str) -> bool {
+    dir.is_empty() || path == dir || path.strip_prefix(dir).is_some_and(|rest| rest.starts_with('/'))
+}
+
+/// Whether `rule` names the file now (`full`: the fullest OST's use).
+fn names(rule: &Rule, e: &Entry, now: i64, full: u32) -> bool {
+    let has = |bits: u32| e.states & bits == bits;
+    let state_ok = match rule.action {
+        Do::Archive => {
+            let up_to_date = has(HS_EXISTS | HS_ARCHIVED) && e.states & (HS_DIRTY | HS_LOST) == 0;
+            e.states & (HS_NOARCHIVE | HS_RELEASED) == 0 && !up_to_date
+        }
+        Do::Release => {
+            has(HS_EXISTS | HS_ARCHIVED) && e.states & (HS_DIRTY | HS_LOST | HS_RELEASED | HS_NORELEASE) == 0
+        }
+    };
+    state_ok
+        && under(&e.path, &rule.under)
+        && rule.not_modified_for_s.is_none_or(|d| now.saturating_sub(e.mtime) >= d as i64)
+        && rule.larger_than.is_none_or(|s| e.size > s)
+        && rule.when_ost_full.is_none_or(|p| full >= p)
+}
+
+pub fn policy(a: PolicyArgs) -> anyhow::Result<()> {
+    match a.command {
+        PolicyCommand::Run(r) => run(r),
+    }
+}
+
+fn run(a: RunArgs) -> anyhow::Result<()> {
+    let text = std::fs::read_to_string(&a.config).with_context(|| format!("--config {}", a.config.display()))?;
+    let rules = parse_rules(&text).with_context(|| format!("--config {}", a.config.display()))?;
+    let map: ClusterMap = xattr::get_json(&a.mount, vx::MAP)?;
+    let mdt_name = target_name(&map.fsname, TargetKind::Mdt, 0);
+    let target = map
+        .targets
+        .iter()
+        .find(|t| t.kind == TargetKind::Mdt && t.index == 0)
+        .ok_or_else(|| anyhow!("the file system {} has no MDT 0 in its map", map.fsname))?;
+    let engine = Engine { mount: a.mount.clone(), mdt: Remote::new(target.address.clone(), mdt_name.clone())? };
+    std::fs::create_dir_all(&a.state).with_context(|| format!("--state {}", a.state.display()))?;
+    let catalog_file = a.state.join("catalog.json");
+    let mut catalog = match std::fs::read(&catalog_file) {
+        Ok(bytes) => serde_json::from_slice::<Catalog>(&bytes)
+            .with_context(|| format!("{} is not a policy catalog", catalog_file.display()))?,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Catalog::default(),
+        Err(e) => return Err(anyhow::Error::new(e).context(catalog_file.display().to_string())),
+    };
+    if catalog.reader.is_empty() {
+        let user = engine.mdt.ask(0, mdt::ChangelogRegister { name: Some("policy".into()) })?;
+        catalog =
+            Catalog { mdt: mdt_name.clone(), reader: user.id.clone(), last_index: user.cleared, ..Catalog::default() };
+        engine.scan(&a.mount, "", &mut catalog.files)?;
+        println!("catalog: {} files from a first walk; changelog reader {} from now on", catalog.files.len(), user.id);
+    } else if catalog.mdt != mdt_name {
+        bail!("{} is the catalog of {}, not of {mdt_name}", catalog_file.display(), catalog.mdt);
+    }
+    let read = engine.follow(&mut catalog)?;
+    let tmp = a.state.join("catalog.json.tmp");
+    std::fs::write(&tmp, serde_json::to_vec(&catalog)?)?;
+    std::fs::rename(&tmp, &catalog_file)?;
+    println!(
+        "catalog: {} files, {read} changelog records taken in (to record {})",
+        catalog.files.len(),
+        catalog.last_index
+    );
+
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs() as i64;
+    let full = if rules.iter().any(|r| r.when_ost_full.is_some()) { engine.fullest_ost()? } else { 0 };
+    // Each file goes to the first rule of each action that names it.
+    let mut archives: BTreeMap<u32, Vec<(Fid, &Entry, &Rule)>> = BTreeMap::new();
+    let mut releases = Vec::new();
+    for (fid, e) in &catalog.files {
+        for action in [Do::Archive, Do::Release] {
+            if let Some(rule) = rules.iter().filter(|r| r.action == action).find(|r| names(r, e, now, full)) {
+                match action {
+                    Do::Archive => archives.entry(rule.archive.unwrap_or(0)).or_default().push((*fid, e, rule)),
+                    Do::Release => releases.push((*fid, e, rule)),
+                }
+            }
+        }
+    }
+    let verb = if a.apply { "" } else { "would " };
+    for (fid, e, rule) in archives.values().flatten() {
+        println!("{verb}archive {} ({fid}, rule {})", e.path, rule.name);
+    }
+    for (fid, e, rule) in &releases {
+        println!("{verb}release {} ({fid}, rule {})", e.path, rule.name);
+    }
+    let planned = archives.values().map(Vec::len).sum::<usize>() + releases.len();
+    if !a.apply {
+        println!("dry run: {planned} actions, none done (--apply does them)");
+        return Ok(());
+    }
+    let mut failed = 0;
+    for (archive_id, files) in &archives {
+        for chunk in files.chunks(REQUEST_FILES) {
+            let fids = chunk.iter().map(|(f, _, _)| *f).collect();
+            let op = mdt::HsmRequest { action: HsmAction::Archive, archive_id: *archive_id, fids, data: Vec::new() };
+            if let Err(e) = engine.mdt.ask(0, op) {
+                eprintln!("weft policy: archive of {} files: {e:#}", chunk.len());
+                failed += chunk.len();
+            }
+        }
+    }
+    for (_, e, _) in &releases {
+        let full_path = a.mount.join(e.path.trim_start_matches('/'));
+        if let Err(err) = xattr::set(&full_path, vx::HSM_RELEASE, b"1") {
+            eprintln!("weft policy: release of {}: {err:#}", e.path);
+            failed += 1;
+        }
+    }
+    println!("{} actions done, {failed} failed", planned - failed);
+    if failed > 0 {
+        bail!("{failed} of {planned} actions failed");
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn entry(path: &str, size: u64, mtime: i64, states: u32) -> Entry {
+        Entry { path: path.into(), size, mtime, states }
+    }
+
+    #[test]
+    fn rules_name_files_by_place_age_size_state_and_fullness() {
+        let rules = parse_rules(
+            "[[rule]]\nname = \"old\"\naction = \"archive\"\nunder = \"/proj\"\nnot_modified_for = \"1h\"\n\
+             [[rule]]\nname = \"big\"\naction = \"release\"\nlarger_than = \"1M\"\nwhen_ost_full = 80\n",
+        )
+        .unwrap();
+        let now = 100_000;
+        let (old, big) = (&rules[0], &rules[1]);
+        assert!(names(old, &entry("/proj/a", 1, now - 3600, 0), now, 0));
+        assert!(!names(old, &entry("/proj/a", 1, now - 3599, 0), now, 0), "too young");
+        assert!(!names(old, &entry("/projects/a", 1, 0, 0), now, 0), "not under /proj");
+        assert!(!names(old, &entry("/proj/a", 1, 0, HS_EXISTS | HS_ARCHIVED), now, 0), "archived already");
+        assert!(names(old, &entry("/proj/a", 1, 0, HS_EXISTS | HS_ARCHIVED | HS_DIRTY), now, 0), "dirty");
+        assert!(!names(old, &entry("/proj/a", 1, 0, HS_NOARCHIVE), now, 0));
+        let archived = HS_EXISTS | HS_ARCHIVED;
+        assert!(names(big, &entry("/x", 2 << 20, now, archived), now, 80));
+        assert!(!names(big, &entry("/x", 2 << 20, now, archived), now, 79), "OSTs not full enough");
+        assert!(!names(big, &entry("/x", 1 << 20, now, archived), now, 90), "not larger than 1M");
+        assert!(!names(big, &entry("/x", 2 << 20, now, 0), now, 90), "never archived");
+        assert!(!names(big, &entry("/x", 2 << 20, now, archived | HS_RELEASED), now, 90));
+    }
+
+    #[test]
+    fn bad_configs_name_the_rule_and_the_field() {
+        let e = |t: &str| format!("{:#}", parse_rules(t).unwrap_err());
+        assert!(e("[[rule]]\nname = \"r\"\naction = \"delete\"\n").contains("rule r: action 'delete'"));
+        assert!(e("[[rule]]\nname = \"r\"\naction = \"archive\"\nunder = \"proj\"\n")
+            .contains("from the file system's root"));
+        assert!(
+            e("[[rule]]\nname = \"r\"\naction = \"archive\"\nnot_modified_for = \"1y\"\n").contains("not_modified_for")
+        );
+        assert!(e("[[rule]]\nname = \"r\"\naction = \"archive\"\nolder = 1\n").contains("unknown field"));
+        assert!(e("").contains("no [[rule]]"));
+    }
+}

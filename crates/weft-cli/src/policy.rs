@@ -65,7 +65,9 @@ enum PolicyCommand {
 
 #[derive(Args)]
 struct RunArgs {
-    /// The rules (TOML; see docs/HSM.md).
+    /// The rules (TOML): `[[rule]]` tables with `name`, `action` (archive or release),
+    /// `under` (a path from the root), `not_modified_for` (1h), `larger_than` (1G),
+    /// `when_ost_full` (a percentage) and, to archive, `archive` (an id).
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
     /// Where the engine keeps its catalog and changelog reader.

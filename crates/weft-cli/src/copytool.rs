@@ -17,7 +17,7 @@
 //!   the environment has WEFT_FID, WEFT_ARCHIVE_ID, WEFT_SIZE and WEFT_META (the JSON). A
 //!   site plugs its tape library or object store in here.
 
-use crate::limits::{COPYTOOL_POLL_MS, COPYTOOL_PROGRESS_MS, COPYTOOL_STOP_WAIT_S};
+use crate::limits::{COPYTOOL_END_REPORT_S, COPYTOOL_POLL_MS, COPYTOOL_PROGRESS_MS, COPYTOOL_STOP_WAIT_S};
 use crate::stats::{mgs_address, MgsArgs};
 use anyhow::{anyhow, bail, Context};
 use bytes::Bytes;
@@ -33,9 +33,7 @@ use weft_client::{Client, ClientConfig};
 use weft_proto::limits::RPC_BULK_BYTES_MAX;
 use weft_proto::lock::LockMode;
 use weft_proto::msg::hsm::{HsmAction, HsmActionItem, HS_ARCHIVED, HS_EXISTS};
-use weft_proto::msg::{
-    Caller, FileType, Identity, SetAttr, SetTime, Timestamp, OPEN_HSM_RESTORE, OPEN_READ, OPEN_WRITE,
-};
+use weft_proto::msg::{Caller, FileType, Identity, SetAttr, SetTime, Timestamp, OPEN_HSM_RESTORE, OPEN_WRITE};
 use weft_proto::{ErrorCode, Fid, StripeSpec, WeftError};
 
 #[derive(Args)]
@@ -186,15 +184,17 @@ impl Backend {
     }
 
     /// Where the archive's copy of `fid` is written.
-    async fn archive_sink(&self, meta: &ArchivedMeta, fid: Fid) -> anyhow::Result<Sink> {
+    async fn archive_sink(&self, meta: &ArchivedMeta, fid: Fid, cookie: u64) -> anyhow::Result<Sink> {
         match self {
             Backend::Posix(dir) => {
                 let path = Backend::copy_path(dir, fid);
                 let parent = path.parent().expect("a copy path has a directory");
                 tokio::fs::create_dir_all(parent).await?;
-                let tmp = parent.join(format!(".{}.tmp.{}", fid_name(fid), std::process::id()));
+                // The cookie in the name: an action handed out again to this copytool does not
+                // share its temporary file with a first attempt still running.
+                let tmp = parent.join(format!(".{}.tmp.{cookie:x}", fid_name(fid)));
                 let file = tokio::fs::File::create(&tmp).await?;
-                Ok(Sink::File { file, tmp, dir: dir.clone(), fid })
+                Ok(Sink::File { file, tmp, dir: dir.clone(), fid, cookie })
             }
             Backend::Command(prog) => {
                 let mut child = Backend::command(prog, &["archive".into(), fid_name(fid)], Some(meta))
@@ -204,7 +204,23 @@ impl Backend {
                     .spawn()
                     .with_context(|| format!("running {}", prog.display()))?;
                 let stdin = child.stdin.take().expect("piped");
-                Ok(Sink::Child { child, stdin, what: format!("{} archive {}", prog.display(), fid_name(fid)) })
+                // Read while the data goes in: a program that says much on its standard error
+                // must not block on a full pipe. Its last 4 KiB are kept for the error.
+                let mut stderr = child.stderr.take().expect("piped");
+                let said = tokio::spawn(async move {
+                    let mut kept = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n) = stderr.read(&mut buf).await {
+                        if n == 0 {
+                            break;
+                        }
+                        kept.extend_from_slice(&buf[..n]);
+                        let excess = kept.len().saturating_sub(4096);
+                        kept.drain(..excess);
+                    }
+                    kept
+                });
+                Ok(Sink::Child { child, stdin, said, what: format!("{} archive {}", prog.display(), fid_name(fid)) })
             }
         }
     }
@@ -283,8 +299,19 @@ impl Backend {
 
 /// An archive copy being written.
 enum Sink {
-    File { file: tokio::fs::File, tmp: PathBuf, dir: PathBuf, fid: Fid },
-    Child { child: tokio::process::Child, stdin: tokio::process::ChildStdin, what: String },
+    File {
+        file: tokio::fs::File,
+        tmp: PathBuf,
+        dir: PathBuf,
+        fid: Fid,
+        cookie: u64,
+    },
+    Child {
+        child: tokio::process::Child,
+        stdin: tokio::process::ChildStdin,
+        said: tokio::task::JoinHandle<Vec<u8>>,
+        what: String,
+    },
 }
 
 impl Sink {
@@ -298,23 +325,29 @@ impl Sink {
     /// The copy made durable under its name, with its metadata beside it.
     async fn finish(self, meta: &ArchivedMeta) -> anyhow::Result<()> {
         match self {
-            Sink::File { file, tmp, dir, fid } => {
+            Sink::File { file, tmp, dir, fid, cookie } => {
                 file.sync_all().await?;
                 drop(file);
                 let path = Backend::copy_path(&dir, fid);
                 let parent = path.parent().expect("a copy path has a directory");
-                let meta_tmp = parent.join(format!(".{}.meta.tmp.{}", fid_name(fid), std::process::id()));
-                tokio::fs::write(&meta_tmp, serde_json::to_vec_pretty(meta)?).await?;
+                let meta_tmp = parent.join(format!(".{}.meta.tmp.{cookie:x}", fid_name(fid)));
+                let mut meta_file = tokio::fs::File::create(&meta_tmp).await?;
+                meta_file.write_all(&serde_json::to_vec_pretty(meta)?).await?;
+                meta_file.sync_all().await?;
+                drop(meta_file);
                 tokio::fs::rename(&meta_tmp, Backend::meta_path(&dir, fid)).await?;
                 tokio::fs::rename(&tmp, &path).await?;
+                // The names durable too before the coordinator is told the copy is safe.
+                tokio::fs::File::open(parent).await?.sync_all().await?;
                 Ok(())
             }
-            Sink::Child { child, mut stdin, what } => {
+            Sink::Child { mut child, mut stdin, said, what } => {
                 stdin.shutdown().await?;
                 drop(stdin);
-                let out = child.wait_with_output().await?;
-                if !out.status.success() {
-                    bail!("{what} failed ({}): {}", out.status, String::from_utf8_lossy(&out.stderr).trim());
+                let status = child.wait().await?;
+                let said = said.await.unwrap_or_default();
+                if !status.success() {
+                    bail!("{what} failed ({status}): {}", String::from_utf8_lossy(&said).trim());
                 }
                 Ok(())
             }
@@ -328,8 +361,9 @@ impl Sink {
                 drop(file);
                 let _ = tokio::fs::remove_file(&tmp).await;
             }
-            Sink::Child { mut child, .. } => {
+            Sink::Child { mut child, said, .. } => {
                 let _ = child.kill().await;
+                said.abort();
             }
         }
     }
@@ -402,9 +436,18 @@ impl Agent {
                 (0, (f.errno, f.message), 0, 0)
             }
         };
-        // The end must reach the coordinator: retried while the MDS restarts (the client
-        // library resends for its request timeout), given up if the action went elsewhere.
-        for attempt in 0..3 {
+        // The end must reach the coordinator: retried (the client library itself resends
+        // while the MDS restarts) until it is taken, the action went elsewhere, or
+        // COPYTOOL_END_REPORT_S passed (then the coordinator hands it out again).
+        let deadline = Instant::now() + Duration::from_secs(COPYTOOL_END_REPORT_S);
+        for attempt in 0.. {
+            if attempt > 0 {
+                if Instant::now() >= deadline {
+                    tracing::warn!(fid = %item.fid, "gave up reporting the end of {:#x}", item.cookie);
+                    return;
+                }
+                tokio::time::sleep(Duration::from_secs(1)).await;
+            }
             let end = Some(done.clone());
             match self.client.hsm_progress(&self.who, &self.name, item.cookie, bytes, end, blocks, version).await {
                 Ok(()) => return,
@@ -445,30 +488,28 @@ impl Agent {
         Ok((meta, layout))
     }
 
-    /// The copy's bytes and the data version it is of (0: the file changed meanwhile).
+    /// The copy's bytes and the data version it is of (0: the file changed meanwhile). No
+    /// open: a copytool that dies leaves no open handle on the MDT (which would keep the file
+    /// from being released); the extent locks keep the reads coherent with writers.
     async fn archive(&self, item: &HsmActionItem) -> Result<(u64, u64), Failure> {
         let (c, who, fid) = (&self.client, &self.who, item.fid);
-        let opened = c.open(who, fid, OPEN_READ).await?;
-        let result = async {
-            let (meta, layout) = self.meta_of(fid, item.archive_id).await?;
-            let (_, _, before) = c.glimpse_versioned(who, &layout).await?;
-            let mut sink = self.backend.archive_sink(&meta, fid).await?;
-            let copied = self.copy_out(item, &layout, meta.size, sink.writer()).await;
-            match copied {
-                Ok(bytes) => {
-                    sink.finish(&meta).await?;
-                    let (_, _, after) = c.glimpse_versioned(who, &layout).await?;
-                    Ok((bytes, if after == before { before } else { 0 }))
-                }
-                Err(f) => {
-                    sink.abort().await;
-                    Err(f)
-                }
+        let (mut meta, layout) = self.meta_of(fid, item.archive_id).await?;
+        // The size copied and the version it is of from one reading of the objects.
+        let (size, _, before) = c.glimpse_versioned(who, &layout).await?;
+        meta.size = size;
+        let mut sink = self.backend.archive_sink(&meta, fid, item.cookie).await?;
+        let copied = match self.copy_out(item, &layout, size, sink.writer()).await {
+            Ok(bytes) => bytes,
+            Err(f) => {
+                sink.abort().await;
+                return Err(f);
             }
-        }
-        .await;
-        let _ = c.close(who, fid, opened.handle, None).await;
-        result
+        };
+        sink.finish(&meta).await?;
+        let (size_after, _, after) = c.glimpse_versioned(who, &layout).await?;
+        // Written meanwhile: the copy is of no version the file had, and leaves it dirty.
+        let version = if (size_after, after) == (size, before) && copied == size { before } else { 0 };
+        Ok((copied, version))
     }
 
     /// The file's bytes into `out`, a chunk at a time under a read lock.
@@ -545,7 +586,7 @@ impl Agent {
             Ok((offset, blocks, version))
         }
         .await;
-        let _ = c.close(who, fid, opened.handle, None).await;
+        // The restore's open left no handle to close (see OPEN_HSM_RESTORE).
         result
     }
 
@@ -644,6 +685,9 @@ async fn serve(agent: Arc<Agent>, archives: Vec<u32>, parallel: u32) -> anyhow::
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
     let mut running = tokio::task::JoinSet::new();
+    // The actions this copytool runs, told with every poll (the coordinator hands out again
+    // what it thinks this copytool has but is not here: a lost answer, a restart).
+    let cookies: Arc<std::sync::Mutex<std::collections::BTreeSet<u64>>> = Arc::default();
     let ids = if archives.is_empty() {
         "every archive".to_string()
     } else {
@@ -654,7 +698,8 @@ async fn serve(agent: Arc<Agent>, archives: Vec<u32>, parallel: u32) -> anyhow::
     loop {
         while running.try_join_next().is_some() {}
         let free = parallel.saturating_sub(running.len() as u32);
-        let taken = match agent.client.hsm_take(&agent.who, &agent.name, &archives, free).await {
+        let now_running: Vec<u64> = cookies.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
+        let taken = match agent.client.hsm_take(&agent.who, &agent.name, &archives, free, now_running).await {
             Ok(t) => t,
             Err(e) => {
                 tracing::warn!("asking the coordinator for work failed: {}", e.message);
@@ -663,8 +708,13 @@ async fn serve(agent: Arc<Agent>, archives: Vec<u32>, parallel: u32) -> anyhow::
         };
         let idle = taken.is_empty();
         for item in taken {
-            let agent = agent.clone();
-            running.spawn(async move { agent.run(item).await });
+            let (agent, cookies) = (agent.clone(), cookies.clone());
+            cookies.lock().unwrap_or_else(|p| p.into_inner()).insert(item.cookie);
+            running.spawn(async move {
+                let cookie = item.cookie;
+                agent.run(item).await;
+                cookies.lock().unwrap_or_else(|p| p.into_inner()).remove(&cookie);
+            });
         }
         let pause = if idle || running.len() as u32 >= parallel { COPYTOOL_POLL_MS } else { 0 };
         tokio::select! {

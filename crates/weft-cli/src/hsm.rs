@@ -96,27 +96,26 @@ impl ListArgs {
 }
 
 /// The MDT of the file system `file` is on, reached as the caller (its address from the
-/// mount's map).
-fn mdt_of(file: &std::path::Path) -> anyhow::Result<Remote> {
+/// mount's map), and its name.
+pub(crate) fn mdt_of(file: &std::path::Path) -> anyhow::Result<(Remote, String)> {
     let map: weft_proto::msg::ClusterMap = xattr::get_json(file, vx::MAP)?;
     let target = map
         .targets
         .iter()
         .find(|t| t.kind == TargetKind::Mdt && t.index == 0)
         .ok_or_else(|| anyhow!("the file system {} has no MDT 0 in its map", map.fsname))?;
-    Remote::new(target.address.clone(), target_name(&map.fsname, TargetKind::Mdt, 0))
+    let name = target_name(&map.fsname, TargetKind::Mdt, 0);
+    Ok((Remote::new(target.address.clone(), name.clone())?, name))
 }
 
-/// Each file's FID, as its mount names it.
+/// A file's FID, as its mount names it.
+pub(crate) fn fid_of(f: &std::path::Path) -> anyhow::Result<Fid> {
+    let text = String::from_utf8(xattr::get(f, vx::FID)?).context("the mount answered weft.fid with non-text")?;
+    text.trim().parse::<Fid>().map_err(|e| anyhow!("{}: the mount answered weft.fid {text}: {e}", f.display()))
+}
+
 fn fids_of(files: &[PathBuf]) -> anyhow::Result<Vec<Fid>> {
-    files
-        .iter()
-        .map(|f| {
-            let text =
-                String::from_utf8(xattr::get(f, vx::FID)?).context("the mount answered weft.fid with non-text")?;
-            text.trim().parse::<Fid>().map_err(|e| anyhow!("{}: the mount answered weft.fid {text}: {e}", f.display()))
-        })
-        .collect()
+    files.iter().map(|f| fid_of(f)).collect()
 }
 
 /// An MDT's error with the FIDs it names replaced by the paths the user gave.
@@ -132,7 +131,7 @@ fn with_paths(e: anyhow::Error, files: &[PathBuf], fids: &[Fid]) -> anyhow::Erro
 fn request(action: HsmAction, archive: Option<u32>, list: &ListArgs) -> anyhow::Result<()> {
     let files = list.all_files()?;
     let fids = fids_of(&files)?;
-    let mdt = mdt_of(&files[0])?;
+    let (mdt, _) = mdt_of(&files[0])?;
     let data = list.data.clone().unwrap_or_default().into_bytes();
     for (fchunk, chunk) in files.chunks(HSM_REQUEST_FILES).zip(fids.chunks(HSM_REQUEST_FILES)) {
         let op = mdt::HsmRequest { action, archive_id: archive.unwrap_or(0), fids: chunk.to_vec(), data: data.clone() };
@@ -146,16 +145,10 @@ fn request(action: HsmAction, archive: Option<u32>, list: &ListArgs) -> anyhow::
 fn release_refused(f: &std::path::Path, e: anyhow::Error) -> anyhow::Error {
     let errno = e.downcast_ref::<std::io::Error>().and_then(std::io::Error::raw_os_error);
     let Ok(s) = xattr::get_json::<HsmState>(f, vx::HSM) else { return e };
-    let why = match errno {
-        Some(libc::EPERM) if s.states & HS_NORELEASE != 0 => "it is marked norelease",
-        Some(libc::EPERM) if s.states & (HS_EXISTS | HS_ARCHIVED) != (HS_EXISTS | HS_ARCHIVED) => {
-            "it was never archived (weft hsm archive it first)"
-        }
-        Some(libc::EPERM) if s.states & HS_DIRTY != 0 => {
-            "it changed since it was archived (dirty): archive it again first"
-        }
-        Some(libc::EPERM) if s.states & HS_LOST != 0 => "its archive copy is lost",
-        Some(libc::EBUSY) => "it is open, or a request is waiting or running on it (weft hsm action shows which)",
+    let why = match (errno, s.release_refusal()) {
+        (Some(libc::EPERM), Some(why)) => why,
+        (Some(libc::EPERM), None) => "its data differs from the archive's copy: archive it again first",
+        (Some(libc::EBUSY), _) => "it is open, or a request is waiting or running on it (weft hsm action shows which)",
         _ => return e,
     };
     anyhow!("{}: cannot be released: {why}", f.display())
@@ -300,7 +293,7 @@ pub fn hsm(a: HsmArgs) -> anyhow::Result<()> {
         }
         HsmCommand::Action { files, json } => {
             let fids = fids_of(&files)?;
-            let mdt = mdt_of(&files[0])?;
+            let (mdt, _) = mdt_of(&files[0])?;
             for (f, fid) in files.iter().zip(&fids) {
                 let action = mdt.ask(0, mdt::HsmActionGet { fid: *fid }).map_err(|e| with_paths(e, &files, &fids))?;
                 if json {

@@ -49,3 +49,5 @@ pub const COPYTOOL_POLL_MS: u64 = 250;
 pub const COPYTOOL_PROGRESS_MS: u64 = 1_000;
 /// On SIGTERM a copytool lets its running copies end for at most this long.
 pub const COPYTOOL_STOP_WAIT_S: u64 = 30;
+/// A copytool retries the report of an action's end for this long.
+pub const COPYTOOL_END_REPORT_S: u64 = 600;

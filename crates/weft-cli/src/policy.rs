@@ -39,10 +39,8 @@ use std::path::{Path, PathBuf};
 use weft_client::virtual_xattr::{self as vx, PathAnswer};
 use weft_client::TargetStatfs;
 use weft_proto::msg::changelog::ChangelogRecord;
-use weft_proto::msg::hsm::{
-    HsmAction, HsmState, HS_ARCHIVED, HS_DIRTY, HS_EXISTS, HS_LOST, HS_NOARCHIVE, HS_NORELEASE, HS_RELEASED,
-};
-use weft_proto::msg::{mdt, target_name, ClusterMap, TargetKind};
+use weft_proto::msg::hsm::{HsmAction, HsmState, HS_RELEASED};
+use weft_proto::msg::{mdt, TargetKind};
 use weft_proto::Fid;
 
 /// Changelog records asked for at once.
@@ -181,6 +179,8 @@ struct Catalog {
     reader: String,
     /// The last changelog record taken in.
     last_index: u64,
+    /// The first walk of the tree is done (it is done again if a run stopped in it).
+    walked: bool,
     #[serde(with = "as_pairs")]
     files: BTreeMap<Fid, Entry>,
 }
@@ -206,10 +206,23 @@ struct Engine {
 }
 
 impl Engine {
-    /// What the file with this FID is now; None if it is gone or not a regular file.
-    fn look(&self, fid: Fid) -> Option<Entry> {
-        let answer: PathAnswer = xattr::get_json(&self.mount, &format!("{}{fid}", vx::FID2PATH_PREFIX)).ok()?;
-        self.look_at(&format!("/{}", answer.path))
+    /// What the file with this FID is now: None if it is gone or not a regular file; an
+    /// error if that cannot be told now (the catalog keeps what it had).
+    fn look(&self, fid: Fid) -> anyhow::Result<Option<Entry>> {
+        let answer: PathAnswer = match xattr::get_json(&self.mount, &format!("{}{fid}", vx::FID2PATH_PREFIX)) {
+            Ok(a) => a,
+            Err(e) if is_gone(&e) => return Ok(None),
+            Err(e) => return Err(e),
+        };
+        Ok(self.look_at(&format!("/{}", answer.path)))
+    }
+
+    /// Whether `fid` is a directory now.
+    fn is_dir(&self, fid: Fid) -> bool {
+        let Ok(answer) = xattr::get_json::<PathAnswer>(&self.mount, &format!("{}{fid}", vx::FID2PATH_PREFIX)) else {
+            return false;
+        };
+        std::fs::symlink_metadata(self.mount.join(&answer.path)).is_ok_and(|m| m.is_dir())
     }
 
     fn look_at(&self, path: &str) -> Option<Entry> {
@@ -233,7 +246,8 @@ impl Engine {
             if kind.is_dir() {
                 self.scan(&entry.path(), &path, out)?;
             } else if kind.is_file() {
-                let fid = fid_of(&entry.path())?;
+                // A file removed while the walk goes is in the changelog: skipped here.
+                let Ok(fid) = crate::hsm::fid_of(&entry.path()) else { continue };
                 if let Some(e) = self.look_at(&path) {
                     out.insert(fid, e);
                 }
@@ -246,7 +260,7 @@ impl Engine {
     /// records were read.
     fn follow(&self, catalog: &mut Catalog) -> anyhow::Result<usize> {
         let mut changed = BTreeSet::new();
-        let mut dirs_moved = false;
+        let mut renamed = BTreeSet::new();
         let mut read = 0;
         loop {
             let start = catalog.last_index + 1;
@@ -259,32 +273,25 @@ impl Engine {
                 changed.insert(r.target);
                 if let Some((source, _, _)) = &r.source {
                     changed.insert(*source);
-                    // A directory renamed: the paths of everything under it changed.
-                    dirs_moved |= !catalog.files.contains_key(source);
+                    renamed.insert(*source);
                 }
             }
         }
-        for fid in changed.into_iter().filter(|f| *f != Fid::default()) {
+        let mut again: Vec<Fid> = changed.into_iter().filter(|f| *f != Fid::default()).collect();
+        // A directory renamed: the paths of everything under it changed.
+        if renamed.iter().any(|fid| !catalog.files.contains_key(fid) && self.is_dir(*fid)) {
+            again.extend(catalog.files.keys().copied());
+        }
+        for fid in again {
             match self.look(fid) {
-                Some(e) => {
+                Ok(Some(e)) => {
                     catalog.files.insert(fid, e);
                 }
-                None => {
+                Ok(None) => {
                     catalog.files.remove(&fid);
                 }
+                Err(e) => eprintln!("weft policy: {fid} kept as it was: {e:#}"),
             }
-        }
-        if dirs_moved {
-            let fids: Vec<Fid> = catalog.files.keys().copied().collect();
-            for fid in fids {
-                match self.look(fid) {
-                    Some(e) => catalog.files.insert(fid, e),
-                    None => catalog.files.remove(&fid),
-                };
-            }
-        }
-        if read > 0 {
-            self.mdt.ask(0, mdt::ChangelogClear { id: catalog.reader.clone(), end: catalog.last_index })?;
         }
         Ok(read)
     }
@@ -303,9 +310,9 @@ impl Engine {
     }
 }
 
-fn fid_of(path: &Path) -> anyhow::Result<Fid> {
-    let text = String::from_utf8(xattr::get(path, vx::FID)?)?;
-    text.trim().parse::<Fid>().map_err(|e| anyhow!("{}: weft.fid {text}: {e}", path.display()))
+/// Whether an error says the file is gone.
+fn is_gone(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.raw_os_error() == Some(libc::ENOENT)))
 }
 
 fn under(path: &str, dir: &str) -> bool {
@@ -314,15 +321,10 @@ fn under(path: &str, dir: &str) -> bool {
 
 /// Whether `rule` names the file now (`full`: the fullest OST's use).
 fn names(rule: &Rule, e: &Entry, now: i64, full: u32) -> bool {
-    let has = |bits: u32| e.states & bits == bits;
+    let state = HsmState { states: e.states, archive_id: 0 };
     let state_ok = match rule.action {
-        Do::Archive => {
-            let up_to_date = has(HS_EXISTS | HS_ARCHIVED) && e.states & (HS_DIRTY | HS_LOST) == 0;
-            e.states & (HS_NOARCHIVE | HS_RELEASED) == 0 && !up_to_date
-        }
-        Do::Release => {
-            has(HS_EXISTS | HS_ARCHIVED) && e.states & (HS_DIRTY | HS_LOST | HS_RELEASED | HS_NORELEASE) == 0
-        }
+        Do::Archive => state.wants_archive(),
+        Do::Release => state.release_refusal().is_none() && e.states & HS_RELEASED == 0,
     };
     state_ok
         && under(&e.path, &rule.under)
@@ -340,14 +342,8 @@ pub fn policy(a: PolicyArgs) -> anyhow::Result<()> {
 fn run(a: RunArgs) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&a.config).with_context(|| format!("--config {}", a.config.display()))?;
     let rules = parse_rules(&text).with_context(|| format!("--config {}", a.config.display()))?;
-    let map: ClusterMap = xattr::get_json(&a.mount, vx::MAP)?;
-    let mdt_name = target_name(&map.fsname, TargetKind::Mdt, 0);
-    let target = map
-        .targets
-        .iter()
-        .find(|t| t.kind == TargetKind::Mdt && t.index == 0)
-        .ok_or_else(|| anyhow!("the file system {} has no MDT 0 in its map", map.fsname))?;
-    let engine = Engine { mount: a.mount.clone(), mdt: Remote::new(target.address.clone(), mdt_name.clone())? };
+    let (mdt, mdt_name) = crate::hsm::mdt_of(&a.mount)?;
+    let engine = Engine { mount: a.mount.clone(), mdt };
     std::fs::create_dir_all(&a.state).with_context(|| format!("--state {}", a.state.display()))?;
     let catalog_file = a.state.join("catalog.json");
     let mut catalog = match std::fs::read(&catalog_file) {
@@ -356,19 +352,39 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => Catalog::default(),
         Err(e) => return Err(anyhow::Error::new(e).context(catalog_file.display().to_string())),
     };
+    if !catalog.mdt.is_empty() && catalog.mdt != mdt_name {
+        bail!("{} is the catalog of {}, not of {mdt_name}", catalog_file.display(), catalog.mdt);
+    }
+    // Its reader gone (deregistered by an admin): records were lost, so walk again.
+    let readers = engine.mdt.ask(0, mdt::ChangelogUsersList {})?;
+    if !catalog.reader.is_empty() && !readers.users.iter().any(|u| u.id == catalog.reader) {
+        eprintln!("weft policy: changelog reader {} is gone: registering again and walking the tree", catalog.reader);
+        catalog.reader.clear();
+    }
     if catalog.reader.is_empty() {
+        // Registered before the walk (what changes while it walks is in the changelog), and
+        // saved at once: a run that stops in the walk does not leave a reader nobody reads.
         let user = engine.mdt.ask(0, mdt::ChangelogRegister { name: Some("policy".into()) })?;
         catalog =
             Catalog { mdt: mdt_name.clone(), reader: user.id.clone(), last_index: user.cleared, ..Catalog::default() };
+        save(&a.state, &catalog)?;
+    }
+    if !catalog.walked {
+        catalog.files.clear();
         engine.scan(&a.mount, "", &mut catalog.files)?;
-        println!("catalog: {} files from a first walk; changelog reader {} from now on", catalog.files.len(), user.id);
-    } else if catalog.mdt != mdt_name {
-        bail!("{} is the catalog of {}, not of {mdt_name}", catalog_file.display(), catalog.mdt);
+        catalog.walked = true;
+        println!(
+            "catalog: {} files from a first walk; changelog reader {} from now on",
+            catalog.files.len(),
+            catalog.reader
+        );
     }
     let read = engine.follow(&mut catalog)?;
-    let tmp = a.state.join("catalog.json.tmp");
-    std::fs::write(&tmp, serde_json::to_vec(&catalog)?)?;
-    std::fs::rename(&tmp, &catalog_file)?;
+    // Saved (synced) before the records are cleared: a crash between loses nothing.
+    save(&a.state, &catalog)?;
+    if read > 0 {
+        engine.mdt.ask(0, mdt::ChangelogClear { id: catalog.reader.clone(), end: catalog.last_index })?;
+    }
     println!(
         "catalog: {} files, {read} changelog records taken in (to record {})",
         catalog.files.len(),
@@ -403,13 +419,21 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let mut failed = 0;
+    let archive = |archive_id: u32, fids: Vec<Fid>| {
+        engine.mdt.ask(0, mdt::HsmRequest { action: HsmAction::Archive, archive_id, fids, data: Vec::new() })
+    };
     for (archive_id, files) in &archives {
         for chunk in files.chunks(REQUEST_FILES) {
-            let fids = chunk.iter().map(|(f, _, _)| *f).collect();
-            let op = mdt::HsmRequest { action: HsmAction::Archive, archive_id: *archive_id, fids, data: Vec::new() };
-            if let Err(e) = engine.mdt.ask(0, op) {
-                eprintln!("weft policy: archive of {} files: {e:#}", chunk.len());
-                failed += chunk.len();
+            if archive(*archive_id, chunk.iter().map(|(f, _, _)| *f).collect()).is_ok() {
+                continue;
+            }
+            // A request is all or none: one file the catalog has stale (removed, busy) must
+            // not hold back the others, so one by one.
+            for (fid, e, _) in chunk {
+                if let Err(err) = archive(*archive_id, vec![*fid]) {
+                    eprintln!("weft policy: archive of {}: {err:#}", e.path);
+                    failed += 1;
+                }
             }
         }
     }
@@ -427,9 +451,22 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Writes the catalog durably (a temporary file synced, renamed, the directory synced).
+fn save(dir: &Path, catalog: &Catalog) -> anyhow::Result<()> {
+    use std::io::Write;
+    let tmp = dir.join("catalog.json.tmp");
+    let mut f = std::fs::File::create(&tmp).with_context(|| tmp.display().to_string())?;
+    f.write_all(&serde_json::to_vec(catalog)?)?;
+    f.sync_all()?;
+    std::fs::rename(&tmp, dir.join("catalog.json"))?;
+    std::fs::File::open(dir)?.sync_all()?;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use weft_proto::msg::hsm::{HS_ARCHIVED, HS_DIRTY, HS_EXISTS, HS_NOARCHIVE};
 
     fn entry(path: &str, size: u64, mtime: i64, states: u32) -> Entry {
         Entry { path: path.into(), size, mtime, states }

@@ -221,17 +221,42 @@ fn a_released_file_opened_on_two_mounts_is_restored_once() {
     assert_eq!(events.iter().filter(|e| **e == "0x80").count(), 1, "{log}");
     let restores = ct.log().lines().filter(|l| l.contains("RESTORE") && l.contains(" done")).count();
     assert_eq!(restores, 1, "{}", ct.log());
+
+    // Ahead of time: `hsm restore` brings it back without an open.
+    let f = m1.join("f");
+    weft_ok(&["hsm", "release", path_str(&f)]);
+    weft_ok(&["hsm", "restore", path_str(&f)]);
+    let clean = format!("{}: (0x00000009) exists archived, archive_id:1", f.display());
+    wait_for(60, "the restore", || state_of(&f) == clean, || ct.log());
+    // A truncate restores first, then cuts (and the file is dirty).
+    weft_ok(&["hsm", "release", path_str(&f)]);
+    sh(&m2, "truncate -s 100000 f");
+    assert_eq!(std::fs::read(m1.join("f")).unwrap(), data[..100000]);
+    assert!(state_of(&f).contains("exists dirty archived"), "{}", state_of(&f));
+    // A mapping restores too.
+    weft_ok(&["hsm", "archive", path_str(&f)]);
+    wait_for(60, "the archive", || state_of(&f) == clean, || ct.log());
+    weft_ok(&["hsm", "release", path_str(&f)]);
+    let script = concat!(
+        "import mmap, sys\n",
+        "with open(sys.argv[1], 'rb') as f:\n",
+        "    m = mmap.mmap(f.fileno(), 0, prot=mmap.PROT_READ)\n",
+        "    sys.stdout.buffer.write(m[:])\n",
+    );
+    let out = Command::new("python3").args(["-c", script]).arg(m2.join("f")).output().unwrap();
+    assert!(out.status.success() && out.stdout == data[..100000], "{out:?}");
 }
 
-/// The coordinator's actions by status, as `mdt.*.hsm.actions` lists them (an MDS that is
-/// down answers nothing).
-fn action_counts(mds: &str) -> std::collections::BTreeMap<String, usize> {
-    let out = weft(&["get-param", "-n", "--server", mds, "mdt.weft-MDT0000.hsm.actions"]);
+/// The coordinator's actions by status, as the MDS's metrics count them
+/// (`weft_hsm_actions`; an MDS that is down answers nothing).
+fn action_counts(metrics: &str) -> std::collections::BTreeMap<String, usize> {
+    let out = Command::new("curl").args(["-sf", "--max-time", "5", &format!("http://{metrics}/metrics")]).output();
     let mut counts = std::collections::BTreeMap::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
-        if let Some(status) = line.split(' ').find_map(|w| w.strip_prefix("status=")) {
-            *counts.entry(status.to_string()).or_insert(0) += 1;
-        }
+    for line in out.map(|o| String::from_utf8_lossy(&o.stdout).into_owned()).unwrap_or_default().lines() {
+        let Some(rest) = line.strip_prefix("weft_hsm_actions{") else { continue };
+        let status = rest.split("status=\"").nth(1).and_then(|r| r.split('"').next()).unwrap_or("?");
+        let n: usize = line.rsplit(' ').next().unwrap().parse().unwrap();
+        *counts.entry(status.to_string()).or_insert(0) += n;
     }
     counts
 }
@@ -241,7 +266,16 @@ fn ten_thousand_archives_survive_a_copytool_and_the_mds_dying() {
     const FILES: usize = 10_000;
     let mut c = Cluster::multi_node(&weft_bin());
     let mnt = c.mount();
-    let mds = c.servers.iter().find(|s| s.spec.name == "mds").unwrap().address.clone();
+    let mds_server = c.servers.iter().find(|s| s.spec.name == "mds").unwrap();
+    let (mds, mds_address) = (mds_server.metrics.clone(), mds_server.address.clone());
+    // Every ended action stays counted for the whole test (Lustre's grace_delay).
+    weft_ok(&["set-param", "-P", "--mgs", &c.mgs_address, "mdt.weft-MDT0000.hsm.grace_delay=3600"]);
+    wait_for(
+        10,
+        "the grace delay",
+        || weft_ok(&["get-param", "-n", "--server", &mds_address, "mdt.weft-MDT0000.hsm.grace_delay"]).trim() == "3600",
+        String::new,
+    );
     std::fs::create_dir(mnt.join("many")).unwrap();
     let mut list = String::new();
     for i in 0..FILES {

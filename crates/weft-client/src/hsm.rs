@@ -23,11 +23,19 @@ impl Client {
         self.mdt(who, mdt::HsmRequest { action, archive_id, fids, data }).await
     }
 
-    /// Frees an archived, clean, closed file's objects. The size comes from a glimpse when
-    /// the MDT does not know it.
+    /// Frees an archived, clean, closed file's objects. A glimpse gives the data version
+    /// the MDT checks against the archive copy's, and the size when the MDT does not know it.
     pub async fn hsm_release(&self, who: &Caller, fid: Fid) -> WeftResult<InodeInfo> {
-        let attr = self.stat(who, fid).await?;
-        self.mdt(who, mdt::HsmRelease { fid, size: attr.size }).await
+        let inode = self.getattr(who, fid).await?;
+        let (size, data_version) = match &inode.layout {
+            // Released already: the MDT says so.
+            Some(layout) if !layout.is_released() => {
+                let (size, _, version) = self.glimpse_versioned(who, layout).await?;
+                (if inode.attr.size_known { inode.attr.size } else { size }, version)
+            }
+            _ => (inode.attr.size, 0),
+        };
+        self.mdt(who, mdt::HsmRelease { fid, size, data_version }).await
     }
 
     /// The action waiting, running or last ended on a file.
@@ -84,15 +92,18 @@ impl Client {
         }
     }
 
-    /// A copytool's poll: at most `max` actions of its archives (see `mdt::HsmTake`).
+    /// A copytool's poll: at most `max` actions of its archives, and the actions it runs
+    /// now (see `mdt::HsmTake`).
     pub async fn hsm_take(
         &self,
         who: &Caller,
         agent: &str,
         archive_ids: &[u32],
         max: u32,
+        running: Vec<u64>,
     ) -> WeftResult<Vec<HsmActionItem>> {
-        self.mdt(who, mdt::HsmTake { agent: agent.to_string(), archive_ids: archive_ids.to_vec(), max }).await
+        let op = mdt::HsmTake { agent: agent.to_string(), archive_ids: archive_ids.to_vec(), max, running };
+        self.mdt(who, op).await
     }
 
     /// A copytool's progress (`done` None) or end (Some(errno), 0: success) of an action;

@@ -357,7 +357,7 @@ impl Mount {
             SizeAtClose::BackingFile => self.io.backing(file.fid).and_then(|b| match b.file.metadata() {
                 // The object's own attributes, as its OST would answer them (one object).
                 Ok(m) => {
-                    let mtime_ns = (m.mtime().max(0) as u64).saturating_mul(1_000_000_000) + m.mtime_nsec() as u64;
+                    let mtime_ns = weft_proto::layout::object_mtime_ns(&m);
                     Some((m.len(), m.blocks(), weft_proto::layout::data_version([(m.len(), mtime_ns)])))
                 }
                 Err(e) => {

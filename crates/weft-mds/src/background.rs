@@ -289,7 +289,7 @@ async fn changelog_task(core: Arc<Core>, queue: Queue) {
 /// The HSM coordinator's sweep (see coordinator.rs): every HSM_SWEEP_INTERVAL_MS, the
 /// waiting list rebuilt from the table, the running actions of dead copytools and those
 /// without progress for `active_request_timeout` handed out again, ended actions older
-/// than HSM_ENDED_KEEP_S forgotten. Nothing while no file of the MDT has an HSM state.
+/// than `grace_delay` forgotten. Nothing while no file of the MDT has an HSM state.
 async fn hsm_task(core: Arc<Core>, queue: Queue) {
     loop {
         tokio::time::sleep(Duration::from_millis(HSM_SWEEP_INTERVAL_MS)).await;
@@ -305,29 +305,34 @@ async fn hsm_task(core: Arc<Core>, queue: Queue) {
 pub(crate) async fn hsm_sweep(core: &Core, queue: &Queue) -> WeftResult<u64> {
     use weft_proto::msg::hsm::ActionStatus;
     let view = core.read_view();
-    core.coordinator.rebuild(&view)?;
     let now = crate::now().sec;
-    let timeout = core.coordinator.active_request_timeout().as_secs() as i64;
-    let (mut requeue, mut forget) = (Vec::new(), Vec::new());
-    let mut from = 0;
-    loop {
-        let page = view.hsm_actions(from, 4096)?;
-        let Some(last) = page.last() else { break };
-        from = last.cookie + 1;
-        for a in page {
+    let timeout = core.coordinator.active_request_timeout().as_secs().min(HSM_ACTIVE_REQUEST_TIMEOUT_S_MAX) as i64;
+    let keep = core.coordinator.grace_delay().as_secs().min(HSM_ACTIVE_REQUEST_TIMEOUT_S_MAX) as i64;
+    core.coordinator.forget_gone_agents();
+    let (mut requeue, mut forget, mut waiting) = (Vec::new(), Vec::new(), std::collections::BTreeMap::new());
+    let actions = view.all_hsm_actions()?;
+    let newest = actions.last().map_or(0, |a| a.cookie);
+    for a in actions {
+        {
+            if a.status == ActionStatus::Waiting {
+                waiting.insert(a.cookie, a.archive_id);
+            }
             let quiet = now.saturating_sub(a.changed.sec);
-            if a.status == ActionStatus::Started && (core.coordinator.agent_dead(&a.agent) || quiet >= timeout) {
+            let c = &core.coordinator;
+            let lost =
+                || c.agent_dead(&a.agent) || quiet >= timeout || c.agent_dropped(&a.agent, a.cookie, a.changed.sec);
+            if a.status == ActionStatus::Started && lost() {
                 tracing::info!(
                     cookie = a.cookie, fid = %a.fid, agent = %a.agent, action = a.action.name(),
                     "HSM action handed out again: its copytool is gone or made no progress"
                 );
                 requeue.push((a.cookie, a.agent));
-            } else if a.status.is_final() && quiet >= HSM_ENDED_KEEP_S as i64 && forget.len() < HSM_PURGE_BATCH_ACTIONS
-            {
+            } else if a.status.is_final() && quiet >= keep && forget.len() < HSM_PURGE_BATCH_ACTIONS {
                 forget.push(a.cookie);
             }
         }
     }
+    core.coordinator.set_waiting(waiting, newest);
     if requeue.is_empty() && forget.is_empty() {
         return Ok(0);
     }

@@ -12,7 +12,7 @@
 //! it does an action without progress for `active_request_timeout`. After a restart of the
 //! MDS every copytool has that long to be heard from again.
 
-use crate::limits::{HSM_ACTIVE_REQUEST_TIMEOUT_S, HSM_AGENT_TIMEOUT_MS};
+use crate::limits::{HSM_ACTIVE_REQUEST_TIMEOUT_S, HSM_AGENT_TIMEOUT_MS, HSM_ENDED_KEEP_S};
 use crate::store::Tables;
 use std::collections::BTreeMap;
 use std::fmt::Write;
@@ -33,6 +33,9 @@ pub struct Agent {
     pub last_seen: Instant,
     pub ok: u64,
     pub errors: u64,
+    /// The actions it said it runs at its last poll, and when (unix seconds).
+    pub running: Vec<u64>,
+    pub running_at: i64,
 }
 
 impl Agent {
@@ -56,6 +59,7 @@ struct Inner {
 pub struct Coordinator {
     control: AtomicU8,
     active_request_timeout_s: AtomicU64,
+    grace_delay_s: AtomicU64,
     default_archive_id: AtomicU32,
     /// When this MDS started: a copytool it never heard from counts as seen then.
     started: Instant,
@@ -68,6 +72,7 @@ impl Coordinator {
         let c = Coordinator {
             control: AtomicU8::new(HsmControl::Enabled as u8),
             active_request_timeout_s: AtomicU64::new(HSM_ACTIVE_REQUEST_TIMEOUT_S),
+            grace_delay_s: AtomicU64::new(HSM_ENDED_KEEP_S),
             default_archive_id: AtomicU32::new(DEFAULT_ARCHIVE_ID),
             started: Instant::now(),
             inner: Mutex::new(Inner::default()),
@@ -100,6 +105,15 @@ impl Coordinator {
         self.active_request_timeout_s.store(d.as_secs(), Ordering::Relaxed);
     }
 
+    /// How long an ended action stays to be seen (Lustre's `grace_delay`).
+    pub fn grace_delay(&self) -> Duration {
+        Duration::from_secs(self.grace_delay_s.load(Ordering::Relaxed))
+    }
+
+    pub fn set_grace_delay(&self, d: Duration) {
+        self.grace_delay_s.store(d.as_secs(), Ordering::Relaxed);
+    }
+
     pub fn default_archive_id(&self) -> u32 {
         self.default_archive_id.load(Ordering::Relaxed)
     }
@@ -111,16 +125,19 @@ impl Coordinator {
     /// The waiting list from the table as `view` has it (cheap enough once a second: the
     /// table holds the actions of the last minute and those still to do).
     pub fn rebuild(&self, view: &Tables) -> WeftResult<()> {
-        let mut waiting = BTreeMap::new();
-        let mut from = 0;
-        loop {
-            let page = view.hsm_actions(from, 4096)?;
-            let Some(last) = page.last() else { break };
-            from = last.cookie + 1;
-            waiting.extend(page.iter().filter(|a| a.status == ActionStatus::Waiting).map(|a| (a.cookie, a.archive_id)));
-        }
-        self.inner().waiting = waiting;
+        let actions = view.all_hsm_actions()?;
+        let newest = actions.last().map_or(0, |a| a.cookie);
+        let waiting = actions.iter().filter(|a| a.status == ActionStatus::Waiting).map(|a| (a.cookie, a.archive_id));
+        self.set_waiting(waiting.collect(), newest);
         Ok(())
+    }
+
+    /// The waiting list as a reading of the table found it (cookie -> archive id), with the
+    /// actions queued after the newest that reading saw (`newest`) kept.
+    pub fn set_waiting(&self, mut waiting: BTreeMap<u64, u32>, newest: u64) {
+        let mut inner = self.inner();
+        waiting.extend(inner.waiting.range(newest.saturating_add(1)..).map(|(c, a)| (*c, *a)));
+        inner.waiting = waiting;
     }
 
     pub fn add_waiting(&self, cookie: u64, archive_id: u32) {
@@ -143,22 +160,43 @@ impl Coordinator {
         self.inner().agents.values().any(|a| a.serves(archive_id) && a.last_seen.elapsed() < timeout)
     }
 
-    /// A copytool was heard from; `archive_ids` when it said which archives it serves.
-    pub fn seen(&self, agent: &str, archive_ids: Option<&[u32]>) {
+    /// Copytools heard from within [`HSM_AGENT_TIMEOUT_MS`].
+    pub fn copytools_alive(&self) -> usize {
+        let timeout = Duration::from_millis(HSM_AGENT_TIMEOUT_MS);
+        self.inner().agents.values().filter(|a| a.last_seen.elapsed() < timeout).count()
+    }
+
+    /// A copytool was heard from; at a poll (`poll`: the archives it serves, the actions it
+    /// runs, the time) what it said.
+    pub fn seen(&self, agent: &str, poll: Option<(&[u32], &[u64], i64)>) {
         let mut inner = self.inner();
-        let now = Instant::now();
-        match inner.agents.get_mut(agent) {
-            Some(a) => {
-                a.last_seen = now;
-                if let Some(ids) = archive_ids {
-                    a.archive_ids = ids.to_vec();
-                }
-            }
-            None => {
-                let ids = archive_ids.map(<[u32]>::to_vec).unwrap_or_default();
-                inner.agents.insert(agent.to_string(), Agent { archive_ids: ids, last_seen: now, ok: 0, errors: 0 });
-            }
+        let a = inner.agents.entry(agent.to_string()).or_insert_with(|| Agent {
+            archive_ids: Vec::new(),
+            last_seen: Instant::now(),
+            ok: 0,
+            errors: 0,
+            running: Vec::new(),
+            running_at: 0,
+        });
+        a.last_seen = Instant::now();
+        if let Some((ids, running, at)) = poll {
+            a.archive_ids = ids.to_vec();
+            a.running = running.to_vec();
+            a.running_at = at;
         }
+    }
+
+    /// Whether `agent`, alive, said at a poll at least 2 s after `since` (unix seconds) that
+    /// it does not run `cookie`: it never got it (a lost answer) or lost it (a restart).
+    pub fn agent_dropped(&self, agent: &str, cookie: u64, since: i64) -> bool {
+        let inner = self.inner();
+        inner.agents.get(agent).is_some_and(|a| a.running_at >= since + 2 && !a.running.contains(&cookie))
+    }
+
+    /// Forgets copytools not heard from for six times [`HSM_AGENT_TIMEOUT_MS`].
+    pub fn forget_gone_agents(&self) {
+        let forget = Duration::from_millis(HSM_AGENT_TIMEOUT_MS * 6);
+        self.inner().agents.retain(|_, a| a.last_seen.elapsed() < forget);
     }
 
     /// A copytool ended an action.

@@ -288,16 +288,7 @@ impl Mds {
 
     /// Every action the coordinator holds, in arrival order (`mdt.*.hsm.actions`).
     pub fn hsm_actions(&self) -> WeftResult<Vec<weft_proto::msg::hsm::HsmActionItem>> {
-        let view = self.core.read_view();
-        let mut out = Vec::new();
-        loop {
-            let from = out.last().map_or(0, |a: &weft_proto::msg::hsm::HsmActionItem| a.cookie + 1);
-            let page = view.hsm_actions(from, 4096)?;
-            if page.is_empty() {
-                return Ok(out);
-            }
-            out.extend(page);
-        }
+        self.core.read_view().all_hsm_actions()
     }
 
     /// `mdt.*.hsm.agents`: the copytools heard from lately.

@@ -67,11 +67,15 @@ pub const HSM_AGENT_NAME_BYTES_MAX: usize = 128;
 pub const HSM_AGENT_TIMEOUT_MS: u64 = 10_000;
 /// How often the coordinator looks for dead copytools, timed-out and ended actions.
 pub const HSM_SWEEP_INTERVAL_MS: u64 = 1_000;
-/// How long an ended action stays to be seen (`hsm action`, `mdt.*.hsm.actions`), as
-/// Lustre's `grace_delay`.
+/// Default of `mdt.*.hsm.grace_delay`: how long an ended action stays to be seen (`hsm
+/// action`, `mdt.*.hsm.actions`), as Lustre's.
 pub const HSM_ENDED_KEEP_S: u64 = 60;
 /// Default of `mdt.*.hsm.active_request_timeout`: a running action without progress for
 /// this long is handed out again (Lustre's default).
 pub const HSM_ACTIVE_REQUEST_TIMEOUT_S: u64 = 3600;
 /// Ended actions one sweep removes at most.
 pub const HSM_PURGE_BATCH_ACTIONS: usize = 4096;
+/// Running actions and archives one copytool poll names at most.
+pub const HSM_TAKE_RUNNING_MAX: usize = 4096;
+/// The largest `mdt.*.hsm.active_request_timeout` (a year).
+pub const HSM_ACTIVE_REQUEST_TIMEOUT_S_MAX: u64 = 365 * 86_400;

@@ -384,15 +384,12 @@ impl Tables {
         Ok(out)
     }
 
-    /// Actions from cookie `from` on, at most `limit`, in cookie (arrival) order.
-    pub fn hsm_actions(&self, from: u64, limit: usize) -> WeftResult<Vec<HsmActionItem>> {
+    /// Every action, in cookie (arrival) order.
+    pub fn all_hsm_actions(&self) -> WeftResult<Vec<HsmActionItem>> {
         let mut out = Vec::new();
-        if limit == 0 {
-            return Ok(out);
-        }
-        self.scan(schema::TABLE_HSM_ACTIONS, &from.to_be_bytes(), None, |k, v| {
+        self.scan(schema::TABLE_HSM_ACTIONS, &[], None, |k, v| {
             out.push(decode_action(schema::decode_u64(k, "HSM action key")?, v)?);
-            Ok(out.len() < limit)
+            Ok(true)
         })?;
         Ok(out)
     }

@@ -442,18 +442,9 @@ fn apply_internal(core: &Core, t: &mut WriteTables, op: &InternalOp) -> WeftResu
         InternalOp::HsmCancelAll => {
             let now = crate::now();
             let mut n = 0;
-            let mut from = 0;
-            loop {
-                let page = t.hsm_actions(from, 4096)?;
-                let Some(last) = page.last() else { break };
-                from = last.cookie + 1;
-                for mut a in page.into_iter().filter(|a| !a.status.is_final()) {
-                    core.coordinator.remove_waiting(a.cookie);
-                    a.status = ActionStatus::Canceled;
-                    a.changed = now;
-                    t.put_hsm_action(&a)?;
-                    n += 1;
-                }
+            for a in t.all_hsm_actions()?.into_iter().filter(|a| !a.status.is_final()) {
+                crate::ops::hsm::cancel(core, t, a, now)?;
+                n += 1;
             }
             Ok(n)
         }

@@ -249,6 +249,13 @@ impl Layout {
     }
 }
 
+/// An object file's last change as its OST reports it (`ost::ObjectAttr::mtime_ns`); a
+/// client that does the I/O on the file itself (passthrough) reads the same.
+pub fn object_mtime_ns(m: &std::fs::Metadata) -> u64 {
+    use std::os::unix::fs::MetadataExt;
+    (m.mtime().max(0) as u64).saturating_mul(1_000_000_000).saturating_add(m.mtime_nsec().max(0) as u64)
+}
+
 /// A file's data version (Lustre's): from its objects' sizes and last changes, in stripe
 /// order (`ost::ObjectAttr`). Equal versions: no write between the two readings (to the
 /// resolution of the OSTs' clocks). Never 0, which stands for "unknown".
@@ -286,6 +293,17 @@ pub struct ObjectExtent {
 impl LayoutComponent {
     pub fn stripe_count(&self) -> usize {
         self.objects.len()
+    }
+
+    /// The spec that gives a new layout this component's shape (a restore's, an import's).
+    pub fn spec(&self) -> StripeSpec {
+        StripeSpec {
+            stripe_count: self.stripe_count_shown().max(1) as i64,
+            stripe_size: self.stripe_size,
+            start_ost: -1,
+            ost_list: Vec::new(),
+            pool: self.pool.clone(),
+        }
     }
 
     /// The stripe count a listing shows: a released component's is the one it will have

@@ -24,6 +24,7 @@ use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, NoLabelSet};
 use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::Registry;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 use weft_proto::lock::LockTarget;
 use weft_proto::msg::{
@@ -50,6 +51,8 @@ pub(crate) struct Sources {
 
 /// An MDT's changelog: its name, the records kept, each reader's id and the records it holds.
 type ChangelogFigures = (String, u64, Vec<(String, u64)>);
+/// An MDT's HSM coordinator: its name, its actions by (action, status), copytools alive.
+type HsmFigures = (String, BTreeMap<(&'static str, &'static str), u64>, usize);
 
 /// One scrape's figures, gathered (statfs is asynchronous) before they are encoded.
 #[derive(Debug)]
@@ -63,6 +66,7 @@ struct Snapshot {
     classes: Vec<(Service, String, String, weft_rpc::schedule::tbf::core::ClassStats)>,
     locks: Vec<(String, usize)>,
     changelog: Option<ChangelogFigures>,
+    hsm: Option<HsmFigures>,
     clients: usize,
     evictions: u64,
     space: Vec<(String, StatfsInfo)>,
@@ -87,6 +91,16 @@ impl Sources {
         let users = mds.changelog_users().ok()?;
         let held = users.users.iter().map(|u| (u.id.clone(), users.current_index.saturating_sub(u.cleared))).collect();
         Some((self.name((TargetKind::Mdt, index)), users.records, held))
+    }
+
+    /// The HSM coordinator of this process's MDT, if it runs one.
+    fn hsm(&self) -> Option<HsmFigures> {
+        let (mds, index) = (self.router.mds.as_ref()?, self.router.mdt_index?);
+        let mut counts = BTreeMap::new();
+        for a in mds.hsm_actions().ok()? {
+            *counts.entry((a.action.name(), a.status.name())).or_insert(0) += 1;
+        }
+        Some((self.name((TargetKind::Mdt, index)), counts, mds.coordinator().copytools_alive()))
     }
 
     async fn snapshot(&self) -> Snapshot {
@@ -134,6 +148,7 @@ impl Sources {
         Snapshot {
             fsname: self.fsname.clone(),
             changelog: self.changelog(),
+            hsm: self.hsm(),
             ops: self.stats.by_target().into_iter().collect(),
             jobs: per_key(By::Job),
             users: per_key(By::User),
@@ -410,6 +425,23 @@ impl Collector for Snapshot {
                 held,
                 gauge,
             )?;
+        }
+        if let Some((target, counts, copytools)) = &self.hsm {
+            let actions = counts.iter().map(|((action, status), n)| {
+                let labels =
+                    vec![("target", target.clone()), ("action", action.to_string()), ("status", status.to_string())];
+                (labels, *n as i64)
+            });
+            family(
+                &mut e,
+                "weft_hsm_actions",
+                "HSM actions the coordinator holds, by action and status",
+                Gauge,
+                actions,
+                gauge,
+            )?;
+            let alive = [(vec![("target", target.clone())], *copytools as i64)];
+            family(&mut e, "weft_hsm_copytools", "Copytools heard from lately", Gauge, alive, gauge)?;
         }
         Ok(())
     }

@@ -21,6 +21,7 @@
 //! | `mdt.MDT.hsm.actions`, `mdt.MDT.hsm.active_requests` | the coordinator's actions (all; running), Lustre's lines | read only |
 //! | `mdt.MDT.hsm.agents` | the copytools heard from, Lustre's lines | read only |
 //! | `mdt.MDT.hsm.active_request_timeout` | seconds a running action may go without progress before it is handed out again (3600) | seconds |
+//! | `mdt.MDT.hsm.grace_delay` | seconds an ended action stays listed (60) | seconds |
 //! | `mdt.MDT.hsm.default_archive_id` | the archive of a request that names none, for a file not archived yet (1) | an id |
 //!
 //! SERVICE is `ost.OSS.ost_io`, `ost.OSS.ost`, `mds.MDS.mdt`, `mgs.MGS.mgs` or
@@ -40,6 +41,9 @@ use weft_rpc::jobstats::{By, JobStats};
 use weft_rpc::schedule::rr::{Kind, RrPolicy, Supported};
 use weft_rpc::schedule::tbf::TbfPolicy;
 use weft_rpc::schedule::Schedulers;
+
+/// Lines `mdt.*.hsm.actions` lists at most (an answer fits in one message).
+const HSM_ACTIONS_LISTED_MAX: usize = 4096;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Leaf {
@@ -100,6 +104,7 @@ enum TargetLeaf {
     HsmActiveRequests,
     HsmAgents,
     HsmActiveRequestTimeout,
+    HsmGraceDelay,
     HsmDefaultArchiveId,
 }
 
@@ -170,6 +175,7 @@ impl Params {
                     (TargetLeaf::HsmActiveRequests, "hsm.active_requests"),
                     (TargetLeaf::HsmAgents, "hsm.agents"),
                     (TargetLeaf::HsmActiveRequestTimeout, "hsm.active_request_timeout"),
+                    (TargetLeaf::HsmGraceDelay, "hsm.grace_delay"),
                     (TargetLeaf::HsmDefaultArchiveId, "hsm.default_archive_id"),
                 ] {
                     out.push((format!("mdt.{name}.{what}"), Key::Target((kind, index), leaf)));
@@ -242,6 +248,11 @@ impl Params {
         let leaves = self.leaves();
         for record in records_to_apply(records, applied) {
             for (name, key) in leaves.iter().filter(|(n, _)| name_matches(&record.name, n)) {
+                if matches!(key, Key::Target(_, TargetLeaf::HsmControl)) && record.value.trim() == "purge" {
+                    // A one-time act, not a setting: never done again at a start.
+                    tracing::warn!("permanent parameter {name}=purge ignored: purge cancels every action once, now");
+                    continue;
+                }
                 match self.set(*key, &record.value) {
                     Ok(()) => tracing::info!("permanent parameter {name}={}", record.value),
                     Err(e) => tracing::warn!("permanent parameter {name}={}: {e}", record.value),
@@ -302,14 +313,25 @@ impl Params {
                 let running = |a: &&weft_proto::msg::hsm::HsmActionItem| {
                     leaf == TargetLeaf::HsmActions || a.status == weft_proto::msg::hsm::ActionStatus::Started
                 };
-                for a in actions.iter().filter(running) {
+                let shown: Vec<_> = actions.iter().filter(running).collect();
+                for a in shown.iter().take(HSM_ACTIONS_LISTED_MAX) {
                     let _ = writeln!(out, "{}", a.actions_line());
+                }
+                if shown.len() > HSM_ACTIONS_LISTED_MAX {
+                    let _ = writeln!(
+                        out,
+                        "... {} more (the metrics' weft_hsm_actions counts every action by status)",
+                        shown.len() - HSM_ACTIONS_LISTED_MAX
+                    );
                 }
                 return Ok(out);
             }
             Key::Target(_, TargetLeaf::HsmAgents) => return self.mds()?.hsm_agents().map_err(|e| e.message),
             Key::Target(_, TargetLeaf::HsmActiveRequestTimeout) => {
                 return Ok(self.mds()?.coordinator().active_request_timeout().as_secs().to_string())
+            }
+            Key::Target(_, TargetLeaf::HsmGraceDelay) => {
+                return Ok(self.mds()?.coordinator().grace_delay().as_secs().to_string())
             }
             Key::Target(_, TargetLeaf::HsmDefaultArchiveId) => {
                 return Ok(self.mds()?.coordinator().default_archive_id().to_string())
@@ -383,6 +405,17 @@ impl Params {
                     .filter(|s| *s > 0)
                     .ok_or_else(|| format!("'{value}': seconds, 1 or more"))?;
                 self.mds()?.coordinator().set_active_request_timeout(std::time::Duration::from_secs(secs));
+                return Ok(());
+            }
+            Key::Target(_, TargetLeaf::HsmGraceDelay) => {
+                let max = weft_mds::limits::HSM_ACTIVE_REQUEST_TIMEOUT_S_MAX;
+                let secs: u64 = value
+                    .trim()
+                    .parse()
+                    .ok()
+                    .filter(|s| *s <= max)
+                    .ok_or_else(|| format!("'{value}': seconds, 0 to {max}"))?;
+                self.mds()?.coordinator().set_grace_delay(std::time::Duration::from_secs(secs));
                 return Ok(());
             }
             Key::Target(_, TargetLeaf::HsmDefaultArchiveId) => {

@@ -50,10 +50,13 @@ pub fn close(
         }
     }
     ctx.core.open_files().close(handle, ctx.undo).expect("handle checked above");
-    if oh.writes() && size_blocks.is_some() && !destroyed && rec.kind == FileType::Regular {
-        // A handle that wrote, opened before the file was archived: its writes may be newer
-        // than the archive's copy (the data versions tell).
-        super::hsm::written_at_close(ctx, fid, data_version)?;
+    if oh.writes() && !destroyed && rec.kind == FileType::Regular {
+        // A handle opened for writing, maybe before the file was archived: its writes may be
+        // newer than the archive's copy. The data versions tell; without one (a close that
+        // says no size: the client could not glimpse, or does not know what it wrote),
+        // the file is taken as changed.
+        let version = if size_blocks.is_some() { data_version } else { 0 };
+        super::hsm::written_at_close(ctx, fid, version)?;
     }
     if oh.writes() && !destroyed {
         // As Lustre: every close of a handle opened for writing.

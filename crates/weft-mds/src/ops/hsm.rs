@@ -4,17 +4,17 @@
 
 use super::{owner, Mutation, OpCtx, Query, QueryCtx};
 use crate::coordinator::serves;
-use crate::limits::{HSM_AGENT_NAME_BYTES_MAX, HSM_REQUEST_FILES_MAX, HSM_TAKE_ACTIONS_MAX};
+use crate::limits::{HSM_AGENT_NAME_BYTES_MAX, HSM_REQUEST_FILES_MAX, HSM_TAKE_ACTIONS_MAX, HSM_TAKE_RUNNING_MAX};
 use crate::perm;
 use crate::schema::InodeRecord;
-use crate::store::Tables;
+use crate::store::{Tables, WriteTables};
 use std::sync::atomic::Ordering;
 use weft_proto::msg::changelog::ChangelogType;
 use weft_proto::msg::hsm::{
-    hsm_changelog_flags, ActionStatus, HsmAction, HsmActionItem, HsmControl, HsmEvent, HsmState, HS_ARCHIVED, HS_DIRTY,
-    HS_EXISTS, HS_LOST, HS_NOARCHIVE, HS_NORELEASE, HS_RELEASED, HS_USER_SETTABLE,
+    hsm_changelog_flags, ActionStatus, HsmAction, HsmActionItem, HsmControl, HsmEvent, HsmState, HSM_DATA_BYTES_MAX,
+    HS_ARCHIVED, HS_DIRTY, HS_EXISTS, HS_LOST, HS_NOARCHIVE, HS_RELEASED, HS_USER_SETTABLE,
 };
-use weft_proto::msg::{mdt, FileType, InodeInfo};
+use weft_proto::msg::{mdt, FileType, InodeInfo, Timestamp};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 /// The reserved attribute a file's HSM state is kept in.
@@ -37,12 +37,7 @@ pub fn put_state(ctx: &mut OpCtx<'_>, fid: Fid, new: HsmState, event: HsmEvent) 
 
 /// As [`put_state`], with the errno of a failed action for the record.
 fn put_state_with(ctx: &mut OpCtx<'_>, fid: Fid, new: HsmState, event: HsmEvent, errno: i32) -> WeftResult<()> {
-    // The durable marker is decided by the batch's own tables (a failed or retried batch
-    // must not leave a state without it); the flag in memory only ever goes on.
-    if !ctx.t.hsm_used()? {
-        ctx.t.mark_hsm_used()?;
-    }
-    ctx.core.hsm_used.store(true, Ordering::Relaxed);
+    mark_used(ctx)?;
     if new == HsmState::default() {
         ctx.t.remove_xattr(fid, HSM_XATTR)?;
     } else {
@@ -50,6 +45,17 @@ fn put_state_with(ctx: &mut OpCtx<'_>, fid: Fid, new: HsmState, event: HsmEvent,
         ctx.t.put_xattr(fid, HSM_XATTR, &value)?;
     }
     record_event(ctx, fid, new, event, errno)
+}
+
+/// Notes that a file of the MDT has HSM state or actions. The durable marker is decided by
+/// the batch's own tables (a failed or retried batch must not leave a state without it);
+/// the flag in memory only ever goes on.
+fn mark_used(ctx: &mut OpCtx<'_>) -> WeftResult<()> {
+    if !ctx.t.hsm_used()? {
+        ctx.t.mark_hsm_used()?;
+    }
+    ctx.core.hsm_used.store(true, Ordering::Relaxed);
+    Ok(())
 }
 
 fn record_event(ctx: &mut OpCtx<'_>, fid: Fid, state: HsmState, event: HsmEvent, errno: i32) -> WeftResult<()> {
@@ -111,22 +117,25 @@ pub fn written_at_close(ctx: &mut OpCtx<'_>, fid: Fid, data_version: u64) -> Wef
 
 /// The reason a file's data cannot be released now, if any: Lustre's rules (an archived,
 /// up-to-date copy, not marked norelease), and no open and no action on the file.
-fn release_refused(ctx: &OpCtx<'_>, fid: Fid, rec: &InodeRecord, s: HsmState) -> WeftResult<Option<WeftError>> {
+fn release_refused(
+    ctx: &OpCtx<'_>,
+    fid: Fid,
+    rec: &InodeRecord,
+    s: HsmState,
+    data_version: u64,
+) -> WeftResult<Option<WeftError>> {
     let refuse = |code, why: String| Ok(Some(WeftError::new(code, format!("{fid} cannot be released: {why}"))));
     if rec.kind != FileType::Regular {
         return refuse(ErrorCode::Invalid, "only regular files are released".into());
     }
-    if s.states & HS_NORELEASE != 0 {
-        return refuse(ErrorCode::Perm, "it is marked norelease".into());
+    if let Some(why) = s.release_refusal() {
+        return refuse(ErrorCode::Perm, why.into());
     }
-    if s.states & (HS_EXISTS | HS_ARCHIVED) != (HS_EXISTS | HS_ARCHIVED) {
-        return refuse(ErrorCode::Perm, "it was never archived (weft hsm archive it first)".into());
-    }
-    if s.states & HS_DIRTY != 0 {
-        return refuse(ErrorCode::Perm, "it changed since it was archived (dirty): archive it again first".into());
-    }
-    if s.states & HS_LOST != 0 {
-        return refuse(ErrorCode::Perm, "its archive copy is lost".into());
+    // The data the caller sees is not the archive's copy's (a write the MDT did not see
+    // close, as through an open it forgot in a restart).
+    let archived = archived_version(ctx.t, fid)?;
+    if archived != 0 && data_version != archived {
+        return refuse(ErrorCode::Perm, "its data differs from the archive's copy: archive it again first".into());
     }
     let opens = ctx.core.open_files().counts(fid).opens;
     if opens > 0 {
@@ -147,8 +156,11 @@ impl Mutation for mdt::HsmRelease {
             // Released already: nothing to do (as Lustre).
             return Ok(crate::inode_info(ctx.core, self.fid, &rec));
         }
-        if let Some(e) = release_refused(ctx, self.fid, &rec, old)? {
+        if let Some(e) = release_refused(ctx, self.fid, &rec, old, self.data_version)? {
             return Err(e);
+        }
+        if self.size > weft_proto::limits::FILE_SIZE_MAX_BYTES {
+            return Err(WeftError::invalid(format!("a size of {} bytes is past the largest file", self.size)));
         }
         // Checks done: writes follow.
         if let Some(layout) = &rec.layout {
@@ -206,9 +218,7 @@ fn plan_action(
                 return refuse(ErrorCode::Perm, "it is marked noarchive");
             }
             let id = archive_of(req.archive_id)?;
-            let up_to_date = s.states & (HS_EXISTS | HS_ARCHIVED) == (HS_EXISTS | HS_ARCHIVED)
-                && s.states & (HS_DIRTY | HS_LOST) == 0;
-            if up_to_date || s.states & HS_RELEASED != 0 || pending(HsmAction::Archive) {
+            if !s.wants_archive() || pending(HsmAction::Archive) {
                 return Ok(None);
             }
             if pending(HsmAction::Remove) || pending(HsmAction::Restore) {
@@ -217,11 +227,14 @@ fn plan_action(
             Ok(Some(id))
         }
         HsmAction::Restore => {
-            perm::check_open(ctx.who, owner(rec), true, false)?;
+            // Whoever may open the file for reading or writing (an open restores it).
+            if !perm::may(ctx.who, owner(rec), perm::MAY_READ) && !perm::may(ctx.who, owner(rec), perm::MAY_WRITE) {
+                return refuse(ErrorCode::Access, "restoring needs read or write permission");
+            }
             if s.states & HS_RELEASED == 0 || pending(HsmAction::Restore) {
                 return Ok(None);
             }
-            Ok(Some(s.archive_id))
+            Ok(Some(archive_of(0)?))
         }
         HsmAction::Remove => {
             if !is_owner {
@@ -261,8 +274,11 @@ impl Mutation for mdt::HsmRequest {
                 self.fids.len()
             )));
         }
-        if self.data.len() > weft_proto::limits::XATTR_VALUE_BYTES_MAX {
-            return Err(WeftError::invalid("the data of an HSM request is longer than 64 KiB"));
+        if self.data.len() > HSM_DATA_BYTES_MAX {
+            return Err(WeftError::invalid(format!(
+                "the data of an HSM request has {} bytes; at most {HSM_DATA_BYTES_MAX}",
+                self.data.len()
+            )));
         }
         // Every file checked before anything is queued: all or none.
         let mut plans = Vec::with_capacity(self.fids.len());
@@ -281,11 +297,8 @@ impl Mutation for mdt::HsmRequest {
         let mut cookies = Vec::with_capacity(plans.len());
         for (fid, archive, active) in plans {
             if self.action == HsmAction::Cancel {
-                for mut a in active {
-                    ctx.core.coordinator.remove_waiting(a.cookie);
-                    a.status = ActionStatus::Canceled;
-                    a.changed = ctx.now;
-                    ctx.t.put_hsm_action(&a)?;
+                for a in active {
+                    cancel(ctx.core, ctx.t, a, ctx.now)?;
                     let s = state(ctx.t, fid)?;
                     record_event(ctx, fid, s, HsmEvent::Cancel, 0)?;
                 }
@@ -312,15 +325,21 @@ impl Mutation for mdt::HsmRequest {
                 message: String::new(),
             };
             ctx.t.put_hsm_action(&item)?;
-            if !ctx.t.hsm_used()? {
-                ctx.t.mark_hsm_used()?;
-            }
-            ctx.core.hsm_used.store(true, Ordering::Relaxed);
+            mark_used(ctx)?;
             ctx.core.coordinator.add_waiting(cookie, archive_id);
             cookies.push(cookie);
         }
         Ok(cookies)
     }
+}
+
+/// Ends a waiting or running action as canceled (a copytool running it learns so at its
+/// next report).
+pub(crate) fn cancel(core: &crate::Core, t: &mut WriteTables, mut a: HsmActionItem, now: Timestamp) -> WeftResult<()> {
+    core.coordinator.remove_waiting(a.cookie);
+    a.status = ActionStatus::Canceled;
+    a.changed = now;
+    t.put_hsm_action(&a)
 }
 
 fn check_agent(agent: &str) -> WeftResult<()> {
@@ -344,8 +363,13 @@ fn check_agent_caller(ctx: &OpCtx<'_>, agent: &str) -> WeftResult<()> {
 impl Mutation for mdt::HsmTake {
     fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<Vec<HsmActionItem>> {
         check_agent_caller(ctx, &self.agent)?;
+        if self.running.len() > HSM_TAKE_RUNNING_MAX || self.archive_ids.len() > HSM_TAKE_RUNNING_MAX {
+            return Err(WeftError::invalid(format!(
+                "a copytool's poll names at most {HSM_TAKE_RUNNING_MAX} running actions and archives"
+            )));
+        }
         let coordinator = &ctx.core.coordinator;
-        coordinator.seen(&self.agent, Some(&self.archive_ids));
+        coordinator.seen(&self.agent, Some((&self.archive_ids, &self.running, ctx.now.sec)));
         if coordinator.control() != HsmControl::Enabled || self.max == 0 {
             return Ok(Vec::new());
         }
@@ -417,7 +441,6 @@ fn put_version(ctx: &mut OpCtx<'_>, fid: Fid, version: u64) -> WeftResult<()> {
 impl Mutation for mdt::HsmProgress {
     fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<()> {
         check_agent_caller(ctx, &self.agent)?;
-        ctx.core.coordinator.seen(&self.agent, None);
         let mut a = ctx.t.hsm_action(self.cookie)?.ok_or_else(|| {
             WeftError::new(ErrorCode::Stale, format!("no HSM action {:#x} on this MDT (ended long ago?)", self.cookie))
         })?;
@@ -435,6 +458,7 @@ impl Mutation for mdt::HsmProgress {
         if self.message.len() > 4096 {
             return Err(WeftError::invalid("a copytool's message is longer than 4096 bytes"));
         }
+        ctx.core.coordinator.seen(&self.agent, None);
         match self.done {
             None => {}
             Some(0) => {
@@ -444,7 +468,17 @@ impl Mutation for mdt::HsmProgress {
                 a.status = ActionStatus::Succeed;
             }
             Some(errno) => {
-                if let Some(_rec) = ctx.t.inode(a.fid)? {
+                if let Some(mut rec) = ctx.t.inode(a.fid)? {
+                    if a.action == HsmAction::Restore {
+                        // What the copytool wrote goes: the next restore starts on new objects.
+                        if let Some(layout) = rec.layout.as_ref().filter(|l| !l.is_released()) {
+                            for obj in layout.components.iter().flat_map(|c| &c.objects) {
+                                ctx.t.queue_destroy(obj.ost, obj.fid)?;
+                            }
+                            rec.layout = Some(layout.released());
+                            ctx.t.put_inode(a.fid, &rec)?;
+                        }
+                    }
                     let s = state(ctx.t, a.fid)?;
                     record_event(ctx, a.fid, s, a.action.event(), errno)?;
                 }
@@ -619,7 +653,7 @@ mod tests {
     }
 
     async fn take(env: &Env, agent: &str, archives: &[u32], max: u32) -> Vec<HsmActionItem> {
-        let op = mdt::HsmTake { agent: agent.into(), archive_ids: archives.to_vec(), max };
+        let op = mdt::HsmTake { agent: agent.into(), archive_ids: archives.to_vec(), max, running: Vec::new() };
         match env.req(MdtRequest::HsmTake(op)).await {
             Ok(MdtReply::HsmActions(a)) => a,
             r => panic!("hsm take replied {r:?}"),
@@ -640,7 +674,7 @@ mod tests {
     }
 
     fn release(fid: Fid, size: u64) -> MdtRequest {
-        MdtRequest::HsmRelease(mdt::HsmRelease { fid, size })
+        MdtRequest::HsmRelease(mdt::HsmRelease { fid, size, data_version: 0 })
     }
 
     /// A file of `size` bytes (its close recorded the size), on a layout of two objects.
@@ -683,6 +717,11 @@ mod tests {
         assert_eq!(action(&env, f).await.unwrap().describe(), "ARCHIVE done (5000 bytes moved)");
         // Up to date: a second archive has nothing to do.
         assert_eq!(cookies(&env, request(HsmAction::Archive, 0, vec![f])).await, [0]);
+        // A release whose glimpse saw other data than the copy's is refused.
+        let other = MdtRequest::HsmRelease(mdt::HsmRelease { fid: f, size: 5000, data_version: 8 });
+        let refused = env.req(other).await.unwrap_err();
+        assert!(refused.message.contains("differs from the archive's copy"), "{refused:?}");
+        env.req(MdtRequest::HsmRelease(mdt::HsmRelease { fid: f, size: 5000, data_version: 7 })).await.unwrap();
         let agents = env.mds().hsm_agents().unwrap();
         assert!(agents.contains("uuid=ct1 archive_id=1 requests=[current:0 ok:1 errors:0]"), "{agents}");
     }
@@ -723,6 +762,17 @@ mod tests {
         assert_eq!(code(env.req(progress("dead", cookie, 10, Some(0), 0)).await), ErrorCode::Stale);
         env.req(progress("alive", cookie, 10, Some(0), 0)).await.unwrap();
         assert_eq!(get(&env, f).await.states, HS_EXISTS | HS_ARCHIVED);
+        // A live copytool that says at a later poll it does not run an action it was given
+        // (the answer was lost): handed out again.
+        let g = file_of(&env, "g", 10).await;
+        let [lost] = cookies(&env, request(HsmAction::Archive, 0, vec![g])).await[..] else { panic!() };
+        assert_eq!(take(&env, "alive", &[1], 1).await[0].cookie, lost);
+        tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+        env.mds().hsm_sweep().await.unwrap();
+        assert_eq!(action(&env, g).await.unwrap().status, ActionStatus::Started, "no poll said otherwise yet");
+        take(&env, "alive", &[1], 0).await;
+        env.mds().hsm_sweep().await.unwrap();
+        assert_eq!(action(&env, g).await.unwrap().status, ActionStatus::Waiting);
     }
 
     #[tokio::test]
@@ -799,7 +849,8 @@ mod tests {
         assert_eq!(new.components[0].objects.len(), 2, "the stripe count it had");
         assert_eq!(code(env.req(open(OPEN_READ)).await), ErrorCode::NoData, "others wait until it is done");
         assert!(env.must_attr(f).await.size_known, "the copytool's open is no writer's");
-        env.must_close(f, r.handle, Some((5, 1))).await;
+        assert_eq!(env.stats_open(), 0, "and leaves no handle behind");
+        assert_eq!(r.handle, 0);
         env.req(progress("ct", cookie, 3_000_000, Some(0), 5864)).await.unwrap();
         let restored = env.must_attr(f).await;
         assert_eq!((restored.size, restored.blocks, restored.size_known), (3_000_000, 5864, true));

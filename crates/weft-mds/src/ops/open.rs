@@ -58,10 +58,10 @@ fn open_for_restore(ctx: &mut OpCtx<'_>, fid: Fid, flags: u32) -> WeftResult<mdt
         rec.ctime = ctx.now;
         ctx.t.put_inode(fid, &rec)?;
     }
-    let as_reader = (flags & !(OPEN_WRITE | OPEN_TRUNC | OPEN_PASSTHROUGH)) | OPEN_READ;
-    let (handle, io) = ctx.core.open_files().open(fid, as_reader, ctx.client_id, false, false, ctx.undo);
+    // No open handle: a copytool that dies leaves none behind (the running restore keeps
+    // releases and other restores away meanwhile); the copytool does not close it.
     let inode = crate::inode_info(ctx.core, fid, &rec);
-    Ok(mdt::Opened { inode, handle, io })
+    Ok(mdt::Opened { inode, handle: 0, io: weft_proto::msg::OpenIo::Cached })
 }
 
 pub fn open(ctx: &mut OpCtx<'_>, fid: Fid, flags: u32) -> WeftResult<mdt::Opened> {
@@ -71,9 +71,6 @@ pub fn open(ctx: &mut OpCtx<'_>, fid: Fid, flags: u32) -> WeftResult<mdt::Opened
     let mut rec = ctx.t.must_inode(fid)?;
     let read = flags & OPEN_READ != 0;
     let write = flags & (OPEN_WRITE | OPEN_TRUNC) != 0;
-    if rec.kind == FileType::Regular && super::hsm::is_released(ctx.core, ctx.t, fid, &rec)? {
-        return Err(released_error(fid));
-    }
     if rec.kind == FileType::Directory && write {
         return Err(WeftError::new(ErrorCode::IsDir, format!("{fid} is a directory: it cannot be opened for writing")));
     }
@@ -81,6 +78,9 @@ pub fn open(ctx: &mut OpCtx<'_>, fid: Fid, flags: u32) -> WeftResult<mdt::Opened
         return Err(WeftError::invalid(format!("{fid} is a symlink: the client follows it before opening")));
     }
     perm::check_open(ctx.who, owner(&rec), read, write)?;
+    if rec.kind == FileType::Regular && super::hsm::is_released(ctx.core, ctx.t, fid, &rec)? {
+        return Err(released_error(fid));
+    }
     // Checks done: writes follow.
     let regular = rec.kind == FileType::Regular;
     if regular && write {

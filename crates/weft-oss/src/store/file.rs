@@ -304,11 +304,9 @@ impl ObjectStore for FileStore {
         // A path stat, not a cached handle: a glimpse should not fill the cache with objects
         // nobody reads or writes.
         match std::fs::metadata(self.object_path(oid)) {
-            Ok(m) => Ok(ObjectAttr {
-                size: m.len(),
-                blocks: m.blocks(),
-                mtime_ns: (m.mtime().max(0) as u64).saturating_mul(1_000_000_000).saturating_add(m.mtime_nsec() as u64),
-            }),
+            Ok(m) => {
+                Ok(ObjectAttr { size: m.len(), blocks: m.blocks(), mtime_ns: weft_proto::layout::object_mtime_ns(&m) })
+            }
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(ObjectAttr { size: 0, blocks: 0, mtime_ns: 0 }),
             Err(e) => Err(io_error(oid, "stat", e)),
         }

@@ -26,6 +26,9 @@ pub const HS_SETTABLE: u32 = HS_EXISTS | HS_DIRTY | HS_ARCHIVED | HS_NORELEASE |
 /// The bits a user other than root may change (Lustre's rule).
 pub const HS_USER_SETTABLE: u32 = HS_DIRTY | HS_NORELEASE | HS_NOARCHIVE;
 
+/// Bytes a request may pass to the copytool with each file (`--data`).
+pub const HSM_DATA_BYTES_MAX: usize = 1024;
+
 /// The flags as `hsm set`/`hsm clear` name them, in Lustre's option order.
 pub const HSM_FLAG_OPTIONS: [(&str, u32); 6] = [
     ("norelease", HS_NORELEASE),
@@ -65,6 +68,31 @@ impl HsmState {
             out.push_str(&format!(", archive_id:{}", self.archive_id));
         }
         out
+    }
+
+    /// A copy exists in the archive, complete, up to date and not lost.
+    pub fn archived_clean(&self) -> bool {
+        self.states & (HS_EXISTS | HS_ARCHIVED) == (HS_EXISTS | HS_ARCHIVED) && self.states & (HS_DIRTY | HS_LOST) == 0
+    }
+
+    /// Whether an archive of the file has something to do and is allowed.
+    pub fn wants_archive(&self) -> bool {
+        !self.archived_clean() && self.states & (HS_NOARCHIVE | HS_RELEASED) == 0
+    }
+
+    /// Why the file's state forbids a release (Lustre's rules), None if it allows one.
+    pub fn release_refusal(&self) -> Option<&'static str> {
+        if self.states & HS_NORELEASE != 0 {
+            Some("it is marked norelease")
+        } else if self.states & (HS_EXISTS | HS_ARCHIVED) != (HS_EXISTS | HS_ARCHIVED) {
+            Some("it was never archived (weft hsm archive it first)")
+        } else if self.states & HS_DIRTY != 0 {
+            Some("it changed since it was archived (dirty): archive it again first")
+        } else if self.states & HS_LOST != 0 {
+            Some("its archive copy is lost")
+        } else {
+            None
+        }
     }
 
     /// `set` and `clear` applied, checked as Lustre's MDT checks them: only bits of

@@ -118,12 +118,15 @@ macro_rules! mdt_ops {
                 data: Vec<u8>,
             } -> Vec<u64> = "mds_hsm_request";
             /// Frees the objects of an archived, clean, closed file (`hsm release`); its size
-            /// and times stay. `size`: what the caller glimpsed, for a file whose size the MDT
-            /// does not know.
-            write HsmRelease { fid: $crate::Fid, size: u64 } -> $crate::msg::InodeInfo = "mds_hsm_release";
+            /// and times stay. `size` and `data_version`: what the caller glimpsed (the size
+            /// for a file whose size the MDT does not know; the version must be the archive
+            /// copy's).
+            write HsmRelease { fid: $crate::Fid, size: u64, data_version: u64 }
+                -> $crate::msg::InodeInfo = "mds_hsm_release";
             /// A copytool (`agent`, serving `archive_ids`; empty: every archive) asks for at
-            /// most `max` waiting actions; also its heartbeat (`max` 0).
-            write HsmTake { agent: String, archive_ids: Vec<u32>, max: u32 }
+            /// most `max` waiting actions; also its heartbeat (`max` 0). `running`: the
+            /// actions it runs now (others the coordinator thinks it has are handed out again).
+            write HsmTake { agent: String, archive_ids: Vec<u32>, max: u32, running: Vec<u64> }
                 -> Vec<$crate::msg::hsm::HsmActionItem> = "mds_hsm_take";
             /// A copytool's progress on the action `cookie` it took: bytes copied, and at its
             /// end `done` = Some(errno) (0: success) with a message, a restore's blocks, and

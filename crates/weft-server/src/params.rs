@@ -42,6 +42,16 @@ use weft_rpc::schedule::rr::{Kind, RrPolicy, Supported};
 use weft_rpc::schedule::tbf::TbfPolicy;
 use weft_rpc::schedule::Schedulers;
 
+/// `value` as a number in `range`, or an error naming what it should be.
+fn number_in(value: &str, range: std::ops::RangeInclusive<u64>, what: &str) -> Result<u64, String> {
+    value
+        .trim()
+        .parse()
+        .ok()
+        .filter(|n| range.contains(n))
+        .ok_or_else(|| format!("'{value}': {what}, {} to {}", range.start(), range.end()))
+}
+
 /// Lines `mdt.*.hsm.actions` lists at most (an answer fits in one message).
 const HSM_ACTIONS_LISTED_MAX: usize = 4096;
 
@@ -398,33 +408,17 @@ impl Params {
                 return Err("read only: weft hsm archive|restore|remove|cancel queue actions".into())
             }
             Key::Target(_, TargetLeaf::HsmActiveRequestTimeout) => {
-                let secs: u64 = value
-                    .trim()
-                    .parse()
-                    .ok()
-                    .filter(|s| *s > 0)
-                    .ok_or_else(|| format!("'{value}': seconds, 1 or more"))?;
+                let secs = number_in(value, 1..=weft_mds::limits::HSM_ACTIVE_REQUEST_TIMEOUT_S_MAX, "seconds")?;
                 self.mds()?.coordinator().set_active_request_timeout(std::time::Duration::from_secs(secs));
                 return Ok(());
             }
             Key::Target(_, TargetLeaf::HsmGraceDelay) => {
-                let max = weft_mds::limits::HSM_ACTIVE_REQUEST_TIMEOUT_S_MAX;
-                let secs: u64 = value
-                    .trim()
-                    .parse()
-                    .ok()
-                    .filter(|s| *s <= max)
-                    .ok_or_else(|| format!("'{value}': seconds, 0 to {max}"))?;
+                let secs = number_in(value, 0..=weft_mds::limits::HSM_ACTIVE_REQUEST_TIMEOUT_S_MAX, "seconds")?;
                 self.mds()?.coordinator().set_grace_delay(std::time::Duration::from_secs(secs));
                 return Ok(());
             }
             Key::Target(_, TargetLeaf::HsmDefaultArchiveId) => {
-                let id: u32 = value
-                    .trim()
-                    .parse()
-                    .ok()
-                    .filter(|s| *s > 0)
-                    .ok_or_else(|| format!("'{value}': an archive id, 1 or more"))?;
+                let id = number_in(value, 1..=u64::from(u32::MAX), "an archive id")? as u32;
                 self.mds()?.coordinator().set_default_archive_id(id);
                 return Ok(());
             }

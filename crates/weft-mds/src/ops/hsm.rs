@@ -906,4 +906,33 @@ mod tests {
         assert_eq!(get(&env, f).await.states, HS_EXISTS | HS_ARCHIVED | HS_DIRTY);
         assert_eq!(code(env.req(release(f, 0)).await), ErrorCode::Perm);
     }
+
+    #[tokio::test]
+    async fn a_failed_restore_gives_its_objects_back_and_the_next_starts_anew() {
+        let env = Env::with_map(cluster_map(&[0, 1], &[]), 16).await;
+        let f = file_of(&env, "f", 4096).await;
+        env.req(set(f, HS_EXISTS | HS_ARCHIVED, 0, 1)).await.unwrap();
+        env.req(release(f, 0)).await.unwrap();
+        let released = env.wait_destroyed(2).await.len();
+        let restore_open = || MdtRequest::Open(mdt::Open { fid: f, flags: OPEN_WRITE | OPEN_HSM_RESTORE });
+        let [first] = cookies(&env, request(HsmAction::Restore, 0, vec![f])).await[..] else { panic!() };
+        take(&env, "ct", &[1], 1).await;
+        let Ok(MdtReply::Opened(o)) = env.req(restore_open()).await else { panic!("restore open") };
+        let partial = o.inode.layout.unwrap().components[0].objects.clone();
+        env.req(progress("ct", first, 100, Some(5), 0)).await.unwrap();
+        // The partial copy's objects go; the file is released as it was.
+        let gone = env.wait_destroyed(released + 2).await;
+        assert!(partial.iter().all(|o| gone.contains(&(o.ost, o.fid))), "{gone:?}");
+        assert!(env.getattr(f).await.unwrap().layout.unwrap().is_released());
+        assert_eq!(get(&env, f).await.states, HS_EXISTS | HS_ARCHIVED | HS_RELEASED);
+        // The next restore gets new objects.
+        let [second] = cookies(&env, request(HsmAction::Restore, 0, vec![f])).await[..] else { panic!() };
+        assert_ne!(second, first);
+        take(&env, "ct", &[1], 1).await;
+        let Ok(MdtReply::Opened(o)) = env.req(restore_open()).await else { panic!("restore open") };
+        let fresh = o.inode.layout.unwrap().components[0].objects.clone();
+        assert!(fresh.iter().all(|o| !partial.contains(o)), "{fresh:?} {partial:?}");
+        env.req(progress("ct", second, 4096, Some(0), 8)).await.unwrap();
+        assert_eq!(get(&env, f).await.states, HS_EXISTS | HS_ARCHIVED);
+    }
 }

@@ -140,11 +140,11 @@ fn parse_rules(text: &str) -> anyhow::Result<Vec<Rule>> {
             }
             let not_modified_for_s = r
                 .not_modified_for
-                .map(|d| crate::stats::parse_duration(&d).map_err(|e| what(format!("not_modified_for: {e}"))))
+                .map(|d| weft_proto::units::parse_duration(&d).map_err(|e| what(format!("not_modified_for: {e}"))))
                 .transpose()?;
             let larger_than = r
                 .larger_than
-                .map(|s| weft_bench::size::parse_size(&s).map_err(|e| what(format!("larger_than: {e}"))))
+                .map(|s| weft_proto::units::parse_size(&s).map_err(|e| what(format!("larger_than: {e}"))))
                 .transpose()?;
             if r.when_ost_full.is_some_and(|p| p > 100) {
                 return Err(what("when_ost_full: a percentage, 0 to 100".into()));

@@ -47,21 +47,7 @@ pub struct TopArgs {
     at: MgsArgs,
 }
 
-/// `10m` as seconds.
-pub fn parse_duration(text: &str) -> Result<u64, String> {
-    let text = text.trim();
-    let bad = || format!("'{text}': a time such as 90, 90s, 10m, 1h or 2d");
-    let (digits, unit) = text.split_at(text.find(|c: char| !c.is_ascii_digit()).unwrap_or(text.len()));
-    let n: u64 = digits.parse().map_err(|_| bad())?;
-    let scale = match unit {
-        "" | "s" => 1,
-        "m" => 60,
-        "h" => 3600,
-        "d" => 86_400,
-        _ => return Err(bad()),
-    };
-    n.checked_mul(scale).ok_or_else(bad)
-}
+pub use weft_proto::units::parse_duration;
 
 pub(crate) fn mgs_address(a: &MgsArgs) -> anyhow::Result<String> {
     match &a.mgs {
@@ -154,19 +140,4 @@ pub fn top(a: TopArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn durations_in_lustre_users_units() {
-        assert_eq!(parse_duration("90"), Ok(90));
-        assert_eq!(parse_duration("10m"), Ok(600));
-        assert_eq!(parse_duration("1h"), Ok(3600));
-        assert_eq!(parse_duration("2d"), Ok(172_800));
-        assert!(parse_duration("1w").unwrap_err().contains("10m, 1h"));
-        assert!(parse_duration("").is_err());
-    }
 }

@@ -1,5 +1,25 @@
 //! Shell-style wildcards as Lustre's names and rules use them: `*` matches any run of
-//! bytes, `?` one byte, everything else itself (TBF jobid patterns, parameter names).
+//! bytes, `?` one byte, everything else itself (TBF jobid patterns, parameter names, PCC
+//! file names); and the splitting of Lustre's rule expressions (`a={x y}&b={z},c={w}`).
+
+/// Splits at `sep` where it is not inside `{...}`.
+pub fn split_outside_braces(text: &str, sep: char) -> Vec<&str> {
+    let mut parts = Vec::new();
+    let (mut depth, mut start) = (0i32, 0usize);
+    for (i, c) in text.char_indices() {
+        match c {
+            '{' => depth += 1,
+            '}' => depth -= 1,
+            c if c == sep && depth == 0 => {
+                parts.push(&text[start..i]);
+                start = i + c.len_utf8();
+            }
+            _ => {}
+        }
+    }
+    parts.push(&text[start..]);
+    parts
+}
 
 /// Whether `pattern` matches all of `text`.
 pub fn matches(pattern: &[u8], text: &[u8]) -> bool {

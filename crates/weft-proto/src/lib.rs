@@ -19,6 +19,8 @@ pub mod layout;
 pub mod limits;
 pub mod lock;
 pub mod msg;
+pub mod pcc;
+pub mod units;
 pub mod wire;
 
 pub use error::{ErrorCode, WeftError, WeftResult};

@@ -178,9 +178,9 @@ impl Expr {
             return Err(format!("TBF expression '{text}' must end in '}}' (field={{value ...}})"));
         }
         let mut any_of = Vec::new();
-        for group in split_outside_braces(text, ',') {
+        for group in weft_proto::glob::split_outside_braces(text, ',') {
             let mut all_of = Vec::new();
-            for term in split_outside_braces(group, '&') {
+            for term in weft_proto::glob::split_outside_braces(group, '&') {
                 all_of.push(Term::parse(term.trim(), ty)?);
             }
             any_of.push(all_of);
@@ -202,25 +202,6 @@ impl fmt::Display for Expr {
             self.any_of.iter().map(|all| all.iter().map(|t| t.text.as_str()).collect::<Vec<_>>().join("&")).collect();
         f.write_str(&groups.join(","))
     }
-}
-
-/// Splits at `sep` where it is not inside `{...}`.
-fn split_outside_braces(text: &str, sep: char) -> Vec<&str> {
-    let mut parts = Vec::new();
-    let (mut depth, mut start) = (0i32, 0usize);
-    for (i, c) in text.char_indices() {
-        match c {
-            '{' => depth += 1,
-            '}' => depth -= 1,
-            c if c == sep && depth == 0 => {
-                parts.push(&text[start..i]);
-                start = i + c.len_utf8();
-            }
-            _ => {}
-        }
-    }
-    parts.push(&text[start..]);
-    parts
 }
 
 impl Term {

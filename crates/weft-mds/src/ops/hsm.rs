@@ -74,6 +74,19 @@ pub fn is_released(core: &crate::Core, t: &Tables, fid: Fid, rec: &InodeRecord) 
     Ok(core.hsm_used.load(Ordering::Relaxed) && state(t, fid)?.states & HS_RELEASED != 0)
 }
 
+/// The changelog flags of a removal of `fid`'s name: [`CLF_LAST`] when it was the last, with
+/// [`CLF_HSM_EXISTS`] when the file had a copy in an archive. Read before the removal.
+pub fn removal_flags(ctx: &OpCtx<'_>, fid: Fid, rec: &InodeRecord, last: bool) -> WeftResult<u32> {
+    use weft_proto::msg::changelog::{CLF_HSM_EXISTS, CLF_LAST};
+    if !last {
+        return Ok(0);
+    }
+    let copy = rec.kind == FileType::Regular
+        && ctx.core.hsm_used.load(Ordering::Relaxed)
+        && state(ctx.t, fid)?.states & HS_EXISTS != 0;
+    Ok(CLF_LAST | if copy { CLF_HSM_EXISTS } else { 0 })
+}
+
 /// A write is about to change `fid`'s data, or did (an open for writing, a truncate, the
 /// close of a handle opened for writing before the file was archived): a file whose copy
 /// exists in an archive becomes dirty, as in Lustre. Nothing to read while no file of
@@ -934,5 +947,36 @@ mod tests {
         assert!(fresh.iter().all(|o| !partial.contains(o)), "{fresh:?} {partial:?}");
         env.req(progress("ct", second, 4096, Some(0), 8)).await.unwrap();
         assert_eq!(get(&env, f).await.states, HS_EXISTS | HS_ARCHIVED);
+    }
+
+    #[tokio::test]
+    async fn removing_the_last_name_of_an_archived_file_says_a_copy_exists() {
+        let env = Env::new().await;
+        env.req(MdtRequest::ChangelogRegister(mdt::ChangelogRegister { name: None })).await.unwrap();
+        let (f, g, h) = (file_of(&env, "f", 1).await, file_of(&env, "g", 1).await, file_of(&env, "h", 1).await);
+        env.req(set(f, HS_EXISTS | HS_ARCHIVED, 0, 1)).await.unwrap();
+        env.req(set(h, HS_EXISTS | HS_ARCHIVED, 0, 1)).await.unwrap();
+        let unlink = |name: &str| MdtRequest::Unlink(mdt::Unlink { parent: Fid::ROOT, name: name.into() });
+        env.req(unlink("f")).await.unwrap();
+        env.req(unlink("g")).await.unwrap();
+        // A rename over the last name of an archived file too.
+        let over = mdt::Rename {
+            src_parent: Fid::ROOT,
+            src_name: "x".into(),
+            dst_parent: Fid::ROOT,
+            dst_name: "h".into(),
+            flags: 0,
+        };
+        file_of(&env, "x", 1).await;
+        env.req(MdtRequest::Rename(over)).await.unwrap();
+        let read = MdtRequest::ChangelogRead(mdt::ChangelogRead { start: 0, end: 0, max: 100 });
+        let Ok(MdtReply::ChangelogRecords(r)) = env.req(read).await else { panic!("read") };
+        let removals: Vec<(changelog::ChangelogType, Fid, u32)> = r
+            .iter()
+            .filter(|r| matches!(r.kind, changelog::ChangelogType::Unlink | changelog::ChangelogType::Rename))
+            .map(|r| (r.kind, r.target, r.flags))
+            .collect();
+        use changelog::ChangelogType::{Rename, Unlink};
+        assert_eq!(removals, [(Unlink, f, 0x3), (Unlink, g, 0x1), (Rename, h, 0x3)]);
     }
 }

@@ -106,13 +106,18 @@ pub fn rename(
         return Err(err(ErrorCode::TooManyLinks, format!("directory {dst_parent} has too many subdirectories")));
     }
 
+    // The changelog's flags: the name replaced was its file's last (and the file had an
+    // archive copy).
+    let replaced_last = !exchange && drec.as_ref().is_some_and(|d| d_dir || d.nlink == 1);
+    let flags = match (&dst, &drec) {
+        (Some((dfid, _)), Some(d)) => super::hsm::removal_flags(ctx, *dfid, d, replaced_last)?,
+        _ => 0,
+    };
     // Checks done: writes follow.
     let mut dirs: BTreeMap<Fid, InodeRecord> = BTreeMap::new();
     dirs.insert(src_parent, sp);
     dirs.entry(dst_parent).or_insert(dp);
     let now = ctx.now;
-    // The changelog's flag: the name replaced was its file's last.
-    let replaced_last = !exchange && drec.as_ref().is_some_and(|d| d_dir || d.nlink == 1);
     ctx.t.remove_entry(src_parent, src_name, sfid)?;
     match (dst, exchange) {
         (Some((dfid, dkind)), true) => {
@@ -153,7 +158,6 @@ pub fn rename(
         ctx.t.put_inode(fid, &rec)?;
     }
     let target = dst.map_or(Fid::new(0, 0, 0), |(f, _)| f);
-    let flags = if replaced_last { weft_proto::msg::changelog::CLF_LAST } else { 0 };
     ctx.record_rename(
         weft_proto::msg::changelog::ChangelogType::Rename,
         flags,

@@ -17,13 +17,12 @@ pub fn unlink(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8]) -> WeftResult<()> {
     let rec =
         ctx.t.inode(fid)?.ok_or_else(|| WeftError::io(format!("entry '{}' names missing inode {fid}", show(name))))?;
     perm::check_sticky(ctx.who, owner(&dir), rec.uid)?;
+    let flags = super::hsm::removal_flags(ctx, fid, &rec, rec.nlink == 1)?;
     // Checks done: writes follow.
     ctx.t.remove_entry(parent, name, fid)?;
-    let last = rec.nlink == 1;
     super::drop_link(ctx, fid, rec)?;
     super::touch_dir(&mut dir, ctx.now);
     ctx.t.put_inode(parent, &dir)?;
-    let flags = if last { weft_proto::msg::changelog::CLF_LAST } else { 0 };
     ctx.record(weft_proto::msg::changelog::ChangelogType::Unlink, flags, fid, Some((parent, name)))?;
     Ok(())
 }

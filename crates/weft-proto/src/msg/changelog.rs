@@ -100,6 +100,9 @@ pub const CHANGELOG_MASK_DEFAULT: u32 = {
 /// Record flags, as Lustre sets them: an unlink or rename that removed the last link of
 /// its target (`CLF_UNLINK_LAST`, `CLF_RENAME_LAST`).
 pub const CLF_LAST: u32 = 0x0001;
+/// With [`CLF_LAST`]: the file removed had a copy in an HSM archive, which a policy engine
+/// may now remove (Lustre's `CLF_UNLINK_HSM_EXISTS`).
+pub const CLF_HSM_EXISTS: u32 = 0x0002;
 
 /// One change, as the MDT recorded it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

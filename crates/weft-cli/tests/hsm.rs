@@ -168,7 +168,11 @@ fn a_striped_file_is_archived_released_and_read_back_by_cat() {
     assert!(objects.iter().all(|o| o.exists()), "{objects:?}");
     let used = ost_used_kib(&mnt);
 
+    let blocks = |f: &Path| std::os::unix::fs::MetadataExt::blocks(&std::fs::metadata(f).unwrap());
+    assert!(blocks(&f) >= (256 << 20) / 512, "the kernel has the attributes before the release");
     weft_ok(&["hsm", "release", path_str(&f)]);
+    // At once, on the mount that released it: one block.
+    assert_eq!(blocks(&f), 1);
     assert_eq!(state_of(&f), format!("{}: (0x0000000d) released exists archived, archive_id:1", f.display()));
     wait_for(30, "the objects' removal", || objects.iter().all(|o| !o.exists()), || format!("{objects:?}"));
     // The disk under the OSTs may count freed blocks back a little later.

@@ -213,7 +213,13 @@ impl Mount {
                 })?;
                 self.client.hsm_set(who, fid, change).await.map(drop)
             }
-            Virtual::HsmRelease => self.client.hsm_release(who, fid).await.map(drop),
+            Virtual::HsmRelease => {
+                self.client.hsm_release(who, fid).await?;
+                // This mount's own change calls back none of its locks: the kernel's
+                // attributes (the blocks) are dropped here.
+                drop(weft_client::locks::LockHooks::drop_inode(&*self.hooks, fid, weft_proto::lock::bits::UPDATE));
+                Ok(())
+            }
             Virtual::Create(name) => {
                 let req: CreateWithLayout = serde_json::from_slice(value)
                     .map_err(|e| WeftError::invalid(format!("weft.create takes a JSON {{spec, mode}} object: {e}")))?;

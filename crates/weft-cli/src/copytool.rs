@@ -462,10 +462,11 @@ impl Agent {
         }
     }
 
+    /// The file's metadata as the archive keeps it, but its size: the caller takes that
+    /// from the glimpse its copy goes by.
     async fn meta_of(&self, fid: Fid, archive_id: u32) -> Result<(ArchivedMeta, weft_proto::Layout), Failure> {
         let (c, who) = (&self.client, &self.who);
-        let mut inode = c.getattr(who, fid).await?;
-        c.complete_size(who, &mut inode).await?;
+        let inode = c.getattr(who, fid).await?;
         let layout = inode.layout.clone().ok_or_else(|| anyhow!("{fid} has no layout"))?;
         let comp = layout.single()?;
         let path = c.fid2path(who, fid).await.map(|p| format!("/{}", String::from_utf8_lossy(&p))).unwrap_or_default();

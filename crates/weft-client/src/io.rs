@@ -15,6 +15,12 @@ use weft_proto::limits::{FILE_SIZE_MAX_BYTES, RPC_BULK_BYTES_MAX};
 use weft_proto::msg::{mdt, ost, Attr, Caller, SetAttr, TargetKind};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
+/// A file's size and blocks from its objects' attributes.
+fn size_and_blocks(comp: &LayoutComponent, attrs: &[ost::ObjectAttr]) -> (u64, u64) {
+    let sizes: Vec<u64> = attrs.iter().map(|a| a.size).collect();
+    (comp.file_size_from_objects(&sizes), attrs.iter().map(|a| a.blocks).sum())
+}
+
 /// Runs `futures` with a bound on how many are in flight; results in the input order.
 async fn bounded<T, F>(futures: impl IntoIterator<Item = F>) -> WeftResult<Vec<T>>
 where
@@ -134,14 +140,24 @@ impl Client {
     /// The size and 512-byte blocks of a file from its objects (Lustre's glimpse): every
     /// object's attributes, in parallel. A missing object counts as empty.
     pub async fn glimpse(&self, who: &Caller, layout: &Layout) -> WeftResult<(u64, u64)> {
-        self.glimpse_versioned(who, layout).await.map(|(size, blocks, _)| (size, blocks))
+        let comp = layout.plain()?;
+        let attrs = self.object_attrs(who, comp).await?;
+        Ok(size_and_blocks(comp, &attrs))
     }
 
     /// [`Client::glimpse`] and the file's data version
-    /// ([`weft_proto::layout::data_version`]).
+    /// ([`weft_proto::layout::data_version`]), for closes of writers and copytools (the
+    /// read path's glimpses do not compute it).
     pub async fn glimpse_versioned(&self, who: &Caller, layout: &Layout) -> WeftResult<(u64, u64, u64)> {
         let comp = layout.plain()?;
-        let attrs = bounded(comp.objects.iter().copied().map(|object| async move {
+        let attrs = self.object_attrs(who, comp).await?;
+        let (size, blocks) = size_and_blocks(comp, &attrs);
+        Ok((size, blocks, weft_proto::layout::data_version(attrs.iter().map(|a| (a.size, a.mtime_ns)))))
+    }
+
+    /// Every object's attributes, in parallel, in stripe order.
+    async fn object_attrs(&self, who: &Caller, comp: &LayoutComponent) -> WeftResult<Vec<ost::ObjectAttr>> {
+        bounded(comp.objects.iter().copied().map(|object| async move {
             match self.ost(who, object.ost, ost::Getattr { fid: object.fid }, Bytes::new()).await {
                 Ok((attr, _)) => Ok(attr),
                 Err(e) if e.code == ErrorCode::NotFound && self.has_target(TargetKind::Ost, object.ost) => {
@@ -151,11 +167,7 @@ impl Client {
                 Err(e) => Err(e),
             }
         }))
-        .await?;
-        let sizes: Vec<u64> = attrs.iter().map(|a| a.size).collect();
-        let blocks = attrs.iter().map(|a| a.blocks).sum();
-        let version = weft_proto::layout::data_version(attrs.iter().map(|a| (a.size, a.mtime_ns)));
-        Ok((comp.file_size_from_objects(&sizes), blocks, version))
+        .await
     }
 
     /// Truncates (or extends with a hole) to `size`: every object cut to its share of

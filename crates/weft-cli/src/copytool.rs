@@ -17,24 +17,23 @@
 //!   the environment has WEFT_FID, WEFT_ARCHIVE_ID, WEFT_SIZE and WEFT_META (the JSON). A
 //!   site plugs its tape library or object store in here.
 
-use crate::limits::{COPYTOOL_END_REPORT_S, COPYTOOL_POLL_MS, COPYTOOL_PROGRESS_MS, COPYTOOL_STOP_WAIT_S};
 use crate::stats::{mgs_address, MgsArgs};
 use anyhow::{anyhow, bail, Context};
-use bytes::Bytes;
 use clap::Args;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use weft_client::copytool::{self, weft_errno, Agent as CoreAgent, Failure};
 use weft_client::virtual_xattr::HsmChange;
 use weft_client::{Client, ClientConfig};
 use weft_proto::limits::RPC_BULK_BYTES_MAX;
 use weft_proto::lock::LockMode;
 use weft_proto::msg::hsm::{HsmAction, HsmActionItem, HS_ARCHIVED, HS_EXISTS};
-use weft_proto::msg::{Caller, FileType, Identity, SetAttr, SetTime, Timestamp, OPEN_HSM_RESTORE, OPEN_WRITE};
-use weft_proto::{ErrorCode, Fid, StripeSpec, WeftError};
+use weft_proto::msg::{Caller, FileType, Identity, SetAttr, SetTime, Timestamp, OPEN_WRITE};
+use weft_proto::{Fid, StripeSpec, WeftError};
 
 #[derive(Args)]
 pub struct CopytoolArgs {
@@ -87,50 +86,16 @@ enum Backend {
     Command(PathBuf),
 }
 
-/// A failed action: the errno the coordinator records, and the words.
-struct Failure {
-    errno: i32,
-    message: String,
-    /// The coordinator took the action back (canceled, or handed to another copytool):
-    /// nothing to report.
-    gone: bool,
-}
-
-impl From<anyhow::Error> for Failure {
-    fn from(e: anyhow::Error) -> Failure {
-        let errno = if let Some(w) = e.downcast_ref::<WeftError>() {
-            weft_errno(w.code)
-        } else if let Some(io) = e.downcast_ref::<std::io::Error>() {
-            io.raw_os_error().unwrap_or(libc::EIO)
-        } else {
-            libc::EIO
-        };
-        Failure { errno, message: format!("{e:#}"), gone: false }
-    }
-}
-
-impl From<WeftError> for Failure {
-    fn from(e: WeftError) -> Failure {
-        Failure { errno: weft_errno(e.code), message: e.message, gone: false }
-    }
-}
-
-impl From<std::io::Error> for Failure {
-    fn from(e: std::io::Error) -> Failure {
-        Failure { errno: e.raw_os_error().unwrap_or(libc::EIO), message: e.to_string(), gone: false }
-    }
-}
-
-fn weft_errno(code: ErrorCode) -> i32 {
-    match code {
-        ErrorCode::NotFound => libc::ENOENT,
-        ErrorCode::Access => libc::EACCES,
-        ErrorCode::Perm => libc::EPERM,
-        ErrorCode::NoSpace => libc::ENOSPC,
-        ErrorCode::Invalid => libc::EINVAL,
-        ErrorCode::TimedOut => libc::ETIMEDOUT,
-        _ => libc::EIO,
-    }
+/// An anyhow error as the coordinator records it.
+fn failure(e: anyhow::Error) -> Failure {
+    let errno = if let Some(w) = e.downcast_ref::<WeftError>() {
+        weft_errno(w.code)
+    } else if let Some(io) = e.downcast_ref::<std::io::Error>() {
+        io.raw_os_error().unwrap_or(libc::EIO)
+    } else {
+        libc::EIO
+    };
+    Failure::new(errno, format!("{e:#}"))
 }
 
 impl Backend {
@@ -378,36 +343,11 @@ fn parse_fid(text: &str) -> anyhow::Result<Fid> {
     text.parse::<Fid>().map_err(|e| anyhow!("'{text}': a FID such as [0x200000401:0x1:0x0]: {e}"))
 }
 
+/// A copytool: the coordinator's side of it (shared with the client cache's) and where its
+/// copies are.
 struct Agent {
-    client: Arc<Client>,
-    who: Caller,
-    name: String,
+    core: CoreAgent,
     backend: Backend,
-}
-
-/// Reports an action's bytes to the coordinator at most every COPYTOOL_PROGRESS_MS; learns
-/// from its answer whether the action is still this copytool's.
-struct Progress<'a> {
-    agent: &'a Agent,
-    cookie: u64,
-    last: Instant,
-}
-
-impl Progress<'_> {
-    async fn moved(&mut self, bytes: u64) -> Result<(), Failure> {
-        if self.last.elapsed() < Duration::from_millis(COPYTOOL_PROGRESS_MS) {
-            return Ok(());
-        }
-        self.last = Instant::now();
-        let a = self.agent;
-        match a.client.hsm_progress(&a.who, &a.name, self.cookie, bytes, None, 0, 0).await {
-            Err(e) if e.code == ErrorCode::Stale => {
-                Err(Failure { errno: libc::ECANCELED, message: e.message, gone: true })
-            }
-            // A missed report is no reason to stop copying (the MDS may be restarting).
-            _ => Ok(()),
-        }
-    }
 }
 
 impl Agent {
@@ -416,58 +356,18 @@ impl Agent {
         let result = match item.action {
             HsmAction::Archive => self.archive(&item).await.map(|(bytes, version)| (bytes, 0, version)),
             HsmAction::Restore => self.restore(&item).await,
-            HsmAction::Remove => self.backend.remove(item.fid).await.map(|()| (0, 0, 0)).map_err(Failure::from),
+            HsmAction::Remove => self.backend.remove(item.fid).await.map(|()| (0, 0, 0)).map_err(failure),
             HsmAction::Cancel => Ok((0, 0, 0)),
         };
-        let (bytes, done, blocks, version) = match result {
-            Ok((bytes, blocks, version)) => {
-                tracing::info!(
-                    action = item.action.name(), fid = %item.fid, bytes, ms = started.elapsed().as_millis() as u64,
-                    "done"
-                );
-                (bytes, (0, String::new()), blocks, version)
-            }
-            Err(f) if f.gone => {
-                tracing::info!(action = item.action.name(), fid = %item.fid, "stopped: {}", f.message);
-                return;
-            }
-            Err(f) => {
-                tracing::warn!(action = item.action.name(), fid = %item.fid, errno = f.errno, "failed: {}", f.message);
-                (0, (f.errno, f.message), 0, 0)
-            }
-        };
-        // The end must reach the coordinator: retried (the client library itself resends
-        // while the MDS restarts) until it is taken, the action went elsewhere, or
-        // COPYTOOL_END_REPORT_S passed (then the coordinator hands it out again).
-        let deadline = Instant::now() + Duration::from_secs(COPYTOOL_END_REPORT_S);
-        for attempt in 0.. {
-            if attempt > 0 {
-                if Instant::now() >= deadline {
-                    tracing::warn!(fid = %item.fid, "gave up reporting the end of {:#x}", item.cookie);
-                    return;
-                }
-                tokio::time::sleep(Duration::from_secs(1)).await;
-            }
-            let end = Some(done.clone());
-            match self.client.hsm_progress(&self.who, &self.name, item.cookie, bytes, end, blocks, version).await {
-                Ok(()) => return,
-                Err(e) if e.code == ErrorCode::Stale => {
-                    tracing::info!(fid = %item.fid, "the end of {:#x} was not taken: {}", item.cookie, e.message);
-                    return;
-                }
-                Err(e) => {
-                    tracing::warn!(fid = %item.fid, attempt, "reporting the end of {:#x} failed: {}", item.cookie, e.message)
-                }
-            }
-        }
+        self.core.report_end(&item, result, started).await;
     }
 
     /// The file's metadata as the archive keeps it, but its size: the caller takes that
     /// from the glimpse its copy goes by.
     async fn meta_of(&self, fid: Fid, archive_id: u32) -> Result<(ArchivedMeta, weft_proto::Layout), Failure> {
-        let (c, who) = (&self.client, &self.who);
+        let (c, who) = (&self.core.client, &self.core.who);
         let inode = c.getattr(who, fid).await?;
-        let layout = inode.layout.clone().ok_or_else(|| anyhow!("{fid} has no layout"))?;
+        let layout = inode.layout.clone().ok_or_else(|| failure(anyhow!("{fid} has no layout")))?;
         let comp = layout.single()?;
         let path = c.fid2path(who, fid).await.map(|p| format!("/{}", String::from_utf8_lossy(&p))).unwrap_or_default();
         let a = &inode.attr;
@@ -493,12 +393,12 @@ impl Agent {
     /// open: a copytool that dies leaves no open handle on the MDT (which would keep the file
     /// from being released); the extent locks keep the reads coherent with writers.
     async fn archive(&self, item: &HsmActionItem) -> Result<(u64, u64), Failure> {
-        let (c, who, fid) = (&self.client, &self.who, item.fid);
+        let (c, who, fid) = (&self.core.client, &self.core.who, item.fid);
         let (mut meta, layout) = self.meta_of(fid, item.archive_id).await?;
         // The size copied and the version it is of from one reading of the objects.
         let (size, _, before) = c.glimpse_versioned(who, &layout).await?;
         meta.size = size;
-        let mut sink = self.backend.archive_sink(&meta, fid, item.cookie).await?;
+        let mut sink = self.backend.archive_sink(&meta, fid, item.cookie).await.map_err(failure)?;
         let copied = match self.copy_out(item, &layout, size, sink.writer()).await {
             Ok(bytes) => bytes,
             Err(f) => {
@@ -506,7 +406,7 @@ impl Agent {
                 return Err(f);
             }
         };
-        sink.finish(&meta).await?;
+        sink.finish(&meta).await.map_err(failure)?;
         let (size_after, _, after) = c.glimpse_versioned(who, &layout).await?;
         // Written meanwhile: the copy is of no version the file had, and leaves it dirty.
         let version = if (size_after, after) == (size, before) && copied == size { before } else { 0 };
@@ -521,8 +421,8 @@ impl Agent {
         size: u64,
         out: &mut (dyn AsyncWrite + Unpin + Send),
     ) -> Result<u64, Failure> {
-        let (c, who, fid) = (&self.client, &self.who, item.fid);
-        let mut progress = Progress { agent: self, cookie: item.cookie, last: Instant::now() };
+        let (c, who, fid) = (&self.core.client, &self.core.who, item.fid);
+        let mut progress = self.core.progress(item.cookie);
         let mut offset = 0u64;
         while offset < size {
             let len = (size - offset).min(u64::from(RPC_BULK_BYTES_MAX));
@@ -530,7 +430,7 @@ impl Agent {
             let data = c.read(who, layout, offset, len as u32, size).await?;
             drop(locks);
             if data.is_empty() {
-                return Err(anyhow!("{fid} ended at {offset} bytes, before its size {size}").into());
+                return Err(failure(anyhow!("{fid} ended at {offset} bytes, before its size {size}")));
             }
             out.write_all(&data).await?;
             offset += data.len() as u64;
@@ -542,58 +442,22 @@ impl Agent {
 
     /// The bytes restored, the blocks they take and their data version.
     async fn restore(&self, item: &HsmActionItem) -> Result<(u64, u64, u64), Failure> {
-        let (c, who, fid) = (&self.client, &self.who, item.fid);
-        let opened = c.open(who, fid, OPEN_WRITE | OPEN_HSM_RESTORE).await?;
-        let result = async {
-            let size = opened.inode.attr.size;
-            let layout = opened.inode.layout.clone().ok_or_else(|| anyhow!("{fid} has no layout to restore into"))?;
-            let (mut source, child) = self.backend.restore_source(fid).await?;
-            let mut progress = Progress { agent: self, cookie: item.cookie, last: Instant::now() };
-            let mut offset = 0u64;
-            let mut buf = vec![0u8; RPC_BULK_BYTES_MAX as usize];
-            loop {
-                // Fill a whole chunk (a pipe gives less at a time) so writes stay large.
-                let mut filled = 0;
-                while filled < buf.len() {
-                    let n = source.read(&mut buf[filled..]).await?;
-                    if n == 0 {
-                        break;
-                    }
-                    filled += n;
-                }
-                if filled == 0 {
-                    break;
-                }
-                if offset + filled as u64 > size {
-                    return Err(anyhow!("the archive's copy of {fid} is longer than the file ({size} bytes)").into());
-                }
-                let locks = c.extent_lock(who, fid, &layout, offset, filled as u64, LockMode::Pw).await?;
-                c.write(who, &layout, offset, Bytes::copy_from_slice(&buf[..filled]), &locks).await?;
-                drop(locks);
-                offset += filled as u64;
-                progress.moved(offset).await?;
+        let (c, who, fid) = (&self.core.client, &self.core.who, item.fid);
+        let size = c.getattr(who, fid).await?.attr.size;
+        let (mut source, child) = self.backend.restore_source(fid).await.map_err(failure)?;
+        let moved = self.core.restore_from(item, &mut source, Some(size)).await?;
+        if let Some(child) = child {
+            let status = child.wait_with_output().await?.status;
+            if !status.success() {
+                return Err(failure(anyhow!("the backend's restore of {fid} failed ({status})")));
             }
-            if let Some(child) = child {
-                let status = child.wait_with_output().await?.status;
-                if !status.success() {
-                    return Err(anyhow!("the backend's restore of {fid} failed ({status})").into());
-                }
-            }
-            if offset != size {
-                return Err(anyhow!("the archive's copy of {fid} has {offset} bytes, the file {size}").into());
-            }
-            c.fsync(who, &layout).await?;
-            let (_, blocks, version) = c.glimpse_versioned(who, &layout).await?;
-            Ok((offset, blocks, version))
         }
-        .await;
-        // The restore's open left no handle to close (see OPEN_HSM_RESTORE).
-        result
+        Ok(moved)
     }
 
     /// `--import FID PATH`: PATH made a released file of the archive's copy of FID.
     async fn import(&self, archive_id: u32, old: Fid, path: &str) -> anyhow::Result<Fid> {
-        let (c, who) = (&self.client, &self.who);
+        let (c, who) = (&self.core.client, &self.core.who);
         let meta = self.backend.meta(old).await?;
         let (parent_path, name) = path.trim_end_matches('/').rsplit_once('/').unwrap_or(("", path));
         if name.is_empty() {
@@ -660,7 +524,7 @@ pub fn copytool(a: CopytoolArgs) -> anyhow::Result<()> {
             .await
             .map_err(|e| anyhow!("cannot reach the file system at {mgs}: {}", e.message))?;
         let who = Caller::new(Identity { uid: 0, gid: 0, groups: Vec::new() }, format!("copytool.{name}"));
-        let agent = Arc::new(Agent { client, who, name, backend });
+        let agent = Arc::new(Agent { core: CoreAgent { client, who, name }, backend });
         if let Some(r) = &a.rebind {
             let (old, new) = (parse_fid(&r[0])?, parse_fid(&r[1])?);
             agent.backend.rebind(old, new).await?;
@@ -685,53 +549,25 @@ async fn serve(agent: Arc<Agent>, archives: Vec<u32>, parallel: u32) -> anyhow::
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate())?;
     let mut int = signal(SignalKind::interrupt())?;
-    let mut running = tokio::task::JoinSet::new();
-    // The actions this copytool runs, told with every poll (the coordinator hands out again
-    // what it thinks this copytool has but is not here: a lost answer, a restart).
-    let cookies: Arc<std::sync::Mutex<std::collections::BTreeSet<u64>>> = Arc::default();
     let ids = if archives.is_empty() {
         "every archive".to_string()
     } else {
         archives.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
     };
-    tracing::info!(name = %agent.name, "copytool serving archive {ids}");
-    println!("copytool {} serving archive {ids}", agent.name);
-    loop {
-        while running.try_join_next().is_some() {}
-        let free = parallel.saturating_sub(running.len() as u32);
-        let now_running: Vec<u64> = cookies.lock().unwrap_or_else(|p| p.into_inner()).iter().copied().collect();
-        let taken = match agent.client.hsm_take(&agent.who, &agent.name, &archives, free, now_running).await {
-            Ok(t) => t,
-            Err(e) => {
-                tracing::warn!("asking the coordinator for work failed: {}", e.message);
-                Vec::new()
-            }
-        };
-        let idle = taken.is_empty();
-        for item in taken {
-            let (agent, cookies) = (agent.clone(), cookies.clone());
-            cookies.lock().unwrap_or_else(|p| p.into_inner()).insert(item.cookie);
-            running.spawn(async move {
-                let cookie = item.cookie;
-                agent.run(item).await;
-                cookies.lock().unwrap_or_else(|p| p.into_inner()).remove(&cookie);
-            });
-        }
-        let pause = if idle || running.len() as u32 >= parallel { COPYTOOL_POLL_MS } else { 0 };
-        tokio::select! {
-            _ = term.recv() => break,
-            _ = int.recv() => break,
-            // A slot freed: ask for more at once.
-            Some(_) = running.join_next(), if running.len() as u32 >= parallel => {}
-            _ = tokio::time::sleep(Duration::from_millis(pause)) => {}
-        }
-    }
-    tracing::info!(running = running.len(), "copytool stopping: letting running copies end");
-    let wait = tokio::time::timeout(Duration::from_secs(COPYTOOL_STOP_WAIT_S), async {
-        while running.join_next().await.is_some() {}
+    let name = agent.core.name.clone();
+    tracing::info!(name = %name, "copytool serving archive {ids}");
+    println!("copytool {name} serving archive {ids}");
+    let core = Arc::new(CoreAgent { client: agent.core.client.clone(), who: agent.core.who.clone(), name });
+    let run: copytool::Runner = Arc::new(move |item| {
+        let agent = agent.clone();
+        Box::pin(async move { agent.run(item).await })
     });
-    if wait.await.is_err() {
-        tracing::warn!("copies still running after {COPYTOOL_STOP_WAIT_S} s: the coordinator hands them out again");
-    }
+    let stop = Box::pin(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    });
+    copytool::serve(core, archives, parallel, run, stop).await;
     Ok(())
 }

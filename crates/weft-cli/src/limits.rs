@@ -42,12 +42,3 @@ pub const PARAM_REQUEST_TIMEOUT_S: u64 = 5;
 /// `weft top`: the monitor's last intervals it takes as "now", and the rows of each kind.
 pub const TOP_INTERVALS: u64 = 3;
 pub const TOP_ROWS: u32 = 10;
-/// A copytool with nothing to do (or every slot busy) asks the coordinator again after
-/// this long; it is also its heartbeat (the MDS's HSM_AGENT_TIMEOUT_MS is far above).
-pub const COPYTOOL_POLL_MS: u64 = 250;
-/// A copytool reports each action's bytes at most this often.
-pub const COPYTOOL_PROGRESS_MS: u64 = 1_000;
-/// On SIGTERM a copytool lets its running copies end for at most this long.
-pub const COPYTOOL_STOP_WAIT_S: u64 = 30;
-/// A copytool retries the report of an action's end for this long.
-pub const COPYTOOL_END_REPORT_S: u64 = 600;

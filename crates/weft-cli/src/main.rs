@@ -18,6 +18,7 @@ mod limits;
 mod logging;
 mod mount;
 mod param;
+mod pcc;
 mod policy;
 mod qos;
 mod remote;
@@ -94,6 +95,9 @@ enum Command {
     /// A file's hierarchical storage state, and the flags users and root set (as lfs
     /// hsm_state, hsm_set, hsm_clear).
     Hsm(hsm::HsmArgs),
+    /// Persistent client caches: add, del and list a mount's cache directories (as lctl
+    /// pcc), attach, detach and show files (as lfs pcc).
+    Pcc(pcc::PccArgs),
     /// Run an HSM copytool (as lhsmtool_posix): serve archive requests of the coordinator
     /// with a posix directory or a command as the archive (root).
     Copytool(copytool::CopytoolArgs),
@@ -157,6 +161,7 @@ fn main() -> ExitCode {
         Command::ListParam(a) => param::list_param(a),
         Command::Stats(a) => stats::stats(a),
         Command::Hsm(a) => hsm::hsm(a),
+        Command::Pcc(a) => pcc::pcc(a),
         Command::Copytool(a) => copytool::copytool(a),
         Command::Policy(a) => policy::policy(a),
         Command::Changelog(a) => changelog::read(a),

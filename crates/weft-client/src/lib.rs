@@ -16,6 +16,7 @@
 //! request id) until `request_timeout`. Meanwhile the client refetches the map from the MGS;
 //! if the map moves the target to another address, the request is resent there.
 
+pub mod copytool;
 mod flock;
 mod hsm;
 pub mod inodes;

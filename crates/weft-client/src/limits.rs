@@ -47,3 +47,13 @@ pub const RESTORE_TIMEOUT_S_DEFAULT: u64 = 600;
 /// each time, up to RESTORE_POLL_MS_MAX.
 pub const RESTORE_POLL_MS_MIN: u64 = 20;
 pub const RESTORE_POLL_MS_MAX: u64 = 500;
+
+/// A copytool with nothing to do (or every slot busy) asks the coordinator again after
+/// this long; it is also its heartbeat (the MDS's HSM_AGENT_TIMEOUT_MS is far above).
+pub const COPYTOOL_POLL_MS: u64 = 250;
+/// A copytool reports each action's bytes at most this often.
+pub const COPYTOOL_PROGRESS_MS: u64 = 1_000;
+/// On SIGTERM a copytool lets its running copies end for at most this long.
+pub const COPYTOOL_STOP_WAIT_S: u64 = 30;
+/// A copytool retries the report of an action's end for this long.
+pub const COPYTOOL_END_REPORT_S: u64 = 600;

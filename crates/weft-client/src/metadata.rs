@@ -257,6 +257,17 @@ impl Client {
         if inode.attr.kind != FileType::Regular || inode.attr.size_known {
             return Ok(());
         }
+        if inode.layout.as_ref().is_some_and(|l| l.is_released()) {
+            // Released, its size not known to the MDS: a client's read-write cache is
+            // writing it. The size is the cache's: the data comes back first (a restore,
+            // which the caching client serves).
+            let fid = inode.attr.fid;
+            self.restore(who, fid).await?;
+            *inode = self.getattr(who, fid).await?;
+            if inode.attr.size_known {
+                return Ok(());
+            }
+        }
         if let Some(layout) = &inode.layout {
             let (size, blocks) = self.glimpse(who, layout).await?;
             inode.attr.size = size;

@@ -44,6 +44,8 @@ pub(crate) struct MountHooks {
     /// For attribute invalidations, which never wait and go out at once.
     notifier: OnceLock<Notifier>,
     writes: Arc<WriteBehind>,
+    /// The persistent client caches: a data lock going drops a read-only copy.
+    pub(crate) pcc: Arc<crate::pcc::Pcc>,
     /// inode -> the (parent, name) entries this mount handed the kernel for it.
     aliases: Mutex<HashMap<u64, Vec<(u64, OsString)>>>,
 }
@@ -54,6 +56,7 @@ impl MountHooks {
             invalidations: OnceLock::new(),
             notifier: OnceLock::new(),
             writes,
+            pcc: Arc::default(),
             aliases: Mutex::new(HashMap::new()),
         })
     }
@@ -123,6 +126,7 @@ impl LockHooks for MountHooks {
     }
 
     fn drop_data(&self, file: Fid) -> BoxFuture<'static, ()> {
+        self.pcc.invalidate(file);
         let done = self.invalidate(file.to_ino(), true, Vec::new());
         Box::pin(async move {
             let _ = done.await;

@@ -99,9 +99,13 @@ impl Mount {
                 None => self.client.getattr(who, fid).await?.layout,
             };
             let handle = open.map(|file| file.mds_handle);
-            let attr = match &layout {
-                Some(layout) => self.client.truncate(who, fid, layout, size, handle).await?,
-                None => self.client.setattr(who, fid, SetAttr { size: Some(size), ..SetAttr::default() }).await?.attr,
+            let owned = self.pcc.owned_path(fid);
+            let attr = match (&layout, owned) {
+                (_, Some(path)) => self.pcc_truncate(who, fid, &path, size).await?.attr,
+                (Some(layout), None) => self.client.truncate(who, fid, layout, size, handle).await?,
+                (None, None) => {
+                    self.client.setattr(who, fid, SetAttr { size: Some(size), ..SetAttr::default() }).await?.attr
+                }
             };
             self.set_open_size(fid, size);
             last = Some((attr, layout));

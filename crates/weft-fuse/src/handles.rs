@@ -75,6 +75,8 @@ pub struct OpenFile {
     /// The job that opened it: its close is that job's (the kernel's release often comes
     /// with no process).
     pub jobid: String,
+    /// Opened through a persistent client cache's copy (`pcc.rs`).
+    pub through_cache: AtomicBool,
 }
 
 /// The mode a write by a process without CAP_FSETID leaves, if it changes any bit (as
@@ -101,6 +103,7 @@ impl OpenFile {
             exact_size: None,
             privileged_mode: AtomicU32::new(0),
             jobid: String::new(),
+            through_cache: AtomicBool::new(false),
         }
     }
 

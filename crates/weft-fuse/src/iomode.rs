@@ -41,6 +41,9 @@ pub struct Backing {
     pub id: BackingId,
     /// Ours: its size is the file's (one object), read at a writer's close.
     pub file: std::fs::File,
+    /// A persistent client cache's copy (`pcc.rs`), not the object's file: opens the cache
+    /// does not serve must not share it.
+    pub cache: bool,
 }
 
 #[derive(Default)]

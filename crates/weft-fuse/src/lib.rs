@@ -31,6 +31,7 @@ mod locks;
 mod mount;
 mod opens;
 pub mod params;
+pub mod pcc;
 mod serve;
 mod writeback;
 mod xattr;

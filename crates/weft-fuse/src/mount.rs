@@ -49,6 +49,8 @@ pub(crate) struct Mount {
     /// Opens for writing this mount made so far: a read-only open's size stays exact only
     /// while none came after it (see `OpenFile::exact_size`).
     pub write_opens: AtomicU64,
+    /// The persistent client caches (`pcc.rs`).
+    pub pcc: Arc<crate::pcc::Pcc>,
 }
 
 pub(crate) fn fid_of(ino: INodeNo) -> Fid {
@@ -67,7 +69,9 @@ impl Mount {
         writes: Arc<WriteBehind>,
         hooks: Arc<MountHooks>,
     ) -> Mount {
+        let pcc = hooks.pcc.clone();
         Mount {
+            pcc,
             client,
             runtime,
             callers: Callers::new(opts.jobid.clone()),
@@ -134,6 +138,14 @@ impl Mount {
     /// An inode with the real size of a file being written (a glimpse when the MDS does
     /// not know it).
     pub(crate) async fn complete(&self, who: &Caller, mut inode: InodeInfo) -> WeftResult<InodeInfo> {
+        if let Some((size, blocks)) = self.pcc.owned_size(inode.attr.fid) {
+            // Its data is in this mount's cache: the size is the copy's, asked each time (the
+            // kernel writes the copy itself).
+            inode.attr.size = size;
+            inode.attr.blocks = blocks;
+            inode.attr.size_known = false;
+            return Ok(inode);
+        }
         if inode.attr.kind == FileType::Regular && !inode.attr.size_known {
             // The size comes from the objects: let this mount's queued writes land first.
             self.writes.wait_idle(inode.attr.fid).await;

@@ -100,13 +100,24 @@ impl Mount {
     fn mds_open_flags(&self, fid: Option<Fid>, flags: i32) -> u32 {
         // (`passthrough` is on only where locks are: see `init`.)
         let passthrough = self.passthrough.load(Ordering::Relaxed)
-            && fid.is_none_or(|fid| self.io.passthrough_possible(fid))
+            && fid.is_none_or(|fid| self.io.passthrough_possible(fid) && self.io.backing(fid).is_none_or(|b| !b.cache))
             && self.client.passthrough_allowed();
         open_flags(flags) | if passthrough { OPEN_PASSTHROUGH } else { 0 }
     }
 
     pub(crate) async fn open(self: Arc<Self>, who: Caller, ino: INodeNo, flags: i32, reply: ReplyOpen) {
         let fid = fid_of(ino);
+        if self.pcc.active() {
+            let register = |f: &std::fs::File| reply.open_backing(f);
+            match self.pcc_open(&who, fid, flags, register).await {
+                Some(Ok((fh, answer))) => {
+                    let backing = answer.backing.as_ref().expect("the cache's opens are passthrough");
+                    return reply.opened_passthrough(FileHandle(fh), answer.flags, &backing.id);
+                }
+                Some(Err(e)) => return reply.error(fuse_errno("open", &e)),
+                None => {}
+            }
+        }
         // Before the MDS answers: a write-open of this mount racing this one counts as after.
         let write_opens = self.write_opens.load(Ordering::Acquire);
         let opened = match self.client.open(&who, fid, self.mds_open_flags(Some(fid), flags)).await {
@@ -205,7 +216,8 @@ impl Mount {
             return None;
         }
         if let Some(backing) = self.io.backing(fid) {
-            return Some(backing);
+            // A cache's copy serves the cache's opens only.
+            return (!backing.cache).then_some(backing);
         }
         let file = prepared?;
         let id = match register(&file) {
@@ -226,7 +238,7 @@ impl Mount {
             // any of them.
             self.hooks.drop_data(fid).await;
         }
-        Some(Arc::new(Backing { id, file }))
+        Some(Arc::new(Backing { id, file, cache: false }))
     }
 
     /// An MDS open answered, made an open for the kernel: the I/O mode (passthrough
@@ -278,7 +290,7 @@ impl Mount {
 
     /// After the MDS opened a file: its real size, O_TRUNC applied to the objects, and a
     /// handle in the table. Closes the MDS open again if any of that fails.
-    async fn finish_open(
+    pub(crate) async fn finish_open(
         &self,
         who: &Caller,
         inode: InodeInfo,
@@ -300,7 +312,11 @@ impl Mount {
         let result = async {
             let mut inode = self.complete(who, inode).await?;
             if flags & libc::O_TRUNC != 0 && inode.attr.size > 0 {
-                if let Some(layout) = &inode.layout {
+                if let Some(path) = self.pcc.owned_path(fid) {
+                    inode.attr = self.pcc_truncate(who, fid, &path, 0).await?.attr;
+                    inode.attr.size = 0;
+                    self.set_open_size(fid, 0);
+                } else if let Some(layout) = &inode.layout {
                     inode.attr = self.client.truncate(who, fid, layout, 0, Some(handle)).await?;
                     self.set_open_size(fid, 0);
                 }
@@ -369,6 +385,9 @@ impl Mount {
         };
         // The kernel left the open's I/O mode before it sent the release.
         self.io.released(file.fid, file.io);
+        if file.through_cache.load(Ordering::Acquire) {
+            self.pcc.closed(file.fid, file.wrote());
+        }
         let Ok(permit) = self.closes.clone().acquire_owned().await else {
             return reply.ok();
         };
@@ -410,6 +429,7 @@ impl Mount {
     /// Closes what is still open at unmount, so the MDS does not keep orphan opens, and
     /// waits for the closes still running in the background. Called on a FUSE thread.
     pub(crate) fn close_all(&self) {
+        self.pcc_stop();
         let files = self.files.drain();
         let closing = async {
             for file in &files {

@@ -45,6 +45,19 @@ pub enum Virtual {
     /// set (on the mount's root, root only): the mount parameters the pattern after the
     /// colon matches take the value.
     Param(String),
+    /// set on the mount's root (root only): add a persistent client cache, a JSON
+    /// `pcc::AddRequest`.
+    PccAdd,
+    /// set on the mount's root (root only): delete a cache, a JSON `pcc::DelRequest`.
+    PccDel,
+    /// get on the mount's root: the caches, `[pcc::CacheInfo]`.
+    PccList,
+    /// set on a file: attach it to a cache, a JSON `pcc::AttachRequest`.
+    PccAttach,
+    /// set on a file: detach it, a JSON `pcc::DetachRequest`.
+    PccDetach,
+    /// get on a file: its cache state, a JSON `pcc::FileState`.
+    PccState,
     /// A `weft.` name this version does not know.
     Unknown,
 }
@@ -62,6 +75,12 @@ pub fn parse(name: &[u8]) -> Option<Virtual> {
         b"map" => Virtual::Map,
         b"io" => Virtual::Io,
         b"params" => Virtual::Params,
+        b"pcc.add" => Virtual::PccAdd,
+        b"pcc.del" => Virtual::PccDel,
+        b"pcc.list" => Virtual::PccList,
+        b"pcc.attach" => Virtual::PccAttach,
+        b"pcc.detach" => Virtual::PccDetach,
+        b"pcc.state" => Virtual::PccState,
         _ if rest.len() > b"param:".len() && rest.starts_with(b"param:") => {
             Virtual::Param(String::from_utf8_lossy(&rest[b"param:".len()..]).into_owned())
         }
@@ -105,6 +124,10 @@ pub fn list_value(names: &[Vec<u8>]) -> Vec<u8> {
         out.push(0);
     }
     out
+}
+
+fn from_json<T: serde::de::DeserializeOwned>(value: &[u8], name: &str, shape: &str) -> WeftResult<T> {
+    serde_json::from_slice(value).map_err(|e| WeftError::invalid(format!("{name} takes a JSON {shape} object: {e}")))
 }
 
 fn json(value: &impl Serialize) -> WeftResult<Vec<u8>> {
@@ -193,9 +216,17 @@ impl Mount {
             Virtual::Map => json(&self.client.map()),
             Virtual::Io => json(&self.io.counts(fid)),
             Virtual::Params => json(&self.params()),
-            Virtual::LayoutDelete | Virtual::HsmRelease | Virtual::Create(_) | Virtual::Param(_) | Virtual::Unknown => {
-                Err(WeftError::new(ErrorCode::NoData, "no such virtual attribute to read"))
-            }
+            Virtual::PccList => json(&self.pcc_list()),
+            Virtual::PccState => json(&self.pcc_state(fid)),
+            Virtual::LayoutDelete
+            | Virtual::HsmRelease
+            | Virtual::Create(_)
+            | Virtual::Param(_)
+            | Virtual::PccAdd
+            | Virtual::PccDel
+            | Virtual::PccAttach
+            | Virtual::PccDetach
+            | Virtual::Unknown => Err(WeftError::new(ErrorCode::NoData, "no such virtual attribute to read")),
         }
     }
 
@@ -234,6 +265,10 @@ impl Mount {
                 let value = std::str::from_utf8(value).map_err(|_| WeftError::invalid("a parameter value is text"))?;
                 self.set_params(&pattern, value).map(drop)
             }
+            Virtual::PccAdd => self.pcc_add(who, from_json(value, "weft.pcc.add", "{dir, param}")?).await,
+            Virtual::PccDel => self.pcc_del(who, from_json(value, "weft.pcc.del", "{dir, keep}")?).await,
+            Virtual::PccAttach => self.pcc_attach(who, fid, from_json(value, "weft.pcc.attach", "{kind, id}")?).await,
+            Virtual::PccDetach => self.pcc_detach(who, fid, from_json(value, "weft.pcc.detach", "{keep}")?).await,
             _ => Err(WeftError::new(ErrorCode::NotSupported, "this virtual attribute cannot be set")),
         }
     }
@@ -260,6 +295,9 @@ mod tests {
         assert_eq!(parse(b"weft.other"), Some(Virtual::Unknown));
         assert_eq!(parse(b"weft.params"), Some(Virtual::Params));
         assert_eq!(parse(b"weft.param:jobid_var"), Some(Virtual::Param("jobid_var".into())));
+        assert_eq!(parse(b"weft.pcc.add"), Some(Virtual::PccAdd));
+        assert_eq!(parse(b"weft.pcc.state"), Some(Virtual::PccState));
+        assert_eq!(parse(b"weft.pcc.other"), Some(Virtual::Unknown));
         assert_eq!(parse(b"user.weft.layout"), None);
         assert_eq!(parse(b"user.x"), None);
     }

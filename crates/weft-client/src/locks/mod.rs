@@ -401,6 +401,15 @@ impl Client {
         self.extent_lock_from(who, file, layout, 0).await
     }
 
+    /// Locks every object of the file whole (to EOF) for reading: no client can write any
+    /// of it while the lock holds, and a write anywhere calls it back first. A read-only
+    /// cached copy of the file is kept under it.
+    pub async fn whole_file_read_lock(&self, who: &Caller, file: Fid, layout: &Layout) -> WeftResult<ExtentGuard> {
+        let comp = layout.plain()?;
+        let wants = comp.objects.iter().map(|object| (*object, Extent { start: 0, end: weft_proto::lock::EXTENT_EOF }));
+        self.lock_objects(who, file, LockMode::Pr, wants).await
+    }
+
     /// Locks a whole-file range for a truncate to `size`: every object from its new end on.
     pub(crate) async fn extent_lock_from(
         &self,

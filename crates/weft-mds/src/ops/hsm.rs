@@ -12,7 +12,7 @@ use std::sync::atomic::Ordering;
 use weft_proto::msg::changelog::ChangelogType;
 use weft_proto::msg::hsm::{
     hsm_changelog_flags, ActionStatus, HsmAction, HsmActionItem, HsmControl, HsmEvent, HsmState, HSM_DATA_BYTES_MAX,
-    HS_ARCHIVED, HS_DIRTY, HS_EXISTS, HS_LOST, HS_NOARCHIVE, HS_RELEASED, HS_USER_SETTABLE,
+    HS_ARCHIVED, HS_DIRTY, HS_EXISTS, HS_LOST, HS_NOARCHIVE, HS_PCCRW, HS_RELEASED, HS_USER_SETTABLE,
 };
 use weft_proto::msg::{mdt, FileType, InodeInfo, Timestamp};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
@@ -96,7 +96,8 @@ pub fn mark_dirty_on_write(ctx: &mut OpCtx<'_>, fid: Fid) -> WeftResult<()> {
         return Ok(());
     }
     let old = state(ctx.t, fid)?;
-    if old.states & HS_EXISTS != 0 && old.states & HS_DIRTY == 0 {
+    // A client's read-write cache holds the data being written: its copy stays the file.
+    if old.states & HS_EXISTS != 0 && old.states & (HS_DIRTY | HS_PCCRW) == 0 {
         let new = HsmState { states: old.states | HS_DIRTY, ..old };
         put_state(ctx, fid, new, HsmEvent::State)?;
     }
@@ -119,7 +120,7 @@ pub fn written_at_close(ctx: &mut OpCtx<'_>, fid: Fid, data_version: u64) -> Wef
         return Ok(());
     }
     let old = state(ctx.t, fid)?;
-    if old.states & HS_EXISTS == 0 || old.states & HS_DIRTY != 0 {
+    if old.states & HS_EXISTS == 0 || old.states & (HS_DIRTY | HS_PCCRW) != 0 {
         return Ok(());
     }
     if data_version != 0 && data_version == archived_version(ctx.t, fid)? {
@@ -410,7 +411,7 @@ impl Mutation for mdt::HsmTake {
 
 /// The end of an action that succeeded: the file's state as it says. `version`: the data
 /// version the copy is of (0: the file changed while it was copied).
-fn succeeded(ctx: &mut OpCtx<'_>, a: &HsmActionItem, blocks: u64, version: u64) -> WeftResult<()> {
+fn succeeded(ctx: &mut OpCtx<'_>, a: &HsmActionItem, bytes: u64, blocks: u64, version: u64) -> WeftResult<()> {
     let Some(mut rec) = ctx.t.inode(a.fid)? else { return Ok(()) };
     let old = state(ctx.t, a.fid)?;
     let new = match a.action {
@@ -429,10 +430,20 @@ fn succeeded(ctx: &mut OpCtx<'_>, a: &HsmActionItem, blocks: u64, version: u64) 
             }
             rec.blocks = blocks;
             rec.size_known = true;
-            ctx.t.put_inode(a.fid, &rec)?;
-            // The archive's copy is now of these objects' data.
-            put_version(ctx, a.fid, version)?;
-            HsmState { states: old.states & !HS_RELEASED, ..old }
+            if old.states & HS_PCCRW != 0 {
+                // The cache's copy was written while the file was released: the restore
+                // copied all of it, and it goes with the attachment.
+                rec.size = bytes;
+                ctx.t.put_inode(a.fid, &rec)?;
+                ctx.t.remove_xattr(a.fid, HSM_VERSION_XATTR)?;
+                let gone = HS_RELEASED | HS_PCCRW | HS_EXISTS | HS_ARCHIVED | HS_DIRTY | HS_LOST;
+                HsmState { states: old.states & !gone, archive_id: 0 }
+            } else {
+                ctx.t.put_inode(a.fid, &rec)?;
+                // The archive's copy is now of these objects' data.
+                put_version(ctx, a.fid, version)?;
+                HsmState { states: old.states & !HS_RELEASED, ..old }
+            }
         }
         HsmAction::Remove => {
             ctx.t.remove_xattr(a.fid, HSM_VERSION_XATTR)?;
@@ -477,7 +488,7 @@ impl Mutation for mdt::HsmProgress {
             Some(0) => {
                 // Checks done inside (a restore that never opened the file fails here
                 // before any write).
-                succeeded(ctx, &a, self.blocks, self.data_version)?;
+                succeeded(ctx, &a, self.bytes, self.blocks, self.data_version)?;
                 a.status = ActionStatus::Succeed;
             }
             Some(errno) => {

@@ -3,8 +3,8 @@
 use super::{owner, Mutation, OpCtx};
 use crate::perm;
 use crate::schema::InodeRecord;
-use weft_proto::msg::hsm::{ActionStatus, HsmAction, HS_RELEASED};
-use weft_proto::msg::{mdt, FileType, OPEN_HSM_RESTORE, OPEN_PASSTHROUGH, OPEN_READ, OPEN_TRUNC, OPEN_WRITE};
+use weft_proto::msg::hsm::{ActionStatus, HsmAction, HS_PCCRW, HS_RELEASED};
+use weft_proto::msg::{mdt, FileType, OPEN_HSM_RESTORE, OPEN_PASSTHROUGH, OPEN_PCC, OPEN_READ, OPEN_TRUNC, OPEN_WRITE};
 use weft_proto::{ErrorCode, Fid, StripeSpec, WeftError, WeftResult};
 
 /// The error an open (or a truncate) of a released file gets: the client asks for a restore
@@ -78,12 +78,21 @@ pub fn open(ctx: &mut OpCtx<'_>, fid: Fid, flags: u32) -> WeftResult<mdt::Opened
         return Err(WeftError::invalid(format!("{fid} is a symlink: the client follows it before opening")));
     }
     perm::check_open(ctx.who, owner(&rec), read, write)?;
-    if rec.kind == FileType::Regular && super::hsm::is_released(ctx.core, ctx.t, fid, &rec)? {
+    // The owner of a read-write cached file opens it as it is: released, its data in the
+    // owner's cache (see OPEN_PCC).
+    let cached = flags & OPEN_PCC != 0 && rec.kind == FileType::Regular && pcc_released(ctx, fid, &rec)?;
+    if flags & OPEN_PCC != 0 && !cached {
+        return Err(WeftError::new(
+            ErrorCode::Stale,
+            format!("{fid} is not in a read-write client cache any more (another client had it restored)"),
+        ));
+    }
+    if rec.kind == FileType::Regular && !cached && super::hsm::is_released(ctx.core, ctx.t, fid, &rec)? {
         return Err(released_error(fid));
     }
     // Checks done: writes follow.
     let regular = rec.kind == FileType::Regular;
-    if regular && write {
+    if regular && write && !cached {
         super::hsm::mark_dirty_on_write(ctx, fid)?;
     }
     // Trusted before this open, with no other writer: the opener need not glimpse. A
@@ -107,7 +116,7 @@ pub fn open(ctx: &mut OpCtx<'_>, fid: Fid, flags: u32) -> WeftResult<mdt::Opened
     if changed {
         ctx.t.put_inode(fid, &rec)?;
     }
-    let passthrough = passthrough_wanted(flags, &rec);
+    let passthrough = !cached && passthrough_wanted(flags, &rec);
     let (handle, io) = ctx.core.open_files().open(fid, flags, ctx.client_id, trusted, passthrough, ctx.undo);
     let mut inode = crate::inode_info(ctx.core, fid, &rec);
     if write && trusted {
@@ -116,6 +125,16 @@ pub fn open(ctx: &mut OpCtx<'_>, fid: Fid, flags: u32) -> WeftResult<mdt::Opened
     // Not in the default mask (it would record every read); the open flags in the flags.
     ctx.record(weft_proto::msg::changelog::ChangelogType::Open, flags, fid, None)?;
     Ok(mdt::Opened { inode, handle, io })
+}
+
+/// Whether `fid` is released into a client's read-write cache, with no restore running (a
+/// restore running takes the data back from the cache: the file is the servers' again).
+fn pcc_released(ctx: &OpCtx<'_>, fid: Fid, rec: &InodeRecord) -> WeftResult<bool> {
+    let s = super::hsm::state(ctx.t, fid)?;
+    let restoring = ctx.t.hsm_actions_of(fid)?.iter().any(|a| a.action == HsmAction::Restore && !a.status.is_final());
+    Ok(s.states & (HS_PCCRW | HS_RELEASED) == (HS_PCCRW | HS_RELEASED)
+        && rec.layout.as_ref().is_some_and(|l| l.is_released())
+        && !restoring)
 }
 
 /// Whether an open with `flags` asks for passthrough and the file can have it: a regular

@@ -19,10 +19,15 @@ pub const HS_NORELEASE: u32 = 0x10;
 pub const HS_NOARCHIVE: u32 = 0x20;
 /// The archive's copy is lost.
 pub const HS_LOST: u32 = 0x40;
+/// The archive copy is a client's read-write persistent cache (Lustre's `HS_PCCRW`): the
+/// client that attached the file holds its data, writes it there, and restores it when
+/// another client wants it (as its archive's copytool). A restore ends the attachment: the
+/// copy's flags go with it.
+pub const HS_PCCRW: u32 = 0x80;
 /// Every bit above.
-pub const HS_ALL: u32 = 0x7f;
+pub const HS_ALL: u32 = 0xff;
 /// The bits `hsm set` and `hsm clear` change (released is the release's and the restore's).
-pub const HS_SETTABLE: u32 = HS_EXISTS | HS_DIRTY | HS_ARCHIVED | HS_NORELEASE | HS_NOARCHIVE | HS_LOST;
+pub const HS_SETTABLE: u32 = HS_EXISTS | HS_DIRTY | HS_ARCHIVED | HS_NORELEASE | HS_NOARCHIVE | HS_LOST | HS_PCCRW;
 /// The bits a user other than root may change (Lustre's rule).
 pub const HS_USER_SETTABLE: u32 = HS_DIRTY | HS_NORELEASE | HS_NOARCHIVE;
 
@@ -58,6 +63,7 @@ impl HsmState {
             (HS_NORELEASE, "never_release"),
             (HS_NOARCHIVE, "never_archive"),
             (HS_LOST, "lost_from_hsm"),
+            (HS_PCCRW, "pccrw"),
         ] {
             if self.states & bit != 0 {
                 out.push(' ');

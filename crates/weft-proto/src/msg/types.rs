@@ -125,6 +125,11 @@ pub const OPEN_PASSTHROUGH: u32 = 8;
 /// gets new objects, the open is not a writer's (the size stays the MDT's, the file does
 /// not become dirty), and no restore is asked for.
 pub const OPEN_HSM_RESTORE: u32 = 16;
+/// The open of a file this client keeps in its read-write persistent client cache (see
+/// `HS_PCCRW`): the file is released on the servers and its data is in the client's cache,
+/// so the open is not refused and asks for no restore; the client does the I/O on its cache
+/// copy. Otherwise an ordinary open (permissions, writer's size rule).
+pub const OPEN_PCC: u32 = 32;
 
 /// How the MDS lets a client do the I/O of one open, so that every client's view of the
 /// data stays true (answered by Open and Create).

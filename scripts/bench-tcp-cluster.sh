@@ -8,6 +8,7 @@
 # target/release/weft. NRS="tbf jobid" (or crrn, orr, fifo) first switches the OSS I/O and
 # MDS services to that policy, a TBF with a rule that no request reaches and the default
 # rule's rate out of reach: what the policy costs when it holds nothing back.
+# BENCH=pcc runs scripts/pcc-reread.sh on the mount instead of IO-500 (scripts/bench-pcc.sh).
 set -euo pipefail
 W=${WEFT:-target/release/weft}
 W=$(realpath "$W")
@@ -58,4 +59,8 @@ if [ -n "${NRS:-}" ]; then
 fi
 with_baseline=(--baseline "$baseline")
 [ "$baseline" = none ] && with_baseline=()
+if [ "${BENCH:-io500}" = pcc ]; then
+  W="$W" "$(dirname "$0")/pcc-reread.sh" "$dir/mnt" "$dir/pcc" "$@"
+  exit
+fi
 "$W" bench io500 --dir "$dir/mnt/io500" "${with_baseline[@]}" "$@"

@@ -232,6 +232,38 @@ impl Client {
         self.mdt(who, op).await
     }
 
+    /// Registers a changelog reader (root): records are kept from now until it clears them.
+    pub async fn changelog_register(
+        &self,
+        who: &Caller,
+        name: Option<String>,
+    ) -> WeftResult<weft_proto::msg::changelog::ChangelogUser> {
+        self.mdt(who, mdt::ChangelogRegister { name }).await
+    }
+
+    pub async fn changelog_deregister(&self, who: &Caller, id: &str) -> WeftResult<()> {
+        self.mdt(who, mdt::ChangelogDeregister { id: id.to_string() }).await
+    }
+
+    /// At most `max` records from `start` on.
+    pub async fn changelog_read(
+        &self,
+        who: &Caller,
+        start: u64,
+        max: u32,
+    ) -> WeftResult<Vec<weft_proto::msg::changelog::ChangelogRecord>> {
+        self.mdt(who, mdt::ChangelogRead { start, end: 0, max }).await
+    }
+
+    /// Reader `id` is done with the records up to `end`.
+    pub async fn changelog_clear(&self, who: &Caller, id: &str, end: u64) -> WeftResult<()> {
+        self.mdt(who, mdt::ChangelogClear { id: id.to_string(), end }).await
+    }
+
+    pub async fn changelog_users(&self, who: &Caller) -> WeftResult<weft_proto::msg::changelog::ChangelogUsers> {
+        self.mdt(who, mdt::ChangelogUsersList {}).await
+    }
+
     /// Space and inodes of the MDT.
     pub async fn mdt_statfs(&self, who: &Caller) -> WeftResult<StatfsInfo> {
         self.mdt(who, mdt::Statfs {}).await

@@ -22,6 +22,11 @@
 //!   data in `DIR/rw`: others' opens wait for the restore and fail with the reason after
 //!   their `restore_timeout`, until the mount is back and the cache added again (it takes
 //!   up what `DIR/rw` holds).
+//! * **Prefetch** (`prefetch=1`, Weft's): the mount registers a changelog reader (its id
+//!   kept in `DIR/.prefetch-reader`, so that a mount that comes back goes on where it
+//!   stopped) and follows the MDT's records: a file created or closed after writing
+//!   anywhere that the rule matches gets a read-only copy, no scan needed. `pcc del`
+//!   deregisters the reader.
 //! * **Quota**: a cache's `quota` bounds what it holds; an attach that does not fit first
 //!   evicts copies that no open uses (least recently used or largest first, as `evict`
 //!   says). A read-only copy is deleted; a read-write file is detached (restored) first,
@@ -58,6 +63,11 @@ const RW_DIR: &str = "rw";
 const RO_DIR: &str = "ro";
 /// How often a restore looks whether this mount's writers of the file closed.
 const WRITERS_POLL_MS: u64 = 100;
+/// The file in a cache directory that names its changelog reader (prefetch).
+const READER_FILE: &str = ".prefetch-reader";
+/// Changelog records a prefetch takes in at once, and its pause when there are none.
+const PREFETCH_BATCH: u32 = 1024;
+const PREFETCH_IDLE_MS: u64 = 500;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -108,6 +118,8 @@ struct Cache {
     backend: Backend,
     /// Ends the copytool serving `rwid`.
     stop: Option<tokio::sync::oneshot::Sender<()>>,
+    /// Ends the prefetch, and its changelog reader.
+    prefetch: Option<(tokio::sync::oneshot::Sender<()>, String)>,
 }
 
 #[derive(Default)]
@@ -376,7 +388,7 @@ impl Mount {
     /// `weft pcc add`: a cache directory with its settings. Takes up the read-write files a
     /// cache of this directory held before (this mount's earlier life) and starts serving
     /// their restores.
-    pub(crate) async fn pcc_add(&self, who: &Caller, req: AddRequest) -> WeftResult<()> {
+    pub(crate) async fn pcc_add(self: &Arc<Self>, who: &Caller, req: AddRequest) -> WeftResult<()> {
         if who.identity.uid != 0 {
             return Err(WeftError::new(ErrorCode::Perm, "only root adds a cache to a mount"));
         }
@@ -432,6 +444,10 @@ impl Mount {
                 found.len()
             )));
         }
+        let prefetch = match backend.prefetch {
+            true => Some(self.start_prefetch(&dir).await?),
+            false => None,
+        };
         let stop = backend.rw.then(|| self.start_copytool(&dir, backend.rwid));
         let mut state = lock(&self.pcc.state);
         for (fid, path) in found {
@@ -449,7 +465,7 @@ impl Mount {
             state.files.insert(fid, h);
         }
         tracing::info!("cache {} added: {}", dir.display(), req.param);
-        state.caches.push(Cache { dir, param: req.param, backend, stop });
+        state.caches.push(Cache { dir, param: req.param, backend, stop, prefetch });
         self.pcc.active.store(true, Ordering::Release);
         Ok(())
     }
@@ -472,6 +488,52 @@ impl Mount {
         });
         self.runtime.spawn(copytool::serve(core, vec![rwid], 2, run, stop));
         tx
+    }
+
+    /// The changelog reader of a prefetching cache (the one it had, if still registered)
+    /// and the task following it; the sender stops the task.
+    async fn start_prefetch(self: &Arc<Self>, dir: &Path) -> WeftResult<(tokio::sync::oneshot::Sender<()>, String)> {
+        let file = dir.join(READER_FILE);
+        let users = self.client.changelog_users(&root()).await?;
+        let kept = std::fs::read_to_string(&file).ok().and_then(|id| {
+            let id = id.trim().to_string();
+            users.users.iter().find(|u| u.id == id).map(|u| (u.id.clone(), u.cleared))
+        });
+        let (reader, cleared) = match kept {
+            Some(kept) => kept,
+            None => {
+                let u = self.client.changelog_register(&root(), Some("pcc".into())).await?;
+                std::fs::write(&file, &u.id).map_err(|e| io_error("cannot write", &file, e))?;
+                (u.id, u.cleared)
+            }
+        };
+        let (tx, rx) = tokio::sync::oneshot::channel();
+        let task = prefetch(Arc::downgrade(self), dir.to_path_buf(), reader.clone(), cleared, rx);
+        self.runtime.spawn(task);
+        tracing::info!("cache {}: prefetch follows the changelog as reader {reader}", dir.display());
+        Ok((tx, reader))
+    }
+
+    /// A file the changelog named: a read-only copy if the cache's rule takes it and it is
+    /// neither cached nor open here.
+    async fn prefetch_one(&self, dir: &Path, fid: Fid) {
+        if self.pcc.held(fid).is_some() || self.io.counts(fid) != crate::iomode::IoCounts::default() {
+            return;
+        }
+        let Some(backend) = self.pcc.backend_of(dir) else { return };
+        let Ok(inode) = self.client.getattr(&root(), fid).await else { return };
+        if inode.attr.kind != FileType::Regular || inode.layout.as_ref().is_none_or(|l| l.is_released()) {
+            return;
+        }
+        let Ok(path) = self.client.fid2path(&root(), fid).await else { return };
+        let name = path.rsplit(|b| *b == b'/').next().unwrap_or(&path).to_vec();
+        if !backend.rule.matches(&facts(&inode, &name)) {
+            return;
+        }
+        let _changing = self.pcc.changing.lock().await;
+        if let Err(e) = self.attach(&root(), fid, Kind::Readonly, dir, &backend).await {
+            tracing::info!("prefetch of {fid} into {}: {e}", dir.display());
+        }
     }
 
     /// `weft pcc del`: the cache goes. Its read-write files go back to the servers first
@@ -504,6 +566,18 @@ impl Mount {
             let mut cache = state.caches.remove(i);
             if let Some(stop) = cache.stop.take() {
                 let _ = stop.send(());
+            }
+            if let Some((stop, reader)) = cache.prefetch.take() {
+                let _ = stop.send(());
+                let client = self.client.clone();
+                let file = dir.join(READER_FILE);
+                // Its records are nobody's now.
+                self.runtime.spawn(async move {
+                    match client.changelog_deregister(&root(), &reader).await {
+                        Ok(()) => drop(std::fs::remove_file(file)),
+                        Err(e) => tracing::warn!("changelog reader {reader} of a deleted cache: {e}"),
+                    }
+                });
             }
         }
         self.pcc.active.store(!state.caches.is_empty(), Ordering::Release);
@@ -731,13 +805,11 @@ impl Mount {
                 };
                 match pick {
                     Some((fid, h)) => (**fid, h.kind),
-                    None => return Err(WeftError::new(
-                        ErrorCode::NoSpace,
-                        format!(
-                            "the cache {} holds {used} of its {quota} bytes in open files: no room for {bytes} more",
-                            dir.display()
-                        ),
-                    )),
+                    None => {
+                        let (dir, held) = (dir.display(), used);
+                        let why = format!("the cache {dir} holds {held} of its {quota} bytes in open files");
+                        return Err(WeftError::new(ErrorCode::NoSpace, format!("{why}: no room for {bytes} more")));
+                    }
                 }
             };
             tracing::info!("cache {} full: {} goes ({:?})", dir.display(), victim.0, backend.evict);
@@ -902,7 +974,58 @@ impl Mount {
             if let Some(stop) = c.stop.take() {
                 let _ = stop.send(());
             }
+            // The reader stays registered: the next add goes on from where this one stopped.
+            if let Some((stop, _)) = c.prefetch.take() {
+                let _ = stop.send(());
+            }
         }
+    }
+}
+
+/// Follows the changelog for a prefetching cache until stopped or the mount goes: the
+/// files of each batch of creates and writers' closes are looked at once, then the batch is
+/// cleared.
+async fn prefetch(
+    mount: std::sync::Weak<Mount>,
+    dir: PathBuf,
+    reader: String,
+    mut last: u64,
+    mut stop: tokio::sync::oneshot::Receiver<()>,
+) {
+    use weft_proto::msg::changelog::ChangelogType;
+    loop {
+        let Some(m) = mount.upgrade() else { return };
+        let records = match m.client.changelog_read(&root(), last + 1, PREFETCH_BATCH).await {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!("prefetch into {}: reading the changelog: {e}", dir.display());
+                Vec::new()
+            }
+        };
+        let Some(end) = records.last().map(|r| r.index) else {
+            drop(m);
+            tokio::select! {
+                _ = &mut stop => return,
+                _ = tokio::time::sleep(Duration::from_millis(PREFETCH_IDLE_MS)) => continue,
+            }
+        };
+        let mut fids: Vec<Fid> = records
+            .iter()
+            .filter(|r| matches!(r.kind, ChangelogType::Create | ChangelogType::Close) && r.target != Fid::default())
+            .map(|r| r.target)
+            .collect();
+        fids.sort_unstable_by_key(|f| (f.seq, f.oid, f.ver));
+        fids.dedup();
+        for fid in fids {
+            if !matches!(stop.try_recv(), Err(tokio::sync::oneshot::error::TryRecvError::Empty)) {
+                return;
+            }
+            m.prefetch_one(&dir, fid).await;
+        }
+        if let Err(e) = m.client.changelog_clear(&root(), &reader, end).await {
+            tracing::warn!("prefetch into {}: clearing the changelog to {end}: {e}", dir.display());
+        }
+        last = end;
     }
 }
 

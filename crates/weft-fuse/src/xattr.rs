@@ -230,7 +230,7 @@ impl Mount {
         }
     }
 
-    async fn virtual_set(&self, who: &Caller, fid: Fid, which: Virtual, value: &[u8]) -> WeftResult<()> {
+    async fn virtual_set(self: &Arc<Self>, who: &Caller, fid: Fid, which: Virtual, value: &[u8]) -> WeftResult<()> {
         match which {
             Virtual::Layout => {
                 let spec: StripeSpec = serde_json::from_slice(value)

@@ -7,7 +7,9 @@
 //! separated by spaces (`uid={500 1000}`), as Lustre's parser splits terms at commas first.
 //! The keys: `rwid`, `roid`, `pccrw`/`rwpcc`, `pccro`/`ropcc`, `auto_attach`,
 //! `open_attach`, `io_attach`, `stat_attach` (Lustre's), and Weft's `quota` (the most the
-//! cache may hold, a size) and `evict` (`lru` or `size`: what goes first when it is full).
+//! cache may hold, a size), `evict` (`lru` or `size`: what goes first when it is full) and
+//! `prefetch` (1: files the rule matches are copied as they are created or written
+//! anywhere, by following the MDT's changelog).
 //! This module parses, matches and prints them; the mount keeps the caches.
 
 use crate::glob::{self, split_outside_braces};
@@ -216,6 +218,10 @@ pub struct Backend {
     /// The most the cache may hold (0: its file system's free space).
     pub quota_bytes: u64,
     pub evict: Evict,
+    /// Read-only copies of what the rule matches, made as the changelog tells of creates
+    /// and writers' closes (Weft's).
+    #[serde(default)]
+    pub prefetch: bool,
 }
 
 /// Lustre's flag bits for `pcc list` (`pcc.h`).
@@ -269,6 +275,7 @@ impl Backend {
             stat_attach: true,
             quota_bytes: 0,
             evict: Evict::Lru,
+            prefetch: false,
         };
         let (mut rw_given, mut ro_given) = (None, None);
         for tok in tokens {
@@ -295,6 +302,7 @@ impl Backend {
                 "open_attach" => b.open_attach = flag(key, value)?,
                 "io_attach" => b.io_attach = flag(key, value)?,
                 "stat_attach" => b.stat_attach = flag(key, value)?,
+                "prefetch" => b.prefetch = flag(key, value)?,
                 "quota" => b.quota_bytes = parse_size(value).map_err(|e| format!("PCC quota: {e}"))?,
                 "evict" => {
                     b.evict = match value {
@@ -306,7 +314,7 @@ impl Backend {
                 k => {
                     return Err(format!(
                         "PCC parameter key '{k}': rwid, roid, pccrw, pccro, auto_attach, open_attach, io_attach, \
-                         stat_attach, quota or evict"
+                         stat_attach, quota, evict or prefetch"
                     ))
                 }
             }
@@ -325,6 +333,9 @@ impl Backend {
         b.ro = ro_given.unwrap_or(rw_given.is_none());
         if !b.rw && !b.ro {
             return Err("a PCC cache serves read-write (pccrw=1), read-only (pccro=1) or both".into());
+        }
+        if b.prefetch && !b.ro {
+            return Err("PCC prefetch=1 makes read-only copies: the cache must serve pccro=1".into());
         }
         Ok(b)
     }
@@ -385,5 +396,7 @@ mod tests {
         assert!(Backend::parse("uid={1} rwid=1 pccrw=0 pccro=0").unwrap_err().contains("serves"));
         assert!(Backend::parse("uid={1} rwid=1 colour=red").unwrap_err().contains("'colour'"));
         assert!(Backend::parse("uid={1} rwid=0").unwrap_err().contains("positive"));
+        assert!(Backend::parse("fname={*.h5} roid=1 prefetch=1").unwrap().prefetch);
+        assert!(Backend::parse("fname={*.h5} rwid=1 pccrw=1 prefetch=1").unwrap_err().contains("pccro=1"));
     }
 }

@@ -990,4 +990,37 @@ mod tests {
         use changelog::ChangelogType::{Rename, Unlink};
         assert_eq!(removals, [(Unlink, f, 0x3), (Unlink, g, 0x1), (Rename, h, 0x3)]);
     }
+
+    #[tokio::test]
+    async fn a_read_write_cached_file_opens_for_its_owner_and_a_restore_ends_the_attachment() {
+        let env = Env::new().await;
+        let f = file_of(&env, "f", 4096).await;
+        env.req(set(f, HS_EXISTS | HS_ARCHIVED | HS_PCCRW, 0, 3)).await.unwrap();
+        env.req(release(f, 4096)).await.unwrap();
+        let open = |flags| MdtRequest::Open(mdt::Open { fid: f, flags });
+        // The cache's owner opens it as it is; everyone else meets a released file.
+        let Ok(MdtReply::Opened(o)) = env.req(open(OPEN_READ | OPEN_WRITE | OPEN_PCC)).await else { panic!("open") };
+        assert!(matches!(o.io, OpenIo::Cached), "no passthrough to objects it does not have");
+        assert_eq!(code(env.req(open(OPEN_READ)).await), ErrorCode::NoData);
+        // Its writer's close gives the copy's size and leaves it clean.
+        env.must_close(f, o.handle, Some((10_000, 1))).await;
+        assert_eq!(env.must_attr(f).await.size, 10_000);
+        assert_eq!(get(&env, f).await.states & HS_DIRTY, 0);
+        // The owner's truncate sets the MDT's size (no objects to cut).
+        let cut = SetAttr { size: Some(9_000), ..Default::default() };
+        env.req(MdtRequest::Setattr(mdt::Setattr { fid: f, set: cut, open_handle: None })).await.unwrap();
+        // Another client wants it: a restore, which the cache's copytool takes; the owner's
+        // opens are refused from then on.
+        let c = cookies(&env, request(HsmAction::Restore, 0, vec![f])).await;
+        assert_eq!(take(&env, "pcc", &[3], 1).await.len(), 1);
+        assert_eq!(code(env.req(open(OPEN_READ | OPEN_PCC)).await), ErrorCode::Stale);
+        env.req(open(OPEN_WRITE | OPEN_HSM_RESTORE)).await.unwrap();
+        env.req(progress("pcc", c[0], 9_000, Some(0), 18)).await.unwrap();
+        // Restored: the size the copy had, and nothing of the cache left in its state.
+        assert_eq!(get(&env, f).await, HsmState::default());
+        let a = env.must_attr(f).await;
+        assert_eq!((a.size, a.blocks), (9_000, 18));
+        assert!(env.req(open(OPEN_READ)).await.is_ok());
+        assert_eq!(code(env.req(open(OPEN_READ | OPEN_PCC)).await), ErrorCode::Stale);
+    }
 }

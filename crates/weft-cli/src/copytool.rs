@@ -444,8 +444,12 @@ impl Agent {
     async fn restore(&self, item: &HsmActionItem) -> Result<(u64, u64, u64), Failure> {
         let (c, who, fid) = (&self.core.client, &self.core.who, item.fid);
         let size = c.getattr(who, fid).await?.attr.size;
+        // Opened first: a restore that is no longer wanted starts no backend program.
+        let layout = self.core.restore_open(item).await?;
         let (mut source, child) = self.backend.restore_source(fid).await.map_err(failure)?;
-        let moved = self.core.restore_from(item, &mut source, Some(size)).await?;
+        let moved = self.core.restore_write(item, &layout, &mut source, Some(size)).await;
+        drop(source);
+        let moved = moved?;
         if let Some(child) = child {
             let status = child.wait_with_output().await?.status;
             if !status.success() {

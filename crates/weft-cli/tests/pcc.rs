@@ -269,3 +269,31 @@ fn prefetch_follows_the_changelog_and_copies_what_the_rule_matches() {
         std::thread::sleep(Duration::from_millis(100));
     }
 }
+
+#[test]
+fn opens_on_the_owner_while_another_mount_waits_for_the_data_lose_nothing() {
+    let mut c = Cluster::single_node(&weft_bin(), 2);
+    let (a, b) = (c.mount(), c.mount());
+    let cache = c.dir.path().join("pcc-a");
+    weft_ok(&["pcc", "add", p(&a), p(&cache), "--param", "uid={0} rwid=7 pccrw=1"]);
+    std::fs::write(a.join("f"), b"base").unwrap();
+    weft_ok(&["pcc", "attach", "-w", p(&a.join("f"))]);
+    // A writer on the owner keeps the file open while mount B asks for it, and the owner
+    // opens it again meanwhile: the restore waits for the writer, and nothing is lost.
+    let writer = Command::new("sh")
+        .args(["-c", "exec 3>>f; printf more >&3; sleep 2; printf end >&3"])
+        .current_dir(&a)
+        .spawn()
+        .unwrap();
+    std::thread::sleep(Duration::from_millis(300));
+    let on_b = b.join("f");
+    let reader = std::thread::spawn(move || std::fs::read(on_b).unwrap());
+    std::thread::sleep(Duration::from_millis(500));
+    let again = std::fs::read(a.join("f")).unwrap();
+    let mut writer = writer;
+    assert!(writer.wait().unwrap().success());
+    assert_eq!(reader.join().unwrap(), b"basemoreend", "mount B reads every byte the owner wrote");
+    assert!(again == b"basemore" || again == b"basemoreend", "{:?}", String::from_utf8_lossy(&again));
+    assert_eq!(std::fs::read(a.join("f")).unwrap(), b"basemoreend");
+    assert!(files_under(&cache.join("rw")).is_empty());
+}

@@ -153,14 +153,27 @@ impl Agent {
         source: &mut (dyn AsyncRead + Unpin + Send),
         size: Option<u64>,
     ) -> Result<Moved, Failure> {
+        let layout = self.restore_open(item).await?;
+        self.restore_write(item, &layout, source, size).await
+    }
+
+    /// A restore's open: the file's new objects (its layout). It leaves no handle to close
+    /// (see OPEN_HSM_RESTORE).
+    pub async fn restore_open(&self, item: &HsmActionItem) -> Result<weft_proto::Layout, Failure> {
+        let fid = item.fid;
+        let opened = self.client.open(&self.who, fid, OPEN_WRITE | OPEN_HSM_RESTORE).await?;
+        opened.inode.layout.ok_or_else(|| Failure::new(EIO, format!("{fid} has no layout to restore into")))
+    }
+
+    /// The rest of [`Agent::restore_from`], after [`Agent::restore_open`].
+    pub async fn restore_write(
+        &self,
+        item: &HsmActionItem,
+        layout: &weft_proto::Layout,
+        source: &mut (dyn AsyncRead + Unpin + Send),
+        size: Option<u64>,
+    ) -> Result<Moved, Failure> {
         let (c, who, fid) = (&self.client, &self.who, item.fid);
-        // The restore's open leaves no handle to close (see OPEN_HSM_RESTORE).
-        let opened = c.open(who, fid, OPEN_WRITE | OPEN_HSM_RESTORE).await?;
-        let layout = opened
-            .inode
-            .layout
-            .clone()
-            .ok_or_else(|| Failure::new(EIO, format!("{fid} has no layout to restore into")))?;
         let mut progress = self.progress(item.cookie);
         let mut offset = 0u64;
         let mut buf = vec![0u8; RPC_BULK_BYTES_MAX as usize];
@@ -183,8 +196,8 @@ impl Agent {
                     format!("the archive's copy of {fid} is longer than the file ({size} bytes)"),
                 ));
             }
-            let locks = c.extent_lock(who, fid, &layout, offset, filled as u64, LockMode::Pw).await?;
-            c.write(who, &layout, offset, Bytes::copy_from_slice(&buf[..filled]), &locks).await?;
+            let locks = c.extent_lock(who, fid, layout, offset, filled as u64, LockMode::Pw).await?;
+            c.write(who, layout, offset, Bytes::copy_from_slice(&buf[..filled]), &locks).await?;
             drop(locks);
             offset += filled as u64;
             progress.moved(offset).await?;
@@ -192,8 +205,8 @@ impl Agent {
         if let Some(size) = size.filter(|s| *s != offset) {
             return Err(Failure::new(EIO, format!("the archive's copy of {fid} has {offset} bytes, the file {size}")));
         }
-        c.fsync(who, &layout).await?;
-        let (_, blocks, version) = c.glimpse_versioned(who, &layout).await?;
+        c.fsync(who, layout).await?;
+        let (_, blocks, version) = c.glimpse_versioned(who, layout).await?;
         Ok((offset, blocks, version))
     }
 }

@@ -24,8 +24,9 @@
 //!   up what `DIR/rw` holds).
 //! * **Prefetch** (`prefetch=1`, Weft's): the mount registers a changelog reader (its id
 //!   kept in `DIR/.prefetch-reader`, so that a mount that comes back goes on where it
-//!   stopped) and follows the MDT's records: a file created or closed after writing
-//!   anywhere that the rule matches gets a read-only copy, no scan needed. `pcc del`
+//!   stopped) and follows the MDT's records: a file closed after writing anywhere that
+//!   the rule matches gets a read-only copy, no scan needed (not at its create: a writer
+//!   may be writing it through passthrough, past the locks, until it closes). `pcc del`
 //!   deregisters the reader.
 //! * **Quota**: a cache's `quota` bounds what it holds; an attach that does not fit first
 //!   evicts copies that no open uses (least recently used or largest first, as `evict`
@@ -53,8 +54,8 @@ use tokio::io::AsyncWriteExt;
 use weft_client::copytool::{self, Failure};
 use weft_client::virtual_xattr::HsmChange;
 use weft_proto::limits::RPC_BULK_BYTES_MAX;
-use weft_proto::msg::hsm::{HsmAction, HsmActionItem, HS_ARCHIVED, HS_EXISTS, HS_PCCRW};
-use weft_proto::msg::{Caller, FileType, InodeInfo, SetAttr, OPEN_PCC, OPEN_READ};
+use weft_proto::msg::hsm::{HsmAction, HsmActionItem, HS_ARCHIVED, HS_EXISTS, HS_PCCRW, HS_RELEASED};
+use weft_proto::msg::{Caller, FileType, InodeInfo, OpenIo, SetAttr, OPEN_PCC, OPEN_READ};
 use weft_proto::pcc::{Backend, Evict, FileFacts};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
@@ -110,6 +111,9 @@ struct Held {
     opens: u32,
     writers: u32,
     phase: Phase,
+    /// The layout the copy is of: a read-only copy whose file got other objects since (a
+    /// release and restore, which call back no lock) is stale.
+    layout: Option<weft_proto::Layout>,
 }
 
 struct Cache {
@@ -270,7 +274,33 @@ impl Pcc {
         self.held(fid).filter(|h| h.kind == Kind::Readwrite && h.phase == Phase::Attached).map(|h| h.path)
     }
 
-    /// An open through the cache was released.
+    /// Counts an open through the cache of `fid` before it is made, if the cache serves it
+    /// (a read-only copy for reading, a read-write file for anything; a write drops a
+    /// read-only copy). Under the state lock, so that a restore either sees the writer or
+    /// the open sees the restore.
+    fn reserve(&self, fid: Fid, writing: bool) -> Reserved {
+        if !self.active() {
+            return Reserved::No;
+        }
+        let mut state = lock(&self.state);
+        match state.files.get_mut(&fid) {
+            None => Reserved::NotHeld,
+            Some(h) if h.phase != Phase::Attached => Reserved::No,
+            Some(h) if h.kind == Kind::Readonly && writing => {
+                drop(state);
+                self.invalidate(fid);
+                Reserved::No
+            }
+            Some(h) => {
+                h.opens += 1;
+                h.writers += u32::from(writing);
+                h.used = Instant::now();
+                Reserved::Yes(h.clone())
+            }
+        }
+    }
+
+    /// An open through the cache was released (or a reserved one was not made).
     pub(crate) fn closed(&self, fid: Fid, writer: bool) {
         let mut state = lock(&self.state);
         if let Some(h) = state.files.get_mut(&fid) {
@@ -295,6 +325,14 @@ impl Pcc {
     fn backend_of(&self, dir: &Path) -> Option<Backend> {
         lock(&self.state).caches.iter().find(|c| c.dir == dir).map(|c| c.backend.clone())
     }
+}
+
+enum Reserved {
+    /// Counted: open it through the cache.
+    Yes(Held),
+    /// The cache holds it but does not serve this open (or is changing it).
+    No,
+    NotHeld,
 }
 
 /// What a restore by this mount's copytool needs (no mount: the copytool outlives none of
@@ -427,9 +465,20 @@ impl Mount {
         let mut found = Vec::new();
         for e in std::fs::read_dir(dir.join(RW_DIR)).map_err(|e| io_error("cannot read", &dir, e))?.flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            let Ok(fid) = name.parse::<Fid>() else { continue };
+            let Ok(fid) = name.parse::<Fid>() else {
+                // A copy that was being made when the mount stopped.
+                let _ = std::fs::remove_file(e.path());
+                continue;
+            };
             match self.client.hsm_state(&root(), fid).await {
-                Ok(s) if s.states & HS_PCCRW != 0 => found.push((fid, e.path())),
+                Ok(s) if s.states & (HS_PCCRW | HS_RELEASED) == (HS_PCCRW | HS_RELEASED) => found.push((fid, e.path())),
+                // Marked but never released (the mount stopped in the attach): the servers
+                // have the data; the marks go, and the copy.
+                Ok(s) if s.states & HS_PCCRW != 0 => {
+                    let clear = HsmChange { set: 0, clear: HS_EXISTS | HS_ARCHIVED | HS_PCCRW, archive_id: 0 };
+                    self.client.hsm_set(&root(), fid, clear).await?;
+                    let _ = std::fs::remove_file(e.path());
+                }
                 Ok(_) | Err(WeftError { code: ErrorCode::NotFound, .. }) => {
                     tracing::info!("cache {}: {fid} is no longer cached here; its old copy goes", dir.display());
                     let _ = std::fs::remove_file(e.path());
@@ -446,7 +495,17 @@ impl Mount {
         }
         let prefetch = match backend.prefetch {
             true => Some(self.start_prefetch(&dir).await?),
-            false => None,
+            false => {
+                // A reader an earlier prefetching add left: nobody reads it now.
+                if let Ok(id) = std::fs::read_to_string(dir.join(READER_FILE)) {
+                    match self.client.changelog_deregister(&root(), id.trim()).await {
+                        Ok(()) => drop(std::fs::remove_file(dir.join(READER_FILE))),
+                        Err(e) if e.code == ErrorCode::NotFound => drop(std::fs::remove_file(dir.join(READER_FILE))),
+                        Err(e) => tracing::warn!("changelog reader {} of cache {}: {e}", id.trim(), dir.display()),
+                    }
+                }
+                None
+            }
         };
         let stop = backend.rw.then(|| self.start_copytool(&dir, backend.rwid));
         let mut state = lock(&self.pcc.state);
@@ -461,6 +520,7 @@ impl Mount {
                 opens: 0,
                 writers: 0,
                 phase: Phase::Attached,
+                layout: None,
             };
             state.files.insert(fid, h);
         }
@@ -531,7 +591,7 @@ impl Mount {
             return;
         }
         let _changing = self.pcc.changing.lock().await;
-        if let Err(e) = self.attach(&root(), fid, Kind::Readonly, dir, &backend).await {
+        if let Err(e) = self.attach(&root(), fid, Kind::Readonly, dir, &backend, false).await {
             tracing::info!("prefetch of {fid} into {}: {e}", dir.display());
         }
     }
@@ -649,10 +709,23 @@ impl Mount {
         let kind = req.kind.unwrap_or(Kind::Readonly);
         let (dir, backend) = self.cache_for(kind, req.id)?;
         let _changing = self.pcc.changing.lock().await;
-        self.attach(who, fid, kind, &dir, &backend).await
+        self.attach(who, fid, kind, &dir, &backend, true).await
     }
 
-    async fn attach(&self, who: &Caller, fid: Fid, kind: Kind, dir: &Path, backend: &Backend) -> WeftResult<()> {
+    /// `may_detach_rw`: the quota may send read-write files back to the servers to make
+    /// room (an explicit attach; not an open's or a prefetch's, which must not wait on that).
+    async fn attach(
+        &self,
+        who: &Caller,
+        fid: Fid,
+        kind: Kind,
+        dir: &Path,
+        backend: &Backend,
+        may_detach_rw: bool,
+    ) -> WeftResult<()> {
+        if self.pcc.backend_of(dir).is_none() {
+            return Err(WeftError::not_found(format!("the cache {} is no longer on this mount", dir.display())));
+        }
         if let Some(h) = self.pcc.held(fid) {
             if h.kind == kind && h.phase == Phase::Attached {
                 return Ok(());
@@ -666,15 +739,48 @@ impl Mount {
         if inode.attr.kind != FileType::Regular {
             return Err(WeftError::invalid(format!("{fid} is not a regular file: only files are cached")));
         }
-        if kind == Kind::Readwrite && who.identity.uid != 0 && who.identity.uid != inode.attr.uid {
-            return Err(WeftError::new(ErrorCode::Perm, "only the owner or root attaches a file read-write"));
+        if kind == Kind::Readwrite {
+            if who.identity.uid != 0 && who.identity.uid != inode.attr.uid {
+                return Err(WeftError::new(ErrorCode::Perm, "only the owner or root attaches a file read-write"));
+            }
+            let s = self.client.hsm_state(&root(), fid).await?;
+            if s.states & (HS_EXISTS | HS_RELEASED) != 0 {
+                return Err(busy(format!(
+                    "{fid} has a copy in archive {} already: a read-write cache takes files with none (weft hsm \
+                     remove it first)",
+                    s.archive_id
+                )));
+            }
         }
-        // The caller may read it (and a released file comes back first).
+        // The caller may read it (and a released file comes back first). Held while a
+        // read-only copy is made: no other client may start writing it past the locks
+        // (passthrough) meanwhile, and the answer says whether one does now.
         let opened = self.client.open(who, fid, OPEN_READ).await?;
-        self.client.close(who, fid, opened.handle, None).await?;
-        let inode = self.client.getattr(who, fid).await?;
-        let layout = inode.layout.clone().ok_or_else(|| WeftError::invalid(format!("{fid} has no layout")))?;
-        self.make_room(dir, backend, inode.attr.size, fid).await?;
+        let result = async {
+            if opened.io == OpenIo::Uncached {
+                return Err(busy(format!("{fid} is being written through passthrough elsewhere: attach it later")));
+            }
+            let layout =
+                opened.inode.layout.clone().ok_or_else(|| WeftError::invalid(format!("{fid} has no layout")))?;
+            let size = match opened.inode.attr.size_known {
+                true => opened.inode.attr.size,
+                false => self.client.glimpse(&root(), &layout).await?.0,
+            };
+            self.make_room(dir, backend, size, fid, may_detach_rw).await?;
+            Ok(layout)
+        }
+        .await;
+        let layout = match result {
+            Ok(layout) => layout,
+            Err(e) => {
+                let _ = self.client.close(who, fid, opened.handle, None).await;
+                return Err(e);
+            }
+        };
+        if kind == Kind::Readwrite {
+            // The release needs the file closed everywhere; the write lock keeps writers out.
+            self.client.close(who, fid, opened.handle, None).await?;
+        }
         let path = dir.join(kind.dir()).join(copy_name(fid));
         let held = Held {
             kind,
@@ -685,9 +791,13 @@ impl Mount {
             opens: 0,
             writers: 0,
             phase: Phase::Attaching,
+            layout: Some(layout.clone()),
         };
         lock(&self.pcc.state).files.insert(fid, held);
         let result = self.copy_in(fid, kind, &layout, &path).await;
+        if kind == Kind::Readonly {
+            let _ = self.client.close(who, fid, opened.handle, None).await;
+        }
         let mut state = lock(&self.pcc.state);
         let phase = state.files.get(&fid).map(|h| h.phase);
         match (result, phase) {
@@ -698,7 +808,17 @@ impl Mount {
                 tracing::info!("{fid} attached {kind:?} in {} ({bytes} bytes)", dir.display());
                 Ok(())
             }
+            // Released into the cache, and another client wants it back already: the
+            // restore has the copy (and deletes it when done).
+            (Ok(bytes), Some(_)) if kind == Kind::Readwrite => {
+                if let Some(h) = state.files.get_mut(&fid) {
+                    h.bytes = bytes;
+                }
+                Ok(())
+            }
             (result, _) => {
+                // Not released (a read-write copy_in fails only before the release is
+                // done), or a read-only copy a write made stale meanwhile.
                 state.files.remove(&fid);
                 drop(state);
                 let _ = std::fs::remove_file(&path);
@@ -765,6 +885,13 @@ impl Mount {
             let set = HsmChange { set: HS_EXISTS | HS_ARCHIVED | HS_PCCRW, clear: 0, archive_id: rwid };
             c.hsm_set(&root(), fid, set).await?;
             if let Err(e) = c.hsm_release(&root(), fid).await {
+                // The release may have been done and its answer lost: then the copy is the
+                // file's only data, and it stays.
+                if c.hsm_state(&root(), fid).await.is_ok_and(|s| s.states & HS_RELEASED != 0) {
+                    tracing::warn!("{fid}: the release answered {e}, yet it is released: attached");
+                    drop(guard);
+                    return Ok(bytes);
+                }
                 let undo = HsmChange { set: 0, clear: HS_EXISTS | HS_ARCHIVED | HS_PCCRW, archive_id: 0 };
                 if let Err(undo_err) = c.hsm_set(&root(), fid, undo).await {
                     tracing::warn!("{fid}: the cache's flags could not be cleared after a failed release: {undo_err}");
@@ -779,7 +906,14 @@ impl Mount {
     }
 
     /// Makes room for `bytes` more in the cache at `dir`, evicting what no open uses.
-    async fn make_room(&self, dir: &Path, backend: &Backend, bytes: u64, attaching: Fid) -> WeftResult<()> {
+    async fn make_room(
+        &self,
+        dir: &Path,
+        backend: &Backend,
+        bytes: u64,
+        attaching: Fid,
+        may_detach_rw: bool,
+    ) -> WeftResult<()> {
         let quota = backend.quota_bytes;
         if quota == 0 {
             return Ok(());
@@ -798,7 +932,12 @@ impl Mount {
                 if used + bytes <= quota {
                     return Ok(());
                 }
-                let idle = held.iter().filter(|(f, h)| **f != attaching && h.opens == 0 && h.phase == Phase::Attached);
+                let idle = held.iter().filter(|(f, h)| {
+                    **f != attaching
+                        && h.opens == 0
+                        && h.phase == Phase::Attached
+                        && (may_detach_rw || h.kind == Kind::Readonly)
+                });
                 let pick = match backend.evict {
                     Evict::Lru => idle.min_by_key(|(_, h)| h.used),
                     Evict::Size => idle.max_by_key(|(_, h)| h.bytes),
@@ -849,7 +988,12 @@ impl Mount {
                 return Err(busy(format!("{fid} is open on this mount ({} opens): detach it when closed", h.opens)));
             }
         }
-        self.client.restore(&root(), fid).await?;
+        match self.client.restore(&root(), fid).await {
+            Ok(()) => {}
+            // Removed meanwhile: nothing to bring back.
+            Err(e) if e.code == ErrorCode::NotFound => {}
+            Err(e) => return Err(e),
+        }
         self.pcc.forget(fid);
         drop(weft_client::locks::LockHooks::drop_inode(&*self.hooks, fid, weft_proto::lock::bits::UPDATE));
         Ok(())
@@ -866,36 +1010,72 @@ impl Mount {
         register: impl FnOnce(&std::fs::File) -> std::io::Result<BackingId>,
     ) -> Option<WeftResult<(u64, KernelAnswer)>> {
         let writing = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
-        let held = match self.pcc.held(fid) {
-            Some(h) if h.phase != Phase::Attached => return None,
-            Some(h) if h.kind == Kind::Readonly && writing => {
-                self.pcc.invalidate(fid);
-                return None;
+        let held = match self.pcc.reserve(fid, writing) {
+            Reserved::Yes(h) => h,
+            Reserved::No => return None,
+            Reserved::NotHeld if writing => return None,
+            Reserved::NotHeld => {
+                self.auto_attach(who, fid).await?;
+                match self.pcc.reserve(fid, writing) {
+                    Reserved::Yes(h) => h,
+                    _ => return None,
+                }
             }
-            Some(h) => h,
-            None if writing => return None,
-            None => self.auto_attach(who, fid).await?,
         };
+        // From here on the open counts (a restore waits for its writers): every way out
+        // that does not open through the cache gives it back.
+        let result = self.open_through_cache(who, fid, flags, &held, register).await;
+        if !matches!(result, Some(Ok(_))) {
+            self.pcc.closed(fid, writing);
+        }
+        result
+    }
+
+    async fn open_through_cache(
+        &self,
+        who: &Caller,
+        fid: Fid,
+        flags: i32,
+        held: &Held,
+        register: impl FnOnce(&std::fs::File) -> std::io::Result<BackingId>,
+    ) -> Option<WeftResult<(u64, KernelAnswer)>> {
         let mds_flags = crate::opens::open_flags(flags) | if held.kind == Kind::Readwrite { OPEN_PCC } else { 0 };
         let opened = match self.client.open(who, fid, mds_flags).await {
             Ok(o) => o,
-            // Restored meanwhile (another client wanted it): the servers have it now.
-            Err(e) if e.code == ErrorCode::Stale && held.kind == Kind::Readwrite => {
-                self.pcc.forget(fid);
-                return None;
-            }
+            // A restore is asked for or running (another client wants it): the usual open
+            // waits for it. The copy stays: the restore reads it, and deletes it when done.
+            Err(e) if e.code == ErrorCode::Stale && held.kind == Kind::Readwrite => return None,
             Err(e) => return Some(Err(e)),
         };
+        let give_back = |this: &Self| {
+            let client = this.client.clone();
+            let (who, handle) = (who.clone(), opened.handle);
+            async move {
+                if let Err(e) = client.close(&who, fid, handle, None).await {
+                    tracing::warn!("closing {fid}'s open the cache could not serve: {e}");
+                }
+            }
+        };
+        if held.kind == Kind::Readonly && opened.inode.layout != held.layout {
+            // Other objects since the copy was made (released and restored): stale.
+            give_back(self).await;
+            self.pcc.invalidate(fid);
+            return None;
+        }
         let _turn = self.io.serialize_open(fid).await;
         let backing = match self.io.backing(fid) {
             Some(b) if b.cache => b,
-            _ if !self.io.passthrough_possible(fid) => {
-                // Opened before the attach through the page cache: those opens must end
-                // first (the kernel does not mix the two on one inode).
-                let _ = self.client.close(who, fid, opened.handle, None).await;
-                return Some(Err(busy(format!("{fid} is open on this mount through the page cache"))));
+            // Opens of it here that the cache does not serve (made while it was attached):
+            // the kernel does not mix modes on one inode, so this one goes their way.
+            Some(_) => {
+                give_back(self).await;
+                return None;
             }
-            _ => {
+            None if !self.io.passthrough_possible(fid) => {
+                give_back(self).await;
+                return None;
+            }
+            None => {
                 let file = std::fs::OpenOptions::new()
                     .read(true)
                     .write(held.kind == Kind::Readwrite)
@@ -904,9 +1084,11 @@ impl Mount {
                 match file {
                     Ok((file, id)) => Arc::new(Backing { id, file, cache: true }),
                     Err(e) => {
-                        let _ = self.client.close(who, fid, opened.handle, None).await;
+                        give_back(self).await;
                         if held.kind == Kind::Readonly {
-                            self.pcc.forget(fid);
+                            // Dropped meanwhile (a write elsewhere): the servers have it.
+                            self.pcc.invalidate(fid);
+                            return None;
                         }
                         return Some(Err(io_error("the cache copy", &held.path, e)));
                     }
@@ -920,42 +1102,45 @@ impl Mount {
             if let Some(file) = self.files.get(fh) {
                 file.through_cache.store(true, Ordering::Release);
             }
-            let mut state = lock(&self.pcc.state);
-            if let Some(h) = state.files.get_mut(&fid) {
-                h.opens += 1;
-                h.writers += u32::from(writing);
-                h.used = Instant::now();
-            }
             (fh, answer)
         }))
     }
 
     /// A read-only open of a file a read-only cache's rule matches, with `open_attach`: a
     /// copy is made now. None when no rule takes it (or the copy fails: the open goes on).
-    async fn auto_attach(&self, who: &Caller, fid: Fid) -> Option<Held> {
+    async fn auto_attach(&self, who: &Caller, fid: Fid) -> Option<()> {
         let caches: Vec<(PathBuf, Backend)> = lock(&self.pcc.state)
             .caches
             .iter()
             .filter(|c| c.backend.ro && c.backend.open_attach)
             .map(|c| (c.dir.clone(), c.backend.clone()))
             .collect();
-        if caches.is_empty() {
+        // Open here already (the kernel does not mix its modes on one inode): no copy now.
+        if caches.is_empty() || self.io.counts(fid) != crate::iomode::IoCounts::default() {
             return None;
         }
         let inode = self.client.getattr(who, fid).await.ok()?;
         if inode.attr.kind != FileType::Regular || inode.layout.as_ref().is_none_or(|l| l.is_released()) {
             return None;
         }
-        let path = self.client.fid2path(who, fid).await.ok()?;
-        let name = path.rsplit(|b| *b == b'/').next().unwrap_or(&path).to_vec();
+        // The name costs a request: only for rules that look at it.
+        let name = match caches.iter().any(|(_, b)| b.rule.uses_name()) {
+            true => {
+                let path = self.client.fid2path(who, fid).await.ok()?;
+                path.rsplit(|b| *b == b'/').next().unwrap_or(&path).to_vec()
+            }
+            false => Vec::new(),
+        };
         let facts = facts(&inode, &name);
         let (dir, backend) = caches.into_iter().find(|(_, b)| b.rule.matches(&facts))?;
-        let _changing = self.pcc.changing.lock().await;
-        if let Err(e) = self.attach(who, fid, Kind::Readonly, &dir, &backend).await {
+        // An open does not wait behind another attach (a copy of gigabytes, a detach
+        // waiting on a restore): it goes to the servers this time.
+        let _changing = self.pcc.changing.try_lock().ok()?;
+        if let Err(e) = self.attach(who, fid, Kind::Readonly, &dir, &backend, false).await {
             tracing::info!("{fid} matches the rule of cache {} but was not attached: {e}", dir.display());
             return None;
         }
-        self.pcc.held(fid).filter(|h| h.phase == Phase::Attached)
+        Some(())
     }
 
     /// A truncate of a read-write file this mount holds: its copy and the MDT's size.
@@ -1011,7 +1196,7 @@ async fn prefetch(
         };
         let mut fids: Vec<Fid> = records
             .iter()
-            .filter(|r| matches!(r.kind, ChangelogType::Create | ChangelogType::Close) && r.target != Fid::default())
+            .filter(|r| r.kind == ChangelogType::Close && r.target != Fid::default())
             .map(|r| r.target)
             .collect();
         fids.sort_unstable_by_key(|f| (f.seq, f.oid, f.ver));

@@ -185,6 +185,11 @@ impl Rule {
         self.any_of.iter().any(|all| all.iter().all(|t| t.matches(f)))
     }
 
+    /// Whether a term looks at the file's name (finding it may cost a request).
+    pub fn uses_name(&self) -> bool {
+        self.any_of.iter().flatten().any(|t| t.field == Field::Fname)
+    }
+
     /// As Lustre lists it (`autocache:`): `projid={500}&fname={*.h5},uid={1001}`.
     pub fn text(&self) -> String {
         let groups: Vec<String> =
@@ -370,6 +375,8 @@ mod tests {
         assert!(!r.matches(&file(0, 1000, "a.txt", 0, 0)));
         assert!(r.matches(&file(1001, 0, "a.txt", 0, 0)));
         assert_eq!(r.text(), "projid={500 1000}&fname={*.h5},uid={1001}");
+        assert!(r.uses_name());
+        assert!(!Rule::parse("uid={1}").unwrap().uses_name());
         let r = Rule::parse("size>{1M}&size<{500G}&mtime>{1h}").unwrap();
         assert!(r.matches(&file(0, 0, "x", 2 << 20, 7200)));
         assert!(!r.matches(&file(0, 0, "x", 2 << 20, 60)), "too new");

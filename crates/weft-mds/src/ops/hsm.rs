@@ -399,6 +399,12 @@ impl Mutation for mdt::HsmTake {
             if a.status != ActionStatus::Waiting || !serves(&self.archive_ids, a.archive_id) {
                 continue;
             }
+            // A client cache's file: only the copytool that names its archive (the cache's
+            // mount) has its data, not one that serves every archive.
+            if !self.archive_ids.contains(&a.archive_id) && state(ctx.t, a.fid)?.states & HS_PCCRW != 0 {
+                coordinator.add_waiting(cookie, a.archive_id);
+                continue;
+            }
             a.status = ActionStatus::Started;
             a.agent = self.agent.clone();
             a.changed = ctx.now;
@@ -1012,6 +1018,7 @@ mod tests {
         // Another client wants it: a restore, which the cache's copytool takes; the owner's
         // opens are refused from then on.
         let c = cookies(&env, request(HsmAction::Restore, 0, vec![f])).await;
+        assert!(take(&env, "every-archive", &[], 4).await.is_empty(), "only the cache's copytool has the data");
         assert_eq!(take(&env, "pcc", &[3], 1).await.len(), 1);
         assert_eq!(code(env.req(open(OPEN_READ | OPEN_PCC)).await), ErrorCode::Stale);
         env.req(open(OPEN_WRITE | OPEN_HSM_RESTORE)).await.unwrap();

@@ -32,8 +32,8 @@ pub fn setattr(ctx: &mut OpCtx<'_>, fid: Fid, set: &SetAttr, open_handle: Option
             return Err(WeftError::new(ErrorCode::FileTooBig, format!("size {size} exceeds {FILE_SIZE_MAX_BYTES}")));
         }
         // A read-write cached file's owner sets the size its cache copy has (no objects).
-        let cached = super::hsm::state(ctx.t, fid)?.states & weft_proto::msg::hsm::HS_PCCRW != 0
-            && rec.layout.as_ref().is_some_and(|l| l.is_released());
+        let cached = rec.layout.as_ref().is_some_and(|l| l.is_released())
+            && super::hsm::state(ctx.t, fid)?.states & weft_proto::msg::hsm::HS_PCCRW != 0;
         if !cached && super::hsm::is_released(ctx.core, ctx.t, fid, &rec)? {
             return Err(super::open::released_error(fid));
         }

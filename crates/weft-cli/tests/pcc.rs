@@ -225,10 +225,27 @@ fn the_quota_evicts_by_its_policy_and_never_loses_read_write_data() {
     std::fs::write(a.join("big"), vec![1u8; 4 << 20]).unwrap();
     let out = weft(&["pcc", "attach", "-r", p(&a.join("big"))]);
     assert!(String::from_utf8_lossy(&out.stderr).contains("no room for it"), "{out:?}");
+    // A read-write file detached by hand: its bytes go back to the servers.
+    std::fs::write(a.join("rw2"), b"x").unwrap();
+    weft_ok(&["pcc", "attach", "-w", p(&a.join("rw2"))]);
+    std::fs::write(a.join("rw2"), pattern(21, 0, 100_000)).unwrap();
+    weft_ok(&["pcc", "detach", p(&a.join("rw2"))]);
+    assert!(pcc_state(&a.join("rw2")).contains("type: none"));
+    assert!(!hsm_state(&a.join("rw2")).contains("released"));
+    assert_eq!(std::fs::read(b.join("rw2")).unwrap(), pattern(21, 0, 100_000));
     // Deleting the cache empties it.
     weft_ok(&["pcc", "del", p(&a), p(&cache)]);
     assert!(files_under(&cache).is_empty(), "{:?}", files_under(&cache));
     assert!(weft_ok(&["pcc", "list", p(&a)]).trim() == "pcc:");
+    // Evicting by size: the largest copy goes first, not the oldest.
+    weft_ok(&["pcc", "add", p(&a), p(&cache), "--param", "uid={0} roid=8 quota=3M evict=size"]);
+    std::fs::write(a.join("two"), vec![2u8; 2 << 20]).unwrap();
+    weft_ok(&["pcc", "attach", "-r", p(&a.join("ro1"))]);
+    weft_ok(&["pcc", "attach", "-r", p(&a.join("two"))]);
+    weft_ok(&["pcc", "attach", "-r", p(&a.join("ro2"))]);
+    assert!(pcc_state(&a.join("two")).contains("type: none"), "the largest went");
+    assert!(pcc_state(&a.join("ro1")).contains("type: readonly"), "the oldest stayed");
+    assert!(pcc_state(&a.join("ro2")).contains("type: readonly"));
 }
 
 #[test]

@@ -1015,6 +1015,8 @@ mod tests {
         // The owner's truncate sets the MDT's size (no objects to cut).
         let cut = SetAttr { size: Some(9_000), ..Default::default() };
         env.req(MdtRequest::Setattr(mdt::Setattr { fid: f, set: cut, open_handle: None })).await.unwrap();
+        let a = env.must_attr(f).await;
+        assert_eq!((a.size, a.size_known), (9_000, true), "no objects: the size set is the file's");
         // Another client wants it: a restore, which the cache's copytool takes; the owner's
         // opens are refused from then on.
         let c = cookies(&env, request(HsmAction::Restore, 0, vec![f])).await;

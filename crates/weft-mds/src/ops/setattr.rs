@@ -64,9 +64,12 @@ pub fn setattr(ctx: &mut OpCtx<'_>, fid: Fid, set: &SetAttr, open_handle: Option
         super::hsm::mark_dirty_on_write(ctx, fid)?;
     }
     if let Some(size) = set.size {
-        // The client truncated the objects; their sizes are the truth from now on.
+        // The client truncated the objects; their sizes are the truth from now on. A file
+        // released into a client's cache has none: the size set is the truth, while no
+        // writer (its owner's) may change it.
+        let released = rec.layout.as_ref().is_some_and(|l| l.is_released());
         rec.size = size;
-        rec.size_known = false;
+        rec.size_known = released && ctx.core.open_files().counts(fid).writers == 0;
         rec.mtime = now;
         ctx.core.open_files().size_changed(fid);
     }

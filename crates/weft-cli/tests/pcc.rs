@@ -38,6 +38,17 @@ fn files_under(dir: &Path) -> Vec<std::path::PathBuf> {
     out
 }
 
+/// fio's random 64 KiB writes over 4 MiB of `data` in `dir`, checksummed (the same seed
+/// writes, or with `--verify_only` checks, the same blocks).
+fn fio_4m(dir: &Path, mode: &str) -> std::process::Output {
+    Command::new("fio")
+        .args(["--name=pcc", "--filename=data", "--size=4M", "--bs=64k", "--rw=randwrite", "--ioengine=psync"])
+        .args(["--verify=crc32c", "--randseed=7", mode])
+        .current_dir(dir)
+        .output()
+        .expect("fio (installed by make deps)")
+}
+
 #[test]
 fn a_read_write_file_written_by_its_owner_with_fio_reads_whole_on_another_mount() {
     let mut c = Cluster::single_node(&weft_bin(), 2);
@@ -64,21 +75,7 @@ fn a_read_write_file_written_by_its_owner_with_fio_reads_whole_on_another_mount(
     assert_eq!(std::fs::read(&copy).unwrap(), pattern(1, 0, 4 << 20));
 
     // The owner writes it with fio, verifying what it reads back, through the cache.
-    let fio = Command::new("fio")
-        .args([
-            "--name=pcc",
-            "--filename=data",
-            "--size=4M",
-            "--bs=64k",
-            "--rw=randwrite",
-            "--ioengine=psync",
-            "--verify=crc32c",
-            "--do_verify=1",
-            "--randseed=7",
-        ])
-        .current_dir(&a)
-        .output()
-        .expect("fio");
+    let fio = fio_4m(&a, "--do_verify=1");
     assert!(fio.status.success(), "fio on the owner:\n{}", String::from_utf8_lossy(&fio.stdout));
     // The kernel wrote the cache copy itself.
     let written = std::fs::read(&copy).unwrap();
@@ -89,21 +86,7 @@ fn a_read_write_file_written_by_its_owner_with_fio_reads_whole_on_another_mount(
     // Another mount reads it: the owner's copytool restores it first, every byte.
     let on_b = b.join("data");
     assert_eq!(std::fs::read(&on_b).unwrap(), written, "mount B reads what the owner wrote");
-    let fio = Command::new("fio")
-        .args([
-            "--name=pcc",
-            "--filename=data",
-            "--size=4M",
-            "--bs=64k",
-            "--rw=randwrite",
-            "--ioengine=psync",
-            "--verify=crc32c",
-            "--verify_only",
-            "--randseed=7",
-        ])
-        .current_dir(&b)
-        .output()
-        .expect("fio");
+    let fio = fio_4m(&b, "--verify_only");
     assert!(fio.status.success(), "fio --verify_only on mount B:\n{}", String::from_utf8_lossy(&fio.stdout));
     // The owner's cache gave it up.
     assert_eq!(pcc_state(&f), format!("file: {}, type: none", f.display()));

@@ -141,6 +141,8 @@ fn state_line(path: &Path, s: &FileState) -> String {
 pub fn pcc(a: PccArgs) -> anyhow::Result<()> {
     match a.command {
         PccCommand::Add { mountpoint, cache, param } => {
+            // The mount answers an errno only: a bad parameter is named here.
+            weft_proto::pcc::Backend::parse(&param).map_err(|e| anyhow::anyhow!("--param: {e}"))?;
             let dir = std::path::absolute(&cache).with_context(|| cache.display().to_string())?;
             let req = AddRequest { dir: dir.display().to_string(), param };
             xattr::set(&mountpoint, "weft.pcc.add", &json(&req)?)

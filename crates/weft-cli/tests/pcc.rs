@@ -104,6 +104,8 @@ fn read_only_copies_on_two_mounts_are_dropped_by_a_write_on_a_third() {
     let (ca, cb) = (c.dir.path().join("pcc-a"), c.dir.path().join("pcc-b"));
     weft_ok(&["pcc", "add", p(&a), p(&ca), "--param", "fname={*.dat} roid=1 pccro=1"]);
     weft_ok(&["pcc", "add", p(&b), p(&cb), "--param", "fname={*.none} roid=2 pccro=1"]);
+    let out = weft(&["pcc", "add", p(&w), p(&cb), "--param", "fname={*.none} roid=3 colour=red"]);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("PCC parameter key 'colour': rwid, roid"), "{out:?}");
     std::fs::write(w.join("f.dat"), pattern(2, 0, 1 << 20)).unwrap();
     let (fa, fb) = (a.join("f.dat"), b.join("f.dat"));
     // Mount A attaches by its rule at a read-only open; mount B by hand.

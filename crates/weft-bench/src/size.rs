@@ -1,6 +1,4 @@
-//! Sizes as people type them: `1048576`, `64K`, `4M`, `1G` (powers of 1024, as lfs).
-
-pub use weft_proto::units::parse_size;
+//! Sizes as people read them (`1.5G`); parsing them is `weft_proto::units::parse_size`.
 
 /// `1.5G`-style, as df -h prints.
 pub fn human(bytes: u64) -> String {

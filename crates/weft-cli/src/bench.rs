@@ -1,10 +1,10 @@
 //! `weft bench`: arguments only; the benchmarks live in the weft-bench crate.
 
-use crate::size::parse_size;
 use anyhow::{anyhow, Context};
 use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use weft_bench::phase::Api;
+use weft_proto::units::parse_size;
 
 #[derive(Args)]
 pub struct BenchArgs {

@@ -346,7 +346,7 @@ fn parse_fid(text: &str) -> anyhow::Result<Fid> {
 /// A copytool: the coordinator's side of it (shared with the client cache's) and where its
 /// copies are.
 struct Agent {
-    core: CoreAgent,
+    core: Arc<CoreAgent>,
     backend: Backend,
 }
 
@@ -528,7 +528,7 @@ pub fn copytool(a: CopytoolArgs) -> anyhow::Result<()> {
             .await
             .map_err(|e| anyhow!("cannot reach the file system at {mgs}: {}", e.message))?;
         let who = Caller::new(Identity { uid: 0, gid: 0, groups: Vec::new() }, format!("copytool.{name}"));
-        let agent = Arc::new(Agent { core: CoreAgent { client, who, name }, backend });
+        let agent = Arc::new(Agent { core: Arc::new(CoreAgent { client, who, name }), backend });
         if let Some(r) = &a.rebind {
             let (old, new) = (parse_fid(&r[0])?, parse_fid(&r[1])?);
             agent.backend.rebind(old, new).await?;
@@ -561,7 +561,7 @@ async fn serve(agent: Arc<Agent>, archives: Vec<u32>, parallel: u32) -> anyhow::
     let name = agent.core.name.clone();
     tracing::info!(name = %name, "copytool serving archive {ids}");
     println!("copytool {name} serving archive {ids}");
-    let core = Arc::new(CoreAgent { client: agent.core.client.clone(), who: agent.core.who.clone(), name });
+    let core = agent.core.clone();
     let run: copytool::Runner = Arc::new(move |item| {
         let agent = agent.clone();
         Box::pin(async move { agent.run(item).await })

@@ -1,7 +1,7 @@
 //! The lfs-style commands: setstripe, getstripe, df, path2fid, fid2path. Output keeps
 //! Lustre's shape where scripts parse it; `--json` gives the same data for programs.
 
-use crate::size::{human, parse_size};
+use crate::size::human;
 use crate::xattr;
 use anyhow::{anyhow, bail};
 use clap::Args;
@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use weft_client::virtual_xattr::{self as vx, LayoutAnswer, PathAnswer};
 use weft_client::TargetStatfs;
 use weft_proto::layout::StripeSpec;
+use weft_proto::units::parse_size;
 
 #[derive(Args)]
 pub struct SetstripeArgs {

@@ -7,6 +7,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 use weft_fuse::pcc::{AddRequest, AttachRequest, CacheInfo, DelRequest, DetachRequest, FileState, Kind};
+use weft_proto::pcc::Backend;
 
 #[derive(Args)]
 pub struct PccArgs {
@@ -142,7 +143,7 @@ pub fn pcc(a: PccArgs) -> anyhow::Result<()> {
     match a.command {
         PccCommand::Add { mountpoint, cache, param } => {
             // The mount answers an errno only: a bad parameter is named here.
-            weft_proto::pcc::Backend::parse(&param).map_err(|e| anyhow::anyhow!("--param: {e}"))?;
+            Backend::parse(&param).map_err(|e| anyhow::anyhow!("--param: {e}"))?;
             let dir = std::path::absolute(&cache).with_context(|| cache.display().to_string())?;
             let req = AddRequest { dir: dir.display().to_string(), param };
             xattr::set(&mountpoint, "weft.pcc.add", &json(&req)?)
@@ -166,14 +167,10 @@ pub fn pcc(a: PccArgs) -> anyhow::Result<()> {
             every(&files, |f| {
                 // The mount answers errnos only: what it lacks is said here.
                 let caches: Vec<CacheInfo> = xattr::get_json(f, "weft.pcc.list")?;
-                let serves = |c: &CacheInfo| match kind {
-                    Kind::Readonly => c.flags & weft_proto::pcc::FL_PCCRO != 0 && (id == 0 || c.roid == id),
-                    Kind::Readwrite => c.flags & weft_proto::pcc::FL_PCCRW != 0 && (id == 0 || c.rwid == id),
-                };
+                let readwrite = kind == Kind::Readwrite;
+                let serves = |c: &CacheInfo| Backend::parse(&c.param).is_ok_and(|b| b.serves(readwrite, id));
                 if !caches.iter().any(serves) {
-                    let word = if kind == Kind::Readonly { "read-only" } else { "read-write" };
-                    let which = if id == 0 { String::new() } else { format!(" with id {id}") };
-                    bail!("no {word} cache{which} on this mount (weft pcc list MNT shows its caches)");
+                    bail!("{}", weft_proto::pcc::no_cache_for(readwrite, id));
                 }
                 xattr::set(f, "weft.pcc.attach", &value).map_err(explain)
             })

@@ -2,10 +2,11 @@
 //! the warnings they gave (`warnings`: a user sees their own, root anyone's).
 
 use crate::remote::Remote;
-use crate::stats::{mgs_address, parse_duration, MgsArgs};
+use crate::stats::{mgs_address, MgsArgs};
 use anyhow::{anyhow, bail};
 use clap::{Args, Subcommand};
 use weft_proto::msg::{mgs, DecayPolicy};
+use weft_proto::units::{parse_duration, parse_size};
 
 #[derive(Args)]
 pub struct QosArgs {
@@ -155,7 +156,7 @@ fn add(a: AddArgs) -> anyhow::Result<()> {
     }
     let period_s = parse_duration(&a.period).map_err(|e| anyhow!("--period {e}"))?;
     let budget_bytes = match &a.budget_bytes {
-        Some(s) => Some(weft_bench::size::parse_size(s).map_err(|e| anyhow!("--budget-bytes {e}"))?),
+        Some(s) => Some(parse_size(s).map_err(|e| anyhow!("--budget-bytes {e}"))?),
         None => None,
     };
     if budget_bytes.is_none() && a.budget_ops.is_none() {

@@ -47,7 +47,7 @@ pub struct TopArgs {
     at: MgsArgs,
 }
 
-pub use weft_proto::units::parse_duration;
+use weft_proto::units::parse_duration;
 
 pub(crate) fn mgs_address(a: &MgsArgs) -> anyhow::Result<String> {
     match &a.mgs {

@@ -78,10 +78,11 @@ impl IoModes {
         self.opening[stripe].lock().await
     }
 
-    /// Whether a new open of `fid` may be passthrough as far as this mount goes: none of
-    /// its opens here uses the page cache.
+    /// Whether a new open of `fid` may be passthrough to its object as far as this mount
+    /// goes: none of its opens here uses the page cache, and the backing file the kernel
+    /// has, if any, is not a cache's copy (which serves the cache's opens only).
     pub fn passthrough_possible(&self, fid: Fid) -> bool {
-        self.files().get(&fid).is_none_or(|f| f.counts.cached == 0)
+        self.files().get(&fid).is_none_or(|f| f.counts.cached == 0 && f.backing.as_ref().is_none_or(|b| !b.cache))
     }
 
     /// The backing file the kernel already has for `fid`, if passthrough opens last.

@@ -100,7 +100,7 @@ impl Mount {
     fn mds_open_flags(&self, fid: Option<Fid>, flags: i32) -> u32 {
         // (`passthrough` is on only where locks are: see `init`.)
         let passthrough = self.passthrough.load(Ordering::Relaxed)
-            && fid.is_none_or(|fid| self.io.passthrough_possible(fid) && self.io.backing(fid).is_none_or(|b| !b.cache))
+            && fid.is_none_or(|fid| self.io.passthrough_possible(fid))
             && self.client.passthrough_allowed();
         open_flags(flags) | if passthrough { OPEN_PASSTHROUGH } else { 0 }
     }
@@ -216,8 +216,7 @@ impl Mount {
             return None;
         }
         if let Some(backing) = self.io.backing(fid) {
-            // A cache's copy serves the cache's opens only.
-            return (!backing.cache).then_some(backing);
+            return Some(backing);
         }
         let file = prepared?;
         let id = match register(&file) {
@@ -314,7 +313,6 @@ impl Mount {
             if flags & libc::O_TRUNC != 0 && inode.attr.size > 0 {
                 if let Some(path) = self.pcc.owned_path(fid) {
                     inode.attr = self.pcc_truncate(who, fid, &path, 0).await?.attr;
-                    inode.attr.size = 0;
                     self.set_open_size(fid, 0);
                 } else if let Some(layout) = &inode.layout {
                     inode.attr = self.client.truncate(who, fid, layout, 0, Some(handle)).await?;

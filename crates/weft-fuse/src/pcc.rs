@@ -253,14 +253,11 @@ impl Pcc {
 
     /// The size and blocks of a read-write file this mount holds: its copy's.
     pub(crate) fn owned_size(&self, fid: Fid) -> Option<(u64, u64)> {
-        if !self.active() {
-            return None;
-        }
-        let h = self.held(fid).filter(|h| h.kind == Kind::Readwrite && h.phase == Phase::Attached)?;
-        match std::fs::metadata(&h.path) {
+        let path = self.owned_path(fid)?;
+        match std::fs::metadata(&path) {
             Ok(m) => Some((m.len(), m.blocks())),
             Err(e) => {
-                tracing::warn!("the cache copy {} of {fid}: {e}", h.path.display());
+                tracing::warn!("the cache copy {} of {fid}: {e}", path.display());
                 None
             }
         }
@@ -314,12 +311,12 @@ impl Pcc {
         }
     }
 
-    fn forget(&self, fid: Fid) -> Option<Held> {
+    /// Drops what the cache held of `fid`, its copy too.
+    fn forget(&self, fid: Fid) {
         let gone = lock(&self.state).files.remove(&fid);
-        if let Some(h) = &gone {
+        if let Some(h) = gone {
             let _ = std::fs::remove_file(&h.path);
         }
-        gone
     }
 
     fn backend_of(&self, dir: &Path) -> Option<Backend> {
@@ -338,7 +335,7 @@ enum Reserved {
 /// What a restore by this mount's copytool needs (no mount: the copytool outlives none of
 /// it, and the mount's requests do not wait on it).
 struct Restorer {
-    agent: copytool::Agent,
+    agent: Arc<copytool::Agent>,
     pcc: Arc<Pcc>,
     hooks: Arc<MountHooks>,
     dir: PathBuf,
@@ -368,10 +365,7 @@ impl Restorer {
     /// The cache copy written into the file's new objects, once this mount's writers closed.
     async fn restore(&self, item: &HsmActionItem) -> Result<copytool::Moved, Failure> {
         let fid = item.fid;
-        let path = match self.pcc.held(fid) {
-            Some(h) if h.kind == Kind::Readwrite => h.path,
-            _ => self.dir.join(RW_DIR).join(copy_name(fid)),
-        };
+        let path = self.dir.join(RW_DIR).join(copy_name(fid));
         if !path.exists() {
             return Err(Failure::new(
                 libc::ENOENT,
@@ -535,10 +529,9 @@ impl Mount {
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
         let name = format!("pcc-{}-{}-{rwid}", host.trim(), std::process::id());
-        let agent = copytool::Agent { client: self.client.clone(), who: root(), name: name.clone() };
-        let restorer =
-            Arc::new(Restorer { agent, pcc: self.pcc.clone(), hooks: self.hooks.clone(), dir: dir.to_path_buf() });
-        let core = Arc::new(copytool::Agent { client: self.client.clone(), who: root(), name });
+        let agent = Arc::new(copytool::Agent { client: self.client.clone(), who: root(), name });
+        let (pcc, hooks) = (self.pcc.clone(), self.hooks.clone());
+        let restorer = Arc::new(Restorer { agent: agent.clone(), pcc, hooks, dir: dir.to_path_buf() });
         let run: copytool::Runner = Arc::new(move |item| {
             let r = restorer.clone();
             Box::pin(async move { r.run(item).await })
@@ -546,7 +539,7 @@ impl Mount {
         let stop = Box::pin(async move {
             let _ = rx.await;
         });
-        self.runtime.spawn(copytool::serve(core, vec![rwid], 2, run, stop));
+        self.runtime.spawn(copytool::serve(agent, vec![rwid], 2, run, stop));
         tx
     }
 
@@ -692,16 +685,12 @@ impl Mount {
 
     /// The cache an attach of `kind` with `id` (0: the first that serves the kind) goes to.
     fn cache_for(&self, kind: Kind, id: u32) -> WeftResult<(PathBuf, Backend)> {
+        let readwrite = kind == Kind::Readwrite;
         let state = lock(&self.pcc.state);
-        let serves = |b: &Backend| match kind {
-            Kind::Readonly => b.ro && (id == 0 || b.roid == id),
-            Kind::Readwrite => b.rw && (id == 0 || b.rwid == id),
-        };
-        let word = if kind == Kind::Readonly { "read-only" } else { "read-write" };
-        state.caches.iter().find(|c| serves(&c.backend)).map(|c| (c.dir.clone(), c.backend.clone())).ok_or_else(|| {
-            let which = if id == 0 { String::new() } else { format!(" with id {id}") };
-            WeftError::not_found(format!("no {word} cache{which} on this mount (weft pcc list shows them)"))
-        })
+        let cache = state.caches.iter().find(|c| c.backend.serves(readwrite, id));
+        cache
+            .map(|c| (c.dir.clone(), c.backend.clone()))
+            .ok_or_else(|| WeftError::not_found(weft_proto::pcc::no_cache_for(readwrite, id)))
     }
 
     /// `weft pcc attach`: the file's data into a cache.

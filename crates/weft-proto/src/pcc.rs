@@ -229,6 +229,13 @@ pub struct Backend {
     pub prefetch: bool,
 }
 
+/// Why an attach of the kind naming `id` (0: any) has nowhere to go.
+pub fn no_cache_for(readwrite: bool, id: u32) -> String {
+    let word = if readwrite { "read-write" } else { "read-only" };
+    let which = if id == 0 { String::new() } else { format!(" with id {id}") };
+    format!("no {word} cache{which} on this mount (weft pcc list MNT shows its caches)")
+}
+
 /// Lustre's flag bits for `pcc list` (`pcc.h`).
 pub const FL_OPEN_ATTACH: u32 = 0x02;
 pub const FL_IO_ATTACH: u32 = 0x04;
@@ -343,6 +350,15 @@ impl Backend {
             return Err("PCC prefetch=1 makes read-only copies: the cache must serve pccro=1".into());
         }
         Ok(b)
+    }
+
+    /// Whether an attach of the kind (`readwrite` or read-only) naming `id` (0: any) goes
+    /// to this cache.
+    pub fn serves(&self, readwrite: bool, id: u32) -> bool {
+        match readwrite {
+            true => self.rw && (id == 0 || self.rwid == id),
+            false => self.ro && (id == 0 || self.roid == id),
+        }
     }
 
     /// The flags `pcc list` prints (Lustre's bits).

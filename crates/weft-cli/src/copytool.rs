@@ -478,9 +478,8 @@ impl Agent {
         let spec = StripeSpec {
             stripe_count: i64::from(meta.stripe_count.max(1)),
             stripe_size: meta.stripe_size,
-            start_ost: -1,
-            ost_list: Vec::new(),
             pool: meta.pool.clone(),
+            ..StripeSpec::unset()
         };
         let opened = c
             .create(who, parent, name.as_bytes(), meta.mode & 0o7777, true, Some(spec), OPEN_WRITE)

@@ -8,31 +8,132 @@ use clap::Args;
 use std::path::{Path, PathBuf};
 use weft_client::virtual_xattr::{self as vx, LayoutAnswer, PathAnswer};
 use weft_client::TargetStatfs;
-use weft_proto::layout::StripeSpec;
+use weft_proto::layout::{comp_flags, ComponentSpec, Layout, LayoutComponent, Pattern, StripeSpec};
 use weft_proto::units::parse_size;
 
 #[derive(Args)]
 pub struct SetstripeArgs {
+    /// A component's end (progressive layouts): the options after it, up to the next -E,
+    /// describe that component; -1 or EOF for the end of the file.
+    #[arg(short = 'E', long = "component-end", allow_negative_numbers = true, value_name = "END", action = clap::ArgAction::Append)]
+    ends: Vec<String>,
+    /// `mdt`: the component's data on the MDT (data on MDT; the first component only).
+    #[arg(short = 'L', long = "layout", value_name = "LAYOUT", action = clap::ArgAction::Append)]
+    layout: Vec<String>,
     /// Stripe count: 0 = default, -1 = all OSTs.
-    #[arg(short = 'c', long = "stripe-count", allow_negative_numbers = true, value_name = "COUNT")]
-    count: Option<i64>,
+    #[arg(short = 'c', long = "stripe-count", allow_negative_numbers = true, value_name = "COUNT", action = clap::ArgAction::Append)]
+    count: Vec<i64>,
     /// Stripe size: a multiple of 64 KiB, with K/M/G suffixes; 0 = default (1 MiB).
-    #[arg(short = 'S', long = "stripe-size", value_name = "SIZE")]
-    size: Option<String>,
+    #[arg(short = 'S', long = "stripe-size", value_name = "SIZE", action = clap::ArgAction::Append)]
+    size: Vec<String>,
     /// OST index of the first stripe: -1 = let the MDS choose.
-    #[arg(short = 'i', long = "stripe-index", allow_negative_numbers = true, value_name = "START_OST")]
-    index: Option<i64>,
+    #[arg(short = 'i', long = "stripe-index", allow_negative_numbers = true, value_name = "START_OST", action = clap::ArgAction::Append)]
+    index: Vec<i64>,
     /// Explicit OST list, e.g. 1,3,5-7.
-    #[arg(short = 'o', long = "ost", value_name = "OST_LIST")]
-    osts: Option<String>,
+    #[arg(short = 'o', long = "ost", value_name = "OST_LIST", action = clap::ArgAction::Append)]
+    osts: Vec<String>,
     /// Restrict the stripes to this pool.
-    #[arg(short = 'p', long = "pool", value_name = "POOL")]
-    pool: Option<String>,
+    #[arg(short = 'p', long = "pool", value_name = "POOL", action = clap::ArgAction::Append)]
+    pool: Vec<String>,
     /// Delete a directory's default layout.
     #[arg(short = 'd', long = "delete")]
     delete: bool,
     /// A directory (sets its default for new files), or a new file to create with the layout.
     path: PathBuf,
+}
+
+/// The options of one component (`-E END` and what follows it up to the next `-E`), parsed
+/// again group by group: clap takes every option of the command line at once and cannot
+/// tell which `-E` an option came after.
+#[derive(clap::Parser)]
+#[command(no_binary_name = true, disable_help_flag = true)]
+struct ComponentArgs {
+    #[arg(short = 'E', long = "component-end", allow_negative_numbers = true)]
+    end: String,
+    #[arg(short = 'L', long = "layout")]
+    layout: Option<String>,
+    #[arg(short = 'c', long = "stripe-count", allow_negative_numbers = true)]
+    count: Option<i64>,
+    #[arg(short = 'S', long = "stripe-size")]
+    size: Option<String>,
+    #[arg(short = 'i', long = "stripe-index", allow_negative_numbers = true)]
+    index: Option<i64>,
+    #[arg(short = 'o', long = "ost")]
+    osts: Option<String>,
+    #[arg(short = 'p', long = "pool")]
+    pool: Option<String>,
+}
+
+/// One component's striping from its options.
+fn plain_spec(
+    count: Option<i64>,
+    size: Option<&str>,
+    index: Option<i64>,
+    osts: Option<&str>,
+    pool: Option<&str>,
+) -> anyhow::Result<StripeSpec> {
+    Ok(StripeSpec {
+        stripe_count: count.unwrap_or(0),
+        stripe_size: match size {
+            Some(s) => parse_size(s).map_err(|e| anyhow!("stripe size (-S): {e}"))?,
+            None => 0,
+        },
+        start_ost: index.unwrap_or(-1),
+        ost_list: match osts {
+            Some(o) => parse_ost_list(o)?,
+            None => Vec::new(),
+        },
+        pool: pool.map(str::to_string),
+        components: Vec::new(),
+    })
+}
+
+/// `-E` as lfs takes it: a size with K/M/G/T suffixes, or -1 / EOF for the end of the file.
+fn parse_end(text: &str) -> anyhow::Result<u64> {
+    match text {
+        "-1" | "EOF" | "eof" => Ok(u64::MAX),
+        _ => parse_size(text)
+            .map_err(|e| anyhow!("component end (-E) '{text}': {e} (or -1 / EOF for the end of the file)")),
+    }
+}
+
+/// The components of a composite setstripe, from the words after `setstripe` on the command
+/// line (`args`, the path last).
+fn composite_spec(args: &[String], path: &Path) -> anyhow::Result<StripeSpec> {
+    let mut words: Vec<&str> = args.iter().map(String::as_str).collect();
+    if words.last().map(Path::new) == Some(path) {
+        words.pop();
+    }
+    let is_end = |w: &str| w == "-E" || w == "--component-end" || w.starts_with("--component-end=");
+    let first = words.iter().position(|w| is_end(w)).unwrap_or(words.len());
+    if first != 0 {
+        bail!("with -E, give each component's options after its -E (found '{}' before the first)", words[0]);
+    }
+    let mut starts: Vec<usize> = words.iter().enumerate().filter(|(_, w)| is_end(w)).map(|(i, _)| i).collect();
+    starts.push(words.len());
+    let mut components = Vec::new();
+    for (n, pair) in starts.windows(2).enumerate() {
+        let group = &words[pair[0]..pair[1]];
+        let c = <ComponentArgs as clap::Parser>::try_parse_from(group.iter().copied())
+            .map_err(|e| anyhow!("component {} ({}): {}", n + 1, group.join(" "), e.render().to_string().trim()))?;
+        let on_mdt = match c.layout.as_deref() {
+            None | Some("raid0") => false,
+            Some("mdt") => true,
+            Some(other) => bail!("layout (-L) '{other}' of component {}: use mdt or raid0", n + 1),
+        };
+        let stripe = plain_spec(c.count, c.size.as_deref(), c.index, c.osts.as_deref(), c.pool.as_deref())?;
+        components.push(ComponentSpec { end: parse_end(&c.end)?, on_mdt, stripe });
+    }
+    Ok(StripeSpec { components, ..StripeSpec::unset() })
+}
+
+/// The words after `setstripe` on this process's command line.
+fn setstripe_words() -> Vec<String> {
+    let all: Vec<String> = std::env::args().collect();
+    match all.iter().position(|w| w == "setstripe") {
+        Some(i) => all[i + 1..].to_vec(),
+        None => Vec::new(),
+    }
 }
 
 #[derive(Args)]
@@ -131,18 +232,23 @@ pub fn setstripe(a: SetstripeArgs) -> anyhow::Result<()> {
         }
         return xattr::set(&a.path, vx::LAYOUT_DELETE, b"1");
     }
-    let spec = StripeSpec {
-        stripe_count: a.count.unwrap_or(0),
-        stripe_size: match &a.size {
-            Some(s) => parse_size(s).map_err(|e| anyhow!("stripe size (-S): {e}"))?,
-            None => 0,
-        },
-        start_ost: a.index.unwrap_or(-1),
-        ost_list: match &a.osts {
-            Some(o) => parse_ost_list(o)?,
-            None => Vec::new(),
-        },
-        pool: a.pool.clone(),
+    let spec = if a.ends.is_empty() {
+        let once = [a.count.len(), a.size.len(), a.index.len(), a.osts.len(), a.pool.len()];
+        if once.iter().any(|n| *n > 1) {
+            bail!("each of -c, -S, -i, -o and -p is given once, or once per component after each -E");
+        }
+        if !a.layout.is_empty() {
+            bail!("-L mdt describes a component: give it after its -E, e.g. -E 64K -L mdt -E -1");
+        }
+        plain_spec(
+            a.count.first().copied(),
+            a.size.first().map(String::as_str),
+            a.index.first().copied(),
+            a.osts.first().map(String::as_str),
+            a.pool.first().map(String::as_str),
+        )?
+    } else {
+        composite_spec(&setstripe_words(), &a.path)?
     };
     spec.validate().map_err(|e| anyhow!("{}", e.message))?;
     if a.path.symlink_metadata().is_err() {
@@ -211,6 +317,13 @@ pub fn getstripe(a: GetstripeArgs) -> anyhow::Result<()> {
 
 fn print_dir_default(path: &Path, info: &LayoutAnswer, a: &GetstripeArgs) {
     let d = info.default.clone().unwrap_or_else(StripeSpec::unset);
+    if d.is_composite() && !(a.count || a.size || a.index || a.pool) {
+        println!("{}", path.display());
+        print_composite(&Layout::planned(&d));
+        return;
+    }
+    // The last component's values stand for a composite default's in the one-value forms.
+    let d = d.components.last().map(|c| c.stripe.clone()).unwrap_or(d);
     if a.count || a.size || a.index || a.pool {
         if a.count {
             println!("{}", d.stripe_count);
@@ -249,10 +362,20 @@ fn print_file_layout(path: &Path, info: &LayoutAnswer, a: &GetstripeArgs) -> any
         println!("{} has no stripe info", path.display());
         return Ok(());
     };
-    let c = layout.single().map_err(|e| anyhow!("{}: {}", path.display(), e.message))?;
+    let one_value = a.count || a.size || a.index || a.pool;
+    if layout.is_composite() && !one_value {
+        println!("{}", path.display());
+        print_composite(layout);
+        return Ok(());
+    }
+    // A composite layout's one-value forms give its last instantiated component's (as lfs).
+    let c = match layout.components.iter().rev().find(|c| c.is_instantiated()) {
+        Some(c) => c,
+        None => layout.components.last().ok_or_else(|| anyhow!("{}: a layout without components", path.display()))?,
+    };
     let first = c.objects.first().map(|o| o.ost).unwrap_or(0);
     let pattern = if layout.is_released() { "raid0,released" } else { "raid0" };
-    if a.count || a.size || a.index || a.pool {
+    if one_value {
         if a.count {
             println!("{}", c.stripe_count_shown());
         }
@@ -292,6 +415,46 @@ fn print_file_layout(path: &Path, info: &LayoutAnswer, a: &GetstripeArgs) -> any
     }
     println!();
     Ok(())
+}
+
+/// A composite layout as lfs getstripe prints one (the same with -y: the form is YAML).
+fn print_composite(layout: &Layout) {
+    let mirrors: std::collections::BTreeSet<u16> = layout.components.iter().map(|c| c.mirror_id).collect();
+    println!("  lcm_layout_gen:    {}", layout.generation);
+    println!("  lcm_mirror_count:  {}", mirrors.len().max(1));
+    println!("  lcm_entry_count:   {}", layout.components.len());
+    for c in &layout.components {
+        print_component(c);
+    }
+}
+
+fn print_component(c: &LayoutComponent) {
+    let end = if c.extent_end == u64::MAX { "EOF".to_string() } else { c.extent_end.to_string() };
+    println!("    lcme_id:             {}", c.id);
+    println!("    lcme_mirror_id:      {}", c.mirror_id);
+    println!("    lcme_flags:          {}", comp_flags::show(c.flags));
+    println!("    lcme_extent.e_start: {}", c.extent_start);
+    println!("    lcme_extent.e_end:   {end}");
+    let (pattern, offset) = match c.pattern {
+        Pattern::Mdt => ("mdt", 0),
+        Pattern::Released { .. } => ("raid0,released", -1),
+        Pattern::Raid0 => ("raid0", c.objects.first().map_or(c.want.start_ost, |o| i64::from(o.ost))),
+    };
+    println!("      lmm_stripe_count:  {}", c.stripe_count_shown());
+    println!("      lmm_stripe_size:   {}", c.stripe_size);
+    println!("      lmm_pattern:       {pattern}");
+    println!("      lmm_layout_gen:    0");
+    println!("      lmm_stripe_offset: {offset}");
+    if let Some(p) = &c.pool {
+        println!("      lmm_pool:          {p}");
+    }
+    if c.is_instantiated() && c.pattern == Pattern::Raid0 {
+        println!("      lmm_objects:");
+        for (k, o) in c.objects.iter().enumerate() {
+            println!("      - {k}: {{ l_ost_idx: {}, l_fid: {} }}", o.ost, o.fid);
+        }
+    }
+    println!();
 }
 
 pub fn df(a: DfArgs) -> anyhow::Result<()> {

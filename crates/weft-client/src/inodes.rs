@@ -514,6 +514,7 @@ pub fn plan(req: &MdtRequest) -> Option<(Touches, Keep)> {
         MdtRequest::SetXattr(mdt::SetXattr { fid, .. })
         | MdtRequest::RemoveXattr(mdt::RemoveXattr { fid, .. })
         | MdtRequest::SetStripe(mdt::SetStripe { fid, .. })
+        | MdtRequest::LayoutIntent(mdt::LayoutIntent { fid, .. })
         | MdtRequest::DeleteStripe(mdt::DeleteStripe { fid }) => (t(vec![*fid], vec![], false), Keep::Nothing),
         MdtRequest::Readlink(_)
         | MdtRequest::Readdir(_)

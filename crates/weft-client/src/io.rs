@@ -10,15 +10,38 @@ use bytes::{Bytes, BytesMut};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use std::future::Future;
 use std::os::unix::ffi::OsStringExt;
-use weft_proto::layout::{Layout, LayoutComponent};
+use weft_proto::layout::{Layout, LayoutComponent, Pattern, StripeObject};
 use weft_proto::limits::{FILE_SIZE_MAX_BYTES, RPC_BULK_BYTES_MAX};
 use weft_proto::msg::{mdt, ost, Attr, Caller, SetAttr, TargetKind};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
-/// A file's size and blocks from its objects' attributes.
-fn size_and_blocks(comp: &LayoutComponent, attrs: &[ost::ObjectAttr]) -> (u64, u64) {
-    let sizes: Vec<u64> = attrs.iter().map(|a| a.size).collect();
-    (comp.file_size_from_objects(&sizes), attrs.iter().map(|a| a.blocks).sum())
+/// A file's size and 512-byte blocks from its objects' attributes (`attrs`: every object of
+/// every instantiated component, in layout order): the end of the last byte any component
+/// holds.
+fn size_and_blocks(layout: &Layout, attrs: &[ost::ObjectAttr]) -> (u64, u64) {
+    let mut size = 0;
+    let mut rest = attrs;
+    for comp in layout.data_components() {
+        let (mine, after) = rest.split_at(comp.objects.len().min(rest.len()));
+        let sizes: Vec<u64> = mine.iter().map(|a| a.size).collect();
+        size = size.max(comp.file_size_from_objects(&sizes));
+        rest = after;
+    }
+    (size, attrs.iter().map(|a| a.blocks).sum())
+}
+
+/// The object pieces of `[offset, offset+len)`, each with the index of its component, in
+/// file order; the parts in components without objects (holes) have none. (Indices, not
+/// references: futures that hold borrowed tuples trip the compiler's Send inference.)
+fn plan_layout(layout: &Layout, offset: u64, len: u64) -> Vec<(usize, ObjectPiece)> {
+    let mut out = Vec::new();
+    for seg in layout.segments(offset, len) {
+        let k = layout.components.iter().position(|c| std::ptr::eq(c, seg.comp)).expect("a segment of this layout");
+        for piece in plan_pieces(seg.comp, seg.offset, seg.len, RPC_BULK_BYTES_MAX as u64) {
+            out.push((k, piece));
+        }
+    }
+    out
 }
 
 /// Runs `futures` with a bound on how many are in flight; results in the input order.
@@ -30,6 +53,28 @@ where
 }
 
 impl Client {
+    /// The layout with objects for every component that `[offset, offset+len)` reaches, when
+    /// some have none yet (a write or a truncate is about to reach them): the MDS gives them
+    /// objects (Lustre's layout write intent). None when `layout` has them all already.
+    pub async fn instantiate(
+        &self,
+        who: &Caller,
+        fid: Fid,
+        layout: &Layout,
+        offset: u64,
+        len: u64,
+    ) -> WeftResult<Option<Layout>> {
+        if len == 0 || !layout.needs_instantiation(offset, len) {
+            return Ok(None);
+        }
+        let inode = self.mdt(who, mdt::LayoutIntent { fid, end: offset.saturating_add(len) }).await?;
+        let layout = inode.layout.ok_or_else(|| WeftError::io(format!("{fid} lost its layout")))?;
+        if layout.needs_instantiation(offset, len) {
+            return Err(WeftError::io(format!("the MDS gave {fid} no objects for [{offset}, +{len})")));
+        }
+        Ok(Some(layout))
+    }
+
     /// Reads `[offset, offset+len)` of a file of `file_size` bytes: exactly
     /// `min(len, file_size - offset)` bytes (none at or past the end), holes and objects
     /// shorter than the file reading as zeros.
@@ -45,28 +90,42 @@ impl Client {
             return Ok(Bytes::new());
         }
         let want = (len as u64).min(file_size - offset);
-        let comp = layout.plain()?;
-        let pieces = plan_pieces(comp, offset, want, RPC_BULK_BYTES_MAX as u64);
-        if pieces.len() == 1 && piece_is_whole_range(comp, offset, want, &pieces[0]) {
-            // One object holds the whole range in file order: hand its bytes back as they came.
-            let data = self.read_piece(who, comp, pieces[0]).await?;
-            if data.len() as u64 == want {
-                return Ok(data);
+        layout.check_usable()?;
+        let pieces = plan_layout(layout, offset, want);
+        if let [(k, piece)] = pieces[..] {
+            let comp = &layout.components[k];
+            if piece_is_whole_range(comp, offset, want, &piece) {
+                return self.read_whole(who, comp, piece, want).await;
             }
-            let mut out = BytesMut::zeroed(want as usize);
-            out[..data.len()].copy_from_slice(&data);
-            return Ok(out.freeze());
         }
         let mut out = BytesMut::zeroed(want as usize);
-        let mut replies = stream::iter(pieces.into_iter().map(|piece| async move {
-            let data = self.read_piece(who, comp, piece).await?;
-            Ok::<_, WeftError>((piece, data))
+        let mut replies = stream::iter(pieces.into_iter().map(|(k, piece)| async move {
+            let data = self.read_piece(who, &layout.components[k], piece).await?;
+            Ok::<_, WeftError>((k, piece, data))
         }))
         .buffer_unordered(OBJECT_REQUESTS_IN_FLIGHT_MAX);
         while let Some(reply) = replies.next().await {
-            let (piece, data) = reply?;
-            scatter(comp, offset, &piece, &data, &mut out);
+            let (k, piece, data) = reply?;
+            scatter(&layout.components[k], offset, &piece, &data, &mut out);
         }
+        Ok(out.freeze())
+    }
+
+    /// A read that one object answers whole, in file order: its bytes handed back as they
+    /// came (zero-filled past the object's end).
+    async fn read_whole(
+        &self,
+        who: &Caller,
+        comp: &LayoutComponent,
+        piece: ObjectPiece,
+        want: u64,
+    ) -> WeftResult<Bytes> {
+        let data = self.read_piece(who, comp, piece).await?;
+        if data.len() as u64 == want {
+            return Ok(data);
+        }
+        let mut out = BytesMut::zeroed(want as usize);
+        out[..data.len()].copy_from_slice(&data);
         Ok(out.freeze())
     }
 
@@ -114,13 +173,12 @@ impl Client {
                 format!("a write of {} bytes at offset {offset} would pass the largest file size", data.len()),
             ));
         }
-        let comp = layout.plain()?;
-        if comp.objects.is_empty() {
-            return Err(WeftError::io("the file's layout has no objects to write to"));
-        }
-        let pieces = plan_pieces(comp, offset, data.len() as u64, RPC_BULK_BYTES_MAX as u64);
+        layout.check_usable()?;
+        layout.check_writable(offset, data.len() as u64)?;
+        let pieces = plan_layout(layout, offset, data.len() as u64);
         let data = &data;
-        bounded(pieces.into_iter().map(|piece| async move {
+        bounded(pieces.into_iter().map(|(k, piece)| async move {
+            let comp = &layout.components[k];
             let object = &comp.objects[piece.stripe];
             let bulk = gather(comp, offset, &piece, data);
             let op = ost::Write { fid: object.fid, offset: piece.object_offset, sync: false };
@@ -140,24 +198,24 @@ impl Client {
     /// The size and 512-byte blocks of a file from its objects (Lustre's glimpse): every
     /// object's attributes, in parallel. A missing object counts as empty.
     pub async fn glimpse(&self, who: &Caller, layout: &Layout) -> WeftResult<(u64, u64)> {
-        let comp = layout.plain()?;
-        let attrs = self.object_attrs(who, comp).await?;
-        Ok(size_and_blocks(comp, &attrs))
+        layout.check_usable()?;
+        let attrs = self.object_attrs(who, layout).await?;
+        Ok(size_and_blocks(layout, &attrs))
     }
 
     /// [`Client::glimpse`] and the file's data version
     /// ([`weft_proto::layout::data_version`]), for closes of writers and copytools (the
     /// read path's glimpses do not compute it).
     pub async fn glimpse_versioned(&self, who: &Caller, layout: &Layout) -> WeftResult<(u64, u64, u64)> {
-        let comp = layout.plain()?;
-        let attrs = self.object_attrs(who, comp).await?;
-        let (size, blocks) = size_and_blocks(comp, &attrs);
+        layout.check_usable()?;
+        let attrs = self.object_attrs(who, layout).await?;
+        let (size, blocks) = size_and_blocks(layout, &attrs);
         Ok((size, blocks, weft_proto::layout::data_version(attrs.iter().map(|a| (a.size, a.mtime_ns)))))
     }
 
-    /// Every object's attributes, in parallel, in stripe order.
-    async fn object_attrs(&self, who: &Caller, comp: &LayoutComponent) -> WeftResult<Vec<ost::ObjectAttr>> {
-        bounded(comp.objects.iter().copied().map(|object| async move {
+    /// Every object's attributes, in parallel, in layout order.
+    async fn object_attrs(&self, who: &Caller, layout: &Layout) -> WeftResult<Vec<ost::ObjectAttr>> {
+        bounded(layout.objects().copied().map(|object| async move {
             match self.ost(who, object.ost, ost::Getattr { fid: object.fid }, Bytes::new()).await {
                 Ok((attr, _)) => Ok(attr),
                 Err(e) if e.code == ErrorCode::NotFound && self.has_target(TargetKind::Ost, object.ost) => {
@@ -197,10 +255,29 @@ impl Client {
             }
             return Box::pin(self.truncate(who, fid, &restored, size, open_handle)).await;
         }
-        let comp = layout.plain()?;
+        layout.check_writable(size.saturating_sub(1), u64::from(size > 0))?;
+        // A size inside a component with no objects yet gives it objects first: the
+        // objects' sizes then say the size, as a writer's close reads it back.
+        let instantiated;
+        let layout = match self.instantiate(who, fid, layout, 0, size).await? {
+            Some(new) => {
+                instantiated = new;
+                &instantiated
+            }
+            None => layout,
+        };
         let locks = &self.extent_lock_from(who, fid, layout, size).await?;
-        bounded(comp.objects.iter().copied().enumerate().map(|(stripe, object)| async move {
-            let op = ost::Punch { fid: object.fid, size: comp.object_size_for(size, stripe) };
+        let punches: Vec<(StripeObject, u64)> = layout
+            .data_components()
+            .flat_map(|comp| {
+                comp.objects
+                    .iter()
+                    .enumerate()
+                    .map(move |(stripe, object)| (*object, comp.object_size_in_file(size, stripe)))
+            })
+            .collect();
+        bounded(punches.into_iter().map(|(object, object_size)| async move {
+            let op = ost::Punch { fid: object.fid, size: object_size };
             self.ost_under(who, locks, object.ost, op, Bytes::new()).await.map(drop)
         }))
         .await?;
@@ -246,6 +323,9 @@ impl Client {
     pub async fn local_object(&self, who: &Caller, layout: &Layout) -> WeftResult<Option<std::fs::File>> {
         let comp = layout.plain()?;
         let [object] = comp.objects.as_slice() else { return Ok(None) };
+        if comp.pattern != Pattern::Raid0 {
+            return Ok(None);
+        }
         let (peer, _) = self.target_peer(TargetKind::Ost, object.ost).await?;
         if !peer.is_local() {
             return Ok(None);
@@ -262,8 +342,8 @@ impl Client {
 
     /// Makes every object of the file durable on its OST, in parallel.
     pub async fn fsync(&self, who: &Caller, layout: &Layout) -> WeftResult<()> {
-        let comp = layout.plain()?;
-        bounded(comp.objects.iter().copied().map(|object| async move {
+        layout.check_usable()?;
+        bounded(layout.objects().copied().map(|object| async move {
             self.ost(who, object.ost, ost::Sync { fid: object.fid }, Bytes::new()).await.map(drop)
         }))
         .await?;

@@ -203,6 +203,7 @@ impl Client {
     }
 
     fn has_target(&self, kind: TargetKind, index: u32) -> bool {
+        let (kind, index) = server_of(kind, index);
         self.map.current().target(kind, index).is_some()
     }
 
@@ -219,6 +220,7 @@ impl Client {
     /// The peer serving a target. A target missing from the map makes the client ask the
     /// MGS once before it fails.
     async fn target_peer(&self, kind: TargetKind, index: u32) -> WeftResult<(Arc<Peer>, String)> {
+        let (kind, index) = server_of(kind, index);
         let state = self.map.current();
         if let Some(found) = self.peers.for_target(&state, kind, index) {
             return Ok(found);
@@ -263,6 +265,7 @@ impl Client {
                                 std::future::pending::<()>().await;
                             }
                             let state = map_rx.borrow_and_update();
+                            let (kind, index) = server_of(kind, index);
                             if state.address(kind, index).is_some_and(|a| a != address) {
                                 return;
                             }
@@ -417,6 +420,15 @@ impl Client {
         let opcode = body.opcode_name();
         let (reply, bulk) = self.call_target(R::KIND, index, header, body, bulk, timeout).await?;
         Ok((service_answer(opcode, reply)?, bulk))
+    }
+}
+
+/// The target of the cluster map that serves target `index` of `kind`: itself, or for a
+/// data-on-MDT object target its MDT (whose server keeps those objects).
+fn server_of(kind: TargetKind, index: u32) -> (TargetKind, u32) {
+    match (kind, weft_proto::layout::dom_mdt(index)) {
+        (TargetKind::Ost, Some(mdt)) => (TargetKind::Mdt, mdt),
+        _ => (kind, index),
     }
 }
 

@@ -55,7 +55,9 @@ pub struct OpenFile {
     pub fid: Fid,
     /// The MDS's open handle, for Close.
     pub mds_handle: u64,
-    pub layout: Option<Layout>,
+    /// The layout as this open knows it: given at open, and replaced when components are
+    /// instantiated (by a write through it, or seen on a read past what it knew).
+    layout: Mutex<Option<Arc<Layout>>>,
     /// The file size as this handle knows it: the size at open, raised by writes through
     /// it, set by truncates and glimpses. Reads inside it are answered in full (zero-filled
     /// past the objects), so the kernel never sees a short read inside the file and
@@ -79,6 +81,11 @@ pub struct OpenFile {
     pub through_cache: AtomicBool,
 }
 
+/// Whether generation `a` is after `b` (generations wrap).
+fn newer(a: u32, b: u32) -> bool {
+    a != b && a.wrapping_sub(b) < u32::MAX / 2
+}
+
 /// The mode a write by a process without CAP_FSETID leaves, if it changes any bit (as
 /// Linux's `should_remove_suid`): setuid goes, and setgid if the group may execute.
 pub fn mode_without_privileges(mode: u32) -> Option<u32> {
@@ -95,7 +102,7 @@ impl OpenFile {
         OpenFile {
             fid,
             mds_handle,
-            layout,
+            layout: Mutex::new(layout.map(Arc::new)),
             known_size: AtomicU64::new(size_at_open),
             wrote: AtomicBool::new(false),
             generation: 0,
@@ -123,6 +130,24 @@ impl OpenFile {
     /// Their setuid and setgid bits are cleared: later writes need not look.
     pub fn privileges_cleared(&self) {
         self.privileged_mode.store(0, Ordering::Release);
+    }
+
+    pub fn layout(&self) -> Option<Arc<Layout>> {
+        self.layout.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// A newer layout of the file (more components instantiated); an older one than this
+    /// open knows is ignored.
+    pub fn update_layout(&self, layout: Layout) -> Arc<Layout> {
+        let mut known = self.layout.lock().unwrap_or_else(|p| p.into_inner());
+        match &*known {
+            Some(k) if k.generation == layout.generation || newer(k.generation, layout.generation) => k.clone(),
+            _ => {
+                let layout = Arc::new(layout);
+                *known = Some(layout.clone());
+                layout
+            }
+        }
     }
 
     pub fn known_size(&self) -> u64 {

@@ -46,13 +46,24 @@ impl Mount {
         let Some(file) = self.files.get(fh.0) else {
             return reply.error(Errno::EBADF);
         };
-        let Some(layout) = &file.layout else {
+        let Some(mut layout) = file.layout() else {
             return reply.data(&[]);
         };
         if file.generation != self.client.generation() {
             return reply.error(fuse_errno("read", &evicted()));
         }
         let result = async {
+            // Components this open knew without objects may have them now (another client
+            // wrote there): a read that reaches one, or past the size it knows, looks again.
+            if !layout.fully_instantiated()
+                && (layout.needs_instantiation(offset, u64::from(size))
+                    || read_needs_glimpse(offset, size, file.known_size()))
+            {
+                if let Some(fresh) = self.client.getattr(&who, file.fid).await?.layout {
+                    layout = file.update_layout(fresh);
+                }
+            }
+            let layout = &*layout;
             // The data and its size hold while the read lock does: another client's queued
             // writes are called in first.
             let _locks = self.client.extent_lock(&who, file.fid, layout, offset, u64::from(size), LockMode::Pr).await?;
@@ -90,7 +101,7 @@ impl Mount {
         let Some(file) = self.files.get(fh.0) else {
             return reply.error(Errno::EBADF);
         };
-        let Some(layout) = &file.layout else {
+        let Some(mut layout) = file.layout() else {
             let no_layout = WeftError::io(format!("{} has no layout to write to", file.fid));
             return reply.error(fuse_errno("write", &no_layout));
         };
@@ -102,17 +113,21 @@ impl Mount {
             if kill_privileges {
                 self.clear_privileges(&who, &file).await?;
             }
+            layout.check_writable(offset, len as u64)?;
+            // A component the write reaches first gets its objects now.
+            if let Some(new) = self.client.instantiate(&who, file.fid, &layout, offset, len as u64).await? {
+                layout = file.update_layout(new);
+            }
             // The write lock travels with the queued write until it reached the OSTs.
-            let locks = self.client.extent_lock(&who, file.fid, layout, offset, len as u64, LockMode::Pw).await?;
+            let locks = self.client.extent_lock(&who, file.fid, &layout, offset, len as u64, LockMode::Pw).await?;
             match write_path(file.io) {
                 WritePath::Through => {
                     // After whatever an earlier mode of this inode left queued.
                     self.writes.wait_queued(file.fid).await;
-                    self.client.write(&who, layout, offset, data, &locks).await
+                    self.client.write(&who, &layout, offset, data, &locks).await
                 }
                 WritePath::Queued => {
-                    let write =
-                        QueuedWrite { who: who.clone(), fid: file.fid, layout: layout.clone(), offset, data, locks };
+                    let write = QueuedWrite { who: who.clone(), fid: file.fid, layout, offset, data, locks };
                     self.writes.submit(self.client.clone(), pid, write).await
                 }
             }
@@ -168,8 +183,8 @@ impl Mount {
         };
         let synced = async {
             self.writes.drain(file.fid).await?;
-            match &file.layout {
-                Some(layout) => self.client.fsync(&who, layout).await,
+            match file.layout() {
+                Some(layout) => self.client.fsync(&who, &layout).await,
                 None => Ok(()),
             }
         }

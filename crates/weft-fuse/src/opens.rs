@@ -399,7 +399,7 @@ impl Mount {
                 tracing::warn!("release of {}: a queued write failed: {e}", file.fid);
             }
             // A writer tells the MDS the size, blocks and data version the objects now hold.
-            let written = match (&file.layout, size_at_close(file.io, file.wrote())) {
+            let written = match (file.layout().as_deref(), size_at_close(file.io, file.wrote())) {
                 _ if local_size.is_some() => local_size,
                 (Some(layout), SizeAtClose::Objects) => match client.glimpse_versioned(&who, layout).await {
                     Ok(written) => Some(written),

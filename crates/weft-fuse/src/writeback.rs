@@ -194,7 +194,7 @@ pub struct QueuedWrite {
     /// Who wrote: the OST requests carry its identity and jobid.
     pub who: Caller,
     pub fid: Fid,
-    pub layout: Layout,
+    pub layout: Arc<Layout>,
     pub offset: u64,
     pub data: Bytes,
     pub locks: ExtentGuard,
@@ -417,7 +417,7 @@ mod tests {
     /// Queues writes of `(offset, len, caller uid, client id)`, in that order.
     fn queue(writes: &[(u64, usize, u32, u64)]) -> BTreeMap<u64, Queued> {
         let dirty = Arc::new(Semaphore::new(DIRTY_BYTES_MAX as usize));
-        let layout = Layout::raid0(1 << 20, None, Vec::new());
+        let layout = Arc::new(Layout::raid0(1 << 20, None, Vec::new()));
         let mut queued = BTreeMap::new();
         for (seq, &(offset, len, uid, client)) in writes.iter().enumerate() {
             let mut who = Caller::root();

@@ -80,7 +80,7 @@ async fn refill_task(core: Arc<Core>, queue: Queue) {
         let due: Vec<Refill> = {
             let mut st = core.objects.lock();
             let now = Instant::now();
-            let up = st.up_osts.clone();
+            let up: Vec<u32> = st.up_osts.iter().copied().chain(st.dom).collect();
             let mut due = Vec::new();
             for ost in up {
                 let Some(pool) = st.ost_pools.get_mut(&ost) else { continue };

@@ -71,7 +71,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
 use weft_proto::msg::{mdt, ClusterMap, FileType, MdtReply, MdtRequest, RequestHeader, Run, Timestamp};
-use weft_proto::{ErrorCode, Fid, StripeSpec, WeftError, WeftResult};
+use weft_proto::{ErrorCode, Fid, Layout, StripeSpec, WeftError, WeftResult};
 
 pub struct MdsConfig {
     /// The MDT's directory: its storage lives inside (unless [`Mds::open_with`] is given
@@ -304,18 +304,28 @@ impl Mds {
 
     /// Which OSTs exist, their state, pools. Called at start and whenever the map changes.
     pub fn set_cluster_map(&self, map: &ClusterMap) {
-        let stored = |ost: u32| -> Option<(u32, u32)> {
-            match self.core.read_view().precreate_state(ost) {
-                Ok(s) => s,
-                Err(e) => {
-                    // Starting from the beginning would hand out objects in use: refuse the OST
-                    // (empty pool that never refills) rather than guess.
-                    tracing::error!(ost, error = %e, "cannot read the precreate state of an OST");
-                    Some((u32::MAX, u32::MAX - 1))
-                }
+        self.core.objects.set_map(map, |ost| self.precreate_state(ost));
+    }
+
+    /// Data on the MDT is served from now on: its objects come from the MDT's own object
+    /// target ([`weft_proto::layout::dom_target`]), precreated through the
+    /// [`ObjectTargets`] as the OSTs' are.
+    pub fn serve_dom(&self) {
+        let dom = weft_proto::layout::dom_target(self.core.mdt_index);
+        self.core.objects.serve_dom(dom, self.precreate_state(dom));
+    }
+
+    /// The persisted (next oid, created oid) of an object target, None when unknown.
+    fn precreate_state(&self, ost: u32) -> Option<(u32, u32)> {
+        match self.core.read_view().precreate_state(ost) {
+            Ok(s) => s,
+            Err(e) => {
+                // Starting from the beginning would hand out objects in use: refuse the OST
+                // (empty pool that never refills) rather than guess.
+                tracing::error!(ost, error = %e, "cannot read the precreate state of an OST");
+                Some((u32::MAX, u32::MAX - 1))
             }
-        };
-        self.core.objects.set_map(map, stored);
+        }
     }
 
     pub fn stats(&self) -> MdsStats {
@@ -378,9 +388,17 @@ impl Mds {
     /// checked without the writer and reserves objects. Errors here are not cached (nothing
     /// happened); `None` lets the writer decide (it reports the error, or the name exists).
     async fn prepare_objects(&self, header: &RequestHeader, req: &MdtRequest) -> WeftResult<Option<Reservation>> {
+        let dom = weft_proto::layout::dom_target(self.core.mdt_index);
         let spec = {
             let t = self.core.read_view();
             match req {
+                MdtRequest::LayoutIntent(mdt::LayoutIntent { fid, end }) => {
+                    let wants = ops::stripe::prepare_intent(&t, *fid, *end, dom)?;
+                    return match wants {
+                        Some(w) if !w.is_empty() => Ok(Some(self.core.objects.reserve_all(&w).await?)),
+                        _ => Ok(None),
+                    };
+                }
                 MdtRequest::Create(mdt::Create { parent, name, spec, .. }) => {
                     ops::create::prepare(&t, &header.identity, *parent, name, spec.as_ref())?
                 }
@@ -392,7 +410,10 @@ impl Mds {
             }
         };
         match spec {
-            Some(spec) => Ok(Some(self.core.objects.reserve(&spec).await?)),
+            Some(spec) => {
+                let wants = objects::instantiation_wants(&Layout::planned(&spec), 1, dom);
+                Ok(Some(self.core.objects.reserve_all(&wants).await?))
+            }
             None => Ok(None),
         }
     }

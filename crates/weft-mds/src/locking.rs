@@ -249,6 +249,12 @@ fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want>> {
             let layout = if name.as_slice() == XATTR_LAYOUT { bits::LAYOUT } else { 0 };
             wants.push(Want { fid: *fid, bits: bits::UPDATE | layout });
         }
+        // New objects for a component: others' layouts go stale.
+        MdtRequest::LayoutIntent(mdt::LayoutIntent { fid, end })
+            if t.inode(*fid)?.and_then(|r| r.layout).is_some_and(|l| l.needs_instantiation(0, *end)) =>
+        {
+            wants.push(Want { fid: *fid, bits: bits::LAYOUT })
+        }
         MdtRequest::SetStripe(mdt::SetStripe { fid, .. }) | MdtRequest::DeleteStripe(mdt::DeleteStripe { fid }) => {
             wants.push(Want { fid: *fid, bits: bits::UPDATE | bits::LAYOUT })
         }

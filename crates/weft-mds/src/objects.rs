@@ -11,9 +11,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use tokio::sync::Notify;
-use weft_proto::layout::select_osts;
+use weft_proto::layout::{select_osts, Pattern};
 use weft_proto::msg::{ClusterMap, TargetState};
-use weft_proto::{ErrorCode, Fid, StripeObject, StripeSpec, WeftError, WeftResult};
+use weft_proto::{ErrorCode, Fid, Layout, StripeObject, StripeSpec, WeftError, WeftResult};
 
 /// Precreated object ids of one OST: `next_oid ..= created_oid` are free to hand out.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,17 +83,42 @@ impl OstPool {
     }
 }
 
-/// Objects taken from the pools for one layout, not yet committed.
+/// Objects taken from the pools for the components of one layout that a request
+/// instantiates (by component id), not yet committed.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reservation {
-    pub stripe_size: u64,
-    pub pool: Option<String>,
-    pub objects: Vec<StripeObject>,
+    pub parts: Vec<(u32, Vec<StripeObject>)>,
+}
+
+impl Reservation {
+    pub fn objects(&self) -> impl Iterator<Item = &StripeObject> {
+        self.parts.iter().flat_map(|(_, objects)| objects)
+    }
+}
+
+/// What the components of `layout` that reach below `end` and have no objects yet need:
+/// (component id, the spec to reserve for it). An MDT component wants the one object of
+/// this MDT's data-on-MDT target `dom`.
+pub fn instantiation_wants(layout: &Layout, end: u64, dom: u32) -> Vec<(u32, StripeSpec)> {
+    layout
+        .components
+        .iter()
+        .filter(|c| !c.is_instantiated() && c.extent_start < end && !matches!(c.pattern, Pattern::Released { .. }))
+        .map(|c| {
+            let spec = match c.pattern {
+                Pattern::Mdt => StripeSpec { stripe_count: 1, ost_list: vec![dom], ..StripeSpec::unset() },
+                _ => StripeSpec { stripe_size: c.stripe_size, pool: c.pool.clone(), ..c.want.clone() },
+            };
+            (c.id, spec)
+        })
+        .collect()
 }
 
 #[derive(Debug, Default)]
 pub struct ObjectsState {
     pub up_osts: Vec<u32>,
+    /// This MDT's data-on-MDT target: refilled as the OSTs, used by MDT components only.
+    pub dom: Option<u32>,
     pub pools_by_name: BTreeMap<String, Vec<u32>>,
     pub ost_pools: HashMap<u32, OstPool>,
     pub map_version: u64,
@@ -129,6 +154,21 @@ impl ObjectsState {
     /// Chooses OSTs for `spec`. `Ok(None)` means "wait for a refill"; with `give_up` set it
     /// settles for fewer stripes on the OSTs that have objects, or fails with NoSpace.
     fn plan(&self, spec: &StripeSpec, cursor: u64, give_up: bool) -> WeftResult<Option<Vec<u32>>> {
+        if let [one] = spec.ost_list[..] {
+            if weft_proto::layout::dom_mdt(one).is_some() && self.dom != Some(one) {
+                return Err(WeftError::new(ErrorCode::NotSupported, "this MDT's server keeps no data on the MDT"));
+            }
+        }
+        if let Some(dom) = self.dom.filter(|d| spec.ost_list == [*d]) {
+            return match (self.ready(dom), give_up) {
+                (true, _) => Ok(Some(vec![dom])),
+                (false, false) => Ok(None),
+                (false, true) => Err(WeftError::new(
+                    ErrorCode::NoSpace,
+                    format!("no data-on-MDT objects after waiting {PRECREATE_WAIT_MS_MAX} ms"),
+                )),
+            };
+        }
         let candidates = match self.candidates(spec.pool.as_deref()) {
             // Right after a start the map may not list the OSTs yet: wait for it like a refill.
             Err(e) if e.code == ErrorCode::NoSpace && !give_up => return Ok(None),
@@ -234,21 +274,50 @@ impl Objects {
         Ok(())
     }
 
-    fn reservation(spec: &StripeSpec, objects: Vec<StripeObject>) -> Reservation {
-        Reservation { stripe_size: spec.effective_stripe_size(), pool: spec.pool.clone(), objects }
-    }
-
-    /// Reserves objects without waiting (the writer's fallback when a create raced).
-    pub fn reserve_now(&self, spec: &StripeSpec) -> WeftResult<Reservation> {
-        let cursor = self.cursor.fetch_add(1, Ordering::Relaxed);
+    /// The data-on-MDT target of this MDT: its pool is kept filled from now on.
+    pub fn serve_dom(&self, dom: u32, load: Option<(u32, u32)>) {
         let mut st = self.lock();
-        let osts = st.plan(spec, cursor, true)?.expect("plan with give_up always decides");
-        let objects = st.take(&osts);
-        Ok(Self::reservation(spec, objects))
+        st.dom = Some(dom);
+        st.ost_pools.entry(dom).or_insert_with(|| match load {
+            Some((next, created)) => OstPool::new(next, created),
+            None => OstPool::unrecorded(),
+        });
+        drop(st);
+        self.refill_wake.notify_one();
     }
 
-    /// Reserves objects for a layout, waiting up to PRECREATE_WAIT_MS_MAX for refills.
-    pub async fn reserve(&self, spec: &StripeSpec) -> WeftResult<Reservation> {
+    /// Reserves the objects of every part, without waiting (the writer's fallback when the
+    /// layout changed since the request was prepared). On an error nothing is kept: the
+    /// objects taken so far are returned in the reservation for release.
+    pub fn reserve_now(&self, wants: &[(u32, StripeSpec)]) -> Result<Reservation, (Reservation, WeftError)> {
+        let mut res = Reservation { parts: Vec::new() };
+        for (id, spec) in wants {
+            let cursor = self.cursor.fetch_add(1, Ordering::Relaxed);
+            let mut st = self.lock();
+            match st.plan(spec, cursor, true) {
+                Ok(osts) => {
+                    let osts = osts.expect("plan with give_up always decides");
+                    res.parts.push((*id, st.take(&osts)));
+                }
+                Err(e) => return Err((res, e)),
+            }
+        }
+        Ok(res)
+    }
+
+    /// Reserves the objects of every part, waiting up to PRECREATE_WAIT_MS_MAX for refills.
+    pub async fn reserve_all(&self, wants: &[(u32, StripeSpec)]) -> WeftResult<Reservation> {
+        let mut res = Reservation { parts: Vec::new() };
+        for (id, spec) in wants {
+            // An error (no objects on some OST after the wait) leaves the empty objects taken
+            // for earlier parts unused on their OSTs.
+            res.parts.push((*id, self.reserve(spec).await?));
+        }
+        Ok(res)
+    }
+
+    /// Reserves objects for one component, waiting up to PRECREATE_WAIT_MS_MAX for refills.
+    async fn reserve(&self, spec: &StripeSpec) -> WeftResult<Vec<StripeObject>> {
         let cursor = self.cursor.fetch_add(1, Ordering::Relaxed);
         let deadline = Instant::now() + Duration::from_millis(PRECREATE_WAIT_MS_MAX);
         loop {
@@ -267,7 +336,7 @@ impl Objects {
                     if low {
                         self.refill_wake.notify_one();
                     }
-                    return Ok(Self::reservation(spec, objects));
+                    return Ok(objects);
                 }
             }
             self.refill_wake.notify_one();

@@ -38,10 +38,13 @@ use weft_proto::{Fid, Layout, StripeSpec, WeftError, WeftResult};
 /// 2: the reply cache keeps one row per client slot (was one per request, with a by-time index).
 /// 3: the changelog tables.
 /// 4: the HSM coordinator's tables.
-pub const FORMAT_VERSION: u32 = 4;
+/// 5: composite layouts (layout components carry an id, a mirror, flags and the spec asked
+///    for; stripe specs carry components): inode records of 4 do not decode as 5.
+pub const FORMAT_VERSION: u32 = 5;
 /// The versions an MDT of [`FORMAT_VERSION`] is upgraded from, by writing the new version:
-/// every change since them only added tables, which opening the store makes (empty).
-pub const FORMAT_VERSIONS_UPGRADABLE: [u32; 2] = [2, 3];
+/// every change since them only added tables, which opening the store makes (empty). None
+/// since 5 changed the inode records.
+pub const FORMAT_VERSIONS_UPGRADABLE: [u32; 0] = [];
 /// Name of the redb file inside the MDT's data directory.
 pub const DB_FILE_NAME: &str = "mdt.redb";
 

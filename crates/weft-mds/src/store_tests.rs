@@ -118,27 +118,20 @@ fn inode_count_follows_the_overlay(kv: &dyn KvStore) {
     assert_eq!(checkpoint(kv, &t.into_view()).inode_count().unwrap(), 2);
 }
 
-/// An MDT of format version 2 (before the changelog tables) or 3 (before the HSM
-/// coordinator's) is upgraded when opened; its rows stay.
+/// An MDT of an earlier format version (4 and before: inode records without composite
+/// layouts) is refused with both versions named, and left as it was.
 #[test]
-fn older_mdts_are_upgraded() {
-    for ((kv, _dir), old) in stores().into_iter().chain(stores()).zip([2u32, 2, 3, 3]) {
+fn older_mdts_are_refused_and_left_as_they_are() {
+    for ((kv, _dir), old) in stores().into_iter().chain(stores()).zip([2u32, 4, 3, 4]) {
         let old = old.to_be_bytes();
-        let fid = Fid::new(0x200000400, 7, 0);
-        let key = fid.to_bytes();
-        let rows = [
-            (schema::TABLE_META, schema::META_FORMAT_KEY, Some(old.as_slice())),
-            (schema::TABLE_ORPHANS, key.as_slice(), Some([].as_slice())),
-        ];
+        let rows = [(schema::TABLE_META, schema::META_FORMAT_KEY, Some(old.as_slice()))];
         kv.commit(&mut rows.iter().map(|(t, k, v)| (*t, *k, *v))).unwrap();
-        crate::writer::format_or_check(&*kv, 0).unwrap();
+        let e = crate::writer::format_or_check(&*kv, 0).unwrap_err();
+        assert_eq!(e.code, weft_proto::ErrorCode::NotSupported);
+        let (theirs, ours) = (u32::from_be_bytes(old), schema::FORMAT_VERSION);
+        assert!(e.message.contains(&format!("version {theirs}")) && e.message.contains(&format!("{ours}")), "{e}");
         let mut version = Vec::new();
         kv.snapshot().unwrap().get(schema::TABLE_META, schema::META_FORMAT_KEY, &mut |v| version = v.to_vec()).unwrap();
-        assert_eq!(version, schema::FORMAT_VERSION.to_be_bytes());
-        let view = Tables::at_checkpoint(&*kv).unwrap();
-        assert_eq!(view.orphan_fids(10).unwrap(), vec![fid]);
-        assert!(view.changelog_users().unwrap().is_empty());
-        assert_eq!(view.changelog_next().unwrap(), 1);
-        assert!(view.hsm_actions_of(fid).unwrap().is_empty());
+        assert_eq!(version, old);
     }
 }

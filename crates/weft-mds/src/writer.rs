@@ -383,7 +383,7 @@ fn checkpoint_now(core: &Core, journal: &mut journal::Journal) -> WeftResult<()>
 /// Objects reserved for an op that did not use them (it failed, or opened an existing file):
 /// they exist on the OSTs, so they are destroyed rather than forgotten.
 fn release_unused(t: &mut WriteTables, res: &Reservation) -> WeftResult<()> {
-    for obj in &res.objects {
+    for obj in res.objects() {
         t.persist_next_oid(obj.ost, obj.fid.oid.saturating_add(1))?;
         t.queue_destroy(obj.ost, obj.fid)?;
     }

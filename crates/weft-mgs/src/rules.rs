@@ -12,6 +12,13 @@ use crate::limits::{
 
 /// Adds a target, or moves a known one to a new address; either way it is Up afterwards.
 pub fn register(map: &mut ClusterMap, target: &TargetInfo) -> WeftResult<bool> {
+    if target.kind == TargetKind::Ost && target.index >= weft_proto::limits::DOM_TARGET_BASE {
+        return Err(WeftError::invalid(format!(
+            "OST index {} is reserved (data on the MDT): OST indices are below {}",
+            target.index,
+            weft_proto::limits::DOM_TARGET_BASE
+        )));
+    }
     if target.address.is_empty() || target.address.len() > ADDRESS_BYTES_MAX {
         return Err(WeftError::invalid(format!(
             "target address '{}' must be 1 to {ADDRESS_BYTES_MAX} bytes (host:port)",

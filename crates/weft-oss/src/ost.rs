@@ -18,6 +18,9 @@ use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 pub(crate) struct Ost {
     index: u32,
     seq: u64,
+    /// The largest object: a file's largest size, or, for a data-on-MDT target, the largest
+    /// MDT component (the limit the MDT enforces, as Lustre's `dom_stripesize`).
+    size_max: u64,
     store: Box<dyn ObjectStore>,
     /// The persisted LAST_ID. The lock also serializes precreations, so LAST_ID only grows.
     last_id: Mutex<u32>,
@@ -44,7 +47,18 @@ impl Ost {
     /// OST `index` over `store`.
     pub fn new(index: u32, store: Box<dyn ObjectStore>) -> Ost {
         let last_id = store.last_id();
-        Ost { index, seq: Fid::object_seq(index), store, last_id: Mutex::new(last_id), orphans_done: Mutex::new(None) }
+        let size_max = match weft_proto::layout::dom_mdt(index) {
+            Some(_) => weft_proto::limits::DOM_SIZE_MAX_BYTES,
+            None => FILE_SIZE_MAX_BYTES,
+        };
+        Ost {
+            index,
+            seq: Fid::object_seq(index),
+            size_max,
+            store,
+            last_id: Mutex::new(last_id),
+            orphans_done: Mutex::new(None),
+        }
     }
 
     /// The object id of `fid`, if the FID belongs to this OST.
@@ -79,13 +93,11 @@ impl Ost {
             }
         };
         match offset.checked_add(u64::from(len)) {
-            Some(end) if end <= FILE_SIZE_MAX_BYTES => {}
+            Some(end) if end <= self.size_max => {}
             _ => {
                 return Err(WeftError::new(
                     ErrorCode::FileTooBig,
-                    format!(
-                        "write of {len} bytes at offset {offset} passes the largest file size {FILE_SIZE_MAX_BYTES}"
-                    ),
+                    format!("write of {len} bytes at offset {offset} passes the largest object size {}", self.size_max),
                 ))
             }
         }
@@ -129,10 +141,10 @@ impl Ost {
 
     fn punch(&self, fid: &Fid, size: u64) -> WeftResult<()> {
         let oid = self.object_id(fid)?;
-        if size > FILE_SIZE_MAX_BYTES {
+        if size > self.size_max {
             return Err(WeftError::new(
                 ErrorCode::FileTooBig,
-                format!("size {size} passes the largest file size {FILE_SIZE_MAX_BYTES}"),
+                format!("size {size} passes the largest object size {}", self.size_max),
             ));
         }
         self.store.set_len(oid, size).map_err(|e| self.error(e))

@@ -2,9 +2,15 @@
 //! object offsets. Pure logic, tested exhaustively against a byte-by-byte model.
 //!
 //! A [`Layout`] is a list of components, each covering an extent of the file with its own
-//! striping (Lustre's composite layouts). Version 1 writes exactly one RAID-0 component
-//! covering `[0, EOF)`; readers reject anything else with `NotSupported` so that later
-//! composite layouts and mirrors extend the format instead of replacing it.
+//! striping (Lustre's composite layouts). A plain layout is one RAID-0 component over
+//! `[0, EOF)`. A progressive layout (PFL) has several, one after the other: each is
+//! *instantiated* (given objects) when the file first grows into it, so a small file never
+//! uses the OSTs its tail components name. A first component may lie on the MDT (Data on
+//! MDT, [`Pattern::Mdt`]): its one object is served by the MDS's node.
+//!
+//! Object offsets are computed from *file* offsets in every component (as Lustre does): a
+//! component starting at 4 MiB with 1 MiB stripes over 4 objects puts file byte 4 MiB at
+//! byte 1 MiB of its first object; bytes below the component's start are holes there.
 
 use crate::error::{ErrorCode, WeftError, WeftResult};
 use crate::fid::Fid;
@@ -25,15 +31,114 @@ pub struct StripeSpec {
     pub ost_list: Vec<u32>,
     /// Restrict the stripes to this pool.
     pub pool: Option<String>,
+    /// A composite (progressive) layout when not empty: its components in file order, each
+    /// with its own striping (the fields above are then unset). Lustre's `-E END ... -E -1`.
+    #[serde(default)]
+    pub components: Vec<ComponentSpec>,
+}
+
+/// One component of a composite spec: it covers the file from the previous component's
+/// end (0 for the first) to `end` (`u64::MAX`: to the end of the file).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ComponentSpec {
+    pub end: u64,
+    /// Data on the MDT (`-L mdt`): only the first component, at most [`DOM_SIZE_MAX_BYTES`].
+    #[serde(default)]
+    pub on_mdt: bool,
+    /// The component's striping (its own `components` empty).
+    pub stripe: StripeSpec,
 }
 
 impl StripeSpec {
     pub fn unset() -> Self {
-        StripeSpec { stripe_count: 0, stripe_size: 0, start_ost: -1, ost_list: Vec::new(), pool: None }
+        StripeSpec {
+            stripe_count: 0,
+            stripe_size: 0,
+            start_ost: -1,
+            ost_list: Vec::new(),
+            pool: None,
+            components: Vec::new(),
+        }
+    }
+
+    /// Whether nothing is asked for (every field says "inherit").
+    pub fn is_unset(&self) -> bool {
+        *self == StripeSpec::unset()
+    }
+
+    /// Whether this is a composite (progressive) spec.
+    pub fn is_composite(&self) -> bool {
+        !self.components.is_empty()
     }
 
     /// Checks the values a user typed; the message names the option and what is allowed.
     pub fn validate(&self) -> WeftResult<()> {
+        if self.is_composite() {
+            return self.validate_composite();
+        }
+        self.validate_plain()
+    }
+
+    fn validate_composite(&self) -> WeftResult<()> {
+        let plain = StripeSpec { components: Vec::new(), ..self.clone() };
+        if !plain.is_unset() {
+            return Err(WeftError::invalid(
+                "a composite layout takes -c, -S, -i, -o and -p after each -E, not before the first",
+            ));
+        }
+        if self.components.len() > LAYOUT_COMPONENTS_MAX {
+            return Err(WeftError::invalid(format!(
+                "{} components (-E) are too many: at most {LAYOUT_COMPONENTS_MAX}",
+                self.components.len()
+            )));
+        }
+        let mut start = 0u64;
+        for (i, c) in self.components.iter().enumerate() {
+            let n = i + 1;
+            if c.stripe.is_composite() {
+                return Err(WeftError::invalid(format!("component {n} nests components")));
+            }
+            c.stripe.validate_plain().map_err(|e| WeftError::invalid(format!("component {n}: {}", e.message)))?;
+            if c.end <= start {
+                return Err(WeftError::invalid(format!(
+                    "component {n} ends (-E) at {} which is not past its start {start}: ends must grow",
+                    c.end
+                )));
+            }
+            if c.end != u64::MAX {
+                let unit = if c.on_mdt { STRIPE_SIZE_UNIT_BYTES } else { c.stripe.effective_stripe_size() };
+                if !c.end.is_multiple_of(unit) {
+                    return Err(WeftError::invalid(format!(
+                        "component {n} ends (-E) at {} which is not a multiple of its stripe size {unit}",
+                        c.end
+                    )));
+                }
+            }
+            if c.on_mdt {
+                if i != 0 {
+                    return Err(WeftError::invalid(format!(
+                        "component {n} is on the MDT (-L mdt): only the first component may be"
+                    )));
+                }
+                if c.end == u64::MAX || c.end > DOM_SIZE_MAX_BYTES {
+                    return Err(WeftError::invalid(format!(
+                        "the MDT component (-L mdt) must end (-E) at most at {DOM_SIZE_MAX_BYTES} bytes (1M), not at {}",
+                        if c.end == u64::MAX { "EOF".to_string() } else { c.end.to_string() }
+                    )));
+                }
+                let s = &c.stripe;
+                if s.stripe_count > 1 || !s.ost_list.is_empty() || s.start_ost >= 0 || s.pool.is_some() {
+                    return Err(WeftError::invalid(
+                        "the MDT component (-L mdt) takes no -c above 1, -i, -o or -p: its data is on the MDT",
+                    ));
+                }
+            }
+            start = c.end;
+        }
+        Ok(())
+    }
+
+    fn validate_plain(&self) -> WeftResult<()> {
         if self.stripe_count < -1 {
             return Err(WeftError::invalid(format!(
                 "stripe count (-c) {} is invalid: use 0 for the default, -1 for all OSTs, or a positive count",
@@ -82,8 +187,18 @@ impl StripeSpec {
         Ok(())
     }
 
-    /// Fills what this spec leaves open from `inherited` (a directory default).
+    /// Fills what this spec leaves open from `inherited` (a directory default). A composite
+    /// spec stands as it is; an unset one takes `inherited` whole; a plain one fills its
+    /// unset fields from a plain `inherited` (a composite default gives it nothing).
     pub fn merged_over(&self, inherited: &StripeSpec) -> StripeSpec {
+        if self.is_composite() {
+            return self.clone();
+        }
+        if self.is_unset() {
+            return inherited.clone();
+        }
+        let unset = StripeSpec::unset();
+        let inherited = if inherited.is_composite() { &unset } else { inherited };
         StripeSpec {
             stripe_count: if self.stripe_count != 0 || !self.ost_list.is_empty() {
                 self.stripe_count
@@ -102,6 +217,17 @@ impl StripeSpec {
                 self.ost_list.clone()
             },
             pool: self.pool.clone().or_else(|| inherited.pool.clone()),
+            components: Vec::new(),
+        }
+    }
+
+    /// The components a layout made from this spec has: one over the whole file for a
+    /// plain spec.
+    pub fn component_specs(&self) -> Vec<ComponentSpec> {
+        if self.is_composite() {
+            self.components.clone()
+        } else {
+            vec![ComponentSpec { end: u64::MAX, on_mdt: false, stripe: self.clone() }]
         }
     }
 
@@ -157,6 +283,42 @@ pub enum Pattern {
     Released {
         stripe_count: u32,
     },
+    /// Data on the MDT: one object on the MDT's server ([`dom_target`]).
+    Mdt,
+}
+
+/// The object target that holds data-on-MDT objects of MDT `mdt`.
+pub fn dom_target(mdt: u32) -> u32 {
+    DOM_TARGET_BASE + mdt
+}
+
+/// The MDT whose data-on-MDT target `index` is, if it is one.
+pub fn dom_mdt(index: u32) -> Option<u32> {
+    index.checked_sub(DOM_TARGET_BASE)
+}
+
+/// Component flags, Lustre's `LCME_FL_*` values.
+pub mod comp_flags {
+    /// A mirror's component that missed writes (FLR).
+    pub const STALE: u32 = 0x1;
+    /// Preferred for reads.
+    pub const PREF_RD: u32 = 0x2;
+    /// Preferred for writes.
+    pub const PREF_WR: u32 = 0x4;
+    /// Instantiated: its objects are allocated.
+    pub const INIT: u32 = 0x10;
+    /// Lustre's names, in its order, for listings.
+    pub const NAMES: [(u32, &str); 4] = [(INIT, "init"), (STALE, "stale"), (PREF_RD, "prefrd"), (PREF_WR, "prefwr")];
+
+    /// `init,stale`, or `0` with none set (as lfs getstripe prints them).
+    pub fn show(flags: u32) -> String {
+        let names: Vec<&str> = NAMES.iter().filter(|(f, _)| flags & f != 0).map(|(_, n)| *n).collect();
+        if names.is_empty() {
+            "0".to_string()
+        } else {
+            names.join(",")
+        }
+    }
 }
 
 /// One stripe: the OST that holds it and the object's FID there.
@@ -169,13 +331,22 @@ pub struct StripeObject {
 /// One component of a layout: an extent of the file and how it is striped.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct LayoutComponent {
+    /// Unique within the layout (Lustre's `lcme_id`), from 1.
+    pub id: u32,
+    /// The mirror this component belongs to (FLR), 0 for a file without mirrors.
+    pub mirror_id: u16,
+    /// [`comp_flags`].
+    pub flags: u32,
     pub extent_start: u64,
     /// `u64::MAX` means end of file.
     pub extent_end: u64,
     pub pattern: Pattern,
     pub stripe_size: u64,
     pub pool: Option<String>,
+    /// Empty until the component is instantiated.
     pub objects: Vec<StripeObject>,
+    /// What was asked for it (its stripe count and OSTs when instantiated).
+    pub want: StripeSpec,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -185,19 +356,74 @@ pub struct Layout {
     pub components: Vec<LayoutComponent>,
 }
 
+/// A piece of a file range that lies in one component.
+#[derive(Debug, Clone, Copy)]
+pub struct Segment<'a> {
+    pub comp: &'a LayoutComponent,
+    pub offset: u64,
+    pub len: u64,
+}
+
 impl Layout {
     /// A plain RAID-0 layout over `objects`.
     pub fn raid0(stripe_size: u64, pool: Option<String>, objects: Vec<StripeObject>) -> Layout {
+        let want = StripeSpec {
+            stripe_count: objects.len().max(1) as i64,
+            stripe_size,
+            pool: pool.clone(),
+            ..StripeSpec::unset()
+        };
         Layout {
             generation: 0,
             components: vec![LayoutComponent {
+                id: 1,
+                mirror_id: 0,
+                flags: comp_flags::INIT,
                 extent_start: 0,
                 extent_end: u64::MAX,
                 pattern: Pattern::Raid0,
                 stripe_size,
                 pool,
                 objects,
+                want,
             }],
+        }
+    }
+
+    /// The uninstantiated layout of `spec` (composite or plain): its components with their
+    /// extents and striping, no objects yet.
+    pub fn planned(spec: &StripeSpec) -> Layout {
+        let mut start = 0;
+        let components = spec
+            .component_specs()
+            .into_iter()
+            .enumerate()
+            .map(|(i, c)| {
+                let comp = LayoutComponent {
+                    id: i as u32 + 1,
+                    mirror_id: 0,
+                    flags: 0,
+                    extent_start: start,
+                    extent_end: c.end,
+                    pattern: if c.on_mdt { Pattern::Mdt } else { Pattern::Raid0 },
+                    stripe_size: if c.on_mdt { c.end } else { c.stripe.effective_stripe_size() },
+                    pool: c.stripe.pool.clone(),
+                    objects: Vec::new(),
+                    want: c.stripe,
+                };
+                start = c.end;
+                comp
+            })
+            .collect();
+        Layout { generation: 0, components }
+    }
+
+    /// Whether listings show it as composite (Lustre's `lcm_*` form): more than one
+    /// component, a component not over the whole file, or data on the MDT.
+    pub fn is_composite(&self) -> bool {
+        match self.components.as_slice() {
+            [c] => c.extent_start != 0 || c.extent_end != u64::MAX || c.pattern == Pattern::Mdt || c.mirror_id != 0,
+            _ => true,
         }
     }
 
@@ -222,30 +448,84 @@ impl Layout {
         self.components.iter().any(|c| matches!(c.pattern, Pattern::Released { .. }))
     }
 
-    /// The single component of a version-1 layout, released or not (for listings).
+    /// The single component of a plain layout, released or not (HSM works on these only).
     pub fn single(&self) -> WeftResult<&LayoutComponent> {
         match self.components.as_slice() {
-            [c] if c.extent_start == 0 && c.extent_end == u64::MAX => Ok(c),
+            [c] if !self.is_composite() => Ok(c),
             _ => Err(WeftError::new(
                 ErrorCode::NotSupported,
-                "composite layouts are not supported by this version of Weft",
+                format!(
+                    "the file has a composite layout ({} components): this works on plain layouts only",
+                    self.components.len()
+                ),
             )),
         }
     }
 
-    /// The single RAID-0 component of a version-1 layout.
-    pub fn plain(&self) -> WeftResult<&LayoutComponent> {
-        match self.components.as_slice() {
-            [c] if matches!(c.pattern, Pattern::Released { .. }) => Err(WeftError::new(
+    /// Whether the file's data can be read and written (it is not released).
+    pub fn check_usable(&self) -> WeftResult<()> {
+        if self.is_released() {
+            return Err(WeftError::new(
                 ErrorCode::NoData,
                 "the file is released (its data is in an archive only): it must be restored first",
-            )),
-            [c] if c.extent_start == 0 && c.extent_end == u64::MAX => Ok(c),
-            _ => Err(WeftError::new(
-                ErrorCode::NotSupported,
-                "composite layouts are not supported by this version of Weft",
-            )),
+            ));
         }
+        Ok(())
+    }
+
+    /// The single RAID-0 component of a plain layout (passthrough and HSM restores).
+    pub fn plain(&self) -> WeftResult<&LayoutComponent> {
+        self.check_usable()?;
+        self.single()
+    }
+
+    /// The components that hold the file's data, in file order (mirror 0 until mirrors).
+    pub fn data_components(&self) -> impl Iterator<Item = &LayoutComponent> {
+        self.components.iter()
+    }
+
+    /// Every instantiated component's objects.
+    pub fn objects(&self) -> impl Iterator<Item = &StripeObject> {
+        self.components.iter().flat_map(|c| c.objects.iter())
+    }
+
+    /// The end of the last component: writes reach no further (`u64::MAX`: none).
+    pub fn end(&self) -> u64 {
+        self.data_components().map(|c| c.extent_end).max().unwrap_or(0)
+    }
+
+    /// Refuses a write of `[offset, offset+len)` that reaches past the last component (a
+    /// layout whose last component does not go to the end of the file: EFBIG, as Lustre).
+    pub fn check_writable(&self, offset: u64, len: u64) -> WeftResult<()> {
+        let end = self.end();
+        if offset.saturating_add(len) > end {
+            return Err(WeftError::new(
+                ErrorCode::FileTooBig,
+                format!("the file's layout ends at {end} bytes: its last component (-E) goes no further"),
+            ));
+        }
+        Ok(())
+    }
+
+    /// `[offset, offset+len)` split by component, in file order; a part past the last
+    /// component is left out.
+    pub fn segments(&self, offset: u64, len: u64) -> impl Iterator<Item = Segment<'_>> {
+        let end = offset.saturating_add(len);
+        self.data_components().filter_map(move |c| {
+            let s = offset.max(c.extent_start);
+            let e = end.min(c.extent_end);
+            (s < e).then(|| Segment { comp: c, offset: s, len: e - s })
+        })
+    }
+
+    /// Whether a component that `[offset, offset+len)` reaches has no objects yet.
+    pub fn needs_instantiation(&self, offset: u64, len: u64) -> bool {
+        self.segments(offset, len.max(1)).any(|seg| !seg.comp.is_instantiated())
+    }
+
+    /// Whether every component is instantiated (no other client can add objects to it).
+    pub fn fully_instantiated(&self) -> bool {
+        self.components.iter().all(|c| c.is_instantiated())
     }
 }
 
@@ -295,23 +575,43 @@ impl LayoutComponent {
         self.objects.len()
     }
 
+    pub fn is_instantiated(&self) -> bool {
+        self.flags & comp_flags::INIT != 0
+    }
+
+    /// The size object `stripe` has once the file is `file_size` bytes long: its share of
+    /// the bytes of this component's extent below `file_size` (0 when the file ends before
+    /// the component starts).
+    pub fn object_size_in_file(&self, file_size: u64, stripe: usize) -> u64 {
+        if file_size <= self.extent_start {
+            return 0;
+        }
+        self.object_size_for(file_size.min(self.extent_end), stripe)
+    }
+
     /// The spec that gives a new layout this component's shape (a restore's, an import's).
     pub fn spec(&self) -> StripeSpec {
         StripeSpec {
-            stripe_count: self.stripe_count_shown().max(1) as i64,
+            stripe_count: self.stripe_count_shown().max(1),
             stripe_size: self.stripe_size,
-            start_ost: -1,
-            ost_list: Vec::new(),
             pool: self.pool.clone(),
+            ..StripeSpec::unset()
         }
     }
 
     /// The stripe count a listing shows: a released component's is the one it will have
-    /// once restored.
-    pub fn stripe_count_shown(&self) -> usize {
+    /// once restored, an uninstantiated one's the count asked for (-1: all OSTs, 0: the
+    /// default), an MDT component's 0 (as Lustre).
+    pub fn stripe_count_shown(&self) -> i64 {
         match self.pattern {
-            Pattern::Released { stripe_count } => stripe_count as usize,
-            Pattern::Raid0 => self.objects.len(),
+            Pattern::Mdt => 0,
+            Pattern::Released { stripe_count } => stripe_count as i64,
+            Pattern::Raid0 if !self.is_instantiated() => match self.want.stripe_count {
+                0 if self.want.ost_list.is_empty() => STRIPE_COUNT_DEFAULT as i64,
+                0 => self.want.ost_list.len() as i64,
+                n => n,
+            },
+            Pattern::Raid0 => self.objects.len() as i64,
         }
     }
 
@@ -495,16 +795,90 @@ mod tests {
 
     #[test]
     fn merge_inherits_unset_fields() {
-        let dir = StripeSpec {
-            stripe_count: 4,
-            stripe_size: 2 << 20,
-            start_ost: -1,
-            ost_list: vec![],
-            pool: Some("fast".into()),
-        };
+        let dir =
+            StripeSpec { stripe_count: 4, stripe_size: 2 << 20, pool: Some("fast".into()), ..StripeSpec::unset() };
         let mut file = StripeSpec::unset();
         file.stripe_size = 65536;
         let m = file.merged_over(&dir);
         assert_eq!((m.stripe_count, m.stripe_size, m.pool.as_deref()), (4, 65536, Some("fast")));
+    }
+
+    fn pfl() -> StripeSpec {
+        let comp = |end, on_mdt, count| ComponentSpec {
+            end,
+            on_mdt,
+            stripe: StripeSpec { stripe_count: count, ..StripeSpec::unset() },
+        };
+        StripeSpec {
+            components: vec![comp(64 << 10, true, 0), comp(4 << 20, false, 1), comp(u64::MAX, false, 4)],
+            ..StripeSpec::unset()
+        }
+    }
+
+    #[test]
+    fn a_composite_spec_plans_components_end_to_end() {
+        let spec = pfl();
+        spec.validate().unwrap();
+        let l = Layout::planned(&spec);
+        let ext: Vec<(u64, u64, Pattern)> =
+            l.components.iter().map(|c| (c.extent_start, c.extent_end, c.pattern)).collect();
+        assert_eq!(
+            ext,
+            [(0, 64 << 10, Pattern::Mdt), (64 << 10, 4 << 20, Pattern::Raid0), (4 << 20, u64::MAX, Pattern::Raid0)]
+        );
+        assert!(l.is_composite() && !l.fully_instantiated());
+        assert_eq!(l.components.iter().map(|c| c.stripe_count_shown()).collect::<Vec<_>>(), [0, 1, 4]);
+        // Segments split a range at component ends, in file order.
+        let segs: Vec<(u32, u64, u64)> = l.segments(60 << 10, 8 << 20).map(|s| (s.comp.id, s.offset, s.len)).collect();
+        assert_eq!(
+            segs,
+            [(1, 60 << 10, 4 << 10), (2, 64 << 10, (4 << 20) - (64 << 10)), (3, 4 << 20, (4 << 20) + (60 << 10))]
+        );
+        assert!(l.needs_instantiation(0, 1));
+        assert!(!Layout::raid0(1 << 20, None, vec![]).is_composite());
+        // A layout of the MDT component alone ends there.
+        let only = StripeSpec { components: vec![spec.components[0].clone()], ..StripeSpec::unset() };
+        let l = Layout::planned(&only);
+        assert!(l.check_writable(0, 64 << 10).is_ok());
+        assert_eq!(l.check_writable(64 << 10, 1).unwrap_err().code, ErrorCode::FileTooBig);
+    }
+
+    #[test]
+    fn composite_specs_are_checked_with_the_option_named() {
+        let mut s = pfl();
+        s.components[1].end = 32 << 10;
+        assert!(s.validate().unwrap_err().message.contains("not past its start"));
+        let mut s = pfl();
+        s.components[0].end = 2 << 20;
+        assert!(s.validate().unwrap_err().message.contains("-L mdt"));
+        let mut s = pfl();
+        s.components[1].on_mdt = true;
+        assert!(s.validate().unwrap_err().message.contains("only the first component"));
+        let mut s = pfl();
+        s.components[1].end = (4 << 20) + (64 << 10);
+        assert!(s.validate().unwrap_err().message.contains("multiple of its stripe size"));
+        let mut s = pfl();
+        s.stripe_count = 2;
+        assert!(s.validate().unwrap_err().message.contains("after each -E"));
+        // A composite default is taken whole; a plain spec over it inherits nothing of it.
+        assert_eq!(StripeSpec::unset().merged_over(&pfl()), pfl());
+        let plain = StripeSpec { stripe_count: 2, ..StripeSpec::unset() };
+        assert_eq!(plain.merged_over(&pfl()), plain);
+        assert_eq!(pfl().merged_over(&plain), pfl());
+    }
+
+    #[test]
+    fn object_sizes_in_a_later_component_follow_the_file_size() {
+        let mut l = Layout::planned(&pfl());
+        let comp = &mut l.components[2];
+        comp.objects = (0..4).map(|i| StripeObject { ost: i, fid: Fid::new(1, i, 0) }).collect();
+        let comp = &l.components[2];
+        // Ends before the component: empty objects.
+        assert_eq!((0..4).map(|k| comp.object_size_in_file(4 << 20, k)).collect::<Vec<_>>(), [0, 0, 0, 0]);
+        // 4 MiB + 1.5 MiB: stripe 0 holds unit 4 whole (object bytes 1M..2M), stripe 1 half
+        // of unit 5; the others hold their earlier rounds as holes.
+        let sizes: Vec<u64> = (0..4).map(|k| comp.object_size_in_file((5 << 20) + (512 << 10), k)).collect();
+        assert_eq!(sizes, [2 << 20, (1 << 20) + (512 << 10), 1 << 20, 1 << 20]);
+        assert_eq!(comp.file_size_from_objects(&sizes), (5 << 20) + (512 << 10));
     }
 }

@@ -28,6 +28,13 @@ pub const STRIPE_SIZE_MAX_BYTES: u64 = (4 << 30) - STRIPE_SIZE_UNIT_BYTES;
 pub const STRIPE_COUNT_DEFAULT: u32 = 1;
 /// Largest stripe count of one file.
 pub const STRIPE_COUNT_MAX: u32 = 2000;
+/// Most components of one layout (progressive layouts and mirrors together).
+pub const LAYOUT_COMPONENTS_MAX: usize = 64;
+/// Largest data-on-MDT component: its end (Lustre's `dom_stripesize` default, 1 MiB).
+pub const DOM_SIZE_MAX_BYTES: u64 = 1024 * 1024;
+/// Data-on-MDT objects live on a hidden object target of the MDT's server, index
+/// `DOM_TARGET_BASE + MDT index`; OST indices stay below it.
+pub const DOM_TARGET_BASE: u32 = 0xFFFF_0000;
 /// Most directory entries returned by one readdir request.
 pub const READDIR_ENTRIES_MAX: u32 = 1024;
 /// Most requests in flight on one client connection.

@@ -38,6 +38,7 @@ use std::time::Duration;
 use weft_mds::{Mds, MdsConfig};
 use weft_mgs::Mgs;
 use weft_oss::{Oss, OssConfig, OstConfig};
+use weft_proto::layout::dom_target;
 use weft_proto::msg::*;
 use weft_rpc::map::MapFollower;
 use weft_rpc::{Peer, PeerOptions, Server, ServerLimits};
@@ -95,9 +96,20 @@ impl RunningServer {
             ),
             None => None,
         };
+        // The MDT's data-on-MDT objects: a hidden object target inside its directory.
+        let dom = match &config.mds {
+            Some(m) => Some(
+                Oss::open(OssConfig {
+                    fsname: config.fsname.clone(),
+                    osts: vec![OstConfig { index: dom_target(m.index), dir: mdt_dir(m.index).join("dom") }],
+                })
+                .map_err(|e| anyhow::anyhow!("data on the MDT: {}", e.message))?,
+            ),
+            None => None,
+        };
         let peer_opts = PeerOptions::default();
         let mgs_peer = Arc::new(Peer::new(mgs_address.clone(), peer_opts.clone()));
-        let object_targets = Arc::new(targets::NetTargets::new(peer_opts.clone()));
+        let object_targets = Arc::new(targets::NetTargets::new(peer_opts.clone(), dom.clone()));
         let mds = match &config.mds {
             Some(m) => Some(
                 Mds::open(MdsConfig::new(mdt_dir(m.index), m.index), object_targets.clone())
@@ -109,10 +121,12 @@ impl RunningServer {
         let exports = Arc::new(weft_rpc::Exports::new());
         let mdt_index = config.mds.as_ref().map(|m| m.index);
         let ost_indices = oss.as_ref().map(|o| o.ost_indices()).unwrap_or_default();
+        // Extent locks on data-on-MDT objects are the MDT server's, as an OST's are its.
+        let object_locks: Vec<u32> = ost_indices.iter().copied().chain(mdt_index.map(dom_target)).collect();
         let locks = locks::LockService::new(
             exports.clone(),
             mdt_index,
-            &ost_indices,
+            &object_locks,
             Duration::from_millis(config.lock_timeout_ms),
             restarted.then_some(Duration::from_millis(LOCK_RECOVERY_MS)),
         );
@@ -127,7 +141,7 @@ impl RunningServer {
         if mds.is_some() {
             services.push(Service::Mdt);
         }
-        if oss.is_some() {
+        if oss.is_some() || dom.is_some() {
             services.extend([Service::OstIo, Service::Ost]);
         }
         if mds.is_some() || oss.is_some() {
@@ -152,6 +166,7 @@ impl RunningServer {
             mds: mds.clone(),
             mdt_index,
             oss: oss.clone(),
+            dom,
             locks,
             params: params.clone(),
         });
@@ -211,8 +226,9 @@ impl RunningServer {
                 mds.set_cluster_map(&state.map);
             }
         }
-        if mds.is_some() {
+        if let Some(mds) = &mds {
             object_targets.follow(follower.clone());
+            mds.serve_dom();
         }
         let (mds_follows, object_targets, params) = (mds.clone(), object_targets.clone(), params.clone());
         tasks.push(tokio::spawn(async move {

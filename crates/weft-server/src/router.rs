@@ -18,6 +18,8 @@ pub(crate) struct Router {
     pub mds: Option<Arc<Mds>>,
     pub mdt_index: Option<u32>,
     pub oss: Option<Arc<Oss>>,
+    /// The MDT's data-on-MDT object target (`weft_proto::layout::dom_target`).
+    pub dom: Option<Arc<Oss>>,
     pub locks: Arc<LockService>,
     pub params: Arc<crate::params::Params>,
 }
@@ -50,6 +52,16 @@ fn not_here(what: String) -> (Reply, Bytes) {
     (Err(WeftError::new(ErrorCode::NotFound, format!("this server does not serve {what}"))), Bytes::new())
 }
 
+impl Router {
+    /// Who serves object target `ost`: the MDT's data-on-MDT store or the OSS.
+    fn object_service(&self, ost: u32) -> Option<&Arc<Oss>> {
+        match weft_proto::layout::dom_mdt(ost) {
+            Some(_) => self.dom.as_ref(),
+            None => self.oss.as_ref(),
+        }
+    }
+}
+
 impl Handler for Router {
     fn handle<'a>(
         &'a self,
@@ -74,7 +86,7 @@ impl Handler for Router {
                     }
                     _ => not_here(format!("MDT{mdt:04x}")),
                 },
-                RequestBody::Ost { ost, op } => match &self.oss {
+                RequestBody::Ost { ost, op } => match self.object_service(ost) {
                     Some(oss) => {
                         if let OstRequest::Getattr(ost::Getattr { fid }) = &op {
                             // The size of an object: writers elsewhere put out their queued

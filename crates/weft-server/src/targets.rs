@@ -4,7 +4,9 @@
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use std::sync::{Arc, OnceLock};
+use weft_oss::Oss;
 use weft_proto::msg::ops::Op;
+use weft_proto::msg::Run;
 use weft_proto::msg::{ost, OstReply, OstRequest, TargetKind};
 use weft_proto::{Fid, WeftError, WeftResult};
 use weft_rpc::map::{MapFollower, PeerSet};
@@ -15,11 +17,13 @@ pub(crate) struct NetTargets {
     map: OnceLock<Arc<MapFollower>>,
     /// One peer per OSS address.
     pub peers: PeerSet,
+    /// The MDT's own data-on-MDT object target, reached without the network.
+    dom: Option<Arc<Oss>>,
 }
 
 impl NetTargets {
-    pub fn new(opts: PeerOptions) -> Self {
-        NetTargets { map: OnceLock::new(), peers: PeerSet::new(opts) }
+    pub fn new(opts: PeerOptions, dom: Option<Arc<Oss>>) -> Self {
+        NetTargets { map: OnceLock::new(), peers: PeerSet::new(opts), dom }
     }
 
     /// From now on the OSTs are found through `map`.
@@ -41,6 +45,12 @@ impl NetTargets {
         O: Op<Request = OstRequest, Answer = OstReply> + Send + 'static,
         O::Reply: Send,
     {
+        if let Some(dom) = self.dom.clone().filter(|_| weft_proto::layout::dom_mdt(ost).is_some()) {
+            return Box::pin(async move {
+                let (reply, _) = dom.handle(ost, op.into(), Bytes::new(), Run::Offload).await;
+                weft_proto::msg::ops::take_reply::<O>(reply?)
+            });
+        }
         let peer = self.peer(ost);
         Box::pin(async move {
             let peer = peer?;

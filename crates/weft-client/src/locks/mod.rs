@@ -387,11 +387,19 @@ impl Client {
         len: u64,
         mode: LockMode,
     ) -> WeftResult<ExtentGuard> {
-        let comp = layout.plain()?;
-        let wants = comp.object_extents(offset, len.max(1)).into_iter().map(|piece| {
-            (comp.objects[piece.stripe], Extent::of(piece.object_offset, piece.len).page_aligned(PAGE_BYTES))
-        });
-        self.lock_objects(who, file, mode, wants).await
+        layout.check_usable()?;
+        let wants: Vec<(StripeObject, Extent)> = layout
+            .segments(offset, len.max(1))
+            .flat_map(|seg| {
+                seg.comp.object_extents(seg.offset, seg.len).into_iter().map(|piece| {
+                    (
+                        seg.comp.objects[piece.stripe],
+                        Extent::of(piece.object_offset, piece.len).page_aligned(PAGE_BYTES),
+                    )
+                })
+            })
+            .collect();
+        self.lock_objects(who, file, mode, wants.into_iter()).await
     }
 
     /// Locks the whole file for writing: every other client's cached pages and queued
@@ -405,9 +413,10 @@ impl Client {
     /// of it while the lock holds, and a write anywhere calls it back first. A read-only
     /// cached copy of the file is kept under it.
     pub async fn whole_file_read_lock(&self, who: &Caller, file: Fid, layout: &Layout) -> WeftResult<ExtentGuard> {
-        let comp = layout.plain()?;
-        let wants = comp.objects.iter().map(|object| (*object, Extent { start: 0, end: weft_proto::lock::EXTENT_EOF }));
-        self.lock_objects(who, file, LockMode::Pr, wants).await
+        layout.check_usable()?;
+        let wants: Vec<(StripeObject, Extent)> =
+            layout.objects().map(|object| (*object, Extent { start: 0, end: weft_proto::lock::EXTENT_EOF })).collect();
+        self.lock_objects(who, file, LockMode::Pr, wants.into_iter()).await
     }
 
     /// Locks a whole-file range for a truncate to `size`: every object from its new end on.
@@ -418,12 +427,17 @@ impl Client {
         layout: &Layout,
         size: u64,
     ) -> WeftResult<ExtentGuard> {
-        let comp = layout.plain()?;
-        let wants = comp.objects.iter().enumerate().map(|(stripe, object)| {
-            let start = comp.object_size_for(size, stripe) & !(PAGE_BYTES - 1);
-            (*object, Extent { start, end: weft_proto::lock::EXTENT_EOF })
-        });
-        self.lock_objects(who, file, LockMode::Pw, wants).await
+        layout.check_usable()?;
+        let wants: Vec<(StripeObject, Extent)> = layout
+            .data_components()
+            .flat_map(|comp| {
+                comp.objects.iter().enumerate().map(move |(stripe, object)| {
+                    let start = comp.object_size_in_file(size, stripe) & !(PAGE_BYTES - 1);
+                    (*object, Extent { start, end: weft_proto::lock::EXTENT_EOF })
+                })
+            })
+            .collect();
+        self.lock_objects(who, file, LockMode::Pw, wants.into_iter()).await
     }
 
     /// Locks each (object, extent) in `mode`, in the order given (stripe order, so that two

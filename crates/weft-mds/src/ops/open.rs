@@ -26,13 +26,7 @@ pub fn prepare_restore(t: &crate::store::Tables, fid: Fid, flags: u32) -> WeftRe
     let Some(comp) = rec.layout.as_ref().filter(|l| l.is_released()).and_then(|l| l.components.first()) else {
         return Ok(None);
     };
-    Ok(Some(StripeSpec {
-        stripe_count: comp.stripe_count_shown() as i64,
-        stripe_size: comp.stripe_size,
-        start_ost: -1,
-        ost_list: Vec::new(),
-        pool: comp.pool.clone(),
-    }))
+    Ok(Some(comp.spec()))
 }
 
 /// A copytool's open of a file it restores: the file must be released with a restore

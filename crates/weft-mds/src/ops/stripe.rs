@@ -57,6 +57,33 @@ pub fn prepare(core: &Core, t: &Tables, fid: Fid, spec: &StripeSpec) -> WeftResu
     }
 }
 
+/// Before the batch: what a layout intent instantiates (None: no such file or no layout;
+/// the writer reports it).
+pub fn prepare_intent(t: &Tables, fid: Fid, end: u64, dom: u32) -> WeftResult<Option<Vec<(u32, StripeSpec)>>> {
+    let Some(rec) = t.inode(fid)? else { return Ok(None) };
+    Ok(rec.layout.as_ref().map(|l| crate::objects::instantiation_wants(l, end, dom)))
+}
+
+impl Mutation for mdt::LayoutIntent {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<weft_proto::msg::InodeInfo> {
+        let mut rec = ctx.t.must_inode(self.fid)?;
+        let Some(mut layout) = rec.layout.clone().filter(|_| rec.kind == FileType::Regular) else {
+            return Err(WeftError::invalid(format!("{} is not a regular file with a layout", self.fid)));
+        };
+        if !perm::may(ctx.who, owner(&rec), perm::MAY_WRITE) {
+            return Err(WeftError::new(ErrorCode::Access, "writing the file needs write permission"));
+        }
+        layout.check_usable()?;
+        // Checks done: writes follow.
+        if super::create::instantiate(ctx, &mut layout, self.end)? {
+            layout.generation = layout.generation.wrapping_add(1);
+            rec.layout = Some(layout);
+            ctx.t.put_inode(self.fid, &rec)?;
+        }
+        Ok(crate::inode_info(ctx.core, self.fid, &rec))
+    }
+}
+
 pub fn set(ctx: &mut OpCtx<'_>, fid: Fid, spec: &StripeSpec) -> WeftResult<mdt::StripeInfo> {
     let mut rec = ctx.t.must_inode(fid)?;
     match rec.kind {

@@ -83,6 +83,10 @@ macro_rules! mdt_ops {
             write DeleteStripe { fid: $crate::Fid } -> () = "mds_delstripe";
             /// The layout of a file and the default layout of a directory.
             read GetStripe { fid: $crate::Fid } -> $crate::msg::mdt::StripeInfo = "mds_getstripe";
+            /// Gives objects to every component of the file's layout that reaches below `end`
+            /// and has none yet (a writer or a truncate about to reach it: Lustre's layout
+            /// write intent). Answered with the inode and the layout as it now is.
+            write LayoutIntent { fid: $crate::Fid, end: u64 } -> $crate::msg::InodeInfo = "mds_layout_intent";
             read Statfs {} -> $crate::msg::StatfsInfo = "mds_statfs";
             /// The path of a FID from the root (one of them, for a file with several links),
             /// without a leading slash.

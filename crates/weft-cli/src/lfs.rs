@@ -11,8 +11,10 @@ use weft_client::TargetStatfs;
 use weft_proto::layout::{comp_flags, ComponentSpec, Layout, LayoutComponent, Pattern, StripeSpec};
 use weft_proto::units::parse_size;
 
+/// The layout options of setstripe and migrate: one plain layout, or components (`-E`)
+/// each followed by its own options.
 #[derive(Args)]
-pub struct SetstripeArgs {
+pub struct LayoutOptions {
     /// A component's end (progressive layouts): the options after it, up to the next -E,
     /// describe that component; -1 or EOF for the end of the file.
     #[arg(short = 'E', long = "component-end", allow_negative_numbers = true, value_name = "END", action = clap::ArgAction::Append)]
@@ -35,6 +37,39 @@ pub struct SetstripeArgs {
     /// Restrict the stripes to this pool.
     #[arg(short = 'p', long = "pool", value_name = "POOL", action = clap::ArgAction::Append)]
     pool: Vec<String>,
+}
+
+impl LayoutOptions {
+    /// The spec these options give. With -E, the words after `command` on the command line
+    /// are parsed again component by component (the `paths`, which end them, left out).
+    pub fn spec(&self, command: &str, paths: &[PathBuf]) -> anyhow::Result<StripeSpec> {
+        let spec = if self.ends.is_empty() {
+            let once = [self.count.len(), self.size.len(), self.index.len(), self.osts.len(), self.pool.len()];
+            if once.iter().any(|n| *n > 1) {
+                bail!("each of -c, -S, -i, -o and -p is given once, or once per component after each -E");
+            }
+            if !self.layout.is_empty() {
+                bail!("-L mdt describes a component: give it after its -E, e.g. -E 64K -L mdt -E -1");
+            }
+            plain_spec(
+                self.count.first().copied(),
+                self.size.first().map(String::as_str),
+                self.index.first().copied(),
+                self.osts.first().map(String::as_str),
+                self.pool.first().map(String::as_str),
+            )?
+        } else {
+            composite_spec(&words_after(command), paths)?
+        };
+        spec.validate().map_err(|e| anyhow!("{}", e.message))?;
+        Ok(spec)
+    }
+}
+
+#[derive(Args)]
+pub struct SetstripeArgs {
+    #[command(flatten)]
+    layout: LayoutOptions,
     /// Delete a directory's default layout.
     #[arg(short = 'd', long = "delete")]
     delete: bool,
@@ -97,11 +132,11 @@ fn parse_end(text: &str) -> anyhow::Result<u64> {
     }
 }
 
-/// The components of a composite setstripe, from the words after `setstripe` on the command
-/// line (`args`, the path last).
-fn composite_spec(args: &[String], path: &Path) -> anyhow::Result<StripeSpec> {
+/// The components of a composite layout, from the words after the command on the command
+/// line (`args`, the paths last).
+fn composite_spec(args: &[String], paths: &[PathBuf]) -> anyhow::Result<StripeSpec> {
     let mut words: Vec<&str> = args.iter().map(String::as_str).collect();
-    if words.last().map(Path::new) == Some(path) {
+    while words.last().is_some_and(|w| paths.iter().any(|p| p.as_path() == Path::new(w))) {
         words.pop();
     }
     let is_end = |w: &str| w == "-E" || w == "--component-end" || w.starts_with("--component-end=");
@@ -127,10 +162,10 @@ fn composite_spec(args: &[String], path: &Path) -> anyhow::Result<StripeSpec> {
     Ok(StripeSpec { components, ..StripeSpec::unset() })
 }
 
-/// The words after `setstripe` on this process's command line.
-fn setstripe_words() -> Vec<String> {
+/// The words after `command` on this process's command line.
+fn words_after(command: &str) -> Vec<String> {
     let all: Vec<String> = std::env::args().collect();
-    match all.iter().position(|w| w == "setstripe") {
+    match all.iter().position(|w| w == command) {
         Some(i) => all[i + 1..].to_vec(),
         None => Vec::new(),
     }
@@ -232,25 +267,7 @@ pub fn setstripe(a: SetstripeArgs) -> anyhow::Result<()> {
         }
         return xattr::set(&a.path, vx::LAYOUT_DELETE, b"1");
     }
-    let spec = if a.ends.is_empty() {
-        let once = [a.count.len(), a.size.len(), a.index.len(), a.osts.len(), a.pool.len()];
-        if once.iter().any(|n| *n > 1) {
-            bail!("each of -c, -S, -i, -o and -p is given once, or once per component after each -E");
-        }
-        if !a.layout.is_empty() {
-            bail!("-L mdt describes a component: give it after its -E, e.g. -E 64K -L mdt -E -1");
-        }
-        plain_spec(
-            a.count.first().copied(),
-            a.size.first().map(String::as_str),
-            a.index.first().copied(),
-            a.osts.first().map(String::as_str),
-            a.pool.first().map(String::as_str),
-        )?
-    } else {
-        composite_spec(&setstripe_words(), &a.path)?
-    };
-    spec.validate().map_err(|e| anyhow!("{}", e.message))?;
+    let spec = a.layout.spec("setstripe", std::slice::from_ref(&a.path))?;
     if a.path.symlink_metadata().is_err() {
         // As lfs: the new file is created with its layout in one step, through its directory.
         let parent = match a.path.parent() {

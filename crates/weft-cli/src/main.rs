@@ -12,14 +12,17 @@ mod bench;
 mod changelog;
 mod copytool;
 mod daemon;
+mod find;
 mod hsm;
 mod lfs;
 mod limits;
 mod logging;
+mod migrate;
 mod mount;
 mod param;
 mod pcc;
 mod policy;
+mod pool;
 mod qos;
 mod remote;
 mod stats;
@@ -107,6 +110,13 @@ enum Command {
     /// Print an MDT's changelog records (as lfs changelog): `INDEX NNTYPE TIME DATE FLAGS
     /// t=[FID] j=JOB ef=0x1 u=UID:GID p=[PARENT] NAME`, times in UTC (root).
     Changelog(changelog::ReadArgs),
+    /// Rewrite files' data into a new layout while they stay in use (as lfs migrate); the
+    /// files from standard input when none are named (`weft find ... | weft migrate -o 0,1`).
+    Migrate(migrate::MigrateArgs),
+    /// Find files by name, type, size, age and layout (as lfs find), from metadata only.
+    Find(find::FindArgs),
+    /// OST pools (as lctl pool_new, pool_add, pool_remove, pool_list, pool_destroy).
+    Pool(pool::PoolArgs),
     /// Register a changelog reader on an MDT (as lctl changelog_register): records are kept
     /// from now until it clears them (root).
     ChangelogRegister(changelog::RegisterArgs),
@@ -162,6 +172,9 @@ fn main() -> ExitCode {
         Command::Stats(a) => stats::stats(a),
         Command::Hsm(a) => hsm::hsm(a),
         Command::Pcc(a) => pcc::pcc(a),
+        Command::Pool(a) => pool::pool(a),
+        Command::Find(a) => find::find(a),
+        Command::Migrate(a) => migrate::migrate(a),
         Command::Copytool(a) => copytool::copytool(a),
         Command::Policy(a) => policy::policy(a),
         Command::Changelog(a) => changelog::read(a),

@@ -199,6 +199,55 @@ impl Servers {
     }
 }
 
+/// The management service `a` names (or `weft up`'s), and a runtime to ask it on.
+pub(crate) fn management(a: &ServersArgs) -> anyhow::Result<(tokio::runtime::Runtime, Peer)> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let opts = PeerOptions {
+        connect_timeout: Duration::from_millis(PARAM_CONNECT_TIMEOUT_MS),
+        request_timeout: Duration::from_secs(PARAM_REQUEST_TIMEOUT_S),
+        ..PeerOptions::default()
+    };
+    let mgs = match &a.mgs {
+        Some(m) => m.clone(),
+        None => match crate::up::read_state(&a.data) {
+            Some(s) => s.mgs_address,
+            // The file system of the current directory, or the one mounted here.
+            None => match mount_mgs() {
+                Some(m) => m,
+                None => bail!(
+                    "give --mgs ADDR, run in a Weft mount, or run where `weft up --data {}` started",
+                    a.data.display()
+                ),
+            },
+        },
+    };
+    Ok((rt, Peer::new(mgs, opts)))
+}
+
+/// The management service of the Weft mount holding the current directory, else of the one
+/// Weft mount of this node.
+fn mount_mgs() -> Option<String> {
+    let ask = |p: &std::path::Path| crate::xattr::get(p, weft_client::virtual_xattr::MGS).ok();
+    if let Some(m) = ask(std::path::Path::new(".")) {
+        return String::from_utf8(m).ok();
+    }
+    match crate::daemon::weft_mounts().as_slice() {
+        [one] => ask(one).and_then(|m| String::from_utf8(m).ok()),
+        _ => None,
+    }
+}
+
+/// One request to the management service, bounded by the parameter request timeout.
+pub(crate) fn ask_management<O>(rt: &tokio::runtime::Runtime, mgs: &Peer, op: O) -> anyhow::Result<O::Reply>
+where
+    O: weft_proto::msg::ops::Op<Request = weft_proto::msg::MgsRequest, Answer = weft_proto::msg::MgsReply>,
+{
+    let (reply, _) = rt
+        .block_on(mgs.op(caller(), 0, op, bytes::Bytes::new(), Duration::from_secs(PARAM_REQUEST_TIMEOUT_S)))
+        .map_err(|e| anyhow!("management service at {}: {}", mgs.address(), e.message))?;
+    Ok(reply)
+}
+
 fn caller() -> RequestHeader {
     // SAFETY: geteuid and getegid have no preconditions.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };

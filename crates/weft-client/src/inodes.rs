@@ -510,11 +510,15 @@ pub fn plan(req: &MdtRequest) -> Option<(Touches, Keep)> {
             (t(vec![*fid], vec![], false), Keep::Nothing)
         }
         MdtRequest::Open(_) => (Touches::default(), Keep::Nothing),
+        MdtRequest::SwapLayouts(mdt::SwapLayouts { fid, with, .. }) => {
+            (t(vec![*fid, *with], vec![], false), Keep::Nothing)
+        }
         MdtRequest::Close(mdt::Close { fid, .. }) => (t(vec![*fid], vec![], false), Keep::Inode),
         MdtRequest::SetXattr(mdt::SetXattr { fid, .. })
         | MdtRequest::RemoveXattr(mdt::RemoveXattr { fid, .. })
         | MdtRequest::SetStripe(mdt::SetStripe { fid, .. })
         | MdtRequest::LayoutIntent(mdt::LayoutIntent { fid, .. })
+        | MdtRequest::CreateVolatile(mdt::CreateVolatile { like: fid, .. })
         | MdtRequest::DeleteStripe(mdt::DeleteStripe { fid }) => (t(vec![*fid], vec![], false), Keep::Nothing),
         MdtRequest::Readlink(_)
         | MdtRequest::Readdir(_)

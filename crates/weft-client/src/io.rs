@@ -12,7 +12,7 @@ use std::future::Future;
 use std::os::unix::ffi::OsStringExt;
 use weft_proto::layout::{Layout, LayoutComponent, Pattern, StripeObject};
 use weft_proto::limits::{FILE_SIZE_MAX_BYTES, RPC_BULK_BYTES_MAX};
-use weft_proto::msg::{mdt, ost, Attr, Caller, SetAttr, TargetKind};
+use weft_proto::msg::{mdt, ost, Attr, Caller, InodeInfo, SetAttr, TargetKind};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 /// A file's size and 512-byte blocks from its objects' attributes (`attrs`: every object of
@@ -55,7 +55,8 @@ where
 impl Client {
     /// The layout with objects for every component that `[offset, offset+len)` reaches, when
     /// some have none yet (a write or a truncate is about to reach them): the MDS gives them
-    /// objects (Lustre's layout write intent). None when `layout` has them all already.
+    /// objects (Lustre's layout write intent): the inode as the MDS answered (its layout,
+    /// and the lock that keeps it). None when `layout` has them all already.
     pub async fn instantiate(
         &self,
         who: &Caller,
@@ -63,16 +64,16 @@ impl Client {
         layout: &Layout,
         offset: u64,
         len: u64,
-    ) -> WeftResult<Option<Layout>> {
+    ) -> WeftResult<Option<InodeInfo>> {
         if len == 0 || !layout.needs_instantiation(offset, len) {
             return Ok(None);
         }
         let inode = self.mdt(who, mdt::LayoutIntent { fid, end: offset.saturating_add(len) }).await?;
-        let layout = inode.layout.ok_or_else(|| WeftError::io(format!("{fid} lost its layout")))?;
-        if layout.needs_instantiation(offset, len) {
-            return Err(WeftError::io(format!("the MDS gave {fid} no objects for [{offset}, +{len})")));
+        match &inode.layout {
+            Some(l) if !l.needs_instantiation(offset, len) => Ok(Some(inode)),
+            Some(_) => Err(WeftError::io(format!("the MDS gave {fid} no objects for [{offset}, +{len})"))),
+            None => Err(WeftError::io(format!("{fid} lost its layout"))),
         }
-        Ok(Some(layout))
     }
 
     /// Reads `[offset, offset+len)` of a file of `file_size` bytes: exactly
@@ -259,7 +260,7 @@ impl Client {
         // A size inside a component with no objects yet gives it objects first: the
         // objects' sizes then say the size, as a writer's close reads it back.
         let instantiated;
-        let layout = match self.instantiate(who, fid, layout, 0, size).await? {
+        let layout = match self.instantiate(who, fid, layout, 0, size).await?.and_then(|i| i.layout) {
             Some(new) => {
                 instantiated = new;
                 &instantiated

@@ -23,6 +23,7 @@ pub mod inodes;
 pub mod limits;
 pub mod locks;
 mod metadata;
+mod migrate;
 mod reply_slots;
 mod statfs;
 pub mod striping;
@@ -200,6 +201,11 @@ impl Client {
 
     pub fn config(&self) -> &ClientConfig {
         &self.config
+    }
+
+    /// The management service this client follows.
+    pub fn mgs_address(&self) -> &str {
+        &self.config.mgs_address
     }
 
     fn has_target(&self, kind: TargetKind, index: u32) -> bool {

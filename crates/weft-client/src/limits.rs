@@ -57,3 +57,11 @@ pub const COPYTOOL_PROGRESS_MS: u64 = 1_000;
 pub const COPYTOOL_STOP_WAIT_S: u64 = 30;
 /// A copytool retries the report of an action's end for this long.
 pub const COPYTOOL_END_REPORT_S: u64 = 600;
+
+/// Attempts of one migration whose copy the file's layout changed under (a writer gave a
+/// component its objects) before it gives up with Busy.
+pub const MIGRATE_ATTEMPTS_MAX: u32 = 5;
+/// Pause before a migration starts over.
+pub const MIGRATE_RETRY_MS: u64 = 100;
+/// Bytes a migration reads and writes at a time.
+pub const MIGRATE_CHUNK_BYTES: u64 = 4 << 20;

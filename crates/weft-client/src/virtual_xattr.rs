@@ -47,5 +47,7 @@ pub const LAYOUT: &str = "weft.layout";
 pub const LAYOUT_DELETE: &str = "weft.layout.delete";
 pub const DF: &str = "weft.df";
 pub const MAP: &str = "weft.map";
+/// The mount's management service address, plain text.
+pub const MGS: &str = "weft.mgs";
 pub const FID2PATH_PREFIX: &str = "weft.fid2path:";
 pub const CREATE_PREFIX: &str = "weft.create:";

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use weft_proto::layout::Layout;
+use weft_proto::lock::LockHandle;
 use weft_proto::msg::DirEntry;
 use weft_proto::Fid;
 
@@ -56,8 +57,10 @@ pub struct OpenFile {
     /// The MDS's open handle, for Close.
     pub mds_handle: u64,
     /// The layout as this open knows it: given at open, and replaced when components are
-    /// instantiated (by a write through it, or seen on a read past what it knew).
-    layout: Mutex<Option<Arc<Layout>>>,
+    /// instantiated (by a write through it, or seen on a read past what it knew) or the
+    /// file migrates; with the MDT lock that came with it, while it holds the layout is
+    /// the file's (see `Mount::layout_now`).
+    layout: Mutex<(Option<Arc<Layout>>, Option<LockHandle>)>,
     /// The file size as this handle knows it: the size at open, raised by writes through
     /// it, set by truncates and glimpses. Reads inside it are answered in full (zero-filled
     /// past the objects), so the kernel never sees a short read inside the file and
@@ -102,7 +105,7 @@ impl OpenFile {
         OpenFile {
             fid,
             mds_handle,
-            layout: Mutex::new(layout.map(Arc::new)),
+            layout: Mutex::new((layout.map(Arc::new), None)),
             known_size: AtomicU64::new(size_at_open),
             wrote: AtomicBool::new(false),
             generation: 0,
@@ -133,18 +136,32 @@ impl OpenFile {
     }
 
     pub fn layout(&self) -> Option<Arc<Layout>> {
-        self.layout.lock().unwrap_or_else(|p| p.into_inner()).clone()
+        self.layout.lock().unwrap_or_else(|p| p.into_inner()).0.clone()
     }
 
-    /// A newer layout of the file (more components instantiated); an older one than this
-    /// open knows is ignored.
-    pub fn update_layout(&self, layout: Layout) -> Arc<Layout> {
+    /// The MDT lock the layout came with, if any.
+    pub fn layout_lock(&self) -> Option<LockHandle> {
+        self.layout.lock().unwrap_or_else(|p| p.into_inner()).1
+    }
+
+    /// The layout came with the MDT lock `lock` (an open's or a getattr's answer).
+    pub fn set_layout_lock(&self, lock: Option<LockHandle>) {
+        self.layout.lock().unwrap_or_else(|p| p.into_inner()).1 = lock;
+    }
+
+    /// A newer layout of the file (more components instantiated, or migrated), with the
+    /// lock it came with when it came with one; an older one than this open knows is
+    /// ignored.
+    pub fn update_layout(&self, layout: Layout, lock: Option<LockHandle>) -> Arc<Layout> {
         let mut known = self.layout.lock().unwrap_or_else(|p| p.into_inner());
-        match &*known {
+        if lock.is_some() {
+            known.1 = lock;
+        }
+        match &known.0 {
             Some(k) if k.generation == layout.generation || newer(k.generation, layout.generation) => k.clone(),
             _ => {
                 let layout = Arc::new(layout);
-                *known = Some(layout.clone());
+                known.0 = Some(layout.clone());
                 layout
             }
         }

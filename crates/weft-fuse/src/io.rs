@@ -5,12 +5,14 @@
 use crate::errno::fuse_errno;
 use crate::handles::{mode_without_privileges, OpenFile};
 use crate::iomode::KernelIo;
+use crate::limits::LAYOUT_REFETCHES_MAX;
 use crate::mount::{evicted, reply_empty, Mount};
 use crate::writeback::QueuedWrite;
 use bytes::Bytes;
 use fuser::{Errno, FileHandle, INodeNo, ReplyData, ReplyEmpty, ReplyWrite};
 use std::sync::Arc;
-use weft_client::locks::LockHooks;
+use weft_client::locks::{ExtentGuard, LockHooks};
+use weft_proto::layout::Layout;
 use weft_proto::lock::bits;
 use weft_proto::lock::LockMode;
 use weft_proto::msg::{Caller, SetAttr};
@@ -41,32 +43,42 @@ pub(crate) fn write_path(io: KernelIo) -> WritePath {
     }
 }
 
+async fn refetch_layout(client: &weft_client::Client, who: &Caller, file: &OpenFile) -> WeftResult<Arc<Layout>> {
+    let inode = client.getattr(who, file.fid).await?;
+    let layout = inode.layout.ok_or_else(|| WeftError::io(format!("{} lost its layout", file.fid)))?;
+    Ok(file.update_layout(layout, inode.lock.as_ref().map(|l| l.handle)))
+}
+
+/// The open's layout for what is done without extent locks (fsync, the size at close, a
+/// truncate): fetched again when the MDT lock it came with is gone (it may have migrated).
+pub(crate) async fn current_layout(
+    client: &weft_client::Client,
+    who: &Caller,
+    file: &OpenFile,
+) -> WeftResult<Option<Arc<Layout>>> {
+    let Some(layout) = file.layout() else { return Ok(None) };
+    if file.layout_lock().is_some_and(|h| client.lock_cache().still_holds_layout(file.fid, h)) {
+        return Ok(Some(layout));
+    }
+    refetch_layout(client, who, file).await.map(Some)
+}
+
 impl Mount {
     pub(crate) async fn read(self: Arc<Self>, who: Caller, fh: FileHandle, offset: u64, size: u32, reply: ReplyData) {
         let Some(file) = self.files.get(fh.0) else {
             return reply.error(Errno::EBADF);
         };
-        let Some(mut layout) = file.layout() else {
+        if file.layout().is_none() {
             return reply.data(&[]);
-        };
+        }
         if file.generation != self.client.generation() {
             return reply.error(fuse_errno("read", &evicted()));
         }
         let result = async {
-            // Components this open knew without objects may have them now (another client
-            // wrote there): a read that reaches one, or past the size it knows, looks again.
-            if !layout.fully_instantiated()
-                && (layout.needs_instantiation(offset, u64::from(size))
-                    || read_needs_glimpse(offset, size, file.known_size()))
-            {
-                if let Some(fresh) = self.client.getattr(&who, file.fid).await?.layout {
-                    layout = file.update_layout(fresh);
-                }
-            }
-            let layout = &*layout;
             // The data and its size hold while the read lock does: another client's queued
             // writes are called in first.
-            let _locks = self.client.extent_lock(&who, file.fid, layout, offset, u64::from(size), LockMode::Pr).await?;
+            let (layout, _locks) = self.locked_layout(&who, &file, offset, u64::from(size), LockMode::Pr).await?;
+            let layout = &*layout;
             // Reads see every write made before them on this mount.
             self.writes.wait_idle(file.fid).await;
             if read_needs_glimpse(offset, size, file.known_size()) && !self.size_still_exact(&file) {
@@ -101,10 +113,10 @@ impl Mount {
         let Some(file) = self.files.get(fh.0) else {
             return reply.error(Errno::EBADF);
         };
-        let Some(mut layout) = file.layout() else {
+        if file.layout().is_none() {
             let no_layout = WeftError::io(format!("{} has no layout to write to", file.fid));
             return reply.error(fuse_errno("write", &no_layout));
-        };
+        }
         if file.generation != self.client.generation() {
             return reply.error(fuse_errno("write", &evicted()));
         }
@@ -113,13 +125,8 @@ impl Mount {
             if kill_privileges {
                 self.clear_privileges(&who, &file).await?;
             }
-            layout.check_writable(offset, len as u64)?;
-            // A component the write reaches first gets its objects now.
-            if let Some(new) = self.client.instantiate(&who, file.fid, &layout, offset, len as u64).await? {
-                layout = file.update_layout(new);
-            }
             // The write lock travels with the queued write until it reached the OSTs.
-            let locks = self.client.extent_lock(&who, file.fid, &layout, offset, len as u64, LockMode::Pw).await?;
+            let (layout, locks) = self.locked_layout(&who, &file, offset, len as u64, LockMode::Pw).await?;
             match write_path(file.io) {
                 WritePath::Through => {
                     // After whatever an earlier mode of this inode left queued.
@@ -140,6 +147,56 @@ impl Mount {
             }
             Err(e) => reply.error(fuse_errno("write", &e)),
         }
+    }
+
+    /// The open's layout and the extent locks of `[offset, offset+len)` in `mode` (PW: a
+    /// write, which gives the components it reaches their objects first). The layout is
+    /// checked under the locks: the MDT lock it came with must still hold its LAYOUT bit,
+    /// or it is fetched again. A migration swaps a layout only while it holds every object
+    /// of the old one locked, and the swap calls that MDT lock back first: so a read or
+    /// write that holds its locks and finds the lock there has the file's layout, and one
+    /// that waited for the migration's locks finds it gone and looks again.
+    pub(crate) async fn locked_layout(
+        &self,
+        who: &Caller,
+        file: &OpenFile,
+        offset: u64,
+        len: u64,
+        mode: LockMode,
+    ) -> WeftResult<(Arc<Layout>, ExtentGuard)> {
+        let mut layout = file.layout().ok_or_else(|| WeftError::io(format!("{} has no layout", file.fid)))?;
+        // Components this open knew without objects may have them now (another client
+        // wrote there): a read that reaches one, or past the size it knows, looks again.
+        let reads_past = |l: &Layout| {
+            !l.fully_instantiated() && (l.needs_instantiation(offset, len) || offset + len > file.known_size())
+        };
+        if mode == LockMode::Pr && reads_past(&layout) {
+            layout = self.refresh_layout(who, file).await?;
+        }
+        for round in 0.. {
+            if mode == LockMode::Pw {
+                layout.check_writable(offset, len)?;
+                // A component the write reaches first gets its objects now.
+                if let Some(inode) = self.client.instantiate(who, file.fid, &layout, offset, len).await? {
+                    if let Some(new) = inode.layout {
+                        layout = file.update_layout(new, inode.lock.as_ref().map(|l| l.handle));
+                    }
+                }
+            }
+            let locks = self.client.extent_lock(who, file.fid, &layout, offset, len, mode).await?;
+            let holds = file.layout_lock().is_some_and(|h| self.client.lock_cache().still_holds_layout(file.fid, h));
+            if holds || round >= LAYOUT_REFETCHES_MAX {
+                return Ok((layout, locks));
+            }
+            drop(locks);
+            layout = self.refresh_layout(who, file).await?;
+        }
+        unreachable!("the loop returns by its last round")
+    }
+
+    /// The file's layout as the MDS has it now, with the lock it came with, for the open.
+    async fn refresh_layout(&self, who: &Caller, file: &OpenFile) -> WeftResult<Arc<Layout>> {
+        refetch_layout(&self.client, who, file).await
     }
 
     /// Clears the setuid and setgid bits of an open file before a write, as Linux does for a
@@ -183,7 +240,7 @@ impl Mount {
         };
         let synced = async {
             self.writes.drain(file.fid).await?;
-            match file.layout() {
+            match current_layout(&self.client, &who, &file).await? {
                 Some(layout) => self.client.fsync(&who, &layout).await,
                 None => Ok(()),
             }

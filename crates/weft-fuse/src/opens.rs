@@ -325,6 +325,7 @@ impl Mount {
         match result {
             Ok(inode) => {
                 let mut file = OpenFile::new(fid, handle, inode.layout.clone(), inode.attr.size);
+                file.set_layout_lock(inode.lock.as_ref().map(|l| l.handle));
                 file.generation = self.client.generation();
                 file.io = io;
                 file.exact_size = exact_size;
@@ -399,7 +400,16 @@ impl Mount {
                 tracing::warn!("release of {}: a queued write failed: {e}", file.fid);
             }
             // A writer tells the MDS the size, blocks and data version the objects now hold.
-            let written = match (file.layout().as_deref(), size_at_close(file.io, file.wrote())) {
+            let layout = match size_at_close(file.io, file.wrote()) {
+                SizeAtClose::Objects if local_size.is_none() => {
+                    crate::io::current_layout(&client, &who, &file).await.unwrap_or_else(|e| {
+                        tracing::warn!("release of {}: cannot fetch its layout: {e}", file.fid);
+                        None
+                    })
+                }
+                _ => None,
+            };
+            let written = match (layout.as_deref(), size_at_close(file.io, file.wrote())) {
                 _ if local_size.is_some() => local_size,
                 (Some(layout), SizeAtClose::Objects) => match client.glimpse_versioned(&who, layout).await {
                     Ok(written) => Some(written),

@@ -35,6 +35,8 @@ pub enum Virtual {
     Df,
     /// get: the cluster map.
     Map,
+    /// The management service's address, plain text (for tools that connect their own client).
+    Mgs,
     /// get: this mount's opens of the file by I/O mode, `{"cached", "passthrough", "uncached"}`.
     Io,
     /// set on a directory: create the named file with the layout in the value (a JSON
@@ -73,6 +75,7 @@ pub fn parse(name: &[u8]) -> Option<Virtual> {
         b"hsm.release" => Virtual::HsmRelease,
         b"df" => Virtual::Df,
         b"map" => Virtual::Map,
+        b"mgs" => Virtual::Mgs,
         b"io" => Virtual::Io,
         b"params" => Virtual::Params,
         b"pcc.add" => Virtual::PccAdd,
@@ -214,6 +217,7 @@ impl Mount {
             }
             Virtual::Df => json(&self.client.statfs_targets().await?),
             Virtual::Map => json(&self.client.map()),
+            Virtual::Mgs => Ok(self.client.mgs_address().as_bytes().to_vec()),
             Virtual::Io => json(&self.io.counts(fid)),
             Virtual::Params => json(&self.params()),
             Virtual::PccList => json(&self.pcc_list()),

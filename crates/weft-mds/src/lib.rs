@@ -406,6 +406,9 @@ impl Mds {
                     ops::stripe::prepare(&self.core, &t, *fid, spec)?
                 }
                 MdtRequest::Open(mdt::Open { fid, flags }) => ops::open::prepare_restore(&t, *fid, *flags)?,
+                MdtRequest::CreateVolatile(mdt::CreateVolatile { like, spec }) => {
+                    ops::stripe::prepare_volatile(&t, *like, spec)?
+                }
                 _ => None,
             }
         };

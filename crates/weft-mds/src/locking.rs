@@ -255,6 +255,11 @@ fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want>> {
         {
             wants.push(Want { fid: *fid, bits: bits::LAYOUT })
         }
+        // Both files' layouts change: whoever cached either (and its open's layout) is told.
+        MdtRequest::SwapLayouts(mdt::SwapLayouts { fid, with, .. }) => {
+            wants.push(Want { fid: *fid, bits: bits::UPDATE | bits::LAYOUT });
+            wants.push(Want { fid: *with, bits: bits::UPDATE | bits::LAYOUT });
+        }
         MdtRequest::SetStripe(mdt::SetStripe { fid, .. }) | MdtRequest::DeleteStripe(mdt::DeleteStripe { fid }) => {
             wants.push(Want { fid: *fid, bits: bits::UPDATE | bits::LAYOUT })
         }

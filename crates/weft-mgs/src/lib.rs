@@ -215,6 +215,24 @@ impl Handle for mgs::PoolAdd {
     }
 }
 
+impl Handle for mgs::PoolNew {
+    async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
+        mgs.update(move |m| rules::pool_new(m, &self.pool)).await
+    }
+}
+
+impl Handle for mgs::PoolRemove {
+    async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
+        mgs.update(move |m| rules::pool_remove(m, &self.pool, &self.osts)).await
+    }
+}
+
+impl Handle for mgs::PoolDestroy {
+    async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
+        mgs.update(move |m| rules::pool_destroy(m, &self.pool)).await
+    }
+}
+
 impl Handle for mgs::SetParamRecord {
     async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
         if self.delete {

@@ -91,6 +91,52 @@ pub fn pool_add(map: &mut ClusterMap, pool: &str, osts: &[u32]) -> WeftResult<bo
     Ok(changed)
 }
 
+/// Creates an empty pool; one of that name must not exist yet.
+pub fn pool_new(map: &mut ClusterMap, pool: &str) -> WeftResult<bool> {
+    check_pool_name(pool)?;
+    if map.pools.contains_key(pool) {
+        return Err(WeftError::new(weft_proto::ErrorCode::Exists, format!("pool '{pool}' exists already")));
+    }
+    pool_add(map, pool, &[])
+}
+
+/// Takes OSTs out of a pool; each must be in it.
+pub fn pool_remove(map: &mut ClusterMap, pool: &str, osts: &[u32]) -> WeftResult<bool> {
+    let members = map.pools.get_mut(pool).ok_or_else(|| no_pool(pool))?;
+    if let Some(missing) = osts.iter().find(|o| members.binary_search(o).is_err()) {
+        return Err(WeftError::not_found(format!(
+            "OST index {missing} is not in pool '{pool}' (its OSTs: {})",
+            list(members)
+        )));
+    }
+    members.retain(|o| !osts.contains(o));
+    Ok(!osts.is_empty())
+}
+
+/// Removes a pool, which must be empty (as `lctl pool_destroy`).
+pub fn pool_destroy(map: &mut ClusterMap, pool: &str) -> WeftResult<bool> {
+    let members = map.pools.get(pool).ok_or_else(|| no_pool(pool))?;
+    if !members.is_empty() {
+        return Err(WeftError::new(
+            weft_proto::ErrorCode::Busy,
+            format!("pool '{pool}' still holds OSTs {}: remove them first (weft pool remove)", list(members)),
+        ));
+    }
+    map.pools.remove(pool);
+    Ok(true)
+}
+
+fn no_pool(pool: &str) -> WeftError {
+    WeftError::not_found(format!("no pool '{pool}': weft pool list shows the pools"))
+}
+
+fn list(osts: &[u32]) -> String {
+    if osts.is_empty() {
+        return "none".to_string();
+    }
+    osts.iter().map(u32::to_string).collect::<Vec<_>>().join(",")
+}
+
 fn check_pool_name(pool: &str) -> WeftResult<()> {
     let valid = !pool.is_empty()
         && pool.len() <= POOL_NAME_BYTES_MAX

@@ -137,6 +137,13 @@ impl LockCache {
         self.table().holds_bits_on(key, fid, lock::bits::LOOKUP | lock::bits::UPDATE)
     }
 
+    /// Whether the MDT lock `handle` is still held, granted, on `fid` with LAYOUT: the
+    /// layout it came with is the file's (a change of it calls the lock back first).
+    pub fn still_holds_layout(&self, fid: Fid, handle: LockHandle) -> bool {
+        let key = (LockTarget::Mdt(crate::MDT_INDEX), handle);
+        self.table().holds_bits_on(key, fid, lock::bits::LAYOUT)
+    }
+
     /// One read or write is done with the lock. Only a lock being given back has anyone
     /// waiting for its users, so only its last user wakes them (the I/O path stays a
     /// counter update).

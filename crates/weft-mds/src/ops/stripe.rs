@@ -84,6 +84,75 @@ impl Mutation for mdt::LayoutIntent {
     }
 }
 
+/// Before the batch: the spec of a volatile file's layout (None: no such file; the writer
+/// reports it).
+pub fn prepare_volatile(t: &Tables, like: Fid, spec: &StripeSpec) -> WeftResult<Option<StripeSpec>> {
+    match t.inode(like)? {
+        Some(rec) if rec.kind == FileType::Regular => Ok(Some(file_spec(t, like, spec)?)),
+        _ => Ok(None),
+    }
+}
+
+/// The file `fid` as a migration needs it: a regular file with a usable layout that the
+/// caller may write.
+fn migratable(ctx: &OpCtx<'_>, fid: Fid) -> WeftResult<(InodeRecord, weft_proto::Layout)> {
+    let rec = ctx.t.must_inode(fid)?;
+    let Some(layout) = rec.layout.clone().filter(|_| rec.kind == FileType::Regular) else {
+        return Err(WeftError::invalid(format!("{fid} is not a regular file with a layout")));
+    };
+    check_file_setstripe(ctx.who, &rec)?;
+    layout.check_usable()?;
+    Ok((rec, layout))
+}
+
+impl Mutation for mdt::CreateVolatile {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<mdt::Opened> {
+        let (like, _) = migratable(ctx, self.like)?;
+        let spec = file_spec(ctx.t, self.like, &self.spec)?;
+        // Checks done: writes follow.
+        let layout = super::create::layout_from(ctx, &spec, 0)?;
+        let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
+        let mut rec = InodeRecord::new(FileType::Regular, like.mode & 0o7777, like.uid, like.gid, ctx.now);
+        rec.nlink = 0;
+        rec.layout = Some(layout);
+        ctx.t.put_inode(fid, &rec)?;
+        ctx.t.add_orphan(fid)?;
+        let flags = weft_proto::msg::OPEN_READ | weft_proto::msg::OPEN_WRITE;
+        let (handle, io) = ctx.core.open_files().open(fid, flags, ctx.client_id, true, false, ctx.undo);
+        let mut inode = crate::inode_info(ctx.core, fid, &rec);
+        inode.attr.size_known = true;
+        Ok(mdt::Opened { inode, handle, io })
+    }
+}
+
+impl Mutation for mdt::SwapLayouts {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<weft_proto::msg::InodeInfo> {
+        if self.fid == self.with {
+            return Err(WeftError::invalid("a file's layout is swapped with another file's"));
+        }
+        let (mut a, la) = migratable(ctx, self.fid)?;
+        let (mut b, lb) = migratable(ctx, self.with)?;
+        if la.generation != self.generation {
+            return Err(WeftError::new(
+                ErrorCode::Busy,
+                format!(
+                    "the layout of {} changed since the copy began (generation {} now, {} then): copy again",
+                    self.fid, la.generation, self.generation
+                ),
+            ));
+        }
+        // Checks done: writes follow.
+        let generation = la.generation.max(lb.generation).wrapping_add(1);
+        a.layout = Some(weft_proto::Layout { generation, ..lb });
+        b.layout = Some(weft_proto::Layout { generation, ..la });
+        a.ctime = ctx.now;
+        ctx.t.put_inode(self.fid, &a)?;
+        ctx.t.put_inode(self.with, &b)?;
+        ctx.record(weft_proto::msg::changelog::ChangelogType::Layout, 0, self.fid, None)?;
+        Ok(crate::inode_info(ctx.core, self.fid, &a))
+    }
+}
+
 pub fn set(ctx: &mut OpCtx<'_>, fid: Fid, spec: &StripeSpec) -> WeftResult<mdt::StripeInfo> {
     let mut rec = ctx.t.must_inode(fid)?;
     match rec.kind {

@@ -87,6 +87,14 @@ macro_rules! mdt_ops {
             /// and has none yet (a writer or a truncate about to reach it: Lustre's layout
             /// write intent). Answered with the inode and the layout as it now is.
             write LayoutIntent { fid: $crate::Fid, end: u64 } -> $crate::msg::InodeInfo = "mds_layout_intent";
+            /// A volatile file (Lustre's): an inode without a name, open for writing, with
+            /// `spec` over the default of `like`'s directory; it goes with its last close.
+            /// A migration copies `like`'s data into it and swaps their layouts.
+            write CreateVolatile { like: $crate::Fid, spec: $crate::StripeSpec } -> $crate::msg::mdt::Opened = "mds_create_volatile";
+            /// Exchanges the layouts of `fid` and `with` (a migration's last step), if `fid`'s
+            /// layout is still of `generation` (else Busy: it changed since the copy began).
+            /// Answered with `fid`'s inode as it now is.
+            write SwapLayouts { fid: $crate::Fid, with: $crate::Fid, generation: u32 } -> $crate::msg::InodeInfo = "mds_swap_layouts";
             read Statfs {} -> $crate::msg::StatfsInfo = "mds_statfs";
             /// The path of a FID from the root (one of them, for a file with several links),
             /// without a leading slash.

@@ -151,6 +151,12 @@ macro_rules! mgs_ops {
             } -> $crate::msg::ClusterMap = "mgs_set_state";
             /// Creates the pool if needed and adds the OSTs to it.
             write PoolAdd { pool: String, osts: Vec<u32> } -> $crate::msg::ClusterMap = "mgs_pool_add";
+            /// Creates an empty pool (`lctl pool_new`); one of that name must not exist.
+            write PoolNew { pool: String } -> $crate::msg::ClusterMap = "mgs_pool_new";
+            /// Takes OSTs out of a pool (`lctl pool_remove`); each must be in it.
+            write PoolRemove { pool: String, osts: Vec<u32> } -> $crate::msg::ClusterMap = "mgs_pool_remove";
+            /// Removes an empty pool (`lctl pool_destroy`).
+            write PoolDestroy { pool: String } -> $crate::msg::ClusterMap = "mgs_pool_destroy";
             /// The map once its version passes `known_version`, or `Unchanged` after
             /// `wait_ms` without a change (a long poll: followers learn a change when it
             /// happens, and ask once per `wait_ms` while nothing does).

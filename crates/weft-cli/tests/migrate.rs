@@ -1,0 +1,158 @@
+//! Finding files by their layouts and migrating them, through real mounts: `weft find --ost 3
+//! | weft migrate -o 0,1,2` leaves OST 3 without a byte of any file, and a file that a
+//! process keeps writing and fsync-ing while it migrates back and forth keeps every byte.
+
+mod common;
+use common::*;
+use std::io::Write;
+use std::path::Path;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+fn p(path: &Path) -> &str {
+    path.to_str().unwrap()
+}
+
+/// `weft find ARGS` as sorted lines.
+fn find(args: &[&str]) -> Vec<String> {
+    let mut v: Vec<String> = weft_ok(&[&["find"], args].concat()).lines().map(str::to_string).collect();
+    v.sort();
+    v
+}
+
+fn osts_of(f: &Path) -> Vec<u64> {
+    let out = weft_ok(&["getstripe", "--json", p(f)]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let mut osts = Vec::new();
+    for c in v[0]["layout"]["components"].as_array().unwrap() {
+        for o in c["objects"].as_array().unwrap() {
+            osts.push(o["ost"].as_u64().unwrap());
+        }
+    }
+    osts
+}
+
+/// Object files of `ost` in the server's directory that hold bytes.
+fn objects_with_data(data_dir: &Path, ost: u32) -> usize {
+    let out = sh(data_dir, &format!("find ost{ost:04x}/O -type f -name '[0-9]*' -size +0 | wc -l"));
+    out.trim().parse().unwrap()
+}
+
+#[test]
+fn find_by_layout_then_migrate_empties_an_ost() {
+    let mut c = Cluster::single_node(&weft_bin(), 4);
+    let m = c.mount();
+    let files: [(&str, &[&str], usize); 6] = [
+        ("wide", &["-c", "4"], 5 << 20),
+        ("on3", &["-o", "3"], 3 << 20),
+        ("on2", &["-o", "2"], 1 << 20),
+        ("pfl", &["-E", "64K", "-L", "mdt", "-E", "1M", "-o", "3", "-E", "-1", "-c", "4"], 6 << 20),
+        ("small", &["-E", "64K", "-L", "mdt", "-E", "-1", "-o", "3"], 3901),
+        ("sub/deep", &["-o", "1,3"], 2 << 20),
+    ];
+    std::fs::create_dir(m.join("sub")).unwrap();
+    for (i, (name, opts, size)) in files.iter().enumerate() {
+        let f = m.join(name);
+        weft_ok(&[&["setstripe"], *opts, &[p(&f)]].concat());
+        std::fs::write(&f, pattern(i as u64, 0, *size)).unwrap();
+    }
+    let path = |n: &str| m.join(n).to_str().unwrap().to_string();
+    // Decided from layouts: exactly the files with an object on OST 3.
+    let on3: Vec<String> = files.iter().map(|f| path(f.0)).filter(|f| osts_of(Path::new(f)).contains(&3)).collect();
+    assert_eq!(on3.len(), 4, "wide, on3, pfl and sub/deep have objects on OST 3 ({on3:?})");
+    let mut want = on3.clone();
+    want.sort();
+    assert_eq!(find(&[p(&m), "--ost", "3"]), want);
+    // The other predicates, as lfs find and find(1) have them.
+    assert_eq!(find(&[p(&m), "--stripe-count", "4"]), [path("pfl"), path("wide")]);
+    assert_eq!(find(&[p(&m), "--layout", "mdt"]), [path("pfl"), path("small")]);
+    assert_eq!(find(&[p(&m), "--component-count", "+1"]), [path("pfl"), path("small")]);
+    assert_eq!(find(&[p(&m), "--size", "+4M", "--type", "f"]), [path("pfl"), path("wide")]);
+    assert_eq!(find(&[p(&m), "--size", "-4k"]).last().unwrap(), &path("small"));
+    assert_eq!(find(&[p(&m), "--name", "o*"]), [path("on2"), path("on3")]);
+    assert_eq!(find(&[p(&m), "--type", "d"]), [p(&m).to_string(), path("sub")]);
+    assert_eq!(find(&[p(&m), "--mtime", "-1h", "--type", "f"]).len(), 6);
+    assert!(find(&[p(&m), "--mtime", "+1d"]).is_empty());
+    assert_eq!(
+        find(&[p(&m), "--maxdepth", "1", "--ost", "1"]).len(),
+        usize::from(osts_of(&m.join("wide")).contains(&1)) + usize::from(osts_of(&m.join("pfl")).contains(&1))
+    );
+    let bad = weft(&["find", p(&m), "--layout", "ssd"]);
+    assert!(String::from_utf8_lossy(&bad.stderr).contains("'ssd': use raid0, mdt or released"));
+
+    // The pipe of the issue: every file of OST 3 moves to OSTs 0-2, and reads back whole.
+    let script = format!("{w} find {m} --ost 3 | {w} migrate -o 0,1,2", w = weft_bin().display(), m = m.display());
+    sh(&m, &script);
+    assert!(find(&[p(&m), "--ost", "3"]).is_empty());
+    for (i, (name, _, size)) in files.iter().enumerate() {
+        assert!(std::fs::read(m.join(name)).unwrap() == pattern(i as u64, 0, *size), "{name} after migration");
+        assert!(!osts_of(&m.join(name)).contains(&3), "{name}");
+    }
+    assert_eq!(osts_of(&m.join("wide")).len(), 3, "-o 0,1,2: three stripes");
+    // Another mount reads the same bytes, and the old objects are destroyed.
+    let b = c.mount();
+    for (i, (name, _, size)) in files.iter().enumerate() {
+        assert!(std::fs::read(b.join(name)).unwrap() == pattern(i as u64, 0, *size), "{name} on another mount");
+    }
+    let dir = c.servers[0].data_dir.clone();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while objects_with_data(&dir, 3) > 0 {
+        assert!(Instant::now() < deadline, "OST 3 still holds {} objects with data", objects_with_data(&dir, 3));
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn a_file_written_and_fsynced_while_it_migrates_keeps_every_fsynced_byte() {
+    let mut c = Cluster::single_node(&weft_bin(), 4);
+    let a = c.mount();
+    let b = c.mount();
+    let f = a.join("log");
+    weft_ok(&["setstripe", "-c", "2", p(&f)]);
+    // A writer on mount A appends 64 KiB records and fsyncs each; it counts the ones fsync
+    // answered for.
+    const RECORD: usize = 64 << 10;
+    let stop = Arc::new(AtomicBool::new(false));
+    let synced = Arc::new(AtomicU64::new(0));
+    let writer = {
+        let (f, stop, synced) = (f.clone(), stop.clone(), synced.clone());
+        std::thread::spawn(move || -> std::io::Result<()> {
+            let mut file = std::fs::OpenOptions::new().append(true).open(&f)?;
+            let mut n = 0u64;
+            while !stop.load(Ordering::Acquire) {
+                file.write_all(&pattern(9, n * RECORD as u64, RECORD))?;
+                file.sync_all()?;
+                n += 1;
+                synced.store(n, Ordering::Release);
+            }
+            Ok(())
+        })
+    };
+    // Migrations back and forth, each while the writer goes on; the migrating client is
+    // neither mount.
+    let layouts: [&[&str]; 4] =
+        [&["-c", "4"], &["-o", "1"], &["-E", "1M", "-c", "1", "-E", "-1", "-c", "3"], &["-c", "2"]];
+    let mut done = 0;
+    for round in 0..8 {
+        while synced.load(Ordering::Acquire) < 8 * (round + 1) {
+            assert!(!writer.is_finished(), "the writer stopped");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+        let out = weft(&[&["migrate"], layouts[round as usize % 4], &[p(&b.join("log"))]].concat());
+        assert!(out.status.success(), "migrate {round}: {}", String::from_utf8_lossy(&out.stderr));
+        done += 1;
+    }
+    stop.store(true, Ordering::Release);
+    writer.join().unwrap().expect("every write and fsync of the writer succeeded");
+    let records = synced.load(Ordering::Acquire);
+    assert_eq!(done, 8);
+    // Every record fsync answered for, byte for byte, on both mounts (and nothing else).
+    let want = pattern(9, 0, records as usize * RECORD);
+    for m in [&a, &b] {
+        let got = std::fs::read(m.join("log")).unwrap();
+        assert_eq!(got.len(), want.len(), "size on {}", m.display());
+        assert!(got == want, "bytes on {}", m.display());
+    }
+    assert_eq!(osts_of(&f).len(), 2, "the last migration's layout");
+}

@@ -119,7 +119,7 @@ fn plain_spec(
             None => Vec::new(),
         },
         pool: pool.map(str::to_string),
-        components: Vec::new(),
+        ..StripeSpec::unset()
     })
 }
 
@@ -162,8 +162,36 @@ fn composite_spec(args: &[String], paths: &[PathBuf]) -> anyhow::Result<StripeSp
     Ok(StripeSpec { components, ..StripeSpec::unset() })
 }
 
+/// The plain options of one mirror (`-N` and what follows it), parsed again group by group.
+#[derive(clap::Parser)]
+#[command(no_binary_name = true, disable_help_flag = true)]
+struct PlainArgs {
+    #[arg(short = 'c', long = "stripe-count", allow_negative_numbers = true)]
+    count: Option<i64>,
+    #[arg(short = 'S', long = "stripe-size")]
+    size: Option<String>,
+    #[arg(short = 'i', long = "stripe-index", allow_negative_numbers = true)]
+    index: Option<i64>,
+    #[arg(short = 'o', long = "ost")]
+    osts: Option<String>,
+    #[arg(short = 'p', long = "pool")]
+    pool: Option<String>,
+}
+
+/// The spec of a group of options (one mirror's): components when it has -E, else plain.
+pub fn group_spec(words: &[&str]) -> anyhow::Result<StripeSpec> {
+    let is_end = |w: &&str| *w == "-E" || *w == "--component-end" || w.starts_with("--component-end=");
+    if words.iter().any(is_end) {
+        let owned: Vec<String> = words.iter().map(|w| w.to_string()).collect();
+        return composite_spec(&owned, &[]);
+    }
+    let p = <PlainArgs as clap::Parser>::try_parse_from(words.iter().copied())
+        .map_err(|e| anyhow!("{}: {}", words.join(" "), e.render().to_string().trim()))?;
+    plain_spec(p.count, p.size.as_deref(), p.index, p.osts.as_deref(), p.pool.as_deref())
+}
+
 /// The words after `command` on this process's command line.
-fn words_after(command: &str) -> Vec<String> {
+pub fn words_after(command: &str) -> Vec<String> {
     let all: Vec<String> = std::env::args().collect();
     match all.iter().position(|w| w == command) {
         Some(i) => all[i + 1..].to_vec(),
@@ -268,6 +296,17 @@ pub fn setstripe(a: SetstripeArgs) -> anyhow::Result<()> {
         return xattr::set(&a.path, vx::LAYOUT_DELETE, b"1");
     }
     let spec = a.layout.spec("setstripe", std::slice::from_ref(&a.path))?;
+    apply_layout(&a.path, spec)
+}
+
+/// Gives `path` the layout `spec`: a directory its default, a new path a new file made with
+/// it, an empty file a new layout.
+struct SetstripePath {
+    path: PathBuf,
+}
+
+pub fn apply_layout(path: &Path, spec: StripeSpec) -> anyhow::Result<()> {
+    let a = SetstripePath { path: path.to_path_buf() };
     if a.path.symlink_metadata().is_err() {
         // As lfs: the new file is created with its layout in one step, through its directory.
         let parent = match a.path.parent() {

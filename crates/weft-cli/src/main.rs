@@ -18,6 +18,7 @@ mod lfs;
 mod limits;
 mod logging;
 mod migrate;
+mod mirror;
 mod mount;
 mod param;
 mod pcc;
@@ -113,6 +114,8 @@ enum Command {
     /// Rewrite files' data into a new layout while they stay in use (as lfs migrate); the
     /// files from standard input when none are named (`weft find ... | weft migrate -o 0,1`).
     Migrate(migrate::MigrateArgs),
+    /// Files with mirrors (as lfs mirror create, extend, split, resync, verify).
+    Mirror(mirror::MirrorArgs),
     /// Find files by name, type, size, age and layout (as lfs find), from metadata only.
     Find(find::FindArgs),
     /// OST pools (as lctl pool_new, pool_add, pool_remove, pool_list, pool_destroy).
@@ -175,6 +178,7 @@ fn main() -> ExitCode {
         Command::Pool(a) => pool::pool(a),
         Command::Find(a) => find::find(a),
         Command::Migrate(a) => migrate::migrate(a),
+        Command::Mirror(a) => mirror::mirror(a),
         Command::Copytool(a) => copytool::copytool(a),
         Command::Policy(a) => policy::policy(a),
         Command::Changelog(a) => changelog::read(a),

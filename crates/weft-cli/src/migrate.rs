@@ -9,7 +9,7 @@ use anyhow::{anyhow, bail};
 use clap::Args;
 use std::collections::HashMap;
 use std::io::BufRead;
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use weft_client::virtual_xattr as vx;
 use weft_client::{Client, ClientConfig};
@@ -27,6 +27,54 @@ pub struct MigrateArgs {
     files: Vec<PathBuf>,
 }
 
+/// Clients of this process's own, one per file system, that tools (migrate, mirror) run
+/// their work on as the user who runs them; their locks go back when it ends.
+pub(crate) struct Tool {
+    rt: tokio::runtime::Runtime,
+    clients: HashMap<String, Arc<Client>>,
+    pub who: Caller,
+}
+
+impl Tool {
+    pub fn new(jobid: &str) -> anyhow::Result<Tool> {
+        // Lock callbacks are answered while data is copied: a runtime with threads of its own.
+        let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+        let who = Caller::new(crate::remote::caller_identity(), jobid.to_string());
+        Ok(Tool { rt, clients: HashMap::new(), who })
+    }
+
+    /// Runs `work` with a client of the file system `file` is in and the file's FID.
+    pub fn on<T, F>(&mut self, file: &Path, work: impl FnOnce(Arc<Client>, Caller, Fid) -> F) -> anyhow::Result<T>
+    where
+        F: std::future::Future<Output = weft_proto::WeftResult<T>>,
+    {
+        let mgs = String::from_utf8(xattr::get(file, vx::MGS)?)?;
+        let fid: Fid =
+            String::from_utf8(xattr::get(file, vx::FID)?)?.trim().parse().map_err(|e| anyhow!("its FID: {e}"))?;
+        let client = match self.clients.get(&mgs) {
+            Some(c) => c.clone(),
+            None => {
+                let c = self
+                    .rt
+                    .block_on(Client::connect(ClientConfig::new(mgs.clone())))
+                    .map_err(|e| anyhow!("cannot reach the file system at {mgs}: {}", e.message))?;
+                self.clients.insert(mgs, c.clone());
+                c
+            }
+        };
+        self.rt.block_on(work(client, self.who.clone(), fid)).map_err(|e| anyhow!("{}", e.message))
+    }
+}
+
+impl Drop for Tool {
+    fn drop(&mut self) {
+        // The locks this process took go back now: no server waits for a client that is gone.
+        for c in self.clients.values() {
+            self.rt.block_on(c.release_locks());
+        }
+    }
+}
+
 pub fn migrate(a: MigrateArgs) -> anyhow::Result<()> {
     let spec = a.layout.spec("migrate", &a.files)?;
     let files: Vec<PathBuf> = if a.files.is_empty() {
@@ -41,44 +89,24 @@ pub fn migrate(a: MigrateArgs) -> anyhow::Result<()> {
     } else {
         a.files.clone()
     };
-    let who = Caller::new(crate::remote::caller_identity(), "weft_migrate".to_string());
-    // Lock callbacks are answered while data is copied: a runtime with threads of its own.
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let mut clients: HashMap<String, Arc<Client>> = HashMap::new();
+    let mut tool = Tool::new("weft_migrate")?;
     let mut failed = 0usize;
     for f in &files {
-        let done = (|| -> anyhow::Result<()> {
-            if !f.is_file() {
-                bail!("not a regular file");
-            }
-            let mgs = String::from_utf8(xattr::get(f, vx::MGS)?)?;
-            let fid: Fid =
-                String::from_utf8(xattr::get(f, vx::FID)?)?.trim().parse().map_err(|e| anyhow!("its FID: {e}"))?;
-            let client = match clients.get(&mgs) {
-                Some(c) => c.clone(),
-                None => {
-                    let c = rt
-                        .block_on(Client::connect(ClientConfig::new(mgs.clone())))
-                        .map_err(|e| anyhow!("cannot reach the file system at {mgs}: {}", e.message))?;
-                    clients.insert(mgs, c.clone());
-                    c
-                }
-            };
-            rt.block_on(client.migrate(&who, fid, &spec)).map_err(|e| anyhow!("{}", e.message))?;
-            Ok(())
-        })();
+        let done = match f.is_file() {
+            false => Err(anyhow!("not a regular file")),
+            true => tool.on(f, |c, who, fid| {
+                let spec = spec.clone();
+                async move { c.migrate(&who, fid, &spec).await }
+            }),
+        };
         match done {
-            Ok(()) if a.verbose => println!("{}: migrated", f.display()),
-            Ok(()) => {}
+            Ok(_) if a.verbose => println!("{}: migrated", f.display()),
+            Ok(_) => {}
             Err(e) => {
                 eprintln!("weft migrate: {}: {e}", f.display());
                 failed += 1;
             }
         }
-    }
-    // The locks this client took go back now: no server waits for a client that is gone.
-    for c in clients.values() {
-        rt.block_on(c.release_locks());
     }
     if failed > 0 {
         bail!("{failed} of {} files were not migrated (above)", files.len());

@@ -518,6 +518,7 @@ pub fn plan(req: &MdtRequest) -> Option<(Touches, Keep)> {
         | MdtRequest::RemoveXattr(mdt::RemoveXattr { fid, .. })
         | MdtRequest::SetStripe(mdt::SetStripe { fid, .. })
         | MdtRequest::LayoutIntent(mdt::LayoutIntent { fid, .. })
+        | MdtRequest::Mirror(mdt::Mirror { fid, .. })
         | MdtRequest::CreateVolatile(mdt::CreateVolatile { like: fid, .. })
         | MdtRequest::DeleteStripe(mdt::DeleteStripe { fid }) => (t(vec![*fid], vec![], false), Keep::Nothing),
         MdtRequest::Readlink(_)

@@ -2,7 +2,7 @@
 //! [`crate::striping`] and sends them in parallel, at most
 //! [`crate::limits::OBJECT_REQUESTS_IN_FLIGHT_MAX`] at a time.
 
-use crate::limits::OBJECT_REQUESTS_IN_FLIGHT_MAX;
+use crate::limits::{MIRROR_FAILING_MS, MIRROR_TRY_MS, OBJECT_REQUESTS_IN_FLIGHT_MAX};
 use crate::locks::ExtentGuard;
 use crate::striping::{gather, piece_is_whole_range, plan_pieces, scatter, ObjectPiece};
 use crate::Client;
@@ -10,6 +10,7 @@ use bytes::{Bytes, BytesMut};
 use futures::stream::{self, StreamExt, TryStreamExt};
 use std::future::Future;
 use std::os::unix::ffi::OsStringExt;
+use std::time::Duration;
 use weft_proto::layout::{Layout, LayoutComponent, Pattern, StripeObject};
 use weft_proto::limits::{FILE_SIZE_MAX_BYTES, RPC_BULK_BYTES_MAX};
 use weft_proto::msg::{mdt, ost, Attr, Caller, InodeInfo, SetAttr, TargetKind};
@@ -65,10 +66,10 @@ impl Client {
         offset: u64,
         len: u64,
     ) -> WeftResult<Option<InodeInfo>> {
-        if len == 0 || !layout.needs_instantiation(offset, len) {
+        if len == 0 || !layout.needs_write_intent(offset, len) {
             return Ok(None);
         }
-        let inode = self.mdt(who, mdt::LayoutIntent { fid, end: offset.saturating_add(len) }).await?;
+        let inode = self.mdt(who, mdt::LayoutIntent { fid, end: offset.saturating_add(len), resync: false }).await?;
         match &inode.layout {
             Some(l) if !l.needs_instantiation(offset, len) => Ok(Some(inode)),
             Some(_) => Err(WeftError::io(format!("the MDS gave {fid} no objects for [{offset}, +{len})"))),
@@ -90,6 +91,9 @@ impl Client {
         if offset >= file_size || len == 0 {
             return Ok(Bytes::new());
         }
+        if layout.mirror_ids().len() > 1 {
+            return self.read_mirrored(who, layout, offset, len, file_size).await;
+        }
         let want = (len as u64).min(file_size - offset);
         layout.check_usable()?;
         let pieces = plan_layout(layout, offset, want);
@@ -110,6 +114,71 @@ impl Client {
             scatter(&layout.components[k], offset, &piece, &data, &mut out);
         }
         Ok(out.freeze())
+    }
+
+    /// A read of a file with mirrors: from the first mirror in sync that answers (FLR's
+    /// reads go on through another mirror when an OST of one is down).
+    async fn read_mirrored(
+        &self,
+        who: &Caller,
+        layout: &Layout,
+        offset: u64,
+        len: u32,
+        size: u64,
+    ) -> WeftResult<Bytes> {
+        self.over_mirrors(layout, |id| {
+            let mirror = layout.mirror(id);
+            async move { Box::pin(self.read(who, &mirror, offset, len, size)).await }
+        })
+        .await
+    }
+
+    /// `attempt` on the mirrors of `layout` in sync, in read order ([`Client::mirror_read_order`]),
+    /// until one succeeds: while another remains, a mirror gets MIRROR_TRY_MS (and its targets
+    /// are noted as failing when it does not make it). When none made it in time, the first
+    /// is waited for as long as a file without mirrors would be (a server just restarted may
+    /// hold its locks back for a while).
+    pub async fn over_mirrors<T, F, Fut>(&self, layout: &Layout, mut attempt: F) -> WeftResult<T>
+    where
+        F: FnMut(u16) -> Fut,
+        Fut: Future<Output = WeftResult<T>>,
+    {
+        let order = self.mirror_read_order(layout);
+        let Some(&first) = order.first() else {
+            return Err(WeftError::io("no mirror of the file is in sync"));
+        };
+        if order.len() > 1 {
+            for &id in &order {
+                let failed = match tokio::time::timeout(Duration::from_millis(MIRROR_TRY_MS), attempt(id)).await {
+                    Ok(Ok(done)) => return Ok(done),
+                    Ok(Err(e)) => e,
+                    Err(_) => WeftError::new(ErrorCode::TimedOut, format!("no answer within {MIRROR_TRY_MS} ms")),
+                };
+                tracing::info!("mirror {id} did not serve a read ({failed}); reading another");
+                self.note_failing(&layout.mirror(id));
+            }
+        }
+        attempt(first).await
+    }
+
+    /// The mirrors in sync in the order reads try them: those with an object on a target
+    /// that failed a mirror's read lately ([`Client::note_failing`]) last.
+    pub fn mirror_read_order(&self, layout: &Layout) -> Vec<u16> {
+        let now = std::time::Instant::now();
+        let failing = self.failing.lock().unwrap_or_else(|p| p.into_inner());
+        let mut order = layout.read_mirrors();
+        order.sort_by_key(|id| layout.mirror(*id).objects().any(|o| failing.get(&o.ost).is_some_and(|t| *t > now)));
+        order
+    }
+
+    /// A read of `mirror` failed: its targets go last in mirror reads for a while.
+    pub fn note_failing(&self, mirror: &Layout) {
+        let until = std::time::Instant::now() + Duration::from_millis(MIRROR_FAILING_MS);
+        let mut failing = self.failing.lock().unwrap_or_else(|p| p.into_inner());
+        failing.retain(|_, t| *t > std::time::Instant::now());
+        for o in mirror.objects() {
+            failing.insert(o.ost, until);
+        }
     }
 
     /// A read that one object answers whole, in file order: its bytes handed back as they
@@ -214,9 +283,9 @@ impl Client {
         Ok((size, blocks, weft_proto::layout::data_version(attrs.iter().map(|a| (a.size, a.mtime_ns)))))
     }
 
-    /// Every object's attributes, in parallel, in layout order.
+    /// The attributes of every object of the data components, in parallel, in layout order.
     async fn object_attrs(&self, who: &Caller, layout: &Layout) -> WeftResult<Vec<ost::ObjectAttr>> {
-        bounded(layout.objects().copied().map(|object| async move {
+        bounded(layout.data_objects().copied().map(|object| async move {
             match self.ost(who, object.ost, ost::Getattr { fid: object.fid }, Bytes::new()).await {
                 Ok((attr, _)) => Ok(attr),
                 Err(e) if e.code == ErrorCode::NotFound && self.has_target(TargetKind::Ost, object.ost) => {
@@ -260,7 +329,8 @@ impl Client {
         // A size inside a component with no objects yet gives it objects first: the
         // objects' sizes then say the size, as a writer's close reads it back.
         let instantiated;
-        let layout = match self.instantiate(who, fid, layout, 0, size).await?.and_then(|i| i.layout) {
+        // (Any size: on a file with mirrors in sync, the others go stale first.)
+        let layout = match self.instantiate(who, fid, layout, 0, size.max(1)).await?.and_then(|i| i.layout) {
             Some(new) => {
                 instantiated = new;
                 &instantiated
@@ -344,7 +414,7 @@ impl Client {
     /// Makes every object of the file durable on its OST, in parallel.
     pub async fn fsync(&self, who: &Caller, layout: &Layout) -> WeftResult<()> {
         layout.check_usable()?;
-        bounded(layout.objects().copied().map(|object| async move {
+        bounded(layout.data_objects().copied().map(|object| async move {
             self.ost(who, object.ost, ost::Sync { fid: object.fid }, Bytes::new()).await.map(drop)
         }))
         .await?;

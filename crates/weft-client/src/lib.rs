@@ -24,6 +24,7 @@ pub mod limits;
 pub mod locks;
 mod metadata;
 mod migrate;
+pub mod mirror;
 mod reply_slots;
 mod statfs;
 pub mod striping;
@@ -35,8 +36,9 @@ pub use weft_proto::msg::mdt::Opened;
 pub mod virtual_xattr;
 
 use bytes::Bytes;
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Weak};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::{Duration, Instant};
 use tokio::sync::watch;
 use weft_proto::lock::{LdlmReply, LdlmRequest, LockTarget};
@@ -91,6 +93,9 @@ pub struct Client {
     /// Counts incarnations; what was started under an older one is not finished (a write
     /// queued before an eviction is never sent after it).
     generation: AtomicU64,
+    /// Object targets that failed a mirror's read, until when they go last (see
+    /// `Client::mirror_read_order`).
+    failing: Mutex<HashMap<u32, Instant>>,
     locks: Arc<locks::LockCache>,
     /// Names and attributes answered under locks this client holds (see inodes.rs).
     inodes: inodes::InodeCache,
@@ -137,6 +142,7 @@ impl Client {
         let client = Arc::new_cyclic(|weak: &Weak<Client>| Client {
             client_id: AtomicU64::new(client_id),
             generation: AtomicU64::new(1),
+            failing: Mutex::new(HashMap::new()),
             locks: Arc::new(locks::LockCache::new(config.extent_locks, config.locks_cached_max)),
             inodes: inodes::InodeCache::default(),
             weak_self: weak.clone(),

@@ -65,3 +65,8 @@ pub const MIGRATE_ATTEMPTS_MAX: u32 = 5;
 pub const MIGRATE_RETRY_MS: u64 = 100;
 /// Bytes a migration reads and writes at a time.
 pub const MIGRATE_CHUNK_BYTES: u64 = 4 << 20;
+/// How long a read of a file with mirrors waits on one mirror while another in sync
+/// remains, before it reads that one instead.
+pub const MIRROR_TRY_MS: u64 = 3000;
+/// How long targets of a mirror that failed a read go last in mirror reads.
+pub const MIRROR_FAILING_MS: u64 = 30_000;

@@ -74,24 +74,46 @@ impl Mount {
         if file.generation != self.client.generation() {
             return reply.error(fuse_errno("read", &evicted()));
         }
-        let result = async {
-            // The data and its size hold while the read lock does: another client's queued
-            // writes are called in first.
-            let (layout, _locks) = self.locked_layout(&who, &file, offset, u64::from(size), LockMode::Pr).await?;
-            let layout = &*layout;
-            // Reads see every write made before them on this mount.
-            self.writes.wait_idle(file.fid).await;
-            if read_needs_glimpse(offset, size, file.known_size()) && !self.size_still_exact(&file) {
-                let (size_now, _) = self.client.glimpse(&who, layout).await?;
-                file.raise_size(size_now);
-            }
-            self.client.read(&who, layout, offset, size, file.known_size()).await
-        }
-        .await;
+        let mirrored = file.layout().is_some_and(|l| l.mirror_ids().len() > 1);
+        let result = match mirrored {
+            false => self.read_from(&who, &file, offset, size, None).await,
+            true => self.read_mirrored(&who, &file, offset, size).await,
+        };
         match result {
             Ok(data) => reply.data(&data),
             Err(e) => reply.error(fuse_errno("read", &e)),
         }
+    }
+
+    /// A read through the open `file` from mirror `mirror` of its layout (the first in sync
+    /// if that one is not), or from the file's one copy.
+    async fn read_from(
+        &self,
+        who: &Caller,
+        file: &OpenFile,
+        offset: u64,
+        size: u32,
+        mirror: Option<u16>,
+    ) -> WeftResult<Bytes> {
+        // The data and its size hold while the read lock does: another client's queued
+        // writes are called in first.
+        let (layout, _locks) = self.locked_layout(who, file, offset, u64::from(size), LockMode::Pr, mirror).await?;
+        let layout = &*layout;
+        // Reads see every write made before them on this mount.
+        self.writes.wait_idle(file.fid).await;
+        if read_needs_glimpse(offset, size, file.known_size()) && !self.size_still_exact(file) {
+            let (size_now, _) = self.client.glimpse(who, layout).await?;
+            file.raise_size(size_now);
+        }
+        self.client.read(who, layout, offset, size, file.known_size()).await
+    }
+
+    /// A read of a file with mirrors (FLR): from one mirror in sync, those whose targets
+    /// did not fail lately first, another when one does not answer in time (see
+    /// `Client::over_mirrors`), so a readable file reads on with an OST down.
+    async fn read_mirrored(&self, who: &Caller, file: &OpenFile, offset: u64, size: u32) -> WeftResult<Bytes> {
+        let layout = file.layout().ok_or_else(|| WeftError::io(format!("{} has no layout", file.fid)))?;
+        self.client.over_mirrors(&layout, |id| self.read_from(who, file, offset, size, Some(id))).await
     }
 
     /// `data`: the kernel's buffer, copied once into shared bytes (the striping then slices
@@ -126,7 +148,7 @@ impl Mount {
                 self.clear_privileges(&who, &file).await?;
             }
             // The write lock travels with the queued write until it reached the OSTs.
-            let (layout, locks) = self.locked_layout(&who, &file, offset, len as u64, LockMode::Pw).await?;
+            let (layout, locks) = self.locked_layout(&who, &file, offset, len as u64, LockMode::Pw, None).await?;
             match write_path(file.io) {
                 WritePath::Through => {
                     // After whatever an earlier mode of this inode left queued.
@@ -156,6 +178,9 @@ impl Mount {
     /// of the old one locked, and the swap calls that MDT lock back first: so a read or
     /// write that holds its locks and finds the lock there has the file's layout, and one
     /// that waited for the migration's locks finds it gone and looks again.
+    ///
+    /// With `mirror` (a read of a file with mirrors), the layout answered is that mirror's
+    /// alone, or the first in sync's if it is no longer.
     pub(crate) async fn locked_layout(
         &self,
         who: &Caller,
@@ -163,6 +188,7 @@ impl Mount {
         offset: u64,
         len: u64,
         mode: LockMode,
+        mirror: Option<u16>,
     ) -> WeftResult<(Arc<Layout>, ExtentGuard)> {
         let mut layout = file.layout().ok_or_else(|| WeftError::io(format!("{} has no layout", file.fid)))?;
         // Components this open knew without objects may have them now (another client
@@ -183,10 +209,17 @@ impl Mount {
                     }
                 }
             }
-            let locks = self.client.extent_lock(who, file.fid, &layout, offset, len, mode).await?;
+            let view = match mirror {
+                Some(id) if layout.is_mirrored() => {
+                    let id = if layout.mirror_in_sync(id) { id } else { layout.write_mirror() };
+                    Arc::new(layout.mirror(id))
+                }
+                _ => layout.clone(),
+            };
+            let locks = self.client.extent_lock(who, file.fid, &view, offset, len, mode).await?;
             let holds = file.layout_lock().is_some_and(|h| self.client.lock_cache().still_holds_layout(file.fid, h));
             if holds || round >= LAYOUT_REFETCHES_MAX {
-                return Ok((layout, locks));
+                return Ok((view, locks));
             }
             drop(locks);
             layout = self.refresh_layout(who, file).await?;

@@ -392,8 +392,9 @@ impl Mds {
         let spec = {
             let t = self.core.read_view();
             match req {
-                MdtRequest::LayoutIntent(mdt::LayoutIntent { fid, end }) => {
-                    let wants = ops::stripe::prepare_intent(&t, *fid, *end, dom)?;
+                MdtRequest::LayoutIntent(mdt::LayoutIntent { fid, end, resync }) => {
+                    let up = |ost| self.core.objects.is_up(ost);
+                    let wants = ops::stripe::prepare_intent(&t, *fid, *end, *resync, dom, up)?;
                     return match wants {
                         Some(w) if !w.is_empty() => Ok(Some(self.core.objects.reserve_all(&w).await?)),
                         _ => Ok(None),
@@ -414,7 +415,7 @@ impl Mds {
         };
         match spec {
             Some(spec) => {
-                let wants = objects::instantiation_wants(&Layout::planned(&spec), 1, dom);
+                let wants = objects::instantiation_wants(&Layout::planned(&spec), 1, dom, None);
                 Ok(Some(self.core.objects.reserve_all(&wants).await?))
             }
             None => Ok(None),

@@ -250,10 +250,19 @@ fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want>> {
             wants.push(Want { fid: *fid, bits: bits::UPDATE | layout });
         }
         // New objects for a component: others' layouts go stale.
-        MdtRequest::LayoutIntent(mdt::LayoutIntent { fid, end })
-            if t.inode(*fid)?.and_then(|r| r.layout).is_some_and(|l| l.needs_instantiation(0, *end)) =>
-        {
-            wants.push(Want { fid: *fid, bits: bits::LAYOUT })
+        // New objects for a component, or mirrors going stale: others' layouts go stale.
+        MdtRequest::LayoutIntent(mdt::LayoutIntent { fid, end, resync }) => {
+            let layout = t.inode(*fid)?.and_then(|r| r.layout);
+            let changes = layout.is_some_and(|l| match resync {
+                true => l.mirror_ids().iter().any(|m| l.mirror(*m).needs_instantiation(0, *end)),
+                false => l.needs_write_intent(0, *end),
+            });
+            if changes {
+                wants.push(Want { fid: *fid, bits: bits::LAYOUT })
+            }
+        }
+        MdtRequest::Mirror(mdt::Mirror { fid, .. }) => {
+            wants.push(Want { fid: *fid, bits: bits::UPDATE | bits::LAYOUT })
         }
         // Both files' layouts change: whoever cached either (and its open's layout) is told.
         MdtRequest::SwapLayouts(mdt::SwapLayouts { fid, with, .. }) => {

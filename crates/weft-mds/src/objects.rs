@@ -96,13 +96,14 @@ impl Reservation {
     }
 }
 
-/// What the components of `layout` that reach below `end` and have no objects yet need:
-/// (component id, the spec to reserve for it). An MDT component wants the one object of
-/// this MDT's data-on-MDT target `dom`.
-pub fn instantiation_wants(layout: &Layout, end: u64, dom: u32) -> Vec<(u32, StripeSpec)> {
+/// What the components of `layout` (of mirror `mirror` only, when given) that reach below
+/// `end` and have no objects yet need: (component id, the spec to reserve for it). An MDT
+/// component wants the one object of this MDT's data-on-MDT target `dom`.
+pub fn instantiation_wants(layout: &Layout, end: u64, dom: u32, mirror: Option<u16>) -> Vec<(u32, StripeSpec)> {
     layout
         .components
         .iter()
+        .filter(|c| mirror.is_none_or(|m| c.mirror_id == m))
         .filter(|c| !c.is_instantiated() && c.extent_start < end && !matches!(c.pattern, Pattern::Released { .. }))
         .map(|c| {
             let spec = match c.pattern {

@@ -35,6 +35,10 @@ pub struct StripeSpec {
     /// with its own striping (the fields above are then unset). Lustre's `-E END ... -E -1`.
     #[serde(default)]
     pub components: Vec<ComponentSpec>,
+    /// A mirrored file (FLR) when not empty: each mirror's own spec, plain or composite
+    /// (the fields above are then unset). Lustre's `lfs mirror create -N ... -N ...`.
+    #[serde(default)]
+    pub mirrors: Vec<StripeSpec>,
 }
 
 /// One component of a composite spec: it covers the file from the previous component's
@@ -58,6 +62,7 @@ impl StripeSpec {
             ost_list: Vec::new(),
             pool: None,
             components: Vec::new(),
+            mirrors: Vec::new(),
         }
     }
 
@@ -66,17 +71,45 @@ impl StripeSpec {
         *self == StripeSpec::unset()
     }
 
-    /// Whether this is a composite (progressive) spec.
+    /// Whether this is a composite (progressive or mirrored) spec.
     pub fn is_composite(&self) -> bool {
-        !self.components.is_empty()
+        !self.components.is_empty() || !self.mirrors.is_empty()
     }
 
     /// Checks the values a user typed; the message names the option and what is allowed.
     pub fn validate(&self) -> WeftResult<()> {
+        if !self.mirrors.is_empty() {
+            return self.validate_mirrors();
+        }
         if self.is_composite() {
             return self.validate_composite();
         }
         self.validate_plain()
+    }
+
+    fn validate_mirrors(&self) -> WeftResult<()> {
+        let bare = StripeSpec { mirrors: Vec::new(), ..self.clone() };
+        if !bare.is_unset() {
+            return Err(WeftError::invalid("a mirrored layout takes its options after each -N, not before the first"));
+        }
+        if self.mirrors.len() < 2 || self.mirrors.len() > MIRRORS_MAX {
+            return Err(WeftError::invalid(format!(
+                "{} mirrors (-N): a mirrored file has 2 to {MIRRORS_MAX}",
+                self.mirrors.len()
+            )));
+        }
+        for (i, m) in self.mirrors.iter().enumerate() {
+            if !m.mirrors.is_empty() {
+                return Err(WeftError::invalid(format!("mirror {} nests mirrors", i + 1)));
+            }
+            if m.components.iter().any(|c| c.on_mdt) {
+                return Err(WeftError::invalid(
+                    "data on the MDT (-L mdt) cannot be mirrored: its one copy is the MDT's",
+                ));
+            }
+            m.validate().map_err(|e| WeftError::invalid(format!("mirror {}: {}", i + 1, e.message)))?;
+        }
+        Ok(())
     }
 
     fn validate_composite(&self) -> WeftResult<()> {
@@ -218,6 +251,7 @@ impl StripeSpec {
             },
             pool: self.pool.clone().or_else(|| inherited.pool.clone()),
             components: Vec::new(),
+            mirrors: Vec::new(),
         }
     }
 
@@ -393,6 +427,15 @@ impl Layout {
     /// The uninstantiated layout of `spec` (composite or plain): its components with their
     /// extents and striping, no objects yet.
     pub fn planned(spec: &StripeSpec) -> Layout {
+        if !spec.mirrors.is_empty() {
+            let components = spec
+                .mirrors
+                .iter()
+                .enumerate()
+                .flat_map(|(i, m)| Layout::planned_mirror(m, i as u16 + 1).components)
+                .collect();
+            return Layout { generation: 0, components };
+        }
         let mut start = 0;
         let components = spec
             .component_specs()
@@ -416,6 +459,63 @@ impl Layout {
             })
             .collect();
         Layout { generation: 0, components }
+    }
+
+    /// The planned components of one mirror `mirror_id` (from 1): ids as Lustre's,
+    /// `mirror_id << 16 | n`.
+    pub fn planned_mirror(spec: &StripeSpec, mirror_id: u16) -> Layout {
+        let mut l = Layout::planned(spec);
+        for c in &mut l.components {
+            c.mirror_id = mirror_id;
+            c.id |= u32::from(mirror_id) << 16;
+        }
+        l
+    }
+
+    /// The mirrors' ids, ascending (`[0]` for a file without mirrors).
+    pub fn mirror_ids(&self) -> Vec<u16> {
+        let mut ids: Vec<u16> = self.components.iter().map(|c| c.mirror_id).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        ids
+    }
+
+    pub fn is_mirrored(&self) -> bool {
+        self.components.iter().any(|c| c.mirror_id != 0)
+    }
+
+    /// Mirror `id` alone: its components.
+    pub fn mirror(&self, id: u16) -> Layout {
+        Layout {
+            generation: self.generation,
+            components: self.components.iter().filter(|c| c.mirror_id == id).cloned().collect(),
+        }
+    }
+
+    /// Whether mirror `id` has every write (no stale component).
+    pub fn mirror_in_sync(&self, id: u16) -> bool {
+        self.components.iter().filter(|c| c.mirror_id == id).all(|c| c.flags & comp_flags::STALE == 0)
+    }
+
+    /// The mirrors reads may use, in the order to try them: in sync, preferred ones first.
+    pub fn read_mirrors(&self) -> Vec<u16> {
+        let mut ids: Vec<u16> = self.mirror_ids().into_iter().filter(|id| self.mirror_in_sync(*id)).collect();
+        let preferred =
+            |id: &u16| !self.components.iter().any(|c| c.mirror_id == *id && c.flags & comp_flags::PREF_RD != 0);
+        ids.sort_by_key(preferred);
+        ids
+    }
+
+    /// The mirror writes go to: the first in sync (after a write intent, the only one).
+    pub fn write_mirror(&self) -> u16 {
+        let ids = self.mirror_ids();
+        ids.iter().copied().find(|id| self.mirror_in_sync(*id)).unwrap_or(ids.first().copied().unwrap_or(0))
+    }
+
+    /// Whether a write must first tell the MDS (Lustre's layout write intent): a component it
+    /// reaches has no objects, or more than one mirror is in sync (the others go stale).
+    pub fn needs_write_intent(&self, offset: u64, len: u64) -> bool {
+        self.needs_instantiation(offset, len) || (self.is_mirrored() && self.read_mirrors().len() > 1)
     }
 
     /// Whether listings show it as composite (Lustre's `lcm_*` form): more than one
@@ -479,12 +579,19 @@ impl Layout {
         self.single()
     }
 
-    /// The components that hold the file's data, in file order (mirror 0 until mirrors).
+    /// The components that writes go to and sizes are read from, in file order: the write
+    /// mirror's ([`Layout::write_mirror`]), all of them for a file without mirrors.
     pub fn data_components(&self) -> impl Iterator<Item = &LayoutComponent> {
-        self.components.iter()
+        let mirror = if self.is_mirrored() { Some(self.write_mirror()) } else { None };
+        self.components.iter().filter(move |c| mirror.is_none_or(|m| c.mirror_id == m))
     }
 
-    /// Every instantiated component's objects.
+    /// The objects of [`Layout::data_components`].
+    pub fn data_objects(&self) -> impl Iterator<Item = &StripeObject> {
+        self.data_components().flat_map(|c| c.objects.iter())
+    }
+
+    /// Every instantiated component's objects, of every mirror.
     pub fn objects(&self) -> impl Iterator<Item = &StripeObject> {
         self.components.iter().flat_map(|c| c.objects.iter())
     }
@@ -525,7 +632,7 @@ impl Layout {
 
     /// Whether every component is instantiated (no other client can add objects to it).
     pub fn fully_instantiated(&self) -> bool {
-        self.components.iter().all(|c| c.is_instantiated())
+        self.data_components().all(|c| c.is_instantiated())
     }
 }
 

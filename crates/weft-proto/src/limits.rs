@@ -30,6 +30,8 @@ pub const STRIPE_COUNT_DEFAULT: u32 = 1;
 pub const STRIPE_COUNT_MAX: u32 = 2000;
 /// Most components of one layout (progressive layouts and mirrors together).
 pub const LAYOUT_COMPONENTS_MAX: usize = 64;
+/// Most mirrors of one file (Lustre's LUSTRE_MIRROR_COUNT_MAX).
+pub const MIRRORS_MAX: usize = 16;
 /// Largest data-on-MDT component: its end (Lustre's `dom_stripesize` default, 1 MiB).
 pub const DOM_SIZE_MAX_BYTES: u64 = 1024 * 1024;
 /// Data-on-MDT objects live on a hidden object target of the MDT's server, index

@@ -199,6 +199,9 @@ impl LockCache {
             Callback::Narrow { inode, dropped, keep } => {
                 if let Some(h) = self.hooks() {
                     drop_before_answer(h.drop_inode(inode, dropped)).await;
+                    if layout_changes(wanted) {
+                        drop_before_answer(h.drop_data(inode)).await;
+                    }
                 }
                 return CallbackAnswer::Narrowed(LockScope::Bits(keep));
             }
@@ -229,6 +232,9 @@ impl LockCache {
                 // and an operation of this mount in that directory may hold it while it
                 // waits on the MDS for the change this answer lets through.
                 drop_before_answer(h.drop_inode(file, bits)).await;
+                if layout_changes(wanted) {
+                    drop_before_answer(h.drop_data(file)).await;
+                }
             }
             _ => self.set_phase(target, handle, Phase::Draining),
         }
@@ -421,8 +427,10 @@ impl Client {
     /// cached copy of the file is kept under it.
     pub async fn whole_file_read_lock(&self, who: &Caller, file: Fid, layout: &Layout) -> WeftResult<ExtentGuard> {
         layout.check_usable()?;
-        let wants: Vec<(StripeObject, Extent)> =
-            layout.objects().map(|object| (*object, Extent { start: 0, end: weft_proto::lock::EXTENT_EOF })).collect();
+        let wants: Vec<(StripeObject, Extent)> = layout
+            .data_objects()
+            .map(|object| (*object, Extent { start: 0, end: weft_proto::lock::EXTENT_EOF }))
+            .collect();
         self.lock_objects(who, file, LockMode::Pr, wants.into_iter()).await
     }
 
@@ -587,6 +595,14 @@ impl Client {
             }
         }
     }
+}
+
+/// Whether a callback comes from a change of the file's layout (an EX lock on its LAYOUT
+/// bit): the kernel's pages of it may have come from objects it no longer reads (a mirror
+/// gone stale), so they go too. Other changes (attributes, names) leave pages alone: the
+/// extent locks guard them.
+fn layout_changes(wanted: LockScope) -> bool {
+    matches!(wanted, LockScope::Bits(b) if b & lock::bits::LAYOUT != 0)
 }
 
 /// The transport's view of a client: callbacks go to the client while it lives.

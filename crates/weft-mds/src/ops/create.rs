@@ -50,17 +50,18 @@ pub fn layout_spec(
 pub fn layout_from(ctx: &mut OpCtx<'_>, spec: &StripeSpec, generation: u32) -> WeftResult<Layout> {
     let mut layout = Layout::planned(spec);
     layout.generation = generation;
-    instantiate(ctx, &mut layout, 1)?;
+    instantiate(ctx, &mut layout, 1, None)?;
     Ok(layout)
 }
 
-/// Gives objects to every component of `layout` that reaches below `end` and has none
+/// Gives objects to every component of `layout` (of mirror `mirror` only, when given) that
+/// reaches below `end` and has none
 /// (Lustre's layout instantiation): those of the request's reservation when it was made
 /// for exactly these components, noting in `ctx` that it is used; otherwise (the layout
 /// changed since the request was prepared) objects reserved now, unwaited. Whether any
 /// component was instantiated; the caller bumps the generation.
-pub fn instantiate(ctx: &mut OpCtx<'_>, layout: &mut Layout, end: u64) -> WeftResult<bool> {
-    let wants = instantiation_wants(layout, end, dom_target(ctx.core.mdt_index));
+pub fn instantiate(ctx: &mut OpCtx<'_>, layout: &mut Layout, end: u64, mirror: Option<u16>) -> WeftResult<bool> {
+    let wants = instantiation_wants(layout, end, dom_target(ctx.core.mdt_index), mirror);
     if wants.is_empty() {
         return Ok(false);
     }

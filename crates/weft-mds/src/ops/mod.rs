@@ -14,6 +14,7 @@ pub mod fid2path;
 pub mod hsm;
 pub mod link;
 pub mod lookup;
+pub mod mirror;
 pub mod mkdir;
 pub mod mknod;
 pub mod open;

@@ -35,7 +35,7 @@ fn check_file_setstripe(who: &Identity, rec: &InodeRecord) -> WeftResult<()> {
 }
 
 /// The spec of a file's new layout: the given one over its directory's default.
-fn file_spec(t: &Tables, fid: Fid, spec: &StripeSpec) -> WeftResult<StripeSpec> {
+pub fn file_spec(t: &Tables, fid: Fid, spec: &StripeSpec) -> WeftResult<StripeSpec> {
     spec.validate()?;
     let inherited = match t.first_link(fid)? {
         Some((parent, _)) => crate::inherited_spec(t, &t.must_dir(parent)?)?,
@@ -58,10 +58,26 @@ pub fn prepare(core: &Core, t: &Tables, fid: Fid, spec: &StripeSpec) -> WeftResu
 }
 
 /// Before the batch: what a layout intent instantiates (None: no such file or no layout;
-/// the writer reports it).
-pub fn prepare_intent(t: &Tables, fid: Fid, end: u64, dom: u32) -> WeftResult<Option<Vec<(u32, StripeSpec)>>> {
+/// the writer reports it). `up`: whether an OST is up.
+pub fn prepare_intent(
+    t: &Tables,
+    fid: Fid,
+    end: u64,
+    resync: bool,
+    dom: u32,
+    up: impl Fn(u32) -> bool,
+) -> WeftResult<Option<Vec<(u32, StripeSpec)>>> {
     let Some(rec) = t.inode(fid)? else { return Ok(None) };
-    Ok(rec.layout.as_ref().map(|l| crate::objects::instantiation_wants(l, end, dom)))
+    Ok(rec.layout.as_ref().map(|l| {
+        let mirror = intent_mirror(l, resync, &up);
+        crate::objects::instantiation_wants(l, end, dom, mirror)
+    }))
+}
+
+/// The mirror a write intent writes to (None: a file without mirrors, or a resync, which
+/// instantiates every mirror).
+fn intent_mirror(layout: &weft_proto::Layout, resync: bool, up: &impl Fn(u32) -> bool) -> Option<u16> {
+    (layout.is_mirrored() && !resync).then(|| super::mirror::primary(layout, up))
 }
 
 impl Mutation for mdt::LayoutIntent {
@@ -75,10 +91,21 @@ impl Mutation for mdt::LayoutIntent {
         }
         layout.check_usable()?;
         // Checks done: writes follow.
-        if super::create::instantiate(ctx, &mut layout, self.end)? {
+        let up = |ost| ctx.core.objects.is_up(ost);
+        let mirror = intent_mirror(&layout, self.resync, &up);
+        // A write on a file with several mirrors in sync: the others miss it from now on.
+        let mut changed = match mirror {
+            Some(keep) if layout.read_mirrors().len() > 1 => super::mirror::mark_stale_except(&mut layout, keep),
+            _ => false,
+        };
+        changed |= super::create::instantiate(ctx, &mut layout, self.end, mirror)?;
+        if changed {
             layout.generation = layout.generation.wrapping_add(1);
             rec.layout = Some(layout);
             ctx.t.put_inode(self.fid, &rec)?;
+            if mirror.is_some() && !self.resync {
+                ctx.record(weft_proto::msg::changelog::ChangelogType::Flrw, 0, self.fid, None)?;
+            }
         }
         Ok(crate::inode_info(ctx.core, self.fid, &rec))
     }

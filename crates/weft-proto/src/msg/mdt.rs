@@ -86,7 +86,13 @@ macro_rules! mdt_ops {
             /// Gives objects to every component of the file's layout that reaches below `end`
             /// and has none yet (a writer or a truncate about to reach it: Lustre's layout
             /// write intent). Answered with the inode and the layout as it now is.
-            write LayoutIntent { fid: $crate::Fid, end: u64 } -> $crate::msg::InodeInfo = "mds_layout_intent";
+            /// With `resync`, every mirror's components below `end` get objects instead, and
+            /// no mirror goes stale (a resync about to copy into them). A write intent on a
+            /// file with more than one mirror in sync marks all but one stale (FLR): writes go
+            /// to that one until a resync.
+            write LayoutIntent { fid: $crate::Fid, end: u64, resync: bool } -> $crate::msg::InodeInfo = "mds_layout_intent";
+            /// Changes a file's mirrors (FLR): see [`MirrorOp`].
+            write Mirror { fid: $crate::Fid, op: $crate::msg::mdt::MirrorOp } -> $crate::msg::InodeInfo = "mds_mirror";
             /// A volatile file (Lustre's): an inode without a name, open for writing, with
             /// `spec` over the default of `like`'s directory; it goes with its last close.
             /// A migration copies `like`'s data into it and swaps their layouts.
@@ -178,6 +184,19 @@ pub struct Opened {
 pub struct Changed {
     pub answer: MdtReply,
     pub dirs: Vec<InodeInfo>,
+}
+
+/// What a [`Mirror`] request does.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum MirrorOp {
+    /// Adds a mirror of this spec (plain or progressive), stale until a resync copies the
+    /// data into it. A file without mirrors becomes mirror 1.
+    Extend { spec: crate::StripeSpec },
+    /// Removes a mirror and destroys its objects; the last mirror in sync stays.
+    Split { mirror_id: u16 },
+    /// A resync copied the data into every stale mirror while the layout was of
+    /// `generation`: they are in sync again (Busy if the layout changed meanwhile).
+    Resynced { generation: u32 },
 }
 
 /// A file's layout and a directory's default layout (GetStripe, SetStripe).

@@ -24,7 +24,16 @@
 //! action = "release"
 //! larger_than = "1G"
 //! when_ost_full = 80          # percent: only while an OST is at least this full
+//!
+//! [[rule]]
+//! name = "cold-to-disk"
+//! action = "migrate"          # rewrite the data into `pool` (weft migrate): tiers
+//! pool = "slow"
+//! stripe_count = 2            # optional: the new layout's (default: the directory's)
+//! not_modified_for = "1d"
 //! ```
+//! A migrate rule names a file with data outside its pool; once moved, the changelog's
+//! layout record brings the file's new pools into the catalog.
 //! The catalog is a JSON file: fine for the millions of files a project holds, not for a
 //! whole site's billions (that wants a database; the changelog following stays the same).
 
@@ -36,7 +45,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use weft_client::virtual_xattr::{self as vx, PathAnswer};
+use weft_client::virtual_xattr::{self as vx, LayoutAnswer, PathAnswer};
 use weft_client::TargetStatfs;
 use weft_proto::msg::changelog::ChangelogRecord;
 use weft_proto::msg::hsm::{HsmAction, HsmState, HS_RELEASED};
@@ -63,9 +72,10 @@ enum PolicyCommand {
 
 #[derive(Args)]
 struct RunArgs {
-    /// The rules (TOML): `[[rule]]` tables with `name`, `action` (archive or release),
+    /// The rules (TOML): `[[rule]]` tables with `name`, `action` (archive, release or migrate),
     /// `under` (a path from the root), `not_modified_for` (1h), `larger_than` (1G),
-    /// `when_ost_full` (a percentage) and, to archive, `archive` (an id).
+    /// `when_ost_full` (a percentage), to archive `archive` (an id), to migrate `pool` and
+    /// `stripe_count`.
     #[arg(long, value_name = "FILE")]
     config: PathBuf,
     /// Where the engine keeps its catalog and changelog reader.
@@ -96,12 +106,15 @@ struct RuleText {
     larger_than: Option<String>,
     when_ost_full: Option<u32>,
     archive: Option<u32>,
+    pool: Option<String>,
+    stripe_count: Option<i64>,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Do {
     Archive,
     Release,
+    Migrate,
 }
 
 #[derive(Debug)]
@@ -113,6 +126,9 @@ struct Rule {
     larger_than: Option<u64>,
     when_ost_full: Option<u32>,
     archive: Option<u32>,
+    /// A migrate rule's pool and stripe count.
+    pool: Option<String>,
+    stripe_count: Option<i64>,
 }
 
 fn parse_rules(text: &str) -> anyhow::Result<Vec<Rule>> {
@@ -129,10 +145,16 @@ fn parse_rules(text: &str) -> anyhow::Result<Vec<Rule>> {
             let action = match r.action.as_str() {
                 "archive" => Do::Archive,
                 "release" => Do::Release,
-                a => return Err(what(format!("action '{a}': archive or release"))),
+                "migrate" => Do::Migrate,
+                a => return Err(what(format!("action '{a}': archive, release or migrate"))),
             };
-            if action == Do::Release && r.archive.is_some() {
+            if action != Do::Archive && r.archive.is_some() {
                 return Err(what("archive = N goes with action = \"archive\"".into()));
+            }
+            if (action == Do::Migrate) != r.pool.is_some() || (action != Do::Migrate && r.stripe_count.is_some()) {
+                return Err(what(
+                    "pool = \"NAME\" (and stripe_count) go with action = \"migrate\", which needs a pool".into(),
+                ));
             }
             let under = r.under.unwrap_or_else(|| "/".into());
             if !under.starts_with('/') {
@@ -157,6 +179,8 @@ fn parse_rules(text: &str) -> anyhow::Result<Vec<Rule>> {
                 larger_than,
                 when_ost_full: r.when_ost_full,
                 archive: r.archive,
+                pool: r.pool,
+                stripe_count: r.stripe_count,
             })
         })
         .collect()
@@ -170,6 +194,9 @@ struct Entry {
     size: u64,
     mtime: i64,
     states: u32,
+    /// The pools of the components that hold its data (None: a component in no pool).
+    #[serde(default)]
+    pools: Vec<Option<String>>,
 }
 
 #[derive(Debug, Default, Serialize, Deserialize)]
@@ -232,7 +259,12 @@ impl Engine {
             return None;
         }
         let state: HsmState = xattr::get_json(&full, vx::HSM).ok()?;
-        Some(Entry { path: path.to_string(), size: meta.len(), mtime: meta.mtime(), states: state.states })
+        let layout: Option<LayoutAnswer> = xattr::get_json(&full, vx::LAYOUT).ok();
+        let pools = layout
+            .and_then(|l| l.layout)
+            .map(|l| l.data_components().map(|c| c.pool.clone()).collect())
+            .unwrap_or_default();
+        Some(Entry { path: path.to_string(), size: meta.len(), mtime: meta.mtime(), states: state.states, pools })
     }
 
     /// The first run's walk of the tree (the reader is registered before it: what changes
@@ -325,6 +357,7 @@ fn names(rule: &Rule, e: &Entry, now: i64, full: u32) -> bool {
     let state_ok = match rule.action {
         Do::Archive => state.wants_archive(),
         Do::Release => state.release_refusal().is_none() && e.states & HS_RELEASED == 0,
+        Do::Migrate => e.states & HS_RELEASED == 0 && e.pools.iter().any(|p| p.as_ref() != rule.pool.as_ref()),
     };
     state_ok
         && under(&e.path, &rule.under)
@@ -396,12 +429,14 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
     // Each file goes to the first rule of each action that names it.
     let mut archives: BTreeMap<u32, Vec<(Fid, &Entry, &Rule)>> = BTreeMap::new();
     let mut releases = Vec::new();
+    let mut migrations = Vec::new();
     for (fid, e) in &catalog.files {
-        for action in [Do::Archive, Do::Release] {
+        for action in [Do::Archive, Do::Release, Do::Migrate] {
             if let Some(rule) = rules.iter().filter(|r| r.action == action).find(|r| names(r, e, now, full)) {
                 match action {
                     Do::Archive => archives.entry(rule.archive.unwrap_or(0)).or_default().push((*fid, e, rule)),
                     Do::Release => releases.push((*fid, e, rule)),
+                    Do::Migrate => migrations.push((*fid, e, rule)),
                 }
             }
         }
@@ -413,7 +448,11 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
     for (fid, e, rule) in &releases {
         println!("{verb}release {} ({fid}, rule {})", e.path, rule.name);
     }
-    let planned = archives.values().map(Vec::len).sum::<usize>() + releases.len();
+    for (fid, e, rule) in &migrations {
+        let pool = rule.pool.as_deref().unwrap_or_default();
+        println!("{verb}migrate {} to pool {pool} ({fid}, rule {})", e.path, rule.name);
+    }
+    let planned = archives.values().map(Vec::len).sum::<usize>() + releases.len() + migrations.len();
     if !a.apply {
         println!("dry run: {planned} actions, none done (--apply does them)");
         return Ok(());
@@ -444,6 +483,22 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
             failed += 1;
         }
     }
+    if !migrations.is_empty() {
+        let mut tool = crate::migrate::Tool::new("weft_policy")?;
+        for (_, e, rule) in &migrations {
+            let spec = weft_proto::StripeSpec {
+                pool: rule.pool.clone(),
+                stripe_count: rule.stripe_count.unwrap_or(0),
+                ..weft_proto::StripeSpec::unset()
+            };
+            let full_path = a.mount.join(e.path.trim_start_matches('/'));
+            let moved = tool.on(&full_path, |c, who, fid| async move { c.migrate(&who, fid, &spec).await });
+            if let Err(err) = moved {
+                eprintln!("weft policy: migration of {}: {err:#}", e.path);
+                failed += 1;
+            }
+        }
+    }
     println!("{} actions done, {failed} failed", planned - failed);
     if failed > 0 {
         bail!("{failed} of {planned} actions failed");
@@ -469,7 +524,7 @@ mod tests {
     use weft_proto::msg::hsm::{HS_ARCHIVED, HS_DIRTY, HS_EXISTS, HS_NOARCHIVE};
 
     fn entry(path: &str, size: u64, mtime: i64, states: u32) -> Entry {
-        Entry { path: path.into(), size, mtime, states }
+        Entry { path: path.into(), size, mtime, states, pools: vec![None] }
     }
 
     #[test]
@@ -506,5 +561,24 @@ mod tests {
         );
         assert!(e("[[rule]]\nname = \"r\"\naction = \"archive\"\nolder = 1\n").contains("unknown field"));
         assert!(e("").contains("no [[rule]]"));
+        assert!(e("[[rule]]\nname = \"r\"\naction = \"migrate\"\n").contains("needs a pool"));
+        assert!(e("[[rule]]\nname = \"r\"\naction = \"release\"\npool = \"slow\"\n").contains("go with action"));
+    }
+
+    #[test]
+    fn a_migrate_rule_names_files_with_data_outside_its_pool() {
+        let rules = parse_rules(
+            "[[rule]]\nname = \"cold\"\naction = \"migrate\"\npool = \"slow\"\nnot_modified_for = \"1d\"\n",
+        )
+        .unwrap();
+        let now = 1_000_000;
+        let mut e = entry("/a", 1, now - 2 * 86400, 0);
+        e.pools = vec![Some("fast".into()), Some("fast".into())];
+        assert!(names(&rules[0], &e, now, 0));
+        e.pools = vec![Some("slow".into())];
+        assert!(!names(&rules[0], &e, now, 0), "in the pool already");
+        e.pools = vec![Some("fast".into())];
+        e.mtime = now - 3600;
+        assert!(!names(&rules[0], &e, now, 0), "not cold yet");
     }
 }

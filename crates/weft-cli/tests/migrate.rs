@@ -156,3 +156,76 @@ fn a_file_written_and_fsynced_while_it_migrates_keeps_every_fsynced_byte() {
     }
     assert_eq!(osts_of(&f).len(), 2, "the last migration's layout");
 }
+
+#[test]
+fn tiers_new_data_lands_on_the_fast_pool_and_the_policy_moves_cold_files_to_the_slow_one() {
+    let mut c = Cluster::single_node(&weft_bin(), 4);
+    let m = c.mount();
+    let w = weft_bin().display().to_string();
+    // Pools as lctl pool_*, found through the mount the command runs in.
+    sh(&m, &format!("{w} pool new weft.fast && {w} pool add weft.fast 0 1 && {w} pool new weft.slow && {w} pool add weft.slow weft-OST[2-3]"));
+    let list = sh(&m, &format!("{w} pool list weft.slow"));
+    assert_eq!(list.lines().collect::<Vec<_>>(), ["Pool: weft.slow", "weft-OST0002_UUID", "weft-OST0003_UUID"]);
+    // The burst buffer: new data goes to the fast pool (1 MiB on one OST, the rest on two).
+    let d = m.join("tier");
+    std::fs::create_dir(&d).unwrap();
+    weft_ok(&["setstripe", "-E", "1M", "-c", "1", "-p", "fast", "-E", "-1", "-c", "2", "-p", "fast", p(&d)]);
+    let sizes = [3 << 20, 200 << 10, 5 << 20, 4096];
+    for (i, size) in sizes.iter().enumerate() {
+        std::fs::write(d.join(format!("f{i}")), pattern(40 + i as u64, 0, *size)).unwrap();
+    }
+    for i in 0..4 {
+        assert!(osts_of(&d.join(format!("f{i}"))).iter().all(|o| *o < 2), "f{i} on the fast pool");
+    }
+    // f0 and f2 are cold: last changed two days ago.
+    sh(&d, "touch -m -d '2 days ago' f0 f2");
+    let rules = c.dir.path().join("rules.toml");
+    std::fs::write(
+        &rules,
+        "[[rule]]\nname = \"cold\"\naction = \"migrate\"\npool = \"slow\"\nstripe_count = 2\nunder = \"/tier\"\nnot_modified_for = \"1d\"\n",
+    )
+    .unwrap();
+    let state = c.dir.path().join("policy");
+    let run = |apply: bool| {
+        let mut args = vec!["policy", "run", "--config", p(&rules), "--state", p(&state), p(&m)];
+        if apply {
+            args.insert(2, "--apply");
+        }
+        weft_ok(&args)
+    };
+    let dry = run(false);
+    assert!(
+        dry.contains("would migrate /tier/f0 to pool slow") && dry.contains("would migrate /tier/f2 to pool slow"),
+        "{dry}"
+    );
+    assert!(!dry.contains("/tier/f1") && !dry.contains("/tier/f3"), "{dry}");
+    let done = run(true);
+    assert!(done.contains("2 actions done, 0 failed"), "{done}");
+    for (i, size) in sizes.iter().enumerate() {
+        let f = d.join(format!("f{i}"));
+        let osts = osts_of(&f);
+        if i == 0 || i == 2 {
+            assert!(osts.len() == 2 && osts.iter().all(|o| *o >= 2), "f{i} moved to the slow pool: {osts:?}");
+        } else {
+            assert!(osts.iter().all(|o| *o < 2), "f{i} stays on the fast pool: {osts:?}");
+        }
+        assert!(std::fs::read(&f).unwrap() == pattern(40 + i as u64, 0, *size), "f{i} reads back whole");
+    }
+    assert_eq!(find(&[p(&d), "--pool", "slow"]), [p(&d.join("f0")).to_string(), p(&d.join("f2")).to_string()]);
+    // The next run finds nothing more to move (the changelog brought the new layouts in).
+    let again = run(false);
+    assert!(again.contains("dry run: 0 actions"), "{again}");
+    // The fast copies are gone: OSTs 0 and 1 hold only the new files' bytes.
+    let dir = c.servers[0].data_dir.clone();
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let fast_bytes = || -> u64 {
+        sh(&dir, "find ost0000/O ost0001/O -type f -name '[0-9]*' -printf '%s\\n'")
+            .lines()
+            .map(|l| l.parse::<u64>().unwrap())
+            .sum()
+    };
+    while fast_bytes() > (sizes[1] + sizes[3]) as u64 {
+        assert!(Instant::now() < deadline, "the fast pool still holds {} bytes", fast_bytes());
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}

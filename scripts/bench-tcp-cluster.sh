@@ -8,7 +8,8 @@
 # target/release/weft. NRS="tbf jobid" (or crrn, orr, fifo) first switches the OSS I/O and
 # MDS services to that policy, a TBF with a rule that no request reaches and the default
 # rule's rate out of reach: what the policy costs when it holds nothing back.
-# BENCH=pcc runs scripts/pcc-reread.sh on the mount instead of IO-500 (scripts/bench-pcc.sh).
+# BENCH=pcc runs scripts/pcc-reread.sh on the mount instead of IO-500 (scripts/bench-pcc.sh),
+# BENCH=dom scripts/dom-smallfiles.sh (scripts/bench-dom.sh).
 set -euo pipefail
 W=${WEFT:-target/release/weft}
 W=$(realpath "$W")
@@ -61,6 +62,10 @@ with_baseline=(--baseline "$baseline")
 [ "$baseline" = none ] && with_baseline=()
 if [ "${BENCH:-io500}" = pcc ]; then
   W="$W" "$(dirname "$0")/pcc-reread.sh" "$dir/mnt" "$dir/pcc" "$@"
+  exit
+fi
+if [ "${BENCH:-io500}" = dom ]; then
+  W="$W" "$(dirname "$0")/dom-smallfiles.sh" "$dir/mnt" "$@"
   exit
 fi
 "$W" bench io500 --dir "$dir/mnt/io500" "${with_baseline[@]}" "$@"

@@ -237,3 +237,33 @@ fn another_mount_reads_a_file_growing_into_new_components_through_an_open_descri
     back.truncate(9 << 20);
     assert!(back == data);
 }
+
+#[test]
+fn two_opens_on_one_mount_and_a_file_created_read_only_keep_every_byte_as_they_grow() {
+    let mut c = Cluster::single_node(&weft_bin(), 4);
+    let m = c.mount();
+    let f = m.join("two");
+    set_pfl(&f);
+    let data = pattern(8, 0, 10 << 20);
+    // Two opens of one mount: A grows the file into both OST components, B (opened before,
+    // knowing the MDT component only) writes the first bytes and closes last: its close
+    // must not tell the MDS the size of the components it knew.
+    let a = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
+    let b = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
+    a.write_all_at(&data[4096..], 4096).unwrap();
+    drop(a);
+    b.write_all_at(&data[..4096], 0).unwrap();
+    drop(b);
+    let other = c.mount();
+    assert_eq!(std::fs::metadata(other.join("two")).unwrap().len(), 10 << 20);
+    assert!(std::fs::read(other.join("two")).unwrap() == data);
+    // A file created read-only (as git makes its objects) by a user who is not root grows
+    // past its first component: the open's right to write holds, not the mode bits.
+    let d = m.join("ro");
+    std::fs::create_dir(&d).unwrap();
+    set_pfl(&d);
+    std::fs::set_permissions(&d, std::os::unix::fs::PermissionsExt::from_mode(0o777)).unwrap();
+    let out = sh_as(1000, 1000, &d, "umask 0222 && head -c 2000000 /dev/zero > obj && stat -c '%s %a' obj");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "2000000 444");
+}

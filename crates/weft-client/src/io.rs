@@ -2,7 +2,7 @@
 //! [`crate::striping`] and sends them in parallel, at most
 //! [`crate::limits::OBJECT_REQUESTS_IN_FLIGHT_MAX`] at a time.
 
-use crate::limits::{MIRROR_FAILING_MS, MIRROR_TRY_MS, OBJECT_REQUESTS_IN_FLIGHT_MAX};
+use crate::limits::{LAYOUT_ROUNDS_MAX, MIRROR_FAILING_MS, MIRROR_TRY_MS, OBJECT_REQUESTS_IN_FLIGHT_MAX};
 use crate::locks::ExtentGuard;
 use crate::striping::{gather, piece_is_whole_range, plan_pieces, scatter, ObjectPiece};
 use crate::Client;
@@ -56,7 +56,8 @@ where
 impl Client {
     /// The layout with objects for every component that `[offset, offset+len)` reaches, when
     /// some have none yet (a write or a truncate is about to reach them): the MDS gives them
-    /// objects (Lustre's layout write intent): the inode as the MDS answered (its layout,
+    /// objects (Lustre's layout write intent; `open_handle`: the caller's open of the file
+    /// for writing, as for a truncate): the inode as the MDS answered (its layout,
     /// and the lock that keeps it). None when `layout` has them all already.
     pub async fn instantiate(
         &self,
@@ -65,11 +66,13 @@ impl Client {
         layout: &Layout,
         offset: u64,
         len: u64,
+        open_handle: Option<u64>,
     ) -> WeftResult<Option<InodeInfo>> {
         if len == 0 || !layout.needs_write_intent(offset, len) {
             return Ok(None);
         }
-        let inode = self.mdt(who, mdt::LayoutIntent { fid, end: offset.saturating_add(len), resync: false }).await?;
+        let end = offset.saturating_add(len);
+        let inode = self.mdt(who, mdt::LayoutIntent { fid, end, resync: false, open_handle }).await?;
         match &inode.layout {
             Some(l) if !l.needs_instantiation(offset, len) => Ok(Some(inode)),
             Some(_) => Err(WeftError::io(format!("the MDS gave {fid} no objects for [{offset}, +{len})"))),
@@ -245,6 +248,12 @@ impl Client {
         }
         layout.check_usable()?;
         layout.check_writable(offset, data.len() as u64)?;
+        if layout.needs_instantiation(offset, data.len() as u64) {
+            return Err(WeftError::io(format!(
+                "a write of {} bytes at {offset} reaches a component without objects: instantiate it first",
+                data.len()
+            )));
+        }
         let pieces = plan_layout(layout, offset, data.len() as u64);
         let data = &data;
         bounded(pieces.into_iter().map(|(k, piece)| async move {
@@ -325,19 +334,33 @@ impl Client {
             }
             return Box::pin(self.truncate(who, fid, &restored, size, open_handle)).await;
         }
-        layout.check_writable(size.saturating_sub(1), u64::from(size > 0))?;
-        // A size inside a component with no objects yet gives it objects first: the
-        // objects' sizes then say the size, as a writer's close reads it back.
-        let instantiated;
-        // (Any size: on a file with mirrors in sync, the others go stale first.)
-        let layout = match self.instantiate(who, fid, layout, 0, size.max(1)).await?.and_then(|i| i.layout) {
-            Some(new) => {
-                instantiated = new;
-                &instantiated
+        let mut layout = layout.clone();
+        let mut round = 0;
+        let (layout, locks) = loop {
+            layout.check_writable(size.saturating_sub(1), u64::from(size > 0))?;
+            // A size inside a component with no objects yet gives it objects first: the
+            // objects' sizes then say the size, as a writer's close reads it back. (Any
+            // size: on a file with mirrors in sync, the others go stale first.)
+            let intent = self.instantiate(who, fid, &layout, 0, size.max(1), open_handle).await?;
+            if let Some(new) = intent.and_then(|i| i.layout) {
+                layout = new;
             }
-            None => layout,
+            let locks = self.extent_lock_from(who, fid, &layout, size).await?;
+            // Under the locks, the layout cannot be swapped away (a migration locks the same
+            // objects): it must still be the file's, or the punches would miss its objects.
+            let now =
+                self.getattr(who, fid).await?.layout.ok_or_else(|| WeftError::io(format!("{fid} lost its layout")))?;
+            if now.generation == layout.generation {
+                break (layout, locks);
+            }
+            round += 1;
+            if round > LAYOUT_ROUNDS_MAX {
+                return Err(WeftError::new(ErrorCode::Busy, format!("the layout of {fid} kept changing")));
+            }
+            drop(locks);
+            layout = now;
         };
-        let locks = &self.extent_lock_from(who, fid, layout, size).await?;
+        let (layout, locks) = (&layout, &locks);
         let punches: Vec<(StripeObject, u64)> = layout
             .data_components()
             .flat_map(|comp| {
@@ -392,6 +415,9 @@ impl Client {
     /// holding it is served by this very process: what a passthrough open hands the kernel.
     /// `None` when the file has more objects or its OST is elsewhere.
     pub async fn local_object(&self, who: &Caller, layout: &Layout) -> WeftResult<Option<std::fs::File>> {
+        if layout.is_composite() {
+            return Ok(None);
+        }
         let comp = layout.plain()?;
         let [object] = comp.objects.as_slice() else { return Ok(None) };
         if comp.pattern != Pattern::Raid0 {

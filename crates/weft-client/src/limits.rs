@@ -70,3 +70,5 @@ pub const MIGRATE_CHUNK_BYTES: u64 = 4 << 20;
 pub const MIRROR_TRY_MS: u64 = 3000;
 /// How long targets of a mirror that failed a read go last in mirror reads.
 pub const MIRROR_FAILING_MS: u64 = 30_000;
+/// Times a truncate takes its locks again when the file's layout changed under it.
+pub const LAYOUT_ROUNDS_MAX: u32 = 3;

@@ -80,17 +80,22 @@ impl Client {
             }
             let old = opened.inode.layout.clone().ok_or_else(|| WeftError::invalid(format!("{fid} has no layout")))?;
             old.check_usable()?;
-            let _old_locks = self.whole_file_lock(who, fid, &old).await?;
+            // Every mirror's objects: a read of any of them waits too.
+            let mut old_locks = Vec::new();
+            for id in old.mirror_ids() {
+                old_locks.push(self.whole_file_lock(who, fid, &old.mirror(id)).await?);
+            }
             let (size, _) = self.glimpse(who, &old).await?;
             let volatile = self.create_volatile(who, fid, spec.clone()).await?;
             let vfid = volatile.inode.attr.fid;
             let copied = async {
                 let mut new =
                     volatile.inode.layout.clone().ok_or_else(|| WeftError::io("a volatile file without a layout"))?;
-                if let Some(l) = self.instantiate(who, vfid, &new, 0, size).await?.and_then(|i| i.layout) {
+                let open = Some(volatile.handle);
+                if let Some(l) = self.instantiate(who, vfid, &new, 0, size, open).await?.and_then(|i| i.layout) {
                     new = l;
                 }
-                self.copy_data(who, (&old, size), (vfid, &new)).await?;
+                self.copy_data(who, (&old, size), (vfid, &new), open).await?;
                 self.fsync(who, &new).await?;
                 match self.swap_layouts(who, fid, vfid, old.generation).await {
                     Ok(inode) => Ok(inode.layout.unwrap_or(new)),
@@ -113,13 +118,15 @@ impl Client {
         result
     }
 
-    /// Copies `size` bytes of `from` into the objects of the volatile file `to`, leaving
-    /// holes where `from` reads as zeros, and gives the new objects the file's size.
+    /// Copies `size` bytes of `from` into the objects of the volatile file `to` (open as
+    /// `open`), leaving holes where `from` reads as zeros, and gives the new objects the
+    /// file's size.
     async fn copy_data(
         &self,
         who: &Caller,
         (from, size): (&Layout, u64),
         (vfid, to): (Fid, &Layout),
+        open: Option<u64>,
     ) -> WeftResult<()> {
         let locks = self.whole_file_lock(who, vfid, to).await?;
         let mut offset = 0u64;
@@ -133,6 +140,6 @@ impl Client {
         }
         drop(locks);
         // The objects end where the file does (a hole at the end was not written).
-        self.truncate(who, vfid, to, size, None).await.map(drop)
+        self.truncate(who, vfid, to, size, open).await.map(drop)
     }
 }

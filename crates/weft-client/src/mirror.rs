@@ -71,20 +71,27 @@ impl Client {
                     format!("{fid} is being written through passthrough (past the locks): resync it once closed"),
                 ));
             }
-            let layout =
+            let first =
                 opened.inode.layout.clone().ok_or_else(|| WeftError::invalid(format!("{fid} has no layout")))?;
-            if !layout.is_mirrored() {
+            if !first.is_mirrored() {
                 return Err(WeftError::invalid(format!("{fid} has no mirrors")));
             }
-            let stale: Vec<u16> = layout.mirror_ids().into_iter().filter(|m| !layout.mirror_in_sync(*m)).collect();
-            if stale.is_empty() {
-                return Ok(layout);
+            if first.mirror_ids().iter().all(|m| first.mirror_in_sync(*m)) {
+                return Ok(first);
             }
+            // Every mirror gets objects for the data first (the MDS marks none stale for
+            // this); then, under the locks, all is read from that layout, whose generation
+            // the end names: any change after it (a writer's new component, another mirror)
+            // makes the MDS refuse the end, and the resync starts over.
+            let (guess, _) = self.glimpse(who, &first).await?;
+            let intent = mdt::LayoutIntent { fid, end: guess.max(1), resync: true, open_handle: None };
+            let layout = self.mdt(who, intent).await?.layout.ok_or_else(|| WeftError::io("a layout went"))?;
             let _writers_wait = self.whole_file_lock(who, fid, &layout).await?;
             let (size, _) = self.glimpse(who, &layout).await?;
-            // Every mirror gets objects for the data (the MDS marks none stale for this).
-            let intent = mdt::LayoutIntent { fid, end: size.max(1), resync: true };
-            let layout = self.mdt(who, intent).await?.layout.ok_or_else(|| WeftError::io("a layout went"))?;
+            let stale: Vec<u16> = layout.mirror_ids().into_iter().filter(|m| !layout.mirror_in_sync(*m)).collect();
+            if stale.iter().any(|m| layout.mirror(*m).needs_instantiation(0, size.max(1))) {
+                return Err(WeftError::new(ErrorCode::Busy, format!("{fid} grew while its resync began")));
+            }
             let source = layout.mirror(layout.write_mirror());
             for id in &stale {
                 let target = layout.mirror(*id);

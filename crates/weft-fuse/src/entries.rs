@@ -108,6 +108,8 @@ impl Mount {
                 }
             };
             self.set_open_size(fid, size);
+            // A truncate may have given components objects: the opens here learn it.
+            self.share_fresh_layout(who, fid).await?;
             last = Some((attr, layout));
         }
         let rest = SetAttr { size: None, ..set };

@@ -152,7 +152,7 @@ impl OpenFile {
     /// A newer layout of the file (more components instantiated, or migrated), with the
     /// lock it came with when it came with one; an older one than this open knows is
     /// ignored.
-    pub fn update_layout(&self, layout: Layout, lock: Option<LockHandle>) -> Arc<Layout> {
+    pub fn update_layout(&self, layout: Arc<Layout>, lock: Option<LockHandle>) -> Arc<Layout> {
         let mut known = self.layout.lock().unwrap_or_else(|p| p.into_inner());
         if lock.is_some() {
             known.1 = lock;
@@ -160,7 +160,6 @@ impl OpenFile {
         match &known.0 {
             Some(k) if k.generation == layout.generation || newer(k.generation, layout.generation) => k.clone(),
             _ => {
-                let layout = Arc::new(layout);
                 known.0 = Some(layout.clone());
                 layout
             }

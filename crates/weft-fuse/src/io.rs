@@ -14,8 +14,10 @@ use std::sync::Arc;
 use weft_client::locks::{ExtentGuard, LockHooks};
 use weft_proto::layout::Layout;
 use weft_proto::lock::bits;
+use weft_proto::lock::LockHandle;
 use weft_proto::lock::LockMode;
 use weft_proto::msg::{Caller, SetAttr};
+use weft_proto::ErrorCode;
 use weft_proto::{WeftError, WeftResult};
 
 /// Whether a read of `[offset, offset+size)` must first ask the objects for the file's
@@ -46,7 +48,7 @@ pub(crate) fn write_path(io: KernelIo) -> WritePath {
 async fn refetch_layout(client: &weft_client::Client, who: &Caller, file: &OpenFile) -> WeftResult<Arc<Layout>> {
     let inode = client.getattr(who, file.fid).await?;
     let layout = inode.layout.ok_or_else(|| WeftError::io(format!("{} lost its layout", file.fid)))?;
-    Ok(file.update_layout(layout, inode.lock.as_ref().map(|l| l.handle)))
+    Ok(file.update_layout(Arc::new(layout), inode.lock.as_ref().map(|l| l.handle)))
 }
 
 /// The open's layout for what is done without extent locks (fsync, the size at close, a
@@ -61,6 +63,24 @@ pub(crate) async fn current_layout(
         return Ok(Some(layout));
     }
     refetch_layout(client, who, file).await.map(Some)
+}
+
+/// The size, blocks and data version the objects of the open's layout hold (a writer's close
+/// tells the MDS): read again when the layout changed meanwhile (a migration destroys the
+/// objects it read), as a read or write takes its layout again.
+pub(crate) async fn glimpse_current(
+    client: &weft_client::Client,
+    who: &Caller,
+    file: &OpenFile,
+) -> WeftResult<Option<(u64, u64, u64)>> {
+    for _ in 0..=LAYOUT_REFETCHES_MAX {
+        let Some(layout) = current_layout(client, who, file).await? else { return Ok(None) };
+        let glimpsed = client.glimpse_versioned(who, &layout).await?;
+        if file.layout_lock().is_some_and(|h| client.lock_cache().still_holds_layout(file.fid, h)) {
+            return Ok(Some(glimpsed));
+        }
+    }
+    Err(WeftError::new(ErrorCode::Busy, format!("the layout of {} kept changing", file.fid)))
 }
 
 impl Mount {
@@ -199,13 +219,14 @@ impl Mount {
         if mode == LockMode::Pr && reads_past(&layout) {
             layout = self.refresh_layout(who, file).await?;
         }
-        for round in 0.. {
+        for _ in 0..=LAYOUT_REFETCHES_MAX {
             if mode == LockMode::Pw {
                 layout.check_writable(offset, len)?;
                 // A component the write reaches first gets its objects now.
-                if let Some(inode) = self.client.instantiate(who, file.fid, &layout, offset, len).await? {
+                let open = Some(file.mds_handle);
+                if let Some(inode) = self.client.instantiate(who, file.fid, &layout, offset, len, open).await? {
                     if let Some(new) = inode.layout {
-                        layout = file.update_layout(new, inode.lock.as_ref().map(|l| l.handle));
+                        layout = self.share_layout(file, new, inode.lock.as_ref().map(|l| l.handle));
                     }
                 }
             }
@@ -217,19 +238,47 @@ impl Mount {
                 _ => layout.clone(),
             };
             let locks = self.client.extent_lock(who, file.fid, &view, offset, len, mode).await?;
-            let holds = file.layout_lock().is_some_and(|h| self.client.lock_cache().still_holds_layout(file.fid, h));
-            if holds || round >= LAYOUT_REFETCHES_MAX {
+            if file.layout_lock().is_some_and(|h| self.client.lock_cache().still_holds_layout(file.fid, h)) {
+                return Ok((view, locks));
+            }
+            // The lock went (a change, or only the lock cache's bound): the layout the MDS
+            // has now. The same generation is the same layout, which the extent locks held
+            // keep the file's (a migration needs them), so they serve as they are.
+            let fresh = self.refresh_layout(who, file).await?;
+            if fresh.generation == layout.generation {
                 return Ok((view, locks));
             }
             drop(locks);
-            layout = self.refresh_layout(who, file).await?;
+            layout = fresh;
         }
-        unreachable!("the loop returns by its last round")
+        Err(WeftError::new(ErrorCode::Busy, format!("the layout of {} kept changing under a read or write", file.fid)))
     }
 
-    /// The file's layout as the MDS has it now, with the lock it came with, for the open.
+    /// The file's layout as the MDS has it now, with the lock it came with, for every open
+    /// of the file on this mount.
     async fn refresh_layout(&self, who: &Caller, file: &OpenFile) -> WeftResult<Arc<Layout>> {
-        refetch_layout(&self.client, who, file).await
+        let inode = self.client.getattr(who, file.fid).await?;
+        let layout = inode.layout.ok_or_else(|| WeftError::io(format!("{} lost its layout", file.fid)))?;
+        Ok(self.share_layout(file, layout, inode.lock.as_ref().map(|l| l.handle)))
+    }
+
+    /// A newer layout of `file`'s inode: every open of it on this mount takes it (a change
+    /// made by this mount calls back none of its own locks, so the others would not know).
+    pub(crate) fn share_layout(&self, file: &OpenFile, layout: Layout, lock: Option<LockHandle>) -> Arc<Layout> {
+        let shared = file.update_layout(Arc::new(layout), lock);
+        for other in self.files.find_all(|f| f.fid == file.fid) {
+            other.update_layout(shared.clone(), lock);
+        }
+        shared
+    }
+
+    /// After a change of `fid`'s layout made without an open's help (a truncate): every
+    /// open of it on this mount takes the layout the MDS has now.
+    pub(crate) async fn share_fresh_layout(&self, who: &Caller, fid: weft_proto::Fid) -> WeftResult<()> {
+        if let Some(file) = self.files.find_all(|f| f.fid == fid).into_iter().next() {
+            self.refresh_layout(who, &file).await?;
+        }
+        Ok(())
     }
 
     /// Clears the setuid and setgid bits of an open file before a write, as Linux does for a

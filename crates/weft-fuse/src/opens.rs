@@ -400,19 +400,10 @@ impl Mount {
                 tracing::warn!("release of {}: a queued write failed: {e}", file.fid);
             }
             // A writer tells the MDS the size, blocks and data version the objects now hold.
-            let layout = match size_at_close(file.io, file.wrote()) {
-                SizeAtClose::Objects if local_size.is_none() => {
-                    crate::io::current_layout(&client, &who, &file).await.unwrap_or_else(|e| {
-                        tracing::warn!("release of {}: cannot fetch its layout: {e}", file.fid);
-                        None
-                    })
-                }
-                _ => None,
-            };
-            let written = match (layout.as_deref(), size_at_close(file.io, file.wrote())) {
+            let written = match size_at_close(file.io, file.wrote()) {
                 _ if local_size.is_some() => local_size,
-                (Some(layout), SizeAtClose::Objects) => match client.glimpse_versioned(&who, layout).await {
-                    Ok(written) => Some(written),
+                SizeAtClose::Objects => match crate::io::glimpse_current(&client, &who, &file).await {
+                    Ok(written) => written,
                     Err(e) => {
                         tracing::warn!("release of {}: cannot read its size from the objects: {e}", file.fid);
                         None

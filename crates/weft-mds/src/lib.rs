@@ -392,7 +392,7 @@ impl Mds {
         let spec = {
             let t = self.core.read_view();
             match req {
-                MdtRequest::LayoutIntent(mdt::LayoutIntent { fid, end, resync }) => {
+                MdtRequest::LayoutIntent(mdt::LayoutIntent { fid, end, resync, .. }) => {
                     let up = |ost| self.core.objects.is_up(ost);
                     let wants = ops::stripe::prepare_intent(&t, *fid, *end, *resync, dom, up)?;
                     return match wants {

@@ -251,16 +251,9 @@ fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want>> {
         }
         // New objects for a component: others' layouts go stale.
         // New objects for a component, or mirrors going stale: others' layouts go stale.
-        MdtRequest::LayoutIntent(mdt::LayoutIntent { fid, end, resync }) => {
-            let layout = t.inode(*fid)?.and_then(|r| r.layout);
-            let changes = layout.is_some_and(|l| match resync {
-                true => l.mirror_ids().iter().any(|m| l.mirror(*m).needs_instantiation(0, *end)),
-                false => l.needs_write_intent(0, *end),
-            });
-            if changes {
-                wants.push(Want { fid: *fid, bits: bits::LAYOUT })
-            }
-        }
+        // Always taken, also when the layout the request was sent for needs nothing: it may
+        // change before the request runs, and a change must call the others back.
+        MdtRequest::LayoutIntent(mdt::LayoutIntent { fid, .. }) => wants.push(Want { fid: *fid, bits: bits::LAYOUT }),
         MdtRequest::Mirror(mdt::Mirror { fid, .. }) => {
             wants.push(Want { fid: *fid, bits: bits::UPDATE | bits::LAYOUT })
         }

@@ -84,15 +84,22 @@ impl OstPool {
 }
 
 /// Objects taken from the pools for the components of one layout that a request
-/// instantiates (by component id), not yet committed.
+/// instantiates, not yet committed: per component, its id, the spec they were chosen for
+/// and the objects.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reservation {
-    pub parts: Vec<(u32, Vec<StripeObject>)>,
+    pub parts: Vec<(u32, StripeSpec, Vec<StripeObject>)>,
 }
 
 impl Reservation {
     pub fn objects(&self) -> impl Iterator<Item = &StripeObject> {
-        self.parts.iter().flat_map(|(_, objects)| objects)
+        self.parts.iter().flat_map(|(_, _, objects)| objects)
+    }
+
+    /// Whether it was made for exactly these wants (ids and specs, in order): a layout that
+    /// changed since the request was prepared may have other components under the same ids.
+    pub fn serves(&self, wants: &[(u32, StripeSpec)]) -> bool {
+        self.parts.len() == wants.len() && self.parts.iter().zip(wants).all(|((i, s, _), (j, t))| i == j && s == t)
     }
 }
 
@@ -298,7 +305,7 @@ impl Objects {
             match st.plan(spec, cursor, true) {
                 Ok(osts) => {
                     let osts = osts.expect("plan with give_up always decides");
-                    res.parts.push((*id, st.take(&osts)));
+                    res.parts.push((*id, spec.clone(), st.take(&osts)));
                 }
                 Err(e) => return Err((res, e)),
             }
@@ -312,7 +319,7 @@ impl Objects {
         for (id, spec) in wants {
             // An error (no objects on some OST after the wait) leaves the empty objects taken
             // for earlier parts unused on their OSTs.
-            res.parts.push((*id, self.reserve(spec).await?));
+            res.parts.push((*id, spec.clone(), self.reserve(spec).await?));
         }
         Ok(res)
     }

@@ -65,10 +65,9 @@ pub fn instantiate(ctx: &mut OpCtx<'_>, layout: &mut Layout, end: u64, mirror: O
     if wants.is_empty() {
         return Ok(false);
     }
-    let ids: Vec<u32> = wants.iter().map(|(id, _)| *id).collect();
     let owned;
     let res: &Reservation = match ctx.reservation {
-        Some(r) if r.parts.iter().map(|(id, _)| *id).eq(ids.iter().copied()) => {
+        Some(r) if r.serves(&wants) => {
             ctx.reservation_used = true;
             r
         }
@@ -90,7 +89,7 @@ pub fn instantiate(ctx: &mut OpCtx<'_>, layout: &mut Layout, end: u64, mirror: O
     for obj in res.objects() {
         ctx.t.persist_next_oid(obj.ost, obj.fid.oid.saturating_add(1))?;
     }
-    for (id, objects) in &res.parts {
+    for (id, _, objects) in &res.parts {
         let comp = layout.components.iter_mut().find(|c| c.id == *id).expect("wants come from this layout");
         comp.objects.clone_from(objects);
         comp.flags |= comp_flags::INIT;

@@ -130,7 +130,9 @@ fn chmod(who: &Identity, o: Owner, new_mode: u32) -> WeftResult<u32> {
 /// Whether `handle` is this client's open of `fid` for writing: then the size may change
 /// whatever the mode bits say now (permission belongs to the open, as ftruncate(2) on a
 /// descriptor opened O_CREAT|O_RDWR with mode 0 shows).
-fn opened_for_writing(ctx: &OpCtx<'_>, fid: Fid, handle: Option<u64>) -> bool {
+/// Whether `handle` is the caller's open of `fid` for writing (its right to write holds
+/// whatever the mode bits say now).
+pub fn opened_for_writing(ctx: &OpCtx<'_>, fid: Fid, handle: Option<u64>) -> bool {
     let Some(handle) = handle else { return false };
     let of = ctx.core.open_files();
     of.handle(handle).is_some_and(|oh| oh.fid == fid && oh.client_id == ctx.client_id && oh.writes())

@@ -86,7 +86,8 @@ impl Mutation for mdt::LayoutIntent {
         let Some(mut layout) = rec.layout.clone().filter(|_| rec.kind == FileType::Regular) else {
             return Err(WeftError::invalid(format!("{} is not a regular file with a layout", self.fid)));
         };
-        if !perm::may(ctx.who, owner(&rec), perm::MAY_WRITE) {
+        let writer = super::setattr::opened_for_writing(ctx, self.fid, self.open_handle);
+        if !writer && !perm::may(ctx.who, owner(&rec), perm::MAY_WRITE) {
             return Err(WeftError::new(ErrorCode::Access, "writing the file needs write permission"));
         }
         layout.check_usable()?;

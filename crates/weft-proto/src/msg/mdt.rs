@@ -90,7 +90,10 @@ macro_rules! mdt_ops {
             /// no mirror goes stale (a resync about to copy into them). A write intent on a
             /// file with more than one mirror in sync marks all but one stale (FLR): writes go
             /// to that one until a resync.
-            write LayoutIntent { fid: $crate::Fid, end: u64, resync: bool } -> $crate::msg::InodeInfo = "mds_layout_intent";
+            /// `open_handle`: the caller's open of the file for writing, whose right to write
+            /// holds whatever the mode bits say now.
+            write LayoutIntent { fid: $crate::Fid, end: u64, resync: bool, open_handle: Option<u64> }
+                -> $crate::msg::InodeInfo = "mds_layout_intent";
             /// Changes a file's mirrors (FLR): see [`MirrorOp`].
             write Mirror { fid: $crate::Fid, op: $crate::msg::mdt::MirrorOp } -> $crate::msg::InodeInfo = "mds_mirror";
             /// A volatile file (Lustre's): an inode without a name, open for writing, with

@@ -83,27 +83,6 @@ macro_rules! mdt_ops {
             write DeleteStripe { fid: $crate::Fid } -> () = "mds_delstripe";
             /// The layout of a file and the default layout of a directory.
             read GetStripe { fid: $crate::Fid } -> $crate::msg::mdt::StripeInfo = "mds_getstripe";
-            /// Gives objects to every component of the file's layout that reaches below `end`
-            /// and has none yet (a writer or a truncate about to reach it: Lustre's layout
-            /// write intent). Answered with the inode and the layout as it now is.
-            /// With `resync`, every mirror's components below `end` get objects instead, and
-            /// no mirror goes stale (a resync about to copy into them). A write intent on a
-            /// file with more than one mirror in sync marks all but one stale (FLR): writes go
-            /// to that one until a resync.
-            /// `open_handle`: the caller's open of the file for writing, whose right to write
-            /// holds whatever the mode bits say now.
-            write LayoutIntent { fid: $crate::Fid, end: u64, resync: bool, open_handle: Option<u64> }
-                -> $crate::msg::InodeInfo = "mds_layout_intent";
-            /// Changes a file's mirrors (FLR): see [`MirrorOp`].
-            write Mirror { fid: $crate::Fid, op: $crate::msg::mdt::MirrorOp } -> $crate::msg::InodeInfo = "mds_mirror";
-            /// A volatile file (Lustre's): an inode without a name, open for writing, with
-            /// `spec` over the default of `like`'s directory; it goes with its last close.
-            /// A migration copies `like`'s data into it and swaps their layouts.
-            write CreateVolatile { like: $crate::Fid, spec: $crate::StripeSpec } -> $crate::msg::mdt::Opened = "mds_create_volatile";
-            /// Exchanges the layouts of `fid` and `with` (a migration's last step), if `fid`'s
-            /// layout is still of `generation` (else Busy: it changed since the copy began).
-            /// Answered with `fid`'s inode as it now is.
-            write SwapLayouts { fid: $crate::Fid, with: $crate::Fid, generation: u32 } -> $crate::msg::InodeInfo = "mds_swap_layouts";
             read Statfs {} -> $crate::msg::StatfsInfo = "mds_statfs";
             /// The path of a FID from the root (one of them, for a file with several links),
             /// without a leading slash.
@@ -164,6 +143,28 @@ macro_rules! mdt_ops {
             /// The action waiting or running on a file, else its last one if it ended lately
             /// (`hsm action`).
             read HsmActionGet { fid: $crate::Fid } -> Option<$crate::msg::hsm::HsmActionItem> = "mds_hsm_action";
+            // Layouts that follow the data (after the others: their variant indices stay).
+            /// Gives objects to every component of the file's layout that reaches below `end`
+            /// and has none yet (a writer or a truncate about to reach it: Lustre's layout
+            /// write intent). Answered with the inode and the layout as it now is.
+            /// With `resync`, every mirror's components below `end` get objects instead, and
+            /// no mirror goes stale (a resync about to copy into them). A write intent on a
+            /// file with more than one mirror in sync marks all but one stale (FLR): writes go
+            /// to that one until a resync.
+            /// `open_handle`: the caller's open of the file for writing, whose right to write
+            /// holds whatever the mode bits say now.
+            write LayoutIntent { fid: $crate::Fid, end: u64, resync: bool, open_handle: Option<u64> }
+                -> $crate::msg::InodeInfo = "mds_layout_intent";
+            /// Changes a file's mirrors (FLR): see [`MirrorOp`].
+            write Mirror { fid: $crate::Fid, op: $crate::msg::mdt::MirrorOp } -> $crate::msg::InodeInfo = "mds_mirror";
+            /// A volatile file (Lustre's): an inode without a name, open for writing, with
+            /// `spec` over the default of `like`'s directory; it goes with its last close.
+            /// A migration copies `like`'s data into it and swaps their layouts.
+            write CreateVolatile { like: $crate::Fid, spec: $crate::StripeSpec } -> $crate::msg::mdt::Opened = "mds_create_volatile";
+            /// Exchanges the layouts of `fid` and `with` (a migration's last step), if `fid`'s
+            /// layout is still of `generation` (else Busy: it changed since the copy began).
+            /// Answered with `fid`'s inode as it now is.
+            write SwapLayouts { fid: $crate::Fid, with: $crate::Fid, generation: u32 } -> $crate::msg::InodeInfo = "mds_swap_layouts";
         }
     };
 }

@@ -87,16 +87,8 @@ struct ComponentArgs {
     end: String,
     #[arg(short = 'L', long = "layout")]
     layout: Option<String>,
-    #[arg(short = 'c', long = "stripe-count", allow_negative_numbers = true)]
-    count: Option<i64>,
-    #[arg(short = 'S', long = "stripe-size")]
-    size: Option<String>,
-    #[arg(short = 'i', long = "stripe-index", allow_negative_numbers = true)]
-    index: Option<i64>,
-    #[arg(short = 'o', long = "ost")]
-    osts: Option<String>,
-    #[arg(short = 'p', long = "pool")]
-    pool: Option<String>,
+    #[command(flatten)]
+    striping: PlainArgs,
 }
 
 /// One component's striping from its options.
@@ -156,13 +148,14 @@ fn composite_spec(args: &[String], paths: &[PathBuf]) -> anyhow::Result<StripeSp
             Some("mdt") => true,
             Some(other) => bail!("layout (-L) '{other}' of component {}: use mdt or raid0", n + 1),
         };
-        let stripe = plain_spec(c.count, c.size.as_deref(), c.index, c.osts.as_deref(), c.pool.as_deref())?;
+        let stripe = c.striping.spec()?;
         components.push(ComponentSpec { end: parse_end(&c.end)?, on_mdt, stripe });
     }
     Ok(StripeSpec { components, ..StripeSpec::unset() })
 }
 
-/// The plain options of one mirror (`-N` and what follows it), parsed again group by group.
+/// The striping options of one component or one mirror (`-N` and what follows it), parsed
+/// again group by group.
 #[derive(clap::Parser)]
 #[command(no_binary_name = true, disable_help_flag = true)]
 struct PlainArgs {
@@ -187,7 +180,13 @@ pub fn group_spec(words: &[&str]) -> anyhow::Result<StripeSpec> {
     }
     let p = <PlainArgs as clap::Parser>::try_parse_from(words.iter().copied())
         .map_err(|e| anyhow!("{}: {}", words.join(" "), e.render().to_string().trim()))?;
-    plain_spec(p.count, p.size.as_deref(), p.index, p.osts.as_deref(), p.pool.as_deref())
+    p.spec()
+}
+
+impl PlainArgs {
+    fn spec(&self) -> anyhow::Result<StripeSpec> {
+        plain_spec(self.count, self.size.as_deref(), self.index, self.osts.as_deref(), self.pool.as_deref())
+    }
 }
 
 /// The words after `command` on this process's command line.

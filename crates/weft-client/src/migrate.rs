@@ -118,6 +118,28 @@ impl Client {
         result
     }
 
+    /// Copies the `size` bytes of `from` into the objects of `to` (written under `locks`), in
+    /// MIGRATE_CHUNK_BYTES pieces; pieces that read as zeros are not written (holes stay
+    /// holes). A migration's copy and a mirror's resync.
+    pub(crate) async fn copy_bytes(
+        &self,
+        who: &Caller,
+        (from, size): (&Layout, u64),
+        to: &Layout,
+        locks: &crate::locks::ExtentGuard,
+    ) -> WeftResult<()> {
+        let mut offset = 0u64;
+        while offset < size {
+            let len = (size - offset).min(MIGRATE_CHUNK_BYTES);
+            let data = self.read(who, from, offset, len as u32, size).await?;
+            if data.iter().any(|b| *b != 0) {
+                self.write(who, to, offset, data, locks).await?;
+            }
+            offset += len;
+        }
+        Ok(())
+    }
+
     /// Copies `size` bytes of `from` into the objects of the volatile file `to` (open as
     /// `open`), leaving holes where `from` reads as zeros, and gives the new objects the
     /// file's size.
@@ -129,15 +151,7 @@ impl Client {
         open: Option<u64>,
     ) -> WeftResult<()> {
         let locks = self.whole_file_lock(who, vfid, to).await?;
-        let mut offset = 0u64;
-        while offset < size {
-            let len = (size - offset).min(MIGRATE_CHUNK_BYTES);
-            let data = self.read(who, from, offset, len as u32, size).await?;
-            if data.iter().any(|b| *b != 0) {
-                self.write(who, to, offset, data, &locks).await?;
-            }
-            offset += len;
-        }
+        self.copy_bytes(who, (from, size), to, &locks).await?;
         drop(locks);
         // The objects end where the file does (a hole at the end was not written).
         self.truncate(who, vfid, to, size, open).await.map(drop)

@@ -98,15 +98,7 @@ impl Client {
                 let locks = self.whole_file_lock(who, fid, &target).await?;
                 // What the stale mirror holds goes first: holes in the source stay holes.
                 self.punch_all(who, &target, 0, &locks).await?;
-                let mut offset = 0u64;
-                while offset < size {
-                    let len = (size - offset).min(MIGRATE_CHUNK_BYTES);
-                    let data = self.read(who, &source, offset, len as u32, size).await?;
-                    if data.iter().any(|b| *b != 0) {
-                        self.write(who, &target, offset, data, &locks).await?;
-                    }
-                    offset += len;
-                }
+                self.copy_bytes(who, (&source, size), &target, &locks).await?;
                 self.punch_all(who, &target, size, &locks).await?;
                 self.fsync(who, &target).await?;
             }

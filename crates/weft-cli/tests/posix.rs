@@ -199,3 +199,117 @@ print(os.stat('mode0').st_size, oct(os.stat('mode0').st_mode & 0o777))\"";
     assert_eq!(mounted, local);
     assert!(local.contains("100 0o0"), "{local}");
 }
+
+/// `script` (Python) run in `dir`; None when it has not ended within `secs` (a process stuck
+/// in the kernel on a request the mount never answers: the mount's end frees it).
+fn python_within(dir: &std::path::Path, script: &str, secs: u64) -> Option<String> {
+    let file = tempfile::Builder::new().prefix("weft-script-").suffix(".py").tempfile().unwrap();
+    fs::write(file.path(), script).unwrap();
+    let mut child = std::process::Command::new("python3")
+        .arg(file.path())
+        .current_dir(dir)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(secs);
+    while child.try_wait().unwrap().is_none() {
+        if std::time::Instant::now() > deadline {
+            return None;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    let out = child.wait_with_output().unwrap();
+    Some(format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// OFD locks as a conformance suite (xfstests' t_ofd_locks sequence) drives them: a lock
+/// held while a dup, a forked child or a thread closes descriptors, tested from another
+/// process, waited for by a process that then gets a signal or SIGKILL, and taken by the
+/// next process once the open's last descriptor closes. The mount used to keep an OFD lock
+/// after its open was closed (the kernel names no owner at that release), and a waiter for
+/// it could then end on no signal, not even SIGKILL (every interrupt was refused).
+#[test]
+fn ofd_locks_go_with_their_open_and_a_lock_wait_ends_on_a_signal() {
+    let mut c = Cluster::single_node(&weft_bin(), 2);
+    let m = c.mount();
+    let local = tempfile::Builder::new().prefix("weft-local-").tempdir().unwrap();
+    let expected = python_within(local.path(), OFD_LOCKS_PY, 60).expect("the local run ends");
+    assert!(expected.ends_with("done\n"), "{expected}");
+    let mounted = python_within(&m, OFD_LOCKS_PY, 60);
+    assert_eq!(mounted.as_deref(), Some(expected.as_str()), "the mount answers as a local file system");
+}
+
+const OFD_LOCKS_PY: &str = r#"
+import fcntl, os, signal, struct, threading, time
+
+FMT = "hhqqi4x"
+def lk(t, start=0, length=10):
+    return struct.pack(FMT, t, 0, start, length, 0)
+NAMES = {fcntl.F_RDLCK: "rdlck", fcntl.F_WRLCK: "wrlck", fcntl.F_UNLCK: "unlck"}
+
+def in_child(fn):
+    pid = os.fork()
+    if pid == 0:
+        try:
+            fn()
+            os._exit(0)
+        except BaseException as e:
+            print("child:", type(e).__name__, e, flush=True)
+            os._exit(1)
+    return os.waitpid(pid, 0)[1]
+
+def getlk(label):
+    fd = os.open("f", os.O_RDWR)
+    got = struct.unpack(FMT, fcntl.fcntl(fd, fcntl.F_OFD_GETLK, lk(fcntl.F_WRLCK)))[0]
+    print(label, NAMES[got], flush=True)
+    os.close(fd)
+
+class Alarm(Exception):
+    pass
+def on_alarm(sig, frame):
+    raise Alarm()
+signal.signal(signal.SIGALRM, on_alarm)
+
+def setlkw(label, seconds):
+    fd = os.open("f", os.O_RDWR)
+    signal.alarm(seconds)
+    try:
+        fcntl.fcntl(fd, fcntl.F_OFD_SETLKW, lk(fcntl.F_WRLCK))
+        print(label, "granted", flush=True)
+    except Alarm:
+        print(label, "interrupted by a signal", flush=True)
+    finally:
+        signal.alarm(0)
+    os.close(fd)
+
+open("f", "w").close()
+for case in ("dup", "clone", "clone-files"):
+    fd = os.open("f", os.O_RDWR)
+    fcntl.fcntl(fd, fcntl.F_OFD_SETLK, lk(fcntl.F_WRLCK))
+    if case == "dup":
+        os.close(os.dup(fd))
+    elif case == "clone":
+        in_child(lambda: os.close(fd))
+    else:
+        # A thread shares the descriptor table (clone with CLONE_FILES): its close is the
+        # open's last.
+        t = threading.Thread(target=os.close, args=(fd,))
+        t.start()
+        t.join()
+        fd = None
+    in_child(lambda: getlk(case + ": held, another process sees"))
+    if fd is not None:
+        in_child(lambda: setlkw(case + ": a waiter", 1))
+        pid = os.fork()
+        if pid == 0:
+            setlkw("never", 1000)
+            os._exit(0)
+        time.sleep(0.3)
+        os.kill(pid, signal.SIGKILL)
+        print(case + ": a waiter killed:", os.waitpid(pid, 0)[1] & 0x7F == signal.SIGKILL, flush=True)
+        os.close(fd)
+    in_child(lambda: setlkw(case + ": after the close, a waiter", 10))
+    in_child(lambda: getlk(case + ": after the close, another process sees"))
+print("done")
+"#;

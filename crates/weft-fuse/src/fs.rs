@@ -13,7 +13,7 @@ use bytes::Bytes;
 use fuser::{
     AccessFlags, Errno, FileHandle, FopenFlags, INodeNo, InitFlags, KernelConfig, LockOwner, OpenFlags, RenameFlags,
     ReplyAttr, ReplyCreate, ReplyData, ReplyDirectory, ReplyEmpty, ReplyEntry, ReplyLock, ReplyLseek, ReplyOpen,
-    ReplyStatfs, ReplyWrite, ReplyXattr, Request, TimeOrNow, WriteFlags,
+    ReplyStatfs, ReplyWrite, ReplyXattr, Request, RequestId, TimeOrNow, WriteFlags,
 };
 use std::ffi::OsStr;
 use std::path::Path;
@@ -362,14 +362,18 @@ impl fuser::Filesystem for WeftFs {
             return reply.error(Errno::EINVAL);
         };
         let m = self.m();
-        let setlk = m.clone().setlk(m.who(req), fid_of(ino), fh, lock, sleep, reply);
         if sleep {
             // F_SETLKW waits off the FUSE threads: a waiter must not take a worker from the
-            // mount.
-            self.serve.runtime().spawn(setlk);
+            // mount. Its wait is registered here, so that an interrupt finds it.
+            let wait = m.lock_wait(req.unique().0);
+            self.serve.runtime().spawn(m.clone().setlk(m.who(req), fid_of(ino), fh, lock, Some(wait), reply));
         } else {
-            self.serve.run(setlk);
+            self.serve.run(m.clone().setlk(m.who(req), fid_of(ino), fh, lock, None, reply));
         }
+    }
+
+    fn interrupt(&self, _req: &Request, unique: RequestId) {
+        self.mount.interrupt(unique.0);
     }
 
     fn fallocate(

@@ -34,6 +34,9 @@ pub const HELD_REQUESTS_MAX: usize = 1024;
 pub const FLOCK_RETRY_MS_MIN: u64 = 5;
 /// Longest pause between two tries of an F_SETLKW.
 pub const FLOCK_RETRY_MS_MAX: u64 = 200;
+/// Interrupts the kernel sent for requests not yet waiting (another FUSE thread may read
+/// the interrupt before the request it names is registered) that are kept for them.
+pub const EARLY_INTERRUPTS_MAX: usize = 64;
 
 // ---- Caches
 

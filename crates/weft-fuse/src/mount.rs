@@ -14,10 +14,10 @@ use crate::errno::fuse_errno;
 use crate::handles::{HandleTable, OpenDir, OpenFile};
 use crate::iomode::IoModes;
 use crate::limits::CLOSES_IN_FLIGHT_MAX;
+use crate::locks::{Advisory, Interrupts};
 use crate::writeback::WriteBehind;
 use crate::MountOptions;
 use fuser::{Generation, INodeNo, ReplyEmpty, ReplyEntry, Request};
-use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -38,8 +38,11 @@ pub(crate) struct Mount {
     pub writes: Arc<WriteBehind>,
     /// What the lock callbacks do to this mount's caches.
     pub hooks: Arc<MountHooks>,
-    /// Files on which this mount set advisory locks, by lock owner: a close releases them.
-    pub advisory: Mutex<HashSet<(Fid, u64)>>,
+    /// Who set advisory locks through this mount, on which file, through which open: a
+    /// close releases them.
+    pub advisory: Mutex<Advisory>,
+    /// Blocking lock requests in wait, for the kernel's interrupts.
+    pub interrupts: Mutex<Interrupts>,
     pub callers: Callers,
     /// Each open file's kernel I/O mode (cached, passthrough, uncached).
     pub io: IoModes,
@@ -81,7 +84,8 @@ impl Mount {
             closes: Arc::new(tokio::sync::Semaphore::new(CLOSES_IN_FLIGHT_MAX as usize)),
             writes,
             hooks,
-            advisory: Mutex::new(HashSet::new()),
+            advisory: Mutex::default(),
+            interrupts: Mutex::default(),
             io: IoModes::default(),
             passthrough: AtomicBool::new(false),
             write_opens: AtomicU64::new(0),

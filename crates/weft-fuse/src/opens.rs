@@ -359,10 +359,8 @@ impl Mount {
         lock_owner: Option<u64>,
         reply: ReplyEmpty,
     ) {
-        if let Some(owner) = lock_owner {
-            // The last close of an open file description ends its flock lock.
-            self.release_advisory(&who, fid_of(ino), owner).await;
-        }
+        // The last close of an open file description ends its OFD and flock locks.
+        self.release_open_locks(&who, fid_of(ino), fh.0, lock_owner).await;
         let Some(file) = self.files.remove(fh.0) else {
             return reply.ok();
         };

@@ -433,6 +433,13 @@ pub trait Filesystem: Send + Sync + 'static {
         }
     }
 
+    /// The process waiting for request `unique` got a signal (FUSE_INTERRUPT). A file
+    /// system that honours it answers that request with EINTR; one that does not ignores
+    /// this, and the request ends when it would have. No reply is sent for the interrupt.
+    /// (Weft patch: fuser answered every interrupt with ENOSYS, after which the kernel
+    /// never sends one again and a request already in user space cannot be interrupted.)
+    fn interrupt(&self, _req: &Request, _unique: RequestId) {}
+
     /// Get file attributes.
     fn getattr(&self, _req: &Request, ino: INodeNo, fh: Option<FileHandle>, reply: ReplyAttr) {
         warn!("[Not Implemented] getattr(ino: {ino:#x?}, fh: {fh:#x?})");

@@ -113,9 +113,10 @@ impl<'a> RequestWithSender<'a> {
                 return Err(Errno::EIO);
             }
 
-            ll::Operation::Interrupt(_) => {
-                // TODO: handle FUSE_INTERRUPT
-                return Err(Errno::ENOSYS);
+            ll::Operation::Interrupt(x) => {
+                // Weft patch: the file system is told which request the caller's signal
+                // interrupts; an interrupt needs no reply.
+                filesystem.interrupt(self.request_header(), x.unique());
             }
 
             ll::Operation::Lookup(x) => {

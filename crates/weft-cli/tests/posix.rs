@@ -313,3 +313,32 @@ for case in ("dup", "clone", "clone-files"):
     in_child(lambda: getlk(case + ": after the close, another process sees"))
 print("done")
 "#;
+
+/// A write far past what the OSTs can hold is refused at the call with EFBIG, as a local
+/// file system refuses it, and loses nothing: the mount used to queue it, answer success,
+/// and report the OST's "File too large" only at the next fsync or close.
+#[test]
+fn a_write_past_the_largest_file_is_refused_at_the_call() {
+    let mut c = Cluster::single_node(&weft_bin(), 2);
+    let m = c.mount();
+    let local = tempfile::Builder::new().prefix("weft-local-").tempdir().unwrap();
+    let script = r#"
+import errno, os
+fd = os.open("big", os.O_CREAT | os.O_RDWR, 0o644)
+os.write(fd, b"kept")
+for what, call in [("pwrite", lambda: os.pwrite(fd, b"x" * (1 << 20), 1 << 59)),
+                   ("ftruncate", lambda: os.ftruncate(fd, 1 << 59))]:
+    try:
+        call()
+        print(what, "succeeded")
+    except OSError as e:
+        print(what, errno.errorcode[e.errno])
+os.fsync(fd)
+os.close(fd)
+print("fsync and close succeeded")
+print(os.stat("big").st_size, open("big", "rb").read())
+"#;
+    let expected = python_within(local.path(), script, 30).expect("the local run ends");
+    assert!(expected.contains("pwrite EFBIG") && expected.ends_with("4 b'kept'\n"), "{expected}");
+    assert_eq!(python_within(&m, script, 60).as_deref(), Some(expected.as_str()));
+}

@@ -10,7 +10,7 @@ use crate::store::{ObjectStore, StoreError};
 use bytes::Bytes;
 use std::os::unix::ffi::OsStringExt;
 use std::sync::Mutex;
-use weft_proto::limits::{BULK_BYTES_MAX, FILE_SIZE_MAX_BYTES};
+use weft_proto::limits::{BULK_BYTES_MAX, OBJECT_SIZE_MAX_BYTES};
 use weft_proto::msg::ops::{Op, Payload};
 use weft_proto::msg::{ost, OstReply, OstRequest, StatfsInfo};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
@@ -49,7 +49,7 @@ impl Ost {
         let last_id = store.last_id();
         let size_max = match weft_proto::layout::dom_mdt(index) {
             Some(_) => weft_proto::limits::DOM_SIZE_MAX_BYTES,
-            None => FILE_SIZE_MAX_BYTES,
+            None => OBJECT_SIZE_MAX_BYTES,
         };
         Ost {
             index,

@@ -4,7 +4,7 @@ use super::*;
 use std::os::unix::ffi::OsStringExt;
 use store::{FaultStore, FileStore, MemStore};
 use weft_proto::faults::{Fault, FaultPlan};
-use weft_proto::limits::{BULK_BYTES_MAX, FILE_SIZE_MAX_BYTES};
+use weft_proto::limits::{BULK_BYTES_MAX, OBJECT_SIZE_MAX_BYTES};
 use weft_proto::msg::{self, StatfsInfo};
 use weft_proto::{ErrorCode, Fid};
 
@@ -124,7 +124,8 @@ async fn punch_shrinks_and_extends() {
     // Punch of a missing object creates it.
     assert_eq!(c.request(OstRequest::Punch(msg::ost::Punch { fid: fid(0, 2), size: 123 })).await, Ok(OstReply::Empty));
     assert_eq!(c.must_getattr(2).await.0, 123);
-    let too_big = c.request(OstRequest::Punch(msg::ost::Punch { fid: fid(0, 2), size: FILE_SIZE_MAX_BYTES + 1 })).await;
+    let too_big =
+        c.request(OstRequest::Punch(msg::ost::Punch { fid: fid(0, 2), size: OBJECT_SIZE_MAX_BYTES + 1 })).await;
     assert_eq!(too_big.unwrap_err().code, ErrorCode::FileTooBig);
 }
 
@@ -275,7 +276,7 @@ async fn foreign_fids_and_unserved_osts_are_rejected() {
 async fn writes_past_the_largest_file_size_are_refused() {
     let tmp = tempfile::tempdir().unwrap();
     let c = start(tmp.path(), 0);
-    let err = c.try_write(1, FILE_SIZE_MAX_BYTES - 2, b"abc", false).await.unwrap_err();
+    let err = c.try_write(1, OBJECT_SIZE_MAX_BYTES - 2, b"abc", false).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::FileTooBig);
     let err = c.try_write(1, u64::MAX, b"abc", false).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::FileTooBig);

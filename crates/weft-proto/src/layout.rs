@@ -601,15 +601,33 @@ impl Layout {
         self.data_components().map(|c| c.extent_end).max().unwrap_or(0)
     }
 
-    /// Refuses a write of `[offset, offset+len)` that reaches past the last component (a
-    /// layout whose last component does not go to the end of the file: EFBIG, as Lustre).
+    /// The largest size the file can reach: the end of its last component, or less where
+    /// a component's objects would pass the largest object an OST keeps
+    /// ([`OBJECT_SIZE_MAX_BYTES`] for each of its stripes).
+    pub fn size_max(&self) -> u64 {
+        let mut max = self.end().min(FILE_SIZE_MAX_BYTES);
+        for c in self.data_components() {
+            let by_objects = c.size_max_by_objects();
+            if by_objects < c.extent_end {
+                max = max.min(by_objects.max(c.extent_start));
+            }
+        }
+        max
+    }
+
+    /// Refuses a write of `[offset, offset+len)` that reaches past the file's largest size
+    /// (past a last component that does not go to the end of the file, or past what its
+    /// objects can hold): EFBIG, as Lustre, before a byte is taken.
     pub fn check_writable(&self, offset: u64, len: u64) -> WeftResult<()> {
         let end = self.end();
-        if offset.saturating_add(len) > end {
-            return Err(WeftError::new(
-                ErrorCode::FileTooBig,
-                format!("the file's layout ends at {end} bytes: its last component (-E) goes no further"),
-            ));
+        let max = self.size_max();
+        if offset.saturating_add(len) > max {
+            let why = if max == end {
+                format!("the file's layout ends at {end} bytes: its last component (-E) goes no further")
+            } else {
+                format!("the file can be at most {max} bytes: its objects would pass the largest an OST keeps")
+            };
+            return Err(WeftError::new(ErrorCode::FileTooBig, why));
         }
         Ok(())
     }
@@ -720,6 +738,19 @@ impl LayoutComponent {
             },
             Pattern::Raid0 => self.objects.len() as i64,
         }
+    }
+
+    /// The file offset where this component's objects would pass the largest object an
+    /// OST keeps: stripe units of the largest object times the stripe count (one stripe for
+    /// one not yet instantiated with -1, which may get few). An MDT component ends first.
+    pub fn size_max_by_objects(&self) -> u64 {
+        let stripes = match self.pattern {
+            Pattern::Mdt => return u64::MAX,
+            _ if self.is_instantiated() && !self.objects.is_empty() => self.objects.len() as u64,
+            _ => self.stripe_count_shown().max(1) as u64,
+        };
+        let unit = self.stripe_size.max(1);
+        (OBJECT_SIZE_MAX_BYTES / unit * unit).saturating_mul(stripes)
     }
 
     /// Object offset of file offset `off` and the stripe holding it.
@@ -948,6 +979,30 @@ mod tests {
         let l = Layout::planned(&only);
         assert!(l.check_writable(0, 64 << 10).is_ok());
         assert_eq!(l.check_writable(64 << 10, 1).unwrap_err().code, ErrorCode::FileTooBig);
+    }
+
+    #[test]
+    fn a_file_is_as_large_as_its_objects_can_hold_and_no_larger() {
+        // One stripe: the largest object, rounded down to whole stripe units.
+        let unit_max = OBJECT_SIZE_MAX_BYTES / (1 << 20) * (1 << 20);
+        let one = Layout::raid0(1 << 20, None, comp(1 << 20, 1).objects);
+        assert_eq!(one.size_max(), unit_max);
+        assert!(one.check_writable(unit_max - 4096, 4096).is_ok());
+        let err = one.check_writable(1 << 59, 1 << 20).unwrap_err();
+        assert_eq!(err.code, ErrorCode::FileTooBig);
+        assert!(err.message.contains("largest an OST keeps"), "{}", err.message);
+        // Each stripe holds its share: the last byte maps into an object just below the limit.
+        let four = Layout::raid0(1 << 20, None, comp(1 << 20, 4).objects);
+        assert_eq!(four.size_max(), unit_max * 4);
+        assert!(four.components[0].locate(four.size_max() - 1).1 < OBJECT_SIZE_MAX_BYTES);
+        // A composite file: its last component's stripes (4, planned) decide; one ending
+        // early ends the file there.
+        assert_eq!(Layout::planned(&pfl()).size_max(), unit_max * 4);
+        assert_eq!(
+            Layout::planned(&StripeSpec { components: pfl().components[..2].to_vec(), ..StripeSpec::unset() })
+                .size_max(),
+            4 << 20
+        );
     }
 
     #[test]

@@ -41,7 +41,13 @@ pub const DOM_TARGET_BASE: u32 = 0xFFFF_0000;
 pub const READDIR_ENTRIES_MAX: u32 = 1024;
 /// Most requests in flight on one client connection.
 pub const CONNECTION_IN_FLIGHT_MAX: usize = 256;
-/// Largest file size (as Lustre's on 64-bit: 2^63 - 1, less one stripe unit).
+/// Largest file size (as Lustre's on 64-bit: 2^63 - 1, less one stripe unit); a file's
+/// own limit follows from its layout (`Layout::size_max`).
 pub const FILE_SIZE_MAX_BYTES: u64 = i64::MAX as u64;
+/// Largest object an OST keeps: ext4's largest file with 4 KiB blocks, 2^32 - 1 blocks, the
+/// smallest among the file systems an OST's directory may be on. Every OST refuses past it
+/// whatever its store, so a file's largest size follows from its layout alone, as Lustre's
+/// `maxbytes` (the OSTs' smallest limit times the stripe count).
+pub const OBJECT_SIZE_MAX_BYTES: u64 = u32::MAX as u64 * 4096;
 /// Largest single read or write request the client library sends to one object.
 pub const RPC_BULK_BYTES_MAX: u32 = 4 * 1024 * 1024;

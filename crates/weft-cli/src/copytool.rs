@@ -396,7 +396,8 @@ impl Agent {
         let (c, who, fid) = (&self.core.client, &self.core.who, item.fid);
         let (mut meta, layout) = self.meta_of(fid, item.archive_id).await?;
         // The size copied and the version it is of from one reading of the objects.
-        let (size, _, before) = c.glimpse_versioned(who, &layout).await?;
+        let before = c.glimpse_versioned(who, &layout).await?;
+        let size = before.size;
         meta.size = size;
         let mut sink = self.backend.archive_sink(&meta, fid, item.cookie).await.map_err(failure)?;
         let copied = match self.copy_out(item, &layout, size, sink.writer()).await {
@@ -407,9 +408,10 @@ impl Agent {
             }
         };
         sink.finish(&meta).await.map_err(failure)?;
-        let (size_after, _, after) = c.glimpse_versioned(who, &layout).await?;
+        let after = c.glimpse_versioned(who, &layout).await?;
         // Written meanwhile: the copy is of no version the file had, and leaves it dirty.
-        let version = if (size_after, after) == (size, before) && copied == size { before } else { 0 };
+        let unchanged = (after.size, after.data_version) == (size, before.data_version);
+        let version = if unchanged && copied == size { before.data_version } else { 0 };
         Ok((copied, version))
     }
 
@@ -486,7 +488,7 @@ impl Agent {
             .await
             .map_err(|e| anyhow!("creating {path}: {}", e.message))?;
         let fid = opened.inode.attr.fid;
-        c.close(who, fid, opened.handle, Some((0, 0, 0))).await?;
+        c.close(who, fid, opened.handle, Some(weft_client::Glimpse::default())).await?;
         let layout = opened.inode.layout.clone().ok_or_else(|| anyhow!("{path} was created without a layout"))?;
         c.truncate(who, fid, &layout, meta.size, None).await?;
         let change = HsmChange { set: HS_EXISTS | HS_ARCHIVED, clear: 0, archive_id };

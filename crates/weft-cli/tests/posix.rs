@@ -342,3 +342,77 @@ print(os.stat("big").st_size, open("big", "rb").read())
     assert!(expected.contains("pwrite EFBIG") && expected.ends_with("4 b'kept'\n"), "{expected}");
     assert_eq!(python_within(&m, script, 60).as_deref(), Some(expected.as_str()));
 }
+
+/// What a conformance run found, each answered as a local directory answers it: fstat of an
+/// open directory that a rename replaced (ENOENT, where it must succeed with no links); a
+/// name longer than 255 bytes in a directory whose names the mount knows (ENOENT from the
+/// local answer, where it must be ENAMETOOLONG); and writes, appends and a shared mmap that
+/// left mtime and ctime where they were (the MDS never learnt of writes, which go to the
+/// OSTs), on the writer's mount and on another one.
+#[test]
+fn replaced_directories_long_names_and_modification_times_as_on_a_local_file_system() {
+    let mut c = Cluster::single_node(&weft_bin(), 2);
+    let m = c.mount();
+    let other = c.mount();
+    let local = tempfile::Builder::new().prefix("weft-local-").tempdir().unwrap();
+    let script = r#"
+import errno, mmap, os, sys, time
+def outcome(call):
+    try:
+        r = call()
+        return "ok" if r is None else r
+    except OSError as e:
+        return errno.errorcode[e.errno]
+os.mkdir("d1"); os.mkdir("d2")
+fd = os.open("d2", os.O_RDONLY | os.O_DIRECTORY)
+os.rename("d1", "d2")
+print("fstat of a replaced directory: links", outcome(lambda: os.fstat(fd).st_nlink))
+os.close(fd)
+os.mkdir("names"); open("names/known", "w").close(); os.listdir("names")
+long = "names/" + "x" * 256
+for name, call in [("chmod", lambda: os.chmod(long, 0o644)), ("chown", lambda: os.chown(long, 0, 0)),
+                   ("lchown", lambda: os.lchown(long, 0, 0)), ("truncate", lambda: os.truncate(long, 0)),
+                   ("stat", lambda: os.stat(long)), ("open", lambda: os.open(long, os.O_CREAT | os.O_WRONLY))]:
+    print(name, "of a long name:", outcome(call))
+def changed(path, change):
+    before = os.stat(path)
+    time.sleep(1.1)
+    change()
+    after = os.stat(path)
+    return after.st_mtime_ns > before.st_mtime_ns, after.st_ctime_ns > before.st_ctime_ns
+with open("f", "wb") as f:
+    f.write(b"0" * 8192)
+def pwrite():
+    fd = os.open("f", os.O_RDWR); os.pwrite(fd, b"abc", 4096); os.close(fd)
+def append():
+    with open("f", "ab") as f:
+        f.write(b"more")
+def mapped():
+    fd = os.open("f", os.O_RDWR)
+    m = mmap.mmap(fd, 8192)
+    m[0:5] = b"hello"
+    m.flush()
+    m.close()
+    os.close(fd)
+for what, change in [("pwrite", pwrite), ("append", append), ("shared mmap", mapped)]:
+    print(what, "moves mtime and ctime:", changed("f", change))
+print(os.stat("f").st_size, open("f", "rb").read(5))
+print(os.stat("f").st_mtime_ns, file=sys.stderr)
+"#;
+    let run = |dir: &std::path::Path| {
+        let out = std::process::Command::new("python3").arg("-c").arg(script).current_dir(dir).output().unwrap();
+        assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+        (String::from_utf8_lossy(&out.stdout).into_owned(), String::from_utf8_lossy(&out.stderr).trim().to_string())
+    };
+    let (expected, _) = run(local.path());
+    assert!(expected.contains("shared mmap moves mtime and ctime: (True, True)"), "{expected}");
+    let (mounted, mtime_ns) = run(&m);
+    assert_eq!(mounted, expected);
+    // The other mount sees the writer's last modification time.
+    let seen = fs::metadata(other.join("f")).unwrap();
+    assert_eq!(
+        (seen.mtime() as i128) * 1_000_000_000 + seen.mtime_nsec() as i128,
+        mtime_ns.parse::<i128>().unwrap(),
+        "another mount's mtime"
+    );
+}

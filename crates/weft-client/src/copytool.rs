@@ -206,8 +206,8 @@ impl Agent {
             return Err(Failure::new(EIO, format!("the archive's copy of {fid} has {offset} bytes, the file {size}")));
         }
         c.fsync(who, layout).await?;
-        let (_, blocks, version) = c.glimpse_versioned(who, layout).await?;
-        Ok((offset, blocks, version))
+        let objects = c.glimpse_versioned(who, layout).await?;
+        Ok((offset, objects.blocks, objects.data_version))
     }
 }
 

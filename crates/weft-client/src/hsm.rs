@@ -30,8 +30,8 @@ impl Client {
         let (size, data_version) = match &inode.layout {
             // Released already: the MDT says so.
             Some(layout) if !layout.is_released() => {
-                let (size, _, version) = self.glimpse_versioned(who, layout).await?;
-                (if inode.attr.size_known { inode.attr.size } else { size }, version)
+                let objects = self.glimpse_versioned(who, layout).await?;
+                (if inode.attr.size_known { inode.attr.size } else { objects.size }, objects.data_version)
             }
             _ => (inode.attr.size, 0),
         };

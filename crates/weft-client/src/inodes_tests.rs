@@ -127,8 +127,13 @@ fn a_create_keeps_its_name_and_the_close_its_attributes() {
     cache.end(change, Ok(Some(Answer { name: Some((parent, &name)), inode: &file(20), name_only, bare })), &[]);
     assert_eq!(cache.name(fid(DIR), b"new"), None, "no attributes yet");
     assert_eq!(cache.bare(fid(20)), Some(20), "known bare under its create's lock");
-    let close =
-        MdtRequest::Close(mdt::Close { fid: fid(20), handle: 1, size_blocks: Some((3901, 8)), data_version: 0 });
+    let close = MdtRequest::Close(mdt::Close {
+        fid: fid(20),
+        handle: 1,
+        size_blocks: Some((3901, 8)),
+        data_version: 0,
+        mtime_ns: 0,
+    });
     let (touches, keep) = plan(&close).unwrap();
     assert_eq!(keep, Keep::Inode);
     let change = cache.begin(&touches);

@@ -19,6 +19,18 @@ use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 /// A file's size and 512-byte blocks from its objects' attributes (`attrs`: every object of
 /// every instantiated component, in layout order): the end of the last byte any component
 /// holds.
+/// What a file's objects hold, read in one pass: the file's size and blocks, its data
+/// version, and the latest change to any of them (the file's mtime when later than the
+/// MDS's, as Lustre's). A writer's close tells the MDS all of it.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Glimpse {
+    pub size: u64,
+    pub blocks: u64,
+    pub data_version: u64,
+    /// Nanoseconds since the epoch; 0: no object was ever written.
+    pub mtime_ns: u64,
+}
+
 fn size_and_blocks(layout: &Layout, attrs: &[ost::ObjectAttr]) -> (u64, u64) {
     let mut size = 0;
     let mut rest = attrs;
@@ -285,11 +297,16 @@ impl Client {
     /// [`Client::glimpse`] and the file's data version
     /// ([`weft_proto::layout::data_version`]), for closes of writers and copytools (the
     /// read path's glimpses do not compute it).
-    pub async fn glimpse_versioned(&self, who: &Caller, layout: &Layout) -> WeftResult<(u64, u64, u64)> {
+    pub async fn glimpse_versioned(&self, who: &Caller, layout: &Layout) -> WeftResult<Glimpse> {
         layout.check_usable()?;
         let attrs = self.object_attrs(who, layout).await?;
         let (size, blocks) = size_and_blocks(layout, &attrs);
-        Ok((size, blocks, weft_proto::layout::data_version(attrs.iter().map(|a| (a.size, a.mtime_ns)))))
+        Ok(Glimpse {
+            size,
+            blocks,
+            data_version: weft_proto::layout::data_version(attrs.iter().map(|a| (a.size, a.mtime_ns))),
+            mtime_ns: attrs.iter().map(|a| a.mtime_ns).max().unwrap_or(0),
+        })
     }
 
     /// The attributes of every object of the data components, in parallel, in layout order.

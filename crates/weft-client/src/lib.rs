@@ -31,6 +31,7 @@ pub mod striping;
 
 mod io;
 
+pub use io::Glimpse;
 pub use statfs::TargetStatfs;
 pub use weft_proto::msg::mdt::Opened;
 pub mod virtual_xattr;

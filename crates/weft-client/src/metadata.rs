@@ -22,6 +22,8 @@ impl Client {
     /// The inode `name` in `parent` leads to: from the inode cache while the lock it came
     /// with holds, else from the MDS.
     pub async fn lookup(&self, who: &Caller, parent: Fid, name: &[u8]) -> WeftResult<InodeInfo> {
+        // Checked here too: a name this client knows is absent is answered without the MDS.
+        weft_proto::name::check_length(name)?;
         if let Some(inode) = self.still_cached(self.inodes.name(parent, name)) {
             return Ok(inode);
         }
@@ -37,6 +39,13 @@ impl Client {
         self.inodes
             .remember(Answer { name: Some((parent, name)), inode: &inode, name_only: false, bare: false }, since);
         Ok(inode)
+    }
+
+    /// The attributes of `fid` as last answered to this client, whether or not the lock
+    /// they came with still holds (no request is sent): what is left to show of a
+    /// directory removed while open here.
+    pub fn last_known(&self, fid: Fid) -> Option<weft_proto::msg::Attr> {
+        self.inodes.inode(fid).map(|inode| inode.attr)
     }
 
     /// The inode as the MDS has it (from the inode cache while the lock it came with holds);
@@ -161,10 +170,10 @@ impl Client {
 
     /// Ends an open. A writer passes the size, blocks and data version from a
     /// [`Client::glimpse_versioned`] (data version 0: unknown).
-    pub async fn close(&self, who: &Caller, fid: Fid, handle: u64, written: Option<(u64, u64, u64)>) -> WeftResult<()> {
-        let size_blocks = written.map(|(size, blocks, _)| (size, blocks));
-        let data_version = written.map_or(0, |(_, _, v)| v);
-        match self.mdt(who, mdt::Close { fid, handle, size_blocks, data_version }).await {
+    pub async fn close(&self, who: &Caller, fid: Fid, handle: u64, written: Option<crate::Glimpse>) -> WeftResult<()> {
+        let size_blocks = written.map(|w| (w.size, w.blocks));
+        let (data_version, mtime_ns) = written.map_or((0, 0), |w| (w.data_version, w.mtime_ns));
+        match self.mdt(who, mdt::Close { fid, handle, size_blocks, data_version, mtime_ns }).await {
             // The MDS restarted and forgot its opens: the handle is closed already, and the
             // file's size stays derived from its objects until a writer closes again.
             Err(e) if e.code == weft_proto::ErrorCode::Stale => Ok(()),
@@ -301,10 +310,17 @@ impl Client {
             }
         }
         if let Some(layout) = &inode.layout {
-            let (size, blocks) = self.glimpse(who, layout).await?;
-            inode.attr.size = size;
-            inode.attr.blocks = blocks;
+            let objects = self.glimpse_versioned(who, layout).await?;
+            inode.attr.size = objects.size;
+            inode.attr.blocks = objects.blocks;
             inode.attr.size_known = true;
+            // Writes change the objects, not the MDS's inode (until the writer's close): the
+            // file was modified when its objects last were, if that is later.
+            let written = weft_proto::msg::Timestamp::from_nanos(objects.mtime_ns);
+            if written > inode.attr.mtime {
+                inode.attr.mtime = written;
+                inode.attr.ctime = inode.attr.ctime.max(written);
+            }
         }
         Ok(())
     }

@@ -60,8 +60,24 @@ impl Mount {
                 reply.attr(&self.ttl(&inode), &file_attr(&inode.attr, inode.layout.as_ref()));
                 recheck(&self.client, &self.hooks, &inode);
             }
-            Err(e) => reply.error(fuse_errno("getattr", &e)),
+            Err(e) => match self.removed_open_dir(ino, &e) {
+                Some(attr) => reply.attr(&Duration::ZERO, &file_attr(&attr, None)),
+                None => reply.error(fuse_errno("getattr", &e)),
+            },
         }
+    }
+
+    /// A directory open here that the MDS no longer has (a file removed while open stays
+    /// on the MDS until its last close; a directory is not opened there): its attributes
+    /// at the open, with no links.
+    fn removed_open_dir(&self, ino: INodeNo, e: &weft_proto::WeftError) -> Option<Attr> {
+        if e.code != weft_proto::ErrorCode::NotFound {
+            return None;
+        }
+        let fid = fid_of(ino);
+        let mut attr = self.dirs.find_all(|d| d.fid == fid).iter().find_map(|d| d.attr_at_open.clone())?;
+        attr.nlink = 0;
+        Some(attr)
     }
 
     pub(crate) async fn setattr(
@@ -224,7 +240,8 @@ impl Mount {
     }
 
     pub(crate) fn opendir(&self, ino: INodeNo) -> FileHandle {
-        FileHandle(self.dirs.insert(OpenDir::new(fid_of(ino))))
+        let fid = fid_of(ino);
+        FileHandle(self.dirs.insert(OpenDir::new(fid, self.client.last_known(fid))))
     }
 
     pub(crate) async fn readdir(

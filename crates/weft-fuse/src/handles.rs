@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use weft_proto::layout::Layout;
 use weft_proto::lock::LockHandle;
-use weft_proto::msg::DirEntry;
+use weft_proto::msg::{Attr, DirEntry};
 use weft_proto::Fid;
 
 /// Handles by number. Lookups take a read lock for a hash lookup only; the values are
@@ -241,6 +241,10 @@ pub fn entry_offset(index: u64) -> u64 {
 #[derive(Debug)]
 pub struct OpenDir {
     pub fid: Fid,
+    /// The directory's attributes as this mount knew them at the open: an fstat after the
+    /// directory was removed (rmdir, or a rename over it) answers them with no links, as a
+    /// local file system does.
+    pub attr_at_open: Option<Attr>,
     page: Mutex<Option<DirWindow>>,
 }
 
@@ -267,8 +271,8 @@ pub enum Step {
 }
 
 impl OpenDir {
-    pub fn new(fid: Fid) -> OpenDir {
-        OpenDir { fid, page: Mutex::new(None) }
+    pub fn new(fid: Fid, attr_at_open: Option<Attr>) -> OpenDir {
+        OpenDir { fid, attr_at_open, page: Mutex::new(None) }
     }
 
     pub fn step(&self, index: u64) -> Step {
@@ -429,7 +433,7 @@ mod tests {
                 .collect();
         let want: Vec<String> = all.iter().map(|e| String::from_utf8(e.name.clone()).unwrap()).collect();
         for buffer in 1..=8 {
-            let dir = OpenDir::new(Fid::new(1, 1, 0));
+            let dir = OpenDir::new(Fid::new(1, 1, 0), None);
             let mut fetches = 0;
             assert_eq!(list(&dir, &all, DIR_OFFSET_DOTDOT, buffer, &mut fetches), want, "buffer {buffer}");
             assert!(fetches <= 4, "one fetch per page, not per buffer: {fetches}");
@@ -437,11 +441,11 @@ mod tests {
             let mut again = 0;
             assert_eq!(list(&dir, &all, entry_offset(1), buffer, &mut again), want[2..].to_vec());
         }
-        let empty = OpenDir::new(Fid::new(1, 1, 0));
+        let empty = OpenDir::new(Fid::new(1, 1, 0), None);
         let mut fetches = 0;
         assert!(list(&empty, &[], DIR_OFFSET_DOTDOT, 4, &mut fetches).is_empty());
         // An empty page that does not say eof still ends the listing.
-        let d = OpenDir::new(Fid::new(1, 1, 0));
+        let d = OpenDir::new(Fid::new(1, 1, 0), None);
         d.store(0, 0, vec![], false);
         assert_eq!(d.step(0), Step::End);
     }

@@ -72,7 +72,7 @@ pub(crate) async fn glimpse_current(
     client: &weft_client::Client,
     who: &Caller,
     file: &OpenFile,
-) -> WeftResult<Option<(u64, u64, u64)>> {
+) -> WeftResult<Option<weft_client::Glimpse>> {
     for _ in 0..=LAYOUT_REFETCHES_MAX {
         let Some(layout) = current_layout(client, who, file).await? else { return Ok(None) };
         let glimpsed = client.glimpse_versioned(who, &layout).await?;

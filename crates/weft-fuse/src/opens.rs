@@ -371,7 +371,8 @@ impl Mount {
                 // The object's own attributes, as its OST would answer them (one object).
                 Ok(m) => {
                     let mtime_ns = weft_proto::layout::object_mtime_ns(&m);
-                    Some((m.len(), m.blocks(), weft_proto::layout::data_version([(m.len(), mtime_ns)])))
+                    let data_version = weft_proto::layout::data_version([(m.len(), mtime_ns)]);
+                    Some(weft_client::Glimpse { size: m.len(), blocks: m.blocks(), data_version, mtime_ns })
                 }
                 Err(e) => {
                     tracing::warn!("release of {}: cannot stat its object file: {e}", file.fid);

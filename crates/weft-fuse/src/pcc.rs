@@ -828,7 +828,7 @@ impl Mount {
             Kind::Readonly => c.whole_file_read_lock(&root(), fid, layout).await?,
             Kind::Readwrite => c.whole_file_lock(&root(), fid, layout).await?,
         };
-        let (size, _, _) = c.glimpse_versioned(&root(), layout).await?;
+        let size = c.glimpse_versioned(&root(), layout).await?.size;
         let tmp = path.with_extension("part");
         let copied = async {
             let mut out = tokio::fs::File::create(&tmp).await.map_err(|e| io_error("cannot create", &tmp, e))?;

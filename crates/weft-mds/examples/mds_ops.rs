@@ -134,7 +134,7 @@ fn main() {
         });
         time("close", &mut |i| {
             let (fid, handle) = (fids[i as usize], handles[i as usize]);
-            call(MdtRequest::Close(mdt::Close { fid, handle, size_blocks: None, data_version: 0 }));
+            call(MdtRequest::Close(mdt::Close { fid, handle, size_blocks: None, data_version: 0, mtime_ns: 0 }));
         });
         time("getattr", &mut |i| {
             call(MdtRequest::Getattr(mdt::Getattr { fid: fids[i as usize] }));

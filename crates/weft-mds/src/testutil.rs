@@ -210,7 +210,9 @@ impl Env {
     }
 
     pub async fn must_close(&self, fid: Fid, handle: u64, size_blocks: Option<(u64, u64)>) {
-        self.req(MdtRequest::Close(mdt::Close { fid, handle, size_blocks, data_version: 0 })).await.unwrap();
+        self.req(MdtRequest::Close(mdt::Close { fid, handle, size_blocks, data_version: 0, mtime_ns: 0 }))
+            .await
+            .unwrap();
     }
 
     pub async fn lookup(&self, parent: Fid, name: &str) -> WeftResult<InodeInfo> {

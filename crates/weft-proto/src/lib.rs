@@ -19,6 +19,7 @@ pub mod layout;
 pub mod limits;
 pub mod lock;
 pub mod msg;
+pub mod name;
 pub mod pcc;
 pub mod units;
 pub mod wire;

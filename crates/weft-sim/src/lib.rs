@@ -295,7 +295,10 @@ impl Sim {
         });
         self.model.objects.entry(object_of(&opened.inode.layout)?.fid).or_default();
         self.acknowledged += 1;
-        match self.mdt(mdt::Close { fid, handle: opened.handle, size_blocks: Some((0, 0)), data_version: 0 }).await {
+        match self
+            .mdt(mdt::Close { fid, handle: opened.handle, size_blocks: Some((0, 0)), data_version: 0, mtime_ns: 0 })
+            .await
+        {
             Ok(_) => {
                 self.acknowledged += 1;
                 Ok(())

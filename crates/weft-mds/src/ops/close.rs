@@ -3,7 +3,7 @@
 
 use super::Mutation;
 use super::OpCtx;
-use weft_proto::msg::{mdt, FileType, InodeInfo};
+use weft_proto::msg::{mdt, FileType, InodeInfo, Timestamp};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 /// Ends an open; answers the inode as it is now, or None if the close destroyed it.
@@ -13,6 +13,7 @@ pub fn close(
     handle: u64,
     size_blocks: Option<(u64, u64)>,
     data_version: u64,
+    mtime_ns: u64,
 ) -> WeftResult<Option<InodeInfo>> {
     let (oh, counts, still_trusted) = {
         let of = ctx.core.open_files();
@@ -49,6 +50,14 @@ pub fn close(
             None => {}
         }
     }
+    let written = Timestamp::from_nanos(mtime_ns);
+    if oh.writes() && !destroyed && rec.kind == FileType::Regular && written > rec.mtime {
+        // The writer's objects changed after the inode last did: the file was modified
+        // then (its writes went to the OSTs, not here).
+        rec.mtime = written;
+        rec.ctime = rec.ctime.max(written);
+        ctx.t.put_inode(fid, &rec)?;
+    }
     ctx.core.open_files().close(handle, ctx.undo).expect("handle checked above");
     if oh.writes() && !destroyed && rec.kind == FileType::Regular {
         // A handle opened for writing, maybe before the file was archived: its writes may be
@@ -67,7 +76,7 @@ pub fn close(
 
 impl Mutation for mdt::Close {
     fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<Option<InodeInfo>> {
-        close(ctx, self.fid, self.handle, self.size_blocks, self.data_version)
+        close(ctx, self.fid, self.handle, self.size_blocks, self.data_version, self.mtime_ns)
     }
 }
 
@@ -81,7 +90,9 @@ mod tests {
     async fn close_errors() {
         let env = Env::new().await;
         let (i, h) = env.create_as(&Identity::root(), Fid::ROOT, "f", 0o644).await.unwrap();
-        let close = |fid, handle| MdtRequest::Close(mdt::Close { fid, handle, size_blocks: None, data_version: 0 });
+        let close = |fid, handle| {
+            MdtRequest::Close(mdt::Close { fid, handle, size_blocks: None, data_version: 0, mtime_ns: 0 })
+        };
         assert_eq!(code(env.req(close(Fid::ROOT, h)).await), ErrorCode::Invalid);
         assert_eq!(code(env.req(close(i.attr.fid, h + 100)).await), ErrorCode::Stale);
         env.req(close(i.attr.fid, h)).await.unwrap();

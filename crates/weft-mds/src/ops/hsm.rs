@@ -910,7 +910,7 @@ mod tests {
             MdtRequest::HsmProgress(op)
         };
         let close = |handle, data_version| {
-            MdtRequest::Close(mdt::Close { fid: f, handle, size_blocks: Some((10, 1)), data_version })
+            MdtRequest::Close(mdt::Close { fid: f, handle, size_blocks: Some((10, 1)), data_version, mtime_ns: 0 })
         };
         let open_write = || MdtRequest::Open(mdt::Open { fid: f, flags: OPEN_WRITE });
         // A writer open while the copy is made (its close comes late, as FUSE sends it).

@@ -34,7 +34,6 @@ use crate::perm::{self, Owner, S_ISGID};
 use crate::schema::InodeRecord;
 use crate::store::{Tables, WriteTables};
 use crate::Core;
-use weft_proto::limits::NAME_BYTES_MAX;
 use weft_proto::msg::changelog::{ChangelogRecord, ChangelogType};
 use weft_proto::msg::ops::{Op, Payload};
 use weft_proto::msg::{Attr, FileType, Identity, InodeInfo, MdtReply, MdtRequest, Timestamp};
@@ -159,25 +158,7 @@ macro_rules! dispatch {
 
 weft_proto::mdt_ops!(dispatch);
 
-/// Directory entry names: not empty, not "." or "..", no '/' or NUL, at most NAME_BYTES_MAX.
-pub fn validate_name(name: &[u8]) -> WeftResult<()> {
-    if name.is_empty() || name == b"." || name == b".." {
-        return Err(WeftError::invalid(format!("'{}' cannot be used as a name", String::from_utf8_lossy(name))));
-    }
-    if name.contains(&b'/') || name.contains(&0) {
-        return Err(WeftError::invalid(format!(
-            "name '{}' contains '/' or a NUL byte",
-            String::from_utf8_lossy(name).escape_debug()
-        )));
-    }
-    if name.len() > NAME_BYTES_MAX {
-        return Err(WeftError::new(
-            ErrorCode::NameTooLong,
-            format!("name of {} bytes is longer than {NAME_BYTES_MAX}", name.len()),
-        ));
-    }
-    Ok(())
-}
+pub use weft_proto::name::validate_name;
 
 pub fn owner(rec: &InodeRecord) -> Owner {
     Owner { uid: rec.uid, gid: rec.gid, mode: rec.mode }

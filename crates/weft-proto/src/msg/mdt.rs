@@ -68,7 +68,7 @@ macro_rules! mdt_ops {
             /// Answered with the inode as the close left it, and an intent lock on it, so the
             /// client can serve the next stat without asking; None when the close destroyed
             /// an unlinked file.
-            write Close { fid: $crate::Fid, handle: u64, size_blocks: Option<(u64, u64)>, data_version: u64 }
+            write Close { fid: $crate::Fid, handle: u64, size_blocks: Option<(u64, u64)>, data_version: u64, mtime_ns: u64 }
                 -> Option<$crate::msg::InodeInfo> = "mds_close";
             read GetXattr { fid: $crate::Fid, name: $crate::msg::Name } -> Vec<u8> = "mds_getxattr";
             /// `flags`: XATTR_CREATE, XATTR_REPLACE.

@@ -26,6 +26,13 @@ pub struct Timestamp {
     pub nsec: u32,
 }
 
+impl Timestamp {
+    /// A time in nanoseconds since the epoch (an object's mtime as its OST reports it).
+    pub fn from_nanos(ns: u64) -> Timestamp {
+        Timestamp { sec: (ns / 1_000_000_000) as i64, nsec: (ns % 1_000_000_000) as u32 }
+    }
+}
+
 /// Attributes as `stat` shows them.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Attr {

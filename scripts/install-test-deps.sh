@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite runs against: FUSE (fusermount3), the real programs the
-# tests drive on a mount, a headless browser and a Prometheus text parser. Debian/Ubuntu
-# packages; needs root (CI runs as root).
+# tests drive on a mount, a headless browser, a Prometheus text parser and promtool.
+# Debian/Ubuntu packages; needs root (CI runs as root).
 set -euo pipefail
 
 need=()
@@ -15,6 +15,8 @@ command -v python3 >/dev/null 2>&1 || need+=(python3)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 # The dashboard is tested in a real headless browser.
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# The metrics text is checked with Prometheus's own promtool.
+command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

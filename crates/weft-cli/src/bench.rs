@@ -36,13 +36,9 @@ struct ApiArgs {
     /// How to reach the file system.
     #[arg(long, value_enum, default_value = "posix")]
     api: ApiArg,
-    /// With --api native: the management service (host:port); default: the one `weft up`
-    /// started with --data.
-    #[arg(long, value_name = "ADDR")]
-    mgs: Option<String>,
-    /// With --api native and no --mgs: the data directory of `weft up`.
-    #[arg(long, default_value = "./weft-data", value_name = "DIR")]
-    data: PathBuf,
+    /// With --api native: where the management service is.
+    #[command(flatten)]
+    at: crate::cluster_addr::MgsArgs,
 }
 
 impl ApiArgs {
@@ -50,15 +46,7 @@ impl ApiArgs {
         Ok(match self.api {
             ApiArg::Posix => Api::Posix,
             ApiArg::Native => {
-                let mgs = match &self.mgs {
-                    Some(m) => m.clone(),
-                    None => crate::up::read_state(&self.data).map(|s| s.mgs_address).ok_or_else(|| {
-                        anyhow!(
-                            "--api native needs --mgs ADDR, or a file system started by `weft up --data {}`",
-                            self.data.display()
-                        )
-                    })?,
-                };
+                let mgs = self.at.address(None).map_err(|e| anyhow!("--api native: {e:#}"))?;
                 Api::Native { mgs }
             }
         })

@@ -3,8 +3,8 @@
 //! give Lustre's. The MDT is named as Lustre names it (`weft-MDT0000`; `MDT0000` or `0`
 //! also do) and found through the management service.
 
+use crate::cluster_addr::MgsArgs;
 use crate::remote::Remote;
-use crate::stats::{mgs_address, MgsArgs};
 use anyhow::{anyhow, bail};
 use clap::Args;
 use std::time::Duration;
@@ -85,7 +85,7 @@ struct Mdt {
 
 impl Mdt {
     fn find(text: &str, at: &MgsArgs) -> anyhow::Result<Mdt> {
-        let map = crate::up::fetch_map(&mgs_address(at)?)?;
+        let map = crate::up::fetch_map(&at.address(None)?)?;
         let index = mdt_index(text, &map.fsname)
             .ok_or_else(|| anyhow!("'{text}': an MDT name such as {}", target_name(&map.fsname, TargetKind::Mdt, 0)))?;
         let target = map

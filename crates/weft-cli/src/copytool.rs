@@ -17,7 +17,7 @@
 //!   the environment has WEFT_FID, WEFT_ARCHIVE_ID, WEFT_SIZE and WEFT_META (the JSON). A
 //!   site plugs its tape library or object store in here.
 
-use crate::stats::{mgs_address, MgsArgs};
+use crate::cluster_addr::MgsArgs;
 use anyhow::{anyhow, bail, Context};
 use clap::Args;
 use serde::{Deserialize, Serialize};
@@ -57,6 +57,10 @@ pub struct CopytoolArgs {
     /// is the archive's copy of FID, with the metadata archived with it, then exit.
     #[arg(long, num_args = 2, value_names = ["FID", "PATH"])]
     import: Option<Vec<String>>,
+    /// A Weft mount of the file system to serve, as lhsmtool_posix takes it; its
+    /// management service is asked (the copytool itself uses no mount).
+    #[arg(value_name = "MOUNT")]
+    mount: Option<PathBuf>,
     #[command(flatten)]
     at: MgsArgs,
 }
@@ -516,7 +520,7 @@ pub fn copytool(a: CopytoolArgs) -> anyhow::Result<()> {
         bail!("--parallel {}: 1 to 64", a.parallel);
     }
     let backend = Backend::parse(&a.backend)?;
-    let mgs = mgs_address(&a.at)?;
+    let mgs = a.at.address(a.mount.as_deref())?;
     crate::logging::to_stderr();
     let name = a.name.clone().unwrap_or_else(|| {
         let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();

@@ -10,6 +10,7 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 mod bench;
 mod changelog;
+mod cluster_addr;
 mod copytool;
 mod daemon;
 mod find;

@@ -48,7 +48,7 @@ impl Tool {
     where
         F: std::future::Future<Output = weft_proto::WeftResult<T>>,
     {
-        let mgs = String::from_utf8(xattr::get(file, vx::MGS)?)?;
+        let mgs = crate::cluster_addr::of_mount(file)?;
         let fid: Fid =
             String::from_utf8(xattr::get(file, vx::FID)?)?.trim().parse().map_err(|e| anyhow!("its FID: {e}"))?;
         let client = match self.clients.get(&mgs) {

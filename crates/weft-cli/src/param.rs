@@ -19,12 +19,8 @@ use weft_rpc::{Peer, PeerOptions};
 
 #[derive(Args)]
 pub struct ServersArgs {
-    /// The management service (host:port); default: the one `weft up --data DIR` started.
-    #[arg(long, value_name = "ADDR")]
-    mgs: Option<String>,
-    /// The data directory of `weft up`, to find its management service.
-    #[arg(long, default_value = "./weft-data", value_name = "DIR")]
-    data: PathBuf,
+    #[command(flatten)]
+    at: crate::cluster_addr::MgsArgs,
     /// Only this server process (host:port), instead of every one in the cluster map.
     #[arg(long, value_name = "ADDR")]
     server: Option<String>,
@@ -91,26 +87,20 @@ impl Servers {
             ..PeerOptions::default()
         };
         if let Some(server) = &a.server {
-            let mgs = a.mgs.as_ref().map(|m| Peer::new(m.clone(), opts.clone()));
+            // Only for -P, which records the setting in the management service.
+            let mgs = a.at.address(None).ok().map(|m| Peer::new(m, opts.clone()));
             let peers = vec![Peer::new(server.clone(), opts)];
             return Ok(Servers { rt, peers, mgs, mounts: Vec::new(), no_servers: None });
         }
         let mounts = crate::daemon::weft_mounts();
-        let mgs = match &a.mgs {
-            Some(m) => m.clone(),
-            None => match crate::up::read_state(&a.data) {
-                Some(s) => s.mgs_address,
-                None => {
-                    let why = format!(
-                        "no server asked: give --mgs ADDR or --server ADDR, or run where `weft up --data {}` started",
-                        a.data.display()
-                    );
-                    if mounts.is_empty() {
-                        bail!("{why}");
-                    }
-                    return Ok(Servers { rt, peers: Vec::new(), mgs: None, mounts, no_servers: Some(why) });
-                }
-            },
+        let mgs = match a.at.address(None) {
+            Ok(m) => m,
+            // This node's mounts' own parameters can still be read and set.
+            Err(e) if !mounts.is_empty() => {
+                let why = format!("no server asked: {e:#} (or --server ADDR)");
+                return Ok(Servers { rt, peers: Vec::new(), mgs: None, mounts, no_servers: Some(why) });
+            }
+            Err(e) => return Err(e),
         };
         let peer = Peer::new(mgs.clone(), opts.clone());
         let map = rt
@@ -167,7 +157,7 @@ impl Servers {
     /// Records a permanent setting (or deletes those `name` matches) in the MGS.
     fn record(&self, name: &str, value: &str, delete: bool) -> anyhow::Result<()> {
         let Some(mgs) = &self.mgs else {
-            bail!("-P keeps the setting in the management service: give --mgs ADDR (or run where `weft up` started)");
+            bail!("-P keeps the setting in the management service: give --mgs ADDR (or run in a Weft mount, or where `weft up` started)");
         };
         let op = weft_proto::msg::mgs::SetParamRecord { name: name.to_string(), value: value.to_string(), delete };
         self.rt
@@ -207,34 +197,7 @@ pub(crate) fn management(a: &ServersArgs) -> anyhow::Result<(tokio::runtime::Run
         request_timeout: Duration::from_secs(PARAM_REQUEST_TIMEOUT_S),
         ..PeerOptions::default()
     };
-    let mgs = match &a.mgs {
-        Some(m) => m.clone(),
-        None => match crate::up::read_state(&a.data) {
-            Some(s) => s.mgs_address,
-            // The file system of the current directory, or the one mounted here.
-            None => match mount_mgs() {
-                Some(m) => m,
-                None => bail!(
-                    "give --mgs ADDR, run in a Weft mount, or run where `weft up --data {}` started",
-                    a.data.display()
-                ),
-            },
-        },
-    };
-    Ok((rt, Peer::new(mgs, opts)))
-}
-
-/// The management service of the Weft mount holding the current directory, else of the one
-/// Weft mount of this node.
-fn mount_mgs() -> Option<String> {
-    let ask = |p: &std::path::Path| crate::xattr::get(p, weft_client::virtual_xattr::MGS).ok();
-    if let Some(m) = ask(std::path::Path::new(".")) {
-        return String::from_utf8(m).ok();
-    }
-    match crate::daemon::weft_mounts().as_slice() {
-        [one] => ask(one).and_then(|m| String::from_utf8(m).ok()),
-        _ => None,
-    }
+    Ok((rt, Peer::new(a.at.address(None)?, opts)))
 }
 
 /// One request to the management service, bounded by the parameter request timeout.

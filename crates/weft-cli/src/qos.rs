@@ -1,8 +1,8 @@
 //! `weft qos`: the decay policies of the management service (`policy add|remove|list`) and
 //! the warnings they gave (`warnings`: a user sees their own, root anyone's).
 
+use crate::cluster_addr::MgsArgs;
 use crate::remote::Remote;
-use crate::stats::{mgs_address, MgsArgs};
 use anyhow::{anyhow, bail};
 use clap::{Args, Subcommand};
 use weft_proto::msg::{mgs, DecayPolicy};
@@ -96,7 +96,7 @@ where
     O::Request: weft_proto::msg::ServiceRequest,
     O::Answer: weft_proto::msg::ops::Payload<weft_proto::msg::ReplyBody> + weft_proto::msg::ops::Variant,
 {
-    let address = mgs_address(at)?;
+    let address = at.address(None)?;
     Remote::new(address.clone(), format!("the management service at {address}"))?.ask(0, op)
 }
 
@@ -109,7 +109,7 @@ pub fn qos(a: QosArgs) -> anyhow::Result<()> {
             Ok(())
         }
         QosCommand::Policy(PolicyCommand::List { json, at }) => {
-            let map = crate::up::fetch_map(&mgs_address(&at)?)?;
+            let map = crate::up::fetch_map(&at.address(None)?)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&map.decay)?);
                 return Ok(());

@@ -3,21 +3,11 @@
 //! bytes over the time asked; `top` shows the busiest jobs, users and targets now, as rates
 //! over the last few intervals.
 
+use crate::cluster_addr::MgsArgs;
 use crate::limits::{TOP_INTERVALS, TOP_ROWS};
 use anyhow::{anyhow, bail};
 use clap::Args;
-use std::path::{Path, PathBuf};
 use weft_proto::msg::{mgs, HistoryReply, UsageTotal};
-
-#[derive(Args)]
-pub struct MgsArgs {
-    /// The management service (host:port); default: the one `weft up --data DIR` started.
-    #[arg(long, value_name = "ADDR")]
-    mgs: Option<String>,
-    /// The data directory of `weft up`, to find its management service.
-    #[arg(long, default_value = "./weft-data", value_name = "DIR")]
-    data: PathBuf,
-}
 
 #[derive(Args)]
 pub struct StatsArgs {
@@ -49,23 +39,9 @@ pub struct TopArgs {
 
 use weft_proto::units::parse_duration;
 
-pub(crate) fn mgs_address(a: &MgsArgs) -> anyhow::Result<String> {
-    match &a.mgs {
-        Some(m) => Ok(m.clone()),
-        None => match crate::up::read_state(&a.data) {
-            Some(s) => Ok(s.mgs_address),
-            None => bail!("give --mgs ADDR, or run where `weft up --data {}` started", display(&a.data)),
-        },
-    }
-}
-
-fn display(p: &Path) -> String {
-    p.display().to_string()
-}
-
 /// Asks the management service's history.
 fn history(at: &MgsArgs, kind: &str, secs: u64, top: u32) -> anyhow::Result<HistoryReply> {
-    let address = mgs_address(at)?;
+    let address = at.address(None)?;
     let op = mgs::History { kind: kind.to_string(), secs, top, step: 0 };
     crate::remote::Remote::new(address.clone(), format!("the management service at {address}"))?.ask(0, op)
 }

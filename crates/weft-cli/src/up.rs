@@ -253,7 +253,8 @@ fn print_summary(s: &UpState, c: &ServerConfig, uring: bool, detached: bool) {
     }
     println!("  management service: {} (mount elsewhere: weft mount {} MNT)", s.mgs_address, s.mgs_address);
     if let Some(m) = &s.metrics {
-        println!("  metrics: http://{m}/metrics");
+        println!("  metrics: {}", metrics_url(m));
+        println!("  dashboard: {}", dashboard_url(m));
     }
     if detached {
         println!("  running in the background (pid {}); stop it with: weft down --data {}", s.pid, s.data.display());
@@ -298,6 +299,9 @@ struct StatusReport {
     mgs_address: Option<String>,
     mount: Option<PathBuf>,
     mounted: bool,
+    /// The metrics endpoint and the dashboard (the MGS's process serves it on the same port).
+    metrics_url: Option<String>,
+    dashboard_url: Option<String>,
     roles: Vec<String>,
     targets: Vec<TargetRow>,
 }
@@ -325,6 +329,8 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
         mgs_address: state.as_ref().map(|s| s.mgs_address.clone()),
         mount: state.as_ref().map(|s| s.mount.clone()),
         mounted: state.as_ref().is_some_and(|s| daemon::is_mounted(&s.mount)),
+        metrics_url: state.as_ref().and_then(|s| s.metrics.as_deref()).map(metrics_url),
+        dashboard_url: state.as_ref().and_then(|s| s.metrics.as_deref()).map(dashboard_url),
         roles: config.roles_text().split(", ").map(String::from).collect(),
         targets: Vec::new(),
     };
@@ -354,6 +360,10 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
             println!("roles:       {}", report.roles.join(", "));
             println!("management:  {}", s.mgs_address);
             println!("mount:       {} ({})", s.mount.display(), if report.mounted { "mounted" } else { "NOT mounted" });
+            if let (Some(m), Some(d)) = (&report.metrics_url, &report.dashboard_url) {
+                println!("metrics:     {m}");
+                println!("dashboard:   {d}");
+            }
             println!("{:<16} {:<6} ADDRESS", "TARGET", "STATE");
             for t in &report.targets {
                 println!("{:<16} {:<6} {}", t.name, t.state, t.address);
@@ -361,6 +371,15 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+fn metrics_url(address: &str) -> String {
+    format!("http://{address}/metrics")
+}
+
+/// `weft up` runs the management service, so its metrics port serves the dashboard too.
+fn dashboard_url(address: &str) -> String {
+    format!("http://{address}/")
 }
 
 pub(crate) fn fetch_map(mgs: &str) -> anyhow::Result<weft_proto::msg::ClusterMap> {

@@ -1,15 +1,30 @@
 //! The metrics endpoint as a site's Prometheus sees it: scraped with curl during an fio run
 //! on a cluster of separate server processes, its bytes rise, and the text parses with the
-//! `prometheus_client` Python package's OpenMetrics parser.
+//! `prometheus_client` Python package's OpenMetrics parser (what Prometheus asks for) and
+//! passes `promtool check metrics` (the text format curl and promtool get).
 
 mod common;
 use common::*;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+/// What Prometheus 2.x sends when it scrapes: OpenMetrics first.
+const PROMETHEUS_ACCEPT: &str = "Accept: application/openmetrics-text;version=1.0.0,application/openmetrics-text;\
+version=0.0.1;q=0.75,text/plain;version=0.0.4;q=0.5,*/*;q=0.1";
+
+/// The endpoint's text as Prometheus gets it (OpenMetrics).
 fn scrape(address: &str) -> String {
-    let out =
-        Command::new("curl").args(["-sf", "--max-time", "10", &format!("http://{address}/metrics")]).output().unwrap();
+    scrape_as(address, &["-H", PROMETHEUS_ACCEPT])
+}
+
+/// The endpoint's text as curl with `extra` arguments gets it.
+fn scrape_as(address: &str, extra: &[&str]) -> String {
+    let out = Command::new("curl")
+        .args(["-sf", "--max-time", "10"])
+        .args(extra)
+        .arg(format!("http://{address}/metrics"))
+        .output()
+        .unwrap();
     assert!(out.status.success(), "curl of {address} failed: {}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
@@ -124,6 +139,74 @@ fn metrics_rise_during_fio_and_parse_with_a_real_parser() {
         sample(&mds_text, "weft_changelog_reader_pending_records", &["reader=\"cl1\"", "target=\"weft-MDT0000\""]);
     assert_eq!(pending, Some(kept));
     assert!(families.iter().any(|f| f.starts_with("weft_changelog_records gauge")), "{families:?}");
+}
+
+/// `promtool check metrics` (Debian's `prometheus` package) on `text`: its complaints.
+fn promtool(text: &str) -> (bool, String) {
+    let mut child = Command::new("promtool")
+        .args(["check", "metrics"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("promtool (package prometheus, installed by make deps)");
+    use std::io::Write;
+    child.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    (out.status.success(), said)
+}
+
+#[test]
+fn promtool_accepts_the_text_of_every_family() {
+    let mut c = Cluster::single_node(&weft_bin(), 2);
+    let mnt = c.mount_with("jobid_var=WEFT_JOB");
+    let mgs = c.mgs_address.clone();
+    let metrics = c.servers[0].metrics.clone();
+    // Every family with samples: a changelog reader, a TBF class, a job's bytes both ways.
+    weft_ok(&["changelog-register", "weft-MDT0000", "--mgs", &mgs]);
+    weft_ok(&["set-param", "--mgs", &mgs, "ost.OSS.ost_io.nrs_policies=tbf jobid"]);
+    weft_ok(&["set-param", "--mgs", &mgs, "ost.OSS.ost_io.nrs_tbf_rule=start dd jobid={dd_job} rate=10000"]);
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg("dd if=/dev/zero of=f bs=64k count=16 conv=fsync status=none && dd if=f of=/dev/null bs=64k iflag=direct status=none")
+        .current_dir(&mnt)
+        .env("WEFT_JOB", "dd_job")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "dd: {}", String::from_utf8_lossy(&out.stderr));
+
+    // As curl and promtool fetch it (no Accept header): the text format promtool checks.
+    let text = scrape_as(&metrics, &[]);
+    for family in [
+        "weft_requests_total",
+        "weft_request_errors_total",
+        "weft_read_bytes_total",
+        "weft_write_bytes_total",
+        "weft_ost_read_bytes_total",
+        "weft_ost_write_bytes_total",
+        "weft_job_ops_total",
+        "weft_user_ops_total",
+        "weft_user_read_bytes_total",
+        "weft_user_write_bytes_total",
+        "weft_nrs_class_started_total",
+        "weft_evictions_total",
+        "weft_clients",
+        "weft_changelog_records",
+    ] {
+        assert!(sample(&text, family, &[]).is_some(), "no sample of {family}:\n{text}");
+    }
+    let (ok, said) = promtool(&text);
+    assert!(ok && said.is_empty(), "promtool check metrics refused the text: {said}\n{text}");
+    assert!(!text.contains("{}"), "a sample with an empty label set:\n{text}");
+    assert!(sample(&text, "weft_ost_write_bytes_total", &["job=\"dd_job\""]) >= Some(1048576.0), "{text}");
+
+    // What Prometheus asks for, OpenMetrics, is what it gets, and a real parser reads it.
+    let om = scrape(&metrics);
+    assert!(om.ends_with("# EOF\n"), "{om}");
+    assert!(!om.contains("{}"), "a sample with an empty label set:\n{om}");
+    let families = parse_with_python(&om);
+    assert!(families.iter().any(|f| f.starts_with("weft_evictions counter")), "{families:?}");
 }
 
 /// `weft stats --json` rows: name -> (ops, read bytes, write bytes).

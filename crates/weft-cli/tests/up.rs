@@ -47,6 +47,15 @@ fn up_status_down_and_up_again_with_the_data() {
     );
     let j: serde_json::Value = serde_json::from_str(&weft_ok(&["status", "--data", d, "--json"])).unwrap();
     assert_eq!(j["running"], true);
+    // Status says where the metrics and the dashboard are, as up did when it started.
+    let field = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string());
+    assert_eq!(field("metrics:").as_deref(), Some(url), "{status}");
+    let dashboard = field("dashboard:").unwrap_or_else(|| panic!("no dashboard address in:\n{status}"));
+    let page = std::process::Command::new("curl").args(["-sf", "--max-time", "10", &dashboard]).output().unwrap();
+    let html = String::from_utf8_lossy(&page.stdout);
+    assert!(page.status.success() && html.contains("<title>Weft"), "{dashboard}:\n{html}");
+    assert_eq!(j["metrics_url"], url);
+    assert_eq!(j["dashboard_url"], dashboard.as_str());
     assert_eq!(j["targets"].as_array().unwrap().len(), 3);
     assert!(j["targets"].as_array().unwrap().iter().all(|t| t["state"] == "up"));
 

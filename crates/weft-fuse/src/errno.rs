@@ -48,66 +48,75 @@ pub(crate) fn fuse_errno(op: &str, e: &WeftError) -> fuser::Errno {
 mod tests {
     use super::*;
 
-    #[test]
-    fn every_code_maps_to_its_posix_errno() {
-        let table = [
-            (ErrorCode::NotFound, libc::ENOENT),
-            (ErrorCode::Exists, libc::EEXIST),
-            (ErrorCode::NotDir, libc::ENOTDIR),
-            (ErrorCode::IsDir, libc::EISDIR),
-            (ErrorCode::NotEmpty, libc::ENOTEMPTY),
-            (ErrorCode::Access, libc::EACCES),
-            (ErrorCode::Perm, libc::EPERM),
-            (ErrorCode::Invalid, libc::EINVAL),
-            (ErrorCode::NoSpace, libc::ENOSPC),
-            (ErrorCode::NameTooLong, libc::ENAMETOOLONG),
-            (ErrorCode::NoData, libc::ENODATA),
-            (ErrorCode::Range, libc::ERANGE),
-            (ErrorCode::TooManyLinks, libc::EMLINK),
-            (ErrorCode::FileTooBig, libc::EFBIG),
-            (ErrorCode::NotSupported, libc::EOPNOTSUPP),
-            (ErrorCode::Busy, libc::EBUSY),
-            (ErrorCode::Stale, libc::ESTALE),
-            (ErrorCode::TimedOut, libc::EIO),
-            (ErrorCode::Protocol, libc::EIO),
-            (ErrorCode::Checksum, libc::EIO),
-            (ErrorCode::Io, libc::EIO),
-            (ErrorCode::Again, libc::EAGAIN),
-            (ErrorCode::Evicted, libc::EIO),
-        ];
-        for (code, want) in table {
-            assert_eq!(errno(code), want, "{code:?}");
-            assert_eq!(fuse_errno("test", &WeftError::new(code, "x")).code(), want);
-        }
-        // The table above lists every code: adding one to ErrorCode breaks this match until
-        // the table (and errno) learn it.
-        for (code, _) in table {
-            match code {
-                ErrorCode::NotFound
-                | ErrorCode::Exists
-                | ErrorCode::NotDir
-                | ErrorCode::IsDir
-                | ErrorCode::NotEmpty
-                | ErrorCode::Access
-                | ErrorCode::Perm
-                | ErrorCode::Invalid
-                | ErrorCode::NoSpace
-                | ErrorCode::NameTooLong
-                | ErrorCode::NoData
-                | ErrorCode::Range
-                | ErrorCode::TooManyLinks
-                | ErrorCode::FileTooBig
-                | ErrorCode::NotSupported
-                | ErrorCode::Busy
-                | ErrorCode::Stale
-                | ErrorCode::TimedOut
-                | ErrorCode::Protocol
-                | ErrorCode::Checksum
-                | ErrorCode::Io
-                | ErrorCode::Again
-                | ErrorCode::Evicted => {}
+    /// Every error code, found by decoding variant indices as the wire does until one is no
+    /// code: no hand-kept list that a new code could be missing from.
+    fn every_code() -> Vec<ErrorCode> {
+        let codes: Vec<ErrorCode> =
+            (0u8..128).map_while(|i| weft_proto::wire::decode_message::<ErrorCode>(&[i]).ok()).collect();
+        assert!(codes.len() > 1 && codes.len() < 128, "{codes:?}");
+        codes
+    }
+
+    /// What weft-proto's error.rs says each code is at the mount: the errno its doc comment
+    /// names (`(ENOENT)`, or `(ETIMEDOUT at the library, EIO at the mount)`), by variant name.
+    fn documented() -> std::collections::BTreeMap<String, String> {
+        let source = include_str!("../../weft-proto/src/error.rs");
+        let body = source.split("pub enum ErrorCode {").nth(1).and_then(|b| b.split("\n}").next()).expect("the enum");
+        let mut out = std::collections::BTreeMap::new();
+        let mut doc = String::new();
+        for line in body.lines().map(str::trim) {
+            if let Some(text) = line.strip_prefix("///") {
+                doc.push_str(text);
+                doc.push(' ');
+            } else if let Some(name) = line.strip_suffix(',') {
+                let said = doc.rsplit_once('(').map_or("", |(_, inside)| inside);
+                let said = said.split_once(" at the mount").map_or(said, |(before, _)| before);
+                let errno = said.split(|c: char| !c.is_ascii_alphanumeric()).rfind(|w| w.starts_with('E'));
+                let errno = errno.unwrap_or_else(|| panic!("the doc of {name} names no errno: {doc}"));
+                out.insert(name.to_string(), errno.to_string());
+                doc.clear();
             }
         }
-        assert_eq!(table.len(), 23);
+        out
+    }
+
+    fn libc_errno(name: &str) -> i32 {
+        match name {
+            "ENOENT" => libc::ENOENT,
+            "EEXIST" => libc::EEXIST,
+            "ENOTDIR" => libc::ENOTDIR,
+            "EISDIR" => libc::EISDIR,
+            "ENOTEMPTY" => libc::ENOTEMPTY,
+            "EACCES" => libc::EACCES,
+            "EPERM" => libc::EPERM,
+            "EINVAL" => libc::EINVAL,
+            "ENOSPC" => libc::ENOSPC,
+            "ENAMETOOLONG" => libc::ENAMETOOLONG,
+            "ENODATA" => libc::ENODATA,
+            "ERANGE" => libc::ERANGE,
+            "EMLINK" => libc::EMLINK,
+            "EFBIG" => libc::EFBIG,
+            "EOPNOTSUPP" => libc::EOPNOTSUPP,
+            "EBUSY" => libc::EBUSY,
+            "ESTALE" => libc::ESTALE,
+            "EIO" => libc::EIO,
+            "EAGAIN" => libc::EAGAIN,
+            "EPROTO" => libc::EPROTO,
+            "ETIMEDOUT" => libc::ETIMEDOUT,
+            other => panic!("{other}: add it to this test's names of libc errno values"),
+        }
+    }
+
+    #[test]
+    fn every_code_maps_to_the_errno_its_documentation_names() {
+        let documented = documented();
+        let codes = every_code();
+        assert_eq!(codes.len(), documented.len(), "codes on the wire {codes:?}, documented {documented:?}");
+        for code in codes {
+            let name = format!("{code:?}");
+            let want = libc_errno(documented.get(&name).unwrap_or_else(|| panic!("{name} is not documented")));
+            assert_eq!(errno(code), want, "{name} maps to {} where its doc names {}", errno(code), documented[&name]);
+            assert_eq!(fuse_errno("test", &WeftError::new(code, "x")).code(), want, "{name} through fuse_errno");
+        }
     }
 }

@@ -149,7 +149,7 @@ impl Cluster {
         // The MGS first, then the OSSs (the MDS precreates on them), then the rest.
         servers.sort_by_key(|s| (!s.spec.mgs, s.spec.osts.is_empty()));
         for mut s in servers {
-            s.child = Some(spawn_server(&cluster.weft, &s));
+            s.child = Some(spawn_server(&cluster.weft, &s, &[]));
             cluster.servers.push(s);
         }
         cluster.wait_targets_up();
@@ -270,13 +270,20 @@ impl Cluster {
 
     /// Starts a killed server again with the same config and address.
     pub fn restart(&mut self, name: &str) {
+        self.restart_wrapped(name, &[]);
+    }
+
+    /// Starts a killed server again with the same config and address, its command line
+    /// after `wrapper` (`unshare -m sh -c SCRIPT sh`: the server in a mount namespace of its
+    /// own; the wrapper must exec the server, so that killing the child kills the server).
+    pub fn restart_wrapped(&mut self, name: &str, wrapper: &[&str]) {
         let weft = self.weft.clone();
         let s = self.server(name);
         assert!(s.child.is_none(), "{name} is still running");
         let started = Instant::now();
         // The old address may linger in TIME_WAIT for a moment; the server binds with
         // SO_REUSEADDR (tokio's default on Linux), so one try normally suffices.
-        s.child = Some(spawn_server(&weft, s));
+        s.child = Some(spawn_server(&weft, s, wrapper));
         while started.elapsed() < Duration::from_secs(START_TIMEOUT_S) {
             if std::net::TcpStream::connect(&s.address).is_ok() {
                 return;
@@ -338,12 +345,19 @@ impl Drop for Cluster {
     }
 }
 
-fn spawn_server(weft: &Path, s: &Server) -> Child {
+fn spawn_server(weft: &Path, s: &Server, wrapper: &[&str]) -> Child {
     std::fs::create_dir_all(&s.data_dir).expect("data dir");
     let out_path = s.data_dir.join("stdout.log");
     let out = std::fs::OpenOptions::new().create(true).append(true).open(out_path).expect("stdout log");
-    Command::new(weft)
-        .arg("server")
+    let mut cmd = match wrapper.split_first() {
+        Some((program, args)) => {
+            let mut c = Command::new(program);
+            c.args(args).arg(weft);
+            c
+        }
+        None => Command::new(weft),
+    };
+    cmd.arg("server")
         .arg("--config")
         .arg(&s.config)
         .stdin(Stdio::null())

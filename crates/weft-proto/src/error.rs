@@ -41,7 +41,7 @@ pub enum ErrorCode {
     Stale,
     /// The server did not answer in time (ETIMEDOUT at the library, EIO at the mount).
     TimedOut,
-    /// The request was malformed (EPROTO).
+    /// The request was malformed (EIO at the mount).
     Protocol,
     /// The data arrived corrupted: checksum mismatch (EIO, after retries).
     Checksum,

@@ -215,4 +215,15 @@ mod tests {
         assert_eq!(decode_message::<Request>(&bytes).unwrap(), req);
         assert!(decode_message::<Request>(&bytes[..bytes.len() - 1]).is_err());
     }
+
+    /// docs/PROTOCOL.md is what a peer written from it speaks: it names this version in the
+    /// frame table and says what the version changed.
+    #[test]
+    fn the_protocol_document_names_this_version_and_its_changes() {
+        let doc = include_str!("../../../docs/PROTOCOL.md");
+        let field = format!("| version | protocol version, {PROTOCOL_VERSION} (");
+        assert!(doc.contains(&field), "docs/PROTOCOL.md's frame table does not name version {PROTOCOL_VERSION}");
+        let note = format!("version {PROTOCOL_VERSION} added");
+        assert!(doc.contains(&note), "docs/PROTOCOL.md has no note for version {PROTOCOL_VERSION} ({note:?})");
+    }
 }

@@ -1,6 +1,8 @@
 //! The metrics endpoint of a server process: `GET /metrics` on the config's `metrics_listen`
-//! address answers in the OpenMetrics text format (which Prometheus scrapes), made on each
-//! scrape from what the process keeps anyway, so metrics cost the request path nothing:
+//! address answers in the OpenMetrics text format to whoever asks for it (Prometheus does, in
+//! its Accept header), else in Prometheus's text format 0.0.4 (curl, `promtool check
+//! metrics`), as Prometheus's own Go client does. The figures are gathered on each scrape
+//! from what the process keeps anyway, so metrics cost the request path nothing:
 //!
 //! | metric | labels | from |
 //! |---|---|---|
@@ -198,8 +200,13 @@ fn family<V: Copy>(
 ) -> std::fmt::Result {
     let mut metric = encoder.encode_descriptor(name, help, None, ty)?;
     for (labels, v) in rows {
-        let mut m = metric.encode_family(&labels)?;
-        write(&mut m, v)?;
+        if labels.is_empty() {
+            // Through encode_family an empty set is written `name{} v`, which some parsers
+            // refuse; the metric's own encoder writes `name v`.
+            write(&mut metric, v)?;
+        } else {
+            write(&mut metric.encode_family(&labels)?, v)?;
+        }
     }
     Ok(())
 }
@@ -454,9 +461,9 @@ pub(crate) async fn serve(listener: tokio::net::TcpListener, sources: Arc<Source
     let s = sources.clone();
     let mut app = axum::Router::new().route(
         "/metrics",
-        get(move || {
+        get(move |headers: axum::http::HeaderMap| {
             let s = s.clone();
-            async move { render(&s).await }
+            async move { render(&s, &headers).await }
         }),
     );
     if sources.router.mgs.is_some() {
@@ -476,11 +483,59 @@ pub(crate) async fn text(sources: &Sources) -> Result<String, std::fmt::Error> {
     Ok(text)
 }
 
-async fn render(sources: &Sources) -> axum::response::Response {
+/// The scrape in the format the client asked for: OpenMetrics if its Accept header names it,
+/// else the text format.
+async fn render(sources: &Sources, headers: &axum::http::HeaderMap) -> axum::response::Response {
+    let openmetrics = headers
+        .get_all(axum::http::header::ACCEPT)
+        .iter()
+        .any(|v| v.to_str().is_ok_and(|v| v.contains("application/openmetrics-text")));
     match text(sources).await {
-        Ok(text) => {
+        Ok(text) if openmetrics => {
             ([(CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], text).into_response()
         }
+        Ok(text) => ([(CONTENT_TYPE, "text/plain; version=0.0.4; charset=utf-8")], text_format(&text)).into_response(),
         Err(_) => (axum::http::StatusCode::INTERNAL_SERVER_ERROR, "the metrics could not be encoded\n").into_response(),
+    }
+}
+
+/// Prometheus's text format 0.0.4 of our OpenMetrics text. For the types written here the two
+/// differ only in that a counter family is named with its `_total` in HELP and TYPE (its
+/// samples are `_total` in both), and that the text format has no `# EOF` and no `# UNIT`.
+fn text_format(openmetrics: &str) -> String {
+    let counters: std::collections::HashSet<&str> =
+        openmetrics.lines().filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter")).collect();
+    let mut out = String::with_capacity(openmetrics.len());
+    for line in openmetrics.lines() {
+        let comment = ["# HELP ", "# TYPE "].into_iter().find_map(|p| Some((p, line.strip_prefix(p)?)));
+        match comment {
+            Some((prefix, rest)) => {
+                let (name, tail) = rest.split_once(' ').unwrap_or((rest, ""));
+                let total = if counters.contains(name) { "_total" } else { "" };
+                out.push_str(&format!("{prefix}{name}{total} {tail}\n"));
+            }
+            None if line == "# EOF" || line.starts_with("# UNIT ") => {}
+            None => {
+                out.push_str(line);
+                out.push('\n');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::text_format;
+
+    #[test]
+    fn the_text_format_names_counters_with_their_total_and_has_no_eof() {
+        let om = "# HELP weft_requests Requests answered.\n# TYPE weft_requests counter\n\
+weft_requests_total{opcode=\"a\"} 3\n# HELP weft_clients Clients connected.\n# TYPE weft_clients gauge\n\
+weft_clients 2\n# EOF\n";
+        let want = "# HELP weft_requests_total Requests answered.\n# TYPE weft_requests_total counter\n\
+weft_requests_total{opcode=\"a\"} 3\n# HELP weft_clients Clients connected.\n# TYPE weft_clients gauge\n\
+weft_clients 2\n";
+        assert_eq!(text_format(om), want);
     }
 }

@@ -374,15 +374,16 @@ impl fuser::Filesystem for WeftFs {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
-        _fh: FileHandle,
-        _offset: u64,
-        _length: u64,
-        _mode: i32,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
         reply: ReplyEmpty,
     ) {
-        reply.error(Errno::ENOSYS);
+        let m = self.m();
+        self.serve.run(m.clone().fallocate(m.who(req), fh, offset, length, mode, reply));
     }
 
     fn lseek(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _offset: i64, _whence: i32, reply: ReplyLseek) {

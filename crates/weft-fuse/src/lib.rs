@@ -21,6 +21,7 @@ mod coherence;
 mod convert;
 mod entries;
 mod errno;
+mod fallocate;
 mod fs;
 mod handles;
 mod io;

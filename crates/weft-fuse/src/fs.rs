@@ -326,6 +326,11 @@ impl fuser::Filesystem for WeftFs {
         self.serve.run(m.clone().create(m.who(req), parent, name.to_owned(), mode & 0o7777, flags, reply));
     }
 
+    fn tmpfile(&self, req: &Request, parent: INodeNo, mode: u32, _umask: u32, flags: i32, reply: ReplyCreate) {
+        let m = self.m();
+        self.serve.run(m.clone().tmpfile(m.who(req), parent, mode & 0o7777, flags, reply));
+    }
+
     fn getlk(
         &self,
         req: &Request,

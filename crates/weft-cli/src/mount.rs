@@ -27,7 +27,9 @@ pub struct MountArgs {
     /// this process itself, as under `weft up`; off: all I/O through the mount),
     /// uring=on|off (on: the kernel's requests come through io_uring where it offers that,
     /// see `fuse.enable_uring`; off: through /dev/fuse reads), restore_timeout=SECONDS (how
-    /// long an open of a released file waits for its restore before it fails, default 600).
+    /// long an open of a released file waits for its restore before it fails, default 600),
+    /// suid|nosuid, dev|nodev (setuid programs and device nodes on the mount take effect;
+    /// default nosuid,nodev; suid and dev only for root).
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Option<String>,
     /// Stay in the foreground instead of returning once mounted.
@@ -51,10 +53,12 @@ pub struct MountOptions {
     pub passthrough: bool,
     pub uring: bool,
     pub restore_timeout: Duration,
+    pub suid: bool,
+    pub dev: bool,
 }
 
 const MOUNT_OPTIONS_ALLOWED: &str = "timeout=SECONDS, threads=N, jobid_var=VAR, jobid_name=FORMAT, jobid=NAME, \
-     log=FILE, locks=on|off, passthrough=on|off, uring=on|off, restore_timeout=SECONDS";
+     log=FILE, locks=on|off, passthrough=on|off, uring=on|off, restore_timeout=SECONDS, suid, nosuid, dev, nodev";
 
 fn on_off(key: &str, v: &str) -> anyhow::Result<bool> {
     match v {
@@ -74,6 +78,8 @@ pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
         passthrough: true,
         uring: true,
         restore_timeout: Duration::from_secs(weft_client::limits::RESTORE_TIMEOUT_S_DEFAULT),
+        suid: false,
+        dev: false,
     };
     for item in text.unwrap_or("").split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, v) = item.split_once('=').unwrap_or((item, ""));
@@ -105,10 +111,39 @@ pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
                 })?;
                 o.restore_timeout = Duration::from_secs(s);
             }
+            "suid" | "nosuid" | "dev" | "nodev" if !v.is_empty() => {
+                bail!("mount option {item}: {k} takes no value (allowed: suid, nosuid, dev, nodev)")
+            }
+            "suid" => o.suid = true,
+            "nosuid" => o.suid = false,
+            "dev" => o.dev = true,
+            "nodev" => o.dev = false,
             _ => bail!("unknown mount option '{k}': allowed are {MOUNT_OPTIONS_ALLOWED}"),
         }
     }
+    // SAFETY: geteuid only reads the process's credentials.
+    refuse_unprivileged(&o, unsafe { libc::geteuid() })?;
     Ok(o)
+}
+
+/// suid and dev let whoever can write the file system become root or reach raw devices on
+/// this node: only root may ask for them (as mount(8) and fusermount3 rule).
+fn refuse_unprivileged(o: &MountOptions, euid: u32) -> anyhow::Result<()> {
+    let asked: Vec<&str> = [("suid", o.suid), ("dev", o.dev)].iter().filter(|(_, on)| *on).map(|(n, _)| *n).collect();
+    if euid != 0 && !asked.is_empty() {
+        bail!(
+            "mount option {}: only root may mount with setuid programs or device nodes in effect (uid {euid} asked); \
+             leave it out for the default nosuid,nodev",
+            asked.join(",")
+        );
+    }
+    Ok(())
+}
+
+/// The source the mount shows in /proc/mounts, `findmnt` and `df`: which file system of
+/// which management service, as Lustre's `mgsnid:/fsname`.
+pub fn mount_source(mgs: &str, fsname: &str) -> String {
+    format!("{mgs}:/{fsname}")
 }
 
 pub fn with_default_port(addr: &str) -> String {
@@ -154,8 +189,9 @@ pub fn mount(a: MountArgs) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let client =
         rt.block_on(weft_client::Client::connect(client_config(&mgs, &opts))).map_err(|e| anyhow!("{}", e.message))?;
-    tracing::info!("mounting {mgs} at {}", a.mountpoint.display());
-    weft_fuse::mount_foreground(client, rt.handle().clone(), &a.mountpoint, fuse_options(&opts, "weft"))
+    let source = mount_source(&mgs, &client.map().fsname);
+    tracing::info!("mounting {source} at {}", a.mountpoint.display());
+    weft_fuse::mount_foreground(client, rt.handle().clone(), &a.mountpoint, fuse_options(&opts, &source))
         .map_err(|e| anyhow!("cannot mount at {}: {e}", a.mountpoint.display()))?;
     Ok(())
 }
@@ -181,6 +217,8 @@ pub fn fuse_options(opts: &MountOptions, fsname: &str) -> weft_fuse::MountOption
         passthrough: opts.passthrough,
         uring: opts.uring,
         jobid: opts.jobid.clone(),
+        suid: opts.suid,
+        dev: opts.dev,
     }
 }
 
@@ -208,6 +246,16 @@ mod tests {
         let e = parse_options(Some("speed=11")).err().unwrap().to_string();
         assert!(e.contains("speed") && e.contains("timeout=SECONDS"), "{e}");
         assert!(parse_options(Some("threads=0")).is_err());
+        let o = parse_options(Some("nosuid,nodev")).unwrap();
+        assert!(!o.suid && !o.dev);
+        let e = parse_options(Some("suid=1")).err().unwrap().to_string();
+        assert!(e.contains("suid=1") && e.contains("nosuid"), "{e}");
+        let site = MountOptions { suid: true, dev: true, ..parse_options(None).unwrap() };
+        assert!(refuse_unprivileged(&site, 0).is_ok());
+        let e = refuse_unprivileged(&site, 1000).err().unwrap().to_string();
+        assert!(e.contains("suid,dev") && e.contains("only root"), "{e}");
+        assert!(refuse_unprivileged(&parse_options(None).unwrap(), 1000).is_ok());
+        assert_eq!(mount_source("10.0.0.1:9800", "scratch"), "10.0.0.1:9800:/scratch");
         assert_eq!(with_default_port("10.0.0.1"), "10.0.0.1:9800");
         assert_eq!(with_default_port("127.0.0.2:9000"), "127.0.0.2:9000");
     }

@@ -178,8 +178,13 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
         .block_on(weft_client::Client::connect(client_config(&mgs_address, &opts)))
         .map_err(|e| anyhow!("{}", e.message))
         .and_then(|client| {
-            weft_fuse::mount(client, rt.handle().clone(), &mnt, fuse_options(&opts, &config.fsname))
-                .map_err(|e| anyhow!("cannot mount at {}: {e}", mnt.display()))
+            weft_fuse::mount(
+                client,
+                rt.handle().clone(),
+                &mnt,
+                fuse_options(&opts, &crate::mount::mount_source(&mgs_address, &config.fsname)),
+            )
+            .map_err(|e| anyhow!("cannot mount at {}: {e}", mnt.display()))
         });
     let session = match mounted {
         Ok(s) => s,

@@ -33,6 +33,10 @@ fn up_status_down_and_up_again_with_the_data() {
         "{url}:\n{text}"
     );
     assert!(weft_harness::is_mounted(&mnt));
+    // The mount's source names the management service and the file system.
+    let source = run(std::process::Command::new("findmnt").args(["-n", "-o", "SOURCE", m]));
+    let mgs = out.lines().find_map(|l| l.split("weft mount ").nth(1)?.split_whitespace().next()).expect("mgs address");
+    assert_eq!(source.trim(), format!("{mgs}:/weft"), "{out}");
     let payload = pattern(5, 0, 3 << 20);
     std::fs::write(mnt.join("kept"), &payload).unwrap();
     std::fs::create_dir(mnt.join("dir")).unwrap();

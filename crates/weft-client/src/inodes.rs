@@ -510,6 +510,8 @@ pub fn plan(req: &MdtRequest) -> Option<(Touches, Keep)> {
             (t(vec![*fid], vec![], false), Keep::Nothing)
         }
         MdtRequest::Open(_) => (Touches::default(), Keep::Nothing),
+        // A file without a name changes no name or inode this cache holds.
+        MdtRequest::CreateTmpfile(_) => (Touches::default(), Keep::Nothing),
         MdtRequest::SwapLayouts(mdt::SwapLayouts { fid, with, .. }) => {
             (t(vec![*fid, *with], vec![], false), Keep::Nothing)
         }

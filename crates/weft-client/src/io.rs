@@ -58,7 +58,7 @@ fn plan_layout(layout: &Layout, offset: u64, len: u64) -> Vec<(usize, ObjectPiec
 }
 
 /// Runs `futures` with a bound on how many are in flight; results in the input order.
-async fn bounded<T, F>(futures: impl IntoIterator<Item = F>) -> WeftResult<Vec<T>>
+pub(crate) async fn bounded<T, F>(futures: impl IntoIterator<Item = F>) -> WeftResult<Vec<T>>
 where
     F: Future<Output = WeftResult<T>>,
 {

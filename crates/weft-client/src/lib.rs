@@ -17,6 +17,7 @@
 //! if the map moves the target to another address, the request is resent there.
 
 pub mod copytool;
+pub mod fallocate;
 mod flock;
 mod hsm;
 pub mod inodes;

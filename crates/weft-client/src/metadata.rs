@@ -94,6 +94,12 @@ impl Client {
         }
     }
 
+    /// An unnamed file in `parent`, open with `open_flags` (O_TMPFILE): it goes with its
+    /// last close unless [`Client::link`] names it first.
+    pub async fn create_tmpfile(&self, who: &Caller, parent: Fid, mode: u32, open_flags: u32) -> WeftResult<Opened> {
+        self.mdt(who, mdt::CreateTmpfile { parent, mode, open_flags }).await
+    }
+
     pub async fn mkdir(&self, who: &Caller, parent: Fid, name: &[u8], mode: u32) -> WeftResult<InodeInfo> {
         self.mdt(who, mdt::Mkdir { parent, name: name.to_vec(), mode }).await
     }

@@ -326,6 +326,11 @@ impl fuser::Filesystem for WeftFs {
         self.serve.run(m.clone().create(m.who(req), parent, name.to_owned(), mode & 0o7777, flags, reply));
     }
 
+    fn tmpfile(&self, req: &Request, parent: INodeNo, mode: u32, _umask: u32, flags: i32, reply: ReplyCreate) {
+        let m = self.m();
+        self.serve.run(m.clone().tmpfile(m.who(req), parent, mode & 0o7777, flags, reply));
+    }
+
     fn getlk(
         &self,
         req: &Request,
@@ -378,15 +383,16 @@ impl fuser::Filesystem for WeftFs {
 
     fn fallocate(
         &self,
-        _req: &Request,
+        req: &Request,
         _ino: INodeNo,
-        _fh: FileHandle,
-        _offset: u64,
-        _length: u64,
-        _mode: i32,
+        fh: FileHandle,
+        offset: u64,
+        length: u64,
+        mode: i32,
         reply: ReplyEmpty,
     ) {
-        reply.error(Errno::ENOSYS);
+        let m = self.m();
+        self.serve.run(m.clone().fallocate(m.who(req), fh, offset, length, mode, reply));
     }
 
     fn lseek(&self, _req: &Request, _ino: INodeNo, _fh: FileHandle, _offset: i64, _whence: i32, reply: ReplyLseek) {

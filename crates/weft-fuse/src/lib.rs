@@ -21,6 +21,7 @@ mod coherence;
 mod convert;
 mod entries;
 mod errno;
+mod fallocate;
 mod fs;
 mod handles;
 mod io;
@@ -61,7 +62,8 @@ pub struct MountOptions {
     /// Let users other than the one mounting use the mount (needs `user_allow_other` in
     /// /etc/fuse.conf when not mounting as root).
     pub allow_other: bool,
-    /// The source shown in /proc/mounts and df.
+    /// The source shown in /proc/mounts and df: `MGS_ADDR:/FSNAME`, as Lustre's
+    /// `mgsnid:/fsname`.
     pub fsname: String,
     /// Largest write the kernel sends in one request.
     pub max_write_bytes: u32,
@@ -73,6 +75,10 @@ pub struct MountOptions {
     pub uring: bool,
     /// How each request's jobid is made from its process (Lustre's `jobid_var`).
     pub jobid: JobidScheme,
+    /// Honour setuid and setgid bits of programs run from the mount (else `nosuid`).
+    pub suid: bool,
+    /// Let device nodes on the mount open their devices (else `nodev`).
+    pub dev: bool,
 }
 
 /// The kernel's switch for FUSE over io_uring (Linux 6.14+; absent on older kernels).
@@ -95,15 +101,21 @@ impl Default for MountOptions {
             passthrough: true,
             uring: true,
             jobid: JobidScheme::default(),
+            suid: false,
+            dev: false,
         }
     }
 }
 
 fn fuse_config(opts: &MountOptions) -> fuser::Config {
+    // nosuid and nodev unless asked: a file system that users fill must not hand out root
+    // or raw devices by default (fuser's own default, said here so that it shows).
     let mount_options = vec![
         fuser::MountOption::FSName(opts.fsname.clone()),
         fuser::MountOption::Subtype("weft".to_string()),
         fuser::MountOption::DefaultPermissions,
+        if opts.suid { fuser::MountOption::Suid } else { fuser::MountOption::NoSuid },
+        if opts.dev { fuser::MountOption::Dev } else { fuser::MountOption::NoDev },
     ];
     let mut config = fuser::Config::default();
     config.mount_options = mount_options;
@@ -217,6 +229,11 @@ mod tests {
         assert!(config.mount_options.contains(&fuser::MountOption::Subtype("weft".into())));
         assert!(config.mount_options.contains(&fuser::MountOption::FSName("weft".into())));
         assert!(!config.mount_options.contains(&fuser::MountOption::AutoUnmount));
+        assert!(config.mount_options.contains(&fuser::MountOption::NoSuid));
+        assert!(config.mount_options.contains(&fuser::MountOption::NoDev));
+        let site = fuse_config(&MountOptions { suid: true, dev: true, ..MountOptions::default() });
+        assert!(site.mount_options.contains(&fuser::MountOption::Suid));
+        assert!(site.mount_options.contains(&fuser::MountOption::Dev));
         assert_eq!(config.acl, fuser::SessionACL::All);
         assert_eq!(config.n_threads, Some(2));
         let private = fuse_config(&MountOptions { allow_other: false, threads: 0, ..MountOptions::default() });

@@ -168,6 +168,38 @@ impl Mount {
         }
     }
 
+    /// open(2) with O_TMPFILE in `parent`: an unnamed file, opened as a created one is. It
+    /// goes with its last close unless linkat(2) names it (`link`, which the MDS allows for
+    /// a file without links while it is open).
+    pub(crate) async fn tmpfile(
+        self: Arc<Self>,
+        who: Caller,
+        parent: INodeNo,
+        perm: u32,
+        flags: i32,
+        reply: ReplyCreate,
+    ) {
+        let mds_flags = self.mds_open_flags(None, flags);
+        let opened = match self.client.create_tmpfile(&who, fid_of(parent), perm, mds_flags).await {
+            Ok(opened) => opened,
+            Err(e) => return reply.error(fuse_errno("tmpfile", &e)),
+        };
+        let register = |f: &std::fs::File| reply.open_backing(f);
+        match self.open_for_kernel(&who, opened, flags, true, None, register).await {
+            Ok((fh, inode, answer, _turn)) => {
+                // No name to remember for the entry's callback.
+                let ttl = self.ttl(&inode);
+                let attr = file_attr(&inode.attr, inode.layout.as_ref());
+                let fh = FileHandle(fh);
+                match &answer.backing {
+                    Some(b) => reply.created_passthrough(&ttl, &attr, Generation(0), fh, answer.flags, &b.id),
+                    None => reply.created(&ttl, &attr, Generation(0), fh, answer.flags),
+                }
+            }
+            Err(e) => reply.error(fuse_errno("tmpfile", &e)),
+        }
+    }
+
     /// For an open the MDS granted passthrough: the object's file, before the open's turn
     /// (this may wait for other clients' callbacks). `created`: the object is new, so no
     /// client can have cached any of it. None when the file has no object of this process

@@ -410,6 +410,9 @@ impl Mds {
                 MdtRequest::CreateVolatile(mdt::CreateVolatile { like, spec }) => {
                     ops::stripe::prepare_volatile(&t, *like, spec)?
                 }
+                MdtRequest::CreateTmpfile(mdt::CreateTmpfile { parent, .. }) => {
+                    ops::create::prepare_tmpfile(&t, &header.identity, *parent)?
+                }
                 _ => None,
             }
         };

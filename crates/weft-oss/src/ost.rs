@@ -150,6 +150,23 @@ impl Ost {
         self.store.set_len(oid, size).map_err(|e| self.error(e))
     }
 
+    fn fallocate(&self, op: &ost::Fallocate) -> WeftResult<()> {
+        let oid = self.object_id(&op.fid)?;
+        let end = op.offset.checked_add(op.len);
+        // A punch past the largest object is a hole already; anything else would make
+        // blocks or size there.
+        if op.mode != ost::FallocMode::Punch && end.is_none_or(|end| end > self.size_max) {
+            return Err(WeftError::new(
+                ErrorCode::FileTooBig,
+                format!(
+                    "fallocate of {} bytes at offset {} passes the largest object size {}",
+                    op.len, op.offset, self.size_max
+                ),
+            ));
+        }
+        self.store.fallocate(oid, op.offset, op.len, op.mode, op.keep_size).map_err(|e| self.error(e))
+    }
+
     fn getattr(&self, fid: &Fid) -> WeftResult<ost::ObjectAttr> {
         let oid = self.object_id(fid)?;
         self.store.stat(oid).map_err(|e| self.error(e))
@@ -294,6 +311,12 @@ impl Handle for ost::Write {
 impl Handle for ost::Punch {
     fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<((), Bytes)> {
         Ok((ost.punch(&self.fid, self.size)?, Bytes::new()))
+    }
+}
+
+impl Handle for ost::Fallocate {
+    fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<((), Bytes)> {
+        Ok((ost.fallocate(self)?, Bytes::new()))
     }
 }
 

@@ -130,6 +130,40 @@ async fn punch_shrinks_and_extends() {
 }
 
 #[tokio::test]
+async fn fallocate_allocates_punches_and_zeroes_object_files() {
+    use msg::ost::{FallocMode, Fallocate};
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start(tmp.path(), 0);
+    let falloc = |oid, offset, len, mode, keep_size| {
+        c.request(OstRequest::Fallocate(Fallocate { fid: fid(0, oid), offset, len, mode, keep_size }))
+    };
+    // Allocating extends and takes blocks; with keep_size only the blocks.
+    assert_eq!(falloc(1, 0, 1 << 20, FallocMode::Allocate, false).await, Ok(OstReply::Empty));
+    let (size, blocks) = c.must_getattr(1).await;
+    assert_eq!(size, 1 << 20);
+    assert!(blocks * 512 >= 1 << 20, "{blocks} blocks");
+    assert_eq!(falloc(2, 0, 1 << 20, FallocMode::Allocate, true).await, Ok(OstReply::Empty));
+    assert_eq!(c.must_getattr(2).await.0, 0);
+    // A punch makes a hole and keeps the size; zeroing reads zeros.
+    c.must_write(3, 0, &[7u8; 3 * 65536]).await;
+    assert_eq!(falloc(3, 65536, 65536, FallocMode::Punch, false).await, Ok(OstReply::Empty));
+    let data = c.must_read(3, 0, 3 * 65536).await;
+    assert_eq!(data.len(), 3 * 65536);
+    assert!(data[65536..2 * 65536].iter().all(|&b| b == 0) && data[..65536].iter().all(|&b| b == 7));
+    assert!(c.must_getattr(3).await.1 * 512 <= 2 * 65536 + 4096, "the hole holds no blocks");
+    assert_eq!(falloc(3, 10, 20, FallocMode::Zero, true).await, Ok(OstReply::Empty));
+    assert_eq!(falloc(3, 3 * 65536, 100, FallocMode::Zero, false).await, Ok(OstReply::Empty));
+    let data = c.must_read(3, 0, 4 * 65536).await;
+    assert_eq!(data.len(), 3 * 65536 + 100);
+    assert!(data[10..30].iter().all(|&b| b == 0) && data[9] == 7 && data[30] == 7);
+    // A punch does not make a missing object; a range past the largest object is refused.
+    assert_eq!(falloc(4, 0, 4096, FallocMode::Punch, true).await, Ok(OstReply::Empty));
+    assert_eq!(c.must_getattr(4).await, (0, 0));
+    let too_big = falloc(4, FILE_SIZE_MAX_BYTES, 1, FallocMode::Allocate, true).await;
+    assert_eq!(too_big.unwrap_err().code, ErrorCode::FileTooBig);
+}
+
+#[tokio::test]
 async fn getattr_counts_allocated_blocks_of_a_sparse_object() {
     let tmp = tempfile::tempdir().unwrap();
     let c = start(tmp.path(), 0);

@@ -1013,6 +1013,16 @@ pub trait Filesystem: Send + Sync + 'static {
         reply.error(Errno::ENOSYS);
     }
 
+    /// Create and open an unnamed file in directory `parent` (`O_TMPFILE`), answered as
+    /// `create()` is. The file has no link: it goes with its last release, unless `link()`
+    /// names it first. Without this method the kernel answers `O_TMPFILE` with EOPNOTSUPP.
+    fn tmpfile(&self, _req: &Request, parent: INodeNo, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
+        warn!(
+            "[Not Implemented] tmpfile(parent: {parent:#x?}, mode: {mode}, umask: {umask:#x?}, flags: {flags:#x?})"
+        );
+        reply.error(Errno::ENOSYS);
+    }
+
     /// macOS only: Rename the volume. Set `fuse_init_out.flags` during init to
     /// `FUSE_VOL_RENAME` to enable
     #[cfg(target_os = "macos")]

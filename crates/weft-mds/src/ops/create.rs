@@ -27,6 +27,15 @@ pub fn prepare(
     Ok(Some(layout_spec(t, &dir, explicit)?))
 }
 
+/// Before the batch: the layout spec of an unnamed file in `parent` (O_TMPFILE), once the
+/// caller may make files there.
+pub fn prepare_tmpfile(t: &Tables, who: &Identity, parent: Fid) -> WeftResult<Option<StripeSpec>> {
+    let dir = t.must_dir(parent)?;
+    perm::check_lookup(who, owner(&dir))?;
+    perm::check_dir_write(who, owner(&dir))?;
+    Ok(Some(layout_spec(t, &dir, None)?))
+}
+
 /// The spec of a new file: the explicit one over the directory's (or root's) default.
 pub fn layout_spec(
     t: &Tables,
@@ -138,6 +147,35 @@ pub fn create(
     let mut inode = crate::inode_info(ctx.core, fid, &rec);
     inode.attr.size_known = true;
     Ok(mdt::Opened { inode, handle, io })
+}
+
+/// An unnamed file (O_TMPFILE): a new inode as a create in `parent` makes it (layout, group,
+/// mode), with no link, an orphan from the start, so that its last close destroys it as it
+/// does a file unlinked while open; a `Link` while it is open names it.
+impl Mutation for mdt::CreateTmpfile {
+    fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<mdt::Opened> {
+        let dir = ctx.t.must_dir(self.parent)?;
+        perm::check_lookup(ctx.who, owner(&dir))?;
+        perm::check_dir_write(ctx.who, owner(&dir))?;
+        if dir.nlink == 0 {
+            return Err(err(ErrorCode::NotFound, format!("directory {} was removed", self.parent)));
+        }
+        let spec = layout_spec(ctx.t, &dir, None)?;
+        // Checks done: writes follow.
+        let layout = layout_from(ctx, &spec, 0)?;
+        let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
+        let mut rec = super::new_record(FileType::Regular, self.mode, ctx.who, &dir, ctx.now);
+        rec.nlink = 0;
+        rec.layout = Some(layout);
+        rec.size_known = self.open_flags & OPEN_WRITE == 0;
+        ctx.t.put_inode(fid, &rec)?;
+        ctx.t.add_orphan(fid)?;
+        let passthrough = super::open::passthrough_wanted(self.open_flags, &rec);
+        let (handle, io) = ctx.core.open_files().open(fid, self.open_flags, ctx.client_id, true, passthrough, ctx.undo);
+        let mut inode = crate::inode_info(ctx.core, fid, &rec);
+        inode.attr.size_known = true;
+        Ok(mdt::Opened { inode, handle, io })
+    }
 }
 
 impl Mutation for mdt::Create {

@@ -10,7 +10,11 @@ pub fn link(ctx: &mut OpCtx<'_>, fid: Fid, parent: Fid, name: &[u8]) -> WeftResu
     if rec.kind == FileType::Directory {
         return Err(err(ErrorCode::Perm, "hard links to directories are not allowed"));
     }
-    if rec.nlink == 0 {
+    // A file without links may get one while it is open: an unnamed file (O_TMPFILE) named
+    // by linkat. Which of those may be named (not O_EXCL, never a file unlinked while open)
+    // is the kernel's to decide before it asks, as for any file system.
+    let unnamed = rec.nlink == 0;
+    if unnamed && ctx.core.open_files().counts(fid).opens == 0 {
         return Err(err(ErrorCode::NotFound, format!("{fid} has been removed")));
     }
     if rec.nlink >= LINKS_PER_INODE_MAX {
@@ -21,6 +25,10 @@ pub fn link(ctx: &mut OpCtx<'_>, fid: Fid, parent: Fid, name: &[u8]) -> WeftResu
     rec.nlink += 1;
     rec.ctime = ctx.now;
     ctx.t.put_inode(fid, &rec)?;
+    if unnamed {
+        // Named now: its last close keeps it.
+        ctx.t.remove_orphan(fid)?;
+    }
     ctx.t.add_entry(parent, name, fid, rec.kind)?;
     super::touch_dir(&mut dir, ctx.now);
     ctx.t.put_inode(parent, &dir)?;

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use std::path::PathBuf;
 use std::sync::Arc;
 use weft_proto::faults::{Fault, FaultPlan};
-use weft_proto::msg::ost::ObjectAttr;
+use weft_proto::msg::ost::{FallocMode, ObjectAttr};
 use weft_proto::msg::StatfsInfo;
 
 #[derive(Debug)]
@@ -65,6 +65,11 @@ impl<S: ObjectStore> ObjectStore for FaultStore<S> {
     fn set_len(&self, oid: u32, size: u64) -> StoreResult<()> {
         self.check(|| format!("object {oid}: truncate"))?;
         self.inner.set_len(oid, size)
+    }
+
+    fn fallocate(&self, oid: u32, offset: u64, len: u64, mode: FallocMode, keep_size: bool) -> StoreResult<()> {
+        self.check(|| format!("object {oid}: fallocate"))?;
+        self.inner.fallocate(oid, offset, len, mode, keep_size)
     }
 
     fn stat(&self, oid: u32) -> StoreResult<ObjectAttr> {

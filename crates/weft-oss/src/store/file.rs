@@ -34,7 +34,7 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use weft_proto::limits::BULK_ALIGN_BYTES;
-use weft_proto::msg::ost::ObjectAttr;
+use weft_proto::msg::ost::{FallocMode, ObjectAttr};
 use weft_proto::msg::StatfsInfo;
 
 const LAST_ID_FILE_NAME: &str = "LAST_ID";
@@ -300,6 +300,34 @@ impl ObjectStore for FileStore {
         handle.set_len(size).map_err(|e| io_error(oid, "truncate", e))
     }
 
+    fn fallocate(&self, oid: u32, offset: u64, len: u64, mode: FallocMode, keep_size: bool) -> StoreResult<()> {
+        let handle = if mode.needs_objects(keep_size) {
+            self.open_or_create(oid)?
+        } else {
+            match self.open_existing(oid)? {
+                Some(handle) => handle,
+                None => return Ok(()),
+            }
+        };
+        let keep = if keep_size { libc::FALLOC_FL_KEEP_SIZE } else { 0 };
+        match mode {
+            FallocMode::Allocate => fallocate_at(&handle, keep, offset, len),
+            FallocMode::Punch => {
+                fallocate_at(&handle, libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, offset, len)
+            }
+            FallocMode::Zero => match fallocate_at(&handle, libc::FALLOC_FL_ZERO_RANGE | keep, offset, len) {
+                // Some file systems (tmpfs) punch but do not zero ranges: the same bytes
+                // and blocks from a punch and an allocation.
+                Err(e) if e.raw_os_error() == Some(libc::EOPNOTSUPP) => {
+                    fallocate_at(&handle, libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE, offset, len)
+                        .and_then(|()| fallocate_at(&handle, keep, offset, len))
+                }
+                other => other,
+            },
+        }
+        .map_err(|e| io_error(oid, "fallocate", e))
+    }
+
     fn stat(&self, oid: u32) -> StoreResult<ObjectAttr> {
         // A path stat, not a cached handle: a glimpse should not fill the cache with objects
         // nobody reads or writes.
@@ -380,6 +408,24 @@ fn dir_index(oid: u32) -> usize {
 }
 
 /// Names the object and the operation in an I/O error.
+/// fallocate(2) with `flags` on `[offset, offset+len)` of `file`.
+fn fallocate_at(file: &std::fs::File, flags: i32, offset: u64, len: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let (Ok(offset), Ok(len)) = (libc::off_t::try_from(offset), libc::off_t::try_from(len)) else {
+        return Err(std::io::Error::from_raw_os_error(libc::EFBIG));
+    };
+    loop {
+        // SAFETY: fallocate only acts on the descriptor, which `file` keeps open.
+        if unsafe { libc::fallocate(file.as_raw_fd(), flags, offset, len) } == 0 {
+            return Ok(());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != ErrorKind::Interrupted {
+            return Err(e);
+        }
+    }
+}
+
 fn io_error(oid: u32, what: &str, e: std::io::Error) -> StoreError {
     StoreError::from_io(format_args!("object {oid}: {what}"), e)
 }

@@ -16,7 +16,7 @@ use bytes::{Bytes, BytesMut};
 use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use weft_proto::msg::ost::ObjectAttr;
+use weft_proto::msg::ost::{FallocMode, ObjectAttr};
 use weft_proto::msg::StatfsInfo;
 
 /// Objects are kept in pages so that a write far into an object costs what it writes, as a
@@ -188,6 +188,55 @@ impl ObjectStore for MemStore {
         Ok(())
     }
 
+    /// Whole pages of the range are dropped (punch) or kept as zero pages (allocate, zero);
+    /// pages stay below the size (this model's rule), so an allocation that keeps the size
+    /// allocates nothing past it.
+    fn fallocate(&self, oid: u32, offset: u64, len: u64, mode: FallocMode, keep_size: bool) -> StoreResult<()> {
+        let Some(end) = offset.checked_add(len) else {
+            return Err(StoreError::TooBig { what: format!("object {oid}: fallocate: passes the largest offset") });
+        };
+        let mut guard = lock_unpoisoned(&self.objects);
+        let Objects { current, used_pages, .. } = &mut *guard;
+        if len == 0 || (!mode.needs_objects(keep_size) && !current.contains_key(&oid)) {
+            return Ok(());
+        }
+        let object = current.entry(oid).or_default();
+        let size = if mode.may_extend(keep_size) { object.size.max(end) } else { object.size };
+        let page = PAGE_BYTES as u64;
+        if mode.clears() && offset < object.size {
+            let to = end.min(object.size);
+            for index in page_of(offset).0..=page_of(to - 1).0 {
+                let (start, stop) = (index * page, (index + 1) * page);
+                if offset <= start && stop <= to {
+                    *used_pages -= u64::from(object.pages.remove(&index).is_some());
+                } else if let Some(p) = object.pages.get_mut(&index) {
+                    let from = offset.max(start) - start;
+                    Arc::make_mut(p)[from as usize..(to.min(stop) - start) as usize].fill(0);
+                }
+            }
+        }
+        let alloc_end = end.min(size);
+        if mode != FallocMode::Punch && offset < alloc_end {
+            let wanted: Vec<u64> =
+                (page_of(offset).0..=page_of(alloc_end - 1).0).filter(|i| !object.pages.contains_key(i)).collect();
+            if *used_pages + wanted.len() as u64 > self.capacity_pages {
+                return Err(StoreError::NoSpace {
+                    what: format!(
+                        "object {oid}: fallocate: the memory store's {} bytes are full",
+                        self.capacity_pages * page
+                    ),
+                });
+            }
+            *used_pages += wanted.len() as u64;
+            for index in wanted {
+                object.pages.insert(index, Arc::new([0; PAGE_BYTES]));
+            }
+        }
+        object.size = size;
+        object.changes += 1;
+        Ok(())
+    }
+
     fn stat(&self, oid: u32) -> StoreResult<ObjectAttr> {
         let objects = lock_unpoisoned(&self.objects);
         Ok(match objects.current.get(&oid) {
@@ -323,6 +372,33 @@ mod tests {
 
         store.set_len(3, 100).unwrap();
         assert_eq!(read_all(&store, 3), [0u8; 100]);
+    }
+
+    #[test]
+    fn fallocate_allocates_punches_and_zeroes_as_a_sparse_file_does() {
+        let store = MemStore::new();
+        store.fallocate(1, 0, 3 * 4096, FallocMode::Allocate, false).unwrap();
+        assert_eq!(store.stat(1).unwrap().size, 3 * 4096);
+        assert_eq!(store.stat(1).unwrap().blocks, 3 * SECTORS_PER_PAGE);
+        store.write(1, 0, &[7; 3 * 4096]).unwrap();
+        // A punch of a page and a half: the whole page goes, the half reads zeros.
+        store.fallocate(1, 4096, 4096 + 2048, FallocMode::Punch, true).unwrap();
+        let data = read_all(&store, 1);
+        assert_eq!(data.len(), 3 * 4096, "a punch keeps the size");
+        assert!(data[..4096].iter().all(|b| *b == 7) && data[4096..2 * 4096 + 2048].iter().all(|b| *b == 0));
+        assert!(data[2 * 4096 + 2048..].iter().all(|b| *b == 7));
+        assert_eq!(store.stat(1).unwrap().blocks, 2 * SECTORS_PER_PAGE);
+        // Zeroing past the end extends; with keep_size it does not.
+        store.fallocate(1, 0, 10, FallocMode::Zero, true).unwrap();
+        store.fallocate(1, 3 * 4096, 4096, FallocMode::Zero, true).unwrap();
+        assert_eq!(store.stat(1).unwrap().size, 3 * 4096);
+        store.fallocate(1, 3 * 4096, 100, FallocMode::Zero, false).unwrap();
+        let data = read_all(&store, 1);
+        assert_eq!(data.len(), 3 * 4096 + 100);
+        assert!(data[..10].iter().all(|b| *b == 0) && data[10] == 7);
+        // A punch of an object that does not exist makes none.
+        store.fallocate(2, 0, 4096, FallocMode::Punch, true).unwrap();
+        assert_eq!(store.stat(2).unwrap(), ObjectAttr { size: 0, blocks: 0, mtime_ns: 0 });
     }
 
     #[test]

@@ -17,7 +17,7 @@ pub use mem::MemStore;
 use bytes::Bytes;
 use std::path::PathBuf;
 use std::sync::Arc;
-use weft_proto::msg::ost::ObjectAttr;
+use weft_proto::msg::ost::{FallocMode, ObjectAttr};
 use weft_proto::msg::StatfsInfo;
 use weft_proto::{ErrorCode, WeftError};
 
@@ -37,6 +37,11 @@ pub trait ObjectStore: Send + Sync + 'static {
 
     /// Cuts or extends (with a hole) object `oid` to `size` bytes, creating it if missing.
     fn set_len(&self, oid: u32, size: u64) -> StoreResult<()>;
+
+    /// fallocate(2) on `[offset, offset+len)` of object `oid` (see `ost::Fallocate`): the
+    /// modes that allocate make a missing object; a punch, or a zeroing that keeps the size,
+    /// leaves a missing one missing (it reads as zeros already).
+    fn fallocate(&self, oid: u32, offset: u64, len: u64, mode: FallocMode, keep_size: bool) -> StoreResult<()>;
 
     /// The object's size and 512-byte blocks; both 0 for an object that does not exist.
     fn stat(&self, oid: u32) -> StoreResult<ObjectAttr>;
@@ -77,6 +82,9 @@ impl<S: ObjectStore + ?Sized> ObjectStore for Arc<S> {
     }
     fn set_len(&self, oid: u32, size: u64) -> StoreResult<()> {
         (**self).set_len(oid, size)
+    }
+    fn fallocate(&self, oid: u32, offset: u64, len: u64, mode: FallocMode, keep_size: bool) -> StoreResult<()> {
+        (**self).fallocate(oid, offset, len, mode, keep_size)
     }
     fn stat(&self, oid: u32) -> StoreResult<ObjectAttr> {
         (**self).stat(oid)

@@ -165,6 +165,10 @@ macro_rules! mdt_ops {
             /// layout is still of `generation` (else Busy: it changed since the copy began).
             /// Answered with `fid`'s inode as it now is.
             write SwapLayouts { fid: $crate::Fid, with: $crate::Fid, generation: u32 } -> $crate::msg::InodeInfo = "mds_swap_layouts";
+            /// An unnamed regular file made in `parent` (open(2) with O_TMPFILE), with the
+            /// directory's default layout, open with `open_flags`: it has no link and goes
+            /// with its last close, unless a `Link` gives it a name while it is open.
+            write CreateTmpfile { parent: $crate::Fid, mode: u32, open_flags: u32 } -> $crate::msg::mdt::Opened = "mds_create_tmpfile";
         }
     };
 }

@@ -228,9 +228,11 @@ impl RequestBody {
             RequestBody::Mgs(_) => Service::Mgs,
             RequestBody::Mdt { .. } => Service::Mdt,
             RequestBody::Ost { op, .. } => match op {
-                OstRequest::Read(_) | OstRequest::Write(_) | OstRequest::Punch(_) | OstRequest::Sync(_) => {
-                    Service::OstIo
-                }
+                OstRequest::Read(_)
+                | OstRequest::Write(_)
+                | OstRequest::Punch(_)
+                | OstRequest::Sync(_)
+                | OstRequest::Fallocate(_) => Service::OstIo,
                 OstRequest::Getattr(_)
                 | OstRequest::Precreate(_)
                 | OstRequest::Destroy(_)

@@ -36,11 +36,47 @@ macro_rules! ost_ops {
             /// and destroys nothing. `mds_start` names the MDS's start: a late copy of a
             /// request already served (a resend) destroys nothing.
             write DestroyOrphans { above_oid: Option<u32>, mds_start: u64 } -> $crate::msg::ost::Orphans = "ost_destroy_orphans";
+            /// fallocate(2) on `[offset, offset+len)` of the object: see [`FallocMode`].
+            /// Without `keep_size`, allocating and zeroing extend the object to the range's
+            /// end; punching never changes its size. A missing object is made by the modes
+            /// that allocate and left missing by those that only make holes.
+            write Fallocate { fid: $crate::Fid, offset: u64, len: u64, mode: $crate::msg::ost::FallocMode, keep_size: bool } -> () = "ost_fallocate";
         }
     };
 }
 
 crate::ost_ops!(define_ops);
+
+/// What a fallocate does to a range (Linux's modes that files keep their offsets under;
+/// collapsing and inserting ranges shift the bytes after them and are not served).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub enum FallocMode {
+    /// Mode 0: blocks for the range; bytes there stay as they were (zeros in holes).
+    Allocate,
+    /// FALLOC_FL_PUNCH_HOLE: the range becomes a hole (reads zeros, holds no blocks).
+    Punch,
+    /// FALLOC_FL_ZERO_RANGE: the range reads zeros and has its blocks.
+    Zero,
+}
+
+impl FallocMode {
+    /// Whether the mode leaves every byte of the range zero (a queued write into it must
+    /// land first, or it would come back).
+    pub fn clears(self) -> bool {
+        matches!(self, FallocMode::Punch | FallocMode::Zero)
+    }
+
+    /// Whether it may make the file longer (when the size is not kept).
+    pub fn may_extend(self, keep_size: bool) -> bool {
+        !keep_size && self != FallocMode::Punch
+    }
+
+    /// Whether the range needs objects (blocks or a size to hold): allocating does, and
+    /// zeroing that extends the file; a hole needs none (no object reads as zeros).
+    pub fn needs_objects(self, keep_size: bool) -> bool {
+        self == FallocMode::Allocate || self.may_extend(keep_size)
+    }
+}
 
 /// A read's answer: the bulk holds `len` bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -113,7 +113,7 @@ pub fn object_io(op: &OstRequest, bulk_bytes: u64) -> (Run, bool) {
     match op {
         OstRequest::Write(w) if !w.sync => (inline(bulk_bytes), true),
         OstRequest::Write(_) => (Run::Offload, false),
-        OstRequest::Punch(_) => (Run::Offload, true),
+        OstRequest::Punch(_) | OstRequest::Fallocate(_) => (Run::Offload, true),
         OstRequest::Read(r) => (inline(u64::from(r.len)), false),
         // A file create lands in the page cache too; in-process callers would pay two
         // thread hand-offs for it on every passthrough open.

@@ -163,6 +163,7 @@ pub(crate) enum fuse_opcode {
     FUSE_RENAME2 = 45,
     FUSE_LSEEK = 46,
     FUSE_COPY_FILE_RANGE = 47,
+    FUSE_TMPFILE = 51,
 
     #[cfg(target_os = "macos")]
     FUSE_SETVOLNAME = 61,

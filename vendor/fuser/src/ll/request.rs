@@ -1564,6 +1564,29 @@ mod op {
         }
     }
 
+    /// Create and open an unnamed file in a directory (`O_TMPFILE`, protocol 7.37).
+    ///
+    /// Answered as [`Create`] is; the name the kernel sends (its placeholder `/`) is not
+    /// the file's. The file has no link until a [`Link`] gives it one.
+    #[derive(Debug)]
+    pub(crate) struct TmpFile<'a> {
+        #[expect(dead_code)]
+        header: &'a fuse_in_header,
+        arg: &'a fuse_create_in,
+    }
+    impl TmpFile<'_> {
+        pub(crate) fn mode(&self) -> u32 {
+            self.arg.mode
+        }
+        /// Flags as passed to the `open()` call
+        pub(crate) fn flags(&self) -> i32 {
+            self.arg.flags
+        }
+        pub(crate) fn umask(&self) -> u32 {
+            self.arg.umask
+        }
+    }
+
     /// `MacOS` only: Rename the volume. Set `fuse_init_out.flags` during init to
     /// `FUSE_VOL_RENAME` to enable
     #[cfg(target_os = "macos")]
@@ -1852,6 +1875,10 @@ mod op {
                 header,
                 arg: data.fetch()?,
             }),
+            fuse_opcode::FUSE_TMPFILE => Operation::TmpFile(TmpFile {
+                header,
+                arg: data.fetch()?,
+            }),
 
             #[cfg(target_os = "macos")]
             fuse_opcode::FUSE_SETVOLNAME => Operation::SetVolName(SetVolName {
@@ -1926,6 +1953,7 @@ pub(crate) enum Operation<'a> {
     Rename2(Rename2<'a>),
     Lseek(Lseek<'a>),
     CopyFileRange(CopyFileRange<'a>),
+    TmpFile(TmpFile<'a>),
 
     #[cfg(target_os = "macos")]
     SetVolName(SetVolName<'a>),
@@ -2101,6 +2129,12 @@ impl fmt::Display for Operation<'_> {
                 x.src(),
                 x.dest(),
                 x.len()
+            ),
+            Operation::TmpFile(x) => write!(
+                f,
+                "TMPFILE mode {:#05o}, flags {:#x}",
+                x.mode(),
+                x.flags()
             ),
 
             #[cfg(target_os = "macos")]

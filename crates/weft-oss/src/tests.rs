@@ -159,7 +159,7 @@ async fn fallocate_allocates_punches_and_zeroes_object_files() {
     // A punch does not make a missing object; a range past the largest object is refused.
     assert_eq!(falloc(4, 0, 4096, FallocMode::Punch, true).await, Ok(OstReply::Empty));
     assert_eq!(c.must_getattr(4).await, (0, 0));
-    let too_big = falloc(4, FILE_SIZE_MAX_BYTES, 1, FallocMode::Allocate, true).await;
+    let too_big = falloc(4, OBJECT_SIZE_MAX_BYTES, 1, FallocMode::Allocate, true).await;
     assert_eq!(too_big.unwrap_err().code, ErrorCode::FileTooBig);
 }
 

@@ -416,3 +416,20 @@ print(os.stat("f").st_mtime_ns, file=sys.stderr)
         "another mount's mtime"
     );
 }
+
+/// A program whose caller has only the execute bit runs, as on a local file system (the
+/// kernel opens it for execve with read access, and the MDS asked for read permission).
+#[test]
+fn a_program_runs_with_only_its_execute_bit() {
+    let mut c = Cluster::single_node(&weft_bin(), 2);
+    let m = c.mount();
+    let setup = "cp /bin/true t100 && cp /bin/true t010 && cp /bin/true t001 && cp /bin/true t000 && \
+                 chown 1000:1000 t100 t010 t001 t000 && chmod 0100 t100 && chmod 0010 t010 && chmod 0001 t001 && \
+                 chmod 0000 t000 && chgrp 2000 t001";
+    let script = "for f in t100 t010 t001 t000; do ./$f 2>/dev/null; echo $f $?; done";
+    for uid in [1000, 1001] {
+        let (local, mounted) = local_and_mounted(&m, uid, setup, script);
+        assert_eq!(mounted, local, "as uid {uid}");
+        sh(&m, "rm -r cmp");
+    }
+}

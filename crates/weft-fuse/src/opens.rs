@@ -18,7 +18,7 @@ use std::time::Duration;
 use weft_client::locks::LockHooks;
 use weft_client::Opened;
 use weft_proto::layout::Layout;
-use weft_proto::msg::{Caller, InodeInfo, OpenIo, OPEN_PASSTHROUGH, OPEN_READ, OPEN_TRUNC, OPEN_WRITE};
+use weft_proto::msg::{Caller, InodeInfo, OpenIo, OPEN_EXEC, OPEN_PASSTHROUGH, OPEN_READ, OPEN_TRUNC, OPEN_WRITE};
 use weft_proto::{Fid, WeftError, WeftResult};
 
 /// How the kernel is told to do an open's I/O.
@@ -29,10 +29,16 @@ pub(crate) struct KernelAnswer {
 }
 
 /// The MDS open flags for kernel open flags.
+/// The flag the kernel's execve(2) opens its program with (`__FMODE_EXEC`, kept in the
+/// open's flags that FUSE passes on; not an O_ flag a program can give).
+const KERNEL_FMODE_EXEC: i32 = 0x20;
+
+/// The MDS's open flags for open(2) flags `flags`.
 pub(crate) fn open_flags(flags: i32) -> u32 {
     let access = match flags & libc::O_ACCMODE {
         libc::O_WRONLY => OPEN_WRITE,
         libc::O_RDWR => OPEN_READ | OPEN_WRITE,
+        _ if flags & KERNEL_FMODE_EXEC != 0 => OPEN_EXEC,
         _ => OPEN_READ,
     };
     access | if flags & libc::O_TRUNC != 0 { OPEN_TRUNC } else { 0 }
@@ -499,6 +505,7 @@ mod tests {
         assert_eq!(open_flags(libc::O_WRONLY), OPEN_WRITE);
         assert_eq!(open_flags(libc::O_RDWR | libc::O_TRUNC), OPEN_READ | OPEN_WRITE | OPEN_TRUNC);
         assert_eq!(open_flags(libc::O_WRONLY | libc::O_APPEND | libc::O_CREAT), OPEN_WRITE);
+        assert_eq!(open_flags(libc::O_RDONLY | libc::O_LARGEFILE | KERNEL_FMODE_EXEC), OPEN_EXEC);
     }
 
     #[test]

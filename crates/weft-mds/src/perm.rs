@@ -97,6 +97,16 @@ pub fn check_open(who: &Identity, obj: Owner, read: bool, write: bool) -> WeftRe
     }
 }
 
+/// An open by execve(2): execute permission (root's too was checked by the kernel, which
+/// asks for an execute bit).
+pub fn check_exec(who: &Identity, obj: Owner) -> WeftResult<()> {
+    if may(who, obj, MAY_EXEC) {
+        Ok(())
+    } else {
+        Err(access_denied("no execute permission on the file"))
+    }
+}
+
 /// chmod: owner or root. Returns the mode to store: a non-root caller outside the file's
 /// group loses S_ISGID, as Linux does.
 pub fn check_chmod(who: &Identity, obj: Owner, new_mode: u32) -> WeftResult<u32> {

@@ -4,7 +4,9 @@ use super::{owner, Mutation, OpCtx};
 use crate::perm;
 use crate::schema::InodeRecord;
 use weft_proto::msg::hsm::{ActionStatus, HsmAction, HS_PCCRW, HS_RELEASED};
-use weft_proto::msg::{mdt, FileType, OPEN_HSM_RESTORE, OPEN_PASSTHROUGH, OPEN_PCC, OPEN_READ, OPEN_TRUNC, OPEN_WRITE};
+use weft_proto::msg::{
+    mdt, FileType, OPEN_EXEC, OPEN_HSM_RESTORE, OPEN_PASSTHROUGH, OPEN_PCC, OPEN_READ, OPEN_TRUNC, OPEN_WRITE,
+};
 use weft_proto::{ErrorCode, Fid, StripeSpec, WeftError, WeftResult};
 
 /// The error an open (or a truncate) of a released file gets: the client asks for a restore
@@ -71,7 +73,11 @@ pub fn open(ctx: &mut OpCtx<'_>, fid: Fid, flags: u32) -> WeftResult<mdt::Opened
     if rec.kind == FileType::Symlink {
         return Err(WeftError::invalid(format!("{fid} is a symlink: the client follows it before opening")));
     }
-    perm::check_open(ctx.who, owner(&rec), read, write)?;
+    if flags & OPEN_EXEC != 0 {
+        perm::check_exec(ctx.who, owner(&rec))?;
+    } else {
+        perm::check_open(ctx.who, owner(&rec), read, write)?;
+    }
     // The owner of a read-write cached file opens it as it is: released, its data in the
     // owner's cache (see OPEN_PCC).
     let cached = flags & OPEN_PCC != 0 && rec.kind == FileType::Regular && pcc_released(ctx, fid, &rec)?;
@@ -160,6 +166,7 @@ mod tests {
         assert!(env.req_as(&u, open(OPEN_READ)).await.is_ok());
         assert_eq!(code(env.req_as(&u, open(OPEN_WRITE)).await), ErrorCode::Access);
         assert_eq!(code(env.req_as(&u, open(OPEN_READ | OPEN_TRUNC)).await), ErrorCode::Access);
+        assert_eq!(code(env.req_as(&u, open(OPEN_EXEC)).await), ErrorCode::Access, "0644: no execute bit");
         assert_eq!(
             code(env.req(MdtRequest::Open(mdt::Open { fid: Fid::ROOT, flags: OPEN_WRITE })).await),
             ErrorCode::IsDir

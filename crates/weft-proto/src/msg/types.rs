@@ -137,6 +137,10 @@ pub const OPEN_HSM_RESTORE: u32 = 16;
 /// so the open is not refused and asks for no restore; the client does the I/O on its cache
 /// copy. Otherwise an ordinary open (permissions, writer's size rule).
 pub const OPEN_PCC: u32 = 32;
+/// An open by execve(2) (the kernel's `__FMODE_EXEC`), for reading the program: it needs
+/// execute permission, not read (a mode of 0100 runs for its owner), as a local file system
+/// checks it.
+pub const OPEN_EXEC: u32 = 64;
 
 /// How the MDS lets a client do the I/O of one open, so that every client's view of the
 /// data stays true (answered by Open and Create).

@@ -82,6 +82,8 @@ fn metrics_rise_during_fio_and_parse_with_a_real_parser() {
             "--time_based",
             "--runtime=8",
             "--end_fsync=1",
+            // The file's size is what the job wrote: not laid out by fallocate first.
+            "--fallocate=none",
         ])
         .current_dir(&mnt)
         .env("WEFT_JOB", "fio_job")

@@ -433,3 +433,76 @@ fn a_program_runs_with_only_its_execute_bit() {
         sh(&m, "rm -r cmp");
     }
 }
+
+/// File handles, as an NFS server re-exporting the mount uses them: name_to_handle_at and
+/// open_by_handle_at for a file with two links and for directories, while the kernel has the
+/// inodes and after it dropped them, after a rename, and ESTALE once the file is gone. The
+/// mount used to leave export support off, so every handle the kernel had to look up again
+/// was ESTALE. (Drops the machine's dentry and inode caches: root only, as the suite runs.)
+#[test]
+fn file_handles_stay_valid_for_the_file_s_life() {
+    let mut c = Cluster::single_node(&weft_bin(), 2);
+    let m = c.mount();
+    let local = tempfile::Builder::new().prefix("weft-local-").tempdir().unwrap();
+    let expected = python_within(local.path(), FILE_HANDLES_PY, 60).expect("the local run ends");
+    assert!(expected.contains("after the last unlink: ESTALE"), "{expected}");
+    assert_eq!(python_within(&m, FILE_HANDLES_PY, 60).as_deref(), Some(expected.as_str()));
+}
+
+const FILE_HANDLES_PY: &str = r#"
+import ctypes, errno, os
+libc = ctypes.CDLL(None, use_errno=True)
+class FileHandle(ctypes.Structure):
+    _fields_ = [("handle_bytes", ctypes.c_uint), ("handle_type", ctypes.c_int), ("f_handle", ctypes.c_ubyte * 128)]
+def handle(path):
+    fh, mount_id = FileHandle(), ctypes.c_int()
+    fh.handle_bytes = 128
+    if libc.name_to_handle_at(-100, path.encode(), ctypes.byref(fh), ctypes.byref(mount_id), 0) != 0:
+        raise OSError(ctypes.get_errno(), "name_to_handle_at " + path)
+    return fh
+def by_handle(fh, flags=os.O_RDONLY):
+    fd = libc.open_by_handle_at(where, ctypes.byref(fh), flags)
+    if fd < 0:
+        raise OSError(ctypes.get_errno(), "open_by_handle_at")
+    return fd
+def outcome(call):
+    try:
+        return call()
+    except OSError as e:
+        return errno.errorcode[e.errno]
+def read_through(fh):
+    fd = by_handle(fh)
+    try:
+        return os.read(fd, 100)
+    finally:
+        os.close(fd)
+def dir_through(fh):
+    fd = by_handle(fh, os.O_RDONLY | os.O_DIRECTORY)
+    try:
+        return sorted(os.listdir(fd))
+    finally:
+        os.close(fd)
+def drop_caches():
+    os.sync()
+    with open("/proc/sys/vm/drop_caches", "w") as f:
+        f.write("2")
+where = os.open(".", os.O_RDONLY | os.O_DIRECTORY)
+with open("f", "w") as f:
+    f.write("the file's bytes")
+os.link("f", "g")
+os.makedirs("d/e")
+open("d/e/inside", "w").close()
+handles = {name: handle(name) for name in ("f", "g", "d", "d/e")}
+print("same handle for both names:", bytes(handles["f"].f_handle) == bytes(handles["g"].f_handle))
+for when in ("cached", "after the kernel dropped its caches"):
+    if when != "cached":
+        drop_caches()
+    print(when, "f:", outcome(lambda: read_through(handles["f"])), "g:", outcome(lambda: read_through(handles["g"])))
+    print(when, "d:", outcome(lambda: dir_through(handles["d"])), "d/e:", outcome(lambda: dir_through(handles["d/e"])))
+os.rename("f", "renamed")
+drop_caches()
+print("after a rename:", outcome(lambda: read_through(handles["f"])))
+os.unlink("renamed"); os.unlink("g")
+drop_caches()
+print("after the last unlink:", outcome(lambda: read_through(handles["f"])))
+"#;

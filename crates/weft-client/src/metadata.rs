@@ -24,6 +24,14 @@ impl Client {
     pub async fn lookup(&self, who: &Caller, parent: Fid, name: &[u8]) -> WeftResult<InodeInfo> {
         // Checked here too: a name this client knows is absent is answered without the MDS.
         weft_proto::name::check_length(name)?;
+        match name {
+            // The kernel finds an inode it no longer has by its number (a file handle,
+            // open_by_handle_at, an NFS export) with a lookup of "." in it, and a
+            // directory's parent with "..": neither is a name to remember.
+            b"." => return self.getattr(who, parent).await,
+            b".." => return self.mdt(who, mdt::Lookup { parent, name: name.to_vec() }).await,
+            _ => {}
+        }
         if let Some(inode) = self.still_cached(self.inodes.name(parent, name)) {
             return Ok(inode);
         }

@@ -52,6 +52,13 @@ impl fuser::Filesystem for WeftFs {
         let _ = config.set_max_background(KERNEL_BACKGROUND_REQUESTS_MAX);
         // Lookups and creates in one directory may run in parallel: the MDS serializes.
         let _ = config.add_capabilities(InitFlags::FUSE_PARALLEL_DIROPS);
+        // File handles (name_to_handle_at, open_by_handle_at, an NFS server re-exporting the
+        // mount): inode numbers are FIDs, valid for the file's life, and a lookup of "." or
+        // ".." in an inode finds it or its parent after the kernel dropped it. Without this
+        // the kernel refuses every handle it decodes (ESTALE).
+        if config.add_capabilities(InitFlags::FUSE_EXPORT_SUPPORT).is_err() {
+            tracing::info!("the kernel offers no FUSE export support: file handles give ESTALE");
+        }
         // The kernel reads and writes local objects' files itself where it may (see
         // `OpenIo`); without extent locks nothing could keep the other clients coherent.
         if mount.opts.passthrough && mount.locking() {

@@ -130,6 +130,10 @@ impl Mount {
         result: WeftResult<InodeInfo>,
     ) {
         match result {
+            // "." or "..": the kernel finds an inode by its number; no name to remember.
+            Ok(inode) if name == "." || name == ".." => {
+                reply.entry(&Duration::ZERO, &file_attr(&inode.attr, inode.layout.as_ref()), Generation(0));
+            }
             Ok(inode) => {
                 let ttl = self.entry_ttl(parent, name, &inode);
                 reply.entry(&ttl, &file_attr(&inode.attr, inode.layout.as_ref()), Generation(0));

@@ -9,6 +9,13 @@ use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 pub fn lookup(core: &Core, t: &Tables, who: &Identity, parent: Fid, name: &[u8]) -> WeftResult<InodeInfo> {
     let dir = t.must_dir(parent)?;
+    if name == b".." {
+        // A directory's parent (the root is its own), for a client that finds a directory
+        // by its handle and connects it to the tree.
+        perm::check_lookup(who, owner(&dir))?;
+        let up = dir.parent.unwrap_or(Fid::ROOT);
+        return getattr(core, t, up);
+    }
     validate_name(name)?;
     perm::check_lookup(who, owner(&dir))?;
     let (fid, _) =
@@ -49,9 +56,15 @@ mod tests {
         assert_eq!((root.kind, root.mode, root.uid, root.gid, root.nlink), (FileType::Directory, 0o755, 0, 0, 2));
         assert!(root.size_known);
         assert_eq!(code(env.lookup(Fid::ROOT, "nope").await), ErrorCode::NotFound);
-        for bad in ["", ".", "..", "a/b", "a\0b"] {
+        for bad in ["", ".", "a/b", "a\0b"] {
             assert_eq!(code(env.lookup(Fid::ROOT, bad).await), ErrorCode::Invalid, "{bad:?}");
         }
+        // ".." is a directory's parent (the root's is the root), for file handles.
+        assert_eq!(env.lookup(Fid::ROOT, "..").await.unwrap().attr.fid, Fid::ROOT);
+        let d = env.must_mkdir(Fid::ROOT, "d").await;
+        let e = env.must_mkdir(d, "e").await;
+        assert_eq!(env.lookup(e, "..").await.unwrap().attr.fid, d);
+        assert_eq!(env.lookup(d, "..").await.unwrap().attr.fid, Fid::ROOT);
         assert_eq!(code(env.lookup(Fid::ROOT, &"x".repeat(256)).await), ErrorCode::NameTooLong);
         let f = env.must_file(Fid::ROOT, "f").await;
         assert_eq!(env.lookup(Fid::ROOT, "f").await.unwrap().attr.fid, f);

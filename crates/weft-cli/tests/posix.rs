@@ -506,3 +506,33 @@ os.unlink("renamed"); os.unlink("g")
 drop_caches()
 print("after the last unlink:", outcome(lambda: read_through(handles["f"])))
 "#;
+
+/// An ACL that says no more than the mode bits, as `install -m`, `cp -p` and `setfacl -m
+/// u::rw` set one, changes the mode (setgid going for a caller outside the group) and
+/// leaves no ACL behind: `ls -l` shows the modes ext4 shows, with no '+'. One that names
+/// users is refused as not supported yet, rather than kept and not enforced.
+#[test]
+fn an_acl_of_the_mode_bits_is_a_mode_as_on_ext4() {
+    let mut c = Cluster::single_node(&weft_bin(), 2);
+    let m = c.mount();
+    let setup = "mkdir sg && chown 0:1234 sg && chmod 2777 sg";
+    let script = r#"install -m 2755 /dev/null sg/prog && touch sg/f && python3 -c "
+import errno, os, struct
+acl = lambda *entries: struct.pack('<I', 2) + b''.join(struct.pack('<HHI', t, p, 0xFFFFFFFF) for t, p in entries)
+os.setxattr('sg/f', 'system.posix_acl_access', acl((1, 6), (4, 4), (0x20, 0)))
+print(oct(os.stat('sg/f').st_mode), os.listxattr('sg/f'))
+" && ls -ln sg | cut -c1-11 | sort"#;
+    let (local, mounted) = local_and_mounted(&m, 1000, setup, script);
+    assert_eq!(mounted, local);
+    assert!(local.contains("0o100640 []") && local.contains("-rwxr-xr-x \n"), "{local}");
+    let named = r#"python3 -c "
+import errno, os, struct
+acl = lambda *entries: struct.pack('<I', 2) + b''.join(struct.pack('<HHI', t, p, i) for t, p, i in entries)
+try:
+    os.setxattr('named', 'system.posix_acl_access', acl((1, 6, 0), (2, 6, 1000), (4, 4, 0), (0x10, 6, 0), (0x20, 0, 0)))
+except OSError as e:
+    print(e.errno)
+""#;
+    let out = sh(&m, &format!("touch named && {named}"));
+    assert_eq!(out.trim(), libc::EOPNOTSUPP.to_string(), "a named user's ACL is refused, not kept");
+}

@@ -9,7 +9,7 @@ use crate::schema::InodeRecord;
 use crate::store::Tables;
 use weft_proto::limits::{XATTR_NAME_BYTES_MAX, XATTR_VALUE_BYTES_MAX};
 use weft_proto::msg::{mdt, FileType, Identity, Name, XATTR_CREATE, XATTR_REPLACE};
-use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
+use weft_proto::{acl, ErrorCode, Fid, WeftError, WeftResult};
 
 const RESERVED_PREFIX: &[u8] = b"weft.";
 
@@ -80,6 +80,9 @@ pub fn set(ctx: &mut OpCtx<'_>, fid: Fid, name: &[u8], value: &[u8], flags: u32)
     if flags & !(XATTR_CREATE | XATTR_REPLACE) != 0 || flags == XATTR_CREATE | XATTR_REPLACE {
         return Err(WeftError::invalid(format!("setxattr flags {flags:#x} are invalid")));
     }
+    if name == acl::ACCESS_XATTR || name == acl::DEFAULT_XATTR {
+        return set_acl(ctx, fid, rec, name, value);
+    }
     if value.len() > XATTR_VALUE_BYTES_MAX {
         return Err(WeftError::new(
             ErrorCode::Range,
@@ -99,6 +102,32 @@ pub fn set(ctx: &mut OpCtx<'_>, fid: Fid, name: &[u8], value: &[u8], flags: u32)
     }
     // Checks done: writes follow.
     ctx.t.put_xattr(fid, name, value)?;
+    rec.ctime = ctx.now;
+    ctx.t.put_inode(fid, &rec)?;
+    Ok(())
+}
+
+/// A POSIX ACL (the kernel passes ACLs through as xattrs: the mount does not take them
+/// over). One that says no more than the mode bits changes them, as a chmod, and is not
+/// kept (as ext4 keeps none, and `ls -l` shows no '+'); one naming users or groups, or a
+/// default ACL, is not supported yet: stored, it would look enforced and not be.
+fn set_acl(ctx: &mut OpCtx<'_>, fid: Fid, mut rec: InodeRecord, name: &[u8], value: &[u8]) -> WeftResult<()> {
+    perm::check_owner(ctx.who, owner(&rec), "only the owner or root may change a file's ACL")?;
+    let not_yet = |what: &str| {
+        WeftError::new(ErrorCode::NotSupported, format!("{what} are not supported yet: Weft keeps the mode bits only"))
+    };
+    if name == acl::DEFAULT_XATTR {
+        return Err(not_yet("default ACLs"));
+    }
+    let bits = acl::mode_bits(value)?.ok_or_else(|| not_yet("ACLs that name users or groups"))?;
+    // As Linux's posix_acl_update_mode: setgid goes for a caller outside the file's group.
+    let mode = perm::check_chmod(ctx.who, owner(&rec), (rec.mode & !0o777) | bits)?;
+    // Checks done: writes follow.
+    if ctx.t.xattr(fid, name)?.is_some() {
+        // Kept as a plain xattr by an earlier version.
+        ctx.t.remove_xattr(fid, name)?;
+    }
+    rec.mode = mode;
     rec.ctime = ctx.now;
     ctx.t.put_inode(fid, &rec)?;
     Ok(())

@@ -141,6 +141,14 @@ pub const OPEN_PCC: u32 = 32;
 /// execute permission, not read (a mode of 0100 runs for its owner), as a local file system
 /// checks it.
 pub const OPEN_EXEC: u32 = 64;
+/// The opener's mount updates atime as Linux's `relatime` does (the default): an open for
+/// reading moves the file's atime to now when atime is not later than mtime or ctime, or is
+/// a day old. The MDS decides at the open, since the kernel's caches and passthrough keep
+/// most reads from the mount; a mount with `noatime` (or an `O_NOATIME` open) sends neither
+/// atime flag and nothing moves.
+pub const OPEN_ATIME_RELATIME: u32 = 128;
+/// As [`OPEN_ATIME_RELATIME`] for a `strictatime` mount: every open for reading moves atime.
+pub const OPEN_ATIME_STRICT: u32 = 256;
 
 /// How the MDS lets a client do the I/O of one open, so that every client's view of the
 /// data stays true (answered by Open and Create).

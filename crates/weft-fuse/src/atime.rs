@@ -7,7 +7,7 @@
 
 use crate::mount::Mount;
 use fuser::INodeNo;
-use weft_proto::msg::{Timestamp, OPEN_ATIME_RELATIME, OPEN_ATIME_STRICT};
+use weft_proto::msg::{atime_moves, Timestamp, OPEN_ATIME_RELATIME, OPEN_ATIME_STRICT};
 use weft_proto::Fid;
 
 /// The mount's atime mode (`-o noatime|relatime|strictatime`), as on a local file system.
@@ -58,6 +58,20 @@ impl AtimeMode {
 }
 
 impl Mount {
+    /// `mds_flags` without its atime mode when the attributes this mount holds under a lock
+    /// say the open would not move atime (under relatime, a file read since its last
+    /// change): the usual repeated read then costs the MDS no inode look-up or lock
+    /// decision. Another client's change or read that moved atime calls that lock back.
+    pub(crate) fn without_needless_atime(&self, fid: Fid, mds_flags: u32) -> u32 {
+        let asks = mds_flags & (OPEN_ATIME_RELATIME | OPEN_ATIME_STRICT) != 0;
+        match self.client.cached_attr(fid) {
+            Some(a) if asks && !atime_moves(mds_flags, a.atime, a.mtime, a.ctime, Timestamp::now()) => {
+                mds_flags & !(OPEN_ATIME_RELATIME | OPEN_ATIME_STRICT)
+            }
+            _ => mds_flags,
+        }
+    }
+
     /// Before an MDS open with `mds_flags` of `fid`: the atime this mount knows (the kernel's
     /// cached attributes came from it); None when the open cannot move atime.
     pub(crate) fn atime_before_open(&self, fid: Fid, mds_flags: u32) -> Option<Option<Timestamp>> {

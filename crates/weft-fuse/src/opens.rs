@@ -108,7 +108,12 @@ impl Mount {
         let passthrough = self.passthrough.load(Ordering::Relaxed)
             && fid.is_none_or(|fid| self.io.passthrough_possible(fid))
             && self.client.passthrough_allowed();
-        open_flags(flags) | if passthrough { OPEN_PASSTHROUGH } else { 0 } | self.opts.atime.open_flags(flags)
+        let flags =
+            open_flags(flags) | if passthrough { OPEN_PASSTHROUGH } else { 0 } | self.opts.atime.open_flags(flags);
+        match fid {
+            Some(fid) => self.without_needless_atime(fid, flags),
+            None => flags,
+        }
     }
 
     pub(crate) async fn open(self: Arc<Self>, who: Caller, ino: INodeNo, flags: i32, reply: ReplyOpen) {

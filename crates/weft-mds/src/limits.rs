@@ -79,6 +79,3 @@ pub const HSM_PURGE_BATCH_ACTIONS: usize = 4096;
 pub const HSM_TAKE_RUNNING_MAX: usize = 4096;
 /// The largest `mdt.*.hsm.active_request_timeout` (a year).
 pub const HSM_ACTIVE_REQUEST_TIMEOUT_S_MAX: u64 = 365 * 86_400;
-/// Under `relatime` an open for reading moves an atime at least this old even when the file
-/// has not changed since (Linux's `relatime_need_update`: one day).
-pub const RELATIME_INTERVAL_S: i64 = 24 * 60 * 60;

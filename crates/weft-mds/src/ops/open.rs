@@ -5,8 +5,8 @@ use crate::perm;
 use crate::schema::InodeRecord;
 use weft_proto::msg::hsm::{ActionStatus, HsmAction, HS_PCCRW, HS_RELEASED};
 use weft_proto::msg::{
-    mdt, FileType, Timestamp, OPEN_ATIME_RELATIME, OPEN_ATIME_STRICT, OPEN_EXEC, OPEN_HSM_RESTORE, OPEN_PASSTHROUGH,
-    OPEN_PCC, OPEN_READ, OPEN_TRUNC, OPEN_WRITE,
+    mdt, FileType, Timestamp, OPEN_EXEC, OPEN_HSM_RESTORE, OPEN_PASSTHROUGH, OPEN_PCC, OPEN_READ, OPEN_TRUNC,
+    OPEN_WRITE,
 };
 use weft_proto::{ErrorCode, Fid, StripeSpec, WeftError, WeftResult};
 
@@ -142,21 +142,10 @@ fn pcc_released(ctx: &OpCtx<'_>, fid: Fid, rec: &InodeRecord) -> WeftResult<bool
         && !restoring)
 }
 
-/// Whether an open with `flags` moves the atime of `rec` to `now`, by Linux's rules for its
-/// mount's atime mode (`atime_needs_update`, `relatime_need_update`): only an open that
-/// reads (the kernel's caches and passthrough keep most reads themselves from the mount, so
-/// the open stands for them); always under `strictatime`; under `relatime` when atime is
-/// not later than mtime or ctime (the first read after a change) or a day old; never to the
-/// time it has already.
+/// Whether an open with `flags` moves the atime of `rec` to `now`
+/// ([`weft_proto::msg::atime_moves`]).
 pub(crate) fn atime_moves(flags: u32, rec: &InodeRecord, now: Timestamp) -> bool {
-    let mode = flags & (OPEN_ATIME_RELATIME | OPEN_ATIME_STRICT);
-    if mode == 0 || flags & (OPEN_READ | OPEN_EXEC) == 0 || rec.atime == now {
-        return false;
-    }
-    mode & OPEN_ATIME_STRICT != 0
-        || rec.atime <= rec.mtime
-        || rec.atime <= rec.ctime
-        || now.sec - rec.atime.sec >= crate::limits::RELATIME_INTERVAL_S
+    weft_proto::msg::atime_moves(flags, rec.atime, rec.mtime, rec.ctime, now)
 }
 
 /// Whether an open with `flags` asks for passthrough and the file can have it: a regular
@@ -210,7 +199,7 @@ mod tests {
         assert!(!atime_moves(rel, &rec, at(1002)), "relatime: read since the last change");
         assert!(atime_moves(strict, &rec, at(1002)));
         assert!(!atime_moves(strict, &rec, at(1001)), "already now");
-        let day = crate::limits::RELATIME_INTERVAL_S;
+        let day = weft_proto::msg::RELATIME_INTERVAL_S;
         assert!(!atime_moves(rel, &rec, at(1001 + day - 1)));
         assert!(atime_moves(rel, &rec, at(1001 + day)), "relatime: a day old");
         rec.ctime = at(1001);

@@ -6,7 +6,7 @@ use anyhow::{anyhow, bail};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
-use weft_fuse::{JobidScheme, JobidVar};
+use weft_fuse::{AtimeMode, JobidScheme, JobidVar};
 
 #[derive(Args)]
 pub struct MountArgs {
@@ -29,7 +29,8 @@ pub struct MountArgs {
     /// see `fuse.enable_uring`; off: through /dev/fuse reads), restore_timeout=SECONDS (how
     /// long an open of a released file waits for its restore before it fails, default 600),
     /// suid|nosuid, dev|nodev (setuid programs and device nodes on the mount take effect;
-    /// default nosuid,nodev; suid and dev only for root).
+    /// default nosuid,nodev; suid and dev only for root), noatime|relatime|strictatime
+    /// (when reads move atime, as on a local file system; default relatime).
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Option<String>,
     /// Stay in the foreground instead of returning once mounted.
@@ -55,10 +56,11 @@ pub struct MountOptions {
     pub restore_timeout: Duration,
     pub suid: bool,
     pub dev: bool,
+    pub atime: AtimeMode,
 }
 
 const MOUNT_OPTIONS_ALLOWED: &str = "timeout=SECONDS, threads=N, jobid_var=VAR, jobid_name=FORMAT, jobid=NAME, \
-     log=FILE, locks=on|off, passthrough=on|off, uring=on|off, restore_timeout=SECONDS, suid, nosuid, dev, nodev";
+     log=FILE, locks=on|off, passthrough=on|off, uring=on|off, restore_timeout=SECONDS, suid, nosuid, dev, nodev, noatime, relatime, strictatime";
 
 fn on_off(key: &str, v: &str) -> anyhow::Result<bool> {
     match v {
@@ -80,6 +82,7 @@ pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
         restore_timeout: Duration::from_secs(weft_client::limits::RESTORE_TIMEOUT_S_DEFAULT),
         suid: false,
         dev: false,
+        atime: AtimeMode::default(),
     };
     for item in text.unwrap_or("").split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, v) = item.split_once('=').unwrap_or((item, ""));
@@ -118,6 +121,12 @@ pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
             "nosuid" => o.suid = false,
             "dev" => o.dev = true,
             "nodev" => o.dev = false,
+            "noatime" | "relatime" | "strictatime" if !v.is_empty() => {
+                bail!("mount option {item}: {k} takes no value (allowed: noatime, relatime, strictatime)")
+            }
+            "noatime" => o.atime = AtimeMode::NoAtime,
+            "relatime" => o.atime = AtimeMode::Relatime,
+            "strictatime" => o.atime = AtimeMode::StrictAtime,
             _ => bail!("unknown mount option '{k}': allowed are {MOUNT_OPTIONS_ALLOWED}"),
         }
     }
@@ -219,6 +228,7 @@ pub fn fuse_options(opts: &MountOptions, fsname: &str) -> weft_fuse::MountOption
         jobid: opts.jobid.clone(),
         suid: opts.suid,
         dev: opts.dev,
+        atime: opts.atime,
     }
 }
 
@@ -248,6 +258,11 @@ mod tests {
         assert!(parse_options(Some("threads=0")).is_err());
         let o = parse_options(Some("nosuid,nodev")).unwrap();
         assert!(!o.suid && !o.dev);
+        assert_eq!(parse_options(None).unwrap().atime, AtimeMode::Relatime);
+        assert_eq!(parse_options(Some("strictatime")).unwrap().atime, AtimeMode::StrictAtime);
+        assert_eq!(parse_options(Some("strictatime,noatime")).unwrap().atime, AtimeMode::NoAtime, "the last wins");
+        let e = parse_options(Some("relatime=on")).err().unwrap().to_string();
+        assert!(e.contains("relatime=on") && e.contains("noatime, relatime, strictatime"), "{e}");
         let e = parse_options(Some("suid=1")).err().unwrap().to_string();
         assert!(e.contains("suid=1") && e.contains("nosuid"), "{e}");
         let site = MountOptions { suid: true, dev: true, ..parse_options(None).unwrap() };

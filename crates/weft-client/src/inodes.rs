@@ -39,7 +39,10 @@ use crate::limits::{INODES_CACHED_MAX, INODE_CHANGES_TRACKED_MAX, LISTED_NAMES_M
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 use weft_proto::lock::LockHandle;
-use weft_proto::msg::{mdt, FileType, InodeInfo, MdtRequest, Name, OPEN_TRUNC, OPEN_WRITE, RENAME_EXCHANGE};
+use weft_proto::msg::{
+    mdt, FileType, InodeInfo, MdtRequest, Name, OPEN_ATIME_RELATIME, OPEN_ATIME_STRICT, OPEN_TRUNC, OPEN_WRITE,
+    RENAME_EXCHANGE,
+};
 use weft_proto::Fid;
 
 type NameKey = (Fid, Vec<u8>);
@@ -508,6 +511,10 @@ pub fn plan(req: &MdtRequest) -> Option<(Touches, Keep)> {
         }
         MdtRequest::Open(mdt::Open { fid, flags }) if flags & (OPEN_WRITE | OPEN_TRUNC) != 0 => {
             (t(vec![*fid], vec![], false), Keep::Nothing)
+        }
+        // An open for reading may move atime (see `OPEN_ATIME_RELATIME`): the answer has it.
+        MdtRequest::Open(mdt::Open { fid, flags }) if flags & (OPEN_ATIME_RELATIME | OPEN_ATIME_STRICT) != 0 => {
+            (t(vec![*fid], vec![], false), Keep::Inode)
         }
         MdtRequest::Open(_) => (Touches::default(), Keep::Nothing),
         // A file without a name changes no name or inode this cache holds.

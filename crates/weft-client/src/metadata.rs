@@ -49,6 +49,12 @@ impl Client {
         Ok(inode)
     }
 
+    /// The attributes of `fid` this client holds under a lock that still holds (another
+    /// client's change would have called it back); None when it has none. No request.
+    pub fn cached_attr(&self, fid: Fid) -> Option<weft_proto::msg::Attr> {
+        self.still_cached(self.inodes.inode(fid)).map(|inode| inode.attr)
+    }
+
     /// The attributes of `fid` as last answered to this client, whether or not the lock
     /// they came with still holds (no request is sent): what is left to show of a
     /// directory removed while open here.

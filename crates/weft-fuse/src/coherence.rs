@@ -106,6 +106,14 @@ impl MountHooks {
         true
     }
 
+    /// Drops the kernel's cached attributes of `ino` at once: the kernel only marks them
+    /// stale, nothing to wait for.
+    pub(crate) fn drop_attributes(&self, ino: INodeNo) {
+        if let Some(notifier) = self.notifier.get() {
+            let _ = notifier.inval_inode(ino, -1, 0);
+        }
+    }
+
     /// Hands an invalidation to the invalidation thread; the receiver learns when the
     /// kernel is through with it (at once without a kernel connection).
     fn invalidate(&self, ino: u64, pages: bool, entries: Vec<(u64, OsString)>) -> tokio::sync::oneshot::Receiver<()> {
@@ -135,10 +143,7 @@ impl LockHooks for MountHooks {
 
     fn drop_inode(&self, fid: Fid, lost: u8) -> BoxFuture<'static, ()> {
         let ino = fid.to_ino();
-        // Attributes at once: the kernel only marks them stale, nothing to wait for.
-        if let Some(notifier) = self.notifier.get() {
-            let _ = notifier.inval_inode(INodeNo(ino), -1, 0);
-        }
+        self.drop_attributes(INodeNo(ino));
         // Names on the invalidation thread: the kernel takes the directory's lock for them,
         // which an operation of this mount may hold (see `revoke` in the client's locks).
         let entries =

@@ -16,6 +16,7 @@
 //!   open files and directories live in handle tables (`handles.rs`);
 //! * [`limits`]: every bound of the mount.
 
+mod atime;
 mod callers;
 mod coherence;
 mod convert;
@@ -37,6 +38,7 @@ mod serve;
 mod writeback;
 mod xattr;
 
+pub use atime::AtimeMode;
 pub use errno::errno;
 pub use fuser::BackgroundSession;
 pub use jobid::{JobidScheme, JobidVar};
@@ -79,6 +81,8 @@ pub struct MountOptions {
     pub suid: bool,
     /// Let device nodes on the mount open their devices (else `nodev`).
     pub dev: bool,
+    /// When reads move atime (`noatime`, `relatime`, `strictatime`).
+    pub atime: AtimeMode,
 }
 
 /// The kernel's switch for FUSE over io_uring (Linux 6.14+; absent on older kernels).
@@ -103,6 +107,7 @@ impl Default for MountOptions {
             jobid: JobidScheme::default(),
             suid: false,
             dev: false,
+            atime: AtimeMode::default(),
         }
     }
 }
@@ -110,13 +115,14 @@ impl Default for MountOptions {
 fn fuse_config(opts: &MountOptions) -> fuser::Config {
     // nosuid and nodev unless asked: a file system that users fill must not hand out root
     // or raw devices by default (fuser's own default, said here so that it shows).
-    let mount_options = vec![
+    let mut mount_options = vec![
         fuser::MountOption::FSName(opts.fsname.clone()),
         fuser::MountOption::Subtype("weft".to_string()),
         fuser::MountOption::DefaultPermissions,
         if opts.suid { fuser::MountOption::Suid } else { fuser::MountOption::NoSuid },
         if opts.dev { fuser::MountOption::Dev } else { fuser::MountOption::NoDev },
     ];
+    mount_options.extend(opts.atime.mount_option());
     let mut config = fuser::Config::default();
     config.mount_options = mount_options;
     config.acl = if opts.allow_other { fuser::SessionACL::All } else { fuser::SessionACL::Owner };
@@ -234,6 +240,9 @@ mod tests {
         let site = fuse_config(&MountOptions { suid: true, dev: true, ..MountOptions::default() });
         assert!(site.mount_options.contains(&fuser::MountOption::Suid));
         assert!(site.mount_options.contains(&fuser::MountOption::Dev));
+        assert!(!config.mount_options.iter().any(|o| matches!(o, fuser::MountOption::NoAtime)), "relatime");
+        let strict = fuse_config(&MountOptions { atime: AtimeMode::StrictAtime, ..MountOptions::default() });
+        assert!(strict.mount_options.contains(&fuser::MountOption::StrictAtime));
         assert_eq!(config.acl, fuser::SessionACL::All);
         assert_eq!(config.n_threads, Some(2));
         let private = fuse_config(&MountOptions { allow_other: false, threads: 0, ..MountOptions::default() });

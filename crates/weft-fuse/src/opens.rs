@@ -108,7 +108,12 @@ impl Mount {
         let passthrough = self.passthrough.load(Ordering::Relaxed)
             && fid.is_none_or(|fid| self.io.passthrough_possible(fid))
             && self.client.passthrough_allowed();
-        open_flags(flags) | if passthrough { OPEN_PASSTHROUGH } else { 0 }
+        let flags =
+            open_flags(flags) | if passthrough { OPEN_PASSTHROUGH } else { 0 } | self.opts.atime.open_flags(flags);
+        match fid {
+            Some(fid) => self.without_needless_atime(fid, flags),
+            None => flags,
+        }
     }
 
     pub(crate) async fn open(self: Arc<Self>, who: Caller, ino: INodeNo, flags: i32, reply: ReplyOpen) {
@@ -126,10 +131,13 @@ impl Mount {
         }
         // Before the MDS answers: a write-open of this mount racing this one counts as after.
         let write_opens = self.write_opens.load(Ordering::Acquire);
-        let opened = match self.client.open(&who, fid, self.mds_open_flags(Some(fid), flags)).await {
+        let mds_flags = self.mds_open_flags(Some(fid), flags);
+        let atime = self.atime_before_open(fid, mds_flags);
+        let opened = match self.client.open(&who, fid, mds_flags).await {
             Ok(opened) => opened,
             Err(e) => return reply.error(fuse_errno("open", &e)),
         };
+        self.atime_after_open(fid, atime, opened.inode.attr.atime);
         let register = |f: &std::fs::File| reply.open_backing(f);
         match self.open_for_kernel(&who, opened, flags, false, Some(write_opens), register).await {
             Ok((fh, _, answer, _turn)) => match &answer.backing {

@@ -23,7 +23,8 @@ use weft_dlm::namespace::Namespace;
 use weft_dlm::state::EnqueueOptions;
 use weft_proto::lock::{bits, LockGrant, LockMode, LockScope};
 use weft_proto::msg::{
-    mdt, MdtReply, MdtRequest, RequestHeader, Run, OPEN_HSM_RESTORE, OPEN_TRUNC, OPEN_WRITE, XATTR_LAYOUT,
+    mdt, MdtReply, MdtRequest, RequestHeader, Run, OPEN_ATIME_RELATIME, OPEN_ATIME_STRICT, OPEN_HSM_RESTORE,
+    OPEN_TRUNC, OPEN_WRITE, XATTR_LAYOUT,
 };
 use weft_proto::{Fid, WeftResult};
 
@@ -192,6 +193,16 @@ struct Want {
     bits: u8,
 }
 
+/// Whether an open with `flags` would move the atime of `fid` as the database has it now.
+/// Decided again in the batch (`ops::open`); an open whose atime moves only because a change
+/// came in between leaves another client's cached atime stale until its lock goes.
+fn atime_moves(t: &crate::store::Tables, fid: Fid, flags: u32) -> WeftResult<bool> {
+    if flags & (OPEN_ATIME_RELATIME | OPEN_ATIME_STRICT) == 0 {
+        return Ok(false);
+    }
+    Ok(t.inode(fid)?.is_some_and(|rec| crate::ops::open::atime_moves(flags, &rec, crate::now())))
+}
+
 /// The EX locks a change needs, children looked up as the database has them now.
 fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want>> {
     let t = mds.core.read_view();
@@ -203,7 +214,7 @@ fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want>> {
         MdtRequest::Create(mdt::Create { parent, name, open_flags, .. }) => {
             wants.push(update(*parent));
             if let Some(c) = child(parent, name)? {
-                if open_flags & (OPEN_WRITE | OPEN_TRUNC) != 0 {
+                if open_flags & (OPEN_WRITE | OPEN_TRUNC) != 0 || atime_moves(&t, c, *open_flags)? {
                     wants.push(update(c));
                 }
             }
@@ -244,6 +255,8 @@ fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want>> {
         MdtRequest::Open(mdt::Open { fid, flags }) if flags & (OPEN_WRITE | OPEN_TRUNC) != 0 => {
             wants.push(update(*fid))
         }
+        // A reader's open that moves atime: clients that cached the old one must ask again.
+        MdtRequest::Open(mdt::Open { fid, flags }) if atime_moves(&t, *fid, *flags)? => wants.push(update(*fid)),
         MdtRequest::SetXattr(mdt::SetXattr { fid, name, .. })
         | MdtRequest::RemoveXattr(mdt::RemoveXattr { fid, name }) => {
             let layout = if name.as_slice() == XATTR_LAYOUT { bits::LAYOUT } else { 0 };

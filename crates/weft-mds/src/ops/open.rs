@@ -5,7 +5,8 @@ use crate::perm;
 use crate::schema::InodeRecord;
 use weft_proto::msg::hsm::{ActionStatus, HsmAction, HS_PCCRW, HS_RELEASED};
 use weft_proto::msg::{
-    mdt, FileType, OPEN_EXEC, OPEN_HSM_RESTORE, OPEN_PASSTHROUGH, OPEN_PCC, OPEN_READ, OPEN_TRUNC, OPEN_WRITE,
+    mdt, FileType, Timestamp, OPEN_EXEC, OPEN_HSM_RESTORE, OPEN_PASSTHROUGH, OPEN_PCC, OPEN_READ, OPEN_TRUNC,
+    OPEN_WRITE,
 };
 use weft_proto::{ErrorCode, Fid, StripeSpec, WeftError, WeftResult};
 
@@ -113,6 +114,10 @@ pub fn open(ctx: &mut OpCtx<'_>, fid: Fid, flags: u32) -> WeftResult<mdt::Opened
         rec.size_known = false;
         changed = true;
     }
+    if atime_moves(flags, &rec, ctx.now) {
+        rec.atime = ctx.now;
+        changed = true;
+    }
     if changed {
         ctx.t.put_inode(fid, &rec)?;
     }
@@ -135,6 +140,12 @@ fn pcc_released(ctx: &OpCtx<'_>, fid: Fid, rec: &InodeRecord) -> WeftResult<bool
     Ok(s.states & (HS_PCCRW | HS_RELEASED) == (HS_PCCRW | HS_RELEASED)
         && rec.layout.as_ref().is_some_and(|l| l.is_released())
         && !restoring)
+}
+
+/// Whether an open with `flags` moves the atime of `rec` to `now`
+/// ([`weft_proto::msg::atime_moves`]).
+pub(crate) fn atime_moves(flags: u32, rec: &InodeRecord, now: Timestamp) -> bool {
+    weft_proto::msg::atime_moves(flags, rec.atime, rec.mtime, rec.ctime, now)
 }
 
 /// Whether an open with `flags` asks for passthrough and the file can have it: a regular
@@ -172,6 +183,27 @@ mod tests {
             ErrorCode::IsDir
         );
         assert!(env.req(MdtRequest::Open(mdt::Open { fid: Fid::ROOT, flags: OPEN_READ })).await.is_ok());
+    }
+
+    #[test]
+    fn atime_moves_by_linux_rules() {
+        use crate::ops::open::atime_moves;
+        let at = |sec| Timestamp { sec, nsec: 0 };
+        let mut rec = crate::schema::InodeRecord::new(FileType::Regular, 0o644, 0, 0, at(1000));
+        let (rel, strict) = (OPEN_READ | OPEN_ATIME_RELATIME, OPEN_READ | OPEN_ATIME_STRICT);
+        assert!(atime_moves(rel, &rec, at(1001)), "relatime: atime not later than mtime");
+        assert!(!atime_moves(OPEN_READ, &rec, at(1001)), "noatime");
+        assert!(!atime_moves(OPEN_WRITE | OPEN_ATIME_STRICT, &rec, at(1001)), "a write-only open reads nothing");
+        assert!(atime_moves(OPEN_EXEC | OPEN_ATIME_RELATIME, &rec, at(1001)), "execve reads the program");
+        rec.atime = at(1001);
+        assert!(!atime_moves(rel, &rec, at(1002)), "relatime: read since the last change");
+        assert!(atime_moves(strict, &rec, at(1002)));
+        assert!(!atime_moves(strict, &rec, at(1001)), "already now");
+        let day = weft_proto::msg::RELATIME_INTERVAL_S;
+        assert!(!atime_moves(rel, &rec, at(1001 + day - 1)));
+        assert!(atime_moves(rel, &rec, at(1001 + day)), "relatime: a day old");
+        rec.ctime = at(1001);
+        assert!(atime_moves(rel, &rec, at(1002)), "relatime: changed (ctime) since");
     }
 
     #[tokio::test]

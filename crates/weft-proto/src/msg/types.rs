@@ -26,10 +26,34 @@ pub struct Timestamp {
     pub nsec: u32,
 }
 
+/// Linux's relatime: a read moves atime when it is a day old or more.
+pub const RELATIME_INTERVAL_S: i64 = 24 * 60 * 60;
+
+/// Whether an open with MDS `flags` moves a file's atime at `now`, as Linux's
+/// `atime_needs_update` and `relatime_need_update` decide: only an open that reads (the
+/// kernel's caches and passthrough keep most reads themselves from the mount, so the open
+/// stands for them); always under `strictatime`; under `relatime` when atime is not later
+/// than mtime or ctime (the first read after a change) or a day old; never to the time it
+/// has already. The MDS decides by it; a mount whose cached inode (under its lock) says no
+/// does not ask.
+pub fn atime_moves(flags: u32, atime: Timestamp, mtime: Timestamp, ctime: Timestamp, now: Timestamp) -> bool {
+    let mode = flags & (OPEN_ATIME_RELATIME | OPEN_ATIME_STRICT);
+    if mode == 0 || flags & (OPEN_READ | OPEN_EXEC) == 0 || atime == now {
+        return false;
+    }
+    mode & OPEN_ATIME_STRICT != 0 || atime <= mtime || atime <= ctime || now.sec - atime.sec >= RELATIME_INTERVAL_S
+}
+
 impl Timestamp {
     /// A time in nanoseconds since the epoch (an object's mtime as its OST reports it).
     pub fn from_nanos(ns: u64) -> Timestamp {
         Timestamp { sec: (ns / 1_000_000_000) as i64, nsec: (ns % 1_000_000_000) as u32 }
+    }
+
+    /// This machine's time now.
+    pub fn now() -> Timestamp {
+        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
+        Timestamp { sec: since.as_secs() as i64, nsec: since.subsec_nanos() }
     }
 }
 
@@ -141,6 +165,14 @@ pub const OPEN_PCC: u32 = 32;
 /// execute permission, not read (a mode of 0100 runs for its owner), as a local file system
 /// checks it.
 pub const OPEN_EXEC: u32 = 64;
+/// The opener's mount updates atime as Linux's `relatime` does (the default): an open for
+/// reading moves the file's atime to now when atime is not later than mtime or ctime, or is
+/// a day old. The MDS decides at the open, since the kernel's caches and passthrough keep
+/// most reads from the mount; a mount with `noatime` (or an `O_NOATIME` open) sends neither
+/// atime flag and nothing moves.
+pub const OPEN_ATIME_RELATIME: u32 = 128;
+/// As [`OPEN_ATIME_RELATIME`] for a `strictatime` mount: every open for reading moves atime.
+pub const OPEN_ATIME_STRICT: u32 = 256;
 
 /// How the MDS lets a client do the I/O of one open, so that every client's view of the
 /// data stays true (answered by Open and Create).

@@ -62,6 +62,9 @@ pub enum MountOption {
     Atime,
     /// Don't update inode access time
     NoAtime,
+    /// Update inode access time on every access (Linux's `strictatime`; without it or
+    /// `NoAtime` the kernel mounts `relatime`)
+    StrictAtime,
     /// All modifications to directories will be done synchronously
     DirSync,
     /// All I/O will be done synchronously
@@ -88,6 +91,7 @@ impl MountOption {
             "noexec" => MountOption::NoExec,
             "atime" => MountOption::Atime,
             "noatime" => MountOption::NoAtime,
+            "strictatime" => MountOption::StrictAtime,
             "dirsync" => MountOption::DirSync,
             "sync" => MountOption::Sync,
             "async" => MountOption::Async,
@@ -142,7 +146,8 @@ fn conflicts_with(option: &MountOption) -> Vec<MountOption> {
         MountOption::Exec => vec![MountOption::NoExec],
         MountOption::NoExec => vec![MountOption::Exec],
         MountOption::Atime => vec![MountOption::NoAtime],
-        MountOption::NoAtime => vec![MountOption::Atime],
+        MountOption::NoAtime => vec![MountOption::Atime, MountOption::StrictAtime],
+        MountOption::StrictAtime => vec![MountOption::NoAtime],
         MountOption::Sync => vec![MountOption::Async],
         MountOption::Async => vec![MountOption::Sync],
     }
@@ -167,6 +172,7 @@ pub(crate) fn option_to_string(option: &MountOption) -> String {
         MountOption::NoExec => "noexec".to_string(),
         MountOption::Atime => "atime".to_string(),
         MountOption::NoAtime => "noatime".to_string(),
+        MountOption::StrictAtime => "strictatime".to_string(),
         MountOption::DirSync => "dirsync".to_string(),
         MountOption::Sync => "sync".to_string(),
         MountOption::Async => "async".to_string(),
@@ -190,6 +196,7 @@ pub(crate) fn option_group(option: &MountOption) -> MountOptionGroup {
         MountOption::NoExec => MountOptionGroup::KernelFlag,
         MountOption::Atime => MountOptionGroup::KernelFlag,
         MountOption::NoAtime => MountOptionGroup::KernelFlag,
+        MountOption::StrictAtime => MountOptionGroup::KernelFlag,
         MountOption::DirSync => MountOptionGroup::KernelFlag,
         MountOption::Sync => MountOptionGroup::KernelFlag,
         MountOption::Async => MountOptionGroup::KernelFlag,
@@ -211,6 +218,7 @@ pub(crate) fn option_to_flag(option: &MountOption) -> io::Result<nix::mount::MsF
         MountOption::NoExec => Ok(nix::mount::MsFlags::MS_NOEXEC),
         MountOption::Atime => Ok(nix::mount::MsFlags::empty()),
         MountOption::NoAtime => Ok(nix::mount::MsFlags::MS_NOATIME),
+        MountOption::StrictAtime => Ok(nix::mount::MsFlags::MS_STRICTATIME),
         MountOption::Async => Ok(nix::mount::MsFlags::empty()),
         MountOption::Sync => Ok(nix::mount::MsFlags::MS_SYNCHRONOUS),
         MountOption::DirSync => Ok(nix::mount::MsFlags::MS_DIRSYNC),
@@ -235,6 +243,7 @@ pub(crate) fn option_to_flag(option: &MountOption) -> io::Result<nix::mount::Mnt
         MountOption::NoExec => Ok(nix::mount::MntFlags::MNT_NOEXEC),
         MountOption::Atime => Ok(nix::mount::MntFlags::empty()),
         MountOption::NoAtime => Ok(nix::mount::MntFlags::MNT_NOATIME),
+        MountOption::StrictAtime => Ok(nix::mount::MntFlags::empty()),
         MountOption::Async => Ok(nix::mount::MntFlags::empty()),
         MountOption::Sync => Ok(nix::mount::MntFlags::MNT_SYNCHRONOUS),
         option => Err(io::Error::new(
@@ -277,6 +286,7 @@ pub(crate) fn option_to_flag(option: &MountOption) -> io::Result<nix::mount::Mnt
         MountOption::NoExec => Ok(nix::mount::MntFlags::MNT_NOEXEC),
         MountOption::Atime => Ok(nix::mount::MntFlags::empty()),
         MountOption::NoAtime => Ok(nix::mount::MntFlags::MNT_NOATIME),
+        MountOption::StrictAtime => Ok(nix::mount::MntFlags::empty()),
         MountOption::Async => Ok(nix::mount::MntFlags::MNT_ASYNC),
         MountOption::Sync => Ok(nix::mount::MntFlags::MNT_SYNCHRONOUS),
         MountOption::DirSync => Ok(nix::mount::MntFlags::MNT_SYNCHRONOUS),
@@ -327,6 +337,7 @@ mod test {
             NoExec,
             Atime,
             NoAtime,
+            StrictAtime,
             DirSync,
             Sync,
             Async,

@@ -6,7 +6,7 @@ use anyhow::{anyhow, bail};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::Duration;
-use weft_fuse::{AtimeMode, JobidScheme, JobidVar};
+use weft_fuse::{AtimeMode, JobidScheme, JobidVar, Passthrough};
 
 #[derive(Args)]
 pub struct MountArgs {
@@ -23,8 +23,11 @@ pub struct MountArgs {
     /// process name, %u uid, %g gid, %h host, %H short host, %j the jobid_var variable, %p
     /// pid; default %e.%u), jobid=NAME (one jobid for every request: nodelocal), log=FILE, locks=on|off (off: no extent locks, no page cache kept across opens and 1 s
     /// attribute caching, as before the lock manager; only to measure what locking costs),
-    /// passthrough=on|off (on: the kernel reads and writes files of one object on an OST of
-    /// this process itself, as under `weft up`; off: all I/O through the mount),
+    /// passthrough=auto|on|off (the kernel reads and writes a file itself, past the mount and
+    /// the servers' counters: auto, the default, only a persistent client cache's copies, so
+    /// every byte on an OST is counted per job, user and target; on, also files of one object
+    /// on an OST of this process, as `weft up` may, at local-disk speed with their bytes
+    /// counted nowhere; off: all I/O through the mount, no cache),
     /// uring=on|off (on: the kernel's requests come through io_uring where it offers that,
     /// see `fuse.enable_uring`; off: through /dev/fuse reads), restore_timeout=SECONDS (how
     /// long an open of a released file waits for its restore before it fails, default 600),
@@ -51,7 +54,7 @@ pub struct MountOptions {
     pub jobid: JobidScheme,
     pub log: Option<PathBuf>,
     pub locks: bool,
-    pub passthrough: bool,
+    pub passthrough: Passthrough,
     pub uring: bool,
     pub restore_timeout: Duration,
     pub suid: bool,
@@ -60,7 +63,7 @@ pub struct MountOptions {
 }
 
 const MOUNT_OPTIONS_ALLOWED: &str = "timeout=SECONDS, threads=N, jobid_var=VAR, jobid_name=FORMAT, jobid=NAME, \
-     log=FILE, locks=on|off, passthrough=on|off, uring=on|off, restore_timeout=SECONDS, suid, nosuid, dev, nodev, noatime, relatime, strictatime";
+     log=FILE, locks=on|off, passthrough=auto|on|off, uring=on|off, restore_timeout=SECONDS, suid, nosuid, dev, nodev, noatime, relatime, strictatime";
 
 fn on_off(key: &str, v: &str) -> anyhow::Result<bool> {
     match v {
@@ -77,7 +80,7 @@ pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
         jobid: JobidScheme::default(),
         log: None,
         locks: true,
-        passthrough: true,
+        passthrough: Passthrough::default(),
         uring: true,
         restore_timeout: Duration::from_secs(weft_client::limits::RESTORE_TIMEOUT_S_DEFAULT),
         suid: false,
@@ -106,7 +109,7 @@ pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
             "jobid" => o.jobid = JobidScheme { var: JobidVar::NodeLocal, name: v.to_string() },
             "log" => o.log = Some(PathBuf::from(v)),
             "locks" => o.locks = on_off(k, v)?,
-            "passthrough" => o.passthrough = on_off(k, v)?,
+            "passthrough" => o.passthrough = Passthrough::parse(v).map_err(|e| anyhow!("mount option {e}"))?,
             "uring" => o.uring = on_off(k, v)?,
             "restore_timeout" => {
                 let s: u64 = v.parse().ok().filter(|s| *s > 0).ok_or_else(|| {
@@ -256,6 +259,10 @@ mod tests {
         let e = parse_options(Some("speed=11")).err().unwrap().to_string();
         assert!(e.contains("speed") && e.contains("timeout=SECONDS"), "{e}");
         assert!(parse_options(Some("threads=0")).is_err());
+        assert_eq!(parse_options(None).unwrap().passthrough, Passthrough::Auto);
+        assert_eq!(parse_options(Some("passthrough=on")).unwrap().passthrough, Passthrough::On);
+        let e = parse_options(Some("passthrough=maybe")).err().unwrap().to_string();
+        assert!(e.contains("passthrough=maybe") && e.contains("auto, on, off"), "{e}");
         let o = parse_options(Some("nosuid,nodev")).unwrap();
         assert!(!o.suid && !o.dev);
         assert_eq!(parse_options(None).unwrap().atime, AtimeMode::Relatime);

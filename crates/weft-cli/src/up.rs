@@ -62,6 +62,9 @@ pub struct UpState {
     /// The metrics endpoint (`http://ADDRESS/metrics`), if the servers serve one.
     #[serde(default)]
     pub metrics: Option<String>,
+    /// The mount's `passthrough` option (auto, on, off).
+    #[serde(default)]
+    pub passthrough: Option<String>,
 }
 
 fn state_path(data: &Path) -> PathBuf {
@@ -201,6 +204,7 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
         data: data.clone(),
         log: log.clone(),
         metrics: server.metrics_address.clone(),
+        passthrough: Some(opts.passthrough.name().to_string()),
     };
     write_state(&data, &state)?;
     tracing::info!("up: mgs {mgs_address}, mounted at {}", mnt.display());
@@ -256,6 +260,9 @@ fn print_summary(s: &UpState, c: &ServerConfig, uring: bool, detached: bool) {
         ),
         _ => {}
     }
+    if let Some(p) = &s.passthrough {
+        println!("  passthrough: {}", passthrough_text(p));
+    }
     println!("  management service: {} (mount elsewhere: weft mount {} MNT)", s.mgs_address, s.mgs_address);
     if let Some(m) = &s.metrics {
         println!("  metrics: {}", metrics_url(m));
@@ -307,6 +314,9 @@ struct StatusReport {
     /// The metrics endpoint and the dashboard (the MGS's process serves it on the same port).
     metrics_url: Option<String>,
     dashboard_url: Option<String>,
+    /// The mount's `passthrough` option: `on` means bytes of files on the OSTs of this
+    /// process are counted nowhere.
+    passthrough: Option<String>,
     roles: Vec<String>,
     targets: Vec<TargetRow>,
 }
@@ -336,6 +346,7 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
         mounted: state.as_ref().is_some_and(|s| daemon::is_mounted(&s.mount)),
         metrics_url: state.as_ref().and_then(|s| s.metrics.as_deref()).map(metrics_url),
         dashboard_url: state.as_ref().and_then(|s| s.metrics.as_deref()).map(dashboard_url),
+        passthrough: state.as_ref().and_then(|s| s.passthrough.clone()),
         roles: config.roles_text().split(", ").map(String::from).collect(),
         targets: Vec::new(),
     };
@@ -369,6 +380,9 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
                 println!("metrics:     {m}");
                 println!("dashboard:   {d}");
             }
+            if let Some(p) = &report.passthrough {
+                println!("passthrough: {}", passthrough_text(p));
+            }
             println!("{:<16} {:<6} ADDRESS", "TARGET", "STATE");
             for t in &report.targets {
                 println!("{:<16} {:<6} {}", t.name, t.state, t.address);
@@ -376,6 +390,19 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
+}
+
+/// What the mount's passthrough option means for what an admin sees.
+fn passthrough_text(option: &str) -> String {
+    match option {
+        "on" => "on (files on this process's OSTs are read and written by the kernel itself: \
+                 their bytes are counted nowhere, not in stats, job_stats, metrics or the dashboard)"
+            .to_string(),
+        "auto" => "auto (persistent client caches only: every byte on the OSTs is counted; \
+                   -o passthrough=on trades that for local-disk speed)"
+            .to_string(),
+        other => other.to_string(),
+    }
 }
 
 fn metrics_url(address: &str) -> String {

@@ -1,4 +1,4 @@
-//! FUSE passthrough under `weft up`: the kernel reads and writes the object's file of a
+//! FUSE passthrough under `weft up -o passthrough=on`: the kernel reads and writes the object's file of a
 //! one-object file itself, and every other client still sees every byte (see `OpenIo`).
 
 mod common;
@@ -112,7 +112,7 @@ fn read_at(f: &File, offset: u64, len: usize) -> Vec<u8> {
 
 #[test]
 fn passthrough_writer_and_another_client_see_each_others_bytes() {
-    let up = UpWithSecondClient::start(None);
+    let up = UpWithSecondClient::start(Some("passthrough=on"));
     let (a_path, b_path) = (up.mnt().join("shared"), up.other().join("shared"));
 
     // The `weft up` mount creates a file of one object: the kernel writes it itself.
@@ -205,7 +205,7 @@ fn passthrough_writer_and_another_client_see_each_others_bytes() {
 
 #[test]
 fn real_programs_on_passthrough_files_and_the_option_that_turns_it_off() {
-    let up = UpWithSecondClient::start(None);
+    let up = UpWithSecondClient::start(Some("passthrough=on"));
     let m = up.mnt();
     sh(&m, "sqlite3 db 'create table t(a integer primary key, b text);'");
     sh(&m, "(echo 'begin;'; for i in $(seq 1 2000); do echo \"insert into t(b) values ('row $i');\"; done; echo 'commit;') | sqlite3 db");
@@ -238,22 +238,31 @@ fn real_programs_on_passthrough_files_and_the_option_that_turns_it_off() {
     sh(&m, &format!("mkdir x && tar xf {}/tree.tar -C x", local.path().display()));
     sh(&m, &format!("diff -r --no-dereference {}/src x", local.path().display()));
     sh(&up.other(), &format!("diff -r --no-dereference {}/src x", local.path().display()));
+    // The admin sees that this file system's bytes go uncounted.
+    let status = weft_ok(&["status", "--data", up.data().to_str().unwrap()]);
+    assert!(status.lines().any(|l| l.starts_with("passthrough: on") && l.contains("counted nowhere")), "{status}");
     drop(up);
 
-    // passthrough=off: the same file system, every open through the mount.
-    let up = UpWithSecondClient::start(Some("passthrough=off"));
-    let f = up.mnt().join("plain");
-    let file = File::create(&f).unwrap();
-    assert_eq!(io_modes(&f), (1, 0, 0));
-    drop(file);
+    // By default (auto) and with passthrough=off: the same file system, every open through
+    // the mount, where the OSS counts its bytes.
+    for option in [None, Some("passthrough=off")] {
+        let up = UpWithSecondClient::start(option);
+        let f = up.mnt().join("plain");
+        let file = File::create(&f).unwrap();
+        assert_eq!(io_modes(&f), (1, 0, 0), "{option:?}");
+        drop(file);
+        let status = weft_ok(&["status", "--data", up.data().to_str().unwrap()]);
+        let want = if option.is_none() { "passthrough: auto" } else { "passthrough: off" };
+        assert!(status.lines().any(|l| l.starts_with(want)), "{status}");
+    }
     let out = weft(&["up", "--data", "/nonexistent/weft", "-o", "passthrough=maybe"]);
     let err = String::from_utf8_lossy(&out.stderr);
-    assert!(!out.status.success() && err.contains("passthrough=maybe") && err.contains("on, off"), "{err}");
+    assert!(!out.status.success() && err.contains("passthrough=maybe") && err.contains("auto, on, off"), "{err}");
 }
 
 #[test]
 fn a_scheduling_policy_on_object_io_keeps_new_opens_off_passthrough() {
-    let up = UpWithSecondClient::start(None);
+    let up = UpWithSecondClient::start(Some("passthrough=on"));
     let data = up.data();
     let f = up.mnt().join("shaped");
     weft_ok(&["setstripe", "-c", "1", f.to_str().unwrap()]);

@@ -102,3 +102,88 @@ fn help_and_bad_options_name_what_is_allowed() {
     let out = weft(&["server", "--config", "/nonexistent.toml"]);
     assert!(!out.status.success() && String::from_utf8_lossy(&out.stderr).contains("/nonexistent.toml"));
 }
+
+/// The sum of `counter`'s samples of `job` in job_stats text (every target's).
+fn job_stats_sum(text: &str, job: &str, counter: &str) -> u64 {
+    let mut in_job = false;
+    let mut sum = 0;
+    for line in text.lines() {
+        if let Some(id) = line.trim_start().strip_prefix("- job_id:") {
+            in_job = id.trim() == job;
+        } else if in_job && line.trim_start().starts_with(&format!("{counter}:")) {
+            let s = line.split("sum:").nth(1).and_then(|t| t.split(',').next()).map(str::trim);
+            sum += s.and_then(|s| s.parse::<u64>().ok()).unwrap_or_else(|| panic!("no sum in: {line}"));
+        }
+    }
+    sum
+}
+
+/// The sum of a metric family's samples (every target's).
+fn metric_sum(text: &str, family: &str) -> u64 {
+    text.lines()
+        .filter(|l| l.starts_with(&format!("{family}{{")) || l.starts_with(&format!("{family} ")))
+        .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+        .sum::<f64>() as u64
+}
+
+/// A user of a fresh `weft up` with its default mount options writes with dd and reads
+/// with cat, then looks for the bytes where an admin looks: each must show them.
+#[test]
+fn bytes_written_and_read_on_a_fresh_up_mount_show_in_stats_metrics_job_stats_and_dashboard() {
+    const SIZE_BYTES: u64 = 100 << 20;
+    let dir = tempfile::tempdir().unwrap();
+    let data = dir.path().join("data");
+    let mnt = dir.path().join("mnt");
+    let (d, m) = (data.to_str().unwrap(), mnt.to_str().unwrap());
+    let _down = Down(&data, &mnt);
+    let out = weft_ok(&["up", "--data", d, "--mount", m, "--osts", "2", "--detach"]);
+    let field = |key: &str| out.lines().find_map(|l| l.trim().strip_prefix(key)).map(|v| v.trim().to_string());
+    let metrics = field("metrics: ").expect("the metrics address is printed");
+    let dashboard = field("dashboard: ").expect("the dashboard address is printed");
+
+    sh(&mnt, "dd if=/dev/zero of=big bs=1M count=100 conv=fsync status=none && cat big > /dev/null");
+    assert_eq!(std::fs::metadata(mnt.join("big")).unwrap().len(), SIZE_BYTES);
+    // SAFETY: geteuid only reads the process's credentials.
+    let uid = unsafe { libc::geteuid() };
+    let (dd, cat) = (format!("dd.{uid}"), format!("cat.{uid}"));
+    let counted = |what: &str, read: u64, written: u64| {
+        assert!(
+            (SIZE_BYTES..2 * SIZE_BYTES).contains(&read) && (SIZE_BYTES..2 * SIZE_BYTES).contains(&written),
+            "{what}: read {read}, written {written} bytes; {SIZE_BYTES} each were done"
+        );
+    };
+
+    // The monitor's history (weft stats, the dashboard) fills once an interval: wait for it.
+    let start = std::time::Instant::now();
+    let rows = loop {
+        let j: serde_json::Value =
+            serde_json::from_str(&weft_ok(&["stats", "--data", d, "--since", "10m", "--by", "job", "--json"])).unwrap();
+        let row = |job: &str, key: &str| {
+            j["rows"].as_array().unwrap().iter().find(|r| r["name"] == job).map_or(0, |r| r[key].as_u64().unwrap())
+        };
+        let rows = (row(&cat, "read_bytes"), row(&dd, "write_bytes"));
+        if rows.0 >= SIZE_BYTES && rows.1 >= SIZE_BYTES || start.elapsed() > std::time::Duration::from_secs(45) {
+            break rows;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(500));
+    };
+    counted("weft stats --by job", rows.0, rows.1);
+    let table = weft_ok(&["stats", "--data", d, "--since", "10m", "--by", "job"]);
+    assert!(table.lines().any(|l| l.starts_with(&dd)) && table.lines().any(|l| l.starts_with(&cat)), "{table}");
+
+    let scrape = run(std::process::Command::new("curl").args(["-sf", "--max-time", "10", &metrics]));
+    counted("metrics", metric_sum(&scrape, "weft_read_bytes_total"), metric_sum(&scrape, "weft_write_bytes_total"));
+
+    let jobs = weft_ok(&["get-param", "--data", d, "obdfilter.*.job_stats"]);
+    counted("job_stats", job_stats_sum(&jobs, &cat, "read_bytes"), job_stats_sum(&jobs, &dd, "write_bytes"));
+
+    // The dashboard's charts are drawn from its history API.
+    let api = format!("{dashboard}api/history?kind=job&secs=600");
+    let h: serde_json::Value =
+        serde_json::from_str(&run(std::process::Command::new("curl").args(["-sf", "--max-time", "10", &api]))).unwrap();
+    let total = |job: &str, key: &str| {
+        h["totals"].as_array().unwrap().iter().find(|r| r["name"] == job).map_or(0, |r| r[key].as_u64().unwrap())
+    };
+    counted("the dashboard's history", total(&cat, "read_bytes"), total(&dd, "write_bytes"));
+    weft_ok(&["down", "--data", d]);
+}

@@ -59,9 +59,10 @@ impl fuser::Filesystem for WeftFs {
         if config.add_capabilities(InitFlags::FUSE_EXPORT_SUPPORT).is_err() {
             tracing::info!("the kernel offers no FUSE export support: file handles give ESTALE");
         }
-        // The kernel reads and writes local objects' files itself where it may (see
-        // `OpenIo`); without extent locks nothing could keep the other clients coherent.
-        if mount.opts.passthrough && mount.locking() {
+        // The kernel reads and writes local objects' files (`passthrough=on`, see `OpenIo`)
+        // and cache copies (`pcc.rs`) itself where it may; without extent locks nothing
+        // could keep the other clients coherent.
+        if mount.opts.passthrough != crate::Passthrough::Off && mount.locking() {
             match (config.add_capabilities(InitFlags::FUSE_PASSTHROUGH), config.set_max_stack_depth(1)) {
                 (Ok(()), Ok(_)) => mount.passthrough.store(true, std::sync::atomic::Ordering::Relaxed),
                 _ => tracing::info!("the kernel offers no FUSE passthrough: all I/O goes through the mount"),

@@ -69,9 +69,9 @@ pub struct MountOptions {
     pub fsname: String,
     /// Largest write the kernel sends in one request.
     pub max_write_bytes: u32,
-    /// Let the kernel read and write the object's file itself for files of one object on an
-    /// OST of this process (FUSE passthrough), when extent locks are on.
-    pub passthrough: bool,
+    /// Which files the kernel reads and writes itself (FUSE passthrough, only with extent
+    /// locks on).
+    pub passthrough: Passthrough,
     /// Take the kernel's requests through io_uring, one queue per CPU, where the kernel
     /// offers it (Linux 6.14+, `fuse.enable_uring=1`); /dev/fuse otherwise.
     pub uring: bool,
@@ -83,6 +83,45 @@ pub struct MountOptions {
     pub dev: bool,
     /// When reads move atime (`noatime`, `relatime`, `strictatime`).
     pub atime: AtimeMode,
+}
+
+/// Which files the kernel reads and writes itself, past the mount (FUSE passthrough). No
+/// request carries such I/O, so no server counts it: the kernel tells the mount nothing per
+/// read or write, and nothing else counts bytes per file (a process's I/O accounting has all
+/// its files, cachestat has page-cache state, not totals). Passthrough therefore gives way
+/// wherever a server would count the bytes, unless the site asks for it (`On`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Passthrough {
+    /// Every byte through the mount; a persistent client cache cannot work.
+    Off,
+    /// Only where no server counts the bytes: a persistent client cache's copies, whose
+    /// I/O is on this node's disk by design (as Lustre's PCC). A file on an OST of this
+    /// process goes through the mount, so its OSS counts its bytes per job, user and target.
+    #[default]
+    Auto,
+    /// Also files of one object on an OST of this process, at local-disk speed; the bytes
+    /// done to them are then counted nowhere (the opens, closes and sizes still are).
+    On,
+}
+
+impl Passthrough {
+    /// The mount option's value (`passthrough=auto|on|off`).
+    pub fn parse(value: &str) -> Result<Passthrough, String> {
+        match value {
+            "auto" => Ok(Passthrough::Auto),
+            "on" => Ok(Passthrough::On),
+            "off" => Ok(Passthrough::Off),
+            _ => Err(format!("passthrough={value}: allowed values are auto, on, off")),
+        }
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Passthrough::Off => "off",
+            Passthrough::Auto => "auto",
+            Passthrough::On => "on",
+        }
+    }
 }
 
 /// The kernel's switch for FUSE over io_uring (Linux 6.14+; absent on older kernels).
@@ -102,7 +141,7 @@ impl Default for MountOptions {
             allow_other: true,
             fsname: "weft".to_string(),
             max_write_bytes: WRITE_BYTES_MAX,
-            passthrough: true,
+            passthrough: Passthrough::default(),
             uring: true,
             jobid: JobidScheme::default(),
             suid: false,

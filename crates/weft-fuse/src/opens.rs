@@ -104,8 +104,10 @@ impl Mount {
     /// The MDS open flags for kernel open flags, asking for passthrough when this mount
     /// could give it (see [`OpenIo`]).
     fn mds_open_flags(&self, fid: Option<Fid>, flags: i32) -> u32 {
-        // (`passthrough` is on only where locks are: see `init`.)
-        let passthrough = self.passthrough.load(Ordering::Relaxed)
+        // (`passthrough` is on only where locks are: see `init`.) Only when the site asked:
+        // the OSS counts no byte done this way (see `Passthrough`).
+        let passthrough = self.opts.passthrough == crate::Passthrough::On
+            && self.passthrough.load(Ordering::Relaxed)
             && fid.is_none_or(|fid| self.io.passthrough_possible(fid))
             && self.client.passthrough_allowed();
         let flags =

@@ -428,7 +428,7 @@ impl Mount {
         if !self.passthrough.load(Ordering::Relaxed) {
             return Err(WeftError::new(
                 ErrorCode::NotSupported,
-                "this mount has no FUSE passthrough (kernel 6.9+, mount option passthrough=on): a cache needs it",
+                "this mount has no FUSE passthrough (kernel 6.9+, mount option passthrough=auto or on): a cache needs it",
             ));
         }
         let dir = std::path::absolute(&req.dir).map_err(|e| io_error("cache directory", Path::new(&req.dir), e))?;

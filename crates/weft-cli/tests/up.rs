@@ -2,37 +2,69 @@
 
 mod common;
 use common::*;
-use std::path::Path;
+use std::path::PathBuf;
 
-struct Down<'a>(&'a Path, &'a Path);
-impl Drop for Down<'_> {
+/// A `weft up` of its own in a temp dir (`data`, mounted at `mnt`): brought down, and its
+/// mount let go, on drop, even when the test fails.
+struct Up {
+    _dir: tempfile::TempDir,
+    data: PathBuf,
+    mnt: PathBuf,
+}
+
+impl Up {
+    fn new() -> Up {
+        let dir = tempfile::tempdir().unwrap();
+        let (data, mnt) = (dir.path().join("data"), dir.path().join("mnt"));
+        Up { _dir: dir, data, mnt }
+    }
+
+    fn d(&self) -> &str {
+        self.data.to_str().unwrap()
+    }
+
+    fn m(&self) -> &str {
+        self.mnt.to_str().unwrap()
+    }
+
+    /// `weft up --detach` with `extra` options; what it printed.
+    fn start(&self, extra: &[&str]) -> String {
+        let mut args = vec!["up", "--data", self.d(), "--mount", self.m(), "--detach"];
+        args.extend_from_slice(extra);
+        weft_ok(&args)
+    }
+}
+
+impl Drop for Up {
     fn drop(&mut self) {
-        let _ = weft(&["down", "--data", self.0.to_str().unwrap()]);
-        if weft_harness::is_mounted(self.1) {
-            let _ = std::process::Command::new("fusermount3").arg("-uz").arg(self.1).status();
+        let _ = weft(&["down", "--data", self.d()]);
+        if weft_harness::is_mounted(&self.mnt) {
+            let _ = std::process::Command::new("fusermount3").arg("-uz").arg(&self.mnt).status();
         }
     }
 }
 
+/// The value of the line `key VALUE` that `weft up` or `weft status` printed.
+fn printed(out: &str, key: &str) -> Option<String> {
+    out.lines().find_map(|l| l.trim().strip_prefix(key)).map(|v| v.trim().to_string())
+}
+
 #[test]
 fn up_status_down_and_up_again_with_the_data() {
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let mnt = dir.path().join("mnt");
-    let (d, m) = (data.to_str().unwrap(), mnt.to_str().unwrap());
-    let _down = Down(&data, &mnt);
-
-    let out = weft_ok(&["up", "--data", d, "--mount", m, "--osts", "2", "--detach"]);
+    let up = Up::new();
+    let (d, m, mnt) = (up.d(), up.m(), &up.mnt);
+    let out = up.start(&["--osts", "2"]);
     assert!(out.contains("is up") && out.contains("2 OSTs"), "{out}");
     // It serves metrics, and says where.
-    let url = out.lines().find_map(|l| l.trim().strip_prefix("metrics: ")).expect("the metrics address is printed");
+    let url = printed(&out, "metrics: ").expect("the metrics address is printed");
+    let url = url.as_str();
     let scrape = std::process::Command::new("curl").args(["-sf", "--max-time", "10", url]).output().unwrap();
     let text = String::from_utf8_lossy(&scrape.stdout);
     assert!(
         scrape.status.success() && text.contains("weft_target_space_bytes{target=\"weft-OST0001\""),
         "{url}:\n{text}"
     );
-    assert!(weft_harness::is_mounted(&mnt));
+    assert!(weft_harness::is_mounted(mnt));
     // The mount's source names the management service and the file system.
     let source = run(std::process::Command::new("findmnt").args(["-n", "-o", "SOURCE", m]));
     let mgs = out.lines().find_map(|l| l.split("weft mount ").nth(1)?.split_whitespace().next()).expect("mgs address");
@@ -52,9 +84,8 @@ fn up_status_down_and_up_again_with_the_data() {
     let j: serde_json::Value = serde_json::from_str(&weft_ok(&["status", "--data", d, "--json"])).unwrap();
     assert_eq!(j["running"], true);
     // Status says where the metrics and the dashboard are, as up did when it started.
-    let field = |key: &str| status.lines().find_map(|l| l.strip_prefix(key)).map(|v| v.trim().to_string());
-    assert_eq!(field("metrics:").as_deref(), Some(url), "{status}");
-    let dashboard = field("dashboard:").unwrap_or_else(|| panic!("no dashboard address in:\n{status}"));
+    assert_eq!(printed(&status, "metrics:").as_deref(), Some(url), "{status}");
+    let dashboard = printed(&status, "dashboard:").unwrap_or_else(|| panic!("no dashboard address in:\n{status}"));
     let page = std::process::Command::new("curl").args(["-sf", "--max-time", "10", &dashboard]).output().unwrap();
     let html = String::from_utf8_lossy(&page.stdout);
     assert!(page.status.success() && html.contains("<title>Weft"), "{dashboard}:\n{html}");
@@ -64,10 +95,10 @@ fn up_status_down_and_up_again_with_the_data() {
     assert!(j["targets"].as_array().unwrap().iter().all(|t| t["state"] == "up"));
 
     weft_ok(&["down", "--data", d]);
-    assert!(!weft_harness::is_mounted(&mnt));
+    assert!(!weft_harness::is_mounted(mnt));
     assert!(weft_ok(&["status", "--data", d]).contains("not running"));
 
-    weft_ok(&["up", "--data", d, "--mount", m, "--detach"]);
+    up.start(&[]);
     assert_eq!(std::fs::read(mnt.join("kept")).unwrap(), payload, "weft up brings the data back");
     assert!(mnt.join("dir").is_dir());
     weft_ok(&["down", "--data", d]);
@@ -131,17 +162,13 @@ fn metric_sum(text: &str, family: &str) -> u64 {
 #[test]
 fn bytes_written_and_read_on_a_fresh_up_mount_show_in_stats_metrics_job_stats_and_dashboard() {
     const SIZE_BYTES: u64 = 100 << 20;
-    let dir = tempfile::tempdir().unwrap();
-    let data = dir.path().join("data");
-    let mnt = dir.path().join("mnt");
-    let (d, m) = (data.to_str().unwrap(), mnt.to_str().unwrap());
-    let _down = Down(&data, &mnt);
-    let out = weft_ok(&["up", "--data", d, "--mount", m, "--osts", "2", "--detach"]);
-    let field = |key: &str| out.lines().find_map(|l| l.trim().strip_prefix(key)).map(|v| v.trim().to_string());
-    let metrics = field("metrics: ").expect("the metrics address is printed");
-    let dashboard = field("dashboard: ").expect("the dashboard address is printed");
+    let up = Up::new();
+    let (d, mnt) = (up.d(), &up.mnt);
+    let out = up.start(&["--osts", "2"]);
+    let metrics = printed(&out, "metrics: ").expect("the metrics address is printed");
+    let dashboard = printed(&out, "dashboard: ").expect("the dashboard address is printed");
 
-    sh(&mnt, "dd if=/dev/zero of=big bs=1M count=100 conv=fsync status=none && cat big > /dev/null");
+    sh(mnt, "dd if=/dev/zero of=big bs=1M count=100 conv=fsync status=none && cat big > /dev/null");
     assert_eq!(std::fs::metadata(mnt.join("big")).unwrap().len(), SIZE_BYTES);
     // SAFETY: geteuid only reads the process's credentials.
     let uid = unsafe { libc::geteuid() };

@@ -5,8 +5,10 @@
 //! attributes of the inode are dropped when it moved, so that the next stat shows it; other
 //! clients that cached the old one were called back by the MDS.
 
+use crate::convert::timestamp;
 use crate::mount::Mount;
 use fuser::INodeNo;
+use std::time::SystemTime;
 use weft_proto::msg::{atime_moves, Timestamp, OPEN_ATIME_RELATIME, OPEN_ATIME_STRICT};
 use weft_proto::Fid;
 
@@ -65,7 +67,7 @@ impl Mount {
     pub(crate) fn without_needless_atime(&self, fid: Fid, mds_flags: u32) -> u32 {
         let asks = mds_flags & (OPEN_ATIME_RELATIME | OPEN_ATIME_STRICT) != 0;
         match self.client.cached_attr(fid) {
-            Some(a) if asks && !atime_moves(mds_flags, a.atime, a.mtime, a.ctime, Timestamp::now()) => {
+            Some(a) if asks && !atime_moves(mds_flags, a.atime, a.mtime, a.ctime, timestamp(SystemTime::now())) => {
                 mds_flags & !(OPEN_ATIME_RELATIME | OPEN_ATIME_STRICT)
             }
             _ => mds_flags,

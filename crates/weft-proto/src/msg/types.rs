@@ -49,12 +49,6 @@ impl Timestamp {
     pub fn from_nanos(ns: u64) -> Timestamp {
         Timestamp { sec: (ns / 1_000_000_000) as i64, nsec: (ns % 1_000_000_000) as u32 }
     }
-
-    /// This machine's time now.
-    pub fn now() -> Timestamp {
-        let since = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
-        Timestamp { sec: since.as_secs() as i64, nsec: since.subsec_nanos() }
-    }
 }
 
 /// Attributes as `stat` shows them.

@@ -405,6 +405,12 @@ def mapped():
     os.close(fd)
 for what, change in [("pwrite", pwrite), ("append", append), ("shared mmap", mapped)]:
     print(what, "moves mtime and ctime:", changed("f", change))
+# A time set on purpose after writing, before the close (cp -p, rsync -t, tar x) stays.
+fd = os.open("copy", os.O_CREAT | os.O_WRONLY, 0o644)
+os.write(fd, b"copied")
+os.utime(fd, ns=(1_000_000_000_123, 1_000_000_000_456))
+os.close(fd)
+print("a time set before the close:", os.stat("copy").st_mtime_ns)
 print(os.stat("f").st_size, open("f", "rb").read(5))
 print(os.stat("f").st_mtime_ns, file=sys.stderr)
 "#;
@@ -450,6 +456,8 @@ fn a_program_runs_with_only_its_execute_bit() {
 /// was ESTALE. (Drops the machine's dentry and inode caches: root only, as the suite runs.)
 #[test]
 fn file_handles_stay_valid_for_the_file_s_life() {
+    // SAFETY: geteuid has no preconditions.
+    assert_eq!(unsafe { libc::geteuid() }, 0, "this test drops the kernel's caches: run it as root");
     let mut c = Cluster::single_node(&weft_bin(), 2);
     let m = c.mount();
     let expected = python_as_on_local(&m, FILE_HANDLES_PY, 60);

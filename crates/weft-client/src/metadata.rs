@@ -335,11 +335,11 @@ impl Client {
             inode.attr.blocks = objects.blocks;
             inode.attr.size_known = true;
             // Writes change the objects, not the MDS's inode (until the writer's close): the
-            // file was modified when its objects last were, if that is later.
+            // file was modified when its objects last were, if that is after the inode's last
+            // change (a time set on purpose since, `cp -p`, stays).
             let written = weft_proto::msg::Timestamp::from_nanos(objects.mtime_ns);
-            if written > inode.attr.mtime {
-                inode.attr.mtime = written;
-                inode.attr.ctime = inode.attr.ctime.max(written);
+            if written > inode.attr.ctime {
+                (inode.attr.mtime, inode.attr.ctime) = (written, written);
             }
         }
         Ok(())

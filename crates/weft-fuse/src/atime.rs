@@ -67,7 +67,13 @@ impl Mount {
     pub(crate) fn without_needless_atime(&self, fid: Fid, mds_flags: u32) -> u32 {
         let asks = mds_flags & (OPEN_ATIME_RELATIME | OPEN_ATIME_STRICT) != 0;
         match self.client.cached_attr(fid) {
-            Some(a) if asks && !atime_moves(mds_flags, a.atime, a.mtime, a.ctime, timestamp(SystemTime::now())) => {
+            // With a writer open (size not known) its close may move mtime without calling
+            // this lock back: ask the MDS then.
+            Some(a)
+                if asks
+                    && a.size_known
+                    && !atime_moves(mds_flags, a.atime, a.mtime, a.ctime, timestamp(SystemTime::now())) =>
+            {
                 mds_flags & !(OPEN_ATIME_RELATIME | OPEN_ATIME_STRICT)
             }
             _ => mds_flags,

@@ -129,6 +129,11 @@ impl Mount {
             last = Some((attr, layout));
         }
         let rest = SetAttr { size: None, ..set };
+        if rest.mtime.is_some() {
+            // A modification time set on purpose (`cp -p`, `touch -d`) comes after the
+            // writes before it: they must not land later and move it again.
+            self.writes.wait_idle(fid).await;
+        }
         if rest != SetAttr::default() {
             let inode = self.complete(who, self.client.setattr(who, fid, rest).await?).await?;
             last = Some((inode.attr, inode.layout));

@@ -33,30 +33,32 @@ pub fn close(
     let destroyed = rec.nlink == 0 && last_open;
     if destroyed {
         ctx.t.destroy_inode(fid, &rec)?;
-    } else if last_writer && rec.kind == FileType::Regular {
-        match size_blocks {
-            Some((size, blocks)) => {
-                rec.size = size;
-                rec.blocks = blocks;
-                rec.size_known = true;
-                ctx.t.put_inode(fid, &rec)?;
+    } else if rec.kind == FileType::Regular && oh.writes() {
+        let mut changed = false;
+        if last_writer {
+            match size_blocks {
+                Some((size, blocks)) => {
+                    (rec.size, rec.blocks, rec.size_known) = (size, blocks, true);
+                    changed = true;
+                }
+                // A writer that wrote nothing, alone since it opened a file of trusted size:
+                // the recorded size is still right, so no client needs to glimpse the objects.
+                None if still_trusted && !rec.size_known => {
+                    rec.size_known = true;
+                    changed = true;
+                }
+                None => {}
             }
-            // A writer that wrote nothing, alone since it opened a file of trusted size: the
-            // recorded size is still right, so no client needs to glimpse the objects.
-            None if still_trusted && !rec.size_known => {
-                rec.size_known = true;
-                ctx.t.put_inode(fid, &rec)?;
-            }
-            None => {}
         }
-    }
-    let written = Timestamp::from_nanos(mtime_ns);
-    if oh.writes() && !destroyed && rec.kind == FileType::Regular && written > rec.mtime {
-        // The writer's objects changed after the inode last did: the file was modified
-        // then (its writes went to the OSTs, not here).
-        rec.mtime = written;
-        rec.ctime = rec.ctime.max(written);
-        ctx.t.put_inode(fid, &rec)?;
+        if let Some(written) = written_after(Timestamp::from_nanos(mtime_ns), &rec) {
+            // The writer's objects changed after the inode last did: the file was modified
+            // then (its writes went to the OSTs, not here).
+            (rec.mtime, rec.ctime) = (written, written);
+            changed = true;
+        }
+        if changed {
+            ctx.t.put_inode(fid, &rec)?;
+        }
     }
     ctx.core.open_files().close(handle, ctx.undo).expect("handle checked above");
     if oh.writes() && !destroyed && rec.kind == FileType::Regular {
@@ -72,6 +74,12 @@ pub fn close(
         ctx.record(weft_proto::msg::changelog::ChangelogType::Close, 0, fid, None)?;
     }
     Ok((!destroyed).then(|| crate::inode_info(ctx.core, fid, &rec)))
+}
+
+/// The objects' latest change, when it is later than the inode's last change (`ctime`): a
+/// time set on purpose since (`cp -p`, `touch -d`: a setattr, which moves ctime) stays.
+pub(crate) fn written_after(written: Timestamp, rec: &crate::schema::InodeRecord) -> Option<Timestamp> {
+    (written > rec.ctime).then_some(written)
 }
 
 impl Mutation for mdt::Close {

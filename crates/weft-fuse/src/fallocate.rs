@@ -14,7 +14,6 @@ use crate::mount::{evicted, reply_empty, Mount};
 use fuser::{Errno, FileHandle, ReplyEmpty};
 use std::sync::Arc;
 use weft_client::fallocate::range_with_objects;
-use weft_proto::limits::FILE_SIZE_MAX_BYTES;
 use weft_proto::lock::LockMode;
 use weft_proto::msg::ost::FallocMode;
 use weft_proto::msg::Caller;
@@ -60,12 +59,6 @@ impl Mount {
             if len == 0 {
                 return Err(WeftError::invalid("fallocate of 0 bytes"));
             }
-            if offset.checked_add(len).is_none_or(|end| end > FILE_SIZE_MAX_BYTES) {
-                return Err(WeftError::new(
-                    ErrorCode::FileTooBig,
-                    format!("fallocate of {len} bytes at {offset} passes the largest file size"),
-                ));
-            }
             if file.generation != self.client.generation() {
                 return Err(evicted());
             }
@@ -75,9 +68,13 @@ impl Mount {
                     format!("{} is in this mount's persistent client cache: fallocate is not served there", file.fid),
                 ));
             }
-            let Some(known) = file.layout() else {
+            let Some(mut known) = file.layout() else {
                 return Err(WeftError::io(format!("{} has no layout", file.fid)));
             };
+            if !known.fully_instantiated() {
+                // Another client may have given components objects since this open.
+                known = self.refresh_layout(&who, &file).await?;
+            }
             self.writes.wait_idle(file.fid).await;
             if mode.needs_objects(keep_size) {
                 // As a write: the components the range reaches get their objects.

@@ -227,6 +227,8 @@ impl Mount {
                 if let Some(inode) = self.client.instantiate(who, file.fid, &layout, offset, len, open).await? {
                     if let Some(new) = inode.layout {
                         layout = self.share_layout(file, new, inode.lock.as_ref().map(|l| l.handle));
+                        // Its stripes as granted (fewer than planned, maybe) bound the file.
+                        layout.check_writable(offset, len)?;
                     }
                 }
             }
@@ -256,7 +258,7 @@ impl Mount {
 
     /// The file's layout as the MDS has it now, with the lock it came with, for every open
     /// of the file on this mount.
-    async fn refresh_layout(&self, who: &Caller, file: &OpenFile) -> WeftResult<Arc<Layout>> {
+    pub(crate) async fn refresh_layout(&self, who: &Caller, file: &OpenFile) -> WeftResult<Arc<Layout>> {
         let inode = self.client.getattr(who, file.fid).await?;
         let layout = inode.layout.ok_or_else(|| WeftError::io(format!("{} lost its layout", file.fid)))?;
         Ok(self.share_layout(file, layout, inode.lock.as_ref().map(|l| l.handle)))

@@ -501,20 +501,32 @@ impl LayoutComponent {
 
     /// The object range each stripe contributes to `[offset, offset+len)`, one per stripe
     /// touched, ordered by stripe. Each is contiguous in the object, so one request each.
+    /// Computed per stripe from the range's first and last bytes in it, so its cost does not
+    /// grow with the range (a punch of a whole file, of any size).
     pub fn object_extents(&self, offset: u64, len: u64) -> Vec<ObjectExtent> {
-        let mut out: Vec<ObjectExtent> = Vec::with_capacity(self.objects.len().min(16));
-        for c in self.chunks(offset, len) {
-            match out.iter_mut().find(|e| e.stripe == c.stripe) {
-                Some(e) => {
-                    debug_assert_eq!(e.object_offset + e.len, c.object_offset, "object extent must be contiguous");
-                    e.len += c.len;
+        let (ss, n) = (self.stripe_size, self.objects.len() as u64);
+        debug_assert!(ss > 0 && n > 0);
+        let Some(last) = offset.checked_add(len).and_then(|end| end.checked_sub(1)).filter(|_| len > 0) else {
+            return Vec::new();
+        };
+        let (first_unit, last_unit) = (offset / ss, last / ss);
+        (0..n)
+            .filter_map(|k| {
+                // The stripe's first unit at or after the range's first, and last at or before
+                // its last.
+                let from_unit = first_unit + (k + n - first_unit % n) % n;
+                let to_unit = last_unit.checked_sub((last_unit % n + n - k) % n)?;
+                if from_unit > to_unit {
+                    return None;
                 }
-                None => out.push(ObjectExtent { stripe: c.stripe, object_offset: c.object_offset, len: c.len }),
-            }
-            // Once every stripe is touched the rest only extends them: skip ahead in whole rounds.
-        }
-        out.sort_by_key(|e| e.stripe);
-        out
+                let start = if from_unit == first_unit { offset } else { from_unit * ss };
+                let end = if to_unit == last_unit { last } else { to_unit * ss + ss - 1 };
+                let (stripe, object_offset) = self.locate(start);
+                let object_end = self.locate(end).1 + 1;
+                debug_assert_eq!(stripe as u64, k);
+                Some(ObjectExtent { stripe, object_offset, len: object_end - object_offset })
+            })
+            .collect()
     }
 
     /// The size object `stripe` has in a file of exactly `file_size` bytes (for truncate).
@@ -585,6 +597,9 @@ mod tests {
                 }
             }
         }
+        // A range of any size costs one step per stripe (a punch of a whole file).
+        let wide = comp(1 << 20, 4).object_extents(12345, 1 << 60);
+        assert_eq!((wide.len(), wide.iter().map(|e| e.len).sum::<u64>()), (4, 1 << 60));
     }
 
     #[test]

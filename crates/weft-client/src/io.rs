@@ -16,9 +16,6 @@ use weft_proto::limits::{FILE_SIZE_MAX_BYTES, RPC_BULK_BYTES_MAX};
 use weft_proto::msg::{mdt, ost, Attr, Caller, InodeInfo, SetAttr, TargetKind};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
-/// A file's size and 512-byte blocks from its objects' attributes (`attrs`: every object of
-/// every instantiated component, in layout order): the end of the last byte any component
-/// holds.
 /// What a file's objects hold, read in one pass: the file's size and blocks, its data
 /// version, and the latest change to any of them (the file's mtime when later than the
 /// MDS's, as Lustre's). A writer's close tells the MDS all of it.
@@ -31,6 +28,9 @@ pub struct Glimpse {
     pub mtime_ns: u64,
 }
 
+/// A file's size and 512-byte blocks from its objects' attributes (`attrs`: every object of
+/// every instantiated component, in layout order): the end of the last byte any component
+/// holds.
 fn size_and_blocks(layout: &Layout, attrs: &[ost::ObjectAttr]) -> (u64, u64) {
     let mut size = 0;
     let mut rest = attrs;

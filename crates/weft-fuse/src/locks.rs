@@ -56,13 +56,14 @@ pub(crate) fn setlkw_pauses() -> impl Iterator<Item = Duration> {
 /// file descriptions (kernel file handles) it set them through.
 #[derive(Default)]
 pub(crate) struct Advisory {
-    owners: HashMap<(Fid, u64), Vec<u64>>,
+    /// By file, then by owner: the opens it locked through.
+    files: HashMap<Fid, HashMap<u64, Vec<u64>>>,
 }
 
 impl Advisory {
     /// `owner` set a lock on `fid` through open `fh`.
     pub(crate) fn note(&mut self, fid: Fid, owner: u64, fh: u64) {
-        let opens = self.owners.entry((fid, owner)).or_default();
+        let opens = self.files.entry(fid).or_default().entry(owner).or_default();
         if !opens.contains(&fh) {
             opens.push(fh);
         }
@@ -70,7 +71,12 @@ impl Advisory {
 
     /// The locks of `owner` on `fid` are being released: whether it may have had any.
     pub(crate) fn forget(&mut self, fid: Fid, owner: u64) -> bool {
-        self.owners.remove(&(fid, owner)).is_some()
+        let Some(owners) = self.files.get_mut(&fid) else { return false };
+        let had = owners.remove(&owner).is_some();
+        if owners.is_empty() {
+            self.files.remove(&fid);
+        }
+        had
     }
 
     /// The last close of open `fh` of `fid`: the owners that set locks through it and may
@@ -79,16 +85,15 @@ impl Advisory {
     /// last close could come, so an owner found here with them has locked again since, and
     /// only through this open.
     pub(crate) fn released(&mut self, fid: Fid, fh: u64) -> Vec<u64> {
-        let owners: Vec<u64> = self
-            .owners
-            .iter()
-            .filter(|((f, _), opens)| *f == fid && opens.contains(&fh))
-            .map(|((_, owner), _)| *owner)
-            .collect();
-        for owner in &owners {
-            self.owners.remove(&(fid, *owner));
+        let Some(owners) = self.files.get_mut(&fid) else { return Vec::new() };
+        let gone: Vec<u64> = owners.iter().filter(|(_, opens)| opens.contains(&fh)).map(|(owner, _)| *owner).collect();
+        for owner in &gone {
+            owners.remove(owner);
         }
-        owners
+        if owners.is_empty() {
+            self.files.remove(&fid);
+        }
+        gone
     }
 }
 

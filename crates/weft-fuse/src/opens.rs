@@ -28,7 +28,6 @@ pub(crate) struct KernelAnswer {
     pub backing: Option<Arc<Backing>>,
 }
 
-/// The MDS open flags for kernel open flags.
 /// The flag the kernel's execve(2) opens its program with (`__FMODE_EXEC`, kept in the
 /// open's flags that FUSE passes on; not an O_ flag a program can give).
 const KERNEL_FMODE_EXEC: i32 = 0x20;

@@ -87,7 +87,9 @@ impl<'a> RequestWithSender<'a> {
                     | ll::Operation::FSync(_)
                     | ll::Operation::FSyncDir(_)
                     | ll::Operation::Release(_)
-                    | ll::Operation::ReleaseDir(_) => {}
+                    | ll::Operation::ReleaseDir(_)
+                    // Weft patch: an interrupt comes from the kernel, not the caller.
+                    | ll::Operation::Interrupt(_) => {}
                     ll::Operation::ReadDirPlus(_) => {}
                     _ => {
                         return Err(Errno::EACCES);

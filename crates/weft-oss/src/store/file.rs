@@ -407,7 +407,6 @@ fn dir_index(oid: u32) -> usize {
     (oid % OBJECT_DIRS_COUNT) as usize
 }
 
-/// Names the object and the operation in an I/O error.
 /// fallocate(2) with `flags` on `[offset, offset+len)` of `file`.
 fn fallocate_at(file: &std::fs::File, flags: i32, offset: u64, len: u64) -> std::io::Result<()> {
     use std::os::fd::AsRawFd;
@@ -426,6 +425,7 @@ fn fallocate_at(file: &std::fs::File, flags: i32, offset: u64, len: u64) -> std:
     }
 }
 
+/// Names the object and the operation in an I/O error.
 fn io_error(oid: u32, what: &str, e: std::io::Error) -> StoreError {
     StoreError::from_io(format_args!("object {oid}: {what}"), e)
 }

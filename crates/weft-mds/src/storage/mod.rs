@@ -84,6 +84,9 @@ pub trait JournalStore: Send + Sync + 'static {
     fn len_bytes(&self) -> StorageResult<u64>;
 }
 
+/// The journal's file in an MDT's directory (beside the key-value store's).
+pub const JOURNAL_FILE_NAME: &str = "journal";
+
 /// Everything an MDT stores.
 #[derive(Clone)]
 pub struct MdtStorage {
@@ -98,7 +101,7 @@ impl MdtStorage {
             .map_err(|e| StorageError::Io(format!("cannot create MDT directory {}: {e}", dir.display())))?;
         Ok(MdtStorage {
             kv: Arc::new(redb_kv::RedbKv::open(&dir.join(crate::schema::DB_FILE_NAME))?),
-            journal: Arc::new(file_journal::FileJournal::open(&dir.join(crate::journal::JOURNAL_FILE_NAME))?),
+            journal: Arc::new(file_journal::FileJournal::open(&dir.join(JOURNAL_FILE_NAME))?),
         })
     }
 }

@@ -1,11 +1,12 @@
 //! What the operations that make or change a file's layout share: a layout made from a
 //! spec and its components given objects (create, open of a released file, layout intents,
-//! volatile files, setstripe). Apart from create.rs, open.rs and stripe.rs so that none of
-//! them imports another for it.
+//! volatile files, setstripe), and the mirror a write intent keeps (layout intents, mirror
+//! operations). Apart from create.rs, open.rs, mirror.rs and stripe.rs so that none of them
+//! imports another for it.
 
 use super::OpCtx;
 use crate::objects::{instantiation_wants, Reservation};
-use weft_proto::layout::{comp_flags, dom_target};
+use weft_proto::layout::{comp_flags, dom_mdt, dom_target};
 use weft_proto::{Layout, StripeSpec, WeftResult};
 
 /// The layout of `spec`, its first component instantiated from the request's reservation
@@ -58,4 +59,22 @@ pub fn instantiate(ctx: &mut OpCtx<'_>, layout: &mut Layout, end: u64, mirror: O
         comp.flags |= comp_flags::INIT;
     }
     Ok(true)
+}
+
+/// The mirror a write intent keeps: the first in sync whose objects are all on OSTs that
+/// are up (the first in sync when none is whole).
+pub fn primary(layout: &Layout, up: &impl Fn(u32) -> bool) -> u16 {
+    let in_sync: Vec<u16> = layout.mirror_ids().into_iter().filter(|id| layout.mirror_in_sync(*id)).collect();
+    let whole = |id: &u16| layout.mirror(*id).objects().all(|o| dom_mdt(o.ost).is_some() || up(o.ost));
+    in_sync.iter().copied().find(whole).or(in_sync.first().copied()).unwrap_or(0)
+}
+
+/// Marks every component of every mirror but `keep` stale; whether any changed.
+pub fn mark_stale_except(layout: &mut Layout, keep: u16) -> bool {
+    let mut changed = false;
+    for c in layout.components.iter_mut().filter(|c| c.mirror_id != keep) {
+        changed |= c.flags & comp_flags::STALE == 0;
+        c.flags |= comp_flags::STALE;
+    }
+    changed
 }

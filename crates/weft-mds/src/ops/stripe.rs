@@ -77,7 +77,7 @@ pub fn prepare_intent(
 /// The mirror a write intent writes to (None: a file without mirrors, or a resync, which
 /// instantiates every mirror).
 fn intent_mirror(layout: &weft_proto::Layout, resync: bool, up: &impl Fn(u32) -> bool) -> Option<u16> {
-    (layout.is_mirrored() && !resync).then(|| super::mirror::primary(layout, up))
+    (layout.is_mirrored() && !resync).then(|| super::layout::primary(layout, up))
 }
 
 impl Mutation for mdt::LayoutIntent {
@@ -96,7 +96,7 @@ impl Mutation for mdt::LayoutIntent {
         let mirror = intent_mirror(&layout, self.resync, &up);
         // A write on a file with several mirrors in sync: the others miss it from now on.
         let mut changed = match mirror {
-            Some(keep) if layout.read_mirrors().len() > 1 => super::mirror::mark_stale_except(&mut layout, keep),
+            Some(keep) if layout.read_mirrors().len() > 1 => super::layout::mark_stale_except(&mut layout, keep),
             _ => false,
         };
         changed |= super::layout::instantiate(ctx, &mut layout, self.end, mirror)?;

@@ -39,6 +39,8 @@ import sys
 
 LINES_BEFORE_TESTS_MAX = 700
 
+ITEM_KEYWORDS = {"struct", "enum", "union", "trait", "type", "fn", "const", "static"}
+
 TOKEN = re.compile(
     r"""
     (?P<ws>\s+)
@@ -153,6 +155,8 @@ class FileScan:
         self.children = []  # (module tuple, file path or None when inline, test-only)
         self.paths = []  # (module tuple the path is written in, segments, line, in_pub_use)
         self.reexports = {}  # (module tuple, name) -> (module tuple, segments)
+        self.globs = []  # (module tuple, segments) of `pub use path::*`
+        self.defines = set()  # (module tuple, name) of the items declared here
         self.idents = {}  # identifier -> occurrences in non-test code
 
 
@@ -253,6 +257,8 @@ def scan(path, module, text):
                 scan_.paths.append((current, segs, line, is_pub, alias))
             i = j
             continue
+        if v in ITEM_KEYWORDS and i + 1 < len(tokens) and tokens[i + 1][0] == "ident":
+            scan_.defines.add((current, tokens[i + 1][1]))
         if kind == "ident":
             scan_.idents[v] = scan_.idents.get(v, 0) + 1
             prev = tokens[i - 1][1] if i else ""
@@ -348,19 +354,53 @@ class Crate:
         if target is None:
             return None
         if rest and rest[0] != "*" and seen < 8:
-            follow = self.scans[target].reexports.get((m, rest[0]))
+            scan_ = self.scans[target]
+            if (m, rest[0]) in scan_.defines:
+                return target
+            follow = scan_.reexports.get((m, rest[0]))
             if follow is not None:
                 where, path = follow
                 deeper = self.resolve(root, where, path + rest[1:], seen + 1)
                 if deeper is not None:
                     return deeper
+            for where, path in scan_.globs:
+                if where != m or not self.knows(root, where, path[:-1] + rest[:1], seen + 1):
+                    continue
+                deeper = self.resolve(root, where, path[:-1] + rest, seen + 1)
+                if deeper is not None and deeper != target:
+                    return deeper
         return target
+
+    def knows(self, root, module, segs, seen):
+        """Whether the item segs (written in module) is declared or re-exported where it leads."""
+        if seen > 8:
+            return False
+        first = segs[0]
+        if first == "crate":
+            m, rest = (), segs[1:]
+        elif first in ("super", "self"):
+            m, rest = module, segs
+            while rest and rest[0] in ("super", "self"):
+                m, rest = (m[:-1] if rest[0] == "super" else m), rest[1:]
+        else:
+            m, rest = module + (first,), segs[1:]
+        while rest and (root, m + (rest[0],)) in self.modules:
+            m, rest = m + (rest[0],), rest[1:]
+        target = self.modules.get((root, m))
+        if target is None or len(rest) != 1:
+            return False
+        scan_ = self.scans[target]
+        if (m, rest[0]) in scan_.defines or (m, rest[0]) in scan_.reexports:
+            return True
+        return any(w == m and self.knows(root, w, p[:-1] + rest, seen + 1) for w, p in scan_.globs)
 
     def graph(self):
         for path, s in self.scans.items():
             for module, segs, _, is_pub, alias in s.paths:
                 if is_pub and segs and segs[-1] != "*":
                     s.reexports[(module, alias or segs[-1])] = (module, segs)
+                elif is_pub and segs:
+                    s.globs.append((module, segs))
         edges = {}
         for path, s in self.scans.items():
             root = self.root_of[path]

@@ -22,6 +22,7 @@ pub mod mdt;
 pub mod mgs;
 pub mod ost;
 pub mod param;
+pub mod target;
 pub mod types;
 
 pub use mdt::{MdtReply, MdtRequest};

@@ -166,7 +166,7 @@ macro_rules! mgs_ops {
             /// by every server that has such rules; the MGS keeps it in memory only.
             read QosDemand {
                 server: String,
-                service: $crate::msg::Service,
+                service: $crate::msg::service::Service,
                 rules: Vec<$crate::msg::GlobalDemand>,
             } -> $crate::msg::GlobalShares = "mgs_qos_demand";
             /// From the monitor's history: each target's, job's or user's (`kind`) usage

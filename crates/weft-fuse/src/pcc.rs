@@ -39,9 +39,8 @@
 //! this mount's writers to close.
 
 use crate::coherence::MountHooks;
-use crate::iomode::{Backing, KernelIo};
+use crate::iomode::{Backing, KernelAnswer, KernelIo};
 use crate::mount::Mount;
-use crate::opens::KernelAnswer;
 use fuser::{BackingId, FopenFlags};
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;

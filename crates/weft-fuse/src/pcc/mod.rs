@@ -38,6 +38,12 @@
 //! opens made after the write read the new bytes. A read-write file's restore waits for
 //! this mount's writers to close.
 
+mod state;
+
+pub(crate) use state::Pcc;
+pub use state::Kind;
+use state::{busy, copy_name, io_error, lock, root, Cache, Held, Phase, Reserved, RO_DIR, RW_DIR};
+
 use crate::coherence::MountHooks;
 use crate::iomode::{Backing, KernelAnswer, KernelIo};
 use crate::mount::Mount;
@@ -58,9 +64,6 @@ use weft_proto::msg::{Caller, FileType, InodeInfo, OpenIo, SetAttr, OPEN_PCC, OP
 use weft_proto::pcc::{Backend, Evict, FileFacts};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
-/// The subdirectories of a cache directory for each kind of copy.
-const RW_DIR: &str = "rw";
-const RO_DIR: &str = "ro";
 /// How often a restore looks whether this mount's writers of the file closed.
 const WRITERS_POLL_MS: u64 = 100;
 /// The file in a cache directory that names its changelog reader (prefetch).
@@ -68,78 +71,6 @@ const READER_FILE: &str = ".prefetch-reader";
 /// Changelog records a prefetch takes in at once, and its pause when there are none.
 const PREFETCH_BATCH: u32 = 1024;
 const PREFETCH_IDLE_MS: u64 = 500;
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum Kind {
-    Readonly,
-    Readwrite,
-}
-
-impl Kind {
-    fn dir(self) -> &'static str {
-        match self {
-            Kind::Readonly => RO_DIR,
-            Kind::Readwrite => RW_DIR,
-        }
-    }
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Phase {
-    /// Being copied in; a read-only copy invalidated meanwhile is not taken.
-    Attaching,
-    Attached,
-    /// A read-only copy whose lock went while it was being copied.
-    Invalidated,
-    /// A read-write file going back to the servers.
-    Restoring,
-}
-
-/// One file this mount keeps in a cache.
-#[derive(Debug, Clone)]
-struct Held {
-    kind: Kind,
-    /// The cache directory it is in.
-    dir: PathBuf,
-    /// The copy.
-    path: PathBuf,
-    bytes: u64,
-    used: Instant,
-    /// Opens of it through the cache on this mount, and how many of them write.
-    opens: u32,
-    writers: u32,
-    phase: Phase,
-    /// The layout the copy is of: a read-only copy whose file got other objects since (a
-    /// release and restore, which call back no lock) is stale.
-    layout: Option<weft_proto::Layout>,
-}
-
-struct Cache {
-    dir: PathBuf,
-    param: String,
-    backend: Backend,
-    /// Ends the copytool serving `rwid`.
-    stop: Option<tokio::sync::oneshot::Sender<()>>,
-    /// Ends the prefetch, and its changelog reader.
-    prefetch: Option<(tokio::sync::oneshot::Sender<()>, String)>,
-}
-
-#[derive(Default)]
-struct State {
-    caches: Vec<Cache>,
-    files: HashMap<Fid, Held>,
-}
-
-/// This mount's caches and what they hold.
-#[derive(Default)]
-pub(crate) struct Pcc {
-    /// A cache was added: opens look here (nothing else on the open path while none is).
-    active: AtomicBool,
-    state: Mutex<State>,
-    /// Adds, deletes, attaches and detaches one at a time.
-    changing: tokio::sync::Mutex<()>,
-}
 
 /// `weft.pcc.add`'s value.
 #[derive(Debug, Serialize, Deserialize)]
@@ -201,135 +132,6 @@ pub struct FileState {
 
 /// Lustre's `PCC_STATE_FL_ATTACHING`.
 const STATE_FL_ATTACHING: u32 = 0x2;
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn busy(why: String) -> WeftError {
-    WeftError::new(ErrorCode::Busy, why)
-}
-
-fn io_error(what: &str, path: &Path, e: std::io::Error) -> WeftError {
-    let mut err = WeftError::from(e);
-    err.message = format!("{what} {}: {}", path.display(), err.message);
-    err
-}
-
-impl Pcc {
-    pub(crate) fn active(&self) -> bool {
-        self.active.load(Ordering::Acquire)
-    }
-
-    fn held(&self, fid: Fid) -> Option<Held> {
-        lock(&self.state).files.get(&fid).cloned()
-    }
-
-    /// A write anywhere is about to change `fid` (the read lock its copy is kept under
-    /// goes): a read-only copy is dropped. Read-write files are left alone (their data is
-    /// nowhere else).
-    pub(crate) fn invalidate(&self, fid: Fid) {
-        if !self.active() {
-            return;
-        }
-        let gone = {
-            let mut state = lock(&self.state);
-            match state.files.get_mut(&fid) {
-                Some(h) if h.kind == Kind::Readonly && h.phase == Phase::Attaching => {
-                    h.phase = Phase::Invalidated;
-                    None
-                }
-                Some(h) if h.kind == Kind::Readonly => state.files.remove(&fid),
-                _ => None,
-            }
-        };
-        if let Some(h) = gone {
-            tracing::debug!("read-only copy of {fid} dropped: the file changes");
-            // Opens through it keep their descriptor (see the module's limits).
-            let _ = std::fs::remove_file(&h.path);
-        }
-    }
-
-    /// The size and blocks of a read-write file this mount holds: its copy's.
-    pub(crate) fn owned_size(&self, fid: Fid) -> Option<(u64, u64)> {
-        let path = self.owned_path(fid)?;
-        match std::fs::metadata(&path) {
-            Ok(m) => Some((m.len(), m.blocks())),
-            Err(e) => {
-                tracing::warn!("the cache copy {} of {fid}: {e}", path.display());
-                None
-            }
-        }
-    }
-
-    /// The copy of a read-write file this mount holds.
-    pub(crate) fn owned_path(&self, fid: Fid) -> Option<PathBuf> {
-        if !self.active() {
-            return None;
-        }
-        self.held(fid).filter(|h| h.kind == Kind::Readwrite && h.phase == Phase::Attached).map(|h| h.path)
-    }
-
-    /// Counts an open through the cache of `fid` before it is made, if the cache serves it
-    /// (a read-only copy for reading, a read-write file for anything; a write drops a
-    /// read-only copy). Under the state lock, so that a restore either sees the writer or
-    /// the open sees the restore.
-    fn reserve(&self, fid: Fid, writing: bool) -> Reserved {
-        if !self.active() {
-            return Reserved::No;
-        }
-        let mut state = lock(&self.state);
-        match state.files.get_mut(&fid) {
-            None => Reserved::NotHeld,
-            Some(h) if h.phase != Phase::Attached => Reserved::No,
-            Some(h) if h.kind == Kind::Readonly && writing => {
-                drop(state);
-                self.invalidate(fid);
-                Reserved::No
-            }
-            Some(h) => {
-                h.opens += 1;
-                h.writers += u32::from(writing);
-                h.used = Instant::now();
-                Reserved::Yes(h.clone())
-            }
-        }
-    }
-
-    /// An open through the cache was released (or a reserved one was not made).
-    pub(crate) fn closed(&self, fid: Fid, writer: bool) {
-        let mut state = lock(&self.state);
-        if let Some(h) = state.files.get_mut(&fid) {
-            h.opens = h.opens.saturating_sub(1);
-            if writer {
-                h.writers = h.writers.saturating_sub(1);
-                if let Ok(m) = std::fs::metadata(&h.path) {
-                    h.bytes = m.len();
-                }
-            }
-        }
-    }
-
-    /// Drops what the cache held of `fid`, its copy too.
-    fn forget(&self, fid: Fid) {
-        let gone = lock(&self.state).files.remove(&fid);
-        if let Some(h) = gone {
-            let _ = std::fs::remove_file(&h.path);
-        }
-    }
-
-    fn backend_of(&self, dir: &Path) -> Option<Backend> {
-        lock(&self.state).caches.iter().find(|c| c.dir == dir).map(|c| c.backend.clone())
-    }
-}
-
-enum Reserved {
-    /// Counted: open it through the cache.
-    Yes(Held),
-    /// The cache holds it but does not serve this open (or is changing it).
-    No,
-    NotHeld,
-}
 
 /// What a restore by this mount's copytool needs (no mount: the copytool outlives none of
 /// it, and the mount's requests do not wait on it).
@@ -404,15 +206,6 @@ fn facts(inode: &InodeInfo, name: &[u8]) -> FileFacts {
         size: inode.attr.size,
         age_s: now.saturating_sub(inode.attr.mtime.sec).max(0) as u64,
     }
-}
-
-/// A copy's file name: the FID as Lustre names cache files (`0x200000400:0x2:0x0`).
-fn copy_name(fid: Fid) -> String {
-    fid.to_string().trim_matches(['[', ']']).to_string()
-}
-
-fn root() -> Caller {
-    Caller::root()
 }
 
 impl Mount {
@@ -1202,14 +995,3 @@ async fn prefetch(
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn copies_are_named_by_fid_as_lustre_names_them_and_parse_back() {
-        let fid = Fid::new(0x200000400, 0x2, 0);
-        assert_eq!(copy_name(fid), "0x200000400:0x2:0x0");
-        assert_eq!(copy_name(fid).parse::<Fid>().unwrap(), fid, "an add finds the files it held by name");
-    }
-}

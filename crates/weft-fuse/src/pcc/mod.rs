@@ -38,6 +38,7 @@
 //! opens made after the write read the new bytes. A read-write file's restore waits for
 //! this mount's writers to close.
 
+mod restore;
 mod state;
 
 pub(crate) use state::Pcc;
@@ -64,8 +65,6 @@ use weft_proto::msg::{Caller, FileType, InodeInfo, OpenIo, SetAttr, OPEN_PCC, OP
 use weft_proto::pcc::{Backend, Evict, FileFacts};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
-/// How often a restore looks whether this mount's writers of the file closed.
-const WRITERS_POLL_MS: u64 = 100;
 /// The file in a cache directory that names its changelog reader (prefetch).
 const READER_FILE: &str = ".prefetch-reader";
 /// Changelog records a prefetch takes in at once, and its pause when there are none.
@@ -132,68 +131,6 @@ pub struct FileState {
 
 /// Lustre's `PCC_STATE_FL_ATTACHING`.
 const STATE_FL_ATTACHING: u32 = 0x2;
-
-/// What a restore by this mount's copytool needs (no mount: the copytool outlives none of
-/// it, and the mount's requests do not wait on it).
-struct Restorer {
-    agent: Arc<copytool::Agent>,
-    pcc: Arc<Pcc>,
-    hooks: Arc<MountHooks>,
-    dir: PathBuf,
-}
-
-impl Restorer {
-    async fn run(&self, item: HsmActionItem) {
-        let started = Instant::now();
-        let result = match item.action {
-            HsmAction::Restore => self.restore(&item).await,
-            other => Err(Failure::new(
-                libc::EINVAL,
-                format!("archive {} is a client cache: it serves restores, not {}", item.archive_id, other.name()),
-            )),
-        };
-        let restored = self.agent.report_end(&item, result, started).await;
-        let fid = item.fid;
-        if restored {
-            self.pcc.forget(fid);
-            // This mount's attributes of it were the copy's.
-            drop(weft_client::locks::LockHooks::drop_inode(&*self.hooks, fid, weft_proto::lock::bits::UPDATE));
-        } else if let Some(h) = lock(&self.pcc.state).files.get_mut(&fid) {
-            h.phase = Phase::Attached;
-        }
-    }
-
-    /// The cache copy written into the file's new objects, once this mount's writers closed.
-    async fn restore(&self, item: &HsmActionItem) -> Result<copytool::Moved, Failure> {
-        let fid = item.fid;
-        let path = self.dir.join(RW_DIR).join(copy_name(fid));
-        if !path.exists() {
-            return Err(Failure::new(
-                libc::ENOENT,
-                format!("{fid} is not in this mount's cache {} (was it attached elsewhere?)", self.dir.display()),
-            ));
-        }
-        let mut progress = self.agent.progress(item.cookie);
-        loop {
-            {
-                let mut state = lock(&self.pcc.state);
-                match state.files.get_mut(&fid) {
-                    Some(h) if h.writers > 0 => {}
-                    Some(h) => {
-                        h.phase = Phase::Restoring;
-                        break;
-                    }
-                    None => break,
-                }
-            }
-            // Keeps the action this copytool's while it waits.
-            progress.moved(0).await?;
-            tokio::time::sleep(Duration::from_millis(WRITERS_POLL_MS)).await;
-        }
-        let mut source = tokio::fs::File::open(&path).await?;
-        self.agent.restore_from(item, &mut source, None).await
-    }
-}
 
 /// The rule's facts about a file: its owner, size, age and name.
 fn facts(inode: &InodeInfo, name: &[u8]) -> FileFacts {
@@ -314,25 +251,6 @@ impl Mount {
         state.caches.push(Cache { dir, param: req.param, backend, stop, prefetch });
         self.pcc.active.store(true, Ordering::Release);
         Ok(())
-    }
-
-    /// The copytool serving restores of the cache's read-write files; the sender stops it.
-    fn start_copytool(&self, dir: &Path, rwid: u32) -> tokio::sync::oneshot::Sender<()> {
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let host = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap_or_default();
-        let name = format!("pcc-{}-{}-{rwid}", host.trim(), std::process::id());
-        let agent = Arc::new(copytool::Agent { client: self.client.clone(), who: root(), name });
-        let (pcc, hooks) = (self.pcc.clone(), self.hooks.clone());
-        let restorer = Arc::new(Restorer { agent: agent.clone(), pcc, hooks, dir: dir.to_path_buf() });
-        let run: copytool::Runner = Arc::new(move |item| {
-            let r = restorer.clone();
-            Box::pin(async move { r.run(item).await })
-        });
-        let stop = Box::pin(async move {
-            let _ = rx.await;
-        });
-        self.runtime.spawn(copytool::serve(agent, vec![rwid], 2, run, stop));
-        tx
     }
 
     /// The changelog reader of a prefetching cache (the one it had, if still registered)
@@ -759,25 +677,6 @@ impl Mount {
             }
             Kind::Readwrite => self.detach_rw(fid).await,
         }
-    }
-
-    /// A read-write file back to the servers: a restore, which this mount's copytool
-    /// serves from the copy (and then deletes it).
-    async fn detach_rw(&self, fid: Fid) -> WeftResult<()> {
-        if let Some(h) = self.pcc.held(fid) {
-            if h.opens > 0 {
-                return Err(busy(format!("{fid} is open on this mount ({} opens): detach it when closed", h.opens)));
-            }
-        }
-        match self.client.restore(&root(), fid).await {
-            Ok(()) => {}
-            // Removed meanwhile: nothing to bring back.
-            Err(e) if e.code == ErrorCode::NotFound => {}
-            Err(e) => return Err(e),
-        }
-        self.pcc.forget(fid);
-        drop(weft_client::locks::LockHooks::drop_inode(&*self.hooks, fid, weft_proto::lock::bits::UPDATE));
-        Ok(())
     }
 
     /// An open the cache serves, if it does: a read-only copy for reading, a read-write

@@ -2,6 +2,7 @@
 //! read-only copy under a read lock kept cached, or a read-write file copied under a write
 //! lock, archived in the cache's id and released; room made first within the cache's quota.
 
+use super::evict::{self, Entry, NoRoom, Quota};
 use super::state::{busy, copy_name, io_error, lock, root, Held, Kind, Phase};
 use super::AttachRequest;
 use crate::mount::Mount;
@@ -12,7 +13,7 @@ use weft_client::virtual_xattr::HsmChange;
 use weft_proto::limits::RPC_BULK_BYTES_MAX;
 use weft_proto::msg::hsm::{HS_ARCHIVED, HS_EXISTS, HS_PCCRW, HS_RELEASED};
 use weft_proto::msg::{Caller, FileType, InodeInfo, OpenIo, OPEN_READ};
-use weft_proto::pcc::{Backend, Evict, FileFacts};
+use weft_proto::pcc::{Backend, FileFacts};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 /// The rule's facts about a file: its owner, size, age and name.
@@ -240,7 +241,8 @@ impl Mount {
         Ok(bytes)
     }
 
-    /// Makes room for `bytes` more in the cache at `dir`, evicting what no open uses.
+    /// Makes room for `bytes` more in the cache at `dir`, evicting what no open uses (the
+    /// choice is `evict::make_room`'s, asked again after each eviction).
     async fn make_room(
         &self,
         dir: &Path,
@@ -249,41 +251,28 @@ impl Mount {
         attaching: Fid,
         may_detach_rw: bool,
     ) -> WeftResult<()> {
-        let quota = backend.quota_bytes;
-        if quota == 0 {
-            return Ok(());
-        }
-        if bytes > quota {
-            return Err(WeftError::new(
-                ErrorCode::NoSpace,
-                format!("{attaching} has {bytes} bytes, more than the cache {}'s quota of {quota}", dir.display()),
-            ));
-        }
+        let quota = Quota { bytes: backend.quota_bytes, evict: backend.evict, may_detach_rw };
         loop {
-            let victim = {
+            let plan = {
                 let state = lock(&self.pcc.state);
-                let held: Vec<(&Fid, &Held)> = state.files.iter().filter(|(_, h)| h.dir == dir).collect();
-                let used: u64 = held.iter().map(|(_, h)| h.bytes).sum();
-                if used + bytes <= quota {
-                    return Ok(());
+                let copies: Vec<Entry> =
+                    state.files.iter().filter(|(_, h)| h.dir == dir).map(|(fid, h)| Entry::of(*fid, h)).collect();
+                evict::make_room(&copies, bytes, attaching, &quota)
+            };
+            let victim = match (plan.evict.first(), plan.refused) {
+                (Some(victim), _) => *victim,
+                (None, None) => return Ok(()),
+                (None, Some(NoRoom::LargerThanQuota)) => {
+                    let quota = quota.bytes;
+                    return Err(WeftError::new(
+                        ErrorCode::NoSpace,
+                        format!("{attaching} has {bytes} bytes, more than the cache {}'s quota of {quota}", dir.display()),
+                    ));
                 }
-                let idle = held.iter().filter(|(f, h)| {
-                    **f != attaching
-                        && h.opens == 0
-                        && h.phase == Phase::Attached
-                        && (may_detach_rw || h.kind == Kind::Readonly)
-                });
-                let pick = match backend.evict {
-                    Evict::Lru => idle.min_by_key(|(_, h)| h.used),
-                    Evict::Size => idle.max_by_key(|(_, h)| h.bytes),
-                };
-                match pick {
-                    Some((fid, h)) => (**fid, h.kind),
-                    None => {
-                        let (dir, held) = (dir.display(), used);
-                        let why = format!("the cache {dir} holds {held} of its {quota} bytes in open files");
-                        return Err(WeftError::new(ErrorCode::NoSpace, format!("{why}: no room for {bytes} more")));
-                    }
+                (None, Some(NoRoom::Held { held_bytes })) => {
+                    let (dir, held, quota) = (dir.display(), held_bytes, quota.bytes);
+                    let why = format!("the cache {dir} holds {held} of its {quota} bytes in open files");
+                    return Err(WeftError::new(ErrorCode::NoSpace, format!("{why}: no room for {bytes} more")));
                 }
             };
             tracing::info!("cache {} full: {} goes ({:?})", dir.display(), victim.0, backend.evict);

@@ -39,12 +39,13 @@
 //! this mount's writers to close.
 //!
 //! The files: `state.rs` (what the mount keeps), `admin.rs` (add, del, list, state, detach),
-//! `attach.rs` (a file's data into a cache),
+//! `attach.rs` (a file's data into a cache), `evict.rs` (which copies make room),
 //! `open.rs` (opens through a cache), `restore.rs` (read-write files back to the servers),
 //! `prefetch.rs` (following the changelog).
 
 mod admin;
 mod attach;
+mod evict;
 mod open;
 mod prefetch;
 mod restore;

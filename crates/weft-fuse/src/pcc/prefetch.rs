@@ -3,6 +3,7 @@
 
 use super::attach::facts;
 use super::state::{io_error, root, Kind};
+use crate::limits::{PCC_PREFETCH_IDLE_MS, PCC_PREFETCH_RECORDS_MAX};
 use crate::mount::Mount;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -12,9 +13,6 @@ use weft_proto::{Fid, WeftResult};
 
 /// The file in a cache directory that names its changelog reader (prefetch).
 pub(super) const READER_FILE: &str = ".prefetch-reader";
-/// Changelog records a prefetch takes in at once, and its pause when there are none.
-const PREFETCH_BATCH: u32 = 1024;
-const PREFETCH_IDLE_MS: u64 = 500;
 
 /// Follows the changelog for a prefetching cache until stopped or the mount goes: the
 /// files of each batch of creates and writers' closes are looked at once, then the batch is
@@ -29,7 +27,7 @@ async fn prefetch(
     use weft_proto::msg::changelog::ChangelogType;
     loop {
         let Some(m) = mount.upgrade() else { return };
-        let records = match m.client.changelog_read(&root(), last + 1, PREFETCH_BATCH).await {
+        let records = match m.client.changelog_read(&root(), last + 1, PCC_PREFETCH_RECORDS_MAX).await {
             Ok(r) => r,
             Err(e) => {
                 tracing::warn!("prefetch into {}: reading the changelog: {e}", dir.display());
@@ -40,7 +38,7 @@ async fn prefetch(
             drop(m);
             tokio::select! {
                 _ = &mut stop => return,
-                _ = tokio::time::sleep(Duration::from_millis(PREFETCH_IDLE_MS)) => continue,
+                _ = tokio::time::sleep(Duration::from_millis(PCC_PREFETCH_IDLE_MS)) => continue,
             }
         };
         let mut fids: Vec<Fid> = records

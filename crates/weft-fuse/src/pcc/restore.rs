@@ -4,6 +4,7 @@
 
 use super::state::{busy, copy_name, lock, root, Phase, Pcc, RW_DIR};
 use crate::coherence::MountHooks;
+use crate::limits::{PCC_RESTORES_MAX, PCC_WRITERS_POLL_MS};
 use crate::mount::Mount;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -11,9 +12,6 @@ use std::time::{Duration, Instant};
 use weft_client::copytool::{self, Failure};
 use weft_proto::msg::hsm::{HsmAction, HsmActionItem};
 use weft_proto::{ErrorCode, Fid, WeftResult};
-
-/// How often a restore looks whether this mount's writers of the file closed.
-const WRITERS_POLL_MS: u64 = 100;
 
 /// What a restore by this mount's copytool needs (no mount: the copytool outlives none of
 /// it, and the mount's requests do not wait on it).
@@ -70,7 +68,7 @@ impl Restorer {
             }
             // Keeps the action this copytool's while it waits.
             progress.moved(0).await?;
-            tokio::time::sleep(Duration::from_millis(WRITERS_POLL_MS)).await;
+            tokio::time::sleep(Duration::from_millis(PCC_WRITERS_POLL_MS)).await;
         }
         let mut source = tokio::fs::File::open(&path).await?;
         self.agent.restore_from(item, &mut source, None).await
@@ -93,7 +91,7 @@ impl Mount {
         let stop = Box::pin(async move {
             let _ = rx.await;
         });
-        self.runtime.spawn(copytool::serve(agent, vec![rwid], 2, run, stop));
+        self.runtime.spawn(copytool::serve(agent, vec![rwid], PCC_RESTORES_MAX, run, stop));
         tx
     }
 

@@ -5,7 +5,7 @@ use super::prefetch::READER_FILE;
 use super::state::{busy, io_error, lock, root, Cache, Held, Kind, Phase, RO_DIR, RW_DIR};
 use crate::mount::Mount;
 use serde::{Deserialize, Serialize};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
@@ -276,6 +276,24 @@ impl Mount {
         };
         let flags = if h.phase == Phase::Attaching { STATE_FL_ATTACHING } else { 0 };
         FileState { kind: kind.into(), id, pcc_file: h.path.display().to_string(), open_count: h.opens, flags }
+    }
+
+    /// The cache an attach of `kind` with `id` (0: the first that serves the kind) goes to.
+    fn cache_for(&self, kind: Kind, id: u32) -> WeftResult<(PathBuf, Backend)> {
+        let readwrite = kind == Kind::Readwrite;
+        let state = lock(&self.pcc.state);
+        let cache = state.caches.iter().find(|c| c.backend.serves(readwrite, id));
+        cache
+            .map(|c| (c.dir.clone(), c.backend.clone()))
+            .ok_or_else(|| WeftError::not_found(weft_proto::pcc::no_cache_for(readwrite, id)))
+    }
+
+    /// `weft pcc attach`: the file's data into a cache.
+    pub(crate) async fn pcc_attach(&self, who: &Caller, fid: Fid, req: AttachRequest) -> WeftResult<()> {
+        let kind = req.kind.unwrap_or(Kind::Readonly);
+        let (dir, backend) = self.cache_for(kind, req.id)?;
+        let _changing = self.pcc.changing.lock().await;
+        self.attach(who, fid, kind, &dir, &backend, true).await
     }
 
     /// `weft pcc detach`.

@@ -4,9 +4,8 @@
 
 use super::evict::{self, Entry, NoRoom, Quota};
 use super::state::{busy, copy_name, io_error, lock, root, Held, Kind, Phase};
-use super::AttachRequest;
 use crate::mount::Mount;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::time::Instant;
 use tokio::io::AsyncWriteExt;
 use weft_client::virtual_xattr::HsmChange;
@@ -30,24 +29,6 @@ pub(super) fn facts(inode: &InodeInfo, name: &[u8]) -> FileFacts {
 }
 
 impl Mount {
-    /// The cache an attach of `kind` with `id` (0: the first that serves the kind) goes to.
-    fn cache_for(&self, kind: Kind, id: u32) -> WeftResult<(PathBuf, Backend)> {
-        let readwrite = kind == Kind::Readwrite;
-        let state = lock(&self.pcc.state);
-        let cache = state.caches.iter().find(|c| c.backend.serves(readwrite, id));
-        cache
-            .map(|c| (c.dir.clone(), c.backend.clone()))
-            .ok_or_else(|| WeftError::not_found(weft_proto::pcc::no_cache_for(readwrite, id)))
-    }
-
-    /// `weft pcc attach`: the file's data into a cache.
-    pub(crate) async fn pcc_attach(&self, who: &Caller, fid: Fid, req: AttachRequest) -> WeftResult<()> {
-        let kind = req.kind.unwrap_or(Kind::Readonly);
-        let (dir, backend) = self.cache_for(kind, req.id)?;
-        let _changing = self.pcc.changing.lock().await;
-        self.attach(who, fid, kind, &dir, &backend, true).await
-    }
-
     /// `may_detach_rw`: the quota may send read-write files back to the servers to make
     /// room (an explicit attach; not an open's or a prefetch's, which must not wait on that).
     pub(super) async fn attach(

@@ -2,7 +2,8 @@
 //! from any origin): which class a request belongs to, whether it may start now, and which
 //! waiting request starts next. The policy in [`super`] drives it from a task with real
 //! time; the tests here drive it with made-up time. The rule list's commands (start,
-//! change, stop) are in `core/rule_list.rs`.
+//! change, stop) are in `core/rule_list.rs`, global rules' demand and shares in
+//! `core/global.rs`.
 //!
 //! **Classes and buckets.** A request's class is its values of the fields the policy's type
 //! names ([`TbfType`]); a class takes the first rule that matches it and holds a bucket of
@@ -46,8 +47,8 @@
 use super::rule::{Expr, Facts, Limits, TbfType};
 use crate::limits::{GLOBAL_REPORT_MS, TBF_CLASSES_MAX, TBF_DEPTH_DEFAULT, TBF_EARLY_NS};
 use std::collections::{HashMap, VecDeque};
-use weft_proto::msg::{GlobalDemand, GlobalShare};
 
+mod global;
 mod rule_list;
 
 const NS_PER_S: u64 = 1_000_000_000;
@@ -490,64 +491,6 @@ impl<T> Tbf<T> {
             if let Some(class) = self.slots[*slot].take() {
                 self.classes.remove(&class.key);
                 self.free_slots.push(*slot);
-            }
-        }
-    }
-
-    /// This server's demand on each global rule, for the management service's division:
-    /// what its classes started over the last second, and whether one of their requests
-    /// waited since the last report (or waits now).
-    pub fn global_demands(&mut self, now: u64) -> Vec<GlobalDemand> {
-        let mut out = Vec::new();
-        for rule in self.rules.iter_mut().filter(|r| r.limits.global) {
-            let id = rule.id;
-            let waiting = self.slots.iter().flatten().any(|c| c.rule_id == id && !c.queue.is_empty());
-            let demand = GlobalDemand {
-                rule: rule.name.clone(),
-                rate: rule.limits.rate,
-                bps: rule.limits.bps,
-                used: rule.meter.rate(now),
-                backlogged: rule.waited || waiting,
-            };
-            rule.reported_idle = demand.used == 0 && !demand.backlogged;
-            out.push(demand);
-            rule.waited = false;
-        }
-        self.report_wanted = false;
-        out
-    }
-
-    /// True once after a request of a global rule came to wait on a server that had
-    /// reported the rule idle: its demand should be reported now (its share there is the
-    /// idle reserve), not at the next interval.
-    pub fn take_report_wanted(&mut self) -> bool {
-        std::mem::take(&mut self.report_wanted)
-    }
-
-    /// Takes this server's shares of global rules (the division's answer) at `now`. What a
-    /// class of the rule owes (its schedule ahead of `now`) is in requests and bytes, not in
-    /// time: it is rescaled to the new share, so requests charged at a small share (a
-    /// server's reserve) do not hold the class back at the large one that follows.
-    pub fn set_shares(&mut self, now: u64, shares: &[GlobalShare]) {
-        for share in shares {
-            let Some(rule) = self.rules.iter_mut().find(|r| r.name == share.rule && r.limits.global) else {
-                continue;
-            };
-            let (old_rate, old_bps) = rule.share.unwrap_or((rule.limits.rate, rule.limits.bps));
-            let new = (share.rate.max(1), share.bps);
-            rule.share = Some(new);
-            let id = rule.id;
-            let rescale = |tat: &mut u64, old: u64, new: u64| {
-                if *tat > now && new != old {
-                    let owed = u128::from(*tat - now) * u128::from(old.max(1)) / u128::from(new.max(1));
-                    *tat = now.saturating_add(u64::try_from(owed).unwrap_or(u64::MAX / 2));
-                }
-            };
-            for class in self.slots.iter_mut().flatten().filter(|c| c.rule_id == id) {
-                rescale(&mut class.tat, old_rate, new.0);
-                if let (Some(old), Some(new)) = (old_bps, new.1) {
-                    rescale(&mut class.tat_bytes, old, new);
-                }
             }
         }
     }

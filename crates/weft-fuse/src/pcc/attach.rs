@@ -247,7 +247,10 @@ impl Mount {
                     let quota = quota.bytes;
                     return Err(WeftError::new(
                         ErrorCode::NoSpace,
-                        format!("{attaching} has {bytes} bytes, more than the cache {}'s quota of {quota}", dir.display()),
+                        format!(
+                            "{attaching} has {bytes} bytes, more than the cache {}'s quota of {quota}",
+                            dir.display()
+                        ),
                     ));
                 }
                 (None, Some(NoRoom::Held { held_bytes })) => {

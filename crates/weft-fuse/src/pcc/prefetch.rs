@@ -64,7 +64,10 @@ async fn prefetch(
 impl Mount {
     /// The changelog reader of a prefetching cache (the one it had, if still registered)
     /// and the task following it; the sender stops the task.
-    pub(super) async fn start_prefetch(self: &Arc<Self>, dir: &Path) -> WeftResult<(tokio::sync::oneshot::Sender<()>, String)> {
+    pub(super) async fn start_prefetch(
+        self: &Arc<Self>,
+        dir: &Path,
+    ) -> WeftResult<(tokio::sync::oneshot::Sender<()>, String)> {
         let file = dir.join(READER_FILE);
         let users = self.client.changelog_users(&root()).await?;
         let kept = std::fs::read_to_string(&file).ok().and_then(|id| {

@@ -2,7 +2,7 @@
 //! archive id (`rwid`), whose restores write the cache copy into the file's new objects once
 //! this mount's writers closed, and a detach, which asks for that restore.
 
-use super::state::{busy, copy_name, lock, root, Phase, Pcc, RW_DIR};
+use super::state::{busy, copy_name, lock, root, Pcc, Phase, RW_DIR};
 use crate::coherence::MountHooks;
 use crate::limits::{PCC_RESTORES_MAX, PCC_WRITERS_POLL_MS};
 use crate::mount::Mount;

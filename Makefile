@@ -25,8 +25,11 @@ deps:
 check-format:
 	$(CARGO) fmt --all -- --check
 
+# Clippy, then no import cycle between a crate's files and no file over 700 lines before
+# its tests (scripts/module-cycles.py says what counts).
 lint:
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
+	python3 scripts/module-cycles.py
 
 test: deps check-format lint
 	$(CARGO) test --workspace

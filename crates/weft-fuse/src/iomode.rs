@@ -8,7 +8,7 @@
 //! kernel has the answer, so two opens racing cannot pick modes that clash.
 
 use crate::limits::OPEN_STRIPES;
-use fuser::BackingId;
+use fuser::{BackingId, FopenFlags};
 use serde::Serialize;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -25,6 +25,13 @@ pub enum KernelIo {
     /// FOPEN_DIRECT_IO: every read and write comes here, and a write lands before it is
     /// answered.
     Uncached,
+}
+
+/// How the kernel is told to do an open's I/O.
+pub(crate) struct KernelAnswer {
+    pub io: KernelIo,
+    pub flags: FopenFlags,
+    pub backing: Option<Arc<Backing>>,
 }
 
 /// This mount's opens of one file, by kernel I/O mode (the `weft.io` virtual attribute).

@@ -29,6 +29,7 @@ mod io;
 mod iomode;
 pub mod jobid;
 pub mod limits;
+mod lock_state;
 mod locks;
 mod mount;
 mod opens;

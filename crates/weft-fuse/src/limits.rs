@@ -88,3 +88,16 @@ pub const JOBID_BYTES_MAX: usize = 31;
 /// it went while it took its extent locks (a migration, another client's change); after
 /// that it goes on with the last one fetched.
 pub const LAYOUT_REFETCHES_MAX: u32 = 3;
+
+// ---- The persistent client cache (pcc/)
+
+/// How often a restore of a read-write file looks whether this mount's writers of it closed
+/// (it reports progress meanwhile, so the coordinator keeps the action this copytool's).
+pub const PCC_WRITERS_POLL_MS: u64 = 100;
+/// Restores a read-write cache's copytool runs at once: each copies one file back to the
+/// servers; two keep a restore from waiting behind a long one.
+pub const PCC_RESTORES_MAX: u32 = 2;
+/// Changelog records a prefetching cache reads in one request (and clears at once).
+pub const PCC_PREFETCH_RECORDS_MAX: u32 = 1024;
+/// A prefetching cache's pause when the changelog has no new record.
+pub const PCC_PREFETCH_IDLE_MS: u64 = 500;

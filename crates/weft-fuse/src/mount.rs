@@ -14,7 +14,7 @@ use crate::errno::fuse_errno;
 use crate::handles::{HandleTable, OpenDir, OpenFile};
 use crate::iomode::IoModes;
 use crate::limits::CLOSES_IN_FLIGHT_MAX;
-use crate::locks::{Advisory, Interrupts};
+use crate::lock_state::{Advisory, Interrupts};
 use crate::writeback::WriteBehind;
 use crate::MountOptions;
 use fuser::{Generation, INodeNo, ReplyEmpty, ReplyEntry, Request};

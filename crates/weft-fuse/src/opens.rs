@@ -5,7 +5,7 @@ use crate::coherence::recheck;
 use crate::convert::file_attr;
 use crate::errno::fuse_errno;
 use crate::handles::OpenFile;
-use crate::iomode::{Backing, KernelIo};
+use crate::iomode::{Backing, KernelAnswer, KernelIo};
 use crate::limits::{CLOSES_IN_FLIGHT_MAX, UNMOUNT_CLOSE_TIMEOUT_MS};
 use crate::mount::{fid_of, Mount};
 use fuser::{BackingId, FileHandle, FopenFlags, Generation, INodeNo, ReplyCreate, ReplyEmpty, ReplyOpen};
@@ -20,13 +20,6 @@ use weft_client::Opened;
 use weft_proto::layout::Layout;
 use weft_proto::msg::{Caller, InodeInfo, OpenIo, OPEN_EXEC, OPEN_PASSTHROUGH, OPEN_READ, OPEN_TRUNC, OPEN_WRITE};
 use weft_proto::{Fid, WeftError, WeftResult};
-
-/// How the kernel is told to do an open's I/O.
-pub(crate) struct KernelAnswer {
-    pub io: KernelIo,
-    pub flags: FopenFlags,
-    pub backing: Option<Arc<Backing>>,
-}
 
 /// The flag the kernel's execve(2) opens its program with (`__FMODE_EXEC`, kept in the
 /// open's flags that FUSE passes on; not an O_ flag a program can give).

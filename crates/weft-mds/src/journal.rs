@@ -29,7 +29,6 @@ use weft_proto::{WeftError, WeftResult};
 
 const RECORD_MAGIC: u32 = u32::from_le_bytes(*b"WJR1");
 const RECORD_HEADER_BYTES: usize = 20;
-pub const JOURNAL_FILE_NAME: &str = "journal";
 
 /// One key-value write of a batch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -155,6 +154,7 @@ mod tests {
     use crate::storage::fault::FaultJournal;
     use crate::storage::file_journal::FileJournal;
     use crate::storage::mem::MemJournal;
+    use crate::storage::JOURNAL_FILE_NAME;
     use weft_proto::faults::{Fault, FaultPlan};
 
     fn change(k: u8, v: Option<u8>) -> Change {

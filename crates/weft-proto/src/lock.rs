@@ -147,18 +147,18 @@ pub enum LockTarget {
 
 impl LockTarget {
     /// The lock namespace of a target of the cluster map.
-    pub fn of(kind: crate::msg::TargetKind, index: u32) -> LockTarget {
+    pub fn of(kind: crate::msg::target::TargetKind, index: u32) -> LockTarget {
         match kind {
-            crate::msg::TargetKind::Mdt => LockTarget::Mdt(index),
-            crate::msg::TargetKind::Ost => LockTarget::Ost(index),
+            crate::msg::target::TargetKind::Mdt => LockTarget::Mdt(index),
+            crate::msg::target::TargetKind::Ost => LockTarget::Ost(index),
         }
     }
 
     /// The cluster map's name of the target whose namespace this is.
-    pub fn target(self) -> (crate::msg::TargetKind, u32) {
+    pub fn target(self) -> (crate::msg::target::TargetKind, u32) {
         match self {
-            LockTarget::Mdt(i) => (crate::msg::TargetKind::Mdt, i),
-            LockTarget::Ost(i) => (crate::msg::TargetKind::Ost, i),
+            LockTarget::Mdt(i) => (crate::msg::target::TargetKind::Mdt, i),
+            LockTarget::Ost(i) => (crate::msg::target::TargetKind::Ost, i),
         }
     }
 }

@@ -12,7 +12,7 @@
 //!   root's `weft qos warnings --all`: the dashboard is an administrator's view, on the
 //!   metrics port, which shows per-user usage already).
 
-use crate::metrics::Sources;
+use crate::sources::Sources;
 use axum::extract::Query;
 use axum::http::StatusCode;
 use axum::response::{Html, IntoResponse, Response};

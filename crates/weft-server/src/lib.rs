@@ -26,6 +26,7 @@ mod metrics;
 mod monitor;
 mod params;
 mod router;
+mod sources;
 mod targets;
 
 pub use config::ServerConfig;
@@ -181,7 +182,7 @@ impl RunningServer {
                 .await
                 .with_context(|| format!("cannot listen for metrics on {at}"))?;
             metrics_address = Some(listener.local_addr()?.to_string());
-            let sources = Arc::new(metrics::Sources {
+            let sources = Arc::new(sources::Sources {
                 peers: peers.clone(),
                 fsname: config.fsname.clone(),
                 services: services.clone(),

@@ -19,7 +19,7 @@
 //! A target is named as Lustre does (`weft-OST0001`). Job and user series end when the job
 //! statistics forget an idle job (`job_cleanup_interval`), as Lustre's job_stats do.
 
-use crate::router::Router;
+use crate::sources::Sources;
 use axum::http::header::CONTENT_TYPE;
 use axum::response::IntoResponse;
 use prometheus_client::collector::Collector;
@@ -32,24 +32,9 @@ use weft_proto::lock::LockTarget;
 use weft_proto::msg::{
     mdt, ost, target_name, MdtReply, MdtRequest, OstReply, OstRequest, RequestHeader, Service, StatfsInfo, TargetKind,
 };
-use weft_rpc::jobstats::{By, JobStats};
-use weft_rpc::schedule::Schedulers;
-use weft_rpc::stats::{OpKey, OpStats, Stats, LATENCY_BUCKETS};
-use weft_rpc::{Exports, Run};
-
-/// What the endpoint (and the dashboard) reads from.
-pub(crate) struct Sources {
-    pub fsname: String,
-    pub services: Vec<Service>,
-    pub stats: Arc<Stats>,
-    /// By job and by user (and group).
-    pub jobs: Arc<JobStats>,
-    pub schedulers: Arc<Schedulers>,
-    pub exports: Arc<Exports>,
-    pub router: Arc<Router>,
-    /// To reach the other server processes (the dashboard's views of them).
-    pub peers: Arc<weft_rpc::map::PeerSet>,
-}
+use weft_rpc::jobstats::By;
+use weft_rpc::stats::{OpKey, OpStats, LATENCY_BUCKETS};
+use weft_rpc::Run;
 
 /// An MDT's changelog: its name, the records kept, each reader's id and the records it holds.
 type ChangelogFigures = (String, u64, Vec<(String, u64)>);

@@ -1,12 +1,11 @@
 //! Create a regular file and open it (open(2) with O_CREAT).
 
+use super::layout::layout_from;
 use super::{check_new_entry, err, owner, show, validate_name, Mutation, OpCtx};
-use crate::objects::{instantiation_wants, Reservation};
 use crate::perm;
 use crate::store::Tables;
-use weft_proto::layout::{comp_flags, dom_target};
 use weft_proto::msg::{mdt, FileType, Identity, OPEN_WRITE};
-use weft_proto::{ErrorCode, Fid, Layout, StripeSpec, WeftResult};
+use weft_proto::{ErrorCode, Fid, StripeSpec, WeftResult};
 
 /// Before the batch: if this create will make a new file, the layout spec to reserve
 /// objects for. Errors that need no writer come back at once.
@@ -52,58 +51,6 @@ pub fn layout_spec(
         }
         None => Ok(inherited),
     }
-}
-
-/// The layout of `spec`, its first component instantiated from the request's reservation
-/// (see [`instantiate`]).
-pub fn layout_from(ctx: &mut OpCtx<'_>, spec: &StripeSpec, generation: u32) -> WeftResult<Layout> {
-    let mut layout = Layout::planned(spec);
-    layout.generation = generation;
-    instantiate(ctx, &mut layout, 1, None)?;
-    Ok(layout)
-}
-
-/// Gives objects to every component of `layout` (of mirror `mirror` only, when given) that
-/// reaches below `end` and has none
-/// (Lustre's layout instantiation): those of the request's reservation when it was made
-/// for exactly these components, noting in `ctx` that it is used; otherwise (the layout
-/// changed since the request was prepared) objects reserved now, unwaited. Whether any
-/// component was instantiated; the caller bumps the generation.
-pub fn instantiate(ctx: &mut OpCtx<'_>, layout: &mut Layout, end: u64, mirror: Option<u16>) -> WeftResult<bool> {
-    let wants = instantiation_wants(layout, end, dom_target(ctx.core.mdt_index), mirror);
-    if wants.is_empty() {
-        return Ok(false);
-    }
-    let owned;
-    let res: &Reservation = match ctx.reservation {
-        Some(r) if r.serves(&wants) => {
-            ctx.reservation_used = true;
-            r
-        }
-        _ => {
-            owned = match ctx.core.objects.reserve_now(&wants) {
-                Ok(r) => r,
-                Err((taken, e)) => {
-                    // Returned to the destroy queue like any unused reservation.
-                    for obj in taken.objects() {
-                        ctx.t.persist_next_oid(obj.ost, obj.fid.oid.saturating_add(1))?;
-                        ctx.t.queue_destroy(obj.ost, obj.fid)?;
-                    }
-                    return Err(e);
-                }
-            };
-            &owned
-        }
-    };
-    for obj in res.objects() {
-        ctx.t.persist_next_oid(obj.ost, obj.fid.oid.saturating_add(1))?;
-    }
-    for (id, _, objects) in &res.parts {
-        let comp = layout.components.iter_mut().find(|c| c.id == *id).expect("wants come from this layout");
-        comp.objects.clone_from(objects);
-        comp.flags |= comp_flags::INIT;
-    }
-    Ok(true)
 }
 
 pub fn create(

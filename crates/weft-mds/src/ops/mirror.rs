@@ -4,30 +4,12 @@
 
 use super::{owner, Mutation, OpCtx};
 use crate::perm;
-use weft_proto::layout::{comp_flags, dom_mdt, Layout, Pattern};
+use weft_proto::layout::{comp_flags, Layout, Pattern};
 use weft_proto::limits::MIRRORS_MAX;
 use weft_proto::msg::changelog::ChangelogType;
 use weft_proto::msg::mdt::MirrorOp;
 use weft_proto::msg::{mdt, FileType, InodeInfo};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
-
-/// The mirror a write intent keeps: the first in sync whose objects are all on OSTs that
-/// are up (the first in sync when none is whole).
-pub fn primary(layout: &Layout, up: &impl Fn(u32) -> bool) -> u16 {
-    let in_sync: Vec<u16> = layout.mirror_ids().into_iter().filter(|id| layout.mirror_in_sync(*id)).collect();
-    let whole = |id: &u16| layout.mirror(*id).objects().all(|o| dom_mdt(o.ost).is_some() || up(o.ost));
-    in_sync.iter().copied().find(whole).or(in_sync.first().copied()).unwrap_or(0)
-}
-
-/// Marks every component of every mirror but `keep` stale; whether any changed.
-pub fn mark_stale_except(layout: &mut Layout, keep: u16) -> bool {
-    let mut changed = false;
-    for c in layout.components.iter_mut().filter(|c| c.mirror_id != keep) {
-        changed |= c.flags & comp_flags::STALE == 0;
-        c.flags |= comp_flags::STALE;
-    }
-    changed
-}
 
 impl Mutation for mdt::Mirror {
     fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<InodeInfo> {

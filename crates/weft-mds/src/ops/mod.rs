@@ -12,6 +12,7 @@ pub mod close;
 pub mod create;
 pub mod fid2path;
 pub mod hsm;
+pub mod layout;
 pub mod link;
 pub mod lookup;
 pub mod mirror;

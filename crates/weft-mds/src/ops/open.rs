@@ -51,7 +51,7 @@ fn open_for_restore(ctx: &mut OpCtx<'_>, fid: Fid, flags: u32) -> WeftResult<mdt
     if released {
         let generation = rec.layout.as_ref().map_or(0, |l| l.generation.wrapping_add(1));
         let spec = prepare_restore(ctx.t, fid, flags)?.unwrap_or_else(StripeSpec::unset);
-        rec.layout = Some(super::create::layout_from(ctx, &spec, generation)?);
+        rec.layout = Some(super::layout::layout_from(ctx, &spec, generation)?);
         rec.ctime = ctx.now;
         ctx.t.put_inode(fid, &rec)?;
     }

@@ -77,7 +77,7 @@ pub fn prepare_intent(
 /// The mirror a write intent writes to (None: a file without mirrors, or a resync, which
 /// instantiates every mirror).
 fn intent_mirror(layout: &weft_proto::Layout, resync: bool, up: &impl Fn(u32) -> bool) -> Option<u16> {
-    (layout.is_mirrored() && !resync).then(|| super::mirror::primary(layout, up))
+    (layout.is_mirrored() && !resync).then(|| super::layout::primary(layout, up))
 }
 
 impl Mutation for mdt::LayoutIntent {
@@ -96,10 +96,10 @@ impl Mutation for mdt::LayoutIntent {
         let mirror = intent_mirror(&layout, self.resync, &up);
         // A write on a file with several mirrors in sync: the others miss it from now on.
         let mut changed = match mirror {
-            Some(keep) if layout.read_mirrors().len() > 1 => super::mirror::mark_stale_except(&mut layout, keep),
+            Some(keep) if layout.read_mirrors().len() > 1 => super::layout::mark_stale_except(&mut layout, keep),
             _ => false,
         };
-        changed |= super::create::instantiate(ctx, &mut layout, self.end, mirror)?;
+        changed |= super::layout::instantiate(ctx, &mut layout, self.end, mirror)?;
         if changed {
             layout.generation = layout.generation.wrapping_add(1);
             rec.layout = Some(layout);
@@ -138,7 +138,7 @@ impl Mutation for mdt::CreateVolatile {
         let (like, _) = migratable(ctx, self.like)?;
         let spec = file_spec(ctx.t, self.like, &self.spec)?;
         // Checks done: writes follow.
-        let layout = super::create::layout_from(ctx, &spec, 0)?;
+        let layout = super::layout::layout_from(ctx, &spec, 0)?;
         let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
         let mut rec = InodeRecord::new(FileType::Regular, like.mode & 0o7777, like.uid, like.gid, ctx.now);
         rec.nlink = 0;
@@ -200,7 +200,7 @@ pub fn set(ctx: &mut OpCtx<'_>, fid: Fid, spec: &StripeSpec) -> WeftResult<mdt::
             let merged = file_spec(ctx.t, fid, spec)?;
             let generation = rec.layout.as_ref().map_or(0, |l| l.generation.wrapping_add(1));
             // Checks done: writes follow.
-            let layout = super::create::layout_from(ctx, &merged, generation)?;
+            let layout = super::layout::layout_from(ctx, &merged, generation)?;
             if let Some(old) = &rec.layout {
                 for comp in &old.components {
                     for obj in &comp.objects {

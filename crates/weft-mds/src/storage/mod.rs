@@ -13,8 +13,11 @@
 
 pub mod fault;
 pub mod file_journal;
+mod mdt;
 pub mod mem;
 pub mod redb_kv;
+
+pub use mdt::{MdtStorage, JOURNAL_FILE_NAME};
 
 use std::sync::Arc;
 use weft_proto::{ErrorCode, WeftError};
@@ -82,23 +85,4 @@ pub trait JournalStore: Send + Sync + 'static {
     fn truncate(&self, len: u64) -> StorageResult<()>;
     /// Bytes in the journal.
     fn len_bytes(&self) -> StorageResult<u64>;
-}
-
-/// Everything an MDT stores.
-#[derive(Clone)]
-pub struct MdtStorage {
-    pub kv: Arc<dyn KvStore>,
-    pub journal: Arc<dyn JournalStore>,
-}
-
-impl MdtStorage {
-    /// The default: redb and a journal file in the MDT's directory `dir`.
-    pub fn open_dir(dir: &std::path::Path) -> StorageResult<MdtStorage> {
-        std::fs::create_dir_all(dir)
-            .map_err(|e| StorageError::Io(format!("cannot create MDT directory {}: {e}", dir.display())))?;
-        Ok(MdtStorage {
-            kv: Arc::new(redb_kv::RedbKv::open(&dir.join(crate::schema::DB_FILE_NAME))?),
-            journal: Arc::new(file_journal::FileJournal::open(&dir.join(crate::journal::JOURNAL_FILE_NAME))?),
-        })
-    }
 }

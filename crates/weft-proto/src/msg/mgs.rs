@@ -4,11 +4,7 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-pub enum TargetKind {
-    Mdt,
-    Ost,
-}
+pub use super::target::TargetKind;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum TargetState {
@@ -170,7 +166,7 @@ macro_rules! mgs_ops {
             /// by every server that has such rules; the MGS keeps it in memory only.
             read QosDemand {
                 server: String,
-                service: $crate::msg::Service,
+                service: $crate::msg::service::Service,
                 rules: Vec<$crate::msg::GlobalDemand>,
             } -> $crate::msg::GlobalShares = "mgs_qos_demand";
             /// From the monitor's history: each target's, job's or user's (`kind`) usage

@@ -22,6 +22,8 @@ pub mod mdt;
 pub mod mgs;
 pub mod ost;
 pub mod param;
+pub mod service;
+pub mod target;
 pub mod types;
 
 pub use mdt::{MdtReply, MdtRequest};
@@ -31,6 +33,7 @@ pub use mgs::{
 };
 pub use ost::{OstReply, OstRequest};
 pub use param::{ParamReply, ParamRequest};
+pub use service::Service;
 pub use types::*;
 
 use crate::error::WeftError;
@@ -132,60 +135,6 @@ crate::define_replies! {
         Ost(OstReply),
         Ldlm(LdlmReply),
         Param(ParamReply),
-    }
-}
-
-/// The service of a server process that runs a request, as Lustre's ptlrpc services: each
-/// has a scheduler of its own, so a policy shaping object I/O does not hold metadata or lock
-/// requests back.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize, serde::Deserialize)]
-pub enum Service {
-    /// The management service (`mgs.MGS.mgs`).
-    Mgs,
-    /// Metadata (`mds.MDS.mdt`).
-    Mdt,
-    /// Object data: reads, writes, punches, syncs (`ost.OSS.ost_io`).
-    OstIo,
-    /// Other object requests: getattr, precreate, destroy, statfs (`ost.OSS.ost`).
-    Ost,
-    /// Lock managers (`ldlm.services.ldlm_canceld`).
-    Ldlm,
-    /// Parameter requests: never held behind another service's policy.
-    Param,
-}
-
-impl Service {
-    pub const ALL: [Service; 6] =
-        [Service::Mgs, Service::Mdt, Service::OstIo, Service::Ost, Service::Ldlm, Service::Param];
-
-    /// Lustre's name of the service.
-    pub fn name(self) -> &'static str {
-        match self {
-            Service::Mgs => "mgs",
-            Service::Mdt => "mdt",
-            Service::OstIo => "ost_io",
-            Service::Ost => "ost",
-            Service::Ldlm => "ldlm",
-            Service::Param => "param",
-        }
-    }
-
-    /// Where its parameters sit in the parameter tree, as Lustre names the service
-    /// (`ost.OSS.ost_io`); None for the parameter service itself.
-    pub fn param_prefix(self) -> Option<&'static str> {
-        Some(match self {
-            Service::Mgs => "mgs.MGS.mgs",
-            Service::Mdt => "mds.MDS.mdt",
-            Service::OstIo => "ost.OSS.ost_io",
-            Service::Ost => "ost.OSS.ost",
-            Service::Ldlm => "ldlm.services.ldlm_canceld",
-            Service::Param => return None,
-        })
-    }
-
-    /// Its place in [`Service::ALL`].
-    pub fn index(self) -> usize {
-        self as usize
     }
 }
 

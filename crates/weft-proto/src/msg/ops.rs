@@ -57,11 +57,10 @@ where
     O::Reply::from_reply(answer).map_err(|other| unexpected_reply(O::OPCODE, &other))
 }
 
-/// A service's answer out of a whole reply: a reply of another service is a protocol error.
-pub fn service_answer<A: Payload<crate::msg::ReplyBody>>(
-    opcode: &str,
-    reply: crate::msg::ReplyBody,
-) -> Result<A, WeftError> {
+/// A service's answer out of a whole reply (`msg::ReplyBody`): a reply of another service is
+/// a protocol error. Generic over the reply so this file does not name msg/mod.rs, which
+/// names it.
+pub fn service_answer<R: Variant, A: Payload<R>>(opcode: &str, reply: R) -> Result<A, WeftError> {
     A::from_reply(reply).map_err(|other| unexpected_reply(opcode, &other))
 }
 

@@ -1,7 +1,9 @@
 //! The token bucket filter's decisions, as pure logic over an injected clock (nanoseconds
 //! from any origin): which class a request belongs to, whether it may start now, and which
 //! waiting request starts next. The policy in [`super`] drives it from a task with real
-//! time; the tests here drive it with made-up time.
+//! time; the tests here drive it with made-up time. The rule list's commands (start,
+//! change, stop) are in `core/rule_list.rs`, global rules' demand and shares in
+//! `core/global.rs`.
 //!
 //! **Classes and buckets.** A request's class is its values of the fields the policy's type
 //! names ([`TbfType`]); a class takes the first rule that matches it and holds a bucket of
@@ -42,10 +44,12 @@
 //! rate; the class chosen is the one with the least extra service per unit of its rate, so
 //! what idle classes leave is shared among the busy ones in proportion to their rates.
 
-use super::rule::{Command, Expr, Facts, Limits, TbfType};
+use super::rule::{Expr, Facts, Limits, TbfType};
 use crate::limits::{GLOBAL_REPORT_MS, TBF_CLASSES_MAX, TBF_DEPTH_DEFAULT, TBF_EARLY_NS};
 use std::collections::{HashMap, VecDeque};
-use weft_proto::msg::{GlobalDemand, GlobalShare};
+
+mod global;
+mod rule_list;
 
 const NS_PER_S: u64 = 1_000_000_000;
 
@@ -259,113 +263,6 @@ impl<T> Tbf<T> {
 
     pub fn rules(&self) -> &[Rule] {
         &self.rules
-    }
-
-    /// Applies a rule command: `start` puts the new rule first (or in front of `rank`),
-    /// `change` sets its rate or moves it, `stop` removes it (never the default rule).
-    pub fn command(&mut self, cmd: Command) -> Result<(), String> {
-        match cmd {
-            Command::Start { name, expr, limits, rank, depends } => {
-                if let Some(other) = &depends {
-                    if *other == name {
-                        return Err(format!("rule '{name}' cannot depend on itself"));
-                    }
-                    if self.find(other).is_none() {
-                        return Err(format!("depends={other}: {}", self.no_rule(other)));
-                    }
-                }
-                if let Some(i) = self.find(&name) {
-                    let r = &self.rules[i];
-                    let same = r.expr == expr && r.limits == limits && r.depends == depends && rank.is_none();
-                    if same {
-                        // The same rule again (a permanent setting applied after the live
-                        // one): nothing to do.
-                        return Ok(());
-                    }
-                    return Err(format!("TBF rule '{name}' exists already: change it, or stop it first"));
-                }
-                let at = match rank {
-                    Some(other) => self.rank_position(&other)?,
-                    None => 0,
-                };
-                let id = self.next_rule_id;
-                self.next_rule_id += 1;
-                self.rules.insert(
-                    at,
-                    Rule {
-                        name,
-                        expr,
-                        limits,
-                        depends,
-                        id,
-                        meter: Meter::default(),
-                        share: None,
-                        waited: false,
-                        reported_idle: false,
-                    },
-                );
-            }
-            Command::Change { name, rate, bps, rank } => {
-                let i = self.find(&name).ok_or_else(|| self.no_rule(&name))?;
-                if let Some(rate) = rate {
-                    let rule = &mut self.rules[i];
-                    // A global rule's share moves with its rate until the next division.
-                    if let Some((share, _)) = &mut rule.share {
-                        *share = (u128::from(*share) * u128::from(rate) / u128::from(rule.limits.rate.max(1)))
-                            .try_into()
-                            .unwrap_or(rate)
-                            .max(1);
-                    }
-                    rule.limits.rate = rate;
-                }
-                if let Some(bps) = bps {
-                    self.rules[i].limits.bps = bps;
-                }
-                if let Some(other) = rank {
-                    if name == DEFAULT_RULE {
-                        return Err("the default rule stays last: rank other rules in front of it".into());
-                    }
-                    if other == name {
-                        return Err(format!("rule '{name}' cannot be ranked in front of itself"));
-                    }
-                    let rule = self.rules.remove(i);
-                    let at = match self.rank_position(&other) {
-                        Ok(at) => at,
-                        Err(e) => {
-                            self.rules.insert(i, rule);
-                            return Err(e);
-                        }
-                    };
-                    self.rules.insert(at, rule);
-                }
-            }
-            Command::Stop { name } => {
-                if name == DEFAULT_RULE {
-                    return Err("the default rule cannot be stopped; change its rate instead".into());
-                }
-                if let Some(dependent) = self.rules.iter().find(|r| r.depends.as_deref() == Some(name.as_str())) {
-                    return Err(format!("rule '{}' depends on '{name}': stop it first", dependent.name));
-                }
-                let i = self.find(&name).ok_or_else(|| self.no_rule(&name))?;
-                self.rules.remove(i);
-            }
-        }
-        // Classes match again on their next request (as Lustre re-matches on a change).
-        self.rules_gen += 1;
-        Ok(())
-    }
-
-    fn find(&self, name: &str) -> Option<usize> {
-        self.rules.iter().position(|r| r.name == name)
-    }
-
-    fn no_rule(&self, name: &str) -> String {
-        let names: Vec<&str> = self.rules.iter().map(|r| r.name.as_str()).collect();
-        format!("no TBF rule '{name}': the rules are {}", names.join(", "))
-    }
-
-    fn rank_position(&self, other: &str) -> Result<usize, String> {
-        self.find(other).ok_or_else(|| format!("rank={other}: {}", self.no_rule(other)))
     }
 
     /// A request of `bytes` arrives: `Some(item)` to start it now, or None when it waits
@@ -598,64 +495,6 @@ impl<T> Tbf<T> {
         }
     }
 
-    /// This server's demand on each global rule, for the management service's division:
-    /// what its classes started over the last second, and whether one of their requests
-    /// waited since the last report (or waits now).
-    pub fn global_demands(&mut self, now: u64) -> Vec<GlobalDemand> {
-        let mut out = Vec::new();
-        for rule in self.rules.iter_mut().filter(|r| r.limits.global) {
-            let id = rule.id;
-            let waiting = self.slots.iter().flatten().any(|c| c.rule_id == id && !c.queue.is_empty());
-            let demand = GlobalDemand {
-                rule: rule.name.clone(),
-                rate: rule.limits.rate,
-                bps: rule.limits.bps,
-                used: rule.meter.rate(now),
-                backlogged: rule.waited || waiting,
-            };
-            rule.reported_idle = demand.used == 0 && !demand.backlogged;
-            out.push(demand);
-            rule.waited = false;
-        }
-        self.report_wanted = false;
-        out
-    }
-
-    /// True once after a request of a global rule came to wait on a server that had
-    /// reported the rule idle: its demand should be reported now (its share there is the
-    /// idle reserve), not at the next interval.
-    pub fn take_report_wanted(&mut self) -> bool {
-        std::mem::take(&mut self.report_wanted)
-    }
-
-    /// Takes this server's shares of global rules (the division's answer) at `now`. What a
-    /// class of the rule owes (its schedule ahead of `now`) is in requests and bytes, not in
-    /// time: it is rescaled to the new share, so requests charged at a small share (a
-    /// server's reserve) do not hold the class back at the large one that follows.
-    pub fn set_shares(&mut self, now: u64, shares: &[GlobalShare]) {
-        for share in shares {
-            let Some(rule) = self.rules.iter_mut().find(|r| r.name == share.rule && r.limits.global) else {
-                continue;
-            };
-            let (old_rate, old_bps) = rule.share.unwrap_or((rule.limits.rate, rule.limits.bps));
-            let new = (share.rate.max(1), share.bps);
-            rule.share = Some(new);
-            let id = rule.id;
-            let rescale = |tat: &mut u64, old: u64, new: u64| {
-                if *tat > now && new != old {
-                    let owed = u128::from(*tat - now) * u128::from(old.max(1)) / u128::from(new.max(1));
-                    *tat = now.saturating_add(u64::try_from(owed).unwrap_or(u64::MAX / 2));
-                }
-            };
-            for class in self.slots.iter_mut().flatten().filter(|c| c.rule_id == id) {
-                rescale(&mut class.tat, old_rate, new.0);
-                if let (Some(old), Some(new)) = (old_bps, new.1) {
-                    rescale(&mut class.tat_bytes, old, new);
-                }
-            }
-        }
-    }
-
     /// Every class, for listings and statistics.
     pub fn classes(&self) -> Vec<ClassView> {
         self.slots
@@ -746,6 +585,7 @@ fn charge<T>(class: &mut Class<T>, limits: &Limits, now: u64, bytes: u64, comp: 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::schedule::tbf::rule::Command;
 
     const MS: u64 = 1_000_000;
 

@@ -383,7 +383,8 @@ impl Mutation for mdt::HsmTake {
             )));
         }
         let coordinator = &ctx.core.coordinator;
-        coordinator.seen(&self.agent, Some((&self.archive_ids, &self.running, ctx.now.sec)));
+        let at = ctx.core.clock.instant();
+        coordinator.seen(&self.agent, Some((&self.archive_ids, &self.running, ctx.now.sec)), at);
         if coordinator.control() != HsmControl::Enabled || self.max == 0 {
             return Ok(Vec::new());
         }
@@ -488,7 +489,7 @@ impl Mutation for mdt::HsmProgress {
         if self.message.len() > 4096 {
             return Err(WeftError::invalid("a copytool's message is longer than 4096 bytes"));
         }
-        ctx.core.coordinator.seen(&self.agent, None);
+        ctx.core.coordinator.seen(&self.agent, None, ctx.core.clock.instant());
         match self.done {
             None => {}
             Some(0) => {
@@ -536,7 +537,7 @@ impl Query for mdt::HsmActionGet {
         // Waiting because nobody serves its archive: say so (a copytool's message is for
         // failures only, so this is not one).
         if let Some(a) = shown.as_mut().filter(|a| a.status == ActionStatus::Waiting) {
-            if !q.core.coordinator.served(a.archive_id) {
+            if !q.core.coordinator.served(a.archive_id, q.core.clock.instant()) {
                 a.message = format!("no copytool serving archive {} is running", a.archive_id);
             }
         }
@@ -797,7 +798,7 @@ mod tests {
         let g = file_of(&env, "g", 10).await;
         let [lost] = cookies(&env, request(HsmAction::Archive, 0, vec![g])).await[..] else { panic!() };
         assert_eq!(take(&env, "alive", &[1], 1).await[0].cookie, lost);
-        tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+        env.mds().core.clock.advance(std::time::Duration::from_millis(2100));
         env.mds().hsm_sweep().await.unwrap();
         assert_eq!(action(&env, g).await.unwrap().status, ActionStatus::Started, "no poll said otherwise yet");
         take(&env, "alive", &[1], 0).await;

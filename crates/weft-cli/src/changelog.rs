@@ -12,8 +12,8 @@ use weft_proto::msg::changelog::ChangelogRecord;
 use weft_proto::msg::ops::Op;
 use weft_proto::msg::{mdt, target_name, TargetKind};
 
-/// Records asked for per request while reading.
-const READ_BATCH: u32 = 4096;
+/// Records asked for per request while reading: as many as one answer holds.
+use weft_proto::limits::CHANGELOG_READ_RECORDS_MAX as READ_BATCH;
 
 #[derive(Args)]
 pub struct RegisterArgs {

@@ -29,6 +29,7 @@ use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use weft_client::copytool::{self, weft_errno, Agent as CoreAgent, Failure};
 use weft_client::virtual_xattr::HsmChange;
 use weft_client::{Client, ClientConfig};
+use weft_proto::limits::HSM_MESSAGE_BYTES_MAX;
 use weft_proto::limits::RPC_BULK_BYTES_MAX;
 use weft_proto::lock::LockMode;
 use weft_proto::msg::hsm::{HsmAction, HsmActionItem, HS_ARCHIVED, HS_EXISTS};
@@ -174,17 +175,18 @@ impl Backend {
                     .with_context(|| format!("running {}", prog.display()))?;
                 let stdin = child.stdin.take().expect("piped");
                 // Read while the data goes in: a program that says much on its standard error
-                // must not block on a full pipe. Its last 4 KiB are kept for the error.
+                // must not block on a full pipe. Its last HSM_MESSAGE_BYTES_MAX are kept for
+                // the error (the coordinator keeps no more).
                 let mut stderr = child.stderr.take().expect("piped");
                 let said = tokio::spawn(async move {
                     let mut kept = Vec::new();
-                    let mut buf = [0u8; 4096];
+                    let mut buf = [0u8; HSM_MESSAGE_BYTES_MAX];
                     while let Ok(n) = stderr.read(&mut buf).await {
                         if n == 0 {
                             break;
                         }
                         kept.extend_from_slice(&buf[..n]);
-                        let excess = kept.len().saturating_sub(4096);
+                        let excess = kept.len().saturating_sub(HSM_MESSAGE_BYTES_MAX);
                         kept.drain(..excess);
                     }
                     kept

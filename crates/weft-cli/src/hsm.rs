@@ -17,8 +17,7 @@ use weft_proto::msg::hsm::{
 use weft_proto::msg::{mdt, target_name, TargetKind};
 use weft_proto::Fid;
 
-/// Files per request to the MDT (its bound is larger: this keeps each under a megabyte).
-const HSM_REQUEST_FILES: usize = 8192;
+use crate::limits::HSM_REQUEST_FILES_MAX as HSM_REQUEST_FILES;
 
 #[derive(Args)]
 pub struct HsmArgs {

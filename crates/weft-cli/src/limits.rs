@@ -42,3 +42,9 @@ pub const PARAM_REQUEST_TIMEOUT_S: u64 = 5;
 /// `weft top`: the monitor's last intervals it takes as "now", and the rows of each kind.
 pub const TOP_INTERVALS: u64 = 3;
 pub const TOP_ROWS: u32 = 10;
+
+// ---- weft hsm, weft policy
+
+/// Files per HSM request to the MDT (`hsm archive` and the policy engine's archive runs):
+/// the MDT's bound is larger, this keeps each request under a megabyte.
+pub const HSM_REQUEST_FILES_MAX: usize = 8192;

@@ -52,10 +52,10 @@ use weft_proto::msg::hsm::{HsmAction, HsmState, HS_RELEASED};
 use weft_proto::msg::{mdt, TargetKind};
 use weft_proto::Fid;
 
-/// Changelog records asked for at once.
-const READ_BATCH: u32 = 4096;
 /// Files per archive request.
-const REQUEST_FILES: usize = 8192;
+use crate::limits::HSM_REQUEST_FILES_MAX as REQUEST_FILES;
+/// Changelog records asked for at once: as many as one answer holds.
+use weft_proto::limits::CHANGELOG_READ_RECORDS_MAX as READ_BATCH;
 
 #[derive(Args)]
 pub struct PolicyArgs {

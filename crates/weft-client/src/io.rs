@@ -2,7 +2,7 @@
 //! [`crate::striping`] and sends them in parallel, at most
 //! [`crate::limits::OBJECT_REQUESTS_IN_FLIGHT_MAX`] at a time.
 
-use crate::limits::{LAYOUT_ROUNDS_MAX, MIRROR_FAILING_MS, MIRROR_TRY_MS, OBJECT_REQUESTS_IN_FLIGHT_MAX};
+use crate::limits::{LAYOUT_ROUNDS_MAX, MIRROR_TRY_MS, OBJECT_REQUESTS_IN_FLIGHT_MAX};
 use crate::locks::ExtentGuard;
 use crate::striping::{gather, piece_is_whole_range, plan_pieces, scatter, ObjectPiece};
 use crate::Client;
@@ -179,21 +179,14 @@ impl Client {
     /// The mirrors in sync in the order reads try them: those with an object on a target
     /// that failed a mirror's read lately ([`Client::note_failing`]) last.
     pub fn mirror_read_order(&self, layout: &Layout) -> Vec<u16> {
-        let now = std::time::Instant::now();
-        let failing = self.failing.lock().unwrap_or_else(|p| p.into_inner());
-        let mut order = layout.read_mirrors();
-        order.sort_by_key(|id| layout.mirror(*id).objects().any(|o| failing.get(&o.ost).is_some_and(|t| *t > now)));
-        order
+        let now = tokio::time::Instant::now().into_std();
+        self.failing.lock().unwrap_or_else(|p| p.into_inner()).read_order(layout, now)
     }
 
     /// A read of `mirror` failed: its targets go last in mirror reads for a while.
     pub fn note_failing(&self, mirror: &Layout) {
-        let until = std::time::Instant::now() + Duration::from_millis(MIRROR_FAILING_MS);
-        let mut failing = self.failing.lock().unwrap_or_else(|p| p.into_inner());
-        failing.retain(|_, t| *t > std::time::Instant::now());
-        for o in mirror.objects() {
-            failing.insert(o.ost, until);
-        }
+        let now = tokio::time::Instant::now().into_std();
+        self.failing.lock().unwrap_or_else(|p| p.into_inner()).note(mirror, now);
     }
 
     /// A read that one object answers whole, in file order: its bytes handed back as they

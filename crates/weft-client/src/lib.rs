@@ -17,6 +17,7 @@
 //! if the map moves the target to another address, the request is resent there.
 
 pub mod copytool;
+mod failing;
 pub mod fallocate;
 mod flock;
 mod hsm;
@@ -38,10 +39,9 @@ pub use weft_proto::msg::mdt::Opened;
 pub mod virtual_xattr;
 
 use bytes::Bytes;
-use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use tokio::sync::watch;
 use weft_proto::lock::{LdlmReply, LdlmRequest, LockTarget};
 use weft_proto::msg::ops::{service_answer, take_reply, Op, OpKind, Payload, Variant};
@@ -97,7 +97,7 @@ pub struct Client {
     generation: AtomicU64,
     /// Object targets that failed a mirror's read, until when they go last (see
     /// `Client::mirror_read_order`).
-    failing: Mutex<HashMap<u32, Instant>>,
+    failing: Mutex<failing::FailingTargets>,
     locks: Arc<locks::LockCache>,
     /// Names and attributes answered under locks this client holds (see inodes.rs).
     inodes: inodes::InodeCache,
@@ -144,7 +144,7 @@ impl Client {
         let client = Arc::new_cyclic(|weak: &Weak<Client>| Client {
             client_id: AtomicU64::new(client_id),
             generation: AtomicU64::new(1),
-            failing: Mutex::new(HashMap::new()),
+            failing: Mutex::new(failing::FailingTargets::default()),
             locks: Arc::new(locks::LockCache::new(config.extent_locks, config.locks_cached_max)),
             inodes: inodes::InodeCache::default(),
             weak_self: weak.clone(),
@@ -265,10 +265,11 @@ impl Client {
         timeout: Option<Duration>,
     ) -> WeftResult<(ReplyBody, Bytes)> {
         let timeout = timeout.map_or(self.config.request_timeout, |t| t.min(self.config.request_timeout));
-        let deadline = Instant::now() + timeout;
+        // Tokio's clock: a simulation's paused clock drives the resend decision.
+        let deadline = tokio::time::Instant::now() + timeout;
         loop {
             let (peer, address) = self.target_peer(kind, index).await?;
-            let remaining = deadline.saturating_duration_since(Instant::now());
+            let remaining = time_left(deadline, tokio::time::Instant::now()).unwrap_or_default();
             let mut map_rx = self.map.subscribe();
             let call = peer.call_with_timeout(header.clone(), body.clone(), bulk.clone(), remaining);
             let moved = async {
@@ -307,7 +308,7 @@ impl Client {
                         target = %target_label(kind, index), from = %address,
                         "target moved; resending {}", body.opcode_name()
                     );
-                    if Instant::now() >= deadline {
+                    if time_left(deadline, tokio::time::Instant::now()).is_none() {
                         return Err(WeftError::new(
                             ErrorCode::TimedOut,
                             format!("{} did not answer {} in time", target_label(kind, index), body.opcode_name()),
@@ -439,6 +440,13 @@ impl Client {
 
 /// The target of the cluster map that serves target `index` of `kind`: itself, or for a
 /// data-on-MDT object target its MDT (whose server keeps those objects).
+/// What is left of a request's time at `now` before its `deadline`; None once it passed
+/// (then a moved target is not tried again). The caller reads the clock (tokio's, so a
+/// paused clock drives the decision).
+fn time_left(deadline: tokio::time::Instant, now: tokio::time::Instant) -> Option<Duration> {
+    deadline.checked_duration_since(now).filter(|left| !left.is_zero())
+}
+
 fn server_of(kind: TargetKind, index: u32) -> (TargetKind, u32) {
     match (kind, weft_proto::layout::dom_mdt(index)) {
         (TargetKind::Ost, Some(mdt)) => (TargetKind::Mdt, mdt),
@@ -557,6 +565,20 @@ mod tests {
         assert_send(client.stat(who, Fid::ROOT));
         assert_send(client.statfs_targets());
         assert_send(client.statfs());
+    }
+
+    /// The resend decision on a clock a test moves: time is left until the deadline, none
+    /// at it or after.
+    #[tokio::test(start_paused = true)]
+    async fn a_moved_target_is_tried_again_only_while_time_is_left() {
+        let start = tokio::time::Instant::now();
+        let deadline = start + Duration::from_secs(10);
+        assert_eq!(time_left(deadline, tokio::time::Instant::now()), Some(Duration::from_secs(10)));
+        tokio::time::advance(Duration::from_millis(9_999)).await;
+        assert_eq!(time_left(deadline, tokio::time::Instant::now()), Some(Duration::from_millis(1)));
+        tokio::time::advance(Duration::from_millis(1)).await;
+        assert_eq!(time_left(deadline, tokio::time::Instant::now()), None, "at the deadline");
+        assert_eq!(time_left(deadline, deadline + Duration::from_secs(1)), None, "after it");
     }
 
     #[test]

@@ -54,6 +54,13 @@
 //! `(client, owner)`; for flock, lowest `(client, owner)`. The `owner` field of a report is
 //! the holder's owner number, meaningful only within the holder's client.
 //!
+//! # A bound per client
+//!
+//! A client holds at most [`ADVISORY_LOCKS_PER_CLIENT_MAX`] locks over all files (an fcntl
+//! lock split in two counts twice). A set that would take it past its bound is refused with
+//! [`ErrorCode::NoLocks`] (ENOLCK, as POSIX says) and changes nothing; a set that does not
+//! add locks (an unlock that splits nothing, a conversion in place) is never refused.
+//!
 //! # What this table does not do
 //!
 //! It never waits: F_SETLKW is built by its caller on top of [`AdvisoryLocks::set`] (retry
@@ -63,8 +70,18 @@
 
 use std::collections::HashMap;
 
+use crate::limits::ADVISORY_LOCKS_PER_CLIENT_MAX;
 use weft_proto::lock::{FlockKind, FlockSpec};
-use weft_proto::Fid;
+use weft_proto::{ErrorCode, Fid, WeftError};
+
+/// Why [`AdvisoryLocks::set`] refused: nothing changed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refused {
+    /// Another owner holds a conflicting lock: the first one (what F_GETLK reports).
+    Conflict(FlockSpec),
+    /// The client would hold more locks than its bound ([`ErrorCode::NoLocks`]).
+    NoLocks(WeftError),
+}
 
 /// The kind of a held lock: a holder is never "unlocked", so this is [`FlockKind`] without
 /// `Unlock`.
@@ -158,7 +175,7 @@ impl WholeLock {
 }
 
 /// The advisory locks of one file. Never kept empty in [`AdvisoryLocks::files`].
-#[derive(Debug, Default)]
+#[derive(Debug, Default, Clone)]
 struct FileLocks {
     /// fcntl locks, sorted by [`RangeLock::order`].
     ranges: Vec<RangeLock>,
@@ -169,6 +186,12 @@ struct FileLocks {
 impl FileLocks {
     fn len(&self) -> usize {
         self.ranges.len() + self.whole.len()
+    }
+
+    /// The locks of `client`, both families.
+    fn count_of(&self, client: u64) -> usize {
+        self.ranges.iter().filter(|l| l.client == client).count()
+            + self.whole.iter().filter(|l| l.client == client).count()
     }
 
     /// The first lock of another owner in family `flock` that conflicts with `mode` on
@@ -265,44 +288,85 @@ impl FileLocks {
 /// The advisory locks of every file one metadata server serves, by [`Fid`].
 ///
 /// See the [module documentation](self) for the rules. Files without locks take no memory.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct AdvisoryLocks {
     /// Only files that hold at least one lock.
     files: HashMap<Fid, FileLocks>,
     /// Locks held over all files, both families (kept so that [`Self::count`] is O(1)).
     total: usize,
+    /// Locks held by each client over all files; clients without locks are removed.
+    per_client: HashMap<u64, usize>,
+    /// The most locks a client may hold.
+    per_client_max: usize,
+}
+
+impl Default for AdvisoryLocks {
+    fn default() -> Self {
+        Self::with_bound(ADVISORY_LOCKS_PER_CLIENT_MAX)
+    }
 }
 
 impl AdvisoryLocks {
-    /// An empty table.
+    /// An empty table, each client bounded by [`ADVISORY_LOCKS_PER_CLIENT_MAX`].
     pub fn new() -> Self {
         Self::default()
+    }
+
+    /// An empty table whose clients may hold at most `per_client_max` locks each.
+    pub fn with_bound(per_client_max: usize) -> Self {
+        AdvisoryLocks { files: HashMap::new(), total: 0, per_client: HashMap::new(), per_client_max }
     }
 
     /// F_SETLK / flock(2) without waiting, for `client`.
     ///
     /// `Read` or `Write` sets the lock if no other owner holds a conflicting one; otherwise
     /// nothing changes and the first conflicting lock is returned (with its holder's pid).
-    /// `Unlock` removes the owner's locks on the range (fcntl) or its flock lock, and never
-    /// fails. A failed flock conversion keeps the lock the owner had.
-    pub fn set(&mut self, fid: Fid, client: u64, lock: &FlockSpec) -> Result<(), FlockSpec> {
+    /// `Unlock` removes the owner's locks on the range (fcntl) or its flock lock, and fails
+    /// only when it would split a lock of a client at its bound. A failed flock conversion
+    /// keeps the lock the owner had. Past the client's bound: [`Refused::NoLocks`], nothing
+    /// changed.
+    pub fn set(&mut self, fid: Fid, client: u64, lock: &FlockSpec) -> Result<(), Refused> {
         let mode = Mode::of(lock.kind);
         if !lock.flock && lock.start > lock.end {
             return Ok(()); // An empty range: nothing to set or remove.
         }
         if mode.is_some() {
             if let Some(conflict) = self.get(fid, client, lock) {
-                return Err(conflict);
+                return Err(Refused::Conflict(conflict));
             }
         }
-        self.update(fid, mode.is_some(), |file| {
+        let change = |file: &mut FileLocks| {
             if lock.flock {
                 file.set_whole(client, lock.owner, mode, lock.pid);
             } else {
                 file.set_range(client, lock.owner, mode, lock.start, lock.end, lock.pid);
             }
-        });
+        };
+        // A set adds at most two locks (a lock of another kind split around the new one):
+        // only near the bound is the change tried on a copy first.
+        let held = self.held(client);
+        if held + 2 > self.per_client_max {
+            let mut file = self.files.get(&fid).cloned().unwrap_or_default();
+            let before = file.count_of(client);
+            change(&mut file);
+            let after = held - before + file.count_of(client);
+            if after > held && after > self.per_client_max {
+                return Err(Refused::NoLocks(WeftError::new(
+                    ErrorCode::NoLocks,
+                    format!(
+                        "client {client} holds {held} advisory locks, and this one would take it past the bound of {}",
+                        self.per_client_max
+                    ),
+                )));
+            }
+        }
+        self.update(fid, client, mode.is_some(), change);
         Ok(())
+    }
+
+    /// The advisory locks `client` holds over all files.
+    pub fn held(&self, client: u64) -> usize {
+        self.per_client.get(&client).copied().unwrap_or(0)
     }
 
     /// F_GETLK: the first lock of another (client, owner), in the family `lock.flock` names,
@@ -331,7 +395,7 @@ impl AdvisoryLocks {
     /// On close: removes every lock of (client, owner) on `fid` in one family (`flock`:
     /// the flock lock; otherwise all fcntl ranges). The other family is left alone.
     pub fn release(&mut self, fid: Fid, client: u64, owner: u64, flock: bool) {
-        self.update(fid, false, |file| {
+        self.update(fid, client, false, |file| {
             if flock {
                 file.set_whole(client, owner, None, 0);
             } else {
@@ -351,6 +415,7 @@ impl AdvisoryLocks {
             file.len() > 0
         });
         self.total = total;
+        self.per_client.remove(&client);
     }
 
     /// The number of locks held, over all files and both families. An fcntl lock split in
@@ -359,21 +424,28 @@ impl AdvisoryLocks {
         self.total
     }
 
-    /// Runs `change` on the locks of `fid` (created empty first if `create`, else skipped
-    /// when the file holds none), then keeps [`Self::total`] right and drops the file's
-    /// entry if it emptied.
-    fn update(&mut self, fid: Fid, create: bool, change: impl FnOnce(&mut FileLocks)) {
+    /// Runs `change`, which changes only locks of `client`, on the locks of `fid` (created
+    /// empty first if `create`, else skipped when the file holds none), then keeps
+    /// [`Self::total`] and [`Self::per_client`] right and drops the file's entry if it
+    /// emptied.
+    fn update(&mut self, fid: Fid, client: u64, create: bool, change: impl FnOnce(&mut FileLocks)) {
         let file = match self.files.get_mut(&fid) {
             Some(file) => file,
             None if create => self.files.entry(fid).or_default(),
             None => return,
         };
-        let before = file.len();
+        let (before, before_client) = (file.len(), file.count_of(client));
         change(file);
-        let after = file.len();
+        let (after, after_client) = (file.len(), file.count_of(client));
         self.total = self.total - before + after;
         if after == 0 {
             self.files.remove(&fid);
+        }
+        let held = self.per_client.get(&client).copied().unwrap_or(0) - before_client + after_client;
+        if held == 0 {
+            self.per_client.remove(&client);
+        } else {
+            self.per_client.insert(client, held);
         }
     }
 }

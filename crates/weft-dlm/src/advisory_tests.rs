@@ -1,4 +1,5 @@
 use super::*;
+use Refused::{Conflict, NoLocks};
 
 const EOF: u64 = u64::MAX;
 const F: Fid = Fid::new(0x2_0000_0400, 7, 0);
@@ -96,7 +97,7 @@ fn read_over_part_of_a_write_converts_that_part() {
     assert_eq!(t.set(F, 2, &rd(5, 40, 59)), Ok(()));
     assert!(t.set(F, 2, &rd(5, 39, 40)).is_err());
     // And back: the owner's write over all of it conflicts with the other reader...
-    assert_eq!(t.set(F, 1, &wr(1, 0, 99)), Err(rd(5, 40, 59)));
+    assert_eq!(t.set(F, 1, &wr(1, 0, 99)), Err(Conflict(rd(5, 40, 59))));
     // ...until that reader leaves, and then it is one write lock again.
     t.set(F, 2, &un(5, 0, EOF)).unwrap();
     t.set(F, 1, &wr(1, 0, 99)).unwrap();
@@ -117,18 +118,18 @@ fn readers_share_writers_conflict() {
     let mut t = AdvisoryLocks::new();
     t.set(F, 1, &rd(1, 0, 9)).unwrap();
     t.set(F, 2, &rd(1, 5, 14)).unwrap();
-    assert_eq!(t.set(F, 3, &wr(1, 12, 12)), Err(rd(1, 5, 14)));
+    assert_eq!(t.set(F, 3, &wr(1, 12, 12)), Err(Conflict(rd(1, 5, 14))));
     assert_eq!(t.set(F, 3, &wr(1, 15, EOF)), Ok(()));
     t.set(F, 3, &un(1, 0, EOF)).unwrap();
     t.set(F, 1, &rd(2, 0, EOF)).unwrap(); // another owner of client 1
     assert_eq!(t.count(), 3);
-    assert_eq!(t.set(F, 1, &wr(1, 0, 0)), Err(rd(2, 0, EOF)), "another owner of the same client");
-    assert_eq!(t.set(F, 3, &wr(1, 100, 199)), Err(rd(2, 0, EOF)));
+    assert_eq!(t.set(F, 1, &wr(1, 0, 0)), Err(Conflict(rd(2, 0, EOF))), "another owner of the same client");
+    assert_eq!(t.set(F, 3, &wr(1, 100, 199)), Err(Conflict(rd(2, 0, EOF))));
     // Write held: readers and writers of other owners both conflict, on overlap only.
     let mut t = AdvisoryLocks::new();
     t.set(F, 1, &wr(1, 100, 199)).unwrap();
-    assert_eq!(t.set(F, 2, &rd(1, 150, 150)), Err(wr(1, 100, 199)));
-    assert_eq!(t.set(F, 2, &wr(1, 199, 300)), Err(wr(1, 100, 199)));
+    assert_eq!(t.set(F, 2, &rd(1, 150, 150)), Err(Conflict(wr(1, 100, 199))));
+    assert_eq!(t.set(F, 2, &wr(1, 199, 300)), Err(Conflict(wr(1, 100, 199))));
     t.set(F, 2, &wr(1, 200, 300)).unwrap();
     t.set(F, 2, &rd(1, 0, 99)).unwrap();
     assert_eq!(t.count(), 3);
@@ -192,7 +193,7 @@ fn flock_shares_and_excludes_the_whole_file() {
     t.set(F, 2, &FlockSpec { start: 500, end: 600, ..sh(1) }).unwrap(); // range ignored
     assert_eq!(t.count(), 2);
     let err = t.set(F, 3, &FlockSpec { start: 1 << 40, end: 1 << 40, ..ex(1) }).unwrap_err();
-    assert_eq!(err, sh(1), "the first holder, reported as the whole file with its pid");
+    assert_eq!(err, Conflict(sh(1)), "the first holder, reported as the whole file with its pid");
     t.set(F, 1, &flock_un(1)).unwrap();
     t.set(F, 2, &flock_un(1)).unwrap();
     assert_eq!(t.count(), 0);
@@ -211,7 +212,7 @@ fn flock_converts_and_a_failed_conversion_keeps_the_old_lock() {
     t.set(F, 2, &sh(4)).unwrap();
     // Upgrade while another client shares: fails, and client 1 still holds its shared lock
     // (Linux would have dropped it).
-    assert_eq!(t.set(F, 1, &ex(1)), Err(sh(4)));
+    assert_eq!(t.set(F, 1, &ex(1)), Err(Conflict(sh(4))));
     assert_eq!(t.get(F, 3, &ex(1)), Some(sh(1)));
     assert_eq!(t.count(), 2);
 }
@@ -274,7 +275,7 @@ fn drop_client_removes_everything_it_held() {
     t.set(F, 1, &sh(1)).unwrap();
     t.set(G, 1, &ex(3)).unwrap();
     t.set(F, 2, &rd(1, 20, 29)).unwrap();
-    assert_eq!(t.set(F, 2, &wr(1, 0, 0)), Err(wr(1, 0, 9)));
+    assert_eq!(t.set(F, 2, &wr(1, 0, 0)), Err(Conflict(wr(1, 0, 9))));
     t.drop_client(1);
     assert_eq!(t.count(), 1);
     assert!(!t.files.contains_key(&G));
@@ -414,6 +415,11 @@ impl Model {
         self.all_ranges().len() + self.whole.iter().flatten().count()
     }
 
+    /// The locks of `client`, both families.
+    fn count_of(&self, client: u64) -> usize {
+        (1..=OWNERS).map(|o| holder(client, o)).map(|h| self.runs(h).len() + usize::from(self.whole[h].is_some())).sum()
+    }
+
     /// What get must answer, worked out from scratch: the conflicting run of another
     /// holder with the lowest (start, client, owner).
     fn conflict(&self, me: usize, lock: &FlockSpec) -> Option<FlockSpec> {
@@ -518,14 +524,20 @@ fn check_state(t: &AdvisoryLocks, models: &[Model], context: &str) {
     assert_eq!(t.count(), total, "{context}: count");
 }
 
+/// The bound the odd sequences of [`model_check`] run under: small enough to be met often
+/// with three clients, two owners and two files.
+const MODEL_BOUND: usize = 3;
+
 #[test]
 fn model_check() {
     const SEQUENCES: u64 = 20_000;
     const OPS: usize = 30;
-    let (mut sets, mut refused) = (0u64, 0u64);
+    let (mut sets, mut refused, mut bounded) = (0u64, 0u64, 0u64);
     for seed in 0..SEQUENCES {
         let mut rng = Rng::new(seed);
-        let mut t = AdvisoryLocks::new();
+        // Half the sequences under a small bound, the other half under the real one.
+        let bound = if seed % 2 == 1 { MODEL_BOUND } else { crate::limits::ADVISORY_LOCKS_PER_CLIENT_MAX };
+        let mut t = AdvisoryLocks::with_bound(bound);
         let mut models = vec![Model::default(); FIDS.len()];
         for op in 0..OPS {
             let f = rng.below(FIDS.len() as u64) as usize;
@@ -545,11 +557,37 @@ fn model_check() {
             let lock = FlockSpec { owner, kind, start, end, pid, flock };
             let context = format!("seed {seed} op {op}");
             match rng.below(10) {
-                0..=5 => {
+                0..=5 if bound != MODEL_BOUND => {
                     let want = models[f].set(me, &lock);
                     sets += 1;
                     refused += u64::from(want.is_err());
-                    assert_eq!(t.set(fid, client, &lock), want, "{context}: set {lock:?} by client {client}");
+                    assert_eq!(
+                        t.set(fid, client, &lock),
+                        want.map_err(Conflict),
+                        "{context}: set {lock:?} by client {client}"
+                    );
+                }
+                0..=5 => {
+                    let held: usize = models.iter().map(|m| m.count_of(client)).sum();
+                    let mut model = models[f].clone();
+                    let want = model.set(me, &lock);
+                    sets += 1;
+                    refused += u64::from(want.is_err());
+                    let after = held - models[f].count_of(client) + model.count_of(client);
+                    let got = t.set(fid, client, &lock);
+                    if want.is_ok() && after > held && after > bound {
+                        bounded += 1;
+                        assert!(
+                            matches!(&got, Err(NoLocks(e)) if e.code == weft_proto::ErrorCode::NoLocks),
+                            "{context}: set {lock:?} by client {client} holding {held} of {bound}: {got:?}"
+                        );
+                        assert_eq!(t.held(client), held, "{context}: a refused set changed nothing");
+                    } else {
+                        assert_eq!(got, want.map_err(Conflict), "{context}: set {lock:?} by client {client}");
+                        models[f] = model;
+                    }
+                    let held_now: usize = models.iter().map(|m| m.count_of(client)).sum();
+                    assert_eq!(t.held(client), held_now, "{context}: locks of client {client}");
                 }
                 6 | 7 => {
                     let want = models[f].conflict(me, &lock);
@@ -573,4 +611,75 @@ fn model_check() {
     }
     // The generator must exercise both outcomes of set, or the check proves little.
     assert!(refused > sets / 20 && refused < sets / 2, "{refused} of {sets} sets refused");
+    // And the bound must be met often in the bounded half.
+    assert!(bounded > sets / 100, "{bounded} of {sets} sets past the bound");
+}
+
+// ---------------------------------------------------------------------------------------
+// The bound on a client's locks.
+// ---------------------------------------------------------------------------------------
+
+/// Takes `n` separate fcntl read locks for client 1 on `fid` (bytes 0, 2, 4, ...).
+fn take(t: &mut AdvisoryLocks, fid: Fid, n: u64) {
+    for i in 0..n {
+        t.set(fid, 1, &rd(1, 2 * i, 2 * i)).unwrap();
+    }
+}
+
+#[test]
+fn a_client_takes_locks_up_to_its_bound_over_all_files() {
+    let mut t = AdvisoryLocks::with_bound(4);
+    take(&mut t, F, 2);
+    t.set(G, 1, &ex(1)).unwrap(); // one below
+    t.set(G, 1, &rd(2, 0, 0)).unwrap(); // at the bound
+    assert_eq!(t.held(1), 4);
+    let err = t.set(F, 1, &rd(1, 100, 100)).unwrap_err();
+    let Refused::NoLocks(e) = err else { panic!("{err:?}") };
+    assert_eq!(e.code, ErrorCode::NoLocks);
+    assert!(e.message.contains("bound of 4"), "{}", e.message);
+    assert_eq!(ranges(&t, F).len(), 2, "nothing changed");
+    assert_eq!((t.held(1), t.count()), (4, 4));
+    // Other clients are not bounded by client 1's locks.
+    t.set(F, 2, &rd(1, 100, 100)).unwrap();
+    assert_eq!(t.held(2), 1);
+}
+
+#[test]
+fn at_the_bound_what_adds_no_lock_still_succeeds() {
+    let mut t = AdvisoryLocks::with_bound(2);
+    take(&mut t, F, 2);
+    // A merge with a lock held, a conversion in place, an unlock at an end: no lock more.
+    t.set(F, 1, &rd(1, 1, 1)).unwrap();
+    assert_eq!(t.held(1), 1);
+    t.set(F, 1, &rd(1, 10, 10)).unwrap();
+    t.set(F, 1, &wr(1, 10, 10)).unwrap();
+    assert_eq!(t.held(1), 2);
+    // A split would make three: refused, and the lock stays whole.
+    let before = ranges(&t, F);
+    assert!(matches!(t.set(F, 1, &un(1, 1, 1)), Err(NoLocks(_))));
+    assert_eq!(ranges(&t, F), before);
+    // An unlock at an end shrinks the lock: no lock more.
+    t.set(F, 1, &un(1, 0, 0)).unwrap();
+    assert_eq!(t.held(1), 2);
+    // A flock conversion in place is no new lock either.
+    let mut t = AdvisoryLocks::with_bound(1);
+    t.set(F, 1, &sh(1)).unwrap();
+    t.set(F, 1, &ex(1)).unwrap();
+    assert!(matches!(t.set(G, 1, &sh(1)), Err(NoLocks(_))));
+}
+
+#[test]
+fn a_release_or_an_eviction_makes_room_again() {
+    let mut t = AdvisoryLocks::with_bound(3);
+    take(&mut t, F, 3);
+    assert!(matches!(t.set(G, 1, &sh(1)), Err(NoLocks(_))));
+    t.set(F, 1, &un(1, 0, 0)).unwrap();
+    t.set(G, 1, &sh(1)).unwrap();
+    assert!(matches!(t.set(G, 1, &wr(1, 50, 60)), Err(NoLocks(_))));
+    t.release(F, 1, 1, false);
+    assert_eq!(t.held(1), 1);
+    t.set(G, 1, &wr(1, 50, 60)).unwrap();
+    t.drop_client(1);
+    assert_eq!(t.held(1), 0);
+    take(&mut t, F, 3);
 }

@@ -22,6 +22,15 @@
 //! A waiting enqueue whose future is dropped (the caller gave up) cancels its request; one
 //! whose own owner is evicted meanwhile returns [`ErrorCode::Evicted`].
 //!
+//! # Bounds
+//!
+//! A client holds at most [`LOCKS_PER_CLIENT_MAX`] locks (granted and waiting) in one
+//! namespace: one more is refused with [`ErrorCode::NoLocks`] (a lock handed out again
+//! under [`EnqueueOptions::reuse`] is no new lock). At most
+//! [`WAITING_REQUESTS_PER_RESOURCE_MAX`] requests wait on one resource: one more is refused
+//! with [`ErrorCode::Again`], and the client resends after a pause. A refused request
+//! changes nothing and nobody is evicted for it.
+//!
 //! # Concurrency
 //!
 //! All state sits behind one `std::sync::Mutex`, never held across an `.await`: waiters
@@ -33,6 +42,7 @@
 //! tasks and therefore must run within a Tokio runtime (or the namespace must have been
 //! created within one).
 
+use crate::limits::{LOCKS_PER_CLIENT_MAX, WAITING_REQUESTS_PER_RESOURCE_MAX};
 use crate::state::{conflicts, Changes, EnqueueOptions, Enqueued, Lock, LockTable};
 use futures::future::BoxFuture;
 use std::collections::{BTreeSet, HashMap, HashSet};
@@ -71,10 +81,30 @@ pub struct NamespaceConfig {
     pub recovery_until: Option<std::time::Instant>,
 }
 
+/// How many locks a namespace lets a client hold and requests wait on a resource: the
+/// bounds of [`crate::limits`], smaller in tests.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct NamespaceBounds {
+    /// Locks (granted and waiting) of one client.
+    pub locks_per_client_max: usize,
+    /// Requests waiting on one resource.
+    pub waiting_per_resource_max: usize,
+}
+
+impl Default for NamespaceBounds {
+    fn default() -> Self {
+        NamespaceBounds {
+            locks_per_client_max: LOCKS_PER_CLIENT_MAX,
+            waiting_per_resource_max: WAITING_REQUESTS_PER_RESOURCE_MAX,
+        }
+    }
+}
+
 /// One target's lock namespace. Create with [`Namespace::new`]; see the
 /// [module documentation](self).
 pub struct Namespace {
     config: NamespaceConfig,
+    bounds: NamespaceBounds,
     sender: Arc<dyn CallbackSender>,
     inner: Mutex<Inner>,
     /// Ourselves, for the callback tasks spawned from `&self` methods.
@@ -203,8 +233,18 @@ fn lock_order(want: &(Fid, LockMode, LockScope)) -> (Fid, u8, u64, u64, LockMode
 
 impl Namespace {
     pub fn new(config: NamespaceConfig, sender: Arc<dyn CallbackSender>) -> Arc<Namespace> {
+        Namespace::with_bounds(config, NamespaceBounds::default(), sender)
+    }
+
+    /// A namespace with other bounds than [`crate::limits`]'s (tests).
+    pub fn with_bounds(
+        config: NamespaceConfig,
+        bounds: NamespaceBounds,
+        sender: Arc<dyn CallbackSender>,
+    ) -> Arc<Namespace> {
         Arc::new_cyclic(|me| Namespace {
             config,
+            bounds,
             sender,
             inner: Mutex::new(Inner::default()),
             me: me.clone(),
@@ -227,7 +267,9 @@ impl Namespace {
     ///
     /// Errors: [`ErrorCode::Evicted`] when `owner` itself was evicted (or dropped with
     /// [`Namespace::drop_owner`]) while waiting; [`ErrorCode::Stale`] when its waiting
-    /// request was cancelled by handle. Dropping the future cancels the request.
+    /// request was cancelled by handle; [`ErrorCode::NoLocks`] and [`ErrorCode::Again`]
+    /// past a bound (see the [module documentation](self)). Dropping the future cancels the
+    /// request.
     pub async fn enqueue(
         self: &Arc<Self>,
         owner: u64,
@@ -256,12 +298,40 @@ impl Namespace {
         }
         let (handle, granted, recalls) = {
             let mut inner = self.inner();
+            let reused = opts.reuse && inner.table.reusable(owner, resource, mode, &scope).is_some();
+            let held = inner.table.owner_count(owner);
+            if !reused && held >= self.bounds.locks_per_client_max {
+                return Err(WeftError::new(
+                    ErrorCode::NoLocks,
+                    format!(
+                        "client {owner} holds {held} locks of {:?}, its bound; give some back (cancel) first",
+                        self.config.target
+                    ),
+                ));
+            }
             match inner.table.enqueue(owner, resource, mode, scope, opts) {
                 Enqueued::Granted(grant) => {
                     if operation {
                         inner.operation.insert(grant.handle);
                     }
                     return Ok(grant);
+                }
+                Enqueued::Waiting { handle, .. }
+                    if inner.table.waiting_count(resource) > self.bounds.waiting_per_resource_max =>
+                {
+                    // The newest in line: taking it out again lets nothing through.
+                    let changes = inner.table.cancel(owner, handle);
+                    debug_assert!(changes.is_empty(), "the last waiter held nobody back");
+                    let recalls = inner.settle(changes, resource);
+                    drop(inner);
+                    self.dispatch(recalls);
+                    return Err(WeftError::new(
+                        ErrorCode::Again,
+                        format!(
+                            "{} requests wait for a lock on {resource} of {:?} already; retry later",
+                            self.bounds.waiting_per_resource_max, self.config.target
+                        ),
+                    ));
                 }
                 Enqueued::Waiting { handle, .. } => {
                     if operation {

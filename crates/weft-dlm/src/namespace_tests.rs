@@ -1,6 +1,6 @@
 use super::*;
 use std::sync::OnceLock;
-use std::time::Instant;
+use tokio::time::Instant;
 use weft_proto::lock::{bits, Extent};
 
 const OBJ: Fid = Fid::new(0x1_0000_0000, 1, 0);
@@ -104,7 +104,7 @@ fn futures_are_send() {
     send(&ns.glimpse(1, OBJ));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn holder_is_called_back_and_releases() {
     let (ns, fake) = setup(2000);
     let held = ns.enqueue(1, OBJ, LockMode::Pw, LockScope::Extent(Extent::WHOLE), PLAIN).await.unwrap();
@@ -123,7 +123,7 @@ async fn holder_is_called_back_and_releases() {
     assert!(fake.evicted().is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn narrowed_answer_keeps_the_narrowed_lock() {
     let (ns, fake) = setup(2000);
     let lookup_update = LockScope::Bits(bits::LOOKUP | bits::UPDATE);
@@ -136,7 +136,7 @@ async fn narrowed_answer_keeps_the_narrowed_lock() {
     assert_eq!(ns.lock_count(), 2);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn narrowed_answer_that_still_conflicts_counts_as_released() {
     let (ns, fake) = setup(2000);
     let held = ns.enqueue(1, INODE, LockMode::Pr, LockScope::Bits(bits::ALL), PLAIN).await.unwrap();
@@ -146,7 +146,7 @@ async fn narrowed_answer_that_still_conflicts_counts_as_released() {
     assert!(fake.evicted().is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn silent_holder_is_evicted_after_the_timeout() {
     let (ns, fake) = setup(200);
     let held = ns.enqueue(1, OBJ, LockMode::Pw, ext(0, 99), PLAIN).await.unwrap();
@@ -169,7 +169,7 @@ async fn silent_holder_is_evicted_after_the_timeout() {
     assert_eq!(ns.lock_count(), 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn unreachable_holder_is_evicted_at_once() {
     let (ns, fake) = setup(5000);
     ns.enqueue(1, OBJ, LockMode::Pr, ext(0, 99), PLAIN).await.unwrap();
@@ -181,7 +181,7 @@ async fn unreachable_holder_is_evicted_at_once() {
     assert!(fake.evicted()[0].1.contains("unreachable"));
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn glimpse_calls_back_only_other_owners_write_locks() {
     let (ns, fake) = setup(2000);
     ns.enqueue(1, OBJ, LockMode::Pw, ext(0, 99), PLAIN).await.unwrap();
@@ -202,7 +202,7 @@ async fn glimpse_calls_back_only_other_owners_write_locks() {
     assert_eq!(ns.lock_count(), 6);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn glimpse_evicts_a_silent_writer() {
     let (ns, fake) = setup(150);
     ns.enqueue(1, OBJ, LockMode::Pw, ext(0, 99), PLAIN).await.unwrap();
@@ -215,7 +215,7 @@ async fn glimpse_evicts_a_silent_writer() {
     assert_eq!(ns.lock_count(), 0);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn dropped_enqueue_cancels_its_request() {
     let (ns, fake) = setup(5000);
     ns.enqueue(1, OBJ, LockMode::Pw, ext(0, 99), PLAIN).await.unwrap();
@@ -230,7 +230,7 @@ async fn dropped_enqueue_cancels_its_request() {
     assert!(ns.inner().waiters.is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn enqueue_many_in_opposite_orders_does_not_deadlock() {
     let (ns, fake) = setup(2000);
     fake.set(1, Behaviour::WhenDone);
@@ -261,7 +261,7 @@ async fn enqueue_many_in_opposite_orders_does_not_deadlock() {
     assert_eq!(ns.lock_count(), 0);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn enqueue_many_cancels_what_it_took_when_it_fails() {
     let (ns, fake) = setup(5000);
     ns.enqueue(2, OBJ2, LockMode::Pw, ext(0, 0), PLAIN).await.unwrap();
@@ -279,7 +279,7 @@ async fn enqueue_many_cancels_what_it_took_when_it_fails() {
     assert_eq!(ns.lock_count(), 1);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn new_blockers_get_callbacks_while_a_request_waits() {
     let (ns, fake) = setup(2000);
     let reader = ns.enqueue(1, OBJ, LockMode::Pr, ext(0, 99), PLAIN).await.unwrap();
@@ -307,7 +307,7 @@ async fn new_blockers_get_callbacks_while_a_request_waits() {
     assert_eq!(handles, vec![(1, reader.handle), (2, writer.handle)]);
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn a_waiter_whose_owner_is_evicted_gets_evicted() {
     let (ns, fake) = setup(200);
     // Owner 1 holds OBJ and waits for OBJ2, held by owner 2.
@@ -337,7 +337,7 @@ async fn a_waiter_whose_owner_is_evicted_gets_evicted() {
     assert!(fake.evicted().is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn reuse_and_expand_pass_through() {
     let (ns, _) = setup(2000);
     let opts = EnqueueOptions { reuse: true, expand: true };
@@ -351,7 +351,7 @@ async fn reuse_and_expand_pass_through() {
 /// An operation's locks hold off other owners without calling anyone back, and the
 /// waiter is granted when the operation cancels them; other owners' cached locks are
 /// called back as usual.
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn operation_locks_are_waited_for_never_called_back() {
     let (ns, fake) = setup(300);
     let cached = ns.enqueue(2, INODE, LockMode::Pr, LockScope::Bits(bits::UPDATE), PLAIN).await.unwrap();
@@ -370,4 +370,77 @@ async fn operation_locks_are_waited_for_never_called_back() {
     ns.cancel(1, &[op[0].handle]);
     let got = tokio::time::timeout(Duration::from_secs(2), waiter).await.unwrap().unwrap().unwrap();
     assert_eq!(got.mode, LockMode::Pr);
+}
+
+fn setup_bounded(locks_per_client_max: usize, waiting_per_resource_max: usize) -> (Arc<Namespace>, Arc<Fake>) {
+    let fake = Arc::new(Fake::default());
+    let config =
+        NamespaceConfig { target: LockTarget::Ost(3), callback_timeout: Duration::from_secs(5), recovery_until: None };
+    let bounds = NamespaceBounds { locks_per_client_max, waiting_per_resource_max };
+    let ns = Namespace::with_bounds(config, bounds, fake.clone());
+    fake.ns.set(Arc::downgrade(&ns)).unwrap();
+    (ns, fake)
+}
+
+/// A client takes locks up to its bound; one more is `NoLocks` and changes nothing (no
+/// callback, nobody evicted); a lock handed out again is no new lock; a cancel makes room.
+#[tokio::test(start_paused = true)]
+async fn a_client_past_its_lock_bound_gets_no_locks() {
+    let (ns, fake) = setup_bounded(3, 8);
+    let objects = [Fid::new(0x1_0000_0000, 10, 0), Fid::new(0x1_0000_0000, 11, 0), Fid::new(0x1_0000_0000, 12, 0)];
+    ns.enqueue(1, objects[0], LockMode::Pw, ext(0, 99), PLAIN).await.unwrap();
+    let below = ns.enqueue(1, objects[1], LockMode::Pw, ext(0, 99), PLAIN).await.unwrap(); // one below
+    ns.enqueue(1, objects[2], LockMode::Pw, ext(0, 99), PLAIN).await.unwrap(); // at the bound
+    ns.enqueue(2, OBJ, LockMode::Pw, ext(0, 99), PLAIN).await.unwrap();
+    let err = ns.enqueue(1, OBJ, LockMode::Pr, ext(0, 0), PLAIN).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::NoLocks);
+    assert!(err.message.contains("holds 3 locks"), "{}", err.message);
+    assert_eq!((ns.owner_lock_count(1), ns.lock_count()), (3, 4), "nothing changed");
+    assert!(fake.calls().is_empty(), "owner 2 was called back for a refused request");
+    assert!(fake.evicted().is_empty());
+    // A lock the client holds already is handed out again, bound or not.
+    let reuse = EnqueueOptions { reuse: true, expand: false };
+    assert_eq!(ns.enqueue(1, objects[1], LockMode::Pr, ext(10, 20), reuse).await.unwrap(), below);
+    // Other clients are not bounded by client 1's locks.
+    ns.enqueue(3, OBJ2, LockMode::Pr, ext(0, 0), PLAIN).await.unwrap();
+    // After a release the client takes a lock again, up to the bound.
+    ns.cancel(1, &[below.handle]);
+    ns.enqueue(1, OBJ2, LockMode::Pr, ext(0, 0), PLAIN).await.unwrap();
+    assert_eq!(ns.enqueue(1, OBJ2, LockMode::Pr, ext(5, 5), PLAIN).await.unwrap_err().code, ErrorCode::NoLocks);
+}
+
+/// Requests wait on a resource up to the bound; one more is `Again` and leaves the line as
+/// it was; once the line moves, a request may wait again.
+#[tokio::test(start_paused = true)]
+async fn a_request_past_the_waiting_bound_is_told_to_come_back() {
+    let (ns, fake) = setup_bounded(100, 2);
+    let held = ns.enqueue(1, OBJ, LockMode::Pw, ext(0, 99), PLAIN).await.unwrap();
+    for owner in 1..=4 {
+        fake.set(owner, Behaviour::Silent);
+    }
+    let wait = |owner: u64| {
+        let ns = ns.clone();
+        tokio::spawn(async move { ns.enqueue(owner, OBJ, LockMode::Pw, ext(0, 0), PLAIN).await })
+    };
+    let first = wait(2); // one below
+    let second = wait(3); // at the bound
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert_eq!(ns.lock_count(), 3);
+    let err = ns.enqueue(4, OBJ, LockMode::Pr, ext(50, 50), PLAIN).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Again);
+    assert!(err.message.contains("2 requests wait"), "{}", err.message);
+    assert_eq!((ns.lock_count(), ns.owner_lock_count(4)), (3, 0), "the line is as it was");
+    assert!(fake.evicted().is_empty());
+    // Another resource has a line of its own.
+    ns.enqueue(4, OBJ2, LockMode::Pr, ext(0, 0), PLAIN).await.unwrap();
+    // The holder gives its lock back: the first waiter is granted, the line has room.
+    ns.cancel(1, &[held.handle]);
+    let granted = first.await.unwrap().unwrap();
+    let third = wait(4);
+    tokio::time::sleep(Duration::from_millis(10)).await;
+    assert!(!third.is_finished());
+    ns.cancel(2, &[granted.handle]);
+    let granted = second.await.unwrap().unwrap();
+    ns.cancel(3, &[granted.handle]);
+    third.await.unwrap().unwrap();
 }

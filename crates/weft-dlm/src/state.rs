@@ -211,16 +211,8 @@ impl LockTable {
         opts: EnqueueOptions,
     ) -> Enqueued {
         if opts.reuse {
-            let held = self.resources.get(&resource).and_then(|res| {
-                res.granted.iter().find(|(_, e)| {
-                    e.owner == owner
-                        && e.mode.covers(mode)
-                        && e.scope.contains(&scope)
-                        && !res.waiting.values().any(|w| w.conflicts(e))
-                })
-            });
-            if let Some((&handle, e)) = held {
-                return Enqueued::Granted(e.to_lock(handle, resource, true).grant());
+            if let Some(held) = self.reusable(owner, resource, mode, &scope) {
+                return Enqueued::Granted(held.grant());
             }
         }
         let handle = self.next_handle;
@@ -336,6 +328,25 @@ impl LockTable {
         self.granted(resource).filter(move |l| {
             l.owner != except_owner && l.mode != LockMode::Pr && matches!(l.scope, LockScope::Extent(_))
         })
+    }
+
+    /// The granted lock of `owner` that an enqueue with [`EnqueueOptions::reuse`] hands out
+    /// again: its mode covers `mode`, its scope contains `scope`, and no waiting request of
+    /// another owner waits for it.
+    pub fn reusable(&self, owner: u64, resource: Fid, mode: LockMode, scope: &LockScope) -> Option<Lock> {
+        let res = self.resources.get(&resource)?;
+        let (&handle, e) = res.granted.iter().find(|(_, e)| {
+            e.owner == owner
+                && e.mode.covers(mode)
+                && e.scope.contains(scope)
+                && !res.waiting.values().any(|w| w.conflicts(e))
+        })?;
+        Some(e.to_lock(handle, resource, true))
+    }
+
+    /// How many requests wait in the queue of `resource`.
+    pub fn waiting_count(&self, resource: Fid) -> usize {
+        self.resources.get(&resource).map_or(0, |res| res.waiting.len())
     }
 
     /// How many locks (granted and waiting) `owner` has.

@@ -7,7 +7,7 @@
 //! table (a process that lacks the `jobid_var` variable for [`JOBID_UNSET_TTL_MS`] only: it
 //! may be a fork about to exec the program that has it). Root needs no groups (the MDS
 //! grants root everything the groups could), and a jobid that does not depend on the
-//! process is made once.
+//! process is made once. The time comes from the caller (`now`), so a test moves it on.
 
 use crate::jobid::{JobidScheme, ProcessFacts};
 use crate::limits::{CALLER_CACHE_ENTRIES_MAX, CALLER_CACHE_TTL_MS, GROUPS_MAX, JOBID_UNSET_TTL_MS};
@@ -91,9 +91,10 @@ impl Callers {
         self.cache.lock().unwrap_or_else(|p| p.into_inner()).clear();
     }
 
-    /// The caller of a request. A request with no process (pid 0, kernel-internal) gets no
-    /// groups, and a jobid only when it does not depend on the process.
-    pub fn of(&self, uid: u32, gid: u32, pid: u32) -> Caller {
+    /// The caller of a request that came at `now`. A request with no process (pid 0,
+    /// kernel-internal) gets no groups, and a jobid only when it does not depend on the
+    /// process.
+    pub fn of(&self, uid: u32, gid: u32, pid: u32, now: Instant) -> Caller {
         let fixed_jobid = self.naming.read().unwrap_or_else(|p| p.into_inner()).fixed_jobid.clone();
         let wants_process = uid != 0 || fixed_jobid.is_none();
         if pid == 0 || !wants_process {
@@ -101,7 +102,6 @@ impl Callers {
             return Caller::new(Identity { uid, gid, groups: Vec::new() }, jobid);
         }
         let key = (pid, uid, gid);
-        let now = Instant::now();
         {
             let cache = self.cache.lock().unwrap_or_else(|p| p.into_inner());
             if let Some((until, caller)) = cache.get(&key) {
@@ -170,10 +170,10 @@ mod tests {
     #[test]
     fn a_request_without_a_process_or_of_a_gone_one_has_no_groups() {
         let callers = Callers::new(JobidScheme::default());
-        let kernel = callers.of(1, 2, 0);
+        let kernel = callers.of(1, 2, 0, Instant::now());
         assert!(kernel.identity.groups.is_empty());
         assert_eq!(kernel.jobid, "", "no process, no process name");
-        assert!(callers.of(1, 2, u32::MAX).identity.groups.is_empty());
+        assert!(callers.of(1, 2, u32::MAX, Instant::now()).identity.groups.is_empty());
     }
 
     #[test]
@@ -182,15 +182,15 @@ mod tests {
         let pid = std::process::id();
         let status = std::fs::read_to_string("/proc/self/status").unwrap();
         let exe = read_exe(pid);
-        let first = callers.of(1, 2, pid);
+        let first = callers.of(1, 2, pid, Instant::now());
         assert_eq!(first.identity.groups, parse_status_groups(&status));
         assert_eq!(first.jobid, format!("{exe}.1"), "procname_uid");
         // The second answer comes from the cache, for the same key only.
-        assert_eq!(callers.of(1, 2, pid), first);
+        assert_eq!(callers.of(1, 2, pid, Instant::now()), first);
         assert_eq!(callers.cache.lock().unwrap().len(), 1);
-        assert_eq!(callers.of(1, 3, pid).identity.gid, 3);
+        assert_eq!(callers.of(1, 3, pid, Instant::now()).identity.gid, 3);
         assert_eq!(callers.cache.lock().unwrap().len(), 2);
-        let root = callers.of(0, 0, pid);
+        let root = callers.of(0, 0, pid, Instant::now());
         assert!(root.identity.groups.is_empty() && root.identity.uid == 0);
         assert_eq!(root.jobid, format!("{exe}.0"));
     }
@@ -199,46 +199,65 @@ mod tests {
     fn a_process_that_execs_into_its_job_is_soon_seen_with_it() {
         let callers = Callers::new(JobidScheme { var: JobidVar::Env("WEFT_TEST_JOB".into()), name: "%e.%u".into() });
         // The shell (without the variable) becomes, at the same pid, a program with it.
+        // It execs when told (a line on its stdin), not after a pause.
         let mut child = std::process::Command::new("sh")
-            .args(["-c", "sleep 1; exec env WEFT_TEST_JOB=j7 sleep 5"])
+            .args(["-c", "read go; exec env WEFT_TEST_JOB=j7 sleep 5"])
+            .stdin(std::process::Stdio::piped())
             .spawn()
             .unwrap();
         let pid = child.id();
+        // Waits for the event itself: the process showing the name.
         let wait_for = |name: &str| {
             let start = std::time::Instant::now();
             while read_exe(pid) != name {
                 assert!(start.elapsed() < std::time::Duration::from_secs(10), "the child never became {name}");
-                std::thread::sleep(std::time::Duration::from_millis(5));
+                std::thread::yield_now();
             }
         };
         wait_for("sh");
-        let before = callers.of(0, 0, pid).jobid;
+        let asked = Instant::now();
+        let before = callers.of(0, 0, pid, asked).jobid;
+        {
+            use std::io::Write;
+            child.stdin.take().unwrap().write_all(b"go\n").unwrap();
+        }
         wait_for("sleep");
-        std::thread::sleep(std::time::Duration::from_millis(JOBID_UNSET_TTL_MS + 20));
-        let after = callers.of(0, 0, pid).jobid;
+        // The kernel shows the new name a moment before the new environment.
+        let start = std::time::Instant::now();
+        while read_env(pid, "WEFT_TEST_JOB").is_none() {
+            assert!(start.elapsed() < Duration::from_secs(10), "the child never had its variable");
+            std::thread::yield_now();
+        }
+        // Still within the short time a caller without the variable is kept: the old answer.
+        let soon = callers.of(0, 0, pid, asked + Duration::from_millis(JOBID_UNSET_TTL_MS - 1)).jobid;
+        let after = callers.of(0, 0, pid, asked + Duration::from_millis(JOBID_UNSET_TTL_MS)).jobid;
         let _ = child.kill();
         let _ = child.wait();
         assert_eq!(before, "sh.0", "no variable yet: jobid_name");
+        assert_eq!(soon, "sh.0", "kept for JOBID_UNSET_TTL_MS");
         assert_eq!(after, "j7", "after the exec, the variable's value");
     }
 
     #[test]
     fn a_jobid_of_no_process_is_made_once_and_root_then_reads_nothing() {
         let callers = Callers::new(JobidScheme { var: JobidVar::NodeLocal, name: "ckpt".into() });
-        let root = callers.of(0, 0, std::process::id());
+        let root = callers.of(0, 0, std::process::id(), Instant::now());
         assert_eq!(root.jobid, "ckpt");
         assert!(callers.cache.lock().unwrap().is_empty(), "nothing read for root");
-        assert_eq!(callers.of(7, 7, std::process::id()).jobid, "ckpt");
+        assert_eq!(callers.of(7, 7, std::process::id(), Instant::now()).jobid, "ckpt");
     }
 
     #[test]
     fn an_entry_older_than_the_ttl_is_read_again() {
         let callers = Callers::new(JobidScheme::default());
         let pid = std::process::id();
-        let stale = Instant::now() - Duration::from_millis(CALLER_CACHE_TTL_MS) - Duration::from_millis(10);
+        let start = Instant::now();
         let old = Caller::new(Identity { uid: 1, gid: 2, groups: vec![424242] }, "old");
-        callers.cache.lock().unwrap().insert((pid, 1, 2), (stale, old));
+        let until = start + Duration::from_millis(CALLER_CACHE_TTL_MS);
+        callers.cache.lock().unwrap().insert((pid, 1, 2), (until, old.clone()));
+        // Kept until the TTL is over, read again at its end.
+        assert_eq!(callers.of(1, 2, pid, until - Duration::from_millis(1)), old);
         let status = std::fs::read_to_string("/proc/self/status").unwrap();
-        assert_eq!(callers.of(1, 2, pid).identity.groups, parse_status_groups(&status));
+        assert_eq!(callers.of(1, 2, pid, until).identity.groups, parse_status_groups(&status));
     }
 }

@@ -15,9 +15,10 @@
 //!
 //! The kernel calls run on the mount's invalidation thread: an invalidation waits for pages
 //! that a read in flight holds locked, and that read may wait for a lock this very callback
-//! gives back.
+//! gives back. Its queue holds at most [`INVALIDATIONS_QUEUED_MAX`]; past it an invalidation
+//! waits for room in a task of its own (never dropped, never blocking the caller).
 
-use crate::limits::{ALIASES_PER_INODE_MAX, LOCKED_TTL_S};
+use crate::limits::{ALIASES_PER_INODE_MAX, INVALIDATIONS_QUEUED_MAX, LOCKED_TTL_S};
 use crate::writeback::WriteBehind;
 use fuser::{INodeNo, Notifier};
 use futures::future::BoxFuture;
@@ -40,7 +41,7 @@ struct Inval {
 
 pub(crate) struct MountHooks {
     /// The thread that talks to the kernel (see [`MountHooks::set_notifier`]).
-    invalidations: OnceLock<std::sync::mpsc::Sender<Inval>>,
+    invalidations: OnceLock<tokio::sync::mpsc::Sender<Inval>>,
     /// For attribute invalidations, which never wait and go out at once.
     notifier: OnceLock<Notifier>,
     writes: Arc<WriteBehind>,
@@ -67,15 +68,22 @@ impl MountHooks {
     /// dropping many locks at once (the LRU) would otherwise be as many thread hand-offs.
     pub(crate) fn set_notifier(&self, notifier: Notifier) {
         let _ = self.notifier.set(notifier.clone());
-        let (tx, rx) = std::sync::mpsc::channel::<Inval>();
+        self.start_invalidations(move |inval| {
+            // ENOENT: the kernel has forgotten the inode or name already; nothing to do.
+            let (offset, len) = if inval.pages { (0, 0) } else { (-1, 0) };
+            let _ = notifier.inval_inode(INodeNo(inval.ino), offset, len);
+            for (parent, name) in &inval.entries {
+                let _ = notifier.inval_entry(INodeNo(*parent), name);
+            }
+        });
+    }
+
+    /// Starts the invalidation thread, which hands each invalidation to `kernel` in order.
+    fn start_invalidations(&self, mut kernel: impl FnMut(&Inval) + Send + 'static) {
+        let (tx, mut rx) = tokio::sync::mpsc::channel::<Inval>(INVALIDATIONS_QUEUED_MAX);
         let started = std::thread::Builder::new().name("weft-inval".into()).spawn(move || {
-            for inval in rx {
-                // ENOENT: the kernel has forgotten the inode or name already; nothing to do.
-                let (offset, len) = if inval.pages { (0, 0) } else { (-1, 0) };
-                let _ = notifier.inval_inode(INodeNo(inval.ino), offset, len);
-                for (parent, name) in &inval.entries {
-                    let _ = notifier.inval_entry(INodeNo(*parent), name);
-                }
+            while let Some(inval) = rx.blocking_recv() {
+                kernel(&inval);
                 let _ = inval.done.send(());
             }
         });
@@ -119,9 +127,31 @@ impl MountHooks {
     fn invalidate(&self, ino: u64, pages: bool, entries: Vec<(u64, OsString)>) -> tokio::sync::oneshot::Receiver<()> {
         let (done, rx) = tokio::sync::oneshot::channel();
         let inval = Inval { ino, pages, entries, done };
-        if let Some(tx) = self.invalidations.get() {
-            // A send fails only when the thread is gone (unmounted): nothing left to drop.
-            let _ = tx.send(inval);
+        let Some(tx) = self.invalidations.get() else { return rx };
+        match tx.try_send(inval) {
+            Ok(()) => {}
+            // The queue is full: wait for room without holding up the caller (a lock callback,
+            // or a FUSE thread in `recheck`).
+            Err(tokio::sync::mpsc::error::TrySendError::Full(inval)) => {
+                let tx = tx.clone();
+                match tokio::runtime::Handle::try_current() {
+                    Ok(runtime) => {
+                        runtime.spawn(async move {
+                            let _ = tx.send(inval).await;
+                        });
+                    }
+                    Err(_) => {
+                        let waiting = std::thread::Builder::new()
+                            .name("weft-inval-wait".into())
+                            .spawn(move || tx.blocking_send(inval).is_ok());
+                        if let Err(e) = waiting {
+                            tracing::error!("cannot queue an invalidation: {e}; the cache stays until it expires");
+                        }
+                    }
+                }
+            }
+            // The thread is gone (unmounted): nothing left to drop.
+            Err(tokio::sync::mpsc::error::TrySendError::Closed(_)) => {}
         }
         rx
     }
@@ -176,5 +206,39 @@ pub(crate) fn ttl_for(client: &weft_client::Client, inode: &InodeInfo) -> Durati
 pub(crate) fn recheck(client: &weft_client::Client, hooks: &MountHooks, inode: &InodeInfo) {
     if inode.lock.is_some() && !client.lock_cache().still_covers(inode) {
         drop(hooks.drop_inode(inode.attr.fid, bits::ALL));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    /// With the kernel stalled, the queue holds at most its bound; the invalidations past it
+    /// wait for room (none dropped, the caller not blocked), and once the kernel goes on
+    /// every one reaches it.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn past_the_bound_invalidations_wait_for_room_and_none_is_dropped() {
+        let hooks = MountHooks::new(Arc::new(WriteBehind::default()));
+        let (resume, stalled) = std::sync::mpsc::channel::<()>();
+        let seen = Arc::new(AtomicUsize::new(0));
+        let counted = seen.clone();
+        hooks.start_invalidations(move |_| {
+            if counted.fetch_add(1, Ordering::SeqCst) == 0 {
+                let _ = stalled.recv(); // the kernel stalls on the first one
+            }
+        });
+        let total = INVALIDATIONS_QUEUED_MAX + 100;
+        let mut done = Vec::with_capacity(total);
+        for i in 0..total {
+            done.push(hooks.drop_data(Fid::new(0x2_0000_0400, i as u32 + 1, 0)));
+        }
+        // The caller was never blocked; the queue holds no more than its bound.
+        let tx = hooks.invalidations.get().unwrap();
+        assert!(tx.max_capacity() - tx.capacity() <= INVALIDATIONS_QUEUED_MAX);
+        assert_eq!(tx.max_capacity(), INVALIDATIONS_QUEUED_MAX);
+        resume.send(()).unwrap();
+        futures::future::join_all(done).await;
+        assert_eq!(seen.load(Ordering::SeqCst), total, "every invalidation reached the kernel");
     }
 }

@@ -29,6 +29,7 @@ pub fn errno(code: ErrorCode) -> i32 {
         ErrorCode::Io => libc::EIO,
         ErrorCode::Again => libc::EAGAIN,
         ErrorCode::Evicted => libc::EIO,
+        ErrorCode::NoLocks => libc::ENOLCK,
     }
 }
 
@@ -103,6 +104,7 @@ mod tests {
             "EAGAIN" => libc::EAGAIN,
             "EPROTO" => libc::EPROTO,
             "ETIMEDOUT" => libc::ETIMEDOUT,
+            "ENOLCK" => libc::ENOLCK,
             other => panic!("{other}: add it to this test's names of libc errno values"),
         }
     }

@@ -61,6 +61,12 @@ pub const WRITER_PIDS_MAX: usize = 16;
 /// How long the kernel may keep what a held lock guards. The lock's callback ends it
 /// sooner; this only bounds how long a name stays cached if a callback were ever lost.
 pub const LOCKED_TTL_S: u64 = 3600;
+/// Invalidations queued for the kernel (the mount's invalidation thread). A callback that
+/// finds the queue full waits for room in a task of its own, never dropped: a dropped
+/// invalidation would leave the kernel showing what another client changed. The bound keeps
+/// a burst of lock callbacks (an LRU flush, an eviction) from growing memory while the
+/// kernel is slow, e.g. an invalidation waiting for pages a read holds locked.
+pub const INVALIDATIONS_QUEUED_MAX: usize = 4096;
 /// Names remembered per inode for invalidation; past this the inode's later names are
 /// handed out uncached (TTL 0).
 pub const ALIASES_PER_INODE_MAX: usize = 8;

@@ -94,7 +94,7 @@ impl Mount {
 
     /// Who sent a kernel request, and for which job.
     pub(crate) fn who(&self, req: &Request) -> Caller {
-        self.callers.of(req.uid(), req.gid(), req.pid())
+        self.callers.of(req.uid(), req.gid(), req.pid(), std::time::Instant::now())
     }
 
     /// Whether the caches are kept coherent by locks (else by short lifetimes).

@@ -20,7 +20,7 @@ pub fn spawn_all(
     let mut tasks = vec![
         tokio::spawn(refill_task(core.clone(), queue.clone())),
         tokio::spawn(destroy_task(core.clone(), queue.clone())),
-        tokio::spawn(prune_task(queue.clone())),
+        tokio::spawn(prune_task(core.clone(), queue.clone())),
         tokio::spawn(changelog_task(core.clone(), queue.clone())),
         tokio::spawn(hsm_task(core.clone(), queue.clone())),
     ];
@@ -227,10 +227,10 @@ async fn destroy_task(core: Arc<Core>, queue: Queue) {
     }
 }
 
-async fn prune_task(queue: Queue) {
+async fn prune_task(core: Arc<Core>, queue: Queue) {
     loop {
         tokio::time::sleep(Duration::from_millis(REPLY_CACHE_PRUNE_INTERVAL_MS)).await;
-        let before = (crate::now().sec.max(0) as u64).saturating_sub(REPLY_CACHE_AGE_SECS_MAX);
+        let before = (core.clock.now().sec.max(0) as u64).saturating_sub(REPLY_CACHE_AGE_SECS_MAX);
         match internal(&queue, InternalOp::PruneReplies { before_secs: before }).await {
             Ok(n) if n > 0 => tracing::debug!(pruned = n, "reply cache pruned"),
             Ok(_) => {}
@@ -249,7 +249,7 @@ async fn changelog_task(core: Arc<Core>, queue: Queue) {
         let view = core.read_view();
         match crate::changelog::purge_point(&view) {
             Ok((_, Some((reader, held)))) => {
-                let now = crate::now().sec.max(0) as u64;
+                let now = core.clock.now().sec.max(0) as u64;
                 let last = core.changelog.warned_at.load(Ordering::Relaxed);
                 if now.saturating_sub(last) >= CHANGELOG_IDLE_WARN_INTERVAL_S {
                     core.changelog.warned_at.store(now, Ordering::Relaxed);
@@ -305,10 +305,11 @@ async fn hsm_task(core: Arc<Core>, queue: Queue) {
 pub(crate) async fn hsm_sweep(core: &Core, queue: &Queue) -> WeftResult<u64> {
     use weft_proto::msg::hsm::ActionStatus;
     let view = core.read_view();
-    let now = crate::now().sec;
+    let now = core.clock.now().sec;
+    let instant = core.clock.instant();
     let timeout = core.coordinator.active_request_timeout().as_secs().min(HSM_ACTIVE_REQUEST_TIMEOUT_S_MAX) as i64;
     let keep = core.coordinator.grace_delay().as_secs().min(HSM_ACTIVE_REQUEST_TIMEOUT_S_MAX) as i64;
-    core.coordinator.forget_gone_agents();
+    core.coordinator.forget_gone_agents(instant);
     let (mut requeue, mut forget, mut waiting) = (Vec::new(), Vec::new(), std::collections::BTreeMap::new());
     let actions = view.all_hsm_actions()?;
     let newest = actions.last().map_or(0, |a| a.cookie);
@@ -319,8 +320,11 @@ pub(crate) async fn hsm_sweep(core: &Core, queue: &Queue) -> WeftResult<u64> {
             }
             let quiet = now.saturating_sub(a.changed.sec);
             let c = &core.coordinator;
-            let lost =
-                || c.agent_dead(&a.agent) || quiet >= timeout || c.agent_dropped(&a.agent, a.cookie, a.changed.sec);
+            let lost = || {
+                c.agent_dead(&a.agent, instant)
+                    || quiet >= timeout
+                    || c.agent_dropped(&a.agent, a.cookie, a.changed.sec)
+            };
             if a.status == ActionStatus::Started && lost() {
                 tracing::info!(
                     cookie = a.cookie, fid = %a.fid, agent = %a.agent, action = a.action.name(),

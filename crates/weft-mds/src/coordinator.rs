@@ -7,6 +7,9 @@
 //! background sweep ([`crate::background`]) rebuilds it from the table every second, so a
 //! batch that failed after changing it leaves nothing wrong for long.
 //!
+//! Nothing here reads a clock: every decision takes the time (`now`, the MDS's
+//! [`crate::clock::Clock::instant`]) from its caller, so a test moves it on.
+//!
 //! A copytool is alive while it polls or reports: one not heard from for
 //! [`HSM_AGENT_TIMEOUT_MS`] is dead, and the sweep hands its running actions out again, as
 //! it does an action without progress for `active_request_timeout`. After a restart of the
@@ -44,6 +47,17 @@ impl Agent {
     }
 }
 
+/// Whether a copytool last heard from at `last_seen` is alive at `now`.
+fn alive(last_seen: Instant, now: Instant) -> bool {
+    now.saturating_duration_since(last_seen) < Duration::from_millis(HSM_AGENT_TIMEOUT_MS)
+}
+
+/// Whether a copytool last heard from at `last_seen` is dead for long enough at `now` to be
+/// forgotten: six times [`HSM_AGENT_TIMEOUT_MS`].
+fn gone(last_seen: Instant, now: Instant) -> bool {
+    now.saturating_duration_since(last_seen) >= Duration::from_millis(HSM_AGENT_TIMEOUT_MS * 6)
+}
+
 /// Whether a copytool serving `archive_ids` (empty: all) serves `archive_id`.
 pub fn serves(archive_ids: &[u32], archive_id: u32) -> bool {
     archive_ids.is_empty() || archive_ids.contains(&archive_id)
@@ -67,18 +81,23 @@ pub struct Coordinator {
 }
 
 impl Coordinator {
-    /// The coordinator of an MDT whose committed tables are `view`.
-    pub fn load(view: &Tables) -> WeftResult<Coordinator> {
-        let c = Coordinator {
+    /// The coordinator of an MDT whose committed tables are `view`, started `now`.
+    pub fn load(view: &Tables, now: Instant) -> WeftResult<Coordinator> {
+        let c = Coordinator::new(now);
+        c.rebuild(view)?;
+        Ok(c)
+    }
+
+    /// A coordinator started `now` with nothing waiting.
+    fn new(now: Instant) -> Coordinator {
+        Coordinator {
             control: AtomicU8::new(HsmControl::Enabled as u8),
             active_request_timeout_s: AtomicU64::new(HSM_ACTIVE_REQUEST_TIMEOUT_S),
             grace_delay_s: AtomicU64::new(HSM_ENDED_KEEP_S),
             default_archive_id: AtomicU32::new(DEFAULT_ARCHIVE_ID),
-            started: Instant::now(),
+            started: now,
             inner: Mutex::new(Inner::default()),
-        };
-        c.rebuild(view)?;
-        Ok(c)
+        }
     }
 
     fn inner(&self) -> std::sync::MutexGuard<'_, Inner> {
@@ -154,31 +173,29 @@ impl Coordinator {
         inner.waiting.iter().filter(|(_, a)| serves(archive_ids, **a)).map(|(c, _)| *c).take(limit).collect()
     }
 
-    /// Whether any copytool alive serves `archive_id`.
-    pub fn served(&self, archive_id: u32) -> bool {
-        let timeout = Duration::from_millis(HSM_AGENT_TIMEOUT_MS);
-        self.inner().agents.values().any(|a| a.serves(archive_id) && a.last_seen.elapsed() < timeout)
+    /// Whether any copytool alive at `now` serves `archive_id`.
+    pub fn served(&self, archive_id: u32, now: Instant) -> bool {
+        self.inner().agents.values().any(|a| a.serves(archive_id) && alive(a.last_seen, now))
     }
 
-    /// Copytools heard from within [`HSM_AGENT_TIMEOUT_MS`].
-    pub fn copytools_alive(&self) -> usize {
-        let timeout = Duration::from_millis(HSM_AGENT_TIMEOUT_MS);
-        self.inner().agents.values().filter(|a| a.last_seen.elapsed() < timeout).count()
+    /// Copytools heard from within [`HSM_AGENT_TIMEOUT_MS`] before `now`.
+    pub fn copytools_alive(&self, now: Instant) -> usize {
+        self.inner().agents.values().filter(|a| alive(a.last_seen, now)).count()
     }
 
-    /// A copytool was heard from; at a poll (`poll`: the archives it serves, the actions it
-    /// runs, the time) what it said.
-    pub fn seen(&self, agent: &str, poll: Option<(&[u32], &[u64], i64)>) {
+    /// A copytool was heard from `now`; at a poll (`poll`: the archives it serves, the
+    /// actions it runs, the time) what it said.
+    pub fn seen(&self, agent: &str, poll: Option<(&[u32], &[u64], i64)>, now: Instant) {
         let mut inner = self.inner();
         let a = inner.agents.entry(agent.to_string()).or_insert_with(|| Agent {
             archive_ids: Vec::new(),
-            last_seen: Instant::now(),
+            last_seen: now,
             ok: 0,
             errors: 0,
             running: Vec::new(),
             running_at: 0,
         });
-        a.last_seen = Instant::now();
+        a.last_seen = a.last_seen.max(now);
         if let Some((ids, running, at)) = poll {
             a.archive_ids = ids.to_vec();
             a.running = running.to_vec();
@@ -193,10 +210,9 @@ impl Coordinator {
         inner.agents.get(agent).is_some_and(|a| a.running_at >= since + 2 && !a.running.contains(&cookie))
     }
 
-    /// Forgets copytools not heard from for six times [`HSM_AGENT_TIMEOUT_MS`].
-    pub fn forget_gone_agents(&self) {
-        let forget = Duration::from_millis(HSM_AGENT_TIMEOUT_MS * 6);
-        self.inner().agents.retain(|_, a| a.last_seen.elapsed() < forget);
+    /// Forgets copytools not heard from for six times [`HSM_AGENT_TIMEOUT_MS`] before `now`.
+    pub fn forget_gone_agents(&self, now: Instant) {
+        self.inner().agents.retain(|_, a| !gone(a.last_seen, now));
     }
 
     /// A copytool ended an action.
@@ -210,20 +226,18 @@ impl Coordinator {
         }
     }
 
-    /// Whether `agent` is taken for dead: not heard from for [`HSM_AGENT_TIMEOUT_MS`]
-    /// (never heard from by this MDS: since it started).
-    pub fn agent_dead(&self, agent: &str) -> bool {
-        let timeout = Duration::from_millis(HSM_AGENT_TIMEOUT_MS);
+    /// Whether `agent` is taken for dead at `now`: not heard from for
+    /// [`HSM_AGENT_TIMEOUT_MS`] (never heard from by this MDS: since it started).
+    pub fn agent_dead(&self, agent: &str, now: Instant) -> bool {
         let last = self.inner().agents.get(agent).map_or(self.started, |a| a.last_seen);
-        last.elapsed() >= timeout
+        !alive(last, now)
     }
 
-    /// `mdt.*.hsm.agents`, Lustre's lines (`current` counted from `running`: agent ->
-    /// actions it runs now); copytools dead for a while are left out.
-    pub fn agents_listing(&self, running: &BTreeMap<String, u64>) -> String {
+    /// `mdt.*.hsm.agents` at `now`, Lustre's lines (`current` counted from `running`:
+    /// agent -> actions it runs now); copytools dead for a while are left out.
+    pub fn agents_listing(&self, running: &BTreeMap<String, u64>, now: Instant) -> String {
         let mut out = String::new();
-        let forget = Duration::from_millis(HSM_AGENT_TIMEOUT_MS * 6);
-        for (name, a) in self.inner().agents.iter().filter(|(_, a)| a.last_seen.elapsed() < forget) {
+        for (name, a) in self.inner().agents.iter().filter(|(_, a)| !gone(a.last_seen, now)) {
             let ids = if a.archive_ids.is_empty() {
                 "ANY".to_string()
             } else {
@@ -237,5 +251,41 @@ impl Coordinator {
             );
         }
         out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TIMEOUT: Duration = Duration::from_millis(HSM_AGENT_TIMEOUT_MS);
+
+    /// A copytool is alive for the timeout after it was last heard from, then dead, and
+    /// forgotten after six times the timeout; the time is the caller's, no clock is read.
+    #[test]
+    fn a_copytool_lives_for_the_timeout_after_it_was_heard_from() {
+        let start = Instant::now();
+        let c = Coordinator::new(start);
+        // Never heard from: dead once the timeout passed since the start.
+        assert!(!c.agent_dead("ct", start + TIMEOUT - Duration::from_millis(1)));
+        assert!(c.agent_dead("ct", start + TIMEOUT));
+        let heard = start + TIMEOUT * 2;
+        c.seen("ct", Some((&[2], &[], 0)), heard);
+        let just_before = heard + TIMEOUT - Duration::from_millis(1);
+        assert!(!c.agent_dead("ct", just_before));
+        assert!(c.served(2, just_before) && !c.served(3, just_before));
+        assert_eq!(c.copytools_alive(just_before), 1);
+        assert!(c.agent_dead("ct", heard + TIMEOUT));
+        assert!(!c.served(2, heard + TIMEOUT));
+        assert_eq!(c.copytools_alive(heard + TIMEOUT), 0);
+        // Listed while dead for less than six timeouts, then forgotten.
+        assert!(c.agents_listing(&BTreeMap::new(), heard + TIMEOUT * 5).contains("uuid=ct archive_id=2"));
+        c.forget_gone_agents(heard + TIMEOUT * 5);
+        assert!(c.agents_listing(&BTreeMap::new(), heard + TIMEOUT * 6).is_empty());
+        c.forget_gone_agents(heard + TIMEOUT * 6);
+        assert_eq!(c.copytools_alive(heard), 0, "forgotten");
+        // A report (no poll) keeps it alive as well.
+        c.seen("ct", None, heard + TIMEOUT * 7);
+        assert!(!c.agent_dead("ct", heard + TIMEOUT * 7 + TIMEOUT / 2));
     }
 }

@@ -40,6 +40,7 @@
 
 pub mod background;
 pub mod changelog;
+pub mod clock;
 pub mod coordinator;
 pub mod journal;
 pub mod limits;
@@ -162,6 +163,8 @@ pub struct Core {
     pub hsm_used: std::sync::atomic::AtomicBool,
     /// The HSM coordinator's settings, copytools and waiting list.
     pub coordinator: coordinator::Coordinator,
+    /// What every decision that depends on time reads (see clock.rs).
+    pub clock: clock::Clock,
     /// The newest committed state; replaced by the committer only (see [`Core::read_view`]).
     view: Mutex<Arc<store::Tables>>,
 }
@@ -220,7 +223,8 @@ impl Mds {
         let view = store::Tables::at_checkpoint(&*storage.kv)?;
         let changelog = changelog::State::load(&view)?;
         let hsm_used = std::sync::atomic::AtomicBool::new(view.hsm_used()?);
-        let coordinator = coordinator::Coordinator::load(&view)?;
+        let clock = clock::Clock::default();
+        let coordinator = coordinator::Coordinator::load(&view, clock.instant())?;
         let journal = journal::Journal::open(storage.journal.clone(), journal_seq)?;
         let core = Arc::new(Core {
             mdt_index: cfg.mdt_index,
@@ -237,6 +241,7 @@ impl Mds {
             changelog,
             hsm_used,
             coordinator,
+            clock,
             view: Mutex::new(Arc::new(view)),
         });
         let (queue, writer_thread) = writer::Queue::start(core.clone())?;
@@ -291,6 +296,11 @@ impl Mds {
         self.core.read_view().all_hsm_actions()
     }
 
+    /// How many copytools were heard from within `HSM_AGENT_TIMEOUT_MS`.
+    pub fn copytools_alive(&self) -> usize {
+        self.core.coordinator.copytools_alive(self.core.clock.instant())
+    }
+
     /// `mdt.*.hsm.agents`: the copytools heard from lately.
     pub fn hsm_agents(&self) -> WeftResult<String> {
         let mut running = std::collections::BTreeMap::new();
@@ -299,7 +309,7 @@ impl Mds {
                 *running.entry(a.agent).or_insert(0u64) += 1;
             }
         }
-        Ok(self.core.coordinator.agents_listing(&running))
+        Ok(self.core.coordinator.agents_listing(&running, self.core.clock.instant()))
     }
 
     /// Which OSTs exist, their state, pools. Called at start and whenever the map changes.
@@ -430,7 +440,7 @@ impl Mds {
     /// this every REPLY_CACHE_PRUNE_INTERVAL_MS with REPLY_CACHE_AGE_SECS_MAX.
     pub async fn prune_reply_cache(&self, age_secs: u64) -> WeftResult<u64> {
         let (done, rx) = oneshot::channel();
-        let before = (now().sec.max(0) as u64).saturating_sub(age_secs).saturating_add(1);
+        let before = (self.core.clock.now().sec.max(0) as u64).saturating_sub(age_secs).saturating_add(1);
         self.queue
             .submit(Job::Internal { op: InternalOp::PruneReplies { before_secs: before }, done }, Run::Offload)?;
         rx.await.map_err(|_| WeftError::io("the MDT writer stopped before answering"))?

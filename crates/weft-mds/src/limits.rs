@@ -40,8 +40,9 @@ pub const INODE_ESTIMATE_BYTES: u64 = 4096;
 /// Time between durable checkpoints of the MDT journal: the most metadata a power loss can
 /// take back (a process crash takes back nothing acknowledged).
 pub const CHECKPOINT_INTERVAL_MS: u64 = 1_000;
-/// Changelog records one read answers at most (a reader asks again from the next index).
-pub const CHANGELOG_READ_RECORDS_MAX: u32 = 4096;
+/// Changelog records one read answers at most: weft-proto's `CHANGELOG_READ_RECORDS_MAX`,
+/// which readers ask for too.
+pub use weft_proto::limits::CHANGELOG_READ_RECORDS_MAX;
 /// Changelog records one purge batch removes at most (cleared records go in the
 /// background, a batch at a time, so a clear of millions does not make one huge commit).
 pub const CHANGELOG_PURGE_BATCH_RECORDS: usize = 8192;

@@ -314,7 +314,7 @@ async fn reply_cache_is_pruned_by_age() {
     let mkdir = MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 });
     env.mds().handle(&header, mkdir.clone(), Run::Inline).await.unwrap();
     assert_eq!(env.mds().prune_reply_cache(600).await.unwrap(), 0);
-    tokio::time::sleep(Duration::from_millis(1100)).await;
+    env.mds().core.clock.advance(Duration::from_millis(1100));
     assert!(env.mds().prune_reply_cache(0).await.unwrap() >= 1);
     // Pruned: the same request id now executes again.
     assert_eq!(code(env.mds().handle(&header, mkdir, Run::Inline).await), ErrorCode::Exists);

@@ -272,7 +272,7 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
     let mut checkpoint = None;
     let mut t = WriteTables::over((*core.read_view()).clone());
     let applied = (|| -> Result<(), BatchError> {
-        let now = crate::now();
+        let now = core.clock.now();
         let now_secs = now.sec.max(0) as u64;
         for (i, job) in jobs.iter().enumerate() {
             match job {
@@ -418,7 +418,7 @@ fn apply_internal(core: &Core, t: &mut WriteTables, op: &InternalOp) -> WeftResu
             Ok(t.purge_changelog(upto, crate::limits::CHANGELOG_PURGE_BATCH_RECORDS)? as u64)
         }
         InternalOp::HsmSweep { requeue, forget } => {
-            let now = crate::now();
+            let now = core.clock.now();
             let mut n = 0;
             for (cookie, agent) in requeue {
                 let Some(mut a) = t.hsm_action(*cookie)? else { continue };
@@ -440,7 +440,7 @@ fn apply_internal(core: &Core, t: &mut WriteTables, op: &InternalOp) -> WeftResu
             Ok(n)
         }
         InternalOp::HsmCancelAll => {
-            let now = crate::now();
+            let now = core.clock.now();
             let mut n = 0;
             for a in t.all_hsm_actions()?.into_iter().filter(|a| !a.status.is_final()) {
                 crate::ops::hsm::cancel(core, t, a, now)?;

@@ -35,3 +35,15 @@ pub const HISTORY_DOWN_ROWS_MAX: u64 = 2_000_000;
 pub const DECAY_POLICIES_MAX: usize = 16;
 pub const DECAY_LIMITS_MAX: usize = 4096;
 pub const DECAY_ACTIONS_MAX: usize = 1000;
+
+// ---- Global QoS (qos.rs)
+
+/// A server's demand report older than this is a server that no longer takes part: its
+/// share goes to the others (servers report once a second, so three missed reports).
+pub const QOS_REPORT_STALE_MS: u64 = 3_000;
+/// The reports of a server that make its demand (one a second): enough to smooth a bursty
+/// second, few enough that shares follow a moved load within a few seconds.
+pub const QOS_REPORTS_REMEMBERED_MAX: usize = 3;
+/// The reserve of all idle servers together, in percent of the rate: what lets an idle
+/// server start at once while the busy ones use the rest.
+pub const QOS_RESERVE_PERCENT: u64 = 5;

@@ -18,28 +18,23 @@
 //! * with nobody backlogged, what is left is spread in proportion to each server's need.
 //!
 //! The shares add up to the rule's rate. A server's demand is what its last
-//! [`REPORTS_REMEMBERED`] reports say together (the most it used, and whether it was
+//! [`QOS_REPORTS_REMEMBERED_MAX`] reports say together (the most it used, and whether it was
 //! backlogged in any): a job whose requests go from server to server faster than the
 //! reports (one writer over a file's stripes) is seen on all of them, and each keeps its
 //! part of the rate, which its classes may save up for one report interval while the job is
 //! elsewhere (see `weft_rpc::schedule::tbf::core`). When a job's demand moves from one
-//! server to another for good, the shares follow within [`REPORTS_REMEMBERED`] + 1 reports.
+//! server to another for good, the shares follow within [`QOS_REPORTS_REMEMBERED_MAX`] + 1 reports.
 //! A server that stops reporting (stopped, its rule gone) is forgotten after
-//! [`REPORT_STALE_MS`].
+//! [`QOS_REPORT_STALE_MS`].
 //!
 //! Pure logic over an injected clock: the MGS calls [`GlobalTable::report`] with the time.
 
-use crate::limits::{GLOBAL_RULES_MAX, GLOBAL_SERVERS_MAX};
+use crate::limits::{
+    GLOBAL_RULES_MAX, GLOBAL_SERVERS_MAX, QOS_REPORTS_REMEMBERED_MAX, QOS_REPORT_STALE_MS, QOS_RESERVE_PERCENT,
+};
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use weft_proto::msg::{GlobalDemand, GlobalShare, Service};
 use weft_proto::{WeftError, WeftResult};
-
-/// A report older than this is a server that no longer takes part.
-pub const REPORT_STALE_MS: u64 = 3_000;
-/// The reports of a server that make its demand (one a second).
-pub const REPORTS_REMEMBERED: usize = 3;
-/// The reserve of all idle servers together, in percent of the rate.
-pub const RESERVE_PERCENT: u64 = 5;
 
 /// One server's demand on one rule, as [`divide`] sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -66,7 +61,7 @@ pub fn divide(rate: u64, demands: &[Demand]) -> Vec<u64> {
     if demands.iter().all(Demand::idle) {
         return spread(rate, &vec![1; demands.len()]).into_iter().map(|s| s.max(1)).collect();
     }
-    let reserve = (rate * RESERVE_PERCENT / 100 / n).max(1);
+    let reserve = (rate * QOS_RESERVE_PERCENT / 100 / n).max(1);
     let idle = demands.iter().filter(|d| d.idle()).count() as u64;
     let pool = rate.saturating_sub(reserve * idle);
     // What each active server that is not backlogged needs; a backlogged one wants all.
@@ -142,7 +137,7 @@ fn spread(total: u64, weights: &[u64]) -> Vec<u64> {
 /// A server's latest reports on one rule.
 #[derive(Debug)]
 struct Report {
-    /// Oldest first, at most [`REPORTS_REMEMBERED`].
+    /// Oldest first, at most [`QOS_REPORTS_REMEMBERED_MAX`].
     recent: VecDeque<Demand>,
     at_ms: u64,
 }
@@ -205,7 +200,7 @@ impl GlobalTable {
             let demand = Demand { used: r.used, backlogged: r.backlogged };
             let report =
                 servers.entry(server.to_string()).or_insert_with(|| Report { recent: VecDeque::new(), at_ms: now_ms });
-            if report.recent.len() == REPORTS_REMEMBERED {
+            if report.recent.len() == QOS_REPORTS_REMEMBERED_MAX {
                 report.recent.pop_front();
             }
             report.recent.push_back(demand);
@@ -224,7 +219,7 @@ impl GlobalTable {
 
     fn forget_stale(&mut self, now_ms: u64) {
         for servers in self.rules.values_mut() {
-            servers.retain(|_, rep| now_ms.saturating_sub(rep.at_ms) <= REPORT_STALE_MS);
+            servers.retain(|_, rep| now_ms.saturating_sub(rep.at_ms) <= QOS_REPORT_STALE_MS);
         }
         self.rules.retain(|_, servers| !servers.is_empty());
     }
@@ -320,7 +315,7 @@ mod tests {
         let a = t.report(4000, "a", s, &[demand("g", 100, 50, true)]).unwrap();
         assert_eq!(a[0].rate, 98);
         // b stops reporting: after the stale time a has the whole rate.
-        let a = t.report(3500 + REPORT_STALE_MS + 1, "a", s, &[demand("g", 100, 98, true)]).unwrap();
+        let a = t.report(3500 + QOS_REPORT_STALE_MS + 1, "a", s, &[demand("g", 100, 98, true)]).unwrap();
         assert_eq!(a[0].rate, 100);
         assert_eq!(t.servers(s, "g"), vec!["a".to_string()]);
         // A rule a server no longer reports is no longer its.

@@ -106,7 +106,7 @@ async fn target_state_and_pool_errors() {
     assert!(mgs.map().pools.is_empty());
 }
 
-#[tokio::test]
+#[tokio::test(start_paused = true)]
 async fn wait_for_change_wakes_on_a_new_version_only() {
     let tmp = tempfile::tempdir().unwrap();
     let mgs = Mgs::open(tmp.path(), "testfs").unwrap();
@@ -164,8 +164,9 @@ async fn a_watch_answers_when_the_map_moves_and_unchanged_when_it_does_not() {
     // A follower behind gets the map at once.
     assert_eq!(watch(0, 10_000).await, Ok(MgsReply::Map(mgs.map())));
     // A follower waiting learns a change when it happens.
+    // join! polls the watch first: it waits before the change is made.
     let (answer, _) = tokio::join!(watch(1, 10_000), async {
-        tokio::time::sleep(Duration::from_millis(50)).await;
+        tokio::task::yield_now().await;
         must_register(&mgs, target(TargetKind::Ost, 3, "h:1")).await
     });
     match answer {

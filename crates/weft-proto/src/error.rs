@@ -51,6 +51,8 @@ pub enum ErrorCode {
     Again,
     /// This client was evicted and must reconnect (EIO).
     Evicted,
+    /// The client holds as many locks as the server allows it (ENOLCK).
+    NoLocks,
 }
 
 /// An error with its code and a sentence a person can act on.

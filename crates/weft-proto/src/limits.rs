@@ -51,3 +51,53 @@ pub const FILE_SIZE_MAX_BYTES: u64 = i64::MAX as u64;
 pub const OBJECT_SIZE_MAX_BYTES: u64 = u32::MAX as u64 * 4096;
 /// Largest single read or write request the client library sends to one object.
 pub const RPC_BULK_BYTES_MAX: u32 = 4 * 1024 * 1024;
+/// Most changelog records one `ChangelogRead` answers: the MDT clamps a larger ask to it,
+/// and readers (the CLI's `changelog`, the policy engine) ask for this many at a time.
+pub const CHANGELOG_READ_RECORDS_MAX: u32 = 4096;
+/// Longest message a copytool reports with a failed HSM action (what `hsm action` shows):
+/// enough for a program's last lines of standard error. A longer one is cut, keeping its
+/// beginning and its end ([`cut_message`]), never refused (a refused report would be
+/// retried until the action times out).
+pub const HSM_MESSAGE_BYTES_MAX: usize = 4096;
+
+/// `message` cut to at most `max` bytes: its beginning and its end around " ... ", at
+/// character boundaries (the beginning usually says what failed, the end why).
+pub fn cut_message(message: &str, max: usize) -> String {
+    const GAP: &str = " ... ";
+    if message.len() <= max {
+        return message.to_string();
+    }
+    if max <= GAP.len() {
+        return GAP[..max].to_string();
+    }
+    let keep = max - GAP.len();
+    let mut head = keep / 2;
+    while !message.is_char_boundary(head) {
+        head -= 1;
+    }
+    let mut tail = message.len() - (keep - head);
+    while !message.is_char_boundary(tail) {
+        tail += 1;
+    }
+    format!("{}{GAP}{}", &message[..head], &message[tail..])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_long_message_keeps_its_beginning_and_end() {
+        assert_eq!(cut_message("short", 10), "short");
+        let long = format!("archive of f failed: {}the disk is full", "x".repeat(10_000));
+        let cut = cut_message(&long, HSM_MESSAGE_BYTES_MAX);
+        assert_eq!(cut.len(), HSM_MESSAGE_BYTES_MAX);
+        assert!(cut.starts_with("archive of f failed: ") && cut.ends_with("the disk is full"), "{cut}");
+        assert!(cut.contains(" ... "));
+        // Never inside a character: é is two bytes.
+        let accents = "é".repeat(100);
+        let cut = cut_message(&accents, 50);
+        assert!(cut.len() <= 50 && cut.starts_with('é') && cut.ends_with('é'), "{cut}");
+        assert_eq!(cut_message(&accents, 3), " ..");
+    }
+}

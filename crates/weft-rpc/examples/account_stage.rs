@@ -36,6 +36,7 @@ fn requests(opcode: &'static str, kind: TargetKind, service: Service, bytes_in: 
                 bytes_in,
                 bytes_out: 0,
                 target: Some((kind, i % 4)),
+                at: std::time::Instant::now(),
             };
             Request { ctx, outcome }
         })

@@ -26,6 +26,9 @@ pub struct Outcome {
     pub bytes_out: u64,
     /// The MDT or OST the request was for.
     pub target: Option<(TargetKind, u32)>,
+    /// When the reply was sent: the pipeline's one clock reading at the reply, which
+    /// accounts use instead of reading the clock again.
+    pub at: std::time::Instant,
 }
 
 pub trait Account: Send + Sync + 'static {

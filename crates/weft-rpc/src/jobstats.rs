@@ -159,7 +159,8 @@ struct Sample {
 }
 
 struct Job {
-    start: SystemTime,
+    /// When it was first seen (shown as a wall time by [`JobStats::render`]).
+    start: Instant,
     seen: Instant,
     counters: Vec<Counter>,
 }
@@ -208,14 +209,13 @@ impl<K: Hash + Eq + Clone + ToString> Table<K> {
                 self.rows.remove::<K>(&oldest);
             }
         }
-        let mut row =
-            Job { start: SystemTime::now(), seen: s.now, counters: vec![Counter::default(); s.layout.names.len()] };
+        let mut row = Job { start: s.now, seen: s.now, counters: vec![Counter::default(); s.layout.names.len()] };
         row.add(s);
         self.rows.insert(key.to_owned(), row);
     }
 
     fn retain_seen_since(&mut self, now: Instant, interval: Duration) {
-        self.rows.retain(|_, j| now.duration_since(j.seen) <= interval);
+        self.rows.retain(|_, j| now.saturating_duration_since(j.seen) <= interval);
     }
 
     fn rows(&self, kind: TargetKind) -> Vec<(String, Vec<(&'static str, Counter)>)> {
@@ -250,7 +250,7 @@ impl TargetStats {
         if interval.is_zero() {
             return;
         }
-        if self.last_cleanup.is_some_and(|at| now.duration_since(at) < interval / 2) {
+        if self.last_cleanup.is_some_and(|at| now.saturating_duration_since(at) < interval / 2) {
             return;
         }
         self.last_cleanup = Some(now);
@@ -289,8 +289,9 @@ pub struct Who<'a> {
 }
 
 /// The job, user and group statistics of a server process's targets; see the module
-/// documentation. One lock and one clock reading per request for all three: this is on
-/// every request's path (`make bench-micro`'s `account_stage` measures it).
+/// documentation. One lock per request for all three and no clock reading: this is on
+/// every request's path (`make bench-micro`'s `account_stage` measures it). Every time comes
+/// from the caller (a request's `Outcome::at`, a reader's `now`), so a test moves it on.
 #[derive(Default)]
 pub struct JobStats {
     // A process serves a few targets: a short list, looked through.
@@ -310,8 +311,9 @@ impl JobStats {
         f(&mut targets[at].1)
     }
 
-    /// Counts one request of `who` on `target`: `opcode` taking `took`, moving `bytes` (a
-    /// read's reply, a write's data), held `waited` by a scheduling policy.
+    /// Counts one request of `who` on `target` answered `at`: `opcode` taking `took`,
+    /// moving `bytes` (a read's reply, a write's data), held `waited` by a scheduling policy.
+    #[allow(clippy::too_many_arguments)]
     pub fn add(
         &self,
         target: (TargetKind, u32),
@@ -320,12 +322,13 @@ impl JobStats {
         took: Duration,
         bytes: u64,
         waited: Duration,
+        at: Instant,
     ) {
         let Some(name) = counter(target.0, opcode) else { return };
         let layout = layout(target.0);
         let counter = layout.names.iter().position(|c| *c == name).expect("a counter of the list");
         let us = |d: Duration| u64::try_from(d.as_micros()).unwrap_or(u64::MAX);
-        let sample = Sample { layout, counter, took_us: us(took), bytes, waited_us: us(waited), now: Instant::now() };
+        let sample = Sample { layout, counter, took_us: us(took), bytes, waited_us: us(waited), now: at };
         self.with(target, |t| {
             t.clean(sample.now);
             if !who.job.is_empty() {
@@ -336,27 +339,27 @@ impl JobStats {
         });
     }
 
-    /// Every job's (user's, group's) counters on `target`, by name, sorted by key.
-    pub fn rows(&self, by: By, target: (TargetKind, u32)) -> Vec<(String, Vec<(&'static str, Counter)>)> {
+    /// Every job's (user's, group's) counters on `target` at `now`, by name, sorted by key.
+    pub fn rows(&self, by: By, target: (TargetKind, u32), now: Instant) -> Vec<(String, Vec<(&'static str, Counter)>)> {
         self.with(target, |t| {
-            t.clean(Instant::now());
+            t.clean(now);
             t.rows(by, target.0)
         })
     }
 
-    /// Every job's counters on `target`, by name.
-    pub fn jobs(&self, target: (TargetKind, u32)) -> Vec<(String, Vec<(&'static str, Counter)>)> {
-        self.rows(By::Job, target)
+    /// Every job's counters on `target` at `now`, by name.
+    pub fn jobs(&self, target: (TargetKind, u32), now: Instant) -> Vec<(String, Vec<(&'static str, Counter)>)> {
+        self.rows(By::Job, target, now)
     }
 
     /// Each job's (user's, group's) requests and bytes on `target`: every counter's
     /// samples but the byte counters and the scheduler's waits, and the bytes read and
-    /// written.
-    pub fn usage(&self, by: By, target: (TargetKind, u32)) -> Vec<(String, u64, u64, u64)> {
+    /// written, at `now`.
+    pub fn usage(&self, by: By, target: (TargetKind, u32), now: Instant) -> Vec<(String, u64, u64, u64)> {
         let sum = |counters: &[(&str, Counter)], name: &str| -> u64 {
             counters.iter().filter(|(n, _)| *n == name).map(|(_, c)| c.sum).sum()
         };
-        self.rows(by, target)
+        self.rows(by, target, now)
             .into_iter()
             .map(|(key, counters)| {
                 let ops = counters
@@ -370,20 +373,21 @@ impl JobStats {
             .collect()
     }
 
-    /// Lustre's YAML of `target`'s jobs (`job_stats:` and one entry per job).
-    pub fn render(&self, target: (TargetKind, u32)) -> String {
-        let now = SystemTime::now();
+    /// Lustre's YAML of `target`'s jobs (`job_stats:` and one entry per job) at `now`,
+    /// which the wall clock reads as `wall`.
+    pub fn render(&self, target: (TargetKind, u32), now: Instant, wall: SystemTime) -> String {
         let mut out = String::from("job_stats:\n");
         self.with(target, |t| {
-            t.clean(Instant::now());
+            t.clean(now);
             let mut names: Vec<&String> = t.jobs.rows.keys().collect();
             names.sort();
             for name in names {
                 let j = &t.jobs.rows[name];
-                let elapsed = now.duration_since(j.start).unwrap_or_default();
+                let elapsed = now.saturating_duration_since(j.start);
+                let start = wall.checked_sub(elapsed).unwrap_or(SystemTime::UNIX_EPOCH);
                 let _ = writeln!(out, "- {:<16} {}", "job_id:", yaml_job_id(name));
-                let _ = writeln!(out, "  {:<16} {} secs.nsecs", "snapshot_time:", secs_nsecs(since_epoch(now)));
-                let _ = writeln!(out, "  {:<16} {} secs.nsecs", "start_time:", secs_nsecs(since_epoch(j.start)));
+                let _ = writeln!(out, "  {:<16} {} secs.nsecs", "snapshot_time:", secs_nsecs(since_epoch(wall)));
+                let _ = writeln!(out, "  {:<16} {} secs.nsecs", "start_time:", secs_nsecs(since_epoch(start)));
                 let _ = writeln!(out, "  {:<16} {} secs.nsecs", "elapsed_time:", secs_nsecs(elapsed));
                 for (counter, c) in counters_of(target.0).iter().zip(&j.counters) {
                     let unit = if counter.ends_with("_bytes") { "bytes" } else { "usecs" };
@@ -434,7 +438,7 @@ impl Account for JobStats {
         let bytes = outcome.bytes_in.max(outcome.bytes_out);
         let identity = &ctx.header.identity;
         let who = Who { job: ctx.header.jobid.as_str(), uid: identity.uid, gid: identity.gid };
-        self.add(target, who, ctx.opcode, outcome.took, bytes, outcome.waited);
+        self.add(target, who, ctx.opcode, outcome.took, bytes, outcome.waited, outcome.at);
     }
 }
 
@@ -472,6 +476,12 @@ mod tests {
     const OST0: (TargetKind, u32) = (TargetKind::Ost, 0);
     const MDT0: (TargetKind, u32) = (TargetKind::Mdt, 0);
 
+    /// The time the tests' requests come at; a test moves on from it.
+    fn t0() -> Instant {
+        static T0: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
+        *T0.get_or_init(Instant::now)
+    }
+
     fn job(job: &str) -> Who<'_> {
         Who { job, uid: 0, gid: 0 }
     }
@@ -480,11 +490,11 @@ mod tests {
     fn counts_per_job_and_counter_in_lustres_shape() {
         let s = JobStats::default();
         let ms = Duration::from_millis;
-        s.add(OST0, job("dd.0"), "ost_write", ms(2), 4096, Duration::ZERO);
-        s.add(OST0, job("dd.0"), "ost_write", ms(4), 1 << 20, ms(3));
-        s.add(OST0, job("cp.5"), "ost_read", ms(1), 8192, Duration::ZERO);
-        s.add(OST0, job("dd.0"), "ost_no_such_op", ms(1), 0, Duration::ZERO);
-        let jobs = s.jobs(OST0);
+        s.add(OST0, job("dd.0"), "ost_write", ms(2), 4096, Duration::ZERO, t0());
+        s.add(OST0, job("dd.0"), "ost_write", ms(4), 1 << 20, ms(3), t0());
+        s.add(OST0, job("cp.5"), "ost_read", ms(1), 8192, Duration::ZERO, t0());
+        s.add(OST0, job("dd.0"), "ost_no_such_op", ms(1), 0, Duration::ZERO, t0());
+        let jobs = s.jobs(OST0, t0());
         assert_eq!(jobs.iter().map(|j| j.0.as_str()).collect::<Vec<_>>(), ["cp.5", "dd.0"]);
         let dd: HashMap<_, _> = jobs[1].1.iter().copied().collect();
         assert_eq!(
@@ -494,7 +504,7 @@ mod tests {
         assert_eq!((dd["write"].samples, dd["write"].min, dd["write"].max, dd["write"].sum), (2, 2000, 4000, 6000));
         assert_eq!((dd["nrs_wait"].samples, dd["nrs_wait"].sum), (1, 3000), "one write was held 3 ms");
         assert_eq!(dd["read"].samples, 0);
-        let yaml = s.render(OST0);
+        let yaml = s.render(OST0, t0(), SystemTime::now());
         assert!(yaml.starts_with("job_stats:\n- job_id:          cp.5\n  snapshot_time:   "), "{yaml}");
         let sumsq = 4096u128 * 4096 + (1u128 << 40);
         let line = format!(
@@ -512,9 +522,9 @@ mod tests {
     fn metadata_opcodes_count_under_lustres_names() {
         let s = JobStats::default();
         for op in ["mds_create", "mds_open", "mds_close", "mds_mkdir", "mds_lookup", "mds_readdir"] {
-            s.add(MDT0, job("j"), op, Duration::from_micros(5), 0, Duration::ZERO);
+            s.add(MDT0, job("j"), op, Duration::from_micros(5), 0, Duration::ZERO, t0());
         }
-        let c: HashMap<_, _> = s.jobs(MDT0)[0].1.iter().copied().collect();
+        let c: HashMap<_, _> = s.jobs(MDT0, t0())[0].1.iter().copied().collect();
         assert_eq!((c["open"].samples, c["close"].samples, c["mkdir"].samples), (2, 1, 1));
         assert_eq!((c["getattr"].samples, c["readpage"].samples, c["unlink"].samples), (1, 1, 0));
     }
@@ -522,38 +532,39 @@ mod tests {
     #[test]
     fn clear_cleanup_and_the_bound() {
         let s = JobStats::default();
-        s.add(OST0, job("a"), "ost_read", Duration::ZERO, 1, Duration::ZERO);
-        s.add(OST0, job("b"), "ost_read", Duration::ZERO, 1, Duration::ZERO);
+        s.add(OST0, job("a"), "ost_read", Duration::ZERO, 1, Duration::ZERO, t0());
+        s.add(OST0, job("b"), "ost_read", Duration::ZERO, 1, Duration::ZERO, t0());
         s.clear(OST0, Some("a"));
-        assert_eq!(s.jobs(OST0).len(), 1);
+        assert_eq!(s.jobs(OST0, t0()).len(), 1);
         s.clear(OST0, None);
-        assert!(s.jobs(OST0).is_empty());
-        s.add(OST0, job("a"), "ost_read", Duration::ZERO, 1, Duration::ZERO);
+        assert!(s.jobs(OST0, t0()).is_empty());
+        s.add(OST0, job("a"), "ost_read", Duration::ZERO, 1, Duration::ZERO, t0());
         s.set_cleanup_interval(OST0, Duration::from_millis(20));
-        std::thread::sleep(Duration::from_millis(50));
-        assert!(s.jobs(OST0).is_empty(), "an idle job goes after the interval");
+        assert_eq!(s.jobs(OST0, t0() + Duration::from_millis(20)).len(), 1, "idle for the interval: kept");
+        s.set_cleanup_interval(OST0, Duration::from_millis(20));
+        assert!(s.jobs(OST0, t0() + Duration::from_millis(21)).is_empty(), "an idle job goes after the interval");
         s.set_cleanup_interval(OST0, Duration::ZERO);
         for i in 0..JOB_STATS_JOBS_MAX + 10 {
-            s.add(OST0, job(&format!("j{i}")), "ost_read", Duration::ZERO, 1, Duration::ZERO);
+            s.add(OST0, job(&format!("j{i}")), "ost_read", Duration::ZERO, 1, Duration::ZERO, t0());
         }
-        assert_eq!(s.jobs(OST0).len(), JOB_STATS_JOBS_MAX);
+        assert_eq!(s.jobs(OST0, t0()).len(), JOB_STATS_JOBS_MAX);
     }
 
     #[test]
     fn users_and_groups_beside_jobs() {
         let s = JobStats::default();
         let ms = Duration::from_millis;
-        s.add(OST0, Who { job: "dd.0", uid: 1000, gid: 100 }, "ost_write", ms(1), 10, Duration::ZERO);
-        s.add(OST0, Who { job: "", uid: 1000, gid: 200 }, "ost_write", ms(1), 20, Duration::ZERO);
-        s.add(OST0, Who { job: "cp.1", uid: 1001, gid: 100 }, "ost_read", ms(1), 40, Duration::ZERO);
-        s.add(MDT0, Who { job: "cp.1", uid: 1001, gid: 100 }, "mds_mkdir", ms(1), 0, Duration::ZERO);
-        assert_eq!(s.usage(By::Job, OST0), [("cp.1".into(), 1, 40, 0), ("dd.0".into(), 1, 0, 10)]);
-        assert_eq!(s.usage(By::User, OST0), [("1000".into(), 2, 0, 30), ("1001".into(), 1, 40, 0)]);
-        assert_eq!(s.usage(By::Group, OST0), [("100".into(), 2, 40, 10), ("200".into(), 1, 0, 20)]);
-        assert_eq!(s.usage(By::User, MDT0), [("1001".into(), 1, 0, 0)]);
+        s.add(OST0, Who { job: "dd.0", uid: 1000, gid: 100 }, "ost_write", ms(1), 10, Duration::ZERO, t0());
+        s.add(OST0, Who { job: "", uid: 1000, gid: 200 }, "ost_write", ms(1), 20, Duration::ZERO, t0());
+        s.add(OST0, Who { job: "cp.1", uid: 1001, gid: 100 }, "ost_read", ms(1), 40, Duration::ZERO, t0());
+        s.add(MDT0, Who { job: "cp.1", uid: 1001, gid: 100 }, "mds_mkdir", ms(1), 0, Duration::ZERO, t0());
+        assert_eq!(s.usage(By::Job, OST0, t0()), [("cp.1".into(), 1, 40, 0), ("dd.0".into(), 1, 0, 10)]);
+        assert_eq!(s.usage(By::User, OST0, t0()), [("1000".into(), 2, 0, 30), ("1001".into(), 1, 40, 0)]);
+        assert_eq!(s.usage(By::Group, OST0, t0()), [("100".into(), 2, 40, 10), ("200".into(), 1, 0, 20)]);
+        assert_eq!(s.usage(By::User, MDT0, t0()), [("1001".into(), 1, 0, 0)]);
         s.clear(OST0, None);
-        assert!(s.jobs(OST0).is_empty());
-        assert_eq!(s.usage(By::User, OST0).len(), 2, "clearing job_stats keeps the users' counters");
+        assert!(s.jobs(OST0, t0()).is_empty());
+        assert_eq!(s.usage(By::User, OST0, t0()).len(), 2, "clearing job_stats keeps the users' counters");
     }
 
     #[test]
@@ -571,5 +582,18 @@ mod tests {
         assert_eq!(yaml_job_id("dd.0"), "dd.0");
         assert_eq!(yaml_job_id("a:b"), "\"a\\x3ab\"");
         assert_eq!(yaml_job_id("@x"), "\"@x\"");
+    }
+
+    /// A job's times come from its requests and the reader: its start is when its first
+    /// request was answered, shown on the wall clock the reader gives.
+    #[test]
+    fn a_jobs_start_is_its_first_request() {
+        let s = JobStats::default();
+        s.add(OST0, job("a"), "ost_read", Duration::ZERO, 1, Duration::ZERO, t0());
+        let wall = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
+        let yaml = s.render(OST0, t0() + Duration::from_secs(90), wall);
+        assert!(yaml.contains("  start_time:      999910.000000000 secs.nsecs"), "{yaml}");
+        assert!(yaml.contains("  elapsed_time:    90.000000000 secs.nsecs"), "{yaml}");
+        assert!(yaml.contains("  snapshot_time:   1000000.000000000 secs.nsecs"), "{yaml}");
     }
 }

@@ -93,8 +93,10 @@ impl Pipeline {
         let bytes_out = out.len() as u64;
         let bytes = bytes_in + bytes_out;
         let sent = reply(result, out).await;
-        let outcome =
-            Outcome { service, took: started.elapsed(), waited, ok: ok && sent, bytes, bytes_in, bytes_out, target };
+        // The one clock reading at the reply: the request's time, and the job statistics' age.
+        let at = Instant::now();
+        let took = at.saturating_duration_since(started);
+        let outcome = Outcome { service, took, waited, ok: ok && sent, bytes, bytes_in, bytes_out, target, at };
         // Every request, when asked for (WEFT_LOG=info,weft_rpc::request=debug): what a client's
         // operation costs in requests, and where each one's time went; at trace level with
         // the request itself.

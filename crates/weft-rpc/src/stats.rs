@@ -102,6 +102,7 @@ mod tests {
             bytes_in,
             bytes_out: 0,
             target,
+            at: std::time::Instant::now(),
         }
     }
 

@@ -10,7 +10,7 @@ use futures::future::BoxFuture;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock, Weak};
 use std::time::Duration;
-use weft_dlm::advisory::AdvisoryLocks;
+use weft_dlm::advisory::{AdvisoryLocks, Refused};
 use weft_dlm::namespace::{CallbackSender, Namespace, NamespaceConfig};
 use weft_proto::lock::{
     self, CallbackAnswer, CallbackRequest, FlockOutcome, FlockSpec, LdlmReply, LdlmRequest, LockGrant, LockTarget,
@@ -197,9 +197,14 @@ impl Handle for lock::Cancel {
 impl Handle for lock::FlockSet {
     async fn run(self, at: At<'_>) -> WeftResult<FlockOutcome> {
         let mut advisory = at.advisory()?;
-        let result = advisory
-            .set(self.fid, at.owner, &self.lock)
-            .map_err(|holder| (holder, advisory.conflicting_clients(self.fid, at.owner, &self.lock)));
+        let result = match advisory.set(self.fid, at.owner, &self.lock) {
+            Ok(()) => Ok(()),
+            Err(Refused::Conflict(holder)) => {
+                Err((holder, advisory.conflicting_clients(self.fid, at.owner, &self.lock)))
+            }
+            // Past the client's bound: ENOLCK at its mount, nothing changed.
+            Err(Refused::NoLocks(e)) => return Err(e),
+        };
         drop(advisory);
         Ok(match result {
             Ok(()) => FlockOutcome::Done,

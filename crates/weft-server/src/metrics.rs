@@ -87,7 +87,7 @@ impl Sources {
         for a in mds.hsm_actions().ok()? {
             *counts.entry((a.action.name(), a.status.name())).or_insert(0) += 1;
         }
-        Some((self.name((TargetKind::Mdt, index)), counts, mds.coordinator().copytools_alive()))
+        Some((self.name((TargetKind::Mdt, index)), counts, mds.copytools_alive()))
     }
 
     async fn snapshot(&self) -> Snapshot {
@@ -95,7 +95,7 @@ impl Sources {
         let per_key = |by: By| {
             let mut out = Vec::new();
             for &t in &targets {
-                for (key, ops, read, write) in self.jobs.usage(by, t) {
+                for (key, ops, read, write) in self.jobs.usage(by, t, std::time::Instant::now()) {
                     out.push((self.name(t), key, ops, read, write));
                 }
             }

@@ -201,7 +201,7 @@ impl Params {
             let mut out = Vec::new();
             for &t in &self.targets {
                 let target = target_name(&self.fsname, t.0, t.1);
-                for (key, ops, read_bytes, write_bytes) in self.jobstats.usage(by, t) {
+                for (key, ops, read_bytes, write_bytes) in self.jobstats.usage(by, t, std::time::Instant::now()) {
                     out.push(UsageRow { target: target.clone(), key, ops, read_bytes, write_bytes });
                 }
             }
@@ -305,7 +305,9 @@ impl Params {
     fn get(&self, key: Key) -> Result<String, String> {
         let (service, leaf) = match key {
             Key::Service(service, leaf) => (service, leaf),
-            Key::Target(target, TargetLeaf::JobStats) => return Ok(self.jobstats.render(target)),
+            Key::Target(target, TargetLeaf::JobStats) => {
+                return Ok(self.jobstats.render(target, std::time::Instant::now(), std::time::SystemTime::now()))
+            }
             Key::Target(target, TargetLeaf::JobCleanupInterval) => {
                 return Ok(self.jobstats.cleanup_interval(target).as_secs().to_string())
             }

@@ -178,7 +178,7 @@ mod tests {
         assert_eq!(now(admit(&fifo, &mkdir, 0)).run, Run::Inline);
     }
 
-    #[tokio::test]
+    #[tokio::test(start_paused = true)]
     async fn writes_to_one_ost_take_turns_and_other_osts_do_not_wait() {
         let fifo = Fifo::default();
         let write = |ost| RequestBody::Ost {

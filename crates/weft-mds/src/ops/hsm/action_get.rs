@@ -14,7 +14,7 @@ impl Query for mdt::HsmActionGet {
         // Waiting because nobody serves its archive: say so (a copytool's message is for
         // failures only, so this is not one).
         if let Some(a) = shown.as_mut().filter(|a| a.status == ActionStatus::Waiting) {
-            if !q.core.coordinator.served(a.archive_id) {
+            if !q.core.coordinator.served(a.archive_id, q.core.clock.instant()) {
                 a.message = format!("no copytool serving archive {} is running", a.archive_id);
             }
         }

@@ -375,7 +375,7 @@ mod tests {
         let g = file_of(&env, "g", 10).await;
         let [lost] = cookies(&env, request(HsmAction::Archive, 0, vec![g])).await[..] else { panic!() };
         assert_eq!(take(&env, "alive", &[1], 1).await[0].cookie, lost);
-        tokio::time::sleep(std::time::Duration::from_millis(2100)).await;
+        env.mds().core.clock.advance(std::time::Duration::from_millis(2100));
         env.mds().hsm_sweep().await.unwrap();
         assert_eq!(action(&env, g).await.unwrap().status, ActionStatus::Started, "no poll said otherwise yet");
         take(&env, "alive", &[1], 0).await;

@@ -79,10 +79,7 @@ impl Mutation for mdt::HsmProgress {
                 ),
             ));
         }
-        if self.message.len() > 4096 {
-            return Err(WeftError::invalid("a copytool's message is longer than 4096 bytes"));
-        }
-        ctx.core.coordinator.seen(&self.agent, None);
+        ctx.core.coordinator.seen(&self.agent, None, ctx.core.clock.instant());
         match self.done {
             None => {}
             Some(0) => {
@@ -108,7 +105,8 @@ impl Mutation for mdt::HsmProgress {
                 }
                 a.status = ActionStatus::Failed;
                 a.errno = errno;
-                a.message = self.message.clone();
+                // Cut, never refused: a refused end would be retried until the action timed out.
+                a.message = weft_proto::limits::cut_message(&self.message, weft_proto::limits::HSM_MESSAGE_BYTES_MAX);
             }
         }
         a.bytes = self.bytes;

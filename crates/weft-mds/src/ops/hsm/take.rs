@@ -18,7 +18,8 @@ impl Mutation for mdt::HsmTake {
             )));
         }
         let coordinator = &ctx.core.coordinator;
-        coordinator.seen(&self.agent, Some((&self.archive_ids, &self.running, ctx.now.sec)));
+        let at = ctx.core.clock.instant();
+        coordinator.seen(&self.agent, Some((&self.archive_ids, &self.running, ctx.now.sec)), at);
         if coordinator.control() != HsmControl::Enabled || self.max == 0 {
             return Ok(Vec::new());
         }

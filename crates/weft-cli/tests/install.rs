@@ -11,6 +11,7 @@
 mod common;
 use common::*;
 use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, ChildStdin, Command, Output, Stdio};
@@ -270,6 +271,30 @@ impl Drop for Namespace {
     }
 }
 
+/// A loopback address of this test's own whose port 9800 (the default, which Lustre's
+/// `HOST@tcp:/FSNAME` implies) forwards to the management service at `to`, so that such a
+/// source mounts the test's cluster. The forwarding threads end with the test process.
+fn default_port_forward(to: &str) -> String {
+    let pid = std::process::id();
+    let ip = format!("127.{}.{}.{}", 100 + pid % 100, (pid / 100) % 250 + 1, (pid / 25_000) % 250 + 1);
+    let listener = TcpListener::bind((ip.as_str(), 9800)).unwrap_or_else(|e| panic!("listen on {ip}:9800: {e}"));
+    let to = to.to_string();
+    std::thread::spawn(move || {
+        for client in listener.incoming().flatten() {
+            let Ok(server) = TcpStream::connect(&to) else { continue };
+            for (mut from, mut into) in
+                [(client.try_clone().expect("clone"), server.try_clone().expect("clone")), (server, client)]
+            {
+                std::thread::spawn(move || {
+                    let _ = std::io::copy(&mut from, &mut into);
+                    let _ = into.shutdown(std::net::Shutdown::Write);
+                });
+            }
+        }
+    });
+    ip
+}
+
 fn text(out: &Output) -> String {
     format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
 }
@@ -305,8 +330,9 @@ fn mount8_mounts_through_the_helper_from_a_command_line_and_an_fstab_line() {
     assert!(out.status.success(), "umount: {}", text(&out));
     assert_eq!(ns.mounts_line(&dir), None, "unmounted");
 
-    // An fstab line as a Lustre site writes one: mount(8)'s and systemd's options dropped,
-    // ro and noexec taken.
+    // An fstab line as a Lustre site writes one: the source a NID (the default port), mount(8)'s
+    // and systemd's options dropped, ro and noexec taken.
+    let nid_ip = default_port_forward(mgs);
     let ro = tmp.path().join("fstab-ro");
     std::fs::create_dir(&ro).unwrap();
     let ro_s = ro.display().to_string();
@@ -314,7 +340,7 @@ fn mount8_mounts_through_the_helper_from_a_command_line_and_an_fstab_line() {
     std::fs::write(
         &fstab,
         format!(
-            "# Weft\n{mgs}:/weft {ro_s} fuse.weft _netdev,nofail,x-systemd.automount,ro,noexec,log={tmp_s}/fstab.log 0 0\n"
+            "# Weft\n{nid_ip}@tcp:/weft {ro_s} fuse.weft _netdev,nofail,x-systemd.automount,ro,noexec,log={tmp_s}/fstab.log 0 0\n"
         ),
     )
     .unwrap();
@@ -322,6 +348,7 @@ fn mount8_mounts_through_the_helper_from_a_command_line_and_an_fstab_line() {
     let out = ns.run(&["mount", "-T", &fstab.display().to_string(), &ro_s]);
     assert!(out.status.success(), "mount -T FSTAB: {}", text(&out));
     let line = ns.mounts_line(&ro).unwrap_or_else(|| panic!("{ro_s} not in the namespace's /proc/mounts"));
+    assert_eq!(line.split(' ').next(), Some(format!("{nid_ip}:9800:/weft").as_str()), "{line}");
     let options: Vec<&str> = line.split(' ').nth(3).unwrap_or("").split(',').collect();
     assert!(options.contains(&"ro") && options.contains(&"noexec"), "{line}");
     assert_eq!(text(&ns.sh(&format!("cat {ro_s}/f"))), "written-through-mount8\n", "reads work");

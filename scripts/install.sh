@@ -37,10 +37,14 @@ installed=()
 make_dir() {
   local dir=$1 missing=() d
   d=$dir
-  while [ ! -d "$DESTDIR$d" ]; do
+  while [ "$d" != / ] && [ ! -d "$DESTDIR$d" ]; do
     missing=("$d" "${missing[@]}")
     d=$(dirname "$d")
   done
+  # The staging root is the packager's, not the install's: made, never listed.
+  if [ -n "$DESTDIR" ]; then
+    mkdir -p "$DESTDIR"
+  fi
   for d in "${missing[@]}"; do
     mkdir -m 0755 "$DESTDIR$d"
     installed+=("dir $d")

@@ -20,7 +20,7 @@ use std::time::{Duration, Instant};
 /// Longest a mount through mount(8) may take to fail when no management service answers:
 /// the helper gives up after 5 s (`MOUNT_MGS_ANSWER_S_MAX`), with room for a loaded machine.
 const UNREACHABLE_FAIL_S_MAX: u64 = 12;
-/// Longest one command in the namespace may run before the test stops it.
+/// Longest one command (install.sh, or one in the namespace) may run before the test stops it.
 const COMMAND_S_MAX: u64 = 60;
 
 fn install_script() -> PathBuf {
@@ -30,8 +30,12 @@ fn install_script() -> PathBuf {
 /// `scripts/install.sh ACTION` with the debug binary under test (no release build), the
 /// settings given and none inherited from the environment.
 fn install_sh(action: &str, settings: &[(&str, &Path)]) -> Output {
-    let mut cmd = Command::new("bash");
-    cmd.arg(install_script()).arg(action).env("WEFT_BIN", weft_bin()).stdin(Stdio::null());
+    let mut cmd = Command::new("timeout");
+    cmd.args(["-s", "KILL", &COMMAND_S_MAX.to_string(), "bash"])
+        .arg(install_script())
+        .arg(action)
+        .env("WEFT_BIN", weft_bin())
+        .stdin(Stdio::null());
     for var in ["PREFIX", "DESTDIR", "BINDIR", "SBINDIR", "UNITDIR"] {
         cmd.env_remove(var);
     }
@@ -135,6 +139,13 @@ fn a_staged_install_puts_the_binary_helper_and_units_and_uninstall_takes_exactly
     assert_eq!(std::fs::read_link(stage.join("sbin/mount.fuse.weft")).unwrap(), Path::new("/opt/weft/bin/weft"));
     install_sh("uninstall", &[("DESTDIR", &stage), ("PREFIX", Path::new("/opt/weft"))]);
     assert_eq!(files_under(&stage), ["usr/local/bin/site-tool"]);
+
+    // A staging root that does not exist yet is made.
+    let fresh = tmp.path().join("fresh/stage");
+    install_sh("install", &[("DESTDIR", &fresh)]);
+    assert!(fresh.join("usr/local/bin/weft").is_file());
+    install_sh("uninstall", &[("DESTDIR", &fresh)]);
+    assert_eq!(files_under(&fresh), Vec::<String>::new());
 }
 
 #[test]

@@ -44,5 +44,19 @@ bench-micro:
 	$(CARGO) run --release -q -p weft-proto --example striping
 	$(CARGO) run --release -q -p weft-mds --example mds_ops
 
+# Installing on a node (scripts/install.sh; PREFIX and DESTDIR honoured):
+#   make install    build release, install $(PREFIX)/bin/weft, /sbin/mount.fuse.weft and the
+#                   systemd units weft-server@.service and weft-mount@.service
+#   make uninstall  remove exactly what make install put
+PREFIX ?= /usr/local
+DESTDIR ?=
+.PHONY: install uninstall
+
+install:
+	PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" ./scripts/install.sh install
+
+uninstall:
+	PREFIX="$(PREFIX)" DESTDIR="$(DESTDIR)" ./scripts/install.sh uninstall
+
 clean:
 	$(CARGO) clean

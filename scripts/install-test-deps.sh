@@ -47,7 +47,7 @@ if [ -w "$uring" ] && [ "$(cat "$uring")" != "Y" ]; then
   echo 1 > "$uring" || echo "cannot switch on FUSE over io_uring; the mounts use /dev/fuse" >&2
 fi
 # Stale mounts from an interrupted earlier run break the next one: clear Weft's test mounts.
-# (A root mount's type is plain `fuse`, a user's `fuse.weft`.)
+# (A mount's type is `fuse.weft`; plain `fuse` for a root mount of builds before that.)
 stale=$(awk '$0 ~ / - fuse(\.weft)? / && $5 ~ /\/weft-test-/ {print $5}' /proc/self/mountinfo 2>/dev/null || true)
 for m in $stale; do
   fusermount3 -uz "$m" 2>/dev/null || umount -l "$m" 2>/dev/null || true

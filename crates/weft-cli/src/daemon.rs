@@ -25,7 +25,9 @@ pub fn spawn_self(args: &[String], log: &Path) -> anyhow::Result<Child> {
     let err = out.try_clone()?;
     let exe = std::env::current_exe()?;
     let mut cmd = Command::new(exe);
-    cmd.args(args).env(DETACHED_ENV, "1").stdin(Stdio::null()).stdout(out).stderr(err);
+    // argv[0] `weft` whatever this process was started as (the mount helper's name
+    // would make the copy a mount helper again).
+    cmd.arg0("weft").args(args).env(DETACHED_ENV, "1").stdin(Stdio::null()).stdout(out).stderr(err);
     // SAFETY: setsid is async-signal-safe; it detaches the child from our terminal so that
     // Ctrl-C in this shell later does not stop the background file system.
     unsafe {

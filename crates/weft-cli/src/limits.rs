@@ -12,6 +12,10 @@ pub const MOUNT_THREADS_MAX: usize = 64;
 /// Longest `weft mount` (without `-f`) waits for its background process to show the mount;
 /// a shorter `timeout=` mount option shortens it.
 pub const MOUNT_READY_TIMEOUT_S_MAX: u64 = 30;
+/// Longest `weft mount` (and the mount helper `mount.fuse.weft`) waits for the management
+/// service's first answer before it fails naming the address: a mount at boot with the
+/// service down fails in seconds (mount(8)'s status 32), not after the request timeout.
+pub const MOUNT_MGS_ANSWER_S_MAX: u64 = 5;
 /// How often a command waiting for its background process to be ready (`weft mount`,
 /// `weft up --detach`) looks again.
 pub const READY_POLL_MS: u64 = 50;

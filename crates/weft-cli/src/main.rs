@@ -21,6 +21,7 @@ mod logging;
 mod migrate;
 mod mirror;
 mod mount;
+mod mount_helper;
 mod param;
 mod pcc;
 mod policy;
@@ -155,6 +156,12 @@ fn raise_open_files_limit() {
 }
 
 fn main() -> ExitCode {
+    // mount(8) runs `/sbin/mount.fuse.weft SOURCE DIR -o OPTIONS`, a link to this binary.
+    let mut argv = std::env::args_os();
+    if mount_helper::started_as_helper(argv.next().as_ref()) {
+        raise_open_files_limit();
+        return mount_helper::main(argv.map(|a| a.to_string_lossy().into_owned()).collect());
+    }
     let cli = Cli::parse();
     raise_open_files_limit();
     let result = match cli.command {

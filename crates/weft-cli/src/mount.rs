@@ -1,7 +1,7 @@
 //! `weft mount` and `weft umount`.
 
 use crate::daemon;
-use crate::limits::{MGS_PORT_DEFAULT, MOUNT_READY_TIMEOUT_S_MAX, MOUNT_THREADS_MAX};
+use crate::limits::{MGS_PORT_DEFAULT, MOUNT_MGS_ANSWER_S_MAX, MOUNT_READY_TIMEOUT_S_MAX, MOUNT_THREADS_MAX};
 use anyhow::{anyhow, bail};
 use clap::Args;
 use std::path::PathBuf;
@@ -10,8 +10,10 @@ use weft_fuse::{AtimeMode, JobidScheme, JobidVar, Passthrough};
 
 #[derive(Args)]
 pub struct MountArgs {
-    /// The management service: HOST[:PORT] (port 9800 if omitted).
-    #[arg(value_name = "MGS_ADDR[:PORT]")]
+    /// The file system: its management service HOST[:PORT] (port 9800 if omitted), or
+    /// HOST[:PORT]:/FSNAME, or Lustre's HOST@tcp:/FSNAME (port 9800); with an FSNAME, the
+    /// management service must serve that file system.
+    #[arg(value_name = "SOURCE")]
     mgs: String,
     /// Where to mount.
     #[arg(value_name = "MNT")]
@@ -33,7 +35,9 @@ pub struct MountArgs {
     /// long an open of a released file waits for its restore before it fails, default 600),
     /// suid|nosuid, dev|nodev (setuid programs and device nodes on the mount take effect;
     /// default nosuid,nodev; suid and dev only for root), noatime|relatime|strictatime
-    /// (when reads move atime, as on a local file system; default relatime).
+    /// (when reads move atime, as on a local file system; default relatime), ro|rw (read-only:
+    /// every change refused with EROFS; default rw), exec|noexec (programs on the mount may
+    /// run; default exec).
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Option<String>,
     /// Stay in the foreground instead of returning once mounted.
@@ -60,10 +64,45 @@ pub struct MountOptions {
     pub suid: bool,
     pub dev: bool,
     pub atime: AtimeMode,
+    pub read_only: bool,
+    pub noexec: bool,
 }
 
+impl MountArgs {
+    /// The arguments of `weft mount SOURCE MNT -o OPTIONS` (the mount helper's way in).
+    pub fn new(source: &str, mountpoint: PathBuf, options: Option<String>) -> MountArgs {
+        MountArgs { mgs: source.to_string(), mountpoint, options, foreground: false }
+    }
+}
+
+/// Every option key `weft mount -o` knows (flags and `key=` alike), for the mount helper's
+/// sloppy mode (`-s`): a key not here is dropped there, refused here.
+pub const MOUNT_OPTION_KEYS: &[&str] = &[
+    "timeout",
+    "threads",
+    "jobid_var",
+    "jobid_name",
+    "jobid",
+    "log",
+    "locks",
+    "passthrough",
+    "uring",
+    "restore_timeout",
+    "suid",
+    "nosuid",
+    "dev",
+    "nodev",
+    "noatime",
+    "relatime",
+    "strictatime",
+    "ro",
+    "rw",
+    "exec",
+    "noexec",
+];
+
 const MOUNT_OPTIONS_ALLOWED: &str = "timeout=SECONDS, threads=N, jobid_var=VAR, jobid_name=FORMAT, jobid=NAME, \
-     log=FILE, locks=on|off, passthrough=auto|on|off, uring=on|off, restore_timeout=SECONDS, suid, nosuid, dev, nodev, noatime, relatime, strictatime";
+     log=FILE, locks=on|off, passthrough=auto|on|off, uring=on|off, restore_timeout=SECONDS, suid, nosuid, dev, nodev, noatime, relatime, strictatime, ro, rw, exec, noexec";
 
 fn on_off(key: &str, v: &str) -> anyhow::Result<bool> {
     match v {
@@ -86,6 +125,8 @@ pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
         suid: false,
         dev: false,
         atime: AtimeMode::default(),
+        read_only: false,
+        noexec: false,
     };
     for item in text.unwrap_or("").split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, v) = item.split_once('=').unwrap_or((item, ""));
@@ -130,6 +171,13 @@ pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
             "noatime" => o.atime = AtimeMode::NoAtime,
             "relatime" => o.atime = AtimeMode::Relatime,
             "strictatime" => o.atime = AtimeMode::StrictAtime,
+            "ro" | "rw" | "exec" | "noexec" if !v.is_empty() => {
+                bail!("mount option {item}: {k} takes no value (allowed: ro, rw, exec, noexec)")
+            }
+            "ro" => o.read_only = true,
+            "rw" => o.read_only = false,
+            "exec" => o.noexec = false,
+            "noexec" => o.noexec = true,
             _ => bail!("unknown mount option '{k}': allowed are {MOUNT_OPTIONS_ALLOWED}"),
         }
     }
@@ -158,6 +206,69 @@ pub fn mount_source(mgs: &str, fsname: &str) -> String {
     format!("{mgs}:/{fsname}")
 }
 
+/// What a mount's SOURCE names: the management service's `host:port`, and the file system
+/// it must serve when the source names one.
+#[derive(Debug, PartialEq, Eq)]
+pub struct Source {
+    pub mgs: String,
+    pub fsname: Option<String>,
+}
+
+/// Parses a mount source: `HOST[:PORT]`, `HOST[:PORT]:/FSNAME`, or Lustre's
+/// `HOST@tcp:/FSNAME` (a NID carries no port: the default one).
+pub fn parse_source(text: &str) -> anyhow::Result<Source> {
+    let (address, fsname) = match text.split_once(":/") {
+        Some((address, fsname)) => {
+            if fsname.is_empty() || fsname.contains(['/', ':', '@', ',']) {
+                bail!("mount source {text}: give the file system's name after ':/', e.g. mgs1:9800:/scratch");
+            }
+            (address, Some(fsname.to_string()))
+        }
+        None => (text, None),
+    };
+    let mgs = match address.split_once('@') {
+        Some((host, net)) => {
+            if host.contains(':') || net.contains(':') {
+                bail!("mount source {text}: give one management service, HOST@tcp:/FSNAME");
+            }
+            if !net.starts_with("tcp") || !net[3..].chars().all(|c| c.is_ascii_digit()) {
+                bail!("mount source {text}: network '{net}' is not one Weft runs on; give HOST@tcp:/FSNAME or HOST:PORT:/FSNAME");
+            }
+            if host.is_empty() {
+                bail!("mount source {text}: the management service's host is missing, e.g. mgs1@tcp:/scratch");
+            }
+            format!("{host}:{MGS_PORT_DEFAULT}")
+        }
+        None => with_default_port(address),
+    };
+    if mgs.starts_with(':') {
+        bail!("mount source {text}: the management service's host is missing, e.g. mgs1:9800:/scratch");
+    }
+    Ok(Source { mgs, fsname })
+}
+
+/// Asks the management service for its map, giving up after `MOUNT_MGS_ANSWER_S_MAX`, and
+/// checks it serves the file system the source names. A mount at boot fails in seconds,
+/// naming the address, rather than waiting out the request timeout in the background.
+pub fn check_source(source: &Source) -> anyhow::Result<()> {
+    let bound = Duration::from_secs(MOUNT_MGS_ANSWER_S_MAX);
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    let options = weft_rpc::PeerOptions { connect_timeout: bound, request_timeout: bound, ..Default::default() };
+    let peer = weft_rpc::Peer::new(source.mgs.clone(), options);
+    let map = rt
+        .block_on(async { tokio::time::timeout(bound, weft_rpc::map::fetch_map(&peer, bound)).await })
+        .map_err(|_| anyhow!("no answer from the management service at {} within {} s", source.mgs, bound.as_secs()))?
+        .map_err(|e| anyhow!("cannot reach the management service at {}: {}", source.mgs, e.message))?;
+    match &source.fsname {
+        Some(asked) if *asked != map.fsname => bail!(
+            "the management service at {} serves the file system '{}', not '{asked}' as the source asks",
+            source.mgs,
+            map.fsname
+        ),
+        _ => Ok(()),
+    }
+}
+
 pub fn with_default_port(addr: &str) -> String {
     if addr.rsplit_once(':').is_some_and(|(_, p)| p.parse::<u16>().is_ok()) {
         addr.to_string()
@@ -168,12 +279,16 @@ pub fn with_default_port(addr: &str) -> String {
 
 pub fn mount(a: MountArgs) -> anyhow::Result<()> {
     let opts = parse_options(a.options.as_deref())?;
-    let mgs = with_default_port(&a.mgs);
+    let source = parse_source(&a.mgs)?;
+    let mgs = source.mgs.clone();
     if !a.mountpoint.is_dir() {
         bail!("mount point {} is not a directory", a.mountpoint.display());
     }
     if daemon::is_mounted(&a.mountpoint) {
         bail!("{} is already a mount point", a.mountpoint.display());
+    }
+    if !daemon::is_detached_child() {
+        check_source(&source)?;
     }
     let log = opts.log.clone().unwrap_or_else(|| {
         let name = a.mountpoint.to_string_lossy().replace('/', "_");
@@ -232,6 +347,8 @@ pub fn fuse_options(opts: &MountOptions, fsname: &str) -> weft_fuse::MountOption
         suid: opts.suid,
         dev: opts.dev,
         atime: opts.atime,
+        read_only: opts.read_only,
+        noexec: opts.noexec,
     }
 }
 
@@ -280,5 +397,39 @@ mod tests {
         assert_eq!(mount_source("10.0.0.1:9800", "scratch"), "10.0.0.1:9800:/scratch");
         assert_eq!(with_default_port("10.0.0.1"), "10.0.0.1:9800");
         assert_eq!(with_default_port("127.0.0.2:9000"), "127.0.0.2:9000");
+    }
+
+    #[test]
+    fn ro_and_noexec_are_options_and_every_listed_key_is_known() {
+        let o = parse_options(Some("ro,noexec")).unwrap();
+        assert!(o.read_only && o.noexec);
+        let o = parse_options(Some("ro,noexec,rw,exec")).unwrap();
+        assert!(!o.read_only && !o.noexec, "the last wins");
+        let o = parse_options(None).unwrap();
+        assert!(!o.read_only && !o.noexec, "rw,exec by default");
+        let e = parse_options(Some("ro=1")).err().unwrap().to_string();
+        assert!(e.contains("ro=1") && e.contains("takes no value"), "{e}");
+        for key in MOUNT_OPTION_KEYS {
+            if let Err(e) = parse_options(Some(key)) {
+                assert!(!e.to_string().starts_with("unknown mount option"), "{key}: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn sources_name_the_service_and_maybe_the_file_system() {
+        let s = |mgs: &str, fsname: Option<&str>| Source { mgs: mgs.into(), fsname: fsname.map(Into::into) };
+        assert_eq!(parse_source("10.0.0.1").unwrap(), s("10.0.0.1:9800", None));
+        assert_eq!(parse_source("10.0.0.1:9000").unwrap(), s("10.0.0.1:9000", None));
+        assert_eq!(parse_source("mgs1:9000:/scratch").unwrap(), s("mgs1:9000", Some("scratch")));
+        assert_eq!(parse_source("mgs1:/scratch").unwrap(), s("mgs1:9800", Some("scratch")));
+        assert_eq!(parse_source("10.0.0.1@tcp:/scratch").unwrap(), s("10.0.0.1:9800", Some("scratch")));
+        assert_eq!(parse_source("mgs1@tcp0:/scratch").unwrap(), s("mgs1:9800", Some("scratch")));
+        let e = parse_source("mgs1@o2ib:/scratch").err().unwrap().to_string();
+        assert!(e.contains("o2ib") && e.contains("HOST@tcp:/FSNAME"), "{e}");
+        let e = parse_source("mgs1:9000:/").err().unwrap().to_string();
+        assert!(e.contains("file system's name"), "{e}");
+        assert!(parse_source("a@tcp:b@tcp:/scratch").is_err(), "one service");
+        assert!(parse_source(":9000:/scratch").is_err());
     }
 }

@@ -84,6 +84,11 @@ pub struct MountOptions {
     pub dev: bool,
     /// When reads move atime (`noatime`, `relatime`, `strictatime`).
     pub atime: AtimeMode,
+    /// Mount read-only (`ro`): the kernel answers every change with EROFS before it reaches
+    /// the mount, as on a local file system mounted `ro`.
+    pub read_only: bool,
+    /// Refuse to run programs from the mount (`noexec`).
+    pub noexec: bool,
 }
 
 /// Which files the kernel reads and writes itself, past the mount (FUSE passthrough). No
@@ -148,6 +153,8 @@ impl Default for MountOptions {
             suid: false,
             dev: false,
             atime: AtimeMode::default(),
+            read_only: false,
+            noexec: false,
         }
     }
 }
@@ -163,6 +170,12 @@ fn fuse_config(opts: &MountOptions) -> fuser::Config {
         if opts.dev { fuser::MountOption::Dev } else { fuser::MountOption::NoDev },
     ];
     mount_options.extend(opts.atime.mount_option());
+    if opts.read_only {
+        mount_options.push(fuser::MountOption::RO);
+    }
+    if opts.noexec {
+        mount_options.push(fuser::MountOption::NoExec);
+    }
     let mut config = fuser::Config::default();
     config.mount_options = mount_options;
     config.acl = if opts.allow_other { fuser::SessionACL::All } else { fuser::SessionACL::Owner };
@@ -281,6 +294,10 @@ mod tests {
         assert!(site.mount_options.contains(&fuser::MountOption::Suid));
         assert!(site.mount_options.contains(&fuser::MountOption::Dev));
         assert!(!config.mount_options.iter().any(|o| matches!(o, fuser::MountOption::NoAtime)), "relatime");
+        assert!(!config.mount_options.iter().any(|o| matches!(o, fuser::MountOption::RO | fuser::MountOption::NoExec)));
+        let locked = fuse_config(&MountOptions { read_only: true, noexec: true, ..MountOptions::default() });
+        assert!(locked.mount_options.contains(&fuser::MountOption::RO));
+        assert!(locked.mount_options.contains(&fuser::MountOption::NoExec));
         let strict = fuse_config(&MountOptions { atime: AtimeMode::StrictAtime, ..MountOptions::default() });
         assert!(strict.mount_options.contains(&fuser::MountOption::StrictAtime));
         assert_eq!(config.acl, fuser::SessionACL::All);

@@ -477,11 +477,18 @@ fn fuse_mount_sys(
         source = name;
     }
 
+    // As libfuse and fusermount3 do: the subtype goes into the type (`fuse.SUBTYPE`), so
+    // that /proc/mounts and mount(8) show the same type a mount through fusermount3 has.
+    #[cfg(target_os = "linux")]
+    let fstype = match options.iter().find(|x| matches!(**x, MountOption::Subtype(_))) {
+        Some(MountOption::Subtype(subtype)) => format!("fuse.{subtype}"),
+        _ => "fuse".to_string(),
+    };
     #[cfg(target_os = "linux")]
     let result = nix::mount::mount(
         Some(source),
         mountpoint,
-        Some("fuse"),
+        Some(fstype.as_str()),
         flags,
         Some(mount_options.as_str()),
     );

@@ -114,10 +114,23 @@ impl Mount {
         let fid = fid_of(ino);
         if self.pcc.active() {
             let register = |f: &std::fs::File| reply.open_backing(f);
-            match self.pcc_open(&who, fid, flags, register).await {
-                Some(Ok((fh, answer))) => {
-                    let backing = answer.backing.as_ref().expect("the cache's opens are passthrough");
-                    return reply.opened_passthrough(FileHandle(fh), answer.flags, &backing.id);
+            match self.pcc_open(&who, fid, flags, open_flags(flags), register).await {
+                Some(Ok(open)) => {
+                    let io = KernelIo::Passthrough;
+                    let (writing, _turn) = (open.writing, open.turn);
+                    return match self.finish_open(&who, open.inode, open.handle, flags, io, None).await {
+                        Ok((fh, _)) => {
+                            if let Some(file) = self.files.get(fh) {
+                                file.through_cache.store(true, Ordering::Release);
+                            }
+                            let backing = open.answer.backing.as_ref().expect("the cache's opens are passthrough");
+                            reply.opened_passthrough(FileHandle(fh), open.answer.flags, &backing.id)
+                        }
+                        Err(e) => {
+                            self.pcc.closed(fid, writing);
+                            reply.error(fuse_errno("open", &e))
+                        }
+                    };
                 }
                 Some(Err(e)) => return reply.error(fuse_errno("open", &e)),
                 None => {}

@@ -9,23 +9,38 @@ use crate::iomode::{Backing, KernelAnswer, KernelIo};
 use crate::mount::Mount;
 use fuser::{BackingId, FopenFlags};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use weft_proto::msg::{Caller, FileType, InodeInfo, SetAttr, OPEN_PCC};
 use weft_proto::pcc::Backend;
 use weft_proto::{ErrorCode, Fid, WeftResult};
 
+/// An open through a cache, made at the MDS with its backing file registered, for opens.rs
+/// to finish (its handle, the kernel's answer); if it cannot, it gives the cache its open
+/// back (`Pcc::closed`). Holds the file's turn to open (`IoModes::serialize_open`) until
+/// then, so that no other open of it picks a clashing mode meanwhile.
+pub(crate) struct CacheOpen<'a> {
+    pub inode: InodeInfo,
+    pub handle: u64,
+    pub answer: KernelAnswer,
+    /// The open counts as a writer of the copy.
+    pub writing: bool,
+    pub turn: tokio::sync::MutexGuard<'a, ()>,
+}
+
 impl Mount {
     /// An open the cache serves, if it does: a read-only copy for reading, a read-write
     /// file for anything; a read-only open of a file the rule matches is attached first
     /// (`open_attach`). None: the open goes the usual way (a write drops a read-only copy).
+    /// `mds_flags` are the open's flags for the MDS (opens.rs makes them). The open is made
+    /// at the MDS and its backing file registered; opens.rs finishes it ([`CacheOpen`]).
     pub(crate) async fn pcc_open(
         &self,
         who: &Caller,
         fid: Fid,
         flags: i32,
+        mds_flags: u32,
         register: impl FnOnce(&std::fs::File) -> std::io::Result<BackingId>,
-    ) -> Option<WeftResult<(u64, KernelAnswer)>> {
+    ) -> Option<WeftResult<CacheOpen<'_>>> {
         let writing = flags & libc::O_ACCMODE != libc::O_RDONLY || flags & libc::O_TRUNC != 0;
         let held = match self.pcc.reserve(fid, writing) {
             Reserved::Yes(h) => h,
@@ -40,23 +55,23 @@ impl Mount {
             }
         };
         // From here on the open counts (a restore waits for its writers): every way out
-        // that does not open through the cache gives it back.
-        let result = self.open_through_cache(who, fid, flags, &held, register).await;
+        // that does not open through the cache gives it back (opens.rs, if it cannot finish).
+        let result = self.open_through_cache(who, fid, mds_flags, &held, register).await;
         if !matches!(result, Some(Ok(_))) {
             self.pcc.closed(fid, writing);
         }
-        result
+        result.map(|r| r.map(|open| CacheOpen { writing, ..open }))
     }
 
     async fn open_through_cache(
         &self,
         who: &Caller,
         fid: Fid,
-        flags: i32,
+        mds_flags: u32,
         held: &Held,
         register: impl FnOnce(&std::fs::File) -> std::io::Result<BackingId>,
-    ) -> Option<WeftResult<(u64, KernelAnswer)>> {
-        let mds_flags = crate::opens::open_flags(flags) | if held.kind == Kind::Readwrite { OPEN_PCC } else { 0 };
+    ) -> Option<WeftResult<CacheOpen<'_>>> {
+        let mds_flags = mds_flags | if held.kind == Kind::Readwrite { OPEN_PCC } else { 0 };
         let opened = match self.client.open(who, fid, mds_flags).await {
             Ok(o) => o,
             // A restore is asked for or running (another client wants it): the usual open
@@ -79,7 +94,7 @@ impl Mount {
             self.pcc.invalidate(fid);
             return None;
         }
-        let _turn = self.io.serialize_open(fid).await;
+        let turn = self.io.serialize_open(fid).await;
         let backing = match self.io.backing(fid) {
             Some(b) if b.cache => b,
             // Opens of it here that the cache does not serve (made while it was attached):
@@ -114,13 +129,7 @@ impl Mount {
         };
         self.io.opened(fid, KernelIo::Passthrough, Some(backing.clone()));
         let answer = KernelAnswer { io: KernelIo::Passthrough, flags: FopenFlags::empty(), backing: Some(backing) };
-        let result = self.finish_open(who, opened.inode, opened.handle, flags, KernelIo::Passthrough, None).await;
-        Some(result.map(|(fh, _)| {
-            if let Some(file) = self.files.get(fh) {
-                file.through_cache.store(true, Ordering::Release);
-            }
-            (fh, answer)
-        }))
+        Some(Ok(CacheOpen { inode: opened.inode, handle: opened.handle, answer, writing: false, turn }))
     }
 
     /// A read-only open of a file a read-only cache's rule matches, with `open_attach`: a

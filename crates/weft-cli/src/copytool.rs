@@ -94,10 +94,8 @@ enum Backend {
 fn failure(e: anyhow::Error) -> Failure {
     let errno = if let Some(w) = e.downcast_ref::<WeftError>() {
         w.code.errno()
-    } else if let Some(io) = e.downcast_ref::<std::io::Error>() {
-        io.raw_os_error().unwrap_or(libc::EIO)
     } else {
-        libc::EIO
+        crate::errors::errno_of(&e).unwrap_or(libc::EIO)
     };
     Failure::new(errno, format!("{e:#}"))
 }

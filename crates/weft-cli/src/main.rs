@@ -13,6 +13,7 @@ mod changelog;
 mod cluster_addr;
 mod copytool;
 mod daemon;
+mod errors;
 mod find;
 mod hsm;
 mod lfs;
@@ -31,7 +32,7 @@ mod stats;
 mod up;
 mod xattr;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use weft_bench::size;
@@ -154,8 +155,24 @@ fn raise_open_files_limit() {
     }
 }
 
+/// The command's name as typed, its subcommands included (`hsm release`).
+fn command_name(matches: &clap::ArgMatches) -> String {
+    let mut words = Vec::new();
+    let mut at = matches;
+    while let Some((name, sub)) = at.subcommand() {
+        words.push(name.to_string());
+        at = sub;
+    }
+    words.join(" ")
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    errors::set_command(command_name(&matches));
     raise_open_files_limit();
     let result = match cli.command {
         Command::Up(a) => up::up(a),
@@ -193,7 +210,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("weft: {e:#}");
+            errors::report(&e);
             ExitCode::FAILURE
         }
     }

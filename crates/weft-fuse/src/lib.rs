@@ -34,6 +34,7 @@ mod mount;
 mod opens;
 pub mod params;
 pub mod pcc;
+mod refusals;
 mod serve;
 mod writeback;
 mod xattr;

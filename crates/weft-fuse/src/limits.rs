@@ -88,3 +88,14 @@ pub const JOBID_BYTES_MAX: usize = 31;
 /// it went while it took its extent locks (a migration, another client's change); after
 /// that it goes on with the last one fetched.
 pub const LAYOUT_REFETCHES_MAX: u32 = 3;
+
+// ---- Refusals kept for the CLI
+
+/// Threads whose last refused `weft.*` request the mount keeps the reason of (`weft.error`);
+/// past it the oldest goes. A CLI reads the reason back at once, so few are ever waiting.
+pub const REFUSAL_THREADS_MAX: usize = 1024;
+/// How long a refusal's reason is kept for its thread to read back: a CLI asks within
+/// milliseconds, and a reason kept longer could be taken for a later, unrelated failure.
+pub const REFUSAL_KEPT_MS: u64 = 10_000;
+/// Longest reason kept (a server's messages are a sentence; longer ones are cut).
+pub const REFUSAL_MESSAGE_BYTES_MAX: usize = 4096;

@@ -910,7 +910,10 @@ impl Mount {
         if bytes > quota {
             return Err(WeftError::new(
                 ErrorCode::NoSpace,
-                format!("{attaching} has {bytes} bytes, more than the cache {}'s quota of {quota}", dir.display()),
+                format!(
+                    "{attaching} has {bytes} bytes, more than the cache {}'s quota of {quota}: no room for it",
+                    dir.display()
+                ),
             ));
         }
         loop {

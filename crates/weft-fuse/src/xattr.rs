@@ -154,9 +154,10 @@ fn reply_value(reply: ReplyXattr, value: &[u8], size: u32) {
 }
 
 impl Mount {
-    /// A refused virtual request's reason, kept for `thread` to read back.
-    fn keep_refusal<T>(&self, thread: u32, fid: Fid, which: &Virtual, result: &WeftResult<T>) {
-        if let (Err(e), false) = (result, *which == Virtual::Error) {
+    /// A refused virtual request's reason, kept for `thread` to read back (not a refused
+    /// read of `weft.error` itself: that would hide nothing worth keeping).
+    fn keep_refusal<T>(&self, thread: u32, fid: Fid, reading_error: bool, result: &WeftResult<T>) {
+        if let (Err(e), false) = (result, reading_error) {
             self.refusals.keep(thread, fid, e, Instant::now());
         }
     }
@@ -175,8 +176,8 @@ impl Mount {
         let (fid, name) = (fid_of(ino), name.as_bytes());
         let result = match parse(name) {
             Some(which) => {
-                let result = self.virtual_set(&who, fid, which.clone(), &value).await;
-                self.keep_refusal(thread, fid, &which, &result);
+                let result = self.virtual_set(&who, fid, which, &value).await;
+                self.keep_refusal(thread, fid, false, &result);
                 result
             }
             None => {
@@ -199,8 +200,9 @@ impl Mount {
         let (fid, name) = (fid_of(ino), name.as_bytes());
         let result = match parse(name) {
             Some(which) => {
-                let result = self.virtual_get(&who, thread, fid, which.clone()).await;
-                self.keep_refusal(thread, fid, &which, &result);
+                let reading_error = which == Virtual::Error;
+                let result = self.virtual_get(&who, thread, fid, which).await;
+                self.keep_refusal(thread, fid, reading_error, &result);
                 result
             }
             None => self.client.getxattr(&who, fid, name).await,
@@ -233,7 +235,7 @@ impl Mount {
                     Virtual::Layout | Virtual::LayoutDelete => self.client.deletestripe(&who, fid).await,
                     _ => Err(WeftError::new(ErrorCode::NoData, "this virtual attribute cannot be removed")),
                 };
-                self.keep_refusal(thread, fid, &which, &result);
+                self.keep_refusal(thread, fid, false, &result);
                 result
             }
             None => self.client.removexattr(&who, fid, name).await,

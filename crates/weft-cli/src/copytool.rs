@@ -26,7 +26,7 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::Instant;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
-use weft_client::copytool::{self, weft_errno, Agent as CoreAgent, Failure};
+use weft_client::copytool::{self, Agent as CoreAgent, Failure};
 use weft_client::virtual_xattr::HsmChange;
 use weft_client::{Client, ClientConfig};
 use weft_proto::limits::HSM_MESSAGE_BYTES_MAX;
@@ -94,11 +94,9 @@ enum Backend {
 /// An anyhow error as the coordinator records it.
 fn failure(e: anyhow::Error) -> Failure {
     let errno = if let Some(w) = e.downcast_ref::<WeftError>() {
-        weft_errno(w.code)
-    } else if let Some(io) = e.downcast_ref::<std::io::Error>() {
-        io.raw_os_error().unwrap_or(libc::EIO)
+        w.code.errno()
     } else {
-        libc::EIO
+        crate::errors::errno_of(&e).unwrap_or(libc::EIO)
     };
     Failure::new(errno, format!("{e:#}"))
 }

@@ -5,6 +5,7 @@
 //! map names, as the caller); `weft hsm release FILE...` through the mount
 //! (`weft.hsm.release`); `weft hsm action FILE...` what the coordinator does with each.
 
+use crate::errors;
 use crate::remote::Remote;
 use crate::xattr;
 use anyhow::{anyhow, bail, Context};
@@ -12,7 +13,7 @@ use clap::{Args, Subcommand};
 use std::path::PathBuf;
 use weft_client::virtual_xattr::{self as vx, HsmChange};
 use weft_proto::msg::hsm::{
-    HsmAction, HsmState, HS_ARCHIVED, HS_DIRTY, HS_EXISTS, HS_LOST, HS_NOARCHIVE, HS_NORELEASE, HS_USER_SETTABLE,
+    HsmAction, HsmState, HS_ARCHIVED, HS_DIRTY, HS_EXISTS, HS_LOST, HS_NOARCHIVE, HS_NORELEASE,
 };
 use weft_proto::msg::{mdt, target_name, TargetKind};
 use weft_proto::Fid;
@@ -139,20 +140,6 @@ fn request(action: HsmAction, archive: Option<u32>, list: &ListArgs) -> anyhow::
     Ok(())
 }
 
-/// Why the mount refused to release `f` (it passes only the errno): the MDT's rules, read
-/// back from the file's state.
-fn release_refused(f: &std::path::Path, e: anyhow::Error) -> anyhow::Error {
-    let errno = e.downcast_ref::<std::io::Error>().and_then(std::io::Error::raw_os_error);
-    let Ok(s) = xattr::get_json::<HsmState>(f, vx::HSM) else { return e };
-    let why = match (errno, s.release_refusal()) {
-        (Some(libc::EPERM), Some(why)) => why,
-        (Some(libc::EPERM), None) => "its data differs from the archive's copy: archive it again first",
-        (Some(libc::EBUSY), _) => "it is open, or a request is waiting or running on it (weft hsm action shows which)",
-        _ => return e,
-    };
-    anyhow!("{}: cannot be released: {why}", f.display())
-}
-
 #[derive(Args)]
 struct FlagArgs {
     /// Never release the file.
@@ -196,24 +183,9 @@ impl FlagArgs {
     }
 }
 
-/// Changes one file's flags. The mount passes only an errno back, so what the MDT would
-/// refuse is checked here first, to say why (the MDT checks again).
+/// Changes one file's flags (the MDT checks who may and what follows; the mount carries
+/// its reason back).
 fn change_one(f: &std::path::Path, change: HsmChange) -> anyhow::Result<()> {
-    let meta = std::fs::metadata(f).with_context(|| f.display().to_string())?;
-    if !meta.is_file() {
-        bail!("{}: not a regular file: HSM states are for files", f.display());
-    }
-    // SAFETY: getuid cannot fail.
-    let root = unsafe { libc::getuid() } == 0;
-    if !root && ((change.set | change.clear) & !HS_USER_SETTABLE != 0 || change.archive_id != 0) {
-        bail!(
-            "{}: only root sets or clears exists, archived, lost and the archive id (users: norelease, noarchive, \
-             dirty)",
-            f.display()
-        );
-    }
-    let current: HsmState = xattr::get_json(f, vx::HSM)?;
-    current.changed(change.set, change.clear, change.archive_id).map_err(|why| anyhow!("{}: {why}", f.display()))?;
     xattr::set(f, vx::HSM, &serde_json::to_vec(&change)?)
 }
 
@@ -221,7 +193,7 @@ fn change(files: &[PathBuf], change: HsmChange) -> anyhow::Result<()> {
     let mut failed = 0;
     for f in files {
         if let Err(e) = change_one(f, change) {
-            eprintln!("weft hsm: {e:#}");
+            errors::report(&e);
             failed += 1;
         }
     }
@@ -243,7 +215,7 @@ pub fn hsm(a: HsmArgs) -> anyhow::Result<()> {
                     }
                     Ok(s) => println!("{}: {}", f.display(), s.describe()),
                     Err(e) => {
-                        eprintln!("weft hsm: {e:#}");
+                        errors::report(&e);
                         failed += 1;
                     }
                 }
@@ -281,7 +253,7 @@ pub fn hsm(a: HsmArgs) -> anyhow::Result<()> {
             let mut failed = 0;
             for f in &files {
                 if let Err(e) = xattr::set(f, vx::HSM_RELEASE, b"1") {
-                    eprintln!("weft hsm: {:#}", release_refused(f, e));
+                    errors::report(&e);
                     failed += 1;
                 }
             }

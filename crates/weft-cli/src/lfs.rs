@@ -316,22 +316,12 @@ pub fn apply_layout(path: &Path, spec: StripeSpec) -> anyhow::Result<()> {
         let mode = 0o666 & !current_umask();
         let value = serde_json::to_vec(&vx::CreateWithLayout { spec, mode })?;
         let attr = format!("{}{}", vx::CREATE_PREFIX, name.to_string_lossy());
-        return xattr::set(&parent, &attr, &value).map_err(|e| anyhow!("cannot create {}: {e}", a.path.display()));
+        return xattr::set(&parent, &attr, &value).map_err(|e| crate::errors::said_of(e, &a.path));
     }
     if a.path.is_file() && std::fs::metadata(&a.path)?.len() > 0 {
         bail!("{} already has data: a layout can only be set on a new or empty file, or a directory", a.path.display());
     }
-    xattr::set(&a.path, vx::LAYOUT, &serde_json::to_vec(&spec)?).map_err(|e| {
-        let busy = e.downcast_ref::<std::io::Error>().and_then(|io| io.raw_os_error()) == Some(libc::EBUSY);
-        if busy {
-            anyhow!(
-                "{}: the file may already hold data, so its layout stays (set layouts on new files or directories)",
-                a.path.display()
-            )
-        } else {
-            e
-        }
-    })
+    xattr::set(&a.path, vx::LAYOUT, &serde_json::to_vec(&spec)?)
 }
 
 fn layout_of(path: &Path) -> anyhow::Result<LayoutAnswer> {

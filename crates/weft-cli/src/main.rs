@@ -13,6 +13,7 @@ mod changelog;
 mod cluster_addr;
 mod copytool;
 mod daemon;
+mod errors;
 mod find;
 mod hsm;
 mod lfs;
@@ -32,7 +33,7 @@ mod stats;
 mod up;
 mod xattr;
 
-use clap::{Args, Parser, Subcommand};
+use clap::{Args, CommandFactory, FromArgMatches, Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 use weft_bench::size;
@@ -155,6 +156,17 @@ fn raise_open_files_limit() {
     }
 }
 
+/// The command's name as typed, its subcommands included (`hsm release`).
+fn command_name(matches: &clap::ArgMatches) -> String {
+    let mut words = Vec::new();
+    let mut at = matches;
+    while let Some((name, sub)) = at.subcommand() {
+        words.push(name.to_string());
+        at = sub;
+    }
+    words.join(" ")
+}
+
 fn main() -> ExitCode {
     // mount(8) runs `/sbin/mount.fuse.weft SOURCE DIR -o OPTIONS`, a link to this binary.
     let mut argv = std::env::args_os();
@@ -162,7 +174,12 @@ fn main() -> ExitCode {
         raise_open_files_limit();
         return mount_helper::main(argv.map(|a| a.to_string_lossy().into_owned()).collect());
     }
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    errors::set_command(command_name(&matches));
     raise_open_files_limit();
     let result = match cli.command {
         Command::Up(a) => up::up(a),
@@ -200,7 +217,7 @@ fn main() -> ExitCode {
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
-            eprintln!("weft: {e:#}");
+            errors::report(&e);
             ExitCode::FAILURE
         }
     }

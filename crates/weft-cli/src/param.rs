@@ -141,7 +141,8 @@ impl Servers {
             .into_iter()
             .map(|(m, found)| {
                 let set = found.and_then(|names| {
-                    // Checked here too: a refusal through setxattr(2) keeps only its errno.
+                    // Checked here too, so the answer reads as the servers' do (`MOUNT: why`);
+                    // the mount checks again, and its own reason comes back through weft.error.
                     for v in &names {
                         weft_fuse::params::check(&v.name, value).map_err(weft_proto::WeftError::invalid)?;
                     }

@@ -7,7 +7,6 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use std::path::{Path, PathBuf};
 use weft_fuse::pcc::{AddRequest, AttachRequest, CacheInfo, DelRequest, DetachRequest, FileState, Kind};
-use weft_proto::pcc::Backend;
 
 #[derive(Args)]
 pub struct PccArgs {
@@ -71,29 +70,18 @@ enum PccCommand {
     },
 }
 
-/// What an errno from the mount means for an attach or detach.
-fn explain(e: anyhow::Error) -> anyhow::Error {
-    let errno = e.downcast_ref::<std::io::Error>().and_then(std::io::Error::raw_os_error);
-    let why = match errno {
-        Some(libc::ENOSPC) => "the cache has no room for it (larger than its quota, or the rest is open)",
-        Some(libc::EBUSY) => "it is open on this mount, or in a cache already",
-        Some(libc::ENOENT) => "it is in no cache of this mount",
-        Some(libc::EPERM) => "only its owner or root attaches a file read-write",
-        _ => return e,
-    };
-    e.context(why)
-}
-
 fn json(value: &impl serde::Serialize) -> anyhow::Result<Vec<u8>> {
     Ok(serde_json::to_vec(value)?)
 }
 
-/// Runs `each` on every file, reporting failures by name; fails if any did.
+/// Runs `each` on every file, reporting failures (a refusal names the file itself);
+/// fails if any did.
 fn every(files: &[PathBuf], each: impl Fn(&Path) -> anyhow::Result<()>) -> anyhow::Result<()> {
     let mut failed = 0;
     for f in files {
         if let Err(e) = each(f) {
-            eprintln!("weft pcc: {}: {e:#}", f.display());
+            let e = if e.is::<crate::errors::Refused>() { e } else { e.context(f.display().to_string()) };
+            crate::errors::report(&e);
             failed += 1;
         }
     }
@@ -142,8 +130,6 @@ fn state_line(path: &Path, s: &FileState) -> String {
 pub fn pcc(a: PccArgs) -> anyhow::Result<()> {
     match a.command {
         PccCommand::Add { mountpoint, cache, param } => {
-            // The mount answers an errno only: a bad parameter is named here.
-            Backend::parse(&param).map_err(|e| anyhow::anyhow!("--param: {e}"))?;
             let dir = std::path::absolute(&cache).with_context(|| cache.display().to_string())?;
             let req = AddRequest { dir: dir.display().to_string(), param };
             xattr::set(&mountpoint, "weft.pcc.add", &json(&req)?)
@@ -164,20 +150,11 @@ pub fn pcc(a: PccArgs) -> anyhow::Result<()> {
         PccCommand::Attach { readonly: _, write, id, files } => {
             let kind = if write { Kind::Readwrite } else { Kind::Readonly };
             let value = json(&AttachRequest { kind: Some(kind), id })?;
-            every(&files, |f| {
-                // The mount answers errnos only: what it lacks is said here.
-                let caches: Vec<CacheInfo> = xattr::get_json(f, "weft.pcc.list")?;
-                let readwrite = kind == Kind::Readwrite;
-                let serves = |c: &CacheInfo| Backend::parse(&c.param).is_ok_and(|b| b.serves(readwrite, id));
-                if !caches.iter().any(serves) {
-                    bail!("{}", weft_proto::pcc::no_cache_for(readwrite, id));
-                }
-                xattr::set(f, "weft.pcc.attach", &value).map_err(explain)
-            })
+            every(&files, |f| xattr::set(f, "weft.pcc.attach", &value))
         }
         PccCommand::Detach { keep, files } => {
             let value = json(&DetachRequest { keep })?;
-            every(&files, |f| xattr::set(f, "weft.pcc.detach", &value).map_err(explain))
+            every(&files, |f| xattr::set(f, "weft.pcc.detach", &value))
         }
         PccCommand::State { files, json } => every(&files, |f| {
             let s: FileState = xattr::get_json(f, "weft.pcc.state")?;

@@ -322,7 +322,7 @@ impl Engine {
                 Ok(None) => {
                     catalog.files.remove(&fid);
                 }
-                Err(e) => eprintln!("weft policy: {fid} kept as it was: {e:#}"),
+                Err(e) => crate::errors::report(&e.context(format!("{fid} kept as it was"))),
             }
         }
         Ok(read)
@@ -344,7 +344,7 @@ impl Engine {
 
 /// Whether an error says the file is gone.
 fn is_gone(e: &anyhow::Error) -> bool {
-    e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.raw_os_error() == Some(libc::ENOENT)))
+    crate::errors::errno_of(e) == Some(libc::ENOENT)
 }
 
 fn under(path: &str, dir: &str) -> bool {
@@ -470,7 +470,7 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
             // not hold back the others, so one by one.
             for (fid, e, _) in chunk {
                 if let Err(err) = archive(*archive_id, vec![*fid]) {
-                    eprintln!("weft policy: archive of {}: {err:#}", e.path);
+                    crate::errors::report(&err.context(format!("archive of {}", e.path)));
                     failed += 1;
                 }
             }
@@ -479,7 +479,7 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
     for (_, e, _) in &releases {
         let full_path = a.mount.join(e.path.trim_start_matches('/'));
         if let Err(err) = xattr::set(&full_path, vx::HSM_RELEASE, b"1") {
-            eprintln!("weft policy: release of {}: {err:#}", e.path);
+            crate::errors::report(&err.context(format!("release of {}", e.path)));
             failed += 1;
         }
     }
@@ -494,7 +494,7 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
             let full_path = a.mount.join(e.path.trim_start_matches('/'));
             let moved = tool.on(&full_path, |c, who, fid| async move { c.migrate(&who, fid, &spec).await });
             if let Err(err) = moved {
-                eprintln!("weft policy: migration of {}: {err:#}", e.path);
+                crate::errors::report(&err.context(format!("migration of {}", e.path)));
                 failed += 1;
             }
         }

@@ -1,5 +1,6 @@
 //! The CLI reaches the mount through virtual extended attributes (`weft.layout`, `weft.fid`,
 //! `weft.df`, `weft.map`, `weft.fid2path:FID`), as Lustre's lfs reaches llite through ioctls.
+//! A refusal comes back with the mount's reason for it (errors.rs).
 
 use anyhow::{anyhow, Context};
 use std::ffi::CString;
@@ -10,9 +11,11 @@ fn cpath(path: &Path) -> anyhow::Result<CString> {
     CString::new(path.as_os_str().as_bytes()).map_err(|_| anyhow!("path {} contains a NUL byte", path.display()))
 }
 
-pub fn get(path: &Path, name: &str) -> anyhow::Result<Vec<u8>> {
-    let p = cpath(path)?;
-    let n = CString::new(name)?;
+/// The attribute's value as the system answers it, the errno on failure.
+pub fn get_raw(path: &Path, name: &str) -> std::io::Result<Vec<u8>> {
+    let invalid = |_| std::io::Error::from_raw_os_error(libc::EINVAL);
+    let p = CString::new(path.as_os_str().as_bytes()).map_err(invalid)?;
+    let n = CString::new(name).map_err(invalid)?;
     let mut buf = vec![0u8; 64 * 1024];
     loop {
         // SAFETY: p and n are valid C strings; buf is writable for buf.len() bytes.
@@ -27,8 +30,13 @@ pub fn get(path: &Path, name: &str) -> anyhow::Result<Vec<u8>> {
             buf.resize(len * 4, 0);
             continue;
         }
-        return Err(explain(path, e));
+        return Err(e);
     }
+}
+
+pub fn get(path: &Path, name: &str) -> anyhow::Result<Vec<u8>> {
+    cpath(path)?;
+    get_raw(path, name).map_err(|e| crate::errors::refused(path, e))
 }
 
 pub fn get_json<T: serde::de::DeserializeOwned>(path: &Path, name: &str) -> anyhow::Result<T> {
@@ -45,16 +53,6 @@ pub fn set(path: &Path, name: &str, value: &[u8]) -> anyhow::Result<()> {
     if r == 0 {
         Ok(())
     } else {
-        Err(explain(path, std::io::Error::last_os_error()))
-    }
-}
-
-fn explain(path: &Path, e: std::io::Error) -> anyhow::Error {
-    match e.raw_os_error() {
-        Some(libc::ENODATA) | Some(libc::EOPNOTSUPP) => {
-            anyhow!("{} is not on a Weft file system (or the mount is too old for this command)", path.display())
-        }
-        // The io::Error stays the source, so callers can test its errno.
-        _ => anyhow::Error::new(e).context(path.display().to_string()),
+        Err(crate::errors::refused(path, std::io::Error::last_os_error()))
     }
 }

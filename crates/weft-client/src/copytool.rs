@@ -36,28 +36,13 @@ impl Failure {
 
 impl From<WeftError> for Failure {
     fn from(e: WeftError) -> Failure {
-        Failure::new(weft_errno(e.code), e.message)
+        Failure::new(e.code.errno(), e.message)
     }
 }
 
 impl From<std::io::Error> for Failure {
     fn from(e: std::io::Error) -> Failure {
-        Failure::new(e.raw_os_error().unwrap_or(EIO), e.to_string())
-    }
-}
-
-const EIO: i32 = 5;
-
-/// The errno a coordinator records for a Weft error.
-pub fn weft_errno(code: ErrorCode) -> i32 {
-    match code {
-        ErrorCode::NotFound => 2,
-        ErrorCode::Perm => 1,
-        ErrorCode::Access => 13,
-        ErrorCode::NoSpace => 28,
-        ErrorCode::Invalid => 22,
-        ErrorCode::TimedOut => 110,
-        _ => EIO,
+        Failure::new(e.raw_os_error().unwrap_or(libc::EIO), e.to_string())
     }
 }
 
@@ -88,7 +73,9 @@ impl Progress<'_> {
         self.last = Instant::now();
         let a = self.agent;
         match a.client.hsm_progress(&a.who, &a.name, self.cookie, bytes, None, 0, 0).await {
-            Err(e) if e.code == ErrorCode::Stale => Err(Failure { errno: 125, message: e.message, gone: true }),
+            Err(e) if e.code == ErrorCode::Stale => {
+                Err(Failure { errno: libc::ECANCELED, message: e.message, gone: true })
+            }
             // A missed report is no reason to stop copying (the MDS may be restarting).
             _ => Ok(()),
         }
@@ -162,7 +149,7 @@ impl Agent {
     pub async fn restore_open(&self, item: &HsmActionItem) -> Result<weft_proto::Layout, Failure> {
         let fid = item.fid;
         let opened = self.client.open(&self.who, fid, OPEN_WRITE | OPEN_HSM_RESTORE).await?;
-        opened.inode.layout.ok_or_else(|| Failure::new(EIO, format!("{fid} has no layout to restore into")))
+        opened.inode.layout.ok_or_else(|| Failure::new(libc::EIO, format!("{fid} has no layout to restore into")))
     }
 
     /// The rest of [`Agent::restore_from`], after [`Agent::restore_open`].
@@ -192,7 +179,7 @@ impl Agent {
             }
             if let Some(size) = size.filter(|s| offset + filled as u64 > *s) {
                 return Err(Failure::new(
-                    EIO,
+                    libc::EIO,
                     format!("the archive's copy of {fid} is longer than the file ({size} bytes)"),
                 ));
             }
@@ -203,7 +190,10 @@ impl Agent {
             progress.moved(offset).await?;
         }
         if let Some(size) = size.filter(|s| *s != offset) {
-            return Err(Failure::new(EIO, format!("the archive's copy of {fid} has {offset} bytes, the file {size}")));
+            return Err(Failure::new(
+                libc::EIO,
+                format!("the archive's copy of {fid} has {offset} bytes, the file {size}"),
+            ));
         }
         c.fsync(who, layout).await?;
         let objects = c.glimpse_versioned(who, layout).await?;

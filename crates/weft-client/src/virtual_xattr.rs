@@ -51,3 +51,17 @@ pub const MAP: &str = "weft.map";
 pub const MGS: &str = "weft.mgs";
 pub const FID2PATH_PREFIX: &str = "weft.fid2path:";
 pub const CREATE_PREFIX: &str = "weft.create:";
+
+/// Read after a refused `weft.*` request (by the same thread, of the same file):
+/// `weft.error` answers why, once, as an `ErrorAnswer`; ENODATA when no reason was kept.
+pub const ERROR: &str = "weft.error";
+
+/// Why the mount refused a thread's last `weft.*` request: the errno it answered, the words
+/// that came with the error (the server's or the mount's), and the FID of the file they may
+/// name (the CLI puts the user's path in its place).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorAnswer {
+    pub errno: i32,
+    pub message: String,
+    pub fid: String,
+}

@@ -1,36 +1,12 @@
-//! The one place where Weft's error codes become errno values.
+//! Where the mount answers the kernel an errno for a Weft error (by weft-proto's one table,
+//! `ErrorCode::errno`), and logs the ones that mean trouble.
 
 use weft_proto::{ErrorCode, WeftError};
 
-/// The errno the kernel gets for `code`. Timeouts, protocol and checksum failures and
-/// evictions are EIO at the mount, as a local disk failing would be.
+/// The errno the kernel gets for `code`: weft-proto's one table (`ErrorCode::errno`), which
+/// the copytools report too.
 pub fn errno(code: ErrorCode) -> i32 {
-    match code {
-        ErrorCode::NotFound => libc::ENOENT,
-        ErrorCode::Exists => libc::EEXIST,
-        ErrorCode::NotDir => libc::ENOTDIR,
-        ErrorCode::IsDir => libc::EISDIR,
-        ErrorCode::NotEmpty => libc::ENOTEMPTY,
-        ErrorCode::Access => libc::EACCES,
-        ErrorCode::Perm => libc::EPERM,
-        ErrorCode::Invalid => libc::EINVAL,
-        ErrorCode::NoSpace => libc::ENOSPC,
-        ErrorCode::NameTooLong => libc::ENAMETOOLONG,
-        ErrorCode::NoData => libc::ENODATA,
-        ErrorCode::Range => libc::ERANGE,
-        ErrorCode::TooManyLinks => libc::EMLINK,
-        ErrorCode::FileTooBig => libc::EFBIG,
-        ErrorCode::NotSupported => libc::EOPNOTSUPP,
-        ErrorCode::Busy => libc::EBUSY,
-        ErrorCode::Stale => libc::ESTALE,
-        ErrorCode::TimedOut => libc::EIO,
-        ErrorCode::Protocol => libc::EIO,
-        ErrorCode::Checksum => libc::EIO,
-        ErrorCode::Io => libc::EIO,
-        ErrorCode::Again => libc::EAGAIN,
-        ErrorCode::Evicted => libc::EIO,
-        ErrorCode::NoLocks => libc::ENOLCK,
-    }
+    code.errno()
 }
 
 /// The fuser errno for an error, logged at debug level (errors are often expected: ENOENT

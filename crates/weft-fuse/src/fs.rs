@@ -297,12 +297,13 @@ impl fuser::Filesystem for WeftFs {
         reply: ReplyEmpty,
     ) {
         let m = self.m();
-        self.serve.run(m.clone().setxattr(m.who(req), ino, name.to_owned(), value.to_vec(), flags, reply));
+        let (who, thread) = (m.who(req), req.pid());
+        self.serve.run(m.clone().setxattr(who, thread, ino, name.to_owned(), value.to_vec(), flags, reply));
     }
 
     fn getxattr(&self, req: &Request, ino: INodeNo, name: &OsStr, size: u32, reply: ReplyXattr) {
         let m = self.m();
-        self.serve.run(m.clone().getxattr(m.who(req), ino, name.to_owned(), size, reply));
+        self.serve.run(m.clone().getxattr(m.who(req), req.pid(), ino, name.to_owned(), size, reply));
     }
 
     fn listxattr(&self, req: &Request, ino: INodeNo, size: u32, reply: ReplyXattr) {
@@ -312,7 +313,7 @@ impl fuser::Filesystem for WeftFs {
 
     fn removexattr(&self, req: &Request, ino: INodeNo, name: &OsStr, reply: ReplyEmpty) {
         let m = self.m();
-        self.serve.run(m.clone().removexattr(m.who(req), ino, name.to_owned(), reply));
+        self.serve.run(m.clone().removexattr(m.who(req), req.pid(), ino, name.to_owned(), reply));
     }
 
     fn access(&self, _req: &Request, _ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {

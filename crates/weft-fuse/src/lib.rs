@@ -35,6 +35,7 @@ mod mount;
 mod opens;
 pub mod params;
 pub mod pcc;
+mod refusals;
 mod serve;
 mod writeback;
 mod xattr;

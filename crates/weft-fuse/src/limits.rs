@@ -107,3 +107,14 @@ pub const PCC_RESTORES_MAX: u32 = 2;
 pub const PCC_PREFETCH_RECORDS_MAX: u32 = 1024;
 /// A prefetching cache's pause when the changelog has no new record.
 pub const PCC_PREFETCH_IDLE_MS: u64 = 500;
+
+// ---- Refusals kept for the CLI
+
+/// Threads whose last refused `weft.*` request the mount keeps the reason of (`weft.error`);
+/// past it the oldest goes. A CLI reads the reason back at once, so few are ever waiting.
+pub const REFUSAL_THREADS_MAX: usize = 1024;
+/// How long a refusal's reason is kept for its thread to read back: a CLI asks within
+/// milliseconds, and a reason kept longer could be taken for a later, unrelated failure.
+pub const REFUSAL_KEPT_MS: u64 = 10_000;
+/// Longest reason kept (a server's messages are a sentence; longer ones are cut).
+pub const REFUSAL_MESSAGE_BYTES_MAX: usize = 4096;

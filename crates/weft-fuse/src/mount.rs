@@ -54,6 +54,8 @@ pub(crate) struct Mount {
     pub write_opens: AtomicU64,
     /// The persistent client caches (`pcc.rs`).
     pub pcc: Arc<crate::pcc::Pcc>,
+    /// Why each thread's last `weft.*` request was refused (`weft.error`).
+    pub refusals: crate::refusals::Refusals,
 }
 
 pub(crate) fn fid_of(ino: INodeNo) -> Fid {
@@ -89,6 +91,7 @@ impl Mount {
             io: IoModes::default(),
             passthrough: AtomicBool::new(false),
             write_opens: AtomicU64::new(0),
+            refusals: Default::default(),
         }
     }
 

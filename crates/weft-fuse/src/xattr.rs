@@ -1,6 +1,8 @@
 //! Extended attributes: the ordinary ones, stored on the MDT, and the virtual `weft.*` ones,
 //! the interface between the `weft` CLI and the mount (as lfs talks to llite through ioctls).
 //! Virtual values are JSON; the mount answers them (nothing is stored) and never lists them.
+//! Why a virtual request was refused is kept for its thread to read back (`weft.error`,
+//! `refusals.rs`): the kernel carries only the errno.
 
 use crate::errno::fuse_errno;
 use crate::mount::{fid_of, reply_empty, Mount};
@@ -9,6 +11,7 @@ use serde::Serialize;
 use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
+use std::time::Instant;
 use weft_client::virtual_xattr::{CreateWithLayout, HsmChange, LayoutAnswer, PathAnswer};
 use weft_proto::layout::StripeSpec;
 use weft_proto::msg::{Caller, OPEN_READ, XATTR_CREATE, XATTR_REPLACE};
@@ -60,6 +63,9 @@ pub enum Virtual {
     PccDetach,
     /// get on a file: its cache state, a JSON `pcc::FileState`.
     PccState,
+    /// get: why this thread's last `weft.*` request on this file was refused, a JSON
+    /// `ErrorAnswer`, once (ENODATA when no reason is kept).
+    Error,
     /// A `weft.` name this version does not know.
     Unknown,
 }
@@ -84,6 +90,7 @@ pub fn parse(name: &[u8]) -> Option<Virtual> {
         b"pcc.attach" => Virtual::PccAttach,
         b"pcc.detach" => Virtual::PccDetach,
         b"pcc.state" => Virtual::PccState,
+        b"error" => Virtual::Error,
         _ if rest.len() > b"param:".len() && rest.starts_with(b"param:") => {
             Virtual::Param(String::from_utf8_lossy(&rest[b"param:".len()..]).into_owned())
         }
@@ -147,9 +154,19 @@ fn reply_value(reply: ReplyXattr, value: &[u8], size: u32) {
 }
 
 impl Mount {
+    /// A refused virtual request's reason, kept for `thread` to read back (not a refused
+    /// read of `weft.error` itself: that would hide nothing worth keeping).
+    fn keep_refusal<T>(&self, thread: u32, fid: Fid, reading_error: bool, result: &WeftResult<T>) {
+        if let (Err(e), false) = (result, reading_error) {
+            self.refusals.keep(thread, fid, e, Instant::now());
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
     pub(crate) async fn setxattr(
         self: Arc<Self>,
         who: Caller,
+        thread: u32,
         ino: INodeNo,
         name: OsString,
         value: Vec<u8>,
@@ -158,7 +175,11 @@ impl Mount {
     ) {
         let (fid, name) = (fid_of(ino), name.as_bytes());
         let result = match parse(name) {
-            Some(which) => self.virtual_set(&who, fid, which, &value).await,
+            Some(which) => {
+                let result = self.virtual_set(&who, fid, which, &value).await;
+                self.keep_refusal(thread, fid, false, &result);
+                result
+            }
             None => {
                 let flags = flags as u32 & (XATTR_CREATE | XATTR_REPLACE);
                 self.client.setxattr(&who, fid, name, &value, flags).await
@@ -170,6 +191,7 @@ impl Mount {
     pub(crate) async fn getxattr(
         self: Arc<Self>,
         who: Caller,
+        thread: u32,
         ino: INodeNo,
         name: OsString,
         size: u32,
@@ -177,7 +199,12 @@ impl Mount {
     ) {
         let (fid, name) = (fid_of(ino), name.as_bytes());
         let result = match parse(name) {
-            Some(which) => self.virtual_get(&who, fid, which).await,
+            Some(which) => {
+                let reading_error = which == Virtual::Error;
+                let result = self.virtual_get(&who, thread, fid, which).await;
+                self.keep_refusal(thread, fid, reading_error, &result);
+                result
+            }
             None => self.client.getxattr(&who, fid, name).await,
         };
         match result {
@@ -193,17 +220,30 @@ impl Mount {
         }
     }
 
-    pub(crate) async fn removexattr(self: Arc<Self>, who: Caller, ino: INodeNo, name: OsString, reply: ReplyEmpty) {
+    pub(crate) async fn removexattr(
+        self: Arc<Self>,
+        who: Caller,
+        thread: u32,
+        ino: INodeNo,
+        name: OsString,
+        reply: ReplyEmpty,
+    ) {
         let (fid, name) = (fid_of(ino), name.as_bytes());
         let result = match parse(name) {
-            Some(Virtual::Layout | Virtual::LayoutDelete) => self.client.deletestripe(&who, fid).await,
-            Some(_) => Err(WeftError::new(ErrorCode::NoData, "this virtual attribute cannot be removed")),
+            Some(which) => {
+                let result = match which {
+                    Virtual::Layout | Virtual::LayoutDelete => self.client.deletestripe(&who, fid).await,
+                    _ => Err(WeftError::new(ErrorCode::NoData, "this virtual attribute cannot be removed")),
+                };
+                self.keep_refusal(thread, fid, false, &result);
+                result
+            }
             None => self.client.removexattr(&who, fid, name).await,
         };
         reply_empty(reply, "removexattr", result);
     }
 
-    async fn virtual_get(&self, who: &Caller, fid: Fid, which: Virtual) -> WeftResult<Vec<u8>> {
+    async fn virtual_get(&self, who: &Caller, thread: u32, fid: Fid, which: Virtual) -> WeftResult<Vec<u8>> {
         match which {
             Virtual::Layout => {
                 let (layout, default) = self.client.getstripe(who, fid).await?;
@@ -222,6 +262,10 @@ impl Mount {
             Virtual::Params => json(&self.params()),
             Virtual::PccList => json(&self.pcc_list()),
             Virtual::PccState => json(&self.pcc_state(fid)),
+            Virtual::Error => match self.refusals.take(thread, fid, Instant::now()) {
+                Some(answer) => json(&answer),
+                None => Err(WeftError::new(ErrorCode::NoData, "no refusal of this thread's on this file is kept")),
+            },
             Virtual::LayoutDelete
             | Virtual::HsmRelease
             | Virtual::Create(_)
@@ -302,6 +346,7 @@ mod tests {
         assert_eq!(parse(b"weft.pcc.add"), Some(Virtual::PccAdd));
         assert_eq!(parse(b"weft.pcc.state"), Some(Virtual::PccState));
         assert_eq!(parse(b"weft.pcc.other"), Some(Virtual::Unknown));
+        assert_eq!(parse(b"weft.error"), Some(Virtual::Error));
         assert_eq!(parse(b"user.weft.layout"), None);
         assert_eq!(parse(b"user.x"), None);
     }

@@ -1,5 +1,6 @@
-//! Errors that cross the wire. Each code means exactly one POSIX condition; the FUSE adapter
-//! maps them to errno in one place and the CLI to sentences in one place.
+//! Errors that cross the wire. Each code means exactly one POSIX condition, turned into an
+//! errno in one place (`ErrorCode::errno`, for the mount and the copytools) and into words
+//! in one place (the CLI's errors.rs, with the message that came with the code).
 
 use serde::{Deserialize, Serialize};
 
@@ -83,13 +84,48 @@ impl WeftError {
     }
 }
 
+impl ErrorCode {
+    /// The errno this code is for a process: what the mount answers the kernel and what a
+    /// copytool reports to the coordinator. Timeouts, protocol and checksum failures and
+    /// evictions are EIO, as a local disk failing would be.
+    pub fn errno(self) -> i32 {
+        match self {
+            ErrorCode::NotFound => libc::ENOENT,
+            ErrorCode::Exists => libc::EEXIST,
+            ErrorCode::NotDir => libc::ENOTDIR,
+            ErrorCode::IsDir => libc::EISDIR,
+            ErrorCode::NotEmpty => libc::ENOTEMPTY,
+            ErrorCode::Access => libc::EACCES,
+            ErrorCode::Perm => libc::EPERM,
+            ErrorCode::Invalid => libc::EINVAL,
+            ErrorCode::NoSpace => libc::ENOSPC,
+            ErrorCode::NameTooLong => libc::ENAMETOOLONG,
+            ErrorCode::NoData => libc::ENODATA,
+            ErrorCode::Range => libc::ERANGE,
+            ErrorCode::TooManyLinks => libc::EMLINK,
+            ErrorCode::FileTooBig => libc::EFBIG,
+            ErrorCode::NotSupported => libc::EOPNOTSUPP,
+            ErrorCode::Busy => libc::EBUSY,
+            ErrorCode::Stale => libc::ESTALE,
+            ErrorCode::TimedOut => libc::EIO,
+            ErrorCode::Protocol => libc::EIO,
+            ErrorCode::Checksum => libc::EIO,
+            ErrorCode::Io => libc::EIO,
+            ErrorCode::Again => libc::EAGAIN,
+            ErrorCode::Evicted => libc::EIO,
+            ErrorCode::NoLocks => libc::ENOLCK,
+        }
+    }
+}
+
 impl From<std::io::Error> for WeftError {
-    /// Local storage errors on a server: ENOSPC and ENOENT keep their meaning, the rest is EIO.
+    /// Local storage errors on a server: ENOSPC (and EDQUOT), ENOENT and EFBIG keep their
+    /// meaning, the rest is EIO.
     fn from(e: std::io::Error) -> Self {
         let code = match e.raw_os_error() {
-            Some(28) | Some(122) => ErrorCode::NoSpace, // ENOSPC, EDQUOT
-            Some(2) => ErrorCode::NotFound,
-            Some(27) => ErrorCode::FileTooBig,
+            Some(libc::ENOSPC) | Some(libc::EDQUOT) => ErrorCode::NoSpace,
+            Some(libc::ENOENT) => ErrorCode::NotFound,
+            Some(libc::EFBIG) => ErrorCode::FileTooBig,
             _ => match e.kind() {
                 std::io::ErrorKind::NotFound => ErrorCode::NotFound,
                 std::io::ErrorKind::TimedOut => ErrorCode::TimedOut,
@@ -97,5 +133,24 @@ impl From<std::io::Error> for WeftError {
             },
         };
         WeftError::new(code, e.to_string())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn local_errors_keep_space_absence_and_size_and_the_rest_is_eio() {
+        let of = |errno| WeftError::from(std::io::Error::from_raw_os_error(errno)).code;
+        assert_eq!(of(libc::ENOSPC), ErrorCode::NoSpace);
+        assert_eq!(of(libc::EDQUOT), ErrorCode::NoSpace);
+        assert_eq!(of(libc::ENOENT), ErrorCode::NotFound);
+        assert_eq!(of(libc::EFBIG), ErrorCode::FileTooBig);
+        assert_eq!(of(libc::EIO), ErrorCode::Io);
+        assert_eq!(of(libc::EACCES), ErrorCode::Io);
+        let timed_out = std::io::Error::new(std::io::ErrorKind::TimedOut, "slow disk");
+        assert_eq!(WeftError::from(timed_out).code, ErrorCode::TimedOut);
+        assert_eq!(WeftError::from(std::io::Error::from_raw_os_error(libc::ENOSPC)).code.errno(), libc::ENOSPC);
     }
 }

@@ -248,7 +248,7 @@ impl Mount {
                     return Err(WeftError::new(
                         ErrorCode::NoSpace,
                         format!(
-                            "{attaching} has {bytes} bytes, more than the cache {}'s quota of {quota}",
+                            "{attaching} has {bytes} bytes, more than the cache {}'s quota of {quota}: no room for it",
                             dir.display()
                         ),
                     ));

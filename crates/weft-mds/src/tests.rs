@@ -267,7 +267,9 @@ async fn destroys_retry_until_the_ost_answers_and_survive_restart() {
     let f = env.must_file(Fid::ROOT, "f").await;
     let object = i_layout_object(&env, f).await;
     env.req(MdtRequest::Unlink(mdt::Unlink { parent: Fid::ROOT, name: "f".into() })).await.unwrap();
-    tokio::time::sleep(Duration::from_millis(150)).await;
+    // Queued, and kept queued while the OST does not answer.
+    let queued = env.mds().core.read_view().destroy_entries(usize::MAX, |_| true).unwrap();
+    assert_eq!(queued, vec![(0, object)]);
     assert!(env.targets.destroyed().is_empty());
     env.restart().await;
     env.targets.fail_destroy.store(false, Ordering::SeqCst);

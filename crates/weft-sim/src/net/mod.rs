@@ -279,7 +279,7 @@ impl Sim {
                     self.wire.pause(self.clients[x].client_id(), period);
                     self.ops += 1;
                     let reader = 1 - x;
-                    self.note(format!("{} reads {path} while {} is paused", name(reader), name(x)));
+                    self.note(format!("{} reads {path} while {} is paused", name_of(reader), name_of(x)));
                     self.read(reader, &path).await?;
                     self.name_clients();
                     continue;
@@ -626,10 +626,6 @@ fn name_of(x: usize) -> &'static str {
     } else {
         "B"
     }
-}
-
-fn name(x: usize) -> &'static str {
-    name_of(x)
 }
 
 fn present(i: &Option<InodeInfo>) -> String {

@@ -177,8 +177,11 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let server = rt.block_on(RunningServer::start(config.clone()))?;
     let mgs_address = server.mgs_address();
+    // The mount reaches the servers of this process without TCP.
+    let client_config =
+        weft_client::ClientConfig { network: Some(server.network().clone()), ..client_config(&mgs_address, &opts) };
     let mounted = rt
-        .block_on(weft_client::Client::connect(client_config(&mgs_address, &opts)))
+        .block_on(weft_client::Client::connect(client_config))
         .map_err(|e| anyhow!("{}", e.message))
         .and_then(|client| {
             weft_fuse::mount(

@@ -113,6 +113,7 @@ fn a_class_held_by_a_policy_does_not_hold_the_mounts_other_requests() {
     };
     let server = rt.block_on(RunningServer::start(config)).unwrap();
     let mgs = server.mgs_address();
+    let network = Some(server.network().clone());
     let mnt = dir.path().join("mnt");
     std::fs::create_dir(&mnt).unwrap();
     let mut up =
@@ -120,6 +121,7 @@ fn a_class_held_by_a_policy_does_not_hold_the_mounts_other_requests() {
     // Short: a held request that timed out would fail the test, not hang it.
     let config = weft_client::ClientConfig {
         request_timeout: Duration::from_secs(WAIT_S),
+        network,
         ..weft_client::ClientConfig::new(mgs)
     };
     let client = up.rt.block_on(weft_client::Client::connect(config)).unwrap();

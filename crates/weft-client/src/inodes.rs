@@ -218,6 +218,19 @@ impl Inner {
         if since < self.floor || since < self.cleared_at || !cacheable(answer.inode) {
             return;
         }
+        // The inode comes with another lock than the one its names were learned under: that
+        // lock may have been called back by a rename since, and the new one vouches only for
+        // this answer's name. Without this, a name moved away by another client would be
+        // served again as soon as this client got a new lock on the inode (found by the
+        // network simulation: a write through the old name landed in the renamed file).
+        let handle = |i: &InodeInfo| i.lock.as_ref().map(|l| l.handle);
+        if !answer.name_only && self.inodes.get(&fid).is_some_and(|(old, _)| handle(old) != handle(answer.inode)) {
+            for key in self.names_of.remove(&fid).unwrap_or_default() {
+                if self.names.get(&key) == Some(&fid) {
+                    self.names.remove(&key);
+                }
+            }
+        }
         if let Some((parent, name)) = answer.name {
             if !self.untouched_since(parent, since) || !self.untouched_since(fid, since) {
                 return;

@@ -267,3 +267,21 @@ fn a_change_keeps_the_directories_it_came_with_unless_another_crossed_it() {
     cache.end(second, Ok(None), std::slice::from_ref(&dir));
     assert_eq!(cache.inode(fid(2)), None);
 }
+
+#[test]
+fn names_learned_under_an_older_lock_go_when_the_inode_comes_with_a_new_one() {
+    let cache = InodeCache::default();
+    looked_up(&cache, "a", &file(10), cache.since());
+    // Another client renamed "a" to "b": the lock "a" was learned under was called back, and
+    // this client learns "b" with a new lock on the same inode.
+    let mut relocked = file(10);
+    if let Some(l) = relocked.lock.as_mut() {
+        l.handle = 99;
+    }
+    looked_up(&cache, "b", &relocked, cache.since());
+    assert_eq!(cache.name(fid(DIR), b"b"), Some(relocked.clone()));
+    assert_eq!(cache.name(fid(DIR), b"a"), None, "the old name is not vouched for by the new lock");
+    // The same lock again keeps every name learned under it.
+    looked_up(&cache, "c", &relocked, cache.since());
+    assert!(cache.name(fid(DIR), b"b").is_some() && cache.name(fid(DIR), b"c").is_some());
+}

@@ -399,7 +399,7 @@ impl Client {
         let state = self.map.current();
         let mut local = false;
         for t in state.map.targets.iter().filter(|t| t.kind == TargetKind::Ost) {
-            if let Some(server) = weft_rpc::local::lookup(&t.address) {
+            if let Some(server) = self.in_process(&t.address) {
                 if !server.schedulers().of(weft_proto::msg::Service::OstIo).is_fifo() {
                     return false;
                 }
@@ -418,7 +418,12 @@ impl Client {
     /// Whether a target of `kind` is served by this very process.
     fn serves_locally(&self, kind: TargetKind) -> bool {
         let state = self.map.current();
-        state.map.targets.iter().any(|t| t.kind == kind && weft_rpc::local::lookup(&t.address).is_some())
+        state.map.targets.iter().any(|t| t.kind == kind && self.in_process(&t.address).is_some())
+    }
+
+    /// The server at `address` when it runs in this process and is called directly.
+    fn in_process(&self, address: &str) -> Option<std::sync::Arc<weft_rpc::Server>> {
+        self.config().network.as_ref()?.in_process(address)
     }
 
     /// The object file of a file of one object, open for reading and writing, when the OST

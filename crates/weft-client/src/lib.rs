@@ -69,6 +69,10 @@ pub struct ClientConfig {
     pub locks_cached_max: usize,
     /// How long an open or truncate of a released file waits for its restore (HSM).
     pub restore_timeout: Duration,
+    /// The network of the servers started in this process (`weft up`, a test, a
+    /// simulation): those are reached without TCP, and call this client back without TCP.
+    /// None: every server is reached over TCP.
+    pub network: Option<Arc<weft_rpc::Network>>,
 }
 
 impl ClientConfig {
@@ -81,6 +85,7 @@ impl ClientConfig {
             extent_locks: true,
             locks_cached_max: limits::LOCKS_CACHED_MAX,
             restore_timeout: Duration::from_secs(limits::RESTORE_TIMEOUT_S_DEFAULT),
+            network: None,
         }
     }
 }
@@ -102,8 +107,8 @@ pub struct Client {
     /// Names and attributes answered under locks this client holds (see inodes.rs).
     inodes: inodes::InodeCache,
     weak_self: Weak<Client>,
-    /// Makes this client reachable for callbacks from servers of this process.
-    local_registration: std::sync::Mutex<Option<weft_rpc::local::ClientRegistration>>,
+    /// Makes this client reachable for callbacks from servers of its network.
+    local_registration: std::sync::Mutex<Option<weft_rpc::ClientRegistration>>,
     next_request_id: AtomicU64,
     /// Where the MDT keeps each mutation's reply for a resend.
     reply_slots: reply_slots::ReplySlots,
@@ -131,6 +136,7 @@ impl Client {
         let mgs_opts = PeerOptions {
             connect_timeout: config.connect_timeout,
             request_timeout: config.request_timeout,
+            network: config.network.clone(),
             ..PeerOptions::default()
         };
         let mgs = Arc::new(Peer::new(config.mgs_address.clone(), mgs_opts));
@@ -162,9 +168,10 @@ impl Client {
     }
 
     fn register_local(&self, client_id: u64) {
+        let Some(network) = &self.config.network else { return };
         let handler = Arc::new(locks::Callbacks(self.weak_self.clone()));
         *self.local_registration.lock().unwrap_or_else(|p| p.into_inner()) =
-            Some(weft_rpc::local::register_client(client_id, handler));
+            Some(network.register_client(client_id, handler));
     }
 
     /// The current incarnation (see [`Client::client_id`]).
@@ -473,6 +480,7 @@ fn peer_options(config: &ClientConfig, client_id: u64, client: &Weak<Client>) ->
         request_timeout: config.request_timeout,
         client_id,
         callbacks: Some(Arc::new(locks::Callbacks(client.clone()))),
+        network: config.network.clone(),
     }
 }
 

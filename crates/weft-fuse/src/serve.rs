@@ -1,7 +1,7 @@
 //! How a kernel request's work runs: on the FUSE thread that received it, polled there as
 //! `Handle::block_on` would (so an in-process server pipeline runs on this thread too, with
 //! no hand-off to a runtime worker and back), except when a server's scheduler holds the
-//! request back on purpose (a rate limit, a delay: `weft_rpc::local::take_held`). Then the
+//! request back on purpose (a rate limit, a delay: `weft_rpc::take_held`). Then the
 //! request is moved to the runtime and finished there, and the thread goes back to the
 //! kernel for the next request. A mount has a few FUSE threads (two, or one per CPU queue
 //! with io_uring): were they held by a throttled class of requests, every other process's
@@ -74,12 +74,12 @@ impl Serve {
         let waker = Waker::from(thread.clone());
         let mut cx = Context::from_waker(&waker);
         // A mark left by an earlier request polled on this thread is not this one's.
-        weft_rpc::local::take_held();
+        weft_rpc::take_held();
         loop {
             if let Poll::Ready(()) = work.as_mut().poll(&mut cx) {
                 return;
             }
-            if weft_rpc::local::take_held() {
+            if weft_rpc::take_held() {
                 if let Ok(slot) = self.held.clone().try_acquire_owned() {
                     self.runtime.spawn(async move {
                         work.await;
@@ -134,7 +134,7 @@ mod tests {
         let (g, d) = (go.clone(), done.clone());
         serve.run(async move {
             // As the pipeline does when a policy holds a request in-process.
-            weft_rpc::local::note_held();
+            weft_rpc::note_held();
             g.notified().await;
             d.store(true, Ordering::SeqCst);
         });

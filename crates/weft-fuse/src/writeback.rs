@@ -108,7 +108,7 @@ impl FileWrites {
     /// mount's few threads from every other job.
     fn note_if_held(&self) {
         if self.held.load(Ordering::Acquire) > 0 {
-            weft_rpc::local::note_held();
+            weft_rpc::note_held();
         }
     }
 
@@ -118,9 +118,9 @@ impl FileWrites {
         let mut marked = false;
         let out = std::future::poll_fn(|cx| {
             // A mark left on this runtime thread by another task's request is not ours.
-            weft_rpc::local::take_held();
+            weft_rpc::take_held();
             let poll = write.as_mut().poll(cx);
-            if !marked && weft_rpc::local::take_held() {
+            if !marked && weft_rpc::take_held() {
                 marked = true;
                 self.held.fetch_add(1, Ordering::AcqRel);
                 // Waiters look again, and let their threads go.

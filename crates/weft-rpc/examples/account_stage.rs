@@ -26,7 +26,13 @@ fn requests(opcode: &'static str, kind: TargetKind, service: Service, bytes_in: 
             let identity = Identity { uid: 1000 + i % 16, gid: 100 + i % 4, ..Identity::default() };
             let header =
                 RequestHeader { jobid: format!("job{}.{}", i % 64, 1000 + i % 16), identity, ..Default::default() };
-            let ctx = RequestContext { header, peer: "10.0.0.7:1234".parse().unwrap(), opcode, origin: Origin::Remote };
+            let ctx = RequestContext {
+                header,
+                peer: "10.0.0.7:1234".parse().unwrap(),
+                opcode,
+                origin: Origin::Remote,
+                connection: None,
+            };
             let outcome = Outcome {
                 service: Some(service),
                 took: Duration::from_micros(40 + u64::from(i % 7)),

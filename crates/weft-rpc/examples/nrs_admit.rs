@@ -10,7 +10,7 @@ use weft_proto::Fid;
 use weft_rpc::schedule::fifo::Fifo;
 use weft_rpc::schedule::tbf::{core::Options, rule::TbfType, TbfPolicy};
 use weft_rpc::schedule::{Admission, Policy, RequestInfo};
-use weft_rpc::server::{Origin, RequestContext};
+use weft_rpc::{Origin, RequestContext};
 
 const REQUESTS: u32 = 500_000;
 
@@ -21,6 +21,7 @@ fn run(policy: &dyn Policy, body: &RequestBody, service: Service) -> f64 {
             peer: "10.0.0.7:1234".parse().unwrap(),
             opcode: body.opcode_name(),
             origin: Origin::Remote,
+            connection: None,
         })
         .collect();
     let start = Instant::now();

@@ -81,15 +81,17 @@ async fn main() {
     let address = listener.local_addr().expect("address").to_string();
     let server = Server::new(Arc::new(Echo), ServerLimits::default());
     server.serve(listener);
+    let network = weft_rpc::Network::new();
     let opts = PeerOptions {
         connect_timeout: Duration::from_secs(5),
         request_timeout: Duration::from_secs(30),
+        network: Some(network.clone()),
         ..Default::default()
     };
     measure("tcp", Arc::new(Peer::new(address.clone(), opts.clone()))).await;
-    server.register_local(&address);
+    network.register_server(&address, &server);
     let local = Arc::new(Peer::new(address, opts));
-    assert!(local.is_local() || weft_rpc::local::tcp_forced(), "the server registered in-process");
+    assert!(local.is_local() || weft_rpc::network::tcp_forced(), "the server registered in-process");
     measure("in-process", local).await;
     server.shutdown();
 }

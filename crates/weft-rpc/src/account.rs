@@ -3,8 +3,7 @@
 //! one; job statistics and a metrics endpoint are others, added with
 //! [`Server::add_account`](crate::Server::add_account).
 
-use crate::server::RequestContext;
-use crate::stats::Stats;
+use crate::context::RequestContext;
 use std::time::Duration;
 use weft_proto::msg::{Service, TargetKind};
 
@@ -33,10 +32,4 @@ pub struct Outcome {
 
 pub trait Account: Send + Sync + 'static {
     fn record(&self, ctx: &RequestContext, outcome: &Outcome);
-}
-
-impl Account for Stats {
-    fn record(&self, ctx: &RequestContext, outcome: &Outcome) {
-        Stats::record(self, (outcome.target, outcome.service, ctx.opcode), outcome);
-    }
 }

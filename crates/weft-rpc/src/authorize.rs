@@ -5,8 +5,8 @@
 //! MDS where it knows the inode; identity mapping (Lustre's nodemap, root squash) and
 //! shared-key checks are rules that belong here.
 
+use crate::context::RequestContext;
 use crate::exports::Exports;
-use crate::server::RequestContext;
 use std::sync::Arc;
 use weft_proto::WeftResult;
 

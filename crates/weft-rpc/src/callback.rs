@@ -3,8 +3,8 @@
 //! A server's lock manager calls a client back when another client needs a lock it holds
 //! (blocking callback) or the size of an object it writes (glimpse). The client answers
 //! through a [`CallbackHandler`]: set in [`PeerOptions::callbacks`](crate::PeerOptions) it
-//! serves the callbacks that arrive on the Peer's TCP connections; registered in-process with
-//! [`crate::local::register_client`] it serves those of servers in the same process that have
+//! serves the callbacks that arrive on the Peer's TCP connections; registered in a network with
+//! [`crate::Network::register_client`] it serves those of servers of that network that have
 //! no TCP connection to the client. The server side is [`crate::Exports`].
 
 use futures::future::BoxFuture;

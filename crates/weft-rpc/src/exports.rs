@@ -5,8 +5,9 @@
 //!   instance; 0 is anonymous and never routed). The TCP connection that most recently carried
 //!   a request with that id is the client's route, until that connection closes. A
 //!   [`Peer`](crate::Peer) with callbacks pings right after connecting, so a client that sends
-//!   nothing else is reachable too. A client of this very process that registered its handler
-//!   with [`crate::local::register_client`] is reached by a direct call when it has no TCP route.
+//!   nothing else is reachable too. A client of the server's [`Network`](crate::Network) that
+//!   registered its handler there ([`crate::Network::register_client`]) is reached by a direct
+//!   call, or through the network's [`Wire`](crate::Wire), when it has no TCP route.
 //! * **Callbacks.** [`Exports::callback`] sends a [`CallbackRequest`] in a Callback frame
 //!   (xids of the server's own, matched to CallbackReply frames by the connection loop) and
 //!   waits for the answer. It waits for a route when there is none yet, and sends again on a
@@ -18,6 +19,7 @@
 //!   client must come back as a new client instance (a new id).
 
 use crate::callback::CallbackHandler;
+use crate::clients::Clients;
 use crate::frame::write_frame;
 use crate::limits::{EVICTED_REMEMBERED_MAX, ROUTE_POLL_MS};
 use bytes::Bytes;
@@ -80,7 +82,7 @@ struct State {
 
 enum Route {
     Tcp(Arc<Link>),
-    Local(Arc<dyn CallbackHandler>),
+    Local(Arc<dyn CallbackHandler>, Arc<Clients>),
 }
 
 /// The clients of one server: routes for callbacks, and evictions. Shared by the
@@ -98,6 +100,9 @@ pub struct Exports {
     changed: Notify,
     /// Clients evicted since the server started (for metrics).
     evictions: AtomicU64,
+    /// The clients of the server's network, called back when no TCP connection reaches
+    /// them; None for a server that reaches its clients over TCP only.
+    clients: Option<Arc<Clients>>,
 }
 
 impl Default for Exports {
@@ -130,7 +135,18 @@ impl Drop for PendingGuard<'_> {
 }
 
 impl Exports {
+    /// The clients of a server that reaches them over TCP only.
     pub fn new() -> Exports {
+        Exports::make(None)
+    }
+
+    /// The clients of a server of a [`Network`](crate::Network): those registered in its
+    /// `clients` ([`Network::clients`](crate::Network::clients)) are called back without TCP.
+    pub fn with_clients(clients: Arc<Clients>) -> Exports {
+        Exports::make(Some(clients))
+    }
+
+    fn make(clients: Option<Arc<Clients>>) -> Exports {
         Exports {
             state: RwLock::new(State::default()),
             any_evicted: AtomicBool::new(false),
@@ -139,6 +155,7 @@ impl Exports {
             next_link: AtomicU64::new(LOCAL_LINK + 1),
             changed: Notify::new(),
             evictions: AtomicU64::new(0),
+            clients,
         }
     }
 
@@ -195,7 +212,7 @@ impl Exports {
             let xid = self.next_xid.fetch_add(1, Ordering::Relaxed);
             let link_id = match &route {
                 Route::Tcp(link) => link.id,
-                Route::Local(_) => LOCAL_LINK,
+                Route::Local(..) => LOCAL_LINK,
             };
             self.pending
                 .lock()
@@ -223,15 +240,24 @@ impl Exports {
                         }
                         Ok(rx.await.unwrap_or(Outcome::Lost))
                     }
-                    Route::Local(handler) => {
+                    Route::Local(handler, clients) => {
                         // Its own task too, as on a remote client: giving up does not cancel it.
-                        let task = tokio::spawn(handler.handle(callback.clone()));
-                        Ok(tokio::select! {
+                        let task = tokio::spawn(clients.call(client_id, handler, callback.clone()));
+                        let outcome = tokio::select! {
                             o = &mut rx => o.unwrap_or(Outcome::Lost),
-                            r = task => Outcome::Answer(r.unwrap_or_else(|e| {
-                                Err(WeftError::io(format!("the callback handler of client {client_id:016x} failed: {e}")))
-                            })),
-                        })
+                            r = task => match r {
+                                Ok(Some(answer)) => Outcome::Answer(answer),
+                                Ok(None) => Outcome::Lost,
+                                Err(e) => Outcome::Answer(Err(WeftError::io(format!(
+                                    "the callback handler of client {client_id:016x} failed: {e}"
+                                )))),
+                            },
+                        };
+                        if matches!(outcome, Outcome::Lost) {
+                            // A wire lost it: the next route is this one again, after a pause.
+                            tokio::time::sleep(Duration::from_millis(ROUTE_POLL_MS)).await;
+                        }
+                        Ok(outcome)
                     }
                 }
             };
@@ -305,7 +331,10 @@ impl Exports {
         let link = self.state.read().unwrap_or_else(|p| p.into_inner()).routes.get(&client_id).cloned();
         match link {
             Some(l) if !l.closed.load(Ordering::SeqCst) => Some(Route::Tcp(l)),
-            _ => crate::local::client_handler(client_id).map(Route::Local),
+            _ => {
+                let clients = self.clients.as_ref()?;
+                clients.handler(client_id).map(|h| Route::Local(h, clients.clone()))
+            }
         }
     }
 

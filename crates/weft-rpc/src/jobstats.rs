@@ -10,8 +10,8 @@
 //! ([`crate::limits::JOB_STATS_JOBS_MAX`]), the longest idle going first.
 
 use crate::account::{Account, Outcome};
+use crate::context::RequestContext;
 use crate::limits::{JOB_CLEANUP_INTERVAL_S_DEFAULT, JOB_STATS_JOBS_MAX};
-use crate::server::RequestContext;
 use std::borrow::Borrow;
 use std::collections::HashMap;
 use std::fmt::Write;

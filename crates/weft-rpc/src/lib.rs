@@ -11,9 +11,13 @@
 //!   in flight, reconnecting and resending the same request until a deadline;
 //! * [`map`]: the cluster map as every process but the MGS's follows it, and one Peer per
 //!   server address in it;
-//! * [`local`]: the in-process transport: a Peer whose address a Server of the same process
-//!   registered calls that server's pipeline directly (`weft up`); `WEFT_TRANSPORT=tcp`
-//!   turns it off;
+//! * [`network`]: the servers and clients of a process, an object handed to each of them
+//!   ([`Network`]): a Peer whose address a Server of the same network registered calls that
+//!   server's pipeline directly (`weft up`), or through a [`wire::Wire`] a simulation drives;
+//!   `WEFT_TRANSPORT=tcp` turns the direct calls off; [`clients`]: the clients it calls back;
+//! * [`context`]: what every stage knows of a request ([`RequestContext`], [`Origin`], the
+//!   connection's state) and the execute stage's [`Handler`], a leaf every module may name;
+//! * [`held`]: whether a request polled on this thread is held back by a policy;
 //! * [`server`]: the server's transport: connections, decoding, replies, the in-process
 //!   way in;
 //! * [`pipeline`]: the stages every request goes through between decode and reply:
@@ -23,22 +27,30 @@
 pub mod account;
 pub mod authorize;
 pub mod callback;
+pub mod clients;
+pub mod context;
 pub mod exports;
 pub mod frame;
+pub mod held;
 pub mod jobstats;
 pub mod limits;
-pub mod local;
 pub mod map;
+pub mod network;
 pub mod peer;
 pub mod pipeline;
 pub mod schedule;
 pub mod server;
 pub mod stats;
+pub mod wire;
 
 pub use callback::CallbackHandler;
+pub use clients::ClientRegistration;
+pub use context::{ConnectionState, Handler, Origin, RequestContext, LOCAL_PEER};
 pub use exports::Exports;
-pub use local::{register_client, ClientRegistration};
+pub use held::{note_held, take_held};
+pub use network::Network;
 pub use peer::{Peer, PeerOptions};
 pub use schedule::Run;
-pub use server::{Handler, Origin, RequestContext, Server, ServerLimits};
+pub use server::{Server, ServerLimits};
 pub use stats::{OpStats, Stats};
+pub use wire::{Endpoint, Wire};

@@ -37,6 +37,14 @@ pub const WATCH_RETRY_MS_MAX: u64 = 5_000;
 
 // ---- Servers
 
+/// Connections a server keeps open at once (Lustre bounds its exports per target). One
+/// past it is answered `Busy` with this bound named, then closed: each connection holds
+/// buffers, a task and a route, so an unbounded number is a way to run the server out of
+/// memory or file descriptors.
+pub const SERVER_CONNECTIONS_MAX: usize = 4096;
+/// How long a connection refused for the bound above has to send its first request, to be
+/// answered why, before it is closed anyway.
+pub const REFUSED_CONNECTION_WAIT_MS: u64 = 1_000;
 /// How many evicted client ids a server remembers (the most recent ones).
 pub const EVICTED_REMEMBERED_MAX: usize = 65536;
 /// How often a callback waiting for a route looks for an in-process client (TCP routes wake

@@ -5,10 +5,12 @@
 //! unanswered request with its original request id, until `request_timeout` has passed. The
 //! MDS reply cache makes resent mutations safe; OST writes and punches are idempotent.
 //!
-//! When a [`Server`](crate::Server) of this process registered the peer's address (see
-//! [`crate::local`]), each attempt calls that server's pipeline directly instead: the same
-//! request and reply values, no encoding, no framing, no checksums, the bulk not copied. The
-//! choice is made per attempt, so retries, the deadline and the errors are the same code.
+//! Each attempt goes through a transport that the Peer's [`Network`] picks (see
+//! [`crate::network`]): TCP; or, when a [`Server`](crate::Server) of that network registered
+//! the peer's address, a direct call of that server's pipeline (the same request and reply
+//! values, no encoding, no framing, no checksums, the bulk not copied); or a simulation's
+//! [`Wire`](crate::Wire). The choice is made per attempt, so retries, the deadline, the
+//! backoff and the errors are the same code for all three.
 //!
 //! Callbacks: a Peer whose [`PeerOptions::callbacks`] is set serves the server's callbacks.
 //! Right after opening each TCP connection it pings with [`PeerOptions::client_id`] in the
@@ -17,8 +19,8 @@
 //! runs each Callback frame through the handler as a task of its own and writes the answer
 //! (`Result<CallbackAnswer, WeftError>`) in a CallbackReply frame with the callback's xid. A
 //! Peer without callbacks answers a Callback frame with an error and keeps the connection.
-//! Requests that go in-process open no connection: for servers of this process the client
-//! registers its handler with [`crate::local::register_client`] instead.
+//! Requests that go in-process open no connection: for servers of its network the client
+//! registers its handler with [`Network::register_client`] instead.
 //!
 //! The server learns a route only from a connection the client opened, and a Peer opens one
 //! only to send a request: a client that must stay reachable while idle, or after its
@@ -29,6 +31,7 @@ use crate::frame::{read_frame, write_frame};
 use crate::limits::{
     CONNECT_TIMEOUT_MS_DEFAULT, RECONNECT_BACKOFF_MS_MAX, RECONNECT_BACKOFF_MS_MIN, REQUEST_TIMEOUT_S_DEFAULT,
 };
+use crate::network::{Network, Transport};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::future::Future;
@@ -57,6 +60,9 @@ pub struct PeerOptions {
     /// Serves the server's callbacks to `client_id`; None for a peer that takes none (a
     /// server talking to another server, a tool).
     pub callbacks: Option<Arc<dyn CallbackHandler>>,
+    /// The network of the process's servers and clients: servers registered in it are
+    /// reached without TCP (in-process, or through its wire). None: TCP only.
+    pub network: Option<Arc<Network>>,
 }
 
 impl Default for PeerOptions {
@@ -66,6 +72,7 @@ impl Default for PeerOptions {
             request_timeout: Duration::from_secs(REQUEST_TIMEOUT_S_DEFAULT),
             client_id: 0,
             callbacks: None,
+            network: None,
         }
     }
 }
@@ -77,6 +84,7 @@ impl std::fmt::Debug for PeerOptions {
             .field("request_timeout", &self.request_timeout)
             .field("client_id", &format_args!("{:016x}", self.client_id))
             .field("callbacks", &self.callbacks.as_ref().map(|_| "set"))
+            .field("network", &self.network)
             .finish()
     }
 }
@@ -237,7 +245,7 @@ impl Connection {
         }
         // While the reply is awaited: a server that says the request is held gets it noted
         // on the polling thread, so a mount's FUSE thread lets it go on elsewhere (see
-        // `crate::local::take_held`) instead of waiting out the rate limit.
+        // `crate::held::take_held`) instead of waiting out the rate limit.
         let mut noted = false;
         let answer = std::future::poll_fn(|cx| {
             if let std::task::Poll::Ready(r) = std::pin::Pin::new(&mut rx).poll(cx) {
@@ -246,7 +254,7 @@ impl Connection {
             held.waker.register(cx.waker());
             if !noted && held.held.load(Ordering::Acquire) {
                 noted = true;
-                crate::local::note_held();
+                crate::held::note_held();
             }
             std::task::Poll::Pending
         })
@@ -296,9 +304,17 @@ impl Peer {
         }
     }
 
-    /// Whether a request sent now would go to a server in this process rather than over TCP.
+    /// Whether a request sent now would go to a server in this process by a direct call
+    /// rather than over TCP (or a wire).
     pub fn is_local(&self) -> bool {
-        crate::local::lookup(&self.address).is_some()
+        self.opts.network.as_ref().is_some_and(|n| n.in_process(&self.address).is_some())
+    }
+
+    fn transport(&self) -> Transport {
+        match &self.opts.network {
+            Some(network) => network.transport(&self.address),
+            None => Transport::Tcp,
+        }
     }
 
     pub fn address(&self) -> &str {
@@ -349,15 +365,13 @@ impl Peer {
         let mut last_error: WeftError;
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
-            let outcome: WeftResult<(Reply, Bytes, bool)> = match crate::local::lookup(&self.address) {
-                Some(server) => {
-                    if bulk.len() > BULK_BYTES_MAX as usize {
-                        // Over TCP the server would drop the connection for this frame.
-                        return Err(WeftError::protocol(format!(
-                            "bulk of {} bytes exceeds {BULK_BYTES_MAX}",
-                            bulk.len()
-                        )));
-                    }
+            let transport = self.transport();
+            if !matches!(transport, Transport::Tcp) && bulk.len() > BULK_BYTES_MAX as usize {
+                // Over TCP the server would drop the connection for this frame.
+                return Err(WeftError::protocol(format!("bulk of {} bytes exceeds {BULK_BYTES_MAX}", bulk.len())));
+            }
+            let outcome: WeftResult<(Reply, Bytes, bool)> = match transport {
+                Transport::InProcess(server) => {
                     let attempt = async {
                         let _permit = self.local_in_flight.acquire().await.map_err(|_| WeftError::io("peer closed"))?;
                         // Nothing crossed a wire: the bulk is as good as the caller's.
@@ -368,7 +382,21 @@ impl Peer {
                         Err(_) => Err(WeftError::new(ErrorCode::TimedOut, "no reply")),
                     }
                 }
-                None => {
+                Transport::Wire(wire, server) => {
+                    // Its own bound as on a TCP connection; the wire may lose the request, the
+                    // reply or the connection, which is an error to resend after.
+                    let attempt = async {
+                        let _permit = self.local_in_flight.acquire().await.map_err(|_| WeftError::io("peer closed"))?;
+                        wire.request(&self.address, request.clone(), bulk.clone(), server)
+                            .await
+                            .map(|(r, b)| (r, b, true))
+                    };
+                    match tokio::time::timeout(remaining, attempt).await {
+                        Ok(r) => r,
+                        Err(_) => Err(WeftError::new(ErrorCode::TimedOut, "no reply")),
+                    }
+                }
+                Transport::Tcp => {
                     let msg: &[u8] = match &msg {
                         Some(m) => m,
                         None => msg.insert(encode_message(&request)?),

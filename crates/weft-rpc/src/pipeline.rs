@@ -6,13 +6,24 @@
 //! ```
 //!
 //! The transport ([`crate::server`]) decodes and replies; the stages between are here, the
-//! same for both ways in. A Ping is answered before any stage: it asks whether the process
+//! same for every way in. A Ping is answered before any stage: it asks whether the process
 //! lives, not a service.
+//!
+//! Two checks are made twice, as the request arrives and again as it leaves the scheduler
+//! (where a policy may have kept it for seconds):
+//!
+//! * **its connection** (one atomic load, [`RequestContext::connection_closed`]): a request
+//!   whose connection closed is not run, answered nor counted. Its sender resends it on a
+//!   new connection and that copy is the one that runs; the old copy run late could land on
+//!   top of what others did since (a write under a lock granted meanwhile), as Lustre knows
+//!   when it drops the requests of an old connection;
+//! * **its client's eviction**: a request queued when its client is evicted is answered
+//!   `Evicted`, not run.
 
 use crate::account::{Account, Outcome};
 use crate::authorize::Authorize;
+use crate::context::{Handler, Origin, RequestContext};
 use crate::schedule::{Admission, RequestInfo, Schedulers};
-use crate::server::{Handler, Origin, RequestContext};
 use crate::stats::Stats;
 use bytes::Bytes;
 use std::future::Future;
@@ -74,6 +85,9 @@ impl Pipeline {
         R: FnOnce(Reply, Bytes) -> F,
         F: Future<Output = bool>,
     {
+        if ctx.connection_closed() {
+            return;
+        }
         let started = Instant::now();
         let bytes_in = bulk.len() as u64;
         let service = body.service();
@@ -87,7 +101,11 @@ impl Pipeline {
                 let corrupted = WeftError::new(ErrorCode::Checksum, "request data arrived corrupted");
                 (Err(corrupted), Bytes::new(), Duration::ZERO)
             }
-            Some(service) => self.answer(&ctx, service, body, bulk, started, held).await,
+            Some(service) => match self.answer(&ctx, service, body, bulk, started, held).await {
+                Some(answered) => answered,
+                // Its connection closed while the scheduler kept it: dropped unanswered.
+                None => return,
+            },
         };
         let ok = result.is_ok();
         let bytes_out = out.len() as u64;
@@ -116,8 +134,9 @@ impl Pipeline {
         }
     }
 
-    /// Authorize, schedule, execute (a request whose bulk arrived intact): the answer, its bulk, and how long the scheduler kept
-    /// the request.
+    /// Authorize, schedule, execute (a request whose bulk arrived intact): the answer, its
+    /// bulk, and how long the scheduler kept the request; None when its connection closed
+    /// before it ran.
     async fn answer(
         &self,
         ctx: &RequestContext,
@@ -126,9 +145,9 @@ impl Pipeline {
         bulk: Bytes,
         started: Instant,
         held_notice: Option<HeldNotice<'_>>,
-    ) -> (Reply, Bytes, Duration) {
+    ) -> Option<(Reply, Bytes, Duration)> {
         if let Err(refused) = self.authorize.check(ctx) {
-            return (Err(refused), Bytes::new(), Duration::ZERO);
+            return Some((Err(refused), Bytes::new(), Duration::ZERO));
         }
         let info = RequestInfo { service, ctx, body: &body, bulk_bytes: bulk.len() as u64 };
         let grant = match self.schedulers.of(service).admit(&info) {
@@ -137,17 +156,25 @@ impl Pipeline {
                 if held {
                     // The caller's thread may let this request go on elsewhere meanwhile.
                     match (ctx.origin, held_notice) {
-                        (Origin::InProcess { .. }, _) => crate::local::note_held(),
+                        (Origin::InProcess { .. }, _) => crate::held::note_held(),
                         (Origin::Remote, Some(notice)) => notice(),
                         (Origin::Remote, None) => {}
                     }
                 }
-                grant.await
+                let grant = grant.await;
+                // Kept by the scheduler: the world may have moved meanwhile.
+                if ctx.connection_closed() {
+                    return None;
+                }
+                if let Err(refused) = self.authorize.check(ctx) {
+                    return Some((Err(refused), Bytes::new(), started.elapsed()));
+                }
+                grant
             }
         };
         let waited = started.elapsed();
         let (reply, bulk) = self.handler.handle(ctx, grant.run, body, bulk).await;
         drop(grant);
-        (reply, bulk, waited)
+        Some((reply, bulk, waited))
     }
 }

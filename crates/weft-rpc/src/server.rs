@@ -10,9 +10,13 @@
 //! memory, not a scheduling decision: past it the connection stops being read
 //! (backpressure through TCP).
 //!
-//! A server registered with [`Server::register_local`] is also reached in-process (see
-//! [`crate::local`]): the request skips the read/decode and reply/encode stages and enters
-//! the same pipeline as a request read from a connection.
+//! A server registered in a [`Network`](crate::Network) is also reached in-process (see
+//! [`crate::network`]): the request skips the read/decode and reply/encode stages and enters
+//! the same pipeline as a request read from a connection; or through the network's
+//! [`Wire`](crate::Wire), on connections the wire keeps ([`Endpoint`]).
+//!
+//! Each connection has a [`ConnectionState`], closed as its reader sees it end: the
+//! pipeline does not run a request of a closed connection (see [`crate::pipeline`]).
 //!
 //! Callbacks and eviction: every server has [`Exports`] (its own, or one given to
 //! [`Server::with_exports`] so that the handler can hold it too). Each connection notes in
@@ -25,24 +29,27 @@
 
 use crate::account::Account;
 use crate::authorize::Authorize;
+use crate::context::{ConnectionState, Handler, Origin, RequestContext, LOCAL_PEER};
 use crate::exports::Exports;
 use crate::frame::{read_frame, write_frame, ReadError};
-use crate::limits::ACCEPT_ERROR_PAUSE_MS;
+use crate::limits::{ACCEPT_ERROR_PAUSE_MS, REFUSED_CONNECTION_WAIT_MS, SERVER_CONNECTIONS_MAX};
 use crate::pipeline::Pipeline;
-use crate::schedule::{Run, Schedulers};
+use crate::schedule::Schedulers;
 use crate::stats::Stats;
+use crate::wire::Endpoint;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use std::future::Future;
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 use tokio::io::AsyncWriteExt;
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, Semaphore};
 use weft_proto::lock::CallbackAnswer;
-use weft_proto::msg::{Reply, Request, RequestBody, RequestHeader};
+use weft_proto::msg::{Reply, Request};
 use weft_proto::wire::{decode_message, encode_message, FrameError, FrameHeader, FrameKind};
-use weft_proto::{WeftError, WeftResult};
+use weft_proto::{ErrorCode, WeftError, WeftResult};
 
 /// A future polled by its caller that, dropped before it finished, finishes as a task of
 /// `rt` instead of being cancelled where it stood.
@@ -73,53 +80,22 @@ impl<F: Future<Output = ()> + Send + 'static> Drop for FinishOnDrop<F> {
     }
 }
 
-/// What the pipeline knows about a request when it reaches the executing service.
-#[derive(Debug, Clone)]
-pub struct RequestContext {
-    pub header: RequestHeader,
-    /// Where the request came from; [`LOCAL_PEER`] for a request made in-process.
-    pub peer: SocketAddr,
-    pub opcode: &'static str,
-    pub origin: Origin,
-}
-
-/// How a request reached the server.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Origin {
-    /// Read from a connection; it runs as a task of the server's runtime.
-    Remote,
-    /// Made in this process and polled by its caller; `caller_may_block`: the caller is a
-    /// thread of its own (a FUSE thread), not a task of an async runtime, so work run
-    /// inline may block it.
-    InProcess { caller_may_block: bool },
-}
-
-/// The execute stage: the services a server process hosts, behind one router. `run` is how
-/// the scheduler said the request runs.
-pub trait Handler: Send + Sync + 'static {
-    fn handle<'a>(
-        &'a self,
-        ctx: &'a RequestContext,
-        run: Run,
-        body: RequestBody,
-        bulk: Bytes,
-    ) -> BoxFuture<'a, (Reply, Bytes)>;
-}
-
 #[derive(Debug, Clone)]
 pub struct ServerLimits {
     /// Requests read and not yet answered per connection before the server stops reading it.
     pub requests_unanswered_max: usize,
+    /// Connections open at once; one past it is answered `Busy` and closed.
+    pub connections_max: usize,
 }
 
 impl Default for ServerLimits {
     fn default() -> Self {
-        ServerLimits { requests_unanswered_max: weft_proto::limits::CONNECTION_IN_FLIGHT_MAX }
+        ServerLimits {
+            requests_unanswered_max: weft_proto::limits::CONNECTION_IN_FLIGHT_MAX,
+            connections_max: SERVER_CONNECTIONS_MAX,
+        }
     }
 }
-
-/// The peer address a request made in-process carries: this host, no port.
-pub const LOCAL_PEER: SocketAddr = SocketAddr::new(std::net::IpAddr::V4(std::net::Ipv4Addr::LOCALHOST), 0);
 
 pub struct Server {
     pipeline: Pipeline,
@@ -127,10 +103,10 @@ pub struct Server {
     exports: Arc<Exports>,
     /// Set once by [`Server::shutdown`]; the accept loop and every connection watch it.
     stopping: tokio::sync::watch::Sender<bool>,
-    /// The addresses this server registered for in-process calls, unregistered at shutdown.
-    local_addresses: Mutex<Vec<String>>,
     /// The runtime in-process requests execute on: the server's, as a connection's would.
     runtime: OnceLock<tokio::runtime::Handle>,
+    /// TCP connections open now (bounded by `limits.connections_max`).
+    connections: Arc<AtomicUsize>,
 }
 
 impl Server {
@@ -159,37 +135,29 @@ impl Server {
             limits,
             exports,
             stopping,
-            local_addresses: Mutex::new(Vec::new()),
             runtime: OnceLock::new(),
+            connections: Arc::default(),
         })
     }
 
     /// Stops accepting and closes every connection (requests executing finish first), and
-    /// stops being reachable in-process: later in-process calls fail as against a dead server.
+    /// stops being reachable in-process: later in-process calls fail as against a dead server
+    /// (the [`Network`](crate::Network) no longer hands it out).
     pub fn shutdown(&self) {
         self.stopping.send_replace(true);
-        let addresses = std::mem::take(&mut *self.local_addresses.lock().unwrap_or_else(|p| p.into_inner()));
-        for a in addresses {
-            crate::local::unregister(&a, self);
-        }
     }
 
-    /// Makes this server reachable in-process under `address` (its listen address, as
-    /// clients spell it): a [`crate::Peer`] of this process for that address then calls the
-    /// pipeline directly instead of going through TCP (unless `WEFT_TRANSPORT=tcp`). Call it
-    /// from within the runtime the server runs on: in-process requests execute there.
-    pub fn register_local(self: &Arc<Self>, address: &str) {
+    /// Remembers the runtime this is called from as the one in-process requests finish on
+    /// when their caller gives up (the server's, as a connection's would). Called by
+    /// [`Network::register_server`](crate::Network::register_server).
+    pub(crate) fn note_runtime(&self) {
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             let _ = self.runtime.set(rt);
         }
-        if *self.stopping.borrow() {
-            return;
-        }
-        self.local_addresses.lock().unwrap_or_else(|p| p.into_inner()).push(address.to_string());
-        crate::local::register(address, self);
     }
 
-    fn is_stopping(&self) -> bool {
+    /// Whether [`Server::shutdown`] was called.
+    pub fn is_stopping(&self) -> bool {
         *self.stopping.borrow()
     }
 
@@ -224,8 +192,18 @@ impl Server {
                 };
                 match accepted {
                     Ok((stream, peer)) => {
+                        let max = server.limits.connections_max;
+                        if server.connections.fetch_add(1, Ordering::AcqRel) >= max {
+                            server.connections.fetch_sub(1, Ordering::AcqRel);
+                            tokio::spawn(refuse(stream, peer, max));
+                            continue;
+                        }
+                        let open = OpenConnection(server.connections.clone());
                         let server = server.clone();
-                        tokio::spawn(async move { server.connection(stream, peer).await });
+                        tokio::spawn(async move {
+                            server.connection(stream, peer).await;
+                            drop(open);
+                        });
                     }
                     Err(e) => {
                         // Out of file descriptors and the like: pause instead of spinning.
@@ -243,14 +221,17 @@ impl Server {
         let mut reader = tokio::io::BufReader::with_capacity(crate::limits::SOCKET_READ_BUFFER_BYTES, reader);
         let writer = Arc::new(tokio::sync::Mutex::new(writer));
         let link = self.exports.open_link(writer.clone());
-        // However the connection ends, it stops being anyone's route.
-        struct Closing<'a>(&'a Exports, &'a crate::exports::Link);
+        let state = ConnectionState::new();
+        // However the connection ends, it stops being anyone's route, and the requests it
+        // carried that have not run yet are not run.
+        struct Closing<'a>(&'a Exports, &'a crate::exports::Link, &'a ConnectionState);
         impl Drop for Closing<'_> {
             fn drop(&mut self) {
+                self.2.close();
                 self.0.close_link(self.1);
             }
         }
-        let _closing = Closing(&self.exports, &link);
+        let _closing = Closing(&self.exports, &link, &state);
         let unanswered = Arc::new(Semaphore::new(self.limits.requests_unanswered_max));
         let mut stopping = self.stopping.subscribe();
         loop {
@@ -305,9 +286,10 @@ impl Server {
             let server = self.clone();
             let writer = writer.clone();
             let xid = frame.header.xid;
+            let connection = Some(state.clone());
             tokio::spawn(async move {
                 let opcode = request.body.opcode_name();
-                let ctx = RequestContext { header: request.header, peer, opcode, origin: Origin::Remote };
+                let ctx = RequestContext { header: request.header, peer, opcode, origin: Origin::Remote, connection };
                 let writer = &writer;
                 let held = || {
                     let writer = writer.clone();
@@ -335,6 +317,11 @@ impl Server {
         }
     }
 
+    /// TCP connections open now.
+    pub fn connections(&self) -> usize {
+        self.connections.load(Ordering::Acquire)
+    }
+
     /// One request in-process: the pipeline runs on the caller's own thread (polled by its
     /// caller: no hand-off to a runtime worker and back), and the reply comes back as the same
     /// values, bulk included. A mutation whose caller gives up finishes as a task of the
@@ -346,8 +333,13 @@ impl Server {
         }
         let (tx, rx) = oneshot::channel();
         let origin = Origin::InProcess { caller_may_block: tokio::task::try_id().is_none() };
-        let ctx =
-            RequestContext { header: request.header, peer: LOCAL_PEER, opcode: request.body.opcode_name(), origin };
+        let ctx = RequestContext {
+            header: request.header,
+            peer: LOCAL_PEER,
+            opcode: request.body.opcode_name(),
+            origin,
+            connection: None,
+        };
         // The reply stage cannot fail in-process: a caller that gave up is not the server's
         // failure (over TCP its reply would be written and discarded too).
         let read_only = request.body.is_read_only();
@@ -375,6 +367,68 @@ impl Server {
             FinishOnDrop { task: Some(Box::pin(task)), rt }.await;
         }
         rx.await.map_err(|_| WeftError::io("the server dropped the request"))
+    }
+}
+
+/// Counts one open connection until dropped (however its task ends).
+struct OpenConnection(Arc<AtomicUsize>);
+
+impl Drop for OpenConnection {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// A connection past the server's bound: the requests it sends within
+/// [`REFUSED_CONNECTION_WAIT_MS`] (a Peer's opening ping, then its request) are answered
+/// `Busy` with the bound named, none is run, then the connection is closed. The Peer returns
+/// that error instead of resending into a full server.
+async fn refuse(stream: TcpStream, peer: SocketAddr, max: usize) {
+    tracing::warn!("refusing connection from {peer}: {max} connections open (the bound, SERVER_CONNECTIONS_MAX)");
+    let (reader, mut writer) = stream.into_split();
+    let mut reader = tokio::io::BufReader::new(reader);
+    let busy: Reply = Err(WeftError::new(
+        ErrorCode::Busy,
+        format!("the server has {max} connections open, its bound (SERVER_CONNECTIONS_MAX): try again later"),
+    ));
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(REFUSED_CONNECTION_WAIT_MS);
+    while let Ok(Ok(Some(frame))) = tokio::time::timeout_at(deadline, read_frame(&mut reader)).await {
+        if frame.header.kind != FrameKind::Request {
+            continue;
+        }
+        let Ok(msg) = encode_message(&busy) else { break };
+        if write_frame(&mut writer, FrameKind::Reply, frame.header.xid, &msg, &Bytes::new()).await.is_err() {
+            break;
+        }
+    }
+    let _ = writer.shutdown().await;
+}
+
+/// A request through a [`Wire`](crate::Wire): the same pipeline, on a connection the wire
+/// keeps, run as a task of the server's runtime as a request read from TCP is.
+impl Endpoint for Server {
+    fn deliver(
+        self: Arc<Self>,
+        request: Request,
+        bulk: Bytes,
+        connection: Arc<ConnectionState>,
+    ) -> BoxFuture<'static, Option<(Reply, Bytes)>> {
+        Box::pin(async move {
+            if self.is_stopping() {
+                return None;
+            }
+            let (tx, rx) = oneshot::channel();
+            let ctx = RequestContext {
+                header: request.header,
+                peer: LOCAL_PEER,
+                opcode: request.body.opcode_name(),
+                origin: Origin::Remote,
+                connection: Some(connection),
+            };
+            let reply = move |reply, bulk| async move { tx.send((reply, bulk)).is_ok() };
+            self.pipeline.run(ctx, request.body, bulk, true, None, reply).await;
+            rx.await.ok()
+        })
     }
 }
 

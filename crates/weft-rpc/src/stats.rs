@@ -1,7 +1,8 @@
 //! Per-opcode request statistics: the "account" stage of the server pipeline. Lustre shows
 //! the same shape in its `stats` and `job_stats` files: samples, min, max, sum.
 
-use crate::account::Outcome;
+use crate::account::{Account, Outcome};
+use crate::context::RequestContext;
 use std::collections::BTreeMap;
 use std::sync::Mutex;
 use weft_proto::msg::{Service, TargetKind};
@@ -84,6 +85,12 @@ impl Stats {
     /// The statistics of each target, service and opcode.
     pub fn by_target(&self) -> BTreeMap<OpKey, OpStats> {
         self.ops.lock().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+}
+
+impl Account for Stats {
+    fn record(&self, ctx: &RequestContext, outcome: &Outcome) {
+        Stats::record(self, (outcome.target, outcome.service, ctx.opcode), outcome);
     }
 }
 

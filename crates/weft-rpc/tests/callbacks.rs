@@ -10,7 +10,7 @@ use weft_proto::lock::{self, *};
 use weft_proto::msg::*;
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 use weft_rpc::{
-    register_client, CallbackHandler, ClientRegistration, Exports, Handler, Peer, PeerOptions, RequestContext, Server,
+    CallbackHandler, ClientRegistration, Exports, Handler, Network, Peer, PeerOptions, RequestContext, Server,
     ServerLimits,
 };
 
@@ -117,13 +117,15 @@ enum Mode {
 
 struct Cluster {
     mode: Mode,
+    network: Arc<Network>,
     server: Arc<Server>,
     exports: Arc<Exports>,
     addr: String,
 }
 
 async fn start(mode: Mode) -> Cluster {
-    let exports = Arc::new(Exports::new());
+    let network = Network::new();
+    let exports = Arc::new(Exports::with_clients(network.clients().clone()));
     let server = Server::with_exports(Arc::new(Service { exports: exports.clone() }), ServerLimits::default(), exports);
     let exports = server.exports();
     let addr = match mode {
@@ -136,11 +138,11 @@ async fn start(mode: Mode) -> Cluster {
         Mode::InProcess => {
             static N: AtomicU64 = AtomicU64::new(0);
             let addr = format!("in-process-callbacks-{}-{}", std::process::id(), N.fetch_add(1, Ordering::SeqCst));
-            server.register_local(&addr);
+            network.register_server(&addr, &server);
             addr
         }
     };
-    Cluster { mode, server, exports, addr }
+    Cluster { mode, network, server, exports, addr }
 }
 
 /// A client id no other test uses (the in-process registry is shared by the whole binary).
@@ -170,11 +172,16 @@ impl Client {
     async fn connect(cluster: &Cluster, id: u64, handler: Option<Arc<Answerer>>) -> Client {
         let callbacks = handler.map(|h| h as Arc<dyn CallbackHandler>);
         let registration = match cluster.mode {
-            Mode::InProcess => callbacks.clone().map(|h| register_client(id, h)),
+            Mode::InProcess => callbacks.clone().map(|h| cluster.network.register_client(id, h)),
             Mode::Tcp => None,
         };
-        let opts =
-            PeerOptions { client_id: id, callbacks, request_timeout: Duration::from_secs(10), ..Default::default() };
+        let opts = PeerOptions {
+            client_id: id,
+            callbacks,
+            request_timeout: Duration::from_secs(10),
+            network: Some(cluster.network.clone()),
+            ..Default::default()
+        };
         let peer = Peer::new(cluster.addr.clone(), opts);
         assert_eq!(peer.is_local(), cluster.mode == Mode::InProcess);
         let (body, _) = peer.call(header(id), RequestBody::Ping, Bytes::new()).await.unwrap();

@@ -10,7 +10,7 @@ use tokio::net::{TcpListener, TcpStream};
 use weft_proto::msg::*;
 use weft_proto::wire::{FrameHeader, FrameKind};
 use weft_proto::ErrorCode;
-use weft_rpc::{Handler, Peer, PeerOptions, RequestContext, Server, ServerLimits};
+use weft_rpc::{Handler, Network, Peer, PeerOptions, RequestContext, Server, ServerLimits};
 
 /// Echoes the bulk of an OST write back as a read reply; counts calls.
 struct Echo {
@@ -207,14 +207,19 @@ async fn a_dead_address_fails_within_the_timeout_naming_it() {
     assert!(err.message.contains(&addr) && err.message.contains("ping"), "{}", err.message);
 }
 
-// ---- The in-process transport (weft_rpc::local) ----
+// ---- The in-process transport (weft_rpc::network) ----
+
+/// Peer options on `network`.
+fn on(network: &Arc<Network>) -> PeerOptions {
+    PeerOptions { network: Some(network.clone()), ..PeerOptions::default() }
+}
 
 /// An Echo server reachable only in-process, under a name no socket has.
-fn start_local(name: &str) -> (Arc<Echo>, Arc<Server>, String) {
+fn start_local(network: &Network, name: &str) -> (Arc<Echo>, Arc<Server>, String) {
     let echo = Arc::new(Echo { calls: AtomicU64::new(0) });
     let server = Server::new(echo.clone(), ServerLimits::default());
     let address = format!("in-process-{name}-{}", std::process::id());
-    server.register_local(&address);
+    network.register_server(&address, &server);
     (echo, server, address)
 }
 
@@ -242,9 +247,10 @@ async fn observe(peer: Arc<Peer>) -> Vec<Result<(ReplyBody, Bytes), ErrorCode>> 
 #[tokio::test]
 async fn in_process_calls_answer_as_tcp_does() {
     let (_echo_tcp, _tcp_server, tcp_addr) = start("127.0.0.1:0").await;
-    let (echo, local_server, local_addr) = start_local("same-replies");
-    let tcp_peer = Arc::new(Peer::new(tcp_addr, PeerOptions::default()));
-    let local_peer = Arc::new(Peer::new(local_addr, PeerOptions::default()));
+    let network = Network::new();
+    let (echo, local_server, local_addr) = start_local(&network, "same-replies");
+    let tcp_peer = Arc::new(Peer::new(tcp_addr, on(&network)));
+    let local_peer = Arc::new(Peer::new(local_addr, on(&network)));
     assert!(!tcp_peer.is_local() && local_peer.is_local());
 
     let over_tcp = observe(tcp_peer).await;
@@ -271,9 +277,10 @@ async fn in_process_calls_answer_as_tcp_does() {
 #[tokio::test]
 async fn a_server_listening_and_registered_is_reached_in_process() {
     let (echo, server, addr) = start("127.0.0.1:0").await;
-    let peer = Peer::new(addr.clone(), PeerOptions::default());
+    let network = Network::new();
+    let peer = Peer::new(addr.clone(), on(&network));
     peer.call(header(1), write_req(1), Bytes::from_static(b"tcp")).await.unwrap();
-    server.register_local(&addr);
+    network.register_server(&addr, &server);
     assert!(peer.is_local());
     let (body, bulk) = peer.call(header(2), write_req(2), Bytes::from_static(b"local")).await.unwrap();
     assert_eq!((body, &bulk[..]), (ReplyBody::Ost(OstReply::Read(ost::ReadDone { len: 5 })), &b"local"[..]));
@@ -283,8 +290,9 @@ async fn a_server_listening_and_registered_is_reached_in_process() {
 
 #[tokio::test]
 async fn in_process_calls_to_a_shut_down_server_fail_within_the_timeout() {
-    let (echo, server, addr) = start_local("shutdown");
-    let peer = Peer::new(addr.clone(), PeerOptions::default());
+    let network = Network::new();
+    let (echo, server, addr) = start_local(&network, "shutdown");
+    let peer = Peer::new(addr.clone(), on(&network));
     peer.call(header(1), RequestBody::Ping, Bytes::new()).await.unwrap();
     server.shutdown();
     assert!(!peer.is_local());
@@ -298,20 +306,21 @@ async fn in_process_calls_to_a_shut_down_server_fail_within_the_timeout() {
     assert!(err.message.contains(&addr) && err.message.contains("ost_write"), "{}", err.message);
     assert_eq!(echo.calls.load(Ordering::SeqCst), 0, "the stopped server executed nothing");
     // Registering again after shutdown does nothing: the server stays stopped.
-    server.register_local(&addr);
+    network.register_server(&addr, &server);
     assert!(!peer.is_local());
 }
 
 #[tokio::test]
 async fn in_process_requests_wait_and_resend_across_a_server_restart() {
     let (echo, server, addr) = start("127.0.0.1:0").await;
-    server.register_local(&addr);
+    let network = Network::new();
+    network.register_server(&addr, &server);
     let peer = Arc::new(Peer::new(
         addr.clone(),
         PeerOptions {
             connect_timeout: Duration::from_secs(1),
             request_timeout: Duration::from_secs(20),
-            ..Default::default()
+            ..on(&network)
         },
     ));
     peer.call(header(1), RequestBody::Ping, Bytes::new()).await.unwrap();
@@ -323,7 +332,7 @@ async fn in_process_requests_wait_and_resend_across_a_server_restart() {
     };
     tokio::time::sleep(Duration::from_millis(500)).await;
     let (echo2, server2, _) = start(&addr).await;
-    server2.register_local(&addr);
+    network.register_server(&addr, &server2);
     let (body, bulk) = pending.await.unwrap().unwrap();
     assert_eq!(body, ReplyBody::Ost(OstReply::Read(ost::ReadDone { len: 3 })));
     assert_eq!(&bulk[..], b"abc");
@@ -348,11 +357,50 @@ async fn an_in_process_call_times_out_as_a_whole() {
     }
     let server = Server::new(Arc::new(Stuck), ServerLimits::default());
     let addr = format!("in-process-stuck-{}", std::process::id());
-    server.register_local(&addr);
-    let peer = Peer::new(addr, PeerOptions::default());
+    let network = Network::new();
+    network.register_server(&addr, &server);
+    let peer = Peer::new(addr, on(&network));
     let started = Instant::now();
     let err =
         peer.call_with_timeout(header(1), write_req(1), Bytes::new(), Duration::from_millis(500)).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::TimedOut);
     assert!(started.elapsed() < Duration::from_secs(2), "took {:?}", started.elapsed());
+}
+
+// ---- The bound on a server's connections ----
+
+#[tokio::test]
+async fn a_connection_past_the_bound_is_refused_with_a_reason() {
+    let echo = Arc::new(Echo { calls: AtomicU64::new(0) });
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap().to_string();
+    let limits = ServerLimits { connections_max: 2, ..ServerLimits::default() };
+    let server = Server::new(echo.clone(), limits);
+    server.serve(listener);
+    // Two connections, each answered once: both are open at the server.
+    let first = Peer::new(addr.clone(), PeerOptions::default());
+    let second = Peer::new(addr.clone(), PeerOptions::default());
+    first.call(header(1), RequestBody::Ping, Bytes::new()).await.unwrap();
+    second.call(header(2), RequestBody::Ping, Bytes::new()).await.unwrap();
+    assert_eq!(server.connections(), 2);
+
+    // A third is answered Busy, naming the bound, and nothing of it runs.
+    let third = Peer::new(addr.clone(), PeerOptions::default());
+    let err = third.call(header(3), write_req(3), Bytes::from_static(b"x")).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Busy, "{}", err.message);
+    assert!(err.message.contains("2 connections") && err.message.contains("SERVER_CONNECTIONS_MAX"), "{}", err.message);
+    assert_eq!(echo.calls.load(Ordering::SeqCst), 0);
+
+    // Once one of the two closes, a new connection is served.
+    drop(first);
+    for _ in 0..500 {
+        if server.connections() < 2 {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(server.connections(), 1);
+    let fourth = Peer::new(addr, PeerOptions::default());
+    let (body, bulk) = fourth.call(header(4), write_req(4), Bytes::from_static(b"late")).await.unwrap();
+    assert_eq!((body, &bulk[..]), (ReplyBody::Ost(OstReply::Read(ost::ReadDone { len: 4 })), &b"late"[..]));
 }

@@ -24,16 +24,17 @@ impl Handler for Pong {
 
 #[tokio::test]
 async fn weft_transport_tcp_turns_the_in_process_path_off() {
-    std::env::set_var(weft_rpc::local::TRANSPORT_ENV, "tcp");
+    std::env::set_var(weft_rpc::network::TRANSPORT_ENV, "tcp");
     let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
     let addr = listener.local_addr().unwrap().to_string();
     let server = Server::new(Arc::new(Pong), ServerLimits::default());
     server.serve(listener);
-    server.register_local(&addr);
-    let peer = Peer::new(addr.clone(), PeerOptions::default());
-    assert!(weft_rpc::local::tcp_forced());
+    let network = weft_rpc::Network::new();
+    network.register_server(&addr, &server);
+    let peer = Peer::new(addr.clone(), PeerOptions { network: Some(network.clone()), ..PeerOptions::default() });
+    assert!(weft_rpc::network::tcp_forced());
     assert!(!peer.is_local());
-    assert!(weft_rpc::local::lookup(&addr).is_none());
+    assert!(network.in_process(&addr).is_none());
     let (body, _) = peer.call(RequestHeader::default(), RequestBody::Ping, Bytes::new()).await.unwrap();
     assert_eq!(body, ReplyBody::Pong);
     assert_eq!(server.stats().snapshot()["ping"].samples, 1);

@@ -5,7 +5,7 @@
 //! ```text
 //!            ┌──────────── one server process ─────────────┐
 //! TCP ─▶ weft-rpc Server (decode → authorize → schedule → execute → reply → account)
-//!        (a Peer in this same process enters at authorize: weft_rpc::local)
+//!        (a Peer of this process's weft_rpc::Network enters at authorize)
 //!                        │ Router: by the target the request names
 //!              ┌─────────┼──────────────┐
 //!              ▼         ▼              ▼
@@ -42,7 +42,7 @@ use weft_oss::{Oss, OssConfig, OstConfig};
 use weft_proto::layout::dom_target;
 use weft_proto::msg::*;
 use weft_rpc::map::MapFollower;
-use weft_rpc::{Peer, PeerOptions, Server, ServerLimits};
+use weft_rpc::{Network, Peer, PeerOptions, Server, ServerLimits};
 
 /// A running server process: its address and the services it hosts.
 pub struct RunningServer {
@@ -52,14 +52,24 @@ pub struct RunningServer {
     pub metrics_address: Option<String>,
     pub config: ServerConfig,
     server: Arc<Server>,
+    /// The network this process's servers and clients reach each other on.
+    network: Arc<Network>,
     mds: Option<Arc<Mds>>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl RunningServer {
     /// Starts every role the config names and registers its targets with the MGS.
-    /// Returns once the listener is up and the targets are registered.
+    /// Returns once the listener is up and the targets are registered. The process's
+    /// clients reach it in-process through [`RunningServer::network`].
     pub async fn start(config: ServerConfig) -> anyhow::Result<RunningServer> {
+        RunningServer::start_on(config, Network::new()).await
+    }
+
+    /// As [`RunningServer::start`], on `network`: the server is registered there, and its
+    /// own requests (to the MGS, to the OSTs) and its callbacks go through it (a simulation's
+    /// wire, or another server of the same process).
+    pub async fn start_on(config: ServerConfig, network: Arc<Network>) -> anyhow::Result<RunningServer> {
         config.validate()?;
         // Targets that existed before this start had clients, which may cache under locks
         // this process does not know: hold grants back until they noticed the restart.
@@ -108,7 +118,7 @@ impl RunningServer {
             ),
             None => None,
         };
-        let peer_opts = PeerOptions::default();
+        let peer_opts = PeerOptions { network: Some(network.clone()), ..PeerOptions::default() };
         let mgs_peer = Arc::new(Peer::new(mgs_address.clone(), peer_opts.clone()));
         let object_targets = Arc::new(targets::NetTargets::new(peer_opts.clone(), dom.clone()));
         let mds = match &config.mds {
@@ -119,7 +129,7 @@ impl RunningServer {
             None => None,
         };
 
-        let exports = Arc::new(weft_rpc::Exports::new());
+        let exports = Arc::new(weft_rpc::Exports::with_clients(network.clients().clone()));
         let mdt_index = config.mds.as_ref().map(|m| m.index);
         let ost_indices = oss.as_ref().map(|o| o.ost_indices()).unwrap_or_default();
         // Extent locks on data-on-MDT objects are the MDT server's, as an OST's are its.
@@ -196,7 +206,7 @@ impl RunningServer {
         }
         // Clients and servers of this process (`weft up`: the mount, the MDS towards the
         // OSTs, registration with our own MGS) reach us without TCP; other processes use TCP.
-        server.register_local(&address);
+        network.register_server(&address, &server);
 
         // Register our targets with the MGS; it may not be up yet on a real cluster.
         let mut targets = Vec::new();
@@ -249,7 +259,7 @@ impl RunningServer {
         }
         tasks.push(tokio::spawn(report_global_demand(mgs_peer.clone(), address.clone(), services, schedulers)));
         tracing::info!("serving {} on {address}", config.roles_text());
-        Ok(RunningServer { address, metrics_address, config, server, mds, tasks })
+        Ok(RunningServer { address, metrics_address, config, server, network, mds, tasks })
     }
 
     pub fn mgs_address(&self) -> String {
@@ -258,6 +268,17 @@ impl RunningServer {
         } else {
             self.config.mgs_address.clone()
         }
+    }
+
+    /// The network this server is registered on: a client given it reaches the server
+    /// without TCP (`weft up`).
+    pub fn network(&self) -> &Arc<Network> {
+        &self.network
+    }
+
+    /// This server's clients: callback routes and evictions.
+    pub fn exports(&self) -> Arc<weft_rpc::Exports> {
+        self.server.exports()
     }
 
     /// The schedulers of this process's services, whose policies can be switched.

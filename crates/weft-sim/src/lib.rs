@@ -18,10 +18,13 @@
 
 mod machine;
 mod model;
+pub mod net;
+mod rng;
 
 use bytes::Bytes;
 use machine::{Disks, Machine};
 use model::{join, Model, Node};
+use rng::Rng;
 use std::fmt::Write as _;
 use weft_proto::faults::Fault;
 use weft_proto::layout::Layout;
@@ -61,31 +64,6 @@ pub struct Report {
     pub faults: Vec<(u64, Fault)>,
     /// What happened, op by op, for a reader replaying the seed.
     pub log: String,
-}
-
-/// SplitMix64: a generator whose sequence depends on the seed alone.
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n.max(1) as u64) as usize
-    }
-
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
-
-    fn bytes(&mut self, len: usize) -> Vec<u8> {
-        (0..len).map(|_| self.next() as u8).collect()
-    }
 }
 
 /// One seed's play: the workload against a machine, then the crash, the restart and the

@@ -139,12 +139,18 @@ impl Policy for Fifo {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::server::{Origin, RequestContext, LOCAL_PEER};
+    use crate::context::{Origin, RequestContext, LOCAL_PEER};
     use weft_proto::msg::{mdt, ost, RequestHeader};
     use weft_proto::Fid;
 
     fn ctx() -> RequestContext {
-        RequestContext { header: RequestHeader::default(), peer: LOCAL_PEER, opcode: "x", origin: Origin::Remote }
+        RequestContext {
+            header: RequestHeader::default(),
+            peer: LOCAL_PEER,
+            opcode: "x",
+            origin: Origin::Remote,
+            connection: None,
+        }
     }
 
     fn admit(fifo: &Fifo, body: &RequestBody, bulk_bytes: u64) -> Admission {

@@ -14,7 +14,7 @@
 //! and requests the old one admitted or holds go on under it.
 //!
 //! A policy that holds a request back says so ([`Admission::Later`] with `held`): a request
-//! made in-process is then let go by its caller's thread (see [`crate::local::take_held`]),
+//! made in-process is then let go by its caller's thread (see [`crate::held::take_held`]),
 //! so that a throttled class never occupies a mount's few FUSE threads while other classes'
 //! requests wait behind it.
 
@@ -22,7 +22,7 @@ pub mod fifo;
 pub mod rr;
 pub mod tbf;
 
-use crate::server::{Origin, RequestContext};
+use crate::context::{Origin, RequestContext};
 use futures::future::BoxFuture;
 use std::sync::{Arc, RwLock};
 pub use weft_proto::msg::Run;

@@ -241,13 +241,14 @@ impl Policy for RrPolicy {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::context::{Origin, RequestContext, LOCAL_PEER};
     use crate::schedule::Grant;
-    use crate::server::{Origin, RequestContext, LOCAL_PEER};
     use weft_proto::msg::{ost, RequestHeader, Service};
 
     fn read(client: u64, fid: Fid, offset: u64) -> (RequestContext, RequestBody) {
         let header = RequestHeader { client_id: client, ..RequestHeader::default() };
-        let ctx = RequestContext { header, peer: LOCAL_PEER, opcode: "ost_read", origin: Origin::Remote };
+        let ctx =
+            RequestContext { header, peer: LOCAL_PEER, opcode: "ost_read", origin: Origin::Remote, connection: None };
         (ctx, RequestBody::Ost { ost: 0, op: OstRequest::Read(ost::Read { fid, offset, len: 4096 }) })
     }
 

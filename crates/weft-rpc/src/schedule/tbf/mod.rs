@@ -8,7 +8,7 @@
 //! goes on at once, any other waits for a grant that a dispatcher task sends when its turn
 //! comes. Once let go, a request follows FIFO's plan (inline or offloaded, an OST's write
 //! turn). A held request occupies nothing but its place in the queue: no thread of the
-//! server, and (in-process) not the mount's thread either (see [`crate::local`]).
+//! server, and (in-process) not the mount's thread either (see [`crate::held`]).
 
 pub mod core;
 pub mod rule;
@@ -17,7 +17,7 @@ use self::core::{ClassView, Next, Options, Tbf};
 use self::rule::{Command, Facts, TbfType};
 use super::fifo::Fifo;
 use super::{Admission, Policy, RequestInfo};
-use crate::server::LOCAL_PEER;
+use crate::context::LOCAL_PEER;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Instant;

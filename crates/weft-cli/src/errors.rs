@@ -72,7 +72,7 @@ pub fn errno_of(e: &anyhow::Error) -> Option<i32> {
 /// read back when it kept one with the same errno.
 pub fn refused(path: &Path, e: std::io::Error) -> anyhow::Error {
     let Some(errno) = e.raw_os_error() else { return anyhow::Error::new(e).context(path.display().to_string()) };
-    let kept = crate::xattr::get_raw(path, vx::ERROR)
+    let kept = crate::sys_xattr::get(path, vx::ERROR)
         .ok()
         .and_then(|bytes| serde_json::from_slice::<ErrorAnswer>(&bytes).ok())
         .filter(|a| a.errno == errno);

@@ -30,6 +30,7 @@ mod pool;
 mod qos;
 mod remote;
 mod stats;
+mod sys_xattr;
 mod up;
 mod xattr;
 

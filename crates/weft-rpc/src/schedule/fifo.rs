@@ -17,11 +17,12 @@
 //!   thread under `weft up`, which waits for the answer anyway: two thread switches saved
 //!   per mutation); otherwise the MDT's writer thread commits it (see weft-mds's writer.rs).
 
-use super::{Admission, Grant, Policy, RequestInfo, Run};
+use super::policy::{Admission, Grant, Policy, RequestInfo};
 use crate::limits::{INLINE_IO_BYTES_MAX, WRITE_TURNS_OSTS_MAX};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use tokio::sync::Semaphore;
+use weft_proto::msg::Run;
 use weft_proto::msg::{OstRequest, RequestBody, Service};
 
 /// FIFO's name, as `nrs_policies` shows it.

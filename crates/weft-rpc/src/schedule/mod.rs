@@ -19,115 +19,44 @@
 //! requests wait behind it.
 
 pub mod fifo;
+mod policy;
 pub mod rr;
 pub mod tbf;
 
-use crate::context::{Origin, RequestContext};
-use futures::future::BoxFuture;
+pub use policy::{Admission, Grant, Policy, RequestInfo};
 use std::sync::{Arc, RwLock};
 pub use weft_proto::msg::Run;
-use weft_proto::msg::{RequestBody, Service};
-
-/// A policy's leave for one request to run: how, and whatever the policy gave out for it,
-/// held until the request has executed.
-pub struct Grant {
-    pub run: Run,
-    held: Option<Box<dyn Send + Sync>>,
-}
-
-impl Grant {
-    pub fn new(run: Run) -> Grant {
-        Grant { run, held: None }
-    }
-
-    /// A grant that keeps `resource` (a semaphore permit, a token) until it is dropped.
-    pub fn holding<R: Send + Sync + 'static>(run: Run, resource: R) -> Grant {
-        // A resource of no size and no drop (`()`) holds nothing.
-        if std::mem::size_of::<R>() == 0 && !std::mem::needs_drop::<R>() {
-            return Grant::new(run);
-        }
-        Grant { run, held: Some(Box::new(resource)) }
-    }
-
-    /// Whether the grant holds something given out by the policy.
-    pub fn holds(&self) -> bool {
-        self.held.is_some()
-    }
-}
-
-impl std::fmt::Debug for Grant {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Grant").field("run", &self.run).field("holds", &self.holds()).finish()
-    }
-}
-
-/// A policy's answer for one request.
-pub enum Admission {
-    /// Start now.
-    Now(Grant),
-    /// Start once the grant comes. `held`: the policy keeps the request back on purpose (a
-    /// rate, a delay), not merely until a short turn is free, so an in-process caller's
-    /// thread is let go meanwhile.
-    Later { grant: BoxFuture<'static, Grant>, held: bool },
-}
-
-/// What a policy sees of a request.
-pub struct RequestInfo<'a> {
-    pub service: Service,
-    pub ctx: &'a RequestContext,
-    pub body: &'a RequestBody,
-    /// Bytes of the request's bulk (a write's data).
-    pub bulk_bytes: u64,
-}
-
-impl RequestInfo<'_> {
-    pub fn jobid(&self) -> &str {
-        &self.ctx.header.jobid
-    }
-    pub fn uid(&self) -> u32 {
-        self.ctx.header.identity.uid
-    }
-    pub fn gid(&self) -> u32 {
-        self.ctx.header.identity.gid
-    }
-    pub fn client_id(&self) -> u64 {
-        self.ctx.header.client_id
-    }
-    pub fn opcode(&self) -> &'static str {
-        self.ctx.opcode
-    }
-    pub fn origin(&self) -> Origin {
-        self.ctx.origin
-    }
-}
-
-/// Decides when requests of one service start and how they run; see the module
-/// documentation.
-pub trait Policy: Send + Sync + 'static {
-    /// As `get-param ...nrs_policies` shows it (`fifo`, `tbf jobid`).
-    fn name(&self) -> &str;
-    fn admit(&self, request: &RequestInfo<'_>) -> Admission;
-
-    /// This policy as a TBF (for its rules and listings), if it is one.
-    fn as_tbf(self: Arc<Self>) -> Option<Arc<tbf::TbfPolicy>> {
-        None
-    }
-
-    /// This policy as a round robin (crrn, orr), if it is one.
-    fn as_rr(self: Arc<Self>) -> Option<Arc<rr::RrPolicy>> {
-        None
-    }
-}
+use weft_proto::msg::Service;
 
 /// One service's scheduler: its policy, switchable at run time.
 pub struct Scheduler {
     service: Service,
-    policy: RwLock<Arc<dyn Policy>>,
+    policy: RwLock<Installed>,
+}
+
+/// The policy in force, and the same policy as its own type when it is one whose rules and
+/// listings the schedulers show. The [`Policy`] trait names no policy, so that the policies'
+/// modules and the trait they implement do not name each other.
+#[derive(Clone)]
+struct Installed {
+    policy: Arc<dyn Policy>,
+    known: Known,
+}
+
+#[derive(Clone)]
+enum Known {
+    Other,
+    Tbf(Arc<tbf::TbfPolicy>),
+    Rr(Arc<rr::RrPolicy>),
 }
 
 impl Scheduler {
     pub fn new(service: Service, policy: Arc<dyn Policy>) -> Scheduler {
-        Scheduler { service, policy: RwLock::new(policy) }
+        Scheduler { service, policy: RwLock::new(Installed { policy, known: Known::Other }) }
+    }
+
+    fn installed(&self) -> Installed {
+        self.policy.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
     pub fn service(&self) -> Service {
@@ -136,22 +65,26 @@ impl Scheduler {
 
     /// Whether FIFO is the policy in force (nothing is held back on purpose).
     pub fn is_fifo(&self) -> bool {
-        self.policy.read().unwrap_or_else(|p| p.into_inner()).name() == fifo::NAME
+        self.policy.read().unwrap_or_else(|p| p.into_inner()).policy.name() == fifo::NAME
     }
 
     pub fn policy(&self) -> Arc<dyn Policy> {
-        self.policy.read().unwrap_or_else(|p| p.into_inner()).clone()
+        self.installed().policy
     }
 
     /// From now on `policy` admits this service's requests; those admitted or held by the
     /// old one go on as it decided.
     pub fn set_policy(&self, policy: Arc<dyn Policy>) {
-        tracing::info!(service = self.service.name(), from = %self.policy().name(), to = %policy.name(), "NRS policy switched");
-        *self.policy.write().unwrap_or_else(|p| p.into_inner()) = policy;
+        self.install(Installed { policy, known: Known::Other });
+    }
+
+    fn install(&self, new: Installed) {
+        tracing::info!(service = self.service.name(), from = %self.policy().name(), to = %new.policy.name(), "NRS policy switched");
+        *self.policy.write().unwrap_or_else(|p| p.into_inner()) = new;
     }
 
     pub fn admit(&self, request: &RequestInfo<'_>) -> Admission {
-        self.policy.read().unwrap_or_else(|p| p.into_inner()).admit(request)
+        self.policy.read().unwrap_or_else(|p| p.into_inner()).policy.admit(request)
     }
 }
 
@@ -203,7 +136,8 @@ impl Schedulers {
                 if self.rr(service).is_some_and(|p| p.kind() == kind) {
                     return Ok(());
                 }
-                self.of(service).set_policy(Arc::new(rr::RrPolicy::new(kind)));
+                let policy = Arc::new(rr::RrPolicy::new(kind));
+                self.of(service).install(Installed { policy: policy.clone(), known: Known::Rr(policy) });
                 Ok(())
             }
             "tbf" => {
@@ -213,7 +147,8 @@ impl Schedulers {
                 }
                 let report = self.global_report.clone();
                 let policy = tbf::TbfPolicy::start_reporting(ty, tbf::core::Options::default(), report);
-                self.of(service).set_policy(Arc::new(policy));
+                let policy = Arc::new(policy);
+                self.of(service).install(Installed { policy: policy.clone(), known: Known::Tbf(policy) });
                 Ok(())
             }
             _ => Err(format!("unknown NRS policy '{text}': the policies are {POLICY_NAMES}")),
@@ -228,12 +163,18 @@ impl Schedulers {
 
     /// The TBF policy in force on `service`, if that is the policy.
     pub fn tbf(&self, service: Service) -> Option<Arc<tbf::TbfPolicy>> {
-        self.of(service).policy().as_tbf()
+        match self.of(service).installed().known {
+            Known::Tbf(tbf) => Some(tbf),
+            _ => None,
+        }
     }
 
     /// The round robin policy in force on `service`, if that is the policy.
     pub fn rr(&self, service: Service) -> Option<Arc<rr::RrPolicy>> {
-        self.of(service).policy().as_rr()
+        match self.of(service).installed().known {
+            Known::Rr(rr) => Some(rr),
+            _ => None,
+        }
     }
 
     /// `nrs_policies` as Lustre shows it: each policy, its state, and (for the one in

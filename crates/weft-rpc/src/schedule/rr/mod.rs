@@ -21,7 +21,7 @@ pub mod core;
 
 use self::core::RoundRobin;
 use super::fifo::Fifo;
-use super::{Admission, Policy, RequestInfo};
+use super::policy::{Admission, Policy, RequestInfo};
 use crate::limits::{CRRN_QUANTUM_DEFAULT, ORR_QUANTUM_DEFAULT, RR_RUNNING_MAX_DEFAULT};
 use std::sync::atomic::{AtomicU8, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -213,10 +213,6 @@ impl Drop for RrPolicy {
 impl Policy for RrPolicy {
     fn name(&self) -> &str {
         self.kind.name()
-    }
-
-    fn as_rr(self: Arc<Self>) -> Option<Arc<RrPolicy>> {
-        Some(self)
     }
 
     fn admit(&self, request: &RequestInfo<'_>) -> Admission {

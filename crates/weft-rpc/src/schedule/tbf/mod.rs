@@ -16,7 +16,7 @@ pub mod rule;
 use self::core::{ClassView, Next, Options, Tbf};
 use self::rule::{Command, Facts, TbfType};
 use super::fifo::Fifo;
-use super::{Admission, Policy, RequestInfo};
+use super::policy::{Admission, Policy, RequestInfo};
 use crate::context::LOCAL_PEER;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
@@ -201,10 +201,6 @@ fn bytes_of(request: &RequestInfo<'_>) -> u64 {
 impl Policy for TbfPolicy {
     fn name(&self) -> &str {
         &self.name
-    }
-
-    fn as_tbf(self: Arc<Self>) -> Option<Arc<TbfPolicy>> {
-        Some(self)
     }
 
     fn admit(&self, request: &RequestInfo<'_>) -> Admission {

@@ -117,8 +117,19 @@ mod tests {
         let here = std::thread::current().id();
         let (tx, rx) = std::sync::mpsc::channel();
         serve.run(async move {
-            // Waits on the runtime's timer, and still ends here.
-            tokio::time::sleep(Duration::from_millis(20)).await;
+            // Pending once, woken from a runtime worker (under the runtime's timer), and
+            // still ends here.
+            let mut polled = false;
+            let woken_by_the_runtime = std::future::poll_fn(|cx| {
+                if polled {
+                    return std::task::Poll::Ready(());
+                }
+                polled = true;
+                let waker = cx.waker().clone();
+                tokio::spawn(async move { waker.wake() });
+                std::task::Poll::Pending
+            });
+            tokio::time::timeout(Duration::from_secs(5), woken_by_the_runtime).await.expect("woken");
             tx.send(std::thread::current().id()).unwrap();
         });
         assert_eq!(rx.try_recv().unwrap(), here);
@@ -141,12 +152,14 @@ mod tests {
         assert!(!done.load(Ordering::SeqCst), "run returned while the work waits");
         assert_eq!(serve.held_now(), 1);
         go.notify_one();
-        for _ in 0..200 {
-            if done.load(Ordering::SeqCst) && serve.held_now() == 0 {
-                return;
-            }
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        panic!("the held work did not finish on the runtime");
+        // Every permit free again: the held work finished on the runtime and let its go.
+        let all = HELD_REQUESTS_MAX as u32;
+        let permits = rt
+            .block_on(async { tokio::time::timeout(Duration::from_secs(5), serve.held.acquire_many(all)).await })
+            .expect("the held work did not finish on the runtime")
+            .unwrap();
+        assert!(done.load(Ordering::SeqCst));
+        drop(permits);
+        assert_eq!(serve.held_now(), 0);
     }
 }

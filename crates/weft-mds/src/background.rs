@@ -191,6 +191,7 @@ async fn destroy_task(core: Arc<Core>, queue: Queue) {
             }
         };
         if entries.is_empty() {
+            core.destroy_idle.notify_waiters();
             let _ = tokio::time::timeout(Duration::from_millis(PRECREATE_CHECK_INTERVAL_MS), wake).await;
             continue;
         }

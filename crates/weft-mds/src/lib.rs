@@ -157,6 +157,9 @@ pub struct Core {
     pub(crate) stats: StatCounters,
     /// Wakes the destroy task after a commit that queued destroys.
     pub destroy_wake: Notify,
+    /// Told (`notify_waiters`) each time the destroy task found its queue empty: what a test
+    /// waits on to know every confirmed destroy left the queue, instead of sleeping.
+    pub destroy_idle: Notify,
     /// Whether changes are recorded, and what waits for removal.
     pub changelog: changelog::State,
     /// A file of the MDT has (or had) an HSM state: writes look for one to mark dirty.
@@ -238,6 +241,7 @@ impl Mds {
             journal: Mutex::new(journal),
             stats: StatCounters::default(),
             destroy_wake: Notify::new(),
+            destroy_idle: Notify::new(),
             changelog,
             hsm_used,
             coordinator,

@@ -107,7 +107,7 @@ async fn changes_stay_in_memory_until_a_checkpoint_writes_them_into_redb() {
     let mut checkpoints = 1;
     while mds.core.read_view().overlay().rows() != 0 {
         assert!(checkpoints < 100, "rows stay in memory after {checkpoints} checkpoints");
-        tokio::time::sleep(Duration::from_millis(10)).await;
+        env.wait_refills_settled().await;
         crate::background::internal(&mds.queue, InternalOp::Checkpoint).await.unwrap();
         checkpoints += 1;
     }
@@ -275,7 +275,7 @@ async fn destroys_retry_until_the_ost_answers_and_survive_restart() {
     env.targets.fail_destroy.store(false, Ordering::SeqCst);
     assert_eq!(env.wait_destroyed(1).await, vec![(0, object)]);
     // The queue is empty once confirmed: nothing is destroyed twice.
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    env.wait_destroy_queue_empty().await;
     assert_eq!(env.targets.destroyed().len(), 1);
 }
 

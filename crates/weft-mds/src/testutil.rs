@@ -12,6 +12,9 @@ use weft_proto::{ErrorCode, Fid, StripeSpec, WeftError, WeftResult};
 /// The fake OST's bound on an orphan cleanup (a real OST's is far larger).
 pub const FAKE_ORPHANS_DESTROY_MAX: u32 = 100;
 
+/// How long a test waits for an event of the background tasks before it fails.
+pub const WAIT_EVENT_MS: u64 = 5_000;
+
 #[derive(Default)]
 pub struct FakeTargets {
     /// Objects that exist, per OST.
@@ -23,6 +26,8 @@ pub struct FakeTargets {
     /// Precreates and orphan cleanups fail, as with an OST that does not answer.
     pub fail_precreate: AtomicBool,
     pub fail_destroy: AtomicBool,
+    /// Told at every destroy the fake OSTs saw.
+    pub destroy_seen: tokio::sync::Notify,
 }
 
 impl FakeTargets {
@@ -80,6 +85,7 @@ impl ObjectTargets for FakeTargets {
             assert_eq!(fid.seq, Fid::object_seq(ost), "destroy of {fid} sent to the wrong OST {ost}");
             self.objects.lock().unwrap().entry(ost).or_default().remove(&fid.oid);
             self.destroyed.lock().unwrap().push((ost, fid));
+            self.destroy_seen.notify_waiters();
             Ok(())
         };
         Box::pin(async move { r })
@@ -268,16 +274,64 @@ impl Env {
         n
     }
 
-    /// Waits until the fake OSTs saw `n` destroys.
+    /// Waits (at most WAIT_EVENT_MS) until the fake OSTs saw `n` destroys.
     pub async fn wait_destroyed(&self, n: usize) -> Vec<(u32, Fid)> {
-        for _ in 0..500 {
-            let d = self.targets.destroyed();
-            if d.len() >= n {
-                return d;
+        let seen = async {
+            loop {
+                let next = self.targets.destroy_seen.notified();
+                tokio::pin!(next);
+                next.as_mut().enable();
+                let d = self.targets.destroyed();
+                if d.len() >= n {
+                    return d;
+                }
+                next.await;
             }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        };
+        match tokio::time::timeout(std::time::Duration::from_millis(WAIT_EVENT_MS), seen).await {
+            Ok(d) => d,
+            Err(_) => panic!("expected {n} destroys, saw {:?}", self.targets.destroyed()),
         }
-        panic!("expected {n} destroys, saw {:?}", self.targets.destroyed());
+    }
+
+    /// Waits (at most WAIT_EVENT_MS) until the destroy task finds its queue empty.
+    pub async fn wait_destroy_queue_empty(&self) {
+        let core = &self.mds().core;
+        let idle = core.destroy_idle.notified();
+        tokio::pin!(idle);
+        idle.as_mut().enable();
+        // Sends it round once more, should it be waiting already.
+        core.destroy_wake.notify_one();
+        tokio::time::timeout(std::time::Duration::from_millis(WAIT_EVENT_MS), idle)
+            .await
+            .expect("the destroy queue did not empty");
+    }
+
+    /// Waits (at most WAIT_EVENT_MS) until no refill runs and every up pool is full enough:
+    /// the refill task commits nothing more until objects are taken.
+    pub async fn wait_refills_settled(&self) {
+        let objects = &self.mds().core.objects;
+        let settled = async {
+            loop {
+                let refilled = objects.refilled.notified();
+                tokio::pin!(refilled);
+                refilled.as_mut().enable();
+                let busy =
+                    {
+                        let st = objects.lock();
+                        st.up_osts.iter().chain(st.dom.iter()).filter_map(|o| st.ost_pools.get(o)).any(|p| {
+                            p.refilling || (p.available() < objects.refill_below && p.refill_start() != u32::MAX)
+                        })
+                    };
+                if !busy {
+                    return;
+                }
+                refilled.await;
+            }
+        };
+        tokio::time::timeout(std::time::Duration::from_millis(WAIT_EVENT_MS), settled)
+            .await
+            .expect("the precreate pools did not settle");
     }
 }
 

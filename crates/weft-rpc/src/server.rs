@@ -439,7 +439,8 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    #[tokio::test]
+    // The paused clock: the waits below are the runtime idling, not real time.
+    #[tokio::test(start_paused = true)]
     async fn a_future_dropped_midway_finishes_as_a_task() {
         let go = Arc::new(tokio::sync::Notify::new());
         let done = Arc::new(AtomicBool::new(false));
@@ -479,7 +480,8 @@ mod tests {
         }
     }
 
-    #[tokio::test]
+    // The paused clock: the waits below are the runtime idling, not real time.
+    #[tokio::test(start_paused = true)]
     async fn a_future_polled_to_the_end_is_not_run_again() {
         let polls = Arc::new(std::sync::atomic::AtomicU32::new(0));
         let task = CountPolls(polls.clone());

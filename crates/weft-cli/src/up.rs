@@ -13,7 +13,6 @@ use clap::Args;
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
-use weft_server::config::{MdsRole, MgsRole, OssRole};
 use weft_server::{RunningServer, ServerConfig};
 
 #[derive(Args)]
@@ -105,17 +104,10 @@ fn local_config(data: &Path, osts: u32) -> anyhow::Result<ServerConfig> {
         return Ok(c);
     }
     let c = ServerConfig {
-        fsname: "weft".into(),
-        data_dir: data.to_path_buf(),
-        listen: "127.0.0.1:0".into(),
-        mgs_address: String::new(),
-        mgs: Some(MgsRole {}),
-        mds: Some(MdsRole { index: 0 }),
-        oss: Some(OssRole { osts: (0..osts).collect() }),
-        lock_timeout_ms: weft_server::limits::LOCK_TIMEOUT_MS_DEFAULT,
         // A free port on loopback, printed at start and kept in the run state.
         metrics_listen: Some("127.0.0.1:0".into()),
         monitor_interval_s: weft_server::limits::MONITOR_INTERVAL_S_DEFAULT,
+        ..ServerConfig::all_in_one(data.to_path_buf(), (0..osts).collect())
     };
     std::fs::write(&path, toml::to_string_pretty(&c)?)?;
     Ok(c)

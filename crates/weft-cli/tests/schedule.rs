@@ -14,7 +14,6 @@ use std::time::{Duration, Instant};
 use weft_proto::msg::Service;
 use weft_rpc::schedule::fifo::Fifo;
 use weft_rpc::schedule::{Admission, Grant, Policy, RequestInfo, Run};
-use weft_server::config::{MdsRole, MgsRole, OssRole};
 use weft_server::{RunningServer, ServerConfig};
 
 /// More than any mount here has FUSE threads (two, or two per CPU queue with io_uring).
@@ -99,18 +98,7 @@ fn wait_until(what: &str, mut done: impl FnMut() -> bool) {
 fn a_class_held_by_a_policy_does_not_hold_the_mounts_other_requests() {
     let dir = tempfile::Builder::new().prefix("weft-schedule-").tempdir().unwrap();
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let config = ServerConfig {
-        fsname: "weft".into(),
-        data_dir: dir.path().join("data"),
-        listen: "127.0.0.1:0".into(),
-        mgs_address: String::new(),
-        mgs: Some(MgsRole {}),
-        mds: Some(MdsRole { index: 0 }),
-        oss: Some(OssRole { osts: vec![0, 1] }),
-        lock_timeout_ms: weft_server::config::LOCK_TIMEOUT_MS_DEFAULT,
-        metrics_listen: None,
-        monitor_interval_s: 0,
-    };
+    let config = ServerConfig::all_in_one(dir.path().join("data"), vec![0, 1]);
     let server = rt.block_on(RunningServer::start(config)).unwrap();
     let mgs = server.mgs_address();
     let network = Some(server.network().clone());

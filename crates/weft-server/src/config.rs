@@ -51,6 +51,26 @@ pub struct ServerConfig {
     pub monitor_interval_s: u64,
 }
 
+impl ServerConfig {
+    /// Every role in one process (MGS, MDT 0, the OSTs `osts`) on a free loopback port, with
+    /// the default lock timeout, no metrics endpoint and no monitor: `weft up`'s shape (which
+    /// adds both), the network simulation's and the tests'.
+    pub fn all_in_one(data_dir: PathBuf, osts: Vec<u32>) -> ServerConfig {
+        ServerConfig {
+            fsname: "weft".into(),
+            data_dir,
+            listen: "127.0.0.1:0".into(),
+            mgs_address: String::new(),
+            mgs: Some(MgsRole {}),
+            mds: Some(MdsRole { index: 0 }),
+            oss: Some(OssRole { osts }),
+            lock_timeout_ms: LOCK_TIMEOUT_MS_DEFAULT,
+            metrics_listen: None,
+            monitor_interval_s: 0,
+        }
+    }
+}
+
 fn default_monitor_interval_s() -> u64 {
     crate::limits::MONITOR_INTERVAL_S_DEFAULT
 }

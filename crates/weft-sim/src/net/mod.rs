@@ -33,7 +33,6 @@ use weft_client::{Client, ClientConfig};
 use weft_proto::lock::LockMode;
 use weft_proto::msg::{Caller, InodeInfo, SetAttr, OPEN_WRITE};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
-use weft_server::config::{MdsRole, MgsRole, OssRole};
 use weft_server::{RunningServer, ServerConfig};
 use wire::{Counts, SimWire};
 
@@ -145,16 +144,8 @@ pub async fn run(seed: u64) -> Result<NetReport, String> {
     let wire = SimWire::new(seed);
     let network = weft_rpc::Network::with_wire(Arc::new(wire.clone()));
     let config = ServerConfig {
-        fsname: "weft".into(),
-        data_dir: dir.path().join("data"),
-        listen: "127.0.0.1:0".into(),
-        mgs_address: String::new(),
-        mgs: Some(MgsRole {}),
-        mds: Some(MdsRole { index: 0 }),
-        oss: Some(OssRole { osts: vec![0, 1] }),
         lock_timeout_ms: LOCK_TIMEOUT_MS,
-        metrics_listen: None,
-        monitor_interval_s: 0,
+        ..ServerConfig::all_in_one(dir.path().join("data"), vec![0, 1])
     };
     let server = RunningServer::start_on(config, network.clone())
         .await

@@ -348,7 +348,13 @@ pub(crate) async fn hsm_sweep(core: &Core, queue: &Queue) -> WeftResult<u64> {
 async fn checkpoint_task(core: Arc<Core>, queue: Queue, interval: Duration) {
     loop {
         tokio::time::sleep(interval).await;
-        let pending = core.journal.lock().unwrap_or_else(|p| p.into_inner()).len_bytes() > 0;
+        // A committer holding the log (a replicated MDT's waits on its group) is committing:
+        // a runtime thread must not wait for it, and there will be something to write.
+        let pending = match core.journal.try_lock() {
+            Ok(log) => log.pending(),
+            Err(std::sync::TryLockError::Poisoned(p)) => p.into_inner().pending(),
+            Err(std::sync::TryLockError::WouldBlock) => true,
+        };
         if pending {
             if let Err(e) = internal(&queue, InternalOp::Checkpoint).await {
                 tracing::warn!(error = %e, "MDT checkpoint failed; retrying");

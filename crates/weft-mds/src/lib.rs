@@ -49,8 +49,10 @@ pub mod objects;
 pub mod open_files;
 pub mod ops;
 pub mod perm;
+pub mod replica;
 pub mod replies;
 pub mod schema;
+pub mod startup;
 pub mod storage;
 pub mod store;
 pub mod writer;
@@ -152,8 +154,9 @@ pub struct Core {
     pub open_files: Mutex<OpenFiles>,
     pub objects: Objects,
     pub targets: Arc<dyn ObjectTargets>,
-    /// Used by the writer thread only; see journal.rs.
-    pub journal: Mutex<journal::Journal>,
+    /// Where committed batches go (a journal, or a replicated MDT's group); used by the
+    /// committer only. See journal.rs and replica.rs.
+    pub journal: Mutex<replica::Log>,
     pub(crate) stats: StatCounters,
     /// Wakes the destroy task after a commit that queued destroys.
     pub destroy_wake: Notify,
@@ -216,19 +219,43 @@ impl Mds {
 
     /// As [`Mds::open`], over `storage` (in memory, or with faults injected, in tests).
     pub fn open_with(cfg: MdsConfig, storage: MdtStorage, targets: Arc<dyn ObjectTargets>) -> WeftResult<Arc<Mds>> {
-        assert!(cfg.precreate_batch > 0, "precreate_batch must be positive");
-        writer::format_or_check(&*storage.kv, cfg.mdt_index)?;
-        let journal_seq = writer::replay_journal(&*storage.kv, &storage.journal)?;
-        let orphans = writer::destroy_orphans(&*storage.kv)?;
+        startup::format_or_check(&*storage.kv, cfg.mdt_index)?;
+        let journal_seq = startup::replay_journal(&*storage.kv, &storage.journal)?;
+        let orphans = startup::destroy_orphans(&*storage.kv)?;
         if orphans > 0 {
             tracing::info!(orphans, "destroyed orphan inodes left open before the restart");
         }
+        let journal = journal::Journal::open(storage.journal.clone(), journal_seq)?;
+        Mds::start(cfg, storage, replica::Log::Local(journal), targets)
+    }
+
+    /// The Mds of a replicated MDT's leading replica, over the replica's store, which
+    /// [`replica::Replica::serve`] made ready (formatted, journal folded, orphans destroyed,
+    /// all through the group).
+    pub(crate) fn open_replicated(
+        cfg: MdsConfig,
+        replica: Arc<replica::Replica>,
+        storage: MdtStorage,
+        targets: Arc<dyn ObjectTargets>,
+    ) -> WeftResult<Arc<Mds>> {
+        if startup::format_changes(&*storage.kv, cfg.mdt_index)?.is_some() {
+            return Err(WeftError::io("the MDT replica's store is not formatted"));
+        }
+        Mds::start(cfg, storage, replica::Log::Replicated(replica), targets)
+    }
+
+    fn start(
+        cfg: MdsConfig,
+        storage: MdtStorage,
+        log: replica::Log,
+        targets: Arc<dyn ObjectTargets>,
+    ) -> WeftResult<Arc<Mds>> {
+        assert!(cfg.precreate_batch > 0, "precreate_batch must be positive");
         let view = store::Tables::at_checkpoint(&*storage.kv)?;
         let changelog = changelog::State::load(&view)?;
         let hsm_used = std::sync::atomic::AtomicBool::new(view.hsm_used()?);
         let clock = clock::Clock::default();
         let coordinator = coordinator::Coordinator::load(&view, clock.instant())?;
-        let journal = journal::Journal::open(storage.journal.clone(), journal_seq)?;
         let core = Arc::new(Core {
             mdt_index: cfg.mdt_index,
             data_dir: cfg.data_dir.clone(),
@@ -238,7 +265,7 @@ impl Mds {
             open_files: Mutex::new(OpenFiles::default()),
             objects: Objects::new(u64::from(cfg.precreate_batch.div_ceil(2))),
             targets,
-            journal: Mutex::new(journal),
+            journal: Mutex::new(log),
             stats: StatCounters::default(),
             destroy_wake: Notify::new(),
             destroy_idle: Notify::new(),
@@ -506,7 +533,7 @@ pub fn inherited_spec(t: &store::Tables, dir: &InodeRecord) -> WeftResult<Stripe
 
 /// A name for this start of the MDS: the wall clock in nanoseconds, which no earlier start
 /// of it can have had.
-fn start_id() -> u64 {
+pub(crate) fn start_id() -> u64 {
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     now.as_nanos() as u64
 }

@@ -90,7 +90,7 @@ mod tests {
     fn a_journaled_reply_is_found_after_replay() {
         let kv = MemKv::default();
         let store: Arc<dyn JournalStore> = Arc::new(MemJournal::default());
-        crate::writer::format_or_check(&kv, 0).unwrap();
+        crate::startup::format_or_check(&kv, 0).unwrap();
         let reply: WeftResult<MdtReply> = Ok(MdtReply::Empty);
         let h = header(7, 3, 8);
         let read = |kv: &dyn KvStore| Tables::at_checkpoint(kv).unwrap().cached_reply(&h).unwrap();
@@ -102,7 +102,7 @@ mod tests {
         journal.append(&t.changes).unwrap();
         drop(journal);
         assert_eq!(read(&kv), None, "not in the store before the replay");
-        crate::writer::replay_journal(&kv, &store).unwrap();
+        crate::startup::replay_journal(&kv, &store).unwrap();
         assert_eq!(read(&kv), Some(reply));
     }
 }

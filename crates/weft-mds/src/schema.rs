@@ -53,6 +53,16 @@ pub const TABLE_META: u8 = 0;
 pub const META_FORMAT_KEY: &[u8] = b"format";
 /// `b"journal_seq"` -> u64 BE: the last journal record that a durable checkpoint holds.
 pub const META_JOURNAL_SEQ_KEY: &[u8] = b"journal_seq";
+/// A replicated MDT: the group's record of the last log entry whose changes the store (with
+/// the journal) holds (opaque to the MDS: weft-raft's; see replica.rs).
+pub const META_RAFT_STATE_KEY: &[u8] = b"raft_state";
+
+/// Whether a journaled change may name this `meta` row: those that travel with the changes
+/// (a format or upgrade proposed to a replicated MDT's group, the group's state), not the
+/// journal's own bookkeeping.
+pub fn is_journaled_meta(key: &[u8]) -> bool {
+    key == META_FORMAT_KEY || key == META_RAFT_STATE_KEY
+}
 /// Inode records by FID.
 pub const TABLE_INODES: u8 = 1;
 /// Directory entries, ordered by (parent, name hash) so readdir resumes by cookie.

@@ -660,7 +660,10 @@ pub fn overlay_rows(view: &Tables) -> impl Iterator<Item = StoreRow<'_>> {
 /// Journaled changes as rows to commit (replay after a crash), refusing a table this version
 /// does not know.
 pub fn change_rows(changes: &[Change]) -> WeftResult<impl Iterator<Item = StoreRow<'_>>> {
-    if let Some(c) = changes.iter().find(|c| !schema::is_table_id(c.table)) {
+    let known = |c: &Change| {
+        schema::is_table_id(c.table) || (c.table == schema::TABLE_META && schema::is_journaled_meta(&c.key))
+    };
+    if let Some(c) = changes.iter().find(|c| !known(c)) {
         return Err(WeftError::io(format!("the MDT journal names table {} that this version does not know", c.table)));
     }
     Ok(changes.iter().map(|c| (c.table, c.key.as_slice(), c.value.as_deref())))

@@ -39,7 +39,7 @@ fn the_overlay_over_the_store_reads_as_one_table() {
 }
 
 fn overlay_over_store_reads_as_one_table(kv: &dyn KvStore) {
-    crate::writer::format_or_check(kv, 1).unwrap();
+    crate::startup::format_or_check(kv, 1).unwrap();
     let table = schema::TABLE_DESTROY_QUEUE;
     let mut model: BTreeMap<Vec<u8>, Vec<u8>> = BTreeMap::new();
     let mut view = Tables::at_checkpoint(kv).unwrap();
@@ -98,7 +98,7 @@ fn the_inode_count_follows_the_overlay() {
 }
 
 fn inode_count_follows_the_overlay(kv: &dyn KvStore) {
-    crate::writer::format_or_check(kv, 0).unwrap();
+    crate::startup::format_or_check(kv, 0).unwrap();
     let view = Tables::at_checkpoint(kv).unwrap();
     assert_eq!(view.inode_count().unwrap(), 1, "the root");
     let mut t = WriteTables::over(view);
@@ -126,7 +126,7 @@ fn older_mdts_are_refused_and_left_as_they_are() {
         let old = old.to_be_bytes();
         let rows = [(schema::TABLE_META, schema::META_FORMAT_KEY, Some(old.as_slice()))];
         kv.commit(&mut rows.iter().map(|(t, k, v)| (*t, *k, *v))).unwrap();
-        let e = crate::writer::format_or_check(&*kv, 0).unwrap_err();
+        let e = crate::startup::format_or_check(&*kv, 0).unwrap_err();
         assert_eq!(e.code, weft_proto::ErrorCode::NotSupported);
         let (theirs, ours) = (u32::from_be_bytes(old), schema::FORMAT_VERSION);
         assert!(e.message.contains(&format!("version {theirs}")) && e.message.contains(&format!("{ours}")), "{e}");

@@ -14,13 +14,12 @@
 //! A batch carrying a checkpoint then writes everything in memory into redb in one durable
 //! transaction, recording the journal's last record in it, and empties the journal.
 
-use crate::journal;
 use crate::limits::{COMMIT_BATCH_OPS_MAX, INLINE_BATCHES_MAX};
 use crate::objects::Reservation;
 use crate::open_files::Undo;
 use crate::ops::OpCtx;
-use crate::schema::{self, InodeRecord};
-use crate::storage::{JournalStore, KvStore};
+use crate::replica::Log;
+use crate::schema;
 use crate::store::{self, WriteTables};
 use crate::Core;
 use std::collections::VecDeque;
@@ -28,7 +27,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, Condvar, Mutex};
 use tokio::sync::oneshot;
 use weft_proto::msg::hsm::ActionStatus;
-use weft_proto::msg::{FileType, MdtReply, MdtRequest, RequestHeader, Run};
+use weft_proto::msg::{MdtReply, MdtRequest, RequestHeader, Run};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 // Requests dominate the queue and are moved once into it: boxing them would only add an
@@ -358,25 +357,22 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
     Ok((outcomes, queued_destroys))
 }
 
-/// Writes the committed state in memory into the store in one durable commit that also
-/// records the last journal record it holds, makes the store's new state the base of an
-/// empty overlay, and empties the journal. The caller holds the journal, so no batch commits
-/// meanwhile.
-fn checkpoint_now(core: &Core, journal: &mut journal::Journal) -> WeftResult<()> {
+/// Writes the committed state in memory into the store in one durable commit with the
+/// journal's bookkeeping, makes the store's new state the base of an empty overlay, and
+/// empties the journal (replica.rs, [`Log::checkpoint`]). The caller holds the log, so no
+/// batch commits meanwhile.
+fn checkpoint_now(core: &Core, log: &mut Log) -> WeftResult<()> {
     let view = core.read_view();
-    if view.overlay().rows() == 0 && journal.len_bytes() == 0 {
-        return Ok(());
-    }
     let started = std::time::Instant::now();
-    let seq = journal.last_seq().to_be_bytes();
-    let meta = (schema::TABLE_META, schema::META_JOURNAL_SEQ_KEY, Some(seq.as_slice()));
-    core.storage.kv.commit(&mut store::overlay_rows(&view).chain(std::iter::once(meta)))?;
-    // A failure from here on leaves the old view, which reads the same rows.
-    core.publish(store::Tables::at_checkpoint(&*core.storage.kv)?);
-    if let Err(e) = journal.reset() {
-        tracing::warn!(error = %e, "cannot empty the MDT journal after a checkpoint; it will be replayed harmlessly");
+    let kv = &*core.storage.kv;
+    // A failure once committed leaves the old view, which reads the same rows.
+    let publish = || {
+        core.publish(store::Tables::at_checkpoint(kv)?);
+        Ok(())
+    };
+    if log.checkpoint(kv, &view, publish)? {
+        tracing::debug!(rows = view.overlay().rows(), us = started.elapsed().as_micros() as u64, "MDT checkpoint");
     }
-    tracing::debug!(rows = view.overlay().rows(), us = started.elapsed().as_micros() as u64, "MDT checkpoint");
     Ok(())
 }
 
@@ -455,109 +451,4 @@ fn apply_internal(core: &Core, t: &mut WriteTables, op: &InternalOp) -> WeftResu
             Ok(0)
         }
     }
-}
-
-/// The value of a `meta` row, if any.
-fn meta(kv: &dyn KvStore, key: &[u8]) -> WeftResult<Option<Vec<u8>>> {
-    let mut value = None;
-    kv.snapshot()?.get(schema::TABLE_META, key, &mut |v| value = Some(v.to_vec()))?;
-    Ok(value)
-}
-
-/// Formats a new MDT (the format version, the root directory on MDT 0) or checks the format
-/// version of an existing one.
-pub fn format_or_check(kv: &dyn KvStore, mdt_index: u32) -> WeftResult<()> {
-    match meta(kv, schema::META_FORMAT_KEY)? {
-        Some(v) => {
-            let v: [u8; 4] = v.as_slice().try_into().map_err(|_| WeftError::io("corrupt MDT format marker"))?;
-            let v = u32::from_be_bytes(v);
-            if schema::FORMAT_VERSIONS_UPGRADABLE.contains(&v) {
-                // The new version only adds tables, which opening the store made (empty).
-                let version = schema::FORMAT_VERSION.to_be_bytes();
-                kv.commit(&mut std::iter::once((
-                    schema::TABLE_META,
-                    schema::META_FORMAT_KEY,
-                    Some(version.as_slice()),
-                )))?;
-                tracing::info!(from = v, to = schema::FORMAT_VERSION, "MDT format upgraded");
-                return Ok(());
-            }
-            if v != schema::FORMAT_VERSION {
-                return Err(WeftError::new(
-                    ErrorCode::NotSupported,
-                    format!(
-                        "the MDT on disk has format version {v}; this build of Weft reads version {} only: \
-                         run the matching Weft version",
-                        schema::FORMAT_VERSION
-                    ),
-                ));
-            }
-            Ok(())
-        }
-        None => {
-            let version = schema::FORMAT_VERSION.to_be_bytes();
-            let format = (schema::TABLE_META, schema::META_FORMAT_KEY, Some(version.as_slice()));
-            let (root_key, root) = if mdt_index == 0 {
-                let now = crate::now();
-                let rec =
-                    InodeRecord { parent: Some(Fid::ROOT), ..InodeRecord::new(FileType::Directory, 0o755, 0, 0, now) };
-                (Fid::ROOT.to_bytes(), Some(schema::encode_inode(&rec)))
-            } else {
-                (Fid::ROOT.to_bytes(), None)
-            };
-            let root_row = root.as_deref().map(|value| (schema::TABLE_INODES, root_key.as_slice(), Some(value)));
-            kv.commit(&mut std::iter::once(format).chain(root_row))?;
-            Ok(())
-        }
-    }
-}
-
-/// Destroys inodes that had no name left but were open when the MDS stopped: no open
-/// survives a restart. Their objects go to the destroy queue. Returns how many.
-pub fn destroy_orphans(kv: &dyn KvStore) -> WeftResult<u64> {
-    let mut total = 0;
-    loop {
-        let mut t = WriteTables::over(store::Tables::at_checkpoint(kv)?);
-        let fids = t.orphan_fids(crate::limits::ORPHAN_CLEANUP_BATCH_INODES_MAX)?;
-        for fid in &fids {
-            match t.inode(*fid)? {
-                Some(rec) if rec.nlink == 0 => t.destroy_inode(*fid, &rec)?,
-                Some(rec) => {
-                    // Linked again (cannot happen today): keep the inode, drop the mark.
-                    tracing::warn!(%fid, nlink = rec.nlink, "orphan mark on a linked inode; keeping the inode");
-                    t.remove_orphan(*fid)?;
-                }
-                None => t.remove_orphan(*fid)?,
-            }
-        }
-        if fids.is_empty() {
-            return Ok(total);
-        }
-        kv.commit(&mut store::change_rows(&t.changes)?)?;
-        total += fids.len() as u64;
-    }
-}
-
-/// Applies the journal records that the last durable checkpoint does not hold, commits them
-/// durably and empties the journal. Returns the last sequence number, for appending after it.
-pub fn replay_journal(kv: &dyn KvStore, journal: &Arc<dyn JournalStore>) -> WeftResult<u64> {
-    let durable_seq = match meta(kv, schema::META_JOURNAL_SEQ_KEY)? {
-        Some(v) => schema::decode_u64(&v, "journal sequence")?,
-        None => 0,
-    };
-    let records = journal::read_records(&**journal)?;
-    let newer: Vec<&(u64, Vec<journal::Change>)> = records.iter().filter(|(seq, _)| *seq > durable_seq).collect();
-    let last = newer.iter().map(|(seq, _)| *seq).max().unwrap_or(durable_seq).max(durable_seq);
-    let mut rows = Vec::new();
-    for (_, changes) in &newer {
-        rows.extend(store::change_rows(changes)?);
-    }
-    let seq = last.to_be_bytes();
-    rows.push((schema::TABLE_META, schema::META_JOURNAL_SEQ_KEY, Some(seq.as_slice())));
-    kv.commit(&mut rows.into_iter())?;
-    if !newer.is_empty() {
-        tracing::info!(records = newer.len(), last_seq = last, "replayed the MDT journal after a crash");
-    }
-    journal::Journal::open(journal.clone(), last)?.reset()?;
-    Ok(last)
 }

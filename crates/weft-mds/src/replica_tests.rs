@@ -1,0 +1,202 @@
+//! A replicated MDT's replicas under a group that delivers every entry to every replica it
+//! names, in order (weft-raft's tests cover the consensus; these, what the MDS does with it):
+//! the leader's files are on every replica, a replica serves after another with the same
+//! namespace and reply cache, a snapshot makes a new replica whole, and a replica that may
+//! have lost the lead commits nothing more.
+
+use super::*;
+use crate::storage::mem::{MemJournal, MemKv};
+use crate::testutil::{cluster_map, FakeTargets};
+use crate::{Mds, MdsConfig};
+use std::sync::atomic::AtomicBool;
+use weft_proto::msg::*;
+use weft_proto::Fid;
+
+/// The group: applies each proposal to the replicas that are up, in order.
+struct FakeGroup {
+    replicas: Vec<Arc<Replica>>,
+    up: Mutex<Vec<bool>>,
+    last_index: AtomicU64,
+    /// Proposals fail (the proposer lost the lead) while set.
+    failing: AtomicBool,
+}
+
+impl FakeGroup {
+    fn new(replicas: Vec<Arc<Replica>>) -> Arc<FakeGroup> {
+        let up = Mutex::new(vec![true; replicas.len()]);
+        Arc::new(FakeGroup { replicas, up, last_index: AtomicU64::new(0), failing: AtomicBool::new(false) })
+    }
+
+    fn set_up(&self, i: usize, up: bool) {
+        self.up.lock().unwrap()[i] = up;
+    }
+}
+
+impl Proposer for FakeGroup {
+    fn propose(&self, payload: Vec<u8>) -> WeftResult<u64> {
+        if self.failing.load(Ordering::SeqCst) {
+            return Err(not_leader("lost the lead"));
+        }
+        let index = self.last_index.fetch_add(1, Ordering::SeqCst) + 1;
+        let up = self.up.lock().unwrap().clone();
+        for (r, _) in self.replicas.iter().zip(up).filter(|(_, up)| *up) {
+            r.apply(Some(&payload), &index.to_be_bytes())?;
+        }
+        Ok(index)
+    }
+
+    fn sync(&self) -> WeftResult<()> {
+        Ok(())
+    }
+}
+
+fn mem_replica(dir: &std::path::Path) -> (Arc<Replica>, MdtStorage) {
+    let storage = MdtStorage { kv: Arc::new(MemKv::default()), journal: Arc::new(MemJournal::default()) };
+    (Replica::open_with(dir.to_path_buf(), 0, storage.clone()).unwrap(), storage)
+}
+
+fn serve(r: &Arc<Replica>, group: &Arc<FakeGroup>) -> Arc<Mds> {
+    let cfg = MdsConfig::new(r.data_dir.clone(), 0);
+    let mds = r.serve(cfg, group.clone(), Arc::new(FakeTargets::default())).unwrap();
+    mds.set_cluster_map(&cluster_map(&[0], &[]));
+    mds
+}
+
+fn header(request_id: u64) -> RequestHeader {
+    RequestHeader {
+        client_id: 7,
+        request_id,
+        reply_slot: request_id as u32,
+        identity: Identity::root(),
+        jobid: "test".into(),
+    }
+}
+
+fn mkdir(name: &str) -> MdtRequest {
+    MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: name.into(), mode: 0o755 })
+}
+
+async fn lookup(mds: &Mds, name: &str) -> WeftResult<MdtReply> {
+    mds.handle(&header(0), MdtRequest::Lookup(mdt::Lookup { parent: Fid::ROOT, name: name.into() }), Run::Inline).await
+}
+
+#[tokio::test]
+async fn every_replica_keeps_what_the_leader_committed_and_another_serves_it_with_the_reply_cache() {
+    let dirs: Vec<_> = (0..3).map(|_| tempfile::tempdir().unwrap()).collect();
+    let (replicas, storages): (Vec<_>, Vec<_>) = dirs.iter().map(|d| mem_replica(d.path())).unzip();
+    let group = FakeGroup::new(replicas.clone());
+
+    let a = serve(&replicas[0], &group);
+    let mut answers = Vec::new();
+    for i in 0..20u64 {
+        answers.push(a.handle(&header(100 + i), mkdir(&format!("d{i}")), Run::Inline).await.unwrap());
+    }
+    // The followers have every entry (the format's included), kept as the group said.
+    for r in &replicas {
+        assert_eq!(r.applied_state(), Some(group.last_index.load(Ordering::SeqCst).to_be_bytes().to_vec()));
+    }
+    a.shutdown().await;
+    replicas[0].follow().unwrap();
+
+    // B leads now: the same names, and a create resent to it is answered as the first was.
+    let b = serve(&replicas[1], &group);
+    for i in 0..20u64 {
+        let MdtReply::Inode(found) = lookup(&b, &format!("d{i}")).await.unwrap() else { panic!("not an inode") };
+        let MdtReply::Inode(made) = &answers[i as usize] else { panic!("mkdir answered {:?}", answers[i as usize]) };
+        assert_eq!(found.attr.fid, made.attr.fid);
+        let resent = b.handle(&header(100 + i), mkdir(&format!("d{i}")), Run::Inline).await;
+        assert_eq!(resent.as_ref(), Ok(&answers[i as usize]), "a resend to the new leader is not run again");
+    }
+    b.handle(&header(500), mkdir("after"), Run::Inline).await.unwrap();
+    b.shutdown().await;
+    replicas[1].follow().unwrap();
+
+    // A replica that restarts (process gone, its storage kept) has everything, "after" too.
+    drop(replicas);
+    let restarted = Replica::open_with(dirs[2].path().to_path_buf(), 0, storages[2].clone()).unwrap();
+    let group2 = FakeGroup::new(vec![restarted.clone()]);
+    group2.last_index.store(group.last_index.load(Ordering::SeqCst), Ordering::SeqCst);
+    let c = serve(&restarted, &group2);
+    assert!(lookup(&c, "after").await.is_ok());
+    assert!(lookup(&c, "d19").await.is_ok());
+    c.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_snapshot_makes_a_new_replica_whole_and_removes_what_it_had_alone() {
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let (a_rep, _) = mem_replica(dirs[0].path());
+    let (d_rep, _) = mem_replica(dirs[1].path());
+    let group = FakeGroup::new(vec![a_rep.clone(), d_rep.clone()]);
+    group.set_up(1, false);
+    let a = serve(&a_rep, &group);
+    for i in 0..5u64 {
+        a.handle(&header(10 + i), mkdir(&format!("s{i}")), Run::Inline).await.unwrap();
+    }
+    // Part in the store, part in the journal: the snapshot has both.
+    a.checkpoint().await.unwrap();
+    a.handle(&header(20), mkdir("late"), Run::Inline).await.unwrap();
+    let (state, data) = a_rep.snapshot().unwrap();
+    a.shutdown().await;
+    a_rep.follow().unwrap();
+
+    // D was down for all of it, and had a row of its own that the group never committed.
+    d_rep.apply(Some(&postcard::to_stdvec(&Entry { origin: 0, seq: 0, changes: vec![] }).unwrap()), b"old").unwrap();
+    d_rep.install(&state, &data).unwrap();
+    assert_eq!(d_rep.applied_state(), Some(state.clone()));
+    group.set_up(1, true);
+    let solo = FakeGroup::new(vec![d_rep.clone()]);
+    solo.last_index.store(u64::from_be_bytes(state.as_slice().try_into().unwrap()), Ordering::SeqCst);
+    let d = serve(&d_rep, &solo);
+    for name in ["s0", "s4", "late"] {
+        assert!(lookup(&d, name).await.is_ok(), "{name} is on the new replica");
+    }
+    d.shutdown().await;
+}
+
+#[tokio::test]
+async fn a_replica_that_may_have_lost_the_lead_commits_nothing_more() {
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let (a_rep, _) = mem_replica(dirs[0].path());
+    let (b_rep, _) = mem_replica(dirs[1].path());
+    let group = FakeGroup::new(vec![a_rep.clone(), b_rep.clone()]);
+    let a = serve(&a_rep, &group);
+    a.handle(&header(1), mkdir("kept"), Run::Inline).await.unwrap();
+
+    group.failing.store(true, Ordering::SeqCst);
+    let e = a.handle(&header(2), mkdir("lost"), Run::Inline).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Again, "{e}");
+    assert!(a_rep.fenced());
+    // Even with the group back, this Mds commits nothing: its state may not be the group's.
+    group.failing.store(false, Ordering::SeqCst);
+    let e = a.handle(&header(3), mkdir("refused"), Run::Inline).await.unwrap_err();
+    assert_eq!(e.code, ErrorCode::Again, "{e}");
+    assert_eq!(group.last_index.load(Ordering::SeqCst), 2, "the format and one mkdir were proposed");
+
+    // An entry of the next leader reaching a serving replica fences it and is kept.
+    let b_entry = Entry {
+        origin: 99,
+        seq: 1,
+        changes: vec![Change { table: schema::TABLE_XATTRS, key: b"k".to_vec(), value: Some(b"v".to_vec()) }],
+    };
+    let (c_dir, (c_rep, c_storage)) = {
+        let d = tempfile::tempdir().unwrap();
+        let r = mem_replica(d.path());
+        (d, r)
+    };
+    let solo = FakeGroup::new(vec![c_rep.clone()]);
+    let c = serve(&c_rep, &solo);
+    c_rep.apply(Some(&postcard::to_stdvec(&b_entry).unwrap()), &9u64.to_be_bytes()).unwrap();
+    assert!(c_rep.fenced());
+    c.checkpoint().await.unwrap();
+    c.shutdown().await;
+    c_rep.follow().unwrap();
+    let mut found = None;
+    c_storage.kv.snapshot().unwrap().get(schema::TABLE_XATTRS, b"k", &mut |v| found = Some(v.to_vec())).unwrap();
+    assert_eq!(found.as_deref(), Some(&b"v"[..]), "the other leader's entry is in the store");
+    assert_eq!(c_rep.applied_state(), Some(9u64.to_be_bytes().to_vec()));
+    drop(c_dir);
+
+    a.shutdown().await;
+    a_rep.follow().unwrap();
+}

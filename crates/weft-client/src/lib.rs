@@ -301,10 +301,23 @@ impl Client {
             };
             tokio::select! {
                 result = call => {
-                    if let Err(e) = &result {
-                        if e.code == ErrorCode::Evicted {
-                            self.evicted(header.client_id);
+                    match &result {
+                        Err(e) if e.code == ErrorCode::Evicted => self.evicted(header.client_id),
+                        Err(e) if e.code == ErrorCode::Moved => {
+                            // Not served there now (a replica that lost the lead): resend where
+                            // the map says once it says so, or after a pause, within the time.
+                            tracing::debug!(target = %target_label(kind, index), from = %address, "{}", e.message);
+                            self.map.refresh_soon();
+                            let pause = Duration::from_millis(limits::MOVED_RETRY_MS);
+                            let left = time_left(deadline, tokio::time::Instant::now()).unwrap_or_default();
+                            if left <= pause {
+                                return result;
+                            }
+                            let mut map_rx = self.map.subscribe();
+                            let _ = tokio::time::timeout(pause, map_rx.changed()).await;
+                            continue;
                         }
+                        _ => {}
                     }
                     return result;
                 }
@@ -518,12 +531,36 @@ impl Client {
 
 /// Drops the connections to servers that left the map, as the map changes. Ends when the
 /// client is dropped.
+///
+/// A target that moved to another server (a replicated MDT's new leader) does not know the
+/// locks its old server granted: they are forgotten here with what they guarded, as after a
+/// restart. The new server holds grants back for a recovery window meanwhile.
 async fn drop_peers_that_left(client: Weak<Client>, mut changes: watch::Receiver<Arc<MapState>>) {
+    let mut before = changes.borrow_and_update().clone();
     while changes.changed().await.is_ok() {
         let Some(client) = client.upgrade() else { return };
         let state = changes.borrow_and_update().clone();
         client.peers.retain_map(&state);
+        let moved: Vec<LockTarget> = moved_targets(&before.map, &state.map);
+        if !moved.is_empty() {
+            tracing::info!(?moved, "targets moved to other servers: dropping what was cached under their locks");
+            client.locks.forget_targets(&moved);
+            if moved.contains(&LockTarget::Mdt(MDT_INDEX)) {
+                client.inodes.clear();
+            }
+        }
+        before = state;
     }
+}
+
+/// The targets `before` had at another address than `after` has them.
+fn moved_targets(before: &ClusterMap, after: &ClusterMap) -> Vec<LockTarget> {
+    after
+        .targets
+        .iter()
+        .filter(|t| before.targets.iter().any(|b| b.kind == t.kind && b.index == t.index && b.address != t.address))
+        .map(|t| LockTarget::of(t.kind, t.index))
+        .collect()
 }
 
 /// Lustre's pinger: while the client holds locks, it asks one target of every server
@@ -558,6 +595,25 @@ mod tests {
     use weft_proto::Fid;
 
     fn assert_send<T: Send>(_: T) {}
+
+    #[test]
+    fn a_target_moved_to_another_address_is_named_and_one_that_stayed_or_came_is_not() {
+        let target = |kind, index, address: &str| weft_proto::msg::TargetInfo {
+            kind,
+            index,
+            address: address.into(),
+            state: weft_proto::msg::TargetState::Up,
+        };
+        let map = |targets| ClusterMap { targets, ..ClusterMap::default() };
+        let before = map(vec![target(TargetKind::Mdt, 0, "a:1"), target(TargetKind::Ost, 1, "b:1")]);
+        let after = map(vec![
+            target(TargetKind::Mdt, 0, "c:1"),
+            target(TargetKind::Ost, 1, "b:1"),
+            target(TargetKind::Ost, 2, "d:1"),
+        ]);
+        assert_eq!(moved_targets(&before, &after), vec![LockTarget::Mdt(0)]);
+        assert!(moved_targets(&after, &after).is_empty());
+    }
 
     /// Never run: it only has to compile, which proves the futures can be spawned on a
     /// multi-threaded runtime (no lock guard is held across an await).

@@ -3,6 +3,9 @@
 /// How long a request waits for a silent target before the client asks the MGS whether the
 /// target moved (and again after each such period).
 pub const TARGET_SILENCE_MS_MAX: u64 = 3_000;
+/// How long a request answered "moved" (the target is not served there now: a replica that
+/// lost the lead of its group) waits for the map to say where before it is sent again.
+pub const MOVED_RETRY_MS: u64 = 200;
 /// Most object requests one call (read, write, punch, glimpse, sync, statfs) keeps in
 /// flight; the rest wait their turn. Bounds memory and sockets for very wide files.
 pub const OBJECT_REQUESTS_IN_FLIGHT_MAX: usize = 64;

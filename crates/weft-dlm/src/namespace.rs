@@ -46,6 +46,7 @@ use crate::limits::{LOCKS_PER_CLIENT_MAX, WAITING_REQUESTS_PER_RESOURCE_MAX};
 use crate::state::{conflicts, Changes, EnqueueOptions, Enqueued, Lock, LockTable};
 use futures::future::BoxFuture;
 use std::collections::{BTreeSet, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 use std::time::Duration;
 use tokio::sync::oneshot;
@@ -112,6 +113,10 @@ pub struct Namespace {
     /// The runtime the namespace was created in, if any: used when a callback must be
     /// spawned from outside a runtime (e.g. an enqueue future dropped there).
     runtime: Option<tokio::runtime::Handle>,
+    /// Set by [`Namespace::hold_grants_for`]: no grant before this many nanoseconds after
+    /// `created` (0: none). An atomic, read by every enqueue.
+    held_until_ns: AtomicU64,
+    created: std::time::Instant,
 }
 
 /// What the mutex guards.
@@ -249,7 +254,28 @@ impl Namespace {
             inner: Mutex::new(Inner::default()),
             me: me.clone(),
             runtime: tokio::runtime::Handle::try_current().ok(),
+            held_until_ns: AtomicU64::new(0),
+            created: std::time::Instant::now(),
         })
+    }
+
+    /// Grants nothing for `window` from now: a recovery window, as after a restart, for a
+    /// target whose server changed (a replicated MDT's new leader), so that every client
+    /// that held locks of its old server has noticed the move and dropped what they
+    /// guarded before another is granted a conflicting lock.
+    pub fn hold_grants_for(&self, window: Duration) {
+        let until = (self.created.elapsed() + window).as_nanos().min(u128::from(u64::MAX)) as u64;
+        self.held_until_ns.fetch_max(until.max(1), Ordering::Relaxed);
+    }
+
+    /// The moment before which nothing is granted, if it is still to come.
+    fn grants_held_until(&self) -> Option<std::time::Instant> {
+        let held = match self.held_until_ns.load(Ordering::Relaxed) {
+            0 => None,
+            ns => Some(self.created + Duration::from_nanos(ns)),
+        };
+        let until = self.config.recovery_until.max(held)?;
+        (std::time::Instant::now() < until).then_some(until)
     }
 
     pub fn config(&self) -> &NamespaceConfig {
@@ -291,10 +317,8 @@ impl Namespace {
         opts: EnqueueOptions,
         operation: bool,
     ) -> WeftResult<LockGrant> {
-        if let Some(until) = self.config.recovery_until {
-            if std::time::Instant::now() < until {
-                tokio::time::sleep_until(until.into()).await;
-            }
+        if let Some(until) = self.grants_held_until() {
+            tokio::time::sleep_until(until.into()).await;
         }
         let (handle, granted, recalls) = {
             let mut inner = self.inner();

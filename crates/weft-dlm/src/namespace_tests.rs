@@ -444,3 +444,19 @@ async fn a_request_past_the_waiting_bound_is_told_to_come_back() {
     ns.cancel(3, &[granted.handle]);
     third.await.unwrap().unwrap();
 }
+
+/// A target whose server changed holds grants back for the window it is given, and a later,
+/// shorter window does not cut an earlier one short.
+#[test]
+fn grants_are_held_for_a_window_that_only_grows() {
+    let (ns, _) = setup(100);
+    assert_eq!(ns.grants_held_until(), None);
+    let before = std::time::Instant::now();
+    ns.hold_grants_for(Duration::from_secs(10));
+    let until = ns.grants_held_until().expect("held");
+    assert!(until >= before + Duration::from_secs(10) && until <= std::time::Instant::now() + Duration::from_secs(10));
+    ns.hold_grants_for(Duration::from_secs(1));
+    assert_eq!(ns.grants_held_until(), Some(until));
+    ns.hold_grants_for(Duration::ZERO);
+    assert_eq!(ns.grants_held_until(), Some(until));
+}

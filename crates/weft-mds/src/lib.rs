@@ -173,6 +173,8 @@ pub struct Core {
     pub clock: clock::Clock,
     /// The newest committed state; replaced by the committer only (see [`Core::read_view`]).
     view: Mutex<Arc<store::Tables>>,
+    /// A replicated MDT's: reads are answered only while it holds (replica.rs).
+    lease: Option<Arc<replica::Lease>>,
 }
 
 impl Core {
@@ -226,7 +228,7 @@ impl Mds {
             tracing::info!(orphans, "destroyed orphan inodes left open before the restart");
         }
         let journal = journal::Journal::open(storage.journal.clone(), journal_seq)?;
-        Mds::start(cfg, storage, replica::Log::Local(journal), targets)
+        Mds::start(cfg, storage, replica::Log::Local(journal), None, targets)
     }
 
     /// The Mds of a replicated MDT's leading replica, over the replica's store, which
@@ -241,13 +243,15 @@ impl Mds {
         if startup::format_changes(&*storage.kv, cfg.mdt_index)?.is_some() {
             return Err(WeftError::io("the MDT replica's store is not formatted"));
         }
-        Mds::start(cfg, storage, replica::Log::Replicated(replica), targets)
+        let lease = Some(replica.lease.clone());
+        Mds::start(cfg, storage, replica::Log::Replicated(replica), lease, targets)
     }
 
     fn start(
         cfg: MdsConfig,
         storage: MdtStorage,
         log: replica::Log,
+        lease: Option<Arc<replica::Lease>>,
         targets: Arc<dyn ObjectTargets>,
     ) -> WeftResult<Arc<Mds>> {
         assert!(cfg.precreate_batch > 0, "precreate_batch must be positive");
@@ -274,6 +278,7 @@ impl Mds {
             coordinator,
             clock,
             view: Mutex::new(Arc::new(view)),
+            lease,
         });
         let (queue, writer_thread) = writer::Queue::start(core.clone())?;
         let tasks = background::spawn_all(core.clone(), queue.clone(), cfg.checkpoint_interval);
@@ -410,6 +415,9 @@ impl Mds {
             return Err(WeftError::new(ErrorCode::Again, "the MDS is shutting down; retry on its successor"));
         }
         if !req.is_mutation() {
+            if let Some(lease) = &self.core.lease {
+                lease.check()?;
+            }
             let tables = self.core.read_view();
             return ops::read(&ops::QueryCtx { core: &self.core, t: &tables, who: &header.identity }, &req);
         }

@@ -49,6 +49,42 @@ pub trait Proposer: Send + Sync + 'static {
     fn sync(&self) -> WeftResult<()>;
 }
 
+/// How long the serving replica may still answer reads from what it has: its group renews
+/// it while a majority confirms it leads (weft-server asks the group for a read index every
+/// heartbeat and renews the lease from the moment it asked, for less than the shortest
+/// election timeout). A replica cut off from the majority stops answering reads when the
+/// lease runs out, before another can be elected, so no read sees a stale state.
+pub struct Lease {
+    created: std::time::Instant,
+    /// Nanoseconds after `created` until which reads may be answered (0: not yet).
+    valid_until_ns: AtomicU64,
+}
+
+impl Default for Lease {
+    fn default() -> Lease {
+        Lease { created: std::time::Instant::now(), valid_until_ns: AtomicU64::new(0) }
+    }
+}
+
+impl Lease {
+    /// The group confirmed the lead after `asked`: reads may be answered until `asked +
+    /// length`.
+    pub fn renew(&self, asked: std::time::Instant, length: std::time::Duration) {
+        let until = (asked.saturating_duration_since(self.created) + length).as_nanos().min(u128::from(u64::MAX));
+        self.valid_until_ns.fetch_max(until as u64, Ordering::Relaxed);
+    }
+
+    /// Reads may be answered now, or the error that sends the client to the map.
+    pub fn check(&self) -> WeftResult<()> {
+        let until = self.valid_until_ns.load(Ordering::Relaxed);
+        if (self.created.elapsed().as_nanos() as u64) < until {
+            Ok(())
+        } else {
+            Err(not_leader("this MDT replica cannot confirm that it still leads its group"))
+        }
+    }
+}
+
 /// An entry's payload: a batch of changes, and who proposed it.
 #[derive(Serialize, Deserialize)]
 struct Entry {
@@ -156,6 +192,8 @@ pub struct Replica {
     storage: MdtStorage,
     inner: Mutex<Inner>,
     next_seq: AtomicU64,
+    /// Renewed by the group while this replica serves (see [`Lease`]).
+    pub lease: Arc<Lease>,
 }
 
 impl Replica {
@@ -177,6 +215,7 @@ impl Replica {
             storage,
             inner: Mutex::new(Inner { journal, kept_state: state.clone(), state, serving: None, broken: None }),
             next_seq: AtomicU64::new(1),
+            lease: Arc::new(Lease::default()),
         }))
     }
 
@@ -435,7 +474,7 @@ fn serving_mut(inner: &mut Inner) -> WeftResult<&mut Serving> {
 
 /// The error of a request made to a replica that does not lead.
 pub fn not_leader(why: &str) -> WeftError {
-    WeftError::new(ErrorCode::Again, why.to_string())
+    WeftError::new(ErrorCode::Moved, why.to_string())
 }
 
 fn raft_state_change(state: Vec<u8>) -> Change {

@@ -55,7 +55,14 @@ fn mem_replica(dir: &std::path::Path) -> (Arc<Replica>, MdtStorage) {
     (Replica::open_with(dir.to_path_buf(), 0, storage.clone()).unwrap(), storage)
 }
 
+/// Opens `r`'s Mds; its lease to answer reads is renewed for the test's length.
 fn serve(r: &Arc<Replica>, group: &Arc<FakeGroup>) -> Arc<Mds> {
+    let mds = serve_unconfirmed(r, group);
+    r.lease.renew(std::time::Instant::now(), std::time::Duration::from_secs(3600));
+    mds
+}
+
+fn serve_unconfirmed(r: &Arc<Replica>, group: &Arc<FakeGroup>) -> Arc<Mds> {
     let cfg = MdsConfig::new(r.data_dir.clone(), 0);
     let mds = r.serve(cfg, group.clone(), Arc::new(FakeTargets::default())).unwrap();
     mds.set_cluster_map(&cluster_map(&[0], &[]));
@@ -154,6 +161,27 @@ async fn a_snapshot_makes_a_new_replica_whole_and_removes_what_it_had_alone() {
     d.shutdown().await;
 }
 
+/// Reads are answered only under a lease the group renewed, never past it.
+#[tokio::test]
+async fn a_replica_answers_reads_only_while_its_lease_holds() {
+    let dir = tempfile::tempdir().unwrap();
+    let (r, _) = mem_replica(dir.path());
+    let group = FakeGroup::new(vec![r.clone()]);
+    let mds = serve_unconfirmed(&r, &group);
+    mds.handle(&header(1), mkdir("d"), Run::Inline).await.unwrap();
+    assert_eq!(lookup(&mds, "d").await.unwrap_err().code, ErrorCode::Moved, "no lease yet");
+    let now = std::time::Instant::now();
+    r.lease.renew(now, std::time::Duration::from_secs(60));
+    assert!(lookup(&mds, "d").await.is_ok());
+    // A renewal asked long ago has run out, and does not shorten the one that holds.
+    r.lease.renew(now - std::time::Duration::from_secs(600), std::time::Duration::from_secs(1));
+    assert!(lookup(&mds, "d").await.is_ok());
+    let lapsed = Lease::default();
+    lapsed.renew(std::time::Instant::now(), std::time::Duration::ZERO);
+    assert_eq!(lapsed.check().unwrap_err().code, ErrorCode::Moved);
+    mds.shutdown().await;
+}
+
 #[tokio::test]
 async fn a_replica_that_may_have_lost_the_lead_commits_nothing_more() {
     let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
@@ -165,12 +193,12 @@ async fn a_replica_that_may_have_lost_the_lead_commits_nothing_more() {
 
     group.failing.store(true, Ordering::SeqCst);
     let e = a.handle(&header(2), mkdir("lost"), Run::Inline).await.unwrap_err();
-    assert_eq!(e.code, ErrorCode::Again, "{e}");
+    assert_eq!(e.code, ErrorCode::Moved, "{e}");
     assert!(a_rep.fenced());
     // Even with the group back, this Mds commits nothing: its state may not be the group's.
     group.failing.store(false, Ordering::SeqCst);
     let e = a.handle(&header(3), mkdir("refused"), Run::Inline).await.unwrap_err();
-    assert_eq!(e.code, ErrorCode::Again, "{e}");
+    assert_eq!(e.code, ErrorCode::Moved, "{e}");
     assert_eq!(group.last_index.load(Ordering::SeqCst), 2, "the format and one mkdir were proposed");
 
     // An entry of the next leader reaching a serving replica fences it and is kept.

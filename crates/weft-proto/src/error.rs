@@ -54,6 +54,11 @@ pub enum ErrorCode {
     Evicted,
     /// The client holds as many locks as the server allows it (ENOLCK).
     NoLocks,
+    /// The target is not served here (now): a replica that does not lead its group, a
+    /// server the target moved away from. The cluster map says where it is; the client
+    /// library follows it and resends, so a program sees this only if the target found no
+    /// new home within the request's time (EAGAIN).
+    Moved,
 }
 
 /// An error with its code and a sentence a person can act on.
@@ -114,6 +119,7 @@ impl ErrorCode {
             ErrorCode::Again => libc::EAGAIN,
             ErrorCode::Evicted => libc::EIO,
             ErrorCode::NoLocks => libc::ENOLCK,
+            ErrorCode::Moved => libc::EAGAIN,
         }
     }
 }

@@ -4,7 +4,8 @@
 //! * [`ops`]: operations typed to their answers, and the macros that build each service's
 //!   op structs, request enum and reply enum from its op list;
 //! * [`mgs`], [`mdt`], [`ost`]: each service's op list and replies ([`crate::lock`] has the
-//!   lock manager's); [`param`]: every server process's parameter tree;
+//!   lock manager's); [`param`]: every server process's parameter tree; [`raft`]: the
+//!   messages between the replicas of a replicated group;
 //! * [`types`]: the data metadata requests and replies carry.
 //!
 //! Bulk data (read and write payloads) travels beside the message in the frame, not inside
@@ -22,6 +23,7 @@ pub mod mdt;
 pub mod mgs;
 pub mod ost;
 pub mod param;
+pub mod raft;
 pub mod service;
 pub mod target;
 pub mod types;
@@ -33,6 +35,7 @@ pub use mgs::{
 };
 pub use ost::{OstReply, OstRequest};
 pub use param::{ParamReply, ParamRequest};
+pub use raft::{GroupId, RaftReply, RaftRequest};
 pub use service::Service;
 pub use types::*;
 
@@ -122,6 +125,11 @@ pub enum RequestBody {
     },
     /// The parameter tree of the server process (`weft get-param`, `set-param`).
     Param(ParamRequest),
+    /// A message between the replicas of a replicated group (see [`raft`]).
+    Raft {
+        group: GroupId,
+        op: RaftRequest,
+    },
 }
 
 /// Every reply is a result: an error crosses the wire as a [`WeftError`].
@@ -135,6 +143,7 @@ crate::define_replies! {
         Ost(OstReply),
         Ldlm(LdlmReply),
         Param(ParamReply),
+        Raft(RaftReply),
     }
 }
 
@@ -166,6 +175,7 @@ impl RequestBody {
             RequestBody::Ost { op, .. } => op.kind(),
             RequestBody::Ldlm { op, .. } => op.kind(),
             RequestBody::Param(op) => op.kind(),
+            RequestBody::Raft { op, .. } => op.kind(),
         }
     }
 
@@ -191,6 +201,7 @@ impl RequestBody {
             },
             RequestBody::Ldlm { .. } => Service::Ldlm,
             RequestBody::Param(_) => Service::Param,
+            RequestBody::Raft { .. } => Service::Raft,
         })
     }
 
@@ -213,6 +224,7 @@ impl RequestBody {
             RequestBody::Ost { op, .. } => op.opcode_name(),
             RequestBody::Ldlm { op, .. } => op.opcode_name(),
             RequestBody::Param(op) => op.opcode_name(),
+            RequestBody::Raft { op, .. } => op.opcode_name(),
         }
     }
 }

@@ -18,11 +18,14 @@ pub enum Service {
     Ldlm,
     /// Parameter requests: never held behind another service's policy.
     Param,
+    /// Messages between the replicas of a replicated group (weft-raft): first come, first
+    /// served, run inline, never held by a policy (a held heartbeat would start an election).
+    Raft,
 }
 
 impl Service {
-    pub const ALL: [Service; 6] =
-        [Service::Mgs, Service::Mdt, Service::OstIo, Service::Ost, Service::Ldlm, Service::Param];
+    pub const ALL: [Service; 7] =
+        [Service::Mgs, Service::Mdt, Service::OstIo, Service::Ost, Service::Ldlm, Service::Param, Service::Raft];
 
     /// Lustre's name of the service.
     pub fn name(self) -> &'static str {
@@ -33,11 +36,13 @@ impl Service {
             Service::Ost => "ost",
             Service::Ldlm => "ldlm",
             Service::Param => "param",
+            Service::Raft => "raft",
         }
     }
 
     /// Where its parameters sit in the parameter tree, as Lustre names the service
-    /// (`ost.OSS.ost_io`); None for the parameter service itself.
+    /// (`ost.OSS.ost_io`); None for the parameter service itself and for raft, whose
+    /// policy is fixed.
     pub fn param_prefix(self) -> Option<&'static str> {
         Some(match self {
             Service::Mgs => "mgs.MGS.mgs",
@@ -45,7 +50,7 @@ impl Service {
             Service::OstIo => "ost.OSS.ost_io",
             Service::Ost => "ost.OSS.ost",
             Service::Ldlm => "ldlm.services.ldlm_canceld",
-            Service::Param => return None,
+            Service::Param | Service::Raft => return None,
         })
     }
 

@@ -126,6 +126,10 @@ impl Schedulers {
         if service == Service::Param {
             return Err("parameter requests are always served first come, first served".into());
         }
+        if service == Service::Raft {
+            // A heartbeat held back by a rate limit would start an election.
+            return Err("raft requests are always served first come, first served".into());
+        }
         match name {
             "fifo" if arg.is_empty() => {
                 self.of(service).set_policy(Arc::new(fifo::Fifo::default()));

@@ -1,0 +1,91 @@
+//! The replication service's operations (weft-raft): the messages of one Raft group's
+//! replicas to each other, each naming its group, since one server process may hold a
+//! replica of the MGS and of several MDTs.
+//!
+//! The messages are openraft's own, carried as opaque bytes (postcard of openraft's serde
+//! types, made and read by weft-raft): this crate does not depend on openraft, and a change
+//! of openraft's types changes weft-raft, not the protocol's enums.
+//!
+//! Every op is a `write` (a Mutation in [`OpKind`](crate::msg::ops::OpKind) terms): a vote
+//! or an append changes the replica's state, so a transport that resends reads freely must
+//! not treat them as harmless; openraft's RPCs are idempotent by design (a repeated append
+//! or vote is answered the same way), so resending them is safe either way.
+
+use serde::{Deserialize, Serialize};
+
+/// A replicated group: the MGS, or one MDT.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+pub enum GroupId {
+    Mgs,
+    Mdt(u32),
+}
+
+impl std::fmt::Display for GroupId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            GroupId::Mgs => write!(f, "MGS"),
+            GroupId::Mdt(index) => write!(f, "MDT{index:04x}"),
+        }
+    }
+}
+
+/// What a replica answers to an `AppendEntries`: postcard of openraft's
+/// `Result<AppendEntriesResponse, RaftError>`, read back by weft-raft.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct AppendAnswer {
+    pub reply: Vec<u8>,
+}
+
+/// What a replica answers to a `Vote`: postcard of openraft's
+/// `Result<VoteResponse, RaftError>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct VoteAnswer {
+    pub reply: Vec<u8>,
+}
+
+/// What a replica answers to an `InstallSnapshot` chunk: postcard of openraft's
+/// `Result<InstallSnapshotResponse, RaftError<InstallSnapshotError>>`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct SnapshotAnswer {
+    pub reply: Vec<u8>,
+}
+
+/// Every raft operation (see [`mdt_ops!`](crate::mdt_ops) for the list's form). `request`
+/// is postcard of openraft's request of the same name.
+#[macro_export]
+macro_rules! raft_ops {
+    ($then:ident) => {
+        $then! {
+            RaftRequest / RaftReply;
+            /// Entries to append (or none: a heartbeat) from the group's leader.
+            write AppendEntries { request: Vec<u8> } -> $crate::msg::raft::AppendAnswer = "raft_append";
+            /// A candidate asks for this replica's vote.
+            write Vote { request: Vec<u8> } -> $crate::msg::raft::VoteAnswer = "raft_vote";
+            /// One chunk of a snapshot the leader sends a replica that is too far behind.
+            write InstallSnapshot { request: Vec<u8> } -> $crate::msg::raft::SnapshotAnswer = "raft_install_snapshot";
+        }
+    };
+}
+
+crate::raft_ops!(define_ops);
+
+crate::define_replies! {
+    /// Answers to raft requests.
+    RaftReply {
+        Appended(AppendAnswer),
+        Voted(VoteAnswer),
+        SnapshotChunk(SnapshotAnswer),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_are_named_as_lustre_names_targets() {
+        assert_eq!(GroupId::Mgs.to_string(), "MGS");
+        assert_eq!(GroupId::Mdt(0).to_string(), "MDT0000");
+        assert_eq!(GroupId::Mdt(26).to_string(), "MDT001a");
+    }
+}

@@ -128,7 +128,11 @@ impl LogStore {
                             return Err(corrupt(
                                 &path,
                                 offset,
-                                format!("entry {} where entry {} should be", log_id.index, expected.unwrap_or_default()),
+                                format!(
+                                    "entry {} where entry {} should be",
+                                    log_id.index,
+                                    expected.unwrap_or_default()
+                                ),
                             ));
                         }
                         slots.push_back(Slot { log_id, offset });
@@ -407,7 +411,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             files.file.set_len(0).map_err(|e| io_error(format!("{}: {e}", path.display())))?;
             files.end = 0;
         } else if prefix >= files.rewrite_prefix_bytes_min && prefix * 2 > files.end {
-            files.rewrite(prefix).map_err(|e| io_error(format!("{}: rewriting without its prefix: {e}", path.display())))?;
+            files
+                .rewrite(prefix)
+                .map_err(|e| io_error(format!("{}: rewriting without its prefix: {e}", path.display())))?;
         }
         Ok(())
     }

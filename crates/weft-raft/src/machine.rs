@@ -126,7 +126,11 @@ fn read_snapshot(path: &Path) -> WeftResult<Option<StoredSnapshot>> {
     }
 }
 
-fn write_snapshot(path: &Path, meta: &SnapshotMeta<NodeId, BasicNode>, data: &[u8]) -> Result<(), StorageError<NodeId>> {
+fn write_snapshot(
+    path: &Path,
+    meta: &SnapshotMeta<NodeId, BasicNode>,
+    data: &[u8],
+) -> Result<(), StorageError<NodeId>> {
     let stored = StoredSnapshot { meta: meta.clone(), data: data.to_vec() };
     let bytes = postcard::to_allocvec(&stored).map_err(snapshot_error)?;
     if bytes.len() > SNAPSHOT_RECORD_BYTES_MAX as usize {

@@ -10,6 +10,8 @@
 //!
 //! [mds]
 //! index = 0          # the MDT this node serves
+//! # replicas = ["127.0.0.2:9800", "127.0.0.3:9800", "127.0.0.4:9800"]
+//! #                  # a replicated MDT: every server holding a replica, this one among them
 //!
 //! [oss]
 //! osts = [0, 7]      # OST indices served here; sparse is fine; each in data_dir/ost<index hex>
@@ -62,7 +64,7 @@ impl ServerConfig {
             listen: "127.0.0.1:0".into(),
             mgs_address: String::new(),
             mgs: Some(MgsRole {}),
-            mds: Some(MdsRole { index: 0 }),
+            mds: Some(MdsRole { index: 0, replicas: Vec::new() }),
             oss: Some(OssRole { osts }),
             lock_timeout_ms: LOCK_TIMEOUT_MS_DEFAULT,
             metrics_listen: None,
@@ -90,6 +92,37 @@ pub struct MgsRole {}
 #[serde(deny_unknown_fields)]
 pub struct MdsRole {
     pub index: u32,
+    /// A replicated MDT: the `host:port` of every server process holding a replica, this
+    /// one's `listen` among them (an odd number, 3 by default under `weft up --replicas`).
+    /// Empty: a single MDT.
+    #[serde(default)]
+    pub replicas: Vec<String>,
+}
+
+impl MdsRole {
+    /// This server's replica id in the MDT's group (1 + its place in `replicas`), and the
+    /// group's members by id; None for a single MDT.
+    pub fn group(&self, listen: &str) -> anyhow::Result<Option<(u64, std::collections::BTreeMap<u64, String>)>> {
+        if self.replicas.is_empty() {
+            return Ok(None);
+        }
+        let members: std::collections::BTreeMap<u64, String> =
+            self.replicas.iter().enumerate().map(|(i, a)| (i as u64 + 1, a.clone())).collect();
+        if members.len() % 2 == 0 {
+            anyhow::bail!(
+                "[mds] replicas lists {} servers: a group needs an odd number (1, 3, 5) so that a majority survives the loss of a minority",
+                members.len()
+            );
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        if let Some(twice) = self.replicas.iter().find(|a| !seen.insert(a.as_str())) {
+            anyhow::bail!("[mds] replicas lists {twice} twice");
+        }
+        let Some((&id, _)) = members.iter().find(|(_, a)| a.as_str() == listen) else {
+            anyhow::bail!("[mds] replicas {:?} does not list this server's listen address {listen}", self.replicas);
+        };
+        Ok(Some((id, members)))
+    }
 }
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -128,6 +161,9 @@ impl ServerConfig {
             if s.len() != o.osts.len() {
                 anyhow::bail!("[oss] osts lists an index twice: {:?}", o.osts);
             }
+        }
+        if let Some(m) = &self.mds {
+            m.group(&self.listen)?;
         }
         if self.mgs.is_none() && self.mgs_address.ends_with(":0") {
             anyhow::bail!("mgs_address {} has port 0: give the management service's real port", self.mgs_address);

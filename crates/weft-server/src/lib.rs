@@ -25,6 +25,7 @@ mod locks;
 mod metrics;
 mod monitor;
 mod params;
+mod replicated;
 mod router;
 mod sources;
 mod targets;
@@ -54,7 +55,9 @@ pub struct RunningServer {
     server: Arc<Server>,
     /// The network this process's servers and clients reach each other on.
     network: Arc<Network>,
-    mds: Option<Arc<Mds>>,
+    mds: Arc<replicated::MdsSlot>,
+    /// A replicated MDT's group, which this process's replica takes part in.
+    mdt_group: Option<weft_raft::Group>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -121,13 +124,37 @@ impl RunningServer {
         let peer_opts = PeerOptions { network: Some(network.clone()), ..PeerOptions::default() };
         let mgs_peer = Arc::new(Peer::new(mgs_address.clone(), peer_opts.clone()));
         let object_targets = Arc::new(targets::NetTargets::new(peer_opts.clone(), dom.clone()));
+        // A single MDT's MDS runs from the start; a replicated MDT's runs while this replica
+        // leads its group (replicated.rs).
+        let mut replica = None;
+        let mut mdt_group = None;
         let mds = match &config.mds {
-            Some(m) => Some(
-                Mds::open(MdsConfig::new(mdt_dir(m.index), m.index), object_targets.clone())
-                    .map_err(|e| anyhow::anyhow!("metadata service: {}", e.message))?,
-            ),
+            Some(m) => match m.group(&config.listen)? {
+                None => Some(
+                    Mds::open(MdsConfig::new(mdt_dir(m.index), m.index), object_targets.clone())
+                        .map_err(|e| anyhow::anyhow!("metadata service: {}", e.message))?,
+                ),
+                Some((node_id, members)) => {
+                    let r = weft_mds::replica::Replica::open(mdt_dir(m.index), m.index)
+                        .map_err(|e| anyhow::anyhow!("MDT replica: {}", e.message))?;
+                    let group_config = weft_raft::GroupConfig::new(
+                        GroupId::Mdt(m.index),
+                        node_id,
+                        members,
+                        mdt_dir(m.index).join("raft"),
+                    );
+                    let machine = Arc::new(replicated::MdtMachine(r.clone()));
+                    let group = weft_raft::Group::start(group_config, machine, Some(network.clone()))
+                        .await
+                        .map_err(|e| anyhow::anyhow!("the MDT's replicated group: {}", e.message))?;
+                    replica = Some(r);
+                    mdt_group = Some(group);
+                    None
+                }
+            },
             None => None,
         };
+        let mds_slot = replicated::MdsSlot::holding(mds.clone());
 
         let exports = Arc::new(weft_rpc::Exports::with_clients(network.clients().clone()));
         let mdt_index = config.mds.as_ref().map(|m| m.index);
@@ -144,18 +171,22 @@ impl RunningServer {
         if let (Some(mds), Some((_, ns))) = (&mds, &locks.mdt) {
             mds.set_lock_namespace(ns.clone());
         }
+        let mdt_locks = locks.mdt.as_ref().map(|(_, ns)| ns.clone());
         let schedulers = Arc::new(weft_rpc::schedule::Schedulers::default());
         let mut services = Vec::new();
         if mgs.is_some() {
             services.push(Service::Mgs);
         }
-        if mds.is_some() {
+        if config.mds.is_some() {
             services.push(Service::Mdt);
+        }
+        if mdt_group.is_some() {
+            services.push(Service::Raft);
         }
         if oss.is_some() || dom.is_some() {
             services.extend([Service::OstIo, Service::Ost]);
         }
-        if mds.is_some() || oss.is_some() {
+        if config.mds.is_some() || oss.is_some() {
             services.push(Service::Ldlm);
         }
         // Per job, user and group, on each target: job_stats, the metrics, the budgets.
@@ -166,7 +197,7 @@ impl RunningServer {
             schedulers.clone(),
             services.clone(),
             jobstats.clone(),
-            mds.clone(),
+            mds_slot.clone(),
             &config.fsname,
             targets,
         ));
@@ -174,7 +205,9 @@ impl RunningServer {
         let mgs_for_monitor = mgs.clone();
         let router = Arc::new(router::Router {
             mgs,
-            mds: mds.clone(),
+            mds: mds_slot.clone(),
+            replicated: mdt_group.is_some(),
+            mdt_group: mdt_group.clone(),
             mdt_index,
             oss: oss.clone(),
             dom,
@@ -210,7 +243,8 @@ impl RunningServer {
 
         // Register our targets with the MGS; it may not be up yet on a real cluster.
         let mut targets = Vec::new();
-        if let Some(m) = &config.mds {
+        if let (Some(m), None) = (&config.mds, &mdt_group) {
+            // A replicated MDT's leader registers it once it serves.
             targets.push((TargetKind::Mdt, m.index));
         }
         if let Some(o) = &oss {
@@ -237,19 +271,42 @@ impl RunningServer {
                 mds.set_cluster_map(&state.map);
             }
         }
-        if let Some(mds) = &mds {
+        if config.mds.is_some() {
             object_targets.follow(follower.clone());
+        }
+        if let Some(mds) = &mds {
+            // Data on the MDT is not replicated yet: a replicated MDT hands out no DoM objects.
             mds.serve_dom();
         }
-        let (mds_follows, object_targets, params) = (mds.clone(), object_targets.clone(), params.clone());
+        if let (Some(r), Some(group), Some(m)) = (replica, &mdt_group, &config.mds) {
+            let (dir, index) = (mdt_dir(m.index), m.index);
+            tasks.push(tokio::spawn(replicated::run(replicated::Hosting {
+                replica: r,
+                group: group.clone(),
+                slot: mds_slot.clone(),
+                mds_config: Box::new(move || MdsConfig::new(dir.clone(), index)),
+                targets: object_targets.clone(),
+                locks: mdt_locks,
+                mgs: mgs_peer.clone(),
+                address: address.clone(),
+                map: follower.subscribe(),
+                election_timeout_min: Duration::from_millis(weft_raft::limits::ELECTION_TIMEOUT_MS_MIN_DEFAULT),
+                heartbeat: Duration::from_millis(weft_raft::limits::HEARTBEAT_MS_DEFAULT),
+                checkpoint_interval: Duration::from_millis(weft_mds::limits::CHECKPOINT_INTERVAL_MS),
+            })));
+        }
+        let mds_follows = config.mds.is_some().then(|| mds_slot.clone());
+        let (object_targets, params) = (object_targets.clone(), params.clone());
         tasks.push(tokio::spawn(async move {
             let _follower = follower;
             while changes.changed().await.is_ok() {
                 let state = changes.borrow_and_update().clone();
                 params.apply_records(&state.map.params, &mut applied);
-                if let Some(mds) = &mds_follows {
+                if let Some(slot) = &mds_follows {
                     object_targets.peers.retain_map(&state);
-                    mds.set_cluster_map(&state.map);
+                    if let Some(mds) = slot.get() {
+                        mds.set_cluster_map(&state.map);
+                    }
                 }
             }
         }));
@@ -259,7 +316,7 @@ impl RunningServer {
         }
         tasks.push(tokio::spawn(report_global_demand(mgs_peer.clone(), address.clone(), services, schedulers)));
         tracing::info!("serving {} on {address}", config.roles_text());
-        Ok(RunningServer { address, metrics_address, config, server, network, mds, tasks })
+        Ok(RunningServer { address, metrics_address, config, server, network, mds: mds_slot, mdt_group, tasks })
     }
 
     pub fn mgs_address(&self) -> String {
@@ -274,6 +331,17 @@ impl RunningServer {
     /// without TCP (`weft up`).
     pub fn network(&self) -> &Arc<Network> {
         &self.network
+    }
+
+    /// Where this process's replica of a replicated MDT stands in its group (role, term,
+    /// leader, log positions); None for a single MDT or none.
+    pub fn mdt_group_status(&self) -> Option<weft_raft::GroupStatus> {
+        self.mdt_group.as_ref().map(weft_raft::Group::status)
+    }
+
+    /// Whether this process runs an MDS now (a replicated MDT's only while it leads).
+    pub fn serves_mdt(&self) -> bool {
+        self.mds.get().is_some()
     }
 
     /// This server's clients: callback routes and evictions.
@@ -292,8 +360,11 @@ impl RunningServer {
         for t in &self.tasks {
             t.abort();
         }
-        if let Some(mds) = &self.mds {
+        if let Some(mds) = self.mds.get() {
             mds.shutdown().await;
+        }
+        if let Some(group) = &self.mdt_group {
+            group.shutdown().await;
         }
     }
 }
@@ -345,7 +416,7 @@ async fn report_global_demand(
     }
 }
 
-async fn register(peer: &Peer, target: TargetInfo) -> anyhow::Result<()> {
+pub(crate) async fn register(peer: &Peer, target: TargetInfo) -> anyhow::Result<()> {
     let timeout = peer.options().request_timeout;
     let registered = peer.op(header(), 0, mgs::Register { target }, Bytes::new(), timeout).await;
     registered.map(drop).map_err(|e| anyhow::anyhow!("{}", e.message))

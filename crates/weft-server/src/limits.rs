@@ -9,9 +9,20 @@ pub const LOCK_TIMEOUT_MS_DEFAULT: u64 = 20_000;
 /// After a restart, how long no lock is granted: clients ping every second and drop what
 /// they cached under a restarted server's locks when they notice (weft-client's pinger).
 pub const LOCK_RECOVERY_MS: u64 = 5_000;
+/// When a replicated MDT's new leader starts serving, how long no lock is granted: the
+/// clients learn of the move from the management service at once (they follow the map by
+/// long poll) and drop what they cached under the old leader's locks before this ends.
+/// Until clients replay their locks to the new leader, this is what keeps a conflicting
+/// grant from meeting a stale cache.
+pub const FAILOVER_LOCK_RECOVERY_MS: u64 = 1_000;
 /// Longest file system name. It becomes part of target names (`weft-OST0001`): Lustre's
 /// rule.
 pub const FSNAME_BYTES_MAX: usize = 8;
 pub use weft_rpc::limits::GLOBAL_REPORT_MS;
 /// Seconds between the monitor's scrapes into the history, unless the config says otherwise.
 pub const MONITOR_INTERVAL_S_DEFAULT: u64 = 10;
+/// A replicated MDT's leader answers reads for this part of the shortest election timeout
+/// after the group last confirmed it leads (weft-mds `replica::Lease`): no other replica can
+/// be elected sooner, and the rest is the margin for clocks that run at slightly different
+/// rates and for the time the confirmation took.
+pub const MDT_LEASE_OF_ELECTION_TIMEOUT: f64 = 0.6;

@@ -74,7 +74,7 @@ impl Sources {
 
     /// The changelog of this process's MDT, if it runs one and the changelog can be read.
     fn changelog(&self) -> Option<ChangelogFigures> {
-        let (mds, index) = (self.router.mds.as_ref()?, self.router.mdt_index?);
+        let (mds, index) = (self.router.mds.get()?, self.router.mdt_index?);
         let users = mds.changelog_users().ok()?;
         let held = users.users.iter().map(|u| (u.id.clone(), users.current_index.saturating_sub(u.cleared))).collect();
         Some((self.name((TargetKind::Mdt, index)), users.records, held))
@@ -82,7 +82,7 @@ impl Sources {
 
     /// The HSM coordinator of this process's MDT, if it runs one.
     fn hsm(&self) -> Option<HsmFigures> {
-        let (mds, index) = (self.router.mds.as_ref()?, self.router.mdt_index?);
+        let (mds, index) = (self.router.mds.get()?, self.router.mdt_index?);
         let mut counts = BTreeMap::new();
         for a in mds.hsm_actions().ok()? {
             *counts.entry((a.action.name(), a.status.name())).or_insert(0) += 1;
@@ -160,7 +160,7 @@ impl Sources {
                 }
             }
             TargetKind::Mdt => {
-                let mds = self.router.mds.as_ref()?;
+                let mds = self.router.mds.get()?;
                 match mds.handle(&RequestHeader::default(), MdtRequest::Statfs(mdt::Statfs {}), Run::Offload).await {
                     Ok(MdtReply::Statfs(info)) => Ok(info),
                     Ok(_) => return None,

@@ -131,7 +131,7 @@ pub(crate) struct Params {
     /// By job, uid and gid.
     jobstats: Arc<JobStats>,
     /// The MDS of this process, if any (its changelog's parameters).
-    mds: Option<Arc<weft_mds::Mds>>,
+    mds: Arc<crate::replicated::MdsSlot>,
     fsname: String,
     targets: Vec<(TargetKind, u32)>,
 }
@@ -143,15 +143,15 @@ impl Params {
         schedulers: Arc<Schedulers>,
         services: Vec<Service>,
         jobstats: Arc<JobStats>,
-        mds: Option<Arc<weft_mds::Mds>>,
+        mds: Arc<crate::replicated::MdsSlot>,
         fsname: &str,
         targets: Vec<(TargetKind, u32)>,
     ) -> Params {
         Params { schedulers, services, jobstats, mds, fsname: fsname.to_string(), targets }
     }
 
-    fn mds(&self) -> Result<&weft_mds::Mds, String> {
-        self.mds.as_deref().ok_or_else(|| "this server process runs no MDS".to_string())
+    fn mds(&self) -> Result<Arc<weft_mds::Mds>, String> {
+        self.mds.get().ok_or_else(|| "this server process runs no MDS (now)".to_string())
     }
 
     fn leaves(&self) -> Vec<(String, Key)> {
@@ -173,7 +173,7 @@ impl Params {
                 format!("{kind_prefix}.{name}.job_cleanup_interval"),
                 Key::Target((kind, index), TargetLeaf::JobCleanupInterval),
             ));
-            if kind == TargetKind::Mdt && self.mds.is_some() {
+            if kind == TargetKind::Mdt && self.mds.get().is_some() {
                 for (leaf, what) in
                     [(TargetLeaf::ChangelogMask, "changelog_mask"), (TargetLeaf::ChangelogUsers, "changelog_users")]
                 {
@@ -388,7 +388,7 @@ impl Params {
             }
             Key::Target(_, TargetLeaf::HsmControl) => {
                 use weft_proto::msg::hsm::HsmControl;
-                let mds = self.mds.clone().ok_or("this server process runs no MDS")?;
+                let mds = self.mds()?;
                 match value.trim() {
                     "enabled" => mds.coordinator().set_control(HsmControl::Enabled),
                     "disabled" => mds.coordinator().set_control(HsmControl::Disabled),

@@ -5,7 +5,6 @@ use crate::locks::LockService;
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use std::sync::Arc;
-use weft_mds::Mds;
 use weft_mgs::Mgs;
 use weft_oss::Oss;
 use weft_proto::lock::LockTarget;
@@ -15,7 +14,13 @@ use weft_rpc::{Handler, RequestContext, Run};
 
 pub(crate) struct Router {
     pub mgs: Option<Arc<Mgs>>,
-    pub mds: Option<Arc<Mds>>,
+    /// The MDS running here now (a replicated MDT's while this replica leads).
+    pub mds: Arc<crate::replicated::MdsSlot>,
+    /// The MDT is replicated: its requests and lock requests are refused while this replica
+    /// does not lead (`ErrorCode::Moved`), not answered "not here".
+    pub replicated: bool,
+    /// The replicated MDT's group, for its messages.
+    pub mdt_group: Option<weft_raft::Group>,
     pub mdt_index: Option<u32>,
     pub oss: Option<Arc<Oss>>,
     /// The MDT's data-on-MDT object target (`weft_proto::layout::dom_target`).
@@ -85,9 +90,12 @@ impl Handler for Router {
                     },
                     None => not_here("the management service".into()),
                 },
-                RequestBody::Mdt { mdt, op } => match (&self.mds, self.mdt_index) {
+                RequestBody::Mdt { mdt, op } => match (self.mds.get(), self.mdt_index) {
                     (Some(mds), Some(i)) if i == mdt => {
                         (mds.handle(&ctx.header, op, run).await.map(ReplyBody::Mdt), Bytes::new())
+                    }
+                    (None, Some(i)) if i == mdt && self.replicated => {
+                        (Err(crate::replicated::not_serving(mdt)), Bytes::new())
                     }
                     _ => not_here(format!("MDT{mdt:04x}")),
                 },
@@ -106,10 +114,18 @@ impl Handler for Router {
                     None => not_here(format!("OST{ost:04x}")),
                 },
                 RequestBody::Param(op) => (self.params.handle(&ctx.header, op).map(ReplyBody::Param), Bytes::new()),
+                RequestBody::Ldlm { target: LockTarget::Mdt(mdt), .. }
+                    if self.replicated && self.mds.get().is_none() =>
+                {
+                    (Err(crate::replicated::not_serving(mdt)), Bytes::new())
+                }
                 RequestBody::Ldlm { target, op } => {
                     (self.locks.handle(&ctx.header, target, op).await.map(ReplyBody::Ldlm), Bytes::new())
                 }
-                RequestBody::Raft { group, .. } => (Err(WeftError::not_found(format!("no replicated group {group} here"))), Bytes::new()),
+                RequestBody::Raft { group, op } => match &self.mdt_group {
+                    Some(g) if g.group() == group => (g.handle(op).await.map(ReplyBody::Raft), Bytes::new()),
+                    _ => not_here(format!("the replicated group {group}")),
+                },
             }
         })
     }

@@ -1,0 +1,206 @@
+//! A replicated MDT in a server process: this process's replica of the MDT's group
+//! (weft-mds `replica.rs`), the group it takes part in (weft-raft), and the [`Mds`] that
+//! runs here while this replica leads.
+//!
+//! One task follows the group ([`run`]): when this replica becomes the leader it asks the
+//! group for a read index (every entry of the terms before is then applied here), opens the
+//! [`Mds`] over the replica's store ([`Replica::serve`]), holds lock grants back for the
+//! recovery window, and registers the MDT at this server's address with the MGS, which moves
+//! it in the cluster map: the clients follow the map there (and forget what they cached under
+//! the old leader's locks). While it serves it renews the read lease every heartbeat; when it
+//! loses the lead, or its replica was fenced (a batch the group did not commit), it shuts the
+//! [`Mds`] down and the replica follows the group again. A following replica folds what it
+//! applied into its store and makes the group's log durable every checkpoint interval.
+
+use crate::limits::{FAILOVER_LOCK_RECOVERY_MS, MDT_LEASE_OF_ELECTION_TIMEOUT};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+use weft_mds::replica::{Proposer, Replica};
+use weft_mds::{Mds, MdsConfig, ObjectTargets};
+use weft_proto::msg::*;
+use weft_proto::{ErrorCode, WeftError, WeftResult};
+use weft_raft::{Group, ProposeError, Role};
+use weft_rpc::Peer;
+
+/// The MDS this process runs now, if any: always the same one for a single MDT, the
+/// leader's while this replica leads for a replicated one. Read by every MDT request.
+#[derive(Default)]
+pub(crate) struct MdsSlot {
+    current: RwLock<Option<Arc<Mds>>>,
+}
+
+impl MdsSlot {
+    pub fn holding(mds: Option<Arc<Mds>>) -> Arc<MdsSlot> {
+        Arc::new(MdsSlot { current: RwLock::new(mds) })
+    }
+
+    pub fn get(&self) -> Option<Arc<Mds>> {
+        self.current.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    fn set(&self, mds: Option<Arc<Mds>>) -> Option<Arc<Mds>> {
+        std::mem::replace(&mut *self.current.write().unwrap_or_else(|p| p.into_inner()), mds)
+    }
+}
+
+/// The error of an MDT request to a replica that does not serve it now.
+pub(crate) fn not_serving(mdt: u32) -> WeftError {
+    WeftError::new(
+        ErrorCode::Moved,
+        format!(
+            "MDT{mdt:04x} is not served here: this replica does not lead its group (the cluster map names the leader)"
+        ),
+    )
+}
+
+/// The replica as the group's state machine.
+pub(crate) struct MdtMachine(pub Arc<Replica>);
+
+impl weft_raft::Machine for MdtMachine {
+    fn apply(&self, _index: u64, payload: Option<&[u8]>, state: &[u8]) -> Result<(), String> {
+        self.0.apply(payload, state).map_err(|e| e.message)
+    }
+
+    fn applied_state(&self) -> Option<Vec<u8>> {
+        self.0.applied_state()
+    }
+
+    fn snapshot(&self) -> Result<(Vec<u8>, Vec<u8>), String> {
+        self.0.snapshot().map_err(|e| e.message)
+    }
+
+    fn install(&self, state: &[u8], data: &[u8]) -> Result<(), String> {
+        self.0.install(state, data).map_err(|e| e.message)
+    }
+}
+
+/// The group as the MDS's writer sees it: a proposal blocks the committing thread (the
+/// writer thread, or a caller's own thread; never a runtime task) until the group answers.
+struct GroupProposer {
+    group: Group,
+    runtime: tokio::runtime::Handle,
+}
+
+impl Proposer for GroupProposer {
+    fn propose(&self, payload: Vec<u8>) -> WeftResult<u64> {
+        self.runtime.block_on(self.group.propose(payload)).map_err(propose_error)
+    }
+
+    fn sync(&self) -> WeftResult<()> {
+        self.group.sync()
+    }
+}
+
+fn propose_error(e: ProposeError) -> WeftError {
+    match e {
+        ProposeError::NotLeader { .. } => WeftError::new(ErrorCode::Moved, format!("the MDT's group: {e}")),
+        ProposeError::Failed(why) => WeftError::io(format!("the MDT's group did not commit: {why}")),
+    }
+}
+
+/// What [`run`] needs of its server process.
+pub(crate) struct Hosting {
+    pub replica: Arc<Replica>,
+    pub group: Group,
+    pub slot: Arc<MdsSlot>,
+    pub mds_config: Box<dyn Fn() -> MdsConfig + Send + Sync>,
+    pub targets: Arc<dyn ObjectTargets>,
+    pub locks: Option<Arc<weft_dlm::namespace::Namespace>>,
+    pub mgs: Arc<Peer>,
+    pub address: String,
+    pub map: tokio::sync::watch::Receiver<Arc<weft_rpc::map::MapState>>,
+    pub election_timeout_min: Duration,
+    pub heartbeat: Duration,
+    pub checkpoint_interval: Duration,
+}
+
+/// Follows the group for as long as the server runs (module doc).
+pub(crate) async fn run(h: Hosting) {
+    let mut changes = h.group.watch();
+    let mut tick = tokio::time::interval(h.heartbeat);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let mut last_checkpoint = Instant::now();
+    let lease = h.election_timeout_min.mul_f64(MDT_LEASE_OF_ELECTION_TIMEOUT);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            changed = changes.changed() => if changed.is_err() { return },
+        }
+        let leads = changes.borrow_and_update().role == Role::Leader;
+        let serving = h.slot.get();
+        match serving {
+            Some(mds) if !leads || h.replica.fenced() => {
+                tracing::info!(
+                    mdt = h.replica.mdt_index,
+                    "this MDT replica no longer leads its group: it stops serving"
+                );
+                h.slot.set(None);
+                mds.shutdown().await;
+                if let Err(e) = h.replica.follow() {
+                    tracing::error!(error = %e, "this MDT replica cannot follow its group again");
+                    h.group.shutdown().await;
+                    return;
+                }
+            }
+            Some(_) => {
+                let asked = Instant::now();
+                if h.group.read_index().await.is_ok() {
+                    h.replica.lease.renew(asked, lease);
+                }
+            }
+            None if leads => {
+                let asked = Instant::now();
+                if let Err(e) = h.group.read_index().await {
+                    tracing::debug!(error = %e, "a new leader's read index failed; trying again");
+                    continue;
+                }
+                h.replica.lease.renew(asked, lease);
+                match start_serving(&h).await {
+                    Ok(mds) => h.slot.set(Some(mds)),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "this MDT replica leads but cannot serve yet");
+                        None
+                    }
+                };
+            }
+            None => {
+                if last_checkpoint.elapsed() >= h.checkpoint_interval {
+                    last_checkpoint = Instant::now();
+                    if let Err(e) = h.replica.checkpoint().and_then(|()| h.group.sync()) {
+                        tracing::warn!(error = %e, "an MDT replica's checkpoint failed; retrying");
+                    }
+                }
+            }
+        }
+    }
+}
+
+async fn start_serving(h: &Hosting) -> anyhow::Result<Arc<Mds>> {
+    let proposer = Arc::new(GroupProposer { group: h.group.clone(), runtime: tokio::runtime::Handle::current() });
+    let (replica, cfg, targets) = (h.replica.clone(), (h.mds_config)(), h.targets.clone());
+    // Formatting and the orphan cleanup wait on the group: a thread that may block.
+    let mds = tokio::task::spawn_blocking(move || replica.serve(cfg, proposer, targets))
+        .await?
+        .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    if let Some(ns) = &h.locks {
+        ns.hold_grants_for(Duration::from_millis(FAILOVER_LOCK_RECOVERY_MS));
+        mds.set_lock_namespace(ns.clone());
+    }
+    mds.set_cluster_map(&h.map.borrow().map);
+    let target = TargetInfo {
+        kind: TargetKind::Mdt,
+        index: h.replica.mdt_index,
+        address: h.address.clone(),
+        state: TargetState::Up,
+    };
+    let mgs = h.mgs.clone();
+    tokio::spawn(async move {
+        if let Err(e) = crate::register(&mgs, target).await {
+            // Serving anyway: the clients that find it here are served; the next change of
+            // leader registers again.
+            tracing::warn!(error = %e, "the new MDT leader could not register with the management service");
+        }
+    });
+    tracing::info!(mdt = h.replica.mdt_index, address = %h.address, "this MDT replica leads its group and serves");
+    Ok(mds)
+}

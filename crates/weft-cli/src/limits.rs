@@ -52,3 +52,9 @@ pub const TOP_ROWS: u32 = 10;
 /// Files per HSM request to the MDT (`hsm archive` and the policy engine's archive runs):
 /// the MDT's bound is larger, this keeps each request under a megabyte.
 pub const HSM_REQUEST_FILES_MAX: usize = 8192;
+/// `weft up --replicas`: how long after a replica's process exited it is started again (it
+/// then catches up from its group).
+pub const REPLICA_RESTART_MS: u64 = 5_000;
+/// `weft up --replicas`: how long the management service may wait for the MDT's group to
+/// elect a leader that registers, before the mount starts anyway.
+pub const REPLICA_LEADER_WAIT_S: u64 = 30;

@@ -29,6 +29,7 @@ mod policy;
 mod pool;
 mod qos;
 mod remote;
+mod replicas;
 mod stats;
 mod sys_xattr;
 mod up;

@@ -26,6 +26,10 @@ pub struct UpArgs {
     /// Number of OSTs for a new file system (an existing one keeps its own).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
     osts: u32,
+    /// Replicas of the MDT for a new file system, each in a server process of its own
+    /// (odd: 1, 3, 5, 7; an existing file system keeps its own).
+    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=7))]
+    replicas: u32,
     /// Return once the mount is usable, leaving the file system running in the background.
     #[arg(long)]
     detach: bool,
@@ -64,6 +68,9 @@ pub struct UpState {
     /// The mount's `passthrough` option (auto, on, off).
     #[serde(default)]
     pub passthrough: Option<String>,
+    /// The processes of the MDT's replicas (`--replicas`), started again when they die.
+    #[serde(default)]
+    pub replicas: Vec<crate::replicas::ReplicaProcess>,
 }
 
 fn state_path(data: &Path) -> PathBuf {
@@ -93,7 +100,7 @@ fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
 }
 
 /// The config of the local file system in `data`: made on first use, read after.
-fn local_config(data: &Path, osts: u32) -> anyhow::Result<ServerConfig> {
+fn local_config(data: &Path, osts: u32, replicas: u32) -> anyhow::Result<ServerConfig> {
     let path = data.join("server.toml");
     if path.exists() {
         let c = ServerConfig::load(&path)?;
@@ -101,16 +108,43 @@ fn local_config(data: &Path, osts: u32) -> anyhow::Result<ServerConfig> {
         if have != osts as usize {
             eprintln!("weft: {} holds a file system with {have} OSTs; --osts {osts} is ignored", data.display());
         }
+        let have = crate::replicas::configs(data)?.len().max(1);
+        if have != replicas as usize {
+            eprintln!("weft: {} holds a file system with {have} MDT replicas; --replicas {replicas} is ignored", data.display());
+        }
         return Ok(c);
     }
-    let c = ServerConfig {
+    let mut c = ServerConfig {
         // A free port on loopback, printed at start and kept in the run state.
         metrics_listen: Some("127.0.0.1:0".into()),
         monitor_interval_s: weft_server::limits::MONITOR_INTERVAL_S_DEFAULT,
         ..ServerConfig::all_in_one(data.to_path_buf(), (0..osts).collect())
     };
+    if replicas > 1 {
+        crate::replicas::plan(data, &mut c, replicas)?;
+    }
     std::fs::write(&path, toml::to_string_pretty(&c)?)?;
     Ok(c)
+}
+
+/// Waits until the MDT is in the cluster map (a replicated MDT's leader registered it).
+async fn wait_for_mdt(mgs: &str, data: &Path) -> anyhow::Result<()> {
+    let peer = weft_rpc::Peer::new(mgs, weft_rpc::PeerOptions::default());
+    let start = std::time::Instant::now();
+    loop {
+        let map = weft_rpc::map::fetch_map(&peer, Duration::from_secs(STATUS_MGS_TIMEOUT_S)).await;
+        if map.is_ok_and(|m| m.targets.iter().any(|t| t.kind == weft_proto::msg::TargetKind::Mdt)) {
+            return Ok(());
+        }
+        if start.elapsed() > Duration::from_secs(crate::limits::REPLICA_LEADER_WAIT_S) {
+            bail!(
+                "the MDT's replicas elected no leader within {} s (their logs: {}/replicas/r*.log)",
+                crate::limits::REPLICA_LEADER_WAIT_S,
+                data.display()
+            );
+        }
+        tokio::time::sleep(Duration::from_millis(crate::limits::READY_POLL_MS)).await;
+    }
 }
 
 pub fn up(a: UpArgs) -> anyhow::Result<()> {
@@ -128,13 +162,14 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
             );
         }
         // A previous run died: clear what it left.
+        crate::replicas::stop_pids(&s.replicas.iter().map(|r| r.pid).collect::<Vec<_>>());
         if daemon::is_mounted(&s.mount) {
             let _ = daemon::unmount(&s.mount, true);
         }
         let _ = std::fs::remove_file(state_path(&data));
     }
     let opts = parse_options(a.options.as_deref())?;
-    let config = local_config(&data, a.osts)?;
+    let config = local_config(&data, a.osts, a.replicas)?;
     let log = data.join("logs").join("weft.log");
 
     if a.detach && !daemon::is_detached_child() {
@@ -146,6 +181,8 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
             mnt.to_string_lossy().into_owned(),
             "--osts".into(),
             a.osts.to_string(),
+            "--replicas".into(),
+            a.replicas.to_string(),
         ];
         if let Some(o) = &a.options {
             args.extend(["-o".to_string(), o.clone()]);
@@ -169,6 +206,28 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     let server = rt.block_on(RunningServer::start(config.clone()))?;
     let mgs_address = server.mgs_address();
+    // The MDT's replicas, each in a process of its own, once the management service runs.
+    let replica_configs = crate::replicas::configs(&data)?;
+    let state_slot: std::sync::Arc<std::sync::Mutex<Option<UpState>>> = Default::default();
+    let supervisor = if replica_configs.is_empty() {
+        None
+    } else {
+        let slot = state_slot.clone();
+        let on_change = Box::new(move |procs: &[crate::replicas::ReplicaProcess]| {
+            let mut slot = slot.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(state) = slot.as_mut() {
+                state.replicas = procs.to_vec();
+                let _ = write_state(&state.data.clone(), state);
+            }
+        });
+        let supervisor = crate::replicas::Supervisor::start(&replica_configs, on_change)?;
+        if let Err(e) = rt.block_on(wait_for_mdt(&mgs_address, &data)) {
+            supervisor.stop();
+            rt.block_on(server.shutdown());
+            return Err(e);
+        }
+        Some(supervisor)
+    };
     // The mount reaches the servers of this process without TCP.
     let client_config =
         weft_client::ClientConfig { network: Some(server.network().clone()), ..client_config(&mgs_address, &opts) };
@@ -187,6 +246,9 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
     let session = match mounted {
         Ok(s) => s,
         Err(e) => {
+            if let Some(s) = supervisor {
+                s.stop();
+            }
             rt.block_on(server.shutdown());
             return Err(e);
         }
@@ -200,8 +262,10 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
         log: log.clone(),
         metrics: server.metrics_address.clone(),
         passthrough: Some(opts.passthrough.name().to_string()),
+        replicas: supervisor.as_ref().map(|s| s.processes()).unwrap_or_default(),
     };
     write_state(&data, &state)?;
+    *state_slot.lock().unwrap_or_else(|p| p.into_inner()) = Some(state.clone());
     tracing::info!("up: mgs {mgs_address}, mounted at {}", mnt.display());
     if !daemon::is_detached_child() {
         print_summary(&state, &config, opts.uring, false);
@@ -215,6 +279,10 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
     }
     if daemon::is_mounted(&mnt) {
         let _ = daemon::unmount(&mnt, true);
+    }
+    state_slot.lock().unwrap_or_else(|p| p.into_inner()).take();
+    if let Some(s) = supervisor {
+        s.stop();
     }
     rt.block_on(server.shutdown());
     let _ = std::fs::remove_file(state_path(&data));
@@ -244,7 +312,11 @@ async fn wait_for_stop(mnt: Option<&Path>) -> &'static str {
 
 fn print_summary(s: &UpState, c: &ServerConfig, uring: bool, detached: bool) {
     let osts = c.oss.as_ref().map_or(0, |o| o.osts.len());
-    println!("Weft file system '{}' is up: 1 MDT, {osts} OSTs, mounted at {}", s.fsname, s.mount.display());
+    let mdt = match s.replicas.len() {
+        0 => "1 MDT".to_string(),
+        n => format!("1 MDT ({n} replicas, a process each)"),
+    };
+    println!("Weft file system '{}' is up: {mdt}, {osts} OSTs, mounted at {}", s.fsname, s.mount.display());
     println!("  data: {}   logs: {}", s.data.display(), s.log.display());
     match (uring, weft_fuse::uring_offered()) {
         (true, Some(true)) => println!("  FUSE requests come through io_uring, a queue per CPU"),
@@ -289,6 +361,8 @@ pub fn down(a: DataArgs) -> anyhow::Result<()> {
             std::thread::sleep(Duration::from_millis(DOWN_KILL_SETTLE_MS));
         }
     }
+    // Replica processes outlive a `weft up` that was killed: stop them too.
+    crate::replicas::stop_pids(&s.replicas.iter().map(|r| r.pid).collect::<Vec<_>>());
     if daemon::is_mounted(&s.mount) {
         daemon::unmount(&s.mount, true)?;
     }
@@ -314,6 +388,57 @@ struct StatusReport {
     passthrough: Option<String>,
     roles: Vec<String>,
     targets: Vec<TargetRow>,
+    /// Every process of the file system: `weft up`'s own, and each MDT replica's.
+    processes: Vec<ProcessRow>,
+}
+
+#[derive(Serialize)]
+struct ProcessRow {
+    pid: u32,
+    alive: bool,
+    /// `mgs, oss (4 OSTs), mount`, or `MDT0000 replica 2`.
+    role: String,
+    address: String,
+    /// A replica's place in its group, as it answers `mdt.*.replica_status` (none when it
+    /// does not answer).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    replica: Option<ReplicaRow>,
+}
+
+#[derive(Serialize)]
+struct ReplicaRow {
+    role: String,
+    term: u64,
+    leader: String,
+    last_log_index: String,
+    committed: String,
+    applied: String,
+}
+
+/// What a replica process says of itself (`mdt.*.replica_status`), within a second or two.
+fn replica_row(rt: &tokio::runtime::Runtime, address: &str) -> Option<ReplicaRow> {
+    use weft_proto::msg::param::GetParam;
+    let opts = weft_rpc::PeerOptions {
+        connect_timeout: Duration::from_secs(1),
+        request_timeout: Duration::from_secs(2),
+        ..weft_rpc::PeerOptions::default()
+    };
+    let peer = weft_rpc::Peer::new(address, opts);
+    let op = GetParam { pattern: "mdt.*.replica_status".into() };
+    let header = weft_proto::msg::RequestHeader::default();
+    let (values, _) = rt.block_on(peer.op(header, 0, op, bytes::Bytes::new(), Duration::from_secs(2))).ok()?;
+    let text = &values.0.first()?.value;
+    let field = |key: &str| {
+        text.lines().find_map(|l| l.strip_prefix(key).and_then(|v| v.strip_prefix(": "))).unwrap_or("-").to_string()
+    };
+    Some(ReplicaRow {
+        role: field("role"),
+        term: field("term").parse().unwrap_or(0),
+        leader: field("leader"),
+        last_log_index: field("last_log_index"),
+        committed: field("committed"),
+        applied: field("applied"),
+    })
 }
 
 #[derive(Serialize)]
@@ -344,7 +469,28 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
         passthrough: state.as_ref().and_then(|s| s.passthrough.clone()),
         roles: config.roles_text().split(", ").map(String::from).collect(),
         targets: Vec::new(),
+        processes: Vec::new(),
     };
+    if let Some(s) = &state {
+        report.processes.push(ProcessRow {
+            pid: s.pid,
+            alive: true,
+            role: format!("{}, mount", config.roles_text()),
+            address: s.mgs_address.clone(),
+            replica: None,
+        });
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        for r in &s.replicas {
+            let alive = pid_alive(r.pid);
+            report.processes.push(ProcessRow {
+                pid: r.pid,
+                alive,
+                role: format!("MDT0000 replica {}", r.replica),
+                address: r.address.clone(),
+                replica: if alive { replica_row(&rt, &r.address) } else { None },
+            });
+        }
+    }
     if let Some(s) = &state {
         let map = fetch_map(&s.mgs_address)?;
         report.targets = map
@@ -381,6 +527,19 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
             println!("{:<16} {:<6} ADDRESS", "TARGET", "STATE");
             for t in &report.targets {
                 println!("{:<16} {:<6} {}", t.name, t.state, t.address);
+            }
+            if report.processes.len() > 1 {
+                println!("{:<8} {:<20} {:<22} {:<9} {:>5} {:>9} {:>9} {:>9}", "PID", "PROCESS", "ADDRESS", "ROLE", "TERM", "LOG", "COMMITTED", "APPLIED");
+                for p in &report.processes {
+                    let (role, term, log, committed, applied) = match (&p.replica, p.alive) {
+                        (Some(r), _) => (r.role.clone(), r.term.to_string(), r.last_log_index.clone(), r.committed.clone(), r.applied.clone()),
+                        (None, false) => ("dead".into(), "-".into(), "-".into(), "-".into(), "-".into()),
+                        (None, true) if p.role.starts_with("MDT") => ("silent".into(), "-".into(), "-".into(), "-".into(), "-".into()),
+                        (None, true) => ("-".into(), "-".into(), "-".into(), "-".into(), "-".into()),
+                    };
+                    let name = if p.role.starts_with("MDT") { p.role.clone() } else { "weft up".into() };
+                    println!("{:<8} {:<20} {:<22} {:<9} {:>5} {:>9} {:>9} {:>9}", p.pid, name, p.address, role, term, log, committed, applied);
+                }
             }
         }
     }

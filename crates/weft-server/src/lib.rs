@@ -198,6 +198,7 @@ impl RunningServer {
             services.clone(),
             jobstats.clone(),
             mds_slot.clone(),
+            mdt_group.clone(),
             &config.fsname,
             targets,
         ));

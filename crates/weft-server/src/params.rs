@@ -116,6 +116,8 @@ enum TargetLeaf {
     HsmActiveRequestTimeout,
     HsmGraceDelay,
     HsmDefaultArchiveId,
+    /// A replicated MDT: this replica's place in its group (read only; Weft's own).
+    ReplicaStatus,
 }
 
 /// What a parameter name stands for.
@@ -132,6 +134,8 @@ pub(crate) struct Params {
     jobstats: Arc<JobStats>,
     /// The MDS of this process, if any (its changelog's parameters).
     mds: Arc<crate::replicated::MdsSlot>,
+    /// The replicated MDT's group this process's replica takes part in.
+    mdt_group: Option<weft_raft::Group>,
     fsname: String,
     targets: Vec<(TargetKind, u32)>,
 }
@@ -144,10 +148,11 @@ impl Params {
         services: Vec<Service>,
         jobstats: Arc<JobStats>,
         mds: Arc<crate::replicated::MdsSlot>,
+        mdt_group: Option<weft_raft::Group>,
         fsname: &str,
         targets: Vec<(TargetKind, u32)>,
     ) -> Params {
-        Params { schedulers, services, jobstats, mds, fsname: fsname.to_string(), targets }
+        Params { schedulers, services, jobstats, mds, mdt_group, fsname: fsname.to_string(), targets }
     }
 
     fn mds(&self) -> Result<Arc<weft_mds::Mds>, String> {
@@ -173,6 +178,9 @@ impl Params {
                 format!("{kind_prefix}.{name}.job_cleanup_interval"),
                 Key::Target((kind, index), TargetLeaf::JobCleanupInterval),
             ));
+            if kind == TargetKind::Mdt && self.mdt_group.is_some() {
+                out.push((format!("mdt.{name}.replica_status"), Key::Target((kind, index), TargetLeaf::ReplicaStatus)));
+            }
             if kind == TargetKind::Mdt && self.mds.get().is_some() {
                 for (leaf, what) in
                     [(TargetLeaf::ChangelogMask, "changelog_mask"), (TargetLeaf::ChangelogUsers, "changelog_users")]
@@ -319,6 +327,10 @@ impl Params {
                 return Ok(users.listing(weft_mds::now().sec));
             }
             Key::Target(_, TargetLeaf::HsmControl) => return Ok(self.mds()?.coordinator().control().name().into()),
+            Key::Target(_, TargetLeaf::ReplicaStatus) => {
+                let group = self.mdt_group.as_ref().ok_or("this server process holds no MDT replica")?;
+                return Ok(crate::replicated::status_text(&group.status()));
+            }
             Key::Target(_, leaf @ (TargetLeaf::HsmActions | TargetLeaf::HsmActiveRequests)) => {
                 let actions = self.mds()?.hsm_actions().map_err(|e| e.message)?;
                 let mut out = String::new();
@@ -385,6 +397,9 @@ impl Params {
             }
             Key::Target(_, TargetLeaf::ChangelogUsers) => {
                 return Err("changelog_users is read only: use weft changelog-register or changelog-deregister".into())
+            }
+            Key::Target(_, TargetLeaf::ReplicaStatus) => {
+                return Err("replica_status is read only: it shows where this replica stands in its group".into())
             }
             Key::Target(_, TargetLeaf::HsmControl) => {
                 use weft_proto::msg::hsm::HsmControl;

@@ -204,3 +204,34 @@ async fn start_serving(h: &Hosting) -> anyhow::Result<Arc<Mds>> {
     tracing::info!(mdt = h.replica.mdt_index, address = %h.address, "this MDT replica leads its group and serves");
     Ok(mds)
 }
+
+/// `mdt.FS-MDTxxxx.replica_status`: this replica's place in its group, one `key: value` per
+/// line as Lustre's status parameters (the members by id, with what each has of the log as
+/// the leader knows it).
+pub(crate) fn status_text(st: &weft_raft::GroupStatus) -> String {
+    use std::fmt::Write;
+    let opt = |v: Option<u64>| v.map_or("-".to_string(), |v| v.to_string());
+    let mut out = String::new();
+    let role = format!("{:?}", st.role).to_lowercase();
+    let _ = writeln!(out, "group: {}", st.group);
+    let _ = writeln!(out, "replica: {}", st.node_id);
+    let _ = writeln!(out, "role: {role}");
+    let _ = writeln!(out, "term: {}", st.term);
+    match &st.leader {
+        Some((id, address)) => {
+            let _ = writeln!(out, "leader: {id} {address}");
+        }
+        None => {
+            let _ = writeln!(out, "leader: none");
+        }
+    }
+    let _ = writeln!(out, "last_log_index: {}", opt(st.last_log_index));
+    let _ = writeln!(out, "committed: {}", opt(st.committed));
+    let _ = writeln!(out, "applied: {}", opt(st.applied));
+    let _ = writeln!(out, "members:");
+    for (id, address) in &st.members {
+        let matched = st.matched.get(id).copied().flatten();
+        let _ = writeln!(out, "  - {{ replica: {id}, address: {address}, matched: {} }}", opt(matched));
+    }
+    out
+}

@@ -1,0 +1,225 @@
+//! `weft up --replicas N`: a replicated MDT on one machine to try it. Each replica of the
+//! MDT runs in a server process of its own (`weft server --config DATA/replicas/rK.toml`,
+//! so that one can be killed), started and watched by the `weft up` process, which runs the
+//! management service, the OSTs and the mount. A replica process that dies is started
+//! again after a pause (it catches up from its group), so a test or a curious admin can
+//! kill the leader again and again; `weft down` stops them all.
+//!
+//! The group's members are addresses, so every process of a replicated file system listens
+//! on a port chosen free when the file system was made and kept in its config.
+
+use crate::daemon;
+use crate::limits::{DOWN_KILL_SETTLE_MS, DOWN_POLL_MS, DOWN_WAIT_S, REPLICA_RESTART_MS};
+use anyhow::{bail, Context};
+use serde::{Deserialize, Serialize};
+use std::path::{Path, PathBuf};
+use std::process::Child;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+use weft_server::config::MdsRole;
+use weft_server::ServerConfig;
+
+/// One replica's process, as the run state records it.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ReplicaProcess {
+    pub pid: u32,
+    /// Its id in the MDT's group (1-based).
+    pub replica: u64,
+    pub address: String,
+    pub config: PathBuf,
+    pub log: PathBuf,
+}
+
+/// The replicas' configs of the file system in `data`, by replica id; empty for a file
+/// system with a single MDT.
+pub fn configs(data: &Path) -> anyhow::Result<Vec<(PathBuf, ServerConfig)>> {
+    let dir = data.join("replicas");
+    let mut out = Vec::new();
+    for k in 1.. {
+        let path = dir.join(format!("r{k}.toml"));
+        if !path.exists() {
+            break;
+        }
+        out.push((path.clone(), ServerConfig::load(&path)?));
+    }
+    Ok(out)
+}
+
+/// Addresses on loopback that nothing listens on now.
+pub fn free_addresses(n: usize) -> anyhow::Result<Vec<String>> {
+    let listeners = (0..n)
+        .map(|_| std::net::TcpListener::bind("127.0.0.1:0"))
+        .collect::<std::io::Result<Vec<_>>>()
+        .context("cannot find free ports on 127.0.0.1")?;
+    listeners.iter().map(|l| Ok(l.local_addr()?.to_string())).collect()
+}
+
+/// Makes the configs of a new replicated file system: `main` (the `weft up` process: the
+/// management service and the OSTs, no MDT) listens on a fixed port now, and each of the
+/// `n` replicas gets a directory and a config under `data/replicas`.
+pub fn plan(data: &Path, main: &mut ServerConfig, n: u32) -> anyhow::Result<()> {
+    if n % 2 == 0 {
+        bail!("--replicas {n}: a group needs an odd number of replicas (1, 3, 5, 7) so that a majority outlives a minority");
+    }
+    let addresses = free_addresses(n as usize + 1)?;
+    main.listen = addresses[0].clone();
+    main.mgs_address = addresses[0].clone();
+    main.mds = None;
+    let replicas: Vec<String> = addresses[1..].to_vec();
+    let dir = data.join("replicas");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for (k, address) in replicas.iter().enumerate() {
+        let mut c = ServerConfig::all_in_one(dir.join(format!("r{}", k + 1)), Vec::new());
+        c.fsname.clone_from(&main.fsname);
+        c.listen = address.clone();
+        c.mgs_address = main.mgs_address.clone();
+        c.mgs = None;
+        c.oss = None;
+        c.mds = Some(MdsRole { index: 0, replicas: replicas.clone() });
+        c.lock_timeout_ms = main.lock_timeout_ms;
+        std::fs::write(dir.join(format!("r{}.toml", k + 1)), toml::to_string_pretty(&c)?)?;
+    }
+    Ok(())
+}
+
+/// The replica processes of a running `weft up`, kept running until [`Supervisor::stop`].
+pub struct Supervisor {
+    inner: Arc<Mutex<Inner>>,
+    watcher: Option<std::thread::JoinHandle<()>>,
+}
+
+struct Inner {
+    children: Vec<(ReplicaProcess, Child)>,
+    stopping: bool,
+    /// Called with the processes after any was started again (the run state follows).
+    on_change: Box<dyn Fn(&[ReplicaProcess]) + Send>,
+}
+
+fn start(replica: u64, config: &Path, address: &str) -> anyhow::Result<(ReplicaProcess, Child)> {
+    let log = config.with_extension("log");
+    let args = vec!["server".to_string(), "--config".into(), config.to_string_lossy().into_owned()];
+    let child = daemon::spawn_self(&args, &log)?;
+    let p = ReplicaProcess {
+        pid: child.id(),
+        replica,
+        address: address.to_string(),
+        config: config.to_path_buf(),
+        log,
+    };
+    Ok((p, child))
+}
+
+impl Supervisor {
+    /// Starts a process per replica config and watches them.
+    pub fn start(
+        configs: &[(PathBuf, ServerConfig)],
+        on_change: Box<dyn Fn(&[ReplicaProcess]) + Send>,
+    ) -> anyhow::Result<Supervisor> {
+        let mut children = Vec::new();
+        for (k, (path, c)) in configs.iter().enumerate() {
+            children.push(start(k as u64 + 1, path, &c.listen)?);
+        }
+        let inner = Arc::new(Mutex::new(Inner { children, stopping: false, on_change }));
+        let watched = inner.clone();
+        let watcher = std::thread::Builder::new()
+            .name("replica-watch".into())
+            .spawn(move || watch(watched))
+            .context("cannot start the replicas' watcher")?;
+        Ok(Supervisor { inner, watcher: Some(watcher) })
+    }
+
+    pub fn processes(&self) -> Vec<ReplicaProcess> {
+        self.inner.lock().unwrap_or_else(|p| p.into_inner()).children.iter().map(|(p, _)| p.clone()).collect()
+    }
+
+    /// Stops every replica (SIGTERM, then SIGKILL after DOWN_WAIT_S) and the watcher.
+    pub fn stop(mut self) {
+        let mut inner = self.inner.lock().unwrap_or_else(|p| p.into_inner());
+        inner.stopping = true;
+        for (p, child) in &mut inner.children {
+            if let Ok(None) = child.try_wait() {
+                // SAFETY: plain kill(2) on a child of ours that has not been reaped.
+                unsafe { libc::kill(p.pid as i32, libc::SIGTERM) };
+            }
+        }
+        let start = Instant::now();
+        // Our own children: reaped as they exit (a zombie would look alive to kill(2)).
+        while inner.children.iter_mut().any(|(_, c)| matches!(c.try_wait(), Ok(None)))
+            && start.elapsed() < Duration::from_secs(DOWN_WAIT_S)
+        {
+            std::thread::sleep(Duration::from_millis(DOWN_POLL_MS));
+        }
+        for (p, child) in &mut inner.children {
+            if let Ok(None) = child.try_wait() {
+                tracing::warn!(replica = p.replica, pid = p.pid, "an MDT replica did not stop within {DOWN_WAIT_S} s; killing it");
+                let _ = child.kill();
+            }
+            let _ = child.wait();
+        }
+        drop(inner);
+        if let Some(w) = self.watcher.take() {
+            let _ = w.join();
+        }
+    }
+}
+
+/// Starts again, after a pause, every replica process that exited.
+fn watch(inner: Arc<Mutex<Inner>>) {
+    let mut died_at: Vec<Option<Instant>> = Vec::new();
+    loop {
+        std::thread::sleep(Duration::from_millis(DOWN_POLL_MS));
+        let mut guard = inner.lock().unwrap_or_else(|p| p.into_inner());
+        if guard.stopping {
+            return;
+        }
+        died_at.resize(guard.children.len(), None);
+        let mut changed = false;
+        for (i, (p, child)) in guard.children.iter_mut().enumerate() {
+            match (child.try_wait(), died_at[i]) {
+                (Ok(Some(status)), None) => {
+                    tracing::warn!(replica = p.replica, pid = p.pid, %status, "an MDT replica's process exited; starting it again shortly");
+                    died_at[i] = Some(Instant::now());
+                }
+                (Ok(Some(_)), Some(at)) if at.elapsed() >= Duration::from_millis(REPLICA_RESTART_MS) => {
+                    match start(p.replica, &p.config.clone(), &p.address.clone()) {
+                        Ok((np, nc)) => {
+                            tracing::info!(replica = np.replica, pid = np.pid, "started an MDT replica's process again");
+                            *p = np;
+                            *child = nc;
+                            died_at[i] = None;
+                            changed = true;
+                        }
+                        Err(e) => tracing::warn!(error = %e, "cannot start an MDT replica's process again"),
+                    }
+                }
+                _ => {}
+            }
+        }
+        if changed {
+            let procs: Vec<ReplicaProcess> = guard.children.iter().map(|(p, _)| p.clone()).collect();
+            (guard.on_change)(&procs);
+        }
+    }
+}
+
+fn alive(pid: u32) -> bool {
+    // SAFETY: signal 0 only checks that the process exists.
+    pid != 0 && unsafe { libc::kill(pid as i32, 0) } == 0
+}
+
+/// SIGTERM to each, then SIGKILL to those still there after DOWN_WAIT_S.
+pub fn stop_pids(pids: &[u32]) {
+    for &pid in pids.iter().filter(|&&p| alive(p)) {
+        // SAFETY: plain kill(2) on a pid this program started.
+        unsafe { libc::kill(pid as i32, libc::SIGTERM) };
+    }
+    let start = Instant::now();
+    while pids.iter().any(|&p| alive(p)) && start.elapsed() < Duration::from_secs(DOWN_WAIT_S) {
+        std::thread::sleep(Duration::from_millis(DOWN_POLL_MS));
+    }
+    for &pid in pids.iter().filter(|&&p| alive(p)) {
+        // SAFETY: as above.
+        unsafe { libc::kill(pid as i32, libc::SIGKILL) };
+        std::thread::sleep(Duration::from_millis(DOWN_KILL_SETTLE_MS));
+    }
+}

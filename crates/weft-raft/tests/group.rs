@@ -394,9 +394,16 @@ fn record_offsets(path: &Path) -> Vec<u64> {
     offsets
 }
 
+/// A group of one replica, once it leads.
 async fn single(dir: &Path, machine: Arc<FileMachine>) -> Result<Group, WeftError> {
     let members = BTreeMap::from([(1, "127.0.0.1:1".to_string())]);
-    Group::start(config(1, &members, dir, 50_000), machine, None).await
+    let group = Group::start(config(1, &members, dir, 50_000), machine, None).await?;
+    let mut watch = group.watch();
+    tokio::time::timeout(ELECTION_BOUND, watch.wait_for(|s| s.role == Role::Leader))
+        .await
+        .expect("a group of one leads")
+        .unwrap();
+    Ok(group)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -430,4 +437,80 @@ async fn a_corrupt_log_refuses_to_start_and_a_torn_last_record_is_cut() {
     assert_eq!(machine.payloads(), (0..11).map(payload).collect::<Vec<_>>());
     assert!(machine.violations.lock().unwrap().is_empty(), "{:?}", machine.violations.lock().unwrap());
     group.shutdown().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_whose_machine_lost_its_state_behind_a_purge_is_brought_up_to_the_snapshot() {
+    let mut cluster = Cluster::start(3, 20).await;
+    let leader = cluster.leader(ELECTION_BOUND).await;
+    let want = propose_all(cluster.group(leader), 0..100).await;
+    cluster.converge(&want, CONVERGE_BOUND).await;
+    let follower = cluster.nodes.iter().map(|n| n.id).find(|id| *id != leader).unwrap();
+    // Its own snapshot and purge happen on its own schedule: wait for them.
+    let dir = cluster.node(follower).dir.clone();
+    let start = Instant::now();
+    while !dir.join("purged").exists() {
+        assert!(start.elapsed() < CONVERGE_BOUND, "the follower never purged its log");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    cluster.stop(follower).await;
+    // The machine's durable state as of long ago (an MDT's last checkpoint): nothing.
+    std::fs::remove_file(dir.join("machine")).unwrap();
+    cluster.restart(follower).await;
+    cluster.converge(&want, CONVERGE_BOUND).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn members_are_added_and_removed_on_a_live_group() {
+    let mut cluster = Cluster::start(3, 50_000).await;
+    let leader = cluster.leader(ELECTION_BOUND).await;
+    let mut want = propose_all(cluster.group(leader), 0..10).await;
+
+    // A fourth replica, started outside the members: it waits to be added.
+    let listener = bind("127.0.0.1:0").await;
+    let address = listener.local_addr().unwrap().to_string();
+    let dir = cluster._root.path().join("replica4");
+    cluster.nodes.push(Node {
+        id: 4,
+        address: address.clone(),
+        machine: FileMachine::open(cluster._root.path().join("machine4")),
+        dir,
+        group: None,
+        server: None,
+        route: Arc::default(),
+    });
+    cluster.serve(4, listener).await;
+    cluster.group(leader).add_member(4, address.clone()).await.unwrap();
+    let status = cluster.group(leader).status();
+    assert_eq!(status.members.get(&4), Some(&address), "{status:?}");
+    want.extend(propose_all(cluster.group(leader), 10..20).await);
+    cluster.converge(&want, CONVERGE_BOUND).await;
+
+    let removed = cluster.nodes.iter().map(|n| n.id).find(|id| *id != leader && *id != 4).unwrap();
+    cluster.group(leader).remove_member(removed).await.unwrap();
+    assert!(!cluster.group(leader).status().members.contains_key(&removed));
+    cluster.stop(removed).await;
+    want.extend(propose_all(cluster.group(leader), 20..30).await);
+    cluster.converge(&want, CONVERGE_BOUND).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_status_watch_tells_of_a_new_leader() {
+    let mut cluster = Cluster::start(3, 50_000).await;
+    let old = cluster.leader(ELECTION_BOUND).await;
+    let watcher = cluster.nodes.iter().map(|n| n.id).find(|id| *id != old).unwrap();
+    let mut watch = cluster.group(watcher).watch();
+    cluster.stop(old).await;
+    let new = tokio::time::timeout(ELECTION_BOUND, async {
+        loop {
+            watch.changed().await.unwrap();
+            let status = watch.borrow_and_update().clone();
+            if let Some((id, _)) = status.leader.filter(|(id, _)| *id != old) {
+                return id;
+            }
+        }
+    })
+    .await
+    .expect("the watch told of no new leader");
+    assert_eq!(cluster.leader(ELECTION_BOUND).await, new);
 }

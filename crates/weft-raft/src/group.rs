@@ -202,7 +202,11 @@ impl Group {
         network: Option<Arc<weft_rpc::Network>>,
     ) -> WeftResult<Group> {
         if !cfg.members.contains_key(&cfg.node_id) && !cfg.members.is_empty() {
-            tracing::info!("replicated group {}: replica {} starts outside the members (to be added)", cfg.group, cfg.node_id);
+            tracing::info!(
+                "replicated group {}: replica {} starts outside the members (to be added)",
+                cfg.group,
+                cfg.node_id
+            );
         }
         let raft_config = Arc::new(cfg.openraft()?);
         let log = LogStore::open(&cfg.dir)?;
@@ -239,7 +243,11 @@ impl Group {
         self.inner.config.node_id
     }
 
-    async fn bounded<T>(&self, what: &str, work: impl std::future::Future<Output = Result<T, ProposeError>>) -> Result<T, ProposeError> {
+    async fn bounded<T>(
+        &self,
+        what: &str,
+        work: impl std::future::Future<Output = Result<T, ProposeError>>,
+    ) -> Result<T, ProposeError> {
         let limit = self.inner.config.propose_timeout();
         match tokio::time::timeout(limit, work).await {
             Ok(r) => r,
@@ -284,7 +292,9 @@ impl Group {
             RaftRequest::AppendEntries(m) => {
                 RaftReply::Appended(AppendAnswer { reply: encode(&raft.append_entries(decode(&m.request)?).await)? })
             }
-            RaftRequest::Vote(m) => RaftReply::Voted(VoteAnswer { reply: encode(&raft.vote(decode(&m.request)?).await)? }),
+            RaftRequest::Vote(m) => {
+                RaftReply::Voted(VoteAnswer { reply: encode(&raft.vote(decode(&m.request)?).await)? })
+            }
             RaftRequest::InstallSnapshot(m) => RaftReply::SnapshotChunk(SnapshotAnswer {
                 reply: encode(&raft.install_snapshot(decode(&m.request)?).await)?,
             }),

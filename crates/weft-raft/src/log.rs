@@ -128,7 +128,11 @@ impl LogStore {
                             return Err(corrupt(
                                 &path,
                                 offset,
-                                format!("entry {} where entry {} should be", log_id.index, expected.unwrap_or_default()),
+                                format!(
+                                    "entry {} where entry {} should be",
+                                    log_id.index,
+                                    expected.unwrap_or_default()
+                                ),
                             ));
                         }
                         slots.push_back(Slot { log_id, offset });
@@ -200,9 +204,11 @@ fn read_value<T: serde::de::DeserializeOwned>(path: &Path) -> WeftResult<Option<
     }
 }
 
-fn write_value<T: serde::Serialize>(path: &Path, value: &T, durable: bool) -> Result<(), StorageError<NodeId>> {
-    let bytes = postcard::to_allocvec(value).map_err(io_error)?;
-    record::write_small(path, &bytes, durable).map_err(|e| io_error(format!("{}: {e}", path.display())))
+/// Errors as text inside this module, typed for openraft at its traits (its StorageError is
+/// large to carry around).
+fn write_value<T: serde::Serialize>(path: &Path, value: &T, durable: bool) -> Result<(), String> {
+    let bytes = postcard::to_allocvec(value).map_err(|e| e.to_string())?;
+    record::write_small(path, &bytes, durable).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 impl Files {
@@ -210,18 +216,16 @@ impl Files {
         self.slots.front().map(|s| s.log_id.index)
     }
 
-    fn read_entry(&self, slot: &Slot) -> Result<Entry<TypeConfig>, StorageError<NodeId>> {
+    fn read_entry(&self, slot: &Slot) -> Result<Entry<TypeConfig>, String> {
         let next = self
             .slots
             .get((slot.log_id.index - self.first_index().unwrap_or(0)) as usize + 1)
             .map_or(self.end, |s| s.offset);
         match record::read_at(&self.file, slot.offset, next, LOG_RECORD_BYTES_MAX) {
             Ok(Read::Record { payload, .. }) => postcard::from_bytes(&payload)
-                .map_err(|e| read_error(format!("{} at offset {}: {e}", self.path.display(), slot.offset))),
-            Ok(other) => {
-                Err(read_error(format!("{} at offset {}: {other:?} on reading back", self.path.display(), slot.offset)))
-            }
-            Err(e) => Err(read_error(format!("{}: {e}", self.path.display()))),
+                .map_err(|e| format!("{} at offset {}: {e}", self.path.display(), slot.offset)),
+            Ok(other) => Err(format!("{} at offset {}: {other:?} on reading back", self.path.display(), slot.offset)),
+            Err(e) => Err(format!("{}: {e}", self.path.display())),
         }
     }
 
@@ -276,7 +280,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
         let mut index = start;
         while index <= end {
             let slot = files.slots[(index - first) as usize];
-            entries.push(files.read_entry(&slot)?);
+            entries.push(files.read_entry(&slot).map_err(read_error)?);
             index += 1;
         }
         Ok(entries)
@@ -312,7 +316,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> Result<(), StorageError<NodeId>> {
         let mut files = self.files();
         if let Some(c) = committed {
-            write_value(&files.dir.join("committed"), &c, false)?;
+            write_value(&files.dir.join("committed"), &c, false).map_err(io_error)?;
             self.committed_index.store(c.index, Ordering::Release);
         }
         files.committed = committed;
@@ -334,7 +338,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + Send,
         I::IntoIter: Send,
     {
-        let result = (|| {
+        let result = (|| -> Result<(), String> {
             let mut files = self.files();
             let mut buf = Vec::new();
             let mut added = Vec::new();
@@ -342,25 +346,25 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             for entry in entries {
                 let log_id = *entry.get_log_id();
                 if next.is_some_and(|n| n != log_id.index) {
-                    return Err(io_error(format!(
+                    return Err(format!(
                         "append of entry {} where entry {} is next",
                         log_id.index,
                         next.unwrap_or_default()
-                    )));
+                    ));
                 }
                 next = Some(log_id.index + 1);
-                let payload = postcard::to_allocvec(&entry).map_err(io_error)?;
+                let payload = postcard::to_allocvec(&entry).map_err(|e| e.to_string())?;
                 if payload.len() > LOG_RECORD_BYTES_MAX as usize {
-                    return Err(io_error(format!(
+                    return Err(format!(
                         "entry {} of {} bytes exceeds {LOG_RECORD_BYTES_MAX}",
                         log_id.index,
                         payload.len()
-                    )));
+                    ));
                 }
                 added.push(Slot { log_id, offset: files.end + buf.len() as u64 });
                 buf.extend_from_slice(&record::encode(&payload));
             }
-            files.file.write_all_at(&buf, files.end).map_err(|e| io_error(format!("{}: {e}", files.path.display())))?;
+            files.file.write_all_at(&buf, files.end).map_err(|e| format!("{}: {e}", files.path.display()))?;
             files.end += buf.len() as u64;
             files.slots.extend(added);
             Ok(())
@@ -368,9 +372,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // No fsync: written is as durable as today's MDT journal (module docs).
         match &result {
             Ok(()) => callback.log_io_completed(Ok(())),
-            Err(e) => callback.log_io_completed(Err(std::io::Error::other(e.to_string()))),
+            Err(e) => callback.log_io_completed(Err(std::io::Error::other(e.clone()))),
         }
-        result
+        result.map_err(io_error)
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
@@ -396,7 +400,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             return Ok(());
         }
         // Durable before the entries go: a restart must not look for them.
-        write_value(&files.dir.join("purged"), &log_id, true)?;
+        write_value(&files.dir.join("purged"), &log_id, true).map_err(io_error)?;
         files.purged = Some(log_id);
         while files.slots.front().is_some_and(|s| s.log_id.index <= log_id.index) {
             files.slots.pop_front();
@@ -407,7 +411,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             files.file.set_len(0).map_err(|e| io_error(format!("{}: {e}", path.display())))?;
             files.end = 0;
         } else if prefix >= files.rewrite_prefix_bytes_min && prefix * 2 > files.end {
-            files.rewrite(prefix).map_err(|e| io_error(format!("{}: rewriting without its prefix: {e}", path.display())))?;
+            files
+                .rewrite(prefix)
+                .map_err(|e| io_error(format!("{}: rewriting without its prefix: {e}", path.display())))?;
         }
         Ok(())
     }

@@ -126,17 +126,18 @@ fn read_snapshot(path: &Path) -> WeftResult<Option<StoredSnapshot>> {
     }
 }
 
-fn write_snapshot(path: &Path, meta: &SnapshotMeta<NodeId, BasicNode>, data: &[u8]) -> Result<(), StorageError<NodeId>> {
+/// Keeps a snapshot (errors as text: openraft's StorageError is large to carry around).
+fn write_snapshot(path: &Path, meta: &SnapshotMeta<NodeId, BasicNode>, data: &[u8]) -> Result<(), String> {
     let stored = StoredSnapshot { meta: meta.clone(), data: data.to_vec() };
-    let bytes = postcard::to_allocvec(&stored).map_err(snapshot_error)?;
+    let bytes = postcard::to_allocvec(&stored).map_err(|e| e.to_string())?;
     if bytes.len() > SNAPSHOT_RECORD_BYTES_MAX as usize {
-        return Err(snapshot_error(format!(
+        return Err(format!(
             "a snapshot of {} bytes: more than one record holds (streamed snapshots are not built yet)",
             bytes.len()
-        )));
+        ));
     }
     // Durable before openraft purges the log behind it.
-    record::write_small(path, &bytes, true).map_err(|e| snapshot_error(format!("{}: {e}", path.display())))
+    record::write_small(path, &bytes, true).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Builds a snapshot of the machine as it is.
@@ -155,7 +156,7 @@ impl RaftSnapshotBuilder<TypeConfig> for Builder {
             None => format!("none-{}", self.id),
         };
         let meta = SnapshotMeta { last_log_id: applied.last, last_membership: applied.membership, snapshot_id };
-        write_snapshot(&self.path, &meta, &data)?;
+        write_snapshot(&self.path, &meta, &data).map_err(snapshot_error)?;
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) })
     }
 }
@@ -213,7 +214,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let state = AppliedState { last: meta.last_log_id, membership: meta.last_membership.clone() };
         // Kept first: should the machine's install be lost in a crash, the start installs
         // it again.
-        write_snapshot(&self.path, meta, &data)?;
+        write_snapshot(&self.path, meta, &data).map_err(snapshot_error)?;
         self.machine.install(&state.encode(), &data).map_err(sm_error)?;
         self.applied = state;
         Ok(())

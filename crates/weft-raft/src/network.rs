@@ -133,10 +133,14 @@ impl RaftNetwork<TypeConfig> for Connection {
             return Err(RPCError::PayloadTooLarge(PayloadTooLarge::new_entries_hint(entries / 2)));
         }
         let op = RaftRequest::AppendEntries(msg::AppendEntries { request });
-        let answer = self.send::<AppendEntriesResponse<NodeId>, RaftError<NodeId>>(op, timeout(MESSAGE_TIMEOUT_MS), |r| match r {
-            RaftReply::Appended(a) => Some(a.reply),
-            _ => None,
-        });
+        let answer = self.send::<AppendEntriesResponse<NodeId>, RaftError<NodeId>>(
+            op,
+            timeout(MESSAGE_TIMEOUT_MS),
+            |r| match r {
+                RaftReply::Appended(a) => Some(a.reply),
+                _ => None,
+            },
+        );
         match answer.await {
             Ok(Ok(resp)) => Ok(resp),
             Ok(Err(e)) => Err(RPCError::RemoteError(RemoteError::new(self.target, e))),
@@ -148,10 +152,8 @@ impl RaftNetwork<TypeConfig> for Connection {
         &mut self,
         rpc: InstallSnapshotRequest<TypeConfig>,
         _option: RPCOption,
-    ) -> Result<
-        InstallSnapshotResponse<NodeId>,
-        RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>,
-    > {
+    ) -> Result<InstallSnapshotResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId, InstallSnapshotError>>>
+    {
         let request = encode(&rpc).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         let op = RaftRequest::InstallSnapshot(msg::InstallSnapshot { request });
         let answer = self
@@ -178,10 +180,11 @@ impl RaftNetwork<TypeConfig> for Connection {
     ) -> Result<VoteResponse<NodeId>, RPCError<NodeId, BasicNode, RaftError<NodeId>>> {
         let request = encode(&rpc).map_err(|e| RPCError::Network(NetworkError::new(&e)))?;
         let op = RaftRequest::Vote(msg::Vote { request });
-        let answer = self.send::<VoteResponse<NodeId>, RaftError<NodeId>>(op, timeout(MESSAGE_TIMEOUT_MS), |r| match r {
-            RaftReply::Voted(a) => Some(a.reply),
-            _ => None,
-        });
+        let answer =
+            self.send::<VoteResponse<NodeId>, RaftError<NodeId>>(op, timeout(MESSAGE_TIMEOUT_MS), |r| match r {
+                RaftReply::Voted(a) => Some(a.reply),
+                _ => None,
+            });
         match answer.await {
             Ok(Ok(resp)) => Ok(resp),
             Ok(Err(e)) => Err(RPCError::RemoteError(RemoteError::new(self.target, e))),

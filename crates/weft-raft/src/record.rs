@@ -70,10 +70,7 @@ pub fn read_at(file: &File, offset: u64, len: u64, payload_bytes_max: u32) -> st
     }
     let next = offset + HEADER_BYTES + payload_len as u64;
     if next > len {
-        return Ok(Read::Torn(format!(
-            "a record of {payload_len} bytes with {} on disk",
-            len - offset - HEADER_BYTES
-        )));
+        return Ok(Read::Torn(format!("a record of {payload_len} bytes with {} on disk", len - offset - HEADER_BYTES)));
     }
     let mut payload = vec![0u8; payload_len as usize];
     file.read_exact_at(&mut payload, offset + HEADER_BYTES)?;

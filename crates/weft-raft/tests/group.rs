@@ -247,8 +247,11 @@ impl Cluster {
     async fn leader(&self, within: Duration) -> NodeId {
         let start = Instant::now();
         loop {
-            let leaders: Vec<NodeId> =
-                self.running().filter(|n| n.group.as_ref().unwrap().status().role == Role::Leader).map(|n| n.id).collect();
+            let leaders: Vec<NodeId> = self
+                .running()
+                .filter(|n| n.group.as_ref().unwrap().status().role == Role::Leader)
+                .map(|n| n.id)
+                .collect();
             if let [leader] = leaders[..] {
                 if self.running().all(|n| n.group.as_ref().unwrap().status().leader.map(|l| l.0) == Some(leader)) {
                     return leader;
@@ -425,7 +428,8 @@ async fn a_corrupt_log_refuses_to_start_and_a_torn_last_record_is_cut() {
     let mut damaged = clean.clone();
     damaged[middle as usize + 13] ^= 0x01;
     std::fs::write(&log, &damaged).unwrap();
-    let err = single(&dir, FileMachine::open(root.path().join("machine"))).await.err().expect("a corrupt log must not start");
+    let err =
+        single(&dir, FileMachine::open(root.path().join("machine"))).await.err().expect("a corrupt log must not start");
     assert!(err.message.contains(&log.display().to_string()), "{err}");
     assert!(err.message.contains(&format!("offset {middle}")), "{err}");
 

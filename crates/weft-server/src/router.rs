@@ -109,7 +109,9 @@ impl Handler for Router {
                 RequestBody::Ldlm { target, op } => {
                     (self.locks.handle(&ctx.header, target, op).await.map(ReplyBody::Ldlm), Bytes::new())
                 }
-                RequestBody::Raft { group, .. } => (Err(WeftError::not_found(format!("no replicated group {group} here"))), Bytes::new()),
+                RequestBody::Raft { group, .. } => {
+                    (Err(WeftError::not_found(format!("no replicated group {group} here"))), Bytes::new())
+                }
             }
         })
     }

@@ -26,7 +26,9 @@ use weft_proto::{WeftError, WeftResult};
 pub struct GroupConfig {
     pub group: GroupId,
     pub node_id: NodeId,
-    /// Every voter at bootstrap: node id -> server address ("127.0.0.1:7001").
+    /// Every voter at bootstrap: node id -> server address ("127.0.0.1:7001"). A replica
+    /// to be added to a live group (`Group::add_member`) starts with members that do not
+    /// name it (or none): it waits for the leader instead of bootstrapping a group of its own.
     pub members: BTreeMap<NodeId, String>,
     /// This replica's directory for its log and vote (made if missing).
     pub dir: PathBuf,

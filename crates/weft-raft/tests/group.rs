@@ -141,6 +141,8 @@ struct Cluster {
     nodes: Vec<Node>,
     members: BTreeMap<NodeId, String>,
     snapshot_after_entries: u64,
+    /// The process's network when the replicas reach each other in-process; None: TCP.
+    network: Option<Arc<weft_rpc::Network>>,
     _root: tempfile::TempDir,
 }
 
@@ -167,6 +169,10 @@ async fn bind(address: &str) -> TcpListener {
 
 impl Cluster {
     async fn start(replicas: u64, snapshot_after_entries: u64) -> Cluster {
+        Cluster::start_on(replicas, snapshot_after_entries, None).await
+    }
+
+    async fn start_on(replicas: u64, snapshot_after_entries: u64, network: Option<Arc<weft_rpc::Network>>) -> Cluster {
         let root = tempfile::tempdir().unwrap();
         let mut listeners = Vec::new();
         let mut members = BTreeMap::new();
@@ -175,7 +181,8 @@ impl Cluster {
             members.insert(id, l.local_addr().unwrap().to_string());
             listeners.push(l);
         }
-        let mut cluster = Cluster { nodes: Vec::new(), members: members.clone(), snapshot_after_entries, _root: root };
+        let mut cluster =
+            Cluster { nodes: Vec::new(), members: members.clone(), snapshot_after_entries, network, _root: root };
         for (id, listener) in (1..=replicas).zip(listeners) {
             let dir = cluster._root.path().join(format!("replica{id}"));
             std::fs::create_dir_all(&dir).unwrap();
@@ -207,12 +214,15 @@ impl Cluster {
     }
 
     async fn serve(&mut self, id: NodeId, listener: TcpListener) {
-        let (members, after) = (self.members.clone(), self.snapshot_after_entries);
+        let (members, after, network) = (self.members.clone(), self.snapshot_after_entries, self.network.clone());
         let node = self.node_mut(id);
         let server = Server::new(node.route.clone(), ServerLimits::default());
         server.serve(listener);
+        if let Some(n) = &network {
+            n.register_server(&node.address, &server);
+        }
         node.server = Some(server);
-        let group = Group::start(config(id, &members, &node.dir, after), node.machine.clone(), None).await.unwrap();
+        let group = Group::start(config(id, &members, &node.dir, after), node.machine.clone(), network).await.unwrap();
         *node.route.group.write().unwrap() = Some(group.clone());
         node.group = Some(group);
     }
@@ -517,4 +527,17 @@ async fn the_status_watch_tells_of_a_new_leader() {
     .await
     .expect("the watch told of no new leader");
     assert_eq!(cluster.leader(ELECTION_BOUND).await, new);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn replicas_of_one_process_reach_each_other_in_process() {
+    let mut cluster = Cluster::start_on(3, 50_000, Some(weft_rpc::Network::new())).await;
+    let old = cluster.leader(ELECTION_BOUND).await;
+    let mut want = propose_all(cluster.group(old), 0..20).await;
+    cluster.converge(&want, CONVERGE_BOUND).await;
+    cluster.stop(old).await;
+    let new = cluster.leader(ELECTION_BOUND).await;
+    want.extend(propose_all(cluster.group(new), 20..40).await);
+    cluster.restart(old).await;
+    cluster.converge(&want, CONVERGE_BOUND).await;
 }

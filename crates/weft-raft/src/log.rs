@@ -164,14 +164,22 @@ impl LogStore {
 
     /// Makes everything appended so far, and the committed log id, durable.
     pub fn sync(&self) -> WeftResult<()> {
-        let files = self.files();
-        files.file.sync_data().map_err(|e| file_error(&files.path, e))?;
-        if let Some(committed) = files.committed {
-            let path = files.dir.join("committed");
-            let bytes = postcard::to_allocvec(&committed).map_err(|e| file_error(&path, e))?;
-            record::write_small(&path, &bytes, true).map_err(|e| file_error(&path, e))?;
+        // The fsync outside the lock, on a second descriptor of the file: appends go on
+        // meanwhile (what they add is synced next time).
+        let (file, path, dir) = {
+            let files = self.files();
+            let file = files.file.try_clone().map_err(|e| file_error(&files.path, e))?;
+            (file, files.path.clone(), files.dir.clone())
+        };
+        file.sync_data().map_err(|e| file_error(&path, e))?;
+        // The committed log id as last renamed into place (save_committed), and the rename.
+        let committed = dir.join("committed");
+        match File::open(&committed) {
+            Ok(f) => f.sync_all().map_err(|e| file_error(&committed, e))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(file_error(&committed, e)),
         }
-        Ok(())
+        record::sync_dir(&path).map_err(|e| file_error(&dir, e))
     }
 
     /// The committed index last saved, for the status.

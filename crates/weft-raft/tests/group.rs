@@ -141,8 +141,9 @@ struct Cluster {
     nodes: Vec<Node>,
     members: BTreeMap<NodeId, String>,
     snapshot_after_entries: u64,
-    /// The process's network when the replicas reach each other in-process; None: TCP.
-    network: Option<Arc<weft_rpc::Network>>,
+    /// Each replica's network when the replicas reach each other in-process or through a
+    /// wire (one network shared, or one per replica); none: TCP.
+    networks: BTreeMap<NodeId, Arc<weft_rpc::Network>>,
     _root: tempfile::TempDir,
 }
 
@@ -169,10 +170,15 @@ async fn bind(address: &str) -> TcpListener {
 
 impl Cluster {
     async fn start(replicas: u64, snapshot_after_entries: u64) -> Cluster {
-        Cluster::start_on(replicas, snapshot_after_entries, None).await
+        Cluster::start_on(replicas, snapshot_after_entries, |_, _| None).await
     }
 
-    async fn start_on(replicas: u64, snapshot_after_entries: u64, network: Option<Arc<weft_rpc::Network>>) -> Cluster {
+    /// A cluster whose replica `id` at `address` uses the network `network(id, address)`.
+    async fn start_on(
+        replicas: u64,
+        snapshot_after_entries: u64,
+        network: impl Fn(NodeId, &str) -> Option<Arc<weft_rpc::Network>>,
+    ) -> Cluster {
         let root = tempfile::tempdir().unwrap();
         let mut listeners = Vec::new();
         let mut members = BTreeMap::new();
@@ -181,8 +187,9 @@ impl Cluster {
             members.insert(id, l.local_addr().unwrap().to_string());
             listeners.push(l);
         }
+        let networks = members.iter().filter_map(|(id, a)| network(*id, a).map(|n| (*id, n))).collect();
         let mut cluster =
-            Cluster { nodes: Vec::new(), members: members.clone(), snapshot_after_entries, network, _root: root };
+            Cluster { nodes: Vec::new(), members: members.clone(), snapshot_after_entries, networks, _root: root };
         for (id, listener) in (1..=replicas).zip(listeners) {
             let dir = cluster._root.path().join(format!("replica{id}"));
             std::fs::create_dir_all(&dir).unwrap();
@@ -214,11 +221,12 @@ impl Cluster {
     }
 
     async fn serve(&mut self, id: NodeId, listener: TcpListener) {
-        let (members, after, network) = (self.members.clone(), self.snapshot_after_entries, self.network.clone());
+        let (members, after) = (self.members.clone(), self.snapshot_after_entries);
+        let (network, networks) = (self.networks.get(&id).cloned(), self.networks.clone());
         let node = self.node_mut(id);
         let server = Server::new(node.route.clone(), ServerLimits::default());
         server.serve(listener);
-        if let Some(n) = &network {
+        for n in networks.values() {
             n.register_server(&node.address, &server);
         }
         node.server = Some(server);
@@ -542,7 +550,8 @@ async fn the_status_watch_tells_of_a_new_leader() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn replicas_of_one_process_reach_each_other_in_process() {
-    let mut cluster = Cluster::start_on(3, 50_000, Some(weft_rpc::Network::new())).await;
+    let network = weft_rpc::Network::new();
+    let mut cluster = Cluster::start_on(3, 50_000, |_, _| Some(network.clone())).await;
     let old = cluster.leader(ELECTION_BOUND).await;
     let mut want = propose_all(&cluster, 0..20).await;
     cluster.converge(&want, CONVERGE_BOUND).await;
@@ -551,4 +560,92 @@ async fn replicas_of_one_process_reach_each_other_in_process() {
     want.extend(propose_all(&cluster, 20..40).await);
     cluster.restart(old).await;
     cluster.converge(&want, CONVERGE_BOUND).await;
+}
+
+// ---- A partition: each replica's messages go through a wire of its own that drops those
+// from or to a replica cut off.
+
+#[derive(Default)]
+struct Partition {
+    cut: Mutex<std::collections::BTreeSet<String>>,
+}
+
+struct CutWire {
+    from: String,
+    partition: Arc<Partition>,
+}
+
+impl weft_rpc::Wire for CutWire {
+    fn request(
+        &self,
+        address: &str,
+        request: weft_proto::msg::Request,
+        bulk: Bytes,
+        server: Arc<dyn weft_rpc::Endpoint>,
+    ) -> Pin<Box<dyn Future<Output = weft_proto::WeftResult<(Reply, Bytes)>> + Send + 'static>> {
+        let cut = {
+            let cut = self.partition.cut.lock().unwrap();
+            cut.contains(&self.from) || cut.contains(address)
+        };
+        Box::pin(async move {
+            if cut {
+                return Err(WeftError::new(weft_proto::ErrorCode::Io, "partitioned"));
+            }
+            match server.deliver(request, bulk, weft_rpc::ConnectionState::new()).await {
+                Some(answer) => Ok(answer),
+                None => Err(WeftError::new(weft_proto::ErrorCode::Io, "the connection broke")),
+            }
+        })
+    }
+
+    fn callback(
+        &self,
+        _client_id: u64,
+        _callback: weft_proto::lock::CallbackRequest,
+        _handler: Arc<dyn weft_rpc::CallbackHandler>,
+    ) -> Pin<Box<dyn Future<Output = Option<weft_proto::WeftResult<weft_proto::lock::CallbackAnswer>>> + Send + 'static>>
+    {
+        Box::pin(async { None })
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_leader_refuses_writes_and_reads_and_follows_after_healing() {
+    let partition = Arc::new(Partition::default());
+    let cluster = Cluster::start_on(3, 50_000, |_, address| {
+        Some(weft_rpc::Network::with_wire(Arc::new(CutWire {
+            from: address.to_string(),
+            partition: partition.clone(),
+        })))
+    })
+    .await;
+    let old = cluster.leader(ELECTION_BOUND).await;
+    let mut want = propose_all(&cluster, 0..10).await;
+    cluster.converge(&want, CONVERGE_BOUND).await;
+
+    partition.cut.lock().unwrap().insert(cluster.node(old).address.clone());
+    // The majority elects another leader; the old one may still believe it leads.
+    let start = Instant::now();
+    let new = loop {
+        let leading = cluster.nodes.iter().find(|n| n.id != old && cluster.group(n.id).status().role == Role::Leader);
+        if let Some(n) = leading {
+            break n.id;
+        }
+        assert!(start.elapsed() < ELECTION_BOUND, "the majority elected no leader");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    for i in 10..20 {
+        cluster.group(new).propose(payload(i)).await.unwrap();
+        want.push(payload(i));
+    }
+    let isolated = cluster.group(old);
+    assert!(isolated.propose(payload(99)).await.is_err(), "the cut-off replica committed");
+    assert!(isolated.read_index().await.is_err(), "the cut-off replica served a read index");
+    assert_eq!(cluster.node(old).machine.payloads(), want[..10], "the cut-off replica applied nothing new");
+
+    partition.cut.lock().unwrap().clear();
+    cluster.converge(&want, CONVERGE_BOUND).await;
+    // One leader all follow (the returning replica's higher term may cause one more
+    // election, which its shorter log cannot win).
+    assert_ne!(cluster.leader(ELECTION_BOUND).await, old);
 }

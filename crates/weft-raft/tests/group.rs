@@ -32,6 +32,8 @@ struct Kept {
 
 struct FileMachine {
     path: PathBuf,
+    /// Applying this log index fails (a machine whose storage broke).
+    fail_at: Mutex<Option<u64>>,
     kept: Mutex<Kept>,
     /// Entries applied out of order or twice (must stay empty).
     violations: Mutex<Vec<String>>,
@@ -44,7 +46,13 @@ impl FileMachine {
             Ok(bytes) => postcard::from_bytes(&bytes).expect("the test machine's file"),
             Err(_) => Kept::default(),
         };
-        Arc::new(FileMachine { path, kept: Mutex::new(kept), violations: Mutex::default(), installs: Mutex::new(0) })
+        Arc::new(FileMachine {
+            path,
+            fail_at: Mutex::default(),
+            kept: Mutex::new(kept),
+            violations: Mutex::default(),
+            installs: Mutex::new(0),
+        })
     }
 
     fn save(&self, kept: &Kept) -> Result<(), String> {
@@ -64,6 +72,9 @@ impl FileMachine {
 
 impl Machine for FileMachine {
     fn apply(&self, index: u64, payload: Option<&[u8]>, state: &[u8]) -> Result<(), String> {
+        if *self.fail_at.lock().unwrap() == Some(index) {
+            return Err(format!("the disk under entry {index} failed"));
+        }
         let mut kept = self.kept.lock().unwrap();
         if kept.last_index.is_some_and(|last| index != last + 1) {
             self.violations.lock().unwrap().push(format!("entry {index} applied after {:?}", kept.last_index));
@@ -648,4 +659,29 @@ async fn a_partitioned_leader_refuses_writes_and_reads_and_follows_after_healing
     // One leader all follow (the returning replica's higher term may cause one more
     // election, which its shorter log cannot win).
     assert_ne!(cluster.leader(ELECTION_BOUND).await, old);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_whose_machine_fails_stops_and_the_others_go_on() {
+    let cluster = Cluster::start(3, 50_000).await;
+    let leader = cluster.leader(ELECTION_BOUND).await;
+    let mut want = propose_all(&cluster, 0..5).await;
+    cluster.converge(&want, CONVERGE_BOUND).await;
+    let broken = cluster.nodes.iter().map(|n| n.id).find(|id| *id != leader).unwrap();
+    let next = cluster.group(leader).status().last_log_index.unwrap() + 1;
+    *cluster.node(broken).machine.fail_at.lock().unwrap() = Some(next);
+
+    want.extend(propose_all(&cluster, 5..10).await);
+    let start = Instant::now();
+    while cluster.group(broken).status().role != Role::Shutdown {
+        assert!(start.elapsed() < CONVERGE_BOUND, "the replica whose machine failed did not stop");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(cluster.node(broken).machine.payloads(), want[..5], "nothing applied past the failure");
+    let start = Instant::now();
+    while !cluster.nodes.iter().filter(|n| n.id != broken).all(|n| n.machine.payloads() == want) {
+        assert!(start.elapsed() < CONVERGE_BOUND, "the other replicas did not apply everything");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(matches!(cluster.group(broken).propose(payload(99)).await, Err(ProposeError::Failed(_))));
 }

@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use weft_proto::faults::FaultPlan;
 use weft_proto::msg::raft::{AppendAnswer, SnapshotAnswer, VoteAnswer};
 use weft_proto::msg::{GroupId, RaftReply, RaftRequest};
 use weft_proto::{WeftError, WeftResult};
@@ -203,6 +204,17 @@ impl Group {
         machine: Arc<dyn Machine>,
         network: Option<Arc<weft_rpc::Network>>,
     ) -> WeftResult<Group> {
+        Group::start_with_faults(cfg, machine, network, None).await
+    }
+
+    /// [`Group::start`] with faults injected into the log where `faults` says (tests and
+    /// simulations; see [`LogStore::open_with_faults`]).
+    pub async fn start_with_faults(
+        cfg: GroupConfig,
+        machine: Arc<dyn Machine>,
+        network: Option<Arc<weft_rpc::Network>>,
+        faults: Option<Arc<FaultPlan>>,
+    ) -> WeftResult<Group> {
         if !cfg.members.contains_key(&cfg.node_id) && !cfg.members.is_empty() {
             tracing::info!(
                 "replicated group {}: replica {} starts outside the members (to be added)",
@@ -211,7 +223,10 @@ impl Group {
             );
         }
         let raft_config = Arc::new(cfg.openraft()?);
-        let log = LogStore::open(&cfg.dir)?;
+        let log = match faults {
+            Some(plan) => LogStore::open_with_faults(&cfg.dir, plan)?,
+            None => LogStore::open(&cfg.dir)?,
+        };
         let state_machine = StateMachine::open(&cfg.dir, machine)?;
         let net = Network::new(cfg.group, network);
         let raft = Raft::new(cfg.node_id, raft_config, net, log.clone(), state_machine)

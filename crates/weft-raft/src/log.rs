@@ -32,6 +32,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use weft_proto::faults::{Fault, FaultPlan};
 use weft_proto::WeftResult;
 
 /// Where one entry is in the file.
@@ -53,6 +54,12 @@ struct Files {
     vote: Option<Vote<NodeId>>,
     committed: Option<LogId<NodeId>>,
     rewrite_prefix_bytes_min: u64,
+    /// The end of the log as of its last fsync: what a power loss keeps at worst.
+    synced_end: u64,
+    /// Set by an injected power loss: the file was cut back once.
+    powered_off: bool,
+    /// Faults to inject (tests and simulations): appends, vote saves and syncs consult it.
+    faults: Option<Arc<FaultPlan>>,
 }
 
 /// The log of one replica; clones share it (openraft's readers are clones).
@@ -74,10 +81,22 @@ fn read_error(e: impl std::fmt::Display) -> StorageError<NodeId> {
 impl LogStore {
     /// Opens (or makes) the log in `dir`, checking every record.
     pub fn open(dir: &Path) -> WeftResult<LogStore> {
-        LogStore::open_with(dir, LOG_REWRITE_PREFIX_BYTES_MIN)
+        LogStore::open_with(dir, LOG_REWRITE_PREFIX_BYTES_MIN, None)
     }
 
-    pub(crate) fn open_with(dir: &Path, rewrite_prefix_bytes_min: u64) -> WeftResult<LogStore> {
+    /// Opens the log in `dir` with faults injected where `faults` says: an append fails
+    /// (nothing written), writes a short prefix of its records (a torn tail), or finds the
+    /// machine powered off (the file cut back to what its last fsync made durable); a vote
+    /// save or a sync fails. Every later operation after a power loss fails.
+    pub fn open_with_faults(dir: &Path, faults: Arc<FaultPlan>) -> WeftResult<LogStore> {
+        LogStore::open_with(dir, LOG_REWRITE_PREFIX_BYTES_MIN, Some(faults))
+    }
+
+    pub(crate) fn open_with(
+        dir: &Path,
+        rewrite_prefix_bytes_min: u64,
+        faults: Option<Arc<FaultPlan>>,
+    ) -> WeftResult<LogStore> {
         std::fs::create_dir_all(dir).map_err(|e| file_error(dir, e))?;
         let vote: Option<Vote<NodeId>> = read_value(&dir.join("vote"))?;
         let purged: Option<LogId<NodeId>> = read_value(&dir.join("purged"))?;
@@ -153,6 +172,9 @@ impl LogStore {
                 vote,
                 committed,
                 rewrite_prefix_bytes_min,
+                synced_end: offset,
+                powered_off: false,
+                faults,
             })),
             committed_index,
         })
@@ -166,12 +188,20 @@ impl LogStore {
     pub fn sync(&self) -> WeftResult<()> {
         // The fsync outside the lock, on a second descriptor of the file: appends go on
         // meanwhile (what they add is synced next time).
-        let (file, path, dir) = {
-            let files = self.files();
+        let (file, path, dir, end) = {
+            let mut files = self.files();
+            if let Err(why) = files.fault() {
+                return Err(file_error(&files.path, why));
+            }
             let file = files.file.try_clone().map_err(|e| file_error(&files.path, e))?;
-            (file, files.path.clone(), files.dir.clone())
+            (file, files.path.clone(), files.dir.clone(), files.end)
         };
         file.sync_data().map_err(|e| file_error(&path, e))?;
+        {
+            let mut files = self.files();
+            // A truncate meanwhile may have cut below `end`.
+            files.synced_end = files.synced_end.max(end).min(files.end);
+        }
         // The committed log id as last renamed into place (save_committed), and the rename.
         let committed = dir.join("committed");
         match File::open(&committed) {
@@ -220,6 +250,25 @@ fn write_value<T: serde::Serialize>(path: &Path, value: &T, durable: bool) -> Re
 }
 
 impl Files {
+    /// The fault planned for this operation, acted on where it is the same for every
+    /// operation: Err(why) for a failure or a power loss (the file then cut back to what its
+    /// last fsync made durable); Ok(Some(ShortWrite)) for the caller to act on.
+    fn fault(&mut self) -> Result<Option<Fault>, String> {
+        let Some(plan) = &self.faults else { return Ok(None) };
+        match plan.next() {
+            None => Ok(None),
+            Some(Fault::Fail) => Err("injected fault: the disk failed".into()),
+            Some(Fault::ShortWrite) => Ok(Some(Fault::ShortWrite)),
+            Some(Fault::PowerLoss) => {
+                if !self.powered_off {
+                    self.powered_off = true;
+                    let _ = self.file.set_len(self.synced_end);
+                }
+                Err("injected fault: the machine lost power".into())
+            }
+        }
+    }
+
     fn first_index(&self) -> Option<u64> {
         self.slots.front().map(|s| s.log_id.index)
     }
@@ -310,6 +359,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
         let mut files = self.files();
+        if let Err(why) = files.fault() {
+            return Err(StorageIOError::write_vote(AnyError::error(why)).into());
+        }
         let path = files.dir.join("vote");
         write_value(&path, vote, true)
             .map_err(|e| StorageError::from(StorageIOError::write_vote(AnyError::error(e.to_string()))))?;
@@ -371,6 +423,10 @@ impl RaftLogStorage<TypeConfig> for LogStore {
                 }
                 added.push(Slot { log_id, offset: files.end + buf.len() as u64 });
                 buf.extend_from_slice(&record::encode(&payload));
+            }
+            if files.fault()? == Some(Fault::ShortWrite) {
+                let _ = files.file.write_all_at(&buf[..buf.len() / 2], files.end);
+                return Err(format!("{}: injected fault: a short write", files.path.display()));
             }
             files.file.write_all_at(&buf, files.end).map_err(|e| format!("{}: {e}", files.path.display()))?;
             files.end += buf.len() as u64;
@@ -488,7 +544,7 @@ mod tests {
     #[tokio::test]
     async fn a_large_purged_prefix_is_rewritten_away() {
         let dir = tempfile::tempdir().unwrap();
-        let mut log = LogStore::open_with(dir.path(), 0).unwrap();
+        let mut log = LogStore::open_with(dir.path(), 0, None).unwrap();
         append(&log, (0..100).map(|i| entry(1, i, &"x".repeat(100))).collect());
         let before = log.file_bytes();
         log.purge(LogId::new(CommittedLeaderId::new(1, 1), 89)).await.unwrap();

@@ -12,6 +12,7 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 use tokio::net::TcpListener;
+use weft_proto::faults::{Fault, FaultPlan};
 use weft_proto::msg::{GroupId, Reply, ReplyBody, RequestBody};
 use weft_proto::WeftError;
 use weft_raft::{Group, GroupConfig, Machine, NodeId, ProposeError, Role};
@@ -146,6 +147,8 @@ struct Node {
     group: Option<Group>,
     server: Option<Arc<Server>>,
     route: Arc<Route>,
+    /// Faults injected into its log (until its next restart).
+    faults: Option<Arc<FaultPlan>>,
 }
 
 struct Cluster {
@@ -212,6 +215,7 @@ impl Cluster {
                 group: None,
                 server: None,
                 route: Arc::default(),
+                faults: None,
             };
             cluster.nodes.push(node);
             cluster.serve(id, listener).await;
@@ -241,7 +245,8 @@ impl Cluster {
             n.register_server(&node.address, &server);
         }
         node.server = Some(server);
-        let group = Group::start(config(id, &members, &node.dir, after), node.machine.clone(), network).await.unwrap();
+        let cfg = config(id, &members, &node.dir, after);
+        let group = Group::start_with_faults(cfg, node.machine.clone(), network, node.faults.clone()).await.unwrap();
         *node.route.group.write().unwrap() = Some(group.clone());
         node.group = Some(group);
     }
@@ -260,8 +265,13 @@ impl Cluster {
 
     /// Starts a stopped replica again from its directory and its machine's file.
     async fn restart(&mut self, id: NodeId) {
+        self.restart_with_faults(id, None).await
+    }
+
+    async fn restart_with_faults(&mut self, id: NodeId, faults: Option<Arc<FaultPlan>>) {
         let address = self.node(id).address.clone();
         let node = self.node_mut(id);
+        node.faults = faults;
         node.machine = FileMachine::open(node.dir.join("machine"));
         node.route = Arc::default();
         let listener = bind(&address).await;
@@ -522,6 +532,7 @@ async fn members_are_added_and_removed_on_a_live_group() {
         group: None,
         server: None,
         route: Arc::default(),
+        faults: None,
     });
     cluster.serve(4, listener).await;
     cluster.group(leader).add_member(4, address.clone()).await.unwrap();
@@ -684,4 +695,61 @@ async fn a_replica_whose_machine_fails_stops_and_the_others_go_on() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(matches!(cluster.group(broken).propose(payload(99)).await, Err(ProposeError::Failed(_))));
+}
+
+/// Waits until replica `id` has stopped (its storage failed).
+async fn stopped(cluster: &Cluster, id: NodeId) {
+    let start = Instant::now();
+    while cluster.group(id).status().role != Role::Shutdown {
+        assert!(start.elapsed() < CONVERGE_BOUND, "replica {id} did not stop after its storage failed");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_short_write_stops_a_replica_whose_restart_cuts_the_torn_tail_and_catches_up() {
+    let mut cluster = Cluster::start(3, 50_000).await;
+    let leader = cluster.leader(ELECTION_BOUND).await;
+    let torn = cluster.nodes.iter().map(|n| n.id).find(|id| *id != leader).unwrap();
+    let plan = Arc::new(FaultPlan::new());
+    cluster.stop(torn).await;
+    cluster.restart_with_faults(torn, Some(plan.clone())).await;
+    let mut want = propose_all(&cluster, 0..5).await;
+    cluster.converge(&want, CONVERGE_BOUND).await;
+
+    // Its next append writes half its records, then the replica stops.
+    plan.inject(plan.ops(), Fault::ShortWrite);
+    want.extend(propose_all(&cluster, 5..10).await);
+    stopped(&cluster, torn).await;
+    assert_eq!(plan.pending(), 0);
+
+    cluster.stop(torn).await;
+    cluster.restart(torn).await;
+    want.extend(propose_all(&cluster, 10..15).await);
+    cluster.converge(&want, CONVERGE_BOUND).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_that_lost_power_loses_its_unsynced_log_and_catches_up() {
+    let mut cluster = Cluster::start(3, 50_000).await;
+    let leader = cluster.leader(ELECTION_BOUND).await;
+    let unlucky = cluster.nodes.iter().map(|n| n.id).find(|id| *id != leader).unwrap();
+    let plan = Arc::new(FaultPlan::new());
+    cluster.stop(unlucky).await;
+    cluster.restart_with_faults(unlucky, Some(plan.clone())).await;
+    let mut want = propose_all(&cluster, 0..10).await;
+    cluster.converge(&want, CONVERGE_BOUND).await;
+    let log = cluster.node(unlucky).dir.join("log");
+    let before = std::fs::metadata(&log).unwrap().len();
+
+    // Not synced since its start: the power loss takes back what it appended since.
+    plan.inject(plan.ops(), Fault::PowerLoss);
+    want.extend(propose_all(&cluster, 10..15).await);
+    stopped(&cluster, unlucky).await;
+    assert!(std::fs::metadata(&log).unwrap().len() < before, "the unsynced tail of the log is gone");
+
+    cluster.stop(unlucky).await;
+    cluster.restart(unlucky).await;
+    want.extend(propose_all(&cluster, 15..20).await);
+    cluster.converge(&want, CONVERGE_BOUND).await;
 }

@@ -215,6 +215,15 @@ impl Group {
         network: Option<Arc<weft_rpc::Network>>,
         faults: Option<Arc<FaultPlan>>,
     ) -> WeftResult<Group> {
+        if cfg.members.len().is_multiple_of(2) && !cfg.members.is_empty() {
+            // An even group survives no more losses than the odd one below it, and needs a
+            // larger majority.
+            tracing::warn!(
+                "replicated group {}: {} members; an odd number is as safe with one replica fewer",
+                cfg.group,
+                cfg.members.len()
+            );
+        }
         if !cfg.members.contains_key(&cfg.node_id) && !cfg.members.is_empty() {
             tracing::info!(
                 "replicated group {}: replica {} starts outside the members (to be added)",

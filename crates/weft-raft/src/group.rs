@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
+use weft_proto::faults::FaultPlan;
 use weft_proto::msg::raft::{AppendAnswer, SnapshotAnswer, VoteAnswer};
 use weft_proto::msg::{GroupId, RaftReply, RaftRequest};
 use weft_proto::{WeftError, WeftResult};
@@ -26,7 +27,9 @@ use weft_proto::{WeftError, WeftResult};
 pub struct GroupConfig {
     pub group: GroupId,
     pub node_id: NodeId,
-    /// Every voter at bootstrap: node id -> server address ("127.0.0.1:7001").
+    /// Every voter at bootstrap: node id -> server address ("127.0.0.1:7001"). A replica
+    /// to be added to a live group (`Group::add_member`) starts with members that do not
+    /// name it (or none): it waits for the leader instead of bootstrapping a group of its own.
     pub members: BTreeMap<NodeId, String>,
     /// This replica's directory for its log and vote (made if missing).
     pub dir: PathBuf,
@@ -201,6 +204,26 @@ impl Group {
         machine: Arc<dyn Machine>,
         network: Option<Arc<weft_rpc::Network>>,
     ) -> WeftResult<Group> {
+        Group::start_with_faults(cfg, machine, network, None).await
+    }
+
+    /// [`Group::start`] with faults injected into the log where `faults` says (tests and
+    /// simulations; see [`LogStore::open_with_faults`]).
+    pub async fn start_with_faults(
+        cfg: GroupConfig,
+        machine: Arc<dyn Machine>,
+        network: Option<Arc<weft_rpc::Network>>,
+        faults: Option<Arc<FaultPlan>>,
+    ) -> WeftResult<Group> {
+        if cfg.members.len().is_multiple_of(2) && !cfg.members.is_empty() {
+            // An even group survives no more losses than the odd one below it, and needs a
+            // larger majority.
+            tracing::warn!(
+                "replicated group {}: {} members; an odd number is as safe with one replica fewer",
+                cfg.group,
+                cfg.members.len()
+            );
+        }
         if !cfg.members.contains_key(&cfg.node_id) && !cfg.members.is_empty() {
             tracing::info!(
                 "replicated group {}: replica {} starts outside the members (to be added)",
@@ -209,7 +232,10 @@ impl Group {
             );
         }
         let raft_config = Arc::new(cfg.openraft()?);
-        let log = LogStore::open(&cfg.dir)?;
+        let log = match faults {
+            Some(plan) => LogStore::open_with_faults(&cfg.dir, plan)?,
+            None => LogStore::open(&cfg.dir)?,
+        };
         let state_machine = StateMachine::open(&cfg.dir, machine)?;
         let net = Network::new(cfg.group, network);
         let raft = Raft::new(cfg.node_id, raft_config, net, log.clone(), state_machine)

@@ -32,6 +32,7 @@ use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use weft_proto::faults::{Fault, FaultPlan};
 use weft_proto::WeftResult;
 
 /// Where one entry is in the file.
@@ -53,6 +54,12 @@ struct Files {
     vote: Option<Vote<NodeId>>,
     committed: Option<LogId<NodeId>>,
     rewrite_prefix_bytes_min: u64,
+    /// The end of the log as of its last fsync: what a power loss keeps at worst.
+    synced_end: u64,
+    /// Set by an injected power loss: the file was cut back once.
+    powered_off: bool,
+    /// Faults to inject (tests and simulations): appends, vote saves and syncs consult it.
+    faults: Option<Arc<FaultPlan>>,
 }
 
 /// The log of one replica; clones share it (openraft's readers are clones).
@@ -74,10 +81,22 @@ fn read_error(e: impl std::fmt::Display) -> StorageError<NodeId> {
 impl LogStore {
     /// Opens (or makes) the log in `dir`, checking every record.
     pub fn open(dir: &Path) -> WeftResult<LogStore> {
-        LogStore::open_with(dir, LOG_REWRITE_PREFIX_BYTES_MIN)
+        LogStore::open_with(dir, LOG_REWRITE_PREFIX_BYTES_MIN, None)
     }
 
-    pub(crate) fn open_with(dir: &Path, rewrite_prefix_bytes_min: u64) -> WeftResult<LogStore> {
+    /// Opens the log in `dir` with faults injected where `faults` says: an append fails
+    /// (nothing written), writes a short prefix of its records (a torn tail), or finds the
+    /// machine powered off (the file cut back to what its last fsync made durable); a vote
+    /// save or a sync fails. Every later operation after a power loss fails.
+    pub fn open_with_faults(dir: &Path, faults: Arc<FaultPlan>) -> WeftResult<LogStore> {
+        LogStore::open_with(dir, LOG_REWRITE_PREFIX_BYTES_MIN, Some(faults))
+    }
+
+    pub(crate) fn open_with(
+        dir: &Path,
+        rewrite_prefix_bytes_min: u64,
+        faults: Option<Arc<FaultPlan>>,
+    ) -> WeftResult<LogStore> {
         std::fs::create_dir_all(dir).map_err(|e| file_error(dir, e))?;
         let vote: Option<Vote<NodeId>> = read_value(&dir.join("vote"))?;
         let purged: Option<LogId<NodeId>> = read_value(&dir.join("purged"))?;
@@ -153,6 +172,9 @@ impl LogStore {
                 vote,
                 committed,
                 rewrite_prefix_bytes_min,
+                synced_end: offset,
+                powered_off: false,
+                faults,
             })),
             committed_index,
         })
@@ -164,14 +186,30 @@ impl LogStore {
 
     /// Makes everything appended so far, and the committed log id, durable.
     pub fn sync(&self) -> WeftResult<()> {
-        let files = self.files();
-        files.file.sync_data().map_err(|e| file_error(&files.path, e))?;
-        if let Some(committed) = files.committed {
-            let path = files.dir.join("committed");
-            let bytes = postcard::to_allocvec(&committed).map_err(|e| file_error(&path, e))?;
-            record::write_small(&path, &bytes, true).map_err(|e| file_error(&path, e))?;
+        // The fsync outside the lock, on a second descriptor of the file: appends go on
+        // meanwhile (what they add is synced next time).
+        let (file, path, dir, end) = {
+            let mut files = self.files();
+            if let Err(why) = files.fault() {
+                return Err(file_error(&files.path, why));
+            }
+            let file = files.file.try_clone().map_err(|e| file_error(&files.path, e))?;
+            (file, files.path.clone(), files.dir.clone(), files.end)
+        };
+        file.sync_data().map_err(|e| file_error(&path, e))?;
+        {
+            let mut files = self.files();
+            // A truncate meanwhile may have cut below `end`.
+            files.synced_end = files.synced_end.max(end).min(files.end);
         }
-        Ok(())
+        // The committed log id as last renamed into place (save_committed), and the rename.
+        let committed = dir.join("committed");
+        match File::open(&committed) {
+            Ok(f) => f.sync_all().map_err(|e| file_error(&committed, e))?,
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => return Err(file_error(&committed, e)),
+        }
+        record::sync_dir(&path).map_err(|e| file_error(&dir, e))
     }
 
     /// The committed index last saved, for the status.
@@ -204,28 +242,47 @@ fn read_value<T: serde::de::DeserializeOwned>(path: &Path) -> WeftResult<Option<
     }
 }
 
-fn write_value<T: serde::Serialize>(path: &Path, value: &T, durable: bool) -> Result<(), StorageError<NodeId>> {
-    let bytes = postcard::to_allocvec(value).map_err(io_error)?;
-    record::write_small(path, &bytes, durable).map_err(|e| io_error(format!("{}: {e}", path.display())))
+/// Errors as text inside this module, typed for openraft at its traits (its StorageError is
+/// large to carry around).
+fn write_value<T: serde::Serialize>(path: &Path, value: &T, durable: bool) -> Result<(), String> {
+    let bytes = postcard::to_allocvec(value).map_err(|e| e.to_string())?;
+    record::write_small(path, &bytes, durable).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 impl Files {
+    /// The fault planned for this operation, acted on where it is the same for every
+    /// operation: Err(why) for a failure or a power loss (the file then cut back to what its
+    /// last fsync made durable); Ok(Some(ShortWrite)) for the caller to act on.
+    fn fault(&mut self) -> Result<Option<Fault>, String> {
+        let Some(plan) = &self.faults else { return Ok(None) };
+        match plan.next() {
+            None => Ok(None),
+            Some(Fault::Fail) => Err("injected fault: the disk failed".into()),
+            Some(Fault::ShortWrite) => Ok(Some(Fault::ShortWrite)),
+            Some(Fault::PowerLoss) => {
+                if !self.powered_off {
+                    self.powered_off = true;
+                    let _ = self.file.set_len(self.synced_end);
+                }
+                Err("injected fault: the machine lost power".into())
+            }
+        }
+    }
+
     fn first_index(&self) -> Option<u64> {
         self.slots.front().map(|s| s.log_id.index)
     }
 
-    fn read_entry(&self, slot: &Slot) -> Result<Entry<TypeConfig>, StorageError<NodeId>> {
+    fn read_entry(&self, slot: &Slot) -> Result<Entry<TypeConfig>, String> {
         let next = self
             .slots
             .get((slot.log_id.index - self.first_index().unwrap_or(0)) as usize + 1)
             .map_or(self.end, |s| s.offset);
         match record::read_at(&self.file, slot.offset, next, LOG_RECORD_BYTES_MAX) {
             Ok(Read::Record { payload, .. }) => postcard::from_bytes(&payload)
-                .map_err(|e| read_error(format!("{} at offset {}: {e}", self.path.display(), slot.offset))),
-            Ok(other) => {
-                Err(read_error(format!("{} at offset {}: {other:?} on reading back", self.path.display(), slot.offset)))
-            }
-            Err(e) => Err(read_error(format!("{}: {e}", self.path.display()))),
+                .map_err(|e| format!("{} at offset {}: {e}", self.path.display(), slot.offset)),
+            Ok(other) => Err(format!("{} at offset {}: {other:?} on reading back", self.path.display(), slot.offset)),
+            Err(e) => Err(format!("{}: {e}", self.path.display())),
         }
     }
 
@@ -280,7 +337,7 @@ impl RaftLogReader<TypeConfig> for LogStore {
         let mut index = start;
         while index <= end {
             let slot = files.slots[(index - first) as usize];
-            entries.push(files.read_entry(&slot)?);
+            entries.push(files.read_entry(&slot).map_err(read_error)?);
             index += 1;
         }
         Ok(entries)
@@ -302,6 +359,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
 
     async fn save_vote(&mut self, vote: &Vote<NodeId>) -> Result<(), StorageError<NodeId>> {
         let mut files = self.files();
+        if let Err(why) = files.fault() {
+            return Err(StorageIOError::write_vote(AnyError::error(why)).into());
+        }
         let path = files.dir.join("vote");
         write_value(&path, vote, true)
             .map_err(|e| StorageError::from(StorageIOError::write_vote(AnyError::error(e.to_string()))))?;
@@ -316,7 +376,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
     async fn save_committed(&mut self, committed: Option<LogId<NodeId>>) -> Result<(), StorageError<NodeId>> {
         let mut files = self.files();
         if let Some(c) = committed {
-            write_value(&files.dir.join("committed"), &c, false)?;
+            write_value(&files.dir.join("committed"), &c, false).map_err(io_error)?;
             self.committed_index.store(c.index, Ordering::Release);
         }
         files.committed = committed;
@@ -338,7 +398,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         I: IntoIterator<Item = Entry<TypeConfig>> + Send,
         I::IntoIter: Send,
     {
-        let result = (|| {
+        let result = (|| -> Result<(), String> {
             let mut files = self.files();
             let mut buf = Vec::new();
             let mut added = Vec::new();
@@ -346,25 +406,29 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             for entry in entries {
                 let log_id = *entry.get_log_id();
                 if next.is_some_and(|n| n != log_id.index) {
-                    return Err(io_error(format!(
+                    return Err(format!(
                         "append of entry {} where entry {} is next",
                         log_id.index,
                         next.unwrap_or_default()
-                    )));
+                    ));
                 }
                 next = Some(log_id.index + 1);
-                let payload = postcard::to_allocvec(&entry).map_err(io_error)?;
+                let payload = postcard::to_allocvec(&entry).map_err(|e| e.to_string())?;
                 if payload.len() > LOG_RECORD_BYTES_MAX as usize {
-                    return Err(io_error(format!(
+                    return Err(format!(
                         "entry {} of {} bytes exceeds {LOG_RECORD_BYTES_MAX}",
                         log_id.index,
                         payload.len()
-                    )));
+                    ));
                 }
                 added.push(Slot { log_id, offset: files.end + buf.len() as u64 });
                 buf.extend_from_slice(&record::encode(&payload));
             }
-            files.file.write_all_at(&buf, files.end).map_err(|e| io_error(format!("{}: {e}", files.path.display())))?;
+            if files.fault()? == Some(Fault::ShortWrite) {
+                let _ = files.file.write_all_at(&buf[..buf.len() / 2], files.end);
+                return Err(format!("{}: injected fault: a short write", files.path.display()));
+            }
+            files.file.write_all_at(&buf, files.end).map_err(|e| format!("{}: {e}", files.path.display()))?;
             files.end += buf.len() as u64;
             files.slots.extend(added);
             Ok(())
@@ -372,9 +436,9 @@ impl RaftLogStorage<TypeConfig> for LogStore {
         // No fsync: written is as durable as today's MDT journal (module docs).
         match &result {
             Ok(()) => callback.log_io_completed(Ok(())),
-            Err(e) => callback.log_io_completed(Err(std::io::Error::other(e.to_string()))),
+            Err(e) => callback.log_io_completed(Err(std::io::Error::other(e.clone()))),
         }
-        result
+        result.map_err(io_error)
     }
 
     async fn truncate(&mut self, log_id: LogId<NodeId>) -> Result<(), StorageError<NodeId>> {
@@ -400,7 +464,7 @@ impl RaftLogStorage<TypeConfig> for LogStore {
             return Ok(());
         }
         // Durable before the entries go: a restart must not look for them.
-        write_value(&files.dir.join("purged"), &log_id, true)?;
+        write_value(&files.dir.join("purged"), &log_id, true).map_err(io_error)?;
         files.purged = Some(log_id);
         while files.slots.front().is_some_and(|s| s.log_id.index <= log_id.index) {
             files.slots.pop_front();
@@ -480,7 +544,7 @@ mod tests {
     #[tokio::test]
     async fn a_large_purged_prefix_is_rewritten_away() {
         let dir = tempfile::tempdir().unwrap();
-        let mut log = LogStore::open_with(dir.path(), 0).unwrap();
+        let mut log = LogStore::open_with(dir.path(), 0, None).unwrap();
         append(&log, (0..100).map(|i| entry(1, i, &"x".repeat(100))).collect());
         let before = log.file_bytes();
         log.purge(LogId::new(CommittedLeaderId::new(1, 1), 89)).await.unwrap();

@@ -24,7 +24,7 @@ use openraft::{
 use serde::{Deserialize, Serialize};
 use std::io::Cursor;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use weft_proto::WeftResult;
 
 /// The replicated state, supplied by the service (the MDT, the MGS).
@@ -40,7 +40,8 @@ pub trait Machine: Send + Sync + 'static {
     /// The `state` given with the last entry whose effects the machine has kept (None: none).
     fn applied_state(&self) -> Option<Vec<u8>>;
     /// The whole state as of the last entry applied, with that entry's `state`:
-    /// `(state, data)`.
+    /// `(state, data)`. openraft builds snapshots in a task of their own, so this may be
+    /// called while entries are applied: the pair must be of one moment.
     fn snapshot(&self) -> Result<(Vec<u8>, Vec<u8>), String>;
     /// Replaces the whole state with `data` (another replica's `snapshot`), whose last
     /// entry's `state` is `state`.
@@ -81,11 +82,33 @@ fn snapshot_error(e: impl std::fmt::Display) -> StorageError<NodeId> {
     StorageIOError::write_snapshot(None, AnyError::error(e.to_string())).into()
 }
 
+/// `DIR/snapshot`, shared by the state machine and the builders openraft runs beside it
+/// (a build runs in a task of its own, so it can end after a newer snapshot was installed).
+#[derive(Clone)]
+struct SnapshotFile {
+    path: PathBuf,
+    /// The last log id of the snapshot in the file; the lock orders writers.
+    kept: Arc<Mutex<Option<LogId<NodeId>>>>,
+}
+
+impl SnapshotFile {
+    /// Keeps `meta`'s snapshot unless the file holds a newer one; false: it did not.
+    fn keep(&self, meta: &SnapshotMeta<NodeId, BasicNode>, data: &[u8]) -> Result<bool, String> {
+        let mut kept = self.kept.lock().unwrap_or_else(|p| p.into_inner());
+        if kept.is_some() && meta.last_log_id < *kept {
+            return Ok(false);
+        }
+        write_snapshot(&self.path, meta, data)?;
+        *kept = meta.last_log_id;
+        Ok(true)
+    }
+}
+
 /// openraft's state machine over a [`Machine`].
 pub struct StateMachine {
     machine: Arc<dyn Machine>,
     applied: AppliedState,
-    path: PathBuf,
+    file: SnapshotFile,
     /// Makes snapshot ids unique within this process's life.
     built: u64,
 }
@@ -99,7 +122,9 @@ impl StateMachine {
             Some(bytes) => AppliedState::decode(&bytes).map_err(|e| file_error(dir, e))?,
             None => AppliedState::default(),
         };
-        if let Some(stored) = read_snapshot(&path)? {
+        let stored = read_snapshot(&path)?;
+        let kept = stored.as_ref().and_then(|s| s.meta.last_log_id);
+        if let Some(stored) = stored {
             if stored.meta.last_log_id > applied.last {
                 tracing::info!(
                     "{}: the machine kept up to {:?}, the snapshot is at {:?}: installing it",
@@ -113,7 +138,8 @@ impl StateMachine {
                 applied = state;
             }
         }
-        Ok(StateMachine { machine, applied, path, built: 0 })
+        let file = SnapshotFile { path, kept: Arc::new(Mutex::new(kept)) };
+        Ok(StateMachine { machine, applied, file, built: 0 })
     }
 }
 
@@ -126,27 +152,24 @@ fn read_snapshot(path: &Path) -> WeftResult<Option<StoredSnapshot>> {
     }
 }
 
-fn write_snapshot(
-    path: &Path,
-    meta: &SnapshotMeta<NodeId, BasicNode>,
-    data: &[u8],
-) -> Result<(), StorageError<NodeId>> {
+/// Keeps a snapshot (errors as text: openraft's StorageError is large to carry around).
+fn write_snapshot(path: &Path, meta: &SnapshotMeta<NodeId, BasicNode>, data: &[u8]) -> Result<(), String> {
     let stored = StoredSnapshot { meta: meta.clone(), data: data.to_vec() };
-    let bytes = postcard::to_allocvec(&stored).map_err(snapshot_error)?;
+    let bytes = postcard::to_allocvec(&stored).map_err(|e| e.to_string())?;
     if bytes.len() > SNAPSHOT_RECORD_BYTES_MAX as usize {
-        return Err(snapshot_error(format!(
+        return Err(format!(
             "a snapshot of {} bytes: more than one record holds (streamed snapshots are not built yet)",
             bytes.len()
-        )));
+        ));
     }
     // Durable before openraft purges the log behind it.
-    record::write_small(path, &bytes, true).map_err(|e| snapshot_error(format!("{}: {e}", path.display())))
+    record::write_small(path, &bytes, true).map_err(|e| format!("{}: {e}", path.display()))
 }
 
 /// Builds a snapshot of the machine as it is.
 pub struct Builder {
     machine: Arc<dyn Machine>,
-    path: PathBuf,
+    file: SnapshotFile,
     id: u64,
 }
 
@@ -159,7 +182,9 @@ impl RaftSnapshotBuilder<TypeConfig> for Builder {
             None => format!("none-{}", self.id),
         };
         let meta = SnapshotMeta { last_log_id: applied.last, last_membership: applied.membership, snapshot_id };
-        write_snapshot(&self.path, &meta, &data)?;
+        if !self.file.keep(&meta, &data).map_err(snapshot_error)? {
+            tracing::info!("snapshot {} not kept: a newer one was installed meanwhile", meta.snapshot_id);
+        }
         Ok(Snapshot { meta, snapshot: Box::new(Cursor::new(data)) })
     }
 }
@@ -201,7 +226,7 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
 
     async fn get_snapshot_builder(&mut self) -> Builder {
         self.built += 1;
-        Builder { machine: self.machine.clone(), path: self.path.clone(), id: self.built }
+        Builder { machine: self.machine.clone(), file: self.file.clone(), id: self.built }
     }
 
     async fn begin_receiving_snapshot(&mut self) -> Result<Box<Cursor<Vec<u8>>>, StorageError<NodeId>> {
@@ -217,14 +242,14 @@ impl RaftStateMachine<TypeConfig> for StateMachine {
         let state = AppliedState { last: meta.last_log_id, membership: meta.last_membership.clone() };
         // Kept first: should the machine's install be lost in a crash, the start installs
         // it again.
-        write_snapshot(&self.path, meta, &data)?;
+        self.file.keep(meta, &data).map_err(snapshot_error)?;
         self.machine.install(&state.encode(), &data).map_err(sm_error)?;
         self.applied = state;
         Ok(())
     }
 
     async fn get_current_snapshot(&mut self) -> Result<Option<Snapshot<TypeConfig>>, StorageError<NodeId>> {
-        let stored = read_snapshot(&self.path)
+        let stored = read_snapshot(&self.file.path)
             .map_err(|e| StorageError::from(StorageIOError::read_snapshot(None, AnyError::error(e.to_string()))))?;
         Ok(stored.map(|s| Snapshot { meta: s.meta, snapshot: Box::new(Cursor::new(s.data)) }))
     }

@@ -185,6 +185,21 @@ mod tests {
         assert_eq!(now(admit(&fifo, &mkdir, 0)).run, Run::Inline);
     }
 
+    #[test]
+    fn raft_messages_run_inline_at_once_and_no_policy_can_hold_them() {
+        let append = RequestBody::Raft {
+            group: weft_proto::msg::GroupId::Mdt(0),
+            op: weft_proto::msg::raft::AppendEntries { request: vec![1, 2, 3] }.into(),
+        };
+        assert_eq!(append.service(), Some(Service::Raft));
+        assert_eq!(now(admit(&Fifo::default(), &append, 0)).run, Run::Inline);
+        let schedulers = super::super::Schedulers::default();
+        for policy in ["tbf", "tbf jobid", "crrn", "fifo"] {
+            let refused = schedulers.set_policy(Service::Raft, policy).expect_err(policy);
+            assert!(refused.contains("raft requests are always served first come, first served"), "{refused}");
+        }
+    }
+
     #[tokio::test(start_paused = true)]
     async fn writes_to_one_ost_take_turns_and_other_osts_do_not_wait() {
         let fifo = Fifo::default();

@@ -58,7 +58,7 @@ pub fn free_addresses(n: usize) -> anyhow::Result<Vec<String>> {
 /// management service and the OSTs, no MDT) listens on a fixed port now, and each of the
 /// `n` replicas gets a directory and a config under `data/replicas`.
 pub fn plan(data: &Path, main: &mut ServerConfig, n: u32) -> anyhow::Result<()> {
-    if n % 2 == 0 {
+    if n.is_multiple_of(2) {
         bail!("--replicas {n}: a group needs an odd number of replicas (1, 3, 5, 7) so that a majority outlives a minority");
     }
     let addresses = free_addresses(n as usize + 1)?;
@@ -82,6 +82,9 @@ pub fn plan(data: &Path, main: &mut ServerConfig, n: u32) -> anyhow::Result<()> 
     Ok(())
 }
 
+/// Told the replica processes after one was started again (the run state follows them).
+pub type OnChange = Box<dyn Fn(&[ReplicaProcess]) + Send>;
+
 /// The replica processes of a running `weft up`, kept running until [`Supervisor::stop`].
 pub struct Supervisor {
     inner: Arc<Mutex<Inner>>,
@@ -91,21 +94,15 @@ pub struct Supervisor {
 struct Inner {
     children: Vec<(ReplicaProcess, Child)>,
     stopping: bool,
-    /// Called with the processes after any was started again (the run state follows).
-    on_change: Box<dyn Fn(&[ReplicaProcess]) + Send>,
+    on_change: OnChange,
 }
 
 fn start(replica: u64, config: &Path, address: &str) -> anyhow::Result<(ReplicaProcess, Child)> {
     let log = config.with_extension("log");
     let args = vec!["server".to_string(), "--config".into(), config.to_string_lossy().into_owned()];
     let child = daemon::spawn_self(&args, &log)?;
-    let p = ReplicaProcess {
-        pid: child.id(),
-        replica,
-        address: address.to_string(),
-        config: config.to_path_buf(),
-        log,
-    };
+    let p =
+        ReplicaProcess { pid: child.id(), replica, address: address.to_string(), config: config.to_path_buf(), log };
     Ok((p, child))
 }
 
@@ -113,7 +110,7 @@ impl Supervisor {
     /// Starts a process per replica config and watches them.
     pub fn start(
         configs: &[(PathBuf, ServerConfig)],
-        on_change: Box<dyn Fn(&[ReplicaProcess]) + Send>,
+        on_change: OnChange,
     ) -> anyhow::Result<Supervisor> {
         let mut children = Vec::new();
         for (k, (path, c)) in configs.iter().enumerate() {
@@ -151,7 +148,11 @@ impl Supervisor {
         }
         for (p, child) in &mut inner.children {
             if let Ok(None) = child.try_wait() {
-                tracing::warn!(replica = p.replica, pid = p.pid, "an MDT replica did not stop within {DOWN_WAIT_S} s; killing it");
+                tracing::warn!(
+                    replica = p.replica,
+                    pid = p.pid,
+                    "an MDT replica did not stop within {DOWN_WAIT_S} s; killing it"
+                );
                 let _ = child.kill();
             }
             let _ = child.wait();
@@ -183,7 +184,11 @@ fn watch(inner: Arc<Mutex<Inner>>) {
                 (Ok(Some(_)), Some(at)) if at.elapsed() >= Duration::from_millis(REPLICA_RESTART_MS) => {
                     match start(p.replica, &p.config.clone(), &p.address.clone()) {
                         Ok((np, nc)) => {
-                            tracing::info!(replica = np.replica, pid = np.pid, "started an MDT replica's process again");
+                            tracing::info!(
+                                replica = np.replica,
+                                pid = np.pid,
+                                "started an MDT replica's process again"
+                            );
                             *p = np;
                             *child = nc;
                             died_at[i] = None;

@@ -110,7 +110,10 @@ fn local_config(data: &Path, osts: u32, replicas: u32) -> anyhow::Result<ServerC
         }
         let have = crate::replicas::configs(data)?.len().max(1);
         if have != replicas as usize {
-            eprintln!("weft: {} holds a file system with {have} MDT replicas; --replicas {replicas} is ignored", data.display());
+            eprintln!(
+                "weft: {} holds a file system with {have} MDT replicas; --replicas {replicas} is ignored",
+                data.display()
+            );
         }
         return Ok(c);
     }
@@ -529,16 +532,30 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
                 println!("{:<16} {:<6} {}", t.name, t.state, t.address);
             }
             if report.processes.len() > 1 {
-                println!("{:<8} {:<20} {:<22} {:<9} {:>5} {:>9} {:>9} {:>9}", "PID", "PROCESS", "ADDRESS", "ROLE", "TERM", "LOG", "COMMITTED", "APPLIED");
+                println!(
+                    "{:<8} {:<20} {:<22} {:<9} {:>5} {:>9} {:>9} {:>9}",
+                    "PID", "PROCESS", "ADDRESS", "ROLE", "TERM", "LOG", "COMMITTED", "APPLIED"
+                );
                 for p in &report.processes {
                     let (role, term, log, committed, applied) = match (&p.replica, p.alive) {
-                        (Some(r), _) => (r.role.clone(), r.term.to_string(), r.last_log_index.clone(), r.committed.clone(), r.applied.clone()),
+                        (Some(r), _) => (
+                            r.role.clone(),
+                            r.term.to_string(),
+                            r.last_log_index.clone(),
+                            r.committed.clone(),
+                            r.applied.clone(),
+                        ),
                         (None, false) => ("dead".into(), "-".into(), "-".into(), "-".into(), "-".into()),
-                        (None, true) if p.role.starts_with("MDT") => ("silent".into(), "-".into(), "-".into(), "-".into(), "-".into()),
+                        (None, true) if p.role.starts_with("MDT") => {
+                            ("silent".into(), "-".into(), "-".into(), "-".into(), "-".into())
+                        }
                         (None, true) => ("-".into(), "-".into(), "-".into(), "-".into(), "-".into()),
                     };
                     let name = if p.role.starts_with("MDT") { p.role.clone() } else { "weft up".into() };
-                    println!("{:<8} {:<20} {:<22} {:<9} {:>5} {:>9} {:>9} {:>9}", p.pid, name, p.address, role, term, log, committed, applied);
+                    println!(
+                        "{:<8} {:<20} {:<22} {:<9} {:>5} {:>9} {:>9} {:>9}",
+                        p.pid, name, p.address, role, term, log, committed, applied
+                    );
                 }
             }
         }

@@ -108,7 +108,7 @@ impl MdsRole {
         }
         let members: std::collections::BTreeMap<u64, String> =
             self.replicas.iter().enumerate().map(|(i, a)| (i as u64 + 1, a.clone())).collect();
-        if members.len() % 2 == 0 {
+        if members.len().is_multiple_of(2) {
             anyhow::bail!(
                 "[mds] replicas lists {} servers: a group needs an odd number (1, 3, 5) so that a majority survives the loss of a minority",
                 members.len()

@@ -3,7 +3,7 @@
 #   make test  install what the tests need, then format check, lints and the whole test suite
 CARGO ?= cargo
 
-.PHONY: all build release up down test deps lint check-format unit bench-micro clean
+.PHONY: all build release up down test soak deps lint check-format unit bench-micro clean
 
 all: build
 
@@ -33,6 +33,13 @@ lint:
 
 test: deps check-format lint
 	$(CARGO) test --workspace
+
+# The long forms of the tests that keep a short form in `make test`: ten kills of the MDT
+# leader under real programs (two in make test), and the seeded simulations over a
+# thousand seeds (a hundred in make test).
+soak: deps
+	WEFT_FAILOVER_KILLS=10 $(CARGO) test -p weft-cli --test failover -- --nocapture
+	WEFT_SIM_SEEDS=1..1001 $(CARGO) test -p weft-sim -- --nocapture
 
 # Micro-benchmarks of the request path, outside the test suite: RPC round trips (TCP and
 # in-process), the striping math and the MDS operations alone. The IO-500 run is

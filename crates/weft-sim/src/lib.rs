@@ -21,6 +21,19 @@ mod model;
 pub mod net;
 mod rng;
 
+/// The seeds a simulation test plays: `WEFT_SIM_SEED=N` (one, to replay it),
+/// `WEFT_SIM_SEEDS=FROM..TO` (FROM up to TO, not included: `make soak`), else `ci`.
+pub fn seeds(ci: std::ops::Range<u64>) -> Vec<u64> {
+    if let Ok(one) = std::env::var("WEFT_SIM_SEED") {
+        return vec![one.trim().parse().expect("WEFT_SIM_SEED is a number")];
+    }
+    if let Ok(range) = std::env::var("WEFT_SIM_SEEDS") {
+        let (from, to) = range.split_once("..").expect("WEFT_SIM_SEEDS is FROM..TO");
+        return (from.trim().parse().expect("a number")..to.trim().parse().expect("a number")).collect();
+    }
+    ci.collect()
+}
+
 use bytes::Bytes;
 use machine::{Disks, Machine};
 use model::{join, Model, Node};

@@ -9,14 +9,7 @@ use weft_sim::{run, Crash};
 const CI_SEEDS: std::ops::Range<u64> = 1..101;
 
 fn seeds() -> Vec<u64> {
-    if let Ok(one) = std::env::var("WEFT_SIM_SEED") {
-        return vec![one.trim().parse().expect("WEFT_SIM_SEED is a number")];
-    }
-    if let Ok(range) = std::env::var("WEFT_SIM_SEEDS") {
-        let (from, to) = range.split_once("..").expect("WEFT_SIM_SEEDS is FROM..TO");
-        return (from.trim().parse().expect("a number")..to.trim().parse().expect("a number")).collect();
-    }
-    CI_SEEDS.collect()
+    weft_sim::seeds(CI_SEEDS)
 }
 
 #[test]

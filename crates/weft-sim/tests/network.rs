@@ -1,15 +1,13 @@
 //! The network simulation (see `weft_sim::net`): seeds 1-100 in CI; WEFT_SIM_SEED=N replays
-//! one seed, WEFT_SIM_VERBOSE=1 prints each seed's log.
+//! one seed (WEFT_SIM_SEEDS=FROM..TO a range, TO not included: `make soak`), WEFT_SIM_VERBOSE=1 prints each
+//! seed's log.
 
 use weft_sim::net::{run, Summary};
 
-const CI_SEEDS: std::ops::RangeInclusive<u64> = 1..=100;
+const CI_SEEDS: std::ops::Range<u64> = 1..101;
 
 fn seeds() -> Vec<u64> {
-    match std::env::var("WEFT_SIM_SEED") {
-        Ok(one) => vec![one.trim().parse().expect("WEFT_SIM_SEED is a number")],
-        Err(_) => CI_SEEDS.collect(),
-    }
+    weft_sim::seeds(CI_SEEDS)
 }
 
 #[test]

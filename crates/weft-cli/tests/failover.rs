@@ -1,0 +1,199 @@
+//! A replicated MDT under real programs: `weft up --replicas 3` (each replica a process of
+//! its own) and a second mount of it by `weft mount`; while a create loop runs on one
+//! mount, `tar -x` on the other and `fio --verify` on the first, the MDT's leader is killed
+//! with SIGKILL again and again (`weft up` starts each killed replica again, and the test
+//! waits until it caught up before the next kill). The programs finish without an error,
+//! every file the loop was told it made is there with its bytes, the extracted tree is the
+//! tarball's, and the time from each kill to the loop's next answer is printed.
+//!
+//! `WEFT_FAILOVER_KILLS` sets the number of kills (2 in `make test`, 10 in `make soak`).
+
+mod common;
+use common::*;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// `weft up --replicas 3` and a second mount, let go on drop even when the test fails.
+struct Replicated {
+    _dir: tempfile::TempDir,
+    data: PathBuf,
+    mnt: PathBuf,
+    mnt2: PathBuf,
+}
+
+impl Replicated {
+    fn start() -> Replicated {
+        let dir = tempfile::tempdir().unwrap();
+        let (data, mnt, mnt2) = (dir.path().join("data"), dir.path().join("mnt"), dir.path().join("mnt2"));
+        let r = Replicated { _dir: dir, data, mnt, mnt2 };
+        let out = weft_ok(&["up", "--data", s(&r.data), "--mount", s(&r.mnt), "--detach", "--replicas", "3", "--osts", "2"]);
+        assert!(out.contains("3 replicas"), "{out}");
+        let mgs = out.lines().find_map(|l| l.split("weft mount ").nth(1)?.split_whitespace().next()).unwrap();
+        std::fs::create_dir_all(&r.mnt2).unwrap();
+        weft_ok(&["mount", mgs, s(&r.mnt2)]);
+        r
+    }
+
+    /// Every process `weft status --json` lists: (pid, alive, replica role if it answered).
+    fn processes(&self) -> Vec<(u32, bool, Option<(String, String)>)> {
+        let out = weft_ok(&["status", "--data", s(&self.data), "--json"]);
+        let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+        v["processes"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|p| p["role"].as_str().unwrap().starts_with("MDT"))
+            .map(|p| {
+                let r = &p["replica"];
+                let replica = r.is_object().then(|| {
+                    (r["role"].as_str().unwrap().to_string(), r["applied"].as_str().unwrap().to_string())
+                });
+                (p["pid"].as_u64().unwrap() as u32, p["alive"].as_bool().unwrap(), replica)
+            })
+            .collect()
+    }
+
+    /// Waits until three replicas answer, one leads, and every one has applied nearly all
+    /// the others have (a replica started again caught up); returns the leader's pid.
+    fn settled(&self) -> u32 {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let procs = self.processes();
+            let answered: Vec<_> = procs.iter().filter_map(|(pid, _, r)| r.clone().map(|r| (*pid, r))).collect();
+            let leader = answered.iter().find(|(_, (role, _))| role == "leader").map(|(pid, _)| *pid);
+            let applied: Vec<u64> = answered.iter().filter_map(|(_, (_, a))| a.parse().ok()).collect();
+            let spread = applied.iter().max().unwrap_or(&0) - applied.iter().min().unwrap_or(&0);
+            if let (3, Some(leader), true) = (applied.len(), leader, spread < 500) {
+                return leader;
+            }
+            assert!(Instant::now() < deadline, "the replicas did not settle: {procs:?}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    }
+}
+
+impl Drop for Replicated {
+    fn drop(&mut self) {
+        if weft_harness::is_mounted(&self.mnt2) {
+            let _ = Command::new("fusermount3").arg("-uz").arg(&self.mnt2).status();
+        }
+        let _ = weft(&["down", "--data", s(&self.data)]);
+        if weft_harness::is_mounted(&self.mnt) {
+            let _ = Command::new("fusermount3").arg("-uz").arg(&self.mnt).status();
+        }
+    }
+}
+
+fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// A tree of small files in `dir` and its tarball.
+fn tree(dir: &Path) -> PathBuf {
+    let src = dir.join("src");
+    for d in 0..20 {
+        let sub = src.join(format!("d{d}"));
+        std::fs::create_dir_all(&sub).unwrap();
+        for f in 0..60 {
+            std::fs::write(sub.join(format!("f{f}")), pattern(d * 100 + f, 0, 512 + (f as usize * 97) % 6000)).unwrap();
+        }
+    }
+    let ball = dir.join("tree.tar");
+    sh(dir, &format!("tar -cf {} -C {} .", ball.display(), src.display()));
+    ball
+}
+
+#[test]
+fn programs_carry_on_while_the_mdt_leader_is_killed_and_nothing_acknowledged_is_lost() {
+    let kills: usize = std::env::var("WEFT_FAILOVER_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(2);
+    let fs = Replicated::start();
+    let local = tempfile::tempdir().unwrap();
+    let ball = tree(local.path());
+    let leader = fs.settled();
+
+    // The create loop: each file written and closed, then counted as acknowledged.
+    let stop = Arc::new(AtomicBool::new(false));
+    let acked: Arc<Mutex<Vec<(PathBuf, Instant)>>> = Arc::default();
+    let loop_dir = fs.mnt.join("loop");
+    std::fs::create_dir(&loop_dir).unwrap();
+    let creates = {
+        let (stop, acked, dir) = (stop.clone(), acked.clone(), loop_dir.clone());
+        std::thread::spawn(move || {
+            let mut n = 0u64;
+            while !stop.load(Ordering::Relaxed) {
+                let p = dir.join(format!("c{n}"));
+                std::fs::write(&p, pattern(n, 0, 100 + (n as usize % 4000))).unwrap_or_else(|e| panic!("create {n}: {e}"));
+                acked.lock().unwrap().push((p, Instant::now()));
+                n += 1;
+            }
+        })
+    };
+    // tar -x on the other mount, fio --verify on this one, both while the leader dies.
+    std::fs::create_dir(fs.mnt2.join("t")).unwrap();
+    let tar = Command::new("tar").arg("-xf").arg(&ball).arg("-C").arg(fs.mnt2.join("t")).spawn().unwrap();
+    let fio = Command::new("fio")
+        .args(["--name=failover", "--size=48M", "--bs=64k", "--rw=randwrite", "--ioengine=psync"])
+        .args(["--verify=crc32c", "--verify_fatal=1", "--do_verify=1", "--numjobs=2", "--group_reporting"])
+        .arg(format!("--directory={}", fs.mnt.display()))
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("fio (installed by make deps)");
+
+    let mut waits = Vec::new();
+    let mut leader = leader;
+    for k in 0..kills {
+        std::thread::sleep(Duration::from_millis(700));
+        let killed_at = Instant::now();
+        // SAFETY: kill(2) of the replica process `weft up` started.
+        assert_eq!(unsafe { libc::kill(leader as i32, libc::SIGKILL) }, 0);
+        // The next create answered after the kill, and how long after it the loop waited.
+        let deadline = killed_at + Duration::from_secs(60);
+        let answered = loop {
+            let seen = acked.lock().unwrap().iter().rev().take_while(|(_, at)| *at > killed_at).last().map(|(_, at)| *at);
+            if let Some(at) = seen {
+                // The first create answered after the kill.
+                break at;
+            }
+            assert!(Instant::now() < deadline, "no create answered within 60 s of kill {k}");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        waits.push(answered.duration_since(killed_at));
+        leader = fs.settled();
+    }
+    stop.store(true, Ordering::Relaxed);
+    creates.join().expect("the create loop failed");
+    let tar = tar.wait_with_output().unwrap();
+    assert!(tar.status.success(), "tar -x failed: {}", String::from_utf8_lossy(&tar.stderr));
+    let fio = fio.wait_with_output().unwrap();
+    assert!(
+        fio.status.success(),
+        "fio --verify failed:\n{}{}",
+        String::from_utf8_lossy(&fio.stdout),
+        String::from_utf8_lossy(&fio.stderr)
+    );
+
+    // Everything acknowledged is there, with its bytes, seen from the other mount too.
+    let acked = acked.lock().unwrap();
+    for (n, (p, _)) in acked.iter().enumerate() {
+        let want = pattern(n as u64, 0, 100 + (n % 4000));
+        assert_eq!(std::fs::read(p).unwrap_or_else(|e| panic!("{}: {e}", p.display())), want, "{}", p.display());
+    }
+    let other = fs.mnt2.join("loop");
+    assert_eq!(std::fs::read_dir(&other).unwrap().count(), acked.len(), "the other mount lists every file");
+    let src = local.path().join("src");
+    sh(local.path(), &format!("diff -r {} {}", src.display(), fs.mnt2.join("t").display()));
+
+    waits.sort();
+    let ms = |d: &Duration| d.as_millis();
+    println!(
+        "MDT leader killed {kills} times under a create loop, tar -x and fio --verify: {} creates; \
+         the loop's next answer came after {} ms (median), {} ms (worst)",
+        acked.len(),
+        ms(&waits[waits.len() / 2]),
+        ms(waits.last().unwrap())
+    );
+}

@@ -10,6 +10,8 @@
 # rule's rate out of reach: what the policy costs when it holds nothing back.
 # BENCH=pcc runs scripts/pcc-reread.sh on the mount instead of IO-500 (scripts/bench-pcc.sh),
 # BENCH=dom scripts/dom-smallfiles.sh (scripts/bench-dom.sh).
+# MDT_REPLICAS=3 makes the MDT a replicated group of three server processes (127.0.0.3,
+# 127.0.0.6, 127.0.0.7): what replication costs.
 set -euo pipefail
 W=${WEFT:-target/release/weft}
 W=$(realpath "$W")
@@ -43,8 +45,23 @@ sleep 0.3
 node oss1 127.0.0.4 $'[oss]\nosts = [0, 1]'
 node oss2 127.0.0.5 $'[oss]\nosts = [2, 3]'
 sleep 0.3
-node mds 127.0.0.3 $'[mds]\nindex = 0'
-sleep 1
+replicas=${MDT_REPLICAS:-1}
+if [ "$replicas" = 1 ]; then
+  node mds 127.0.0.3 $'[mds]\nindex = 0'
+  sleep 1
+else
+  ips=(127.0.0.3 127.0.0.6 127.0.0.7 127.0.0.8 127.0.0.9)
+  list=""
+  for ((i = 0; i < replicas; i++)); do list+="\"${ips[$i]}:$port\", "; done
+  for ((i = 0; i < replicas; i++)); do
+    node "mds$i" "${ips[$i]}" "[mds]"$'\n'"index = 0"$'\n'"replicas = [${list%, }]"
+  done
+  # The MDT is in the map once the group's leader serves it.
+  for _ in $(seq 100); do
+    "$W" get-param --mgs "$mgs" 'mdt.*.replica_status' > /dev/null 2>&1 && break
+    sleep 0.2
+  done
+fi
 "$W" mount "$mgs" "$dir/mnt" -o "log=$dir/mount.log"
 mkdir -p "$dir/mnt/io500"
 if [ -n "${NRS:-}" ]; then

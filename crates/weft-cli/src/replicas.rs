@@ -108,10 +108,7 @@ fn start(replica: u64, config: &Path, address: &str) -> anyhow::Result<(ReplicaP
 
 impl Supervisor {
     /// Starts a process per replica config and watches them.
-    pub fn start(
-        configs: &[(PathBuf, ServerConfig)],
-        on_change: OnChange,
-    ) -> anyhow::Result<Supervisor> {
+    pub fn start(configs: &[(PathBuf, ServerConfig)], on_change: OnChange) -> anyhow::Result<Supervisor> {
         let mut children = Vec::new();
         for (k, (path, c)) in configs.iter().enumerate() {
             children.push(start(k as u64 + 1, path, &c.listen)?);

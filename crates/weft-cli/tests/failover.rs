@@ -16,6 +16,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+/// A replica process as `weft status --json` shows it: pid, alive, (role, applied) if it
+/// answered.
+type ReplicaSeen = (u32, bool, Option<(String, String)>);
+
 /// `weft up --replicas 3` and a second mount, let go on drop even when the test fails.
 struct Replicated {
     _dir: tempfile::TempDir,
@@ -29,7 +33,8 @@ impl Replicated {
         let dir = tempfile::tempdir().unwrap();
         let (data, mnt, mnt2) = (dir.path().join("data"), dir.path().join("mnt"), dir.path().join("mnt2"));
         let r = Replicated { _dir: dir, data, mnt, mnt2 };
-        let out = weft_ok(&["up", "--data", s(&r.data), "--mount", s(&r.mnt), "--detach", "--replicas", "3", "--osts", "2"]);
+        let out =
+            weft_ok(&["up", "--data", s(&r.data), "--mount", s(&r.mnt), "--detach", "--replicas", "3", "--osts", "2"]);
         assert!(out.contains("3 replicas"), "{out}");
         let mgs = out.lines().find_map(|l| l.split("weft mount ").nth(1)?.split_whitespace().next()).unwrap();
         std::fs::create_dir_all(&r.mnt2).unwrap();
@@ -37,8 +42,9 @@ impl Replicated {
         r
     }
 
-    /// Every process `weft status --json` lists: (pid, alive, replica role if it answered).
-    fn processes(&self) -> Vec<(u32, bool, Option<(String, String)>)> {
+    /// Every replica process `weft status --json` lists: (pid, alive, its role and applied
+    /// index if it answered).
+    fn processes(&self) -> Vec<ReplicaSeen> {
         let out = weft_ok(&["status", "--data", s(&self.data), "--json"]);
         let v: serde_json::Value = serde_json::from_str(&out).unwrap();
         v["processes"]
@@ -48,9 +54,9 @@ impl Replicated {
             .filter(|p| p["role"].as_str().unwrap().starts_with("MDT"))
             .map(|p| {
                 let r = &p["replica"];
-                let replica = r.is_object().then(|| {
-                    (r["role"].as_str().unwrap().to_string(), r["applied"].as_str().unwrap().to_string())
-                });
+                let replica = r
+                    .is_object()
+                    .then(|| (r["role"].as_str().unwrap().to_string(), r["applied"].as_str().unwrap().to_string()));
                 (p["pid"].as_u64().unwrap() as u32, p["alive"].as_bool().unwrap(), replica)
             })
             .collect()
@@ -125,7 +131,8 @@ fn programs_carry_on_while_the_mdt_leader_is_killed_and_nothing_acknowledged_is_
             let mut n = 0u64;
             while !stop.load(Ordering::Relaxed) {
                 let p = dir.join(format!("c{n}"));
-                std::fs::write(&p, pattern(n, 0, 100 + (n as usize % 4000))).unwrap_or_else(|e| panic!("create {n}: {e}"));
+                std::fs::write(&p, pattern(n, 0, 100 + (n as usize % 4000)))
+                    .unwrap_or_else(|e| panic!("create {n}: {e}"));
                 acked.lock().unwrap().push((p, Instant::now()));
                 n += 1;
             }
@@ -153,7 +160,8 @@ fn programs_carry_on_while_the_mdt_leader_is_killed_and_nothing_acknowledged_is_
         // The next create answered after the kill, and how long after it the loop waited.
         let deadline = killed_at + Duration::from_secs(60);
         let answered = loop {
-            let seen = acked.lock().unwrap().iter().rev().take_while(|(_, at)| *at > killed_at).last().map(|(_, at)| *at);
+            let seen =
+                acked.lock().unwrap().iter().rev().take_while(|(_, at)| *at > killed_at).last().map(|(_, at)| *at);
             if let Some(at) = seen {
                 // The first create answered after the kill.
                 break at;

@@ -529,25 +529,52 @@ impl Client {
     }
 }
 
-/// Drops the connections to servers that left the map, as the map changes. Ends when the
-/// client is dropped.
-///
-/// A target that moved to another server (a replicated MDT's new leader) does not know the
-/// locks its old server granted: they are forgotten here with what they guarded, as after a
-/// restart. The new server holds grants back for a recovery window meanwhile.
+impl Client {
+    /// A target moved to another server (a replicated MDT's new leader), which does not
+    /// know the locks its old server granted: this client asks it to keep them under the
+    /// same handles (lock replay, Lustre's), which it does during its recovery window
+    /// (grants are held back meanwhile, so none can conflict). What it kept stays cached
+    /// here: a stat after a failover costs no request. What it refused, or everything when
+    /// the replay fails, is forgotten with what it guarded, as after a restart.
+    async fn replay_locks(&self, target: LockTarget) {
+        let locks = self.locks.granted_of(target);
+        let replayed = if locks.is_empty() {
+            Ok(Vec::new())
+        } else {
+            let asked = locks.len();
+            let root = Caller::root();
+            let replay = self.ldlm(&root, target, weft_proto::lock::Replay { locks });
+            match tokio::time::timeout(Duration::from_millis(limits::LOCK_REPLAY_MS_MAX), replay).await {
+                Ok(Ok(r)) => {
+                    tracing::info!(?target, asked, kept = r.kept.len(), "replayed locks to the target's new server");
+                    Ok(r.kept)
+                }
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!("no answer within {} ms", limits::LOCK_REPLAY_MS_MAX)),
+            }
+        };
+        let kept = replayed.unwrap_or_else(|why| {
+            tracing::info!(?target, "lock replay failed ({why}): dropping what was cached under its locks");
+            Vec::new()
+        });
+        let forgotten = self.locks.keep_only(target, &kept);
+        if forgotten > 0 && target == LockTarget::Mdt(MDT_INDEX) {
+            self.inodes.clear();
+        }
+    }
+}
+
+/// Drops the connections to servers that left the map, as the map changes, and replays
+/// the locks of a target that moved ([`Client::replay_locks`]). Ends when the client is
+/// dropped.
 async fn drop_peers_that_left(client: Weak<Client>, mut changes: watch::Receiver<Arc<MapState>>) {
     let mut before = changes.borrow_and_update().clone();
     while changes.changed().await.is_ok() {
         let Some(client) = client.upgrade() else { return };
         let state = changes.borrow_and_update().clone();
         client.peers.retain_map(&state);
-        let moved: Vec<LockTarget> = moved_targets(&before.map, &state.map);
-        if !moved.is_empty() {
-            tracing::info!(?moved, "targets moved to other servers: dropping what was cached under their locks");
-            client.locks.forget_targets(&moved);
-            if moved.contains(&LockTarget::Mdt(MDT_INDEX)) {
-                client.inodes.clear();
-            }
+        for target in moved_targets(&before.map, &state.map) {
+            client.replay_locks(target).await;
         }
         before = state;
     }

@@ -75,3 +75,6 @@ pub const MIRROR_TRY_MS: u64 = 3000;
 pub const MIRROR_FAILING_MS: u64 = 30_000;
 /// Times a truncate takes its locks again when the file's layout changed under it.
 pub const LAYOUT_ROUNDS_MAX: u32 = 3;
+/// How long a client waits for its lock replay to a target's new server before it forgets
+/// those locks instead (the server takes replays only during its recovery window, 1 s).
+pub const LOCK_REPLAY_MS_MAX: u64 = 2_000;

@@ -435,6 +435,20 @@ impl Namespace {
         Ok(grants.into_iter().flatten().collect())
     }
 
+    /// Lock replay (see [`LockTable::replay`]): takes back the locks `owner` held from this
+    /// target's previous server, only while grants are held for the recovery window
+    /// ([`Namespace::hold_grants_for`], or the window after a restart), before any new
+    /// lock could conflict with them. Returns the handles kept; none once the window is
+    /// over (the owner then forgets them all, as without replay).
+    pub fn replay(&self, owner: u64, locks: &[LockGrant]) -> Vec<LockHandle> {
+        if self.grants_held_until().is_none() {
+            return Vec::new();
+        }
+        let mut inner = self.inner();
+        let bound = self.bounds.locks_per_client_max.saturating_sub(inner.table.owner_count(owner));
+        locks.iter().take(bound).filter(|g| inner.table.replay(owner, **g)).map(|g| g.handle).collect()
+    }
+
     /// Gives locks of `owner` back, granted or waiting, and grants what this lets through.
     /// Handles that are unknown or not `owner`'s are ignored. A waiting enqueue whose
     /// request is cancelled this way returns [`ErrorCode::Stale`].

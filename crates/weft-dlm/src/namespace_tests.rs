@@ -460,3 +460,16 @@ fn grants_are_held_for_a_window_that_only_grows() {
     ns.hold_grants_for(Duration::ZERO);
     assert_eq!(ns.grants_held_until(), Some(until));
 }
+
+/// A replay is taken only while grants are held back for the recovery window.
+#[tokio::test]
+async fn locks_are_replayed_only_inside_the_recovery_window() {
+    let (ns, _) = setup(100);
+    let grant = LockGrant { handle: 7, resource: OBJ, mode: LockMode::Pw, scope: ext(0, 99) };
+    assert!(ns.replay(1, &[grant]).is_empty(), "no window, no replay");
+    ns.hold_grants_for(Duration::from_secs(60));
+    assert_eq!(ns.replay(1, &[grant, LockGrant { handle: 8, scope: ext(100, 199), ..grant }]), vec![7, 8]);
+    assert!(ns.replay(2, &[LockGrant { handle: 9, ..grant }]).is_empty(), "another client's conflicting write");
+    assert_eq!(ns.lock(7).map(|l| l.owner), Some(1));
+    assert_eq!((ns.owner_lock_count(1), ns.owner_lock_count(2)), (2, 0));
+}

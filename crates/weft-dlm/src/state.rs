@@ -236,6 +236,29 @@ impl LockTable {
         Enqueued::Granted(entry.to_lock(handle, resource, true).grant())
     }
 
+    /// Lock replay: records a lock `owner` held from the target's previous server as
+    /// granted under its old handle. False (nothing recorded) when the handle is in use or
+    /// the lock conflicts with one granted or waiting: the owner must forget it. Later
+    /// handles are numbered past it.
+    pub fn replay(&mut self, owner: u64, grant: LockGrant) -> bool {
+        if self.index.contains_key(&grant.handle) || grant.handle == 0 {
+            return false;
+        }
+        let entry = Entry { owner, mode: grant.mode, scope: grant.scope, expand: false };
+        let res = self.resources.entry(grant.resource).or_default();
+        if res.granted.values().chain(res.waiting.values()).any(|g| g.conflicts(&entry)) {
+            if res.granted.is_empty() && res.waiting.is_empty() {
+                self.resources.remove(&grant.resource);
+            }
+            return false;
+        }
+        res.granted.insert(grant.handle, entry);
+        self.index.insert(grant.handle, grant.resource);
+        self.owners.entry(owner).or_default().insert(grant.handle);
+        self.next_handle = self.next_handle.max(grant.handle.saturating_add(1));
+        true
+    }
+
     /// Gives a lock back, granted or waiting, and grants the waiting requests this lets
     /// through. A handle that is unknown or not `owner`'s changes nothing.
     pub fn cancel(&mut self, owner: u64, handle: LockHandle) -> Changes {

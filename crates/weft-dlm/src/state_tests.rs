@@ -626,3 +626,25 @@ fn random_sequences() {
         assert!(t.is_empty() && t.resources.is_empty() && t.owners.is_empty());
     }
 }
+
+/// Lock replay keeps the old server's handles, refuses what conflicts or reuses a handle,
+/// and numbers new locks past every replayed one.
+#[test]
+fn replayed_locks_keep_their_handles_and_conflicting_ones_are_refused() {
+    let mut t = LockTable::new();
+    let grant = |handle, mode, scope| LockGrant { handle, resource: INODE, mode, scope };
+    let lookup = LockScope::Bits(bits::LOOKUP);
+    assert!(t.replay(1, grant(40, LockMode::Pr, lookup)));
+    assert!(t.replay(2, grant(41, LockMode::Pr, lookup)), "readers of two clients share");
+    assert!(!t.replay(3, grant(42, LockMode::Ex, lookup)), "a writer conflicting with them is refused");
+    assert!(!t.replay(3, grant(40, LockMode::Pr, lookup)), "a handle in use is refused");
+    assert!(!t.replay(3, grant(0, LockMode::Pr, lookup)), "handle 0 names no lock");
+    assert_eq!(t.lock(40).map(|l| (l.owner, l.granted)), Some((1, true)));
+    assert_eq!(t.lock(42), None);
+    // New locks come after the replayed ones, and the replayed ones block as granted ones.
+    let w = t.enqueue(3, INODE, LockMode::Ex, lookup, PLAIN);
+    assert_eq!(waiting_handle(&w), 42, "numbered past the highest handle kept");
+    assert!(t.cancel(1, 40).granted.is_empty(), "client 2's reader still blocks the writer");
+    let granted = t.cancel(2, 41).granted;
+    assert_eq!(granted.iter().map(|l| l.handle).collect::<Vec<_>>(), vec![42]);
+}

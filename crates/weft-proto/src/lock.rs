@@ -209,6 +209,11 @@ macro_rules! ldlm_ops {
                 -> Option<$crate::lock::FlockSpec> = "ldlm_flock_get";
             /// Removes every advisory lock this client's `owner` holds on `fid` (close of a file).
             write FlockRelease { fid: $crate::Fid, owner: u64, flock: bool } -> $crate::lock::FlockOutcome = "ldlm_flock_release";
+            /// Lock replay: the locks this client held from the target's previous server (a
+            /// replicated MDT's old leader), asked to be kept under the same handles. Taken
+            /// only during the new server's recovery window; answers the handles kept (the
+            /// others are refused: forget them and what they guarded).
+            write Replay { locks: Vec<$crate::lock::LockGrant> } -> $crate::lock::Replayed = "ldlm_replay";
         }
     };
 }
@@ -225,7 +230,14 @@ crate::define_replies! {
         FlockDone,
         /// FlockSet could not, or FlockGet found: the conflicting lock (None = no conflict).
         FlockConflict(Option<FlockSpec>),
+        Replayed(Replayed),
     }
+}
+
+/// What a lock replay kept: the handles of the locks the target holds for the client again.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Replayed {
+    pub kept: Vec<LockHandle>,
 }
 
 /// What FlockSet and FlockRelease answer: done, or the lock in the way.

@@ -194,6 +194,22 @@ impl Handle for lock::Cancel {
     }
 }
 
+impl Handle for lock::Replay {
+    async fn run(self, at: At<'_>) -> WeftResult<lock::Replayed> {
+        let kept = at.ns.replay(at.owner, &self.locks);
+        if kept.len() < self.locks.len() {
+            tracing::info!(
+                client = at.owner,
+                kept = kept.len(),
+                refused = self.locks.len() - kept.len(),
+                "lock replay of {:?}",
+                at.target
+            );
+        }
+        Ok(lock::Replayed { kept })
+    }
+}
+
 impl Handle for lock::FlockSet {
     async fn run(self, at: At<'_>) -> WeftResult<FlockOutcome> {
         let mut advisory = at.advisory()?;

@@ -83,11 +83,17 @@ async fn the_mdt_serves_through_the_loss_of_its_leader_and_a_returning_replica_c
     for i in 0..30 {
         made.push((format!("d{i}"), mkdir(&client, &format!("d{i}")).await));
     }
+    // A second client, which changes what the first cached.
+    let other = Client::connect(ClientConfig::new(mgs_address.clone())).await.unwrap();
 
     let mut outages = Vec::new();
     let mut registered = Vec::new();
     let mut old_leader = leader;
     for round in 0..2 {
+        // What the client caches under the leader's locks: d{round}'s attributes.
+        let probe = made[round].1;
+        client.getattr(&Caller::root(), probe).await.unwrap();
+        assert!(client.cached_attr(probe).is_some());
         // Stop the leader while a mkdir of the client's waits, and time the next answer.
         let i = addresses.iter().position(|a| *a == old_leader).unwrap();
         let server = servers[i].take().expect("the leader runs");
@@ -101,6 +107,15 @@ async fn the_mdt_serves_through_the_loss_of_its_leader_and_a_returning_replica_c
         registered.push(started.elapsed());
         made.push((format!("during{round}"), pending.await.unwrap()));
         outages.push(started.elapsed());
+        // The client replayed its locks to the new leader: what it cached is still good
+        // without a request, once its replay was answered or gave up (2 s at most).
+        tokio::time::sleep(Duration::from_millis(2_500)).await;
+        assert!(client.cached_attr(probe).is_some(), "the cache under the replayed lock survived the failover");
+        // And the replayed lock is a lock: another client's chmod calls it back.
+        let set = weft_proto::msg::SetAttr { mode: Some(0o700), ..Default::default() };
+        other.setattr(&Caller::root(), probe, set).await.unwrap();
+        assert!(client.cached_attr(probe).is_none(), "a change elsewhere called the replayed lock back");
+        assert_eq!(client.getattr(&Caller::root(), probe).await.unwrap().attr.mode & 0o7777, 0o700);
         made.push((format!("after{round}"), mkdir(&client, &format!("after{round}")).await));
         for (name, fid) in &made {
             let found = client.lookup(&Caller::root(), Fid::ROOT, name.as_bytes()).await.unwrap();
@@ -134,6 +149,7 @@ async fn the_mdt_serves_through_the_loss_of_its_leader_and_a_returning_replica_c
     assert_eq!(again.code, ErrorCode::Exists);
 
     drop(client);
+    drop(other);
     for s in servers.into_iter().flatten() {
         s.shutdown().await;
     }

@@ -280,6 +280,24 @@ impl LockCache {
         self.forget(|t| targets.contains(t));
     }
 
+    /// The locks of `target` this client holds, as a lock replay sends them.
+    pub(crate) fn granted_of(&self, target: LockTarget) -> Vec<LockGrant> {
+        self.table().granted_of(target)
+    }
+
+    /// After a lock replay to `target`'s new server: forgets every lock of `target` but the
+    /// `kept` ones, and drops every cache they guarded. Returns how many were forgotten.
+    pub(crate) fn keep_only(&self, target: LockTarget, kept: &[LockHandle]) -> usize {
+        let entries = self.table().remove_except(target, kept);
+        self.released.notify_waiters();
+        if let Some(h) = self.hooks() {
+            for e in &entries {
+                drop_caches(&*h, e);
+            }
+        }
+        entries.len()
+    }
+
     /// Forgets every lock (eviction: the servers dropped them already) and drops every
     /// cache they guarded.
     pub(crate) fn forget_all(&self) {

@@ -133,6 +133,22 @@ impl LockTable {
         keys.into_iter().filter_map(|key| self.remove(key)).collect()
     }
 
+    /// The held locks of `target`, as granted (what a lock replay asks to keep).
+    pub fn granted_of(&self, target: LockTarget) -> Vec<LockGrant> {
+        self.entries
+            .iter()
+            .filter(|((t, _), e)| *t == target && e.phase == Phase::Granted)
+            .map(|(&(_, handle), e)| LockGrant { handle, resource: e.resource, mode: e.mode, scope: e.scope })
+            .collect()
+    }
+
+    /// Removes every lock of `target` but those whose handles `kept` lists.
+    pub fn remove_except(&mut self, target: LockTarget, kept: &[LockHandle]) -> Vec<Entry> {
+        let keys: Vec<LockKey> =
+            self.entries.keys().filter(|(t, h)| *t == target && !kept.contains(h)).copied().collect();
+        keys.into_iter().filter_map(|key| self.remove(key)).collect()
+    }
+
     /// Removes every lock; their keys.
     pub fn clear(&mut self) -> Vec<LockKey> {
         self.by_resource.clear();

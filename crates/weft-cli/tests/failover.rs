@@ -205,3 +205,72 @@ fn programs_carry_on_while_the_mdt_leader_is_killed_and_nothing_acknowledged_is_
         ms(waits.last().unwrap())
     );
 }
+
+/// A leader cut off (its process stopped, as a long pause or a partition would leave it)
+/// while the others elect another: once it runs again it refuses writes and never answers a
+/// read from its old state (a name made meanwhile is never "not found" there).
+#[test]
+fn a_stopped_leader_that_wakes_refuses_writes_and_serves_no_stale_read() {
+    use weft_proto::msg::{mdt, RequestHeader};
+    use weft_proto::{ErrorCode, Fid};
+    let fs = Replicated::start();
+    let leader = fs.settled();
+    let status = weft_ok(&["status", "--data", s(&fs.data), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&status).unwrap();
+    let address = v["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["pid"].as_u64() == Some(u64::from(leader)))
+        .and_then(|p| p["address"].as_str())
+        .unwrap()
+        .to_string();
+    // SAFETY: kill(2) of the replica process `weft up` started.
+    assert_eq!(unsafe { libc::kill(leader as i32, libc::SIGSTOP) }, 0);
+    let resumed = scopeguard(leader);
+    // The others elect a leader and the mount carries on: a name made while it sleeps.
+    std::fs::write(fs.mnt.join("made-meanwhile"), b"x").unwrap();
+    drop(resumed); // SIGCONT
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    let peer = weft_rpc::Peer::new(address.as_str(), weft_rpc::PeerOptions::default());
+    let header = || RequestHeader { client_id: 77, request_id: 0, ..RequestHeader::default() };
+    let timeout = Duration::from_secs(5);
+    for round in 0..20 {
+        let lookup = mdt::Lookup { parent: Fid::ROOT, name: b"made-meanwhile".to_vec() };
+        match rt.block_on(peer.op(header(), 0, lookup, bytes::Bytes::new(), timeout)) {
+            Ok(_) => {}
+            Err(e) => assert_eq!(e.code, ErrorCode::Moved, "round {round}: the woken leader answered {e}"),
+        }
+        let mkdir = mdt::Mkdir { parent: Fid::ROOT, name: format!("from-old-{round}").into_bytes(), mode: 0o755 };
+        let made = rt.block_on(peer.op(
+            RequestHeader { request_id: 1000 + round, ..header() },
+            0,
+            mkdir,
+            bytes::Bytes::new(),
+            timeout,
+        ));
+        if made.is_ok() {
+            // Only a leader commits: it must have been elected again, and the name is real.
+            assert!(fs.mnt.join(format!("from-old-{round}")).exists());
+        } else if let Err(e) = &made {
+            assert_eq!(e.code, ErrorCode::Moved, "round {round}: {e}");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    assert!(fs.mnt.join("made-meanwhile").exists());
+    fs.settled();
+}
+
+/// SIGCONT to `pid` when dropped (also when the test fails, so nothing stays stopped).
+struct Stopped(u32);
+
+fn scopeguard(pid: u32) -> Stopped {
+    Stopped(pid)
+}
+
+impl Drop for Stopped {
+    fn drop(&mut self) {
+        // SAFETY: kill(2) of a process this test stopped.
+        unsafe { libc::kill(self.0 as i32, libc::SIGCONT) };
+    }
+}

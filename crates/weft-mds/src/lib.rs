@@ -395,9 +395,22 @@ impl Mds {
     /// Executes one request. `run`: whether the scheduler lets a mutation be committed by
     /// the thread that polls it, when that thread may block (see [`writer::Queue`]).
     pub async fn handle(&self, header: &RequestHeader, req: MdtRequest, run: Run) -> WeftResult<MdtReply> {
+        // A replicated MDT's leader that cannot confirm it still leads starts nothing: not a
+        // read (it could be stale), nor a change (it would wait on lock callbacks and then
+        // on a group that no longer follows it).
+        self.check_lease()?;
         match self.locks.get() {
             Some(ns) => locking::handle(self, ns, header, req, run).await,
             None => self.execute(header, req, run).await,
+        }
+    }
+
+    /// Ok while this MDS may answer: always for a single MDT; for a replicated one's leader,
+    /// while its read lease holds (replica.rs), else the `Moved` error.
+    pub fn check_lease(&self) -> WeftResult<()> {
+        match &self.core.lease {
+            Some(lease) => lease.check(),
+            None => Ok(()),
         }
     }
 
@@ -415,9 +428,8 @@ impl Mds {
             return Err(WeftError::new(ErrorCode::Again, "the MDS is shutting down; retry on its successor"));
         }
         if !req.is_mutation() {
-            if let Some(lease) = &self.core.lease {
-                lease.check()?;
-            }
+            // Checked again: a read that waited on a lock answers only from a leader.
+            self.check_lease()?;
             let tables = self.core.read_view();
             return ops::read(&ops::QueryCtx { core: &self.core, t: &tables, who: &header.identity }, &req);
         }

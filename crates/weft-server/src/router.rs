@@ -115,7 +115,7 @@ impl Handler for Router {
                 },
                 RequestBody::Param(op) => (self.params.handle(&ctx.header, op).map(ReplyBody::Param), Bytes::new()),
                 RequestBody::Ldlm { target: LockTarget::Mdt(mdt), .. }
-                    if self.replicated && !self.mds.get().is_some_and(|m| m.check_lease().is_ok()) =>
+                    if self.replicated && self.mds.get().is_none_or(|m| m.check_lease().is_err()) =>
                 {
                     (Err(crate::replicated::not_serving(mdt)), Bytes::new())
                 }

@@ -10,4 +10,5 @@
 pub mod advisory;
 pub mod limits;
 pub mod namespace;
+pub mod recovery;
 pub mod state;

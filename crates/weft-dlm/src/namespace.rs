@@ -117,6 +117,8 @@ pub struct Namespace {
     /// `created` (0: none). An atomic, read by every enqueue.
     held_until_ns: AtomicU64,
     created: std::time::Instant,
+    /// The last recovery window and what clients replayed in it (`recovery_status`).
+    recovery: Mutex<crate::recovery::Recovery>,
 }
 
 /// What the mutex guards.
@@ -227,6 +229,10 @@ impl Drop for TakenGuard<'_> {
     }
 }
 
+fn unix_now() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs())
+}
+
 /// The global order of [`Namespace::enqueue_many`]: by resource, then scope, then mode.
 fn lock_order(want: &(Fid, LockMode, LockScope)) -> (Fid, u8, u64, u64, LockMode) {
     let (fid, mode, scope) = *want;
@@ -256,7 +262,20 @@ impl Namespace {
             runtime: tokio::runtime::Handle::try_current().ok(),
             held_until_ns: AtomicU64::new(0),
             created: std::time::Instant::now(),
+            recovery: Mutex::new(match config.recovery_until {
+                Some(until) => {
+                    let mut r = crate::recovery::Recovery::default();
+                    r.begin(std::time::Instant::now(), unix_now(), until);
+                    r
+                }
+                None => crate::recovery::Recovery::default(),
+            }),
         })
+    }
+
+    /// `recovery_status`: this target's last recovery window, in Lustre's shape.
+    pub fn recovery_status(&self) -> String {
+        self.recovery.lock().unwrap_or_else(|p| p.into_inner()).render(std::time::Instant::now())
     }
 
     /// Grants nothing for `window` from now: a recovery window, as after a restart, for a
@@ -266,6 +285,8 @@ impl Namespace {
     pub fn hold_grants_for(&self, window: Duration) {
         let until = (self.created.elapsed() + window).as_nanos().min(u128::from(u64::MAX)) as u64;
         self.held_until_ns.fetch_max(until.max(1), Ordering::Relaxed);
+        let now = std::time::Instant::now();
+        self.recovery.lock().unwrap_or_else(|p| p.into_inner()).begin(now, unix_now(), now + window);
     }
 
     /// The moment before which nothing is granted, if it is still to come.
@@ -444,9 +465,14 @@ impl Namespace {
         if self.grants_held_until().is_none() {
             return Vec::new();
         }
-        let mut inner = self.inner();
-        let bound = self.bounds.locks_per_client_max.saturating_sub(inner.table.owner_count(owner));
-        locks.iter().take(bound).filter(|g| inner.table.replay(owner, **g)).map(|g| g.handle).collect()
+        let kept: Vec<LockHandle> = {
+            let mut inner = self.inner();
+            let bound = self.bounds.locks_per_client_max.saturating_sub(inner.table.owner_count(owner));
+            locks.iter().take(bound).filter(|g| inner.table.replay(owner, **g)).map(|g| g.handle).collect()
+        };
+        let refused = (locks.len() - kept.len()) as u64;
+        self.recovery.lock().unwrap_or_else(|p| p.into_inner()).replayed(owner, kept.len() as u64, refused);
+        kept
     }
 
     /// Gives locks of `owner` back, granted or waiting, and grants what this lets through.

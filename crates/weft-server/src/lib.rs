@@ -199,6 +199,7 @@ impl RunningServer {
             jobstats.clone(),
             mds_slot.clone(),
             mdt_group.clone(),
+            locks.clone(),
             &config.fsname,
             targets,
         ));

@@ -118,6 +118,8 @@ enum TargetLeaf {
     HsmDefaultArchiveId,
     /// A replicated MDT: this replica's place in its group (read only; Weft's own).
     ReplicaStatus,
+    /// The target's last recovery window (read only; Lustre's shape).
+    RecoveryStatus,
 }
 
 /// What a parameter name stands for.
@@ -136,6 +138,8 @@ pub(crate) struct Params {
     mds: Arc<crate::replicated::MdsSlot>,
     /// The replicated MDT's group this process's replica takes part in.
     mdt_group: Option<weft_raft::Group>,
+    /// The targets' lock managers (their recovery windows).
+    locks: Arc<crate::locks::LockService>,
     fsname: String,
     targets: Vec<(TargetKind, u32)>,
 }
@@ -149,10 +153,11 @@ impl Params {
         jobstats: Arc<JobStats>,
         mds: Arc<crate::replicated::MdsSlot>,
         mdt_group: Option<weft_raft::Group>,
+        locks: Arc<crate::locks::LockService>,
         fsname: &str,
         targets: Vec<(TargetKind, u32)>,
     ) -> Params {
-        Params { schedulers, services, jobstats, mds, mdt_group, fsname: fsname.to_string(), targets }
+        Params { schedulers, services, jobstats, mds, mdt_group, locks, fsname: fsname.to_string(), targets }
     }
 
     fn mds(&self) -> Result<Arc<weft_mds::Mds>, String> {
@@ -177,6 +182,10 @@ impl Params {
             out.push((
                 format!("{kind_prefix}.{name}.job_cleanup_interval"),
                 Key::Target((kind, index), TargetLeaf::JobCleanupInterval),
+            ));
+            out.push((
+                format!("{kind_prefix}.{name}.recovery_status"),
+                Key::Target((kind, index), TargetLeaf::RecoveryStatus),
             ));
             if kind == TargetKind::Mdt && self.mdt_group.is_some() {
                 out.push((format!("mdt.{name}.replica_status"), Key::Target((kind, index), TargetLeaf::ReplicaStatus)));
@@ -327,6 +336,10 @@ impl Params {
                 return Ok(users.listing(weft_mds::now().sec));
             }
             Key::Target(_, TargetLeaf::HsmControl) => return Ok(self.mds()?.coordinator().control().name().into()),
+            Key::Target((kind, index), TargetLeaf::RecoveryStatus) => {
+                let ns = self.locks.namespace(weft_proto::lock::LockTarget::of(kind, index));
+                return Ok(ns.map_or_else(|| "status: INACTIVE\n".to_string(), |ns| ns.recovery_status()));
+            }
             Key::Target(_, TargetLeaf::ReplicaStatus) => {
                 let group = self.mdt_group.as_ref().ok_or("this server process holds no MDT replica")?;
                 return Ok(crate::replicated::status_text(&group.status()));
@@ -397,6 +410,9 @@ impl Params {
             }
             Key::Target(_, TargetLeaf::ChangelogUsers) => {
                 return Err("changelog_users is read only: use weft changelog-register or changelog-deregister".into())
+            }
+            Key::Target(_, TargetLeaf::RecoveryStatus) => {
+                return Err("recovery_status is read only: it shows the target's last recovery".into())
             }
             Key::Target(_, TargetLeaf::ReplicaStatus) => {
                 return Err("replica_status is read only: it shows where this replica stands in its group".into())

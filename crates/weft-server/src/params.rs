@@ -129,6 +129,13 @@ enum Key {
     Target((TargetKind, u32), TargetLeaf),
 }
 
+/// What the tree shows of the process's MDT: the MDS running now, and a replicated MDT's
+/// group.
+pub(crate) struct MdtParts {
+    pub mds: Arc<crate::replicated::MdsSlot>,
+    pub group: Option<weft_raft::Group>,
+}
+
 pub(crate) struct Params {
     schedulers: Arc<Schedulers>,
     services: Vec<Service>,
@@ -151,12 +158,12 @@ impl Params {
         schedulers: Arc<Schedulers>,
         services: Vec<Service>,
         jobstats: Arc<JobStats>,
-        mds: Arc<crate::replicated::MdsSlot>,
-        mdt_group: Option<weft_raft::Group>,
+        mdt: MdtParts,
         locks: Arc<crate::locks::LockService>,
         fsname: &str,
         targets: Vec<(TargetKind, u32)>,
     ) -> Params {
+        let MdtParts { mds, group: mdt_group } = mdt;
         Params { schedulers, services, jobstats, mds, mdt_group, locks, fsname: fsname.to_string(), targets }
     }
 

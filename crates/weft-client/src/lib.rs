@@ -112,6 +112,8 @@ pub struct Client {
     next_request_id: AtomicU64,
     /// Where the MDT keeps each mutation's reply for a resend.
     reply_slots: reply_slots::ReplySlots,
+    /// This client's opens on the MDT, by handle: what it replays to a new leader.
+    opens: std::sync::Mutex<std::collections::HashMap<u64, weft_proto::msg::mdt::ReplayedOpen>>,
     /// The cluster map, kept current; requests waiting on a target learn when it moves.
     map: Arc<MapFollower>,
     /// One peer per server address, made on first use.
@@ -157,6 +159,7 @@ impl Client {
             local_registration: std::sync::Mutex::new(None),
             next_request_id: AtomicU64::new(1),
             reply_slots: reply_slots::ReplySlots::default(),
+            opens: Default::default(),
             peers: PeerSet::new(peer_options(&config, client_id, weak)),
             map,
             config,
@@ -560,6 +563,45 @@ impl Client {
         let forgotten = self.locks.keep_only(target, &kept);
         if forgotten > 0 && target == LockTarget::Mdt(MDT_INDEX) {
             self.inodes.clear();
+        }
+        if target == LockTarget::Mdt(MDT_INDEX) {
+            self.replay_opens().await;
+        }
+    }
+
+    /// Records an open this client made (or forgets one it closed), for [`Client::replay_opens`].
+    pub(crate) fn note_open(&self, opened: &weft_proto::msg::mdt::Opened, flags: u32) {
+        let open = weft_proto::msg::mdt::ReplayedOpen {
+            fid: opened.inode.attr.fid,
+            handle: opened.handle,
+            flags: flags & (weft_proto::msg::OPEN_READ | weft_proto::msg::OPEN_WRITE),
+            passthrough: opened.io == weft_proto::msg::OpenIo::Passthrough,
+        };
+        self.opens.lock().unwrap_or_else(|p| p.into_inner()).insert(opened.handle, open);
+    }
+
+    pub(crate) fn note_closed(&self, handle: u64) {
+        self.opens.lock().unwrap_or_else(|p| p.into_inner()).remove(&handle);
+    }
+
+    /// Open replay: a replicated MDT's new leader does not know the opens this client made
+    /// under the old one (they lived in its memory); this client gives it them back under
+    /// the same handles during its recovery window, so that the last close of a file still
+    /// records its size or destroys it if unlinked, and an unlinked file open here is not
+    /// taken for an orphan. A refused open's close is answered "stale", as after a restart.
+    async fn replay_opens(&self) {
+        let opens: Vec<weft_proto::msg::mdt::ReplayedOpen> =
+            self.opens.lock().unwrap_or_else(|p| p.into_inner()).values().copied().collect();
+        if opens.is_empty() {
+            return;
+        }
+        let asked = opens.len();
+        let root = Caller::root();
+        let replay = self.mdt(&root, weft_proto::msg::mdt::ReplayOpens { opens });
+        match tokio::time::timeout(Duration::from_millis(limits::LOCK_REPLAY_MS_MAX), replay).await {
+            Ok(Ok(kept)) => tracing::info!(asked, kept = kept.len(), "replayed opens to the MDT's new leader"),
+            Ok(Err(e)) => tracing::info!("open replay failed ({e}): the opens' closes will be answered stale"),
+            Err(_) => tracing::info!("open replay got no answer within {} ms", limits::LOCK_REPLAY_MS_MAX),
         }
     }
 }

@@ -96,7 +96,7 @@ impl Client {
         let mut restores = 0;
         loop {
             let create = mdt::Create { parent, name: name.to_vec(), mode, exclusive, spec: spec.clone(), open_flags };
-            match self.mdt(who, create).await {
+            match self.mdt(who, create).await.inspect(|o| self.note_open(o, open_flags)) {
                 // The name is a released file, which the create opens: restore it first.
                 Err(e) if e.code == ErrorCode::NoData && !exclusive && restores < 3 => {
                     restores += 1;
@@ -111,7 +111,7 @@ impl Client {
     /// An unnamed file in `parent`, open with `open_flags` (O_TMPFILE): it goes with its
     /// last close unless [`Client::link`] names it first.
     pub async fn create_tmpfile(&self, who: &Caller, parent: Fid, mode: u32, open_flags: u32) -> WeftResult<Opened> {
-        self.mdt(who, mdt::CreateTmpfile { parent, mode, open_flags }).await
+        self.mdt(who, mdt::CreateTmpfile { parent, mode, open_flags }).await.inspect(|o| self.note_open(o, open_flags))
     }
 
     pub async fn mkdir(&self, who: &Caller, parent: Fid, name: &[u8], mode: u32) -> WeftResult<InodeInfo> {
@@ -177,7 +177,7 @@ impl Client {
     pub async fn open(&self, who: &Caller, fid: Fid, flags: u32) -> WeftResult<Opened> {
         let mut restores = 0;
         loop {
-            match self.mdt(who, mdt::Open { fid, flags }).await {
+            match self.mdt(who, mdt::Open { fid, flags }).await.inspect(|o| self.note_open(o, flags)) {
                 // Released (again, if someone released it right after the restore).
                 Err(e) if e.code == ErrorCode::NoData && flags & OPEN_HSM_RESTORE == 0 && restores < 3 => {
                     restores += 1;
@@ -193,6 +193,7 @@ impl Client {
     pub async fn close(&self, who: &Caller, fid: Fid, handle: u64, written: Option<crate::Glimpse>) -> WeftResult<()> {
         let size_blocks = written.map(|w| (w.size, w.blocks));
         let (data_version, mtime_ns) = written.map_or((0, 0), |w| (w.data_version, w.mtime_ns));
+        self.note_closed(handle);
         match self.mdt(who, mdt::Close { fid, handle, size_blocks, data_version, mtime_ns }).await {
             // The MDS restarted and forgot its opens: the handle is closed already, and the
             // file's size stays derived from its objects until a writer closes again.

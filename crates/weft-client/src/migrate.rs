@@ -33,7 +33,8 @@ impl Client {
     /// A volatile file: no name, open for reading and writing, its layout `spec` over the
     /// default of `like`'s directory; it is destroyed at its last close.
     pub async fn create_volatile(&self, who: &Caller, like: Fid, spec: StripeSpec) -> WeftResult<mdt::Opened> {
-        self.mdt(who, mdt::CreateVolatile { like, spec }).await
+        let flags = weft_proto::msg::OPEN_READ | weft_proto::msg::OPEN_WRITE;
+        self.mdt(who, mdt::CreateVolatile { like, spec }).await.inspect(|o| self.note_open(o, flags))
     }
 
     /// Exchanges the layouts of `fid` and `with` if `fid`'s is still of `generation`.

@@ -30,6 +30,23 @@ pub fn spawn_all(
     tasks
 }
 
+/// A replicated MDT's new leader: once clients had their recovery window to replay their
+/// opens, destroys the orphan inodes none of them holds open (as a single MDT does at
+/// start), a batch at a time.
+pub(crate) async fn orphans_after_replay(queue: Queue, window: Duration) {
+    tokio::time::sleep(window).await;
+    loop {
+        match internal(&queue, InternalOp::DestroyOrphans).await {
+            Ok(0) => return,
+            Ok(n) => tracing::info!(orphans = n, "destroyed orphan inodes no client replayed an open of"),
+            Err(e) => {
+                tracing::warn!(error = %e, "destroying orphan inodes after the recovery window failed; retrying");
+                tokio::time::sleep(Duration::from_millis(RETRY_BACKOFF_MS_MAX)).await;
+            }
+        }
+    }
+}
+
 pub(crate) async fn internal(queue: &Queue, op: InternalOp) -> WeftResult<u64> {
     let (done, rx) = oneshot::channel();
     queue.submit(Job::Internal { op, done }, Run::Offload)?;

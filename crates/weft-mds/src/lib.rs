@@ -86,6 +86,10 @@ pub struct MdsConfig {
     /// Time between durable checkpoints; None: only when asked ([`Mds::checkpoint`]), for
     /// simulations that choose their moments.
     pub checkpoint_interval: Option<Duration>,
+    /// A replicated MDT's new leader: how long from its start clients may replay their opens
+    /// (`ReplayOpens`); the orphan inodes none replayed are destroyed after it. None: no
+    /// replay (a single MDT destroys its orphans at start).
+    pub open_replay_window: Option<Duration>,
 }
 
 impl MdsConfig {
@@ -95,6 +99,7 @@ impl MdsConfig {
             mdt_index,
             precreate_batch: 256,
             checkpoint_interval: Some(Duration::from_millis(limits::CHECKPOINT_INTERVAL_MS)),
+            open_replay_window: None,
         }
     }
 }
@@ -175,6 +180,8 @@ pub struct Core {
     view: Mutex<Arc<store::Tables>>,
     /// A replicated MDT's: reads are answered only while it holds (replica.rs).
     lease: Option<Arc<replica::Lease>>,
+    /// Until when clients may replay their opens (a replicated MDT's new leader).
+    pub replay_opens_until: Option<std::time::Instant>,
 }
 
 impl Core {
@@ -260,13 +267,15 @@ impl Mds {
         let hsm_used = std::sync::atomic::AtomicBool::new(view.hsm_used()?);
         let clock = clock::Clock::default();
         let coordinator = coordinator::Coordinator::load(&view, clock.instant())?;
+        let mds_start = start_id();
         let core = Arc::new(Core {
             mdt_index: cfg.mdt_index,
             data_dir: cfg.data_dir.clone(),
             precreate_batch: cfg.precreate_batch,
-            mds_start: start_id(),
+            mds_start,
             storage,
-            open_files: Mutex::new(OpenFiles::default()),
+            open_files: Mutex::new(OpenFiles::starting_at(mds_start)),
+            replay_opens_until: cfg.open_replay_window.map(|w| clock.instant() + w),
             objects: Objects::new(u64::from(cfg.precreate_batch.div_ceil(2))),
             targets,
             journal: Mutex::new(log),
@@ -281,7 +290,10 @@ impl Mds {
             lease,
         });
         let (queue, writer_thread) = writer::Queue::start(core.clone())?;
-        let tasks = background::spawn_all(core.clone(), queue.clone(), cfg.checkpoint_interval);
+        let mut tasks = background::spawn_all(core.clone(), queue.clone(), cfg.checkpoint_interval);
+        if let Some(window) = cfg.open_replay_window {
+            tasks.push(tokio::spawn(background::orphans_after_replay(queue.clone(), window)));
+        }
         Ok(Arc::new(Mds {
             core,
             queue,

@@ -120,6 +120,30 @@ impl OpenFiles {
         (h, io)
     }
 
+    /// The table of an MDS started at `start` (nanoseconds since the epoch, its start id):
+    /// its handles are numbered from there, so that no handle it gives out is one an earlier
+    /// MDS of the same MDT gave (which a client may replay to it: [`OpenFiles::replay`]). An
+    /// MDS gives out fewer handles than nanoseconds pass, so an earlier one's handles all lie
+    /// below a later one's start.
+    pub fn starting_at(start: u64) -> OpenFiles {
+        OpenFiles { next_handle: start, ..OpenFiles::default() }
+    }
+
+    /// Open replay: registers an open a client held from this MDT's previous server, under
+    /// its handle. False when the handle is in use here.
+    pub fn replay(&mut self, handle: u64, oh: OpenHandle, undo: &mut Vec<Undo>) -> bool {
+        if handle == 0 || self.handles.contains_key(&handle) {
+            return false;
+        }
+        let oh = OpenHandle { flags: oh.flags & (OPEN_READ | OPEN_WRITE), trusted_size_epoch: None, ..oh };
+        if oh.writes() {
+            self.counts.entry(oh.fid).or_default().write_epoch += 1;
+        }
+        self.insert(handle, oh);
+        undo.push(Undo::Opened(handle));
+        true
+    }
+
     /// A size change (truncate) of an open file: writers open now can no longer vouch for it.
     pub fn size_changed(&mut self, fid: Fid) {
         if let Some(c) = self.counts.get_mut(&fid) {

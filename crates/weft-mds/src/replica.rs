@@ -340,9 +340,9 @@ impl Replica {
 
     /// Makes this replica's store the group's state from now on (it leads, and has applied
     /// everything the group committed before it led): formats it through the group when
-    /// new, destroys through the group the inodes left open by the last leader (no open
-    /// survives a change of leader yet), then opens its [`Mds`]. Must be called inside a
-    /// tokio runtime, from a thread that may block.
+    /// new, then opens its [`Mds`], which takes the clients' open replays for
+    /// `cfg.open_replay_window` and then destroys the orphan inodes none of them holds open.
+    /// Must be called inside a tokio runtime, from a thread that may block.
     pub fn serve(
         self: &Arc<Self>,
         cfg: crate::MdsConfig,
@@ -359,16 +359,9 @@ impl Replica {
             }
             fold(&self.storage, &mut inner)?;
         }
-        // Applied back through `apply` as any entry, on every replica.
+        // Applied back through `apply` as any entry, on every replica. The orphans wait
+        // for the clients' open replay (the Mds's `open_replay_window`).
         if let Some(changes) = startup::format_changes(&*self.storage.kv, self.mdt_index)? {
-            self.propose_startup(&*proposer, changes)?;
-        }
-        loop {
-            let (changes, n) = startup::orphan_changes(&*self.storage.kv)?;
-            if n == 0 {
-                break;
-            }
-            tracing::info!(orphans = n, "destroying orphan inodes left open under the last leader");
             self.propose_startup(&*proposer, changes)?;
         }
         {

@@ -229,3 +229,77 @@ async fn a_replica_that_may_have_lost_the_lead_commits_nothing_more() {
     a.shutdown().await;
     a_rep.follow().unwrap();
 }
+
+/// Open replay: a new leader takes back, during its window, the opens clients held from the
+/// old one (an unlinked file open somewhere is then no orphan to destroy); after the window
+/// it takes none, and the orphans nobody holds open go.
+#[tokio::test]
+async fn opens_replayed_to_a_new_leader_keep_their_files_and_late_ones_are_refused() {
+    let dirs: Vec<_> = (0..2).map(|_| tempfile::tempdir().unwrap()).collect();
+    let (replicas, _): (Vec<_>, Vec<_>) = dirs.iter().map(|d| mem_replica(d.path())).unzip();
+    let group = FakeGroup::new(replicas.clone());
+    let a = serve(&replicas[0], &group);
+    let create = |name: &str| {
+        MdtRequest::Create(mdt::Create {
+            parent: Fid::ROOT,
+            name: name.into(),
+            mode: 0o644,
+            exclusive: true,
+            spec: None,
+            open_flags: OPEN_READ | OPEN_WRITE,
+        })
+    };
+    let opened = |r: WeftResult<MdtReply>| match r.unwrap() {
+        MdtReply::Opened(o) => o,
+        other => panic!("create answered {other:?}"),
+    };
+    let kept = opened(a.handle(&header(1), create("kept"), Run::Inline).await);
+    let gone = opened(a.handle(&header(2), create("gone"), Run::Inline).await);
+    for (i, name) in [(3, "kept"), (4, "gone")] {
+        let unlink = MdtRequest::Unlink(mdt::Unlink { parent: Fid::ROOT, name: name.into() });
+        a.handle(&header(i), unlink, Run::Inline).await.unwrap();
+    }
+    a.shutdown().await;
+    replicas[0].follow().unwrap();
+
+    // B leads, with a window for replays: the client replays one of its two opens.
+    let cfg = MdsConfig {
+        open_replay_window: Some(std::time::Duration::from_secs(3600)),
+        ..MdsConfig::new(replicas[1].data_dir.clone(), 0)
+    };
+    let b = replicas[1].serve(cfg, group.clone(), Arc::new(FakeTargets::default())).unwrap();
+    b.set_cluster_map(&cluster_map(&[0], &[]));
+    replicas[1].lease.renew(std::time::Instant::now(), std::time::Duration::from_secs(3600));
+    let replayed = |handle, fid| mdt::ReplayedOpen { fid, handle, flags: OPEN_READ | OPEN_WRITE, passthrough: false };
+    let missing = Fid::new(Fid::ROOT.seq, 999_999, 0);
+    let replay = MdtRequest::ReplayOpens(mdt::ReplayOpens {
+        opens: vec![replayed(kept.handle, kept.inode.attr.fid), replayed(77, missing)],
+    });
+    assert_eq!(b.handle(&header(5), replay, Run::Inline).await, Ok(MdtReply::Cookies(vec![kept.handle])));
+    // The orphan cleanup after the window spares the replayed open's file only.
+    let destroyed = crate::background::internal(&b.queue, crate::writer::InternalOp::DestroyOrphans).await.unwrap();
+    assert_eq!(destroyed, 1, "the orphan nobody replayed an open of is destroyed");
+    let view = b.core.read_view();
+    assert!(view.inode(kept.inode.attr.fid).unwrap().is_some());
+    assert!(view.inode(gone.inode.attr.fid).unwrap().is_none());
+    // New handles never meet replayed ones: they start at this MDS's start.
+    let fresh = opened(b.handle(&header(6), create("fresh"), Run::Inline).await);
+    assert!(fresh.handle > kept.handle);
+    // The replayed open's last close destroys its unlinked file, as any open's would.
+    let close = MdtRequest::Close(mdt::Close {
+        fid: kept.inode.attr.fid,
+        handle: kept.handle,
+        size_blocks: None,
+        data_version: 0,
+        mtime_ns: 0,
+    });
+    assert_eq!(b.handle(&header(7), close, Run::Inline).await, Ok(MdtReply::Closed(None)));
+    b.shutdown().await;
+    replicas[1].follow().unwrap();
+
+    // A leader past its window (or one that never changed server) takes no replay.
+    let a = serve(&replicas[0], &group);
+    let late = MdtRequest::ReplayOpens(mdt::ReplayOpens { opens: vec![replayed(fresh.handle, fresh.inode.attr.fid)] });
+    assert_eq!(a.handle(&header(8), late, Run::Inline).await.unwrap_err().code, ErrorCode::Stale);
+    a.shutdown().await;
+}

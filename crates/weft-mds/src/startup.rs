@@ -89,19 +89,29 @@ pub fn destroy_orphans(kv: &dyn KvStore) -> WeftResult<u64> {
 /// store's state (see [`destroy_orphans`]), and how many they destroy: none when none is left.
 pub fn orphan_changes(kv: &dyn KvStore) -> WeftResult<(Vec<Change>, u64)> {
     let mut t = WriteTables::over(store::Tables::at_checkpoint(kv)?);
+    let n = destroy_orphans_in(&mut t, |_| false)?;
+    Ok((std::mem::take(&mut t.changes), n))
+}
+
+/// Destroys, in `t`, up to ORPHAN_CLEANUP_BATCH_INODES_MAX orphan inodes but those `open`
+/// says are open (a client replayed an open of them to a replicated MDT's new leader);
+/// returns how many marks it handled (destroyed or dropped).
+pub fn destroy_orphans_in(t: &mut WriteTables, open: impl Fn(Fid) -> bool) -> WeftResult<u64> {
     let fids = t.orphan_fids(crate::limits::ORPHAN_CLEANUP_BATCH_INODES_MAX)?;
-    for fid in &fids {
-        match t.inode(*fid)? {
-            Some(rec) if rec.nlink == 0 => t.destroy_inode(*fid, &rec)?,
+    let mut n = 0;
+    for fid in fids.into_iter().filter(|f| !open(*f)) {
+        match t.inode(fid)? {
+            Some(rec) if rec.nlink == 0 => t.destroy_inode(fid, &rec)?,
             Some(rec) => {
                 // Linked again (cannot happen today): keep the inode, drop the mark.
                 tracing::warn!(%fid, nlink = rec.nlink, "orphan mark on a linked inode; keeping the inode");
-                t.remove_orphan(*fid)?;
+                t.remove_orphan(fid)?;
             }
-            None => t.remove_orphan(*fid)?,
+            None => t.remove_orphan(fid)?,
         }
+        n += 1;
     }
-    Ok((std::mem::take(&mut t.changes), fids.len() as u64))
+    Ok(n)
 }
 
 /// Applies the journal records that the last durable checkpoint does not hold, commits them

@@ -66,6 +66,9 @@ pub enum InternalOp {
     HsmSweep { requeue: Vec<(u64, String)>, forget: Vec<u64> },
     /// `hsm_control=purge`: every waiting and running action canceled.
     HsmCancelAll,
+    /// A replicated MDT's new leader, once its recovery window is over: destroys the
+    /// orphan inodes no client replayed an open of (a batch of them; answers how many).
+    DestroyOrphans,
     /// Write the state in memory into redb durably (fsync) and empty the journal; see
     /// journal.rs and store.rs.
     Checkpoint,
@@ -443,6 +446,10 @@ fn apply_internal(core: &Core, t: &mut WriteTables, op: &InternalOp) -> WeftResu
                 n += 1;
             }
             Ok(n)
+        }
+        InternalOp::DestroyOrphans => {
+            let of = core.open_files();
+            crate::startup::destroy_orphans_in(t, |fid| of.counts(fid).opens > 0)
         }
         InternalOp::Checkpoint => unreachable!("a checkpoint is taken after its batch"),
         #[cfg(test)]

@@ -285,7 +285,11 @@ impl RunningServer {
                 replica: r,
                 group: group.clone(),
                 slot: mds_slot.clone(),
-                mds_config: Box::new(move || MdsConfig::new(dir.clone(), index)),
+                // Clients replay their opens within the window their locks have.
+                mds_config: Box::new(move || MdsConfig {
+                    open_replay_window: Some(Duration::from_millis(limits::FAILOVER_LOCK_RECOVERY_MS)),
+                    ..MdsConfig::new(dir.clone(), index)
+                }),
                 targets: object_targets.clone(),
                 locks: mdt_locks,
                 mgs: mgs_peer.clone(),

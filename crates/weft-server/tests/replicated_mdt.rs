@@ -85,6 +85,17 @@ async fn the_mdt_serves_through_the_loss_of_its_leader_and_a_returning_replica_c
     }
     // A second client, which changes what the first cached.
     let other = Client::connect(ClientConfig::new(mgs_address.clone())).await.unwrap();
+    // A file open here and unlinked (an orphan while the open lasts), with bytes in it.
+    let root = Caller::root();
+    let flags = weft_proto::msg::OPEN_READ | weft_proto::msg::OPEN_WRITE;
+    let opened = client.create(&root, Fid::ROOT, b"open-unlinked", 0o644, true, None, flags).await.unwrap();
+    let layout = opened.inode.layout.clone().expect("a file has a layout");
+    let bytes = bytes::Bytes::from(vec![0x5a; 8192]);
+    {
+        let locks = client.whole_file_lock(&root, opened.inode.attr.fid, &layout).await.unwrap();
+        client.write(&root, &layout, 0, bytes.clone(), &locks).await.unwrap();
+    }
+    client.unlink(&root, Fid::ROOT, b"open-unlinked").await.unwrap();
 
     let mut outages = Vec::new();
     let mut registered = Vec::new();
@@ -116,6 +127,10 @@ async fn the_mdt_serves_through_the_loss_of_its_leader_and_a_returning_replica_c
         other.setattr(&Caller::root(), probe, set).await.unwrap();
         assert!(client.cached_attr(probe).is_none(), "a change elsewhere called the replayed lock back");
         assert_eq!(client.getattr(&Caller::root(), probe).await.unwrap().attr.mode & 0o7777, 0o700);
+        // The open was replayed: the new leader's orphan cleanup, after the window, spared
+        // the file, whose bytes the open still reads.
+        let read = client.read(&root, &layout, 0, 8192, 8192).await.unwrap();
+        assert!(read == bytes, "the unlinked file open here kept its bytes through failover {round}");
         made.push((format!("after{round}"), mkdir(&client, &format!("after{round}")).await));
         for (name, fid) in &made {
             let found = client.lookup(&Caller::root(), Fid::ROOT, name.as_bytes()).await.unwrap();
@@ -148,6 +163,7 @@ async fn the_mdt_serves_through_the_loss_of_its_leader_and_a_returning_replica_c
     let again = client.mkdir(&Caller::root(), Fid::ROOT, b"d0", 0o755).await.unwrap_err();
     assert_eq!(again.code, ErrorCode::Exists);
 
+    client.close(&root, opened.inode.attr.fid, opened.handle, None).await.unwrap();
     drop(client);
     drop(other);
     for s in servers.into_iter().flatten() {

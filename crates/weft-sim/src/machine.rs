@@ -116,10 +116,9 @@ impl Machine {
         let oss = Oss::with_stores("sim", vec![(OST, objects)])?;
         let dir = tempfile::tempdir().map_err(|e| WeftError::io(format!("no temporary directory: {e}")))?;
         let cfg = MdsConfig {
-            data_dir: dir.path().to_path_buf(),
-            mdt_index: 0,
             precreate_batch: PRECREATE_BATCH,
             checkpoint_interval: None,
+            ..MdsConfig::new(dir.path().to_path_buf(), 0)
         };
         let mds = Mds::open_with(cfg, storage, Arc::new(LocalOst(oss.clone())))?;
         mds.set_cluster_map(&map());

@@ -21,6 +21,7 @@ pub mod mknod;
 pub mod open;
 pub mod readdir;
 pub mod rename;
+pub mod replay;
 pub mod rmdir;
 pub mod setattr;
 pub mod statfs;

@@ -169,11 +169,26 @@ macro_rules! mdt_ops {
             /// directory's default layout, open with `open_flags`: it has no link and goes
             /// with its last close, unless a `Link` gives it a name while it is open.
             write CreateTmpfile { parent: $crate::Fid, mode: u32, open_flags: u32 } -> $crate::msg::mdt::Opened = "mds_create_tmpfile";
+            /// Open replay: the opens this client holds from the MDT's previous server (a
+            /// replicated MDT's old leader), kept under the same handles during the new
+            /// server's recovery window; answers the handles kept (a refused one's close is
+            /// answered "stale").
+            write ReplayOpens { opens: Vec<$crate::msg::mdt::ReplayedOpen> } -> Vec<u64> = "mds_replay_opens";
         }
     };
 }
 
 crate::mdt_ops!(define_ops);
+
+/// One open a client replays to a new MDT server: its handle, the file and how it was
+/// opened (OPEN_READ, OPEN_WRITE), and whether it was granted passthrough.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ReplayedOpen {
+    pub fid: crate::Fid,
+    pub handle: u64,
+    pub flags: u32,
+    pub passthrough: bool,
+}
 
 /// What Create and Open answer: the inode, the open handle to pass to Close, and how the
 /// client may do this open's I/O.

@@ -10,6 +10,7 @@
 # rule's rate out of reach: what the policy costs when it holds nothing back.
 # BENCH=pcc runs scripts/pcc-reread.sh on the mount instead of IO-500 (scripts/bench-pcc.sh),
 # BENCH=dom scripts/dom-smallfiles.sh (scripts/bench-dom.sh).
+# KEEP=1 keeps the cluster's directory (its logs) after the run.
 # MDT_REPLICAS=3 makes the MDT a replicated group of three server processes (127.0.0.3,
 # 127.0.0.6, 127.0.0.7): what replication costs.
 set -euo pipefail
@@ -22,7 +23,7 @@ cleanup() {
   fusermount3 -uz "$dir/mnt" 2>/dev/null || umount -l "$dir/mnt" 2>/dev/null || true
   for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
   wait 2>/dev/null || true
-  rm -rf "$dir"
+  if [ -n "${KEEP:-}" ]; then echo "kept $dir (servers' and the mount's logs)"; else rm -rf "$dir"; fi
 }
 trap cleanup EXIT
 mkdir -p "$dir/mnt"

@@ -85,6 +85,67 @@ pub fn plan(data: &Path, main: &mut ServerConfig, n: u32) -> anyhow::Result<()> 
 /// Told the replica processes after one was started again (the run state follows them).
 pub type OnChange = Box<dyn Fn(&[ReplicaProcess]) + Send>;
 
+/// Turns the single MDT of the file system in `data` into `n` replicas (`weft up
+/// --replicas N` on a file system made without): its journal is folded into its store, the
+/// store copied into each replica's directory (every replica starts from the same state,
+/// with an empty group log), the configs written as [`plan`] makes them, and the single
+/// MDT's directory kept beside them as `mdtNNNN.single`. Refused while the MDT keeps file
+/// data (`-L mdt` layouts), which a replicated MDT does not serve yet.
+pub fn convert(data: &Path, main: &mut ServerConfig, n: u32) -> anyhow::Result<()> {
+    let index = main.mds.as_ref().map_or(0, |m| m.index);
+    if index != 0 {
+        bail!("--replicas: only MDT0000 can be replicated by weft up");
+    }
+    let dir = data.join("mdt0000");
+    if files_under(&dir.join("dom").join("O"))? > 0 {
+        bail!(
+            "--replicas: {} keeps file data on its MDT (-L mdt layouts), which a replicated MDT does not serve \
+             yet; move those files to OSTs first (weft migrate -E -1 -c 1 FILE)",
+            data.display()
+        );
+    }
+    // The journal folded into the store: what a restart would replay.
+    drop(weft_mds::replica::Replica::open(dir.clone(), index).map_err(|e| anyhow::anyhow!("{}", e.message))?);
+    plan(data, main, n)?;
+    for k in 1..=n {
+        let to = data.join("replicas").join(format!("r{k}")).join("mdt0000");
+        copy_dir(&dir, &to).with_context(|| format!("cannot copy the MDT into {}", to.display()))?;
+    }
+    let kept = data.join("mdt0000.single");
+    std::fs::rename(&dir, &kept).with_context(|| format!("cannot keep the single MDT as {}", kept.display()))?;
+    Ok(())
+}
+
+/// Object files below `dir`, an object target's `O` (none when it does not exist): every
+/// regular file but the LAST_ID records (an object's file is made by its first write, so a
+/// file here is data).
+fn files_under(dir: &Path) -> anyhow::Result<usize> {
+    let Ok(entries) = std::fs::read_dir(dir) else { return Ok(0) };
+    let mut n = 0;
+    for e in entries {
+        let e = e?;
+        n += if e.file_type()?.is_dir() { files_under(&e.path())? } else { usize::from(e.file_name() != "LAST_ID") };
+    }
+    Ok(n)
+}
+
+/// Copies the MDT's directory `from` into `to` (made), but not its data-on-MDT objects.
+fn copy_dir(from: &Path, to: &Path) -> anyhow::Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from)? {
+        let e = e?;
+        let (src, dst) = (e.path(), to.join(e.file_name()));
+        if e.file_type()?.is_dir() {
+            if e.file_name() != "dom" {
+                copy_dir(&src, &dst)?;
+            }
+        } else {
+            std::fs::copy(&src, &dst)?;
+        }
+    }
+    Ok(())
+}
+
 /// The replica processes of a running `weft up`, kept running until [`Supervisor::stop`].
 pub struct Supervisor {
     inner: Arc<Mutex<Inner>>,

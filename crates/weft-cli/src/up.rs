@@ -26,10 +26,11 @@ pub struct UpArgs {
     /// Number of OSTs for a new file system (an existing one keeps its own).
     #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
     osts: u32,
-    /// Replicas of the MDT for a new file system, each in a server process of its own
-    /// (odd: 1, 3, 5, 7; an existing file system keeps its own).
-    #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=7))]
-    replicas: u32,
+    /// Replicas of the MDT, each in a server process of its own (odd: 1, 3, 5, 7; default
+    /// 1). An existing file system with one MDT is made replicated, keeping its data; one
+    /// with replicas keeps its own number.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=7))]
+    replicas: Option<u32>,
     /// Return once the mount is usable, leaving the file system running in the background.
     #[arg(long)]
     detach: bool,
@@ -100,23 +101,34 @@ fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
 }
 
 /// The config of the local file system in `data`: made on first use, read after.
-fn local_config(data: &Path, osts: u32, replicas: u32) -> anyhow::Result<ServerConfig> {
+fn local_config(data: &Path, osts: u32, replicas: Option<u32>) -> anyhow::Result<ServerConfig> {
     let path = data.join("server.toml");
     if path.exists() {
-        let c = ServerConfig::load(&path)?;
+        let mut c = ServerConfig::load(&path)?;
         let have = c.oss.as_ref().map_or(0, |o| o.osts.len());
         if have != osts as usize {
             eprintln!("weft: {} holds a file system with {have} OSTs; --osts {osts} is ignored", data.display());
         }
         let have = crate::replicas::configs(data)?.len().max(1);
-        if have != replicas as usize {
-            eprintln!(
-                "weft: {} holds a file system with {have} MDT replicas; --replicas {replicas} is ignored",
+        match replicas {
+            Some(n) if have == 1 && n > 1 && c.mds.is_some() => {
+                crate::replicas::convert(data, &mut c, n)?;
+                std::fs::write(&path, toml::to_string_pretty(&c)?)?;
+                eprintln!(
+                    "weft: the MDT of {} is now a group of {n} replicas, each with the file system's metadata \
+                     (the single MDT is kept as mdt0000.single)",
+                    data.display()
+                );
+            }
+            Some(n) if n as usize != have => eprintln!(
+                "weft: {} holds a file system with {have} MDT replicas; --replicas {n} is ignored",
                 data.display()
-            );
+            ),
+            _ => {}
         }
         return Ok(c);
     }
+    let replicas = replicas.unwrap_or(1);
     let mut c = ServerConfig {
         // A free port on loopback, printed at start and kept in the run state.
         metrics_listen: Some("127.0.0.1:0".into()),
@@ -184,9 +196,10 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
             mnt.to_string_lossy().into_owned(),
             "--osts".into(),
             a.osts.to_string(),
-            "--replicas".into(),
-            a.replicas.to_string(),
         ];
+        if let Some(n) = a.replicas {
+            args.extend(["--replicas".to_string(), n.to_string()]);
+        }
         if let Some(o) = &a.options {
             args.extend(["-o".to_string(), o.clone()]);
         }

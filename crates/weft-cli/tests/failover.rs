@@ -30,9 +30,15 @@ struct Replicated {
 
 impl Replicated {
     fn start() -> Replicated {
+        Replicated::start_with(|_| {})
+    }
+
+    /// As [`Replicated::start`], after `before` ran on the (not yet started) file system.
+    fn start_with(before: impl FnOnce(&Replicated)) -> Replicated {
         let dir = tempfile::tempdir().unwrap();
         let (data, mnt, mnt2) = (dir.path().join("data"), dir.path().join("mnt"), dir.path().join("mnt2"));
         let r = Replicated { _dir: dir, data, mnt, mnt2 };
+        before(&r);
         let out =
             weft_ok(&["up", "--data", s(&r.data), "--mount", s(&r.mnt), "--detach", "--replicas", "3", "--osts", "2"]);
         assert!(out.contains("3 replicas"), "{out}");
@@ -283,4 +289,30 @@ impl Drop for Stopped {
         // SAFETY: kill(2) of a process this test stopped.
         unsafe { libc::kill(self.0 as i32, libc::SIGCONT) };
     }
+}
+
+/// A file system made with one MDT becomes a replicated one without losing data: `weft up
+/// --replicas 3` on it copies its metadata into each replica, and the files are there,
+/// also after the new leader is killed.
+#[test]
+fn a_single_mdt_file_system_becomes_replicated_with_its_files() {
+    let payload = pattern(33, 0, 300_000);
+    let fs = Replicated::start_with(|r| {
+        weft_ok(&["up", "--data", s(&r.data), "--mount", s(&r.mnt), "--detach", "--osts", "2"]);
+        std::fs::create_dir(r.mnt.join("dir")).unwrap();
+        std::fs::write(r.mnt.join("dir/kept"), &payload).unwrap();
+        std::os::unix::fs::symlink("dir/kept", r.mnt.join("link")).unwrap();
+        weft_ok(&["down", "--data", s(&r.data)]);
+    });
+    assert!(fs.data.join("mdt0000.single").is_dir(), "the single MDT is kept beside the replicas");
+    assert_eq!(std::fs::read(fs.mnt.join("link")).unwrap(), payload);
+    let leader = fs.settled();
+    // SAFETY: kill(2) of the replica process `weft up` started.
+    assert_eq!(unsafe { libc::kill(leader as i32, libc::SIGKILL) }, 0);
+    std::fs::write(fs.mnt.join("dir/after"), b"after").unwrap();
+    assert_eq!(std::fs::read(fs.mnt.join("dir/kept")).unwrap(), payload);
+    let mut names: Vec<String> =
+        std::fs::read_dir(fs.mnt.join("dir")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
+    names.sort();
+    assert_eq!(names, ["after", "kept"]);
 }

@@ -398,10 +398,15 @@ impl Replica {
     /// The whole state as of the last entry kept, with that entry's group state: what a
     /// replica far behind installs instead of the entries it missed.
     pub fn snapshot(&self) -> WeftResult<(Vec<u8>, Vec<u8>)> {
-        let inner = self.lock();
+        // One state under the lock: the store as of its last checkpoint (a read snapshot,
+        // which later checkpoints do not change) and the journal since. The copy is made
+        // after, while entries go on being applied.
+        let (snap, records, state) = {
+            let inner = self.lock();
+            let snap = self.storage.kv.snapshot()?;
+            (snap, journal::read_records(&*self.storage.journal)?, inner.kept_state.clone().unwrap_or_default())
+        };
         let mut rows: BTreeMap<(u8, Vec<u8>), Vec<u8>> = BTreeMap::new();
-        let kv = &*self.storage.kv;
-        let snap = kv.snapshot()?;
         for table in std::iter::once(schema::TABLE_META).chain(schema::TABLE_INODES..=schema::TABLE_HSM_BY_FID) {
             snap.scan(table, &[], None, &mut |k, v| {
                 if table != schema::TABLE_META || schema::is_journaled_meta(k) {
@@ -410,7 +415,7 @@ impl Replica {
                 true
             })?;
         }
-        for (_, changes) in journal::read_records(&*self.storage.journal)? {
+        for (_, changes) in records {
             for c in changes {
                 match c.value {
                     Some(v) => rows.insert((c.table, c.key), v),
@@ -418,7 +423,6 @@ impl Replica {
                 };
             }
         }
-        let state = inner.kept_state.clone().unwrap_or_default();
         rows.remove(&(schema::TABLE_META, schema::META_RAFT_STATE_KEY.to_vec()));
         let dump =
             Dump { rows: rows.into_iter().map(|((table, key), v)| Change { table, key, value: Some(v) }).collect() };

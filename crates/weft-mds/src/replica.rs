@@ -365,7 +365,11 @@ impl Replica {
             self.propose_startup(&*proposer, changes)?;
         }
         {
+            // The store holds every entry kept when serving begins (an entry applied since
+            // the fold above is folded now): the Mds opens over it, and from here on only its
+            // own proposals are kept without fencing it.
             let mut inner = self.lock();
+            fold(&self.storage, &mut inner)?;
             let origin = crate::start_id().max(1);
             inner.serving = Some(Serving { origin, proposer, fenced: false, in_flight: None, in_flight_state: None });
         }

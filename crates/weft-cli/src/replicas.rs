@@ -270,7 +270,8 @@ fn alive(pid: u32) -> bool {
     pid != 0 && unsafe { libc::kill(pid as i32, 0) } == 0
 }
 
-/// SIGTERM to each, then SIGKILL to those still there after DOWN_WAIT_S.
+/// SIGTERM to each (not children of this process: `weft down`'s), then SIGKILL to those
+/// still there after DOWN_WAIT_S.
 pub fn stop_pids(pids: &[u32]) {
     for &pid in pids.iter().filter(|&&p| alive(p)) {
         // SAFETY: plain kill(2) on a pid this program started.
@@ -281,6 +282,7 @@ pub fn stop_pids(pids: &[u32]) {
         std::thread::sleep(Duration::from_millis(DOWN_POLL_MS));
     }
     for &pid in pids.iter().filter(|&&p| alive(p)) {
+        eprintln!("weft: pid {pid} did not stop within {DOWN_WAIT_S} s; killing it");
         // SAFETY: as above.
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         std::thread::sleep(Duration::from_millis(DOWN_KILL_SETTLE_MS));

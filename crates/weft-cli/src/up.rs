@@ -4,9 +4,7 @@
 //! runs a state file (`run/state.json`) that `down` and `status` read.
 
 use crate::daemon;
-use crate::limits::{
-    DOWN_KILL_SETTLE_MS, DOWN_POLL_MS, DOWN_WAIT_S, STATUS_MGS_TIMEOUT_S, UNMOUNT_CHECK_INTERVAL_MS, UP_READY_TIMEOUT_S,
-};
+use crate::limits::{STATUS_MGS_TIMEOUT_S, UNMOUNT_CHECK_INTERVAL_MS, UP_READY_TIMEOUT_S};
 use crate::mount::{client_config, fuse_options, parse_options};
 use anyhow::{anyhow, bail, Context};
 use clap::Args;
@@ -363,20 +361,7 @@ pub fn down(a: DataArgs) -> anyhow::Result<()> {
     let Some(s) = read_state(&data) else {
         bail!("no file system from {} is up (no {})", data.display(), state_path(&data).display());
     };
-    if pid_alive(s.pid) {
-        // SAFETY: plain kill(2) on a pid we recorded.
-        unsafe { libc::kill(s.pid as i32, libc::SIGTERM) };
-        let start = std::time::Instant::now();
-        while pid_alive(s.pid) && start.elapsed() < Duration::from_secs(DOWN_WAIT_S) {
-            std::thread::sleep(Duration::from_millis(DOWN_POLL_MS));
-        }
-        if pid_alive(s.pid) {
-            eprintln!("weft: pid {} did not stop within {DOWN_WAIT_S} s; killing it", s.pid);
-            // SAFETY: as above.
-            unsafe { libc::kill(s.pid as i32, libc::SIGKILL) };
-            std::thread::sleep(Duration::from_millis(DOWN_KILL_SETTLE_MS));
-        }
-    }
+    crate::replicas::stop_pids(&[s.pid]);
     // Replica processes outlive a `weft up` that was killed: stop them too.
     crate::replicas::stop_pids(&s.replicas.iter().map(|r| r.pid).collect::<Vec<_>>());
     if daemon::is_mounted(&s.mount) {

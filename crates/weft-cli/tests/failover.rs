@@ -210,6 +210,12 @@ fn programs_carry_on_while_the_mdt_leader_is_killed_and_nothing_acknowledged_is_
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no replayed_locks line: {status}"));
     assert!(replayed > 0, "the mounts replayed their locks to the last leader: {status}");
+    // Each mount's import of the MDT, as Lustre shows a client's: reached at its third
+    // server after two kills, done replaying.
+    let imports = weft_ok(&["get-param", "--data", s(&fs.data), "mdc.*.import"]);
+    assert!(imports.contains("state: FULL"), "{imports}");
+    assert!(imports.contains(&format!("generation: {}", kills + 1)), "{imports}");
+    assert!(!imports.contains("locks_kept: 0\n"), "every mount kept locks through the failovers: {imports}");
 
     waits.sort();
     let ms = |d: &Duration| d.as_millis();

@@ -27,6 +27,7 @@ pub mod locks;
 mod metadata;
 mod migrate;
 pub mod mirror;
+mod recovery;
 mod reply_slots;
 mod statfs;
 pub mod striping;
@@ -112,6 +113,8 @@ pub struct Client {
     next_request_id: AtomicU64,
     /// Where the MDT keeps each mutation's reply for a resend.
     reply_slots: reply_slots::ReplySlots,
+    /// What each target's import went through (`{mdc,osc}.*.import`).
+    imports: std::sync::Mutex<std::collections::HashMap<LockTarget, recovery::ImportStats>>,
     /// This client's opens on the MDT, by handle: what it replays to a new leader.
     opens: std::sync::Mutex<std::collections::HashMap<u64, weft_proto::msg::mdt::ReplayedOpen>>,
     /// The cluster map, kept current; requests waiting on a target learn when it moves.
@@ -160,6 +163,7 @@ impl Client {
             next_request_id: AtomicU64::new(1),
             reply_slots: reply_slots::ReplySlots::default(),
             opens: Default::default(),
+            imports: Default::default(),
             peers: PeerSet::new(peer_options(&config, client_id, weak)),
             map,
             config,
@@ -532,80 +536,6 @@ impl Client {
     }
 }
 
-impl Client {
-    /// A target moved to another server (a replicated MDT's new leader), which does not
-    /// know the locks its old server granted: this client asks it to keep them under the
-    /// same handles (lock replay, Lustre's), which it does during its recovery window
-    /// (grants are held back meanwhile, so none can conflict). What it kept stays cached
-    /// here: a stat after a failover costs no request. What it refused, or everything when
-    /// the replay fails, is forgotten with what it guarded, as after a restart.
-    async fn replay_locks(&self, target: LockTarget) {
-        let locks = self.locks.granted_of(target);
-        let replayed = if locks.is_empty() {
-            Ok(Vec::new())
-        } else {
-            let asked = locks.len();
-            let root = Caller::root();
-            let replay = self.ldlm(&root, target, weft_proto::lock::Replay { locks });
-            match tokio::time::timeout(Duration::from_millis(limits::LOCK_REPLAY_MS_MAX), replay).await {
-                Ok(Ok(r)) => {
-                    tracing::info!(?target, asked, kept = r.kept.len(), "replayed locks to the target's new server");
-                    Ok(r.kept)
-                }
-                Ok(Err(e)) => Err(e.to_string()),
-                Err(_) => Err(format!("no answer within {} ms", limits::LOCK_REPLAY_MS_MAX)),
-            }
-        };
-        let kept = replayed.unwrap_or_else(|why| {
-            tracing::info!(?target, "lock replay failed ({why}): dropping what was cached under its locks");
-            Vec::new()
-        });
-        let forgotten = self.locks.keep_only(target, &kept);
-        if forgotten > 0 && target == LockTarget::Mdt(MDT_INDEX) {
-            self.inodes.clear();
-        }
-        if target == LockTarget::Mdt(MDT_INDEX) {
-            self.replay_opens().await;
-        }
-    }
-
-    /// Records an open this client made (or forgets one it closed), for [`Client::replay_opens`].
-    pub(crate) fn note_open(&self, opened: &weft_proto::msg::mdt::Opened, flags: u32) {
-        let open = weft_proto::msg::mdt::ReplayedOpen {
-            fid: opened.inode.attr.fid,
-            handle: opened.handle,
-            flags: flags & (weft_proto::msg::OPEN_READ | weft_proto::msg::OPEN_WRITE),
-            passthrough: opened.io == weft_proto::msg::OpenIo::Passthrough,
-        };
-        self.opens.lock().unwrap_or_else(|p| p.into_inner()).insert(opened.handle, open);
-    }
-
-    pub(crate) fn note_closed(&self, handle: u64) {
-        self.opens.lock().unwrap_or_else(|p| p.into_inner()).remove(&handle);
-    }
-
-    /// Open replay: a replicated MDT's new leader does not know the opens this client made
-    /// under the old one (they lived in its memory); this client gives it them back under
-    /// the same handles during its recovery window, so that the last close of a file still
-    /// records its size or destroys it if unlinked, and an unlinked file open here is not
-    /// taken for an orphan. A refused open's close is answered "stale", as after a restart.
-    async fn replay_opens(&self) {
-        let opens: Vec<weft_proto::msg::mdt::ReplayedOpen> =
-            self.opens.lock().unwrap_or_else(|p| p.into_inner()).values().copied().collect();
-        if opens.is_empty() {
-            return;
-        }
-        let asked = opens.len();
-        let root = Caller::root();
-        let replay = self.mdt(&root, weft_proto::msg::mdt::ReplayOpens { opens });
-        match tokio::time::timeout(Duration::from_millis(limits::LOCK_REPLAY_MS_MAX), replay).await {
-            Ok(Ok(kept)) => tracing::info!(asked, kept = kept.len(), "replayed opens to the MDT's new leader"),
-            Ok(Err(e)) => tracing::info!("open replay failed ({e}): the opens' closes will be answered stale"),
-            Err(_) => tracing::info!("open replay got no answer within {} ms", limits::LOCK_REPLAY_MS_MAX),
-        }
-    }
-}
-
 /// Drops the connections to servers that left the map, as the map changes, and replays
 /// the locks of a target that moved ([`Client::replay_locks`]). Ends when the client is
 /// dropped.
@@ -615,21 +545,11 @@ async fn drop_peers_that_left(client: Weak<Client>, mut changes: watch::Receiver
         let Some(client) = client.upgrade() else { return };
         let state = changes.borrow_and_update().clone();
         client.peers.retain_map(&state);
-        for target in moved_targets(&before.map, &state.map) {
+        for target in recovery::moved_targets(&before.map, &state.map) {
             client.replay_locks(target).await;
         }
         before = state;
     }
-}
-
-/// The targets `before` had at another address than `after` has them.
-fn moved_targets(before: &ClusterMap, after: &ClusterMap) -> Vec<LockTarget> {
-    after
-        .targets
-        .iter()
-        .filter(|t| before.targets.iter().any(|b| b.kind == t.kind && b.index == t.index && b.address != t.address))
-        .map(|t| LockTarget::of(t.kind, t.index))
-        .collect()
 }
 
 /// Lustre's pinger: while the client holds locks, it asks one target of every server
@@ -664,25 +584,6 @@ mod tests {
     use weft_proto::Fid;
 
     fn assert_send<T: Send>(_: T) {}
-
-    #[test]
-    fn a_target_moved_to_another_address_is_named_and_one_that_stayed_or_came_is_not() {
-        let target = |kind, index, address: &str| weft_proto::msg::TargetInfo {
-            kind,
-            index,
-            address: address.into(),
-            state: weft_proto::msg::TargetState::Up,
-        };
-        let map = |targets| ClusterMap { targets, ..ClusterMap::default() };
-        let before = map(vec![target(TargetKind::Mdt, 0, "a:1"), target(TargetKind::Ost, 1, "b:1")]);
-        let after = map(vec![
-            target(TargetKind::Mdt, 0, "c:1"),
-            target(TargetKind::Ost, 1, "b:1"),
-            target(TargetKind::Ost, 2, "d:1"),
-        ]);
-        assert_eq!(moved_targets(&before, &after), vec![LockTarget::Mdt(0)]);
-        assert!(moved_targets(&after, &after).is_empty());
-    }
 
     /// Never run: it only has to compile, which proves the futures can be spawned on a
     /// multi-threaded runtime (no lock guard is held across an await).

@@ -5,7 +5,9 @@
 //! virtual attributes `weft.params` and `weft.param:NAME` of the mount's root, and applied
 //! from the permanent settings in the cluster map (`set-param -P`) when the mount starts and
 //! whenever they change. A setting made on the mount lasts until the next permanent one of
-//! the same name, as in Lustre.
+//! the same name, as in Lustre. Read only beside them: each target's `mdc.*.import` and
+//! `osc.*.import` (weft-client's recovery.rs: the state, the server it is reached at, what
+//! its replays after a failover kept).
 
 use crate::jobid::{JobidScheme, JobidVar};
 use crate::limits::DIRTY_MB_MAX;
@@ -41,11 +43,14 @@ impl Mount {
     /// Every mount parameter and its value.
     pub(crate) fn params(&self) -> Vec<ParamValue> {
         let scheme = self.callers.scheme();
-        vec![
+        let mut out = vec![
             ParamValue { name: "jobid_var".into(), value: scheme.var.name().to_string() },
             ParamValue { name: "jobid_name".into(), value: scheme.name },
             ParamValue { name: "max_dirty_mb".into(), value: (self.writes.dirty_max() >> 20).to_string() },
-        ]
+        ];
+        // Read only: what each target's import went through (failovers, replays).
+        out.extend(self.client.import_params().into_iter().map(|(name, value)| ParamValue { name, value }));
+        out
     }
 
     /// Sets the parameters `pattern` matches to `value`; the names set.

@@ -1,0 +1,214 @@
+//! What a client does when a target moves to another server (a replicated MDT's new
+//! leader): it replays its locks and its opens there (Lustre's lock and open replay), and
+//! keeps, per target, what its import went through for `mdc.*.import` / `osc.*.import`.
+
+use crate::limits;
+use crate::{Client, MDT_INDEX};
+use std::fmt::Write;
+use std::time::Duration;
+use weft_proto::lock::LockTarget;
+use weft_proto::msg::{target_name, Caller, ClusterMap, TargetKind};
+
+/// Most OSTs whose imports a mount lists among its parameters (they travel in one extended
+/// attribute, at most 64 KiB); the MDTs' are always listed.
+pub const OSC_IMPORTS_LISTED_MAX: usize = 64;
+
+/// What this client's import of one target went through since it started.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct ImportStats {
+    /// Servers the target was reached at: 1, plus one per move.
+    moves: u64,
+    /// A replay to the target's new server is under way.
+    replaying: bool,
+    locks_kept: u64,
+    locks_refused: u64,
+    opens_kept: u64,
+    opens_refused: u64,
+}
+
+impl Client {
+    /// A target moved to another server (a replicated MDT's new leader), which does not
+    /// know the locks its old server granted: this client asks it to keep them under the
+    /// same handles (lock replay, Lustre's), which it does during its recovery window
+    /// (grants are held back meanwhile, so none can conflict). What it kept stays cached
+    /// here: a stat after a failover costs no request. What it refused, or everything when
+    /// the replay fails, is forgotten with what it guarded, as after a restart.
+    pub(crate) async fn replay_locks(&self, target: LockTarget) {
+        self.import(target, |i| {
+            i.moves += 1;
+            i.replaying = true;
+        });
+        let locks = self.locks.granted_of(target);
+        let asked = locks.len() as u64;
+        let replayed = if locks.is_empty() {
+            Ok(Vec::new())
+        } else {
+            let root = Caller::root();
+            let replay = self.ldlm(&root, target, weft_proto::lock::Replay { locks });
+            match tokio::time::timeout(Duration::from_millis(limits::LOCK_REPLAY_MS_MAX), replay).await {
+                Ok(Ok(r)) => {
+                    tracing::info!(?target, asked, kept = r.kept.len(), "replayed locks to the target's new server");
+                    Ok(r.kept)
+                }
+                Ok(Err(e)) => Err(e.to_string()),
+                Err(_) => Err(format!("no answer within {} ms", limits::LOCK_REPLAY_MS_MAX)),
+            }
+        };
+        let kept = replayed.unwrap_or_else(|why| {
+            tracing::info!(?target, "lock replay failed ({why}): dropping what was cached under its locks");
+            Vec::new()
+        });
+        let kept_n = kept.len() as u64;
+        self.import(target, |i| {
+            i.locks_kept += kept_n;
+            i.locks_refused += asked - kept_n.min(asked);
+        });
+        let forgotten = self.locks.keep_only(target, &kept);
+        if forgotten > 0 && target == LockTarget::Mdt(MDT_INDEX) {
+            self.inodes.clear();
+        }
+        if target == LockTarget::Mdt(MDT_INDEX) {
+            self.replay_opens().await;
+        }
+        self.import(target, |i| i.replaying = false);
+    }
+
+    fn import(&self, target: LockTarget, f: impl FnOnce(&mut ImportStats)) {
+        f(self.imports.lock().unwrap_or_else(|p| p.into_inner()).entry(target).or_default());
+    }
+
+    /// `{mdc,osc}.FS-TARGET-{mdc,osc}-CLIENT.import` for the targets of the map, in the shape
+    /// of Lustre's (the fields Weft has): the state (FULL, REPLAY_LOCKS while it replays to
+    /// a target's new server, DISCONN for a target the map has down), the server it is
+    /// reached at, how many it was reached at, and what its replays kept.
+    pub fn import_params(&self) -> Vec<(String, String)> {
+        let state = self.map.current();
+        let map = &state.map;
+        let imports = self.imports.lock().unwrap_or_else(|p| p.into_inner()).clone();
+        let client = self.client_id();
+        let mut osts = 0;
+        let mut out = Vec::new();
+        for t in &map.targets {
+            let (kind, short) = match t.kind {
+                TargetKind::Mdt => ("mdc", "mdc"),
+                TargetKind::Ost => ("osc", "osc"),
+            };
+            if t.kind == TargetKind::Ost {
+                osts += 1;
+                if osts > OSC_IMPORTS_LISTED_MAX {
+                    continue;
+                }
+            }
+            let target = target_name(&map.fsname, t.kind, t.index);
+            let i = imports.get(&LockTarget::of(t.kind, t.index)).cloned().unwrap_or_default();
+            let status = match (t.state, i.replaying) {
+                (weft_proto::msg::TargetState::Down, _) => "DISCONN",
+                (_, true) => "REPLAY_LOCKS",
+                _ => "FULL",
+            };
+            let name = format!("{target}-{short}-{client:x}");
+            let mut v = String::new();
+            let _ = writeln!(v, "import:");
+            let _ = writeln!(v, "    name: {name}");
+            let _ = writeln!(v, "    target: {target}_UUID");
+            let _ = writeln!(v, "    state: {status}");
+            let flags = if t.kind == TargetKind::Mdt {
+                "inode_bit_locks, lock_replay, open_replay, reply_cache"
+            } else {
+                "extent_locks, lock_replay"
+            };
+            let _ = writeln!(v, "    connect_flags: [ {flags} ]");
+            let _ = writeln!(v, "    import_flags: [ replayable, connect_tried ]");
+            let _ = writeln!(v, "    connection:");
+            let _ = writeln!(v, "       current_connection: {}", t.address);
+            let _ = writeln!(v, "       generation: {}", i.moves + 1);
+            let _ = writeln!(v, "    replay:");
+            let _ = writeln!(v, "       locks_kept: {}", i.locks_kept);
+            let _ = writeln!(v, "       locks_refused: {}", i.locks_refused);
+            if t.kind == TargetKind::Mdt {
+                let _ = writeln!(v, "       opens_kept: {}", i.opens_kept);
+                let _ = writeln!(v, "       opens_refused: {}", i.opens_refused);
+            }
+            out.push((format!("{kind}.{name}.import"), v));
+        }
+        out
+    }
+
+    /// Records an open this client made (or forgets one it closed), for [`Client::replay_opens`].
+    pub(crate) fn note_open(&self, opened: &weft_proto::msg::mdt::Opened, flags: u32) {
+        let open = weft_proto::msg::mdt::ReplayedOpen {
+            fid: opened.inode.attr.fid,
+            handle: opened.handle,
+            flags: flags & (weft_proto::msg::OPEN_READ | weft_proto::msg::OPEN_WRITE),
+            passthrough: opened.io == weft_proto::msg::OpenIo::Passthrough,
+        };
+        self.opens.lock().unwrap_or_else(|p| p.into_inner()).insert(opened.handle, open);
+    }
+
+    pub(crate) fn note_closed(&self, handle: u64) {
+        self.opens.lock().unwrap_or_else(|p| p.into_inner()).remove(&handle);
+    }
+
+    /// Open replay: a replicated MDT's new leader does not know the opens this client made
+    /// under the old one (they lived in its memory); this client gives it them back under
+    /// the same handles during its recovery window, so that the last close of a file still
+    /// records its size or destroys it if unlinked, and an unlinked file open here is not
+    /// taken for an orphan. A refused open's close is answered "stale", as after a restart.
+    async fn replay_opens(&self) {
+        let opens: Vec<weft_proto::msg::mdt::ReplayedOpen> =
+            self.opens.lock().unwrap_or_else(|p| p.into_inner()).values().copied().collect();
+        if opens.is_empty() {
+            return;
+        }
+        let asked = opens.len();
+        let root = Caller::root();
+        let replay = self.mdt(&root, weft_proto::msg::mdt::ReplayOpens { opens });
+        match tokio::time::timeout(Duration::from_millis(limits::LOCK_REPLAY_MS_MAX), replay).await {
+            Ok(Ok(kept)) => {
+                tracing::info!(asked, kept = kept.len(), "replayed opens to the MDT's new leader");
+                let kept = kept.len() as u64;
+                self.import(LockTarget::Mdt(MDT_INDEX), |i| {
+                    i.opens_kept += kept;
+                    i.opens_refused += (asked as u64).saturating_sub(kept);
+                });
+            }
+            Ok(Err(e)) => tracing::info!("open replay failed ({e}): the opens' closes will be answered stale"),
+            Err(_) => tracing::info!("open replay got no answer within {} ms", limits::LOCK_REPLAY_MS_MAX),
+        }
+    }
+}
+
+/// The targets `before` had at another address than `after` has them.
+pub(crate) fn moved_targets(before: &ClusterMap, after: &ClusterMap) -> Vec<LockTarget> {
+    after
+        .targets
+        .iter()
+        .filter(|t| before.targets.iter().any(|b| b.kind == t.kind && b.index == t.index && b.address != t.address))
+        .map(|t| LockTarget::of(t.kind, t.index))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_proto::msg::TargetKind;
+
+    #[test]
+    fn a_target_moved_to_another_address_is_named_and_one_that_stayed_or_came_is_not() {
+        let target = |kind, index, address: &str| weft_proto::msg::TargetInfo {
+            kind,
+            index,
+            address: address.into(),
+            state: weft_proto::msg::TargetState::Up,
+        };
+        let map = |targets| ClusterMap { targets, ..ClusterMap::default() };
+        let before = map(vec![target(TargetKind::Mdt, 0, "a:1"), target(TargetKind::Ost, 1, "b:1")]);
+        let after = map(vec![
+            target(TargetKind::Mdt, 0, "c:1"),
+            target(TargetKind::Ost, 1, "b:1"),
+            target(TargetKind::Ost, 2, "d:1"),
+        ]);
+        assert_eq!(moved_targets(&before, &after), vec![LockTarget::Mdt(0)]);
+        assert!(moved_targets(&after, &after).is_empty());
+    }
+}

@@ -125,6 +125,14 @@ enum TargetLeaf {
 enum Key {
     Service(Service, Leaf),
     Target((TargetKind, u32), TargetLeaf),
+    /// `mgs.MGS.replica_status`: this process's replica of a replicated MGS.
+    MgsReplicaStatus,
+}
+
+/// The replicated groups this process's replicas take part in (their `replica_status`).
+pub(crate) struct ReplicaGroups {
+    pub mdt: Option<weft_raft::Group>,
+    pub mgs: Option<weft_raft::Group>,
 }
 
 pub(crate) struct Params {
@@ -136,6 +144,8 @@ pub(crate) struct Params {
     mds: Arc<crate::replicated::MdsSlot>,
     /// The replicated MDT's group this process's replica takes part in.
     mdt_group: Option<weft_raft::Group>,
+    /// The replicated MGS's group this process's replica takes part in.
+    mgs_group: Option<weft_raft::Group>,
     fsname: String,
     targets: Vec<(TargetKind, u32)>,
 }
@@ -148,11 +158,12 @@ impl Params {
         services: Vec<Service>,
         jobstats: Arc<JobStats>,
         mds: Arc<crate::replicated::MdsSlot>,
-        mdt_group: Option<weft_raft::Group>,
+        groups: ReplicaGroups,
         fsname: &str,
         targets: Vec<(TargetKind, u32)>,
     ) -> Params {
-        Params { schedulers, services, jobstats, mds, mdt_group, fsname: fsname.to_string(), targets }
+        let ReplicaGroups { mdt: mdt_group, mgs: mgs_group } = groups;
+        Params { schedulers, services, jobstats, mds, mdt_group, mgs_group, fsname: fsname.to_string(), targets }
     }
 
     fn mds(&self) -> Result<Arc<weft_mds::Mds>, String> {
@@ -166,6 +177,9 @@ impl Params {
             for leaf in Leaf::ALL {
                 out.push((format!("{prefix}.{}", leaf.name()), Key::Service(*service, leaf)));
             }
+        }
+        if self.mgs_group.is_some() {
+            out.push(("mgs.MGS.replica_status".to_string(), Key::MgsReplicaStatus));
         }
         for &(kind, index) in &self.targets {
             let kind_prefix = match kind {
@@ -313,6 +327,10 @@ impl Params {
     fn get(&self, key: Key) -> Result<String, String> {
         let (service, leaf) = match key {
             Key::Service(service, leaf) => (service, leaf),
+            Key::MgsReplicaStatus => {
+                let group = self.mgs_group.as_ref().ok_or("this server process holds no MGS replica")?;
+                return Ok(crate::replicated::status_text(&group.status()));
+            }
             Key::Target(target, TargetLeaf::JobStats) => {
                 return Ok(self.jobstats.render(target, std::time::Instant::now(), std::time::SystemTime::now()))
             }
@@ -378,6 +396,9 @@ impl Params {
     fn set(&self, key: Key, value: &str) -> Result<(), String> {
         let (service, leaf) = match key {
             Key::Service(service, leaf) => (service, leaf),
+            Key::MgsReplicaStatus => {
+                return Err("replica_status is read only: it shows where this replica stands in its group".into())
+            }
             Key::Target(target, TargetLeaf::JobStats) => {
                 // Lustre's: `clear` forgets every job, a jobid that one.
                 let value = value.trim();

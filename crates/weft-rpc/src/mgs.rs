@@ -5,8 +5,9 @@
 //! `ErrorCode::Moved`, naming the leader when they know it ([`moved_to`]). `MgsPeers` holds
 //! one [`Peer`] per address and remembers which answered last; a call goes there first, and
 //! on a `Moved` answer goes to the leader it names (or the next address), on a connection
-//! failure or silence to the next address, round after round with a short pause, within the
-//! call's deadline. Every MGS client goes through it: the map follower and `fetch`, a
+//! failure or silence to the next address (each address tried once per turn,
+//! [`Peer::call_once`], not resent to as a lone Peer is), round after round with a short
+//! pause, within the call's deadline. Every MGS client goes through it: the map follower and `fetch`, a
 //! client's connect, a server's registration and its QoS demand reports, the CLI. With one
 //! address it is exactly one [`Peer`] call, as before replication.
 
@@ -137,12 +138,15 @@ impl MgsPeers {
             let peer = &self.peers[i];
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
             let error = match peer
-                .call_with_timeout(header.clone(), body.clone(), Bytes::new(), remaining.min(attempt_max))
+                .call_once(header.clone(), body.clone(), Bytes::new(), remaining.min(attempt_max))
                 .await
             {
                 Ok((reply, _)) => return Ok(reply),
                 Err(e)
-                    if matches!(e.code, ErrorCode::Moved | ErrorCode::TimedOut | ErrorCode::Io | ErrorCode::Again) =>
+                    if matches!(
+                        e.code,
+                        ErrorCode::Moved | ErrorCode::TimedOut | ErrorCode::Io | ErrorCode::Again | ErrorCode::Checksum
+                    ) =>
                 {
                     e
                 }

@@ -401,6 +401,11 @@ impl RunningServer {
 
     /// Stops serving and lets the MDS commit what it has in flight.
     pub async fn shutdown(self) {
+        if let (Some(mgs), Some(_)) = (&self.mgs, &self.mgs_group) {
+            // First, while replies still go out: the map followers waiting here are told to
+            // go to the next leader, and the monitor stops with the lead.
+            mgs.follow();
+        }
         self.server.shutdown();
         for t in &self.tasks {
             t.abort();
@@ -411,9 +416,7 @@ impl RunningServer {
         if let Some(group) = &self.mdt_group {
             group.shutdown().await;
         }
-        if let (Some(mgs), Some(group)) = (&self.mgs, &self.mgs_group) {
-            // Its followers and its monitor stop with the lead.
-            mgs.follow();
+        if let Some(group) = &self.mgs_group {
             group.shutdown().await;
         }
     }

@@ -55,9 +55,10 @@ async fn leader(servers: &[Option<RunningServer>]) -> usize {
     }
 }
 
-/// Waits until the map `client` follows satisfies `what`.
+/// Waits until the map `client` follows satisfies `what`: within seconds (its long poll on
+/// a stopped leader must not wait out the poll).
 async fn client_sees(client: &Client, what: &str, check: impl Fn(&weft_proto::msg::ClusterMap) -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(30);
+    let deadline = Instant::now() + Duration::from_secs(10);
     while !check(&client.map()) {
         assert!(Instant::now() < deadline, "the client's map never showed {what}: {:?}", client.map());
         tokio::time::sleep(Duration::from_millis(20)).await;

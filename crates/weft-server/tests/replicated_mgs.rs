@@ -102,6 +102,24 @@ async fn the_mgs_serves_through_the_loss_of_its_leader_and_a_returning_replica_c
     assert_eq!(refused.code, ErrorCode::Moved, "{refused}");
     assert_eq!(weft_rpc::mgs::leader_named(&refused.message), Some(addresses[first].as_str()), "{refused}");
 
+    // Each replica shows its place in the group.
+    let status = |i: usize| {
+        let peer = weft_rpc::Peer::new(addresses[i].clone(), weft_rpc::PeerOptions::default());
+        async move {
+            let op = weft_proto::msg::param::GetParam { pattern: "mgs.MGS.replica_status".into() };
+            let (values, _) =
+                peer.op(RequestHeader::default(), 0, op, bytes::Bytes::new(), Duration::from_secs(5)).await.unwrap();
+            values.0.into_iter().map(|v| v.value).collect::<String>()
+        }
+    };
+    let (leading, following) = (status(first).await, status(follower).await);
+    assert!(leading.contains("role: leader") && leading.contains("group: MGS"), "{leading}");
+    assert!(
+        following.contains("role: follower")
+            && following.contains(&format!("leader: {} {}", first + 1, addresses[first])),
+        "{following}"
+    );
+
     // Stop the leader; the next MGS request (a pool made) is answered by the new one.
     let admin = MgsPeers::new(&list, weft_rpc::PeerOptions::default());
     let stopped = Instant::now();

@@ -24,7 +24,8 @@ const DEFAULT_DATA: &str = "./weft-data";
 
 #[derive(Args, Clone, Default)]
 pub struct MgsArgs {
-    /// The management service (host:port); default: that of the Weft mount holding the
+    /// The management service (host:port; a replicated one's replicas as
+    /// host:port,host:port,...); default: that of the Weft mount holding the
     /// current directory, else the one `weft up` started (see --data).
     #[arg(long, value_name = "ADDR")]
     pub mgs: Option<String>,

@@ -215,7 +215,8 @@ pub struct Source {
 }
 
 /// Parses a mount source: `HOST[:PORT]`, `HOST[:PORT]:/FSNAME`, or Lustre's
-/// `HOST@tcp:/FSNAME` (a NID carries no port: the default one).
+/// `HOST@tcp:/FSNAME` (a NID carries no port: the default one). A replicated management
+/// service is its replicas separated by commas: `HOST[:PORT],HOST[:PORT]:/FSNAME`.
 pub fn parse_source(text: &str) -> anyhow::Result<Source> {
     let (address, fsname) = match text.split_once(":/") {
         Some((address, fsname)) => {
@@ -239,9 +240,11 @@ pub fn parse_source(text: &str) -> anyhow::Result<Source> {
             }
             format!("{host}:{MGS_PORT_DEFAULT}")
         }
-        None => with_default_port(address),
+        None => {
+            weft_rpc::mgs::parse_addresses(address).iter().map(|a| with_default_port(a)).collect::<Vec<_>>().join(",")
+        }
     };
-    if mgs.starts_with(':') {
+    if mgs.is_empty() || mgs.starts_with(':') || mgs.contains(",:") {
         bail!("mount source {text}: the management service's host is missing, e.g. mgs1:9800:/scratch");
     }
     Ok(Source { mgs, fsname })
@@ -254,9 +257,9 @@ pub fn check_source(source: &Source) -> anyhow::Result<()> {
     let bound = Duration::from_secs(MOUNT_MGS_ANSWER_S_MAX);
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let options = weft_rpc::PeerOptions { connect_timeout: bound, request_timeout: bound, ..Default::default() };
-    let peer = weft_rpc::Peer::new(source.mgs.clone(), options);
+    let peer = weft_rpc::mgs::MgsPeers::new(&source.mgs, options);
     let map = rt
-        .block_on(async { tokio::time::timeout(bound, weft_rpc::map::fetch_map(&peer, bound)).await })
+        .block_on(async { tokio::time::timeout(bound, weft_rpc::map::fetch_map_from(&peer, bound)).await })
         .map_err(|_| anyhow!("no answer from the management service at {} within {} s", source.mgs, bound.as_secs()))?
         .map_err(|e| anyhow!("cannot reach the management service at {}: {}", source.mgs, e.message))?;
     match &source.fsname {
@@ -431,5 +434,8 @@ mod tests {
         assert!(e.contains("file system's name"), "{e}");
         assert!(parse_source("a@tcp:b@tcp:/scratch").is_err(), "one service");
         assert!(parse_source(":9000:/scratch").is_err());
+        assert_eq!(parse_source("m1:9000,m2,m3:9001:/scratch").unwrap(), s("m1:9000,m2:9800,m3:9001", Some("scratch")));
+        assert_eq!(parse_source("m1:9000,m2:9000").unwrap(), s("m1:9000,m2:9000", None));
+        assert!(parse_source("m1:9000,:9000:/scratch").is_err());
     }
 }

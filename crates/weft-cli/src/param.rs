@@ -15,6 +15,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 use weft_proto::msg::param::{name_matches, name_or_parent_matches, GetParam, ListParam, ParamValue, SetParam};
 use weft_proto::msg::{Identity, RequestHeader};
+use weft_rpc::mgs::MgsPeers;
 use weft_rpc::{Peer, PeerOptions};
 
 #[derive(Args)]
@@ -72,7 +73,7 @@ pub struct ListParamArgs {
 struct Servers {
     rt: tokio::runtime::Runtime,
     peers: Vec<Peer>,
-    mgs: Option<Peer>,
+    mgs: Option<MgsPeers>,
     mounts: Vec<PathBuf>,
     /// Why no server is asked, when none is.
     no_servers: Option<String>,
@@ -88,7 +89,7 @@ impl Servers {
         };
         if let Some(server) = &a.server {
             // Only for -P, which records the setting in the management service.
-            let mgs = a.at.address(None).ok().map(|m| Peer::new(m, opts.clone()));
+            let mgs = a.at.address(None).ok().map(|m| MgsPeers::new(&m, opts.clone()));
             let peers = vec![Peer::new(server.clone(), opts)];
             return Ok(Servers { rt, peers, mgs, mounts: Vec::new(), no_servers: None });
         }
@@ -102,12 +103,13 @@ impl Servers {
             }
             Err(e) => return Err(e),
         };
-        let peer = Peer::new(mgs.clone(), opts.clone());
+        // One address, or a replicated MGS's: the map from its leader, and every replica asked.
+        let peer = MgsPeers::new(&mgs, opts.clone());
         let map = rt
-            .block_on(weft_rpc::map::fetch_map(&peer, Duration::from_secs(PARAM_REQUEST_TIMEOUT_S)))
+            .block_on(weft_rpc::map::fetch_map_from(&peer, Duration::from_secs(PARAM_REQUEST_TIMEOUT_S)))
             .map_err(|e| anyhow!("cannot reach the management service at {mgs}: {}", e.message))?;
         let mut addresses: BTreeSet<String> = map.servers(None).into_iter().collect();
-        addresses.insert(mgs);
+        addresses.extend(peer.addresses().into_iter().map(str::to_string));
         let peers = addresses.into_iter().map(|a| Peer::new(a, opts.clone())).collect();
         Ok(Servers { rt, peers, mgs: Some(peer), mounts, no_servers: None })
     }
@@ -162,8 +164,8 @@ impl Servers {
         };
         let op = weft_proto::msg::mgs::SetParamRecord { name: name.to_string(), value: value.to_string(), delete };
         self.rt
-            .block_on(mgs.op(caller(), 0, op, bytes::Bytes::new(), Duration::from_secs(PARAM_REQUEST_TIMEOUT_S)))
-            .map_err(|e| anyhow!("management service at {}: {}", mgs.address(), e.message))?;
+            .block_on(mgs.op(caller(), op, Duration::from_secs(PARAM_REQUEST_TIMEOUT_S)))
+            .map_err(|e| anyhow!("management service at {}: {}", mgs.list(), e.message))?;
         Ok(())
     }
 
@@ -191,25 +193,23 @@ impl Servers {
 }
 
 /// The management service `a` names (or `weft up`'s), and a runtime to ask it on.
-pub(crate) fn management(a: &ServersArgs) -> anyhow::Result<(tokio::runtime::Runtime, Peer)> {
+pub(crate) fn management(a: &ServersArgs) -> anyhow::Result<(tokio::runtime::Runtime, MgsPeers)> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
     let opts = PeerOptions {
         connect_timeout: Duration::from_millis(PARAM_CONNECT_TIMEOUT_MS),
         request_timeout: Duration::from_secs(PARAM_REQUEST_TIMEOUT_S),
         ..PeerOptions::default()
     };
-    Ok((rt, Peer::new(a.at.address(None)?, opts)))
+    Ok((rt, MgsPeers::new(&a.at.address(None)?, opts)))
 }
 
 /// One request to the management service, bounded by the parameter request timeout.
-pub(crate) fn ask_management<O>(rt: &tokio::runtime::Runtime, mgs: &Peer, op: O) -> anyhow::Result<O::Reply>
+pub(crate) fn ask_management<O>(rt: &tokio::runtime::Runtime, mgs: &MgsPeers, op: O) -> anyhow::Result<O::Reply>
 where
     O: weft_proto::msg::ops::Op<Request = weft_proto::msg::MgsRequest, Answer = weft_proto::msg::MgsReply>,
 {
-    let (reply, _) = rt
-        .block_on(mgs.op(caller(), 0, op, bytes::Bytes::new(), Duration::from_secs(PARAM_REQUEST_TIMEOUT_S)))
-        .map_err(|e| anyhow!("management service at {}: {}", mgs.address(), e.message))?;
-    Ok(reply)
+    rt.block_on(mgs.op(caller(), op, Duration::from_secs(PARAM_REQUEST_TIMEOUT_S)))
+        .map_err(|e| anyhow!("management service at {}: {}", mgs.list(), e.message))
 }
 
 fn caller() -> RequestHeader {

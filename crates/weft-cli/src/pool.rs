@@ -88,8 +88,8 @@ fn ost_indices(words: &[String], fsname: &str) -> anyhow::Result<Vec<u32>> {
 pub fn pool(a: PoolArgs) -> anyhow::Result<()> {
     let (rt, mgs) = management(&a.at)?;
     let map = rt
-        .block_on(weft_rpc::map::fetch_map(&mgs, mgs.options().request_timeout))
-        .map_err(|e| anyhow!("cannot reach the management service at {}: {}", mgs.address(), e.message))?;
+        .block_on(weft_rpc::map::fetch_map_from(&mgs, mgs.options().request_timeout))
+        .map_err(|e| anyhow!("cannot reach the management service at {}: {}", mgs.list(), e.message))?;
     let fs = map.fsname.clone();
     match a.command {
         PoolCommand::New { pool } => {

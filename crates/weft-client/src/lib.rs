@@ -57,7 +57,8 @@ use weft_rpc::{Peer, PeerOptions};
 /// What a client needs to start: where the MGS is, and how long to wait.
 #[derive(Debug, Clone)]
 pub struct ClientConfig {
-    /// `host:port` of the management service.
+    /// `host:port` of the management service, or of each replica of a replicated one,
+    /// separated by commas (`a:p,b:p,c:p`).
     pub mgs_address: String,
     /// How long one connection attempt may take; also the bound on the first MGS contact.
     pub connect_timeout: Duration,
@@ -144,7 +145,8 @@ impl Client {
             network: config.network.clone(),
             ..PeerOptions::default()
         };
-        let mgs = Arc::new(Peer::new(config.mgs_address.clone(), mgs_opts));
+        // One address, or a replicated MGS's (`a:p,b:p,c:p`): the map is followed at the leader.
+        let mgs = Arc::new(weft_rpc::mgs::MgsPeers::new(&config.mgs_address, mgs_opts));
         let map = MapFollower::start(mgs, config.connect_timeout).await.map_err(|e| {
             WeftError::new(
                 e.code,

@@ -8,11 +8,16 @@
 //!
 //! The rules live in [`rules`] as pure functions; this file only serializes updates,
 //! persists and publishes. No networking here: weft-server wires [`Mgs::handle`] to it.
+//!
+//! A replicated MGS ([`Mgs::open_replica`], [`replica`]) is the same service as the group's
+//! state machine: an update is proposed to the group instead of saved, and every replica
+//! saves and publishes the maps its group commits ([`Mgs::apply`]).
 
 pub mod decay;
 pub mod history;
 pub mod limits;
 pub mod qos;
+pub mod replica;
 pub mod rules;
 pub mod store;
 
@@ -49,6 +54,8 @@ struct Inner {
     interval_s: std::sync::atomic::AtomicU64,
     /// The decay engine's memory (`decay.json`).
     decay: Mutex<decay::DecayState>,
+    /// Some for a replica of a replicated MGS ([`replica`]).
+    replica: Option<replica::ReplicaState>,
 }
 
 impl Mgs {
@@ -56,6 +63,17 @@ impl Mgs {
     /// written atomically: tmp + fsync + rename + fsync dir). `fsname` is the file system
     /// name; opening a dir of another fsname is an error.
     pub fn open(dir: &Path, fsname: &str) -> WeftResult<Arc<Mgs>> {
+        Mgs::open_as(dir, fsname, false)
+    }
+
+    /// Opens a replica of a replicated MGS in `dir`, as [`Mgs::open`]: it serves nothing
+    /// until [`Mgs::serve`], and its map moves only by what its group commits
+    /// ([`Mgs::apply`], [`Mgs::install`]).
+    pub fn open_replica(dir: &Path, fsname: &str) -> WeftResult<Arc<Mgs>> {
+        Mgs::open_as(dir, fsname, true)
+    }
+
+    fn open_as(dir: &Path, fsname: &str, replicated: bool) -> WeftResult<Arc<Mgs>> {
         if fsname.is_empty() {
             return Err(WeftError::invalid("the file system name (fsname) is empty"));
         }
@@ -64,15 +82,17 @@ impl Mgs {
             err.message = format!("MGS directory {}: {}", dir.display(), err.message);
             err
         })?;
-        let map = match store::load(dir)? {
-            Some(map) if map.fsname != fsname => {
+        let mut kept = None;
+        let map = match store::load_with_state(dir)? {
+            Some((map, _)) if map.fsname != fsname => {
                 return Err(WeftError::invalid(format!(
                     "MGS directory {} holds file system '{}', but the configuration asks for '{fsname}'",
                     dir.display(),
                     map.fsname
                 )));
             }
-            Some(mut map) => {
+            Some((mut map, state)) => {
+                kept = state;
                 // Our own writes keep the order; restore it should a person have edited the file.
                 map.targets.sort_by_key(|t| (t.kind, t.index));
                 map
@@ -92,6 +112,7 @@ impl Mgs {
             history: history::History::open(&dir.join("history.redb"), history::Retention::default())?,
             interval_s: std::sync::atomic::AtomicU64::new(0),
             decay: Mutex::new(decay::DecayState::load(dir)?),
+            replica: replicated.then(|| replica::ReplicaState::new(kept)),
         };
         Ok(Arc::new(Mgs { inner: Arc::new(inner) }))
     }
@@ -130,7 +151,117 @@ impl Mgs {
     }
 
     pub async fn handle(&self, req: MgsRequest) -> WeftResult<MgsReply> {
+        if let Some(r) = &self.inner.replica {
+            r.check()?;
+        }
         dispatch(self, req).await
+    }
+
+    #[cfg(test)]
+    fn subscribe_for_test(&self) -> watch::Receiver<ClusterMap> {
+        self.inner.published.subscribe()
+    }
+
+    /// Whether this is a replica of a replicated MGS.
+    pub fn is_replica(&self) -> bool {
+        self.inner.replica.is_some()
+    }
+
+    /// Whether this MGS answers requests now: a single one always, a replica while it leads
+    /// ([`Mgs::serve`]) and its read lease holds.
+    pub fn serves(&self) -> bool {
+        self.inner.replica.as_ref().is_none_or(|r| r.check().is_ok())
+    }
+
+    /// A replica starts serving: it leads its group and has applied everything committed
+    /// before (weft-server asked the group for a read index), so its map is the group's.
+    /// Its updates go through `proposer` from now on.
+    pub fn serve(&self, proposer: Arc<dyn replica::Proposer>) {
+        if let Some(r) = &self.inner.replica {
+            r.serve(Some(proposer));
+        }
+    }
+
+    /// Resolves once this replica does not lead (never for a single MGS).
+    pub async fn stops_leading(&self) {
+        match &self.inner.replica {
+            Some(r) => {
+                let _ = r.leading.subscribe().wait_for(|leads| !leads).await;
+            }
+            None => std::future::pending().await,
+        }
+    }
+
+    /// A replica stops serving (it lost the lead): requests are refused with `Moved`, and the
+    /// followers waiting on it are answered so at once.
+    pub fn follow(&self) {
+        if let Some(r) = &self.inner.replica {
+            r.serve(None);
+        }
+    }
+
+    /// The group confirmed the lead after `asked`: reads may be answered until `asked +
+    /// length` (see [`replica`]).
+    pub fn renew_lease(&self, asked: std::time::Instant, length: Duration) {
+        if let Some(r) = &self.inner.replica {
+            r.renew(asked, length);
+        }
+    }
+
+    fn replica_state(&self) -> WeftResult<&replica::ReplicaState> {
+        self.inner.replica.as_ref().ok_or_else(|| WeftError::invalid("this MGS is not a replica of a group"))
+    }
+
+    /// Applies one committed entry of the group (in log order; `payload` None for entries
+    /// without a map): saves its map with `state` in the map file and publishes it. A map
+    /// not newer than the one applied (an entry proposed from an older map by a leader that
+    /// was deposed) is skipped, on every replica alike.
+    pub fn apply(&self, payload: Option<&[u8]>, state: &[u8]) -> WeftResult<()> {
+        let r = self.replica_state()?;
+        let map = payload.map(replica::decode_entry).transpose()?;
+        let mut applied = r.applied();
+        applied.state = Some(state.to_vec());
+        let Some(map) = map else { return Ok(()) };
+        let current = self.inner.published.borrow().version;
+        if map.version <= current || map.fsname != self.inner.published.borrow().fsname {
+            tracing::warn!(
+                version = map.version,
+                current,
+                "an MGS entry that does not follow the applied map: skipped"
+            );
+            return Ok(());
+        }
+        store::save_with_state(&self.inner.dir, &map, Some(state))?;
+        applied.kept = Some(state.to_vec());
+        self.inner.published.send_replace(map);
+        Ok(())
+    }
+
+    /// The group's state of the last entry whose map the map file holds (None: none).
+    pub fn applied_state(&self) -> Option<Vec<u8>> {
+        self.inner.replica.as_ref().and_then(|r| r.applied().kept.clone())
+    }
+
+    /// The whole state as of the last entry applied, with that entry's state: `(state,
+    /// map)`.
+    pub fn snapshot(&self) -> WeftResult<(Vec<u8>, Vec<u8>)> {
+        let r = self.replica_state()?;
+        let applied = r.applied();
+        let data = replica::encode_entry(&self.inner.published.borrow())?;
+        Ok((applied.state.clone().unwrap_or_default(), data))
+    }
+
+    /// Replaces the map with another replica's [`Mgs::snapshot`], durably, and publishes it.
+    pub fn install(&self, state: &[u8], data: &[u8]) -> WeftResult<()> {
+        let r = self.replica_state()?;
+        let map = replica::decode_entry(data)?;
+        let mut applied = r.applied();
+        store::save_with_state(&self.inner.dir, &map, Some(state))?;
+        applied.state = Some(state.to_vec());
+        applied.kept = Some(state.to_vec());
+        tracing::info!(version = map.version, "installed an MGS snapshot from the group");
+        self.inner.published.send_replace(map);
+        Ok(())
     }
 
     /// Resolves when the map version becomes greater than `known` (for servers/clients that
@@ -154,13 +285,25 @@ impl Mgs {
         let inner = self.inner.clone();
         let task = tokio::task::spawn_blocking(move || {
             let _serial = inner.update_lock.lock().unwrap_or_else(|e| e.into_inner());
+            let proposer = inner.replica.as_ref().map(replica::ReplicaState::proposer).transpose()?;
             let mut next = inner.published.borrow().clone();
             if !rule(&mut next)? {
                 return Ok(next);
             }
             next.version += 1;
-            store::save(&inner.dir, &next)?;
-            inner.published.send_replace(next.clone());
+            match proposer {
+                None => {
+                    store::save(&inner.dir, &next)?;
+                    inner.published.send_replace(next.clone());
+                }
+                Some(group) => {
+                    // Saved and published by `apply`, here as on every replica.
+                    group.propose(replica::encode_entry(&next)?)?;
+                    if *inner.published.borrow() != next {
+                        return Err(replica::not_leader("the MGS's group committed another map first"));
+                    }
+                }
+            }
             Ok(next)
         });
         match task.await {
@@ -190,9 +333,14 @@ impl Handle for mgs::WatchMap {
     /// after `wait_ms` (at most [`WATCH_WAIT_MS_MAX`]) with `Unchanged`.
     async fn run(self, mgs: &Mgs) -> WeftResult<MgsReply> {
         let wait = Duration::from_millis(u64::from(self.wait_ms).min(WATCH_WAIT_MS_MAX));
-        match tokio::time::timeout(wait, mgs.wait_for_change(self.known_version)).await {
-            Ok(map) => Ok(MgsReply::Map(map)),
-            Err(_) => Ok(MgsReply::Unchanged(mgs.inner.published.borrow().version)),
+        // A replica that stops leading answers at once: the follower goes to the new leader.
+        let stops = mgs.stops_leading();
+        tokio::select! {
+            answer = tokio::time::timeout(wait, mgs.wait_for_change(self.known_version)) => match answer {
+                Ok(map) => Ok(MgsReply::Map(map)),
+                Err(_) => Ok(MgsReply::Unchanged(mgs.inner.published.borrow().version)),
+            },
+            () = stops => Err(replica::not_leader("this MGS replica stopped leading its group")),
         }
     }
 }

@@ -5,6 +5,12 @@
 //! ```json
 //! { "format_version": 1, "map": { "version": 3, "fsname": "weft", "targets": [..], "pools": {..} } }
 //! ```
+//! A replica of a replicated MGS adds `"group_state": "HEX"`: the replicated group's opaque
+//! state of the entry that made this map (weft-raft's `Machine` contract), in the same file
+//! so that one rename makes the map and the entry it came from durable together: a crash can
+//! never leave a map with the state of another entry. A single MGS writes no such field, and
+//! a file without it reads as "no entry applied yet" (the group then re-applies its log).
+//!
 //! Written atomically and durably (temporary file, fsync, rename, fsync of the directory):
 //! a reply to a mutation is sent only after this returns, so an acknowledged registration
 //! survives a crash, and a crash mid-write leaves the previous map intact.
@@ -25,6 +31,8 @@ pub const MAP_FORMAT_VERSION: u32 = 1;
 struct MapFile {
     format_version: u32,
     map: ClusterMap,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    group_state: Option<String>,
 }
 
 fn io_context(path: &Path, e: std::io::Error) -> WeftError {
@@ -35,6 +43,11 @@ fn io_context(path: &Path, e: std::io::Error) -> WeftError {
 
 /// The persisted map, or None when the directory holds none yet.
 pub fn load(dir: &Path) -> WeftResult<Option<ClusterMap>> {
+    Ok(load_with_state(dir)?.map(|(map, _)| map))
+}
+
+/// The persisted map with the replicated group's state kept beside it (None: none kept).
+pub fn load_with_state(dir: &Path) -> WeftResult<Option<(ClusterMap, Option<Vec<u8>>)>> {
     let path = dir.join(MAP_FILE_NAME);
     let file = match File::open(&path) {
         Ok(f) => f,
@@ -55,11 +68,22 @@ pub fn load(dir: &Path) -> WeftResult<Option<ClusterMap>> {
             file.format_version
         )));
     }
-    Ok(Some(file.map))
+    let state = match file.group_state {
+        Some(hex) => Some(from_hex(&hex).ok_or_else(|| {
+            WeftError::io(format!("{} is damaged: its group_state is not hexadecimal", path.display()))
+        })?),
+        None => None,
+    };
+    Ok(Some((file.map, state)))
 }
 
 pub fn save(dir: &Path, map: &ClusterMap) -> WeftResult<()> {
-    let file = MapFile { format_version: MAP_FORMAT_VERSION, map: map.clone() };
+    save_with_state(dir, map, None)
+}
+
+/// Saves `map` with the replicated group's `state` of the entry that made it, in one file.
+pub fn save_with_state(dir: &Path, map: &ClusterMap, state: Option<&[u8]>) -> WeftResult<()> {
+    let file = MapFile { format_version: MAP_FORMAT_VERSION, map: map.clone(), group_state: state.map(to_hex) };
     let bytes = serde_json::to_vec_pretty(&file).map_err(|e| WeftError::io(format!("cannot encode the map: {e}")))?;
     let tmp = dir.join(format!("{MAP_FILE_NAME}.tmp"));
     {
@@ -71,4 +95,15 @@ pub fn save(dir: &Path, map: &ClusterMap) -> WeftResult<()> {
     let path = dir.join(MAP_FILE_NAME);
     std::fs::rename(&tmp, &path).map_err(|e| io_context(&path, e))?;
     File::open(dir).and_then(|d| d.sync_all()).map_err(|e| io_context(dir, e))
+}
+
+fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn from_hex(text: &str) -> Option<Vec<u8>> {
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len()).step_by(2).map(|i| text.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok())).collect()
 }

@@ -210,3 +210,152 @@ async fn permanent_parameters_replace_by_name_add_up_for_rules_persist_and_delet
     let e = mgs.handle(set("", "x", false)).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::Invalid);
 }
+
+// ---- A replica of a replicated MGS as its group's state machine.
+
+/// A group of one, in memory: a proposal is committed at once and applied to the replica
+/// that proposed it, as weft-raft applies a committed entry before `propose` returns.
+struct OneReplicaGroup {
+    mgs: std::sync::Mutex<std::sync::Weak<Mgs>>,
+    index: std::sync::atomic::AtomicU64,
+}
+
+/// The group's opaque state of entry `index` (any bytes: the MGS keeps them as given).
+fn group_state(index: u64) -> Vec<u8> {
+    format!("state of entry {index}").into_bytes()
+}
+
+impl replica::Proposer for OneReplicaGroup {
+    fn propose(&self, payload: Vec<u8>) -> WeftResult<u64> {
+        let index = self.index.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let mgs = self.mgs.lock().unwrap().upgrade().expect("the replica is alive");
+        mgs.apply(Some(payload.as_slice()), &group_state(index))?;
+        Ok(index)
+    }
+}
+
+/// A replica that leads a group of one, its lease renewed for a minute.
+fn leading_replica(dir: &Path) -> Arc<Mgs> {
+    let mgs = Mgs::open_replica(dir, "testfs").unwrap();
+    let group = Arc::new(OneReplicaGroup {
+        mgs: std::sync::Mutex::new(Arc::downgrade(&mgs)),
+        index: std::sync::atomic::AtomicU64::new(0),
+    });
+    mgs.serve(group);
+    mgs.renew_lease(std::time::Instant::now(), Duration::from_secs(60));
+    mgs
+}
+
+#[tokio::test]
+async fn a_replica_saves_each_committed_map_with_its_state_and_finds_both_after_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgs = leading_replica(tmp.path());
+    assert_eq!(mgs.applied_state(), None, "a new replica applied nothing");
+    let map = must_register(&mgs, target(TargetKind::Ost, 3, "h1:1")).await;
+    assert_eq!(map.version, 2);
+    let map = must_register(&mgs, target(TargetKind::Mdt, 0, "h1:2")).await;
+    assert_eq!(map.version, 3);
+    assert_eq!(mgs.map(), map, "published on the replica that proposed it");
+    assert_eq!(mgs.applied_state(), Some(group_state(2)));
+    // An entry without a map moves the state in memory only; the file keeps the last map's.
+    mgs.apply(None, &group_state(3)).unwrap();
+    assert_eq!(mgs.applied_state(), Some(group_state(2)));
+    drop(mgs);
+
+    let again = Mgs::open_replica(tmp.path(), "testfs").unwrap();
+    assert_eq!(again.map(), map);
+    assert_eq!(again.applied_state(), Some(group_state(2)), "what was saved, for the group to re-apply after");
+    // The entries after it applied again, as the group does after a restart.
+    let mut next = map.clone();
+    next.version = 4;
+    next.pools.insert("fast".into(), vec![3]);
+    again.apply(Some(replica::encode_entry(&next).unwrap().as_slice()), &group_state(4)).unwrap();
+    assert_eq!(again.map().pools["fast"], vec![3]);
+    assert_eq!(store::load(tmp.path()).unwrap().unwrap(), next, "saved before it is published");
+}
+
+#[tokio::test]
+async fn a_replica_skips_a_map_that_does_not_follow_the_one_it_applied() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgs = leading_replica(tmp.path());
+    let map = must_register(&mgs, target(TargetKind::Ost, 0, "h1:1")).await;
+    // Proposed from version 1 by a deposed leader, committed after version 2.
+    let mut stale = map.clone();
+    stale.targets.clear();
+    stale.version = 2;
+    mgs.apply(Some(replica::encode_entry(&stale).unwrap().as_slice()), &group_state(9)).unwrap();
+    assert_eq!(mgs.map(), map);
+    assert!(mgs.apply(Some(&b"not a map"[..]), &group_state(10)).is_err(), "a corrupt entry stops the replica");
+}
+
+#[tokio::test]
+async fn snapshot_and_install_carry_the_map_and_its_state_to_another_replica() {
+    let (a, b) = (tempfile::tempdir().unwrap(), tempfile::tempdir().unwrap());
+    let leader = leading_replica(a.path());
+    must_register(&leader, target(TargetKind::Ost, 1, "h1:1")).await;
+    let map = must_register(&leader, target(TargetKind::Ost, 2, "h2:1")).await;
+    let (state, data) = leader.snapshot().unwrap();
+    assert_eq!(state, group_state(2));
+
+    let behind = Mgs::open_replica(b.path(), "testfs").unwrap();
+    let follower = behind.subscribe_for_test();
+    behind.install(&state, &data).unwrap();
+    assert_eq!(behind.map(), map);
+    assert!(follower.has_changed().unwrap(), "a WatchMap on it would wake");
+    assert_eq!(behind.applied_state(), Some(group_state(2)));
+    drop(behind);
+    let restarted = Mgs::open_replica(b.path(), "testfs").unwrap();
+    assert_eq!((restarted.map(), restarted.applied_state()), (map, Some(group_state(2))));
+}
+
+#[tokio::test]
+async fn a_replica_that_does_not_lead_refuses_with_moved_and_wakes_its_followers() {
+    let tmp = tempfile::tempdir().unwrap();
+    let follower = Mgs::open_replica(tmp.path().join("f").as_path(), "testfs").unwrap();
+    let refused = follower.handle(MgsRequest::GetMap(mgs::GetMap { known_version: 0 })).await.unwrap_err();
+    assert_eq!(refused.code, ErrorCode::Moved);
+    let refused = follower.handle(MgsRequest::PoolNew(mgs::PoolNew { pool: "p".into() })).await.unwrap_err();
+    assert_eq!(refused.code, ErrorCode::Moved);
+    assert!(!follower.serves());
+
+    let leader = leading_replica(&tmp.path().join("l"));
+    assert!(leader.serves());
+    let watch = {
+        let leader = leader.clone();
+        tokio::spawn(async move {
+            leader.handle(MgsRequest::WatchMap(mgs::WatchMap { known_version: 1, wait_ms: 30_000 })).await
+        })
+    };
+    tokio::task::yield_now().await;
+    leader.follow();
+    let answer = tokio::time::timeout(Duration::from_secs(5), watch).await.expect("answered at once").unwrap();
+    assert_eq!(answer.unwrap_err().code, ErrorCode::Moved);
+    let refused = leader.handle(MgsRequest::Register(mgs::Register { target: target(TargetKind::Ost, 0, "h:1") }));
+    assert_eq!(refused.await.unwrap_err().code, ErrorCode::Moved);
+}
+
+#[tokio::test]
+async fn a_leader_whose_lease_ran_out_answers_no_read() {
+    let tmp = tempfile::tempdir().unwrap();
+    let leader = leading_replica(tmp.path());
+    let stale = Mgs::open_replica(&tmp.path().join("other"), "testfs").unwrap();
+    stale.serve(Arc::new(OneReplicaGroup {
+        mgs: std::sync::Mutex::new(Arc::downgrade(&stale)),
+        index: std::sync::atomic::AtomicU64::new(0),
+    }));
+    // Confirmed two seconds ago for one second: expired.
+    stale.renew_lease(std::time::Instant::now() - Duration::from_secs(2), Duration::from_secs(1));
+    let refused = stale.handle(MgsRequest::GetMap(mgs::GetMap { known_version: 0 })).await.unwrap_err();
+    assert_eq!(refused.code, ErrorCode::Moved);
+    assert!(leader.handle(MgsRequest::GetMap(mgs::GetMap { known_version: 0 })).await.is_ok());
+}
+
+#[tokio::test]
+async fn a_single_mgs_writes_no_group_state() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgs = Mgs::open(tmp.path(), "testfs").unwrap();
+    must_register(&mgs, target(TargetKind::Ost, 0, "h1:1")).await;
+    let text = std::fs::read_to_string(tmp.path().join(store::MAP_FILE_NAME)).unwrap();
+    assert!(!text.contains("group_state"), "{text}");
+    assert!(!mgs.is_replica() && mgs.serves());
+}

@@ -9,6 +9,8 @@
 //! * [`frame`]: reading and writing one frame (header, message, bulk) with checksums;
 //! * [`peer`]: the client side, [`Peer`]: one connection to one server with many requests
 //!   in flight, reconnecting and resending the same request until a deadline;
+//! * [`mgs`]: the management service's addresses ([`mgs::MgsPeers`]): one, or a replicated
+//!   MGS's, the leader found and followed on `Moved` or a failure;
 //! * [`map`]: the cluster map as every process but the MGS's follows it, and one Peer per
 //!   server address in it;
 //! * [`network`]: the servers and clients of a process, an object handed to each of them
@@ -35,6 +37,7 @@ pub mod held;
 pub mod jobstats;
 pub mod limits;
 pub mod map;
+pub mod mgs;
 pub mod network;
 pub mod peer;
 pub mod pipeline;

@@ -103,3 +103,14 @@ pub const RR_RUNNING_MAX_DEFAULT: usize = 16;
 pub const JOB_CLEANUP_INTERVAL_S_DEFAULT: u64 = 600;
 /// Jobs a target keeps statistics of; past it the longest idle is dropped.
 pub const JOB_STATS_JOBS_MAX: usize = 16384;
+
+// ---- Finding the management service's leader (mgs.rs)
+
+/// How long one address of a replicated MGS is given to answer (beyond what the op itself
+/// may wait, as a long poll) before the next is tried: a stopped replica refuses at once and
+/// is left after a few reconnects; a silent one costs this much.
+pub const MGS_ATTEMPT_MS: u64 = 2_000;
+/// The pause after a whole round of addresses without an answer (an election under way),
+/// doubling up to the max: an election takes a few seconds.
+pub const MGS_ROUND_PAUSE_MS_MIN: u64 = 100;
+pub const MGS_ROUND_PAUSE_MS_MAX: u64 = 1_000;

@@ -1,19 +1,22 @@
 //! The cluster map, as every process but the MGS's learns it: one component for the client
 //! library, the servers (the MDS follows the OSTs through it), the CLI and the test harness.
 //!
-//! * [`fetch_map`]: the map once (`weft status`, a test waiting for its targets);
+//! * [`fetch_map`]: the map once (`weft status`, a test waiting for its targets), from one
+//!   address; [`fetch_map_from`] from a replicated MGS's leader ([`MgsPeers`]);
 //! * [`MapFollower`]: the map kept current. It asks the MGS with a long poll
 //!   ([`mgs::WatchMap`]): the MGS answers as soon as the version moves past the one the
 //!   follower knows, or after [`WATCH_WAIT_MS`] with `Unchanged`, so a change reaches every
 //!   follower at once and an unchanged map costs one small request per wait. A follower can
 //!   also ask at once ([`MapFollower::refresh`]), as a client does when a target it needs
-//!   is missing or silent;
+//!   is missing or silent. It asks through [`MgsPeers`], so it follows a replicated MGS's
+//!   leader: a replica that stops leading answers its long poll with `Moved` at once;
 //! * [`MapState`]: one version of the map, indexed by target;
 //! * [`PeerSet`]: one [`Peer`] per server address the map names, made on first use and
 //!   dropped when its address leaves the map, so connections follow the servers a process
 //!   talks to, never the number of targets.
 
 use crate::limits::{WATCH_ANSWER_MARGIN_MS, WATCH_RETRY_MS_MAX, WATCH_RETRY_MS_MIN, WATCH_WAIT_MS};
+use crate::mgs::MgsPeers;
 use crate::peer::{Peer, PeerOptions};
 use bytes::Bytes;
 use std::collections::{HashMap, HashSet};
@@ -29,6 +32,15 @@ pub async fn fetch_map(peer: &Peer, timeout: Duration) -> WeftResult<ClusterMap>
     match peer.op(RequestHeader::default(), 0, op, Bytes::new(), timeout).await?.0 {
         MgsReply::Map(map) => Ok(map),
         // Version 0 always fetches; an MGS answering otherwise has nothing to give.
+        MgsReply::Unchanged(version) => Ok(ClusterMap { version, ..Default::default() }),
+        other => Err(unexpected(&other)),
+    }
+}
+
+/// The map from the management service's leader among `mgs`, within `timeout`.
+pub async fn fetch_map_from(mgs: &MgsPeers, timeout: Duration) -> WeftResult<ClusterMap> {
+    match mgs.op(RequestHeader::default(), mgs::GetMap { known_version: 0 }, timeout).await? {
+        MgsReply::Map(map) => Ok(map),
         MgsReply::Unchanged(version) => Ok(ClusterMap { version, ..Default::default() }),
         other => Err(unexpected(&other)),
     }
@@ -93,7 +105,7 @@ pub fn target_label(kind: TargetKind, index: u32) -> String {
 /// The map kept current; see the module documentation. Dropping the last handle ends the
 /// task that follows it.
 pub struct MapFollower {
-    mgs: Arc<Peer>,
+    mgs: Arc<MgsPeers>,
     published: watch::Sender<Arc<MapState>>,
     /// One fetch at a time: concurrent askers wait for it and use its result.
     fetching: tokio::sync::Mutex<()>,
@@ -103,8 +115,8 @@ pub struct MapFollower {
 
 impl MapFollower {
     /// Fetches the map from the MGS behind `mgs` (within `timeout`) and starts following it.
-    pub async fn start(mgs: Arc<Peer>, timeout: Duration) -> WeftResult<Arc<MapFollower>> {
-        let map = fetch_map(&mgs, timeout).await?;
+    pub async fn start(mgs: Arc<MgsPeers>, timeout: Duration) -> WeftResult<Arc<MapFollower>> {
+        let map = fetch_map_from(&mgs, timeout).await?;
         let follower = Arc::new(MapFollower {
             mgs,
             published: watch::Sender::new(Arc::new(MapState::new(map))),
@@ -132,7 +144,7 @@ impl MapFollower {
         if self.current().version() != seen_version {
             return Ok(true);
         }
-        let map = fetch_map(&self.mgs, self.mgs.options().connect_timeout).await?;
+        let map = fetch_map_from(&self.mgs, self.mgs.options().connect_timeout).await?;
         Ok(self.install(map))
     }
 
@@ -162,12 +174,13 @@ async fn follow(follower: Weak<MapFollower>, wanted: Arc<Notify>) {
         drop(f);
         let watch = async {
             let op = mgs::WatchMap { known_version: known, wait_ms: WATCH_WAIT_MS };
-            let timeout = Duration::from_millis(u64::from(WATCH_WAIT_MS) + WATCH_ANSWER_MARGIN_MS);
-            peer.op(RequestHeader::default(), 0, op, Bytes::new(), timeout).await.map(|(r, _)| r)
+            let wait = Duration::from_millis(u64::from(WATCH_WAIT_MS));
+            let timeout = wait + Duration::from_millis(WATCH_ANSWER_MARGIN_MS);
+            peer.op_answered_within(RequestHeader::default(), op, timeout, wait).await
         };
         let answer = tokio::select! {
             answer = watch => answer,
-            _ = wanted.notified() => fetch_map(&peer, peer.options().connect_timeout).await.map(MgsReply::Map),
+            _ = wanted.notified() => fetch_map_from(&peer, peer.options().connect_timeout).await.map(MgsReply::Map),
         };
         let Some(f) = follower.upgrade() else { return };
         let answer = answer.and_then(|r| match r {

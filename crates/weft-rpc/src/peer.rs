@@ -362,77 +362,12 @@ impl Peer {
         let mut msg: Option<Vec<u8>> = None;
         let deadline = Instant::now() + timeout;
         let mut backoff_ms = RECONNECT_BACKOFF_MS_MIN;
-        let mut last_error: WeftError;
         loop {
             let remaining = deadline.saturating_duration_since(Instant::now());
-            let transport = self.transport();
-            if !matches!(transport, Transport::Tcp) && bulk.len() > BULK_BYTES_MAX as usize {
-                // Over TCP the server would drop the connection for this frame.
-                return Err(WeftError::protocol(format!("bulk of {} bytes exceeds {BULK_BYTES_MAX}", bulk.len())));
-            }
-            let outcome: WeftResult<(Reply, Bytes, bool)> = match transport {
-                Transport::InProcess(server) => {
-                    let attempt = async {
-                        let _permit = self.local_in_flight.acquire().await.map_err(|_| WeftError::io("peer closed"))?;
-                        // Nothing crossed a wire: the bulk is as good as the caller's.
-                        server.call_local(request.clone(), bulk.clone()).await.map(|(r, b)| (r, b, true))
-                    };
-                    match tokio::time::timeout(remaining, attempt).await {
-                        Ok(r) => r,
-                        Err(_) => Err(WeftError::new(ErrorCode::TimedOut, "no reply")),
-                    }
-                }
-                Transport::Wire(wire, server) => {
-                    // Its own bound as on a TCP connection; the wire may lose the request, the
-                    // reply or the connection, which is an error to resend after.
-                    let attempt = async {
-                        let _permit = self.local_in_flight.acquire().await.map_err(|_| WeftError::io("peer closed"))?;
-                        wire.request(&self.address, request.clone(), bulk.clone(), server)
-                            .await
-                            .map(|(r, b)| (r, b, true))
-                    };
-                    match tokio::time::timeout(remaining, attempt).await {
-                        Ok(r) => r,
-                        Err(_) => Err(WeftError::new(ErrorCode::TimedOut, "no reply")),
-                    }
-                }
-                Transport::Tcp => {
-                    let msg: &[u8] = match &msg {
-                        Some(m) => m,
-                        None => msg.insert(encode_message(&request)?),
-                    };
-                    let attempt = async {
-                        let conn = self.connection(remaining.min(self.opts.connect_timeout)).await?;
-                        let result = conn.exchange(msg, &bulk).await;
-                        if result.is_err() {
-                            self.forget(&conn).await;
-                        }
-                        result
-                    };
-                    match tokio::time::timeout(remaining, attempt).await {
-                        Ok(Ok((reply_msg, reply_bulk, bulk_ok))) => {
-                            Ok((decode_message::<Reply>(&reply_msg)?, reply_bulk, bulk_ok))
-                        }
-                        Ok(Err(e)) => Err(e),
-                        Err(_) => Err(WeftError::new(ErrorCode::TimedOut, "no reply")),
-                    }
-                }
+            let last_error = match self.attempt(&request, &mut msg, &bulk, remaining).await {
+                Ok(answer) => return answer,
+                Err(resend) => resend,
             };
-            match outcome {
-                Ok((reply, reply_bulk, bulk_ok)) => match reply {
-                    Ok(_) if !bulk_ok => {
-                        last_error = WeftError::new(ErrorCode::Checksum, "reply data arrived corrupted")
-                    }
-                    Ok(body) => return Ok((body, reply_bulk)),
-                    // The server could not use our data or asks us to come back: resend.
-                    Err(e) if matches!(e.code, ErrorCode::Checksum | ErrorCode::Again) => last_error = e,
-                    Err(e) => return Err(e),
-                },
-                // The server is not Weft, speaks another version, or broke the protocol: a
-                // resend would meet the same (frame.rs's ReadError says which is which).
-                Err(e) if e.code == ErrorCode::Protocol => return Err(e),
-                Err(e) => last_error = e,
-            }
             if Instant::now() + Duration::from_millis(backoff_ms) >= deadline {
                 return Err(WeftError::new(
                     ErrorCode::TimedOut,
@@ -446,6 +381,100 @@ impl Peer {
             }
             tokio::time::sleep(Duration::from_millis(backoff_ms)).await;
             backoff_ms = (backoff_ms * 2).min(RECONNECT_BACKOFF_MS_MAX);
+        }
+    }
+
+    /// One attempt of [`Peer::call_with_timeout`], without its resends: for a caller that
+    /// has somewhere else to go when this server does not answer (a replicated MGS's next
+    /// replica, `crate::mgs::MgsPeers`).
+    pub async fn call_once(
+        &self,
+        header: RequestHeader,
+        body: RequestBody,
+        bulk: Bytes,
+        timeout: Duration,
+    ) -> WeftResult<(ReplyBody, Bytes)> {
+        let request = Request { header, body };
+        self.attempt(&request, &mut None, &bulk, timeout).await.unwrap_or_else(Err)
+    }
+
+    /// Sends `request` once within `remaining`: Ok(the answer to give the caller, a reply
+    /// or an error a resend would meet again), or Err(an error worth a resend: the
+    /// connection failed, no reply in time, the server asks to come back, a checksum).
+    async fn attempt(
+        &self,
+        request: &Request,
+        msg: &mut Option<Vec<u8>>,
+        bulk: &Bytes,
+        remaining: Duration,
+    ) -> Result<WeftResult<(ReplyBody, Bytes)>, WeftError> {
+        let transport = self.transport();
+        if !matches!(transport, Transport::Tcp) && bulk.len() > BULK_BYTES_MAX as usize {
+            // Over TCP the server would drop the connection for this frame.
+            return Ok(Err(WeftError::protocol(format!("bulk of {} bytes exceeds {BULK_BYTES_MAX}", bulk.len()))));
+        }
+        let outcome: WeftResult<(Reply, Bytes, bool)> = match transport {
+            Transport::InProcess(server) => {
+                let attempt = async {
+                    let _permit = self.local_in_flight.acquire().await.map_err(|_| WeftError::io("peer closed"))?;
+                    // Nothing crossed a wire: the bulk is as good as the caller's.
+                    server.call_local(request.clone(), bulk.clone()).await.map(|(r, b)| (r, b, true))
+                };
+                match tokio::time::timeout(remaining, attempt).await {
+                    Ok(r) => r,
+                    Err(_) => Err(WeftError::new(ErrorCode::TimedOut, "no reply")),
+                }
+            }
+            Transport::Wire(wire, server) => {
+                // Its own bound as on a TCP connection; the wire may lose the request, the
+                // reply or the connection, which is an error to resend after.
+                let attempt = async {
+                    let _permit = self.local_in_flight.acquire().await.map_err(|_| WeftError::io("peer closed"))?;
+                    wire.request(&self.address, request.clone(), bulk.clone(), server).await.map(|(r, b)| (r, b, true))
+                };
+                match tokio::time::timeout(remaining, attempt).await {
+                    Ok(r) => r,
+                    Err(_) => Err(WeftError::new(ErrorCode::TimedOut, "no reply")),
+                }
+            }
+            Transport::Tcp => {
+                let msg: &[u8] = match msg {
+                    Some(m) => m,
+                    None => msg.insert(match encode_message(request) {
+                        Ok(m) => m,
+                        Err(e) => return Ok(Err(e)),
+                    }),
+                };
+                let attempt = async {
+                    let conn = self.connection(remaining.min(self.opts.connect_timeout)).await?;
+                    let result = conn.exchange(msg, bulk).await;
+                    if result.is_err() {
+                        self.forget(&conn).await;
+                    }
+                    result
+                };
+                match tokio::time::timeout(remaining, attempt).await {
+                    Ok(Ok((reply_msg, reply_bulk, bulk_ok))) => match decode_message::<Reply>(&reply_msg) {
+                        Ok(reply) => Ok((reply, reply_bulk, bulk_ok)),
+                        Err(e) => return Ok(Err(e)),
+                    },
+                    Ok(Err(e)) => Err(e),
+                    Err(_) => Err(WeftError::new(ErrorCode::TimedOut, "no reply")),
+                }
+            }
+        };
+        match outcome {
+            Ok((reply, reply_bulk, bulk_ok)) => match reply {
+                Ok(_) if !bulk_ok => Err(WeftError::new(ErrorCode::Checksum, "reply data arrived corrupted")),
+                Ok(body) => Ok(Ok((body, reply_bulk))),
+                // The server could not use our data or asks us to come back: resend.
+                Err(e) if matches!(e.code, ErrorCode::Checksum | ErrorCode::Again) => Err(e),
+                Err(e) => Ok(Err(e)),
+            },
+            // The server is not Weft, speaks another version, or broke the protocol: a
+            // resend would meet the same (frame.rs's ReadError says which is which).
+            Err(e) if e.code == ErrorCode::Protocol => Ok(Err(e)),
+            Err(e) => Err(e),
         }
     }
 

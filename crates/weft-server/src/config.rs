@@ -4,9 +4,12 @@
 //! fsname = "weft"
 //! data_dir = "/srv/weft"
 //! listen = "127.0.0.2:9800"
-//! mgs_address = "127.0.0.2:9800"   # where the management service runs
+//! mgs_address = "127.0.0.2:9800"   # where the management service runs; a replicated
+//! #                  # one's replicas as a list: "127.0.0.2:9800,127.0.0.3:9800,127.0.0.4:9800"
 //!
 //! [mgs]              # present: run the management service here
+//! # replicas = ["127.0.0.2:9800", "127.0.0.3:9800", "127.0.0.4:9800"]
+//! #                  # a replicated MGS: every server holding a replica, this one among them
 //!
 //! [mds]
 //! index = 0          # the MDT this node serves
@@ -33,7 +36,9 @@ pub struct ServerConfig {
     pub data_dir: PathBuf,
     /// `host:port` to listen on; port 0 picks a free port (only sensible with `[mgs]` here).
     pub listen: String,
-    /// `host:port` of the management service; may be this node's own `listen`.
+    /// `host:port` of the management service; may be this node's own `listen`. A replicated
+    /// MGS's replicas separated by commas (`a:p,b:p,c:p`): requests go to the one that
+    /// leads. Empty with `[mgs]` here: this node (or `[mgs] replicas`).
     pub mgs_address: String,
     #[serde(default)]
     pub mgs: Option<MgsRole>,
@@ -63,7 +68,7 @@ impl ServerConfig {
             data_dir,
             listen: "127.0.0.1:0".into(),
             mgs_address: String::new(),
-            mgs: Some(MgsRole {}),
+            mgs: Some(MgsRole::default()),
             mds: Some(MdsRole { index: 0, replicas: Vec::new() }),
             oss: Some(OssRole { osts }),
             lock_timeout_ms: LOCK_TIMEOUT_MS_DEFAULT,
@@ -86,7 +91,49 @@ fn default_lock_timeout_ms() -> u64 {
 
 #[derive(Debug, Clone, Serialize, Deserialize, Default)]
 #[serde(deny_unknown_fields)]
-pub struct MgsRole {}
+pub struct MgsRole {
+    /// A replicated MGS: the `host:port` of every server process holding a replica, this
+    /// one's `listen` among them (an odd number). Empty: a single MGS.
+    #[serde(default)]
+    pub replicas: Vec<String>,
+}
+
+impl MgsRole {
+    /// This server's replica id in the MGS's group, and the group's members by id; None
+    /// for a single MGS.
+    pub fn group(&self, listen: &str) -> anyhow::Result<Option<(u64, std::collections::BTreeMap<u64, String>)>> {
+        replica_group("[mgs]", &self.replicas, listen)
+    }
+}
+
+/// The replica id of the server listening at `listen` among `replicas` (1 + its place), and
+/// the group's members by id; None when `replicas` is empty. `section` names the config
+/// section in the errors.
+fn replica_group(
+    section: &str,
+    replicas: &[String],
+    listen: &str,
+) -> anyhow::Result<Option<(u64, std::collections::BTreeMap<u64, String>)>> {
+    if replicas.is_empty() {
+        return Ok(None);
+    }
+    let members: std::collections::BTreeMap<u64, String> =
+        replicas.iter().enumerate().map(|(i, a)| (i as u64 + 1, a.clone())).collect();
+    if members.len().is_multiple_of(2) {
+        anyhow::bail!(
+            "{section} replicas lists {} servers: a group needs an odd number (1, 3, 5) so that a majority survives the loss of a minority",
+            members.len()
+        );
+    }
+    let mut seen = std::collections::BTreeSet::new();
+    if let Some(twice) = replicas.iter().find(|a| !seen.insert(a.as_str())) {
+        anyhow::bail!("{section} replicas lists {twice} twice");
+    }
+    let Some((&id, _)) = members.iter().find(|(_, a)| a.as_str() == listen) else {
+        anyhow::bail!("{section} replicas {replicas:?} does not list this server's listen address {listen}");
+    };
+    Ok(Some((id, members)))
+}
 
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -103,25 +150,7 @@ impl MdsRole {
     /// This server's replica id in the MDT's group (1 + its place in `replicas`), and the
     /// group's members by id; None for a single MDT.
     pub fn group(&self, listen: &str) -> anyhow::Result<Option<(u64, std::collections::BTreeMap<u64, String>)>> {
-        if self.replicas.is_empty() {
-            return Ok(None);
-        }
-        let members: std::collections::BTreeMap<u64, String> =
-            self.replicas.iter().enumerate().map(|(i, a)| (i as u64 + 1, a.clone())).collect();
-        if members.len().is_multiple_of(2) {
-            anyhow::bail!(
-                "[mds] replicas lists {} servers: a group needs an odd number (1, 3, 5) so that a majority survives the loss of a minority",
-                members.len()
-            );
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        if let Some(twice) = self.replicas.iter().find(|a| !seen.insert(a.as_str())) {
-            anyhow::bail!("[mds] replicas lists {twice} twice");
-        }
-        let Some((&id, _)) = members.iter().find(|(_, a)| a.as_str() == listen) else {
-            anyhow::bail!("[mds] replicas {:?} does not list this server's listen address {listen}", self.replicas);
-        };
-        Ok(Some((id, members)))
+        replica_group("[mds]", &self.replicas, listen)
     }
 }
 
@@ -165,14 +194,44 @@ impl ServerConfig {
         if let Some(m) = &self.mds {
             m.group(&self.listen)?;
         }
-        if self.mgs.is_none() && self.mgs_address.ends_with(":0") {
-            anyhow::bail!("mgs_address {} has port 0: give the management service's real port", self.mgs_address);
+        let listed = weft_rpc::mgs::parse_addresses(&self.mgs_address);
+        if let Some(m) = &self.mgs {
+            if m.group(&self.listen)?.is_some() {
+                if self.listen.ends_with(":0") {
+                    anyhow::bail!(
+                        "[mgs] replicas: listen {} has port 0: a replica's address must be fixed",
+                        self.listen
+                    );
+                }
+                if let Some(other) = listed.iter().find(|a| !m.replicas.contains(a)) {
+                    anyhow::bail!(
+                        "mgs_address lists {other}, which is not among [mgs] replicas {:?}: list the replicas, or leave mgs_address empty",
+                        m.replicas
+                    );
+                }
+            }
+        }
+        if self.mgs.is_none() {
+            if let Some(zero) = listed.iter().find(|a| a.ends_with(":0")) {
+                anyhow::bail!("mgs_address {zero} has port 0: give the management service's real port");
+            }
         }
         Ok(())
     }
 
     pub(crate) fn mgs_address_is_self(&self) -> bool {
         self.mgs_address == self.listen || self.mgs_address.is_empty()
+    }
+
+    /// The management service's addresses as clients of it are given them (`a:p,b:p`):
+    /// `mgs_address`, or with `[mgs]` here and `mgs_address` empty or this node's `listen`,
+    /// the replicas, or `own` (this server's resolved address) for a single MGS.
+    pub fn mgs_addresses(&self, own: &str) -> String {
+        match &self.mgs {
+            Some(m) if self.mgs_address_is_self() && m.replicas.is_empty() => own.to_string(),
+            Some(m) if self.mgs_address_is_self() => m.replicas.join(","),
+            _ => self.mgs_address.clone(),
+        }
     }
 
     pub fn roles_text(&self) -> String {
@@ -214,5 +273,45 @@ osts = [0, 7]
         let mut bad: ServerConfig = toml::from_str(text).unwrap();
         bad.fsname = "far-too-long-name".into();
         assert!(bad.validate().unwrap_err().to_string().contains("fsname"));
+    }
+
+    #[test]
+    fn a_replicated_mgs_is_checked_as_a_replicated_mdt_is() {
+        let text = r#"
+fsname = "weft"
+data_dir = "/srv/weft"
+listen = "127.0.0.3:9800"
+mgs_address = "127.0.0.2:9800,127.0.0.3:9800,127.0.0.4:9800"
+[mgs]
+replicas = ["127.0.0.2:9800", "127.0.0.3:9800", "127.0.0.4:9800"]
+"#;
+        let c: ServerConfig = toml::from_str(text).unwrap();
+        c.validate().unwrap();
+        let (id, members) = c.mgs.as_ref().unwrap().group(&c.listen).unwrap().unwrap();
+        assert_eq!((id, members.len()), (2, 3));
+        assert_eq!(c.mgs_addresses("ignored"), "127.0.0.2:9800,127.0.0.3:9800,127.0.0.4:9800");
+        let mut empty = c.clone();
+        empty.mgs_address.clear();
+        assert_eq!(empty.mgs_addresses("ignored"), c.mgs_address, "the replicas, when mgs_address is empty");
+        let error = |edit: &dyn Fn(&mut ServerConfig)| {
+            let mut bad = c.clone();
+            edit(&mut bad);
+            bad.validate().unwrap_err().to_string()
+        };
+        let even = error(&|b| b.mgs.as_mut().unwrap().replicas.truncate(2));
+        assert!(even.contains("[mgs] replicas lists 2 servers") && even.contains("odd"), "{even}");
+        let not_me = error(&|b| b.listen = "127.0.0.9:9800".into());
+        assert!(not_me.contains("does not list this server's listen address 127.0.0.9:9800"), "{not_me}");
+        let twice = error(&|b| b.mgs.as_mut().unwrap().replicas[2] = "127.0.0.2:9800".into());
+        assert!(twice.contains("lists 127.0.0.2:9800 twice"), "{twice}");
+        let stray = error(&|b| b.mgs_address = "127.0.0.5:9800".into());
+        assert!(stray.contains("mgs_address lists 127.0.0.5:9800"), "{stray}");
+        let client: ServerConfig = toml::from_str(&text.replace(
+            "[mgs]\nreplicas = [\"127.0.0.2:9800\", \"127.0.0.3:9800\", \"127.0.0.4:9800\"]",
+            "[oss]\nosts = [0]",
+        ))
+        .unwrap();
+        client.validate().unwrap();
+        assert_eq!(client.mgs_addresses("ignored"), c.mgs_address, "an OSS reaches every replica");
     }
 }

@@ -26,6 +26,7 @@ mod metrics;
 mod monitor;
 mod params;
 mod replicated;
+mod replicated_mgs;
 mod router;
 mod sources;
 mod targets;
@@ -34,7 +35,6 @@ pub use config::ServerConfig;
 
 use crate::limits::{GLOBAL_REPORT_MS, LOCK_RECOVERY_MS};
 use anyhow::Context;
-use bytes::Bytes;
 use std::sync::Arc;
 use std::time::Duration;
 use weft_mds::{Mds, MdsConfig};
@@ -43,7 +43,8 @@ use weft_oss::{Oss, OssConfig, OstConfig};
 use weft_proto::layout::dom_target;
 use weft_proto::msg::*;
 use weft_rpc::map::MapFollower;
-use weft_rpc::{Network, Peer, PeerOptions, Server, ServerLimits};
+use weft_rpc::mgs::MgsPeers;
+use weft_rpc::{Network, PeerOptions, Server, ServerLimits};
 
 /// A running server process: its address and the services it hosts.
 pub struct RunningServer {
@@ -58,6 +59,9 @@ pub struct RunningServer {
     mds: Arc<replicated::MdsSlot>,
     /// A replicated MDT's group, which this process's replica takes part in.
     mdt_group: Option<weft_raft::Group>,
+    /// The management service run here, and a replicated MGS's group.
+    mgs: Option<Arc<Mgs>>,
+    mgs_group: Option<weft_raft::Group>,
     tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
@@ -87,17 +91,29 @@ impl RunningServer {
             .with_context(|| format!("cannot listen on {}", config.listen))?;
         let address = listener.local_addr()?.to_string();
         // With port 0 in `listen`, the MGS address may be our own: resolve it.
-        let mgs_address = if config.mgs.is_some() && config.mgs_address_is_self() {
-            address.clone()
-        } else {
-            config.mgs_address.clone()
-        };
+        let mgs_address = config.mgs_addresses(&address);
 
+        // A single MGS serves from the start; a replicated MGS's replica while it leads its
+        // group (replicated_mgs.rs).
+        let mut mgs_group = None;
         let mgs = match &config.mgs {
-            Some(_) => Some(
-                Mgs::open(&config.data_dir.join("mgs"), &config.fsname)
-                    .map_err(|e| anyhow::anyhow!("management service: {}", e.message))?,
-            ),
+            Some(m) => {
+                let dir = config.data_dir.join("mgs");
+                let opened = match m.group(&config.listen)? {
+                    None => Mgs::open(&dir, &config.fsname),
+                    Some(_) => Mgs::open_replica(&dir, &config.fsname),
+                };
+                let mgs = opened.map_err(|e| anyhow::anyhow!("management service: {}", e.message))?;
+                if let Some((node_id, members)) = m.group(&config.listen)? {
+                    let group_config = weft_raft::GroupConfig::new(GroupId::Mgs, node_id, members, dir.join("raft"));
+                    let machine = Arc::new(replicated_mgs::MgsMachine(mgs.clone()));
+                    let group = weft_raft::Group::start(group_config, machine, Some(network.clone()))
+                        .await
+                        .map_err(|e| anyhow::anyhow!("the MGS's replicated group: {}", e.message))?;
+                    mgs_group = Some(group);
+                }
+                Some(mgs)
+            }
             None => None,
         };
         let oss = match &config.oss {
@@ -122,7 +138,7 @@ impl RunningServer {
             None => None,
         };
         let peer_opts = PeerOptions { network: Some(network.clone()), ..PeerOptions::default() };
-        let mgs_peer = Arc::new(Peer::new(mgs_address.clone(), peer_opts.clone()));
+        let mgs_peer = Arc::new(MgsPeers::new(&mgs_address, peer_opts.clone()));
         let object_targets = Arc::new(targets::NetTargets::new(peer_opts.clone(), dom.clone()));
         // A single MDT's MDS runs from the start; a replicated MDT's runs while this replica
         // leads its group (replicated.rs).
@@ -180,7 +196,7 @@ impl RunningServer {
         if config.mds.is_some() {
             services.push(Service::Mdt);
         }
-        if mdt_group.is_some() {
+        if mdt_group.is_some() || mgs_group.is_some() {
             services.push(Service::Raft);
         }
         if oss.is_some() || dom.is_some() {
@@ -197,15 +213,19 @@ impl RunningServer {
             schedulers.clone(),
             services.clone(),
             jobstats.clone(),
-            params::MdtParts { mds: mds_slot.clone(), group: mdt_group.clone() },
-            locks.clone(),
+            params::Served {
+                mds: mds_slot.clone(),
+                groups: params::ReplicaGroups { mdt: mdt_group.clone(), mgs: mgs_group.clone() },
+                locks: locks.clone(),
+            },
             &config.fsname,
             targets,
         ));
         let exports_for_metrics = exports.clone();
         let mgs_for_monitor = mgs.clone();
         let router = Arc::new(router::Router {
-            mgs,
+            mgs: mgs.clone(),
+            mgs_group: mgs_group.clone(),
             mds: mds_slot.clone(),
             replicated: mdt_group.is_some(),
             mdt_group: mdt_group.clone(),
@@ -241,6 +261,20 @@ impl RunningServer {
         // Clients and servers of this process (`weft up`: the mount, the MDS towards the
         // OSTs, registration with our own MGS) reach us without TCP; other processes use TCP.
         network.register_server(&address, &server);
+
+        let monitor_interval = Duration::from_secs(config.monitor_interval_s);
+        match (mgs_for_monitor, &mgs_group) {
+            // A replicated MGS serves (and runs its monitor) while it leads: hosted before
+            // this process registers and fetches the map, which may need this replica.
+            (Some(mgs), Some(group)) => tasks.push(replicated_mgs::host(
+                replicated_mgs::MgsHosting::new(mgs, peers.clone(), monitor_interval),
+                group.clone(),
+            )),
+            (Some(mgs), None) if !monitor_interval.is_zero() => {
+                tasks.push(tokio::spawn(monitor::run(mgs, peers.clone(), monitor_interval)))
+            }
+            _ => {}
+        }
 
         // Register our targets with the MGS; it may not be up yet on a real cluster.
         let mut targets = Vec::new();
@@ -282,19 +316,21 @@ impl RunningServer {
         if let (Some(r), Some(group), Some(m)) = (replica, &mdt_group, &config.mds) {
             let (dir, index) = (mdt_dir(m.index), m.index);
             tasks.push(tokio::spawn(replicated::run(replicated::Hosting {
-                replica: r,
+                service: replicated::MdtHosting {
+                    replica: r,
+                    slot: mds_slot.clone(),
+                    // Clients replay their opens within the window their locks have.
+                    mds_config: Box::new(move || MdsConfig {
+                        open_replay_window: Some(Duration::from_millis(limits::FAILOVER_LOCK_RECOVERY_MS)),
+                        ..MdsConfig::new(dir.clone(), index)
+                    }),
+                    targets: object_targets.clone(),
+                    locks: mdt_locks,
+                    mgs: mgs_peer.clone(),
+                    address: address.clone(),
+                    map: follower.subscribe(),
+                },
                 group: group.clone(),
-                slot: mds_slot.clone(),
-                // Clients replay their opens within the window their locks have.
-                mds_config: Box::new(move || MdsConfig {
-                    open_replay_window: Some(Duration::from_millis(limits::FAILOVER_LOCK_RECOVERY_MS)),
-                    ..MdsConfig::new(dir.clone(), index)
-                }),
-                targets: object_targets.clone(),
-                locks: mdt_locks,
-                mgs: mgs_peer.clone(),
-                address: address.clone(),
-                map: follower.subscribe(),
                 election_timeout_min: Duration::from_millis(weft_raft::limits::ELECTION_TIMEOUT_MS_MIN_DEFAULT),
                 heartbeat: Duration::from_millis(weft_raft::limits::HEARTBEAT_MS_DEFAULT),
                 checkpoint_interval: Duration::from_millis(weft_mds::limits::CHECKPOINT_INTERVAL_MS),
@@ -315,21 +351,32 @@ impl RunningServer {
                 }
             }
         }));
-        if let Some(mgs) = mgs_for_monitor.filter(|_| config.monitor_interval_s > 0) {
-            let interval = Duration::from_secs(config.monitor_interval_s);
-            tasks.push(tokio::spawn(monitor::run(mgs, peers.clone(), interval)));
-        }
         tasks.push(tokio::spawn(report_global_demand(mgs_peer.clone(), address.clone(), services, schedulers)));
         tracing::info!("serving {} on {address}", config.roles_text());
-        Ok(RunningServer { address, metrics_address, config, server, network, mds: mds_slot, mdt_group, tasks })
+        Ok(RunningServer {
+            address,
+            metrics_address,
+            config,
+            server,
+            network,
+            mds: mds_slot,
+            mdt_group,
+            mgs,
+            mgs_group,
+            tasks,
+        })
     }
 
+    /// The management service's address, or a replicated one's addresses (`a:p,b:p,c:p`):
+    /// what a client is given.
     pub fn mgs_address(&self) -> String {
-        if self.config.mgs.is_some() && self.config.mgs_address_is_self() {
-            self.address.clone()
-        } else {
-            self.config.mgs_address.clone()
-        }
+        self.config.mgs_addresses(&self.address)
+    }
+
+    /// Where this process's replica of a replicated MGS stands in its group; None for a
+    /// single MGS or none.
+    pub fn mgs_group_status(&self) -> Option<weft_raft::GroupStatus> {
+        self.mgs_group.as_ref().map(weft_raft::Group::status)
     }
 
     /// The network this server is registered on: a client given it reaches the server
@@ -361,6 +408,11 @@ impl RunningServer {
 
     /// Stops serving and lets the MDS commit what it has in flight.
     pub async fn shutdown(self) {
+        if let (Some(mgs), Some(_)) = (&self.mgs, &self.mgs_group) {
+            // First, while replies still go out: the map followers waiting here are told to
+            // go to the next leader, and the monitor stops with the lead.
+            mgs.follow();
+        }
         self.server.shutdown();
         for t in &self.tasks {
             t.abort();
@@ -369,6 +421,9 @@ impl RunningServer {
             mds.shutdown().await;
         }
         if let Some(group) = &self.mdt_group {
+            group.shutdown().await;
+        }
+        if let Some(group) = &self.mgs_group {
             group.shutdown().await;
         }
     }
@@ -384,7 +439,7 @@ fn header() -> RequestHeader {
 /// once, besides, when a job's requests come to wait here on a rule last reported idle (this
 /// server holds only the idle reserve of its rate).
 async fn report_global_demand(
-    mgs: Arc<Peer>,
+    mgs: Arc<MgsPeers>,
     address: String,
     services: Vec<Service>,
     schedulers: Arc<weft_rpc::schedule::Schedulers>,
@@ -405,8 +460,8 @@ async fn report_global_demand(
             }
             let op = mgs::QosDemand { server: address.clone(), service, rules };
             // Within the report interval: a late answer is a stale share.
-            match mgs.op(header(), 0, op, Bytes::new(), Duration::from_millis(GLOBAL_REPORT_MS)).await {
-                Ok((shares, _)) => {
+            match mgs.op(header(), op, Duration::from_millis(GLOBAL_REPORT_MS)).await {
+                Ok(shares) => {
                     tbf.set_shares(&shares.0);
                     failing = false;
                 }
@@ -421,8 +476,8 @@ async fn report_global_demand(
     }
 }
 
-pub(crate) async fn register(peer: &Peer, target: TargetInfo) -> anyhow::Result<()> {
-    let timeout = peer.options().request_timeout;
-    let registered = peer.op(header(), 0, mgs::Register { target }, Bytes::new(), timeout).await;
+pub(crate) async fn register(mgs: &MgsPeers, target: TargetInfo) -> anyhow::Result<()> {
+    let timeout = mgs.options().request_timeout;
+    let registered = mgs.op(header(), mgs::Register { target }, timeout).await;
     registered.map(drop).map_err(|e| anyhow::anyhow!("{}", e.message))
 }

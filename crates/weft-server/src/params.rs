@@ -127,13 +127,22 @@ enum TargetLeaf {
 enum Key {
     Service(Service, Leaf),
     Target((TargetKind, u32), TargetLeaf),
+    /// `mgs.MGS.replica_status`: this process's replica of a replicated MGS.
+    MgsReplicaStatus,
 }
 
-/// What the tree shows of the process's MDT: the MDS running now, and a replicated MDT's
-/// group.
-pub(crate) struct MdtParts {
+/// The replicated groups this process's replicas take part in (their `replica_status`).
+pub(crate) struct ReplicaGroups {
+    pub mdt: Option<weft_raft::Group>,
+    pub mgs: Option<weft_raft::Group>,
+}
+
+/// What the tree reads of the services of the process: the MDS running now, the replicated
+/// groups, the targets' lock managers (their recovery windows).
+pub(crate) struct Served {
     pub mds: Arc<crate::replicated::MdsSlot>,
-    pub group: Option<weft_raft::Group>,
+    pub groups: ReplicaGroups,
+    pub locks: Arc<crate::locks::LockService>,
 }
 
 pub(crate) struct Params {
@@ -145,6 +154,8 @@ pub(crate) struct Params {
     mds: Arc<crate::replicated::MdsSlot>,
     /// The replicated MDT's group this process's replica takes part in.
     mdt_group: Option<weft_raft::Group>,
+    /// The replicated MGS's group this process's replica takes part in.
+    mgs_group: Option<weft_raft::Group>,
     /// The targets' lock managers (their recovery windows).
     locks: Arc<crate::locks::LockService>,
     fsname: String,
@@ -158,13 +169,13 @@ impl Params {
         schedulers: Arc<Schedulers>,
         services: Vec<Service>,
         jobstats: Arc<JobStats>,
-        mdt: MdtParts,
-        locks: Arc<crate::locks::LockService>,
+        served: Served,
         fsname: &str,
         targets: Vec<(TargetKind, u32)>,
     ) -> Params {
-        let MdtParts { mds, group: mdt_group } = mdt;
-        Params { schedulers, services, jobstats, mds, mdt_group, locks, fsname: fsname.to_string(), targets }
+        let Served { mds, groups: ReplicaGroups { mdt: mdt_group, mgs: mgs_group }, locks } = served;
+        let fsname = fsname.to_string();
+        Params { schedulers, services, jobstats, mds, mdt_group, mgs_group, locks, fsname, targets }
     }
 
     fn mds(&self) -> Result<Arc<weft_mds::Mds>, String> {
@@ -178,6 +189,9 @@ impl Params {
             for leaf in Leaf::ALL {
                 out.push((format!("{prefix}.{}", leaf.name()), Key::Service(*service, leaf)));
             }
+        }
+        if self.mgs_group.is_some() {
+            out.push(("mgs.MGS.replica_status".to_string(), Key::MgsReplicaStatus));
         }
         for &(kind, index) in &self.targets {
             let kind_prefix = match kind {
@@ -329,6 +343,10 @@ impl Params {
     fn get(&self, key: Key) -> Result<String, String> {
         let (service, leaf) = match key {
             Key::Service(service, leaf) => (service, leaf),
+            Key::MgsReplicaStatus => {
+                let group = self.mgs_group.as_ref().ok_or("this server process holds no MGS replica")?;
+                return Ok(crate::replicated::status_text(&group.status()));
+            }
             Key::Target(target, TargetLeaf::JobStats) => {
                 return Ok(self.jobstats.render(target, std::time::Instant::now(), std::time::SystemTime::now()))
             }
@@ -398,6 +416,9 @@ impl Params {
     fn set(&self, key: Key, value: &str) -> Result<(), String> {
         let (service, leaf) = match key {
             Key::Service(service, leaf) => (service, leaf),
+            Key::MgsReplicaStatus => {
+                return Err("replica_status is read only: it shows where this replica stands in its group".into())
+            }
             Key::Target(target, TargetLeaf::JobStats) => {
                 // Lustre's: `clear` forgets every job, a jobid that one.
                 let value = value.trim();

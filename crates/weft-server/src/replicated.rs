@@ -1,6 +1,7 @@
 //! A replicated MDT in a server process: this process's replica of the MDT's group
 //! (weft-mds `replica.rs`), the group it takes part in (weft-raft), and the [`Mds`] that
-//! runs here while this replica leads.
+//! runs here while this replica leads; and [`run`], the loop that hosts any replicated
+//! service ([`Hosted`]: the MDT's here, the MGS's in `replicated_mgs.rs`).
 //!
 //! One task follows the group ([`run`]): when this replica becomes the leader it asks the
 //! group for a read index (every entry of the terms before is then applied here), opens the
@@ -20,7 +21,7 @@ use weft_mds::{Mds, MdsConfig, ObjectTargets};
 use weft_proto::msg::*;
 use weft_proto::{ErrorCode, WeftError, WeftResult};
 use weft_raft::{Group, ProposeError, Role};
-use weft_rpc::Peer;
+use weft_rpc::mgs::MgsPeers;
 
 /// The MDS this process runs now, if any: always the same one for a single MDT, the
 /// leader's while this replica leads for a replicated one. Read by every MDT request.
@@ -98,85 +99,133 @@ fn propose_error(e: ProposeError) -> WeftError {
     }
 }
 
-/// What [`run`] needs of its server process.
-pub(crate) struct Hosting {
-    pub replica: Arc<Replica>,
+/// A service a replica hosts while it leads its group: the MDT's [`Mds`] ([`MdtHosting`]),
+/// the MGS ([`crate::replicated_mgs::MgsHosting`]). [`run`] drives either.
+pub(crate) trait Hosted: Send + Sync + 'static {
+    /// How logs name it: `MDT0000`, `MGS`.
+    fn name(&self) -> String;
+    /// Whether it serves here now.
+    fn serving(&self) -> bool;
+    /// Whether it must stop although this replica still leads (its state is no longer the
+    /// group's).
+    fn fenced(&self) -> bool;
+    /// Starts serving: this replica leads and has applied everything committed before.
+    async fn start(&self, group: &Group) -> anyhow::Result<()>;
+    /// Stops serving; the replica follows its group again. An error: it cannot, and the
+    /// replica leaves the group.
+    async fn stop(&self) -> WeftResult<()>;
+    /// The group confirmed the lead after `asked`: reads may be answered until `asked + length`.
+    fn renew_lease(&self, asked: Instant, length: Duration);
+    /// A following replica's durability work on the checkpoint schedule (the group's log is
+    /// synced after it).
+    fn checkpoint(&self) -> WeftResult<()>;
+}
+
+/// What [`run`] needs: the service, its group, and the timings.
+pub(crate) struct Hosting<H> {
+    pub service: H,
     pub group: Group,
-    pub slot: Arc<MdsSlot>,
-    pub mds_config: Box<dyn Fn() -> MdsConfig + Send + Sync>,
-    pub targets: Arc<dyn ObjectTargets>,
-    pub locks: Option<Arc<weft_dlm::namespace::Namespace>>,
-    pub mgs: Arc<Peer>,
-    pub address: String,
-    pub map: tokio::sync::watch::Receiver<Arc<weft_rpc::map::MapState>>,
     pub election_timeout_min: Duration,
     pub heartbeat: Duration,
     pub checkpoint_interval: Duration,
 }
 
 /// Follows the group for as long as the server runs (module doc).
-pub(crate) async fn run(h: Hosting) {
+pub(crate) async fn run<H: Hosted>(h: Hosting<H>) {
     let mut changes = h.group.watch();
     let mut tick = tokio::time::interval(h.heartbeat);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut last_checkpoint = Instant::now();
     let lease = h.election_timeout_min.mul_f64(MDT_LEASE_OF_ELECTION_TIMEOUT);
+    let service = &h.service;
     loop {
         tokio::select! {
             _ = tick.tick() => {}
             changed = changes.changed() => if changed.is_err() { return },
         }
         let leads = changes.borrow_and_update().role == Role::Leader;
-        let serving = h.slot.get();
-        match serving {
-            Some(mds) if !leads || h.replica.fenced() => {
-                tracing::info!(
-                    mdt = h.replica.mdt_index,
-                    "this MDT replica no longer leads its group: it stops serving"
-                );
-                h.slot.set(None);
-                mds.shutdown().await;
-                if let Err(e) = h.replica.follow() {
-                    tracing::error!(error = %e, "this MDT replica cannot follow its group again");
+        if service.serving() {
+            if !leads || service.fenced() {
+                tracing::info!("this {} replica no longer leads its group: it stops serving", service.name());
+                if let Err(e) = service.stop().await {
+                    tracing::error!(error = %e, "this {} replica cannot follow its group again", service.name());
                     h.group.shutdown().await;
                     return;
                 }
-            }
-            Some(_) => {
+            } else {
                 let asked = Instant::now();
                 if h.group.read_index().await.is_ok() {
-                    h.replica.lease.renew(asked, lease);
+                    service.renew_lease(asked, lease);
                 }
             }
-            None if leads => {
-                let asked = Instant::now();
-                if let Err(e) = h.group.read_index().await {
-                    tracing::debug!(error = %e, "a new leader's read index failed; trying again");
-                    continue;
-                }
-                h.replica.lease.renew(asked, lease);
-                match start_serving(&h).await {
-                    Ok(mds) => h.slot.set(Some(mds)),
-                    Err(e) => {
-                        tracing::warn!(error = %e, "this MDT replica leads but cannot serve yet");
-                        None
-                    }
-                };
+        } else if leads {
+            let asked = Instant::now();
+            if let Err(e) = h.group.read_index().await {
+                tracing::debug!(error = %e, "a new leader's read index failed; trying again");
+                continue;
             }
-            None => {
-                if last_checkpoint.elapsed() >= h.checkpoint_interval {
-                    last_checkpoint = Instant::now();
-                    if let Err(e) = h.replica.checkpoint().and_then(|()| h.group.sync()) {
-                        tracing::warn!(error = %e, "an MDT replica's checkpoint failed; retrying");
-                    }
-                }
+            service.renew_lease(asked, lease);
+            if let Err(e) = service.start(&h.group).await {
+                tracing::warn!(error = %e, "this {} replica leads but cannot serve yet", service.name());
+            }
+        } else if last_checkpoint.elapsed() >= h.checkpoint_interval {
+            last_checkpoint = Instant::now();
+            if let Err(e) = service.checkpoint().and_then(|()| h.group.sync()) {
+                tracing::warn!(error = %e, "a {} replica's checkpoint failed; retrying", service.name());
             }
         }
     }
 }
 
-async fn start_serving(h: &Hosting) -> anyhow::Result<Arc<Mds>> {
-    let proposer = Arc::new(GroupProposer { group: h.group.clone(), runtime: tokio::runtime::Handle::current() });
+/// A replicated MDT's hosting: its replica, and the [`Mds`] it runs while it leads.
+pub(crate) struct MdtHosting {
+    pub replica: Arc<Replica>,
+    pub slot: Arc<MdsSlot>,
+    pub mds_config: Box<dyn Fn() -> MdsConfig + Send + Sync>,
+    pub targets: Arc<dyn ObjectTargets>,
+    pub locks: Option<Arc<weft_dlm::namespace::Namespace>>,
+    pub mgs: Arc<MgsPeers>,
+    pub address: String,
+    pub map: tokio::sync::watch::Receiver<Arc<weft_rpc::map::MapState>>,
+}
+
+impl Hosted for MdtHosting {
+    fn name(&self) -> String {
+        format!("MDT{:04x}", self.replica.mdt_index)
+    }
+
+    fn serving(&self) -> bool {
+        self.slot.get().is_some()
+    }
+
+    fn fenced(&self) -> bool {
+        self.replica.fenced()
+    }
+
+    async fn start(&self, group: &Group) -> anyhow::Result<()> {
+        let mds = start_serving(self, group).await?;
+        self.slot.set(Some(mds));
+        Ok(())
+    }
+
+    async fn stop(&self) -> WeftResult<()> {
+        if let Some(mds) = self.slot.set(None) {
+            mds.shutdown().await;
+        }
+        self.replica.follow()
+    }
+
+    fn renew_lease(&self, asked: Instant, length: Duration) {
+        self.replica.lease.renew(asked, length);
+    }
+
+    fn checkpoint(&self) -> WeftResult<()> {
+        self.replica.checkpoint()
+    }
+}
+
+async fn start_serving(h: &MdtHosting, group: &Group) -> anyhow::Result<Arc<Mds>> {
+    let proposer = Arc::new(GroupProposer { group: group.clone(), runtime: tokio::runtime::Handle::current() });
     let (replica, cfg, targets) = (h.replica.clone(), (h.mds_config)(), h.targets.clone());
     // Formatting and the orphan cleanup wait on the group: a thread that may block.
     let mds = tokio::task::spawn_blocking(move || replica.serve(cfg, proposer, targets))

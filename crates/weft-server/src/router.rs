@@ -14,6 +14,8 @@ use weft_rpc::{Handler, RequestContext, Run};
 
 pub(crate) struct Router {
     pub mgs: Option<Arc<Mgs>>,
+    /// A replicated MGS's group: its messages, and the leader a refusal names.
+    pub mgs_group: Option<weft_raft::Group>,
     /// The MDS running here now (a replicated MDT's while this replica leads).
     pub mds: Arc<crate::replicated::MdsSlot>,
     /// The MDT is replicated: its requests and lock requests are refused while this replica
@@ -85,7 +87,13 @@ impl Handler for Router {
                 RequestBody::Ping => (Ok(ReplyBody::Pong), Bytes::new()),
                 RequestBody::Mgs(op) => match &self.mgs {
                     Some(mgs) => match authorize_mgs(&ctx.header, op) {
-                        Ok(op) => (mgs.handle(op).await.map(ReplyBody::Mgs), Bytes::new()),
+                        Ok(op) => {
+                            let mut answer = mgs.handle(op).await;
+                            if let (Err(e), Some(group)) = (&mut answer, &self.mgs_group) {
+                                *e = crate::replicated_mgs::moved(e.clone(), group);
+                            }
+                            (answer.map(ReplyBody::Mgs), Bytes::new())
+                        }
                         Err(e) => (Err(e), Bytes::new()),
                     },
                     None => not_here("the management service".into()),
@@ -122,10 +130,12 @@ impl Handler for Router {
                 RequestBody::Ldlm { target, op } => {
                     (self.locks.handle(&ctx.header, target, op).await.map(ReplyBody::Ldlm), Bytes::new())
                 }
-                RequestBody::Raft { group, op } => match &self.mdt_group {
-                    Some(g) if g.group() == group => (g.handle(op).await.map(ReplyBody::Raft), Bytes::new()),
-                    _ => not_here(format!("the replicated group {group}")),
-                },
+                RequestBody::Raft { group, op } => {
+                    match self.mdt_group.iter().chain(&self.mgs_group).find(|g| g.group() == group) {
+                        Some(g) => (g.handle(op).await.map(ReplyBody::Raft), Bytes::new()),
+                        None => not_here(format!("the replicated group {group}")),
+                    }
+                }
             }
         })
     }

@@ -1,0 +1,175 @@
+//! A replicated MGS of three server processes' replicas (here three servers of one test
+//! process, over TCP on loopback), a server with an MDT and an OST, and a client given the
+//! three addresses: the targets register and the client follows the map; the MGS leader is
+//! stopped; a new one answers within seconds; a pool made and a target registered after it
+//! reach the map the client follows; the old leader, started again, catches up.
+
+use std::time::{Duration, Instant};
+use weft_client::{Client, ClientConfig};
+use weft_proto::msg::{mgs, MgsReply, RequestHeader, TargetKind};
+use weft_proto::ErrorCode;
+use weft_rpc::mgs::MgsPeers;
+use weft_server::config::MgsRole;
+use weft_server::{RunningServer, ServerConfig};
+
+/// Addresses on loopback that nothing listens on now.
+fn free_addresses(n: usize) -> Vec<String> {
+    let listeners: Vec<_> = (0..n).map(|_| std::net::TcpListener::bind("127.0.0.1:0").unwrap()).collect();
+    listeners.iter().map(|l| l.local_addr().unwrap().to_string()).collect()
+}
+
+fn mgs_replica_config(dir: &std::path::Path, listen: &str, replicas: &[String]) -> ServerConfig {
+    let mut c = ServerConfig::all_in_one(dir.to_path_buf(), Vec::new());
+    c.listen = listen.to_string();
+    c.mgs = Some(MgsRole { replicas: replicas.to_vec() });
+    c.mds = None;
+    c.oss = None;
+    // The monitor runs on the leader alone: started and stopped with the lead.
+    c.monitor_interval_s = 1;
+    c
+}
+
+/// A server of OSTs `osts` (and MDT 0 when `mdt`) whose MGS is `list`.
+fn target_config(dir: &std::path::Path, list: &str, mdt: bool, osts: Vec<u32>) -> ServerConfig {
+    let mut c = ServerConfig::all_in_one(dir.to_path_buf(), osts);
+    c.mgs = None;
+    c.mgs_address = list.to_string();
+    if !mdt {
+        c.mds = None;
+    }
+    c
+}
+
+/// The place of the replica that leads, once one does and serves.
+async fn leader(servers: &[Option<RunningServer>]) -> usize {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let leading = servers.iter().position(|s| {
+            s.as_ref().and_then(RunningServer::mgs_group_status).is_some_and(|st| st.role == weft_raft::Role::Leader)
+        });
+        if let Some(i) = leading {
+            return i;
+        }
+        assert!(Instant::now() < deadline, "no MGS replica leads");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Waits until the map `client` follows satisfies `what`: within seconds (its long poll on
+/// a stopped leader must not wait out the poll).
+async fn client_sees(client: &Client, what: &str, check: impl Fn(&weft_proto::msg::ClusterMap) -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !check(&client.map()) {
+        assert!(Instant::now() < deadline, "the client's map never showed {what}: {:?}", client.map());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_mgs_serves_through_the_loss_of_its_leader_and_a_returning_replica_catches_up() {
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::from_env("WEFT_LOG"))
+        .with_test_writer()
+        .try_init();
+    let root = tempfile::tempdir().unwrap();
+    let addresses = free_addresses(3);
+    let list = addresses.join(",");
+    let configs: Vec<ServerConfig> =
+        (0..3).map(|i| mgs_replica_config(&root.path().join(format!("mgs{i}")), &addresses[i], &addresses)).collect();
+    // Each start returns once the map is fetched from a leader: a majority must be up.
+    let starting: Vec<_> = configs.iter().map(|c| tokio::spawn(RunningServer::start(c.clone()))).collect();
+    let mut servers: Vec<Option<RunningServer>> = Vec::new();
+    for s in starting {
+        servers.push(Some(s.await.unwrap().unwrap()));
+    }
+    assert_eq!(servers[0].as_ref().unwrap().mgs_address(), list, "a client of the MGS is given every replica");
+
+    let targets = RunningServer::start(target_config(&root.path().join("t0"), &list, true, vec![0])).await.unwrap();
+    let client =
+        Client::connect(ClientConfig { request_timeout: Duration::from_secs(30), ..ClientConfig::new(list.clone()) })
+            .await
+            .unwrap();
+    client_sees(&client, "MDT 0 and OST 0", |m| {
+        m.target(TargetKind::Mdt, 0).is_some() && m.target(TargetKind::Ost, 0).is_some()
+    })
+    .await;
+
+    // A replica that does not lead refuses, naming the leader.
+    let first = leader(&servers).await;
+    let follower = (first + 1) % 3;
+    let peer = weft_rpc::Peer::new(addresses[follower].clone(), weft_rpc::PeerOptions::default());
+    let refused = weft_rpc::map::fetch_map(&peer, Duration::from_secs(5)).await.unwrap_err();
+    assert_eq!(refused.code, ErrorCode::Moved, "{refused}");
+    assert_eq!(weft_rpc::mgs::leader_named(&refused.message), Some(addresses[first].as_str()), "{refused}");
+
+    // Each replica shows its place in the group.
+    let status = |i: usize| {
+        let peer = weft_rpc::Peer::new(addresses[i].clone(), weft_rpc::PeerOptions::default());
+        async move {
+            let op = weft_proto::msg::param::GetParam { pattern: "mgs.MGS.replica_status".into() };
+            let (values, _) =
+                peer.op(RequestHeader::default(), 0, op, bytes::Bytes::new(), Duration::from_secs(5)).await.unwrap();
+            values.0.into_iter().map(|v| v.value).collect::<String>()
+        }
+    };
+    let (leading, following) = (status(first).await, status(follower).await);
+    assert!(leading.contains("role: leader") && leading.contains("group: MGS"), "{leading}");
+    assert!(
+        following.contains("role: follower")
+            && following.contains(&format!("leader: {} {}", first + 1, addresses[first])),
+        "{following}"
+    );
+
+    // Stop the leader; the next MGS request (a pool made) is answered by the new one.
+    let admin = MgsPeers::new(&list, weft_rpc::PeerOptions::default());
+    let stopped = Instant::now();
+    servers[first].take().unwrap().shutdown().await;
+    let made = admin
+        .op(RequestHeader::default(), mgs::PoolNew { pool: "after".into() }, Duration::from_secs(30))
+        .await
+        .expect("a new leader answers");
+    let outage = stopped.elapsed();
+    assert!(made.pools.contains_key("after"));
+    let second = leader(&servers).await;
+    assert_ne!(second, first);
+    assert_eq!(admin.current(), addresses[second], "the list remembers who answered");
+    eprintln!("replicated MGS: the leader stopped, the next MGS request answered after {} ms", outage.as_millis());
+    assert!(outage < Duration::from_secs(20), "a new MGS leader took {outage:?}");
+
+    // What changes after it reaches the client, and a target registers with the new leader.
+    client_sees(&client, "the pool made after the failover", |m| m.pools.contains_key("after")).await;
+    let more = RunningServer::start(target_config(&root.path().join("t1"), &list, false, vec![1])).await.unwrap();
+    client_sees(&client, "OST 1, registered after the failover", |m| m.target(TargetKind::Ost, 1).is_some()).await;
+    client
+        .mkdir(&weft_proto::msg::Caller::root(), weft_proto::Fid::ROOT, b"d", 0o755)
+        .await
+        .expect("the file system works on");
+
+    // The old leader comes back and catches up from the log.
+    servers[first] = Some(RunningServer::start(configs[first].clone()).await.unwrap());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let leading = loop {
+        let now_leader = leader(&servers).await;
+        let leads = servers[now_leader].as_ref().unwrap().mgs_group_status().unwrap();
+        let back = servers[first].as_ref().unwrap().mgs_group_status().unwrap();
+        if back.applied.is_some() && back.applied >= leads.committed {
+            break now_leader;
+        }
+        assert!(Instant::now() < deadline, "the returning replica did not catch up: {back:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let saved = |i: usize| weft_mgs::store::load(&root.path().join(format!("mgs{i}")).join("mgs")).unwrap().unwrap();
+    assert_eq!(saved(first), saved(leading), "the returning replica holds the leader's map");
+    assert!(saved(first).target(TargetKind::Ost, 1).is_some() && saved(first).pools.contains_key("after"));
+    match admin.op(RequestHeader::default(), mgs::GetMap { known_version: 0 }, Duration::from_secs(10)).await {
+        Ok(MgsReply::Map(map)) => assert_eq!(map, saved(leading)),
+        other => panic!("unexpected answer {other:?}"),
+    }
+
+    drop(client);
+    more.shutdown().await;
+    targets.shutdown().await;
+    for s in servers.into_iter().flatten() {
+        s.shutdown().await;
+    }
+}

@@ -1,7 +1,7 @@
-//! `weft up --replicas N`: a replicated MDT on one machine to try it. Each replica of the
-//! MDT runs in a server process of its own (`weft server --config DATA/replicas/rK.toml`,
-//! so that one can be killed), started and watched by the `weft up` process, which runs the
-//! management service, the OSTs and the mount. A replica process that dies is started
+//! `weft up --replicas N`: a replicated MGS and MDT on one machine to try it. Each server
+//! process `weft server --config DATA/replicas/rK.toml` holds a replica of the management
+//! service and one of the MDT (so that one can be killed), started and watched by the `weft
+//! up` process, which runs the OSTs and the mount. A replica process that dies is started
 //! again after a pause (it catches up from its group), so a test or a curious admin can
 //! kill the leader again and again; `weft down` stops them all.
 //!
@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::Child;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use weft_server::config::MdsRole;
+use weft_server::config::{MdsRole, MgsRole};
 use weft_server::ServerConfig;
 
 /// One replica's process, as the run state records it.
@@ -62,10 +62,13 @@ pub fn plan(data: &Path, main: &mut ServerConfig, n: u32) -> anyhow::Result<()> 
         bail!("--replicas {n}: a group needs an odd number of replicas (1, 3, 5, 7) so that a majority outlives a minority");
     }
     let addresses = free_addresses(n as usize + 1)?;
-    main.listen = addresses[0].clone();
-    main.mgs_address = addresses[0].clone();
-    main.mds = None;
     let replicas: Vec<String> = addresses[1..].to_vec();
+    // The management service is replicated with the MDT, a replica of each per process;
+    // every process finds its leader through the list.
+    main.listen = addresses[0].clone();
+    main.mgs_address = replicas.join(",");
+    main.mgs = None;
+    main.mds = None;
     let dir = data.join("replicas");
     std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
     for (k, address) in replicas.iter().enumerate() {
@@ -73,7 +76,7 @@ pub fn plan(data: &Path, main: &mut ServerConfig, n: u32) -> anyhow::Result<()> 
         c.fsname.clone_from(&main.fsname);
         c.listen = address.clone();
         c.mgs_address = main.mgs_address.clone();
-        c.mgs = None;
+        c.mgs = Some(MgsRole { replicas: replicas.clone() });
         c.oss = None;
         c.mds = Some(MdsRole { index: 0, replicas: replicas.clone() });
         c.lock_timeout_ms = main.lock_timeout_ms;
@@ -106,10 +109,22 @@ pub fn convert(data: &Path, main: &mut ServerConfig, n: u32) -> anyhow::Result<(
     }
     // The journal folded into the store: what a restart would replay.
     drop(weft_mds::replica::Replica::open(dir.clone(), index).map_err(|e| anyhow::anyhow!("{}", e.message))?);
+    let had_mgs = main.mgs.is_some();
     plan(data, main, n)?;
     for k in 1..=n {
-        let to = data.join("replicas").join(format!("r{k}")).join("mdt0000");
+        let replica = data.join("replicas").join(format!("r{k}"));
+        let to = replica.join("mdt0000");
         copy_dir(&dir, &to).with_context(|| format!("cannot copy the MDT into {}", to.display()))?;
+        if had_mgs {
+            // The cluster map (and the monitor's history) go with the management service.
+            let to = replica.join("mgs");
+            copy_dir(&data.join("mgs"), &to).with_context(|| format!("cannot copy the MGS into {}", to.display()))?;
+        }
+    }
+    if had_mgs {
+        let kept = data.join("mgs.single");
+        std::fs::rename(data.join("mgs"), &kept)
+            .with_context(|| format!("cannot keep the MGS as {}", kept.display()))?;
     }
     let kept = data.join("mdt0000.single");
     std::fs::rename(&dir, &kept).with_context(|| format!("cannot keep the single MDT as {}", kept.display()))?;

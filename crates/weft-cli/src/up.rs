@@ -142,10 +142,10 @@ fn local_config(data: &Path, osts: u32, replicas: Option<u32>) -> anyhow::Result
 
 /// Waits until the MDT is in the cluster map (a replicated MDT's leader registered it).
 async fn wait_for_mdt(mgs: &str, data: &Path) -> anyhow::Result<()> {
-    let peer = weft_rpc::Peer::new(mgs, weft_rpc::PeerOptions::default());
+    let peers = weft_rpc::mgs::MgsPeers::new(mgs, weft_rpc::PeerOptions::default());
     let start = std::time::Instant::now();
     loop {
-        let map = weft_rpc::map::fetch_map(&peer, Duration::from_secs(STATUS_MGS_TIMEOUT_S)).await;
+        let map = weft_rpc::map::fetch_map_from(&peers, Duration::from_secs(STATUS_MGS_TIMEOUT_S)).await;
         if map.is_ok_and(|m| m.targets.iter().any(|t| t.kind == weft_proto::msg::TargetKind::Mdt)) {
             return Ok(());
         }
@@ -218,9 +218,8 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
         bail!("{} is already a mount point: unmount it first (weft umount {})", mnt.display(), mnt.display());
     }
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
-    let server = rt.block_on(RunningServer::start(config.clone()))?;
-    let mgs_address = server.mgs_address();
-    // The MDT's replicas, each in a process of its own, once the management service runs.
+    // The replicas of the MGS and the MDT, each in a process of its own, first: this
+    // process registers its OSTs with their management service.
     let replica_configs = crate::replicas::configs(&data)?;
     let state_slot: std::sync::Arc<std::sync::Mutex<Option<UpState>>> = Default::default();
     let supervisor = if replica_configs.is_empty() {
@@ -234,14 +233,27 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
                 let _ = write_state(&state.data.clone(), state);
             }
         });
-        let supervisor = crate::replicas::Supervisor::start(&replica_configs, on_change)?;
+        Some(crate::replicas::Supervisor::start(&replica_configs, on_change)?)
+    };
+    let server = match rt.block_on(RunningServer::start(config.clone())) {
+        Ok(s) => s,
+        Err(e) => {
+            if let Some(s) = supervisor {
+                s.stop();
+            }
+            return Err(e);
+        }
+    };
+    let mgs_address = server.mgs_address();
+    if supervisor.is_some() {
         if let Err(e) = rt.block_on(wait_for_mdt(&mgs_address, &data)) {
-            supervisor.stop();
+            if let Some(s) = supervisor {
+                s.stop();
+            }
             rt.block_on(server.shutdown());
             return Err(e);
         }
-        Some(supervisor)
-    };
+    }
     // The mount reaches the servers of this process without TCP.
     let client_config =
         weft_client::ClientConfig { network: Some(server.network().clone()), ..client_config(&mgs_address, &opts) };
@@ -347,7 +359,13 @@ fn print_summary(s: &UpState, c: &ServerConfig, uring: bool, detached: bool) {
     println!("  management service: {} (mount elsewhere: weft mount {} MNT)", s.mgs_address, s.mgs_address);
     if let Some(m) = &s.metrics {
         println!("  metrics: {}", metrics_url(m));
-        println!("  dashboard: {}", dashboard_url(m));
+        if s.replicas.is_empty() {
+            println!("  dashboard: {}", dashboard_url(m));
+        } else {
+            // The dashboard and the monitor's history live beside the management service,
+            // replicated in other processes here: not served by them yet.
+            println!("  dashboard: none (the management service is replicated; its replicas serve none yet)");
+        }
     }
     if detached {
         println!("  running in the background (pid {}); stop it with: weft down --data {}", s.pid, s.data.display());
@@ -400,10 +418,13 @@ struct ProcessRow {
     /// `mgs, oss (4 OSTs), mount`, or `MDT0000 replica 2`.
     role: String,
     address: String,
-    /// A replica's place in its group, as it answers `mdt.*.replica_status` (none when it
-    /// does not answer).
+    /// A replica's place in its MDT's group, as it answers `mdt.*.replica_status` (none when
+    /// it does not answer).
     #[serde(skip_serializing_if = "Option::is_none")]
     replica: Option<ReplicaRow>,
+    /// Its place in the management service's group (`mgs.*.replica_status`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mgs_replica: Option<ReplicaRow>,
 }
 
 #[derive(Serialize)]
@@ -417,7 +438,7 @@ struct ReplicaRow {
 }
 
 /// What a replica process says of itself (`mdt.*.replica_status`), within a second or two.
-fn replica_row(rt: &tokio::runtime::Runtime, address: &str) -> Option<ReplicaRow> {
+fn replica_row(rt: &tokio::runtime::Runtime, address: &str, pattern: &str) -> Option<ReplicaRow> {
     use weft_proto::msg::param::GetParam;
     let opts = weft_rpc::PeerOptions {
         connect_timeout: Duration::from_secs(1),
@@ -425,7 +446,7 @@ fn replica_row(rt: &tokio::runtime::Runtime, address: &str) -> Option<ReplicaRow
         ..weft_rpc::PeerOptions::default()
     };
     let peer = weft_rpc::Peer::new(address, opts);
-    let op = GetParam { pattern: "mdt.*.replica_status".into() };
+    let op = GetParam { pattern: pattern.into() };
     let header = weft_proto::msg::RequestHeader::default();
     let (values, _) = rt.block_on(peer.op(header, 0, op, bytes::Bytes::new(), Duration::from_secs(2))).ok()?;
     let text = &values.0.first()?.value;
@@ -466,7 +487,11 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
         mount: state.as_ref().map(|s| s.mount.clone()),
         mounted: state.as_ref().is_some_and(|s| daemon::is_mounted(&s.mount)),
         metrics_url: state.as_ref().and_then(|s| s.metrics.as_deref()).map(metrics_url),
-        dashboard_url: state.as_ref().and_then(|s| s.metrics.as_deref()).map(dashboard_url),
+        dashboard_url: state
+            .as_ref()
+            .filter(|s| s.replicas.is_empty())
+            .and_then(|s| s.metrics.as_deref())
+            .map(dashboard_url),
         passthrough: state.as_ref().and_then(|s| s.passthrough.clone()),
         roles: config.roles_text().split(", ").map(String::from).collect(),
         targets: Vec::new(),
@@ -477,8 +502,9 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
             pid: s.pid,
             alive: true,
             role: format!("{}, mount", config.roles_text()),
-            address: s.mgs_address.clone(),
+            address: if s.replicas.is_empty() { s.mgs_address.clone() } else { config.listen.clone() },
             replica: None,
+            mgs_replica: None,
         });
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         for r in &s.replicas {
@@ -488,7 +514,8 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
                 alive,
                 role: format!("MDT0000 replica {}", r.replica),
                 address: r.address.clone(),
-                replica: if alive { replica_row(&rt, &r.address) } else { None },
+                replica: if alive { replica_row(&rt, &r.address, "mdt.*.replica_status") } else { None },
+                mgs_replica: if alive { replica_row(&rt, &r.address, "mgs.*.replica_status") } else { None },
             });
         }
     }
@@ -518,8 +545,10 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
             println!("roles:       {}", report.roles.join(", "));
             println!("management:  {}", s.mgs_address);
             println!("mount:       {} ({})", s.mount.display(), if report.mounted { "mounted" } else { "NOT mounted" });
-            if let (Some(m), Some(d)) = (&report.metrics_url, &report.dashboard_url) {
+            if let Some(m) = &report.metrics_url {
                 println!("metrics:     {m}");
+            }
+            if let Some(d) = &report.dashboard_url {
                 println!("dashboard:   {d}");
             }
             if let Some(p) = &report.passthrough {
@@ -530,35 +559,45 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
                 println!("{:<16} {:<6} {}", t.name, t.state, t.address);
             }
             if report.processes.len() > 1 {
-                println!(
-                    "{:<8} {:<20} {:<22} {:<9} {:>5} {:>9} {:>9} {:>9}",
-                    "PID", "PROCESS", "ADDRESS", "ROLE", "TERM", "LOG", "COMMITTED", "APPLIED"
-                );
-                for p in &report.processes {
-                    let (role, term, log, committed, applied) = match (&p.replica, p.alive) {
-                        (Some(r), _) => (
-                            r.role.clone(),
-                            r.term.to_string(),
-                            r.last_log_index.clone(),
-                            r.committed.clone(),
-                            r.applied.clone(),
-                        ),
-                        (None, false) => ("dead".into(), "-".into(), "-".into(), "-".into(), "-".into()),
-                        (None, true) if p.role.starts_with("MDT") => {
-                            ("silent".into(), "-".into(), "-".into(), "-".into(), "-".into())
-                        }
-                        (None, true) => ("-".into(), "-".into(), "-".into(), "-".into(), "-".into()),
-                    };
-                    let name = if p.role.starts_with("MDT") { p.role.clone() } else { "weft up".into() };
-                    println!(
-                        "{:<8} {:<20} {:<22} {:<9} {:>5} {:>9} {:>9} {:>9}",
-                        p.pid, name, p.address, role, term, log, committed, applied
-                    );
-                }
+                print_processes(&report.processes);
             }
         }
     }
     Ok(())
+}
+
+/// `weft status`'s table of processes: each replica's role in the MGS's group and the
+/// MDT's, and the MDT group's term and log positions.
+fn print_processes(processes: &[ProcessRow]) {
+    let row = |a: &str, b: &str, c: &str, d: &str, e: &str, f: &str, g: &str, h: &str, i: &str| {
+        println!("{a:<8} {b:<20} {c:<22} {d:<9} {e:<9} {f:>5} {g:>9} {h:>9} {i:>9}");
+    };
+    row("PID", "PROCESS", "ADDRESS", "MGS", "MDT", "TERM", "LOG", "COMMITTED", "APPLIED");
+    for p in processes {
+        let replica = p.role.starts_with("MDT");
+        let name = if replica { p.role.clone() } else { "weft up".into() };
+        let quiet = match (p.alive, replica) {
+            (false, _) => "dead",
+            (true, true) => "silent",
+            (true, false) => "-",
+        };
+        let mgs = p.mgs_replica.as_ref().map_or(if replica { quiet } else { "-" }, |r| r.role.as_str());
+        let pid = p.pid.to_string();
+        match &p.replica {
+            Some(r) => row(
+                &pid,
+                &name,
+                &p.address,
+                mgs,
+                &r.role,
+                &r.term.to_string(),
+                &r.last_log_index,
+                &r.committed,
+                &r.applied,
+            ),
+            None => row(&pid, &name, &p.address, mgs, quiet, "-", "-", "-", "-"),
+        }
+    }
 }
 
 /// What the mount's passthrough option means for what an admin sees.
@@ -585,9 +624,9 @@ fn dashboard_url(address: &str) -> String {
 
 pub(crate) fn fetch_map(mgs: &str) -> anyhow::Result<weft_proto::msg::ClusterMap> {
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-    let peer = weft_rpc::Peer::new(mgs, weft_rpc::PeerOptions::default());
+    let peers = weft_rpc::mgs::MgsPeers::new(mgs, weft_rpc::PeerOptions::default());
     let timeout = Duration::from_secs(STATUS_MGS_TIMEOUT_S);
-    rt.block_on(weft_rpc::map::fetch_map(&peer, timeout)).map_err(|e| anyhow!("{}", e.message))
+    rt.block_on(weft_rpc::map::fetch_map_from(&peers, timeout)).map_err(|e| anyhow!("{}", e.message))
 }
 
 pub fn server(config: PathBuf) -> anyhow::Result<()> {

@@ -206,7 +206,7 @@ fn programs_carry_on_while_the_mdt_leader_is_killed_and_nothing_acknowledged_is_
     assert!(status.contains("status: COMPLETE") && status.contains("IR: ENABLED"), "{status}");
     let replayed: u64 = status
         .lines()
-        .find_map(|l| l.trim().strip_prefix("replayed_locks: "))
+        .find_map(|l| l.split("replayed_locks: ").nth(1))
         .and_then(|v| v.parse().ok())
         .unwrap_or_else(|| panic!("no replayed_locks line: {status}"));
     assert!(replayed > 0, "the mounts replayed their locks to the last leader: {status}");
@@ -321,4 +321,35 @@ fn a_single_mdt_file_system_becomes_replicated_with_its_files() {
         std::fs::read_dir(fs.mnt.join("dir")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
     assert_eq!(names, ["after", "kept"]);
+}
+
+/// The management service is replicated with the MDT under `weft up --replicas`: its leader
+/// killed, the mount carries on, an admin command reaches the new leader, and a later change
+/// of MDT leader still reaches the clients through the new management service's map.
+#[test]
+fn the_management_service_survives_the_loss_of_its_leader() {
+    let fs = Replicated::start();
+    fs.settled();
+    let status = weft_ok(&["status", "--data", s(&fs.data), "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&status).unwrap();
+    let mgs_leader = v["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["mgs_replica"]["role"].as_str() == Some("leader"))
+        .and_then(|p| p["pid"].as_u64())
+        .expect("an MGS leader") as u32;
+    // SAFETY: kill(2) of a replica process `weft up` started.
+    assert_eq!(unsafe { libc::kill(mgs_leader as i32, libc::SIGKILL) }, 0);
+    std::fs::write(fs.mnt.join("after-mgs-kill"), b"x").unwrap();
+    weft_ok(&["pool", "--data", s(&fs.data), "new", "weft.fast"]);
+    let listed = weft_ok(&["pool", "--data", s(&fs.data), "list"]);
+    assert!(listed.contains("weft.fast"), "{listed}");
+    // The MDT's leader now, wherever the management service's is: killed too.
+    let mdt_leader = fs.settled();
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::kill(mdt_leader as i32, libc::SIGKILL) }, 0);
+    std::fs::write(fs.mnt.join("after-mdt-kill"), b"y").unwrap();
+    assert_eq!(std::fs::read(fs.mnt2.join("after-mgs-kill")).unwrap(), b"x");
+    assert_eq!(std::fs::read(fs.mnt2.join("after-mdt-kill")).unwrap(), b"y");
 }

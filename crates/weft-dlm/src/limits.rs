@@ -20,3 +20,6 @@ pub const ADVISORY_LOCKS_PER_CLIENT_MAX: usize = 256 * 1024;
 /// thousands in line already mean a long wait; one more is answered `Again` and the client
 /// resends after a pause instead of adding to the line.
 pub const WAITING_REQUESTS_PER_RESOURCE_MAX: usize = 4096;
+/// While grants are held for a recovery window, how often a waiting enqueue looks whether
+/// the window ended sooner (`Namespace::end_recovery_in`).
+pub const RECOVERY_RECHECK_MS: u64 = 50;

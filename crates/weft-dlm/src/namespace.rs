@@ -289,6 +289,16 @@ impl Namespace {
         self.recovery.lock().unwrap_or_else(|p| p.into_inner()).begin(now, unix_now(), now + window);
     }
 
+    /// Ends the recovery window `window` from now, sooner or later than it was to end (a
+    /// replicated MDT's new leader holds grants until the clients can know where it is, then
+    /// gives them this long to replay). A restart's window (`recovery_until`) still holds.
+    pub fn end_recovery_in(&self, window: Duration) {
+        let until = (self.created.elapsed() + window).as_nanos().min(u128::from(u64::MAX)) as u64;
+        self.held_until_ns.store(until.max(1), Ordering::Relaxed);
+        let now = std::time::Instant::now();
+        self.recovery.lock().unwrap_or_else(|p| p.into_inner()).end_at(now + window);
+    }
+
     /// The moment before which nothing is granted, if it is still to come.
     fn grants_held_until(&self) -> Option<std::time::Instant> {
         let held = match self.held_until_ns.load(Ordering::Relaxed) {
@@ -338,8 +348,10 @@ impl Namespace {
         opts: EnqueueOptions,
         operation: bool,
     ) -> WeftResult<LockGrant> {
-        if let Some(until) = self.grants_held_until() {
-            tokio::time::sleep_until(until.into()).await;
+        // Looked at again every while: the window may end sooner than it was to.
+        while let Some(until) = self.grants_held_until() {
+            let recheck = std::time::Instant::now() + Duration::from_millis(crate::limits::RECOVERY_RECHECK_MS);
+            tokio::time::sleep_until(until.min(recheck).into()).await;
         }
         let (handle, granted, recalls) = {
             let mut inner = self.inner();

@@ -473,3 +473,21 @@ async fn locks_are_replayed_only_inside_the_recovery_window() {
     assert_eq!(ns.lock(7).map(|l| l.owner), Some(1));
     assert_eq!((ns.owner_lock_count(1), ns.owner_lock_count(2)), (2, 0));
 }
+
+/// A window ended sooner than it was to lets a waiting enqueue through then, not at its
+/// first end (a new leader holds grants until the clients can know where it is).
+#[tokio::test]
+async fn a_recovery_window_ended_early_lets_waiting_enqueues_through() {
+    let (ns, _) = setup(100);
+    ns.hold_grants_for(Duration::from_secs(3600));
+    let waiting = tokio::spawn({
+        let ns = ns.clone();
+        async move { ns.enqueue(1, OBJ, LockMode::Pw, ext(0, 9), PLAIN).await }
+    });
+    tokio::task::yield_now().await;
+    assert!(!waiting.is_finished(), "nothing is granted inside the window");
+    ns.end_recovery_in(Duration::ZERO);
+    let granted = tokio::time::timeout(Duration::from_secs(10), waiting).await;
+    assert!(granted.expect("granted once the window ended").unwrap().is_ok());
+    assert!(ns.recovery_status().starts_with("status: COMPLETE"), "{}", ns.recovery_status());
+}

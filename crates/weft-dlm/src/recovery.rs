@@ -43,6 +43,13 @@ impl Recovery {
         }
     }
 
+    /// The open window ends at `ends` instead.
+    pub fn end_at(&mut self, ends: Instant) {
+        if let Some(w) = &mut self.window {
+            w.ends = ends.max(w.started);
+        }
+    }
+
     /// `client` replayed its locks: `kept` were taken, `refused` were not.
     pub fn replayed(&mut self, client: u64, kept: u64, refused: u64) {
         if let Some(w) = &mut self.window {

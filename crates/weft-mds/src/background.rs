@@ -33,8 +33,16 @@ pub fn spawn_all(
 /// A replicated MDT's new leader: once clients had their recovery window to replay their
 /// opens, destroys the orphan inodes none of them holds open (as a single MDT does at
 /// start), a batch at a time.
-pub(crate) async fn orphans_after_replay(queue: Queue, window: Duration) {
-    tokio::time::sleep(window).await;
+pub(crate) async fn orphans_after_replay(core: Arc<Core>, queue: Queue) {
+    loop {
+        let until = *core.replay_opens_until.lock().unwrap_or_else(|p| p.into_inner());
+        let left = until.and_then(|u| u.checked_duration_since(core.clock.instant()));
+        match left {
+            // Looked at again every while: the window may end sooner than it was to.
+            Some(left) if !left.is_zero() => tokio::time::sleep(left.min(Duration::from_millis(100))).await,
+            _ => break,
+        }
+    }
     loop {
         match internal(&queue, InternalOp::DestroyOrphans).await {
             Ok(0) => return,

@@ -180,8 +180,9 @@ pub struct Core {
     view: Mutex<Arc<store::Tables>>,
     /// A replicated MDT's: reads are answered only while it holds (replica.rs).
     lease: Option<Arc<replica::Lease>>,
-    /// Until when clients may replay their opens (a replicated MDT's new leader).
-    pub replay_opens_until: Option<std::time::Instant>,
+    /// Until when clients may replay their opens (a replicated MDT's new leader; see
+    /// [`Mds::end_open_replay_in`]).
+    pub replay_opens_until: Mutex<Option<std::time::Instant>>,
 }
 
 impl Core {
@@ -275,7 +276,7 @@ impl Mds {
             mds_start,
             storage,
             open_files: Mutex::new(OpenFiles::starting_at(mds_start)),
-            replay_opens_until: cfg.open_replay_window.map(|w| clock.instant() + w),
+            replay_opens_until: Mutex::new(cfg.open_replay_window.map(|w| clock.instant() + w)),
             objects: Objects::new(u64::from(cfg.precreate_batch.div_ceil(2))),
             targets,
             journal: Mutex::new(log),
@@ -291,8 +292,8 @@ impl Mds {
         });
         let (queue, writer_thread) = writer::Queue::start(core.clone())?;
         let mut tasks = background::spawn_all(core.clone(), queue.clone(), cfg.checkpoint_interval);
-        if let Some(window) = cfg.open_replay_window {
-            tasks.push(tokio::spawn(background::orphans_after_replay(queue.clone(), window)));
+        if cfg.open_replay_window.is_some() {
+            tasks.push(tokio::spawn(background::orphans_after_replay(core.clone(), queue.clone())));
         }
         Ok(Arc::new(Mds {
             core,
@@ -414,6 +415,16 @@ impl Mds {
         match self.locks.get() {
             Some(ns) => locking::handle(self, ns, header, req, run).await,
             None => self.execute(header, req, run).await,
+        }
+    }
+
+    /// Ends the window for open replays `window` from now, sooner or later than it was to
+    /// end (the new leader keeps it open until the clients can know where it is); the
+    /// orphans nobody replayed an open of are destroyed after it.
+    pub fn end_open_replay_in(&self, window: Duration) {
+        let mut until = self.core.replay_opens_until.lock().unwrap_or_else(|p| p.into_inner());
+        if until.is_some() {
+            *until = Some(self.core.clock.instant() + window);
         }
     }
 

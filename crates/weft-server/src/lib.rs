@@ -321,7 +321,7 @@ impl RunningServer {
                     slot: mds_slot.clone(),
                     // Clients replay their opens within the window their locks have.
                     mds_config: Box::new(move || MdsConfig {
-                        open_replay_window: Some(Duration::from_millis(limits::FAILOVER_LOCK_RECOVERY_MS)),
+                        open_replay_window: Some(Duration::from_millis(limits::FAILOVER_REGISTER_WAIT_MS)),
                         ..MdsConfig::new(dir.clone(), index)
                     }),
                     targets: object_targets.clone(),

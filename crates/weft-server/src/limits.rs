@@ -15,6 +15,12 @@ pub const LOCK_RECOVERY_MS: u64 = 5_000;
 /// Until clients replay their locks to the new leader, this is what keeps a conflicting
 /// grant from meeting a stale cache.
 pub const FAILOVER_LOCK_RECOVERY_MS: u64 = 1_000;
+/// A replicated MDT's new leader holds grants back (and takes open replays) from the moment
+/// it serves until it registered with the management service, which tells the clients,
+/// and `FAILOVER_LOCK_RECOVERY_MS` after: when the management service is failing over too
+/// (its leader was in the same process), registering waits for its election. Past this
+/// bound the window ends even if the registration did not succeed.
+pub const FAILOVER_REGISTER_WAIT_MS: u64 = 30_000;
 /// Longest file system name. It becomes part of target names (`weft-OST0001`): Lustre's
 /// rule.
 pub const FSNAME_BYTES_MAX: usize = 8;

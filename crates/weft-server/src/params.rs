@@ -204,10 +204,13 @@ impl Params {
                 format!("{kind_prefix}.{name}.job_cleanup_interval"),
                 Key::Target((kind, index), TargetLeaf::JobCleanupInterval),
             ));
-            out.push((
-                format!("{kind_prefix}.{name}.recovery_status"),
-                Key::Target((kind, index), TargetLeaf::RecoveryStatus),
-            ));
+            // A replicated MDT is served (and recovers) where its leader is: only there.
+            if kind == TargetKind::Ost || self.mds.get().is_some() {
+                out.push((
+                    format!("{kind_prefix}.{name}.recovery_status"),
+                    Key::Target((kind, index), TargetLeaf::RecoveryStatus),
+                ));
+            }
             if kind == TargetKind::Mdt && self.mdt_group.is_some() {
                 out.push((format!("mdt.{name}.replica_status"), Key::Target((kind, index), TargetLeaf::ReplicaStatus)));
             }

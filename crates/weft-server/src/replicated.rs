@@ -13,7 +13,7 @@
 //! [`Mds`] down and the replica follows the group again. A following replica folds what it
 //! applied into its store and makes the group's log durable every checkpoint interval.
 
-use crate::limits::{FAILOVER_LOCK_RECOVERY_MS, MDT_LEASE_OF_ELECTION_TIMEOUT};
+use crate::limits::{FAILOVER_LOCK_RECOVERY_MS, FAILOVER_REGISTER_WAIT_MS, MDT_LEASE_OF_ELECTION_TIMEOUT};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 use weft_mds::replica::{Proposer, Replica};
@@ -231,8 +231,10 @@ async fn start_serving(h: &MdtHosting, group: &Group) -> anyhow::Result<Arc<Mds>
     let mds = tokio::task::spawn_blocking(move || replica.serve(cfg, proposer, targets))
         .await?
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    // The recovery window lasts until the clients can know where the MDT is, then
+    // FAILOVER_LOCK_RECOVERY_MS for their replays (below).
     if let Some(ns) = &h.locks {
-        ns.hold_grants_for(Duration::from_millis(FAILOVER_LOCK_RECOVERY_MS));
+        ns.hold_grants_for(Duration::from_millis(FAILOVER_REGISTER_WAIT_MS));
         mds.set_lock_namespace(ns.clone());
     }
     mds.set_cluster_map(&h.map.borrow().map);
@@ -242,12 +244,20 @@ async fn start_serving(h: &MdtHosting, group: &Group) -> anyhow::Result<Arc<Mds>
         address: h.address.clone(),
         state: TargetState::Up,
     };
-    let mgs = h.mgs.clone();
+    let (mgs, ns, registered) = (h.mgs.clone(), h.locks.clone(), mds.clone());
     tokio::spawn(async move {
-        if let Err(e) = crate::register(&mgs, target).await {
-            // Serving anyway: the clients that find it here are served; the next change of
-            // leader registers again.
-            tracing::warn!(error = %e, "the new MDT leader could not register with the management service");
+        match crate::register(&mgs, target).await {
+            Ok(()) => {
+                // The clients learn the move now: they have this long to replay.
+                let window = Duration::from_millis(FAILOVER_LOCK_RECOVERY_MS);
+                if let Some(ns) = ns {
+                    ns.end_recovery_in(window);
+                }
+                registered.end_open_replay_in(window);
+            }
+            // Serving anyway: the clients that find it here are served once the window
+            // (FAILOVER_REGISTER_WAIT_MS) ends; the next change of leader registers again.
+            Err(e) => tracing::warn!(error = %e, "the new MDT leader could not register with the management service"),
         }
     });
     tracing::info!(mdt = h.replica.mdt_index, address = %h.address, "this MDT replica leads its group and serves");

@@ -12,7 +12,8 @@ use weft_proto::{ErrorCode, WeftError, WeftResult};
 
 impl Mutation for mdt::ReplayOpens {
     fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<Vec<u64>> {
-        let open = ctx.core.replay_opens_until.is_some_and(|until| ctx.core.clock.instant() < until);
+        let until = *ctx.core.replay_opens_until.lock().unwrap_or_else(|p| p.into_inner());
+        let open = until.is_some_and(|until| ctx.core.clock.instant() < until);
         if !open {
             return Err(WeftError::new(
                 ErrorCode::Stale,

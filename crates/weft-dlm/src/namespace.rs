@@ -475,6 +475,8 @@ impl Namespace {
     /// over (the owner then forgets them all, as without replay).
     pub fn replay(&self, owner: u64, locks: &[LockGrant]) -> Vec<LockHandle> {
         if self.grants_held_until().is_none() {
+            // Too late: refused, and shown so (`recovery_status`'s refused_locks).
+            self.recovery.lock().unwrap_or_else(|p| p.into_inner()).replayed(owner, 0, locks.len() as u64);
             return Vec::new();
         }
         let kept: Vec<LockHandle> = {

@@ -106,7 +106,7 @@ impl RunningServer {
                 let mgs = opened.map_err(|e| anyhow::anyhow!("management service: {}", e.message))?;
                 if let Some((node_id, members)) = m.group(&config.listen)? {
                     let group_config = weft_raft::GroupConfig::new(GroupId::Mgs, node_id, members, dir.join("raft"));
-                    let machine = Arc::new(replicated_mgs::MgsMachine(mgs.clone()));
+                    let machine = Arc::new(replicated::Machine(mgs.clone()));
                     let group = weft_raft::Group::start(group_config, machine, Some(network.clone()))
                         .await
                         .map_err(|e| anyhow::anyhow!("the MGS's replicated group: {}", e.message))?;
@@ -159,7 +159,7 @@ impl RunningServer {
                         members,
                         mdt_dir(m.index).join("raft"),
                     );
-                    let machine = Arc::new(replicated::MdtMachine(r.clone()));
+                    let machine = Arc::new(replicated::Machine(r.clone()));
                     let group = weft_raft::Group::start(group_config, machine, Some(network.clone()))
                         .await
                         .map_err(|e| anyhow::anyhow!("the MDT's replicated group: {}", e.message))?;

@@ -54,10 +54,50 @@ pub(crate) fn not_serving(mdt: u32) -> WeftError {
     )
 }
 
-/// The replica as the group's state machine.
-pub(crate) struct MdtMachine(pub Arc<Replica>);
+/// What a replicated service's replica does for its group: weft-mds's [`Replica`] and
+/// weft-mgs's [`weft_mgs::Mgs`] have these four calls, and [`Machine`] makes either the
+/// group's state machine.
+pub(crate) trait ReplicaState: Send + Sync + 'static {
+    fn apply(&self, payload: Option<&[u8]>, state: &[u8]) -> WeftResult<()>;
+    fn applied_state(&self) -> Option<Vec<u8>>;
+    fn snapshot(&self) -> WeftResult<(Vec<u8>, Vec<u8>)>;
+    fn install(&self, state: &[u8], data: &[u8]) -> WeftResult<()>;
+}
 
-impl weft_raft::Machine for MdtMachine {
+impl ReplicaState for Replica {
+    fn apply(&self, payload: Option<&[u8]>, state: &[u8]) -> WeftResult<()> {
+        Replica::apply(self, payload, state)
+    }
+    fn applied_state(&self) -> Option<Vec<u8>> {
+        Replica::applied_state(self)
+    }
+    fn snapshot(&self) -> WeftResult<(Vec<u8>, Vec<u8>)> {
+        Replica::snapshot(self)
+    }
+    fn install(&self, state: &[u8], data: &[u8]) -> WeftResult<()> {
+        Replica::install(self, state, data)
+    }
+}
+
+impl ReplicaState for weft_mgs::Mgs {
+    fn apply(&self, payload: Option<&[u8]>, state: &[u8]) -> WeftResult<()> {
+        weft_mgs::Mgs::apply(self, payload, state)
+    }
+    fn applied_state(&self) -> Option<Vec<u8>> {
+        weft_mgs::Mgs::applied_state(self)
+    }
+    fn snapshot(&self) -> WeftResult<(Vec<u8>, Vec<u8>)> {
+        weft_mgs::Mgs::snapshot(self)
+    }
+    fn install(&self, state: &[u8], data: &[u8]) -> WeftResult<()> {
+        weft_mgs::Mgs::install(self, state, data)
+    }
+}
+
+/// A replica as its group's state machine (an MDT's or the MGS's).
+pub(crate) struct Machine<T>(pub Arc<T>);
+
+impl<T: ReplicaState> weft_raft::Machine for Machine<T> {
     fn apply(&self, _index: u64, payload: Option<&[u8]>, state: &[u8]) -> Result<(), String> {
         self.0.apply(payload, state).map_err(|e| e.message)
     }
@@ -75,11 +115,11 @@ impl weft_raft::Machine for MdtMachine {
     }
 }
 
-/// The group as the MDS's writer sees it: a proposal blocks the committing thread (the
-/// writer thread, or a caller's own thread; never a runtime task) until the group answers.
-struct GroupProposer {
-    group: Group,
-    runtime: tokio::runtime::Handle,
+/// The group as a replica's writer sees it (the MDS's writer, the MGS's update): a proposal
+/// blocks the committing thread (never a runtime task) until the group answers.
+pub(crate) struct GroupProposer {
+    pub group: Group,
+    pub runtime: tokio::runtime::Handle,
 }
 
 impl Proposer for GroupProposer {

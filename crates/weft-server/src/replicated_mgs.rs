@@ -1,7 +1,7 @@
 //! A replicated MGS in a server process: this process's replica ([`Mgs::open_replica`],
 //! weft-mgs `replica.rs`) as its group's state machine, and the hosting [`replicated::run`]
 //! drives: while this replica leads (and after a read index, so its map is the group's) the
-//! MGS serves, its updates go through the group ([`GroupProposer`]), and the monitor (with
+//! MGS serves, its updates go through the group ([`replicated::GroupProposer`]), and the monitor (with
 //! the decay engine it runs) works here; when it loses the lead it stops both, and its
 //! requests are answered `Moved` naming the leader ([`moved`]), where weft-rpc's `MgsPeers`
 //! goes next. The monitor's history and the decay state are the leader's own statistics: a
@@ -15,35 +15,7 @@ use weft_mgs::Mgs;
 use weft_proto::{ErrorCode, WeftError, WeftResult};
 use weft_raft::{Group, ProposeError};
 
-/// The replica as the group's state machine.
-pub(crate) struct MgsMachine(pub Arc<Mgs>);
-
-impl weft_raft::Machine for MgsMachine {
-    fn apply(&self, _index: u64, payload: Option<&[u8]>, state: &[u8]) -> Result<(), String> {
-        self.0.apply(payload, state).map_err(|e| e.message)
-    }
-
-    fn applied_state(&self) -> Option<Vec<u8>> {
-        self.0.applied_state()
-    }
-
-    fn snapshot(&self) -> Result<(Vec<u8>, Vec<u8>), String> {
-        self.0.snapshot().map_err(|e| e.message)
-    }
-
-    fn install(&self, state: &[u8], data: &[u8]) -> Result<(), String> {
-        self.0.install(state, data).map_err(|e| e.message)
-    }
-}
-
-/// The group as the MGS's update sees it: a proposal blocks the updating thread (the
-/// blocking pool's, never a runtime task) until the group answers.
-struct GroupProposer {
-    group: Group,
-    runtime: tokio::runtime::Handle,
-}
-
-impl weft_mgs::replica::Proposer for GroupProposer {
+impl weft_mgs::replica::Proposer for replicated::GroupProposer {
     fn propose(&self, payload: Vec<u8>) -> WeftResult<u64> {
         self.runtime.block_on(self.group.propose(payload)).map_err(|e| match e {
             ProposeError::NotLeader { leader } => WeftError::new(
@@ -97,7 +69,7 @@ impl Hosted for MgsHosting {
     }
 
     async fn start(&self, group: &Group) -> anyhow::Result<()> {
-        let proposer = GroupProposer { group: group.clone(), runtime: tokio::runtime::Handle::current() };
+        let proposer = replicated::GroupProposer { group: group.clone(), runtime: tokio::runtime::Handle::current() };
         self.mgs.serve(Arc::new(proposer));
         self.serving.store(true, Ordering::Release);
         if !self.monitor_interval.is_zero() {

@@ -40,6 +40,7 @@ test: deps check-format lint
 soak: deps
 	WEFT_FAILOVER_KILLS=10 $(CARGO) test -p weft-cli --test failover -- --nocapture
 	WEFT_SIM_SEEDS=1..1001 $(CARGO) test -p weft-sim -- --nocapture
+	WEFT_IDLE_FULL=1 $(CARGO) test -p weft-server --test idle_traffic -- --nocapture
 
 # Micro-benchmarks of the request path, outside the test suite: RPC round trips (TCP and
 # in-process), the striping math and the MDS operations alone. The IO-500 run is

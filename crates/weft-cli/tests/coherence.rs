@@ -508,8 +508,9 @@ fn an_evicted_client_learns_it_and_comes_back() {
         waited < Duration::from_millis(weft_harness::LOCK_TIMEOUT_MS) + Duration::from_secs(5),
         "A waited {waited:?}"
     );
-    // B learns of its eviction from its pinger within a second or so, even without asking
-    // anything; then its next operation on the old descriptor fails, and keeps failing.
+    // B learns of its eviction from the management service (the server told it, and B's map
+    // watch is answered so) without asking anything; then its next operation on the old
+    // descriptor fails, and keeps failing.
     std::thread::sleep(Duration::from_millis(2_500));
     held.seek(SeekFrom::Start(0)).unwrap();
     let first = held.read(&mut buf).map(|_| ());

@@ -98,7 +98,8 @@ const MDT_INDEX: u32 = 0;
 pub struct Client {
     config: ClientConfig,
     /// Random per incarnation: a client evicted by a server comes back under a new id.
-    client_id: AtomicU64,
+    /// Shared with the map follower, which names it in its watch (see `watch_evictions`).
+    client_id: Arc<AtomicU64>,
     /// Counts incarnations; what was started under an older one is not finished (a write
     /// queued before an eviction is never sent after it).
     generation: AtomicU64,
@@ -147,15 +148,16 @@ impl Client {
         };
         // One address, or a replicated MGS's (`a:p,b:p,c:p`): the map is followed at the leader.
         let mgs = Arc::new(weft_rpc::mgs::MgsPeers::new(&config.mgs_address, mgs_opts));
-        let map = MapFollower::start(mgs, config.connect_timeout).await.map_err(|e| {
+        let client_id = rand::random::<u64>();
+        let id = Arc::new(AtomicU64::new(client_id));
+        let map = MapFollower::start_for_client(mgs, config.connect_timeout, id.clone()).await.map_err(|e| {
             WeftError::new(
                 e.code,
                 format!("cannot reach the management service at {}: {}", config.mgs_address, e.message),
             )
         })?;
-        let client_id = rand::random::<u64>();
         let client = Arc::new_cyclic(|weak: &Weak<Client>| Client {
-            client_id: AtomicU64::new(client_id),
+            client_id: id,
             generation: AtomicU64::new(1),
             failing: Mutex::new(failing::FailingTargets::default()),
             locks: Arc::new(locks::LockCache::new(config.extent_locks, config.locks_cached_max)),
@@ -172,7 +174,7 @@ impl Client {
         });
         client.register_local(client_id);
         tokio::spawn(drop_peers_that_left(Arc::downgrade(&client), client.map.subscribe()));
-        tokio::spawn(ping_task(Arc::downgrade(&client)));
+        tokio::spawn(watch_evictions(Arc::downgrade(&client), client.map.evictions()));
         Ok(client)
     }
 
@@ -513,14 +515,16 @@ pub(crate) fn evicted_error() -> WeftError {
 
 impl Client {
     /// A peer opened a new connection in place of a broken one, so it may be talking to a
-    /// restarted server, which has forgotten the locks it granted: the locks of that
-    /// server's targets are forgotten here too, with what they guarded, before any request
-    /// goes on the new connection. (A mere network blip costs the caches, nothing more: a
-    /// server that still knows a lock gets "unknown" when it calls it back.) Servers hold new
-    /// grants back for a recovery window after a restart, longer than the ping interval, so
-    /// no other client is granted a conflicting lock before a client holding locks (which
-    /// pings) has reconnected.
-    pub(crate) fn forget_locks_of(&self, address: &str) {
+    /// restarted server, which has forgotten the locks it granted: this client replays the
+    /// locks of that server's targets (as when the map shows a restart, which it may not
+    /// show yet), unless a replay of them is under way. A server that restarted keeps them
+    /// during its recovery window, in which it grants nothing else, so no cache they guard
+    /// goes stale; a server that did not restart (a network blip) refuses them (it is in no
+    /// window), and they are forgotten with what they guarded, as are the locks of a
+    /// replay that comes after the window. Runs as a task: the replay goes on the new
+    /// connection after the request that made it.
+    pub(crate) fn replay_after_reconnect(&self, address: &str) {
+        let replaying = self.replaying_targets();
         let targets: Vec<LockTarget> = self
             .map
             .current()
@@ -529,12 +533,66 @@ impl Client {
             .iter()
             .filter(|t| t.address == address)
             .map(|t| LockTarget::of(t.kind, t.index))
+            .filter(|t| !replaying.contains(t) && self.locks.holds_any(*t))
             .collect();
-        tracing::info!("reconnected to {address}: dropping what was cached under its locks");
-        self.locks.forget_targets(&targets);
-        if targets.contains(&LockTarget::Mdt(MDT_INDEX)) {
-            self.inodes.clear();
+        if targets.is_empty() {
+            return;
         }
+        tracing::info!("reconnected to {address}: replaying the locks of its targets");
+        for &target in &targets {
+            self.mark_replaying(target);
+        }
+        let client = self.weak_self.clone();
+        tokio::spawn(async move {
+            for target in targets {
+                let Some(c) = client.upgrade() else { return };
+                c.replay_locks(target).await;
+            }
+        });
+    }
+
+    /// A connection to `address` broke. While this client holds locks of a target there, a
+    /// server that calls one back must be able to reach it, so it connects again at once
+    /// (an empty cancel: the first request on the new connection also tells the server
+    /// where the client is) rather than at its next request, which for an idle client may
+    /// be never: the server would evict it after its lock timeout. Event-driven, so an idle
+    /// client with healthy connections sends nothing (Lustre's clients ping every server
+    /// for this). Tries again after a pause, doubling, until the request timeout.
+    pub(crate) fn connection_lost(&self, address: &str) {
+        let state = self.map.current();
+        let Some(target) = state
+            .map
+            .targets
+            .iter()
+            .filter(|t| t.address == address)
+            .map(|t| LockTarget::of(t.kind, t.index))
+            .find(|t| self.locks.holds_any(*t))
+        else {
+            return;
+        };
+        let client = self.weak_self.clone();
+        let request_timeout = self.config.request_timeout;
+        tokio::spawn(async move {
+            let started = tokio::time::Instant::now();
+            let mut pause = Duration::from_millis(limits::RECONNECT_PAUSE_MS_MIN);
+            loop {
+                tokio::time::sleep(pause).await;
+                let Some(c) = client.upgrade() else { return };
+                if !c.locks.holds_any(target) {
+                    return;
+                }
+                let root = Caller::root();
+                let probe = c.ldlm(&root, target, weft_proto::lock::Cancel { handles: Vec::new() });
+                if tokio::time::timeout(c.config.connect_timeout, probe).await.is_ok_and(|r| r.is_ok()) {
+                    return;
+                }
+                drop(c);
+                if started.elapsed() >= request_timeout {
+                    return;
+                }
+                pause = (pause * 2).min(Duration::from_millis(limits::RECONNECT_PAUSE_MS_MAX));
+            }
+        });
     }
 }
 
@@ -554,28 +612,14 @@ async fn drop_peers_that_left(client: Weak<Client>, mut changes: watch::Receiver
     }
 }
 
-/// Lustre's pinger: while the client holds locks, it asks one target of every server
-/// process each PING_INTERVAL_MS whether it is still known there. A client that was evicted
-/// meanwhile (it was stopped, or cut off) learns it here even if it sends nothing else,
-/// drops every cache its lost locks guarded and comes back under a new id; and a broken
-/// connection is made again, so that callbacks reach the client.
-async fn ping_task(client: Weak<Client>) {
-    loop {
-        tokio::time::sleep(Duration::from_millis(limits::PING_INTERVAL_MS)).await;
+/// Comes back under a new id when the management service says a server evicted this client
+/// (`MapFollower::evictions`): an idle client learns it without pinging every server.
+/// Ends when the client is dropped.
+async fn watch_evictions(client: Weak<Client>, mut evicted: watch::Receiver<u64>) {
+    while evicted.changed().await.is_ok() {
+        let id = *evicted.borrow_and_update();
         let Some(client) = client.upgrade() else { return };
-        if client.locks.is_empty() {
-            continue;
-        }
-        let targets = client.map.current().one_target_per_address();
-        // All servers at once: a few silent ones must not delay noticing the others.
-        let root = Caller::root();
-        let probes = targets.into_iter().map(|(kind, index)| {
-            let target = LockTarget::of(kind, index);
-            let probe = client.ldlm(&root, target, weft_proto::lock::Cancel { handles: Vec::new() });
-            // Only the answer matters (an eviction is handled where requests fail).
-            tokio::time::timeout(Duration::from_millis(limits::PING_INTERVAL_MS), probe)
-        });
-        futures::future::join_all(probes).await;
+        client.evicted(id);
     }
 }
 

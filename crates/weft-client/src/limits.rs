@@ -25,8 +25,11 @@ pub const LISTED_NAMES_MAX: usize = 1_048_576;
 /// Inodes whose latest change the inode cache remembers to refuse answers older than it;
 /// past it the history is dropped and answers to requests sent before are not cached.
 pub const INODE_CHANGES_TRACKED_MAX: usize = 65_536;
-/// How often a client holding locks checks that every server still knows it (the pinger).
-pub const PING_INTERVAL_MS: u64 = 1_000;
+/// After a connection to a server that holds this client's locks broke: first pause before
+/// connecting again (so a server's callbacks can reach the client), doubled per failure up
+/// to the max. No pinger: nothing is sent while connections are healthy.
+pub const RECONNECT_PAUSE_MS_MIN: u64 = 50;
+pub const RECONNECT_PAUSE_MS_MAX: u64 = 2_000;
 
 /// MDT mutations one client has in flight at most, each in its own reply-cache slot (see
 /// reply_slots.rs); more wait for a slot. Above what a mount's FUSE threads and its

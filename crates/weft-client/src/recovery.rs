@@ -1,6 +1,8 @@
 //! What a client does when a target moves to another server (a replicated MDT's new
-//! leader): it replays its locks and its opens there (Lustre's lock and open replay), and
-//! keeps, per target, what its import went through for `mdc.*.import` / `osc.*.import`.
+//! leader) or its server restarted (the map shows a new instance: the management service
+//! tells, Lustre's imperative recovery): it replays its locks, and its opens to a moved
+//! MDT, there (Lustre's lock and open replay), and keeps, per target, what its import went
+//! through for `mdc.*.import` / `osc.*.import`.
 
 use crate::limits;
 use crate::{Client, MDT_INDEX};
@@ -27,8 +29,8 @@ pub(crate) struct ImportStats {
 }
 
 impl Client {
-    /// A target moved to another server (a replicated MDT's new leader), which does not
-    /// know the locks its old server granted: this client asks it to keep them under the
+    /// A target moved to another server (a replicated MDT's new leader) or its server
+    /// restarted, which does not know the locks its old server granted: this client asks it to keep them under the
     /// same handles (lock replay, Lustre's), which it does during its recovery window
     /// (grants are held back meanwhile, so none can conflict). What it kept stays cached
     /// here: a stat after a failover costs no request. What it refused, or everything when
@@ -71,6 +73,18 @@ impl Client {
             self.replay_opens().await;
         }
         self.import(target, |i| i.replaying = false);
+    }
+
+    /// Marks `target`'s lock replay as under way before it starts (see
+    /// [`Client::replay_after_reconnect`]).
+    pub(crate) fn mark_replaying(&self, target: LockTarget) {
+        self.import(target, |i| i.replaying = true);
+    }
+
+    /// The targets whose lock replay is under way.
+    pub(crate) fn replaying_targets(&self) -> Vec<LockTarget> {
+        let imports = self.imports.lock().unwrap_or_else(|p| p.into_inner());
+        imports.iter().filter(|(_, i)| i.replaying).map(|(t, _)| *t).collect()
     }
 
     fn import(&self, target: LockTarget, f: impl FnOnce(&mut ImportStats)) {
@@ -178,12 +192,18 @@ impl Client {
     }
 }
 
-/// The targets `before` had at another address than `after` has them.
+/// The targets `before` had at another address than `after` has them, or under another
+/// instance (their server registered again: it restarted).
 pub(crate) fn moved_targets(before: &ClusterMap, after: &ClusterMap) -> Vec<LockTarget> {
     after
         .targets
         .iter()
-        .filter(|t| before.targets.iter().any(|b| b.kind == t.kind && b.index == t.index && b.address != t.address))
+        .filter(|t| {
+            before
+                .targets
+                .iter()
+                .any(|b| b.kind == t.kind && b.index == t.index && (b.address != t.address || b.instance != t.instance))
+        })
         .map(|t| LockTarget::of(t.kind, t.index))
         .collect()
 }
@@ -194,13 +214,8 @@ mod tests {
     use weft_proto::msg::TargetKind;
 
     #[test]
-    fn a_target_moved_to_another_address_is_named_and_one_that_stayed_or_came_is_not() {
-        let target = |kind, index, address: &str| weft_proto::msg::TargetInfo {
-            kind,
-            index,
-            address: address.into(),
-            state: weft_proto::msg::TargetState::Up,
-        };
+    fn a_target_moved_or_restarted_is_named_and_one_that_stayed_or_came_is_not() {
+        let target = |kind, index, address: &str| weft_proto::msg::TargetInfo::up(kind, index, address);
         let map = |targets| ClusterMap { targets, ..ClusterMap::default() };
         let before = map(vec![target(TargetKind::Mdt, 0, "a:1"), target(TargetKind::Ost, 1, "b:1")]);
         let after = map(vec![
@@ -210,5 +225,8 @@ mod tests {
         ]);
         assert_eq!(moved_targets(&before, &after), vec![LockTarget::Mdt(0)]);
         assert!(moved_targets(&after, &after).is_empty());
+        let mut restarted = after.clone();
+        restarted.targets[1].instance += 1;
+        assert_eq!(moved_targets(&after, &restarted), vec![LockTarget::Ost(1)], "a new instance at the same address");
     }
 }

@@ -239,10 +239,17 @@ impl LockTable {
     /// Lock replay: records a lock `owner` held from the target's previous server as
     /// granted under its old handle. False (nothing recorded) when the handle is in use or
     /// the lock conflicts with one granted or waiting: the owner must forget it. Later
-    /// handles are numbered past it.
+    /// handles are numbered past it. The same lock of the same owner replayed again (a
+    /// replay resent, or sent both on reconnecting and on seeing the restart in the map) is
+    /// kept: true, nothing changes.
     pub fn replay(&mut self, owner: u64, grant: LockGrant) -> bool {
-        if self.index.contains_key(&grant.handle) || grant.handle == 0 {
+        if grant.handle == 0 {
             return false;
+        }
+        if let Some(&resource) = self.index.get(&grant.handle) {
+            let held = self.resources.get(&resource).and_then(|r| r.granted.get(&grant.handle));
+            return resource == grant.resource
+                && held.is_some_and(|e| e.owner == owner && e.mode == grant.mode && e.scope == grant.scope);
         }
         let entry = Entry { owner, mode: grant.mode, scope: grant.scope, expand: false };
         let res = self.resources.entry(grant.resource).or_default();

@@ -639,6 +639,8 @@ fn replayed_locks_keep_their_handles_and_conflicting_ones_are_refused() {
     assert!(!t.replay(3, grant(42, LockMode::Ex, lookup)), "a writer conflicting with them is refused");
     assert!(!t.replay(3, grant(40, LockMode::Pr, lookup)), "a handle in use is refused");
     assert!(!t.replay(3, grant(0, LockMode::Pr, lookup)), "handle 0 names no lock");
+    assert!(t.replay(1, grant(40, LockMode::Pr, lookup)), "the same lock replayed again by its owner is kept");
+    assert!(!t.replay(1, grant(40, LockMode::Pw, lookup)), "but not under another mode");
     assert_eq!(t.lock(40).map(|l| (l.owner, l.granted)), Some((1, true)));
     assert_eq!(t.lock(42), None);
     // New locks come after the replayed ones, and the replayed ones block as granted ones.

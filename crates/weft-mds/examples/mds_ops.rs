@@ -41,10 +41,8 @@ impl CallbackSender for NoCallbacks {
 }
 
 fn map() -> ClusterMap {
-    let mut targets: Vec<TargetInfo> = (0..4)
-        .map(|i| TargetInfo { kind: TargetKind::Ost, index: i, address: format!("mem:{i}"), state: TargetState::Up })
-        .collect();
-    targets.push(TargetInfo { kind: TargetKind::Mdt, index: 0, address: "mem:mdt".into(), state: TargetState::Up });
+    let mut targets: Vec<TargetInfo> = (0..4).map(|i| TargetInfo::up(TargetKind::Ost, i, format!("mem:{i}"))).collect();
+    targets.push(TargetInfo::up(TargetKind::Mdt, 0, "mem:mdt"));
     ClusterMap {
         version: 1,
         fsname: "bench".into(),

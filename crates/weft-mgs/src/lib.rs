@@ -14,6 +14,7 @@
 //! saves and publishes the maps its group commits ([`Mgs::apply`]).
 
 pub mod decay;
+mod evictions;
 pub mod history;
 pub mod limits;
 pub mod qos;
@@ -56,6 +57,8 @@ struct Inner {
     decay: Mutex<decay::DecayState>,
     /// Some for a replica of a replicated MGS ([`replica`]).
     replica: Option<replica::ReplicaState>,
+    /// The clients servers evicted, for their map watches.
+    evictions: evictions::Evictions,
 }
 
 impl Mgs {
@@ -113,6 +116,7 @@ impl Mgs {
             interval_s: std::sync::atomic::AtomicU64::new(0),
             decay: Mutex::new(decay::DecayState::load(dir)?),
             replica: replicated.then(|| replica::ReplicaState::new(kept)),
+            evictions: evictions::Evictions::default(),
         };
         Ok(Arc::new(Mgs { inner: Arc::new(inner) }))
     }
@@ -335,13 +339,30 @@ impl Handle for mgs::WatchMap {
         let wait = Duration::from_millis(u64::from(self.wait_ms).min(WATCH_WAIT_MS_MAX));
         // A replica that stops leading answers at once: the follower goes to the new leader.
         let stops = mgs.stops_leading();
+        let evictions = &mgs.inner.evictions;
         tokio::select! {
+            biased;
+            () = evictions.wait_for(self.client_id) => Ok(MgsReply::Evicted),
             answer = tokio::time::timeout(wait, mgs.wait_for_change(self.known_version)) => match answer {
                 Ok(map) => Ok(MgsReply::Map(map)),
                 Err(_) => Ok(MgsReply::Unchanged(mgs.inner.published.borrow().version)),
             },
             () = stops => Err(replica::not_leader("this MGS replica stopped leading its group")),
         }
+    }
+}
+
+impl Handle for mgs::ClientsEvicted {
+    async fn run(self, mgs: &Mgs) -> WeftResult<()> {
+        if self.client_ids.len() > crate::limits::EVICTIONS_PER_REPORT_MAX {
+            return Err(WeftError::invalid(format!(
+                "{} evicted clients in one report: at most {} (send several)",
+                self.client_ids.len(),
+                crate::limits::EVICTIONS_PER_REPORT_MAX
+            )));
+        }
+        mgs.inner.evictions.note(&self.client_ids);
+        Ok(())
     }
 }
 

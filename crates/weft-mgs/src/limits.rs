@@ -5,6 +5,11 @@
 /// Longest a WatchMap waits for a change before it answers Unchanged: the follower asks
 /// again at once, so this bounds only how long a request stays in flight.
 pub const WATCH_WAIT_MS_MAX: u64 = 30_000;
+/// Most evicted clients the MGS remembers for their map watches (the most recent ones; 8
+/// bytes each, twice).
+pub const EVICTIONS_NOTICED_MAX: usize = 65_536;
+/// Most client ids one `ClientsEvicted` may name.
+pub const EVICTIONS_PER_REPORT_MAX: usize = 4096;
 /// Largest map file read at open (a full map of [`TARGETS_MAX`] targets is a few MiB).
 pub const MAP_FILE_BYTES_MAX: u64 = 64 * 1024 * 1024;
 /// Most targets (MDTs and OSTs together) in one map. Bounds the map's size on the wire: at

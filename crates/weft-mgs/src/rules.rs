@@ -10,7 +10,9 @@ use crate::limits::{
     TARGETS_MAX,
 };
 
-/// Adds a target, or moves a known one to a new address; either way it is Up afterwards.
+/// Adds a target, or moves a known one to a new address; either way it is Up afterwards,
+/// and its instance is one more than before (1 for a new one): a registration is a start,
+/// and the map always changes, so every follower learns it (imperative recovery).
 pub fn register(map: &mut ClusterMap, target: &TargetInfo) -> WeftResult<bool> {
     if target.kind == TargetKind::Ost && target.index >= weft_proto::limits::DOM_TARGET_BASE {
         return Err(WeftError::invalid(format!(
@@ -29,10 +31,10 @@ pub fn register(map: &mut ClusterMap, target: &TargetInfo) -> WeftResult<bool> {
     match map.targets.binary_search_by_key(&key, |t| (t.kind, t.index)) {
         Ok(i) => {
             let known = &mut map.targets[i];
-            let changed = known.address != target.address || known.state != TargetState::Up;
             known.address.clone_from(&target.address);
             known.state = TargetState::Up;
-            Ok(changed)
+            known.instance += 1;
+            Ok(true)
         }
         Err(i) => {
             if map.targets.len() >= TARGETS_MAX {
@@ -41,7 +43,7 @@ pub fn register(map: &mut ClusterMap, target: &TargetInfo) -> WeftResult<bool> {
                     format!("the cluster map holds {TARGETS_MAX} targets already"),
                 ));
             }
-            let new = TargetInfo { state: TargetState::Up, ..target.clone() };
+            let new = TargetInfo { state: TargetState::Up, instance: 1, ..target.clone() };
             map.targets.insert(i, new);
             Ok(true)
         }
@@ -252,7 +254,7 @@ mod tests {
     use super::*;
 
     fn ost(index: u32, address: &str) -> TargetInfo {
-        TargetInfo { kind: TargetKind::Ost, index, address: address.into(), state: TargetState::Down }
+        TargetInfo { state: TargetState::Down, ..TargetInfo::up(TargetKind::Ost, index, address) }
     }
 
     fn empty_map() -> ClusterMap {
@@ -262,7 +264,7 @@ mod tests {
     #[test]
     fn register_keeps_targets_sorted_and_reports_changes() {
         let mut map = empty_map();
-        let mdt = TargetInfo { kind: TargetKind::Mdt, index: 0, address: "m:1".into(), state: TargetState::Up };
+        let mdt = TargetInfo::up(TargetKind::Mdt, 0, "m:1");
         assert_eq!(register(&mut map, &ost(1000, "a:1")), Ok(true));
         assert_eq!(register(&mut map, &ost(7, "a:1")), Ok(true));
         assert_eq!(register(&mut map, &mdt), Ok(true));
@@ -271,9 +273,14 @@ mod tests {
         assert_eq!(order, [(TargetKind::Mdt, 0), (TargetKind::Ost, 0), (TargetKind::Ost, 7), (TargetKind::Ost, 1000)]);
         assert!(map.targets.iter().all(|t| t.state == TargetState::Up), "registering makes a target Up");
 
-        assert_eq!(register(&mut map, &ost(7, "a:1")), Ok(false));
+        let instance = |map: &ClusterMap| map.target(TargetKind::Ost, 7).unwrap().instance;
+        assert_eq!(instance(&map), 1, "a new target's first instance");
+        // The same server registering again restarted: the map changes, so clients learn it.
+        assert_eq!(register(&mut map, &ost(7, "a:1")), Ok(true));
+        assert_eq!(instance(&map), 2);
         assert_eq!(register(&mut map, &ost(7, "b:2")), Ok(true));
         assert_eq!(map.target(TargetKind::Ost, 7).unwrap().address, "b:2");
+        assert_eq!(instance(&map), 3, "a move is a new instance too");
         assert_eq!(set_target_state(&mut map, TargetKind::Ost, 7, TargetState::Down), Ok(true));
         assert_eq!(register(&mut map, &ost(7, "b:2")), Ok(true), "a Down target comes back Up");
         assert_eq!(register(&mut map, &ost(8, "")).unwrap_err().code, weft_proto::ErrorCode::Invalid);

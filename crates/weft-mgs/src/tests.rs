@@ -6,7 +6,7 @@ use weft_proto::msg::{TargetInfo, TargetKind, TargetState};
 use weft_proto::ErrorCode;
 
 fn target(kind: TargetKind, index: u32, address: &str) -> TargetInfo {
-    TargetInfo { kind, index, address: address.into(), state: TargetState::Up }
+    TargetInfo::up(kind, index, address)
 }
 
 async fn must_register(mgs: &Mgs, t: TargetInfo) -> ClusterMap {
@@ -25,16 +25,18 @@ async fn new_file_system_starts_at_version_one_and_registration_bumps_it() {
 
     let map = must_register(&mgs, target(TargetKind::Ost, 7, "h1:1")).await;
     assert_eq!(map.version, 2);
+    // The same server registering again restarted: a new instance, which its clients must
+    // learn (they replay their locks there), so the version moves.
     let map = must_register(&mgs, target(TargetKind::Ost, 7, "h1:1")).await;
-    assert_eq!(map.version, 2, "a registration that changes nothing keeps the version");
+    assert_eq!((map.version, map.target(TargetKind::Ost, 7).unwrap().instance), (3, 2));
     let map = must_register(&mgs, target(TargetKind::Ost, 7, "h2:1")).await;
-    assert_eq!(map.version, 3);
+    assert_eq!(map.version, 4);
     assert_eq!(map.target(TargetKind::Ost, 7).unwrap().address, "h2:1");
     must_register(&mgs, target(TargetKind::Mdt, 0, "h1:2")).await;
     let map = must_register(&mgs, target(TargetKind::Ost, 0, "h1:1")).await;
     let order: Vec<_> = map.targets.iter().map(|t| (t.kind, t.index)).collect();
     assert_eq!(order, [(TargetKind::Mdt, 0), (TargetKind::Ost, 0), (TargetKind::Ost, 7)]);
-    assert_eq!(map.version, 5);
+    assert_eq!(map.version, 6);
     assert_eq!(mgs.map(), map);
 }
 
@@ -156,7 +158,9 @@ async fn concurrent_registrations_each_get_a_version() {
 async fn a_watch_answers_when_the_map_moves_and_unchanged_when_it_does_not() {
     let tmp = tempfile::tempdir().unwrap();
     let mgs = Mgs::open(tmp.path(), "testfs").unwrap();
-    let watch = |known_version, wait_ms| mgs.handle(MgsRequest::WatchMap(mgs::WatchMap { known_version, wait_ms }));
+    let watch = |known_version, wait_ms| {
+        mgs.handle(MgsRequest::WatchMap(mgs::WatchMap { known_version, wait_ms, client_id: 0 }))
+    };
     // Nothing moves: Unchanged after the wait, not before.
     let started = std::time::Instant::now();
     assert_eq!(watch(1, 100).await, Ok(MgsReply::Unchanged(1)));
@@ -173,6 +177,32 @@ async fn a_watch_answers_when_the_map_moves_and_unchanged_when_it_does_not() {
         Ok(MgsReply::Map(map)) => assert!(map.version >= 2 && map.target(TargetKind::Ost, 3).is_some()),
         other => panic!("the watch answered {other:?}"),
     }
+}
+
+/// A client's watch is answered `Evicted` as soon as a server reports it evicted (and at
+/// once if it was already), another client's watch is not, and a report past the bound is
+/// refused whole.
+#[tokio::test]
+async fn a_watch_of_an_evicted_client_is_answered_evicted() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mgs = Mgs::open(tmp.path(), "testfs").unwrap();
+    let watch =
+        |client_id| mgs.handle(MgsRequest::WatchMap(mgs::WatchMap { known_version: 1, wait_ms: 10_000, client_id }));
+    let evict = |client_ids: Vec<u64>| mgs.handle(MgsRequest::ClientsEvicted(mgs::ClientsEvicted { client_ids }));
+    let (answer, reported) = tokio::join!(watch(0xabc), async {
+        tokio::task::yield_now().await;
+        evict(vec![0xabc]).await
+    });
+    assert_eq!(reported, Ok(MgsReply::Done));
+    assert_eq!(answer, Ok(MgsReply::Evicted));
+    assert_eq!(watch(0xabc).await, Ok(MgsReply::Evicted), "already evicted: at once");
+    let other = tokio::time::timeout(Duration::from_millis(200), watch(0xdef)).await;
+    assert!(other.is_err(), "another client's watch keeps waiting: {other:?}");
+    let too_many = evict((1..=crate::limits::EVICTIONS_PER_REPORT_MAX as u64 + 1).collect()).await.unwrap_err();
+    assert_eq!(too_many.code, weft_proto::ErrorCode::Invalid);
+    assert!(too_many.message.contains("at most 4096"), "{}", too_many.message);
+    let still = tokio::time::timeout(Duration::from_millis(200), watch(1)).await;
+    assert!(still.is_err(), "a refused report notes nobody: {still:?}");
 }
 
 #[tokio::test]
@@ -323,7 +353,7 @@ async fn a_replica_that_does_not_lead_refuses_with_moved_and_wakes_its_followers
     let watch = {
         let leader = leader.clone();
         tokio::spawn(async move {
-            leader.handle(MgsRequest::WatchMap(mgs::WatchMap { known_version: 1, wait_ms: 30_000 })).await
+            leader.handle(MgsRequest::WatchMap(mgs::WatchMap { known_version: 1, wait_ms: 30_000, client_id: 0 })).await
         })
     };
     tokio::task::yield_now().await;

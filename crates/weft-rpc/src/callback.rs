@@ -24,4 +24,8 @@ pub trait CallbackHandler: Send + Sync + 'static {
     /// request goes on it: the server there may have restarted and forgotten what it
     /// granted this client.
     fn reconnected(&self, _address: &str) {}
+
+    /// A connection of a Peer to `address` broke (its server died, restarted or was cut
+    /// off): a client that holds locks there connects again so callbacks can reach it.
+    fn disconnected(&self, _address: &str) {}
 }

@@ -100,6 +100,8 @@ pub struct Exports {
     changed: Notify,
     /// Clients evicted since the server started (for metrics).
     evictions: AtomicU64,
+    /// Moves with each eviction, for [`Exports::watch_evictions`].
+    evicted_count: tokio::sync::watch::Sender<u64>,
     /// The clients of the server's network, called back when no TCP connection reaches
     /// them; None for a server that reaches its clients over TCP only.
     clients: Option<Arc<Clients>>,
@@ -155,6 +157,7 @@ impl Exports {
             next_link: AtomicU64::new(LOCAL_LINK + 1),
             changed: Notify::new(),
             evictions: AtomicU64::new(0),
+            evicted_count: tokio::sync::watch::Sender::new(0),
             clients,
         }
     }
@@ -162,6 +165,20 @@ impl Exports {
     /// Clients evicted since the server started.
     pub fn evictions(&self) -> u64 {
         self.evictions.load(Ordering::Relaxed)
+    }
+
+    /// Learns each eviction: the count of clients evicted since the start moves (see
+    /// [`Exports::evicted_last`] for which).
+    pub fn watch_evictions(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.evicted_count.subscribe()
+    }
+
+    /// The last `count` clients evicted (at most the [`EVICTED_REMEMBERED_MAX`] remembered),
+    /// oldest first.
+    pub fn evicted_last(&self, count: usize) -> Vec<u64> {
+        let state = self.state.read().unwrap_or_else(|p| p.into_inner());
+        let skip = state.evicted_order.len().saturating_sub(count);
+        state.evicted_order.iter().skip(skip).copied().collect()
     }
 
     /// Clients with a route (connected, or in this process) now.
@@ -284,6 +301,7 @@ impl Exports {
             let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
             if state.evicted.insert(client_id, reason).is_none() {
                 self.evictions.fetch_add(1, Ordering::Relaxed);
+                self.evicted_count.send_modify(|n| *n += 1);
                 state.evicted_order.push_back(client_id);
                 while state.evicted_order.len() > EVICTED_REMEMBERED_MAX {
                     if let Some(old) = state.evicted_order.pop_front() {

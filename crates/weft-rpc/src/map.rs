@@ -9,7 +9,10 @@
 //!   follower at once and an unchanged map costs one small request per wait. A follower can
 //!   also ask at once ([`MapFollower::refresh`]), as a client does when a target it needs
 //!   is missing or silent. It asks through [`MgsPeers`], so it follows a replicated MGS's
-//!   leader: a replica that stops leading answers its long poll with `Moved` at once;
+//!   leader: a replica that stops leading answers its long poll with `Moved` at once. A
+//!   client's follower names the client in its watch ([`MapFollower::start_for_client`]):
+//!   the MGS answers `Evicted` when a server evicted it, which the follower passes on
+//!   ([`MapFollower::evictions`]), so an idle client learns it without pinging anyone;
 //! * [`MapState`]: one version of the map, indexed by target;
 //! * [`PeerSet`]: one [`Peer`] per server address the map names, made on first use and
 //!   dropped when its address leaves the map, so connections follow the servers a process
@@ -20,6 +23,7 @@ use crate::mgs::MgsPeers;
 use crate::peer::{Peer, PeerOptions};
 use bytes::Bytes;
 use std::collections::{HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock, Weak};
 use std::time::Duration;
 use tokio::sync::{watch, Notify};
@@ -111,17 +115,34 @@ pub struct MapFollower {
     fetching: tokio::sync::Mutex<()>,
     /// Wakes the follower's task to fetch at once.
     wanted: Arc<Notify>,
+    /// The client this follower watches for (its current id; 0: none, a server's).
+    client_id: Arc<AtomicU64>,
+    /// The last client id the MGS said was evicted (0: none yet).
+    evicted: watch::Sender<u64>,
 }
 
 impl MapFollower {
     /// Fetches the map from the MGS behind `mgs` (within `timeout`) and starts following it.
     pub async fn start(mgs: Arc<MgsPeers>, timeout: Duration) -> WeftResult<Arc<MapFollower>> {
+        MapFollower::start_for_client(mgs, timeout, Arc::new(AtomicU64::new(0))).await
+    }
+
+    /// As [`MapFollower::start`], for the client whose id `client_id` holds (read at each
+    /// watch, so a client back under a new id is watched under it): its evictions come out
+    /// of [`MapFollower::evictions`].
+    pub async fn start_for_client(
+        mgs: Arc<MgsPeers>,
+        timeout: Duration,
+        client_id: Arc<AtomicU64>,
+    ) -> WeftResult<Arc<MapFollower>> {
         let map = fetch_map_from(&mgs, timeout).await?;
         let follower = Arc::new(MapFollower {
             mgs,
             published: watch::Sender::new(Arc::new(MapState::new(map))),
             fetching: tokio::sync::Mutex::new(()),
             wanted: Arc::new(Notify::new()),
+            client_id,
+            evicted: watch::Sender::new(0),
         });
         tokio::spawn(follow(Arc::downgrade(&follower), follower.wanted.clone()));
         Ok(follower)
@@ -135,6 +156,11 @@ impl MapFollower {
     /// Learns every change of the map.
     pub fn subscribe(&self) -> watch::Receiver<Arc<MapState>> {
         self.published.subscribe()
+    }
+
+    /// Learns each client id the MGS said was evicted (a client's follower only).
+    pub fn evictions(&self) -> watch::Receiver<u64> {
+        self.evicted.subscribe()
     }
 
     /// Asks the MGS now, unless the map moved past `seen_version` meanwhile; returns whether
@@ -171,9 +197,12 @@ async fn follow(follower: Weak<MapFollower>, wanted: Arc<Notify>) {
         let Some(f) = follower.upgrade() else { return };
         let known = f.current().version();
         let peer = f.mgs.clone();
+        // An id already reported evicted is not watched again (its answer would come at
+        // once, again and again) until the client is back under a new one.
+        let client_id = Some(f.client_id.load(Ordering::Acquire)).filter(|id| *id != *f.evicted.borrow()).unwrap_or(0);
         drop(f);
         let watch = async {
-            let op = mgs::WatchMap { known_version: known, wait_ms: WATCH_WAIT_MS };
+            let op = mgs::WatchMap { known_version: known, wait_ms: WATCH_WAIT_MS, client_id };
             let wait = Duration::from_millis(u64::from(WATCH_WAIT_MS));
             let timeout = wait + Duration::from_millis(WATCH_ANSWER_MARGIN_MS);
             peer.op_answered_within(RequestHeader::default(), op, timeout, wait).await
@@ -184,10 +213,15 @@ async fn follow(follower: Weak<MapFollower>, wanted: Arc<Notify>) {
         };
         let Some(f) = follower.upgrade() else { return };
         let answer = answer.and_then(|r| match r {
-            MgsReply::Map(_) | MgsReply::Unchanged(_) => Ok(r),
+            MgsReply::Map(_) | MgsReply::Unchanged(_) | MgsReply::Evicted => Ok(r),
             other => Err(unexpected(&other)),
         });
         match answer {
+            Ok(MgsReply::Evicted) => {
+                tracing::info!(client = client_id, "the management service says a server evicted this client");
+                f.evicted.send_replace(client_id);
+                retry_ms = WATCH_RETRY_MS_MIN;
+            }
             Ok(MgsReply::Map(map)) => {
                 f.install(map);
                 retry_ms = WATCH_RETRY_MS_MIN;
@@ -261,7 +295,7 @@ mod tests {
     use super::*;
 
     fn t(kind: TargetKind, index: u32, address: &str) -> TargetInfo {
-        TargetInfo { kind, index, address: address.into(), state: TargetState::Up }
+        TargetInfo::up(kind, index, address)
     }
 
     #[test]

@@ -23,8 +23,10 @@
 //! registers its handler with [`Network::register_client`] instead.
 //!
 //! The server learns a route only from a connection the client opened, and a Peer opens one
-//! only to send a request: a client that must stay reachable while idle, or after its
-//! connection broke, pings its servers now and then (Lustre's pinger).
+//! only to send a request: when a connection breaks, the reader tells the handler
+//! ([`CallbackHandler::disconnected`]), and a client that holds locks there connects again
+//! at once, so it stays reachable without pinging its servers now and then (Lustre's
+//! pinger, which costs a message per client per server per interval).
 
 use crate::callback::CallbackHandler;
 use crate::frame::{read_frame, write_frame};
@@ -192,6 +194,10 @@ impl Connection {
             };
             if let Some(conn) = weak.upgrade() {
                 conn.fail_all(failure);
+                // Only for a connection its Peer still held: one it dropped is no loss.
+                if let Some(handler) = &callbacks {
+                    handler.disconnected(&address);
+                }
             }
         });
         if opts.callbacks.is_some() {

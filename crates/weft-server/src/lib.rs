@@ -222,6 +222,7 @@ impl RunningServer {
             targets,
         ));
         let exports_for_metrics = exports.clone();
+        let exports_for_mgs = exports.clone();
         let mgs_for_monitor = mgs.clone();
         let router = Arc::new(router::Router {
             mgs: mgs.clone(),
@@ -286,7 +287,7 @@ impl RunningServer {
             targets.extend(o.ost_indices().into_iter().map(|i| (TargetKind::Ost, i)));
         }
         for (kind, index) in targets {
-            let target = TargetInfo { kind, index, address: address.clone(), state: TargetState::Up };
+            let target = TargetInfo::up(kind, index, address.clone());
             register(&mgs_peer, target).await.with_context(|| {
                 format!("cannot register {kind:?} {index} with the management service at {mgs_address}")
             })?;
@@ -351,6 +352,7 @@ impl RunningServer {
                 }
             }
         }));
+        tasks.push(tokio::spawn(report_evictions(mgs_peer.clone(), exports_for_mgs)));
         tasks.push(tokio::spawn(report_global_demand(mgs_peer.clone(), address.clone(), services, schedulers)));
         tracing::info!("serving {} on {address}", config.roles_text());
         Ok(RunningServer {
@@ -397,6 +399,16 @@ impl RunningServer {
     }
 
     /// This server's clients: callback routes and evictions.
+    /// Requests this server answered since it started (every service, every op).
+    pub fn requests_served(&self) -> u64 {
+        self.server.stats().snapshot().values().map(|s| s.samples).sum()
+    }
+
+    /// The same, per op name, for a report of what a server spends its messages on.
+    pub fn requests_by_op(&self) -> std::collections::BTreeMap<&'static str, u64> {
+        self.server.stats().snapshot().into_iter().map(|(op, s)| (op, s.samples)).collect()
+    }
+
     pub fn exports(&self) -> Arc<weft_rpc::Exports> {
         self.server.exports()
     }
@@ -472,6 +484,25 @@ async fn report_global_demand(
                 }
                 Err(_) => {}
             }
+        }
+    }
+}
+
+/// Tells the management service of each client this server evicts, so that the client's map
+/// watch is answered `Evicted` (an idle client learns it without pinging this server). At
+/// most [`weft_mgs::limits::EVICTIONS_PER_REPORT_MAX`] per report; a report the MGS does not
+/// take is not sent again (the client learns it at its next request here instead).
+async fn report_evictions(mgs: Arc<MgsPeers>, exports: Arc<weft_rpc::Exports>) {
+    let mut count = exports.watch_evictions();
+    let mut reported = *count.borrow_and_update();
+    while count.changed().await.is_ok() {
+        let now = *count.borrow_and_update();
+        let new = usize::try_from(now - reported).unwrap_or(usize::MAX);
+        reported = now;
+        let client_ids = exports.evicted_last(new.min(weft_mgs::limits::EVICTIONS_PER_REPORT_MAX));
+        let timeout = mgs.options().request_timeout;
+        if let Err(e) = mgs.op(header(), mgs::ClientsEvicted { client_ids }, timeout).await {
+            tracing::warn!("could not tell the management service of an eviction: {e}");
         }
     }
 }

@@ -6,8 +6,9 @@
 /// of this order; a client that is alive answers in milliseconds, so this bounds how long a
 /// dead client can hold up the others.
 pub const LOCK_TIMEOUT_MS_DEFAULT: u64 = 20_000;
-/// After a restart, how long no lock is granted: clients ping every second and drop what
-/// they cached under a restarted server's locks when they notice (weft-client's pinger).
+/// After a restart, how long no lock is granted: the server registers with the management
+/// service, which tells every client at once (the target's instance moves in the map they
+/// watch), and they replay their locks here or drop what those guarded, within this.
 pub const LOCK_RECOVERY_MS: u64 = 5_000;
 /// When a replicated MDT's new leader starts serving, how long no lock is granted: the
 /// clients learn of the move from the management service at once (they follow the map by

@@ -274,10 +274,9 @@ impl LockCache {
         self.table().files_of(target, resource)
     }
 
-    /// Forgets the locks of these targets (their server restarted and no longer knows them)
-    /// and drops every cache they guarded.
-    pub(crate) fn forget_targets(&self, targets: &[LockTarget]) {
-        self.forget(|t| targets.contains(t));
+    /// Whether this client holds a lock of `target`.
+    pub(crate) fn holds_any(&self, target: LockTarget) -> bool {
+        self.table().holds_any(target)
     }
 
     /// The locks of `target` this client holds, as a lock replay sends them.
@@ -640,7 +639,13 @@ impl weft_rpc::CallbackHandler for Callbacks {
 
     fn reconnected(&self, address: &str) {
         if let Some(client) = self.0.upgrade() {
-            client.forget_locks_of(address);
+            client.replay_after_reconnect(address);
+        }
+    }
+
+    fn disconnected(&self, address: &str) {
+        if let Some(client) = self.0.upgrade() {
+            client.connection_lost(address);
         }
     }
 }

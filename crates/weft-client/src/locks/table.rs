@@ -134,6 +134,10 @@ impl LockTable {
     }
 
     /// The held locks of `target`, as granted (what a lock replay asks to keep).
+    pub fn holds_any(&self, target: LockTarget) -> bool {
+        self.entries.keys().any(|(t, _)| *t == target)
+    }
+
     pub fn granted_of(&self, target: LockTarget) -> Vec<LockGrant> {
         self.entries
             .iter()

@@ -20,9 +20,19 @@ pub struct TargetInfo {
     /// `host:port` of the server process that serves this target.
     pub address: String,
     pub state: TargetState,
+    /// How many times the target was registered: the MGS adds one at each registration (a
+    /// start, a restart, a move), so a client that sees it change knows the server behind
+    /// the target forgot its locks and opens, and replays them (Lustre's imperative
+    /// recovery: the MGS tells, nobody pings). What a server sends here is ignored.
+    pub instance: u64,
 }
 
 impl TargetInfo {
+    /// A target served at `address`, as a server registers it.
+    pub fn up(kind: TargetKind, index: u32, address: impl Into<String>) -> TargetInfo {
+        TargetInfo { kind, index, address: address.into(), state: TargetState::Up, instance: 0 }
+    }
+
     /// Lustre's target name: `weft-OST0007`, `weft-MDT0000`.
     pub fn name(&self, fsname: &str) -> String {
         target_name(fsname, self.kind, self.index)
@@ -155,8 +165,10 @@ macro_rules! mgs_ops {
             write PoolDestroy { pool: String } -> $crate::msg::ClusterMap = "mgs_pool_destroy";
             /// The map once its version passes `known_version`, or `Unchanged` after
             /// `wait_ms` without a change (a long poll: followers learn a change when it
-            /// happens, and ask once per `wait_ms` while nothing does).
-            read WatchMap { known_version: u64, wait_ms: u32 } -> $crate::msg::MgsReply = "mgs_watch_map";
+            /// happens, and ask once per `wait_ms` while nothing does). A client names
+            /// itself in `client_id` (0: a server, or nobody): if a server evicted it, the
+            /// answer is `Evicted` at once, so an idle client learns it without pinging.
+            read WatchMap { known_version: u64, wait_ms: u32, client_id: u64 } -> $crate::msg::MgsReply = "mgs_watch_map";
             /// Adds a permanent parameter setting (replacing an earlier one of the same name,
             /// except rule commands, which add up), or with `delete` removes the settings
             /// whose names `name` matches.
@@ -180,6 +192,9 @@ macro_rules! mgs_ops {
             /// The decay actions of the current periods: for `uid` (None: the caller's;
             /// root may ask for anyone's, or everyone's with `all`).
             read DecayWarnings { uid: Option<u32>, gids: Vec<u32>, all: bool } -> $crate::msg::DecayActions = "mgs_decay_warnings";
+            /// A server evicted these clients (they did not answer a lock callback in time):
+            /// the MGS answers their map watches `Evicted` (see `WatchMap`). Kept in memory.
+            write ClientsEvicted { client_ids: Vec<u64> } -> () = "mgs_clients_evicted";
         }
     };
 }
@@ -240,10 +255,14 @@ crate::define_replies! {
         Shares(GlobalShares),
         History(HistoryReply),
         Actions(DecayActions),
+        /// The client named in a `WatchMap` was evicted by a server: its locks are gone.
+        Evicted,
+        /// Done, nothing to tell (`ClientsEvicted`).
+        Done = (),
     }
 }
 
-/// GetMap and WatchMap answer with either variant.
+/// GetMap and WatchMap answer with one of several variants (`Map`, `Unchanged`, `Evicted`).
 impl crate::msg::ops::Payload<MgsReply> for MgsReply {
     fn from_reply(reply: MgsReply) -> Result<Self, MgsReply> {
         Ok(reply)

@@ -200,7 +200,9 @@ impl Replica {
     /// The replica in `data_dir` (an MDT's directory, made if missing): its journal replayed
     /// into its store, as a single MDT's at start.
     pub fn open(data_dir: PathBuf, mdt_index: u32) -> WeftResult<Arc<Replica>> {
-        let storage = MdtStorage::open_dir(&data_dir)?;
+        // Every page checked: a replica whose store is damaged refuses to start (and so to
+        // join its group), naming the file, rather than serve or vote with it.
+        let storage = MdtStorage::open_dir_checked(&data_dir)?;
         Replica::open_with(data_dir, mdt_index, storage)
     }
 

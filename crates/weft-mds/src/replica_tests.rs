@@ -303,3 +303,28 @@ async fn opens_replayed_to_a_new_leader_keep_their_files_and_late_ones_are_refus
     assert_eq!(a.handle(&header(8), late, Run::Inline).await.unwrap_err().code, ErrorCode::Stale);
     a.shutdown().await;
 }
+
+/// A replica whose store was damaged outside redb (a disk fault, a stray write) refuses to
+/// open, and the error names the file; the same file undamaged opens.
+#[test]
+fn a_replica_with_a_damaged_store_refuses_to_open_and_names_the_file() {
+    use crate::storage::KvStore;
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join(crate::schema::DB_FILE_NAME);
+    {
+        let kv = crate::storage::redb_kv::RedbKv::open(&db).unwrap();
+        let rows: Vec<(Vec<u8>, Vec<u8>)> =
+            (0..20_000u32).map(|i| (i.to_be_bytes().to_vec(), vec![(i % 251) as u8; 100])).collect();
+        kv.commit(&mut rows.iter().map(|(k, v)| (0u8, k.as_slice(), Some(v.as_slice())))).unwrap();
+    }
+    Replica::open(dir.path().to_path_buf(), 0).expect("an undamaged store opens");
+    let len = std::fs::metadata(&db).unwrap().len();
+    {
+        use std::os::unix::fs::FileExt;
+        let file = std::fs::OpenOptions::new().write(true).open(&db).unwrap();
+        file.write_all_at(&vec![0xa5; 256 * 1024], len / 2 - 128 * 1024).unwrap();
+    }
+    let refused = Replica::open(dir.path().to_path_buf(), 0).err().expect("a damaged store must be refused");
+    assert!(refused.message.contains("corrupt"), "{}", refused.message);
+    assert!(refused.message.contains(&db.display().to_string()), "the file is named: {}", refused.message);
+}

@@ -18,10 +18,22 @@ pub struct MdtStorage {
 impl MdtStorage {
     /// The default: redb and a journal file in the MDT's directory `dir`.
     pub fn open_dir(dir: &std::path::Path) -> StorageResult<MdtStorage> {
+        MdtStorage::open_dir_with(dir, false)
+    }
+
+    /// As [`MdtStorage::open_dir`], checking every page of the key-value store first (see
+    /// [`super::redb_kv::RedbKv::open_checked`]): a replica's.
+    pub fn open_dir_checked(dir: &std::path::Path) -> StorageResult<MdtStorage> {
+        MdtStorage::open_dir_with(dir, true)
+    }
+
+    fn open_dir_with(dir: &std::path::Path, check: bool) -> StorageResult<MdtStorage> {
         std::fs::create_dir_all(dir)
             .map_err(|e| StorageError::Io(format!("cannot create MDT directory {}: {e}", dir.display())))?;
+        let db = dir.join(crate::schema::DB_FILE_NAME);
+        let kv = if check { super::redb_kv::RedbKv::open_checked(&db)? } else { super::redb_kv::RedbKv::open(&db)? };
         Ok(MdtStorage {
-            kv: Arc::new(super::redb_kv::RedbKv::open(&dir.join(crate::schema::DB_FILE_NAME))?),
+            kv: Arc::new(kv),
             journal: Arc::new(super::file_journal::FileJournal::open(&dir.join(JOURNAL_FILE_NAME))?),
         })
     }

@@ -25,11 +25,27 @@ pub struct RedbKv {
 impl RedbKv {
     /// Opens (creating when new) the database at `path`, with every table of the schema.
     pub fn open(path: &Path) -> StorageResult<RedbKv> {
-        let db = Database::create(path).map_err(|e| match e {
+        RedbKv::open_with(path, false)
+    }
+
+    /// As [`RedbKv::open`], after checking every page of the file (redb's integrity check,
+    /// which reads the whole file): a file damaged outside redb is refused with an error
+    /// naming it, where a plain open may not notice until a read meets the damage. A
+    /// replica of a replicated MDT opens its store so, since it must not join its group
+    /// with a state it cannot vouch for.
+    pub fn open_checked(path: &Path) -> StorageResult<RedbKv> {
+        RedbKv::open_with(path, true)
+    }
+
+    fn open_with(path: &Path, check: bool) -> StorageResult<RedbKv> {
+        let db = Database::builder().set_check_integrity_on_open(check).create(path).map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => StorageError::InUse(format!(
                 "MDT database {} is already open (another MDS running on it?)",
                 path.display()
             )),
+            redb::DatabaseError::Storage(redb::StorageError::Corrupted(why)) => {
+                StorageError::Io(format!("MDT database {} is corrupt: {why}", path.display()))
+            }
             e => StorageError::Io(format!("cannot open MDT database {}: {e}", path.display())),
         })?;
         // A read transaction fails on a table that was never made: make them all.

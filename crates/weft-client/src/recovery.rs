@@ -195,12 +195,7 @@ mod tests {
 
     #[test]
     fn a_target_moved_to_another_address_is_named_and_one_that_stayed_or_came_is_not() {
-        let target = |kind, index, address: &str| weft_proto::msg::TargetInfo {
-            kind,
-            index,
-            address: address.into(),
-            state: weft_proto::msg::TargetState::Up,
-        };
+        let target = |kind, index, address: &str| weft_proto::msg::TargetInfo::new(kind, index, address);
         let map = |targets| ClusterMap { targets, ..ClusterMap::default() };
         let before = map(vec![target(TargetKind::Mdt, 0, "a:1"), target(TargetKind::Ost, 1, "b:1")]);
         let after = map(vec![

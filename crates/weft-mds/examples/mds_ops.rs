@@ -42,9 +42,9 @@ impl CallbackSender for NoCallbacks {
 
 fn map() -> ClusterMap {
     let mut targets: Vec<TargetInfo> = (0..4)
-        .map(|i| TargetInfo { kind: TargetKind::Ost, index: i, address: format!("mem:{i}"), state: TargetState::Up })
+        .map(|i| TargetInfo::new(TargetKind::Ost, i, format!("mem:{i}")))
         .collect();
-    targets.push(TargetInfo { kind: TargetKind::Mdt, index: 0, address: "mem:mdt".into(), state: TargetState::Up });
+    targets.push(TargetInfo::new(TargetKind::Mdt, 0, "mem:mdt"));
     ClusterMap {
         version: 1,
         fsname: "bench".into(),

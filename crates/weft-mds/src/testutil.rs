@@ -95,9 +95,9 @@ impl ObjectTargets for FakeTargets {
 pub fn cluster_map(osts: &[u32], pools: &[(&str, &[u32])]) -> ClusterMap {
     let mut targets: Vec<TargetInfo> = osts
         .iter()
-        .map(|i| TargetInfo { kind: TargetKind::Ost, index: *i, address: format!("fake:{i}"), state: TargetState::Up })
+        .map(|i| TargetInfo::new(TargetKind::Ost, *i, format!("fake:{i}")))
         .collect();
-    targets.push(TargetInfo { kind: TargetKind::Mdt, index: 0, address: "fake:mdt".into(), state: TargetState::Up });
+    targets.push(TargetInfo::new(TargetKind::Mdt, 0, "fake:mdt"));
     ClusterMap {
         version: 1,
         fsname: "weft".into(),

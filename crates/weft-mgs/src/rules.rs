@@ -252,7 +252,7 @@ mod tests {
     use super::*;
 
     fn ost(index: u32, address: &str) -> TargetInfo {
-        TargetInfo { kind: TargetKind::Ost, index, address: address.into(), state: TargetState::Down }
+        TargetInfo { state: TargetState::Down, ..TargetInfo::new(TargetKind::Ost, index, address) }
     }
 
     fn empty_map() -> ClusterMap {
@@ -262,7 +262,7 @@ mod tests {
     #[test]
     fn register_keeps_targets_sorted_and_reports_changes() {
         let mut map = empty_map();
-        let mdt = TargetInfo { kind: TargetKind::Mdt, index: 0, address: "m:1".into(), state: TargetState::Up };
+        let mdt = TargetInfo::new(TargetKind::Mdt, 0, "m:1");
         assert_eq!(register(&mut map, &ost(1000, "a:1")), Ok(true));
         assert_eq!(register(&mut map, &ost(7, "a:1")), Ok(true));
         assert_eq!(register(&mut map, &mdt), Ok(true));

@@ -261,7 +261,7 @@ mod tests {
     use super::*;
 
     fn t(kind: TargetKind, index: u32, address: &str) -> TargetInfo {
-        TargetInfo { kind, index, address: address.into(), state: TargetState::Up }
+        TargetInfo::new(kind, index, address)
     }
 
     #[test]

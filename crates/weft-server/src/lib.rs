@@ -286,7 +286,7 @@ impl RunningServer {
             targets.extend(o.ost_indices().into_iter().map(|i| (TargetKind::Ost, i)));
         }
         for (kind, index) in targets {
-            let target = TargetInfo { kind, index, address: address.clone(), state: TargetState::Up };
+            let target = TargetInfo::new(kind, index, address.clone());
             register(&mgs_peer, target).await.with_context(|| {
                 format!("cannot register {kind:?} {index} with the management service at {mgs_address}")
             })?;

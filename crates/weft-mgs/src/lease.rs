@@ -212,7 +212,10 @@ pub fn move_target(
         )));
     }
     if !t.servers.iter().any(|s| s == to) {
-        return Err(WeftError::invalid(format!("{to} is not a server of {name}; its servers are: {}", t.servers.join(", "))));
+        return Err(WeftError::invalid(format!(
+            "{to} is not a server of {name}; its servers are: {}",
+            t.servers.join(", ")
+        )));
     }
     if !t.leased && t.state == TargetState::Up {
         return Err(WeftError::invalid(format!(

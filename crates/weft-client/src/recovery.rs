@@ -120,6 +120,9 @@ impl Client {
             let _ = writeln!(v, "    connect_flags: [ {flags} ]");
             let _ = writeln!(v, "    import_flags: [ replayable, connect_tried ]");
             let _ = writeln!(v, "    connection:");
+            // Every server that may serve it (Lustre's failover NIDs), as they registered.
+            let nids = if t.servers.is_empty() { t.address.clone() } else { t.servers.join(", ") };
+            let _ = writeln!(v, "       failover_nids: [ {nids} ]");
             let _ = writeln!(v, "       current_connection: {}", t.address);
             let _ = writeln!(v, "       generation: {}", i.moves + 1);
             let _ = writeln!(v, "    replay:");

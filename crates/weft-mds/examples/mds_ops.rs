@@ -41,9 +41,8 @@ impl CallbackSender for NoCallbacks {
 }
 
 fn map() -> ClusterMap {
-    let mut targets: Vec<TargetInfo> = (0..4)
-        .map(|i| TargetInfo::new(TargetKind::Ost, i, format!("mem:{i}")))
-        .collect();
+    let mut targets: Vec<TargetInfo> =
+        (0..4).map(|i| TargetInfo::new(TargetKind::Ost, i, format!("mem:{i}"))).collect();
     targets.push(TargetInfo::new(TargetKind::Mdt, 0, "mem:mdt"));
     ClusterMap {
         version: 1,

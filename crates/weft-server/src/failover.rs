@@ -250,7 +250,9 @@ impl Failover {
             let op = mgs::HandOver { kind: TargetKind::Ost, index: *ost, from: self.address.clone(), to: to.clone() };
             match self.mgs.op(crate::header(), op, timeout).await {
                 Ok(_) => tracing::info!(ost, %to, "handed the OST over, as an admin asked"),
-                Err(e) => tracing::warn!(ost, %to, "handing the OST over failed (asked again at the next renewal): {e}"),
+                Err(e) => {
+                    tracing::warn!(ost, %to, "handing the OST over failed (asked again at the next renewal): {e}")
+                }
             }
         }
         for &ost in grant.orphaned.iter().filter(|o| self.covers(**o)) {

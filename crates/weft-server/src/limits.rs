@@ -49,3 +49,6 @@ pub const LEASE_MARGIN_MS: u64 = 1_000;
 /// the clients learn of the move from the map and replay their extent locks meanwhile
 /// (they wait for a replay's answer 2 s, weft-client `LOCK_REPLAY_MS_MAX`).
 pub const OST_TAKEOVER_LOCK_RECOVERY_MS: u64 = 2_000;
+/// How long the MDS's request to an OST answered `Moved` (a failover OST not served there
+/// now) waits for the map to say where before it is sent again, as a client waits.
+pub const OST_MOVED_RETRY_MS: u64 = 200;

@@ -35,14 +35,7 @@ pub struct TargetInfo {
 impl TargetInfo {
     /// A target served at `address`, Up, with no failover servers.
     pub fn new(kind: TargetKind, index: u32, address: impl Into<String>) -> TargetInfo {
-        TargetInfo {
-            kind,
-            index,
-            address: address.into(),
-            state: TargetState::Up,
-            servers: Vec::new(),
-            leased: false,
-        }
+        TargetInfo { kind, index, address: address.into(), state: TargetState::Up, servers: Vec::new(), leased: false }
     }
 
     /// Lustre's target name: `weft-OST0007`, `weft-MDT0000`.

@@ -46,6 +46,9 @@ fn authorize_mgs(header: &RequestHeader, op: MgsRequest) -> Result<MgsRequest, W
         {
             perm("changes pools")
         }
+        MgsRequest::MoveTarget(_) | MgsRequest::ClaimTarget(_) | MgsRequest::HandOver(_) if caller != 0 => {
+            perm("moves targets between servers")
+        }
         MgsRequest::DecayWarnings(w) => {
             if caller != 0 && (w.all || w.uid.is_some_and(|u| u != caller)) {
                 return perm("reads other users' warnings");

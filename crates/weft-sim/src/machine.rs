@@ -14,7 +14,7 @@ use weft_oss::store::{FaultStore, MemStore, ObjectStore};
 use weft_oss::Oss;
 use weft_proto::faults::FaultPlan;
 use weft_proto::msg::ops::{take_reply, Op};
-use weft_proto::msg::{ost, ClusterMap, OstReply, OstRequest, Run, TargetInfo, TargetKind, TargetState};
+use weft_proto::msg::{ost, ClusterMap, OstReply, OstRequest, Run, TargetInfo, TargetKind};
 use weft_proto::{Fid, WeftError, WeftResult};
 
 /// The one OST of the machine.

@@ -142,6 +142,11 @@ impl Oss {
     }
 }
 
+/// Whether `dir` holds an OST already (it was served before: it may have had clients).
+pub fn formatted(dir: &std::path::Path) -> bool {
+    dir.join(target::TARGET_FILE_NAME).is_file()
+}
+
 /// Checks (formatting when new) and opens one OST directory.
 fn open_ost(fsname: &str, cfg: &OstConfig) -> WeftResult<Ost> {
     target::open_or_format(&cfg.dir, fsname, cfg.index)?;

@@ -245,6 +245,8 @@ impl Failover {
             self.close(ost);
         }
         for &ost in &grant.holds {
+            // At start, or moved here by hand: an OST served before may have clients that
+            // cache under its locks, which get a restart's window (as a single server's).
             self.open_ost(ost, Duration::from_millis(crate::limits::LOCK_RECOVERY_MS));
         }
         let timeout = Duration::from_millis(LEASE_RENEW_TIMEOUT_MS);
@@ -277,6 +279,8 @@ impl Failover {
     fn open_ost(&self, ost: u32, recovery: Duration) {
         if !self.open.lock().unwrap_or_else(|p| p.into_inner()).contains(&ost) {
             let cfg = OstConfig { index: ost, dir: self.data_dir.join(format!("ost{ost:04x}")) };
+            // A new OST had no clients: nothing to wait for.
+            let recovery = if weft_oss::formatted(&cfg.dir) { recovery } else { Duration::ZERO };
             if let Err(e) = self.oss.add_ost(&cfg) {
                 tracing::error!(ost, dir = %cfg.dir.display(), "cannot open the OST this server is to serve: {e}");
                 return;

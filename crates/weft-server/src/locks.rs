@@ -161,7 +161,9 @@ impl LockService {
             recovery_until: None,
         };
         let ns = Namespace::new(config, self.sender.clone() as Arc<dyn CallbackSender>);
-        ns.hold_grants_for(recovery);
+        if !recovery.is_zero() {
+            ns.hold_grants_for(recovery);
+        }
         self.osts.write().unwrap_or_else(|p| p.into_inner()).insert(ost, ns);
     }
 

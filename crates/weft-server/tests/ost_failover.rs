@@ -247,6 +247,14 @@ async fn an_ost_whose_server_stops_moves_to_its_failover_server_and_the_client_s
     let osc0 = imports.iter().find(|(n, _)| n.starts_with("osc.weft-OST0000")).map(|(_, v)| v.clone()).unwrap();
     assert!(osc0.contains(&format!("current_connection: {b_at}")), "{osc0}");
     assert!(osc0.contains("failover_nids: [") && osc0.contains(&a_at) && osc0.contains(&b_at), "{osc0}");
+    // The client followed the move and replayed its extent locks of OST0000 to B.
+    assert!(osc0.contains("generation: 2"), "{osc0}");
+    let count = |key: &str| -> u64 {
+        osc0.lines().find_map(|l| l.trim().strip_prefix(key)).and_then(|v| v.trim().parse().ok()).unwrap_or(0)
+    };
+    let (kept, refused) = (count("locks_kept:"), count("locks_refused:"));
+    println!("OST failover: the client's lock replay to OST0000's new server: {kept} kept, {refused} refused");
+    assert!(kept + refused > 0, "the client replayed no lock: {osc0}");
 
     // A comes back: it does not take its OST back by itself.
     let a = RunningServer::start(oss_config(&shared, &a_at, &mgs_at, vec![0], vec![1])).await.unwrap();

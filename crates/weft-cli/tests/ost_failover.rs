@@ -44,6 +44,8 @@ fn fio_verify_passes_across_the_kill_of_the_oss_serving_an_ost_and_the_ost_moves
     let fio = Command::new("fio")
         .args(["--name=ostfail", "--size=32M", "--bs=64k", "--rw=randwrite", "--ioengine=psync"])
         .args(["--verify=crc32c", "--verify_fatal=1", "--do_verify=1", "--numjobs=2", "--group_reporting"])
+        // No verify state file in the test's working directory.
+        .arg("--verify_state_save=0")
         .arg(format!("--directory={}", dir.display()))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

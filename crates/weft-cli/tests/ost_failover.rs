@@ -41,24 +41,31 @@ fn fio_verify_passes_across_the_kill_of_the_oss_serving_an_ost_and_the_ost_moves
     let dir = mnt.join("fio");
     std::fs::create_dir(&dir).unwrap();
     weft_ok(&["setstripe", "-c", "2", "-S", "64K", dir.to_str().unwrap()]);
-    let fio = Command::new("fio")
-        .args(["--name=ostfail", "--size=32M", "--bs=64k", "--rw=randwrite", "--ioengine=psync"])
-        .args(["--verify=crc32c", "--verify_fatal=1", "--do_verify=1", "--numjobs=2", "--group_reporting"])
-        // No verify state file in the test's working directory.
-        .arg("--verify_state_save=0")
-        .arg(format!("--directory={}", dir.display()))
+    let job = |dir: &std::path::Path| {
+        let mut fio = Command::new("fio");
+        fio.args(["--name=ostfail", "--size=64M", "--bs=64k", "--rw=randwrite", "--ioengine=psync", "--end_fsync=1"])
+            .args(["--verify=crc32c", "--verify_fatal=1", "--do_verify=1", "--numjobs=2", "--group_reporting"])
+            // No verify state file in the test's working directory.
+            .arg("--verify_state_save=0")
+            .arg(format!("--directory={}", dir.display()));
+        fio
+    };
+    let started = Instant::now();
+    let mut fio = job(&dir)
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())
         .spawn()
         .expect("fio (installed by make deps)");
 
-    std::thread::sleep(Duration::from_millis(1_500));
+    std::thread::sleep(Duration::from_millis(1_000));
+    assert!(fio.try_wait().unwrap().is_none(), "fio ended before the kill: make its files larger");
     let killed = Instant::now();
     c.kill9("oss1");
     // The next read of OST0000 answered (by the mount, which follows the map).
     assert_eq!(std::fs::read(&probe).unwrap(), probe_data, "the probe's bytes after the failover");
     let answered = killed.elapsed();
     let fio = fio.wait_with_output().unwrap();
+    let fio_took = started.elapsed();
     assert!(
         fio.status.success(),
         "fio --verify failed across the OSS's kill:\n{}{}",
@@ -66,10 +73,20 @@ fn fio_verify_passes_across_the_kill_of_the_oss_serving_an_ost_and_the_ost_moves
         String::from_utf8_lossy(&fio.stderr)
     );
     println!(
-        "OSS serving OST0000 killed under fio --verify: a read of OST0000 answered {:.2} s after the kill; fio passed",
-        answered.as_secs_f64()
+        "OSS serving OST0000 killed 1 s into fio --verify: a read of OST0000 answered {:.2} s after the kill; fio passed in {:.1} s",
+        answered.as_secs_f64(),
+        fio_took.as_secs_f64()
     );
     assert_eq!(serving(&c, 0), oss2, "OST0000 is served by its failover server");
+    // What fio wrote is on the OSTs: a second mount, with nothing cached, verifies it.
+    let other = c.mount();
+    let verify = job(&other.join("fio")).arg("--verify_only").output().expect("fio");
+    assert!(
+        verify.status.success(),
+        "fio --verify_only on a second mount failed:\n{}{}",
+        String::from_utf8_lossy(&verify.stdout),
+        String::from_utf8_lossy(&verify.stderr)
+    );
 
     // Moving by hand: bad input and a server without a lease refused within seconds.
     let refused = |args: &[&str]| {

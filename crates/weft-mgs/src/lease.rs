@@ -110,10 +110,16 @@ impl Leases {
     }
 }
 
-/// Adds `server` to a target's servers (once, within the bound).
-fn add_server(t: &mut TargetInfo, server: &str) -> WeftResult<bool> {
+/// Adds `server` to a target's servers (once, within the bound). When the list is full,
+/// servers without a live lease other than the one serving it are forgotten first (a node
+/// that came back under another address must not lock the target's list).
+fn add_server(t: &mut TargetInfo, server: &str, live: &impl Fn(&str) -> bool) -> WeftResult<bool> {
     if t.servers.iter().any(|s| s == server) {
         return Ok(false);
+    }
+    if t.servers.len() >= TARGET_SERVERS_MAX {
+        let holder = t.address.clone();
+        t.servers.retain(|s| *s == holder || live(s));
     }
     if t.servers.len() >= TARGET_SERVERS_MAX {
         return Err(WeftError::new(
@@ -152,9 +158,9 @@ pub fn claim(map: &mut ClusterMap, claim: &TargetInfo, serve: bool, live: impl F
     };
     if t.state == TargetState::Up && !t.address.is_empty() {
         let holder = t.address.clone();
-        changed |= add_server(t, &holder)?;
+        changed |= add_server(t, &holder, &live)?;
     }
-    changed |= add_server(t, server)?;
+    changed |= add_server(t, server, &live)?;
     if !serve {
         return Ok(changed);
     }
@@ -347,6 +353,20 @@ mod tests {
         assert!(!claim(&mut m, &ost(2, "a:1"), true, |s| leases.live(s, later)).unwrap());
         assert_eq!(at(&m, 2).0, "b:1");
         assert!(leases.grant(&m, "a:1", later).holds.is_empty(), "a's lease no longer covers OST 2");
+    }
+
+    #[test]
+    fn a_full_list_of_servers_forgets_those_without_a_lease_before_refusing() {
+        let mut m = map();
+        claim(&mut m, &ost(0, "a:1"), true, |_| true).unwrap();
+        for i in 1..TARGET_SERVERS_MAX {
+            claim(&mut m, &ost(0, &format!("gone:{i}")), false, |_| true).unwrap();
+        }
+        let live_ones = |s: &str| !s.starts_with("gone");
+        let full = claim(&mut m, &ost(0, "b:1"), false, |_| true).unwrap_err();
+        assert_eq!(full.code, ErrorCode::NoSpace, "every one live: refused");
+        assert!(claim(&mut m, &ost(0, "b:1"), false, live_ones).unwrap());
+        assert_eq!(m.target(TargetKind::Ost, 0).unwrap().servers, vec!["a:1".to_string(), "b:1".to_string()]);
     }
 
     #[test]

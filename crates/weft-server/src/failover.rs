@@ -30,7 +30,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 use weft_oss::{Oss, OstConfig};
-use weft_proto::msg::{mgs, target_name, LeaseGrant, TargetInfo, TargetKind};
+use weft_proto::msg::{mgs, target_name, LeaseGrant, TargetInfo, TargetKind, TargetState};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
 use weft_rpc::mgs::MgsPeers;
 
@@ -247,7 +247,7 @@ impl Failover {
         for &ost in &grant.holds {
             // At start, or moved here by hand: an OST served before may have clients that
             // cache under its locks, which get a restart's window (as a single server's).
-            self.open_ost(ost, Duration::from_millis(crate::limits::LOCK_RECOVERY_MS));
+            self.open_ost(ost, Duration::from_millis(crate::limits::LOCK_RECOVERY_MS)).await;
         }
         let timeout = Duration::from_millis(LEASE_RENEW_TIMEOUT_MS);
         for (ost, to) in &grant.release {
@@ -266,7 +266,7 @@ impl Failover {
                 Ok(map) if map.target(TargetKind::Ost, ost).is_some_and(|t| t.address == self.address) => {
                     tracing::warn!(ost, "taking over the OST: its server's lease lapsed");
                     self.holder().add(ost);
-                    self.open_ost(ost, Duration::from_millis(OST_TAKEOVER_LOCK_RECOVERY_MS));
+                    self.open_ost(ost, Duration::from_millis(OST_TAKEOVER_LOCK_RECOVERY_MS)).await;
                 }
                 Ok(_) => tracing::info!(ost, "another server took the OST over first"),
                 Err(e) => tracing::warn!(ost, "claiming the OST failed: {e}"),
@@ -276,13 +276,24 @@ impl Failover {
 
     /// Opens OST `ost` here if it is not open, its lock namespace holding grants back for
     /// `recovery` (the clients replay their locks meanwhile), and serves it.
-    fn open_ost(&self, ost: u32, recovery: Duration) {
+    async fn open_ost(&self, ost: u32, recovery: Duration) {
         if !self.open.lock().unwrap_or_else(|p| p.into_inner()).contains(&ost) {
             let cfg = OstConfig { index: ost, dir: self.data_dir.join(format!("ost{ost:04x}")) };
             // A new OST had no clients: nothing to wait for.
             let recovery = if weft_oss::formatted(&cfg.dir) { recovery } else { Duration::ZERO };
             if let Err(e) = self.oss.add_ost(&cfg) {
-                tracing::error!(ost, dir = %cfg.dir.display(), "cannot open the OST this server is to serve: {e}");
+                // Held but not served, it would be lost to the clients for as long as this
+                // server lives: marked down instead, which its first server's next start,
+                // or `weft failover` to a server that can open it, ends.
+                tracing::error!(
+                    ost,
+                    dir = %cfg.dir.display(),
+                    "cannot open the OST this server is to serve ({e}): marking it down in the cluster map"
+                );
+                let op = mgs::SetTargetState { kind: TargetKind::Ost, index: ost, state: TargetState::Down };
+                if let Err(e) = self.mgs.op(crate::header(), op, Duration::from_millis(LEASE_RENEW_TIMEOUT_MS)).await {
+                    tracing::warn!(ost, "marking the OST down failed: {e}");
+                }
                 return;
             }
             self.locks.add_ost(ost, recovery);

@@ -344,3 +344,39 @@ async fn a_server_cut_off_from_the_mgs_stops_serving_and_an_ost_moves_by_hand() 
         s.shutdown().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_server_that_cannot_open_an_ost_it_took_over_marks_it_down_instead_of_holding_it() {
+    logs();
+    let root = tempfile::tempdir().unwrap();
+    let addresses = free_addresses(3);
+    let (mgs_at, a_at, b_at) = (addresses[0].clone(), addresses[1].clone(), addresses[2].clone());
+    let mgs = RunningServer::start(mgs_config(&root.path().join("mgs"), &mgs_at)).await.unwrap();
+    let a = RunningServer::start(oss_config(&root.path().join("a"), &a_at, &mgs_at, vec![0], vec![1])).await.unwrap();
+    // B does not reach OST0000's storage: where its directory should be is a file.
+    let b_dir = root.path().join("b");
+    std::fs::create_dir_all(&b_dir).unwrap();
+    std::fs::write(b_dir.join("ost0000"), b"not a directory").unwrap();
+    let b = RunningServer::start(oss_config(&b_dir, &b_at, &mgs_at, vec![1], vec![0])).await.unwrap();
+    map_shows(&mgs_at, "both OSTs up", 10, |m| ost_at(m, 0) == a_at && ost_at(m, 1) == b_at).await;
+
+    a.shutdown().await;
+    let map = map_shows(&mgs_at, "OST0000 down after B failed to open it", 15, |m| {
+        m.target(TargetKind::Ost, 0).is_some_and(|t| t.state == TargetState::Down)
+    })
+    .await;
+    assert_eq!(ost_at(&map, 0), b_at, "B claimed it");
+    assert_eq!(statfs_at(&b_at, 0).await, Err(ErrorCode::Moved));
+    // Nobody claims a target that is down by itself; its first server's start does.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert_eq!(map_of(&mgs_at).await.target(TargetKind::Ost, 0).map(|t| t.state), Some(TargetState::Down));
+    let a = RunningServer::start(oss_config(&root.path().join("a"), &a_at, &mgs_at, vec![0], vec![1])).await.unwrap();
+    map_shows(&mgs_at, "OST0000 back at A", 10, |m| {
+        ost_at(m, 0) == a_at && m.target(TargetKind::Ost, 0).is_some_and(|t| t.state == TargetState::Up)
+    })
+    .await;
+    until_answers(&a_at, 0, "answered at its first server again", 5, Result::is_ok).await;
+    for s in [a, b, mgs] {
+        s.shutdown().await;
+    }
+}

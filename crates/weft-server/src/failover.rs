@@ -314,6 +314,24 @@ impl Failover {
         tracing::warn!(ost, "stopped serving the OST: the lease no longer covers it");
     }
 
+    /// `obdfilter.OST.failover_status`: whether this server serves OST `ost` now, how long
+    /// its lease covers it still, and whether it is a server it serves first or stands by for.
+    pub fn status_text(&self, ost: u32) -> String {
+        let now = Instant::now();
+        let holder = self.holder().clone();
+        let serving = self.check(ost).is_ok();
+        let left_ms = match holder.until() {
+            Some(u) if holder.holds().contains(&ost) => u.saturating_duration_since(now).as_millis(),
+            _ => 0,
+        };
+        let role = if self.first.contains(&ost) { "first" } else { "failover" };
+        format!(
+            "serving: {}\nlease_left_ms: {left_ms}\nthis_server: {} ({role})\n",
+            if serving { "yes" } else { "no" },
+            self.address
+        )
+    }
+
     /// The OSTs this process may serve, for the parameter tree.
     pub fn all(&self) -> Vec<u32> {
         self.served_until_ns.keys().copied().collect()

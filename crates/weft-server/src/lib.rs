@@ -240,6 +240,7 @@ impl RunningServer {
                 mds: mds_slot.clone(),
                 groups: params::ReplicaGroups { mdt: mdt_group.clone(), mgs: mgs_group.clone() },
                 locks: locks.clone(),
+                failover: failover.clone(),
             },
             &config.fsname,
             targets,

@@ -110,6 +110,14 @@ async fn until_answers(
     }
 }
 
+/// A parameter of the server at `address` (`weft get-param`'s request).
+async fn param_at(address: &str, name: &str) -> String {
+    let peer = weft_rpc::Peer::new(address, weft_rpc::PeerOptions::default());
+    let op = weft_proto::msg::param::GetParam { pattern: name.into() };
+    let (values, _) = peer.op(RequestHeader::default(), 0, op, Bytes::new(), Duration::from_secs(5)).await.unwrap();
+    values.0.into_iter().map(|v| v.value).collect()
+}
+
 fn pattern(i: usize, len: usize) -> Bytes {
     (0..len).map(|j| (i * 31 + j * 7 % 251) as u8).collect::<Vec<u8>>().into()
 }
@@ -298,6 +306,13 @@ async fn a_server_cut_off_from_the_mgs_stops_serving_and_an_ost_moves_by_hand() 
     let b = RunningServer::start(oss_config(&shared, &b_at, &mgs_at, vec![1], vec![0])).await.unwrap();
     map_shows(&mgs_at, "both OSTs up", 10, |m| ost_at(m, 0) == a_at && ost_at(m, 1) == b_at).await;
     until_answers(&a_at, 0, "answered", 5, Result::is_ok).await;
+    let status = param_at(&a_at, "obdfilter.weft-OST0000.failover_status").await;
+    assert!(status.contains("serving: yes") && status.contains(&format!("this_server: {a_at} (first)")), "{status}");
+    let status = param_at(&b_at, "obdfilter.weft-OST0000.failover_status").await;
+    assert!(
+        status.contains("serving: no") && status.contains("lease_left_ms: 0") && status.contains("(failover)"),
+        "{status}"
+    );
 
     // Moving by hand: bad input named with what is allowed.
     let peers = MgsPeers::new(&mgs_at, weft_rpc::PeerOptions::default());
@@ -330,6 +345,8 @@ async fn a_server_cut_off_from_the_mgs_stops_serving_and_an_ost_moves_by_hand() 
     let fenced = cut.elapsed();
     until_answers(&b_at, 1, "refused I/O without a lease", 8, |r| *r == Err(ErrorCode::Moved)).await;
     println!("fencing: a server cut off from the MGS refused its OST's I/O {:.2} s after", fenced.as_secs_f64());
+    let status = param_at(&a_at, "obdfilter.weft-OST0000.failover_status").await;
+    assert!(status.contains("serving: no") && status.contains("lease_left_ms: 0"), "{status}");
     assert!(fenced >= Duration::from_secs(2), "fenced before its lease could have run out: {fenced:?}");
 
     // A new management service counts every lease as renewed at its start: the servers

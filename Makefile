@@ -39,6 +39,7 @@ test: deps check-format lint
 # thousand seeds (a hundred in make test).
 soak: deps
 	WEFT_FAILOVER_KILLS=10 $(CARGO) test -p weft-cli --test failover -- --nocapture
+	WEFT_FAILOVER_KILLS=10 $(CARGO) test -p weft-cli --test ost_failover -- --nocapture
 	WEFT_SIM_SEEDS=1..1001 $(CARGO) test -p weft-sim -- --nocapture
 	WEFT_IDLE_FULL=1 $(CARGO) test -p weft-server --test idle_traffic -- --nocapture
 

@@ -58,3 +58,7 @@ pub const REPLICA_RESTART_MS: u64 = 5_000;
 /// `weft up --replicas`: how long the management service may wait for the MDT's group to
 /// elect a leader that registers, before the mount starts anyway.
 pub const REPLICA_LEADER_WAIT_S: u64 = 30;
+/// `weft failover`: how long it waits for the map to show the OST at its new server (its
+/// server hands it over at its next lease renewal, every 500 ms), and how often it looks.
+pub const FAILOVER_WAIT_S: u64 = 10;
+pub const FAILOVER_POLL_MS: u64 = 100;

@@ -14,6 +14,7 @@ mod cluster_addr;
 mod copytool;
 mod daemon;
 mod errors;
+mod failover;
 mod find;
 mod hsm;
 mod lfs;
@@ -125,6 +126,9 @@ enum Command {
     Find(find::FindArgs),
     /// OST pools (as lctl pool_new, pool_add, pool_remove, pool_list, pool_destroy).
     Pool(pool::PoolArgs),
+    /// Move a failover OST to another of its servers on a live file system (root): its
+    /// server stops serving it, the other takes it over, clients follow.
+    Failover(failover::FailoverArgs),
     /// Register a changelog reader on an MDT (as lctl changelog_register): records are kept
     /// from now until it clears them (root).
     ChangelogRegister(changelog::RegisterArgs),
@@ -203,6 +207,7 @@ fn main() -> ExitCode {
         Command::Hsm(a) => hsm::hsm(a),
         Command::Pcc(a) => pcc::pcc(a),
         Command::Pool(a) => pool::pool(a),
+        Command::Failover(a) => failover::failover(a),
         Command::Find(a) => find::find(a),
         Command::Migrate(a) => migrate::migrate(a),
         Command::Mirror(a) => mirror::mirror(a),

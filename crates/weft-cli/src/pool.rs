@@ -54,7 +54,7 @@ fn pool_name<'a>(text: &'a str, map: &ClusterMap) -> anyhow::Result<&'a str> {
 }
 
 /// OST indices from words like `0,2-3`, `weft-OST0002` or `weft-OST[0-3]`.
-fn ost_indices(words: &[String], fsname: &str) -> anyhow::Result<Vec<u32>> {
+pub(crate) fn ost_indices(words: &[String], fsname: &str) -> anyhow::Result<Vec<u32>> {
     let mut out = Vec::new();
     let prefix = format!("{fsname}-OST");
     for w in words {

@@ -469,7 +469,10 @@ struct TargetRow {
     kind: String,
     index: u32,
     state: String,
+    /// The server serving it.
     address: String,
+    /// Every server that may serve it (its failover servers); empty: only `address`.
+    servers: Vec<String>,
 }
 
 pub fn status(a: StatusArgs) -> anyhow::Result<()> {
@@ -530,6 +533,7 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
                 index: t.index,
                 state: format!("{:?}", t.state).to_lowercase(),
                 address: t.address.clone(),
+                servers: t.servers.clone(),
             })
             .collect();
     }
@@ -554,9 +558,12 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
             if let Some(p) = &report.passthrough {
                 println!("passthrough: {}", passthrough_text(p));
             }
-            println!("{:<16} {:<6} ADDRESS", "TARGET", "STATE");
+            println!("{:<16} {:<6} {:<22} FAILOVER", "TARGET", "STATE", "SERVED BY");
             for t in &report.targets {
-                println!("{:<16} {:<6} {}", t.name, t.state, t.address);
+                let others: Vec<&str> =
+                    t.servers.iter().map(String::as_str).filter(|s| *s != t.address.as_str()).collect();
+                let others = if others.is_empty() { "-".to_string() } else { others.join(",") };
+                println!("{:<16} {:<6} {:<22} {others}", t.name, t.state, t.address);
             }
             if report.processes.len() > 1 {
                 print_processes(&report.processes);

@@ -150,6 +150,8 @@ fn programs_carry_on_while_the_mdt_leader_is_killed_and_nothing_acknowledged_is_
     let fio = Command::new("fio")
         .args(["--name=failover", "--size=48M", "--bs=64k", "--rw=randwrite", "--ioengine=psync"])
         .args(["--verify=crc32c", "--verify_fatal=1", "--do_verify=1", "--numjobs=2", "--group_reporting"])
+        // No verify state file in the test's working directory (the crate's).
+        .arg("--verify_state_save=0")
         .arg(format!("--directory={}", fs.mnt.display()))
         .stdout(std::process::Stdio::piped())
         .stderr(std::process::Stdio::piped())

@@ -134,6 +134,9 @@ impl Client {
             let _ = writeln!(v, "    connect_flags: [ {flags} ]");
             let _ = writeln!(v, "    import_flags: [ replayable, connect_tried ]");
             let _ = writeln!(v, "    connection:");
+            // Every server that may serve it (Lustre's failover NIDs), as they registered.
+            let nids = if t.servers.is_empty() { t.address.clone() } else { t.servers.join(", ") };
+            let _ = writeln!(v, "       failover_nids: [ {nids} ]");
             let _ = writeln!(v, "       current_connection: {}", t.address);
             let _ = writeln!(v, "       generation: {}", i.moves + 1);
             let _ = writeln!(v, "    replay:");
@@ -215,7 +218,7 @@ mod tests {
 
     #[test]
     fn a_target_moved_or_restarted_is_named_and_one_that_stayed_or_came_is_not() {
-        let target = |kind, index, address: &str| weft_proto::msg::TargetInfo::up(kind, index, address);
+        let target = |kind, index, address: &str| weft_proto::msg::TargetInfo::new(kind, index, address);
         let map = |targets| ClusterMap { targets, ..ClusterMap::default() };
         let before = map(vec![target(TargetKind::Mdt, 0, "a:1"), target(TargetKind::Ost, 1, "b:1")]);
         let after = map(vec![

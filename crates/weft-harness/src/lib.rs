@@ -22,11 +22,26 @@ pub struct NodeSpec {
     pub mgs: bool,
     pub mdt: Option<u32>,
     pub osts: Vec<u32>,
+    /// OSTs this node may take over (`[oss] failover_osts`): each is the directory of the
+    /// node that serves it first, reached here through a symbolic link (shared storage on
+    /// one machine).
+    pub failover_osts: Vec<u32>,
 }
 
 impl NodeSpec {
     pub fn new(name: &str, ip: &str) -> Self {
-        NodeSpec { name: name.into(), ip: ip.into(), mgs: false, mdt: None, osts: Vec::new() }
+        NodeSpec {
+            name: name.into(),
+            ip: ip.into(),
+            mgs: false,
+            mdt: None,
+            osts: Vec::new(),
+            failover_osts: Vec::new(),
+        }
+    }
+    pub fn failover_osts(mut self, osts: &[u32]) -> Self {
+        self.failover_osts = osts.to_vec();
+        self
     }
     pub fn mgs(mut self) -> Self {
         self.mgs = true;
@@ -133,10 +148,23 @@ impl Cluster {
             if let Some(i) = s.spec.mdt {
                 toml.push_str(&format!("[mds]\nindex = {i}\n"));
             }
-            if !s.spec.osts.is_empty() {
+            if !s.spec.osts.is_empty() || !s.spec.failover_osts.is_empty() {
                 toml.push_str(&format!("[oss]\nosts = {:?}\n", s.spec.osts));
             }
+            if !s.spec.failover_osts.is_empty() {
+                toml.push_str(&format!("failover_osts = {:?}\n", s.spec.failover_osts));
+            }
             std::fs::write(&s.config, toml).expect("write config");
+        }
+        // Shared storage: a failover OST's directory is its first server's.
+        for s in &servers {
+            for &i in &s.spec.failover_osts {
+                let owner = servers.iter().find(|o| o.spec.osts.contains(&i)).expect("a node serves the OST first");
+                let dir = format!("ost{i:04x}");
+                std::fs::create_dir_all(owner.data_dir.join(&dir)).expect("OST dir");
+                std::fs::create_dir_all(&s.data_dir).expect("data dir");
+                std::os::unix::fs::symlink(owner.data_dir.join(&dir), s.data_dir.join(&dir)).expect("symlink");
+            }
         }
         let mut cluster = Cluster {
             weft: weft.to_path_buf(),

@@ -41,8 +41,9 @@ impl CallbackSender for NoCallbacks {
 }
 
 fn map() -> ClusterMap {
-    let mut targets: Vec<TargetInfo> = (0..4).map(|i| TargetInfo::up(TargetKind::Ost, i, format!("mem:{i}"))).collect();
-    targets.push(TargetInfo::up(TargetKind::Mdt, 0, "mem:mdt"));
+    let mut targets: Vec<TargetInfo> =
+        (0..4).map(|i| TargetInfo::new(TargetKind::Ost, i, format!("mem:{i}"))).collect();
+    targets.push(TargetInfo::new(TargetKind::Mdt, 0, "mem:mdt"));
     ClusterMap {
         version: 1,
         fsname: "bench".into(),

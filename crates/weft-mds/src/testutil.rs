@@ -94,8 +94,8 @@ impl ObjectTargets for FakeTargets {
 
 pub fn cluster_map(osts: &[u32], pools: &[(&str, &[u32])]) -> ClusterMap {
     let mut targets: Vec<TargetInfo> =
-        osts.iter().map(|i| TargetInfo::up(TargetKind::Ost, *i, format!("fake:{i}"))).collect();
-    targets.push(TargetInfo::up(TargetKind::Mdt, 0, "fake:mdt"));
+        osts.iter().map(|i| TargetInfo::new(TargetKind::Ost, *i, format!("fake:{i}"))).collect();
+    targets.push(TargetInfo::new(TargetKind::Mdt, 0, "fake:mdt"));
     ClusterMap {
         version: 1,
         fsname: "weft".into(),

@@ -16,19 +16,22 @@
 pub mod decay;
 mod evictions;
 pub mod history;
+pub mod lease;
 pub mod limits;
 pub mod qos;
 pub mod replica;
 pub mod rules;
 pub mod store;
 
-use crate::limits::WATCH_WAIT_MS_MAX;
+use crate::limits::{LEASE_MS, WATCH_WAIT_MS_MAX};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::watch;
 use weft_proto::msg::ops::{Op, Payload};
-use weft_proto::msg::{mgs, ClusterMap, DecayActions, GlobalShares, HistoryReply, MgsReply, MgsRequest, UsageTotal};
+use weft_proto::msg::{
+    mgs, ClusterMap, DecayActions, GlobalShares, HistoryReply, LeaseGrant, MgsReply, MgsRequest, UsageTotal,
+};
 use weft_proto::{WeftError, WeftResult};
 
 /// The management service of one file system.
@@ -59,6 +62,8 @@ struct Inner {
     replica: Option<replica::ReplicaState>,
     /// The clients servers evicted, for their map watches.
     evictions: evictions::Evictions,
+    /// The servers' leases ([`lease`]): the serving MGS's, in memory.
+    leases: Mutex<lease::Leases>,
 }
 
 impl Mgs {
@@ -117,6 +122,7 @@ impl Mgs {
             decay: Mutex::new(decay::DecayState::load(dir)?),
             replica: replicated.then(|| replica::ReplicaState::new(kept)),
             evictions: evictions::Evictions::default(),
+            leases: Mutex::new(lease::Leases::new(Duration::from_millis(LEASE_MS), std::time::Instant::now())),
         };
         Ok(Arc::new(Mgs { inner: Arc::new(inner) }))
     }
@@ -182,6 +188,9 @@ impl Mgs {
     /// Its updates go through `proposer` from now on.
     pub fn serve(&self, proposer: Arc<dyn replica::Proposer>) {
         if let Some(r) = &self.inner.replica {
+            // It cannot know the renewals the previous leader saw: every lease counts as
+            // renewed now.
+            self.inner.leases().restart(std::time::Instant::now());
             r.serve(Some(proposer));
         }
     }
@@ -314,6 +323,12 @@ impl Mgs {
             Ok(result) => result,
             Err(e) => Err(WeftError::io(format!("MGS update did not complete: {e}"))),
         }
+    }
+}
+
+impl Inner {
+    fn leases(&self) -> std::sync::MutexGuard<'_, lease::Leases> {
+        self.leases.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
 
@@ -502,6 +517,66 @@ impl Handle for mgs::DecayWarnings {
             .cloned()
             .collect();
         Ok(DecayActions(actions))
+    }
+}
+
+impl Handle for mgs::RenewLease {
+    /// Records the renewal as it arrived and answers from the map. Taken in turn with the
+    /// map's updates (the update lock): a claim decided on this server's lapsed lease is
+    /// published before this answer is made, so the answer never covers an OST given away.
+    async fn run(self, mgs: &Mgs) -> WeftResult<LeaseGrant> {
+        let arrived = std::time::Instant::now();
+        let inner = mgs.inner.clone();
+        let task = tokio::task::spawn_blocking(move || {
+            let _serial = inner.update_lock.lock().unwrap_or_else(|e| e.into_inner());
+            let mut leases = inner.leases();
+            leases.renew(&self.server, arrived)?;
+            let map = inner.published.borrow();
+            Ok(leases.grant(&map, &self.server, std::time::Instant::now()))
+        });
+        task.await.map_err(|e| WeftError::io(format!("lease renewal did not complete: {e}")))?
+    }
+}
+
+impl Handle for mgs::ClaimTarget {
+    async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
+        let inner = mgs.inner.clone();
+        mgs.update(move |m| {
+            // Decided under the update lock, at the moment of the change.
+            let leases = inner.leases();
+            let now = std::time::Instant::now();
+            lease::claim(m, &self.target, self.serve, |s| leases.live(s, now))
+        })
+        .await
+    }
+}
+
+impl Handle for mgs::MoveTarget {
+    async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
+        let inner = mgs.inner.clone();
+        let (kind, index, to) = (self.kind, self.index, self.to.clone());
+        mgs.update(move |m| {
+            let mut leases = inner.leases();
+            let now = std::time::Instant::now();
+            match lease::move_target(m, kind, index, &to, |s| leases.live(s, now))? {
+                lease::Move::Done => Ok(false),
+                lease::Move::Granted => Ok(true),
+                lease::Move::AskHolder(holder) => {
+                    leases.ask_release(&holder, index, &to);
+                    Ok(false)
+                }
+            }
+        })
+        .await
+    }
+}
+
+impl Handle for mgs::HandOver {
+    async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
+        let (from, index) = (self.from.clone(), self.index);
+        let map = mgs.update(move |m| lease::hand_over(m, self.kind, self.index, &self.from, &self.to)).await?;
+        mgs.inner.leases().released(&from, index);
+        Ok(map)
     }
 }
 

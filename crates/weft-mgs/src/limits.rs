@@ -52,3 +52,17 @@ pub const QOS_REPORTS_REMEMBERED_MAX: usize = 3;
 /// The reserve of all idle servers together, in percent of the rate: what lets an idle
 /// server start at once while the busy ones use the rest.
 pub const QOS_RESERVE_PERCENT: u64 = 5;
+
+// ---- Leases and failover targets (lease.rs)
+
+/// How long a server's lease holds after its renewal arrived: after this without a renewal,
+/// its failover OSTs may go to another server. Servers renew every 500 ms (weft-server
+/// `LEASE_RENEW_MS`), so a lease survives seven lost renewals or a stall of a few seconds;
+/// a dead server's OSTs move within this plus one renewal of the standby (the aim:
+/// a failover answered within 5 s).
+pub const LEASE_MS: u64 = 4_000;
+/// Most servers whose leases the MGS keeps (its table is in memory).
+pub const LEASE_SERVERS_MAX: usize = 4096;
+/// Most servers that may serve one target (Lustre's failover NIDs of one target are a
+/// handful; shared storage reaches few nodes).
+pub const TARGET_SERVERS_MAX: usize = 8;

@@ -254,7 +254,7 @@ mod tests {
     use super::*;
 
     fn ost(index: u32, address: &str) -> TargetInfo {
-        TargetInfo { state: TargetState::Down, ..TargetInfo::up(TargetKind::Ost, index, address) }
+        TargetInfo { state: TargetState::Down, ..TargetInfo::new(TargetKind::Ost, index, address) }
     }
 
     fn empty_map() -> ClusterMap {
@@ -264,7 +264,7 @@ mod tests {
     #[test]
     fn register_keeps_targets_sorted_and_reports_changes() {
         let mut map = empty_map();
-        let mdt = TargetInfo::up(TargetKind::Mdt, 0, "m:1");
+        let mdt = TargetInfo::new(TargetKind::Mdt, 0, "m:1");
         assert_eq!(register(&mut map, &ost(1000, "a:1")), Ok(true));
         assert_eq!(register(&mut map, &ost(7, "a:1")), Ok(true));
         assert_eq!(register(&mut map, &mdt), Ok(true));

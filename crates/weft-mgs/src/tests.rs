@@ -6,7 +6,7 @@ use weft_proto::msg::{TargetInfo, TargetKind, TargetState};
 use weft_proto::ErrorCode;
 
 fn target(kind: TargetKind, index: u32, address: &str) -> TargetInfo {
-    TargetInfo::up(kind, index, address)
+    TargetInfo::new(kind, index, address)
 }
 
 async fn must_register(mgs: &Mgs, t: TargetInfo) -> ClusterMap {

@@ -26,7 +26,7 @@ use bytes::Bytes;
 use ost::Ost;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard, RwLock};
 use store::{FileStore, ObjectStore};
 use weft_proto::msg::{OstReply, OstRequest, Run};
 use weft_proto::{WeftError, WeftResult};
@@ -47,8 +47,11 @@ pub struct OssConfig {
 /// The OSTs of one process.
 #[derive(Debug)]
 pub struct Oss {
-    /// Keyed by index: sparse indices are normal, so never a vector indexed by it.
-    osts: BTreeMap<u32, Arc<Ost>>,
+    fsname: String,
+    /// Keyed by index: sparse indices are normal, so never a vector indexed by it. Changes
+    /// at run time when a failover OST comes or goes ([`Oss::add_ost`], [`Oss::stop_ost`]):
+    /// a request takes the read side only long enough to clone its OST's Arc.
+    osts: RwLock<BTreeMap<u32, Arc<Ost>>>,
 }
 
 impl Oss {
@@ -65,13 +68,31 @@ impl Oss {
             // Before the directory is touched: a second OST of the same index must not
             // format its directory on its way to failing.
             refuse_twice(&osts, ost_cfg.index)?;
-            target::open_or_format(&ost_cfg.dir, &cfg.fsname, ost_cfg.index)?;
-            let store = FileStore::open(&ost_cfg.dir, weft_proto::Fid::object_seq(ost_cfg.index))
-                .map_err(|e| ost::ost_error(ost_cfg.index, e))?;
-            osts.insert(ost_cfg.index, Arc::new(Ost::new(ost_cfg.index, Box::new(store))));
+            osts.insert(ost_cfg.index, Arc::new(open_ost(&cfg.fsname, &ost_cfg)?));
         }
         warn_if_descriptors_short(osts.len());
-        Ok(Arc::new(Oss { osts }))
+        Ok(Arc::new(Oss { fsname: cfg.fsname, osts: RwLock::new(osts) }))
+    }
+
+    /// Opens one more OST (a failover OST this process takes over), as [`Oss::open`] opens
+    /// each: its LAST_ID and objects are read from its directory now, so what the server
+    /// that served it before wrote there is what this one serves.
+    pub fn add_ost(&self, cfg: &OstConfig) -> WeftResult<()> {
+        if self.osts.read().unwrap_or_else(|p| p.into_inner()).contains_key(&cfg.index) {
+            return Err(WeftError::invalid(format!("OST index {} is served by this process already", cfg.index)));
+        }
+        let ost = Arc::new(open_ost(&self.fsname, cfg)?);
+        let mut osts = self.osts.write().unwrap_or_else(|p| p.into_inner());
+        refuse_twice(&osts, cfg.index)?;
+        osts.insert(cfg.index, ost);
+        Ok(())
+    }
+
+    /// Stops serving OST `index` (its failover server takes it): requests that come after
+    /// are answered NotFound here (weft-server answers `Moved` before they get here); those
+    /// under way finish on the OST they started on. Whether it was served.
+    pub fn stop_ost(&self, index: u32) -> bool {
+        self.osts.write().unwrap_or_else(|p| p.into_inner()).remove(&index).is_some()
     }
 
     /// The OSTs of `stores`, each over the store given with its index: for tests and
@@ -87,12 +108,17 @@ impl Oss {
             refuse_twice(&osts, index)?;
             osts.insert(index, Arc::new(Ost::new(index, store)));
         }
-        Ok(Arc::new(Oss { osts }))
+        Ok(Arc::new(Oss { fsname: fsname.to_string(), osts: RwLock::new(osts) }))
+    }
+
+    #[cfg(test)]
+    fn ost_for_test(&self, index: u32) -> Arc<Ost> {
+        self.osts.read().unwrap_or_else(|p| p.into_inner())[&index].clone()
     }
 
     /// The indices this process serves, ascending.
     pub fn ost_indices(&self) -> Vec<u32> {
-        self.osts.keys().copied().collect()
+        self.osts.read().unwrap_or_else(|p| p.into_inner()).keys().copied().collect()
     }
 
     /// Executes one OstRequest on OST `ost` (NotFound if this process does not serve it),
@@ -101,7 +127,8 @@ impl Oss {
     /// data (for Write; checksum already verified by the transport). Returns the reply and
     /// the reply bulk (data for Read, empty otherwise).
     pub async fn handle(&self, ost: u32, req: OstRequest, bulk: Bytes, run: Run) -> (WeftResult<OstReply>, Bytes) {
-        let Some(target) = self.osts.get(&ost).cloned() else {
+        let found = self.osts.read().unwrap_or_else(|p| p.into_inner()).get(&ost).cloned();
+        let Some(target) = found else {
             return (Err(WeftError::not_found(format!("OST {ost} is not served by this process"))), Bytes::new());
         };
         if run == Run::Inline {
@@ -113,6 +140,19 @@ impl Oss {
             Err(e) => (Err(WeftError::io(format!("OST {ost}: request did not complete: {e}"))), Bytes::new()),
         }
     }
+}
+
+/// Whether `dir` holds an OST already (it was served before: it may have had clients).
+pub fn formatted(dir: &std::path::Path) -> bool {
+    dir.join(target::TARGET_FILE_NAME).is_file()
+}
+
+/// Checks (formatting when new) and opens one OST directory.
+fn open_ost(fsname: &str, cfg: &OstConfig) -> WeftResult<Ost> {
+    target::open_or_format(&cfg.dir, fsname, cfg.index)?;
+    let store =
+        FileStore::open(&cfg.dir, weft_proto::Fid::object_seq(cfg.index)).map_err(|e| ost::ost_error(cfg.index, e))?;
+    Ok(Ost::new(cfg.index, Box::new(store)))
 }
 
 fn refuse_twice(osts: &BTreeMap<u32, Arc<Ost>>, index: u32) -> WeftResult<()> {

@@ -210,7 +210,7 @@ async fn precreate_is_idempotent_and_last_id_survives_reopen() {
     assert_eq!(c.must_read(50, 0, 100).await.as_ref(), b"keep me");
     // A lower range does not move LAST_ID back.
     assert_eq!(c.request(pre(1, 10)).await, Ok(OstReply::Precreated(msg::ost::Precreated { last_oid: 10 })));
-    assert_eq!(c.oss.osts[&5].last_id(), 100);
+    assert_eq!(c.oss.ost_for_test(5).last_id(), 100);
 
     for bad in [pre(1, 0), pre(1, limits::PRECREATE_COUNT_MAX + 1), pre(u32::MAX, 2)] {
         assert_eq!(c.request(bad).await.unwrap_err().code, ErrorCode::Invalid);
@@ -218,7 +218,7 @@ async fn precreate_is_idempotent_and_last_id_survives_reopen() {
     drop(c);
 
     let c = start(tmp.path(), 5);
-    assert_eq!(c.oss.osts[&5].last_id(), 100);
+    assert_eq!(c.oss.ost_for_test(5).last_id(), 100);
     assert_eq!(c.must_read(50, 0, 100).await.as_ref(), b"keep me");
     assert_eq!(c.request(pre(101, 5)).await, Ok(OstReply::Precreated(msg::ost::Precreated { last_oid: 105 })));
     let persisted = std::fs::read_to_string(tmp.path().join(format!("ost5/O/{:x}/LAST_ID", Fid::object_seq(5))));
@@ -253,7 +253,7 @@ async fn orphan_cleanup_empties_the_objects_past_the_given_id_and_keeps_last_id(
     // Ids stay handed out: a write to one makes it again. A late copy of the same request
     // (a resend) destroys nothing: the MDS may have handed the ids out by then.
     c.must_write(4, 0, b"new").await;
-    assert_eq!(c.oss.osts[&0].last_id(), 10);
+    assert_eq!(c.oss.ost_for_test(0).last_id(), 10);
     assert_eq!(c.request(orphans(Some(3), 1)).await, cleaned(10, true));
     assert_eq!(c.must_read(4, 0, 64).await.as_ref(), b"new");
     // The next start of the MDS cleans up again.
@@ -272,7 +272,7 @@ async fn orphan_cleanup_never_destroys_what_cannot_be_the_mdss_orphans() {
         let count = limits::PRECREATE_COUNT_MAX.min(far - start_oid + 1);
         c.request(OstRequest::Precreate(msg::ost::Precreate { start_oid, count })).await.unwrap();
     }
-    assert_eq!(c.oss.osts[&0].last_id(), far);
+    assert_eq!(c.oss.ost_for_test(0).last_id(), far);
     for oid in [1, 4, far] {
         c.must_write(oid, 0, b"someone's").await;
     }
@@ -603,5 +603,31 @@ async fn after_a_power_loss_an_ost_has_what_it_synced_and_its_last_id() {
     assert_eq!(c.must_read(1, 0, 100).await.as_ref(), b"synced");
     assert!(c.must_read(2, 0, 100).await.is_empty());
     assert_eq!(c.must_read(3, 0, 100).await.as_ref(), b"fsynced later");
-    assert_eq!(c.oss.osts[&0].last_id(), 10);
+    assert_eq!(c.oss.ost_for_test(0).last_id(), 10);
+}
+
+/// A failover OST: one process stops serving it and another opens the same directory; what
+/// the first wrote (LAST_ID and bytes) is what the second serves.
+#[tokio::test]
+async fn an_ost_stopped_in_one_process_is_served_by_another_from_the_same_directory() {
+    let tmp = tempfile::tempdir().unwrap();
+    let first = start(tmp.path(), 2);
+    let pre = OstRequest::Precreate(msg::ost::Precreate { start_oid: 1, count: 20 });
+    first.request(pre).await.expect("precreate");
+    first.must_write(7, 0, b"written before the move").await;
+    let standby = Oss::open(config(tmp.path(), &[])).expect("open with no OST");
+    assert_eq!(
+        standby.handle(2, msg::ost::Statfs {}.into(), Bytes::new(), Run::Inline).await.0.unwrap_err().code,
+        ErrorCode::NotFound
+    );
+    assert!(first.oss.stop_ost(2));
+    assert!(!first.oss.stop_ost(2), "stopped once");
+    assert_eq!(first.request(msg::ost::Statfs {}.into()).await.unwrap_err().code, ErrorCode::NotFound);
+    let cfg = OstConfig { index: 2, dir: tmp.path().join("ost2") };
+    standby.add_ost(&cfg).expect("take over");
+    assert_eq!(standby.add_ost(&cfg).unwrap_err().code, ErrorCode::Invalid, "not twice");
+    assert_eq!(standby.ost_indices(), vec![2]);
+    let second = Client { oss: standby, ost: 2 };
+    assert_eq!(second.oss.ost_for_test(2).last_id(), 20);
+    assert_eq!(second.must_read(7, 0, 100).await.as_ref(), b"written before the move");
 }

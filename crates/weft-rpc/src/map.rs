@@ -295,7 +295,7 @@ mod tests {
     use super::*;
 
     fn t(kind: TargetKind, index: u32, address: &str) -> TargetInfo {
-        TargetInfo::up(kind, index, address)
+        TargetInfo::new(kind, index, address)
     }
 
     #[test]

@@ -18,6 +18,8 @@
 //!
 //! [oss]
 //! osts = [0, 7]      # OST indices served here; sparse is fine; each in data_dir/ost<index hex>
+//! # failover_osts = [2, 3]  # OSTs this node may take over when their node dies (shared
+//! #                  # storage: the same data_dir/ost<index hex> reachable from both)
 //! ```
 //!
 //! `metrics_listen = "127.0.0.2:9101"` (top level) serves Prometheus metrics over HTTP at
@@ -70,7 +72,7 @@ impl ServerConfig {
             mgs_address: String::new(),
             mgs: Some(MgsRole::default()),
             mds: Some(MdsRole { index: 0, replicas: Vec::new() }),
-            oss: Some(OssRole { osts }),
+            oss: Some(OssRole { osts, failover_osts: Vec::new() }),
             lock_timeout_ms: LOCK_TIMEOUT_MS_DEFAULT,
             metrics_listen: None,
             monitor_interval_s: 0,
@@ -157,7 +159,21 @@ impl MdsRole {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct OssRole {
+    /// The OSTs this node serves first.
+    #[serde(default)]
     pub osts: Vec<u32>,
+    /// The OSTs this node may take over when their server dies, over shared storage (the
+    /// same directory reachable from both nodes). A node that lists any serves all its
+    /// OSTs under a lease from the management service (`weft-server/src/failover.rs`).
+    #[serde(default)]
+    pub failover_osts: Vec<u32>,
+}
+
+impl OssRole {
+    /// Whether this node takes part in failover: its OSTs are served under a lease.
+    pub fn fails_over(&self) -> bool {
+        !self.failover_osts.is_empty()
+    }
 }
 
 impl ServerConfig {
@@ -181,7 +197,7 @@ impl ServerConfig {
             anyhow::bail!("the config names no role: add at least one of [mgs], [mds], [oss]");
         }
         if let Some(o) = &self.oss {
-            if o.osts.is_empty() {
+            if o.osts.is_empty() && o.failover_osts.is_empty() {
                 anyhow::bail!("[oss] osts is empty: list the OST indices this node serves, e.g. osts = [0, 1]");
             }
             let mut s = o.osts.clone();
@@ -189,6 +205,17 @@ impl ServerConfig {
             s.dedup();
             if s.len() != o.osts.len() {
                 anyhow::bail!("[oss] osts lists an index twice: {:?}", o.osts);
+            }
+            let mut f = o.failover_osts.clone();
+            f.sort_unstable();
+            f.dedup();
+            if f.len() != o.failover_osts.len() {
+                anyhow::bail!("[oss] failover_osts lists an index twice: {:?}", o.failover_osts);
+            }
+            if let Some(both) = o.failover_osts.iter().find(|i| o.osts.contains(i)) {
+                anyhow::bail!(
+                    "[oss] OST {both} is in both osts and failover_osts: osts are served here first, failover_osts taken over from another node"
+                );
             }
         }
         if let Some(m) = &self.mds {
@@ -243,7 +270,10 @@ impl ServerConfig {
             r.push(format!("mds (MDT{:04x})", m.index));
         }
         if let Some(o) = &self.oss {
-            r.push(format!("oss ({} OSTs)", o.osts.len()));
+            match o.failover_osts.len() {
+                0 => r.push(format!("oss ({} OSTs)", o.osts.len())),
+                f => r.push(format!("oss ({} OSTs, {f} failover)", o.osts.len())),
+            }
         }
         r.join(", ")
     }
@@ -273,6 +303,32 @@ osts = [0, 7]
         let mut bad: ServerConfig = toml::from_str(text).unwrap();
         bad.fsname = "far-too-long-name".into();
         assert!(bad.validate().unwrap_err().to_string().contains("fsname"));
+    }
+
+    #[test]
+    fn failover_osts_are_parsed_and_checked() {
+        let text = r#"
+fsname = "weft"
+data_dir = "/srv/weft"
+listen = "127.0.0.4:9800"
+mgs_address = "127.0.0.2:9800"
+[oss]
+osts = [0, 1]
+failover_osts = [2, 3]
+"#;
+        let c: ServerConfig = toml::from_str(text).unwrap();
+        c.validate().unwrap();
+        assert!(c.oss.as_ref().unwrap().fails_over());
+        assert_eq!(c.roles_text(), "oss (2 OSTs, 2 failover)");
+        let standby: ServerConfig = toml::from_str(&text.replace("osts = [0, 1]\n", "")).unwrap();
+        standby.validate().expect("a node may only stand by");
+        let both: ServerConfig = toml::from_str(&text.replace("[2, 3]", "[1, 2]")).unwrap();
+        let e = both.validate().unwrap_err().to_string();
+        assert!(e.contains("OST 1 is in both osts and failover_osts"), "{e}");
+        let twice: ServerConfig = toml::from_str(&text.replace("[2, 3]", "[2, 2]")).unwrap();
+        assert!(twice.validate().unwrap_err().to_string().contains("failover_osts lists an index twice"));
+        let none: ServerConfig = toml::from_str(&text.replace("[0, 1]", "[]").replace("[2, 3]", "[]")).unwrap();
+        assert!(none.validate().unwrap_err().to_string().contains("[oss] osts is empty"));
     }
 
     #[test]

@@ -20,6 +20,7 @@
 pub mod config;
 mod dashboard;
 mod decay;
+mod failover;
 pub mod limits;
 mod locks;
 mod metrics;
@@ -120,7 +121,12 @@ impl RunningServer {
             Some(o) => Some(
                 Oss::open(OssConfig {
                     fsname: config.fsname.clone(),
-                    osts: o.osts.iter().map(|&index| OstConfig { index, dir: ost_dir(index) }).collect(),
+                    // A failover node opens its OSTs once the management service says it
+                    // serves them (failover.rs).
+                    osts: match o.fails_over() {
+                        true => Vec::new(),
+                        false => o.osts.iter().map(|&index| OstConfig { index, dir: ost_dir(index) }).collect(),
+                    },
                 })
                 .map_err(|e| anyhow::anyhow!("object storage service: {}", e.message))?,
             ),
@@ -209,6 +215,23 @@ impl RunningServer {
         let jobstats = Arc::new(weft_rpc::jobstats::JobStats::default());
         let mut targets: Vec<(TargetKind, u32)> = mdt_index.map(|i| (TargetKind::Mdt, i)).into_iter().collect();
         targets.extend(ost_indices.iter().map(|&i| (TargetKind::Ost, i)));
+        // The failover OSTs this node may serve, served or not (`recovery_status` says).
+        let failover = match (&config.oss, &oss) {
+            (Some(o), Some(oss)) if o.fails_over() => Some(failover::Failover::new(
+                &config.fsname,
+                &address,
+                config.data_dir.clone(),
+                o.osts.clone(),
+                o.failover_osts.clone(),
+                oss.clone(),
+                locks.clone(),
+                mgs_peer.clone(),
+            )),
+            _ => None,
+        };
+        if let Some(f) = &failover {
+            targets.extend(f.all().into_iter().map(|i| (TargetKind::Ost, i)));
+        }
         let params = Arc::new(params::Params::new(
             schedulers.clone(),
             services.clone(),
@@ -217,6 +240,7 @@ impl RunningServer {
                 mds: mds_slot.clone(),
                 groups: params::ReplicaGroups { mdt: mdt_group.clone(), mgs: mgs_group.clone() },
                 locks: locks.clone(),
+                failover: failover.clone(),
             },
             &config.fsname,
             targets,
@@ -233,6 +257,7 @@ impl RunningServer {
             mdt_index,
             oss: oss.clone(),
             dom,
+            failover: failover.clone(),
             locks,
             params: params.clone(),
         });
@@ -283,14 +308,19 @@ impl RunningServer {
             // A replicated MDT's leader registers it once it serves.
             targets.push((TargetKind::Mdt, m.index));
         }
-        if let Some(o) = &oss {
+        if let (Some(o), None) = (&oss, &failover) {
             targets.extend(o.ost_indices().into_iter().map(|i| (TargetKind::Ost, i)));
         }
         for (kind, index) in targets {
-            let target = TargetInfo::up(kind, index, address.clone());
+            let target = TargetInfo::new(kind, index, address.clone());
             register(&mgs_peer, target).await.with_context(|| {
                 format!("cannot register {kind:?} {index} with the management service at {mgs_address}")
             })?;
+        }
+        // A failover node claims its OSTs, and serves those the map gives it under its lease.
+        if let Some(f) = &failover {
+            f.start().await.with_context(|| format!("management service at {mgs_address}"))?;
+            tasks.push(tokio::spawn(f.clone().run()));
         }
 
         // Every process follows the map: the MDS for the OSTs it places files on, all of

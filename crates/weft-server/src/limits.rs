@@ -33,3 +33,23 @@ pub const MONITOR_INTERVAL_S_DEFAULT: u64 = 10;
 /// be elected sooner, and the rest is the margin for clocks that run at slightly different
 /// rates and for the time the confirmation took.
 pub const MDT_LEASE_OF_ELECTION_TIMEOUT: f64 = 0.6;
+/// How often a server process renews its lease with the management service (one message
+/// per process, whatever it serves): the lease (weft-mgs `LEASE_MS`, 4 s) outlives several
+/// lost or late renewals, and a standby learns within this that an OST lost its server.
+pub const LEASE_RENEW_MS: u64 = 500;
+/// How long one renewal may take before it counts as lost (the next one goes at its time):
+/// a renewal answered later would grant little, counted from its send.
+pub const LEASE_RENEW_TIMEOUT_MS: u64 = 1_000;
+/// A server stops serving its failover OSTs this long before its lease ends as the
+/// management service counts it (and it counts from the renewal's send, the management
+/// service from its arrival): room for clocks that run at slightly different rates, and for
+/// a request that passed the check just before the end and is still writing. A quarter of
+/// the lease: it stops 3 s after its last granted renewal left.
+pub const LEASE_MARGIN_MS: u64 = 1_000;
+/// When a server takes a failover OST over, how long its lock namespace grants nothing:
+/// the clients learn of the move from the map and replay their extent locks meanwhile
+/// (they wait for a replay's answer 2 s, weft-client `LOCK_REPLAY_MS_MAX`).
+pub const OST_TAKEOVER_LOCK_RECOVERY_MS: u64 = 2_000;
+/// How long the MDS's request to an OST answered `Moved` (a failover OST not served there
+/// now) waits for the map to say where before it is sent again, as a client waits.
+pub const OST_MOVED_RETRY_MS: u64 = 200;

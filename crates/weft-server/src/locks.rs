@@ -8,7 +8,7 @@
 
 use futures::future::BoxFuture;
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, OnceLock, RwLock, Weak};
 use std::time::Duration;
 use weft_dlm::advisory::{AdvisoryLocks, Refused};
 use weft_dlm::namespace::{CallbackSender, Namespace, NamespaceConfig};
@@ -22,7 +22,9 @@ use weft_rpc::Exports;
 
 pub(crate) struct LockService {
     pub mdt: Option<(u32, Arc<Namespace>)>,
-    pub osts: HashMap<u32, Arc<Namespace>>,
+    /// Changes at run time when a failover OST comes or goes ([`LockService::add_ost`]).
+    osts: RwLock<HashMap<u32, Arc<Namespace>>>,
+    sender: Arc<Sender>,
     advisory: Mutex<AdvisoryLocks>,
     exports: Arc<Exports>,
     callback_timeout: Duration,
@@ -77,7 +79,8 @@ impl LockService {
         };
         let service = Arc::new_cyclic(|me| LockService {
             mdt: mdt.map(|i| (i, namespace(LockTarget::Mdt(i)))),
-            osts: osts.iter().map(|&i| (i, namespace(LockTarget::Ost(i)))).collect(),
+            osts: RwLock::new(osts.iter().map(|&i| (i, namespace(LockTarget::Ost(i)))).collect()),
+            sender: sender.clone(),
             advisory: Mutex::new(AdvisoryLocks::new()),
             exports,
             callback_timeout,
@@ -127,7 +130,8 @@ impl LockService {
     }
 
     fn drop_client(&self, client: u64) {
-        for ns in self.mdt.iter().map(|(_, ns)| ns).chain(self.osts.values()) {
+        let osts: Vec<Arc<Namespace>> = self.osts().values().cloned().collect();
+        for ns in self.mdt.iter().map(|(_, ns)| ns).chain(&osts) {
             ns.drop_owner(client);
         }
         self.advisory().drop_client(client);
@@ -137,11 +141,36 @@ impl LockService {
         self.advisory.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn namespace(&self, target: LockTarget) -> Option<&Arc<Namespace>> {
+    fn osts(&self) -> std::sync::RwLockReadGuard<'_, HashMap<u32, Arc<Namespace>>> {
+        self.osts.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn namespace(&self, target: LockTarget) -> Option<Arc<Namespace>> {
         match target {
-            LockTarget::Mdt(i) => self.mdt.as_ref().filter(|(m, _)| *m == i).map(|(_, ns)| ns),
-            LockTarget::Ost(i) => self.osts.get(&i),
+            LockTarget::Mdt(i) => self.mdt.as_ref().filter(|(m, _)| *m == i).map(|(_, ns)| ns.clone()),
+            LockTarget::Ost(i) => self.osts().get(&i).cloned(),
         }
+    }
+
+    /// A failover OST starts being served here: a new namespace that grants nothing for
+    /// `recovery` (its clients replay the locks its previous server granted meanwhile).
+    pub fn add_ost(&self, ost: u32, recovery: Duration) {
+        let config = NamespaceConfig {
+            target: LockTarget::Ost(ost),
+            callback_timeout: self.callback_timeout,
+            recovery_until: None,
+        };
+        let ns = Namespace::new(config, self.sender.clone() as Arc<dyn CallbackSender>);
+        if !recovery.is_zero() {
+            ns.hold_grants_for(recovery);
+        }
+        self.osts.write().unwrap_or_else(|p| p.into_inner()).insert(ost, ns);
+    }
+
+    /// A failover OST stops being served here: its locks go with it (the clients replay
+    /// them to its next server).
+    pub fn remove_ost(&self, ost: u32) {
+        self.osts.write().unwrap_or_else(|p| p.into_inner()).remove(&ost);
     }
 
     /// One lock request (see [`Handle`]).
@@ -149,7 +178,7 @@ impl LockService {
         let ns = self
             .namespace(target)
             .ok_or_else(|| WeftError::new(ErrorCode::NotFound, format!("this server does not serve {target:?}")))?;
-        let at = At { service: self, ns, owner: header.client_id, target };
+        let at = At { service: self, ns: &ns, owner: header.client_id, target };
         dispatch(at, op).await
     }
 }

@@ -120,6 +120,9 @@ enum TargetLeaf {
     ReplicaStatus,
     /// The target's last recovery window (read only; Lustre's shape).
     RecoveryStatus,
+    /// A failover OST: whether this server serves it now, and the lease it does it under
+    /// (read only; Weft's own).
+    FailoverStatus,
 }
 
 /// What a parameter name stands for.
@@ -143,6 +146,8 @@ pub(crate) struct Served {
     pub mds: Arc<crate::replicated::MdsSlot>,
     pub groups: ReplicaGroups,
     pub locks: Arc<crate::locks::LockService>,
+    /// A failover node's OSTs and lease.
+    pub failover: Option<Arc<crate::failover::Failover>>,
 }
 
 pub(crate) struct Params {
@@ -158,6 +163,7 @@ pub(crate) struct Params {
     mgs_group: Option<weft_raft::Group>,
     /// The targets' lock managers (their recovery windows).
     locks: Arc<crate::locks::LockService>,
+    failover: Option<Arc<crate::failover::Failover>>,
     fsname: String,
     targets: Vec<(TargetKind, u32)>,
 }
@@ -173,9 +179,9 @@ impl Params {
         fsname: &str,
         targets: Vec<(TargetKind, u32)>,
     ) -> Params {
-        let Served { mds, groups: ReplicaGroups { mdt: mdt_group, mgs: mgs_group }, locks } = served;
+        let Served { mds, groups: ReplicaGroups { mdt: mdt_group, mgs: mgs_group }, locks, failover } = served;
         let fsname = fsname.to_string();
-        Params { schedulers, services, jobstats, mds, mdt_group, mgs_group, locks, fsname, targets }
+        Params { schedulers, services, jobstats, mds, mdt_group, mgs_group, locks, failover, fsname, targets }
     }
 
     fn mds(&self) -> Result<Arc<weft_mds::Mds>, String> {
@@ -209,6 +215,12 @@ impl Params {
                 out.push((
                     format!("{kind_prefix}.{name}.recovery_status"),
                     Key::Target((kind, index), TargetLeaf::RecoveryStatus),
+                ));
+            }
+            if kind == TargetKind::Ost && self.failover.as_ref().is_some_and(|f| f.covers(index)) {
+                out.push((
+                    format!("{kind_prefix}.{name}.failover_status"),
+                    Key::Target((kind, index), TargetLeaf::FailoverStatus),
                 ));
             }
             if kind == TargetKind::Mdt && self.mdt_group.is_some() {
@@ -364,6 +376,10 @@ impl Params {
                 return Ok(users.listing(weft_mds::now().sec));
             }
             Key::Target(_, TargetLeaf::HsmControl) => return Ok(self.mds()?.coordinator().control().name().into()),
+            Key::Target((_, index), TargetLeaf::FailoverStatus) => {
+                let f = self.failover.as_ref().ok_or("this server process serves no failover OST")?;
+                return Ok(f.status_text(index));
+            }
             Key::Target((kind, index), TargetLeaf::RecoveryStatus) => {
                 let ns = self.locks.namespace(weft_proto::lock::LockTarget::of(kind, index));
                 return Ok(ns.map_or_else(|| "status: INACTIVE\n".to_string(), |ns| ns.recovery_status()));
@@ -444,6 +460,9 @@ impl Params {
             }
             Key::Target(_, TargetLeaf::RecoveryStatus) => {
                 return Err("recovery_status is read only: it shows the target's last recovery".into())
+            }
+            Key::Target(_, TargetLeaf::FailoverStatus) => {
+                return Err("failover_status is read only: move an OST with weft failover OST --to ADDR".into())
             }
             Key::Target(_, TargetLeaf::ReplicaStatus) => {
                 return Err("replica_status is read only: it shows where this replica stands in its group".into())

@@ -278,7 +278,7 @@ async fn start_serving(h: &MdtHosting, group: &Group) -> anyhow::Result<Arc<Mds>
         mds.set_lock_namespace(ns.clone());
     }
     mds.set_cluster_map(&h.map.borrow().map);
-    let target = TargetInfo::up(TargetKind::Mdt, h.replica.mdt_index, h.address.clone());
+    let target = TargetInfo::new(TargetKind::Mdt, h.replica.mdt_index, h.address.clone());
     let (mgs, ns, registered) = (h.mgs.clone(), h.locks.clone(), mds.clone());
     tokio::spawn(async move {
         match crate::register(&mgs, target).await {

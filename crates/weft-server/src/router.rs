@@ -27,6 +27,8 @@ pub(crate) struct Router {
     pub oss: Option<Arc<Oss>>,
     /// The MDT's data-on-MDT object target (`weft_proto::layout::dom_target`).
     pub dom: Option<Arc<Oss>>,
+    /// A failover node's OSTs, served only under its lease (failover.rs).
+    pub failover: Option<Arc<crate::failover::Failover>>,
     pub locks: Arc<LockService>,
     pub params: Arc<crate::params::Params>,
 }
@@ -43,6 +45,9 @@ fn authorize_mgs(header: &RequestHeader, op: MgsRequest) -> Result<MgsRequest, W
             if caller != 0 =>
         {
             perm("changes pools")
+        }
+        MgsRequest::MoveTarget(_) | MgsRequest::ClaimTarget(_) | MgsRequest::HandOver(_) if caller != 0 => {
+            perm("moves targets between servers")
         }
         MgsRequest::DecayWarnings(w) => {
             if caller != 0 && (w.all || w.uid.is_some_and(|u| u != caller)) {
@@ -65,6 +70,12 @@ fn not_here(what: String) -> (Reply, Bytes) {
 }
 
 impl Router {
+    /// A failover OST this process does not serve now (no lease for it, or another server
+    /// has it): the answer that sends the client to the map.
+    fn fenced(&self, ost: u32) -> Option<WeftError> {
+        self.failover.as_ref().and_then(|f| f.check(ost).err())
+    }
+
     /// Who serves object target `ost`: the MDT's data-on-MDT store or the OSS.
     fn object_service(&self, ost: u32) -> Option<&Arc<Oss>> {
         match weft_proto::layout::dom_mdt(ost) {
@@ -107,8 +118,9 @@ impl Handler for Router {
                     }
                     _ => not_here(format!("MDT{mdt:04x}")),
                 },
-                RequestBody::Ost { ost, op } => match self.object_service(ost) {
-                    Some(oss) => {
+                RequestBody::Ost { ost, op } => match (self.fenced(ost), self.object_service(ost)) {
+                    (Some(e), _) => (Err(e), Bytes::new()),
+                    (None, Some(oss)) => {
                         if let OstRequest::Getattr(ost::Getattr { fid }) = &op {
                             // The size of an object: writers elsewhere put out their queued
                             // writes first.
@@ -119,7 +131,7 @@ impl Handler for Router {
                         let (reply, bulk) = oss.handle(ost, op, bulk, run).await;
                         (reply.map(ReplyBody::Ost), bulk)
                     }
-                    None => not_here(format!("OST{ost:04x}")),
+                    (None, None) => not_here(format!("OST{ost:04x}")),
                 },
                 RequestBody::Param(op) => (self.params.handle(&ctx.header, op).map(ReplyBody::Param), Bytes::new()),
                 RequestBody::Ldlm { target: LockTarget::Mdt(mdt), .. }
@@ -128,6 +140,12 @@ impl Handler for Router {
                     (Err(crate::replicated::not_serving(mdt)), Bytes::new())
                 }
                 RequestBody::Ldlm { target, op } => {
+                    if let Some(e) = match target {
+                        LockTarget::Ost(ost) => self.fenced(ost),
+                        LockTarget::Mdt(_) => None,
+                    } {
+                        return (Err(e), Bytes::new());
+                    }
                     (self.locks.handle(&ctx.header, target, op).await.map(ReplyBody::Ldlm), Bytes::new())
                 }
                 RequestBody::Raft { group, op } => {

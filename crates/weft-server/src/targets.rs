@@ -4,26 +4,34 @@
 use bytes::Bytes;
 use futures::future::BoxFuture;
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 use weft_oss::Oss;
 use weft_proto::msg::ops::Op;
 use weft_proto::msg::Run;
 use weft_proto::msg::{ost, OstReply, OstRequest, TargetKind};
-use weft_proto::{Fid, WeftError, WeftResult};
+use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 use weft_rpc::map::{MapFollower, PeerSet};
-use weft_rpc::{Peer, PeerOptions};
+use weft_rpc::PeerOptions;
+
+/// How long a request answered `Moved` (a failover OST not served there now) waits for the
+/// map to say where before it is sent again: as a client waits (weft-client's
+/// `MOVED_RETRY_MS`).
+const MOVED_RETRY_MS: u64 = crate::limits::OST_MOVED_RETRY_MS;
 
 pub(crate) struct NetTargets {
     /// Set once this server has registered its targets and follows the map.
     map: OnceLock<Arc<MapFollower>>,
     /// One peer per OSS address.
-    pub peers: PeerSet,
+    pub peers: Arc<PeerSet>,
+    request_timeout: Duration,
     /// The MDT's own data-on-MDT object target, reached without the network.
     dom: Option<Arc<Oss>>,
 }
 
 impl NetTargets {
     pub fn new(opts: PeerOptions, dom: Option<Arc<Oss>>) -> Self {
-        NetTargets { map: OnceLock::new(), peers: PeerSet::new(opts), dom }
+        let request_timeout = opts.request_timeout;
+        NetTargets { map: OnceLock::new(), peers: Arc::new(PeerSet::new(opts)), request_timeout, dom }
     }
 
     /// From now on the OSTs are found through `map`.
@@ -31,18 +39,9 @@ impl NetTargets {
         let _ = self.map.set(map);
     }
 
-    fn peer(&self, ost: u32) -> WeftResult<Arc<Peer>> {
-        let map = self.map.get().ok_or_else(|| WeftError::not_found("the cluster map is not known yet"))?;
-        let state = map.current();
-        self.peers
-            .for_target(&state, TargetKind::Ost, ost)
-            .map(|(peer, _)| peer)
-            .ok_or_else(|| WeftError::not_found(format!("OST{ost:04x} is not in the cluster map")))
-    }
-
     fn call<O>(&self, ost: u32, op: O) -> BoxFuture<'static, WeftResult<O::Reply>>
     where
-        O: Op<Request = OstRequest, Answer = OstReply> + Send + 'static,
+        O: Op<Request = OstRequest, Answer = OstReply> + Clone + Send + Sync + 'static,
         O::Reply: Send,
     {
         if let Some(dom) = self.dom.clone().filter(|_| weft_proto::layout::dom_mdt(ost).is_some()) {
@@ -51,11 +50,44 @@ impl NetTargets {
                 weft_proto::msg::ops::take_reply::<O>(reply?)
             });
         }
-        let peer = self.peer(ost);
+        let map = self.map.get().cloned();
+        let (peers, timeout) = (self.peers.clone(), self.request_timeout);
         Box::pin(async move {
-            let peer = peer?;
-            let timeout = peer.options().request_timeout;
-            Ok(peer.op(super::header(), ost, op, Bytes::new(), timeout).await?.0)
+            let map = map.ok_or_else(|| WeftError::not_found("the cluster map is not known yet"))?;
+            let deadline = tokio::time::Instant::now() + timeout;
+            // A failover OST moves to another server: follow the map there and resend (a
+            // precreate and a destroy are idempotent), as a client does.
+            loop {
+                let mut changes = map.subscribe();
+                let state = changes.borrow_and_update().clone();
+                let (peer, address) = peers
+                    .for_target(&state, TargetKind::Ost, ost)
+                    .ok_or_else(|| WeftError::not_found(format!("OST{ost:04x} is not in the cluster map")))?;
+                let left = deadline.saturating_duration_since(tokio::time::Instant::now());
+                let moved = async {
+                    loop {
+                        if changes.changed().await.is_err() {
+                            std::future::pending::<()>().await;
+                        }
+                        if changes.borrow_and_update().address(TargetKind::Ost, ost).is_some_and(|a| a != address) {
+                            return;
+                        }
+                    }
+                };
+                tokio::select! {
+                    answer = peer.op(super::header(), ost, op.clone(), Bytes::new(), left) => match answer {
+                        Err(e) if e.code == ErrorCode::Moved && left > Duration::from_millis(MOVED_RETRY_MS) => {
+                            map.refresh_soon();
+                            let _ = tokio::time::timeout(Duration::from_millis(MOVED_RETRY_MS), changes.changed()).await;
+                        }
+                        other => return Ok(other?.0),
+                    },
+                    () = moved => {}
+                }
+                if tokio::time::Instant::now() >= deadline {
+                    return Err(WeftError::new(ErrorCode::TimedOut, format!("OST{ost:04x} did not answer in time")));
+                }
+            }
         })
     }
 }

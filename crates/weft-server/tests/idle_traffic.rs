@@ -76,7 +76,7 @@ async fn measure(shape: Shape, window: Duration) -> Measured {
         c.mgs = None;
         c.mds = None;
         c.mgs_address = mgs.clone();
-        c.oss = Some(OssRole { osts: (first..first + shape.osts_per_oss).collect() });
+        c.oss = Some(OssRole { osts: (first..first + shape.osts_per_oss).collect(), failover_osts: Vec::new() });
         servers.push(RunningServer::start_on(c, network.clone()).await.unwrap());
     }
     let mut clients = Vec::new();

@@ -165,7 +165,7 @@ impl Machine {
 }
 
 fn map() -> ClusterMap {
-    let target = |kind, index| TargetInfo::up(kind, index, "sim:0");
+    let target = |kind, index| TargetInfo::new(kind, index, "sim:0");
     ClusterMap {
         version: 1,
         fsname: "sim".into(),

@@ -20,17 +20,36 @@ pub struct TargetInfo {
     /// `host:port` of the server process that serves this target.
     pub address: String,
     pub state: TargetState,
-    /// How many times the target was registered: the MGS adds one at each registration (a
-    /// start, a restart, a move), so a client that sees it change knows the server behind
-    /// the target forgot its locks and opens, and replays them (Lustre's imperative
+    /// Every server process that may serve this target over the same storage (Lustre's
+    /// service nodes, its failover NIDs), in the order they registered; empty for a target
+    /// only its `address` serves. Shown by `weft status` and `osc.*.import`.
+    #[serde(default)]
+    pub servers: Vec<String>,
+    /// Its server serves it only under a lease from the MGS (a failover OST): once that
+    /// lease lapsed, another of `servers` may take the target over. A target registered
+    /// without a lease is never taken from its server.
+    #[serde(default)]
+    pub leased: bool,
+    /// How many times the target was registered or moved: the MGS adds one at each (a
+    /// start, a restart, a takeover), so a client that sees it change knows the server
+    /// behind the target forgot its locks and opens, and replays them (Lustre's imperative
     /// recovery: the MGS tells, nobody pings). What a server sends here is ignored.
+    #[serde(default)]
     pub instance: u64,
 }
 
 impl TargetInfo {
-    /// A target served at `address`, as a server registers it.
-    pub fn up(kind: TargetKind, index: u32, address: impl Into<String>) -> TargetInfo {
-        TargetInfo { kind, index, address: address.into(), state: TargetState::Up, instance: 0 }
+    /// A target served at `address`, Up, with no failover servers.
+    pub fn new(kind: TargetKind, index: u32, address: impl Into<String>) -> TargetInfo {
+        TargetInfo {
+            kind,
+            index,
+            address: address.into(),
+            state: TargetState::Up,
+            servers: Vec::new(),
+            leased: false,
+            instance: 0,
+        }
     }
 
     /// Lustre's target name: `weft-OST0007`, `weft-MDT0000`.
@@ -192,11 +211,42 @@ macro_rules! mgs_ops {
             /// The decay actions of the current periods: for `uid` (None: the caller's;
             /// root may ask for anyone's, or everyone's with `all`).
             read DecayWarnings { uid: Option<u32>, gids: Vec<u32>, all: bool } -> $crate::msg::DecayActions = "mgs_decay_warnings";
+            /// A server process renews its one lease (about every 500 ms, whatever it
+            /// serves): the answer names the failover OSTs it holds under it, those it may
+            /// take over, and those it is asked to hand over. The MGS keeps leases in memory.
+            read RenewLease { server: String } -> $crate::msg::LeaseGrant = "mgs_renew_lease";
+            /// A server registers `target.address` as one that may serve the target
+            /// (`target.leased`: it serves under its lease); with `serve`, it becomes the
+            /// target's server unless another server holds it under a lease that has not
+            /// lapsed. The map answered says who serves it.
+            write ClaimTarget { target: $crate::msg::TargetInfo, serve: bool } -> $crate::msg::ClusterMap = "mgs_claim_target";
+            /// An admin moves a failover target to `to`, another of its servers (`weft
+            /// failover`): at once when its server's lease lapsed, else its server is asked
+            /// to hand it over at its next renewal.
+            write MoveTarget { kind: $crate::msg::TargetKind, index: u32, to: String } -> $crate::msg::ClusterMap = "mgs_move_target";
+            /// The server `from` stopped serving the target it was asked to hand over:
+            /// `to` serves it from now on.
+            write HandOver { kind: $crate::msg::TargetKind, index: u32, from: String, to: String } -> $crate::msg::ClusterMap = "mgs_hand_over";
             /// A server evicted these clients (they did not answer a lock callback in time):
             /// the MGS answers their map watches `Evicted` (see `WatchMap`). Kept in memory.
             write ClientsEvicted { client_ids: Vec<u64> } -> () = "mgs_clients_evicted";
         }
     };
+}
+
+/// The answer to a lease renewal.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct LeaseGrant {
+    /// How long the lease holds, counted from when the renewal was sent; the server stops
+    /// serving its failover OSTs a margin before.
+    pub lease_ms: u64,
+    /// The failover OSTs the map has this server serve: the lease covers these only.
+    pub holds: Vec<u32>,
+    /// Failover OSTs this server may serve whose server's lease lapsed: it may claim them.
+    pub orphaned: Vec<u32>,
+    /// OSTs an admin moved (`weft failover`): stop serving each, then hand it over to the
+    /// server named.
+    pub release: Vec<(u32, String)>,
 }
 
 /// One global TBF rule as one server measured it.
@@ -255,6 +305,7 @@ crate::define_replies! {
         Shares(GlobalShares),
         History(HistoryReply),
         Actions(DecayActions),
+        Lease(LeaseGrant),
         /// The client named in a `WatchMap` was evicted by a server: its locks are gone.
         Evicted,
         /// Done, nothing to tell (`ClientsEvicted`).

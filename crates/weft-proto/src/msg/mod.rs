@@ -31,7 +31,7 @@ pub mod types;
 pub use mdt::{MdtReply, MdtRequest};
 pub use mgs::{
     target_name, ClusterMap, DecayAction, DecayActions, DecayPolicy, GlobalDemand, GlobalShare, GlobalShares,
-    HistoryReply, MgsReply, MgsRequest, ParamRecord, TargetInfo, TargetKind, TargetState, UsageTotal,
+    HistoryReply, LeaseGrant, MgsReply, MgsRequest, ParamRecord, TargetInfo, TargetKind, TargetState, UsageTotal,
 };
 pub use ost::{OstReply, OstRequest};
 pub use param::{ParamReply, ParamRequest};

@@ -54,10 +54,12 @@ use weft_server::{RunningServer, ServerConfig};
 pub const WORKLOAD_OPS: usize = 36;
 /// Replicas of the MDT.
 const REPLICAS: usize = 3;
-/// The clients' request timeout: longer than a failover (the lease, an election, the new
-/// leader's registration: 3 to 4 s with the default timings), so that an operation normally
-/// carries through it; the wire's faults still fail some.
-pub const REQUEST_TIMEOUT_MS: u64 = 20_000;
+/// The clients' request timeout, one of these two by the seed: the longest is longer
+/// than a failover (the lease, an election, the new leader's registration: 3 to 6 s with
+/// the default timings), so that operations carry through it; the shortest is shorter, so
+/// that some fail and the checking client looks at what they left.
+pub const REQUEST_TIMEOUT_MS_MIN: u64 = 4_000;
+pub const REQUEST_TIMEOUT_MS_MAX: u64 = 20_000;
 /// The checking client's: it looks through every fault.
 const CHECKER_REQUEST_TIMEOUT_MS: u64 = 60_000;
 /// How long a lock callback may take before the client is evicted.
@@ -166,6 +168,8 @@ struct Plan {
     heal_at: usize,
     /// The leader is partitioned (else a follower).
     partition_leader: bool,
+    /// The clients' request timeout.
+    request_timeout_ms: u64,
 }
 
 impl Plan {
@@ -177,7 +181,8 @@ impl Plan {
         let partition_at = after(restart_at, 2, 5);
         let heal_at = after(partition_at, FAULT_OPS_MIN, FAULT_OPS_MAX);
         let partition_leader = rng.below(3) != 0;
-        let plan = Plan { kill_at, restart_at, partition_at, heal_at, partition_leader };
+        let request_timeout_ms = [REQUEST_TIMEOUT_MS_MIN, REQUEST_TIMEOUT_MS_MAX][rng.below(2)];
+        let plan = Plan { kill_at, restart_at, partition_at, heal_at, partition_leader, request_timeout_ms };
         assert!(plan.heal_at < WORKLOAD_OPS, "the faults fit in the workload: {plan:?}");
         plan
     }
@@ -218,7 +223,7 @@ async fn play(seed: u64, cluster: &mut Cluster, network: &Arc<Network>, wire: &S
     let plan = Plan::of(seed);
     wire.note(format!("plan: {plan:?}"));
     let settings = Settings {
-        request_timeout_ms: REQUEST_TIMEOUT_MS,
+        request_timeout_ms: plan.request_timeout_ms,
         checker_request_timeout_ms: CHECKER_REQUEST_TIMEOUT_MS,
         partition_percent: 0,
         pause_percent: 0,
@@ -600,5 +605,24 @@ impl Cluster {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_seed_plans_a_kill_then_a_partition_each_undone_within_the_workload() {
+        let mut leader_partitions = 0;
+        for seed in 0..10_000 {
+            let p = Plan::of(seed);
+            assert!(p.kill_at < p.restart_at && p.restart_at < p.partition_at, "{p:?}");
+            assert!(p.partition_at < p.heal_at && p.heal_at < WORKLOAD_OPS, "{p:?}");
+            assert_eq!(p, Plan::of(seed), "a seed plans the same faults every time");
+            leader_partitions += usize::from(p.partition_leader);
+        }
+        // Both kinds of partition are played, the leader's more often.
+        assert!((5_000..8_000).contains(&leader_partitions), "{leader_partitions} of 10000");
     }
 }

@@ -1,6 +1,8 @@
 //! The replicated MDT's simulation: three server "processes" of one test process, each a
 //! [`weft_server::RunningServer`] holding a replica of MDT 0 (`[mds] replicas`), a fourth
-//! with the MGS and an OST, and the network simulation's clients and workload
+//! with an OST and, by the seed, either a single MGS or none (the MGS is then replicated
+//! too, `[mgs] replicas`, a replica beside each of the MDT's, so that a kill or a partition
+//! may take both leaders at once), and the network simulation's clients and workload
 //! ([`crate::net`]: creates, writes under extent locks, reads, renames, unlinks, chmods, by
 //! two clients whose every message goes through the seeded [`SimWire`], which drops, loses
 //! replies of, duplicates, delays and holds them). The seed also chooses, on the servers:
@@ -47,7 +49,7 @@ use std::time::{Duration, Instant};
 use weft_proto::msg::{mdt, RequestHeader, TargetKind};
 use weft_proto::ErrorCode;
 use weft_rpc::{Network, Peer, PeerOptions};
-use weft_server::config::MdsRole;
+use weft_server::config::{MdsRole, MgsRole};
 use weft_server::{RunningServer, ServerConfig};
 
 /// Operations of one seed's workload.
@@ -82,6 +84,8 @@ const SHM_DIR: &str = "/dev/shm";
 #[derive(Debug, Clone, Default)]
 pub struct RaftReport {
     pub seed: u64,
+    /// The MGS was replicated beside the MDT (killed and partitioned with it).
+    pub mgs_replicated: bool,
     pub ops: usize,
     pub acknowledged: usize,
     pub failed_by_network: usize,
@@ -102,6 +106,7 @@ pub struct RaftReport {
 #[derive(Debug, Clone, Default)]
 pub struct RaftSummary {
     pub seeds: usize,
+    pub mgs_replicated: usize,
     pub ops: usize,
     pub acknowledged: usize,
     pub failed_by_network: usize,
@@ -117,6 +122,7 @@ pub struct RaftSummary {
 impl RaftSummary {
     pub fn add(&mut self, r: &RaftReport) {
         self.seeds += 1;
+        self.mgs_replicated += usize::from(r.mgs_replicated);
         self.ops += r.ops;
         self.acknowledged += r.acknowledged;
         self.failed_by_network += r.failed_by_network;
@@ -135,11 +141,12 @@ impl std::fmt::Display for RaftSummary {
         let c = &self.counts;
         write!(
             f,
-            "replicated MDT, {} seeds: {} kills of the leader, {} partitions, {} failovers, longest without a \
+            "replicated MDT, {} seeds ({} with a replicated MGS beside it): {} kills of the leader, {} partitions, {} failovers, longest without a \
              leader {} ms; {} operations ({} acknowledged, {} failed by the network and looked at); stale-read \
              probes of partitioned old leaders: {} answered as acknowledged, {} refused; {} raft messages cut; \
              client links: {} requests, {} dropped, {} replies lost, {} duplicated, {} held",
             self.seeds,
+            self.mgs_replicated,
             self.kills,
             self.partitions,
             self.failovers,
@@ -170,6 +177,9 @@ struct Plan {
     partition_leader: bool,
     /// The clients' request timeout.
     request_timeout_ms: u64,
+    /// The MGS is replicated too, a replica beside each of the MDT's (else a single MGS
+    /// beside the OST).
+    mgs_replicated: bool,
 }
 
 impl Plan {
@@ -182,7 +192,9 @@ impl Plan {
         let heal_at = after(partition_at, FAULT_OPS_MIN, FAULT_OPS_MAX);
         let partition_leader = rng.below(3) != 0;
         let request_timeout_ms = [REQUEST_TIMEOUT_MS_MIN, REQUEST_TIMEOUT_MS_MAX][rng.below(2)];
-        let plan = Plan { kill_at, restart_at, partition_at, heal_at, partition_leader, request_timeout_ms };
+        let mgs_replicated = rng.below(2) == 0;
+        let plan =
+            Plan { kill_at, restart_at, partition_at, heal_at, partition_leader, request_timeout_ms, mgs_replicated };
         assert!(plan.heal_at < WORKLOAD_OPS, "the faults fit in the workload: {plan:?}");
         plan
     }
@@ -198,11 +210,13 @@ pub async fn run(seed: u64) -> Result<RaftReport, String> {
         .map_err(|e| format!("seed {seed}: no temporary directory: {e}"))?;
     let wire = SimWire::on_real_clock(seed);
     let network = Network::with_wire(Arc::new(wire.clone()));
-    let mut cluster = match Cluster::start(root.path(), &network, wire.clone()).await {
+    let plan = Plan::of(seed);
+    wire.note(format!("plan: {plan:?}"));
+    let mut cluster = match Cluster::start(root.path(), &network, wire.clone(), plan.mgs_replicated).await {
         Ok(c) => c,
         Err(e) => return Err(format!("seed {seed}: {e}")),
     };
-    let result = play(seed, &mut cluster, &network, &wire).await;
+    let result = play(seed, plan, &mut cluster, &network, &wire).await;
     cluster.shutdown().await;
     let result = match result {
         Ok(report) => cluster.replicas_agree(root.path()).map(|()| {
@@ -219,9 +233,13 @@ pub async fn run(seed: u64) -> Result<RaftReport, String> {
         .map_err(|e| format!("seed {seed}: {e}\n--- log of seed {seed} ---\n{}", wire.log()))
 }
 
-async fn play(seed: u64, cluster: &mut Cluster, network: &Arc<Network>, wire: &SimWire) -> Result<RaftReport, String> {
-    let plan = Plan::of(seed);
-    wire.note(format!("plan: {plan:?}"));
+async fn play(
+    seed: u64,
+    plan: Plan,
+    cluster: &mut Cluster,
+    network: &Arc<Network>,
+    wire: &SimWire,
+) -> Result<RaftReport, String> {
     let settings = Settings {
         request_timeout_ms: plan.request_timeout_ms,
         checker_request_timeout_ms: CHECKER_REQUEST_TIMEOUT_MS,
@@ -229,14 +247,18 @@ async fn play(seed: u64, cluster: &mut Cluster, network: &Arc<Network>, wire: &S
         pause_percent: 0,
     };
     let mut sim = Sim::start(seed, cluster.mgs_address.clone(), network, wire.clone(), settings).await?;
-    let mut report = RaftReport { seed, ..RaftReport::default() };
+    let mut report = RaftReport { seed, mgs_replicated: plan.mgs_replicated, ..RaftReport::default() };
     let mut watch = Watch::new(cluster.serving());
     let mut killed: Option<usize> = None;
     let mut partitioned: Option<(usize, bool)> = None;
     for op in 0..WORKLOAD_OPS {
         if op == plan.kill_at {
             if let Some(i) = cluster.serving() {
-                sim.note(format!("KILL replica {i} (the leader, {})", cluster.addresses[i]));
+                sim.note(format!(
+                    "KILL replica {i} (the MDT's leader, {}){}",
+                    cluster.addresses[i],
+                    cluster.mgs_role(i)
+                ));
                 cluster.kill(i).await;
                 killed = Some(i);
                 report.kills += 1;
@@ -258,8 +280,9 @@ async fn play(seed: u64, cluster: &mut Cluster, network: &Arc<Network>, wire: &S
             if let Some(i) = target {
                 let was_leader = Some(i) == leader;
                 sim.note(format!(
-                    "PARTITION replica {i} ({}) from the others",
-                    if was_leader { "the leader" } else { "a follower" }
+                    "PARTITION replica {i} ({}{}) from the others",
+                    if was_leader { "the MDT's leader" } else { "an MDT follower" },
+                    cluster.mgs_role(i)
                 ));
                 cluster.wire.isolate(&cluster.addresses[i]);
                 cluster.isolated = Some(i);
@@ -402,8 +425,11 @@ impl Watch {
 struct Cluster {
     wire: SimWire,
     network: Arc<Network>,
-    mgs: Option<RunningServer>,
+    /// The OST's server (and a single MGS's).
+    ost: Option<RunningServer>,
+    /// What clients are given: the MGS's address, or a replicated one's list.
     mgs_address: String,
+    mgs_replicated: bool,
     addresses: Vec<String>,
     configs: Vec<ServerConfig>,
     replicas: Vec<Option<RunningServer>>,
@@ -425,22 +451,41 @@ fn free_addresses(n: usize) -> Result<Vec<String>, String> {
 }
 
 impl Cluster {
-    async fn start(root: &std::path::Path, network: &Arc<Network>, wire: SimWire) -> Result<Cluster, String> {
-        let mut mgs_config = ServerConfig::all_in_one(root.join("mgs"), vec![0]);
-        mgs_config.mds = None;
-        mgs_config.lock_timeout_ms = LOCK_TIMEOUT_MS;
-        let mgs = RunningServer::start_on(mgs_config, network.clone())
-            .await
-            .map_err(|e| format!("the MGS and OST's server did not start: {e:#}"))?;
-        let mgs_address = mgs.mgs_address();
+    async fn start(
+        root: &std::path::Path,
+        network: &Arc<Network>,
+        wire: SimWire,
+        mgs_replicated: bool,
+    ) -> Result<Cluster, String> {
         let addresses = free_addresses(REPLICAS)?;
         wire.replicas(&addresses);
+        let mut ost_config = ServerConfig::all_in_one(root.join("ost"), vec![0]);
+        ost_config.mds = None;
+        ost_config.lock_timeout_ms = LOCK_TIMEOUT_MS;
+        let mut ost = None;
+        let mgs_address = if mgs_replicated {
+            ost_config.mgs = None;
+            ost_config.mgs_address = addresses.join(",");
+            ost_config.mgs_address.clone()
+        } else {
+            let server = RunningServer::start_on(ost_config.clone(), network.clone())
+                .await
+                .map_err(|e| format!("the MGS and OST's server did not start: {e:#}"))?;
+            let address = server.mgs_address();
+            ost = Some(server);
+            address
+        };
         let configs: Vec<ServerConfig> = (0..REPLICAS)
             .map(|i| {
                 let mut c = ServerConfig::all_in_one(root.join(format!("r{i}")), Vec::new());
                 c.listen = addresses[i].clone();
-                c.mgs_address = mgs_address.clone();
-                c.mgs = None;
+                if mgs_replicated {
+                    c.mgs = Some(MgsRole { replicas: addresses.clone() });
+                    c.mgs_address = String::new();
+                } else {
+                    c.mgs = None;
+                    c.mgs_address = mgs_address.clone();
+                }
                 c.oss = None;
                 c.mds = Some(MdsRole { index: 0, replicas: addresses.clone() });
                 c.lock_timeout_ms = LOCK_TIMEOUT_MS;
@@ -450,22 +495,41 @@ impl Cluster {
         let mut cluster = Cluster {
             wire,
             network: network.clone(),
-            mgs: Some(mgs),
+            ost,
             mgs_address,
+            mgs_replicated,
             addresses,
             configs,
             replicas: Vec::new(),
             isolated: None,
         };
-        for i in 0..REPLICAS {
-            let started = RunningServer::start_on(cluster.configs[i].clone(), network.clone()).await;
-            match started {
-                Ok(s) => cluster.replicas.push(Some(s)),
+        // At once: a replica of a replicated MGS starts once the group has a leader.
+        let starting: Vec<_> = (0..REPLICAS)
+            .map(|i| tokio::spawn(RunningServer::start_on(cluster.configs[i].clone(), network.clone())))
+            .collect();
+        let mut failed = None;
+        for (i, start) in starting.into_iter().enumerate() {
+            match start.await {
+                Ok(Ok(s)) => cluster.replicas.push(Some(s)),
+                Ok(Err(e)) => {
+                    cluster.replicas.push(None);
+                    failed.get_or_insert(format!("replica {i} did not start: {e:#}"));
+                }
                 Err(e) => {
-                    cluster.shutdown().await;
-                    return Err(format!("replica {i} did not start: {e:#}"));
+                    cluster.replicas.push(None);
+                    failed.get_or_insert(format!("replica {i}'s start panicked: {e}"));
                 }
             }
+        }
+        if mgs_replicated && failed.is_none() {
+            match RunningServer::start_on(ost_config, network.clone()).await {
+                Ok(s) => cluster.ost = Some(s),
+                Err(e) => failed = Some(format!("the OST's server did not start: {e:#}")),
+            }
+        }
+        if let Some(e) = failed {
+            cluster.shutdown().await;
+            return Err(e);
         }
         if let Err(e) = cluster.wait_for_map().await {
             cluster.shutdown().await;
@@ -478,12 +542,13 @@ impl Cluster {
     async fn wait_for_map(&self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_millis(GROUP_WAIT_MS_MAX);
         let options = PeerOptions { network: Some(self.network.clone()), ..PeerOptions::default() };
-        let peer = Peer::new(self.mgs_address.clone(), options);
+        let mgs = weft_rpc::mgs::MgsPeers::new(&self.mgs_address, options);
         loop {
             if let Some(i) = self.serving() {
-                if let Ok(map) = weft_rpc::map::fetch_map(&peer, Duration::from_secs(2)).await {
+                if let Ok(map) = weft_rpc::map::fetch_map_from(&mgs, Duration::from_secs(2)).await {
                     let mdt = map.targets.iter().find(|t| t.kind == TargetKind::Mdt && t.index == 0);
-                    if mdt.is_some_and(|t| t.address == self.addresses[i]) {
+                    let ost = map.targets.iter().any(|t| t.kind == TargetKind::Ost);
+                    if ost && mdt.is_some_and(|t| t.address == self.addresses[i]) {
                         return Ok(());
                     }
                 }
@@ -492,6 +557,19 @@ impl Cluster {
                 return Err(format!("no MDT leader in the map after {GROUP_WAIT_MS_MAX} ms"));
             }
             tokio::time::sleep(Duration::from_millis(WATCH_MS)).await;
+        }
+    }
+
+    /// ", the MGS's leader too" when replica `i` leads a replicated MGS, for the log.
+    fn mgs_role(&self, i: usize) -> &'static str {
+        let leads = self.replicas[i]
+            .as_ref()
+            .and_then(|s| s.mgs_group_status())
+            .is_some_and(|st| st.role == weft_raft::Role::Leader);
+        match (self.mgs_replicated, leads) {
+            (true, true) => ", the MGS's leader too",
+            (true, false) => ", an MGS follower",
+            _ => "",
         }
     }
 
@@ -570,8 +648,8 @@ impl Cluster {
                 s.shutdown().await;
             }
         }
-        if let Some(mgs) = self.mgs.take() {
-            mgs.shutdown().await;
+        if let Some(ost) = self.ost.take() {
+            ost.shutdown().await;
         }
     }
 

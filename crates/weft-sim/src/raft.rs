@@ -259,6 +259,8 @@ async fn play(
                     cluster.addresses[i],
                     cluster.mgs_role(i)
                 ));
+                // The MDT has no leader from the kill on, while the server shuts down too.
+                watch.lost();
                 cluster.kill(i).await;
                 killed = Some(i);
                 report.kills += 1;
@@ -400,6 +402,11 @@ struct Watch {
 impl Watch {
     fn new(serving: Option<usize>) -> Watch {
         Watch { serving, without_since: None, longest: Duration::ZERO, failovers: 0 }
+    }
+
+    /// The serving leader is gone now (killed).
+    fn lost(&mut self) {
+        self.without_since.get_or_insert_with(Instant::now);
     }
 
     fn observe(&mut self, cluster: &Cluster) {

@@ -7,12 +7,14 @@
 //! two clients whose every message goes through the seeded [`SimWire`], which drops, loses
 //! replies of, duplicates, delays and holds them). The seed also chooses, on the servers:
 //!
-//! * a **kill of the leader**: the wire cuts every Raft message from and to it at once, and
+//! * a **kill of the leader**, some milliseconds into an operation (a request may be at the
+//!   leader then): the wire cuts every Raft message from and to it at once, and
 //!   its RunningServer is shut down (what it wrote is on disk, as after a kill -9, whose
 //!   page cache survives); some operations later it is started again from its data
 //!   directory, and catches up;
-//! * a **partition** of the leader or of a follower from the other replicas (Raft messages
-//!   cut both ways; the clients and the MGS still reach it), healed some operations later.
+//! * a **partition** of the leader or of a follower from the other replicas, some
+//!   milliseconds into an operation (Raft messages cut both ways; the clients and the MGS
+//!   still reach it), healed some operations later.
 //!
 //! What is checked, besides every check of [`crate::net`] (every read is the bytes last
 //! acknowledged; an operation that failed is wholly done or not at all, as a client no fault
@@ -69,6 +71,9 @@ const LOCK_TIMEOUT_MS: u64 = 3_000;
 /// How long a kill or a partition lasts, in operations of the workload.
 const FAULT_OPS_MIN: u64 = 4;
 const FAULT_OPS_MAX: u64 = 9;
+/// Longest a kill or a partition comes into its operation (most operations take tens of
+/// milliseconds).
+const FAULT_DELAY_MS_MAX: u64 = 40;
 /// How often the simulation looks for the serving leader while an operation runs.
 const WATCH_MS: u64 = 20;
 /// How long the first election, or the replicas' agreement at the end, may take.
@@ -180,6 +185,41 @@ struct Plan {
     /// The MGS is replicated too, a replica beside each of the MDT's (else a single MGS
     /// beside the OST).
     mgs_replicated: bool,
+    /// How far into its operation the kill, and the partition, come (an operation that
+    /// ends sooner has them at its end): a request may be at the leader when it goes.
+    kill_delay_ms: u64,
+    partition_delay_ms: u64,
+}
+
+/// One fault of a [`Plan`] on the servers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Event {
+    Kill,
+    Restart,
+    Partition,
+    Heal,
+}
+
+impl Plan {
+    /// The faults of operation `op`, each with how far into it it comes, soonest first.
+    fn events_at(&self, op: usize) -> Vec<(Duration, Event)> {
+        let mut events = Vec::new();
+        let ms = Duration::from_millis;
+        if op == self.kill_at {
+            events.push((ms(self.kill_delay_ms), Event::Kill));
+        }
+        if op == self.restart_at {
+            events.push((Duration::ZERO, Event::Restart));
+        }
+        if op == self.partition_at {
+            events.push((ms(self.partition_delay_ms), Event::Partition));
+        }
+        if op == self.heal_at {
+            events.push((Duration::ZERO, Event::Heal));
+        }
+        events.sort_by_key(|(at, _)| *at);
+        events
+    }
 }
 
 impl Plan {
@@ -193,8 +233,19 @@ impl Plan {
         let partition_leader = rng.below(3) != 0;
         let request_timeout_ms = [REQUEST_TIMEOUT_MS_MIN, REQUEST_TIMEOUT_MS_MAX][rng.below(2)];
         let mgs_replicated = rng.below(2) == 0;
-        let plan =
-            Plan { kill_at, restart_at, partition_at, heal_at, partition_leader, request_timeout_ms, mgs_replicated };
+        let kill_delay_ms = rng.between(0, FAULT_DELAY_MS_MAX);
+        let partition_delay_ms = rng.between(0, FAULT_DELAY_MS_MAX);
+        let plan = Plan {
+            kill_at,
+            restart_at,
+            partition_at,
+            heal_at,
+            partition_leader,
+            request_timeout_ms,
+            mgs_replicated,
+            kill_delay_ms,
+            partition_delay_ms,
+        };
         assert!(plan.heal_at < WORKLOAD_OPS, "the faults fit in the workload: {plan:?}");
         plan
     }
@@ -249,79 +300,36 @@ async fn play(
     let mut sim = Sim::start(seed, cluster.mgs_address.clone(), network, wire.clone(), settings).await?;
     let mut report = RaftReport { seed, mgs_replicated: plan.mgs_replicated, ..RaftReport::default() };
     let mut watch = Watch::new(cluster.serving());
-    let mut killed: Option<usize> = None;
-    let mut partitioned: Option<(usize, bool)> = None;
+    let mut faults = Faults::default();
     for op in 0..WORKLOAD_OPS {
-        if op == plan.kill_at {
-            if let Some(i) = cluster.serving() {
-                sim.note(format!(
-                    "KILL replica {i} (the MDT's leader, {}){}",
-                    cluster.addresses[i],
-                    cluster.mgs_role(i)
-                ));
-                // The MDT has no leader from the kill on, while the server shuts down too.
-                watch.lost();
-                cluster.kill(i).await;
-                killed = Some(i);
-                report.kills += 1;
-            }
-        }
-        if op == plan.restart_at {
-            if let Some(i) = killed.take() {
-                sim.note(format!("RESTART replica {i} from its data directory"));
-                cluster.restart(i).await?;
-            }
-        }
-        if op == plan.partition_at {
-            let leader = cluster.serving();
-            let target = match (plan.partition_leader, leader) {
-                (true, Some(i)) => Some(i),
-                (_, Some(i)) => Some((i + 1 + op % 2) % REPLICAS),
-                (_, None) => None,
-            };
-            if let Some(i) = target {
-                let was_leader = Some(i) == leader;
-                sim.note(format!(
-                    "PARTITION replica {i} ({}{}) from the others",
-                    if was_leader { "the MDT's leader" } else { "an MDT follower" },
-                    cluster.mgs_role(i)
-                ));
-                cluster.wire.isolate(&cluster.addresses[i]);
-                cluster.isolated = Some(i);
-                partitioned = Some((i, was_leader));
-                report.partitions += 1;
-            }
-        }
-        if op == plan.heal_at {
-            if let Some((i, _)) = partitioned.take() {
-                sim.note(format!("HEAL the partition of replica {i}"));
-                cluster.wire.rejoin(&cluster.addresses[i]);
-                cluster.isolated = None;
-            }
-        }
+        let mut due = plan.events_at(op);
         watch.observe(cluster);
+        let started = tokio::time::Instant::now();
         {
             let step = sim.step();
             tokio::pin!(step);
             loop {
+                let next = due.first().map(|(at, _)| started + *at);
                 tokio::select! {
                     done = &mut step => { done?; break }
                     _ = tokio::time::sleep(Duration::from_millis(WATCH_MS)) => watch.observe(cluster),
+                    _ = tokio::time::sleep_until(next.unwrap_or(started)), if next.is_some() => {
+                        let (_, event) = due.remove(0);
+                        faults.apply(event, plan, cluster, &mut watch, &mut report).await?;
+                    }
                 }
             }
         }
-        if let Some((old, true)) = partitioned {
+        for (_, event) in due {
+            faults.apply(event, plan, cluster, &mut watch, &mut report).await?;
+        }
+        if let Some((old, true)) = faults.partitioned {
             probe_old_leader(&sim, cluster, network, old, &mut report).await?;
         }
     }
     // Everything back, one leader serving, every replica caught up.
-    if let Some(i) = killed.take() {
-        sim.note(format!("RESTART replica {i} from its data directory"));
-        cluster.restart(i).await?;
-    }
-    if let Some((i, _)) = partitioned.take() {
-        cluster.wire.rejoin(&cluster.addresses[i]);
-        cluster.isolated = None;
+    for event in [Event::Restart, Event::Heal] {
+        faults.apply(event, plan, cluster, &mut watch, &mut report).await?;
     }
     sim.finish().await?;
     cluster.wait_caught_up(&mut watch).await?;
@@ -334,6 +342,74 @@ async fn play(
     report.counts = wire.counts();
     sim.note(format!("{} failovers; longest without a leader {} ms", watch.failovers, watch.longest.as_millis()));
     Ok(report)
+}
+
+/// The servers' faults in force.
+#[derive(Default)]
+struct Faults {
+    killed: Option<usize>,
+    /// The replica partitioned, and whether it led.
+    partitioned: Option<(usize, bool)>,
+}
+
+impl Faults {
+    async fn apply(
+        &mut self,
+        event: Event,
+        plan: Plan,
+        cluster: &mut Cluster,
+        watch: &mut Watch,
+        report: &mut RaftReport,
+    ) -> Result<(), String> {
+        let wire = cluster.wire.clone();
+        match event {
+            Event::Kill => {
+                if let Some(i) = cluster.serving() {
+                    let role = cluster.mgs_role(i);
+                    wire.note(format!("KILL replica {i} (the MDT's leader, {}){role}", cluster.addresses[i]));
+                    // The MDT has no leader from the kill on, while the server shuts down too.
+                    watch.lost();
+                    cluster.kill(i).await;
+                    self.killed = Some(i);
+                    report.kills += 1;
+                }
+            }
+            Event::Restart => {
+                if let Some(i) = self.killed.take() {
+                    wire.note(format!("RESTART replica {i} from its data directory"));
+                    cluster.restart(i).await?;
+                }
+            }
+            Event::Partition => {
+                let leader = cluster.serving();
+                let target = match (plan.partition_leader, leader) {
+                    (true, Some(i)) => Some(i),
+                    (_, Some(i)) => Some((i + 1 + plan.partition_at % 2) % REPLICAS),
+                    (_, None) => None,
+                };
+                if let Some(i) = target {
+                    let was_leader = Some(i) == leader;
+                    wire.note(format!(
+                        "PARTITION replica {i} ({}{}) from the others",
+                        if was_leader { "the MDT's leader" } else { "an MDT follower" },
+                        cluster.mgs_role(i)
+                    ));
+                    wire.isolate(&cluster.addresses[i]);
+                    cluster.isolated = Some(i);
+                    self.partitioned = Some((i, was_leader));
+                    report.partitions += 1;
+                }
+            }
+            Event::Heal => {
+                if let Some((i, _)) = self.partitioned.take() {
+                    wire.note(format!("HEAL the partition of replica {i}"));
+                    wire.rejoin(&cluster.addresses[i]);
+                    cluster.isolated = None;
+                }
+            }
+        }
+        Ok(())
+    }
 }
 
 /// Looks up every name of the workload at the partitioned old leader directly: each answer

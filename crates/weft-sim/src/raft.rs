@@ -14,7 +14,10 @@
 //!   directory, and catches up;
 //! * a **partition** of the leader or of a follower from the other replicas, some
 //!   milliseconds into an operation (Raft messages cut both ways; the clients and the MGS
-//!   still reach it), healed some operations later.
+//!   still reach it), healed some operations later;
+//! * on a third of the seeds, a **second kill** of the leader the operation after the heal
+//!   (while the healed replica catches up, or, an old leader, drops what it logged alone),
+//!   restarted a few operations later.
 //!
 //! What is checked, besides every check of [`crate::net`] (every read is the bytes last
 //! acknowledged; an operation that failed is wholly done or not at all, as a client no fault
@@ -189,6 +192,9 @@ struct Plan {
     /// ends sooner has them at its end): a request may be at the leader when it goes.
     kill_delay_ms: u64,
     partition_delay_ms: u64,
+    /// A second kill of the leader, the operation after the heal (while the healed replica
+    /// catches up, or, an old leader, drops what it logged alone), and its restart.
+    second_kill: Option<(usize, usize)>,
 }
 
 /// One fault of a [`Plan`] on the servers.
@@ -217,6 +223,14 @@ impl Plan {
         if op == self.heal_at {
             events.push((Duration::ZERO, Event::Heal));
         }
+        if let Some((kill_at, restart_at)) = self.second_kill {
+            if op == kill_at {
+                events.push((ms(self.kill_delay_ms), Event::Kill));
+            }
+            if op == restart_at {
+                events.push((Duration::ZERO, Event::Restart));
+            }
+        }
         events.sort_by_key(|(at, _)| *at);
         events
     }
@@ -235,6 +249,10 @@ impl Plan {
         let mgs_replicated = rng.below(2) == 0;
         let kill_delay_ms = rng.between(0, FAULT_DELAY_MS_MAX);
         let partition_delay_ms = rng.between(0, FAULT_DELAY_MS_MAX);
+        let second_kill = (rng.below(3) == 0).then(|| {
+            let kill_at = heal_at + 1;
+            (kill_at, kill_at + rng.between(2, 4) as usize)
+        });
         let plan = Plan {
             kill_at,
             restart_at,
@@ -245,8 +263,10 @@ impl Plan {
             mgs_replicated,
             kill_delay_ms,
             partition_delay_ms,
+            second_kill,
         };
-        assert!(plan.heal_at < WORKLOAD_OPS, "the faults fit in the workload: {plan:?}");
+        let last = second_kill.map_or(heal_at, |(_, restart_at)| restart_at);
+        assert!(last < WORKLOAD_OPS, "the faults fit in the workload: {plan:?}");
         plan
     }
 }
@@ -780,6 +800,9 @@ mod tests {
             let p = Plan::of(seed);
             assert!(p.kill_at < p.restart_at && p.restart_at < p.partition_at, "{p:?}");
             assert!(p.partition_at < p.heal_at && p.heal_at < WORKLOAD_OPS, "{p:?}");
+            if let Some((kill_at, restart_at)) = p.second_kill {
+                assert!(p.heal_at < kill_at && kill_at < restart_at && restart_at < WORKLOAD_OPS, "{p:?}");
+            }
             assert_eq!(p, Plan::of(seed), "a seed plans the same faults every time");
             leader_partitions += usize::from(p.partition_leader);
         }

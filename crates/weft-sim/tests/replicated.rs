@@ -1,5 +1,6 @@
 //! The replicated MDT's simulation (see `weft_sim::raft`): seeds 4-6 in CI (a partition of
-//! the leader with long and with short client timeouts, one of a follower);
+//! the leader with long and with short client timeouts, a replicated MGS, one partition of
+//! a follower followed by a second kill);
 //! WEFT_SIM_SEED=N replays one seed (WEFT_SIM_SEEDS=FROM..TO a range, TO not included:
 //! `make soak`), WEFT_SIM_VERBOSE=1 prints each seed's log.
 
@@ -27,7 +28,7 @@ fn what_the_replicated_mdt_acknowledged_survives_kills_and_partitions_of_its_lea
             eprintln!("seed {seed}:\n{}", report.log);
         }
         assert!(report.acknowledged > 0, "seed {seed} acknowledged nothing:\n{}", report.log);
-        assert_eq!(report.kills, 1, "seed {seed} killed its leader:\n{}", report.log);
+        assert!(report.kills >= 1, "seed {seed} killed its leader:\n{}", report.log);
         assert!(report.failovers >= 1, "seed {seed}: the kill of the leader moved the MDT:\n{}", report.log);
         summary.add(&report);
     }

@@ -122,6 +122,8 @@ pub struct RaftSummary {
     pub partitions: usize,
     pub failovers: usize,
     pub longest_without_leader: Duration,
+    /// The seed of the longest time without a leader.
+    pub longest_seed: u64,
     pub probes_answered: usize,
     pub probes_refused: usize,
     pub counts: Counts,
@@ -137,7 +139,10 @@ impl RaftSummary {
         self.kills += r.kills;
         self.partitions += r.partitions;
         self.failovers += r.failovers;
-        self.longest_without_leader = self.longest_without_leader.max(r.longest_without_leader);
+        if r.longest_without_leader >= self.longest_without_leader {
+            self.longest_without_leader = r.longest_without_leader;
+            self.longest_seed = r.seed;
+        }
         self.probes_answered += r.probes_answered;
         self.probes_refused += r.probes_refused;
         self.counts += r.counts;
@@ -150,7 +155,7 @@ impl std::fmt::Display for RaftSummary {
         write!(
             f,
             "replicated MDT, {} seeds ({} with a replicated MGS beside it): {} kills of the leader, {} partitions, {} failovers, longest without a \
-             leader {} ms; {} operations ({} acknowledged, {} failed by the network and looked at); stale-read \
+             leader {} ms (seed {}); {} operations ({} acknowledged, {} failed by the network and looked at); stale-read \
              probes of partitioned old leaders: {} answered as acknowledged, {} refused; {} raft messages cut; \
              client links: {} requests, {} dropped, {} replies lost, {} duplicated, {} held",
             self.seeds,
@@ -159,6 +164,7 @@ impl std::fmt::Display for RaftSummary {
             self.partitions,
             self.failovers,
             self.longest_without_leader.as_millis(),
+            self.longest_seed,
             self.ops,
             self.acknowledged,
             self.failed_by_network,

@@ -21,6 +21,10 @@
 //! pauses cost no real time (see [`wire`] for how the clock waits for the MDS's commits).
 //! The same seed plays the same workload and faults (threads outside the runtime, the MDS
 //! writer's, may still move one interleaving).
+//!
+//! The workload and its checks (`Sim`) are played op by op by the replicated MDT's
+//! simulation too (`crate::raft`), against three replicas whose leader it kills and
+//! partitions.
 
 pub mod wire;
 

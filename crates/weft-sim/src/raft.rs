@@ -77,6 +77,11 @@ const FAULT_OPS_MAX: u64 = 9;
 /// Longest a kill or a partition comes into its operation (most operations take tens of
 /// milliseconds).
 const FAULT_DELAY_MS_MAX: u64 = 40;
+/// Shortest partition: a follower's operations go on without it, so a partition of a few
+/// operations may last only milliseconds; this is two of the longest election timeouts, so
+/// that a partitioned follower stands for election alone (raising its term) before it
+/// comes back.
+const PARTITION_MS_MIN: u64 = 2 * weft_raft::limits::ELECTION_TIMEOUT_MS_MAX_DEFAULT;
 /// How often the simulation looks for the serving leader while an operation runs.
 const WATCH_MS: u64 = 20;
 /// How long the first election, or the replicas' agreement at the end, may take.
@@ -376,6 +381,8 @@ struct Faults {
     killed: Option<usize>,
     /// The replica partitioned, and whether it led.
     partitioned: Option<(usize, bool)>,
+    /// When the partition began.
+    partitioned_at: Option<tokio::time::Instant>,
 }
 
 impl Faults {
@@ -423,11 +430,16 @@ impl Faults {
                     wire.isolate(&cluster.addresses[i]);
                     cluster.isolated = Some(i);
                     self.partitioned = Some((i, was_leader));
+                    self.partitioned_at = Some(tokio::time::Instant::now());
                     report.partitions += 1;
                 }
             }
             Event::Heal => {
                 if let Some((i, _)) = self.partitioned.take() {
+                    // Long enough for a partitioned follower to stand for election alone.
+                    if let Some(at) = self.partitioned_at.take() {
+                        tokio::time::sleep_until(at + Duration::from_millis(PARTITION_MS_MIN)).await;
+                    }
                     wire.note(format!("HEAL the partition of replica {i}"));
                     wire.rejoin(&cluster.addresses[i]);
                     cluster.isolated = None;

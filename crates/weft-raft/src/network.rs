@@ -193,10 +193,49 @@ impl RaftNetwork<TypeConfig> for Connection {
     }
 }
 
+/// The replica that sent `op`: the candidate of a vote, the leader of an append or of a
+/// snapshot chunk (each carries its sender's vote). None when the bytes do not decode. A
+/// simulated network reads it to cut the messages between two replicas both ways, since a
+/// request between servers names no sender of its own.
+pub fn sender(op: &RaftRequest) -> Option<NodeId> {
+    let vote = match op {
+        RaftRequest::AppendEntries(m) => {
+            postcard::from_bytes::<AppendEntriesRequest<TypeConfig>>(&m.request).ok()?.vote
+        }
+        RaftRequest::Vote(m) => postcard::from_bytes::<VoteRequest<NodeId>>(&m.request).ok()?.vote,
+        RaftRequest::InstallSnapshot(m) => {
+            postcard::from_bytes::<InstallSnapshotRequest<TypeConfig>>(&m.request).ok()?.vote
+        }
+    };
+    vote.leader_id().voted_for()
+}
+
 fn unexpected_reply(opcode: &str, variant: &str) -> WeftError {
     WeftError::protocol(format!("unexpected {variant} reply to {opcode}"))
 }
 
 fn timeout(ms: u64) -> Duration {
     Duration::from_millis(ms)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use openraft::{LogId, Vote};
+
+    #[test]
+    fn the_sender_of_each_message_is_the_replica_whose_vote_it_carries() {
+        let vote = encode(&VoteRequest::<NodeId>::new(Vote::new(3, 2), None)).unwrap();
+        assert_eq!(sender(&RaftRequest::Vote(msg::Vote { request: vote })), Some(2));
+        let append = AppendEntriesRequest::<TypeConfig> {
+            vote: Vote::new_committed(4, 3),
+            prev_log_id: Some(LogId::new(openraft::CommittedLeaderId::new(4, 3), 7)),
+            entries: Vec::new(),
+            leader_commit: None,
+        };
+        let request = encode(&append).unwrap();
+        assert_eq!(sender(&RaftRequest::AppendEntries(msg::AppendEntries { request })), Some(3));
+        let garbage = RaftRequest::AppendEntries(msg::AppendEntries { request: vec![0xff; 3] });
+        assert_eq!(sender(&garbage), None);
+    }
 }

@@ -19,6 +19,7 @@
 mod machine;
 mod model;
 pub mod net;
+pub mod raft;
 mod rng;
 
 /// The seeds a simulation test plays: `WEFT_SIM_SEED=N` (one, to replay it),

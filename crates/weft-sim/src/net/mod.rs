@@ -21,6 +21,10 @@
 //! pauses cost no real time (see [`wire`] for how the clock waits for the MDS's commits).
 //! The same seed plays the same workload and faults (threads outside the runtime, the MDS
 //! writer's, may still move one interleaving).
+//!
+//! The workload and its checks (`Sim`) are played op by op by the replicated MDT's
+//! simulation too (`crate::raft`), against three replicas whose leader it kills and
+//! partitions.
 
 pub mod wire;
 
@@ -58,6 +62,26 @@ const PAUSE_PERCENT: u64 = 3;
 const SETTLE_MS_MAX: u64 = 60_000;
 /// Where the servers' data goes when it is a directory (a tmpfs on Linux).
 const SHM_DIR: &str = "/dev/shm";
+
+/// How a simulation's workload meets the network: its clients' request timeouts and how
+/// often a client is partitioned or paused (the replicated MDT's simulation, `crate::raft`,
+/// plays its own faults on the servers and keeps the clients' to the wire's per message).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Settings {
+    pub request_timeout_ms: u64,
+    /// The checking client's: it must outlast any fault it looks through.
+    pub checker_request_timeout_ms: u64,
+    pub partition_percent: u64,
+    pub pause_percent: u64,
+}
+
+/// This module's simulation's settings.
+const NETWORK: Settings = Settings {
+    request_timeout_ms: REQUEST_TIMEOUT_MS,
+    checker_request_timeout_ms: REQUEST_TIMEOUT_MS,
+    partition_percent: PARTITION_PERCENT,
+    pause_percent: PAUSE_PERCENT,
+};
 
 /// What one seed played.
 #[derive(Debug, Clone, Default)]
@@ -150,7 +174,7 @@ pub async fn run(seed: u64) -> Result<NetReport, String> {
     let server = RunningServer::start_on(config, network.clone())
         .await
         .map_err(|e| format!("seed {seed}: the server did not start: {e:#}"))?;
-    let result = Sim::start(seed, &server, &network, wire.clone()).await;
+    let result = Sim::start(seed, server.mgs_address(), &network, wire.clone(), NETWORK).await;
     let result = match result {
         Ok(mut sim) => {
             let played = sim.play().await;
@@ -163,8 +187,11 @@ pub async fn run(seed: u64) -> Result<NetReport, String> {
     result.map_err(|e| format!("seed {seed}: {e}\n--- log of seed {seed} ---\n{}", wire.log()))
 }
 
-struct Sim {
+/// One seed's workload and its checks (this module's, and the replicated MDT's in
+/// `crate::raft`, which plays it op by op with [`Sim::step`]).
+pub(crate) struct Sim {
     seed: u64,
+    settings: Settings,
     rng: Rng,
     wire: SimWire,
     /// The two clients the faults play on, and the checking client.
@@ -175,14 +202,19 @@ struct Sim {
     files: BTreeMap<String, FileModel>,
     /// The file each client last wrote (where it holds a write lock).
     last_written: [Option<String>; 2],
-    ops: usize,
-    acknowledged: usize,
-    failed: usize,
+    pub ops: usize,
+    pub acknowledged: usize,
+    pub failed: usize,
 }
 
 /// Errors the network causes: the operation may or may not have been done.
 fn by_network(e: &WeftError) -> bool {
     matches!(e.code, ErrorCode::Io | ErrorCode::TimedOut | ErrorCode::Evicted)
+}
+
+/// Every path the workload may use.
+pub(crate) fn all_paths() -> Vec<String> {
+    DIRS.iter().flat_map(|d| (0..NAMES_PER_DIR).map(move |n| format!("{d}/f{n}"))).collect()
 }
 
 fn split(path: &str) -> (usize, &str) {
@@ -191,23 +223,29 @@ fn split(path: &str) -> (usize, &str) {
 }
 
 impl Sim {
-    async fn start(
+    pub(crate) async fn start(
         seed: u64,
-        server: &RunningServer,
+        mgs_address: String,
         network: &Arc<weft_rpc::Network>,
         wire: SimWire,
+        settings: Settings,
     ) -> Result<Sim, String> {
         let config = ClientConfig {
-            request_timeout: Duration::from_millis(REQUEST_TIMEOUT_MS),
+            request_timeout: Duration::from_millis(settings.request_timeout_ms),
             network: Some(network.clone()),
-            ..ClientConfig::new(server.mgs_address())
+            ..ClientConfig::new(mgs_address)
         };
-        let connect =
-            || async { Client::connect(config.clone()).await.map_err(|e| format!("a client did not connect: {e}")) };
-        let checker = connect().await?;
+        let connect = |config: ClientConfig| async move {
+            Client::connect(config).await.map_err(|e| format!("a client did not connect: {e}"))
+        };
+        let checker = connect(ClientConfig {
+            request_timeout: Duration::from_millis(settings.checker_request_timeout_ms),
+            ..config.clone()
+        })
+        .await?;
         wire.quiet(checker.client_id());
         wire.name(checker.client_id(), "C");
-        let clients = [connect().await?, connect().await?];
+        let clients = [connect(config.clone()).await?, connect(config).await?];
         let who = Caller::root();
         let mut dirs = Vec::new();
         for d in DIRS {
@@ -217,6 +255,7 @@ impl Sim {
         }
         let sim = Sim {
             seed,
+            settings,
             rng: Rng(seed),
             wire,
             clients,
@@ -251,48 +290,71 @@ impl Sim {
         }
     }
 
-    fn note(&self, line: String) {
+    pub(crate) fn note(&self, line: String) {
         self.wire.note(line);
     }
 
     async fn play(&mut self) -> Result<(), String> {
         for _ in 0..WORKLOAD_OPS {
-            self.name_clients();
-            let x = self.rng.below(2);
-            if self.rng.chance(PARTITION_PERCENT) {
-                let period = Duration::from_millis(self.rng.between(200, PARTITION_MS_MAX));
-                self.wire.partition(self.clients[x].client_id(), period);
-            }
-            if self.rng.chance(PAUSE_PERCENT) {
-                if let Some(path) = self.last_written[x].clone().filter(|p| self.files.contains_key(p)) {
-                    // Paused past its lock timeout while the other client reads its file.
-                    let period = Duration::from_millis(LOCK_TIMEOUT_MS + self.rng.between(1_000, 3_000));
-                    self.wire.pause(self.clients[x].client_id(), period);
-                    self.ops += 1;
-                    let reader = 1 - x;
-                    self.note(format!("{} reads {path} while {} is paused", name_of(reader), name_of(x)));
-                    self.read(reader, &path).await?;
-                    self.name_clients();
-                    continue;
-                }
-            }
-            self.ops += 1;
-            let roll = self.rng.below(100);
-            let paths: Vec<String> = self.files.keys().cloned().collect();
-            let existing = (!paths.is_empty()).then(|| paths[self.rng.below(paths.len())].clone());
-            let free = self.free_path();
-            match (roll, existing, free) {
-                (0..=24, _, Some(path)) | (_, None, Some(path)) => self.create(x, &path).await?,
-                (25..=54, Some(path), _) => self.write(x, &path).await?,
-                (55..=74, Some(path), _) => self.read(x, &path).await?,
-                (75..=84, Some(path), Some(to)) => self.rename(x, &path, &to).await?,
-                (85..=91, Some(path), _) => self.unlink(x, &path).await?,
-                (_, Some(path), _) => self.chmod(x, &path).await?,
-                (_, None, None) => {}
-            }
+            self.step().await?;
         }
+        self.finish().await
+    }
+
+    /// Waits for every delivery and held copy, then checks every name, mode and byte.
+    pub(crate) async fn finish(&mut self) -> Result<(), String> {
         self.settle().await;
         self.check_everything().await
+    }
+
+    /// One operation of the workload by either client (with, by the seed, a partition or a
+    /// pause of that client first), checked as it ends.
+    pub(crate) async fn step(&mut self) -> Result<(), String> {
+        self.name_clients();
+        let x = self.rng.below(2);
+        if self.rng.chance(self.settings.partition_percent) {
+            let period = Duration::from_millis(self.rng.between(200, PARTITION_MS_MAX));
+            self.wire.partition(self.clients[x].client_id(), period);
+        }
+        if self.rng.chance(self.settings.pause_percent) {
+            if let Some(path) = self.last_written[x].clone().filter(|p| self.files.contains_key(p)) {
+                // Paused past its lock timeout while the other client reads its file.
+                let period = Duration::from_millis(LOCK_TIMEOUT_MS + self.rng.between(1_000, 3_000));
+                self.wire.pause(self.clients[x].client_id(), period);
+                self.ops += 1;
+                let reader = 1 - x;
+                self.note(format!("{} reads {path} while {} is paused", name_of(reader), name_of(x)));
+                self.read(reader, &path).await?;
+                self.name_clients();
+                return Ok(());
+            }
+        }
+        self.ops += 1;
+        let roll = self.rng.below(100);
+        let paths: Vec<String> = self.files.keys().cloned().collect();
+        let existing = (!paths.is_empty()).then(|| paths[self.rng.below(paths.len())].clone());
+        let free = self.free_path();
+        match (roll, existing, free) {
+            (0..=24, _, Some(path)) | (_, None, Some(path)) => self.create(x, &path).await?,
+            (25..=54, Some(path), _) => self.write(x, &path).await?,
+            (55..=74, Some(path), _) => self.read(x, &path).await?,
+            (75..=84, Some(path), Some(to)) => self.rename(x, &path, &to).await?,
+            (85..=91, Some(path), _) => self.unlink(x, &path).await?,
+            (_, Some(path), _) => self.chmod(x, &path).await?,
+            (_, None, None) => {}
+        }
+        Ok(())
+    }
+
+    /// The names and modes acknowledged now, by path (what a stale read would contradict).
+    pub(crate) fn acknowledged_names(&self) -> BTreeMap<String, (Fid, u32)> {
+        self.files.iter().map(|(p, f)| (p.clone(), (f.fid, f.mode))).collect()
+    }
+
+    /// The directory FID and the name of `path`.
+    pub(crate) fn place(&self, path: &str) -> (Fid, String) {
+        let (d, name) = split(path);
+        (self.dirs[d], name.to_string())
     }
 
     /// A name the model does not hold, if any.

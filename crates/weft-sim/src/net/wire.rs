@@ -17,6 +17,12 @@
 //!   held copy arrives up to [`HELD_MS_MAX`] later on the old one); each message is also
 //!   delayed by up to [`DELAY_MS_MAX`], which reorders concurrent ones.
 //!
+//! Between the servers, a replica's Raft messages ([`SimWire::isolate`]) are cut both ways
+//! while it is partitioned from the others or killed: the wire reads the sender of each from
+//! the vote it carries (`weft_raft::network::sender`), since a request between servers names
+//! no sender of its own. Other server-to-server requests (registration with the MGS, object
+//! creation on the OSTs) go through untouched.
+//!
 //! Every delivery runs as a task of its own, so a Peer that gives up never cancels a request
 //! halfway through the server, as over TCP.
 //!
@@ -25,7 +31,8 @@
 //! waiting for a commit would let time jump (to a callback's timeout, say). Each delivery is
 //! therefore kept busy ([`Busy`]) for up to [`BUSY_REAL_MS_MAX`] of real time per step, long
 //! enough for a commit: time stands still meanwhile. A delivery that waits longer waits for
-//! time itself (a lock held by a paused client), and lets it move.
+//! time itself (a lock held by a paused client), and lets it move. On a real clock
+//! ([`SimWire::on_real_clock`]) nothing needs holding still, and deliveries are not kept busy.
 
 use crate::rng::Rng;
 use bytes::Bytes;
@@ -37,7 +44,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::time::Instant;
 use weft_proto::lock::{CallbackAnswer, CallbackRequest};
-use weft_proto::msg::{Reply, Request};
+use weft_proto::msg::{Reply, Request, RequestBody};
 use weft_proto::{WeftError, WeftResult};
 use weft_rpc::{CallbackHandler, ConnectionState, Endpoint, Wire};
 
@@ -71,6 +78,8 @@ pub struct Counts {
     pub refused_by_partition: u64,
     pub pauses: u64,
     pub held_by_pause: u64,
+    /// Raft messages cut because their sender or receiver was isolated.
+    pub raft_cut: u64,
 }
 
 impl std::ops::AddAssign for Counts {
@@ -87,6 +96,7 @@ impl std::ops::AddAssign for Counts {
         self.refused_by_partition += o.refused_by_partition;
         self.pauses += o.pauses;
         self.held_by_pause += o.held_by_pause;
+        self.raft_cut += o.raft_cut;
     }
 }
 
@@ -111,6 +121,10 @@ struct State {
     quiet: HashSet<u64>,
     /// Names of client ids, for the log.
     names: HashMap<u64, String>,
+    /// The address of each replica of the replicated groups, by its id in its group.
+    replicas: HashMap<u64, String>,
+    /// Server addresses whose Raft messages are cut both ways (partitioned or killed).
+    isolated: HashSet<String>,
 }
 
 pub struct Inner {
@@ -122,6 +136,8 @@ pub struct Inner {
     log: Mutex<String>,
     started: Instant,
     next_event: AtomicU64,
+    /// Whether deliveries are kept busy to hold the paused clock still (module docs).
+    keep_busy: bool,
 }
 
 /// The simulated network; clone it to hand it to a [`weft_rpc::Network`] and keep driving it.
@@ -131,7 +147,18 @@ pub struct SimWire {
 }
 
 impl SimWire {
+    /// A wire on tokio's paused clock: deliveries hold it still while they wait (module docs).
     pub fn new(seed: u64) -> SimWire {
+        SimWire::make(seed, true)
+    }
+
+    /// A wire on a real clock (a simulation whose servers measure time with both clocks,
+    /// as a replicated MDT's lease does): deliveries are not kept busy.
+    pub fn on_real_clock(seed: u64) -> SimWire {
+        SimWire::make(seed, false)
+    }
+
+    fn make(seed: u64, keep_busy: bool) -> SimWire {
         SimWire {
             inner: Arc::new(Inner {
                 rng: Mutex::new(Rng(seed ^ 0x5eed_0fe7)),
@@ -141,6 +168,7 @@ impl SimWire {
                 log: Mutex::default(),
                 started: Instant::now(),
                 next_event: AtomicU64::new(0),
+                keep_busy,
             }),
         }
     }
@@ -170,6 +198,22 @@ impl SimWire {
         st.paused_until.insert(id, Instant::now() + period);
         drop(st);
         self.inner.note(format!("pause {} for {} ms", self.inner.who(id), period.as_millis()));
+    }
+
+    /// The replicas of the replicated groups: id in the group -> server address (every group
+    /// of the simulation numbers its replicas alike, as the config does).
+    pub fn replicas(&self, replicas: &[String]) {
+        self.inner.state().replicas = replicas.iter().enumerate().map(|(i, a)| (i as u64 + 1, a.clone())).collect();
+    }
+
+    /// Cuts every Raft message from and to the server at `address` (a partition of it from
+    /// the other replicas, or its death), until [`SimWire::rejoin`].
+    pub fn isolate(&self, address: &str) {
+        self.inner.state().isolated.insert(address.to_string());
+    }
+
+    pub fn rejoin(&self, address: &str) {
+        self.inner.state().isolated.remove(address);
     }
 
     pub fn counts(&self) -> Counts {
@@ -226,6 +270,19 @@ impl Inner {
         self.state().partitioned_until.get(&id).is_some_and(|t| *t > Instant::now())
     }
 
+    /// Whether `request` to `address` is a Raft message cut by an isolation.
+    fn raft_cut(&self, address: &str, request: &Request) -> bool {
+        let RequestBody::Raft { op, .. } = &request.body else { return false };
+        let st = self.state();
+        if st.isolated.is_empty() {
+            return false;
+        }
+        if st.isolated.contains(address) {
+            return true;
+        }
+        weft_raft::network::sender(op).and_then(|id| st.replicas.get(&id)).is_some_and(|a| st.isolated.contains(a))
+    }
+
     fn delay(&self) -> Duration {
         Duration::from_millis(self.rng.lock().unwrap_or_else(|p| p.into_inner()).between(0, DELAY_MS_MAX))
     }
@@ -280,8 +337,9 @@ impl Inner {
         }
         let inner = self.clone();
         let server = server.clone();
+        let keep_busy = self.keep_busy;
         tokio::spawn(async move {
-            let answer = Busy::new(server.deliver(request, bulk, conn)).await;
+            let answer = Busy::new(server.deliver(request, bulk, conn), keep_busy).await;
             if counted {
                 inner.in_flight.fetch_sub(1, Ordering::AcqRel);
             }
@@ -298,8 +356,19 @@ impl Inner {
     ) -> WeftResult<(Reply, Bytes)> {
         let id = request.header.client_id;
         if !self.faulted(id) {
+            if self.raft_cut(&address, &request) {
+                self.state().counts.raft_cut += 1;
+                tokio::time::sleep(Duration::from_millis(PARTITION_REFUSE_MS)).await;
+                return Err(WeftError::io(format!("cannot connect to {address}: partitioned")));
+            }
+            let cut_after = matches!(request.body, RequestBody::Raft { .. }).then(|| request.clone());
             let conn = self.connection(id, &address);
             let answer = self.deliver(&server, request, bulk, conn).await;
+            // An isolation that began meanwhile loses the answer on its way back.
+            if cut_after.is_some_and(|r| self.raft_cut(&address, &r)) {
+                self.state().counts.raft_cut += 1;
+                return Err(WeftError::io(format!("{address}: connection reset (partitioned)")));
+            }
             return answer.ok().flatten().ok_or_else(|| WeftError::io("the server dropped the request"));
         }
         let opcode = request.body.opcode_name();
@@ -364,7 +433,9 @@ impl Inner {
                 let name = who();
                 tokio::spawn(async move {
                     tokio::time::sleep(after).await;
-                    let ran = Busy::new(held_server.deliver(held_request, held_bulk, held_conn)).await.is_some();
+                    let ran = Busy::new(held_server.deliver(held_request, held_bulk, held_conn), inner.keep_busy)
+                        .await
+                        .is_some();
                     if ran {
                         inner.state().counts.held_executed_late += 1;
                     }
@@ -431,11 +502,13 @@ struct Busy<F> {
     inner: std::pin::Pin<Box<F>>,
     /// When the current step began (real time), while the future is kept busy.
     since: Option<std::time::Instant>,
+    /// False on a real clock: a plain future.
+    keep_busy: bool,
 }
 
 impl<F: std::future::Future> Busy<F> {
-    fn new(inner: F) -> Busy<F> {
-        Busy { inner: Box::pin(inner), since: None }
+    fn new(inner: F, keep_busy: bool) -> Busy<F> {
+        Busy { inner: Box::pin(inner), since: None, keep_busy }
     }
 }
 
@@ -445,6 +518,9 @@ impl<F: std::future::Future> std::future::Future for Busy<F> {
     fn poll(mut self: std::pin::Pin<&mut Self>, cx: &mut std::task::Context<'_>) -> std::task::Poll<F::Output> {
         if let std::task::Poll::Ready(v) = self.inner.as_mut().poll(cx) {
             return std::task::Poll::Ready(v);
+        }
+        if !self.keep_busy {
+            return std::task::Poll::Pending;
         }
         let now = std::time::Instant::now();
         let since = *self.since.get_or_insert(now);

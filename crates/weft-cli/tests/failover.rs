@@ -44,7 +44,9 @@ impl Replicated {
         assert!(out.contains("3 replicas"), "{out}");
         let mgs = out.lines().find_map(|l| l.split("weft mount ").nth(1)?.split_whitespace().next()).unwrap();
         std::fs::create_dir_all(&r.mnt2).unwrap();
-        weft_ok(&["mount", mgs, s(&r.mnt2)]);
+        // Its log in the test's directory, removed with it (not the default, in /tmp).
+        let log = format!("log={}", r.data.with_file_name("mnt2.log").display());
+        weft_ok(&["mount", "-o", &log, mgs, s(&r.mnt2)]);
         r
     }
 

@@ -83,9 +83,19 @@ pub struct Cluster {
     expected_targets: usize,
 }
 
-/// A port nobody listens on now at `ip` (bound, then released).
+/// A port nobody listens on now at `ip` (bound, then released), and never handed out
+/// before in this process: the kernel may give a released port again at once, and a
+/// server given the same port for its listener and its metrics fails to start (seen in CI).
 pub fn free_port(ip: &str) -> u16 {
-    TcpListener::bind((ip, 0)).and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port")
+    static GIVEN: std::sync::Mutex<Vec<(String, u16)>> = std::sync::Mutex::new(Vec::new());
+    let mut given = GIVEN.lock().unwrap_or_else(|p| p.into_inner());
+    loop {
+        let port = TcpListener::bind((ip, 0)).and_then(|l| l.local_addr()).map(|a| a.port()).expect("a free port");
+        if !given.iter().any(|(i, p)| i == ip && *p == port) {
+            given.push((ip.to_string(), port));
+            return port;
+        }
+    }
 }
 
 impl Cluster {

@@ -526,13 +526,8 @@ impl Client {
     pub(crate) fn replay_after_reconnect(&self, address: &str) {
         let replaying = self.replaying_targets();
         let targets: Vec<LockTarget> = self
-            .map
-            .current()
-            .map
-            .targets
-            .iter()
-            .filter(|t| t.address == address)
-            .map(|t| LockTarget::of(t.kind, t.index))
+            .targets_at(address)
+            .into_iter()
             .filter(|t| !replaying.contains(t) && self.locks.holds_any(*t))
             .collect();
         if targets.is_empty() {
@@ -551,6 +546,12 @@ impl Client {
         });
     }
 
+    /// The lock targets the map has served at `address`.
+    fn targets_at(&self, address: &str) -> Vec<LockTarget> {
+        let state = self.map.current();
+        state.map.targets.iter().filter(|t| t.address == address).map(|t| LockTarget::of(t.kind, t.index)).collect()
+    }
+
     /// A connection to `address` broke. While this client holds locks of a target there, a
     /// server that calls one back must be able to reach it, so it connects again at once
     /// (an empty cancel: the first request on the new connection also tells the server
@@ -559,15 +560,7 @@ impl Client {
     /// client with healthy connections sends nothing (Lustre's clients ping every server
     /// for this). Tries again after a pause, doubling, until the request timeout.
     pub(crate) fn connection_lost(&self, address: &str) {
-        let state = self.map.current();
-        let Some(target) = state
-            .map
-            .targets
-            .iter()
-            .filter(|t| t.address == address)
-            .map(|t| LockTarget::of(t.kind, t.index))
-            .find(|t| self.locks.holds_any(*t))
-        else {
+        let Some(target) = self.targets_at(address).into_iter().find(|t| self.locks.holds_any(*t)) else {
             return;
         };
         let client = self.weak_self.clone();

@@ -99,8 +99,7 @@ pub struct Exports {
     /// Woken when a route appears or a client is evicted.
     changed: Notify,
     /// Clients evicted since the server started (for metrics).
-    evictions: AtomicU64,
-    /// Moves with each eviction, for [`Exports::watch_evictions`].
+    /// Clients evicted since the server started; watched by [`Exports::watch_evictions`].
     evicted_count: tokio::sync::watch::Sender<u64>,
     /// The clients of the server's network, called back when no TCP connection reaches
     /// them; None for a server that reaches its clients over TCP only.
@@ -156,7 +155,6 @@ impl Exports {
             next_xid: AtomicU64::new(1),
             next_link: AtomicU64::new(LOCAL_LINK + 1),
             changed: Notify::new(),
-            evictions: AtomicU64::new(0),
             evicted_count: tokio::sync::watch::Sender::new(0),
             clients,
         }
@@ -164,7 +162,7 @@ impl Exports {
 
     /// Clients evicted since the server started.
     pub fn evictions(&self) -> u64 {
-        self.evictions.load(Ordering::Relaxed)
+        *self.evicted_count.borrow()
     }
 
     /// Learns each eviction: the count of clients evicted since the start moves (see
@@ -300,7 +298,6 @@ impl Exports {
         {
             let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
             if state.evicted.insert(client_id, reason).is_none() {
-                self.evictions.fetch_add(1, Ordering::Relaxed);
                 self.evicted_count.send_modify(|n| *n += 1);
                 state.evicted_order.push_back(client_id);
                 while state.evicted_order.len() > EVICTED_REMEMBERED_MAX {

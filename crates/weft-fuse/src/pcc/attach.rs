@@ -52,6 +52,10 @@ impl Mount {
         if self.io.counts(fid) != crate::iomode::IoCounts::default() {
             return Err(busy(format!("{fid} is open on this mount: attach it when it is closed")));
         }
+        // A close does not wait for the write-behind: what this mount wrote last must be on
+        // the servers before the size is measured and the bytes copied, or the quota would
+        // judge (and the cache keep) the file as it was before those writes.
+        self.writes.wait_idle(fid).await;
         let inode = self.client.getattr(who, fid).await?;
         if inode.attr.kind != FileType::Regular {
             return Err(WeftError::invalid(format!("{fid} is not a regular file: only files are cached")));

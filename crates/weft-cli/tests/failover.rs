@@ -437,3 +437,72 @@ fn a_follower_cut_off_and_healed_catches_up_and_serves_what_it_missed() {
         caught_up_in.as_millis()
     );
 }
+
+/// Advisory locks outlive the MDT leader: this process holds a flock(2) lock on one file
+/// and an fcntl range lock on another through one mount, the leader is killed, and after
+/// the new leader took over the other mount's non-blocking attempts on both still fail (the
+/// holding mount replayed them); once this process lets go, the other mount gets them.
+/// (Two files: through FUSE a flock lock reaches the file system as a whole-file fcntl lock
+/// of another owner, as on NFS, so the two families conflict on one file.)
+#[test]
+fn advisory_locks_are_kept_across_the_death_of_the_mdt_leader() {
+    use std::os::fd::AsRawFd;
+    let fs = Replicated::start();
+    let leader = fs.settled();
+    let open = |name: &str| {
+        std::fs::write(fs.mnt.join(name), vec![0u8; 4096]).unwrap();
+        std::fs::OpenOptions::new().read(true).write(true).open(fs.mnt.join(name)).unwrap()
+    };
+    let (flocked, ranged) = (open("flocked"), open("ranged"));
+    let range =
+        libc::flock { l_type: libc::F_WRLCK as i16, l_whence: libc::SEEK_SET as i16, l_start: 0, l_len: 100, l_pid: 0 };
+    // SAFETY: flock(2) and fcntl(2) on descriptors this test owns; `range` outlives the call.
+    assert_eq!(
+        unsafe { libc::flock(flocked.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) },
+        0,
+        "{}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { libc::fcntl(ranged.as_raw_fd(), libc::F_SETLK, &range) },
+        0,
+        "{}",
+        std::io::Error::last_os_error()
+    );
+    // Exit 0: the other mount got the lock (and let it go); 1: it is held elsewhere.
+    let flock_elsewhere = || {
+        let out =
+            Command::new("flock").args(["-n", "-E", "1"]).arg(fs.mnt2.join("flocked")).arg("true").output().unwrap();
+        out.status.code().unwrap()
+    };
+    let fcntl_elsewhere = || {
+        let script = "import fcntl, sys\nf = open(sys.argv[1], 'r+')\ntry:\n    fcntl.lockf(f, fcntl.LOCK_EX | fcntl.LOCK_NB, 100, 0)\nexcept OSError:\n    sys.exit(1)\n";
+        let out = Command::new("python3").args(["-c", script]).arg(fs.mnt2.join("ranged")).output().unwrap();
+        assert!(out.status.code().is_some_and(|c| c <= 1), "{out:?}");
+        out.status.code().unwrap()
+    };
+    assert_eq!((flock_elsewhere(), fcntl_elsewhere()), (1, 1), "held before the kill");
+
+    // SAFETY: kill(2) of the replica process `weft up` started.
+    assert_eq!(unsafe { libc::kill(leader as i32, libc::SIGKILL) }, 0);
+    // The holding mount learns of the new leader (this request waits for it) and replays.
+    std::fs::write(fs.mnt.join("after-kill"), b"x").unwrap();
+    fs.settled();
+    for round in 0..3 {
+        assert_eq!((flock_elsewhere(), fcntl_elsewhere()), (1, 1), "round {round}: still held after the failover");
+    }
+
+    // Let go: the other mount gets both.
+    let unlock = libc::flock { l_type: libc::F_UNLCK as i16, ..range };
+    // SAFETY: as above.
+    assert_eq!(
+        unsafe { libc::fcntl(ranged.as_raw_fd(), libc::F_SETLK, &unlock) },
+        0,
+        "{}",
+        std::io::Error::last_os_error()
+    );
+    // SAFETY: as above.
+    assert_eq!(unsafe { libc::flock(flocked.as_raw_fd(), libc::LOCK_UN) }, 0, "{}", std::io::Error::last_os_error());
+    assert_eq!((flock_elsewhere(), fcntl_elsewhere()), (0, 0), "free once let go");
+}

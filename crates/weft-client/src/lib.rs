@@ -119,6 +119,8 @@ pub struct Client {
     imports: std::sync::Mutex<std::collections::HashMap<LockTarget, recovery::ImportStats>>,
     /// This client's opens on the MDT, by handle: what it replays to a new leader.
     opens: std::sync::Mutex<std::collections::HashMap<u64, weft_proto::msg::mdt::ReplayedOpen>>,
+    /// This client's advisory locks as the MDT granted them: what it replays to a new one.
+    advisory: std::sync::Mutex<flock::HeldAdvisory>,
     /// The cluster map, kept current; requests waiting on a target learn when it moves.
     map: Arc<MapFollower>,
     /// One peer per server address, made on first use.
@@ -167,6 +169,7 @@ impl Client {
             next_request_id: AtomicU64::new(1),
             reply_slots: reply_slots::ReplySlots::default(),
             opens: Default::default(),
+            advisory: Default::default(),
             imports: Default::default(),
             peers: PeerSet::new(peer_options(&config, client_id, weak)),
             map,
@@ -209,6 +212,12 @@ impl Client {
         self.register_local(new_id);
         self.locks.forget_all();
         self.inodes.clear();
+        // The servers dropped its advisory locks with it.
+        let mut advisory = self.held_advisory();
+        if !advisory.is_empty() {
+            tracing::warn!("the advisory locks this client held are lost with its eviction");
+            advisory.clear();
+        }
     }
 
     /// The cluster map as this client knows it now.
@@ -528,7 +537,7 @@ impl Client {
         let targets: Vec<LockTarget> = self
             .targets_at(address)
             .into_iter()
-            .filter(|t| !replaying.contains(t) && self.locks.holds_any(*t))
+            .filter(|t| !replaying.contains(t) && (self.locks.holds_any(*t) || self.holds_advisory_on(*t)))
             .collect();
         if targets.is_empty() {
             return;
@@ -544,6 +553,11 @@ impl Client {
                 c.replay_locks(target).await;
             }
         });
+    }
+
+    /// Whether this client holds advisory locks, which the MDT `target` keeps.
+    fn holds_advisory_on(&self, target: LockTarget) -> bool {
+        target == LockTarget::Mdt(MDT_INDEX) && !self.held_advisory().is_empty()
     }
 
     /// The lock targets the map has served at `address`.

@@ -81,3 +81,8 @@ pub const LAYOUT_ROUNDS_MAX: u32 = 3;
 /// How long a client waits for its lock replay to a target's new server before it forgets
 /// those locks instead (the server takes replays only during its recovery window, 1 s).
 pub const LOCK_REPLAY_MS_MAX: u64 = 2_000;
+/// Rounds of an advisory lock replay: the first sends every lock this client holds, each
+/// later one what changed at this client while the one before was on its way (a close that
+/// released locks, a set answered by the old server just before it died); one more than
+/// that is a storm of changes, and what the last round sent stands.
+pub const ADVISORY_REPLAY_ROUNDS_MAX: u32 = 4;

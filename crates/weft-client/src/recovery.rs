@@ -71,6 +71,7 @@ impl Client {
         }
         if target == LockTarget::Mdt(MDT_INDEX) {
             self.replay_opens().await;
+            self.replay_advisory().await;
         }
         self.import(target, |i| i.replaying = false);
     }

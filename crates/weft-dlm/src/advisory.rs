@@ -364,6 +364,18 @@ impl AdvisoryLocks {
         Ok(())
     }
 
+    /// Every lock `client` holds, by file, both families, each lock as [`FlockSpec`]: what
+    /// a client keeps of its own locks to replay them to a new server.
+    pub fn held_by(&self, client: u64) -> Vec<(Fid, FlockSpec)> {
+        let mut held = Vec::new();
+        for (fid, file) in &self.files {
+            let ranges = file.ranges.iter().filter(|l| l.client == client).map(RangeLock::spec);
+            let whole = file.whole.iter().filter(|l| l.client == client).map(WholeLock::spec);
+            held.extend(ranges.chain(whole).map(|spec| (*fid, spec)));
+        }
+        held
+    }
+
     /// The advisory locks `client` holds over all files.
     pub fn held(&self, client: u64) -> usize {
         self.per_client.get(&client).copied().unwrap_or(0)

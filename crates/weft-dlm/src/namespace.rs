@@ -309,6 +309,17 @@ impl Namespace {
         (std::time::Instant::now() < until).then_some(until)
     }
 
+    /// Returns once grants are no longer held for a recovery window (at once outside one):
+    /// for requests that are not lock grants but must not come before the clients' replays
+    /// either (advisory locks set on an MDT). Looks again every
+    /// [`crate::limits::RECOVERY_RECHECK_MS`]: the window may end sooner than it was to.
+    pub async fn recovery_over(&self) {
+        while let Some(until) = self.grants_held_until() {
+            let recheck = std::time::Instant::now() + Duration::from_millis(crate::limits::RECOVERY_RECHECK_MS);
+            tokio::time::sleep_until(until.min(recheck).into()).await;
+        }
+    }
+
     pub fn config(&self) -> &NamespaceConfig {
         &self.config
     }
@@ -348,11 +359,7 @@ impl Namespace {
         opts: EnqueueOptions,
         operation: bool,
     ) -> WeftResult<LockGrant> {
-        // Looked at again every while: the window may end sooner than it was to.
-        while let Some(until) = self.grants_held_until() {
-            let recheck = std::time::Instant::now() + Duration::from_millis(crate::limits::RECOVERY_RECHECK_MS);
-            tokio::time::sleep_until(until.min(recheck).into()).await;
-        }
+        self.recovery_over().await;
         let (handle, granted, recalls) = {
             let mut inner = self.inner();
             let reused = opts.reuse && inner.table.reusable(owner, resource, mode, &scope).is_some();

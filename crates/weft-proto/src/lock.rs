@@ -214,6 +214,13 @@ macro_rules! ldlm_ops {
             /// only during the new server's recovery window; answers the handles kept (the
             /// others are refused: forget them and what they guarded).
             write Replay { locks: Vec<$crate::lock::LockGrant> } -> $crate::lock::Replayed = "ldlm_replay";
+            /// Advisory lock replay: every lock this client holds, for each (file, owner,
+            /// family) it names, from the MDT's previous server. Each replaces what the
+            /// server has of that (file, owner, family), so a replay sent twice, or after a
+            /// release, leaves what the client holds now. Set and get requests wait out the
+            /// new server's recovery window, so inside it nothing conflicts; a replay that
+            /// conflicts later is refused for that (file, owner, family), named in the answer.
+            write FlockReplay { held: Vec<$crate::lock::FlockHeld> } -> $crate::lock::FlockReplayed = "ldlm_flock_replay";
         }
     };
 }
@@ -231,7 +238,25 @@ crate::define_replies! {
         /// FlockSet could not, or FlockGet found: the conflicting lock (None = no conflict).
         FlockConflict(Option<FlockSpec>),
         Replayed(Replayed),
+        FlockReplayed(FlockReplayed),
     }
+}
+
+/// The advisory locks one owner of a client holds on one file in one family (`flock`):
+/// what [`FlockReplay`] carries. Empty `locks`: it holds none there now.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FlockHeld {
+    pub fid: Fid,
+    pub owner: u64,
+    pub flock: bool,
+    pub locks: Vec<FlockSpec>,
+}
+
+/// What an advisory lock replay refused (another client holds a conflicting lock): those
+/// locks are lost.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct FlockReplayed {
+    pub refused: Vec<FlockHeld>,
 }
 
 /// What a lock replay kept: the handles of the locks the target holds for the client again.

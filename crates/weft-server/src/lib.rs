@@ -193,7 +193,7 @@ impl RunningServer {
         if let (Some(mds), Some((_, ns))) = (&mds, &locks.mdt) {
             mds.set_lock_namespace(ns.clone());
         }
-        let mdt_locks = locks.mdt.as_ref().map(|(_, ns)| ns.clone());
+        let mdt_locks = locks.clone();
         let schedulers = Arc::new(weft_rpc::schedule::Schedulers::default());
         let mut services = Vec::new();
         if mgs.is_some() {

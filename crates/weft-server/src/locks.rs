@@ -137,6 +137,12 @@ impl LockService {
         self.advisory().drop_client(client);
     }
 
+    /// Empties the advisory table: a replicated MDT's replica starting to lead again, whose
+    /// table is from its last time as leader (the clients replay what they hold now).
+    pub fn forget_advisory(&self) {
+        *self.advisory() = AdvisoryLocks::new();
+    }
+
     fn advisory(&self) -> std::sync::MutexGuard<'_, AdvisoryLocks> {
         self.advisory.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -241,6 +247,9 @@ impl Handle for lock::Replay {
 
 impl Handle for lock::FlockSet {
     async fn run(self, at: At<'_>) -> WeftResult<FlockOutcome> {
+        // Inside a recovery window the locks of the MDT's previous server are on their way
+        // back (FlockReplay): nothing is set before they are.
+        at.ns.recovery_over().await;
         let mut advisory = at.advisory()?;
         let result = match advisory.set(self.fid, at.owner, &self.lock) {
             Ok(()) => Ok(()),
@@ -263,7 +272,35 @@ impl Handle for lock::FlockSet {
 
 impl Handle for lock::FlockGet {
     async fn run(self, at: At<'_>) -> WeftResult<Option<FlockSpec>> {
+        at.ns.recovery_over().await;
         Ok(at.advisory()?.get(self.fid, at.owner, &self.lock))
+    }
+}
+
+impl Handle for lock::FlockReplay {
+    /// Each (file, owner, family) named gets exactly the locks given, or none when another
+    /// client holds one that conflicts (only after the recovery window: inside it nobody
+    /// else sets a lock).
+    async fn run(self, at: At<'_>) -> WeftResult<lock::FlockReplayed> {
+        let mut advisory = at.advisory()?;
+        let mut refused = Vec::new();
+        let asked = self.held.len();
+        for held in self.held {
+            advisory.release(held.fid, at.owner, held.owner, held.flock);
+            let set = held
+                .locks
+                .iter()
+                .all(|l| l.owner == held.owner && l.flock == held.flock && advisory.set(held.fid, at.owner, l).is_ok());
+            if !set {
+                advisory.release(held.fid, at.owner, held.owner, held.flock);
+                refused.push(held);
+            }
+        }
+        drop(advisory);
+        if !refused.is_empty() {
+            tracing::info!(client = at.owner, asked, refused = refused.len(), "advisory lock replay");
+        }
+        Ok(lock::FlockReplayed { refused })
     }
 }
 

@@ -223,7 +223,8 @@ pub(crate) struct MdtHosting {
     pub slot: Arc<MdsSlot>,
     pub mds_config: Box<dyn Fn() -> MdsConfig + Send + Sync>,
     pub targets: Arc<dyn ObjectTargets>,
-    pub locks: Option<Arc<weft_dlm::namespace::Namespace>>,
+    /// This process's lock managers (the MDT's namespace, the advisory locks).
+    pub locks: Arc<crate::locks::LockService>,
     pub mgs: Arc<MgsPeers>,
     pub address: String,
     pub map: tokio::sync::watch::Receiver<Arc<weft_rpc::map::MapState>>,
@@ -273,13 +274,17 @@ async fn start_serving(h: &MdtHosting, group: &Group) -> anyhow::Result<Arc<Mds>
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
     // The recovery window lasts until the clients can know where the MDT is, then
     // FAILOVER_LOCK_RECOVERY_MS for their replays (below).
-    if let Some(ns) = &h.locks {
+    // What the advisory table holds is from this replica's last time as leader: the clients
+    // replay what they hold now (FlockReplay) while nothing can be set.
+    h.locks.forget_advisory();
+    let mdt_ns = h.locks.mdt.as_ref().map(|(_, ns)| ns.clone());
+    if let Some(ns) = &mdt_ns {
         ns.hold_grants_for(Duration::from_millis(FAILOVER_REGISTER_WAIT_MS));
         mds.set_lock_namespace(ns.clone());
     }
     mds.set_cluster_map(&h.map.borrow().map);
     let target = TargetInfo::new(TargetKind::Mdt, h.replica.mdt_index, h.address.clone());
-    let (mgs, ns, registered) = (h.mgs.clone(), h.locks.clone(), mds.clone());
+    let (mgs, ns, registered) = (h.mgs.clone(), mdt_ns, mds.clone());
     tokio::spawn(async move {
         match crate::register(&mgs, target).await {
             Ok(()) => {

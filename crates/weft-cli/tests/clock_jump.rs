@@ -14,8 +14,9 @@
 //! NTP step or `date -s` does to a server: no group elects anyone for it.
 //!
 //! Skipped with a message when libfaketime is not installed (scripts/install-test-deps.sh
-//! installs it), and failed then when `CI` is set. `WEFT_CLOCK_JUMP_HOLD_MS` sets how long
-//! each jump holds (3000 by default; longer in a soak).
+//! installs it), and failed then when `CI` is set. `WEFT_CLOCK_JUMP_ROUNDS` sets how many
+//! times a follower's then the leader's clock jump (1 in `make test`, 10 in `make soak`),
+//! `WEFT_CLOCK_JUMP_HOLD_MS` how long each jump holds before the groups settle (3000).
 
 mod common;
 use common::*;
@@ -48,9 +49,17 @@ fn libfaketime() -> Option<&'static str> {
     found
 }
 
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
 fn hold() -> Duration {
-    let ms = std::env::var("WEFT_CLOCK_JUMP_HOLD_MS").ok().and_then(|v| v.parse().ok()).unwrap_or(HOLD_MS_DEFAULT);
-    Duration::from_millis(ms)
+    Duration::from_millis(env_or("WEFT_CLOCK_JUMP_HOLD_MS", HOLD_MS_DEFAULT))
+}
+
+/// How many times the follower's then the leader's clock jump.
+fn rounds() -> u64 {
+    env_or("WEFT_CLOCK_JUMP_ROUNDS", 1)
 }
 
 /// Which clocks of a replica process libfaketime moves.
@@ -229,8 +238,8 @@ fn mdt_leader(seen: &[Seen]) -> u64 {
     seen.iter().find(|s| s.group == "MDT" && s.role == "leader").map(|s| s.replica).unwrap()
 }
 
-/// The test: jumps of a follower's clock, then of the leader's, each an hour ahead and back,
-/// under a create loop read back on another mount.
+/// The test: a follower's clock, then the MDT leader's, jumps an hour ahead (and back, for
+/// the wall clock alone) under a create loop read back on another mount (module doc).
 fn clocks_jump(clocks: Clocks) {
     let Some(lib) = libfaketime() else { return };
     let hold = hold();
@@ -252,8 +261,8 @@ fn clocks_jump(clocks: Clocks) {
         })
     };
 
-    // The loop: create a file on one mount, read it back at once on the other.
-    // When each file was acknowledged (file cN is the Nth), on this process's clocks.
+    // The loop: create a file on one mount, read it back at once on the other; when each
+    // was acknowledged (file cN is the Nth), on this process's clocks.
     let done: Arc<Mutex<Vec<(Instant, SystemTime)>>> = Arc::default();
     let loop_dir = fs.mnt.join("loop");
     std::fs::create_dir(&loop_dir).unwrap();
@@ -303,16 +312,19 @@ fn clocks_jump(clocks: Clocks) {
         seen = after.clone();
         after
     };
-    let follower = a_follower(&first);
     std::thread::sleep(Duration::from_millis(500));
-    let mut last = jump("follower", follower, 1);
-    if clocks == Clocks::WallOnly {
-        last = jump("follower", follower, -1);
-    }
-    let leader = mdt_leader(&last);
-    jump("MDT leader", leader, 1);
-    if clocks == Clocks::WallOnly {
-        jump("MDT leader", leader, -1);
+    let mut last = first.clone();
+    for _ in 0..rounds() {
+        let follower = a_follower(&last);
+        last = jump("follower", follower, 1);
+        if clocks == Clocks::WallOnly {
+            last = jump("follower", follower, -1);
+        }
+        let leader = mdt_leader(&last);
+        last = jump("MDT leader", leader, 1);
+        if clocks == Clocks::WallOnly {
+            last = jump("MDT leader", leader, -1);
+        }
     }
 
     stop.store(true, Ordering::Relaxed);

@@ -2,16 +2,21 @@
 //! replica process under libfaketime, each with a clock of its own (`DATA/replicas/rK.env`
 //! preloads the library for replica K; the offset it adds is in `rK.faketime`, which the
 //! process reads again at most a second later). While a loop creates files on one mount and
-//! reads each back at once on a second mount, a follower's clock jumps an hour ahead and
-//! back, then the leader's. Checked as a user would: `weft status --json`, polled all along,
-//! never shows two leaders of one group (the MDT's, the MGS's) in one term; the loop never
-//! fails, and its longest wait is printed per jump; no read on the other mount misses or
-//! sees other bytes than a file already acknowledged (a stale read); at the end every
-//! acknowledged file is there with its bytes.
+//! reads each back at once on a second mount, a follower's clock jumps an hour ahead, then
+//! the MDT leader's. Checked as a user would: `weft status --json`, polled all along, never
+//! shows two leaders of one group (the MDT's, the MGS's) in one term; the loop never fails,
+//! and its longest wait and each group's new terms are printed per jump; no read on the
+//! other mount misses or sees other bytes than a file already acknowledged (a stale read);
+//! at the end every acknowledged file is there with its bytes; and the files made while the
+//! leader's clock was ahead carry its time (the jump was real).
 //!
-//! Two forms. The monotonic clock jumps with the wall clock (libfaketime's default): what a
-//! replica's timers see. And the wall clock alone (`FAKETIME_DONT_FAKE_MONOTONIC=1`), what an
-//! NTP step or `date -s` does to a server: no group elects anyone for it.
+//! Two forms. The wall clock alone (`FAKETIME_DONT_FAKE_MONOTONIC=1`), what an NTP step or
+//! `date -s` does to a server, jumps ahead and back: no group elects anyone for it. And the
+//! monotonic clock with it (libfaketime's default), what a replica's timers see, jumps ahead
+//! only, as a real one can: openraft asserts in debug builds that it never goes back (its
+//! core panics), and tokio's timers would wait for it to catch up. A follower's jump may
+//! cost an election (openraft 0.9 has no pre-vote: docs/ARCHITECTURE.md, "Clocks"), which
+//! is printed, not refused.
 //!
 //! Skipped with a message when libfaketime is not installed (scripts/install-test-deps.sh
 //! installs it), and failed then when `CI` is set. `WEFT_CLOCK_JUMP_ROUNDS` sets how many
@@ -290,8 +295,7 @@ fn clocks_jump(clocks: Clocks) {
     };
 
     // Each replica's offset in hours. The wall clock jumps ahead and back; the monotonic
-    // clock only ahead, as a real one can (a replica's timers and openraft's lease measure
-    // it, and openraft asserts in debug builds that it never goes back).
+    // clock only ahead (module doc).
     let mut offsets = [0i64; 3];
     let mut phases = Vec::new();
     let mut seen = first.clone();

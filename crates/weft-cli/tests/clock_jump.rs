@@ -37,8 +37,13 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 const LIBFAKETIME: [&str; 2] =
     ["/usr/lib/x86_64-linux-gnu/faketime/libfaketime.so.1", "/usr/lib/faketime/libfaketime.so.1"];
 
-/// How long a jump holds before the clock goes back (and how long after, before the next).
+/// How long a jump holds before the groups are waited for to settle (and the next starts).
 const HOLD_MS_DEFAULT: u64 = 3_000;
+/// The longest the create loop may wait for an answer during a jump: an election costs a
+/// few seconds (a kill of the leader about 4), far below a mount's request timeout.
+const ANSWER_WAIT_MS_MAX: u64 = 15_000;
+/// How long the loop's last call may take once told to stop.
+const LOOP_STOP_WAIT_S: u64 = 30;
 
 fn libfaketime() -> Option<&'static str> {
     let found = LIBFAKETIME.iter().copied().find(|p| Path::new(p).exists());
@@ -333,12 +338,20 @@ fn clocks_jump(clocks: Clocks) {
 
     stop.store(true, Ordering::Relaxed);
     watcher.join().expect("the status watcher failed");
+    // The loop's last create and read were sent before the stop: answered, not hung (a hung
+    // call is let go by the unmount when the file system is dropped).
+    let deadline = Instant::now() + Duration::from_secs(LOOP_STOP_WAIT_S);
+    while !creates.is_finished() {
+        assert!(Instant::now() < deadline, "the create loop's last call did not return within {LOOP_STOP_WAIT_S} s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let made = creates.join().expect("the create loop panicked");
     let leaders = leaders.lock().unwrap();
     let done = done.lock().unwrap();
 
     // What each jump did: elections (new terms) and the loop's longest wait.
     let mut report = Vec::new();
+    let mut longest_of_all = Duration::ZERO;
     for p in &phases {
         let mut before = p.from;
         let mut longest = Duration::ZERO;
@@ -347,6 +360,7 @@ fn clocks_jump(clocks: Clocks) {
             before = *at;
         }
         longest = longest.max(p.to.duration_since(before));
+        longest_of_all = longest_of_all.max(longest);
         let elections: Vec<String> = p.after.iter().map(|(g, t)| format!("{g} {}", t - p.before[g])).collect();
         report.push(format!(
             "{}: new terms {}; the loop's longest wait {} ms",
@@ -358,6 +372,13 @@ fn clocks_jump(clocks: Clocks) {
     let made = made.unwrap_or_else(|e| panic!("the create loop failed: {e}\n{}", report.join("\n")));
     println!("clocks {clocks:?}, {made} files created and read back:\n  {}", report.join("\n  "));
 
+    // The file system kept answering: an election costs seconds, never a request timeout.
+    assert!(
+        longest_of_all < Duration::from_millis(ANSWER_WAIT_MS_MAX),
+        "the loop waited {} ms for an answer (at most {ANSWER_WAIT_MS_MAX} ms)\n{}",
+        longest_of_all.as_millis(),
+        report.join("\n")
+    );
     // Never two leaders of one group in one term.
     for ((group, term), who) in &leaders.0 {
         assert!(who.len() <= 1, "{group} term {term} had two leaders: replicas {who:?}\n{}", report.join("\n"));

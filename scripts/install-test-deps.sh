@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what the test suite runs against: FUSE (fusermount3), the real programs the
-# tests drive on a mount, a headless browser, a Prometheus text parser and promtool.
+# tests drive on a mount, a headless browser, a Prometheus text parser and promtool, and
+# libfaketime.
 # Debian/Ubuntu packages; needs root (CI runs as root).
 set -euo pipefail
 
@@ -17,6 +18,8 @@ command -v curl >/dev/null 2>&1 || need+=(curl)
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
 # The metrics text is checked with Prometheus's own promtool.
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
+# The clock-jump test runs replicas under libfaketime (the package brings the library).
+command -v faketime >/dev/null 2>&1 || need+=(faketime)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

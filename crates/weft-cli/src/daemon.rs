@@ -18,6 +18,11 @@ pub fn is_detached_child() -> bool {
 
 /// Starts this binary again with `args`, in its own session, output appended to `log`.
 pub fn spawn_self(args: &[String], log: &Path) -> anyhow::Result<Child> {
+    spawn_self_with_env(args, log, &[])
+}
+
+/// [`spawn_self`] with `env` added to the copy's environment.
+pub fn spawn_self_with_env(args: &[String], log: &Path, env: &[(String, String)]) -> anyhow::Result<Child> {
     if let Some(dir) = log.parent() {
         std::fs::create_dir_all(dir)?;
     }
@@ -27,7 +32,13 @@ pub fn spawn_self(args: &[String], log: &Path) -> anyhow::Result<Child> {
     let mut cmd = Command::new(exe);
     // argv[0] `weft` whatever this process was started as (the mount helper's name
     // would make the copy a mount helper again).
-    cmd.arg0("weft").args(args).env(DETACHED_ENV, "1").stdin(Stdio::null()).stdout(out).stderr(err);
+    cmd.arg0("weft")
+        .args(args)
+        .envs(env.iter().cloned())
+        .env(DETACHED_ENV, "1")
+        .stdin(Stdio::null())
+        .stdout(out)
+        .stderr(err);
     // SAFETY: setsid is async-signal-safe; it detaches the child from our terminal so that
     // Ctrl-C in this shell later does not stop the background file system.
     unsafe {

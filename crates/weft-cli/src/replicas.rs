@@ -176,10 +176,35 @@ struct Inner {
 fn start(replica: u64, config: &Path, address: &str) -> anyhow::Result<(ReplicaProcess, Child)> {
     let log = config.with_extension("log");
     let args = vec!["server".to_string(), "--config".into(), config.to_string_lossy().into_owned()];
-    let child = daemon::spawn_self(&args, &log)?;
+    let env = extra_env(&config.with_extension("env"))?;
+    let child = daemon::spawn_self_with_env(&args, &log, &env)?;
     let p =
         ReplicaProcess { pid: child.id(), replica, address: address.to_string(), config: config.to_path_buf(), log };
     Ok((p, child))
+}
+
+/// The environment one replica's process gets besides `weft up`'s: `KEY=VALUE` lines of
+/// `DATA/replicas/rK.env` if there is one (blank lines and `#` comments skipped), read at
+/// each start. It runs one replica differently from the others, e.g. with its own `WEFT_LOG`,
+/// or under libfaketime (`weft-cli/tests/clock_jump.rs`).
+fn extra_env(path: &Path) -> anyhow::Result<Vec<(String, String)>> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e).with_context(|| format!("cannot read {}", path.display())),
+    };
+    let mut env = Vec::new();
+    for (n, line) in text.lines().enumerate() {
+        let line = line.trim();
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        match line.split_once('=') {
+            Some((key, value)) if !key.trim().is_empty() => env.push((key.trim().to_string(), value.to_string())),
+            _ => bail!("{} line {}: not KEY=VALUE: {line}", path.display(), n + 1),
+        }
+    }
+    Ok(env)
 }
 
 impl Supervisor {
@@ -301,5 +326,24 @@ pub fn stop_pids(pids: &[u32]) {
         // SAFETY: as above.
         unsafe { libc::kill(pid as i32, libc::SIGKILL) };
         std::thread::sleep(Duration::from_millis(DOWN_KILL_SETTLE_MS));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_replicas_env_file_holds_key_value_lines() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("r2.env");
+        assert!(extra_env(&path).unwrap().is_empty(), "no file: nothing added");
+        std::fs::write(&path, "# one replica under libfaketime\n\nLD_PRELOAD=/lib/x.so\nFAKETIME= +1h \n").unwrap();
+        let want = [("LD_PRELOAD", "/lib/x.so"), ("FAKETIME", " +1h")];
+        let got = extra_env(&path).unwrap();
+        assert_eq!(got, want.map(|(k, v)| (k.to_string(), v.to_string())));
+        std::fs::write(&path, "LD_PRELOAD=/lib/x.so\nnot a setting\n").unwrap();
+        let e = extra_env(&path).unwrap_err().to_string();
+        assert!(e.contains("r2.env line 2: not KEY=VALUE"), "{e}");
     }
 }

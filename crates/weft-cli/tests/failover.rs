@@ -227,12 +227,14 @@ fn programs_carry_on_while_the_mdt_leader_is_killed_and_nothing_acknowledged_is_
     assert!(replayed > 0, "the mounts replayed their locks to the last leader: {status}");
     // Each mount's import of the MDT, as Lustre shows a client's: done replaying, reached
     // at another server for each move it saw (two moves between two looks at the map count
-    // as one).
+    // as one). A kill may make two moves: a killed replica started again, behind, stands
+    // for election before it hears the leader and can depose it (openraft 0.9 has no
+    // pre-vote), which the clock-jump test measures too.
     let imports = weft_ok(&["get-param", "--data", s(&fs.data), "mdc.*.import"]);
     assert!(imports.contains("state: FULL"), "{imports}");
     let generations: Vec<usize> =
         imports.lines().filter_map(|l| l.split("generation: ").nth(1)).map(|v| v.trim().parse().unwrap()).collect();
-    assert!(generations.len() == 2 && generations.iter().all(|g| (2..=kills + 1).contains(g)), "{imports}");
+    assert!(generations.len() == 2 && generations.iter().all(|g| (2..=2 * kills + 1).contains(g)), "{imports}");
     let replays: u64 = imports
         .lines()
         .filter_map(|l| l.split("locks_kept: ").nth(1).or_else(|| l.split("locks_refused: ").nth(1)))

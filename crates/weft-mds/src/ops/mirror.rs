@@ -2,7 +2,9 @@
 //! (the layout intent in stripe.rs); extend adds a mirror, split removes one, and a resync's
 //! end marks them in sync again. The data is copied by the client (weft-client's mirror.rs).
 //! A file whose mirrors are written synchronously (`Sync`) has every write go to each
-//! mirror in sync: a mirror goes stale only when a writer says it missed a write (`Stale`).
+//! mirror in sync: a mirror goes stale only when a writer says it missed a write (`Stale`),
+//! and the file is queued (`TABLE_RESYNC_QUEUE`) for the resync its server runs once the
+//! mirror's OSTs are up again (weft-server's resync.rs).
 
 use super::{owner, Mutation, OpCtx};
 use crate::perm;
@@ -46,6 +48,8 @@ impl Mutation for mdt::Mirror {
                 if !stale(&mut layout, self.fid, *mirror_id)? {
                     return Ok(crate::inode_info(ctx.core, self.fid, &rec));
                 }
+                // In the same batch: the mark and the promise to resync it.
+                ctx.t.queue_resync(self.fid)?;
                 ChangelogType::Layout
             }
             MirrorOp::Resynced { generation } => {
@@ -61,6 +65,10 @@ impl Mutation for mdt::Mirror {
                 ChangelogType::Resync
             }
         };
+        if !layout.mirror_ids().iter().any(|m| !layout.mirror_in_sync(*m)) {
+            // No stale mirror left (resynced, or split off): nothing to resync.
+            ctx.t.unqueue_resync(self.fid)?;
+        }
         layout.generation = layout.generation.wrapping_add(1);
         rec.layout = Some(layout);
         rec.ctime = ctx.now;

@@ -1,8 +1,9 @@
 //! Synchronous mirrors (`weft mirror create --sync`) through real mounts on separate server
 //! processes: every write goes to both mirrors; kill -9 of the server of one mirror in the
 //! middle of a loop of writes and fsyncs costs the program no error and no byte, the mirror
-//! goes stale, and once its server is back the MDS resyncs it to equal bytes. A file
-//! without --sync keeps FLR's way (one mirror written, the other stale).
+//! goes stale, and once its server is back the MDS resyncs it to equal bytes. A truncate
+//! cuts both mirrors. A file without --sync keeps FLR's way (one mirror written, the other
+//! stale).
 
 mod common;
 use common::*;
@@ -54,6 +55,13 @@ fn synchronous_mirrors_lose_nothing_when_the_server_of_one_dies_mid_write_and_re
     let out = weft(&["mirror", "verify", "-v", p(&f)]);
     let text = String::from_utf8_lossy(&out.stdout).into_owned();
     assert!(out.status.success() && text.contains("mirror 2 (in sync) has the data of mirror 1"), "{text}");
+    // A truncate cuts both mirrors.
+    std::fs::OpenOptions::new().write(true).open(&f).unwrap().set_len(300_000).unwrap();
+    assert_eq!(mirror_flags(&f), in_sync());
+    let out = weft(&["mirror", "verify", "-v", p(&f)]);
+    let text = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success() && text.contains("mirror 2 (in sync) has the data of mirror 1"), "{text}");
+    assert_eq!(std::fs::read(c.mount().join("sync")).unwrap(), pattern(31, 0, 300_000));
 
     // A loop of writes, each fsynced (acknowledged on the OSTs); oss1 (mirror 1) killed
     // in the middle.

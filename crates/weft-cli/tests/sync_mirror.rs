@@ -86,10 +86,31 @@ fn synchronous_mirrors_lose_nothing_when_the_server_of_one_dies_mid_write_and_re
             Ok(first_ack_after_kill)
         })
     };
+    // Meanwhile a second mount stats the file again and again (its size is the objects',
+    // the writer having it open): each answered, none waiting long on the dead mirror.
+    let watcher = {
+        let (path, writer_running) = (c.mount().join("sync"), writer.thread().clone());
+        let _ = writer_running;
+        let done = killed_at.clone();
+        std::thread::spawn(move || -> std::io::Result<Duration> {
+            let mut longest = Duration::ZERO;
+            let started = Instant::now();
+            while started.elapsed() < Duration::from_secs(6) || done.lock().unwrap().is_none() {
+                let asked = Instant::now();
+                std::fs::metadata(&path)?;
+                longest = longest.max(asked.elapsed());
+                std::thread::sleep(Duration::from_millis(50));
+            }
+            Ok(longest)
+        })
+    };
     std::thread::sleep(Duration::from_millis(400));
     c.kill9("oss1");
     *killed_at.lock().unwrap() = Some(Instant::now());
     let pause = writer.join().unwrap().unwrap_or_else(|e| panic!("the writer saw {e}\n{}", c.log_tails()));
+    let longest_stat = watcher.join().unwrap().unwrap_or_else(|e| panic!("a stat saw {e}\n{}", c.log_tails()));
+    println!("the longest stat of the file from another mount: {} ms", longest_stat.as_millis());
+    assert!(longest_stat < Duration::from_secs(10), "{longest_stat:?}\n{}", c.log_tails());
     let pause = pause.expect("the writer acknowledged writes after the kill");
     println!("kill -9 of the server of mirror 1 to the next acknowledged write: {} ms", pause.as_millis());
     assert!(pause < Duration::from_secs(15), "{pause:?}\n{}", c.log_tails());

@@ -292,6 +292,16 @@ impl Client {
     /// object's attributes, in parallel. A missing object counts as empty.
     pub async fn glimpse(&self, who: &Caller, layout: &Layout) -> WeftResult<(u64, u64)> {
         layout.check_usable()?;
+        if layout.sync_mirrors() && layout.write_mirrors().len() > 1 {
+            // Every mirror in sync holds the file: any that answers (one whose OST died goes
+            // last after MIRROR_TRY_MS, as for reads, until a write marks it stale).
+            return self
+                .over_mirrors(layout, |id| {
+                    let mirror = layout.mirror(id);
+                    async move { Box::pin(self.glimpse(who, &mirror)).await }
+                })
+                .await;
+        }
         let attrs = self.object_attrs(who, layout).await?;
         Ok(size_and_blocks(layout, &attrs))
     }
@@ -301,6 +311,15 @@ impl Client {
     /// read path's glimpses do not compute it).
     pub async fn glimpse_versioned(&self, who: &Caller, layout: &Layout) -> WeftResult<Glimpse> {
         layout.check_usable()?;
+        if layout.sync_mirrors() && layout.write_mirrors().len() > 1 {
+            // As glimpse's: one mirror in sync that answers.
+            return self
+                .over_mirrors(layout, |id| {
+                    let mirror = layout.mirror(id);
+                    async move { Box::pin(self.glimpse_versioned(who, &mirror)).await }
+                })
+                .await;
+        }
         let attrs = self.object_attrs(who, layout).await?;
         let (size, blocks) = size_and_blocks(layout, &attrs);
         Ok(Glimpse {

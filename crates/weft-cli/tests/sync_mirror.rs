@@ -89,13 +89,12 @@ fn synchronous_mirrors_lose_nothing_when_the_server_of_one_dies_mid_write_and_re
     // Meanwhile a second mount stats the file again and again (its size is the objects',
     // the writer having it open): each answered, none waiting long on the dead mirror.
     let watcher = {
-        let (path, writer_running) = (c.mount().join("sync"), writer.thread().clone());
-        let _ = writer_running;
-        let done = killed_at.clone();
+        let (path, killed) = (c.mount().join("sync"), killed_at.clone());
         std::thread::spawn(move || -> std::io::Result<Duration> {
             let mut longest = Duration::ZERO;
             let started = Instant::now();
-            while started.elapsed() < Duration::from_secs(6) || done.lock().unwrap().is_none() {
+            // Past the kill and the writer's pause after it.
+            while started.elapsed() < Duration::from_secs(6) || killed.lock().unwrap().is_none() {
                 let asked = Instant::now();
                 std::fs::metadata(&path)?;
                 longest = longest.max(asked.elapsed());

@@ -370,15 +370,14 @@ impl Mds {
         let view = self.core.read_view();
         let mut due = Vec::new();
         for fid in view.resync_entries(limit)? {
-            let Some(layout) = view.inode(fid)?.and_then(|rec| rec.layout) else {
-                // Gone meanwhile: the resync answers so, and the entry is looked at no more
-                // than any other.
-                due.push(fid);
-                continue;
-            };
-            let stale = layout.mirror_ids().into_iter().filter(|m| !layout.mirror_in_sync(*m));
-            let mut osts = stale.flat_map(|m| layout.mirror(m).objects().map(|o| o.ost).collect::<Vec<_>>());
-            if osts.all(|ost| weft_proto::layout::dom_mdt(ost).is_some() || self.core.objects.is_up(ost)) {
+            // A file removed since (its removal took the entry off) is not due.
+            let Some(layout) = view.inode(fid)?.and_then(|rec| rec.layout) else { continue };
+            let stale: Vec<u16> = layout.mirror_ids().into_iter().filter(|m| !layout.mirror_in_sync(*m)).collect();
+            let mut osts = stale.iter().flat_map(|m| layout.mirror(*m).objects().map(|o| o.ost).collect::<Vec<_>>());
+            // Nor one with no stale mirror left (the change that made it so took the entry off).
+            if !stale.is_empty()
+                && osts.all(|ost| weft_proto::layout::dom_mdt(ost).is_some() || self.core.objects.is_up(ost))
+            {
                 due.push(fid);
             }
         }

@@ -601,7 +601,7 @@ impl WriteTables {
     pub fn destroy_inode(&mut self, fid: Fid, rec: &InodeRecord) -> WeftResult<()> {
         self.del(schema::TABLE_INODES, fid.to_bytes().as_slice())?;
         self.remove_orphan(fid)?;
-        if rec.layout.as_ref().is_some_and(|l| l.sync_mirrors()) {
+        if rec.layout.as_ref().is_some_and(|l| l.is_mirrored()) {
             self.unqueue_resync(fid)?;
         }
         for name in self.xattr_names(fid)? {

@@ -70,10 +70,12 @@ async fn a_stale_synchronous_mirror_is_queued_for_resync_until_its_resync_ends()
     assert_eq!(done.write_mirrors(), [1, 2, 3]);
     assert!(env.mds().resyncs_due(10).unwrap().is_empty());
 
-    // An unlinked queued file leaves the queue.
+    // An unlinked queued file leaves the queue, also once its mirrors are no longer
+    // written synchronously.
     let g = two_mirror_file(&env, "g").await;
     mirror(&env, g, MirrorOp::Sync { on: true }).await.unwrap();
     mirror(&env, g, MirrorOp::Stale { mirror_id: 2 }).await.unwrap();
+    assert!(!mirror(&env, g, MirrorOp::Sync { on: false }).await.unwrap().sync_mirrors());
     assert_eq!(env.mds().resyncs_due(10).unwrap(), [g]);
     env.req(MdtRequest::Unlink(mdt::Unlink { parent: Fid::ROOT, name: "g".into() })).await.unwrap();
     assert!(env.mds().resyncs_due(10).unwrap().is_empty());

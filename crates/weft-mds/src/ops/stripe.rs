@@ -176,6 +176,8 @@ impl Mutation for mdt::SwapLayouts {
         a.ctime = ctx.now;
         ctx.t.put_inode(self.fid, &a)?;
         ctx.t.put_inode(self.with, &b)?;
+        // Stale synchronous mirrors went with the old layout: nothing of them to resync.
+        ctx.t.unqueue_resync(self.fid)?;
         ctx.record(weft_proto::msg::changelog::ChangelogType::Layout, 0, self.fid, None)?;
         Ok(crate::inode_info(ctx.core, self.fid, &a))
     }

@@ -466,6 +466,10 @@ fn print_file_layout(path: &Path, info: &LayoutAnswer, a: &GetstripeArgs) -> any
 fn print_composite(layout: &Layout) {
     let mirrors: std::collections::BTreeSet<u16> = layout.components.iter().map(|c| c.mirror_id).collect();
     println!("  lcm_layout_gen:    {}", layout.generation);
+    if layout.sync_mirrors() {
+        // Weft's own: the mirrors are written synchronously (mirror create --sync).
+        println!("  lcm_flags:         sync");
+    }
     println!("  lcm_mirror_count:  {}", mirrors.len().max(1));
     println!("  lcm_entry_count:   {}", layout.components.len());
     for c in &layout.components {

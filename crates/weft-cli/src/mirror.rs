@@ -1,6 +1,7 @@
 //! `weft mirror create|extend|split|resync|verify`: files with mirrors (Lustre's FLR, `lfs
 //! mirror`). `-N[COUNT]` starts a group of mirrors whose options follow it (`-N -o 0 -N -o 2`,
 //! `-N2 -c 2`, components with -E); the data is copied by a client of this process's own.
+//! `create --sync` makes the mirrors written synchronously (every write to each of them).
 
 use crate::lfs::{group_spec, words_after, LayoutOptions};
 use crate::migrate::Tool;
@@ -22,6 +23,11 @@ pub struct MirrorLayoutArgs {
     mirrors: Vec<u16>,
     #[command(flatten)]
     layout: LayoutOptions,
+    /// Write the mirrors synchronously (create only; Weft's own): every write goes to each
+    /// mirror in sync, so the loss of one OST loses neither data nor the file; a mirror
+    /// whose OST fails goes stale and is resynced once it answers again.
+    #[arg(long)]
+    sync: bool,
     file: PathBuf,
 }
 
@@ -59,7 +65,7 @@ enum MirrorCommand {
 /// words after `command`.
 fn mirror_specs(command: &str, a: &MirrorLayoutArgs) -> anyhow::Result<Vec<StripeSpec>> {
     let words = words_after(command);
-    let mut words: Vec<&str> = words.iter().map(String::as_str).collect();
+    let mut words: Vec<&str> = words.iter().map(String::as_str).filter(|w| *w != "--sync").collect();
     if words.last().map(std::path::Path::new) == Some(a.file.as_path()) {
         words.pop();
     }
@@ -99,9 +105,21 @@ pub fn mirror(a: MirrorArgs) -> anyhow::Result<()> {
             let mirrors = mirror_specs("create", &c)?;
             let spec = StripeSpec { mirrors, ..StripeSpec::unset() };
             spec.validate().map_err(|e| anyhow!("{}", e.message))?;
-            crate::lfs::apply_layout(&c.file, spec)
+            if c.sync && spec.mirrors.len() < 2 {
+                bail!("--sync needs at least two mirrors (-N2, or -N ... -N ...)");
+            }
+            crate::lfs::apply_layout(&c.file, spec)?;
+            if c.sync {
+                let mut tool = Tool::new("weft_mirror")?;
+                tool.on(&c.file, |client, who, fid| async move { client.mirror_set_sync(&who, fid, true).await })
+                    .map_err(|e| anyhow!("{}: {e}", c.file.display()))?;
+            }
+            Ok(())
         }
         MirrorCommand::Extend(c) => {
+            if c.sync {
+                bail!("--sync is given at create: an extended file keeps whether its mirrors are synchronous");
+            }
             let mut tool = Tool::new("weft_mirror")?;
             for spec in mirror_specs("extend", &c)? {
                 spec.validate().map_err(|e| anyhow!("{}", e.message))?;

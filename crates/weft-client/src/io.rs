@@ -86,7 +86,7 @@ impl Client {
         let end = offset.saturating_add(len);
         let inode = self.mdt(who, mdt::LayoutIntent { fid, end, resync: false, open_handle }).await?;
         match &inode.layout {
-            Some(l) if !l.needs_instantiation(offset, len) => Ok(Some(inode)),
+            Some(l) if !l.write_needs_instantiation(offset, len) => Ok(Some(inode)),
             Some(_) => Err(WeftError::io(format!("the MDS gave {fid} no objects for [{offset}, +{len})"))),
             None => Err(WeftError::io(format!("{fid} lost its layout"))),
         }
@@ -253,11 +253,20 @@ impl Client {
         }
         layout.check_usable()?;
         layout.check_writable(offset, data.len() as u64)?;
-        if layout.needs_instantiation(offset, data.len() as u64) {
+        if layout.write_needs_instantiation(offset, data.len() as u64) {
             return Err(WeftError::io(format!(
                 "a write of {} bytes at {offset} reaches a component without objects: instantiate it first",
                 data.len()
             )));
+        }
+        if layout.sync_mirrors() && layout.write_mirrors().len() > 1 {
+            // Every mirror in sync takes the bytes (sync_mirror.rs).
+            let data = &data;
+            return self
+                .on_write_mirrors(who, locks.file, layout, |mirror| async move {
+                    Box::pin(self.write(who, &mirror, offset, data.clone(), locks)).await
+                })
+                .await;
         }
         let pieces = plan_layout(layout, offset, data.len() as u64);
         let data = &data;
@@ -283,6 +292,16 @@ impl Client {
     /// object's attributes, in parallel. A missing object counts as empty.
     pub async fn glimpse(&self, who: &Caller, layout: &Layout) -> WeftResult<(u64, u64)> {
         layout.check_usable()?;
+        if layout.sync_mirrors() && layout.write_mirrors().len() > 1 {
+            // Every mirror in sync holds the file: any that answers (one whose OST died goes
+            // last after MIRROR_TRY_MS, as for reads, until a write marks it stale).
+            return self
+                .over_mirrors(layout, |id| {
+                    let mirror = layout.mirror(id);
+                    async move { Box::pin(self.glimpse(who, &mirror)).await }
+                })
+                .await;
+        }
         let attrs = self.object_attrs(who, layout).await?;
         Ok(size_and_blocks(layout, &attrs))
     }
@@ -292,6 +311,15 @@ impl Client {
     /// read path's glimpses do not compute it).
     pub async fn glimpse_versioned(&self, who: &Caller, layout: &Layout) -> WeftResult<Glimpse> {
         layout.check_usable()?;
+        if layout.sync_mirrors() && layout.write_mirrors().len() > 1 {
+            // As glimpse's: one mirror in sync that answers.
+            return self
+                .over_mirrors(layout, |id| {
+                    let mirror = layout.mirror(id);
+                    async move { Box::pin(self.glimpse_versioned(who, &mirror)).await }
+                })
+                .await;
+        }
         let attrs = self.object_attrs(who, layout).await?;
         let (size, blocks) = size_and_blocks(layout, &attrs);
         Ok(Glimpse {
@@ -371,19 +399,24 @@ impl Client {
             layout = now;
         };
         let (layout, locks) = (&layout, &locks);
-        let punches: Vec<(StripeObject, u64)> = layout
-            .data_components()
-            .flat_map(|comp| {
-                comp.objects
-                    .iter()
-                    .enumerate()
-                    .map(move |(stripe, object)| (*object, comp.object_size_in_file(size, stripe)))
-            })
-            .collect();
-        bounded(punches.into_iter().map(|(object, object_size)| async move {
-            let op = ost::Punch { fid: object.fid, size: object_size };
-            self.ost_under(who, locks, object.ost, op, Bytes::new()).await.map(drop)
-        }))
+        // Every mirror a write goes to is cut (all in sync, when written synchronously).
+        self.on_write_mirrors(who, Some(fid), layout, |mirror| async move {
+            let punches: Vec<(StripeObject, u64)> = mirror
+                .data_components()
+                .flat_map(|comp| {
+                    comp.objects
+                        .iter()
+                        .enumerate()
+                        .map(move |(stripe, object)| (*object, comp.object_size_in_file(size, stripe)))
+                })
+                .collect();
+            bounded(punches.into_iter().map(|(object, object_size)| async move {
+                let op = ost::Punch { fid: object.fid, size: object_size };
+                self.ost_under(who, locks, object.ost, op, Bytes::new()).await.map(drop)
+            }))
+            .await
+            .map(drop)
+        })
         .await?;
         let set = SetAttr { size: Some(size), ..SetAttr::default() };
         let mut inode = self.mdt(who, mdt::Setattr { fid, set, open_handle }).await?;
@@ -454,11 +487,21 @@ impl Client {
 
     /// Makes every object of the file durable on its OST, in parallel.
     pub async fn fsync(&self, who: &Caller, layout: &Layout) -> WeftResult<()> {
+        self.fsync_file(who, None, layout).await
+    }
+
+    /// [`Client::fsync`] of the file `file`: with synchronous mirrors, every mirror in sync
+    /// is made durable, and one that does not answer goes stale on `file` (see
+    /// sync_mirror.rs; without `file` it fails the sync).
+    pub async fn fsync_file(&self, who: &Caller, file: Option<Fid>, layout: &Layout) -> WeftResult<()> {
         layout.check_usable()?;
-        bounded(layout.data_objects().copied().map(|object| async move {
-            self.ost(who, object.ost, ost::Sync { fid: object.fid }, Bytes::new()).await.map(drop)
-        }))
-        .await?;
-        Ok(())
+        self.on_write_mirrors(who, file, layout, |mirror| async move {
+            bounded(mirror.data_objects().copied().map(|object| async move {
+                self.ost(who, object.ost, ost::Sync { fid: object.fid }, Bytes::new()).await.map(drop)
+            }))
+            .await
+            .map(drop)
+        })
+        .await
     }
 }

@@ -31,6 +31,7 @@ mod recovery;
 mod reply_slots;
 mod statfs;
 pub mod striping;
+mod sync_mirror;
 
 mod io;
 

@@ -74,6 +74,17 @@ pub const MIGRATE_CHUNK_BYTES: u64 = 4 << 20;
 /// How long a read of a file with mirrors waits on one mirror while another in sync
 /// remains, before it reads that one instead.
 pub const MIRROR_TRY_MS: u64 = 3000;
+/// How long a write (a lock, a punch, a sync) to a file whose mirrors are written
+/// synchronously waits for a mirror once another mirror took it (or, for locks taken one
+/// mirror after the other, while another remains): past it the mirror counts as failed,
+/// goes stale, and the write is answered from the mirrors that took it. Short, since the
+/// program waits this long once when an OST dies; long enough that a mirror behind a busy
+/// OST or a lock callback is not dropped for it (a false alarm costs a resync, not data).
+pub const SYNC_MIRROR_LAG_MS: u64 = 2000;
+/// How long the resync of a synchronous mirror that went stale waits for each of its OSTs
+/// to answer one request before it is tried: until they all do, the resync waits (it would
+/// hold the file's writers back while its requests to a dead OST waited).
+pub const SYNC_MIRROR_PROBE_MS: u64 = 1000;
 /// How long targets of a mirror that failed a read go last in mirror reads.
 pub const MIRROR_FAILING_MS: u64 = 30_000;
 /// Times a truncate takes its locks again when the file's layout changed under it.

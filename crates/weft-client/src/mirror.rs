@@ -40,6 +40,13 @@ impl Client {
         self.mirror_resync(who, fid).await
     }
 
+    /// Makes the file's mirrors written synchronously (`on`) or as FLR's (one mirror per
+    /// write, the others stale).
+    pub async fn mirror_set_sync(&self, who: &Caller, fid: Fid, on: bool) -> WeftResult<Layout> {
+        let inode = self.mirror_op(who, fid, MirrorOp::Sync { on }).await?;
+        inode.layout.ok_or_else(|| WeftError::io(format!("{fid} lost its layout")))
+    }
+
     /// Removes mirror `mirror_id` (its objects destroyed).
     pub async fn mirror_split(&self, who: &Caller, fid: Fid, mirror_id: u16) -> WeftResult<Layout> {
         let inode = self.mirror_op(who, fid, MirrorOp::Split { mirror_id }).await?;

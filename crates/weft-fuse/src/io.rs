@@ -325,7 +325,7 @@ impl Mount {
         let synced = async {
             self.writes.drain(file.fid).await?;
             match current_layout(&self.client, &who, &file).await? {
-                Some(layout) => self.client.fsync(&who, &layout).await,
+                Some(layout) => self.client.fsync_file(&who, Some(file.fid), &layout).await,
                 None => Ok(()),
             }
         }

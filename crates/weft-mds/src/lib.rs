@@ -58,6 +58,8 @@ pub mod store;
 pub mod writer;
 
 #[cfg(test)]
+mod sync_mirror_tests;
+#[cfg(test)]
 mod tests;
 #[cfg(test)]
 mod testutil;
@@ -359,6 +361,27 @@ impl Mds {
             }
         }
         Ok(self.core.coordinator.agents_listing(&running, self.core.clock.instant()))
+    }
+
+    /// The files queued for a resync of their synchronous mirrors (a write missed a mirror
+    /// whose OST failed) whose stale mirrors' OSTs are all up again in the map: what the
+    /// server resyncs now. At most `limit`.
+    pub fn resyncs_due(&self, limit: usize) -> WeftResult<Vec<Fid>> {
+        let view = self.core.read_view();
+        let mut due = Vec::new();
+        for fid in view.resync_entries(limit)? {
+            // A file removed since (its removal took the entry off) is not due.
+            let Some(layout) = view.inode(fid)?.and_then(|rec| rec.layout) else { continue };
+            let stale: Vec<u16> = layout.mirror_ids().into_iter().filter(|m| !layout.mirror_in_sync(*m)).collect();
+            let mut osts = stale.iter().flat_map(|m| layout.mirror(*m).objects().map(|o| o.ost).collect::<Vec<_>>());
+            // Nor one with no stale mirror left (the change that made it so took the entry off).
+            if !stale.is_empty()
+                && osts.all(|ost| weft_proto::layout::dom_mdt(ost).is_some() || self.core.objects.is_up(ost))
+            {
+                due.push(fid);
+            }
+        }
+        Ok(due)
     }
 
     /// Which OSTs exist, their state, pools. Called at start and whenever the map changes.

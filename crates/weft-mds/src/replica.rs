@@ -413,7 +413,7 @@ impl Replica {
             (snap, journal::read_records(&*self.storage.journal)?, inner.kept_state.clone().unwrap_or_default())
         };
         let mut rows: BTreeMap<(u8, Vec<u8>), Vec<u8>> = BTreeMap::new();
-        for table in std::iter::once(schema::TABLE_META).chain(schema::TABLE_INODES..=schema::TABLE_HSM_BY_FID) {
+        for table in std::iter::once(schema::TABLE_META).chain(schema::TABLE_INODES..=schema::TABLE_LAST) {
             snap.scan(table, &[], None, &mut |k, v| {
                 if table != schema::TABLE_META || schema::is_journaled_meta(k) {
                     rows.insert((table, k.to_vec()), v.to_vec());
@@ -449,7 +449,7 @@ impl Replica {
         let snap = kv.snapshot()?;
         let wanted: std::collections::BTreeSet<(u8, &[u8])> =
             dump.rows.iter().map(|c| (c.table, c.key.as_slice())).collect();
-        for table in schema::TABLE_INODES..=schema::TABLE_HSM_BY_FID {
+        for table in schema::TABLE_INODES..=schema::TABLE_LAST {
             snap.scan(table, &[], None, &mut |k, _| {
                 if !wanted.contains(&(table, k)) {
                     gone.push((table, k.to_vec()));

@@ -99,10 +99,17 @@ pub const TABLE_CHANGELOG_USERS: u8 = 11;
 pub const TABLE_HSM_ACTIONS: u8 = 12;
 /// The cookies of each file's actions.
 pub const TABLE_HSM_BY_FID: u8 = 13;
+/// Files whose synchronous mirror went stale because a write missed it (its OST did not
+/// answer), by FID: the MDS's server resyncs them once their OSTs are up again. Written in
+/// the batch that marks the mirror stale; an entry leaves with the change that leaves the
+/// file without a stale mirror (a resync's end) or removes the file.
+pub const TABLE_RESYNC_QUEUE: u8 = 14;
+/// The last table: tables are `TABLE_INODES..=TABLE_LAST` (and `meta`).
+pub const TABLE_LAST: u8 = TABLE_RESYNC_QUEUE;
 
 /// The tables' names (redb's table names), by id. Ids are fixed within a format version:
 /// journal records name tables by id.
-pub const TABLE_NAMES: [&str; 14] = [
+pub const TABLE_NAMES: [&str; 15] = [
     "meta",
     "inodes",
     "dentries",
@@ -117,11 +124,12 @@ pub const TABLE_NAMES: [&str; 14] = [
     "changelog_users",
     "hsm_actions",
     "hsm_by_fid",
+    "resync_queue",
 ];
 
 /// Whether `id` is a table a mutation writes (every table but `meta`).
 pub fn is_table_id(id: u8) -> bool {
-    (TABLE_INODES..=TABLE_HSM_BY_FID).contains(&id)
+    (TABLE_INODES..=TABLE_LAST).contains(&id)
 }
 
 /// An inode as stored. Attributes, plus what each kind needs.

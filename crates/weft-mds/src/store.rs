@@ -282,6 +282,18 @@ impl Tables {
         self.with_row(schema::TABLE_PRECREATE, ost.to_be_bytes().as_slice(), |v| schema::decode_precreate(ost, v))
     }
 
+    /// The files queued for a resync of their synchronous mirrors, in FID order, at most
+    /// `limit`.
+    pub fn resync_entries(&self, limit: usize) -> WeftResult<Vec<Fid>> {
+        let mut out = Vec::new();
+        self.scan(schema::TABLE_RESYNC_QUEUE, &[], None, |k, _| {
+            let fid = Fid::from_bytes(k).ok_or_else(|| WeftError::io("a corrupt resync queue key"))?;
+            out.extend((out.len() < limit).then_some(fid));
+            Ok(out.len() < limit)
+        })?;
+        Ok(out)
+    }
+
     /// Destroy-queue entries in queue order whose OST `take` accepts, at most `limit`.
     pub fn destroy_entries(&self, limit: usize, mut take: impl FnMut(u32) -> bool) -> WeftResult<Vec<(u32, Fid)>> {
         let mut out = Vec::new();
@@ -564,6 +576,16 @@ impl WriteTables {
         Ok(())
     }
 
+    /// Queues `fid` for a resync of its synchronous mirrors ([`schema::TABLE_RESYNC_QUEUE`]).
+    pub fn queue_resync(&mut self, fid: Fid) -> WeftResult<()> {
+        self.put(schema::TABLE_RESYNC_QUEUE, fid.to_bytes().as_slice(), [].as_slice())?;
+        Ok(())
+    }
+
+    pub fn unqueue_resync(&mut self, fid: Fid) -> WeftResult<()> {
+        self.del(schema::TABLE_RESYNC_QUEUE, fid.to_bytes().as_slice()).map(drop)
+    }
+
     pub fn add_orphan(&mut self, fid: Fid) -> WeftResult<()> {
         self.put(schema::TABLE_ORPHANS, fid.to_bytes().as_slice(), [].as_slice())?;
         Ok(())
@@ -579,6 +601,9 @@ impl WriteTables {
     pub fn destroy_inode(&mut self, fid: Fid, rec: &InodeRecord) -> WeftResult<()> {
         self.del(schema::TABLE_INODES, fid.to_bytes().as_slice())?;
         self.remove_orphan(fid)?;
+        if rec.layout.as_ref().is_some_and(|l| l.is_mirrored()) {
+            self.unqueue_resync(fid)?;
+        }
         for name in self.xattr_names(fid)? {
             self.remove_xattr(fid, &name)?;
         }

@@ -18,7 +18,9 @@ fn tables_are_in_id_order() {
     assert_eq!(names[usize::from(schema::TABLE_COUNTERS)], "counters");
     assert_eq!(names[usize::from(schema::TABLE_CHANGELOG_USERS)], "changelog_users");
     assert_eq!(names[usize::from(schema::TABLE_HSM_BY_FID)], "hsm_by_fid");
-    assert_eq!(slot(schema::TABLE_HSM_BY_FID), TABLE_SLOTS - 1);
+    assert_eq!(slot(schema::TABLE_HSM_BY_FID), TABLE_SLOTS - 2);
+    assert_eq!(names[usize::from(schema::TABLE_LAST)], "resync_queue");
+    assert_eq!(slot(schema::TABLE_LAST), TABLE_SLOTS - 1);
 }
 
 /// Every key-value store (redb, memory) under the same test.

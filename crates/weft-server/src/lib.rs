@@ -28,6 +28,7 @@ mod monitor;
 mod params;
 mod replicated;
 mod replicated_mgs;
+mod resync;
 mod router;
 mod sources;
 mod targets;
@@ -382,6 +383,10 @@ impl RunningServer {
                 }
             }
         }));
+        if config.mds.is_some() {
+            // Synchronous mirrors that went stale, resynced once their OSTs are back.
+            tasks.push(tokio::spawn(resync::run(mds_slot.clone(), config.mgs_addresses(&address))));
+        }
         tasks.push(tokio::spawn(report_evictions(mgs_peer.clone(), exports_for_mgs)));
         tasks.push(tokio::spawn(report_global_demand(mgs_peer.clone(), address.clone(), services, schedulers)));
         tracing::info!("serving {} on {address}", config.roles_text());

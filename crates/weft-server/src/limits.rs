@@ -53,3 +53,8 @@ pub const OST_TAKEOVER_LOCK_RECOVERY_MS: u64 = 2_000;
 /// How long the MDS's request to an OST answered `Moved` (a failover OST not served there
 /// now) waits for the map to say where before it is sent again, as a client waits.
 pub const OST_MOVED_RETRY_MS: u64 = 200;
+/// How often the server of an MDT looks for files whose synchronous mirrors went stale and
+/// can be resynced (a read of its own store; requests go out only for files due).
+pub const RESYNC_CHECK_MS: u64 = 1_000;
+/// Files resynced in one round at most: each waits for its copy, and the queue is read again.
+pub const RESYNC_FILES_MAX: usize = 16;

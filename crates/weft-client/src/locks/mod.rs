@@ -137,6 +137,13 @@ impl LockCache {
         self.table().holds_bits_on(key, fid, lock::bits::LOOKUP | lock::bits::UPDATE)
     }
 
+    /// This client changed `fid`'s layout itself (a mirror of a synchronous write went
+    /// stale): no lock it holds vouches for the layout it had, so every open of the file
+    /// fetches it again ([`LockCache::still_holds_layout`] is false until a new grant).
+    pub fn forget_layout(&self, fid: Fid) {
+        self.table().drop_bits_locally(fid, lock::bits::LAYOUT);
+    }
+
     /// Whether the MDT lock `handle` is still held, granted, on `fid` with LAYOUT: the
     /// layout it came with is the file's (a change of it calls the lock back first).
     pub fn still_holds_layout(&self, fid: Fid, handle: LockHandle) -> bool {
@@ -344,12 +351,15 @@ pub struct ExtentGuard {
     /// refuse it, so a write queued before the eviction never lands after it (under the new
     /// id it would, over what others wrote meanwhile).
     pub(crate) client_id: u64,
+    /// The file whose objects the locks are on (none for a guard made without locking): a
+    /// synchronous mirror that misses a write under them goes stale on it.
+    pub(crate) file: Option<Fid>,
 }
 
 impl ExtentGuard {
     /// A guard over no locks (locking off), for requests of client `client_id`.
     pub fn none(client_id: u64) -> ExtentGuard {
-        ExtentGuard { cache: None, held: Vec::new(), client_id }
+        ExtentGuard { cache: None, held: Vec::new(), client_id, file: None }
     }
 
     /// Whether one request may go under both guards: their locks were granted to the same
@@ -418,6 +428,13 @@ impl Client {
         mode: LockMode,
     ) -> WeftResult<ExtentGuard> {
         layout.check_usable()?;
+        if mode == LockMode::Pw && layout.sync_mirrors() && layout.write_mirrors().len() > 1 {
+            return self
+                .lock_write_mirrors(who, file, layout, |m| async move {
+                    Box::pin(self.extent_lock(who, file, &m, offset, len, mode)).await
+                })
+                .await;
+        }
         let wants: Vec<(StripeObject, Extent)> = layout
             .segments(offset, len.max(1))
             .flat_map(|seg| {
@@ -460,6 +477,13 @@ impl Client {
         size: u64,
     ) -> WeftResult<ExtentGuard> {
         layout.check_usable()?;
+        if layout.sync_mirrors() && layout.write_mirrors().len() > 1 {
+            return self
+                .lock_write_mirrors(who, file, layout, |m| async move {
+                    Box::pin(self.extent_lock_from(who, file, &m, size)).await
+                })
+                .await;
+        }
         let wants: Vec<(StripeObject, Extent)> = layout
             .data_components()
             .flat_map(|comp| {
@@ -483,9 +507,9 @@ impl Client {
     ) -> WeftResult<ExtentGuard> {
         let client_id = self.client_id();
         if !self.locks.extent_locks {
-            return Ok(ExtentGuard::none(client_id));
+            return Ok(ExtentGuard { cache: None, held: Vec::new(), client_id, file: Some(file) });
         }
-        let mut guard = ExtentGuard { cache: Some(self.locks.clone()), held: Vec::new(), client_id };
+        let mut guard = ExtentGuard { cache: Some(self.locks.clone()), held: Vec::new(), client_id, file: Some(file) };
         for (object, extent) in wants {
             let target = LockTarget::Ost(object.ost);
             let handle = self.lock_object(who, file, target, object.fid, mode, LockScope::Extent(extent)).await?;

@@ -93,7 +93,11 @@ impl LockTable {
             if e.phase != Phase::Granted {
                 return false;
             }
-            // The server handed out a lock we hold (it reuses covering locks).
+            // The server handed out a lock we hold (it reuses covering locks): with the bits
+            // it grants now, which this client may have dropped itself (`drop_bits_locally`).
+            if let (LockScope::Bits(have), LockScope::Bits(granted)) = (e.scope, grant.scope) {
+                e.scope = LockScope::Bits(have | granted);
+            }
             e.users += users;
             e.last_used = self.tick;
             return true;
@@ -203,6 +207,17 @@ impl LockTable {
         self.entries
             .get(&key)
             .is_some_and(|e| e.phase == Phase::Granted && e.file == fid && e.scope.contains(&LockScope::Bits(bits)))
+    }
+
+    /// This client changed what `bits` of the inode `fid` guard itself (the MDS calls back
+    /// no lock of the client that asks for a change): its inode locks of `fid` no longer
+    /// vouch for what they came with, until a grant brings the bits back.
+    pub fn drop_bits_locally(&mut self, fid: Fid, bits: u8) {
+        for e in self.entries.values_mut().filter(|e| e.file == fid && e.resource == fid) {
+            if let LockScope::Bits(have) = e.scope {
+                e.scope = LockScope::Bits(have & !bits);
+            }
+        }
     }
 
     /// A blocking callback asks for `wanted` of the lock: see [`Callback`].

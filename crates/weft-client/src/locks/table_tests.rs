@@ -134,3 +134,22 @@ fn the_lru_bound_gives_back_the_oldest_unused_held_locks() {
     // Those on their way back count as gone: no second trim until the bound is passed again.
     assert!(t.take_lru_excess(10).is_empty());
 }
+
+#[test]
+fn a_layout_this_client_changed_is_vouched_for_again_only_by_a_new_grant() {
+    let mut t = LockTable::default();
+    let all = bits::LOOKUP | bits::UPDATE | bits::LAYOUT;
+    t.insert(MDT, &bits_grant(1, file(1), all), file(1), 0);
+    t.insert(MDT, &bits_grant(2, file(2), all), file(2), 0);
+    t.insert(OST, &extent_grant(3, 7, LockMode::Pw, 0, u64::MAX), file(1), 0);
+    // A synchronous mirror of file 1 went stale by this client's own request.
+    t.drop_bits_locally(file(1), bits::LAYOUT);
+    assert!(!t.holds_bits_on((MDT, 1), file(1), bits::LAYOUT));
+    assert!(t.holds_bits_on((MDT, 1), file(1), bits::LOOKUP | bits::UPDATE));
+    // Other files' locks and the file's extent locks are left alone.
+    assert!(t.holds_bits_on((MDT, 2), file(2), bits::LAYOUT));
+    assert_eq!(t.get(&(OST, 3)).unwrap().scope, range(0, u64::MAX));
+    // The server hands the same lock out again with a fresh layout: it vouches again.
+    assert!(t.insert(MDT, &bits_grant(1, file(1), all), file(1), 1));
+    assert!(t.holds_bits_on((MDT, 1), file(1), bits::LAYOUT));
+}

@@ -1,6 +1,10 @@
 //! Mirrors (Lustre's file-level redundancy, FLR): a write marks every mirror but one stale
 //! (the layout intent in stripe.rs); extend adds a mirror, split removes one, and a resync's
 //! end marks them in sync again. The data is copied by the client (weft-client's mirror.rs).
+//! A file whose mirrors are written synchronously (`Sync`) has every write go to each
+//! mirror in sync: a mirror goes stale only when a writer says it missed a write (`Stale`),
+//! and the file is queued (`TABLE_RESYNC_QUEUE`) for the resync its server runs once the
+//! mirror's OSTs are up again (weft-server's resync.rs).
 
 use super::{owner, Mutation, OpCtx};
 use crate::perm;
@@ -30,6 +34,24 @@ impl Mutation for mdt::Mirror {
                 split(ctx, &mut layout, *mirror_id)?;
                 ChangelogType::Layout
             }
+            MirrorOp::Sync { on } => {
+                if !layout.is_mirrored() {
+                    return Err(WeftError::invalid(format!("{} has no mirrors to write synchronously", self.fid)));
+                }
+                if layout.sync_mirrors() == *on {
+                    return Ok(crate::inode_info(ctx.core, self.fid, &rec));
+                }
+                layout.set_sync_mirrors(*on);
+                ChangelogType::Layout
+            }
+            MirrorOp::Stale { mirror_id } => {
+                if !stale(&mut layout, self.fid, *mirror_id)? {
+                    return Ok(crate::inode_info(ctx.core, self.fid, &rec));
+                }
+                // In the same batch: the mark and the promise to resync it.
+                ctx.t.queue_resync(self.fid)?;
+                ChangelogType::Layout
+            }
             MirrorOp::Resynced { generation } => {
                 if layout.generation != *generation {
                     return Err(WeftError::new(
@@ -43,6 +65,10 @@ impl Mutation for mdt::Mirror {
                 ChangelogType::Resync
             }
         };
+        if !layout.mirror_ids().iter().any(|m| !layout.mirror_in_sync(*m)) {
+            // No stale mirror left (resynced, or split off): nothing to resync.
+            ctx.t.unqueue_resync(self.fid)?;
+        }
         layout.generation = layout.generation.wrapping_add(1);
         rec.layout = Some(layout);
         rec.ctime = ctx.now;
@@ -85,11 +111,38 @@ fn extend(
     }
     let id = layout.mirror_ids().last().copied().unwrap_or(0) + 1;
     let mut new = Layout::planned_mirror(&spec, id);
+    // The new mirror is written synchronously too once a resync filled it.
+    let sync = if layout.sync_mirrors() { comp_flags::SYNC_MIRRORS } else { 0 };
     for c in &mut new.components {
-        c.flags |= comp_flags::STALE;
+        c.flags |= comp_flags::STALE | sync;
     }
     layout.components.extend(new.components);
     Ok(())
+}
+
+/// Marks mirror `id` of a file with synchronous mirrors stale (a write did not reach it);
+/// whether it changed (false: stale already). The last mirror in sync stays in sync: the
+/// write that missed it failed.
+fn stale(layout: &mut Layout, fid: weft_proto::Fid, id: u16) -> WeftResult<bool> {
+    if !layout.sync_mirrors() {
+        return Err(WeftError::invalid(format!("{fid}'s mirrors are not written synchronously")));
+    }
+    if !layout.mirror_ids().contains(&id) {
+        return Err(WeftError::not_found(format!("{fid} has no mirror {id}")));
+    }
+    if !layout.mirror_in_sync(id) {
+        return Ok(false);
+    }
+    if !layout.mirror_ids().iter().any(|m| *m != id && layout.mirror_in_sync(*m)) {
+        return Err(WeftError::new(
+            ErrorCode::Busy,
+            format!("mirror {id} of {fid} is the only one in sync: it cannot go stale"),
+        ));
+    }
+    for c in layout.components.iter_mut().filter(|c| c.mirror_id == id) {
+        c.flags |= comp_flags::STALE;
+    }
+    Ok(true)
 }
 
 /// Removes mirror `id`, its objects destroyed; a mirror in sync must remain.

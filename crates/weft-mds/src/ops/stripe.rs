@@ -74,10 +74,10 @@ pub fn prepare_intent(
     }))
 }
 
-/// The mirror a write intent writes to (None: a file without mirrors, or a resync, which
-/// instantiates every mirror).
+/// The mirror a write intent writes to (None: a file without mirrors, a resync, or a file
+/// whose mirrors are written synchronously, all of which instantiate every mirror).
 fn intent_mirror(layout: &weft_proto::Layout, resync: bool, up: &impl Fn(u32) -> bool) -> Option<u16> {
-    (layout.is_mirrored() && !resync).then(|| super::layout::primary(layout, up))
+    (layout.is_mirrored() && !resync && !layout.sync_mirrors()).then(|| super::layout::primary(layout, up))
 }
 
 impl Mutation for mdt::LayoutIntent {
@@ -176,6 +176,8 @@ impl Mutation for mdt::SwapLayouts {
         a.ctime = ctx.now;
         ctx.t.put_inode(self.fid, &a)?;
         ctx.t.put_inode(self.with, &b)?;
+        // Stale synchronous mirrors went with the old layout: nothing of them to resync.
+        ctx.t.unqueue_resync(self.fid)?;
         ctx.record(weft_proto::msg::changelog::ChangelogType::Layout, 0, self.fid, None)?;
         Ok(crate::inode_info(ctx.core, self.fid, &a))
     }

@@ -52,6 +52,12 @@ pub mod comp_flags {
     pub const PREF_WR: u32 = 0x4;
     /// Instantiated: its objects are allocated.
     pub const INIT: u32 = 0x10;
+    /// Weft's own, on every component of a file whose mirrors are written synchronously
+    /// (`weft mirror create --sync`): a write goes to every mirror in sync, none goes stale
+    /// unless its OST fails. Past Lustre's flags; a file-level property kept in the
+    /// components so that layouts stored before it read back unchanged (without it). Shown
+    /// as `lcm_flags: sync`, not among a component's flags.
+    pub const SYNC_MIRRORS: u32 = 0x0100_0000;
     /// Lustre's names, in its order, for listings.
     pub const NAMES: [(u32, &str); 4] = [(INIT, "init"), (STALE, "stale"), (PREF_RD, "prefrd"), (PREF_WR, "prefwr")];
 
@@ -217,6 +223,30 @@ impl Layout {
         ids
     }
 
+    /// Whether the file's mirrors are written synchronously ([`comp_flags::SYNC_MIRRORS`]).
+    pub fn sync_mirrors(&self) -> bool {
+        self.is_mirrored() && self.components.iter().any(|c| c.flags & comp_flags::SYNC_MIRRORS != 0)
+    }
+
+    /// Makes the mirrors written synchronously, or not: the flag on every component.
+    pub fn set_sync_mirrors(&mut self, on: bool) {
+        for c in &mut self.components {
+            match on {
+                true => c.flags |= comp_flags::SYNC_MIRRORS,
+                false => c.flags &= !comp_flags::SYNC_MIRRORS,
+            }
+        }
+    }
+
+    /// The mirrors a write goes to: every mirror in sync when they are written
+    /// synchronously, else the one [`Layout::write_mirror`] names (`[0]` without mirrors).
+    pub fn write_mirrors(&self) -> Vec<u16> {
+        match self.sync_mirrors() {
+            true => self.mirror_ids().into_iter().filter(|id| self.mirror_in_sync(*id)).collect(),
+            false => vec![self.write_mirror()],
+        }
+    }
+
     /// The mirror writes go to: the first in sync (after a write intent, the only one).
     pub fn write_mirror(&self) -> u16 {
         let ids = self.mirror_ids();
@@ -224,9 +254,22 @@ impl Layout {
     }
 
     /// Whether a write must first tell the MDS (Lustre's layout write intent): a component it
-    /// reaches has no objects, or more than one mirror is in sync (the others go stale).
+    /// reaches has no objects, or more than one mirror is in sync (the others go stale) and
+    /// they are not written synchronously.
     pub fn needs_write_intent(&self, offset: u64, len: u64) -> bool {
+        if self.sync_mirrors() {
+            return self.write_needs_instantiation(offset, len);
+        }
         self.needs_instantiation(offset, len) || (self.is_mirrored() && self.read_mirrors().len() > 1)
+    }
+
+    /// Whether a component that a write of `[offset, offset+len)` reaches, in any mirror it
+    /// goes to ([`Layout::write_mirrors`]), has no objects yet.
+    pub fn write_needs_instantiation(&self, offset: u64, len: u64) -> bool {
+        match self.sync_mirrors() {
+            true => self.write_mirrors().into_iter().any(|id| self.mirror(id).needs_instantiation(offset, len)),
+            false => self.needs_instantiation(offset, len),
+        }
     }
 
     /// Whether listings show it as composite (Lustre's `lcm_*` form): more than one
@@ -753,6 +796,40 @@ mod tests {
         let plain = StripeSpec { stripe_count: 2, ..StripeSpec::unset() };
         assert_eq!(plain.merged_over(&pfl()), plain);
         assert_eq!(pfl().merged_over(&plain), pfl());
+    }
+
+    #[test]
+    fn synchronous_mirrors_are_all_written_and_need_no_intent_but_for_objects() {
+        let two = StripeSpec { mirrors: vec![StripeSpec::unset(), StripeSpec::unset()], ..StripeSpec::unset() };
+        let mut l = Layout::planned(&two);
+        for (k, c) in l.components.iter_mut().enumerate() {
+            c.objects = vec![StripeObject { ost: k as u32, fid: Fid::new(1, k as u32, 0) }];
+            c.flags |= comp_flags::INIT;
+        }
+        // FLR's: one mirror written, and a write intent first (the other goes stale).
+        assert!(!l.sync_mirrors());
+        assert_eq!(l.write_mirrors(), [1]);
+        assert!(l.needs_write_intent(0, 10));
+        l.set_sync_mirrors(true);
+        assert!(l.sync_mirrors() && l.is_mirrored());
+        assert_eq!(l.write_mirrors(), [1, 2]);
+        assert!(!l.needs_write_intent(0, 10));
+        // Weft's flag is not one of Lustre's component flags in listings.
+        assert_eq!(comp_flags::show(l.components[0].flags), "init");
+        // A stale mirror is not written; alone in sync, mirror 2 takes the writes.
+        l.components[0].flags |= comp_flags::STALE;
+        assert_eq!(l.write_mirrors(), [2]);
+        assert_eq!(l.data_objects().map(|o| o.ost).collect::<Vec<_>>(), [1]);
+        // A mirror without objects needs the intent that gives it some.
+        l.components[1].objects.clear();
+        l.components[1].flags &= !comp_flags::INIT;
+        l.components[0].flags &= !comp_flags::STALE;
+        assert!(l.needs_write_intent(0, 10) && l.write_needs_instantiation(0, 10));
+        // A file without mirrors is never written "synchronously".
+        let mut plain = Layout::raid0(1 << 20, None, vec![StripeObject { ost: 0, fid: Fid::new(1, 9, 0) }]);
+        plain.set_sync_mirrors(true);
+        assert!(!plain.sync_mirrors());
+        assert_eq!(plain.write_mirrors(), [0]);
     }
 
     #[test]

@@ -220,6 +220,13 @@ pub enum MirrorOp {
     /// A resync copied the data into every stale mirror while the layout was of
     /// `generation`: they are in sync again (Busy if the layout changed meanwhile).
     Resynced { generation: u32 },
+    /// Writes go to every mirror in sync at once (`on`), or to one as FLR's (Weft's own:
+    /// `weft mirror create --sync`); see `comp_flags::SYNC_MIRRORS`.
+    Sync { on: bool },
+    /// A write to a file with synchronous mirrors did not reach mirror `mirror_id` (its OST
+    /// did not answer): it goes stale, and the MDS resyncs it once its OSTs answer again.
+    /// Refused (Busy) for the last mirror in sync; nothing changes for one already stale.
+    Stale { mirror_id: u16 },
 }
 
 /// A file's layout and a directory's default layout (GetStripe, SetStripe).

@@ -21,7 +21,7 @@ fn free_addresses(n: usize) -> Vec<String> {
 fn mgs_replica_config(dir: &std::path::Path, listen: &str, replicas: &[String]) -> ServerConfig {
     let mut c = ServerConfig::all_in_one(dir.to_path_buf(), Vec::new());
     c.listen = listen.to_string();
-    c.mgs = Some(MgsRole { replicas: replicas.to_vec() });
+    c.mgs = Some(MgsRole { replicas: replicas.to_vec(), join: false });
     c.mds = None;
     c.oss = None;
     // The monitor runs on the leader alone: started and stopped with the lead.

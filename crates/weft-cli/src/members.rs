@@ -260,25 +260,27 @@ pub fn group_row(rt: &tokio::runtime::Runtime, name: &str, param: &str, addresse
     let field = |text: &str, key: &str| {
         text.lines().find_map(|l| l.strip_prefix(key)?.strip_prefix(": ")).unwrap_or("-").to_string()
     };
-    let mut named = None;
+    let row = |text: &str| GroupRow {
+        name: name.to_string(),
+        leader: field(text, "leader"),
+        term: field(text, "term").parse().unwrap_or(0),
+        last_log_index: field(text, "last_log_index"),
+        members: parse_members(text),
+    };
+    // The leaders the others name: a replica added later is outside `addresses`.
+    let mut named: Vec<String> = Vec::new();
     for address in addresses {
         let Some(text) = ask(address) else { continue };
-        let leader = field(&text, "leader");
-        if field(&text, "role") != "leader" {
-            named = named.or_else(|| leader.split_whitespace().nth(1).map(str::to_string));
-            continue;
+        if field(&text, "role") == "leader" {
+            return Some(row(&text));
         }
-        return Some(GroupRow {
-            name: name.to_string(),
-            leader,
-            term: field(&text, "term").parse().unwrap_or(0),
-            last_log_index: field(&text, "last_log_index"),
-            members: parse_members(&text),
-        });
+        if let Some(leader) = field(&text, "leader").split_whitespace().nth(1) {
+            if !addresses.iter().chain(&named).any(|a| a == leader) {
+                named.push(leader.to_string());
+            }
+        }
     }
-    // The leader is a replica added later, outside the addresses known here.
-    let at = named.filter(|a| !addresses.contains(a))?;
-    group_row(rt, name, param, &[at])
+    named.iter().filter_map(|a| ask(a)).find(|text| field(text, "role") == "leader").map(|text| row(&text))
 }
 
 /// `weft status`'s table of the replicated groups' members.

@@ -16,6 +16,7 @@ mod daemon;
 mod errors;
 mod failover;
 mod find;
+mod group_status;
 mod hsm;
 mod lfs;
 mod limits;

@@ -412,7 +412,7 @@ struct StatusReport {
     /// The replicated groups (the MDT's, the MGS's) as their leaders see them: every member,
     /// replicas added by `weft replica add` too, and how much of the log each holds.
     #[serde(skip_serializing_if = "Vec::is_empty")]
-    groups: Vec<crate::members::GroupRow>,
+    groups: Vec<crate::group_status::GroupRow>,
 }
 
 #[derive(Serialize)]
@@ -530,7 +530,7 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
             let addresses: Vec<String> = s.replicas.iter().map(|r| r.address.clone()).collect();
             let mdt = format!("{}-MDT0000", config.fsname);
             for (name, param) in [(mdt.as_str(), "mdt.*.replica_status"), ("MGS", "mgs.*.replica_status")] {
-                report.groups.extend(crate::members::group_row(&rt, name, param, &addresses));
+                report.groups.extend(crate::group_status::group_row(&rt, name, param, &addresses));
             }
         }
     }
@@ -581,7 +581,7 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
                 print_processes(&report.processes);
             }
             if !report.groups.is_empty() {
-                crate::members::print_groups(&report.groups);
+                crate::group_status::print_groups(&report.groups);
             }
         }
     }

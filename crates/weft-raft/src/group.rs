@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use weft_proto::faults::FaultPlan;
-use weft_proto::msg::raft::{AppendAnswer, MembersAnswer, SnapshotAnswer, VoteAnswer};
+use weft_proto::msg::raft::{AppendAnswer, SnapshotAnswer, VoteAnswer};
 use weft_proto::msg::{GroupId, RaftReply, RaftRequest};
 use weft_proto::{WeftError, WeftResult};
 
@@ -335,11 +335,11 @@ impl Group {
             }),
             RaftRequest::AddMember(m) => {
                 let members = self.add_member(m.replica, m.address).await.map_err(|e| e.into_weft(self.group()))?;
-                RaftReply::Members(members_answer(&members))
+                RaftReply::Members(members.answer())
             }
             RaftRequest::RemoveMember(m) => {
                 let members = self.remove_member_at(&m.address).await.map_err(|e| e.into_weft(self.group()))?;
-                RaftReply::Members(members_answer(&members))
+                RaftReply::Members(members.answer())
             }
         })
     }
@@ -396,11 +396,6 @@ async fn follow_metrics(inner: std::sync::Weak<Inner>) {
             moved
         });
     }
-}
-
-fn members_answer(m: &crate::members::Members) -> MembersAnswer {
-    let list = |l: &BTreeMap<NodeId, String>| l.iter().map(|(id, a)| (*id, a.clone())).collect();
-    MembersAnswer { voters: list(&m.voters), learners: list(&m.learners) }
 }
 
 fn decode<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> WeftResult<T> {

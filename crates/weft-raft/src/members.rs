@@ -46,6 +46,12 @@ impl Members {
         self.voters.get(&id).or_else(|| self.learners.get(&id))
     }
 
+    /// As a membership change is answered.
+    pub fn answer(&self) -> weft_proto::msg::raft::MembersAnswer {
+        let list = |l: &BTreeMap<NodeId, String>| l.iter().map(|(id, a)| (*id, a.clone())).collect();
+        weft_proto::msg::raft::MembersAnswer { voters: list(&self.voters), learners: list(&self.learners) }
+    }
+
     /// `1 127.0.0.1:7001, 2 127.0.0.1:7002` (learners marked).
     pub fn text(&self) -> String {
         let voters = self.voters.iter().map(|(id, a)| format!("{id} {a}"));

@@ -278,6 +278,9 @@ fn a_replica_is_added_and_one_removed_on_a_live_file_system_and_the_new_one_hold
         let first_pid = fs.pid_at(&settled.leader);
         fs.signal(first_pid, libc::SIGSTOP);
         let next = fs.group_until("a leader after the stop", |g| g.leader != settled.leader);
+        // Committed by the next leader with the fourth (the first is stopped): the fourth's
+        // log is then longer than the first's.
+        write_files(&fs.mnt.join("between"), 0..5);
         if next.leader != fourth {
             let next_pid = fs.pid_at(&next.leader);
             fs.signal(next_pid, libc::SIGSTOP);

@@ -4,7 +4,8 @@
 //! stopped; a new one answers within seconds; a pool made and a target registered after it
 //! reach the map the client follows; the old leader, started again, catches up. And a fourth
 //! replica joins the live group (`join = true`, `AddMember`), holding the map from before,
-//! and the leader leaves it (`RemoveMember`): the others elect one that serves.
+//! and the leader leaves it (`RemoveMember`): the others elect one that serves; when the
+//! added replica leads, a client given only the first three follows to it.
 
 use std::time::{Duration, Instant};
 use weft_client::{Client, ClientConfig};
@@ -251,6 +252,26 @@ async fn an_mgs_replica_joins_a_live_group_and_the_leader_leaves_it() {
         assert!(Instant::now() < deadline, "the added replica did not get the map made after the removal");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
+
+    // The added replica made the leader (the leader stopped, and if the next is not it, that
+    // one stopped and the first started again: its log is then shorter than the added
+    // replica's). A client given only the founders' addresses follows to it.
+    let l = leader(&servers).await;
+    if l != 3 {
+        servers[l].take().unwrap().shutdown().await;
+        let next = leader(&servers).await;
+        // Committed by the next leader with the added replica (the first is down): the added
+        // replica's log is then longer than the first's.
+        admin.op(RequestHeader::default(), pool("between"), Duration::from_secs(30)).await.unwrap();
+        if next != 3 {
+            servers[next].take().unwrap().shutdown().await;
+            servers[l] = Some(RunningServer::start(configs[l].clone()).await.unwrap());
+        }
+    }
+    assert_eq!(leader(&servers).await, 3);
+    let old_list = MgsPeers::new(&founders.join(","), weft_rpc::PeerOptions::default());
+    let made = old_list.op(RequestHeader::default(), pool("unlisted"), Duration::from_secs(10)).await;
+    assert!(made.is_ok_and(|m| m.pools.contains_key("unlisted")), "a leader outside the list is not followed");
 
     removed.shutdown().await;
     for s in servers.into_iter().flatten() {

@@ -62,3 +62,20 @@ pub const REPLICA_LEADER_WAIT_S: u64 = 30;
 /// server hands it over at its next lease renewal, every 500 ms), and how often it looks.
 pub const FAILOVER_WAIT_S: u64 = 10;
 pub const FAILOVER_POLL_MS: u64 = 100;
+
+// ---- weft replica add|remove
+
+/// How long the new replica's process may take to say which replica it is (its
+/// `replica_status`), before `weft replica add` says it is not running: a running server
+/// answers in milliseconds.
+pub const REPLICA_PROBE_MS: u64 = 2_000;
+/// How long `weft replica add` waits for the leader's answer: the leader's own bounds on
+/// building the snapshot and on the new replica's catching up (weft-raft
+/// `MEMBER_SNAPSHOT_MS_MAX`, `MEMBER_CATCH_UP_MS_MAX`) and a margin.
+pub const REPLICA_ADD_WAIT_S: u64 = 200;
+/// How long `weft replica remove` waits: two membership entries committed (weft-raft gives
+/// up after four election timeouts, 6 s).
+pub const REPLICA_REMOVE_WAIT_S: u64 = 15;
+/// How many servers a membership change is sent to at most while looking for the leader
+/// (each one that does not lead names the one that does).
+pub const REPLICA_LEADER_HOPS_MAX: usize = 6;

@@ -16,10 +16,12 @@ mod daemon;
 mod errors;
 mod failover;
 mod find;
+mod group_status;
 mod hsm;
 mod lfs;
 mod limits;
 mod logging;
+mod members;
 mod migrate;
 mod mirror;
 mod mount;
@@ -129,6 +131,9 @@ enum Command {
     /// Move a failover OST to another of its servers on a live file system (root): its
     /// server stops serving it, the other takes it over, clients follow.
     Failover(failover::FailoverArgs),
+    /// Add a replica to a replicated MDT's or the MGS's group, or remove one, on a live file
+    /// system (root): `weft replica add weft-MDT0000 HOST:PORT`.
+    Replica(members::ReplicaArgs),
     /// Register a changelog reader on an MDT (as lctl changelog_register): records are kept
     /// from now until it clears them (root).
     ChangelogRegister(changelog::RegisterArgs),
@@ -208,6 +213,7 @@ fn main() -> ExitCode {
         Command::Pcc(a) => pcc::pcc(a),
         Command::Pool(a) => pool::pool(a),
         Command::Failover(a) => failover::failover(a),
+        Command::Replica(a) => members::replica(a),
         Command::Find(a) => find::find(a),
         Command::Migrate(a) => migrate::migrate(a),
         Command::Mirror(a) => mirror::mirror(a),

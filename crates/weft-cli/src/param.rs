@@ -212,7 +212,7 @@ where
         .map_err(|e| anyhow!("management service at {}: {}", mgs.list(), e.message))
 }
 
-fn caller() -> RequestHeader {
+pub(crate) fn caller() -> RequestHeader {
     // SAFETY: geteuid and getegid have no preconditions.
     let (uid, gid) = unsafe { (libc::geteuid(), libc::getegid()) };
     RequestHeader {

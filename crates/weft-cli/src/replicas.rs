@@ -76,9 +76,9 @@ pub fn plan(data: &Path, main: &mut ServerConfig, n: u32) -> anyhow::Result<()> 
         c.fsname.clone_from(&main.fsname);
         c.listen = address.clone();
         c.mgs_address = main.mgs_address.clone();
-        c.mgs = Some(MgsRole { replicas: replicas.clone() });
+        c.mgs = Some(MgsRole { replicas: replicas.clone(), join: false });
         c.oss = None;
-        c.mds = Some(MdsRole { index: 0, replicas: replicas.clone() });
+        c.mds = Some(MdsRole { index: 0, replicas: replicas.clone(), join: false });
         c.lock_timeout_ms = main.lock_timeout_ms;
         std::fs::write(dir.join(format!("r{}.toml", k + 1)), toml::to_string_pretty(&c)?)?;
     }

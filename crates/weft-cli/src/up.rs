@@ -409,6 +409,10 @@ struct StatusReport {
     targets: Vec<TargetRow>,
     /// Every process of the file system: `weft up`'s own, and each MDT replica's.
     processes: Vec<ProcessRow>,
+    /// The replicated groups (the MDT's, the MGS's) as their leaders see them: every member,
+    /// replicas added by `weft replica add` too, and how much of the log each holds.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    groups: Vec<crate::group_status::GroupRow>,
 }
 
 #[derive(Serialize)]
@@ -499,6 +503,7 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
         roles: config.roles_text().split(", ").map(String::from).collect(),
         targets: Vec::new(),
         processes: Vec::new(),
+        groups: Vec::new(),
     };
     if let Some(s) = &state {
         report.processes.push(ProcessRow {
@@ -520,6 +525,13 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
                 replica: if alive { replica_row(&rt, &r.address, "mdt.*.replica_status") } else { None },
                 mgs_replica: if alive { replica_row(&rt, &r.address, "mgs.*.replica_status") } else { None },
             });
+        }
+        if !s.replicas.is_empty() {
+            let addresses: Vec<String> = s.replicas.iter().map(|r| r.address.clone()).collect();
+            let mdt = format!("{}-MDT0000", config.fsname);
+            for (name, param) in [(mdt.as_str(), "mdt.*.replica_status"), ("MGS", "mgs.*.replica_status")] {
+                report.groups.extend(crate::group_status::group_row(&rt, name, param, &addresses));
+            }
         }
     }
     if let Some(s) = &state {
@@ -567,6 +579,9 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
             }
             if report.processes.len() > 1 {
                 print_processes(&report.processes);
+            }
+            if !report.groups.is_empty() {
+                crate::group_status::print_groups(&report.groups);
             }
         }
     }

@@ -126,19 +126,25 @@ pub struct GroupStatus {
     pub matched: BTreeMap<NodeId, Option<u64>>,
     /// The voters, node id -> address.
     pub members: BTreeMap<NodeId, String>,
+    /// Replicas that get the log without voting: one being added, catching up.
+    pub learners: BTreeMap<NodeId, String>,
 }
 
 impl GroupStatus {
     /// Whether a watcher should hear of the change from `self` to `new`: the role, the
     /// leader, the term or the members moved (not each log index).
     fn moved(&self, new: &GroupStatus) -> bool {
-        self.role != new.role || self.leader != new.leader || self.term != new.term || self.members != new.members
+        self.role != new.role
+            || self.leader != new.leader
+            || self.term != new.term
+            || self.members != new.members
+            || self.learners != new.learners
     }
 }
 
-struct Inner {
-    config: GroupConfig,
-    raft: Raft<TypeConfig>,
+pub(crate) struct Inner {
+    pub(crate) config: GroupConfig,
+    pub(crate) raft: Raft<TypeConfig>,
     log: LogStore,
     status: tokio::sync::watch::Sender<GroupStatus>,
 }
@@ -146,7 +152,7 @@ struct Inner {
 /// One replica of a replicated group. Cheap to clone: clones share the replica.
 #[derive(Clone)]
 pub struct Group {
-    inner: Arc<Inner>,
+    pub(crate) inner: Arc<Inner>,
 }
 
 fn status_of(group: GroupId, metrics: &RaftMetrics<NodeId, BasicNode>, log: &LogStore) -> GroupStatus {
@@ -173,6 +179,7 @@ fn status_of(group: GroupId, metrics: &RaftMetrics<NodeId, BasicNode>, log: &Log
             .map(|r| r.iter().map(|(id, m)| (*id, m.map(|l| l.index))).collect())
             .unwrap_or_default(),
         members: membership.voter_ids().filter_map(|id| address(&id).map(|a| (id, a))).collect(),
+        learners: membership.learner_ids().filter_map(|id| address(&id).map(|a| (id, a))).collect(),
     }
 }
 
@@ -184,7 +191,7 @@ fn leader_of(f: &ForwardToLeader<NodeId, BasicNode>) -> ProposeError {
     ProposeError::NotLeader { leader }
 }
 
-fn write_error(e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> ProposeError {
+pub(crate) fn write_error(e: RaftError<NodeId, ClientWriteError<NodeId, BasicNode>>) -> ProposeError {
     match e {
         RaftError::APIError(ClientWriteError::ForwardToLeader(f)) => leader_of(&f),
         RaftError::APIError(ClientWriteError::ChangeMembershipError(e)) => ProposeError::Failed(e.to_string()),
@@ -224,9 +231,11 @@ impl Group {
                 cfg.members.len()
             );
         }
-        if !cfg.members.contains_key(&cfg.node_id) && !cfg.members.is_empty() {
+        if !cfg.members.contains_key(&cfg.node_id) {
+            // Uninitialized and no voter, it never stands for election: it only answers the
+            // leader once added (members.rs).
             tracing::info!(
-                "replicated group {}: replica {} starts outside the members (to be added)",
+                "replicated group {}: replica {} starts outside the members: it waits to be added (weft replica add)",
                 cfg.group,
                 cfg.node_id
             );
@@ -324,6 +333,14 @@ impl Group {
             RaftRequest::InstallSnapshot(m) => RaftReply::SnapshotChunk(SnapshotAnswer {
                 reply: encode(&raft.install_snapshot(decode(&m.request)?).await)?,
             }),
+            RaftRequest::AddMember(m) => {
+                let members = self.add_member(m.replica, m.address).await.map_err(|e| e.into_weft(self.group()))?;
+                RaftReply::Members(members.answer())
+            }
+            RaftRequest::RemoveMember(m) => {
+                let members = self.remove_member_at(&m.address).await.map_err(|e| e.into_weft(self.group()))?;
+                RaftReply::Members(members.answer())
+            }
         })
     }
 
@@ -342,16 +359,8 @@ impl Group {
         self.inner.log.sync()
     }
 
-    /// Adds a voter on the live group: first a learner that catches up from the leader,
-    /// then a voter.
-    pub async fn add_member(&self, id: NodeId, address: String) -> Result<(), ProposeError> {
-        let raft = &self.inner.raft;
-        raft.add_learner(id, BasicNode { addr: address }, true).await.map_err(write_error)?;
-        raft.change_membership(ChangeMembers::AddVoterIds(BTreeSet::from([id])), false).await.map_err(write_error)?;
-        Ok(())
-    }
-
-    /// Removes a voter from the live group (it stops getting entries).
+    /// Removes voter `id` from the live group (it stops getting entries); by address, with
+    /// its checks: [`Group::remove_member_at`] (members.rs).
     pub async fn remove_member(&self, id: NodeId) -> Result<(), ProposeError> {
         self.inner
             .raft

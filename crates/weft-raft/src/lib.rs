@@ -5,6 +5,7 @@
 //! * [`group`]: one replica, [`Group`]: start, propose, read index, status, membership;
 //! * [`log`]: the replica's log on disk (one append-only file of checksummed records, the
 //!   vote in a small fsync'd file), openraft's `RaftLogStorage`;
+//! * [`members`]: adding and removing replicas of a live group, and the checks;
 //! * [`machine`]: the [`Machine`] trait the service implements, and openraft's
 //!   `RaftStateMachine` over it (snapshots kept in `DIR/snapshot`);
 //! * [`network`]: openraft's network over [`weft_rpc::Peer`]s with short timeouts;
@@ -20,11 +21,13 @@ pub mod group;
 pub mod limits;
 pub mod log;
 pub mod machine;
+pub mod members;
 pub mod network;
 pub mod record;
 
 pub use group::{Group, GroupConfig, GroupStatus, ProposeError, Role};
 pub use machine::Machine;
+pub use members::{MemberError, Members};
 pub use weft_proto::msg::GroupId;
 
 /// A replica's id within its group.

@@ -25,6 +25,17 @@ pub const LOG_KEPT_AFTER_SNAPSHOT_ENTRIES_MAX: u64 = 1_000;
 /// election and a catching up of the new leader, short against a mount's request timeout.
 pub const PROPOSE_TIMEOUT_ELECTIONS: u64 = 4;
 
+// ---- Membership changes (members.rs)
+
+/// How long a replica being added may take to catch up (a snapshot of the whole state, then
+/// the log) before the add fails and the learner is taken out again: a snapshot chunk may
+/// take `SNAPSHOT_CHUNK_TIMEOUT_MS`, and an MDT of some GiB is thousands of chunks, so
+/// this is the size of what one add can move, not a guess at a slow network.
+pub const MEMBER_CATCH_UP_MS_MAX: u64 = 120_000;
+/// How long the leader may take to build the snapshot a new replica starts from, and to
+/// purge its log behind it.
+pub const MEMBER_SNAPSHOT_MS_MAX: u64 = 60_000;
+
 // ---- Messages between replicas
 
 /// How long one append (a heartbeat) or one vote request may take, resends included:

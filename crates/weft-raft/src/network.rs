@@ -206,6 +206,8 @@ pub fn sender(op: &RaftRequest) -> Option<NodeId> {
         RaftRequest::InstallSnapshot(m) => {
             postcard::from_bytes::<InstallSnapshotRequest<TypeConfig>>(&m.request).ok()?.vote
         }
+        // An admin's request, from no replica.
+        RaftRequest::AddMember(_) | RaftRequest::RemoveMember(_) => return None,
     };
     vote.leader_id().voted_for()
 }

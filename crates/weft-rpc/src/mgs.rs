@@ -7,7 +7,8 @@
 //! on a `Moved` answer goes to the leader it names (or the next address), on a connection
 //! failure or silence to the next address (each address tried once per turn,
 //! [`Peer::call_once`], not resent to as a lone Peer is), round after round with a short
-//! pause, within the call's deadline. Every MGS client goes through it: the map follower and `fetch`, a
+//! pause, within the call's deadline. A leader named that the list does not hold (a replica
+//! added to the group later) is asked right after the replica that named it. Every MGS client goes through it: the map follower and `fetch`, a
 //! client's connect, a server's registration and its QoS demand reports, the CLI. With one
 //! address it is exactly one [`Peer`] call, as before replication.
 
@@ -48,6 +49,10 @@ pub struct MgsPeers {
     peers: Vec<Arc<Peer>>,
     /// Where the next call goes first: the peer that answered last.
     current: AtomicUsize,
+    /// A leader a replica named that the list does not (a replica added to the group after
+    /// this list was written: `weft replica add MGS`): asked after the listed replica that
+    /// named it, as long as one names it.
+    unlisted: std::sync::Mutex<Option<Arc<Peer>>>,
 }
 
 impl std::fmt::Debug for MgsPeers {
@@ -69,7 +74,20 @@ impl MgsPeers {
             addresses.push(String::new());
         }
         let peers = addresses.into_iter().map(|a| Arc::new(Peer::new(a, opts.clone()))).collect();
-        MgsPeers { peers, current: AtomicUsize::new(0) }
+        MgsPeers { peers, current: AtomicUsize::new(0), unlisted: std::sync::Mutex::new(None) }
+    }
+
+    /// The peer of `leader`, a leader named by a replica but not in the list.
+    fn unlisted_peer(&self, leader: &str) -> Arc<Peer> {
+        let mut unlisted = self.unlisted.lock().unwrap_or_else(|p| p.into_inner());
+        match unlisted.as_ref() {
+            Some(p) if p.address() == leader => p.clone(),
+            _ => {
+                let peer = Arc::new(Peer::new(leader.to_string(), self.peers[0].options().clone()));
+                *unlisted = Some(peer.clone());
+                peer
+            }
+        }
     }
 
     /// Every address, in the order given.
@@ -152,11 +170,30 @@ impl MgsPeers {
                 }
                 Err(e) => return Err(e),
             };
-            let named = (error.code == ErrorCode::Moved)
-                .then(|| leader_named(&error.message))
-                .flatten()
-                .and_then(|leader| self.peers.iter().position(|p| p.address() == leader))
-                .filter(|&j| j != i);
+            let leader = (error.code == ErrorCode::Moved).then(|| leader_named(&error.message)).flatten();
+            if let Some(leader) = leader.filter(|l| self.peers.iter().all(|p| p.address() != *l)) {
+                // Not listed: asked once, right away; the rotation goes on if it fails.
+                let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+                let peer = self.unlisted_peer(leader);
+                match peer.call_once(header.clone(), body.clone(), Bytes::new(), remaining.min(attempt_max)).await {
+                    Ok((reply, _)) => return Ok(reply),
+                    Err(e)
+                        if matches!(
+                            e.code,
+                            ErrorCode::Moved
+                                | ErrorCode::TimedOut
+                                | ErrorCode::Io
+                                | ErrorCode::Again
+                                | ErrorCode::Checksum
+                        ) =>
+                    {
+                        tracing::debug!(to = leader, "the management service's unlisted leader: {}", e.message);
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            let named =
+                leader.and_then(|leader| self.peers.iter().position(|p| p.address() == leader)).filter(|&j| j != i);
             let next = named.unwrap_or((i + 1) % self.peers.len());
             tracing::debug!(
                 from = peer.address(),
@@ -194,7 +231,7 @@ impl MgsPeers {
 impl From<Arc<Peer>> for MgsPeers {
     /// The MGS behind one existing peer.
     fn from(peer: Arc<Peer>) -> MgsPeers {
-        MgsPeers { peers: vec![peer], current: AtomicUsize::new(0) }
+        MgsPeers { peers: vec![peer], current: AtomicUsize::new(0), unlisted: std::sync::Mutex::new(None) }
     }
 }
 

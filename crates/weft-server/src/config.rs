@@ -15,6 +15,8 @@
 //! index = 0          # the MDT this node serves
 //! # replicas = ["127.0.0.2:9800", "127.0.0.3:9800", "127.0.0.4:9800"]
 //! #                  # a replicated MDT: every server holding a replica, this one among them
+//! # join = true      # this replica joins a running group (`weft replica add`): its
+//! #                  # `replicas` lists every replica the group ever had, then itself
 //!
 //! [oss]
 //! osts = [0, 7]      # OST indices served here; sparse is fine; each in data_dir/ost<index hex>
@@ -71,7 +73,7 @@ impl ServerConfig {
             listen: "127.0.0.1:0".into(),
             mgs_address: String::new(),
             mgs: Some(MgsRole::default()),
-            mds: Some(MdsRole { index: 0, replicas: Vec::new() }),
+            mds: Some(MdsRole { index: 0, replicas: Vec::new(), join: false }),
             oss: Some(OssRole { osts, failover_osts: Vec::new() }),
             lock_timeout_ms: LOCK_TIMEOUT_MS_DEFAULT,
             metrics_listen: None,
@@ -98,30 +100,44 @@ pub struct MgsRole {
     /// one's `listen` among them (an odd number). Empty: a single MGS.
     #[serde(default)]
     pub replicas: Vec<String>,
+    /// This replica joins a running group: as [`MdsRole::join`].
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub join: bool,
 }
 
 impl MgsRole {
-    /// This server's replica id in the MGS's group, and the group's members by id; None
-    /// for a single MGS.
+    /// This server's replica id in the MGS's group, and the members it starts the group
+    /// with (none when it joins); None for a single MGS.
     pub fn group(&self, listen: &str) -> anyhow::Result<Option<(u64, std::collections::BTreeMap<u64, String>)>> {
-        replica_group("[mgs]", &self.replicas, listen)
+        replica_group("[mgs]", &self.replicas, self.join, listen)
     }
 }
 
 /// The replica id of the server listening at `listen` among `replicas` (1 + its place), and
-/// the group's members by id; None when `replicas` is empty. `section` names the config
-/// section in the errors.
+/// the members it starts its group with: all of `replicas` for a founder, none for a
+/// replica that joins a running group (it waits to be added, and never initializes a group
+/// of its own); None when `replicas` is empty. `section` names the config section in the
+/// errors. Once a replica's log is initialized, the membership in it is the group's, and
+/// these lists only give each replica its id: they grow at the end and never reorder.
 fn replica_group(
     section: &str,
     replicas: &[String],
+    join: bool,
     listen: &str,
 ) -> anyhow::Result<Option<(u64, std::collections::BTreeMap<u64, String>)>> {
     if replicas.is_empty() {
+        if join {
+            anyhow::bail!(
+                "{section} join = true without replicas: list every replica the group ever had, then this one"
+            );
+        }
         return Ok(None);
     }
     let members: std::collections::BTreeMap<u64, String> =
         replicas.iter().enumerate().map(|(i, a)| (i as u64 + 1, a.clone())).collect();
-    if members.len().is_multiple_of(2) {
+    // A joiner's list is the founders and every replica added since, removed ones too: any
+    // length. The founders start a group of them all, best of an odd number.
+    if !join && members.len().is_multiple_of(2) {
         anyhow::bail!(
             "{section} replicas lists {} servers: a group needs an odd number (1, 3, 5) so that a majority survives the loss of a minority",
             members.len()
@@ -134,6 +150,9 @@ fn replica_group(
     let Some((&id, _)) = members.iter().find(|(_, a)| a.as_str() == listen) else {
         anyhow::bail!("{section} replicas {replicas:?} does not list this server's listen address {listen}");
     };
+    if join {
+        return Ok(Some((id, std::collections::BTreeMap::new())));
+    }
     Ok(Some((id, members)))
 }
 
@@ -146,13 +165,20 @@ pub struct MdsRole {
     /// Empty: a single MDT.
     #[serde(default)]
     pub replicas: Vec<String>,
+    /// This replica joins a running group rather than founding one: it starts without
+    /// initializing a group, and waits for the leader to add it (`weft replica add`), when
+    /// it gets a snapshot and the log. Its `replicas` lists every replica the group ever had,
+    /// removed ones too, in their order, then this one (its id is its place). Only a fresh
+    /// replica reads it: once its log holds the group's membership, that decides.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub join: bool,
 }
 
 impl MdsRole {
     /// This server's replica id in the MDT's group (1 + its place in `replicas`), and the
-    /// group's members by id; None for a single MDT.
+    /// members it starts the group with (none when it joins); None for a single MDT.
     pub fn group(&self, listen: &str) -> anyhow::Result<Option<(u64, std::collections::BTreeMap<u64, String>)>> {
-        replica_group("[mds]", &self.replicas, listen)
+        replica_group("[mds]", &self.replicas, self.join, listen)
     }
 }
 
@@ -369,5 +395,35 @@ replicas = ["127.0.0.2:9800", "127.0.0.3:9800", "127.0.0.4:9800"]
         .unwrap();
         client.validate().unwrap();
         assert_eq!(client.mgs_addresses("ignored"), c.mgs_address, "an OSS reaches every replica");
+    }
+
+    #[test]
+    fn a_joining_replica_takes_its_place_in_the_list_and_starts_no_group() {
+        let text = r#"
+fsname = "weft"
+data_dir = "/srv/weft"
+listen = "127.0.0.5:9800"
+mgs_address = "127.0.0.2:9800,127.0.0.3:9800,127.0.0.4:9800"
+[mds]
+index = 0
+replicas = ["127.0.0.2:9800", "127.0.0.3:9800", "127.0.0.4:9800", "127.0.0.5:9800"]
+join = true
+"#;
+        let c: ServerConfig = toml::from_str(text).unwrap();
+        c.validate().expect("a joiner's list is every replica the group had, then itself: any length");
+        let (id, members) = c.mds.as_ref().unwrap().group(&c.listen).unwrap().unwrap();
+        assert_eq!(id, 4, "its place in the list");
+        assert!(members.is_empty(), "it starts no group of its own: {members:?}");
+        let founder: ServerConfig = toml::from_str(&text.replace("join = true\n", "")).unwrap();
+        let e = founder.validate().unwrap_err().to_string();
+        assert!(e.contains("[mds] replicas lists 4 servers") && e.contains("odd"), "{e}");
+        let lone: ServerConfig = toml::from_str(&text.replace(
+            "replicas = [\"127.0.0.2:9800\", \"127.0.0.3:9800\", \"127.0.0.4:9800\", \"127.0.0.5:9800\"]\n",
+            "",
+        ))
+        .unwrap();
+        assert!(lone.validate().unwrap_err().to_string().contains("join = true without replicas"));
+        let written = toml::to_string(&founder.mds).unwrap();
+        assert!(!written.contains("join"), "a founder's config does not name join: {written}");
     }
 }

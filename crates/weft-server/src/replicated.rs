@@ -332,5 +332,13 @@ pub(crate) fn status_text(st: &weft_raft::GroupStatus) -> String {
         let matched = st.matched.get(id).copied().flatten();
         let _ = writeln!(out, "  - {{ replica: {id}, address: {address}, matched: {} }}", opt(matched));
     }
+    if !st.learners.is_empty() {
+        // A replica being added: it gets the log, and votes once it caught up.
+        let _ = writeln!(out, "learners:");
+        for (id, address) in &st.learners {
+            let matched = st.matched.get(id).copied().flatten();
+            let _ = writeln!(out, "  - {{ replica: {id}, address: {address}, matched: {} }}", opt(matched));
+        }
+    }
     out
 }

@@ -148,6 +148,11 @@ impl Handler for Router {
                     }
                     (self.locks.handle(&ctx.header, target, op).await.map(ReplyBody::Ldlm), Bytes::new())
                 }
+                RequestBody::Raft { op: RaftRequest::AddMember(_) | RaftRequest::RemoveMember(_), .. }
+                    if ctx.header.identity.uid != 0 =>
+                {
+                    (Err(WeftError::new(ErrorCode::Perm, "only root adds or removes replicas")), Bytes::new())
+                }
                 RequestBody::Raft { group, op } => {
                     match self.mdt_group.iter().chain(&self.mgs_group).find(|g| g.group() == group) {
                         Some(g) => (g.handle(op).await.map(ReplyBody::Raft), Bytes::new()),

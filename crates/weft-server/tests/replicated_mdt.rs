@@ -22,7 +22,7 @@ fn replica_config(dir: &std::path::Path, listen: &str, mgs: &str, replicas: &[St
     c.mgs_address = mgs.to_string();
     c.mgs = None;
     c.oss = None;
-    c.mds = Some(MdsRole { index: 0, replicas: replicas.to_vec() });
+    c.mds = Some(MdsRole { index: 0, replicas: replicas.to_vec(), join: false });
     c
 }
 

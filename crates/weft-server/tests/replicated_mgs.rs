@@ -2,7 +2,10 @@
 //! process, over TCP on loopback), a server with an MDT and an OST, and a client given the
 //! three addresses: the targets register and the client follows the map; the MGS leader is
 //! stopped; a new one answers within seconds; a pool made and a target registered after it
-//! reach the map the client follows; the old leader, started again, catches up.
+//! reach the map the client follows; the old leader, started again, catches up. And a fourth
+//! replica joins the live group (`join = true`, `AddMember`), holding the map from before,
+//! and the leader leaves it (`RemoveMember`): the others elect one that serves; when the
+//! added replica leads, a client given only the first three follows to it.
 
 use std::time::{Duration, Instant};
 use weft_client::{Client, ClientConfig};
@@ -21,7 +24,7 @@ fn free_addresses(n: usize) -> Vec<String> {
 fn mgs_replica_config(dir: &std::path::Path, listen: &str, replicas: &[String]) -> ServerConfig {
     let mut c = ServerConfig::all_in_one(dir.to_path_buf(), Vec::new());
     c.listen = listen.to_string();
-    c.mgs = Some(MgsRole { replicas: replicas.to_vec() });
+    c.mgs = Some(MgsRole { replicas: replicas.to_vec(), join: false });
     c.mds = None;
     c.oss = None;
     // The monitor runs on the leader alone: started and stopped with the lead.
@@ -169,6 +172,108 @@ async fn the_mgs_serves_through_the_loss_of_its_leader_and_a_returning_replica_c
     drop(client);
     more.shutdown().await;
     targets.shutdown().await;
+    for s in servers.into_iter().flatten() {
+        s.shutdown().await;
+    }
+}
+
+/// A membership change sent to the replica at `address` as `uid`.
+async fn change(
+    address: &str,
+    uid: u32,
+    op: weft_proto::msg::RaftRequest,
+) -> weft_proto::WeftResult<weft_proto::msg::raft::MembersAnswer> {
+    let peer = weft_rpc::Peer::new(address.to_string(), weft_rpc::PeerOptions::default());
+    let mut header = RequestHeader::default();
+    header.identity.uid = uid;
+    let body = weft_proto::msg::RequestBody::Raft { group: weft_proto::msg::GroupId::Mgs, op };
+    match peer.call_with_timeout(header, body, bytes::Bytes::new(), Duration::from_secs(60)).await?.0 {
+        weft_proto::msg::ReplyBody::Raft(weft_proto::msg::RaftReply::Members(m)) => Ok(m),
+        other => panic!("unexpected answer {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_mgs_replica_joins_a_live_group_and_the_leader_leaves_it() {
+    let root = tempfile::tempdir().unwrap();
+    let addresses = free_addresses(4);
+    let founders = addresses[..3].to_vec();
+    let configs: Vec<ServerConfig> =
+        (0..3).map(|i| mgs_replica_config(&root.path().join(format!("mgs{i}")), &addresses[i], &founders)).collect();
+    let starting: Vec<_> = configs.iter().map(|c| tokio::spawn(RunningServer::start(c.clone()))).collect();
+    let mut servers: Vec<Option<RunningServer>> = Vec::new();
+    for s in starting {
+        servers.push(Some(s.await.unwrap().unwrap()));
+    }
+    let admin = MgsPeers::new(&addresses.join(","), weft_rpc::PeerOptions::default());
+    let pool = |name: &str| mgs::PoolNew { pool: name.into() };
+    admin.op(RequestHeader::default(), pool("before"), Duration::from_secs(30)).await.unwrap();
+
+    // The fourth joins: it waits, outside the group, until it is added.
+    let mut joining = mgs_replica_config(&root.path().join("mgs3"), &addresses[3], &addresses);
+    joining.mgs.as_mut().unwrap().join = true;
+    servers.push(Some(RunningServer::start(joining).await.unwrap()));
+    let first = leader(&servers).await;
+    let waiting = servers[3].as_ref().unwrap().mgs_group_status().unwrap();
+    assert!(waiting.members.is_empty() && waiting.role != weft_raft::Role::Leader, "{waiting:?}");
+
+    let add = || {
+        weft_proto::msg::RaftRequest::AddMember(weft_proto::msg::raft::AddMember {
+            replica: 4,
+            address: addresses[3].clone(),
+        })
+    };
+    let refused = change(&addresses[first], 1000, add()).await.unwrap_err();
+    assert_eq!(refused.code, ErrorCode::Perm, "{refused}");
+    let follower = (first + 1) % 3;
+    let moved = change(&addresses[follower], 0, add()).await.unwrap_err();
+    assert_eq!(weft_rpc::mgs::leader_named(&moved.message), Some(addresses[first].as_str()), "{moved}");
+    let members = change(&addresses[first], 0, add()).await.unwrap();
+    assert_eq!(members.voters.len(), 4, "{members:?}");
+    assert!(members.voters.contains(&(4, addresses[3].clone())), "{members:?}");
+    let saved = |i: usize| weft_mgs::store::load(&root.path().join(format!("mgs{i}")).join("mgs")).unwrap();
+    assert!(saved(3).is_some_and(|m| m.pools.contains_key("before")), "the new replica holds the map from before");
+
+    // The leader removed: the others elect one, and it serves.
+    let remove = weft_proto::msg::RaftRequest::RemoveMember(weft_proto::msg::raft::RemoveMember {
+        address: addresses[first].clone(),
+    });
+    let members = change(&addresses[first], 0, remove.clone()).await.unwrap();
+    assert!(members.voters.iter().all(|(_, a)| *a != addresses[first]) && members.voters.len() == 3, "{members:?}");
+    let gone = change(&addresses[follower], 0, remove).await;
+    assert!(
+        gone.as_ref().is_err_and(|e| e.code == ErrorCode::Moved || e.message.contains("is not a member")),
+        "{gone:?}"
+    );
+    let removed = servers[first].take().unwrap();
+    admin.op(RequestHeader::default(), pool("after"), Duration::from_secs(30)).await.expect("a new leader answers");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !saved(3).is_some_and(|m| m.pools.contains_key("after")) {
+        assert!(Instant::now() < deadline, "the added replica did not get the map made after the removal");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+
+    // The added replica made the leader (the leader stopped, and if the next is not it, that
+    // one stopped and the first started again: its log is then shorter than the added
+    // replica's). A client given only the founders' addresses follows to it.
+    let l = leader(&servers).await;
+    if l != 3 {
+        servers[l].take().unwrap().shutdown().await;
+        let next = leader(&servers).await;
+        // Committed by the next leader with the added replica (the first is down): the added
+        // replica's log is then longer than the first's.
+        admin.op(RequestHeader::default(), pool("between"), Duration::from_secs(30)).await.unwrap();
+        if next != 3 {
+            servers[next].take().unwrap().shutdown().await;
+            servers[l] = Some(RunningServer::start(configs[l].clone()).await.unwrap());
+        }
+    }
+    assert_eq!(leader(&servers).await, 3);
+    let old_list = MgsPeers::new(&founders.join(","), weft_rpc::PeerOptions::default());
+    let made = old_list.op(RequestHeader::default(), pool("unlisted"), Duration::from_secs(10)).await;
+    assert!(made.is_ok_and(|m| m.pools.contains_key("unlisted")), "a leader outside the list is not followed");
+
+    removed.shutdown().await;
     for s in servers.into_iter().flatten() {
         s.shutdown().await;
     }

@@ -50,6 +50,16 @@ pub struct SnapshotAnswer {
     pub reply: Vec<u8>,
 }
 
+/// A group's members after a change ([`RaftRequest::AddMember`], [`RaftRequest::RemoveMember`]),
+/// as the leader that made it knows them.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct MembersAnswer {
+    /// The voters: (replica id, address).
+    pub voters: Vec<(u64, String)>,
+    /// Replicas that get the log but do not vote (one being added that is catching up).
+    pub learners: Vec<(u64, String)>,
+}
+
 /// Every raft operation (see [`mdt_ops!`](crate::mdt_ops) for the list's form). `request`
 /// is postcard of openraft's request of the same name.
 #[macro_export]
@@ -63,6 +73,16 @@ macro_rules! raft_ops {
             write Vote { request: Vec<u8> } -> $crate::msg::raft::VoteAnswer = "raft_vote";
             /// One chunk of a snapshot the leader sends a replica that is too far behind.
             write InstallSnapshot { request: Vec<u8> } -> $crate::msg::raft::SnapshotAnswer = "raft_install_snapshot";
+            /// An admin's `weft replica add` (root), to the group's leader: the replica
+            /// `replica` at `address` (started with `join = true`, waiting) is made a learner,
+            /// brought up to date (a snapshot, then the log), then a voter. Answered once it
+            /// votes, or refused (bad input, not the leader: `Moved` naming it, no catching
+            /// up in time: the learner is taken out again).
+            write AddMember { replica: u64, address: String } -> $crate::msg::raft::MembersAnswer = "raft_add_member";
+            /// An admin's `weft replica remove` (root), to the group's leader: the replica at
+            /// `address` leaves the group (the leader too: it steps down once the change
+            /// committed, and the others elect another).
+            write RemoveMember { address: String } -> $crate::msg::raft::MembersAnswer = "raft_remove_member";
         }
     };
 }
@@ -75,6 +95,7 @@ crate::define_replies! {
         Appended(AppendAnswer),
         Voted(VoteAnswer),
         SnapshotChunk(SnapshotAnswer),
+        Members(MembersAnswer),
     }
 }
 

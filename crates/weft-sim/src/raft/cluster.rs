@@ -119,14 +119,14 @@ impl Cluster {
                 let mut c = ServerConfig::all_in_one(root.join(format!("r{i}")), Vec::new());
                 c.listen = addresses[i].clone();
                 if mgs_replicated {
-                    c.mgs = Some(MgsRole { replicas: addresses.clone() });
+                    c.mgs = Some(MgsRole { replicas: addresses.clone(), join: false });
                     c.mgs_address = String::new();
                 } else {
                     c.mgs = None;
                     c.mgs_address = mgs_address.clone();
                 }
                 c.oss = None;
-                c.mds = Some(MdsRole { index: 0, replicas: addresses.clone() });
+                c.mds = Some(MdsRole { index: 0, replicas: addresses.clone(), join: false });
                 c.lock_timeout_ms = LOCK_TIMEOUT_MS;
                 c
             })

@@ -312,6 +312,16 @@ fn clocks_jump(clocks: Clocks) {
         *offset += hours;
         fs.set_clock(replica, &format!("{:+}h", *offset));
         std::thread::sleep(hold);
+        if who == "MDT leader" && hours > 0 {
+            // Held until the loop made a few files under the jumped clock (libfaketime reads
+            // its file again within a second; the jump itself may stall the loop a while),
+            // so that the check below has files to look at.
+            let since = from + Duration::from_millis(1_500);
+            let until = Instant::now() + Duration::from_secs(15);
+            while done.lock().unwrap().iter().filter(|(at, _)| *at > since).count() < 5 && Instant::now() < until {
+                std::thread::sleep(Duration::from_millis(100));
+            }
+        }
         let after = fs.settled();
         leaders.lock().unwrap().record(&after);
         let name = format!("{who} (replica {replica}) {}", if hours > 0 { "+1h" } else { "back 1h" });

@@ -284,9 +284,11 @@ impl Group {
         work: impl std::future::Future<Output = Result<T, ProposeError>>,
     ) -> Result<T, ProposeError> {
         let limit = self.inner.config.propose_timeout();
-        match tokio::time::timeout(limit, work).await {
-            Ok(r) => r,
-            Err(_) => Err(ProposeError::Failed(format!(
+        // Counted in slices: a monotonic clock that jumps ahead does not fail every
+        // proposal under way at once (weft_rpc::budget).
+        match weft_rpc::budget::within(limit, work).await {
+            Some(r) => r,
+            None => Err(ProposeError::Failed(format!(
                 "{} {what}: no majority of the replicas answered within {} ms",
                 self.inner.config.group,
                 limit.as_millis()

@@ -29,7 +29,6 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
 use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::{oneshot, Notify};
-use tokio::time::Instant;
 use weft_proto::lock::{CallbackAnswer, CallbackRequest};
 use weft_proto::wire::{encode_message, FrameKind};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
@@ -199,7 +198,9 @@ impl Exports {
         if client_id == 0 {
             return Err(WeftError::invalid("the anonymous client (id 0) cannot be called back"));
         }
-        let deadline = Instant::now() + timeout;
+        // Counted in slices: a monotonic clock that jumps ahead does not evict every client
+        // a callback waits for at once (crate::budget).
+        let mut budget = crate::budget::Budget::new(timeout);
         let mut msg: Option<Bytes> = None;
         let mut attempts = 0u32;
         loop {
@@ -211,15 +212,19 @@ impl Exports {
             }
             let route = self.route(client_id);
             let Some(route) = route else {
-                let now = Instant::now();
-                if now >= deadline {
+                if budget.is_spent() {
                     let state = if attempts == 0 { "was never reachable" } else { "lost its connection" };
                     return Err(timed_out(client_id, timeout, state));
                 }
-                tokio::select! {
-                    _ = &mut changed => {}
-                    _ = tokio::time::sleep_until(deadline.min(now + Duration::from_millis(ROUTE_POLL_MS))) => {}
-                }
+                let poll = tokio::time::sleep(Duration::from_millis(ROUTE_POLL_MS));
+                budget
+                    .run(async {
+                        tokio::select! {
+                            _ = &mut changed => {}
+                            _ = poll => {}
+                        }
+                    })
+                    .await;
                 continue;
             };
             attempts += 1;
@@ -276,12 +281,12 @@ impl Exports {
                     }
                 }
             };
-            match tokio::time::timeout_at(deadline, attempt).await {
-                Err(_) => return Err(timed_out(client_id, timeout, "did not answer")),
-                Ok(Err(e)) => return Err(e),
-                Ok(Ok(Outcome::Answer(answer))) => return answer,
-                Ok(Ok(Outcome::Evicted(e))) => return Err(e),
-                Ok(Ok(Outcome::Lost)) => {}
+            match budget.run(attempt).await {
+                None => return Err(timed_out(client_id, timeout, "did not answer")),
+                Some(Err(e)) => return Err(e),
+                Some(Ok(Outcome::Answer(answer))) => return answer,
+                Some(Ok(Outcome::Evicted(e))) => return Err(e),
+                Some(Ok(Outcome::Lost)) => {}
             }
         }
     }

@@ -28,6 +28,7 @@
 
 pub mod account;
 pub mod authorize;
+pub mod budget;
 pub mod callback;
 pub mod clients;
 pub mod context;

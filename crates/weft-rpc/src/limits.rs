@@ -114,3 +114,7 @@ pub const MGS_ATTEMPT_MS: u64 = 2_000;
 /// doubling up to the max: an election takes a few seconds.
 pub const MGS_ROUND_PAUSE_MS_MIN: u64 = 100;
 pub const MGS_ROUND_PAUSE_MS_MAX: u64 = 1_000;
+
+/// Slices a [`crate::budget::Budget`] counts its time in: a jump of the monotonic clock
+/// spends at most one, an eighth of a bound (a callback's timeout, a proposal's).
+pub const BUDGET_SLICES: u32 = 8;

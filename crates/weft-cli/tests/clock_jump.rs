@@ -28,7 +28,6 @@ use common::*;
 use std::collections::{BTreeMap, BTreeSet};
 use std::os::unix::fs::MetadataExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -169,13 +168,7 @@ impl Replicated {
 
 impl Drop for Replicated {
     fn drop(&mut self) {
-        if weft_harness::is_mounted(&self.mnt2) {
-            let _ = Command::new("fusermount3").arg("-uz").arg(&self.mnt2).status();
-        }
-        let _ = weft(&["down", "--data", s(&self.data)]);
-        if weft_harness::is_mounted(&self.mnt) {
-            let _ = Command::new("fusermount3").arg("-uz").arg(&self.mnt).status();
-        }
+        take_down(&self.data, &self.mnt, &self.mnt2);
     }
 }
 
@@ -197,10 +190,6 @@ fn look(data: &Path) -> Vec<Seen> {
         }
     }
     seen
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 /// Who `weft status` showed leading each group in each term, all along the test:

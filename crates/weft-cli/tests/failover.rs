@@ -91,18 +91,8 @@ impl Replicated {
 
 impl Drop for Replicated {
     fn drop(&mut self) {
-        if weft_harness::is_mounted(&self.mnt2) {
-            let _ = Command::new("fusermount3").arg("-uz").arg(&self.mnt2).status();
-        }
-        let _ = weft(&["down", "--data", s(&self.data)]);
-        if weft_harness::is_mounted(&self.mnt) {
-            let _ = Command::new("fusermount3").arg("-uz").arg(&self.mnt).status();
-        }
+        take_down(&self.data, &self.mnt, &self.mnt2);
     }
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 /// A tree of small files in `dir` and its tarball.

@@ -13,15 +13,6 @@ fn p(path: &Path) -> &str {
     path.to_str().unwrap()
 }
 
-/// The components' (mirror id, flags) lines of getstripe.
-fn mirror_flags(f: &Path) -> Vec<(String, String)> {
-    let out = weft_ok(&["getstripe", p(f)]);
-    let value = |l: &str| l.split(':').nth(1).unwrap().trim().to_string();
-    let ids: Vec<String> = out.lines().filter(|l| l.contains("lcme_mirror_id")).map(value).collect();
-    let flags: Vec<String> = out.lines().filter(|l| l.contains("lcme_flags")).map(value).collect();
-    ids.into_iter().zip(flags).collect()
-}
-
 /// `weft mirror verify -v F`: its exit status and output.
 fn verify(f: &Path) -> (bool, String) {
     let out = weft(&["mirror", "verify", "-v", p(f)]);

@@ -38,18 +38,8 @@ impl Drop for Fs {
             let _ = c.kill();
             let _ = c.wait();
         }
-        if weft_harness::is_mounted(&self.mnt2) {
-            let _ = Command::new("fusermount3").arg("-uz").arg(&self.mnt2).status();
-        }
-        let _ = weft(&["down", "--data", s(&self.data)]);
-        if weft_harness::is_mounted(&self.mnt) {
-            let _ = Command::new("fusermount3").arg("-uz").arg(&self.mnt).status();
-        }
+        take_down(&self.data, &self.mnt, &self.mnt2);
     }
-}
-
-fn s(p: &Path) -> &str {
-    p.to_str().unwrap()
 }
 
 /// A group as `weft status --json` shows it: the leader's address and each member's

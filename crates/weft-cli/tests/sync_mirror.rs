@@ -16,15 +16,6 @@ fn p(path: &Path) -> &str {
     path.to_str().unwrap()
 }
 
-/// The components' (mirror id, flags) of getstripe.
-fn mirror_flags(f: &Path) -> Vec<(String, String)> {
-    let out = weft_ok(&["getstripe", p(f)]);
-    let value = |l: &str| l.split(':').nth(1).unwrap().trim().to_string();
-    let ids: Vec<String> = out.lines().filter(|l| l.contains("lcme_mirror_id")).map(value).collect();
-    let flags: Vec<String> = out.lines().filter(|l| l.contains("lcme_flags")).map(value).collect();
-    ids.into_iter().zip(flags).collect()
-}
-
 /// Both mirrors in sync, as `mirror_flags` shows them.
 fn in_sync() -> Vec<(String, String)> {
     vec![("1".into(), "init".into()), ("2".into(), "init".into())]

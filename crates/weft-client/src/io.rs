@@ -291,43 +291,42 @@ impl Client {
     /// The size and 512-byte blocks of a file from its objects (Lustre's glimpse): every
     /// object's attributes, in parallel. A missing object counts as empty.
     pub async fn glimpse(&self, who: &Caller, layout: &Layout) -> WeftResult<(u64, u64)> {
-        layout.check_usable()?;
-        if layout.sync_mirrors() && layout.write_mirrors().len() > 1 {
-            // Every mirror in sync holds the file: any that answers (one whose OST died goes
-            // last after MIRROR_TRY_MS, as for reads, until a write marks it stale).
-            return self
-                .over_mirrors(layout, |id| {
-                    let mirror = layout.mirror(id);
-                    async move { Box::pin(self.glimpse(who, &mirror)).await }
-                })
-                .await;
-        }
-        let attrs = self.object_attrs(who, layout).await?;
-        Ok(size_and_blocks(layout, &attrs))
+        let (mirror, attrs) = self.glimpse_attrs(who, layout).await?;
+        Ok(size_and_blocks(mirror.as_ref().unwrap_or(layout), &attrs))
     }
 
     /// [`Client::glimpse`] and the file's data version
     /// ([`weft_proto::layout::data_version`]), for closes of writers and copytools (the
     /// read path's glimpses do not compute it).
     pub async fn glimpse_versioned(&self, who: &Caller, layout: &Layout) -> WeftResult<Glimpse> {
-        layout.check_usable()?;
-        if layout.sync_mirrors() && layout.write_mirrors().len() > 1 {
-            // As glimpse's: one mirror in sync that answers.
-            return self
-                .over_mirrors(layout, |id| {
-                    let mirror = layout.mirror(id);
-                    async move { Box::pin(self.glimpse_versioned(who, &mirror)).await }
-                })
-                .await;
-        }
-        let attrs = self.object_attrs(who, layout).await?;
-        let (size, blocks) = size_and_blocks(layout, &attrs);
+        let (mirror, attrs) = self.glimpse_attrs(who, layout).await?;
+        let (size, blocks) = size_and_blocks(mirror.as_ref().unwrap_or(layout), &attrs);
         Ok(Glimpse {
             size,
             blocks,
             data_version: weft_proto::layout::data_version(attrs.iter().map(|a| (a.size, a.mtime_ns))),
             mtime_ns: attrs.iter().map(|a| a.mtime_ns).max().unwrap_or(0),
         })
+    }
+
+    /// The object attributes a glimpse reads: of every object of `layout`, or, for a file
+    /// with synchronous mirrors, of one mirror in sync that answers (every one holds the
+    /// file; one whose OST died goes last after MIRROR_TRY_MS, as for reads, until a write
+    /// marks it stale), which is returned with them.
+    async fn glimpse_attrs(&self, who: &Caller, layout: &Layout) -> WeftResult<(Option<Layout>, Vec<ost::ObjectAttr>)> {
+        layout.check_usable()?;
+        if layout.sync_mirrors() && layout.write_mirrors().len() > 1 {
+            return self
+                .over_mirrors(layout, |id| {
+                    let mirror = layout.mirror(id);
+                    async move {
+                        let attrs = self.object_attrs(who, &mirror).await?;
+                        Ok((Some(mirror), attrs))
+                    }
+                })
+                .await;
+        }
+        Ok((None, self.object_attrs(who, layout).await?))
     }
 
     /// The attributes of every object of the data components, in parallel, in layout order.

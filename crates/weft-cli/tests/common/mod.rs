@@ -65,3 +65,30 @@ pub fn errno_of(r: std::io::Result<impl Sized>) -> i32 {
         Err(e) => e.raw_os_error().unwrap_or(-1),
     }
 }
+
+/// A path as a command argument (the tests' paths are UTF-8).
+pub fn s(p: &Path) -> &str {
+    p.to_str().unwrap()
+}
+
+/// Lets go of a `weft up` file system whatever state a test left it in: a mount of it made
+/// by `weft mount` (`extra_mount`) unmounted, `weft down`, and its own mount unmounted if
+/// `weft down` could not.
+pub fn take_down(data: &Path, mnt: &Path, extra_mount: &Path) {
+    if weft_harness::is_mounted(extra_mount) {
+        let _ = Command::new("fusermount3").arg("-uz").arg(extra_mount).status();
+    }
+    let _ = weft(&["down", "--data", s(data)]);
+    if weft_harness::is_mounted(mnt) {
+        let _ = Command::new("fusermount3").arg("-uz").arg(mnt).status();
+    }
+}
+
+/// The components' (mirror id, flags) of `weft getstripe F`, in layout order.
+pub fn mirror_flags(f: &Path) -> Vec<(String, String)> {
+    let out = weft_ok(&["getstripe", s(f)]);
+    let value = |l: &str| l.split(':').nth(1).unwrap().trim().to_string();
+    let ids: Vec<String> = out.lines().filter(|l| l.contains("lcme_mirror_id")).map(value).collect();
+    let flags: Vec<String> = out.lines().filter(|l| l.contains("lcme_flags")).map(value).collect();
+    ids.into_iter().zip(flags).collect()
+}

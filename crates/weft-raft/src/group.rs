@@ -18,7 +18,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Duration;
 use weft_proto::faults::FaultPlan;
-use weft_proto::msg::raft::{AppendAnswer, SnapshotAnswer, VoteAnswer};
+use weft_proto::msg::raft::{AppendAnswer, PreVoteAnswer, SnapshotAnswer, VoteAnswer};
 use weft_proto::msg::{GroupId, RaftReply, RaftRequest};
 use weft_proto::{WeftError, WeftResult};
 
@@ -61,6 +61,17 @@ impl GroupConfig {
         Duration::from_millis(PROPOSE_TIMEOUT_ELECTIONS * self.election_timeout_max_ms)
     }
 
+    /// The settings of this replica's election task (elect.rs): openraft's own timer's,
+    /// whose leader lease is the longest election timeout.
+    fn election_timing(&self) -> crate::elect::Timing {
+        crate::elect::Timing {
+            tick: Duration::from_millis((self.heartbeat_ms / 2).clamp(10, 100)),
+            lease: Duration::from_millis(self.election_timeout_max_ms),
+            timeout_min: Duration::from_millis(self.election_timeout_min_ms),
+            timeout_max: Duration::from_millis(self.election_timeout_max_ms),
+        }
+    }
+
     fn openraft(&self) -> WeftResult<Config> {
         let snapshot_after = self.snapshot_after_entries.max(1);
         Config {
@@ -73,6 +84,9 @@ impl GroupConfig {
             snapshot_policy: SnapshotPolicy::LogsSinceLast(snapshot_after),
             snapshot_max_chunk_size: SNAPSHOT_CHUNK_BYTES,
             max_in_snapshot_log_to_keep: LOG_KEPT_AFTER_SNAPSHOT_ENTRIES_MAX.min(snapshot_after / 2),
+            // Elections are ours, after a pre-vote (elect.rs): openraft's timer stands
+            // without asking, and a replica cut off and healed would depose the leader.
+            enable_elect: false,
             ..Config::default()
         }
         .validate()
@@ -247,7 +261,7 @@ impl Group {
         };
         let state_machine = StateMachine::open(&cfg.dir, machine)?;
         let net = Network::new(cfg.group, network);
-        let raft = Raft::new(cfg.node_id, raft_config, net, log.clone(), state_machine)
+        let raft = Raft::new(cfg.node_id, raft_config, net.clone(), log.clone(), state_machine)
             .await
             .map_err(|e| WeftError::io(format!("replicated group {}: openraft did not start: {e}", cfg.group)))?;
         let fresh = !raft.is_initialized().await.map_err(|e| WeftError::io(e.to_string()))?;
@@ -265,6 +279,8 @@ impl Group {
         }
         let first = status_of(cfg.group, &raft.metrics().borrow(), &log);
         let (status, _) = tokio::sync::watch::channel(first);
+        let timing = cfg.election_timing();
+        tokio::spawn(crate::elect::drive(cfg.node_id, raft.clone(), log.clone(), net, timing));
         let inner = Arc::new(Inner { config: cfg, raft, log, status });
         tokio::spawn(follow_metrics(Arc::downgrade(&inner)));
         Ok(Group { inner })
@@ -335,6 +351,10 @@ impl Group {
             RaftRequest::InstallSnapshot(m) => RaftReply::SnapshotChunk(SnapshotAnswer {
                 reply: encode(&raft.install_snapshot(decode(&m.request)?).await)?,
             }),
+            RaftRequest::PreVote(m) => {
+                let request: crate::elect::PreVoteRequest = decode(&m.request)?;
+                RaftReply::PreVoted(PreVoteAnswer { reply: encode(&self.pre_vote(&request).await)? })
+            }
             RaftRequest::AddMember(m) => {
                 let members = self.add_member(m.replica, m.address).await.map_err(|e| e.into_weft(self.group()))?;
                 RaftReply::Members(members.answer())
@@ -344,6 +364,24 @@ impl Group {
                 RaftReply::Members(members.answer())
             }
         })
+    }
+
+    /// This replica's answer to a pre-vote (elect.rs decides).
+    async fn pre_vote(&self, request: &crate::elect::PreVoteRequest) -> Result<crate::elect::PreVoteResponse, String> {
+        let Some(local) = crate::elect::local(&self.inner.raft, &self.inner.log).await else {
+            return Err(format!("replica {} of {} has stopped", self.node_id(), self.group()));
+        };
+        let lease = self.inner.config.election_timing().lease;
+        let verdict = crate::elect::answer(request, &local, tokio::time::Instant::now(), lease);
+        if let Err(why) = verdict {
+            tracing::debug!(
+                "replicated group {}: pre-vote for replica {} in term {} refused: {why:?}",
+                self.group(),
+                request.candidate,
+                request.term
+            );
+        }
+        Ok(crate::elect::PreVoteResponse { granted: verdict.is_ok(), term: local.term })
     }
 
     pub fn status(&self) -> GroupStatus {

@@ -5,9 +5,11 @@
 //! * [`group`]: one replica, [`Group`]: start, propose, read index, status, membership;
 //! * [`log`]: the replica's log on disk (one append-only file of checksummed records, the
 //!   vote in a small fsync'd file), openraft's `RaftLogStorage`;
+//! * [`elect`]: elections after a pre-vote (openraft 0.9 has none), its decisions pure;
 //! * [`members`]: adding and removing replicas of a live group, and the checks;
 //! * [`machine`]: the [`Machine`] trait the service implements, and openraft's
 //!   `RaftStateMachine` over it (snapshots kept in `DIR/snapshot`);
+//! * [`pre_vote`]: the pre-vote's two messages;
 //! * [`network`]: openraft's network over [`weft_rpc::Peer`]s with short timeouts;
 //! * [`record`]: the record format of every file; [`limits`]: every bound and default.
 //!
@@ -17,12 +19,14 @@
 //! features are `serde` (the messages) and `storage-v2` (the log and the state machine as
 //! two traits, `RaftLogStorage` and `RaftStateMachine`; no deprecated `RaftStorage`).
 
+pub mod elect;
 pub mod group;
 pub mod limits;
 pub mod log;
 pub mod machine;
 pub mod members;
 pub mod network;
+pub mod pre_vote;
 pub mod record;
 
 pub use group::{Group, GroupConfig, GroupStatus, ProposeError, Role};

@@ -46,6 +46,39 @@ impl Network {
         Network { group, options, peers: Arc::default() }
     }
 
+    pub fn group(&self) -> GroupId {
+        self.group
+    }
+
+    /// Asks the replica `target` at `address` for its pre-vote (elect.rs): None when it
+    /// does not answer within [`MESSAGE_TIMEOUT_MS`] or answers with something else.
+    pub async fn pre_vote(
+        &self,
+        target: NodeId,
+        address: &str,
+        request: &crate::pre_vote::PreVoteRequest,
+    ) -> Option<crate::pre_vote::PreVoteResponse> {
+        let connection = Connection { target, group: self.group, peer: self.peer(address) };
+        let op = RaftRequest::PreVote(msg::PreVote { request: encode(request).ok()? });
+        let answer = connection
+            .send::<crate::pre_vote::PreVoteResponse, String>(op, timeout(MESSAGE_TIMEOUT_MS), |r| match r {
+                RaftReply::PreVoted(a) => Some(a.reply),
+                _ => None,
+            })
+            .await;
+        match answer {
+            Ok(Ok(response)) => Some(response),
+            Ok(Err(why)) => {
+                tracing::debug!("replicated group {}: replica {target} gave no pre-vote: {why}", self.group);
+                None
+            }
+            Err(Failure::Unreachable(e) | Failure::Network(e)) => {
+                tracing::debug!("replicated group {}: pre-vote to replica {target} at {address}: {e}", self.group);
+                None
+            }
+        }
+    }
+
     fn peer(&self, address: &str) -> Arc<Peer> {
         let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
         peers.entry(address.to_string()).or_insert_with(|| Arc::new(Peer::new(address, self.options.clone()))).clone()
@@ -203,6 +236,9 @@ pub fn sender(op: &RaftRequest) -> Option<NodeId> {
             postcard::from_bytes::<AppendEntriesRequest<TypeConfig>>(&m.request).ok()?.vote
         }
         RaftRequest::Vote(m) => postcard::from_bytes::<VoteRequest<NodeId>>(&m.request).ok()?.vote,
+        RaftRequest::PreVote(m) => {
+            return postcard::from_bytes::<crate::pre_vote::PreVoteRequest>(&m.request).ok().map(|r| r.candidate)
+        }
         RaftRequest::InstallSnapshot(m) => {
             postcard::from_bytes::<InstallSnapshotRequest<TypeConfig>>(&m.request).ok()?.vote
         }

@@ -631,8 +631,9 @@ impl weft_rpc::Wire for CutWire {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_partitioned_leader_refuses_writes_and_reads_and_follows_after_healing() {
+/// Three replicas whose messages cross a [`Partition`], a leader elected and ten entries
+/// committed everywhere: the partition, the cluster, its leader and the entries.
+async fn partitionable_cluster() -> (Arc<Partition>, Cluster, NodeId, Vec<Vec<u8>>) {
     let partition = Arc::new(Partition::default());
     let cluster = Cluster::start_on(3, 50_000, |_, address| {
         Some(weft_rpc::Network::with_wire(Arc::new(CutWire {
@@ -641,9 +642,15 @@ async fn a_partitioned_leader_refuses_writes_and_reads_and_follows_after_healing
         })))
     })
     .await;
-    let old = cluster.leader(ELECTION_BOUND).await;
-    let mut want = propose_all(&cluster, 0..10).await;
+    let leader = cluster.leader(ELECTION_BOUND).await;
+    let want = propose_all(&cluster, 0..10).await;
     cluster.converge(&want, CONVERGE_BOUND).await;
+    (partition, cluster, leader, want)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_partitioned_leader_refuses_writes_and_reads_and_follows_after_healing() {
+    let (partition, cluster, old, mut want) = partitionable_cluster().await;
 
     partition.cut.lock().unwrap().insert(cluster.node(old).address.clone());
     // The majority elects another leader; the old one may still believe it leads.
@@ -752,4 +759,33 @@ async fn a_replica_that_lost_power_loses_its_unsynced_log_and_catches_up() {
     cluster.restart(unlucky).await;
     want.extend(propose_all(&cluster, 15..20).await);
     cluster.converge(&want, CONVERGE_BOUND).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_follower_cut_off_and_healed_does_not_depose_the_leader() {
+    // Without a pre-vote the cut-off follower stands in term after term, and the leader,
+    // seeing the higher term in an append's answer after the heal, steps down.
+    let (partition, cluster, leader, mut want) = partitionable_cluster().await;
+    let term = cluster.group(leader).status().term;
+
+    let cut = cluster.nodes.iter().map(|n| n.id).find(|id| *id != leader).unwrap();
+    partition.cut.lock().unwrap().insert(cluster.node(cut).address.clone());
+    // Five of the longest election timeouts (600 ms): a follower without a pre-vote stands
+    // several times meanwhile.
+    for i in 10..30 {
+        cluster.group(leader).propose(payload(i)).await.unwrap();
+        want.push(payload(i));
+        tokio::time::sleep(Duration::from_millis(150)).await;
+    }
+    assert_eq!(cluster.group(cut).status().term, term, "the cut-off follower raised its term");
+    partition.cut.lock().unwrap().clear();
+    cluster.converge(&want, CONVERGE_BOUND).await;
+    // A few heartbeats and election timeouts after the heal: the same leader, the same term.
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    for n in cluster.running() {
+        let status = n.group.as_ref().unwrap().status();
+        assert_eq!(status.term, term, "replica {} is in another term", n.id);
+        assert_eq!(status.leader.map(|l| l.0), Some(leader), "replica {} follows another leader", n.id);
+    }
+    assert_eq!(cluster.leader(ELECTION_BOUND).await, leader);
 }

@@ -43,6 +43,13 @@ pub struct VoteAnswer {
     pub reply: Vec<u8>,
 }
 
+/// What a replica answers to a `PreVote`: postcard of weft-raft's `PreVoteResponse`
+/// (whether it would vote for the candidate now; it changes nothing on the replica).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct PreVoteAnswer {
+    pub reply: Vec<u8>,
+}
+
 /// What a replica answers to an `InstallSnapshot` chunk: postcard of openraft's
 /// `Result<InstallSnapshotResponse, RaftError<InstallSnapshotError>>`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -83,6 +90,13 @@ macro_rules! raft_ops {
             /// `address` leaves the group (the leader too: it steps down once the change
             /// committed, and the others elect another).
             write RemoveMember { address: String } -> $crate::msg::raft::MembersAnswer = "raft_remove_member";
+            /// A replica that heard no leader for an election timeout asks whether this one
+            /// would vote for it, before it raises its term (Raft's pre-vote): granted when
+            /// this replica heard no leader within its lease either and the asker's log is
+            /// at least as long. It changes nothing here (a read), so a replica cut off and
+            /// healed, or whose clock jumped, does not depose a leader the others follow.
+            /// `request` is postcard of weft-raft's `PreVoteRequest`.
+            read PreVote { request: Vec<u8> } -> $crate::msg::raft::PreVoteAnswer = "raft_pre_vote";
         }
     };
 }
@@ -96,6 +110,7 @@ crate::define_replies! {
         Voted(VoteAnswer),
         SnapshotChunk(SnapshotAnswer),
         Members(MembersAnswer),
+        PreVoted(PreVoteAnswer),
     }
 }
 

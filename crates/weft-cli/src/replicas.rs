@@ -132,14 +132,15 @@ pub fn convert(data: &Path, main: &mut ServerConfig, n: u32) -> anyhow::Result<(
 }
 
 /// Object files below `dir`, an object target's `O` (none when it does not exist): every
-/// regular file but the LAST_ID records (an object's file is made by its first write, so a
-/// file here is data).
+/// regular file but the target's own records (LAST_ID, COMMITTED): an object's file is made
+/// by its first write, so a file here is data.
 fn files_under(dir: &Path) -> anyhow::Result<usize> {
     let Ok(entries) = std::fs::read_dir(dir) else { return Ok(0) };
     let mut n = 0;
     for e in entries {
         let e = e?;
-        n += if e.file_type()?.is_dir() { files_under(&e.path())? } else { usize::from(e.file_name() != "LAST_ID") };
+        let record = weft_oss::store::RECORD_FILE_NAMES.iter().any(|r| e.file_name() == *r);
+        n += if e.file_type()?.is_dir() { files_under(&e.path())? } else { usize::from(!record) };
     }
     Ok(n)
 }

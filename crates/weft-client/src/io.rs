@@ -275,16 +275,20 @@ impl Client {
             let object = &comp.objects[piece.stripe];
             let bulk = gather(comp, offset, &piece, data);
             let op = ost::Write { fid: object.fid, offset: piece.object_offset, sync: false };
-            let (done, _) = self.ost_under(who, locks, object.ost, op, bulk).await?;
+            let (done, _) = self.ost_under(who, locks, object.ost, op, bulk.clone()).await?;
             if done.len as u64 != piece.len {
                 return Err(WeftError::io(format!(
                     "short write to object {} on OST {}: {} of {} bytes",
                     object.fid, object.ost, done.len, piece.len
                 )));
             }
+            // Kept until the OST commits it, to replay if its server restarts first.
+            let kept = crate::uncommitted::Kept { fid: object.fid, offset: piece.object_offset, bulk };
+            self.answered_write(object.ost, &done, kept);
             Ok(())
         }))
         .await?;
+        self.bound_uncommitted(who).await;
         Ok(())
     }
 
@@ -496,7 +500,9 @@ impl Client {
         layout.check_usable()?;
         self.on_write_mirrors(who, file, layout, |mirror| async move {
             bounded(mirror.data_objects().copied().map(|object| async move {
-                self.ost(who, object.ost, ost::Sync { fid: object.fid }, Bytes::new()).await.map(drop)
+                let (done, _) = self.ost(who, object.ost, ost::Sync { fid: object.fid }, Bytes::new()).await?;
+                self.uncommitted.committed(object.ost, done.committed);
+                Ok(())
             }))
             .await
             .map(drop)

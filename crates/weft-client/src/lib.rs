@@ -32,6 +32,8 @@ mod reply_slots;
 mod statfs;
 pub mod striping;
 mod sync_mirror;
+mod uncommitted;
+mod write_replay;
 
 mod io;
 
@@ -122,6 +124,11 @@ pub struct Client {
     opens: std::sync::Mutex<std::collections::HashMap<u64, weft_proto::msg::mdt::ReplayedOpen>>,
     /// This client's advisory locks as the MDT granted them: what it replays to a new one.
     advisory: std::sync::Mutex<flock::HeldAdvisory>,
+    /// Writes the OSTs answered but had not committed: what it replays after an OSS
+    /// restart (uncommitted.rs).
+    uncommitted: uncommitted::Uncommitted,
+    /// A task asks the OSTs of the kept writes what they committed (set while it runs).
+    polling_commits: std::sync::atomic::AtomicBool,
     /// The cluster map, kept current; requests waiting on a target learn when it moves.
     map: Arc<MapFollower>,
     /// One peer per server address, made on first use.
@@ -171,6 +178,8 @@ impl Client {
             reply_slots: reply_slots::ReplySlots::default(),
             opens: Default::default(),
             advisory: Default::default(),
+            uncommitted: Default::default(),
+            polling_commits: Default::default(),
             imports: Default::default(),
             peers: PeerSet::new(peer_options(&config, client_id, weak)),
             map,
@@ -213,6 +222,12 @@ impl Client {
         self.register_local(new_id);
         self.locks.forget_all();
         self.inodes.clear();
+        // Its kept writes went out under the old id: an OST that restarted would take their
+        // replays, but the eviction says this client's view of what it wrote is void.
+        let dropped = self.uncommitted.clear();
+        if dropped > 0 {
+            tracing::warn!("{dropped} writes not yet committed by their OSTs are no longer kept for replay");
+        }
         // The servers dropped its advisory locks with it.
         let mut advisory = self.held_advisory();
         if !advisory.is_empty() {
@@ -538,7 +553,10 @@ impl Client {
         let targets: Vec<LockTarget> = self
             .targets_at(address)
             .into_iter()
-            .filter(|t| !replaying.contains(t) && (self.locks.holds_any(*t) || self.holds_advisory_on(*t)))
+            .filter(|t| {
+                !replaying.contains(t)
+                    && (self.locks.holds_any(*t) || self.holds_advisory_on(*t) || self.keeps_writes_for(*t))
+            })
             .collect();
         if targets.is_empty() {
             return;

@@ -97,3 +97,14 @@ pub const LOCK_REPLAY_MS_MAX: u64 = 2_000;
 /// released locks, a set answered by the old server just before it died); one more than
 /// that is a storm of changes, and what the last round sent stands.
 pub const ADVISORY_REPLAY_ROUNDS_MAX: u32 = 4;
+/// Most bytes of written data a client keeps for replay (writes an OST answered but had
+/// not committed yet, uncommitted.rs): past it a writer asks the OST holding the most to
+/// commit now (Lustre's soft sync), so the kept bytes stay near this. About what an OST's
+/// one-second commit interval lets a fast client write.
+pub const UNCOMMITTED_BYTES_MAX: u64 = 1 << 30;
+/// How often a client that keeps uncommitted writes asks their OSTs what they committed
+/// (one message per such OST, only while it keeps some: an idle client with nothing kept
+/// sends nothing). Twice the servers' commit interval.
+pub const UNCOMMITTED_POLL_MS: u64 = 2_000;
+/// Writes replayed to one OST at once after its server restarted.
+pub const REPLAYS_IN_FLIGHT_MAX: usize = 16;

@@ -26,6 +26,10 @@ pub(crate) struct ImportStats {
     locks_refused: u64,
     opens_kept: u64,
     opens_refused: u64,
+    /// Writes sent again because the target's server had not committed them, and those it
+    /// refused (its replay window had ended: lost).
+    writes_replayed: u64,
+    writes_lost: u64,
 }
 
 impl Client {
@@ -40,6 +44,10 @@ impl Client {
             i.moves += 1;
             i.replaying = true;
         });
+        // Writes first, as Lustre replays requests before locks: the lock replay must still
+        // fall in the server's lock recovery window, and the writes are few (a commit
+        // interval's worth at most).
+        self.replay_writes(target).await;
         let locks = self.locks.granted_of(target);
         let asked = locks.len() as u64;
         let replayed = if locks.is_empty() {
@@ -88,6 +96,13 @@ impl Client {
         imports.iter().filter(|(_, i)| i.replaying).map(|(t, _)| *t).collect()
     }
 
+    pub(crate) fn note_write_replay(&self, target: LockTarget, replayed: u64, lost: u64) {
+        self.import(target, |i| {
+            i.writes_replayed += replayed;
+            i.writes_lost += lost;
+        });
+    }
+
     fn import(&self, target: LockTarget, f: impl FnOnce(&mut ImportStats)) {
         f(self.imports.lock().unwrap_or_else(|p| p.into_inner()).entry(target).or_default());
     }
@@ -130,7 +145,7 @@ impl Client {
             let flags = if t.kind == TargetKind::Mdt {
                 "inode_bit_locks, lock_replay, open_replay, reply_cache"
             } else {
-                "extent_locks, lock_replay"
+                "extent_locks, lock_replay, write_replay"
             };
             let _ = writeln!(v, "    connect_flags: [ {flags} ]");
             let _ = writeln!(v, "    import_flags: [ replayable, connect_tried ]");
@@ -143,6 +158,8 @@ impl Client {
             let _ = writeln!(v, "    replay:");
             let _ = writeln!(v, "       locks_kept: {}", i.locks_kept);
             let _ = writeln!(v, "       locks_refused: {}", i.locks_refused);
+            let _ = writeln!(v, "       writes_replayed: {}", i.writes_replayed);
+            let _ = writeln!(v, "       writes_lost: {}", i.writes_lost);
             if t.kind == TargetKind::Mdt {
                 let _ = writeln!(v, "       opens_kept: {}", i.opens_kept);
                 let _ = writeln!(v, "       opens_refused: {}", i.opens_refused);

@@ -13,6 +13,7 @@
 //! scheduler said: small I/O that the page cache answers in microseconds inline, anything
 //! that may wait on a disk where an async runtime thread does not wait for it.
 
+mod commit;
 mod durable;
 mod handles;
 pub mod limits;
@@ -106,7 +107,7 @@ impl Oss {
         let mut osts = BTreeMap::new();
         for (index, store) in stores {
             refuse_twice(&osts, index)?;
-            osts.insert(index, Arc::new(Ost::new(index, store)));
+            osts.insert(index, Arc::new(Ost::new(index, store)?));
         }
         Ok(Arc::new(Oss { fsname: fsname.to_string(), osts: RwLock::new(osts) }))
     }
@@ -114,6 +115,18 @@ impl Oss {
     #[cfg(test)]
     fn ost_for_test(&self, index: u32) -> Arc<Ost> {
         self.osts.read().unwrap_or_else(|p| p.into_inner())[&index].clone()
+    }
+
+    /// Commits every OST with changes waiting (commit.rs), for the server's periodic
+    /// commit: blocking I/O, run off the async threads. An OST whose commit fails says so
+    /// in the log and tries again next time; the others go on.
+    pub fn commit_all(&self) {
+        let osts: Vec<Arc<Ost>> = self.osts.read().unwrap_or_else(|p| p.into_inner()).values().cloned().collect();
+        for ost in osts.iter().filter(|o| o.commit_pending()) {
+            if let Err(e) = ost.commit() {
+                tracing::warn!("periodic commit: {e}");
+            }
+        }
     }
 
     /// The indices this process serves, ascending.
@@ -152,7 +165,7 @@ fn open_ost(fsname: &str, cfg: &OstConfig) -> WeftResult<Ost> {
     target::open_or_format(&cfg.dir, fsname, cfg.index)?;
     let store =
         FileStore::open(&cfg.dir, weft_proto::Fid::object_seq(cfg.index)).map_err(|e| ost::ost_error(cfg.index, e))?;
-    Ok(Ost::new(cfg.index, Box::new(store)))
+    Ost::new(cfg.index, Box::new(store))
 }
 
 fn refuse_twice(osts: &BTreeMap<u32, Arc<Ost>>, index: u32) -> WeftResult<()> {

@@ -37,3 +37,12 @@ pub const MEM_STORE_CAPACITY_DEFAULT_BYTES: u64 = 4 << 30;
 /// Writes in a row that store nothing before an OST gives up on a request's write: a store
 /// may write short, but one that never makes progress must fail the request, not spin.
 pub const WRITE_STALLS_MAX: u32 = 3;
+/// How long an OST whose server restarted takes replays of the writes it had not
+/// committed (commit.rs): clients learn of the restart from the cluster map within a round
+/// trip or two and replay at once, so this is a bound for slow clients; a replay after it
+/// is refused and its write lost (the client says so in its log and its import counters).
+/// New I/O is not held meanwhile: a replay writes only what no later write covered.
+pub const REPLAY_WINDOW_MS: u64 = 30_000;
+/// Most ranges a replay window remembers (about 40 bytes each): past it the window ends
+/// early, so a busy OST's memory does not grow with the writes of the window.
+pub const REPLAY_SPANS_MAX: usize = 1_000_000;

@@ -4,6 +4,7 @@
 //! function here may block (file I/O); the service calls them on tokio's blocking pool
 //! unless the request is small.
 
+use crate::commit::{Commits, Skip};
 use crate::limits::{ORPHANS_DESTROY_MAX, PRECREATE_COUNT_MAX, WRITE_STALLS_MAX};
 use crate::lock_unpoisoned;
 use crate::store::{ObjectStore, StoreError};
@@ -28,6 +29,8 @@ pub(crate) struct Ost {
     /// cleanup runs, so that a copy of the same request (a resend) waits and then answers
     /// without destroying again: by then the MDS may have handed the ids out.
     orphans_done: Mutex<Option<(u64, ost::Orphans)>>,
+    /// Transnos, commits and the replay window after a restart (commit.rs).
+    commits: Commits,
 }
 
 impl std::fmt::Debug for Ost {
@@ -44,21 +47,25 @@ pub(crate) fn ost_error(index: u32, e: StoreError) -> WeftError {
 }
 
 impl Ost {
-    /// OST `index` over `store`.
-    pub fn new(index: u32, store: Box<dyn ObjectStore>) -> Ost {
+    /// OST `index` over `store`, started once more: its start count is persisted before
+    /// it serves (every transno it gives is above those of its earlier starts).
+    pub fn new(index: u32, store: Box<dyn ObjectStore>) -> WeftResult<Ost> {
         let last_id = store.last_id();
+        let (record, commits) = Commits::start(store.commit_record(), std::time::Instant::now());
+        store.set_commit_record(record).map_err(|e| ost_error(index, e))?;
         let size_max = match weft_proto::layout::dom_mdt(index) {
             Some(_) => weft_proto::limits::DOM_SIZE_MAX_BYTES,
             None => OBJECT_SIZE_MAX_BYTES,
         };
-        Ost {
+        Ok(Ost {
             index,
             seq: Fid::object_seq(index),
             size_max,
             store,
             last_id: Mutex::new(last_id),
             orphans_done: Mutex::new(None),
-        }
+            commits,
+        })
     }
 
     /// The object id of `fid`, if the FID belongs to this OST.
@@ -81,8 +88,9 @@ impl Ost {
         self.store.read(oid, offset, len.min(BULK_BYTES_MAX)).map_err(|e| self.error(e))
     }
 
-    fn write(&self, fid: &Fid, offset: u64, sync: bool, bulk: &[u8]) -> WeftResult<ost::WriteDone> {
-        let oid = self.object_id(fid)?;
+    /// The length of a write of `bulk` at `offset`, checked against the bulk limit and the
+    /// largest object.
+    fn write_len(&self, offset: u64, bulk: &[u8]) -> WeftResult<u32> {
         let len = match u32::try_from(bulk.len()) {
             Ok(len) if len <= BULK_BYTES_MAX => len,
             _ => {
@@ -93,19 +101,74 @@ impl Ost {
             }
         };
         match offset.checked_add(u64::from(len)) {
-            Some(end) if end <= self.size_max => {}
-            _ => {
-                return Err(WeftError::new(
-                    ErrorCode::FileTooBig,
-                    format!("write of {len} bytes at offset {offset} passes the largest object size {}", self.size_max),
-                ))
+            Some(end) if end <= self.size_max => Ok(len),
+            _ => Err(WeftError::new(
+                ErrorCode::FileTooBig,
+                format!("write of {len} bytes at offset {offset} passes the largest object size {}", self.size_max),
+            )),
+        }
+    }
+
+    fn write(&self, fid: &Fid, offset: u64, sync: bool, bulk: &[u8]) -> WeftResult<ost::WriteDone> {
+        let oid = self.object_id(fid)?;
+        let len = self.write_len(offset, bulk)?;
+        let end = offset + u64::from(len);
+        let transno = self.commits.with_window(std::time::Instant::now(), |window| {
+            self.write_all(oid, offset, bulk)?;
+            let transno = self.commits.issue(oid);
+            if let Some(window) = window {
+                // A replay of an earlier write must not come back over these bytes.
+                self.commits.record(window, oid, offset, end, transno);
             }
-        }
-        self.write_all(oid, offset, bulk)?;
-        if sync {
-            self.store.sync(oid).map_err(|e| self.error(e))?;
-        }
-        Ok(ost::WriteDone { len })
+            Ok::<_, WeftError>(transno)
+        })?;
+        let committed = if sync { self.commit()? } else { self.commits.committed() };
+        Ok(ost::WriteDone { len, transno, committed })
+    }
+
+    /// A write sent again after a restart (commit.rs): the parts of its range that no later
+    /// write covered since, or nothing when it was durable already.
+    fn replay(&self, op: &ost::Replay, bulk: &[u8]) -> WeftResult<ost::WriteDone> {
+        let oid = self.object_id(&op.fid)?;
+        let len = self.write_len(op.offset, bulk)?;
+        let end = op.offset + u64::from(len);
+        let done = self.commits.with_window(std::time::Instant::now(), |window| {
+            match self.commits.replay_check(op.transno, window.is_some()) {
+                Err(Skip::Durable) => return Ok(None),
+                Err(Skip::WindowOver) => {
+                    return Err(WeftError::new(
+                        ErrorCode::Stale,
+                        format!(
+                            "OST {}: the replay window after its server's restart ended: the write of transno {:#x} \
+                             to {} at {} was not durable and is lost",
+                            self.index, op.transno, op.fid, op.offset
+                        ),
+                    ))
+                }
+                Ok(()) => {}
+            }
+            let window = window.expect("replay_check allows a replay only in an open window");
+            for (a, b) in crate::commit::uncovered(window.spans(oid), op.offset, end, op.transno) {
+                self.write_all(oid, a, &bulk[(a - op.offset) as usize..(b - op.offset) as usize])?;
+            }
+            // Under its own transno, which orders it among the other replays.
+            self.commits.record(window, oid, op.offset, end, op.transno);
+            Ok(Some(self.commits.issue(oid)))
+        })?;
+        Ok(ost::WriteDone { len, transno: done.unwrap_or(0), committed: self.commits.committed() })
+    }
+
+    /// Commits every change answered so far (commit.rs): the objects written since the
+    /// last commit are synced, then the commit record. The last transno committed.
+    pub fn commit(&self) -> WeftResult<u64> {
+        self.commits
+            .commit(|oid| self.store.sync(oid), |record| self.store.set_commit_record(record))
+            .map_err(|e| self.error(e))
+    }
+
+    /// Whether changes wait for a commit.
+    pub fn commit_pending(&self) -> bool {
+        self.commits.pending()
     }
 
     /// Stores all of `data`, writing again after a short write, as write_all does. Called
@@ -147,7 +210,11 @@ impl Ost {
                 format!("size {size} passes the largest object size {}", self.size_max),
             ));
         }
-        self.store.set_len(oid, size).map_err(|e| self.error(e))
+        self.store.set_len(oid, size).map_err(|e| self.error(e))?;
+        // Committed before it is answered: a replay of an earlier write must not bring
+        // back bytes it cut.
+        self.commits.issue(oid);
+        self.commit().map(drop)
     }
 
     fn fallocate(&self, op: &ost::Fallocate) -> WeftResult<()> {
@@ -164,7 +231,13 @@ impl Ost {
                 ),
             ));
         }
-        self.store.fallocate(oid, op.offset, op.len, op.mode, op.keep_size).map_err(|e| self.error(e))
+        self.store.fallocate(oid, op.offset, op.len, op.mode, op.keep_size).map_err(|e| self.error(e))?;
+        if op.mode.clears() {
+            // As a punch: no replay of an earlier write may bring the bytes back.
+            self.commits.issue(oid);
+            self.commit()?;
+        }
+        Ok(())
     }
 
     fn getattr(&self, fid: &Fid) -> WeftResult<ost::ObjectAttr> {
@@ -189,14 +262,19 @@ impl Ost {
         }
     }
 
-    fn sync(&self, fid: &Fid) -> WeftResult<()> {
+    /// An fsync: the object, and every write answered before, durable (a commit, so that
+    /// no replay of an earlier write can come back over what was synced).
+    fn sync(&self, fid: &Fid) -> WeftResult<ost::Committed> {
         let oid = self.object_id(fid)?;
-        self.store.sync(oid).map_err(|e| self.error(e))
+        self.store.sync(oid).map_err(|e| self.error(e))?;
+        Ok(ost::Committed { committed: self.commit()? })
     }
 
     fn destroy(&self, fid: &Fid) -> WeftResult<()> {
         let oid = self.object_id(fid)?;
-        self.store.remove(oid).map_err(|e| self.error(e))
+        self.store.remove(oid).map_err(|e| self.error(e))?;
+        self.commits.destroyed(oid);
+        Ok(())
     }
 
     fn precreate(&self, start_oid: u32, count: u32) -> WeftResult<ost::Precreated> {
@@ -271,6 +349,9 @@ impl Ost {
                 }
                 for oid in orphans {
                     self.store.remove(oid).map_err(|e| self.error(e))?;
+                    // Its id goes to a new file: a replay of a write to the lost one must
+                    // not land in it.
+                    self.commits.destroyed(oid);
                 }
                 ost::Orphans { last_oid, destroyed: true }
             }
@@ -327,8 +408,21 @@ impl Handle for ost::Getattr {
 }
 
 impl Handle for ost::Sync {
-    fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<((), Bytes)> {
+    fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<(ost::Committed, Bytes)> {
         Ok((ost.sync(&self.fid)?, Bytes::new()))
+    }
+}
+
+impl Handle for ost::Replay {
+    fn run(&self, ost: &Ost, bulk: &Bytes) -> WeftResult<(ost::WriteDone, Bytes)> {
+        Ok((ost.replay(self, bulk)?, Bytes::new()))
+    }
+}
+
+impl Handle for ost::Commit {
+    fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<(ost::Committed, Bytes)> {
+        let committed = if self.commit { ost.commit()? } else { ost.commits.committed() };
+        Ok((ost::Committed { committed }, Bytes::new()))
     }
 }
 

@@ -32,9 +32,19 @@ impl Client {
         let req = OstRequest::Write(msg::ost::Write { fid: fid(self.ost, oid), offset, sync });
         self.oss.handle(self.ost, req, Bytes::copy_from_slice(data), Run::Offload).await.0
     }
-    async fn must_write(&self, oid: u32, offset: u64, data: &[u8]) {
+    /// The write's answer (its transno and what the OST committed).
+    async fn must_write(&self, oid: u32, offset: u64, data: &[u8]) -> msg::ost::WriteDone {
         let reply = self.try_write(oid, offset, data, false).await.expect("write");
-        assert_eq!(reply, OstReply::Written(msg::ost::WriteDone { len: data.len() as u32 }));
+        let OstReply::Written(done) = reply else { panic!("a write answered {reply:?}") };
+        assert_eq!(done.len, data.len() as u32);
+        done
+    }
+    async fn replay(&self, oid: u32, offset: u64, data: &[u8], transno: u64) -> WeftResult<msg::ost::WriteDone> {
+        let req = OstRequest::Replay(msg::ost::Replay { fid: fid(self.ost, oid), offset, transno });
+        match self.oss.handle(self.ost, req, Bytes::copy_from_slice(data), Run::Offload).await.0? {
+            OstReply::Written(done) => Ok(done),
+            other => panic!("a replay answered {other:?}"),
+        }
     }
     async fn must_read(&self, oid: u32, offset: u64, len: u32) -> Bytes {
         let (reply, bulk) = self
@@ -186,7 +196,7 @@ async fn destroy_is_idempotent_and_evicts_the_cached_handle() {
     assert_eq!(c.request(destroy).await, Ok(OstReply::Empty));
     assert!(c.must_read(1, 0, 6).await.is_empty());
     assert_eq!(c.must_getattr(1).await, (0, 0));
-    assert_eq!(c.request(OstRequest::Sync(msg::ost::Sync { fid: fid(0, 1) })).await, Ok(OstReply::Empty));
+    assert!(matches!(c.request(OstRequest::Sync(msg::ost::Sync { fid: fid(0, 1) })).await, Ok(OstReply::Committed(_))));
     // Writing again recreates the object from scratch.
     c.must_write(1, 2, b"new").await;
     assert_eq!(c.must_read(1, 0, 10).await.as_ref(), b"\0\0new");
@@ -447,7 +457,7 @@ async fn direct_and_buffered_io_of_one_object_read_back_the_same() {
         let bulk = Bytes::from(buf).slice(pad..pad + data.len());
         let req = OstRequest::Write(msg::ost::Write { fid: fid(0, 1), offset, sync: false });
         let written = c.oss.handle(0, req, bulk, Run::Offload).await.0;
-        assert_eq!(written, Ok(OstReply::Written(msg::ost::WriteDone { len: len as u32 })));
+        assert!(matches!(written, Ok(OstReply::Written(d)) if d.len == len as u32), "{written:?}");
     }
     assert!(store.direct_handles() > 0, "no write went around the page cache");
     for (offset, len) in [(0, MIB), (MIB, MIB), (2 * MIB, MIB), (4096, 3 * MIB), (0, 4 * MIB)] {
@@ -466,9 +476,12 @@ async fn direct_and_buffered_io_of_one_object_read_back_the_same() {
 async fn sync_writes_and_sync_requests_succeed() {
     let tmp = tempfile::tempdir().unwrap();
     let c = start(tmp.path(), 0);
-    assert_eq!(c.try_write(1, 0, b"durable", true).await, Ok(OstReply::Written(msg::ost::WriteDone { len: 7 })));
-    assert_eq!(c.request(OstRequest::Sync(msg::ost::Sync { fid: fid(0, 1) })).await, Ok(OstReply::Empty));
-    assert_eq!(c.request(OstRequest::Sync(msg::ost::Sync { fid: fid(0, 99) })).await, Ok(OstReply::Empty));
+    let Ok(OstReply::Written(done)) = c.try_write(1, 0, b"durable", true).await else { panic!("a sync write") };
+    assert_eq!((done.len, done.committed), (7, done.transno), "a write-through write is committed when answered");
+    let sync = |oid| OstRequest::Sync(msg::ost::Sync { fid: fid(0, oid) });
+    let committed = OstReply::Committed(msg::ost::Committed { committed: done.transno });
+    assert_eq!(c.request(sync(1)).await, Ok(committed.clone()));
+    assert_eq!(c.request(sync(99)).await, Ok(committed));
     assert_eq!(c.must_read(1, 0, 7).await.as_ref(), b"durable");
 }
 
@@ -533,7 +546,7 @@ async fn local_path_makes_the_object_file_that_reads_and_writes_share() {
     assert_eq!(c.must_read(3, 0, 100).await.as_ref(), b"written past the OSS");
     c.must_write(3, 0, b"WRITTEN").await;
     assert_eq!(&std::fs::read(&path).unwrap()[..7], b"WRITTEN");
-    assert_eq!(c.request(OstRequest::Sync(msg::ost::Sync { fid: fid(2, 3) })).await, Ok(OstReply::Empty));
+    assert!(matches!(c.request(OstRequest::Sync(msg::ost::Sync { fid: fid(2, 3) })).await, Ok(OstReply::Committed(_))));
     // No file for an object this OST never handed out.
     let err = c.request(OstRequest::LocalPath(msg::ost::LocalPath { fid: fid(2, 5) })).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::NotFound);
@@ -543,10 +556,10 @@ async fn local_path_makes_the_object_file_that_reads_and_writes_share() {
 async fn a_store_that_writes_short_still_gets_every_byte() {
     let mem = Arc::new(MemStore::new());
     let plan = Arc::new(FaultPlan::new());
-    // The write's first two store operations write short: half, then half of the rest.
-    plan.inject(0, Fault::ShortWrite);
-    plan.inject(1, Fault::ShortWrite);
     let c = serve_with_faults(&mem, &plan);
+    // The write's first two store operations write short: half, then half of the rest.
+    plan.inject(plan.ops(), Fault::ShortWrite);
+    plan.inject(plan.ops() + 1, Fault::ShortWrite);
     let data: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
     c.must_write(1, 4096, &data).await;
     assert_eq!(c.must_read(1, 4096, data.len() as u32).await.as_ref(), &data[..]);
@@ -557,10 +570,10 @@ async fn a_store_that_writes_short_still_gets_every_byte() {
 async fn a_store_that_stores_nothing_fails_the_write_instead_of_spinning() {
     let mem = Arc::new(MemStore::new());
     let plan = Arc::new(FaultPlan::new());
-    for op in 0..u64::from(limits::WRITE_STALLS_MAX) {
-        plan.inject(op, Fault::ShortWrite); // half of one byte is nothing
-    }
     let c = serve_with_faults(&mem, &plan);
+    for op in 0..u64::from(limits::WRITE_STALLS_MAX) {
+        plan.inject(plan.ops() + op, Fault::ShortWrite); // half of one byte is nothing
+    }
     let err = c.try_write(1, 0, b"x", false).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::Io);
     assert!(err.message.contains("OST 0") && err.message.contains("object 1"), "{}", err.message);
@@ -585,11 +598,18 @@ async fn after_a_power_loss_an_ost_has_what_it_synced_and_its_last_id() {
     let c = serve_with_faults(&mem, &plan);
     let pre = |start_oid, count| OstRequest::Precreate(msg::ost::Precreate { start_oid, count });
     assert_eq!(c.request(pre(1, 10)).await, Ok(OstReply::Precreated(msg::ost::Precreated { last_oid: 10 })));
-    assert_eq!(c.try_write(1, 0, b"synced", true).await, Ok(OstReply::Written(msg::ost::WriteDone { len: 6 })));
-    c.must_write(1, 6, b" and more").await;
-    c.must_write(2, 0, b"written").await;
+    assert!(matches!(c.try_write(1, 0, b"synced", true).await, Ok(OstReply::Written(_))));
     c.must_write(3, 0, b"fsynced later").await;
-    assert_eq!(c.request(OstRequest::Sync(msg::ost::Sync { fid: fid(0, 3) })).await, Ok(OstReply::Empty));
+    let synced = c.request(OstRequest::Sync(msg::ost::Sync { fid: fid(0, 3) })).await.expect("sync");
+    // Answered before the power loss, not committed: a client keeps these to replay.
+    let more = c.must_write(1, 6, b" and more").await;
+    let written = c.must_write(2, 0, b"written").await;
+    let over = c.must_write(2, 2, b"ITTEN").await;
+    for done in [&more, &written, &over] {
+        assert!(done.transno > done.committed, "{done:?} is not committed yet");
+    }
+    let OstReply::Committed(synced) = synced else { panic!("a sync answered {synced:?}") };
+    assert_eq!(more.committed, synced.committed);
     // An OST without files offers no passthrough path.
     let err = c.request(OstRequest::LocalPath(msg::ost::LocalPath { fid: fid(0, 1) })).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::NotSupported);
@@ -599,11 +619,78 @@ async fn after_a_power_loss_an_ost_has_what_it_synced_and_its_last_id() {
     assert_eq!(c.request(pre(11, 10)).await.unwrap_err().code, ErrorCode::Io);
     drop(c);
 
-    let c = serve(vec![(0, Box::new(mem.after_power_loss()))]);
+    let restarted = Arc::new(mem.after_power_loss());
+    let c = serve(vec![(0, Box::new(restarted.clone()))]);
     assert_eq!(c.must_read(1, 0, 100).await.as_ref(), b"synced");
     assert!(c.must_read(2, 0, 100).await.is_empty());
     assert_eq!(c.must_read(3, 0, 100).await.as_ref(), b"fsynced later");
     assert_eq!(c.oss.ost_for_test(0).last_id(), 10);
+
+    // The clients replay what was not committed, in any order: the later write to object 2
+    // first, then the earlier one, which must not come back over it. A new write since the
+    // restart is later than any replay.
+    let new = c.must_write(3, 0, b"FSYNCED").await;
+    assert!(new.transno > over.transno, "a later start numbers above an earlier one");
+    let again = c.replay(2, 2, b"ITTEN", over.transno).await.expect("replay");
+    assert!(again.transno > again.committed, "a replayed write is not committed until the next commit");
+    c.replay(2, 0, b"written", written.transno).await.expect("replay");
+    c.replay(1, 6, b" and more", more.transno).await.expect("replay");
+    // A replay of a committed write changes nothing (its bytes may have been written over).
+    let old = c.replay(3, 0, b"stale bytes", synced.committed).await.expect("replay of a committed write");
+    assert_eq!(old.transno, 0, "nothing to keep");
+    assert_eq!(c.must_read(1, 0, 100).await.as_ref(), b"synced and more");
+    assert_eq!(c.must_read(2, 0, 100).await.as_ref(), b"wrITTEN");
+    assert_eq!(c.must_read(3, 0, 100).await.as_ref(), b"FSYNCED later");
+
+    // Committed, they survive a second power loss.
+    c.request(OstRequest::Commit(msg::ost::Commit { commit: true })).await.expect("commit");
+    drop(c);
+    let c = serve(vec![(0, Box::new(restarted.after_power_loss()))]);
+    assert_eq!(c.must_read(1, 0, 100).await.as_ref(), b"synced and more");
+    assert_eq!(c.must_read(2, 0, 100).await.as_ref(), b"wrITTEN");
+    assert_eq!(c.must_read(3, 0, 100).await.as_ref(), b"FSYNCED later");
+}
+
+#[tokio::test]
+async fn a_truncate_is_committed_so_no_replay_brings_back_what_it_cut() {
+    let mem = Arc::new(MemStore::new());
+    let c = serve(vec![(0, Box::new(mem.clone()))]);
+    let written = c.must_write(1, 0, b"0123456789").await;
+    c.request(OstRequest::Punch(msg::ost::Punch { fid: fid(0, 1), size: 4 })).await.expect("punch");
+    drop(c);
+    let c = serve(vec![(0, Box::new(mem.after_power_loss()))]);
+    let replayed = c.replay(1, 0, b"0123456789", written.transno).await.expect("replay");
+    assert_eq!(replayed.transno, 0, "committed by the truncate: nothing to write");
+    assert_eq!(c.must_read(1, 0, 100).await.as_ref(), b"0123");
+}
+
+#[tokio::test]
+async fn a_replay_into_an_object_destroyed_since_the_restart_is_not_written() {
+    let mem = Arc::new(MemStore::new());
+    let c = serve(vec![(0, Box::new(mem.clone()))]);
+    let written = c.must_write(5, 0, b"of a file the power loss took back").await;
+    drop(c);
+    let c = serve(vec![(0, Box::new(mem.after_power_loss()))]);
+    // The MDS's orphan cleanup (or an unlink) removed it: its id may go to a new file.
+    c.request(OstRequest::Destroy(msg::ost::Destroy { fid: fid(0, 5) })).await.expect("destroy");
+    c.replay(5, 0, b"of a file the power loss took back", written.transno).await.expect("replay");
+    assert!(c.must_read(5, 0, 100).await.is_empty());
+}
+
+#[tokio::test]
+async fn a_replay_after_the_window_or_to_an_ost_that_did_not_restart_is_refused_or_ignored() {
+    let mem = Arc::new(MemStore::new());
+    let c = serve(vec![(0, Box::new(mem.clone()))]);
+    let written = c.must_write(1, 0, b"kept").await;
+    // The same start: nothing was lost, nothing is written.
+    assert_eq!(c.replay(1, 0, b"XXXX", written.transno).await.expect("replay").transno, 0);
+    assert_eq!(c.must_read(1, 0, 10).await.as_ref(), b"kept");
+    // A first start opens no window: a replay of a start before it is refused, and says why.
+    let fresh = serve(vec![(0, Box::new(MemStore::new()))]);
+    // (Transnos below 1 << TRANSNO_START_SHIFT are of a start before the first.)
+    let err = fresh.replay(1, 0, b"lost", 3).await.unwrap_err();
+    assert_eq!(err.code, ErrorCode::Stale);
+    assert!(err.message.contains("replay window"), "{}", err.message);
 }
 
 /// A failover OST: one process stops serving it and another opens the same directory; what

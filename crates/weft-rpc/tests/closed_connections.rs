@@ -42,7 +42,14 @@ impl Handler for Writes {
             match body {
                 RequestBody::Ost { op: OstRequest::Write(_), .. } => {
                     self.ran.lock().unwrap().push(bulk.to_vec());
-                    (Ok(ReplyBody::Ost(OstReply::Written(ost::WriteDone { len: bulk.len() as u32 }))), Bytes::new())
+                    (
+                        Ok(ReplyBody::Ost(OstReply::Written(ost::WriteDone {
+                            len: bulk.len() as u32,
+                            transno: 0,
+                            committed: 0,
+                        }))),
+                        Bytes::new(),
+                    )
                 }
                 _ => (Err(weft_proto::WeftError::new(ErrorCode::NotSupported, "writes only")), Bytes::new()),
             }
@@ -107,7 +114,7 @@ async fn a_held_request_of_a_closed_connection_is_not_run() {
     let mut open = TcpStream::connect(&addr).await.unwrap();
     send_write(&mut open, 8, 1, "control").await;
     let reply = until(&mut open, 1, FrameKind::Reply).await.unwrap();
-    assert_eq!(reply, Ok(ReplyBody::Ost(OstReply::Written(ost::WriteDone { len: 7 }))));
+    assert_eq!(reply, Ok(ReplyBody::Ost(OstReply::Written(ost::WriteDone { len: 7, transno: 0, committed: 0 }))));
     // The three that had tokens ran; the held copy of the closed connection never did.
     assert_eq!(writes.ran(), ["old1", "old2", "old3", "control"]);
 }

@@ -53,6 +53,10 @@ pub struct ServerConfig {
     /// How long a client may take to answer a lock callback before it is evicted.
     #[serde(default = "default_lock_timeout_ms")]
     pub lock_timeout_ms: u64,
+    /// How often this node's OSTs (and its MDT's data-on-MDT objects) commit what they
+    /// wrote: the writes a power loss can take back, which clients keep to replay.
+    #[serde(default = "default_commit_interval_ms")]
+    pub commit_interval_ms: u64,
     /// `host:port` of the HTTP metrics endpoint (`/metrics`); none when unset.
     #[serde(default)]
     pub metrics_listen: Option<String>,
@@ -76,6 +80,7 @@ impl ServerConfig {
             mds: Some(MdsRole { index: 0, replicas: Vec::new(), join: false }),
             oss: Some(OssRole { osts, failover_osts: Vec::new() }),
             lock_timeout_ms: LOCK_TIMEOUT_MS_DEFAULT,
+            commit_interval_ms: crate::limits::OST_COMMIT_INTERVAL_MS,
             metrics_listen: None,
             monitor_interval_s: 0,
         }
@@ -88,6 +93,10 @@ fn default_monitor_interval_s() -> u64 {
 
 /// The default of `lock_timeout_ms` (kept with the other bounds in [`crate::limits`]).
 pub use crate::limits::LOCK_TIMEOUT_MS_DEFAULT;
+
+fn default_commit_interval_ms() -> u64 {
+    crate::limits::OST_COMMIT_INTERVAL_MS
+}
 
 fn default_lock_timeout_ms() -> u64 {
     LOCK_TIMEOUT_MS_DEFAULT

@@ -22,6 +22,11 @@ pub const FAILOVER_LOCK_RECOVERY_MS: u64 = 1_000;
 /// (its leader was in the same process), registering waits for its election. Past this
 /// bound the window ends even if the registration did not succeed.
 pub const FAILOVER_REGISTER_WAIT_MS: u64 = 30_000;
+/// How often an OSS commits what its OSTs wrote (weft-oss commit.rs: each object written
+/// since the last commit synced, then the commit record): the writes a power loss can take
+/// back, which clients keep to replay, are this interval's. Lustre's OSTs commit their
+/// journal about every 5 s; one second keeps what clients hold small.
+pub const OST_COMMIT_INTERVAL_MS: u64 = 1_000;
 /// Longest file system name. It becomes part of target names (`weft-OST0001`): Lustre's
 /// rule.
 pub const FSNAME_BYTES_MAX: usize = 8;

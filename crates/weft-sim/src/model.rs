@@ -1,5 +1,5 @@
 //! What the simulation expects a restart to find: the namespace after every acknowledged
-//! metadata change, and per object the bytes acknowledged and the bytes synced.
+//! metadata change, and per object the bytes acknowledged.
 
 use std::collections::{BTreeMap, HashMap};
 use weft_proto::msg::FileType;
@@ -16,11 +16,11 @@ pub struct Node {
 /// Path (without a leading slash) to node.
 pub type Namespace = BTreeMap<String, Node>;
 
-/// One object's bytes as acknowledged to a writer, and as of its last acknowledged sync.
+/// One object's bytes as acknowledged to a writer (after a power loss too: what the OST
+/// had not committed comes back from the writers' replays).
 #[derive(Debug, Clone, Default)]
 pub struct ObjectModel {
     pub current: Vec<u8>,
-    pub synced: Option<Vec<u8>>,
     /// A write to it failed: it may hold part of that write, so its bytes are not checked.
     pub tainted: bool,
 }

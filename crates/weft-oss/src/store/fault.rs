@@ -5,7 +5,7 @@
 //! A power loss here only makes the operations fail: what the machine finds when it starts
 //! again is the inner store's to say (for a [`super::MemStore`], `after_power_loss`).
 
-use super::{ObjectStore, StoreError, StoreResult};
+use super::{CommitRecord, ObjectStore, StoreError, StoreResult};
 use bytes::Bytes;
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -94,6 +94,15 @@ impl<S: ObjectStore> ObjectStore for FaultStore<S> {
     fn set_last_id(&self, oid: u32) -> StoreResult<()> {
         self.check(|| format!("cannot persist LAST_ID {oid}"))?;
         self.inner.set_last_id(oid)
+    }
+
+    fn commit_record(&self) -> CommitRecord {
+        self.inner.commit_record()
+    }
+
+    fn set_commit_record(&self, record: CommitRecord) -> StoreResult<()> {
+        self.check(|| "commit record: write".to_string())?;
+        self.inner.set_commit_record(record)
     }
 
     fn statfs(&self) -> StoreResult<StatfsInfo> {

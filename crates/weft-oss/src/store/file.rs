@@ -13,13 +13,15 @@
 //! ```text
 //! <dir>/target                     fsname, index, format version (TOML)
 //! <dir>/O/<seq hex>/LAST_ID        highest precreated object id, decimal text
+//! <dir>/O/<seq hex>/COMMITTED      the commit record: "<starts> <committed transno>\n"
+//!                                  (missing: never started with write replay; zeros)
 //! <dir>/O/<seq hex>/d<oid % 32>/<oid>   one file per object, sparse, its bytes are the object's;
 //!                                       made by the object's first write or a passthrough
 //!                                       open (`LocalPath`): a missing file is an empty object
 //! ```
 //! The object id alone names the file: a FID's version is not part of an object's identity.
 
-use super::{ObjectStore, StoreError, StoreResult};
+use super::{CommitRecord, ObjectStore, StoreError, StoreResult};
 use crate::durable;
 use crate::handles::{HandleCache, Lookup};
 use crate::limits::{DIRECT_IO_BYTES_MIN, LAST_ID_FILE_BYTES_MAX, OBJECT_DIRS_COUNT};
@@ -38,6 +40,9 @@ use weft_proto::msg::ost::{FallocMode, ObjectAttr};
 use weft_proto::msg::StatfsInfo;
 
 const LAST_ID_FILE_NAME: &str = "LAST_ID";
+const COMMITTED_FILE_NAME: &str = "COMMITTED";
+/// The files of a sequence's directory that are the OST's own records, not objects.
+pub const RECORD_FILE_NAMES: [&str; 2] = [LAST_ID_FILE_NAME, COMMITTED_FILE_NAME];
 
 #[derive(Debug)]
 pub struct FileStore {
@@ -52,6 +57,8 @@ pub struct FileStore {
     direct_io: AtomicBool,
     /// The persisted LAST_ID.
     last_id: AtomicU32,
+    /// The persisted commit record.
+    commit_record: Mutex<CommitRecord>,
     /// Per object directory (`d<n>`): a name may have been made in it since its last fsync,
     /// so a data sync of any object in it must also fsync it to make names durable (this
     /// file system may have no journal). One flag per directory, not per object: a create
@@ -80,6 +87,7 @@ impl FileStore {
             durable::fsync_dir(path).map_err(|e| context("cannot fsync", path, e))?;
         }
         let last_id = read_last_id(&seq_dir.join(LAST_ID_FILE_NAME))?;
+        let commit_record = read_commit_record(&seq_dir.join(COMMITTED_FILE_NAME))?;
         // Checked once here rather than at every statfs; the directories made above could
         // not have been made under a path with a NUL byte anyway.
         let dir = CString::new(dir.as_os_str().as_bytes())
@@ -91,6 +99,7 @@ impl FileStore {
             direct: HandleCache::new(),
             direct_io: AtomicBool::new(true),
             last_id: AtomicU32::new(last_id),
+            commit_record: Mutex::new(commit_record),
             // Names made by an earlier run of this process may not be durable yet.
             dirs_unsynced: (0..OBJECT_DIRS_COUNT).map(|_| Mutex::new(true)).collect(),
         })
@@ -363,6 +372,20 @@ impl ObjectStore for FileStore {
         self.last_id.load(Ordering::Acquire)
     }
 
+    fn commit_record(&self) -> CommitRecord {
+        *lock_unpoisoned(&self.commit_record)
+    }
+
+    fn set_commit_record(&self, record: CommitRecord) -> StoreResult<()> {
+        // Held across the write: two commits never replace the file out of order.
+        let mut kept = lock_unpoisoned(&self.commit_record);
+        let text = format!("{} {}\n", record.starts, record.committed);
+        durable::replace_file(&self.seq_dir, COMMITTED_FILE_NAME, text.as_bytes())
+            .map_err(|e| StoreError::from_io(format_args!("cannot persist {COMMITTED_FILE_NAME}"), e))?;
+        *kept = record;
+        Ok(())
+    }
+
     fn set_last_id(&self, oid: u32) -> StoreResult<()> {
         durable::replace_file(&self.seq_dir, LAST_ID_FILE_NAME, format!("{oid}\n").as_bytes())
             .map_err(|e| StoreError::from_io(format_args!("cannot persist {LAST_ID_FILE_NAME}"), e))?;
@@ -440,6 +463,28 @@ fn statfs_info(st: &libc::statvfs) -> StatfsInfo {
         bavail: st.f_bavail as u64,
         files: st.f_files as u64,
         ffree: st.f_ffree as u64,
+    }
+}
+
+/// The commit record as persisted; zeros when the OST never started with one.
+fn read_commit_record(path: &Path) -> StoreResult<CommitRecord> {
+    let file = match std::fs::File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(CommitRecord::default()),
+        Err(e) => return Err(StoreError::from_io(path.display(), e)),
+    };
+    let mut text = String::new();
+    file.take(LAST_ID_FILE_BYTES_MAX).read_to_string(&mut text).map_err(|e| StoreError::from_io(path.display(), e))?;
+    let numbers: Vec<Option<u64>> = text.split_whitespace().map(|n| n.parse().ok()).collect();
+    match numbers[..] {
+        [Some(starts), Some(committed)] => Ok(CommitRecord { starts, committed }),
+        _ => Err(StoreError::Io {
+            what: format!(
+                "{} is damaged: expected two decimal numbers (starts, committed transno), found {:?}",
+                path.display(),
+                text.trim()
+            ),
+        }),
     }
 }
 

@@ -9,7 +9,7 @@
 //!
 //! One mutex over the whole store: it is never on a server's data path.
 
-use super::{ObjectStore, StoreError, StoreResult};
+use super::{CommitRecord, ObjectStore, StoreError, StoreResult};
 use crate::limits::MEM_STORE_CAPACITY_DEFAULT_BYTES;
 use crate::lock_unpoisoned;
 use bytes::{Bytes, BytesMut};
@@ -44,6 +44,8 @@ struct Objects {
     /// Pages of the current objects: the space in use.
     used_pages: u64,
     last_id: u32,
+    /// Durable as soon as set, as LAST_ID.
+    commit_record: CommitRecord,
 }
 
 pub struct MemStore {
@@ -74,6 +76,7 @@ impl MemStore {
                 durable: objects.durable.clone(),
                 used_pages,
                 last_id: objects.last_id,
+                commit_record: objects.commit_record,
             }),
             capacity_pages: self.capacity_pages,
         }
@@ -272,6 +275,15 @@ impl ObjectStore for MemStore {
 
     fn set_last_id(&self, oid: u32) -> StoreResult<()> {
         lock_unpoisoned(&self.objects).last_id = oid;
+        Ok(())
+    }
+
+    fn commit_record(&self) -> CommitRecord {
+        lock_unpoisoned(&self.objects).commit_record
+    }
+
+    fn set_commit_record(&self, record: CommitRecord) -> StoreResult<()> {
+        lock_unpoisoned(&self.objects).commit_record = record;
         Ok(())
     }
 

@@ -11,7 +11,7 @@ mod file;
 mod mem;
 
 pub use fault::FaultStore;
-pub use file::FileStore;
+pub use file::{FileStore, RECORD_FILE_NAMES};
 pub use mem::MemStore;
 
 use bytes::Bytes;
@@ -22,6 +22,14 @@ use weft_proto::msg::StatfsInfo;
 use weft_proto::{ErrorCode, WeftError};
 
 pub type StoreResult<T> = Result<T, StoreError>;
+
+/// What an OST keeps of its commits (crate::commit): how many times its server started it,
+/// and the last transaction number it made durable. Both only grow.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CommitRecord {
+    pub starts: u64,
+    pub committed: u64,
+}
 
 /// The objects of one OST, by object id. Every method may block (file I/O); the service
 /// calls them from the request's task only for small I/O, else from tokio's blocking pool.
@@ -60,6 +68,13 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// Records `oid` as the highest object id handed out, durably before it returns. Does
     /// not compare: the caller keeps LAST_ID growing.
     fn set_last_id(&self, oid: u32) -> StoreResult<()>;
+
+    /// The OST's commit record as last given to [`ObjectStore::set_commit_record`]
+    /// (zeros if never). No I/O: a store reads it when it opens.
+    fn commit_record(&self) -> CommitRecord;
+
+    /// Records the OST's commit record, durably before it returns.
+    fn set_commit_record(&self, record: CommitRecord) -> StoreResult<()>;
 
     /// Capacity and use of the space the objects live in.
     fn statfs(&self) -> StoreResult<StatfsInfo>;
@@ -100,6 +115,12 @@ impl<S: ObjectStore + ?Sized> ObjectStore for Arc<S> {
     }
     fn set_last_id(&self, oid: u32) -> StoreResult<()> {
         (**self).set_last_id(oid)
+    }
+    fn commit_record(&self) -> CommitRecord {
+        (**self).commit_record()
+    }
+    fn set_commit_record(&self, record: CommitRecord) -> StoreResult<()> {
+        (**self).set_commit_record(record)
     }
     fn statfs(&self) -> StoreResult<StatfsInfo> {
         (**self).statfs()

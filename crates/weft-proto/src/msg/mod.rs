@@ -191,7 +191,9 @@ impl RequestBody {
                 | OstRequest::Write(_)
                 | OstRequest::Punch(_)
                 | OstRequest::Sync(_)
-                | OstRequest::Fallocate(_) => Service::OstIo,
+                | OstRequest::Fallocate(_)
+                | OstRequest::Replay(_)
+                | OstRequest::Commit(_) => Service::OstIo,
                 OstRequest::Getattr(_)
                 | OstRequest::Precreate(_)
                 | OstRequest::Destroy(_)

@@ -15,7 +15,9 @@ macro_rules! ost_ops {
             /// Sets the object's size (truncate or extend with a hole).
             write Punch { fid: $crate::Fid, size: u64 } -> () = "ost_punch";
             read Getattr { fid: $crate::Fid } -> $crate::msg::ost::ObjectAttr = "ost_getattr";
-            write Sync { fid: $crate::Fid } -> () = "ost_sync";
+            /// Makes the object durable, and with it every write the OST answered before
+            /// (a commit: see [`Committed`]), answered with what is committed now.
+            write Sync { fid: $crate::Fid } -> $crate::msg::ost::Committed = "ost_sync";
             /// Removes an object; removing one that is gone succeeds.
             write Destroy { fid: $crate::Fid } -> () = "ost_destroy";
             /// Creates empty objects `start_oid ..= start_oid + count - 1` in this OST's
@@ -41,6 +43,17 @@ macro_rules! ost_ops {
             /// end; punching never changes its size. A missing object is made by the modes
             /// that allocate and left missing by those that only make holes.
             write Fallocate { fid: $crate::Fid, offset: u64, len: u64, mode: $crate::msg::ost::FallocMode, keep_size: bool } -> () = "ost_fallocate";
+            /// A write a client sends again after the OST's server restarted (Lustre's
+            /// replay): the bytes of the write it was answered `transno` for, which the
+            /// server had not committed then. The OST writes the parts of the range that no
+            /// write of a later transno covered since its restart; one already committed, or
+            /// of this start, changes nothing. Refused `Stale` once its replay window ended.
+            /// Answered as a write: the bytes are uncommitted again under a new transno.
+            write Replay { fid: $crate::Fid, offset: u64, transno: u64 } -> $crate::msg::ost::WriteDone = "ost_write_replay";
+            /// What the OST committed: with `commit`, after a commit of everything answered
+            /// so far (a client holding too many uncommitted bytes asks it); without, at
+            /// once (a client prunes what it holds).
+            write Commit { commit: bool } -> $crate::msg::ost::Committed = "ost_commit";
         }
     };
 }
@@ -84,10 +97,33 @@ pub struct ReadDone {
     pub len: u32,
 }
 
-/// A write's answer: how many bytes landed.
+/// A write's answer: how many bytes landed, under which transaction number, and the
+/// OST's last committed one. A write whose `transno` is above `committed` is not durable
+/// yet: the client keeps its bytes until an answer's `committed` reaches it, and sends them
+/// again (`Replay`) if the OST's server restarts first. `transno` 0: nothing to keep (a
+/// replay that changed nothing).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct WriteDone {
     pub len: u32,
+    pub transno: u64,
+    pub committed: u64,
+}
+
+/// An OST's commit state: every write answered with a transno up to `committed` is
+/// durable. A transno is `start << TRANSNO_START_SHIFT | n`: the server's start count (one
+/// more at every start of the OST, persisted) above a count within that start, so that the
+/// numbers of a later start are above all earlier ones.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Committed {
+    pub committed: u64,
+}
+
+/// Where a transno's start count begins (see [`Committed`]).
+pub const TRANSNO_START_SHIFT: u32 = 40;
+
+/// The start of the OST's server a transno was given by.
+pub fn transno_start(transno: u64) -> u64 {
+    transno >> TRANSNO_START_SHIFT
 }
 
 /// An object's size, 512-byte blocks and last data change (nanoseconds since the epoch on
@@ -133,5 +169,6 @@ crate::define_replies! {
         Statfs(StatfsInfo),
         LocalPath(ObjectPath),
         Orphans(Orphans),
+        Committed(Committed),
     }
 }

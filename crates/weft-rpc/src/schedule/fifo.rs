@@ -114,12 +114,15 @@ pub fn object_io(op: &OstRequest, bulk_bytes: u64) -> (Run, bool) {
     match op {
         OstRequest::Write(w) if !w.sync => (inline(bulk_bytes), true),
         OstRequest::Write(_) => (Run::Offload, false),
+        // A replay writes as a write does (and its replay window serializes it with writes).
+        OstRequest::Replay(_) => (inline(bulk_bytes), true),
         OstRequest::Punch(_) | OstRequest::Fallocate(_) => (Run::Offload, true),
         OstRequest::Read(r) => (inline(u64::from(r.len)), false),
         // A file create lands in the page cache too; in-process callers would pay two
         // thread hand-offs for it on every passthrough open.
         OstRequest::Getattr(_) | OstRequest::LocalPath(_) => (Run::Inline, false),
         OstRequest::Sync(_)
+        | OstRequest::Commit(_)
         | OstRequest::Destroy(_)
         | OstRequest::Precreate(_)
         | OstRequest::Statfs(_)

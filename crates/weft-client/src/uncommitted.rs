@@ -1,0 +1,139 @@
+//! Writes an OST answered but had not committed (weft-oss `commit.rs`: Lustre's transno
+//! and last_committed): kept here by OST and transno until an answer from that OST says
+//! they are committed, and sent again (`ost::Replay`) when its server restarts, since a
+//! power loss takes back what the server had not made durable. No copy: what is kept is
+//! the write's own bytes (a reference to the buffer it was sent from). The decisions are
+//! here; the sending is the client's (io.rs, recovery.rs).
+
+use bytes::Bytes;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Mutex;
+use weft_proto::Fid;
+
+/// One write kept for replay.
+#[derive(Debug, Clone)]
+pub(crate) struct Kept {
+    pub fid: Fid,
+    pub offset: u64,
+    pub bulk: Bytes,
+}
+
+#[derive(Debug, Default)]
+struct Target {
+    /// The highest committed transno an answer of this OST gave.
+    committed: u64,
+    writes: BTreeMap<u64, Kept>,
+    bytes: u64,
+}
+
+impl Target {
+    fn prune(&mut self, committed: u64) -> u64 {
+        self.committed = self.committed.max(committed);
+        let later = self.writes.split_off(&(self.committed + 1));
+        let freed: u64 = self.writes.values().map(|k| k.bulk.len() as u64).sum();
+        self.writes = later;
+        self.bytes -= freed;
+        freed
+    }
+}
+
+/// Every OST's kept writes, with their bytes counted.
+#[derive(Debug, Default)]
+pub(crate) struct Uncommitted {
+    targets: Mutex<HashMap<u32, Target>>,
+}
+
+impl Uncommitted {
+    fn targets(&self) -> std::sync::MutexGuard<'_, HashMap<u32, Target>> {
+        self.targets.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// An answer of OST `ost`: the write of `transno` (0: nothing to keep) and what the OST
+    /// committed. Whether the write was kept.
+    pub fn answered(&self, ost: u32, transno: u64, committed: u64, write: Kept) -> bool {
+        let mut targets = self.targets();
+        let target = targets.entry(ost).or_default();
+        target.prune(committed);
+        let keep = transno > target.committed;
+        if keep {
+            target.bytes += write.bulk.len() as u64;
+            target.writes.insert(transno, write);
+        }
+        if target.writes.is_empty() {
+            targets.remove(&ost);
+        }
+        keep
+    }
+
+    /// OST `ost` committed everything up to `committed`: forgets what that covers.
+    pub fn committed(&self, ost: u32, committed: u64) {
+        let mut targets = self.targets();
+        if let Some(target) = targets.get_mut(&ost) {
+            target.prune(committed);
+            if target.writes.is_empty() {
+                targets.remove(&ost);
+            }
+        }
+    }
+
+    /// Takes every write kept for OST `ost`, in transno order, to replay.
+    pub fn take(&self, ost: u32) -> Vec<(u64, Kept)> {
+        self.targets().remove(&ost).map(|t| t.writes.into_iter().collect()).unwrap_or_default()
+    }
+
+    pub fn holds_any(&self, ost: u32) -> bool {
+        self.targets().contains_key(&ost)
+    }
+
+    /// The OSTs it keeps writes for.
+    pub fn osts(&self) -> Vec<u32> {
+        self.targets().keys().copied().collect()
+    }
+
+    /// The bytes kept in all, and the OST keeping the most.
+    pub fn bytes(&self) -> (u64, Option<u32>) {
+        let targets = self.targets();
+        let total = targets.values().map(|t| t.bytes).sum();
+        (total, targets.iter().max_by_key(|(_, t)| t.bytes).map(|(ost, _)| *ost))
+    }
+
+    /// Forgets everything (an evicted client: its writes were refused or are lost).
+    pub fn clear(&self) -> usize {
+        let mut targets = self.targets();
+        let n = targets.values().map(|t| t.writes.len()).sum();
+        targets.clear();
+        n
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn write(len: usize) -> Kept {
+        Kept { fid: Fid::new(0x100000000, 1, 0), offset: 0, bulk: Bytes::from(vec![7u8; len]) }
+    }
+
+    #[test]
+    fn writes_above_what_is_committed_are_kept_until_an_answer_covers_them() {
+        let kept = Uncommitted::default();
+        assert!(kept.answered(1, 10, 5, write(100)));
+        assert!(kept.answered(1, 11, 5, write(50)));
+        assert!(!kept.answered(1, 12, 12, write(1)), "an answer that covers its own write keeps nothing");
+        // That answer's committed 12 covered 10 and 11 too.
+        assert!(!kept.holds_any(1));
+        assert!(kept.answered(2, 20, 0, write(30)));
+        assert!(kept.answered(3, 30, 0, write(40)));
+        assert!(kept.answered(3, 31, 0, write(40)));
+        assert_eq!(kept.bytes(), (110, Some(3)));
+        kept.committed(3, 30);
+        assert_eq!(kept.bytes(), (70, Some(3)));
+        // A late answer with an older committed number takes nothing back.
+        assert!(!kept.answered(3, 29, 28, write(5)));
+        let replay = kept.take(3);
+        assert_eq!(replay.iter().map(|(t, _)| *t).collect::<Vec<_>>(), vec![31]);
+        assert_eq!(kept.osts(), vec![2]);
+        assert_eq!(kept.clear(), 1);
+        assert_eq!(kept.bytes(), (0, None));
+    }
+}

@@ -79,13 +79,25 @@ impl RunningServer {
     /// own requests (to the MGS, to the OSTs) and its callbacks go through it (a simulation's
     /// wire, or another server of the same process).
     pub async fn start_on(config: ServerConfig, network: Arc<Network>) -> anyhow::Result<RunningServer> {
+        RunningServer::start_with_stores(config, network, None).await
+    }
+
+    /// As [`RunningServer::start_on`], its OSTs over `ost_stores` (index, store) instead of
+    /// directories when given: for tests and simulations that keep objects in memory and
+    /// take them back to what a power loss keeps (`weft_oss::store::MemStore`).
+    pub async fn start_with_stores(
+        config: ServerConfig,
+        network: Arc<Network>,
+        ost_stores: Option<Vec<(u32, Box<dyn weft_oss::store::ObjectStore>)>>,
+    ) -> anyhow::Result<RunningServer> {
         config.validate()?;
         // Targets that existed before this start had clients, which may cache under locks
         // this process does not know: hold grants back until they noticed the restart.
         let mdt_dir = |index: u32| config.data_dir.join(format!("mdt{index:04x}"));
         let ost_dir = |index: u32| config.data_dir.join(format!("ost{index:04x}"));
         let restarted = config.mds.as_ref().is_some_and(|m| mdt_dir(m.index).exists())
-            || config.oss.as_ref().is_some_and(|o| o.osts.iter().any(|&i| ost_dir(i).exists()));
+            || config.oss.as_ref().is_some_and(|o| o.osts.iter().any(|&i| ost_dir(i).exists()))
+            || ost_stores.iter().flatten().any(|(_, store)| store.commit_record().starts > 0);
         std::fs::create_dir_all(&config.data_dir)
             .with_context(|| format!("cannot create data directory {}", config.data_dir.display()))?;
         let listener = tokio::net::TcpListener::bind(&config.listen)
@@ -118,8 +130,12 @@ impl RunningServer {
             }
             None => None,
         };
-        let oss = match &config.oss {
-            Some(o) => Some(
+        let oss = match (&config.oss, ost_stores) {
+            (Some(_), Some(stores)) => Some(
+                Oss::with_stores(&config.fsname, stores)
+                    .map_err(|e| anyhow::anyhow!("object storage service: {}", e.message))?,
+            ),
+            (Some(o), None) => Some(
                 Oss::open(OssConfig {
                     fsname: config.fsname.clone(),
                     // A failover node opens its OSTs once the management service says it
@@ -131,7 +147,7 @@ impl RunningServer {
                 })
                 .map_err(|e| anyhow::anyhow!("object storage service: {}", e.message))?,
             ),
-            None => None,
+            (None, _) => None,
         };
         // The MDT's data-on-MDT objects: a hidden object target inside its directory.
         let dom = match &config.mds {
@@ -257,7 +273,7 @@ impl RunningServer {
             mdt_group: mdt_group.clone(),
             mdt_index,
             oss: oss.clone(),
-            dom,
+            dom: dom.clone(),
             failover: failover.clone(),
             locks,
             params: params.clone(),
@@ -386,6 +402,10 @@ impl RunningServer {
         if config.mds.is_some() {
             // Synchronous mirrors that went stale, resynced once their OSTs are back.
             tasks.push(tokio::spawn(resync::run(mds_slot.clone(), config.mgs_addresses(&address))));
+        }
+        for objects in [&oss, &dom].into_iter().flatten() {
+            let interval = Duration::from_millis(config.commit_interval_ms.max(1));
+            tasks.push(tokio::spawn(commit_periodically(Arc::downgrade(objects), interval)));
         }
         tasks.push(tokio::spawn(report_evictions(mgs_peer.clone(), exports_for_mgs)));
         tasks.push(tokio::spawn(report_global_demand(mgs_peer.clone(), address.clone(), services, schedulers)));
@@ -527,6 +547,22 @@ async fn report_global_demand(
 /// watch is answered `Evicted` (an idle client learns it without pinging this server). At
 /// most [`weft_mgs::limits::EVICTIONS_PER_REPORT_MAX`] per report; a report the MGS does not
 /// take is not sent again (the client learns it at its next request here instead).
+/// Commits the OSTs' writes every `interval` (the config's `commit_interval_ms`, by default
+/// [`limits::OST_COMMIT_INTERVAL_MS`]; weft-oss commit.rs): what a power loss can take
+/// back is this interval's writes, which their clients keep to replay. Ends with the OSS.
+async fn commit_periodically(oss: std::sync::Weak<Oss>, interval: Duration) {
+    let mut tick = tokio::time::interval(interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let Some(oss) = oss.upgrade() else { return };
+        // Syncs block: off the async threads.
+        if tokio::task::spawn_blocking(move || oss.commit_all()).await.is_err() {
+            return;
+        }
+    }
+}
+
 async fn report_evictions(mgs: Arc<MgsPeers>, exports: Arc<weft_rpc::Exports>) {
     let mut count = exports.watch_evictions();
     let mut reported = *count.borrow_and_update();

@@ -1,4 +1,6 @@
-//! `weft pool new|add|remove|list|destroy`: OST pools, as `lctl pool_*`. A pool is named
+//! `weft pool new|add|remove|list|destroy`: OST pools, as `lctl pool_*`; and `weft pool
+//! set`, a pool's settings (Weft's own: whether new files' mirrors in it are written
+//! synchronously). A pool is named
 //! `FSNAME.POOL` (or just `POOL`); OSTs by index (`0,2-3`) or by name (`weft-OST0002`,
 //! `weft-OST[0-3]`, hex as Lustre names them).
 
@@ -41,6 +43,14 @@ enum PoolCommand {
     },
     /// Remove an empty pool (lctl pool_destroy).
     Destroy { pool: String },
+    /// A pool's settings: with --sync-mirrors on, a new file with a mirror in the pool
+    /// writes its mirrors synchronously, as `weft mirror create --sync` makes it.
+    Set {
+        pool: String,
+        /// Whether new files' mirrors in this pool are written synchronously.
+        #[arg(long, value_name = "on|off", value_parser = ["on", "off"])]
+        sync_mirrors: String,
+    },
 }
 
 /// The pool's name without the file system's (`weft.fast` or `fast`), the file system's
@@ -111,6 +121,14 @@ pub fn pool(a: PoolArgs) -> anyhow::Result<()> {
             let pool = pool_name(&pool, &map)?.to_string();
             ask_management(&rt, &mgs, mgs::PoolDestroy { pool })?;
         }
+        PoolCommand::Set { pool, sync_mirrors } => {
+            let pool = pool_name(&pool, &map)?.to_string();
+            if !map.pools.contains_key(&pool) {
+                bail!("no pool '{fs}.{pool}': create it with weft pool new {fs}.{pool}");
+            }
+            let sync_mirrors = sync_mirrors == "on";
+            ask_management(&rt, &mgs, mgs::PoolSet { pool, sync_mirrors })?;
+        }
         PoolCommand::List { name, json } => {
             let one = match name.as_deref() {
                 None => None,
@@ -122,7 +140,10 @@ pub fn pool(a: PoolArgs) -> anyhow::Result<()> {
                     .pools
                     .iter()
                     .filter(|(p, _)| one.as_ref().is_none_or(|o| o == *p))
-                    .map(|(p, osts)| serde_json::json!({"pool": format!("{fs}.{p}"), "osts": osts}))
+                    .map(|(p, osts)| {
+                        let sync_mirrors = map.sync_mirror_pools.contains(p);
+                        serde_json::json!({"pool": format!("{fs}.{p}"), "osts": osts, "sync_mirrors": sync_mirrors})
+                    })
                     .collect();
                 println!("{}", serde_json::to_string_pretty(&pools)?);
                 return Ok(());
@@ -140,6 +161,10 @@ pub fn pool(a: PoolArgs) -> anyhow::Result<()> {
                     println!("Pool: {fs}.{p}");
                     for o in osts {
                         println!("{}_UUID", weft_proto::msg::target_name(&fs, TargetKind::Ost, *o));
+                    }
+                    // Weft's own setting, after Lustre's lines (shown only when on).
+                    if map.sync_mirror_pools.contains(&p) {
+                        println!("sync_mirrors: on");
                     }
                 }
             }

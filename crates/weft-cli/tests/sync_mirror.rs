@@ -36,6 +36,30 @@ fn synchronous_mirrors_lose_nothing_when_the_server_of_one_dies_mid_write_and_re
     assert_eq!(mirror_flags(&flr), [("1".into(), "init".into()), ("2".into(), "init,stale".into())]);
     assert!(!weft_ok(&["getstripe", p(&flr)]).contains("lcm_flags"));
 
+    // A pool set to sync mirrors does what --sync does, for new files with a mirror in it.
+    let w = weft_bin().display().to_string();
+    sh(
+        &m,
+        &format!(
+            "{w} pool new weft.near && {w} pool add weft.near 1 && {w} pool new weft.far && {w} pool add weft.far 3"
+        ),
+    );
+    sh(&m, &format!("{w} pool set weft.far --sync-mirrors on"));
+    let listed = sh(&m, &format!("{w} pool list weft.far"));
+    assert_eq!(listed.lines().collect::<Vec<_>>(), ["Pool: weft.far", "weft-OST0003_UUID", "sync_mirrors: on"]);
+    let bad = sh_as(0, 0, &m, &format!("{w} pool set weft.far --sync-mirrors maybe"));
+    let said = String::from_utf8_lossy(&bad.stderr).into_owned();
+    assert!(!bad.status.success() && said.contains("--sync-mirrors") && said.contains("on, off"), "{said}");
+    let pooled = m.join("pooled");
+    weft_ok(&["mirror", "create", "-N", "-p", "near", "-N", "-p", "far", p(&pooled)]);
+    assert!(weft_ok(&["getstripe", p(&pooled)]).contains("lcm_flags:         sync"));
+    std::fs::write(&pooled, pattern(33, 0, 1 << 20)).unwrap();
+    assert_eq!(mirror_flags(&pooled), in_sync(), "both mirrors took the write");
+    sh(&m, &format!("{w} pool set weft.far --sync-mirrors off"));
+    let after = m.join("pooled-after");
+    weft_ok(&["mirror", "create", "-N", "-p", "near", "-N", "-p", "far", p(&after)]);
+    assert!(!weft_ok(&["getstripe", p(&after)]).contains("lcm_flags"), "the setting is off again");
+
     // Mirror 1 on oss1's OST 0, mirror 2 on oss2's OST 2, written synchronously.
     let f = m.join("sync");
     weft_ok(&["mirror", "create", "--sync", "-N", "-o", "0", "-N", "-o", "2", p(&f)]);

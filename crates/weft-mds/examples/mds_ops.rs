@@ -51,6 +51,8 @@ fn map() -> ClusterMap {
         pools: Default::default(),
         params: Vec::new(),
         decay: Vec::new(),
+        sync_mirror_pools: Default::default(),
+        mgs_replicas: Vec::new(),
     }
 }
 

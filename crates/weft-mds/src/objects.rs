@@ -128,6 +128,8 @@ pub struct ObjectsState {
     /// This MDT's data-on-MDT target: refilled as the OSTs, used by MDT components only.
     pub dom: Option<u32>,
     pub pools_by_name: BTreeMap<String, Vec<u32>>,
+    /// Pools whose new files' mirrors are written synchronously (the map's).
+    pub sync_mirror_pools: std::collections::BTreeSet<String>,
     pub ost_pools: HashMap<u32, OstPool>,
     pub map_version: u64,
 }
@@ -256,6 +258,7 @@ impl Objects {
         st.up_osts = map.osts().filter(|t| t.state == TargetState::Up).map(|t| t.index).collect();
         st.up_osts.sort_unstable();
         st.pools_by_name = map.pools.clone();
+        st.sync_mirror_pools.clone_from(&map.sync_mirror_pools);
         for t in map.osts() {
             st.ost_pools.entry(t.index).or_insert_with(|| match load(t.index) {
                 Some((next, created)) => OstPool::new(next, created),
@@ -268,6 +271,16 @@ impl Objects {
 
     pub fn is_up(&self, ost: u32) -> bool {
         self.lock().up_osts.binary_search(&ost).is_ok()
+    }
+
+    /// Whether a new file of `layout` writes its mirrors synchronously by its pools' setting
+    /// (`weft pool set POOL --sync-mirrors on`): it has mirrors, one of them in such a pool.
+    pub fn sync_mirrors_by_pool(&self, layout: &weft_proto::Layout) -> bool {
+        if !layout.is_mirrored() {
+            return false;
+        }
+        let st = self.lock();
+        layout.components.iter().any(|c| c.pool.as_ref().is_some_and(|p| st.sync_mirror_pools.contains(p)))
     }
 
     /// Validates that a spec names only a known pool (for directory defaults).

@@ -38,6 +38,34 @@ async fn two_mirror_file(env: &Env, name: &str) -> Fid {
 }
 
 #[tokio::test]
+async fn a_new_file_with_a_mirror_in_a_pool_set_to_sync_mirrors_writes_them_synchronously() {
+    let mut map = cluster_map(&[0, 1, 2, 3], &[("fast", &[0, 1]), ("slow", &[2, 3])]);
+    map.sync_mirror_pools.insert("slow".into());
+    let env = Env::with_map(map, 1).await;
+    let create = |name: &str, spec: StripeSpec| mdt::Create {
+        parent: Fid::ROOT,
+        name: name.into(),
+        mode: 0o644,
+        exclusive: true,
+        spec: Some(spec),
+        open_flags: 0,
+    };
+    let layout_of = |reply| match reply {
+        Ok(MdtReply::Opened(o)) => o.inode.layout.expect("a layout"),
+        r => panic!("create replied {r:?}"),
+    };
+    let in_pool = |pool: &str| StripeSpec { stripe_count: 1, pool: Some(pool.into()), ..StripeSpec::unset() };
+    let spec = StripeSpec { mirrors: vec![in_pool("fast"), in_pool("slow")], ..StripeSpec::unset() };
+    let layout = layout_of(env.req(MdtRequest::Create(create("tiered", spec))).await);
+    assert!(layout.sync_mirrors(), "a mirror in the slow pool: synchronous");
+    assert_eq!(layout.write_mirrors(), [1, 2]);
+    // Without a mirror in such a pool, or without mirrors at all: as before.
+    let spec = StripeSpec { mirrors: vec![in_pool("fast"), in_pool("fast")], ..StripeSpec::unset() };
+    assert!(!layout_of(env.req(MdtRequest::Create(create("fast", spec))).await).sync_mirrors());
+    assert!(!layout_of(env.req(MdtRequest::Create(create("plain", in_pool("slow")))).await).sync_mirrors());
+}
+
+#[tokio::test]
 async fn a_stale_synchronous_mirror_is_queued_for_resync_until_its_resync_ends() {
     let mut env = Env::with_map(cluster_map(&[0, 1, 2, 3], &[]), 1).await;
     let fid = two_mirror_file(&env, "f").await;

@@ -103,6 +103,8 @@ pub fn cluster_map(osts: &[u32], pools: &[(&str, &[u32])]) -> ClusterMap {
         pools: pools.iter().map(|(n, o)| (n.to_string(), o.to_vec())).collect(),
         params: Vec::new(),
         decay: Vec::new(),
+        sync_mirror_pools: Default::default(),
+        mgs_replicas: Vec::new(),
     }
 }
 

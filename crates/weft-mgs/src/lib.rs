@@ -291,6 +291,12 @@ impl Mgs {
     ///
     /// Runs on the blocking pool (it fsyncs), and as one task: a caller that stops waiting
     /// cannot leave a change persisted but unpublished.
+    /// Records the group's voters in the map (`ClusterMap::mgs_replicas`), when they
+    /// differ: what the replicated MGS's leader does as its group's membership changes.
+    pub async fn set_replicas(&self, replicas: Vec<String>) -> WeftResult<ClusterMap> {
+        self.update(move |m| rules::set_mgs_replicas(m, replicas)).await
+    }
+
     async fn update<F>(&self, rule: F) -> WeftResult<ClusterMap>
     where
         F: FnOnce(&mut ClusterMap) -> WeftResult<bool> + Send + 'static,
@@ -408,6 +414,12 @@ impl Handle for mgs::PoolNew {
 impl Handle for mgs::PoolRemove {
     async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
         mgs.update(move |m| rules::pool_remove(m, &self.pool, &self.osts)).await
+    }
+}
+
+impl Handle for mgs::PoolSet {
+    async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
+        mgs.update(move |m| rules::pool_set(m, &self.pool, self.sync_mirrors)).await
     }
 }
 

@@ -115,6 +115,27 @@ pub fn pool_remove(map: &mut ClusterMap, pool: &str, osts: &[u32]) -> WeftResult
     Ok(!osts.is_empty())
 }
 
+/// Records a replicated MGS's voters (their addresses, in replica order). Whether it changed.
+pub fn set_mgs_replicas(map: &mut ClusterMap, replicas: Vec<String>) -> WeftResult<bool> {
+    if map.mgs_replicas == replicas {
+        return Ok(false);
+    }
+    map.mgs_replicas = replicas;
+    Ok(true)
+}
+
+/// Sets a pool's settings (`weft pool set`): whether new files with a mirror in it write
+/// their mirrors synchronously.
+pub fn pool_set(map: &mut ClusterMap, pool: &str, sync_mirrors: bool) -> WeftResult<bool> {
+    if !map.pools.contains_key(pool) {
+        return Err(no_pool(pool));
+    }
+    Ok(match sync_mirrors {
+        true => map.sync_mirror_pools.insert(pool.to_string()),
+        false => map.sync_mirror_pools.remove(pool),
+    })
+}
+
 /// Removes a pool, which must be empty (as `lctl pool_destroy`).
 pub fn pool_destroy(map: &mut ClusterMap, pool: &str) -> WeftResult<bool> {
     let members = map.pools.get(pool).ok_or_else(|| no_pool(pool))?;
@@ -125,6 +146,7 @@ pub fn pool_destroy(map: &mut ClusterMap, pool: &str) -> WeftResult<bool> {
         ));
     }
     map.pools.remove(pool);
+    map.sync_mirror_pools.remove(pool);
     Ok(true)
 }
 
@@ -314,5 +336,20 @@ mod tests {
         assert_eq!(pool_add(&mut map, "fast_1-A", &[1]), Ok(false));
         assert_eq!(pool_add(&mut map, "empty", &[]), Ok(true));
         assert_eq!(map.pools["empty"], Vec::<u32>::new());
+    }
+
+    #[test]
+    fn a_pool_setting_needs_the_pool_and_goes_with_it() {
+        let mut map = empty_map();
+        assert_eq!(pool_set(&mut map, "fast", true).unwrap_err().code, weft_proto::ErrorCode::NotFound);
+        pool_new(&mut map, "fast").unwrap();
+        assert_eq!(pool_set(&mut map, "fast", true), Ok(true));
+        assert_eq!(pool_set(&mut map, "fast", true), Ok(false), "no change, no new map");
+        assert!(map.sync_mirror_pools.contains("fast"));
+        assert_eq!(pool_set(&mut map, "fast", false), Ok(true));
+        assert!(map.sync_mirror_pools.is_empty());
+        pool_set(&mut map, "fast", true).unwrap();
+        pool_destroy(&mut map, "fast").unwrap();
+        assert!(map.sync_mirror_pools.is_empty(), "a destroyed pool's setting goes with it");
     }
 }

@@ -136,6 +136,7 @@ impl MapFollower {
         client_id: Arc<AtomicU64>,
     ) -> WeftResult<Arc<MapFollower>> {
         let map = fetch_map_from(&mgs, timeout).await?;
+        mgs.learn(&map.mgs_replicas);
         let follower = Arc::new(MapFollower {
             mgs,
             published: watch::Sender::new(Arc::new(MapState::new(map))),
@@ -183,6 +184,8 @@ impl MapFollower {
     fn install(&self, map: ClusterMap) -> bool {
         let newer = map.version > self.current().version();
         if newer {
+            // A replicated MGS's members, for when the listed ones are gone (mgs.rs).
+            self.mgs.learn(&map.mgs_replicas);
             tracing::debug!(version = map.version, targets = map.targets.len(), "cluster map updated");
             self.published.send_replace(Arc::new(MapState::new(map)));
         }
@@ -312,6 +315,8 @@ mod tests {
             pools: Default::default(),
             params: Vec::new(),
             decay: Vec::new(),
+            sync_mirror_pools: Default::default(),
+            mgs_replicas: Vec::new(),
         };
         let s = MapState::new(map);
         assert_eq!(s.address(TargetKind::Ost, 1000), Some("b:1"));

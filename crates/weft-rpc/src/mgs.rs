@@ -8,7 +8,11 @@
 //! failure or silence to the next address (each address tried once per turn,
 //! [`Peer::call_once`], not resent to as a lone Peer is), round after round with a short
 //! pause, within the call's deadline. A leader named that the list does not hold (a replica
-//! added to the group later) is asked right after the replica that named it. Every MGS client goes through it: the map follower and `fetch`, a
+//! added to the group later) is asked right after the replica that named it. The map names
+//! the group's members (`ClusterMap::mgs_replicas`, kept by its leader); the map follower
+//! hands them to [`MgsPeers::learn`], and calls go to those the list does not hold too, so a
+//! client whose listed replicas all left or died still reaches the group while one it learned
+//! of runs. Every MGS client goes through it: the map follower and `fetch`, a
 //! client's connect, a server's registration and its QoS demand reports, the CLI. With one
 //! address it is exactly one [`Peer`] call, as before replication.
 
@@ -46,7 +50,11 @@ pub fn parse_addresses(list: &str) -> Vec<String> {
 
 /// The management service's addresses, and which of them answered last (module doc).
 pub struct MgsPeers {
+    /// The listed replicas, in the order given.
     peers: Vec<Arc<Peer>>,
+    /// The listed ones, then the group's other members as the map last named them: what a
+    /// call goes round (replaced whole by [`MgsPeers::learn`]).
+    everyone: std::sync::RwLock<Arc<Vec<Arc<Peer>>>>,
     /// Where the next call goes first: the peer that answered last.
     current: AtomicUsize,
     /// A leader a replica named that the list does not (a replica added to the group after
@@ -74,7 +82,50 @@ impl MgsPeers {
             addresses.push(String::new());
         }
         let peers = addresses.into_iter().map(|a| Arc::new(Peer::new(a, opts.clone()))).collect();
-        MgsPeers { peers, current: AtomicUsize::new(0), unlisted: std::sync::Mutex::new(None) }
+        MgsPeers::of(peers)
+    }
+
+    fn of(peers: Vec<Arc<Peer>>) -> MgsPeers {
+        MgsPeers {
+            everyone: std::sync::RwLock::new(Arc::new(peers.clone())),
+            peers,
+            current: AtomicUsize::new(0),
+            unlisted: std::sync::Mutex::new(None),
+        }
+    }
+
+    /// The group's members as the map names them (`ClusterMap::mgs_replicas`): calls go to
+    /// those the list does not hold too, after the listed ones; a member that left is
+    /// forgotten (a listed address never is). Nothing changes for a single MGS (an empty
+    /// list in the map).
+    pub fn learn(&self, members: &[String]) {
+        let mut everyone = self.everyone.write().unwrap_or_else(|p| p.into_inner());
+        let unlisted: Vec<&String> = members.iter().filter(|m| self.peers.iter().all(|p| p.address() != *m)).collect();
+        let known = everyone.len() - self.peers.len();
+        if known == unlisted.len() && everyone[self.peers.len()..].iter().zip(&unlisted).all(|(p, m)| p.address() == *m)
+        {
+            return;
+        }
+        let mut next = self.peers.clone();
+        for member in unlisted {
+            let peer = everyone.iter().find(|p| p.address() == member).cloned();
+            next.push(peer.unwrap_or_else(|| Arc::new(Peer::new(member.clone(), self.peers[0].options().clone()))));
+        }
+        tracing::info!(
+            learned = ?next[self.peers.len()..].iter().map(|p| p.address()).collect::<Vec<_>>(),
+            "the management service's members beyond the list, from the map"
+        );
+        *everyone = Arc::new(next);
+    }
+
+    /// The replicas a call goes round: the listed ones, then those learned from the map.
+    fn everyone(&self) -> Arc<Vec<Arc<Peer>>> {
+        self.everyone.read().unwrap_or_else(|p| p.into_inner()).clone()
+    }
+
+    /// The addresses learned from the map that the list does not hold.
+    pub fn learned(&self) -> Vec<String> {
+        self.everyone()[self.peers.len()..].iter().map(|p| p.address().to_string()).collect()
     }
 
     /// The peer of `leader`, a leader named by a replica but not in the list.
@@ -101,8 +152,9 @@ impl MgsPeers {
     }
 
     /// The address that answered last (the first before any answered).
-    pub fn current(&self) -> &str {
-        self.peers[self.current.load(Ordering::Relaxed) % self.peers.len()].address()
+    pub fn current(&self) -> String {
+        let everyone = self.everyone();
+        everyone[self.current.load(Ordering::Relaxed) % everyone.len()].address().to_string()
     }
 
     pub fn options(&self) -> &PeerOptions {
@@ -144,7 +196,8 @@ impl MgsPeers {
         timeout: Duration,
         answer: Duration,
     ) -> WeftResult<ReplyBody> {
-        if let [peer] = self.peers.as_slice() {
+        let peers = self.everyone();
+        if let [peer] = peers.as_slice() {
             return peer.call_with_timeout(header, body, Bytes::new(), timeout).await.map(|(r, _)| r);
         }
         let deadline = tokio::time::Instant::now() + timeout;
@@ -152,8 +205,8 @@ impl MgsPeers {
         let mut pause_ms = MGS_ROUND_PAUSE_MS_MIN;
         let mut attempts = 0usize;
         loop {
-            let i = self.current.load(Ordering::Relaxed) % self.peers.len();
-            let peer = &self.peers[i];
+            let i = self.current.load(Ordering::Relaxed) % peers.len();
+            let peer = &peers[i];
             let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
             let error = match peer
                 .call_once(header.clone(), body.clone(), Bytes::new(), remaining.min(attempt_max))
@@ -171,7 +224,7 @@ impl MgsPeers {
                 Err(e) => return Err(e),
             };
             let leader = (error.code == ErrorCode::Moved).then(|| leader_named(&error.message)).flatten();
-            if let Some(leader) = leader.filter(|l| self.peers.iter().all(|p| p.address() != *l)) {
+            if let Some(leader) = leader.filter(|l| peers.iter().all(|p| p.address() != *l)) {
                 // Not listed: asked once, right away; the rotation goes on if it fails.
                 let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
                 let peer = self.unlisted_peer(leader);
@@ -192,19 +245,18 @@ impl MgsPeers {
                     Err(e) => return Err(e),
                 }
             }
-            let named =
-                leader.and_then(|leader| self.peers.iter().position(|p| p.address() == leader)).filter(|&j| j != i);
-            let next = named.unwrap_or((i + 1) % self.peers.len());
+            let named = leader.and_then(|leader| peers.iter().position(|p| p.address() == leader)).filter(|&j| j != i);
+            let next = named.unwrap_or((i + 1) % peers.len());
             tracing::debug!(
                 from = peer.address(),
-                to = self.peers[next].address(),
+                to = peers[next].address(),
                 "the management service: {}",
                 error.message
             );
             let _ = self.current.compare_exchange(i, next, Ordering::Relaxed, Ordering::Relaxed);
             attempts += 1;
             // A whole round without an answer (an election under way): pause before the next.
-            let pause = if attempts.is_multiple_of(self.peers.len()) {
+            let pause = if attempts.is_multiple_of(peers.len()) {
                 let p = Duration::from_millis(pause_ms);
                 pause_ms = (pause_ms * 2).min(MGS_ROUND_PAUSE_MS_MAX);
                 p
@@ -231,7 +283,7 @@ impl MgsPeers {
 impl From<Arc<Peer>> for MgsPeers {
     /// The MGS behind one existing peer.
     fn from(peer: Arc<Peer>) -> MgsPeers {
-        MgsPeers { peers: vec![peer], current: AtomicUsize::new(0), unlisted: std::sync::Mutex::new(None) }
+        MgsPeers::of(vec![peer])
     }
 }
 
@@ -247,7 +299,22 @@ mod tests {
         assert_eq!(leader_named(&m), Some("127.0.0.1:7001"));
         assert_eq!(leader_named(&moved_to("x", None)), None);
         let peers = MgsPeers::new("a:1,b:2", PeerOptions::default());
-        assert_eq!((peers.list(), peers.current()), ("a:1,b:2".to_string(), "a:1"));
+        assert_eq!((peers.list(), peers.current()), ("a:1,b:2".to_string(), "a:1".to_string()));
         assert_eq!(MgsPeers::new("", PeerOptions::default()).addresses(), [""]);
+    }
+
+    #[test]
+    fn members_the_map_names_beyond_the_list_are_learned_and_forgotten_when_they_leave() {
+        let peers = MgsPeers::new("a:1", PeerOptions::default());
+        let members = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        peers.learn(&members(&["a:1", "b:2", "c:3"]));
+        assert_eq!(peers.learned(), ["b:2", "c:3"]);
+        let b = peers.everyone()[1].clone();
+        peers.learn(&members(&["b:2", "d:4"]));
+        assert_eq!(peers.learned(), ["b:2", "d:4"], "c:3 left; a:1 is listed and stays");
+        assert!(Arc::ptr_eq(&peers.everyone()[1], &b), "a known member keeps its connection");
+        assert_eq!(peers.addresses(), ["a:1"]);
+        peers.learn(&[]);
+        assert!(peers.learned().is_empty());
     }
 }

@@ -47,11 +47,20 @@ pub(crate) struct MgsHosting {
     pub monitor_interval: Duration,
     pub serving: AtomicBool,
     pub monitor: Mutex<Option<tokio::task::JoinHandle<()>>>,
+    /// Keeps the group's voters in the map while this replica leads.
+    pub members: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl MgsHosting {
     pub fn new(mgs: Arc<Mgs>, peers: Arc<weft_rpc::map::PeerSet>, monitor_interval: Duration) -> MgsHosting {
-        MgsHosting { mgs, peers, monitor_interval, serving: AtomicBool::new(false), monitor: Mutex::new(None) }
+        MgsHosting {
+            mgs,
+            peers,
+            monitor_interval,
+            serving: AtomicBool::new(false),
+            monitor: Mutex::new(None),
+            members: Mutex::new(None),
+        }
     }
 }
 
@@ -86,6 +95,26 @@ impl Hosted for MgsHosting {
                 old.abort();
             }
         }
+        // The group's voters in the map, now and as they change, so that clients and servers
+        // reach replicas their lists do not name (weft-rpc `MgsPeers::learn`).
+        let (mgs, mut changes) = (self.mgs.clone(), group.watch());
+        let task = tokio::spawn(async move {
+            loop {
+                let voters: Vec<String> = changes.borrow_and_update().members.values().cloned().collect();
+                if mgs.map().mgs_replicas != voters {
+                    if let Err(e) = mgs.set_replicas(voters).await {
+                        tracing::warn!("the MGS's members not recorded in the map: {e}");
+                    }
+                }
+                tokio::select! {
+                    changed = changes.changed() => if changed.is_err() { return },
+                    () = mgs.stops_leading() => return,
+                }
+            }
+        });
+        if let Some(old) = self.members.lock().unwrap_or_else(|p| p.into_inner()).replace(task) {
+            old.abort();
+        }
         tracing::info!(version = self.mgs.map().version, "this MGS replica leads its group and serves");
         Ok(())
     }
@@ -93,8 +122,10 @@ impl Hosted for MgsHosting {
     async fn stop(&self) -> WeftResult<()> {
         self.mgs.follow();
         self.serving.store(false, Ordering::Release);
-        if let Some(task) = self.monitor.lock().unwrap_or_else(|p| p.into_inner()).take() {
-            task.abort();
+        for task in [&self.monitor, &self.members] {
+            if let Some(task) = task.lock().unwrap_or_else(|p| p.into_inner()).take() {
+                task.abort();
+            }
         }
         Ok(())
     }

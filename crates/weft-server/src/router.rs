@@ -41,7 +41,11 @@ fn authorize_mgs(header: &RequestHeader, op: MgsRequest) -> Result<MgsRequest, W
     let perm = |what: &str| Err(WeftError::new(ErrorCode::Perm, format!("only root {what}")));
     match op {
         MgsRequest::DecaySet(_) | MgsRequest::DecayRemove(_) if caller != 0 => perm("changes decay policies"),
-        MgsRequest::PoolNew(_) | MgsRequest::PoolAdd(_) | MgsRequest::PoolRemove(_) | MgsRequest::PoolDestroy(_)
+        MgsRequest::PoolNew(_)
+        | MgsRequest::PoolAdd(_)
+        | MgsRequest::PoolRemove(_)
+        | MgsRequest::PoolDestroy(_)
+        | MgsRequest::PoolSet(_)
             if caller != 0 =>
         {
             perm("changes pools")

@@ -278,3 +278,41 @@ async fn an_mgs_replica_joins_a_live_group_and_the_leader_leaves_it() {
         s.shutdown().await;
     }
 }
+
+/// The map names the group's members, so a client given one replica's address alone still
+/// reaches the group after that replica stops (without it, its only address is dead).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_client_given_one_replica_learns_the_others_from_the_map_and_follows_them_after_it_stops() {
+    let root = tempfile::tempdir().unwrap();
+    let addresses = free_addresses(3);
+    let list = addresses.join(",");
+    let configs: Vec<ServerConfig> =
+        (0..3).map(|i| mgs_replica_config(&root.path().join(format!("mgs{i}")), &addresses[i], &addresses)).collect();
+    let starting: Vec<_> = configs.iter().map(|c| tokio::spawn(RunningServer::start(c.clone()))).collect();
+    let mut servers: Vec<Option<RunningServer>> = Vec::new();
+    for s in starting {
+        servers.push(Some(s.await.unwrap().unwrap()));
+    }
+    let first = leader(&servers).await;
+    let client = Client::connect(ClientConfig {
+        request_timeout: Duration::from_secs(30),
+        ..ClientConfig::new(addresses[first].clone())
+    })
+    .await
+    .unwrap();
+    client_sees(&client, "the MGS's three replicas", |m| m.mgs_replicas == addresses).await;
+
+    // The only replica the client was given stops; another leads, and what it does reaches
+    // the client's map through a replica it learned of.
+    servers[first].take().unwrap().shutdown().await;
+    let admin = MgsPeers::new(&list, weft_rpc::PeerOptions::default());
+    admin
+        .op(RequestHeader::default(), mgs::PoolNew { pool: "learned".into() }, Duration::from_secs(30))
+        .await
+        .expect("a pool made by the new leader");
+    client_sees(&client, "the pool made after its listed replica stopped", |m| m.pools.contains_key("learned")).await;
+    drop(client);
+    for s in servers.into_iter().flatten() {
+        s.shutdown().await;
+    }
+}

@@ -14,6 +14,9 @@ use weft_proto::{Layout, StripeSpec, WeftResult};
 pub fn layout_from(ctx: &mut OpCtx<'_>, spec: &StripeSpec, generation: u32) -> WeftResult<Layout> {
     let mut layout = Layout::planned(spec);
     layout.generation = generation;
+    if ctx.core.objects.sync_mirrors_by_pool(&layout) {
+        layout.set_sync_mirrors(true);
+    }
     instantiate(ctx, &mut layout, 1, None)?;
     Ok(layout)
 }

@@ -82,6 +82,16 @@ pub struct ClusterMap {
     /// more than a budget in the current period.
     #[serde(default)]
     pub decay: Vec<DecayPolicy>,
+    /// Pools whose new files' mirrors are written synchronously (`weft pool set POOL
+    /// --sync-mirrors on`): a file made with mirrors, one of them in such a pool, gets
+    /// `comp_flags::SYNC_MIRRORS` as with `weft mirror create --sync`.
+    #[serde(default)]
+    pub sync_mirror_pools: std::collections::BTreeSet<String>,
+    /// A replicated MGS's voters (every replica's address), kept by its leader as its
+    /// group's membership changes; empty for a single MGS. Clients and servers call those
+    /// their `mgs_address` list does not name too (weft-rpc `MgsPeers::learn`).
+    #[serde(default)]
+    pub mgs_replicas: Vec<String>,
 }
 
 /// A decay policy: within each period, whoever (a user or a job) used more than the
@@ -230,6 +240,9 @@ macro_rules! mgs_ops {
             /// A server evicted these clients (they did not answer a lock callback in time):
             /// the MGS answers their map watches `Evicted` (see `WatchMap`). Kept in memory.
             write ClientsEvicted { client_ids: Vec<u64> } -> () = "mgs_clients_evicted";
+            /// A pool's settings (`weft pool set`): `sync_mirrors`, whether new files with a
+            /// mirror in the pool write their mirrors synchronously. The pool must exist.
+            write PoolSet { pool: String, sync_mirrors: bool } -> $crate::msg::ClusterMap = "mgs_pool_set";
         }
     };
 }

@@ -14,9 +14,10 @@
 //! `date -s` does to a server, jumps ahead and back: no group elects anyone for it. And the
 //! monotonic clock with it (libfaketime's default), what a replica's timers see, jumps ahead
 //! only, as a real one can: openraft asserts in debug builds that it never goes back (its
-//! core panics), and tokio's timers would wait for it to catch up. A follower's jump may
-//! cost an election (openraft 0.9 has no pre-vote: docs/ARCHITECTURE.md, "Clocks"), which
-//! is printed, not refused.
+//! core panics), and tokio's timers would wait for it to catch up. A follower's jump
+//! costs no election: it asks a pre-vote first, which the others refuse while they hear
+//! the leader (docs/ARCHITECTURE.md, "Clocks"); an election, were there one, is printed,
+//! not refused.
 //!
 //! Skipped with a message when libfaketime is not installed (scripts/install-test-deps.sh
 //! installs it), and failed then when `CI` is set. `WEFT_CLOCK_JUMP_ROUNDS` sets how many

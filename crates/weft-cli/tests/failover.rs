@@ -217,9 +217,9 @@ fn programs_carry_on_while_the_mdt_leader_is_killed_and_nothing_acknowledged_is_
     assert!(replayed > 0, "the mounts replayed their locks to the last leader: {status}");
     // Each mount's import of the MDT, as Lustre shows a client's: done replaying, reached
     // at another server for each move it saw (two moves between two looks at the map count
-    // as one). A kill may make two moves: a killed replica started again, behind, stands
-    // for election before it hears the leader and can depose it (openraft 0.9 has no
-    // pre-vote), which the clock-jump test measures too.
+    // as one). A kill may make two moves: two replicas that stand at once split the vote
+    // and stand again (a replica started again, behind, no longer deposes the new leader:
+    // it stands only after a pre-vote, which the others refuse while they hear a leader).
     let imports = weft_ok(&["get-param", "--data", s(&fs.data), "mdc.*.import"]);
     assert!(imports.contains("state: FULL"), "{imports}");
     let generations: Vec<usize> =

@@ -161,12 +161,12 @@ impl Commits {
         lock_unpoisoned(&self.issued).last > self.committed()
     }
 
-    /// Commits every change issued so far: `sync` makes each object written durable, then
+    /// Commits every change issued so far: `sync` makes the objects written durable, then
     /// `persist` records the last transno. On an error nothing is counted committed, and
     /// the objects stay to be synced by the next commit.
     pub(crate) fn commit<E>(
         &self,
-        mut sync: impl FnMut(u32) -> Result<(), E>,
+        sync: impl FnOnce(&[u32]) -> Result<(), E>,
         persist: impl FnOnce(CommitRecord) -> Result<(), E>,
     ) -> Result<u64, E> {
         let _one = lock_unpoisoned(&self.committing);
@@ -178,11 +178,11 @@ impl Commits {
             return Ok(self.committed());
         }
         let put_back = |dirty: HashSet<u32>| lock_unpoisoned(&self.issued).dirty.extend(dirty);
-        for oid in &dirty {
-            if let Err(e) = sync(*oid) {
-                put_back(dirty);
-                return Err(e);
-            }
+        let mut oids: Vec<u32> = dirty.iter().copied().collect();
+        oids.sort_unstable();
+        if let Err(e) = sync(&oids) {
+            put_back(dirty);
+            return Err(e);
         }
         if let Err(e) = persist(CommitRecord { starts: self.starts, committed: last }) {
             put_back(dirty);
@@ -276,8 +276,8 @@ mod tests {
         let mut persisted = None;
         let committed = first
             .commit(
-                |oid| {
-                    synced.push(oid);
+                |oids| {
+                    synced.extend_from_slice(oids);
                     Ok::<_, ()>(())
                 },
                 |r| {
@@ -293,7 +293,7 @@ mod tests {
         let c = first.issue(9);
         assert_eq!(first.commit(|_| Err("disk"), |_| Ok(())), Err("disk"));
         assert_eq!(first.committed(), b);
-        assert_eq!(first.commit(|oid| if oid == 9 { Ok(()) } else { Err("wrong object") }, |_| Ok(())), Ok(c));
+        assert_eq!(first.commit(|oids| if oids == [9] { Ok(()) } else { Err("wrong objects") }, |_| Ok(())), Ok(c));
 
         let (record, second) = Commits::start(CommitRecord { starts: 1, committed: b }, Instant::now());
         assert_eq!(record.starts, 2);

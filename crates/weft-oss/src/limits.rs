@@ -43,6 +43,9 @@ pub const WRITE_STALLS_MAX: u32 = 3;
 /// is refused and its write lost (the client says so in its log and its import counters).
 /// New I/O is not held meanwhile: a replay writes only what no later write covered.
 pub const REPLAY_WINDOW_MS: u64 = 30_000;
+/// A commit of at least this many objects syncs the OST's whole file system at once
+/// (syncfs) rather than each object (fdatasync, and a journal commit, each).
+pub const SYNCFS_OBJECTS_MIN: usize = 32;
 /// Most ranges a replay window remembers (about 40 bytes each): past it the window ends
 /// early, so a busy OST's memory does not grow with the writes of the window.
 pub const REPLAY_SPANS_MAX: usize = 1_000_000;

@@ -162,7 +162,7 @@ impl Ost {
     /// last commit are synced, then the commit record. The last transno committed.
     pub fn commit(&self) -> WeftResult<u64> {
         self.commits
-            .commit(|oid| self.store.sync(oid), |record| self.store.set_commit_record(record))
+            .commit(|oids| self.store.sync_many(oids), |record| self.store.set_commit_record(record))
             .map_err(|e| self.error(e))
     }
 

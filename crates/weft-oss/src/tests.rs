@@ -718,3 +718,19 @@ async fn an_ost_stopped_in_one_process_is_served_by_another_from_the_same_direct
     assert_eq!(second.oss.ost_for_test(2).last_id(), 20);
     assert_eq!(second.must_read(7, 0, 100).await.as_ref(), b"written before the move");
 }
+
+#[tokio::test]
+async fn a_commit_of_many_objects_syncs_the_file_system_once_and_covers_every_write() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start(tmp.path(), 0);
+    let count = limits::SYNCFS_OBJECTS_MIN as u32 + 8;
+    let mut last = 0;
+    for oid in 1..=count {
+        last = c.must_write(oid, 0, format!("object {oid}").as_bytes()).await.transno;
+    }
+    let commit = OstRequest::Commit(msg::ost::Commit { commit: true });
+    assert_eq!(c.request(commit).await, Ok(OstReply::Committed(msg::ost::Committed { committed: last })));
+    let peek = OstRequest::Commit(msg::ost::Commit { commit: false });
+    assert_eq!(c.request(peek).await, Ok(OstReply::Committed(msg::ost::Committed { committed: last })));
+    assert_eq!(c.must_read(count, 0, 100).await.as_ref(), format!("object {count}").as_bytes());
+}

@@ -58,6 +58,12 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// object that does not exist is left as it is.
     fn sync(&self, oid: u32) -> StoreResult<()>;
 
+    /// Makes every object of `oids` durable, as [`ObjectStore::sync`] of each does (an OST's
+    /// commit, crate::commit). A store may do it at once for all (a file system's syncfs).
+    fn sync_many(&self, oids: &[u32]) -> StoreResult<()> {
+        oids.iter().try_for_each(|oid| self.sync(*oid))
+    }
+
     /// Removes the object; one that does not exist is fine.
     fn remove(&self, oid: u32) -> StoreResult<()>;
 
@@ -106,6 +112,9 @@ impl<S: ObjectStore + ?Sized> ObjectStore for Arc<S> {
     }
     fn sync(&self, oid: u32) -> StoreResult<()> {
         (**self).sync(oid)
+    }
+    fn sync_many(&self, oids: &[u32]) -> StoreResult<()> {
+        (**self).sync_many(oids)
     }
     fn remove(&self, oid: u32) -> StoreResult<()> {
         (**self).remove(oid)

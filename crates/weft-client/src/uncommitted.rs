@@ -8,6 +8,7 @@
 use bytes::Bytes;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
+use weft_proto::msg::ost::{transno_start, TRANSNO_START_SHIFT};
 use weft_proto::Fid;
 
 /// One write kept for replay.
@@ -20,20 +21,30 @@ pub(crate) struct Kept {
 
 #[derive(Debug, Default)]
 struct Target {
-    /// The highest committed transno an answer of this OST gave.
+    /// The highest committed transno an answer of this OST gave (of its latest start).
     committed: u64,
     writes: BTreeMap<u64, Kept>,
     bytes: u64,
 }
 
+/// Whether an OST's `committed` covers the write of `transno`: both of one start of its
+/// server, the write at or below it. A commit of a later start says nothing of an earlier
+/// start's writes, which that start may have lost (kept until they are replayed).
+fn covers(committed: u64, transno: u64) -> bool {
+    transno_start(transno) == transno_start(committed) && transno <= committed
+}
+
 impl Target {
-    fn prune(&mut self, committed: u64) -> u64 {
+    /// Forgets the writes `committed` covers.
+    fn prune(&mut self, committed: u64) {
         self.committed = self.committed.max(committed);
-        let later = self.writes.split_off(&(self.committed + 1));
-        let freed: u64 = self.writes.values().map(|k| k.bulk.len() as u64).sum();
-        self.writes = later;
-        self.bytes -= freed;
-        freed
+        let first = transno_start(committed) << TRANSNO_START_SHIFT;
+        let covered: Vec<u64> = self.writes.range(first..=committed).map(|(t, _)| *t).collect();
+        for transno in covered {
+            if let Some(kept) = self.writes.remove(&transno) {
+                self.bytes -= kept.bulk.len() as u64;
+            }
+        }
     }
 }
 
@@ -54,10 +65,12 @@ impl Uncommitted {
         let mut targets = self.targets();
         let target = targets.entry(ost).or_default();
         target.prune(committed);
-        let keep = transno > target.committed;
+        let keep = transno != 0 && !covers(committed, transno) && !covers(target.committed, transno);
         if keep {
             target.bytes += write.bulk.len() as u64;
-            target.writes.insert(transno, write);
+            if let Some(before) = target.writes.insert(transno, write) {
+                target.bytes -= before.bulk.len() as u64;
+            }
         }
         if target.writes.is_empty() {
             targets.remove(&ost);
@@ -130,6 +143,13 @@ mod tests {
         assert_eq!(kept.bytes(), (70, Some(3)));
         // A late answer with an older committed number takes nothing back.
         assert!(!kept.answered(3, 29, 28, write(5)));
+        // A commit of a later start of the OST's server covers none of an earlier start's
+        // writes: they are kept to be replayed.
+        let later = 2 << TRANSNO_START_SHIFT;
+        assert!(kept.answered(3, later + 1, later, write(10)), "a write of the new start, not committed");
+        assert_eq!(kept.bytes(), (80, Some(3)));
+        kept.committed(3, later + 1);
+        assert_eq!(kept.bytes(), (70, Some(3)), "31 of the first start is still kept");
         let replay = kept.take(3);
         assert_eq!(replay.iter().map(|(t, _)| *t).collect::<Vec<_>>(), vec![31]);
         assert_eq!(kept.osts(), vec![2]);

@@ -11,8 +11,12 @@
 //!
 //! A transno is the OST's start count above a count within the start
 //! (`weft_proto::msg::ost::TRANSNO_START_SHIFT`), so every write of a later start is
-//! numbered above every write of an earlier one. After a restart the OST takes replays for
-//! [`REPLAY_WINDOW_MS`]: each writes only the parts of its range that no write of a later
+//! numbered above every write of an earlier one. A start in the same boot of the machine as
+//! the one before (a restart of the process: kill -9) finds every answered write in the
+//! page cache: it syncs the whole store before it serves, and a replay writes nothing (it
+//! would overwrite later writes whose writers do not replay: an evicted client, one that
+//! exited, one in the OSS's own process). A start in another boot (a power loss, a reboot,
+//! a failover to another node) takes replays for [`REPLAY_WINDOW_MS`]: each writes only the parts of its range that no write of a later
 //! transno (a replay of one, or a new write since the restart) covered, so whatever order
 //! replays and new writes arrive in, each byte ends as the last write to it left it. A
 //! replay at or below what the previous start committed, or of this start, changes nothing.
@@ -108,24 +112,39 @@ pub(crate) struct Commits {
     /// Whether a replay window is open (checked without the lock on every write).
     replaying: AtomicBool,
     window: Mutex<Option<Window>>,
+    /// The machine rebooted since the last start: what was not committed may be lost.
+    rebooted: bool,
+    /// The boot this start runs in (kept in every record).
+    boot: u64,
+    /// A sync failed: what the store holds is no longer known to be what was written
+    /// (Linux reports a writeback error once), so nothing more is counted committed.
+    broken: AtomicBool,
 }
 
 /// Why a replay is not written.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Skip {
-    /// It was durable before the restart, or it is of this start (nothing was lost).
+    /// It is of this start: nothing was lost (a reconnect without a restart); the client
+    /// keeps it until it is committed.
+    ThisStart,
+    /// It was durable before this start (committed, or synced at a start in the same boot).
     Durable,
+    /// It is of a start before the last one that committed: two restarts passed, and this
+    /// OST cannot tell whether it was committed.
+    Unknown,
     /// The replay window ended: the write is lost unless it was durable.
     WindowOver,
 }
 
 impl Commits {
-    /// The state of an OST whose store kept `record`, started once more: the record to
-    /// persist before it serves, and the state. A replay window opens when the OST served
-    /// before (its clients may hold writes it had not committed).
-    pub(crate) fn start(record: CommitRecord, now: Instant) -> (CommitRecord, Commits) {
+    /// The state of an OST whose store kept `record`, started once more in the machine's
+    /// boot `boot`: the record to persist before it serves, and the state. A replay window
+    /// opens when the OST served before in another boot (its clients may hold writes it
+    /// lost); in the same boot the caller syncs the store first ([`Commits::rebooted`]).
+    pub(crate) fn start(record: CommitRecord, boot: u64, now: Instant) -> (CommitRecord, Commits) {
         let starts = record.starts + 1;
-        let window = (record.starts > 0).then(|| Window {
+        let rebooted = record.starts > 0 && record.boot != boot;
+        let window = rebooted.then(|| Window {
             until: now + Duration::from_millis(REPLAY_WINDOW_MS),
             spans: HashMap::new(),
             count: 0,
@@ -138,8 +157,22 @@ impl Commits {
             committing: Mutex::new(()),
             replaying: AtomicBool::new(window.is_some()),
             window: Mutex::new(window),
+            rebooted,
+            boot,
+            broken: AtomicBool::new(false),
         };
-        (CommitRecord { starts, committed: record.committed }, commits)
+        (CommitRecord { starts, committed: record.committed, boot }, commits)
+    }
+
+    /// Whether the machine rebooted since the OST's last start (else the caller syncs
+    /// what the last start wrote before serving).
+    pub(crate) fn rebooted(&self) -> bool {
+        self.rebooted
+    }
+
+    /// Whether a sync failed: no commit is claimed from then on.
+    pub(crate) fn broken(&self) -> bool {
+        self.broken.load(Ordering::Acquire)
     }
 
     pub(crate) fn committed(&self) -> u64 {
@@ -182,9 +215,10 @@ impl Commits {
         oids.sort_unstable();
         if let Err(e) = sync(&oids) {
             put_back(dirty);
+            self.broken.store(true, Ordering::Release);
             return Err(e);
         }
-        if let Err(e) = persist(CommitRecord { starts: self.starts, committed: last }) {
+        if let Err(e) = persist(CommitRecord { starts: self.starts, committed: last, boot: self.boot }) {
             put_back(dirty);
             return Err(e);
         }
@@ -231,8 +265,19 @@ impl Commits {
 
     /// Whether a replay of `transno` is to be written (Ok), or why not.
     pub(crate) fn replay_check(&self, transno: u64, window_open: bool) -> Result<(), Skip> {
-        if transno <= self.committed_before || weft_proto::msg::ost::transno_start(transno) >= self.starts {
+        let start = weft_proto::msg::ost::transno_start;
+        if start(transno) >= self.starts {
+            return Err(Skip::ThisStart);
+        }
+        if !self.rebooted {
             return Err(Skip::Durable);
+        }
+        // The record names the last start that committed: a number of that start is
+        // durable up to it; one of an earlier start is of a start whose end is unknown.
+        match start(transno).cmp(&start(self.committed_before)) {
+            std::cmp::Ordering::Equal if transno <= self.committed_before => return Err(Skip::Durable),
+            std::cmp::Ordering::Less => return Err(Skip::Unknown),
+            _ => {}
         }
         if !window_open {
             return Err(Skip::WindowOver);
@@ -267,8 +312,8 @@ mod tests {
 
     #[test]
     fn transnos_of_a_later_start_are_above_every_earlier_one_and_a_commit_covers_what_was_issued() {
-        let (record, first) = Commits::start(CommitRecord::default(), Instant::now());
-        assert_eq!(record, CommitRecord { starts: 1, committed: 0 });
+        let (record, first) = Commits::start(CommitRecord::default(), 7, Instant::now());
+        assert_eq!(record, CommitRecord { starts: 1, committed: 0, boot: 7 });
         let a = first.issue(7);
         let b = first.issue(8);
         assert!(b > a && a > 0);
@@ -287,7 +332,10 @@ mod tests {
             )
             .unwrap();
         synced.sort();
-        assert_eq!((committed, synced, persisted), (b, vec![7, 8], Some(CommitRecord { starts: 1, committed: b })));
+        assert_eq!(
+            (committed, synced, persisted),
+            (b, vec![7, 8], Some(CommitRecord { starts: 1, committed: b, boot: 7 }))
+        );
         assert!(!first.pending());
         // A failed sync commits nothing, and the next commit syncs the object again.
         let c = first.issue(9);
@@ -295,23 +343,38 @@ mod tests {
         assert_eq!(first.committed(), b);
         assert_eq!(first.commit(|oids| if oids == [9] { Ok(()) } else { Err("wrong objects") }, |_| Ok(())), Ok(c));
 
-        let (record, second) = Commits::start(CommitRecord { starts: 1, committed: b }, Instant::now());
-        assert_eq!(record.starts, 2);
-        assert!(second.issue(1) > c, "a later start numbers above every earlier transno");
-        // What the first start committed is durable; what it did not is replayed; this
-        // start's own writes never are.
+        // After a power loss (another boot): what the first start committed is durable,
+        // what it did not is replayed, this start's own writes never are.
+        let (record, second) = Commits::start(CommitRecord { starts: 1, committed: b, boot: 7 }, 8, Instant::now());
+        assert_eq!((record.starts, second.rebooted()), (2, true));
+        let own = second.issue(1);
+        assert!(own > c, "a later start numbers above every earlier transno");
         assert_eq!(second.replay_check(a, true), Err(Skip::Durable));
         assert_eq!(second.replay_check(c, true), Ok(()));
         assert_eq!(second.replay_check(c, false), Err(Skip::WindowOver));
-        assert_eq!(second.replay_check(second.issue(1), true), Err(Skip::Durable));
+        assert_eq!(second.replay_check(own, true), Err(Skip::ThisStart));
+        // After a restart of the process (the same boot), nothing is replayed: the caller
+        // synced what the last start wrote, from the cache.
+        let (_, same_boot) = Commits::start(CommitRecord { starts: 1, committed: b, boot: 7 }, 7, Instant::now());
+        assert!(!same_boot.rebooted());
+        assert_eq!(same_boot.replay_check(c, false), Err(Skip::Durable));
+        // Two restarts on: the second start committed, so a number of the first above its
+        // own last commit is of a start whose end is unknown.
+        let second_committed = own;
+        let (_, third) =
+            Commits::start(CommitRecord { starts: 2, committed: second_committed, boot: 8 }, 9, Instant::now());
+        assert_eq!(third.replay_check(c, true), Err(Skip::Unknown));
+        assert_eq!(third.replay_check(second_committed, true), Err(Skip::Durable));
     }
 
     #[test]
-    fn a_first_start_opens_no_window_a_restart_does_until_it_ends() {
+    fn a_first_start_or_one_in_the_same_boot_opens_no_window_a_reboot_does_until_it_ends() {
         let now = Instant::now();
-        let (_, first) = Commits::start(CommitRecord::default(), now);
+        let (_, first) = Commits::start(CommitRecord::default(), 1, now);
         assert!(first.with_window(now, |w| w.is_none()));
-        let (_, again) = Commits::start(CommitRecord { starts: 3, committed: 0 }, now);
+        let (_, restarted) = Commits::start(CommitRecord { starts: 3, committed: 0, boot: 1 }, 1, now);
+        assert!(restarted.with_window(now, |w| w.is_none()), "the same boot: nothing was lost");
+        let (_, again) = Commits::start(CommitRecord { starts: 3, committed: 0, boot: 1 }, 2, now);
         assert!(again.with_window(now, |w| w.is_some()));
         let later = now + Duration::from_millis(REPLAY_WINDOW_MS);
         assert!(again.with_window(later, |w| w.is_none()));

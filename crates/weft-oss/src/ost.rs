@@ -51,7 +51,12 @@ impl Ost {
     /// it serves (every transno it gives is above those of its earlier starts).
     pub fn new(index: u32, store: Box<dyn ObjectStore>) -> WeftResult<Ost> {
         let last_id = store.last_id();
-        let (record, commits) = Commits::start(store.commit_record(), std::time::Instant::now());
+        let (record, commits) = Commits::start(store.commit_record(), store.machine_boot(), std::time::Instant::now());
+        if !commits.rebooted() {
+            // A restart in the same boot: everything the last start wrote is in the cache;
+            // durable now, so that its writes need no replay (commit.rs).
+            store.sync_all().map_err(|e| ost_error(index, e))?;
+        }
         store.set_commit_record(record).map_err(|e| ost_error(index, e))?;
         let size_max = match weft_proto::layout::dom_mdt(index) {
             Some(_) => weft_proto::limits::DOM_SIZE_MAX_BYTES,
@@ -135,6 +140,18 @@ impl Ost {
         let done = self.commits.with_window(std::time::Instant::now(), |window| {
             match self.commits.replay_check(op.transno, window.is_some()) {
                 Err(Skip::Durable) => return Ok(None),
+                // Not lost: the client keeps it until a commit covers it.
+                Err(Skip::ThisStart) => return Ok(Some(op.transno)),
+                Err(Skip::Unknown) => {
+                    return Err(WeftError::new(
+                        ErrorCode::Stale,
+                        format!(
+                            "OST {}: the write of transno {:#x} to {} at {} is of a server start before the last \
+                             one that committed: whether it was made durable is not known, and it may be lost",
+                            self.index, op.transno, op.fid, op.offset
+                        ),
+                    ))
+                }
                 Err(Skip::WindowOver) => {
                     return Err(WeftError::new(
                         ErrorCode::Stale,
@@ -161,6 +178,14 @@ impl Ost {
     /// Commits every change answered so far (commit.rs): the objects written since the
     /// last commit are synced, then the commit record. The last transno committed.
     pub fn commit(&self) -> WeftResult<u64> {
+        if self.commits.broken() {
+            return Err(WeftError::io(format!(
+                "OST {}: a sync of its objects failed earlier, so what it holds is not known to be what was \
+                 written: it commits nothing more (its server's log says which sync; restart it once the \
+                 storage is checked)",
+                self.index
+            )));
+        }
         self.commits
             .commit(|oids| self.store.sync_many(oids), |record| self.store.set_commit_record(record))
             .map_err(|e| self.error(e))
@@ -210,10 +235,17 @@ impl Ost {
                 format!("size {size} passes the largest object size {}", self.size_max),
             ));
         }
-        self.store.set_len(oid, size).map_err(|e| self.error(e))?;
-        // Committed before it is answered: a replay of an earlier write must not bring
-        // back bytes it cut.
-        self.commits.issue(oid);
+        // In the replay window, a span from the new size on: no replay of an earlier write
+        // may write past it again. Committed before it is answered: a replay after a
+        // later restart must not bring back the bytes it cut either.
+        self.commits.with_window(std::time::Instant::now(), |window| {
+            self.store.set_len(oid, size).map_err(|e| self.error(e))?;
+            let transno = self.commits.issue(oid);
+            if let Some(window) = window {
+                self.commits.record(window, oid, size, u64::MAX, transno);
+            }
+            Ok::<_, WeftError>(())
+        })?;
         self.commit().map(drop)
     }
 
@@ -231,13 +263,19 @@ impl Ost {
                 ),
             ));
         }
-        self.store.fallocate(oid, op.offset, op.len, op.mode, op.keep_size).map_err(|e| self.error(e))?;
-        if op.mode.clears() {
-            // As a punch: no replay of an earlier write may bring the bytes back.
-            self.commits.issue(oid);
-            self.commit()?;
+        if !op.mode.clears() {
+            return self.store.fallocate(oid, op.offset, op.len, op.mode, op.keep_size).map_err(|e| self.error(e));
         }
-        Ok(())
+        // As a truncate: no replay of an earlier write may bring the cleared bytes back.
+        self.commits.with_window(std::time::Instant::now(), |window| {
+            self.store.fallocate(oid, op.offset, op.len, op.mode, op.keep_size).map_err(|e| self.error(e))?;
+            let transno = self.commits.issue(oid);
+            if let Some(window) = window {
+                self.commits.record(window, oid, op.offset, op.offset.saturating_add(op.len), transno);
+            }
+            Ok::<_, WeftError>(())
+        })?;
+        self.commit().map(drop)
     }
 
     fn getattr(&self, fid: &Fid) -> WeftResult<ost::ObjectAttr> {

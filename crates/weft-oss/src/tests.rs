@@ -678,19 +678,50 @@ async fn a_replay_into_an_object_destroyed_since_the_restart_is_not_written() {
 }
 
 #[tokio::test]
-async fn a_replay_after_the_window_or_to_an_ost_that_did_not_restart_is_refused_or_ignored() {
+async fn a_replay_to_the_same_start_or_the_same_boot_writes_nothing_and_one_from_two_restarts_ago_is_refused() {
     let mem = Arc::new(MemStore::new());
     let c = serve(vec![(0, Box::new(mem.clone()))]);
     let written = c.must_write(1, 0, b"kept").await;
-    // The same start: nothing was lost, nothing is written.
-    assert_eq!(c.replay(1, 0, b"XXXX", written.transno).await.expect("replay").transno, 0);
-    assert_eq!(c.must_read(1, 0, 10).await.as_ref(), b"kept");
-    // A first start opens no window: a replay of a start before it is refused, and says why.
-    let fresh = serve(vec![(0, Box::new(MemStore::new()))]);
-    // (Transnos below 1 << TRANSNO_START_SHIFT are of a start before the first.)
-    let err = fresh.replay(1, 0, b"lost", 3).await.unwrap_err();
+    // The same start (a reconnect): nothing was lost, nothing is written, and the client
+    // keeps the write until a commit covers it.
+    assert_eq!(c.replay(1, 0, b"XXXX", written.transno).await.expect("replay").transno, written.transno);
+    c.must_write(1, 0, b"LATE").await;
+    drop(c);
+    // A restart of the process (the same boot): what it wrote is all there, synced at the
+    // start; an earlier write's replay must not come back over a later one.
+    let c = serve(vec![(0, Box::new(mem.clone()))]);
+    assert_eq!(c.replay(1, 0, b"kept", written.transno).await.expect("replay").transno, 0);
+    assert_eq!(c.must_read(1, 0, 10).await.as_ref(), b"LATE");
+    drop(c);
+    let rebooted = Arc::new(mem.after_power_loss());
+    let c = serve(vec![(0, Box::new(rebooted.clone()))]);
+    assert_eq!(c.must_read(1, 0, 10).await.as_ref(), b"LATE", "synced at the same-boot start");
+    // Two restarts after power losses, the second committing: a write of the first start
+    // not committed by it is of a start whose end this OST cannot know, and is refused so.
+    let lost = c.must_write(2, 0, b"never committed").await;
+    drop(c);
+    let again = Arc::new(rebooted.after_power_loss());
+    let c = serve(vec![(0, Box::new(again.clone()))]);
+    c.must_write(3, 0, b"committed here").await;
+    c.request(OstRequest::Commit(msg::ost::Commit { commit: true })).await.expect("commit");
+    drop(c);
+    let c = serve(vec![(0, Box::new(again.after_power_loss()))]);
+    let err = c.replay(2, 0, b"never committed", lost.transno).await.unwrap_err();
     assert_eq!(err.code, ErrorCode::Stale);
-    assert!(err.message.contains("replay window"), "{}", err.message);
+    assert!(err.message.contains("not known"), "{}", err.message);
+}
+
+#[tokio::test]
+async fn a_replay_after_a_truncate_in_the_window_writes_nothing_past_the_cut() {
+    let mem = Arc::new(MemStore::new());
+    let c = serve(vec![(0, Box::new(mem.clone()))]);
+    let written = c.must_write(1, 0, b"0123456789").await;
+    drop(c);
+    let c = serve(vec![(0, Box::new(mem.after_power_loss()))]);
+    // A truncate after the restart (O_TRUNC), then the replay of the write before it.
+    c.request(OstRequest::Punch(msg::ost::Punch { fid: fid(0, 1), size: 4 })).await.expect("punch");
+    c.replay(1, 0, b"0123456789", written.transno).await.expect("replay");
+    assert_eq!(c.must_read(1, 0, 100).await.as_ref(), b"0123");
 }
 
 /// A failover OST: one process stops serving it and another opens the same directory; what

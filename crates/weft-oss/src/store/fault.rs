@@ -110,6 +110,15 @@ impl<S: ObjectStore> ObjectStore for FaultStore<S> {
         self.inner.set_commit_record(record)
     }
 
+    fn machine_boot(&self) -> u64 {
+        self.inner.machine_boot()
+    }
+
+    fn sync_all(&self) -> StoreResult<()> {
+        self.check(|| "sync everything".to_string())?;
+        self.inner.sync_all()
+    }
+
     fn statfs(&self) -> StoreResult<StatfsInfo> {
         self.check(|| "statfs".to_string())?;
         self.inner.statfs()

@@ -13,7 +13,7 @@
 //! ```text
 //! <dir>/target                     fsname, index, format version (TOML)
 //! <dir>/O/<seq hex>/LAST_ID        highest precreated object id, decimal text
-//! <dir>/O/<seq hex>/COMMITTED      the commit record: "<starts> <committed transno>\n"
+//! <dir>/O/<seq hex>/COMMITTED      the commit record: "<starts> <committed transno> <boot>\n"
 //!                                  (missing: never started with write replay; zeros)
 //! <dir>/O/<seq hex>/d<oid % 32>/<oid>   one file per object, sparse, its bytes are the object's;
 //!                                       made by the object's first write or a passthrough
@@ -365,14 +365,7 @@ impl ObjectStore for FileStore {
         if oids.len() < SYNCFS_OBJECTS_MIN {
             return oids.iter().try_for_each(|oid| self.sync(*oid));
         }
-        let dir = std::fs::File::open(&self.seq_dir)
-            .map_err(|e| StoreError::from_io(format_args!("cannot open {}", self.seq_dir.display()), e))?;
-        // SAFETY: syncfs only reads the descriptor, which `dir` keeps open for the call.
-        if unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&dir)) } != 0 {
-            let e = std::io::Error::last_os_error();
-            return Err(StoreError::from_io(format_args!("syncfs of {}", self.seq_dir.display()), e));
-        }
-        Ok(())
+        self.sync_all()
     }
 
     fn remove(&self, oid: u32) -> StoreResult<()> {
@@ -395,10 +388,28 @@ impl ObjectStore for FileStore {
         *lock_unpoisoned(&self.commit_record)
     }
 
+    fn machine_boot(&self) -> u64 {
+        // Linux's boot id (a UUID, new at every boot): its first 16 hex digits.
+        let id = std::fs::read_to_string("/proc/sys/kernel/random/boot_id").unwrap_or_default();
+        let hex: String = id.chars().filter(char::is_ascii_hexdigit).take(16).collect();
+        u64::from_str_radix(&hex, 16).unwrap_or(0)
+    }
+
+    fn sync_all(&self) -> StoreResult<()> {
+        let dir = std::fs::File::open(&self.seq_dir)
+            .map_err(|e| StoreError::from_io(format_args!("cannot open {}", self.seq_dir.display()), e))?;
+        // SAFETY: syncfs only reads the descriptor, which `dir` keeps open for the call.
+        if unsafe { libc::syncfs(std::os::fd::AsRawFd::as_raw_fd(&dir)) } != 0 {
+            let e = std::io::Error::last_os_error();
+            return Err(StoreError::from_io(format_args!("syncfs of {}", self.seq_dir.display()), e));
+        }
+        Ok(())
+    }
+
     fn set_commit_record(&self, record: CommitRecord) -> StoreResult<()> {
         // Held across the write: two commits never replace the file out of order.
         let mut kept = lock_unpoisoned(&self.commit_record);
-        let text = format!("{} {}\n", record.starts, record.committed);
+        let text = format!("{} {} {}\n", record.starts, record.committed, record.boot);
         durable::replace_file(&self.seq_dir, COMMITTED_FILE_NAME, text.as_bytes())
             .map_err(|e| StoreError::from_io(format_args!("cannot persist {COMMITTED_FILE_NAME}"), e))?;
         *kept = record;
@@ -496,10 +507,10 @@ fn read_commit_record(path: &Path) -> StoreResult<CommitRecord> {
     file.take(LAST_ID_FILE_BYTES_MAX).read_to_string(&mut text).map_err(|e| StoreError::from_io(path.display(), e))?;
     let numbers: Vec<Option<u64>> = text.split_whitespace().map(|n| n.parse().ok()).collect();
     match numbers[..] {
-        [Some(starts), Some(committed)] => Ok(CommitRecord { starts, committed }),
+        [Some(starts), Some(committed), Some(boot)] => Ok(CommitRecord { starts, committed, boot }),
         _ => Err(StoreError::Io {
             what: format!(
-                "{} is damaged: expected two decimal numbers (starts, committed transno), found {:?}",
+                "{} is damaged: expected three decimal numbers (starts, committed transno, boot), found {:?}",
                 path.display(),
                 text.trim()
             ),

@@ -46,6 +46,8 @@ struct Objects {
     last_id: u32,
     /// Durable as soon as set, as LAST_ID.
     commit_record: CommitRecord,
+    /// Simulated boots: one more after each power loss.
+    boot: u64,
 }
 
 pub struct MemStore {
@@ -77,6 +79,7 @@ impl MemStore {
                 used_pages,
                 last_id: objects.last_id,
                 commit_record: objects.commit_record,
+                boot: objects.boot + 1,
             }),
             capacity_pages: self.capacity_pages,
         }
@@ -284,6 +287,16 @@ impl ObjectStore for MemStore {
 
     fn set_commit_record(&self, record: CommitRecord) -> StoreResult<()> {
         lock_unpoisoned(&self.objects).commit_record = record;
+        Ok(())
+    }
+
+    fn machine_boot(&self) -> u64 {
+        lock_unpoisoned(&self.objects).boot
+    }
+
+    fn sync_all(&self) -> StoreResult<()> {
+        let mut objects = lock_unpoisoned(&self.objects);
+        objects.durable = objects.current.clone();
         Ok(())
     }
 

@@ -29,6 +29,10 @@ pub type StoreResult<T> = Result<T, StoreError>;
 pub struct CommitRecord {
     pub starts: u64,
     pub committed: u64,
+    /// The machine's boot the OST last started in ([`ObjectStore::machine_boot`]): a start
+    /// in the same boot found the page cache whole (a restart of the process), one in
+    /// another may have lost what was not committed (a power loss, a reboot, another node).
+    pub boot: u64,
 }
 
 /// The objects of one OST, by object id. Every method may block (file I/O); the service
@@ -82,6 +86,14 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// Records the OST's commit record, durably before it returns.
     fn set_commit_record(&self, record: CommitRecord) -> StoreResult<()>;
 
+    /// Which boot of the machine the store's data lives under now (Linux's boot_id for
+    /// files; a count of simulated power losses in memory). No I/O past a small read.
+    fn machine_boot(&self) -> u64;
+
+    /// Makes everything the store holds durable (a restarted OST's first act when its
+    /// machine did not reboot: what its previous process wrote is all there, in the cache).
+    fn sync_all(&self) -> StoreResult<()>;
+
     /// Capacity and use of the space the objects live in.
     fn statfs(&self) -> StoreResult<StatfsInfo>;
 
@@ -130,6 +142,12 @@ impl<S: ObjectStore + ?Sized> ObjectStore for Arc<S> {
     }
     fn set_commit_record(&self, record: CommitRecord) -> StoreResult<()> {
         (**self).set_commit_record(record)
+    }
+    fn machine_boot(&self) -> u64 {
+        (**self).machine_boot()
+    }
+    fn sync_all(&self) -> StoreResult<()> {
+        (**self).sync_all()
     }
     fn statfs(&self) -> StoreResult<StatfsInfo> {
         (**self).statfs()

@@ -17,10 +17,8 @@ async fn mirror(env: &Env, fid: Fid, op: MirrorOp) -> Result<Layout, ErrorCode> 
     }
 }
 
-/// A file with mirror 1 on OST 0 and mirror 2 on OST 2.
-async fn two_mirror_file(env: &Env, name: &str) -> Fid {
-    let on = |ost| StripeSpec { stripe_count: 1, ost_list: vec![ost], ..StripeSpec::unset() };
-    let spec = StripeSpec { mirrors: vec![on(0), on(2)], ..StripeSpec::unset() };
+/// Creates `name` in the root with `spec`: what the create answered.
+async fn create(env: &Env, name: &str, spec: StripeSpec) -> mdt::Opened {
     let create = mdt::Create {
         parent: Fid::ROOT,
         name: name.into(),
@@ -29,11 +27,18 @@ async fn two_mirror_file(env: &Env, name: &str) -> Fid {
         spec: Some(spec),
         open_flags: 0,
     };
-    let (fid, handle) = match env.req(MdtRequest::Create(create)).await.unwrap() {
-        MdtReply::Opened(o) => (o.inode.attr.fid, o.handle),
+    match env.req(MdtRequest::Create(create)).await.unwrap() {
+        MdtReply::Opened(o) => o,
         r => panic!("create replied {r:?}"),
-    };
-    env.must_close(fid, handle, Some((0, 0))).await;
+    }
+}
+
+/// A file with mirror 1 on OST 0 and mirror 2 on OST 2.
+async fn two_mirror_file(env: &Env, name: &str) -> Fid {
+    let on = |ost| StripeSpec { stripe_count: 1, ost_list: vec![ost], ..StripeSpec::unset() };
+    let opened = create(env, name, StripeSpec { mirrors: vec![on(0), on(2)], ..StripeSpec::unset() }).await;
+    let fid = opened.inode.attr.fid;
+    env.must_close(fid, opened.handle, Some((0, 0))).await;
     fid
 }
 
@@ -42,27 +47,16 @@ async fn a_new_file_with_a_mirror_in_a_pool_set_to_sync_mirrors_writes_them_sync
     let mut map = cluster_map(&[0, 1, 2, 3], &[("fast", &[0, 1]), ("slow", &[2, 3])]);
     map.sync_mirror_pools.insert("slow".into());
     let env = Env::with_map(map, 1).await;
-    let create = |name: &str, spec: StripeSpec| mdt::Create {
-        parent: Fid::ROOT,
-        name: name.into(),
-        mode: 0o644,
-        exclusive: true,
-        spec: Some(spec),
-        open_flags: 0,
-    };
-    let layout_of = |reply| match reply {
-        Ok(MdtReply::Opened(o)) => o.inode.layout.expect("a layout"),
-        r => panic!("create replied {r:?}"),
-    };
+    let layout_of = |opened: mdt::Opened| opened.inode.layout.expect("a layout");
     let in_pool = |pool: &str| StripeSpec { stripe_count: 1, pool: Some(pool.into()), ..StripeSpec::unset() };
     let spec = StripeSpec { mirrors: vec![in_pool("fast"), in_pool("slow")], ..StripeSpec::unset() };
-    let layout = layout_of(env.req(MdtRequest::Create(create("tiered", spec))).await);
+    let layout = layout_of(create(&env, "tiered", spec).await);
     assert!(layout.sync_mirrors(), "a mirror in the slow pool: synchronous");
     assert_eq!(layout.write_mirrors(), [1, 2]);
     // Without a mirror in such a pool, or without mirrors at all: as before.
     let spec = StripeSpec { mirrors: vec![in_pool("fast"), in_pool("fast")], ..StripeSpec::unset() };
-    assert!(!layout_of(env.req(MdtRequest::Create(create("fast", spec))).await).sync_mirrors());
-    assert!(!layout_of(env.req(MdtRequest::Create(create("plain", in_pool("slow")))).await).sync_mirrors());
+    assert!(!layout_of(create(&env, "fast", spec).await).sync_mirrors());
+    assert!(!layout_of(create(&env, "plain", in_pool("slow")).await).sync_mirrors());
 }
 
 #[tokio::test]

@@ -202,4 +202,6 @@ fn warn_if_descriptors_short(ost_count: usize) {
 }
 
 #[cfg(test)]
+mod replay_tests;
+#[cfg(test)]
 mod tests;

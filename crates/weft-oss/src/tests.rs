@@ -17,36 +17,42 @@ fn config(dir: &std::path::Path, indices: &[u32]) -> OssConfig {
     }
 }
 
-fn fid(ost: u32, oid: u32) -> Fid {
+pub(crate) fn fid(ost: u32, oid: u32) -> Fid {
     Fid::new(Fid::object_seq(ost), oid, 0)
 }
 
 /// A test-side client: each helper asserts the request succeeded.
-struct Client {
-    oss: Arc<Oss>,
-    ost: u32,
+pub(crate) struct Client {
+    pub(crate) oss: Arc<Oss>,
+    pub(crate) ost: u32,
 }
 
 impl Client {
-    async fn try_write(&self, oid: u32, offset: u64, data: &[u8], sync: bool) -> WeftResult<OstReply> {
+    pub(crate) async fn try_write(&self, oid: u32, offset: u64, data: &[u8], sync: bool) -> WeftResult<OstReply> {
         let req = OstRequest::Write(msg::ost::Write { fid: fid(self.ost, oid), offset, sync });
         self.oss.handle(self.ost, req, Bytes::copy_from_slice(data), Run::Offload).await.0
     }
     /// The write's answer (its transno and what the OST committed).
-    async fn must_write(&self, oid: u32, offset: u64, data: &[u8]) -> msg::ost::WriteDone {
+    pub(crate) async fn must_write(&self, oid: u32, offset: u64, data: &[u8]) -> msg::ost::WriteDone {
         let reply = self.try_write(oid, offset, data, false).await.expect("write");
         let OstReply::Written(done) = reply else { panic!("a write answered {reply:?}") };
         assert_eq!(done.len, data.len() as u32);
         done
     }
-    async fn replay(&self, oid: u32, offset: u64, data: &[u8], transno: u64) -> WeftResult<msg::ost::WriteDone> {
+    pub(crate) async fn replay(
+        &self,
+        oid: u32,
+        offset: u64,
+        data: &[u8],
+        transno: u64,
+    ) -> WeftResult<msg::ost::WriteDone> {
         let req = OstRequest::Replay(msg::ost::Replay { fid: fid(self.ost, oid), offset, transno });
         match self.oss.handle(self.ost, req, Bytes::copy_from_slice(data), Run::Offload).await.0? {
             OstReply::Written(done) => Ok(done),
             other => panic!("a replay answered {other:?}"),
         }
     }
-    async fn must_read(&self, oid: u32, offset: u64, len: u32) -> Bytes {
+    pub(crate) async fn must_read(&self, oid: u32, offset: u64, len: u32) -> Bytes {
         let (reply, bulk) = self
             .oss
             .handle(
@@ -59,12 +65,12 @@ impl Client {
         assert_eq!(reply.expect("read"), OstReply::Read(msg::ost::ReadDone { len: bulk.len() as u32 }));
         bulk
     }
-    async fn request(&self, req: OstRequest) -> WeftResult<OstReply> {
+    pub(crate) async fn request(&self, req: OstRequest) -> WeftResult<OstReply> {
         let (reply, bulk) = self.oss.handle(self.ost, req, Bytes::new(), Run::Offload).await;
         assert!(bulk.is_empty());
         reply
     }
-    async fn must_getattr(&self, oid: u32) -> (u64, u64) {
+    pub(crate) async fn must_getattr(&self, oid: u32) -> (u64, u64) {
         match self.request(OstRequest::Getattr(msg::ost::Getattr { fid: fid(self.ost, oid) })).await.expect("getattr") {
             OstReply::ObjectAttr(msg::ost::ObjectAttr { size, blocks, .. }) => (size, blocks),
             other => panic!("unexpected reply {other:?}"),
@@ -72,18 +78,18 @@ impl Client {
     }
 }
 
-fn start(dir: &std::path::Path, ost: u32) -> Client {
+pub(crate) fn start(dir: &std::path::Path, ost: u32) -> Client {
     Client { oss: Oss::open(config(dir, &[ost])).expect("open"), ost }
 }
 
 /// One OST over the store given, as a simulation builds it.
-fn serve(stores: Vec<(u32, Box<dyn ObjectStore>)>) -> Client {
+pub(crate) fn serve(stores: Vec<(u32, Box<dyn ObjectStore>)>) -> Client {
     let ost = stores[0].0;
     Client { oss: Oss::with_stores(FSNAME, stores).expect("with stores"), ost }
 }
 
 /// OST 0 over a memory store, with faults where `plan` says.
-fn serve_with_faults(mem: &Arc<MemStore>, plan: &Arc<FaultPlan>) -> Client {
+pub(crate) fn serve_with_faults(mem: &Arc<MemStore>, plan: &Arc<FaultPlan>) -> Client {
     serve(vec![(0, Box::new(FaultStore::new(mem.clone(), plan.clone())))])
 }
 
@@ -591,139 +597,6 @@ async fn a_store_that_stores_nothing_fails_the_write_instead_of_spinning() {
     assert!(c.must_read(2, 0, 10).await.is_empty());
 }
 
-#[tokio::test]
-async fn after_a_power_loss_an_ost_has_what_it_synced_and_its_last_id() {
-    let mem = Arc::new(MemStore::new());
-    let plan = Arc::new(FaultPlan::new());
-    let c = serve_with_faults(&mem, &plan);
-    let pre = |start_oid, count| OstRequest::Precreate(msg::ost::Precreate { start_oid, count });
-    assert_eq!(c.request(pre(1, 10)).await, Ok(OstReply::Precreated(msg::ost::Precreated { last_oid: 10 })));
-    assert!(matches!(c.try_write(1, 0, b"synced", true).await, Ok(OstReply::Written(_))));
-    c.must_write(3, 0, b"fsynced later").await;
-    let synced = c.request(OstRequest::Sync(msg::ost::Sync { fid: fid(0, 3) })).await.expect("sync");
-    // Answered before the power loss, not committed: a client keeps these to replay.
-    let more = c.must_write(1, 6, b" and more").await;
-    let written = c.must_write(2, 0, b"written").await;
-    let over = c.must_write(2, 2, b"ITTEN").await;
-    for done in [&more, &written, &over] {
-        assert!(done.transno > done.committed, "{done:?} is not committed yet");
-    }
-    let OstReply::Committed(synced) = synced else { panic!("a sync answered {synced:?}") };
-    assert_eq!(more.committed, synced.committed);
-    // An OST without files offers no passthrough path.
-    let err = c.request(OstRequest::LocalPath(msg::ost::LocalPath { fid: fid(0, 1) })).await.unwrap_err();
-    assert_eq!(err.code, ErrorCode::NotSupported);
-
-    plan.inject(plan.ops(), Fault::PowerLoss);
-    assert_eq!(c.try_write(1, 0, b"too late", true).await.unwrap_err().code, ErrorCode::Io);
-    assert_eq!(c.request(pre(11, 10)).await.unwrap_err().code, ErrorCode::Io);
-    drop(c);
-
-    let restarted = Arc::new(mem.after_power_loss());
-    let c = serve(vec![(0, Box::new(restarted.clone()))]);
-    assert_eq!(c.must_read(1, 0, 100).await.as_ref(), b"synced");
-    assert!(c.must_read(2, 0, 100).await.is_empty());
-    assert_eq!(c.must_read(3, 0, 100).await.as_ref(), b"fsynced later");
-    assert_eq!(c.oss.ost_for_test(0).last_id(), 10);
-
-    // The clients replay what was not committed, in any order: the later write to object 2
-    // first, then the earlier one, which must not come back over it. A new write since the
-    // restart is later than any replay.
-    let new = c.must_write(3, 0, b"FSYNCED").await;
-    assert!(new.transno > over.transno, "a later start numbers above an earlier one");
-    let again = c.replay(2, 2, b"ITTEN", over.transno).await.expect("replay");
-    assert!(again.transno > again.committed, "a replayed write is not committed until the next commit");
-    c.replay(2, 0, b"written", written.transno).await.expect("replay");
-    c.replay(1, 6, b" and more", more.transno).await.expect("replay");
-    // A replay of a committed write changes nothing (its bytes may have been written over).
-    let old = c.replay(3, 0, b"stale bytes", synced.committed).await.expect("replay of a committed write");
-    assert_eq!(old.transno, 0, "nothing to keep");
-    assert_eq!(c.must_read(1, 0, 100).await.as_ref(), b"synced and more");
-    assert_eq!(c.must_read(2, 0, 100).await.as_ref(), b"wrITTEN");
-    assert_eq!(c.must_read(3, 0, 100).await.as_ref(), b"FSYNCED later");
-
-    // Committed, they survive a second power loss.
-    c.request(OstRequest::Commit(msg::ost::Commit { commit: true })).await.expect("commit");
-    drop(c);
-    let c = serve(vec![(0, Box::new(restarted.after_power_loss()))]);
-    assert_eq!(c.must_read(1, 0, 100).await.as_ref(), b"synced and more");
-    assert_eq!(c.must_read(2, 0, 100).await.as_ref(), b"wrITTEN");
-    assert_eq!(c.must_read(3, 0, 100).await.as_ref(), b"FSYNCED later");
-}
-
-#[tokio::test]
-async fn a_truncate_is_committed_so_no_replay_brings_back_what_it_cut() {
-    let mem = Arc::new(MemStore::new());
-    let c = serve(vec![(0, Box::new(mem.clone()))]);
-    let written = c.must_write(1, 0, b"0123456789").await;
-    c.request(OstRequest::Punch(msg::ost::Punch { fid: fid(0, 1), size: 4 })).await.expect("punch");
-    drop(c);
-    let c = serve(vec![(0, Box::new(mem.after_power_loss()))]);
-    let replayed = c.replay(1, 0, b"0123456789", written.transno).await.expect("replay");
-    assert_eq!(replayed.transno, 0, "committed by the truncate: nothing to write");
-    assert_eq!(c.must_read(1, 0, 100).await.as_ref(), b"0123");
-}
-
-#[tokio::test]
-async fn a_replay_into_an_object_destroyed_since_the_restart_is_not_written() {
-    let mem = Arc::new(MemStore::new());
-    let c = serve(vec![(0, Box::new(mem.clone()))]);
-    let written = c.must_write(5, 0, b"of a file the power loss took back").await;
-    drop(c);
-    let c = serve(vec![(0, Box::new(mem.after_power_loss()))]);
-    // The MDS's orphan cleanup (or an unlink) removed it: its id may go to a new file.
-    c.request(OstRequest::Destroy(msg::ost::Destroy { fid: fid(0, 5) })).await.expect("destroy");
-    c.replay(5, 0, b"of a file the power loss took back", written.transno).await.expect("replay");
-    assert!(c.must_read(5, 0, 100).await.is_empty());
-}
-
-#[tokio::test]
-async fn a_replay_to_the_same_start_or_the_same_boot_writes_nothing_and_one_from_two_restarts_ago_is_refused() {
-    let mem = Arc::new(MemStore::new());
-    let c = serve(vec![(0, Box::new(mem.clone()))]);
-    let written = c.must_write(1, 0, b"kept").await;
-    // The same start (a reconnect): nothing was lost, nothing is written, and the client
-    // keeps the write until a commit covers it.
-    assert_eq!(c.replay(1, 0, b"XXXX", written.transno).await.expect("replay").transno, written.transno);
-    c.must_write(1, 0, b"LATE").await;
-    drop(c);
-    // A restart of the process (the same boot): what it wrote is all there, synced at the
-    // start; an earlier write's replay must not come back over a later one.
-    let c = serve(vec![(0, Box::new(mem.clone()))]);
-    assert_eq!(c.replay(1, 0, b"kept", written.transno).await.expect("replay").transno, 0);
-    assert_eq!(c.must_read(1, 0, 10).await.as_ref(), b"LATE");
-    drop(c);
-    let rebooted = Arc::new(mem.after_power_loss());
-    let c = serve(vec![(0, Box::new(rebooted.clone()))]);
-    assert_eq!(c.must_read(1, 0, 10).await.as_ref(), b"LATE", "synced at the same-boot start");
-    // Two restarts after power losses, the second committing: a write of the first start
-    // not committed by it is of a start whose end this OST cannot know, and is refused so.
-    let lost = c.must_write(2, 0, b"never committed").await;
-    drop(c);
-    let again = Arc::new(rebooted.after_power_loss());
-    let c = serve(vec![(0, Box::new(again.clone()))]);
-    c.must_write(3, 0, b"committed here").await;
-    c.request(OstRequest::Commit(msg::ost::Commit { commit: true })).await.expect("commit");
-    drop(c);
-    let c = serve(vec![(0, Box::new(again.after_power_loss()))]);
-    let err = c.replay(2, 0, b"never committed", lost.transno).await.unwrap_err();
-    assert_eq!(err.code, ErrorCode::Stale);
-    assert!(err.message.contains("not known"), "{}", err.message);
-}
-
-#[tokio::test]
-async fn a_replay_after_a_truncate_in_the_window_writes_nothing_past_the_cut() {
-    let mem = Arc::new(MemStore::new());
-    let c = serve(vec![(0, Box::new(mem.clone()))]);
-    let written = c.must_write(1, 0, b"0123456789").await;
-    drop(c);
-    let c = serve(vec![(0, Box::new(mem.after_power_loss()))]);
-    // A truncate after the restart (O_TRUNC), then the replay of the write before it.
-    c.request(OstRequest::Punch(msg::ost::Punch { fid: fid(0, 1), size: 4 })).await.expect("punch");
-    c.replay(1, 0, b"0123456789", written.transno).await.expect("replay");
-    assert_eq!(c.must_read(1, 0, 100).await.as_ref(), b"0123");
-}
-
 /// A failover OST: one process stops serving it and another opens the same directory; what
 /// the first wrote (LAST_ID and bytes) is what the second serves.
 #[tokio::test]
@@ -748,20 +621,4 @@ async fn an_ost_stopped_in_one_process_is_served_by_another_from_the_same_direct
     let second = Client { oss: standby, ost: 2 };
     assert_eq!(second.oss.ost_for_test(2).last_id(), 20);
     assert_eq!(second.must_read(7, 0, 100).await.as_ref(), b"written before the move");
-}
-
-#[tokio::test]
-async fn a_commit_of_many_objects_syncs_the_file_system_once_and_covers_every_write() {
-    let tmp = tempfile::tempdir().unwrap();
-    let c = start(tmp.path(), 0);
-    let count = limits::SYNCFS_OBJECTS_MIN as u32 + 8;
-    let mut last = 0;
-    for oid in 1..=count {
-        last = c.must_write(oid, 0, format!("object {oid}").as_bytes()).await.transno;
-    }
-    let commit = OstRequest::Commit(msg::ost::Commit { commit: true });
-    assert_eq!(c.request(commit).await, Ok(OstReply::Committed(msg::ost::Committed { committed: last })));
-    let peek = OstRequest::Commit(msg::ost::Commit { commit: false });
-    assert_eq!(c.request(peek).await, Ok(OstReply::Committed(msg::ost::Committed { committed: last })));
-    assert_eq!(c.must_read(count, 0, 100).await.as_ref(), format!("object {count}").as_bytes());
 }

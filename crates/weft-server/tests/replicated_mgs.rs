@@ -68,6 +68,22 @@ async fn client_sees(client: &Client, what: &str, check: impl Fn(&weft_proto::ms
     }
 }
 
+/// Three MGS replica servers at `addresses` (each in `root/mgsN`), started at once: each
+/// start returns once the map is fetched from a leader, so a majority must be up.
+async fn start_replicas(
+    root: &std::path::Path,
+    addresses: &[String],
+) -> (Vec<ServerConfig>, Vec<Option<RunningServer>>) {
+    let configs: Vec<ServerConfig> =
+        (0..3).map(|i| mgs_replica_config(&root.join(format!("mgs{i}")), &addresses[i], addresses)).collect();
+    let starting: Vec<_> = configs.iter().map(|c| tokio::spawn(RunningServer::start(c.clone()))).collect();
+    let mut servers: Vec<Option<RunningServer>> = Vec::new();
+    for s in starting {
+        servers.push(Some(s.await.unwrap().unwrap()));
+    }
+    (configs, servers)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_mgs_serves_through_the_loss_of_its_leader_and_a_returning_replica_catches_up() {
     let _ = tracing_subscriber::fmt()
@@ -77,14 +93,7 @@ async fn the_mgs_serves_through_the_loss_of_its_leader_and_a_returning_replica_c
     let root = tempfile::tempdir().unwrap();
     let addresses = free_addresses(3);
     let list = addresses.join(",");
-    let configs: Vec<ServerConfig> =
-        (0..3).map(|i| mgs_replica_config(&root.path().join(format!("mgs{i}")), &addresses[i], &addresses)).collect();
-    // Each start returns once the map is fetched from a leader: a majority must be up.
-    let starting: Vec<_> = configs.iter().map(|c| tokio::spawn(RunningServer::start(c.clone()))).collect();
-    let mut servers: Vec<Option<RunningServer>> = Vec::new();
-    for s in starting {
-        servers.push(Some(s.await.unwrap().unwrap()));
-    }
+    let (configs, mut servers) = start_replicas(root.path(), &addresses).await;
     assert_eq!(servers[0].as_ref().unwrap().mgs_address(), list, "a client of the MGS is given every replica");
 
     let targets = RunningServer::start(target_config(&root.path().join("t0"), &list, true, vec![0])).await.unwrap();
@@ -286,13 +295,7 @@ async fn a_client_given_one_replica_learns_the_others_from_the_map_and_follows_t
     let root = tempfile::tempdir().unwrap();
     let addresses = free_addresses(3);
     let list = addresses.join(",");
-    let configs: Vec<ServerConfig> =
-        (0..3).map(|i| mgs_replica_config(&root.path().join(format!("mgs{i}")), &addresses[i], &addresses)).collect();
-    let starting: Vec<_> = configs.iter().map(|c| tokio::spawn(RunningServer::start(c.clone()))).collect();
-    let mut servers: Vec<Option<RunningServer>> = Vec::new();
-    for s in starting {
-        servers.push(Some(s.await.unwrap().unwrap()));
-    }
+    let (_, mut servers) = start_replicas(root.path(), &addresses).await;
     let first = leader(&servers).await;
     let client = Client::connect(ClientConfig {
         request_timeout: Duration::from_secs(30),

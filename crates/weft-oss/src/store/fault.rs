@@ -82,11 +82,6 @@ impl<S: ObjectStore> ObjectStore for FaultStore<S> {
         self.inner.sync(oid)
     }
 
-    fn sync_many(&self, oids: &[u32]) -> StoreResult<()> {
-        // One operation of the plan per object, as syncs one by one would be.
-        oids.iter().try_for_each(|oid| self.sync(*oid))
-    }
-
     fn remove(&self, oid: u32) -> StoreResult<()> {
         self.check(|| format!("object {oid}: remove"))?;
         self.inner.remove(oid)

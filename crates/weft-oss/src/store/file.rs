@@ -496,15 +496,22 @@ fn statfs_info(st: &libc::statvfs) -> StatfsInfo {
     }
 }
 
-/// The commit record as persisted; zeros when the OST never started with one.
-fn read_commit_record(path: &Path) -> StoreResult<CommitRecord> {
+/// The text of one of the OST's small record files (LAST_ID, COMMITTED), at most
+/// `LAST_ID_FILE_BYTES_MAX` bytes of it; None when it does not exist.
+fn read_record(path: &Path) -> StoreResult<Option<String>> {
     let file = match std::fs::File::open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(CommitRecord::default()),
+        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
         Err(e) => return Err(StoreError::from_io(path.display(), e)),
     };
     let mut text = String::new();
     file.take(LAST_ID_FILE_BYTES_MAX).read_to_string(&mut text).map_err(|e| StoreError::from_io(path.display(), e))?;
+    Ok(Some(text))
+}
+
+/// The commit record as persisted; zeros when the OST never started with one.
+fn read_commit_record(path: &Path) -> StoreResult<CommitRecord> {
+    let Some(text) = read_record(path)? else { return Ok(CommitRecord::default()) };
     let numbers: Vec<Option<u64>> = text.split_whitespace().map(|n| n.parse().ok()).collect();
     match numbers[..] {
         [Some(starts), Some(committed), Some(boot)] => Ok(CommitRecord { starts, committed, boot }),
@@ -520,13 +527,7 @@ fn read_commit_record(path: &Path) -> StoreResult<CommitRecord> {
 
 /// LAST_ID as persisted; 0 when no precreation ever finished.
 fn read_last_id(path: &Path) -> StoreResult<u32> {
-    let file = match std::fs::File::open(path) {
-        Ok(f) => f,
-        Err(e) if e.kind() == ErrorKind::NotFound => return Ok(0),
-        Err(e) => return Err(StoreError::from_io(path.display(), e)),
-    };
-    let mut text = String::new();
-    file.take(LAST_ID_FILE_BYTES_MAX).read_to_string(&mut text).map_err(|e| StoreError::from_io(path.display(), e))?;
+    let Some(text) = read_record(path)? else { return Ok(0) };
     text.trim().parse::<u32>().map_err(|_| StoreError::Io {
         what: format!("{} is damaged: expected a decimal object id, found {:?}", path.display(), text.trim()),
     })

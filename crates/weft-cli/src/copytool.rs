@@ -567,6 +567,7 @@ async fn serve(agent: Arc<Agent>, archives: Vec<u32>, parallel: u32) -> anyhow::
     tracing::info!(name = %name, "copytool serving archive {ids}");
     println!("copytool {name} serving archive {ids}");
     let core = agent.core.clone();
+    let client = core.client.clone();
     let run: copytool::Runner = Arc::new(move |item| {
         let agent = agent.clone();
         Box::pin(async move { agent.run(item).await })
@@ -578,5 +579,7 @@ async fn serve(agent: Arc<Agent>, archives: Vec<u32>, parallel: u32) -> anyhow::
         }
     });
     copytool::serve(core, archives, parallel, run, stop).await;
+    // Its locks go back and the MDT forgets it: no recovery window waits for it.
+    client.release_locks().await;
     Ok(())
 }

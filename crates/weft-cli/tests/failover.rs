@@ -498,3 +498,62 @@ fn advisory_locks_are_kept_across_the_death_of_the_mdt_leader() {
     assert_eq!(unsafe { libc::flock(flocked.as_raw_fd(), libc::LOCK_UN) }, 0, "{}", std::io::Error::last_os_error());
     assert_eq!((flock_elsewhere(), fcntl_elsewhere()), (0, 0), "free once let go");
 }
+
+/// The pid of the `weft mount` process serving `mnt`.
+fn mount_pid(mnt: &Path) -> u32 {
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(cmdline) = std::fs::read(entry.path().join("cmdline")) else { continue };
+        let args: Vec<&[u8]> = cmdline.split(|b| *b == 0).collect();
+        if args.iter().any(|a| *a == b"mount") && args.iter().any(|a| *a == s(mnt).as_bytes()) {
+            return pid;
+        }
+    }
+    panic!("no weft mount process serves {}", mnt.display());
+}
+
+/// The recovery window of a new MDT leader waits for the clients the MDT recorded as lock
+/// holders: a mount killed with SIGKILL does not come back, so at the window's end it is
+/// evicted and the other mount goes on; the MDT forgot it, so the window after the next
+/// kill waits for the live mount only, which replays, and evicts nobody.
+#[test]
+fn a_dead_mount_is_evicted_at_the_recovery_windows_end_and_the_next_window_does_not_wait_for_it() {
+    let fs = Replicated::start();
+    let leader = fs.settled();
+    // Both mounts hold locks of the MDT (a file made on one, read from the other).
+    std::fs::write(fs.mnt.join("before"), b"before").unwrap();
+    assert_eq!(std::fs::read(fs.mnt2.join("before")).unwrap(), b"before");
+    let status_line = |status: &str, key: &str| -> String {
+        status.lines().find_map(|l| l.strip_prefix(key)).unwrap_or_else(|| panic!("no {key}: {status}")).to_string()
+    };
+    let recovery_after = |leader: u32, n: u32| -> String {
+        // SAFETY: kill(2) of the replica process `weft up` started.
+        assert_eq!(unsafe { libc::kill(leader as i32, libc::SIGKILL) }, 0);
+        // The live mount is answered by the new leader (after its window).
+        std::fs::write(fs.mnt.join(format!("after-{n}")), b"after").unwrap();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let status = weft_ok(&["get-param", "--data", s(&fs.data), "mdt.*.recovery_status"]);
+            if status.contains("status: COMPLETE") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "the recovery did not end: {status}");
+            std::thread::sleep(Duration::from_millis(200));
+        }
+    };
+
+    // SAFETY: kill(2) of the `weft mount` process this test started.
+    assert_eq!(unsafe { libc::kill(mount_pid(&fs.mnt2) as i32, libc::SIGKILL) }, 0);
+    let status = recovery_after(leader, 1);
+    assert_eq!(status_line(&status, "completed_clients: "), "1/2", "{status}");
+    assert_eq!(status_line(&status, "evicted_clients: "), "1", "{status}");
+    assert_eq!(std::fs::read(fs.mnt.join("before")).unwrap(), b"before");
+
+    let leader = fs.settled();
+    let status = recovery_after(leader, 2);
+    assert_eq!(status_line(&status, "completed_clients: "), "1/1", "{status}");
+    assert_eq!(status_line(&status, "evicted_clients: "), "0", "{status}");
+    let took: u64 = status_line(&status, "recovery_duration_ms: ").parse().unwrap();
+    println!("recovery windows: with a dead mount evicted at the end; then {took} ms with the live mount only");
+    assert_eq!(std::fs::read(fs.mnt.join("after-1")).unwrap(), b"after");
+}

@@ -48,9 +48,18 @@ impl Client {
         // fall in the server's lock recovery window, and the writes are few (a commit
         // interval's worth at most).
         self.replay_writes(target).await;
+        let mdt = target == LockTarget::Mdt(MDT_INDEX);
+        if mdt {
+            // Opens and advisory locks before the locks: an MDT's window ends once every
+            // client it recorded replayed its locks, and nothing may be set or opened
+            // against what this client holds before it is back.
+            self.replay_opens().await;
+            self.replay_advisory().await;
+        }
         let locks = self.locks.granted_of(target);
         let asked = locks.len() as u64;
-        let replayed = if locks.is_empty() {
+        // An MDT waits for each client it recorded to say it is back, holding locks or not.
+        let replayed = if locks.is_empty() && !mdt {
             Ok(Vec::new())
         } else {
             let root = Caller::root();
@@ -74,12 +83,8 @@ impl Client {
             i.locks_refused += asked - kept_n.min(asked);
         });
         let forgotten = self.locks.keep_only(target, &kept);
-        if forgotten > 0 && target == LockTarget::Mdt(MDT_INDEX) {
+        if forgotten > 0 && mdt {
             self.inodes.clear();
-        }
-        if target == LockTarget::Mdt(MDT_INDEX) {
-            self.replay_opens().await;
-            self.replay_advisory().await;
         }
         self.import(target, |i| i.replaying = false);
     }

@@ -46,8 +46,8 @@ use crate::limits::{LOCKS_PER_CLIENT_MAX, WAITING_REQUESTS_PER_RESOURCE_MAX};
 use crate::state::{conflicts, Changes, EnqueueOptions, Enqueued, Lock, LockTable};
 use futures::future::BoxFuture;
 use std::collections::{BTreeSet, HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, Weak};
+use std::sync::atomic::AtomicU64;
+use std::sync::{Arc, Mutex, MutexGuard, RwLock, Weak};
 use std::time::Duration;
 use tokio::sync::oneshot;
 use weft_proto::lock::{CallbackAnswer, CallbackRequest, LockGrant, LockHandle, LockMode, LockScope, LockTarget};
@@ -119,6 +119,13 @@ pub struct Namespace {
     created: std::time::Instant,
     /// The last recovery window and what clients replayed in it (`recovery_status`).
     recovery: Mutex<crate::recovery::Recovery>,
+    /// Who held this target's locks, kept where the server's death does not lose it (an
+    /// MDT's store): a recovery window waits for them (namespace_recovery.rs).
+    clients: RwLock<Option<Arc<dyn crate::recovery::LockClients>>>,
+    /// Woken at each lock replay, for a window waiting for every client to come back.
+    replays: tokio::sync::Notify,
+    /// Counts the windows watched: a later watch supersedes an earlier one.
+    window_watch: AtomicU64,
 }
 
 /// What the mutex guards.
@@ -253,6 +260,7 @@ impl Namespace {
         bounds: NamespaceBounds,
         sender: Arc<dyn CallbackSender>,
     ) -> Arc<Namespace> {
+        let created = std::time::Instant::now();
         Arc::new_cyclic(|me| Namespace {
             config,
             bounds,
@@ -260,64 +268,27 @@ impl Namespace {
             inner: Mutex::new(Inner::default()),
             me: me.clone(),
             runtime: tokio::runtime::Handle::try_current().ok(),
-            held_until_ns: AtomicU64::new(0),
-            created: std::time::Instant::now(),
+            // A restart's window: grants held until then (it may end sooner, see
+            // namespace_recovery.rs).
+            held_until_ns: AtomicU64::new(match config.recovery_until {
+                Some(until) => {
+                    (until.saturating_duration_since(created).as_nanos().min(u128::from(u64::MAX)) as u64).max(1)
+                }
+                None => 0,
+            }),
+            created,
             recovery: Mutex::new(match config.recovery_until {
                 Some(until) => {
                     let mut r = crate::recovery::Recovery::default();
-                    r.begin(std::time::Instant::now(), unix_now(), until);
+                    r.begin(created, unix_now(), until);
                     r
                 }
                 None => crate::recovery::Recovery::default(),
             }),
+            clients: RwLock::new(None),
+            replays: tokio::sync::Notify::new(),
+            window_watch: AtomicU64::new(0),
         })
-    }
-
-    /// `recovery_status`: this target's last recovery window, in Lustre's shape.
-    pub fn recovery_status(&self) -> String {
-        self.recovery.lock().unwrap_or_else(|p| p.into_inner()).render(std::time::Instant::now())
-    }
-
-    /// Grants nothing for `window` from now: a recovery window, as after a restart, for a
-    /// target whose server changed (a replicated MDT's new leader), so that every client
-    /// that held locks of its old server has noticed the move and dropped what they
-    /// guarded before another is granted a conflicting lock.
-    pub fn hold_grants_for(&self, window: Duration) {
-        let until = (self.created.elapsed() + window).as_nanos().min(u128::from(u64::MAX)) as u64;
-        self.held_until_ns.fetch_max(until.max(1), Ordering::Relaxed);
-        let now = std::time::Instant::now();
-        self.recovery.lock().unwrap_or_else(|p| p.into_inner()).begin(now, unix_now(), now + window);
-    }
-
-    /// Ends the recovery window `window` from now, sooner or later than it was to end (a
-    /// replicated MDT's new leader holds grants until the clients can know where it is, then
-    /// gives them this long to replay). A restart's window (`recovery_until`) still holds.
-    pub fn end_recovery_in(&self, window: Duration) {
-        let until = (self.created.elapsed() + window).as_nanos().min(u128::from(u64::MAX)) as u64;
-        self.held_until_ns.store(until.max(1), Ordering::Relaxed);
-        let now = std::time::Instant::now();
-        self.recovery.lock().unwrap_or_else(|p| p.into_inner()).end_at(now + window);
-    }
-
-    /// The moment before which nothing is granted, if it is still to come.
-    fn grants_held_until(&self) -> Option<std::time::Instant> {
-        let held = match self.held_until_ns.load(Ordering::Relaxed) {
-            0 => None,
-            ns => Some(self.created + Duration::from_nanos(ns)),
-        };
-        let until = self.config.recovery_until.max(held)?;
-        (std::time::Instant::now() < until).then_some(until)
-    }
-
-    /// Returns once grants are no longer held for a recovery window (at once outside one):
-    /// for requests that are not lock grants but must not come before the clients' replays
-    /// either (advisory locks set on an MDT). Looks again every
-    /// [`crate::limits::RECOVERY_RECHECK_MS`]: the window may end sooner than it was to.
-    pub async fn recovery_over(&self) {
-        while let Some(until) = self.grants_held_until() {
-            let recheck = std::time::Instant::now() + Duration::from_millis(crate::limits::RECOVERY_RECHECK_MS);
-            tokio::time::sleep_until(until.min(recheck).into()).await;
-        }
     }
 
     pub fn config(&self) -> &NamespaceConfig {
@@ -360,6 +331,11 @@ impl Namespace {
         operation: bool,
     ) -> WeftResult<LockGrant> {
         self.recovery_over().await;
+        if !operation {
+            // The client holds what it is granted: recorded first, so that a recovery
+            // window after this server's death waits for it.
+            self.admit(owner).await?;
+        }
         let (handle, granted, recalls) = {
             let mut inner = self.inner();
             let reused = opts.reuse && inner.table.reusable(owner, resource, mode, &scope).is_some();
@@ -473,27 +449,6 @@ impl Namespace {
         }
         taken.handles.clear();
         Ok(grants.into_iter().flatten().collect())
-    }
-
-    /// Lock replay (see [`LockTable::replay`]): takes back the locks `owner` held from this
-    /// target's previous server, only while grants are held for the recovery window
-    /// ([`Namespace::hold_grants_for`], or the window after a restart), before any new
-    /// lock could conflict with them. Returns the handles kept; none once the window is
-    /// over (the owner then forgets them all, as without replay).
-    pub fn replay(&self, owner: u64, locks: &[LockGrant]) -> Vec<LockHandle> {
-        if self.grants_held_until().is_none() {
-            // Too late: refused, and shown so (`recovery_status`'s refused_locks).
-            self.recovery.lock().unwrap_or_else(|p| p.into_inner()).replayed(owner, 0, locks.len() as u64);
-            return Vec::new();
-        }
-        let kept: Vec<LockHandle> = {
-            let mut inner = self.inner();
-            let bound = self.bounds.locks_per_client_max.saturating_sub(inner.table.owner_count(owner));
-            locks.iter().take(bound).filter(|g| inner.table.replay(owner, **g)).map(|g| g.handle).collect()
-        };
-        let refused = (locks.len() - kept.len()) as u64;
-        self.recovery.lock().unwrap_or_else(|p| p.into_inner()).replayed(owner, kept.len() as u64, refused);
-        kept
     }
 
     /// Gives locks of `owner` back, granted or waiting, and grants what this lets through.
@@ -658,8 +613,12 @@ impl Namespace {
     fn report_eviction(&self, owner: u64, reason: String) {
         tracing::warn!(client = owner, target = ?self.config.target, "evicting client: {reason}");
         self.sender.evict(owner, reason);
+        self.forget_client(owner);
     }
 }
+
+#[path = "namespace_recovery.rs"]
+mod recovery_window;
 
 #[cfg(test)]
 #[path = "namespace_tests.rs"]

@@ -1,4 +1,5 @@
 use super::*;
+use crate::recovery::LockClients;
 use std::sync::OnceLock;
 use tokio::time::Instant;
 use weft_proto::lock::{bits, Extent};
@@ -490,4 +491,111 @@ async fn a_recovery_window_ended_early_lets_waiting_enqueues_through() {
     let granted = tokio::time::timeout(Duration::from_secs(10), waiting).await;
     assert!(granted.expect("granted once the window ended").unwrap().is_ok());
     assert!(ns.recovery_status().starts_with("status: COMPLETE"), "{}", ns.recovery_status());
+}
+
+/// A record of clients kept in memory, as an MDT keeps it in its store.
+#[derive(Default)]
+struct Record(Mutex<BTreeSet<u64>>);
+
+impl LockClients for Record {
+    fn known(&self, owner: u64) -> bool {
+        self.0.lock().unwrap().contains(&owner)
+    }
+    fn record(&self, owner: u64) -> BoxFuture<'static, WeftResult<()>> {
+        self.0.lock().unwrap().insert(owner);
+        Box::pin(async { Ok(()) })
+    }
+    fn forget(&self, owners: Vec<u64>) -> BoxFuture<'static, WeftResult<()>> {
+        self.0.lock().unwrap().retain(|c| !owners.contains(c));
+        Box::pin(async { Ok(()) })
+    }
+    fn recorded(&self) -> Vec<u64> {
+        self.0.lock().unwrap().iter().copied().collect()
+    }
+}
+
+fn recorded(clients: &[u64]) -> Arc<Record> {
+    Arc::new(Record(Mutex::new(clients.iter().copied().collect())))
+}
+
+/// A client is recorded before its first lock is granted; an operation's lock (the server's,
+/// for one change) records nobody; a client that disconnects is forgotten with its locks.
+#[tokio::test]
+async fn a_client_is_recorded_before_its_first_lock_and_forgotten_when_it_disconnects() {
+    let (ns, _) = setup(100);
+    let record = recorded(&[]);
+    ns.set_lock_clients(record.clone());
+    ns.enqueue_operation(9, &[(OBJ, LockMode::Ex, ext(0, 9))]).await.unwrap();
+    assert!(record.recorded().is_empty(), "{:?}", record.recorded());
+    ns.enqueue(1, OBJ2, LockMode::Pr, ext(0, 9), PLAIN).await.unwrap();
+    assert_eq!(record.recorded(), vec![1]);
+    ns.disconnect(1).await.unwrap();
+    assert!(record.recorded().is_empty());
+    assert_eq!(ns.owner_lock_count(1), 0, "its locks went with it");
+}
+
+/// The window waits for the recorded clients and ends as soon as the last of them
+/// replayed (one that held nothing says so with an empty replay), long before its end:
+/// a waiting enqueue goes through then.
+#[tokio::test]
+async fn a_window_ends_once_every_recorded_client_replayed() {
+    let (ns, fake) = setup(100);
+    ns.hold_grants_for(Duration::from_secs(3600));
+    ns.set_lock_clients(recorded(&[1, 2]));
+    ns.end_recovery_when_replayed(Duration::from_secs(3600));
+    let waiting = tokio::spawn({
+        let ns = ns.clone();
+        async move { ns.enqueue(3, OBJ2, LockMode::Pw, ext(0, 9), PLAIN).await }
+    });
+    let grant = LockGrant { handle: 7, resource: OBJ, mode: LockMode::Pw, scope: ext(0, 99) };
+    assert_eq!(ns.replay(1, &[grant]), vec![7]);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(!waiting.is_finished(), "client 2 is not back yet");
+    let status = ns.recovery_status();
+    assert!(status.contains("status: RECOVERING\n") && status.contains("connected_clients: 1/2\n"), "{status}");
+    assert!(ns.replay(2, &[]).is_empty());
+    let granted = tokio::time::timeout(Duration::from_secs(10), waiting).await;
+    assert!(granted.expect("granted once both replayed").unwrap().is_ok());
+    let status = ns.recovery_status();
+    assert!(status.contains("status: COMPLETE\n") && status.contains("completed_clients: 2/2\n"), "{status}");
+    assert!(status.contains("evicted_clients: 0\n") && status.contains("replayed_locks: 1\n"), "{status}");
+    assert!(fake.evicted().is_empty());
+}
+
+/// A recorded client that does not replay by the window's end is evicted and forgotten
+/// (the next window does not wait for it); the one that came back keeps its lock.
+#[tokio::test]
+async fn a_client_that_does_not_come_back_is_evicted_at_the_windows_end() {
+    let (ns, fake) = setup(100);
+    let record = recorded(&[1, 2]);
+    ns.hold_grants_for(Duration::from_secs(3600));
+    ns.set_lock_clients(record.clone());
+    ns.end_recovery_when_replayed(Duration::from_millis(300));
+    let grant = LockGrant { handle: 7, resource: OBJ, mode: LockMode::Pw, scope: ext(0, 99) };
+    assert_eq!(ns.replay(1, &[grant]), vec![7]);
+    tokio::time::timeout(Duration::from_secs(10), ns.recovery_over()).await.expect("the window ends");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let evicted: Vec<u64> = fake.evicted().into_iter().map(|(c, _)| c).collect();
+    assert_eq!(evicted, vec![2]);
+    assert_eq!(record.recorded(), vec![1], "the evicted client is forgotten");
+    assert_eq!(ns.lock(7).map(|l| l.owner), Some(1));
+    let status = ns.recovery_status();
+    assert!(status.contains("completed_clients: 1/2\n") && status.contains("evicted_clients: 1\n"), "{status}");
+}
+
+/// A restart's window (the namespace made with one) waits for the recorded clients too,
+/// and with none recorded it ends at once: nobody held a lock to replay.
+#[tokio::test]
+async fn a_restarts_window_with_nobody_recorded_ends_at_once() {
+    let fake = Arc::new(Fake::default());
+    let config = NamespaceConfig {
+        target: LockTarget::Mdt(0),
+        callback_timeout: Duration::from_millis(100),
+        recovery_until: Some(std::time::Instant::now() + Duration::from_secs(3600)),
+    };
+    let ns = Namespace::new(config, fake.clone());
+    assert!(ns.grants_held_until().is_some());
+    ns.set_lock_clients(recorded(&[]));
+    tokio::time::timeout(Duration::from_secs(10), ns.recovery_over()).await.expect("over at once");
+    ns.enqueue(1, OBJ, LockMode::Pr, ext(0, 9), PLAIN).await.unwrap();
 }

@@ -1,9 +1,11 @@
 //! What a target's recovery did, as `{mdt,obdfilter}.*.recovery_status` shows it in
 //! Lustre's shapes: a restarted server, or a replicated MDT's new leader, holds lock grants
 //! back for a window in which clients replay their locks (namespace.rs); this keeps when
-//! the window began and ended and what the clients replayed. Pure: the caller passes the
-//! clocks.
+//! the window began and ended, which clients it waits for (those a [`LockClients`] record
+//! names: the window ends as soon as all of them replayed) and what they replayed. Pure:
+//! the caller passes the clocks.
 
+use futures::future::BoxFuture;
 use std::collections::BTreeSet;
 use std::fmt::Write;
 use std::time::{Duration, Instant};
@@ -20,9 +22,33 @@ struct Window {
     start_unix: u64,
     started: Instant,
     ends: Instant,
+    /// The clients that replayed (or said they hold nothing).
     clients: BTreeSet<u64>,
+    /// The clients the window waits for: those that held locks of the target's previous
+    /// server, as recorded where the server's death does not take it (None: nobody knows,
+    /// and the window lasts its whole length).
+    expected: Option<BTreeSet<u64>>,
+    /// Expected clients that did not come back in time: evicted.
+    evicted: u64,
     locks_kept: u64,
     locks_refused: u64,
+}
+
+/// The clients that held a target's locks, kept where the death of its server does not lose
+/// them (Lustre keeps its clients in `last_rcvd`): a replicated MDT keeps them in its store,
+/// through its group. A recovery window waits for these clients to replay, and no longer:
+/// it ends as soon as each of them replayed, and the ones that did not come back by its end
+/// are evicted and forgotten. A client is recorded before its first lock is granted and
+/// forgotten when it disconnects or is evicted.
+pub trait LockClients: Send + Sync + 'static {
+    /// Whether `owner` is recorded (no I/O: asked before every grant).
+    fn known(&self, owner: u64) -> bool;
+    /// Records `owner` durably; answered once the record survives the server.
+    fn record(&self, owner: u64) -> BoxFuture<'static, weft_proto::WeftResult<()>>;
+    /// Forgets these clients (disconnected, or evicted).
+    fn forget(&self, owners: Vec<u64>) -> BoxFuture<'static, weft_proto::WeftResult<()>>;
+    /// Every recorded client.
+    fn recorded(&self) -> Vec<u64>;
 }
 
 impl Recovery {
@@ -36,6 +62,8 @@ impl Recovery {
                     started: now,
                     ends,
                     clients: BTreeSet::new(),
+                    expected: None,
+                    evicted: 0,
                     locks_kept: 0,
                     locks_refused: 0,
                 })
@@ -59,6 +87,34 @@ impl Recovery {
         }
     }
 
+    /// The open window waits for these clients (and ends once all of them replayed).
+    pub fn expect(&mut self, clients: impl IntoIterator<Item = u64>) {
+        if let Some(w) = &mut self.window {
+            w.expected = Some(clients.into_iter().collect());
+        }
+    }
+
+    /// Whether the open window waits for nobody any more: it knows whom it waits for and
+    /// every one of them replayed.
+    pub fn all_back(&self) -> bool {
+        self.window.as_ref().is_some_and(|w| w.expected.as_ref().is_some_and(|e| e.is_subset(&w.clients)))
+    }
+
+    /// The expected clients that have not replayed (those to evict when the window ends).
+    pub fn missing(&self) -> Vec<u64> {
+        match &self.window {
+            Some(Window { expected: Some(e), clients, .. }) => e.difference(clients).copied().collect(),
+            _ => Vec::new(),
+        }
+    }
+
+    /// `n` clients were evicted for not coming back in time.
+    pub fn evicted(&mut self, n: u64) {
+        if let Some(w) = &mut self.window {
+            w.evicted += n;
+        }
+    }
+
     /// The `recovery_status` text at `now`: Lustre's `INACTIVE`, `RECOVERING` or `COMPLETE`
     /// shape. Imperative recovery is on (the management service tells clients where a target
     /// went); clients replay locks, not requests (the reply cache answers a resend instead),
@@ -70,24 +126,30 @@ impl Recovery {
             return out;
         };
         let clients = w.clients.len();
+        // Lustre's "n/m": of the clients it waits for (or, knowing none, of those that came).
+        let total = w.expected.as_ref().map_or(clients, |e| e.len().max(clients));
+        let back = w.expected.as_ref().map_or(clients, |e| e.intersection(&w.clients).count());
         if now < w.ends {
             let left = w.ends.saturating_duration_since(now);
             let _ = writeln!(out, "status: RECOVERING");
             let _ = writeln!(out, "recovery_start: {}", w.start_unix);
             let _ = writeln!(out, "time_remaining: {}", left.as_secs_f64().ceil() as u64);
-            let _ = writeln!(out, "connected_clients: {clients}/{clients}");
+            let _ = writeln!(out, "connected_clients: {back}/{total}");
             let _ = writeln!(out, "req_replay_clients: 0");
             let _ = writeln!(out, "lock_repay_clients: {clients}");
-            let _ = writeln!(out, "completed_clients: {clients}");
-            let _ = writeln!(out, "evicted_clients: 0");
+            let _ = writeln!(out, "completed_clients: {back}");
+            let _ = writeln!(out, "evicted_clients: {}", w.evicted);
             let _ = writeln!(out, "replayed_requests: 0");
             let _ = writeln!(out, "queued_requests: 0");
         } else {
             let took: Duration = w.ends.saturating_duration_since(w.started);
             let _ = writeln!(out, "status: COMPLETE");
             let _ = writeln!(out, "recovery_start: {}", w.start_unix);
+            // Lustre gives whole seconds; Weft's windows are shorter, so milliseconds too.
             let _ = writeln!(out, "recovery_duration: {}", took.as_secs_f64().ceil() as u64);
-            let _ = writeln!(out, "completed_clients: {clients}/{clients}");
+            let _ = writeln!(out, "recovery_duration_ms: {}", took.as_millis());
+            let _ = writeln!(out, "completed_clients: {back}/{total}");
+            let _ = writeln!(out, "evicted_clients: {}", w.evicted);
             let _ = writeln!(out, "replayed_requests: 0");
         }
         let _ = writeln!(out, "replayed_locks: {}", w.locks_kept);

@@ -40,6 +40,7 @@
 
 pub mod background;
 pub mod changelog;
+mod clients;
 pub mod clock;
 pub mod coordinator;
 pub mod journal;
@@ -424,7 +425,14 @@ impl Mds {
 
     /// The MDT's lock namespace: once set, every request goes through [`locking`] (changes
     /// call back the clients caching what they change; answers carry intent locks).
+    /// Its clients' record (clients.rs) goes with it: a recovery window open now, or one
+    /// later, waits for the clients it names.
     pub fn set_lock_namespace(&self, ns: Arc<weft_dlm::namespace::Namespace>) {
+        match self.core.read_view().lock_clients() {
+            Ok(recorded) => ns.set_lock_clients(Arc::new(clients::MdtClients::new(self.queue.clone(), recorded))),
+            // Without it the recovery windows last their whole length, as an OST's do.
+            Err(e) => tracing::warn!(error = %e, "the MDT's record of its clients could not be read"),
+        }
         let _ = self.locks.set(ns);
     }
 

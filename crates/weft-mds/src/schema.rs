@@ -22,6 +22,8 @@
 //! | `changelog_users` | reader number u64 BE                        | postcard [`StoredChangelogUser`]        |
 //! | `hsm_actions`     | cookie u64 BE                               | postcard `HsmActionItem` (weft-proto)   |
 //! | `hsm_by_fid`      | fid (16) ++ cookie u64 BE                   | empty (the actions of each file)        |
+//! | `resync_queue`    | fid (16)                                    | empty (files whose mirrors to resync)   |
+//! | `clients`         | client id u64 BE                            | recorded unix secs u64 BE               |
 //!
 //! The name hash ([`name_hash`]) is FNV-1a 64 clamped into `[2, u64::MAX - 1]`; it is the
 //! readdir cookie, so it must never change for an existing format version.
@@ -104,12 +106,17 @@ pub const TABLE_HSM_BY_FID: u8 = 13;
 /// the batch that marks the mirror stale; an entry leaves with the change that leaves the
 /// file without a stale mirror (a resync's end) or removes the file.
 pub const TABLE_RESYNC_QUEUE: u8 = 14;
+/// The clients that hold (or held) this MDT's locks, by client id: written before a
+/// client's first lock is granted, removed when it disconnects or is evicted. A recovery
+/// window after the MDT's server died waits for these clients to replay (Lustre keeps its
+/// clients in `last_rcvd`).
+pub const TABLE_CLIENTS: u8 = 15;
 /// The last table: tables are `TABLE_INODES..=TABLE_LAST` (and `meta`).
-pub const TABLE_LAST: u8 = TABLE_RESYNC_QUEUE;
+pub const TABLE_LAST: u8 = TABLE_CLIENTS;
 
 /// The tables' names (redb's table names), by id. Ids are fixed within a format version:
 /// journal records name tables by id.
-pub const TABLE_NAMES: [&str; 15] = [
+pub const TABLE_NAMES: [&str; 16] = [
     "meta",
     "inodes",
     "dentries",
@@ -125,6 +132,7 @@ pub const TABLE_NAMES: [&str; 15] = [
     "hsm_actions",
     "hsm_by_fid",
     "resync_queue",
+    "clients",
 ];
 
 /// Whether `id` is a table a mutation writes (every table but `meta`).

@@ -282,18 +282,6 @@ impl Tables {
         self.with_row(schema::TABLE_PRECREATE, ost.to_be_bytes().as_slice(), |v| schema::decode_precreate(ost, v))
     }
 
-    /// The files queued for a resync of their synchronous mirrors, in FID order, at most
-    /// `limit`.
-    pub fn resync_entries(&self, limit: usize) -> WeftResult<Vec<Fid>> {
-        let mut out = Vec::new();
-        self.scan(schema::TABLE_RESYNC_QUEUE, &[], None, |k, _| {
-            let fid = Fid::from_bytes(k).ok_or_else(|| WeftError::io("a corrupt resync queue key"))?;
-            out.extend((out.len() < limit).then_some(fid));
-            Ok(out.len() < limit)
-        })?;
-        Ok(out)
-    }
-
     /// Destroy-queue entries in queue order whose OST `take` accepts, at most `limit`.
     pub fn destroy_entries(&self, limit: usize, mut take: impl FnMut(u32) -> bool) -> WeftResult<Vec<(u32, Fid)>> {
         let mut out = Vec::new();
@@ -576,16 +564,6 @@ impl WriteTables {
         Ok(())
     }
 
-    /// Queues `fid` for a resync of its synchronous mirrors ([`schema::TABLE_RESYNC_QUEUE`]).
-    pub fn queue_resync(&mut self, fid: Fid) -> WeftResult<()> {
-        self.put(schema::TABLE_RESYNC_QUEUE, fid.to_bytes().as_slice(), [].as_slice())?;
-        Ok(())
-    }
-
-    pub fn unqueue_resync(&mut self, fid: Fid) -> WeftResult<()> {
-        self.del(schema::TABLE_RESYNC_QUEUE, fid.to_bytes().as_slice()).map(drop)
-    }
-
     pub fn add_orphan(&mut self, fid: Fid) -> WeftResult<()> {
         self.put(schema::TABLE_ORPHANS, fid.to_bytes().as_slice(), [].as_slice())?;
         Ok(())
@@ -693,6 +671,9 @@ pub fn change_rows(changes: &[Change]) -> WeftResult<impl Iterator<Item = StoreR
     }
     Ok(changes.iter().map(|c| (c.table, c.key.as_slice(), c.value.as_deref())))
 }
+
+#[path = "store_queues.rs"]
+mod queues;
 
 #[cfg(test)]
 #[path = "store_tests.rs"]

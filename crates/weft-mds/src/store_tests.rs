@@ -18,8 +18,9 @@ fn tables_are_in_id_order() {
     assert_eq!(names[usize::from(schema::TABLE_COUNTERS)], "counters");
     assert_eq!(names[usize::from(schema::TABLE_CHANGELOG_USERS)], "changelog_users");
     assert_eq!(names[usize::from(schema::TABLE_HSM_BY_FID)], "hsm_by_fid");
-    assert_eq!(slot(schema::TABLE_HSM_BY_FID), TABLE_SLOTS - 2);
-    assert_eq!(names[usize::from(schema::TABLE_LAST)], "resync_queue");
+    assert_eq!(slot(schema::TABLE_HSM_BY_FID), TABLE_SLOTS - 3);
+    assert_eq!(names[usize::from(schema::TABLE_RESYNC_QUEUE)], "resync_queue");
+    assert_eq!(names[usize::from(schema::TABLE_LAST)], "clients");
     assert_eq!(slot(schema::TABLE_LAST), TABLE_SLOTS - 1);
 }
 

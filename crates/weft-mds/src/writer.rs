@@ -69,6 +69,8 @@ pub enum InternalOp {
     /// A replicated MDT's new leader, once its recovery window is over: destroys the
     /// orphan inodes no client replayed an open of (a batch of them; answers how many).
     DestroyOrphans,
+    /// Records clients as holding this MDT's locks, or forgets them (clients.rs).
+    LockClients { add: Vec<u64>, remove: Vec<u64> },
     /// Write the state in memory into redb durably (fsync) and empty the journal; see
     /// journal.rs and store.rs.
     Checkpoint,
@@ -450,6 +452,16 @@ fn apply_internal(core: &Core, t: &mut WriteTables, op: &InternalOp) -> WeftResu
         InternalOp::DestroyOrphans => {
             let of = core.open_files();
             crate::startup::destroy_orphans_in(t, |fid| of.counts(fid).opens > 0)
+        }
+        InternalOp::LockClients { add, remove } => {
+            let now = core.clock.now().sec.max(0) as u64;
+            for &client in add {
+                t.add_lock_client(client, now)?;
+            }
+            for &client in remove {
+                t.remove_lock_client(client)?;
+            }
+            Ok((add.len() + remove.len()) as u64)
         }
         InternalOp::Checkpoint => unreachable!("a checkpoint is taken after its batch"),
         #[cfg(test)]

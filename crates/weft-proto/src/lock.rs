@@ -221,6 +221,9 @@ macro_rules! ldlm_ops {
             /// new server's recovery window, so inside it nothing conflicts; a replay that
             /// conflicts later is refused for that (file, owner, family), named in the answer.
             write FlockReplay { held: Vec<$crate::lock::FlockHeld> } -> $crate::lock::FlockReplayed = "ldlm_flock_replay";
+            /// The client leaves (unmount): the target drops its locks and forgets it, so
+            /// that no recovery window after its server's death waits for it.
+            write Disconnect {} -> () = "ldlm_disconnect";
         }
     };
 }

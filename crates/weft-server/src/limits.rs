@@ -6,19 +6,21 @@
 /// of this order; a client that is alive answers in milliseconds, so this bounds how long a
 /// dead client can hold up the others.
 pub const LOCK_TIMEOUT_MS_DEFAULT: u64 = 20_000;
-/// After a restart, how long no lock is granted: the server registers with the management
-/// service, which tells every client at once (the target's instance moves in the map they
-/// watch), and they replay their locks here or drop what those guarded, within this.
+/// After a restart, how long no lock is granted at most: the server registers with the
+/// management service, which tells every client at once (the target's instance moves in the
+/// map they watch), and they replay their locks here or drop what those guarded, within
+/// this. An MDT's window ends sooner, once every client its store records as a lock holder
+/// replayed (weft-mds `clients.rs`); those that did not by then are evicted.
 pub const LOCK_RECOVERY_MS: u64 = 5_000;
-/// When a replicated MDT's new leader starts serving, how long no lock is granted: the
-/// clients learn of the move from the management service at once (they follow the map by
-/// long poll) and drop what they cached under the old leader's locks before this ends.
-/// Until clients replay their locks to the new leader, this is what keeps a conflicting
-/// grant from meeting a stale cache.
-pub const FAILOVER_LOCK_RECOVERY_MS: u64 = 1_000;
+/// When a replicated MDT's new leader registered (the clients learn of the move from the
+/// management service at once: they follow the map by long poll), how long it waits at most
+/// for the clients its store records to replay their locks before it grants again and
+/// evicts those that did not. It grants as soon as every one of them replayed: with live
+/// clients that is a round trip or two after the registration.
+pub const FAILOVER_RECOVERY_MS_MAX: u64 = 5_000;
 /// A replicated MDT's new leader holds grants back (and takes open replays) from the moment
 /// it serves until it registered with the management service, which tells the clients,
-/// and `FAILOVER_LOCK_RECOVERY_MS` after: when the management service is failing over too
+/// and until the clients replayed (`FAILOVER_RECOVERY_MS_MAX` at most) after: when the management service is failing over too
 /// (its leader was in the same process), registering waits for its election. Past this
 /// bound the window ends even if the registration did not succeed.
 pub const FAILOVER_REGISTER_WAIT_MS: u64 = 30_000;

@@ -229,6 +229,12 @@ impl Handle for lock::Cancel {
     }
 }
 
+impl Handle for lock::Disconnect {
+    async fn run(self, at: At<'_>) -> WeftResult<()> {
+        at.ns.disconnect(at.owner).await
+    }
+}
+
 impl Handle for lock::Replay {
     async fn run(self, at: At<'_>) -> WeftResult<lock::Replayed> {
         let kept = at.ns.replay(at.owner, &self.locks);

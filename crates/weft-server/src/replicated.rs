@@ -13,7 +13,7 @@
 //! [`Mds`] down and the replica follows the group again. A following replica folds what it
 //! applied into its store and makes the group's log durable every checkpoint interval.
 
-use crate::limits::{FAILOVER_LOCK_RECOVERY_MS, FAILOVER_REGISTER_WAIT_MS, MDT_LEASE_OF_ELECTION_TIMEOUT};
+use crate::limits::{FAILOVER_RECOVERY_MS_MAX, FAILOVER_REGISTER_WAIT_MS, MDT_LEASE_OF_ELECTION_TIMEOUT};
 use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 use weft_mds::replica::{Proposer, Replica};
@@ -272,8 +272,8 @@ async fn start_serving(h: &MdtHosting, group: &Group) -> anyhow::Result<Arc<Mds>
     let mds = tokio::task::spawn_blocking(move || replica.serve(cfg, proposer, targets))
         .await?
         .map_err(|e| anyhow::anyhow!("{}", e.message))?;
-    // The recovery window lasts until the clients can know where the MDT is, then
-    // FAILOVER_LOCK_RECOVERY_MS for their replays (below).
+    // The recovery window lasts until the clients can know where the MDT is, then until the
+    // clients its store records replayed (FAILOVER_RECOVERY_MS_MAX at most; below).
     // What the advisory table holds is from this replica's last time as leader: the clients
     // replay what they hold now (FlockReplay) while nothing can be set.
     h.locks.forget_advisory();
@@ -288,10 +288,12 @@ async fn start_serving(h: &MdtHosting, group: &Group) -> anyhow::Result<Arc<Mds>
     tokio::spawn(async move {
         match crate::register(&mgs, target).await {
             Ok(()) => {
-                // The clients learn the move now: they have this long to replay.
-                let window = Duration::from_millis(FAILOVER_LOCK_RECOVERY_MS);
+                // The clients learn the move now: the window ends once every recorded one
+                // replayed, or this long from now, evicting the rest. Opens are replayed
+                // before locks, so the open window needs no more than the longest.
+                let window = Duration::from_millis(FAILOVER_RECOVERY_MS_MAX);
                 if let Some(ns) = ns {
-                    ns.end_recovery_in(window);
+                    ns.end_recovery_when_replayed(window);
                 }
                 registered.end_open_replay_in(window);
             }

@@ -50,5 +50,8 @@ pub(crate) async fn run(slot: Arc<MdsSlot>, mgs_address: String) {
                 Err(e) => tracing::warn!("resync of {fid}: {e} (tried again later)"),
             }
         }
+        // Its locks go back and the MDT forgets it until the next resync: a recovery window
+        // after this process dies (a leader's) does not wait for it.
+        c.release_locks().await;
     }
 }

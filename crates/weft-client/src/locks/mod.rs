@@ -602,6 +602,13 @@ impl Client {
         let held = self.locks.table().clear();
         self.locks.released.notify_waiters();
         self.cancel_on_servers(held).await;
+        // The MDT records its lock holders, and a recovery window after its server dies
+        // waits for each: this client leaves that record (best effort: one it misses is
+        // evicted at the next window's end).
+        let mdt = LockTarget::Mdt(crate::MDT_INDEX);
+        if let Err(e) = self.ldlm(&Caller::root(), mdt, lock::Disconnect {}).await {
+            tracing::debug!("disconnecting from {mdt:?} failed: {e}");
+        }
     }
 
     /// Tells each target which of its locks this client gave back, in batches. Best effort:

@@ -1,0 +1,53 @@
+//! The store's small tables that a background task works through: the files whose
+//! synchronous mirrors await a resync, and the clients that hold this MDT's locks (which a
+//! recovery window waits for).
+
+use super::{Tables, WriteTables};
+use crate::schema;
+use weft_proto::{Fid, WeftError, WeftResult};
+
+impl Tables {
+    /// The files queued for a resync of their synchronous mirrors, in FID order, at most
+    /// `limit`.
+    pub fn resync_entries(&self, limit: usize) -> WeftResult<Vec<Fid>> {
+        let mut out = Vec::new();
+        self.scan(schema::TABLE_RESYNC_QUEUE, &[], None, |k, _| {
+            let fid = Fid::from_bytes(k).ok_or_else(|| WeftError::io("a corrupt resync queue key"))?;
+            out.extend((out.len() < limit).then_some(fid));
+            Ok(out.len() < limit)
+        })?;
+        Ok(out)
+    }
+
+    /// The clients recorded as holding this MDT's locks ([`schema::TABLE_CLIENTS`]).
+    pub fn lock_clients(&self) -> WeftResult<Vec<u64>> {
+        let mut out = Vec::new();
+        self.scan(schema::TABLE_CLIENTS, &[], None, |k, _| {
+            let id = <[u8; 8]>::try_from(k).map_err(|_| WeftError::io("a corrupt key in the MDT's clients table"))?;
+            out.push(u64::from_be_bytes(id));
+            Ok(true)
+        })?;
+        Ok(out)
+    }
+}
+
+impl WriteTables {
+    /// Queues `fid` for a resync of its synchronous mirrors ([`schema::TABLE_RESYNC_QUEUE`]).
+    pub fn queue_resync(&mut self, fid: Fid) -> WeftResult<()> {
+        self.put(schema::TABLE_RESYNC_QUEUE, fid.to_bytes().as_slice(), [].as_slice())?;
+        Ok(())
+    }
+
+    pub fn unqueue_resync(&mut self, fid: Fid) -> WeftResult<()> {
+        self.del(schema::TABLE_RESYNC_QUEUE, fid.to_bytes().as_slice()).map(drop)
+    }
+
+    /// Records `client` as holding this MDT's locks, since `unix_secs`.
+    pub fn add_lock_client(&mut self, client: u64, unix_secs: u64) -> WeftResult<()> {
+        self.put(schema::TABLE_CLIENTS, client.to_be_bytes().as_slice(), unix_secs.to_be_bytes().as_slice())
+    }
+
+    pub fn remove_lock_client(&mut self, client: u64) -> WeftResult<()> {
+        self.del(schema::TABLE_CLIENTS, client.to_be_bytes().as_slice()).map(drop)
+    }
+}

@@ -79,3 +79,7 @@ pub const REPLICA_REMOVE_WAIT_S: u64 = 15;
 /// How many servers a membership change is sent to at most while looking for the leader
 /// (each one that does not lead names the one that does).
 pub const REPLICA_LEADER_HOPS_MAX: usize = 6;
+/// `weft up --replicas` on a file system with data on its MDT: how long, after the files
+/// moved to OSTs, the MDT's old data objects may take to be destroyed (the MDS destroys
+/// them in the background, in batches, within seconds) before the conversion gives up.
+pub const DATA_OFF_MDT_DESTROY_WAIT_S: u64 = 60;

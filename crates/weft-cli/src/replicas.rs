@@ -9,7 +9,7 @@
 //! on a port chosen free when the file system was made and kept in its config.
 
 use crate::daemon;
-use crate::limits::{DOWN_KILL_SETTLE_MS, DOWN_POLL_MS, DOWN_WAIT_S, REPLICA_RESTART_MS};
+use crate::limits::{DATA_OFF_MDT_DESTROY_WAIT_S, DOWN_KILL_SETTLE_MS, DOWN_POLL_MS, DOWN_WAIT_S, REPLICA_RESTART_MS};
 use anyhow::{bail, Context};
 use serde::{Deserialize, Serialize};
 use std::path::{Path, PathBuf};
@@ -92,23 +92,25 @@ pub type OnChange = Box<dyn Fn(&[ReplicaProcess]) + Send>;
 /// --replicas N` on a file system made without): its journal is folded into its store, the
 /// store copied into each replica's directory (every replica starts from the same state,
 /// with an empty group log), the configs written as [`plan`] makes them, and the single
-/// MDT's directory kept beside them as `mdtNNNN.single`. Refused while the MDT keeps file
-/// data (`-L mdt` layouts), which a replicated MDT does not serve yet.
+/// MDT's directory kept beside them as `mdtNNNN.single`. Files that keep data on the MDT
+/// (`-L mdt` layouts) have it moved to OSTs first ([`move_data_off_mdt`]): a replicated MDT
+/// keeps no file data.
 pub fn convert(data: &Path, main: &mut ServerConfig, n: u32) -> anyhow::Result<()> {
     let index = main.mds.as_ref().map_or(0, |m| m.index);
     if index != 0 {
         bail!("--replicas: only MDT0000 can be replicated by weft up");
     }
     let dir = data.join("mdt0000");
+    let fold = || -> anyhow::Result<()> {
+        // The journal folded into the store: what a restart would replay.
+        drop(weft_mds::replica::Replica::open(dir.clone(), index).map_err(|e| anyhow::anyhow!("{}", e.message))?);
+        Ok(())
+    };
+    fold()?;
     if files_under(&dir.join("dom").join("O"))? > 0 {
-        bail!(
-            "--replicas: {} keeps file data on its MDT (-L mdt layouts), which a replicated MDT does not serve \
-             yet; move those files to OSTs first (weft migrate -E -1 -c 1 FILE)",
-            data.display()
-        );
+        move_data_off_mdt(&dir, main)?;
+        fold()?;
     }
-    // The journal folded into the store: what a restart would replay.
-    drop(weft_mds::replica::Replica::open(dir.clone(), index).map_err(|e| anyhow::anyhow!("{}", e.message))?);
     let had_mgs = main.mgs.is_some();
     plan(data, main, n)?;
     for k in 1..=n {
@@ -129,6 +131,47 @@ pub fn convert(data: &Path, main: &mut ServerConfig, n: u32) -> anyhow::Result<(
     let kept = data.join("mdt0000.single");
     std::fs::rename(&dir, &kept).with_context(|| format!("cannot keep the single MDT as {}", kept.display()))?;
     Ok(())
+}
+
+/// Moves the data of every file that keeps some on the MDT `dir` to an OST, the file
+/// system started meanwhile as it is (one MDT, in this process): each such file is migrated
+/// to the same shape with its MDT component on one OST (`Layout::shape`,
+/// `StripeSpec::off_mdt`), and the MDT's data objects are destroyed once no layout names
+/// them. Fails, changing nothing more, when a file cannot be moved (the conversion stops
+/// there; the file system is as it was, with the files moved so far on OSTs).
+fn move_data_off_mdt(dir: &Path, config: &ServerConfig) -> anyhow::Result<()> {
+    let fids = weft_mds::files_with_data_on_mdt(dir).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+    eprintln!("weft: moving the data of {} files from the MDT to OSTs (a replicated MDT keeps none)", fids.len());
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
+    rt.block_on(async {
+        let server = weft_server::RunningServer::start(config.clone()).await?;
+        let moved = async {
+            let client_config = weft_client::ClientConfig {
+                network: Some(server.network().clone()),
+                ..weft_client::ClientConfig::new(server.mgs_address())
+            };
+            let client = weft_client::Client::connect(client_config).await.map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            let root = weft_proto::msg::Caller::root();
+            for fid in fids {
+                let (layout, _) = client.getstripe(&root, fid).await.map_err(|e| anyhow::anyhow!("{fid}: {}", e.message))?;
+                let Some(spec) = layout.and_then(|l| l.shape().off_mdt()) else { continue };
+                client.migrate(&root, fid, &spec).await.map_err(|e| anyhow::anyhow!("moving {fid} to an OST: {}", e.message))?;
+            }
+            client.release_locks().await;
+            // The old objects go as the MDS works through its destroy queue.
+            let deadline = Instant::now() + Duration::from_secs(DATA_OFF_MDT_DESTROY_WAIT_S);
+            while files_under(&dir.join("dom").join("O"))? > 0 {
+                if Instant::now() > deadline {
+                    bail!("the MDT's data objects were not destroyed within {DATA_OFF_MDT_DESTROY_WAIT_S} s after their files moved");
+                }
+                tokio::time::sleep(Duration::from_millis(DOWN_POLL_MS)).await;
+            }
+            anyhow::Ok(())
+        }
+        .await;
+        server.shutdown().await;
+        moved
+    })
 }
 
 /// Object files below `dir`, an object target's `O` (none when it does not exist): every

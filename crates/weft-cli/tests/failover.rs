@@ -314,24 +314,46 @@ impl Drop for Stopped {
 
 /// A file system made with one MDT becomes a replicated one without losing data: `weft up
 /// --replicas 3` on it copies its metadata into each replica, and the files are there,
-/// also after the new leader is killed.
+/// also after the new leader is killed. Files with data on the MDT (`-L mdt`) have it moved
+/// to an OST first, their shape kept, and a directory's `-L mdt` default still makes files
+/// (their first component on an OST: a replicated MDT keeps no file data).
 #[test]
 fn a_single_mdt_file_system_becomes_replicated_with_its_files() {
     let payload = pattern(33, 0, 300_000);
+    let (dom_big, dom_small) = (pattern(34, 0, 3_000_000), pattern(35, 0, 5_000));
     let fs = Replicated::start_with(|r| {
         weft_ok(&["up", "--data", s(&r.data), "--mount", s(&r.mnt), "--detach", "--osts", "2"]);
         std::fs::create_dir(r.mnt.join("dir")).unwrap();
         std::fs::write(r.mnt.join("dir/kept"), &payload).unwrap();
         std::os::unix::fs::symlink("dir/kept", r.mnt.join("link")).unwrap();
+        std::fs::create_dir(r.mnt.join("dom")).unwrap();
+        weft_ok(&["setstripe", "-E", "1M", "-L", "mdt", "-E", "-1", "-c", "2", s(&r.mnt.join("dom"))]);
+        std::fs::write(r.mnt.join("dom/big"), &dom_big).unwrap();
+        std::fs::write(r.mnt.join("dom/small"), &dom_small).unwrap();
+        assert!(weft_ok(&["getstripe", s(&r.mnt.join("dom/small"))]).contains("lmm_pattern:       mdt"));
         weft_ok(&["down", "--data", s(&r.data)]);
     });
     assert!(fs.data.join("mdt0000.single").is_dir(), "the single MDT is kept beside the replicas");
     assert_eq!(std::fs::read(fs.mnt.join("link")).unwrap(), payload);
+    assert_eq!(std::fs::read(fs.mnt.join("dom/big")).unwrap(), dom_big);
+    assert_eq!(std::fs::read(fs.mnt.join("dom/small")).unwrap(), dom_small);
+    assert_eq!(object_files(&fs.data.join("mdt0000.single/dom/O")), 0, "the MDT's data objects were destroyed");
+    let shapes = |f: &str| -> Vec<String> {
+        let out = weft_ok(&["getstripe", s(&fs.mnt.join(f))]);
+        out.lines().filter_map(|l| l.trim().strip_prefix("lmm_pattern:")).map(|p| p.trim().to_string()).collect()
+    };
+    assert_eq!(shapes("dom/big"), ["raid0", "raid0"], "moved to an OST, two components as before");
+    std::fs::write(fs.mnt.join("dom/new"), &dom_big).unwrap();
+    assert_eq!(shapes("dom/new"), ["raid0", "raid0"], "the -L mdt default still makes files");
+    let extents = weft_ok(&["getstripe", s(&fs.mnt.join("dom/new"))]);
+    let first_end = extents.lines().find_map(|l| l.trim().strip_prefix("lcme_extent.e_end:")).map(str::trim);
+    assert_eq!(first_end, Some("1048576"), "the first component keeps its extent: {extents}");
     let leader = fs.settled();
     // SAFETY: kill(2) of the replica process `weft up` started.
     assert_eq!(unsafe { libc::kill(leader as i32, libc::SIGKILL) }, 0);
     std::fs::write(fs.mnt.join("dir/after"), b"after").unwrap();
     assert_eq!(std::fs::read(fs.mnt.join("dir/kept")).unwrap(), payload);
+    assert_eq!(std::fs::read(fs.mnt.join("dom/new")).unwrap(), dom_big);
     let mut names: Vec<String> =
         std::fs::read_dir(fs.mnt.join("dir")).unwrap().map(|e| e.unwrap().file_name().into_string().unwrap()).collect();
     names.sort();
@@ -497,6 +519,18 @@ fn advisory_locks_are_kept_across_the_death_of_the_mdt_leader() {
     // SAFETY: as above.
     assert_eq!(unsafe { libc::flock(flocked.as_raw_fd(), libc::LOCK_UN) }, 0, "{}", std::io::Error::last_os_error());
     assert_eq!((flock_elsewhere(), fcntl_elsewhere()), (0, 0), "free once let go");
+}
+
+/// Regular files below an object target's `dir` but its records (LAST_ID, COMMITTED).
+fn object_files(dir: &Path) -> usize {
+    let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
+    entries
+        .flatten()
+        .map(|e| match e.file_type().unwrap().is_dir() {
+            true => object_files(&e.path()),
+            false => usize::from(!["LAST_ID", "COMMITTED"].contains(&e.file_name().to_str().unwrap())),
+        })
+        .sum()
 }
 
 /// The pid of the `weft mount` process serving `mnt`.

@@ -203,6 +203,38 @@ fn small_files_on_the_mdt_use_no_ost_and_the_mdt_keeps_its_limit() {
     assert!(!bad.status.success() && err.contains("'ssd'") && err.contains("mdt or raid0"), "{err}");
 }
 
+/// A removed file's data-on-MDT object is destroyed as its OST objects are (the MDS once
+/// left it behind: its target is not in the map's list of OSTs).
+#[test]
+fn a_removed_files_object_on_the_mdt_is_destroyed() {
+    let mut c = Cluster::single_node(&weft_bin(), 2);
+    let m = c.mount();
+    let f = m.join("gone");
+    set_pfl(&f);
+    let mut file = std::fs::OpenOptions::new().write(true).open(&f).unwrap();
+    std::io::Write::write_all(&mut file, &pattern(6, 0, 5 << 20)).unwrap();
+    file.sync_all().unwrap();
+    drop(file);
+    let dir = c.servers[0].data_dir.clone();
+    let layout = layout_json(&f);
+    let objects: Vec<PathBuf> = layout["components"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|comp| comp["objects"].as_array().unwrap().iter().map(|o| object_path(&dir, o)).collect::<Vec<_>>())
+        // An object's file is made by its first write: a stripe past the file's end has none.
+        .filter(|o| o.exists())
+        .collect();
+    assert!(objects.len() >= 3 && objects[0].starts_with(dir.join("mdt0000")), "{objects:?}");
+    std::fs::remove_file(&f).unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while objects.iter().any(|o| o.exists()) {
+        let left: Vec<_> = objects.iter().filter(|o| o.exists()).collect();
+        assert!(std::time::Instant::now() < deadline, "not destroyed: {left:?}");
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn another_mount_reads_a_file_growing_into_new_components_through_an_open_descriptor() {
     let mut c = Cluster::single_node(&weft_bin(), 4);

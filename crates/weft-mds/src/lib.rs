@@ -77,7 +77,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
 use weft_proto::msg::{mdt, ClusterMap, FileType, MdtReply, MdtRequest, RequestHeader, Run, Timestamp};
-use weft_proto::{ErrorCode, Fid, Layout, StripeSpec, WeftError, WeftResult};
+use weft_proto::{ErrorCode, Fid, StripeSpec, WeftError, WeftResult};
 
 pub struct MdsConfig {
     /// The MDT's directory: its storage lives inside (unless [`Mds::open_with`] is given
@@ -219,6 +219,13 @@ pub struct Mds {
 pub fn now() -> Timestamp {
     let d = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap_or_default();
     Timestamp { sec: d.as_secs() as i64, nsec: d.subsec_nanos() }
+}
+
+/// The files of the MDT in `dir` (not running; its journal folded into its store, as
+/// [`replica::Replica::open`] leaves it) that keep data on the MDT.
+pub fn files_with_data_on_mdt(dir: &std::path::Path) -> WeftResult<Vec<Fid>> {
+    let storage = MdtStorage::open_dir(dir)?;
+    store::Tables::at_checkpoint(&*storage.kv)?.files_with_data_on_mdt()
 }
 
 impl Mds {
@@ -533,7 +540,7 @@ impl Mds {
         };
         match spec {
             Some(spec) => {
-                let wants = objects::instantiation_wants(&Layout::planned(&spec), 1, dom, None);
+                let wants = objects::instantiation_wants(&self.core.objects.planned(&spec), 1, dom, None);
                 Ok(Some(self.core.objects.reserve_all(&wants).await?))
             }
             None => Ok(None),

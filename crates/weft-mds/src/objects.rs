@@ -269,8 +269,23 @@ impl Objects {
         self.refill_wake.notify_one();
     }
 
+    /// Whether object target `ost` answers: an OST up in the map, or this MDT's own
+    /// data-on-MDT target while it serves one (the map lists OSTs only: without it, the
+    /// objects of removed data-on-MDT files were never destroyed).
     pub fn is_up(&self, ost: u32) -> bool {
-        self.lock().up_osts.binary_search(&ost).is_ok()
+        let st = self.lock();
+        st.dom == Some(ost) || st.up_osts.binary_search(&ost).is_ok()
+    }
+
+    /// The layout a new file of `spec` gets here: where this MDT keeps no file data (a
+    /// replicated MDT: its data would live on one replica's disk only), a data-on-MDT
+    /// component goes to one OST over the same extent (`StripeSpec::off_mdt`), as Lustre
+    /// places it when `dom_stripesize` is 0, so that `-L mdt` defaults keep working.
+    pub fn planned(&self, spec: &weft_proto::StripeSpec) -> weft_proto::Layout {
+        match spec.off_mdt().filter(|_| self.lock().dom.is_none()) {
+            Some(off) => weft_proto::Layout::planned(&off),
+            None => weft_proto::Layout::planned(spec),
+        }
     }
 
     /// Whether a new file of `layout` writes its mirrors synchronously by its pools' setting

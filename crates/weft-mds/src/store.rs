@@ -672,8 +672,8 @@ pub fn change_rows(changes: &[Change]) -> WeftResult<impl Iterator<Item = StoreR
     Ok(changes.iter().map(|c| (c.table, c.key.as_slice(), c.value.as_deref())))
 }
 
-#[path = "store_queues.rs"]
-mod queues;
+#[path = "store_lists.rs"]
+mod lists;
 
 #[cfg(test)]
 #[path = "store_tests.rs"]

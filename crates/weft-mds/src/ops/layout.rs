@@ -12,7 +12,7 @@ use weft_proto::{Layout, StripeSpec, WeftResult};
 /// The layout of `spec`, its first component instantiated from the request's reservation
 /// (see [`instantiate`]).
 pub fn layout_from(ctx: &mut OpCtx<'_>, spec: &StripeSpec, generation: u32) -> WeftResult<Layout> {
-    let mut layout = Layout::planned(spec);
+    let mut layout = ctx.core.objects.planned(spec);
     layout.generation = generation;
     if ctx.core.objects.sync_mirrors_by_pool(&layout) {
         layout.set_sync_mirrors(true);

@@ -201,6 +201,26 @@ impl Layout {
         self.components.iter().any(|c| c.mirror_id != 0)
     }
 
+    /// The spec that makes a new layout of this one's shape (a layout without mirrors): a
+    /// plain spec for one component over the whole file, else its components' extents,
+    /// each on the MDT or with its striping (a migration that keeps the shape).
+    pub fn shape(&self) -> StripeSpec {
+        match &self.components[..] {
+            [one] if one.extent_start == 0 && one.extent_end == u64::MAX && one.pattern != Pattern::Mdt => one.spec(),
+            comps => StripeSpec {
+                components: comps
+                    .iter()
+                    .map(|c| ComponentSpec {
+                        end: c.extent_end,
+                        on_mdt: c.pattern == Pattern::Mdt,
+                        stripe: if c.pattern == Pattern::Mdt { StripeSpec::unset() } else { c.spec() },
+                    })
+                    .collect(),
+                ..StripeSpec::unset()
+            },
+        }
+    }
+
     /// Mirror `id` alone: its components.
     pub fn mirror(&self, id: u16) -> Layout {
         Layout {
@@ -698,6 +718,35 @@ mod tests {
         assert!(s.validate().unwrap_err().message.contains("-c"));
         s.stripe_count = 4;
         assert!(s.validate().is_ok());
+    }
+
+    #[test]
+    fn a_layouts_shape_with_its_mdt_component_moved_to_an_ost() {
+        let spec = StripeSpec {
+            components: vec![
+                ComponentSpec { end: 1 << 20, on_mdt: true, stripe: StripeSpec::unset() },
+                ComponentSpec {
+                    end: u64::MAX,
+                    on_mdt: false,
+                    stripe: StripeSpec { stripe_count: 2, ..StripeSpec::unset() },
+                },
+            ],
+            ..StripeSpec::unset()
+        };
+        let planned = Layout::planned(&spec);
+        let shape = planned.shape();
+        assert_eq!(shape.components.len(), 2);
+        assert!(shape.components[0].on_mdt && shape.components[0].end == 1 << 20);
+        assert_eq!(shape.components[1].stripe.stripe_count, 2);
+        let off = shape.off_mdt().expect("it had data on the MDT");
+        assert!(off.validate().is_ok(), "{:?}", off.validate());
+        let layout = Layout::planned(&off);
+        assert_eq!(layout.components[0].pattern, Pattern::Raid0);
+        assert_eq!((layout.components[0].extent_end, layout.components[0].stripe_size), (1 << 20, 1 << 20));
+        assert_eq!(layout.components[0].want.stripe_count, 1);
+        assert!(off.off_mdt().is_none(), "nothing left on the MDT");
+        let plain = StripeSpec { stripe_count: 3, ..StripeSpec::unset() };
+        assert_eq!(Layout::planned(&plain).shape().stripe_count, 3);
     }
 
     #[test]

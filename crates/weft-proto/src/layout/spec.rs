@@ -42,6 +42,20 @@ pub struct ComponentSpec {
     pub stripe: StripeSpec,
 }
 
+impl ComponentSpec {
+    /// The component as it is where the MDT keeps no data: the same extent, on one OST
+    /// whose stripe is the whole extent (an MDT component ends at most at
+    /// [`DOM_SIZE_MAX_BYTES`], a multiple of the stripe unit), so the file's shape past it
+    /// is unchanged.
+    pub fn off_mdt(&self) -> ComponentSpec {
+        if !self.on_mdt {
+            return self.clone();
+        }
+        let stripe = StripeSpec { stripe_count: 1, stripe_size: self.end, ..StripeSpec::unset() };
+        ComponentSpec { end: self.end, on_mdt: false, stripe }
+    }
+}
+
 impl StripeSpec {
     pub fn unset() -> Self {
         StripeSpec {
@@ -63,6 +77,16 @@ impl StripeSpec {
     /// Whether this is a composite (progressive or mirrored) spec.
     pub fn is_composite(&self) -> bool {
         !self.components.is_empty() || !self.mirrors.is_empty()
+    }
+
+    /// This spec with its data-on-MDT component (`-L mdt`) on one OST instead (see
+    /// [`ComponentSpec::off_mdt`]), for an MDT that keeps no file data (a replicated one);
+    /// None when no component is on the MDT.
+    pub fn off_mdt(&self) -> Option<StripeSpec> {
+        self.components.iter().any(|c| c.on_mdt).then(|| StripeSpec {
+            components: self.components.iter().map(ComponentSpec::off_mdt).collect(),
+            ..self.clone()
+        })
     }
 
     /// Checks the values a user typed; the message names the option and what is allowed.

@@ -1,12 +1,30 @@
-//! The store's small tables that a background task works through: the files whose
-//! synchronous mirrors await a resync, and the clients that hold this MDT's locks (which a
-//! recovery window waits for).
+//! Lists read from the store beyond one file's rows: the files whose synchronous mirrors
+//! await a resync, the clients that hold this MDT's locks (which a recovery window waits
+//! for), and the files that keep data on the MDT (which a conversion to a replicated MDT
+//! moves to OSTs).
 
 use super::{Tables, WriteTables};
 use crate::schema;
+use weft_proto::layout::Pattern;
 use weft_proto::{Fid, WeftError, WeftResult};
 
 impl Tables {
+    /// The files with an instantiated data-on-MDT component, in FID order (reads every
+    /// inode: for a tool run offline, not for serving).
+    pub fn files_with_data_on_mdt(&self) -> WeftResult<Vec<Fid>> {
+        let mut out = Vec::new();
+        self.scan(schema::TABLE_INODES, &[], None, |k, v| {
+            let fid = Fid::from_bytes(k).ok_or_else(|| WeftError::io("a corrupt inode key"))?;
+            let rec = schema::decode_inode(fid, v)?;
+            let on_mdt = |c: &weft_proto::layout::LayoutComponent| c.pattern == Pattern::Mdt && c.is_instantiated();
+            if rec.layout.is_some_and(|l| l.components.iter().any(on_mdt)) {
+                out.push(fid);
+            }
+            Ok(true)
+        })?;
+        Ok(out)
+    }
+
     /// The files queued for a resync of their synchronous mirrors, in FID order, at most
     /// `limit`.
     pub fn resync_entries(&self, limit: usize) -> WeftResult<Vec<Fid>> {

@@ -97,7 +97,7 @@ where
     O::Answer: weft_proto::msg::ops::Payload<weft_proto::msg::ReplyBody> + weft_proto::msg::ops::Variant,
 {
     let address = at.address(None)?;
-    Remote::new(address.clone(), format!("the management service at {address}"))?.ask(0, op)
+    Remote::mgs(&address)?.ask(0, op)
 }
 
 pub fn qos(a: QosArgs) -> anyhow::Result<()> {

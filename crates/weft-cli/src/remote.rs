@@ -1,4 +1,5 @@
-//! One server asked by a command, as the user who runs it: `weft qos`, `weft stats`/`top`
+//! One server (or the management service, replicated or not) asked by a command, as the
+//! user who runs it: `weft qos`, `weft stats`/`top`
 //! and `weft changelog*` send their requests through here (connect within
 //! `PARAM_CONNECT_TIMEOUT_MS`, an answer within `PARAM_REQUEST_TIMEOUT_S`, an error naming the
 //! server).
@@ -13,16 +14,27 @@ use weft_rpc::{Peer, PeerOptions};
 pub(crate) struct Remote {
     /// How errors name it (`the management service at ADDR`, `weft-MDT0000`).
     name: String,
-    peer: Peer,
+    to: To,
     rt: tokio::runtime::Runtime,
+}
+
+enum To {
+    Server(Peer),
+    /// The management service: each of its replicas (a list `A,B,C`), its leader asked.
+    Mgs(weft_rpc::mgs::MgsPeers),
 }
 
 impl Remote {
     pub fn new(address: String, name: String) -> anyhow::Result<Remote> {
-        let opts =
-            PeerOptions { connect_timeout: Duration::from_millis(PARAM_CONNECT_TIMEOUT_MS), ..PeerOptions::default() };
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        Ok(Remote { name, peer: Peer::new(address, opts), rt })
+        Ok(Remote { name, to: To::Server(Peer::new(address, options())), rt })
+    }
+
+    /// The management service at `list` (one address, or a replicated one's replicas).
+    pub fn mgs(list: &str) -> anyhow::Result<Remote> {
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+        let name = format!("the management service at {list}");
+        Ok(Remote { name, to: To::Mgs(weft_rpc::mgs::MgsPeers::new(list, options())), rt })
     }
 
     /// Sends `op` to target `index` of the server (0 for the management service).
@@ -34,9 +46,18 @@ impl Remote {
     {
         let header = RequestHeader { identity: caller_identity(), ..RequestHeader::default() };
         let timeout = Duration::from_secs(PARAM_REQUEST_TIMEOUT_S);
-        let answer = self.rt.block_on(self.peer.op(header, index, op, bytes::Bytes::new(), timeout));
-        answer.map(|(reply, _)| reply).map_err(|e| anyhow!("{}: {}", self.name, e.message))
+        let answer = match &self.to {
+            To::Server(peer) => {
+                self.rt.block_on(peer.op(header, index, op, bytes::Bytes::new(), timeout)).map(|(reply, _)| reply)
+            }
+            To::Mgs(peers) => self.rt.block_on(peers.op(header, op, timeout)),
+        };
+        answer.map_err(|e| anyhow!("{}: {}", self.name, e.message))
     }
+}
+
+fn options() -> PeerOptions {
+    PeerOptions { connect_timeout: Duration::from_millis(PARAM_CONNECT_TIMEOUT_MS), ..PeerOptions::default() }
 }
 
 /// Who runs this command: its uid, gid and supplementary groups (the warnings of group

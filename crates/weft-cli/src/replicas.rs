@@ -80,6 +80,9 @@ pub fn plan(data: &Path, main: &mut ServerConfig, n: u32) -> anyhow::Result<()> 
         c.oss = None;
         c.mds = Some(MdsRole { index: 0, replicas: replicas.clone(), join: false });
         c.lock_timeout_ms = main.lock_timeout_ms;
+        // Each replica keeps its own history of the monitor: the dashboard (served by the
+        // main process) shows the leader's, which holds what happened before it led.
+        c.monitor_interval_s = main.monitor_interval_s;
         std::fs::write(dir.join(format!("r{}.toml", k + 1)), toml::to_string_pretty(&c)?)?;
     }
     Ok(())

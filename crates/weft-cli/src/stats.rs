@@ -43,7 +43,7 @@ use weft_proto::units::parse_duration;
 fn history(at: &MgsArgs, kind: &str, secs: u64, top: u32) -> anyhow::Result<HistoryReply> {
     let address = at.address(None)?;
     let op = mgs::History { kind: kind.to_string(), secs, top, step: 0 };
-    crate::remote::Remote::new(address.clone(), format!("the management service at {address}"))?.ask(0, op)
+    crate::remote::Remote::mgs(&address)?.ask(0, op)
 }
 
 fn row_json(r: &UsageTotal) -> serde_json::Value {

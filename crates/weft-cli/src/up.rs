@@ -359,13 +359,8 @@ fn print_summary(s: &UpState, c: &ServerConfig, uring: bool, detached: bool) {
     println!("  management service: {} (mount elsewhere: weft mount {} MNT)", s.mgs_address, s.mgs_address);
     if let Some(m) = &s.metrics {
         println!("  metrics: {}", metrics_url(m));
-        if s.replicas.is_empty() {
-            println!("  dashboard: {}", dashboard_url(m));
-        } else {
-            // The dashboard and the monitor's history live beside the management service,
-            // replicated in other processes here: not served by them yet.
-            println!("  dashboard: none (the management service is replicated; its replicas serve none yet)");
-        }
+        // With replicas, this process serves it too: it asks the management service's leader.
+        println!("  dashboard: {}", dashboard_url(m));
     }
     if detached {
         println!("  running in the background (pid {}); stop it with: weft down --data {}", s.pid, s.data.display());
@@ -494,11 +489,7 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
         mount: state.as_ref().map(|s| s.mount.clone()),
         mounted: state.as_ref().is_some_and(|s| daemon::is_mounted(&s.mount)),
         metrics_url: state.as_ref().and_then(|s| s.metrics.as_deref()).map(metrics_url),
-        dashboard_url: state
-            .as_ref()
-            .filter(|s| s.replicas.is_empty())
-            .and_then(|s| s.metrics.as_deref())
-            .map(dashboard_url),
+        dashboard_url: state.as_ref().and_then(|s| s.metrics.as_deref()).map(dashboard_url),
         passthrough: state.as_ref().and_then(|s| s.passthrough.clone()),
         roles: config.roles_text().split(", ").map(String::from).collect(),
         targets: Vec::new(),

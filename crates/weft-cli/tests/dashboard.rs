@@ -57,3 +57,82 @@ fn the_dashboard_draws_the_workloads_jobs_in_a_real_browser() {
     let png = std::fs::read(&shot).expect("the screenshot");
     assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "a screenshot of {} bytes", png.len());
 }
+
+/// The body of `GET url` (`http://HOST:PORT/PATH`), HTTP/1.0.
+fn http_get(url: &str) -> String {
+    use std::io::{Read, Write};
+    let rest = url.strip_prefix("http://").unwrap();
+    let (host, path) = rest.split_once('/').map_or((rest, "/".to_string()), |(h, p)| (h, format!("/{p}")));
+    let mut s = std::net::TcpStream::connect(host).unwrap();
+    s.set_read_timeout(Some(Duration::from_secs(20))).unwrap();
+    write!(s, "GET {path} HTTP/1.0\r\nHost: {host}\r\n\r\n").unwrap();
+    let mut got = String::new();
+    s.read_to_string(&mut got).unwrap();
+    got.split_once("\r\n\r\n").map_or(got.clone(), |(_, body)| body.to_string())
+}
+
+/// `weft up --replicas 3` and its teardown, even when the test fails.
+struct Up {
+    dir: tempfile::TempDir,
+}
+
+impl Drop for Up {
+    fn drop(&mut self) {
+        let d = self.dir.path();
+        take_down(&d.join("data"), &d.join("mnt"), &d.join("none"));
+    }
+}
+
+/// With a replicated management service the `weft up` process serves the dashboard, which
+/// asks the group's leader; every replica keeps the monitor's history, so once the leader is
+/// killed the dashboard (and `weft stats`) still show the job that ran before, drawn from
+/// the new leader's history. A screenshot is kept (`target/tmp/dashboard-replicated.png`).
+#[test]
+fn a_replicated_file_systems_dashboard_keeps_the_history_from_before_its_leader_died() {
+    let up = Up { dir: tempfile::tempdir().unwrap() };
+    let (data, mnt) = (up.dir.path().join("data"), up.dir.path().join("mnt"));
+    let args = ["up", "--data", s(&data), "--mount", s(&mnt), "--detach", "--replicas", "3", "--osts", "2"];
+    weft_ok(&[&args[..], &["-o", "jobid_var=WEFT_JOB"]].concat());
+    let status: serde_json::Value = serde_json::from_str(&weft_ok(&["status", "--data", s(&data), "--json"])).unwrap();
+    let url = status["dashboard_url"].as_str().expect("the weft up process serves the dashboard").to_string();
+    let mgs = status["mgs_address"].as_str().unwrap().to_string();
+    let script = "dd if=/dev/zero of=before bs=1M count=16 conv=fsync status=none";
+    let out = Command::new("sh").arg("-c").arg(script).current_dir(&mnt).env("WEFT_JOB", "dash_before").output();
+    assert!(out.unwrap().status.success());
+    let history = format!("{}api/history?kind=job&secs=600", url);
+    let wait_for_job = |what: &str| {
+        let start = Instant::now();
+        loop {
+            let stats = weft_ok(&["stats", "--since", "10m", "--by", "job", "--mgs", &mgs]);
+            let api = http_get(&history);
+            if stats.contains("dash_before") && api.contains("dash_before") {
+                return;
+            }
+            assert!(start.elapsed() < Duration::from_secs(40), "{what}: no dash_before:\n{stats}\n{api}");
+            std::thread::sleep(Duration::from_millis(500));
+        }
+    };
+    wait_for_job("before the kill");
+
+    let status: serde_json::Value = serde_json::from_str(&weft_ok(&["status", "--data", s(&data), "--json"])).unwrap();
+    let leader = status["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| p["mgs_replica"]["role"] == "leader")
+        .map(|p| p["pid"].as_u64().unwrap() as i32)
+        .expect("an MGS leader");
+    // SAFETY: kill(2) of a replica process `weft up` started.
+    assert_eq!(unsafe { libc::kill(leader, libc::SIGKILL) }, 0);
+    std::fs::write(mnt.join("after"), b"after").unwrap();
+    wait_for_job("after the MGS leader was killed");
+    let dom = chromium(&["--dump-dom"], &url);
+    assert!(dom.contains("data-ready=\"1\""), "the page never finished loading its data:\n{dom}");
+    assert!(dom.contains("data-name=\"dash_before\""), "the job is not in the charts:\n{dom}");
+    assert!(dom.contains("weft-OST0001") && dom.contains("weft-MDT0000"), "{dom}");
+    let shot = std::path::Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-replicated.png");
+    let _ = std::fs::remove_file(&shot);
+    chromium(&["--window-size=1400,1400", &format!("--screenshot={}", shot.display())], &url);
+    let png = std::fs::read(&shot).expect("the screenshot");
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "a screenshot of {} bytes", png.len());
+}

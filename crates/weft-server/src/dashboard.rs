@@ -1,8 +1,14 @@
-//! The dashboard, served beside the metrics by the process that runs the management service:
-//! one page (`dashboard.html`, everything it needs inline: no internet) that draws charts
+//! The dashboard, served beside the metrics by a process that runs the management service,
+//! or any process of a file system whose management service is replicated (`weft up
+//! --replicas`: its main process): one page (`dashboard.html`, everything it needs inline: no internet) that draws charts
 //! of throughput and operations per job, user or target from the monitor's history, the
 //! NRS policies and rules in force on every server with the classes they held back, and the
 //! space of every target. The JSON it reads:
+//!
+//! It asks the management service through the process's `MgsPeers`, which follow its leader:
+//! a replicated one's history is each replica's own (every replica runs the monitor), so
+//! after the leader dies the dashboard shows the new leader's, intervals before the death
+//! included.
 //!
 //! * `/api/info`: the file system's name;
 //! * `/api/history?kind=job&secs=600&step=5&top=8`: the MGS's `History` op;
@@ -24,11 +30,13 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Duration;
 use weft_proto::msg::param::{GetParam, ParamValues};
-use weft_proto::msg::{mdt, mgs, ost, MgsReply, MgsRequest, RequestHeader, TargetKind};
+use weft_proto::msg::{mdt, mgs, ost, ClusterMap, RequestHeader, TargetKind};
 
 const PAGE: &str = include_str!("dashboard.html");
 /// How long the dashboard waits for a server before it shows the others without it.
 const SERVER_WAIT: Duration = Duration::from_secs(3);
+/// How long it waits for the management service (a replicated one's new leader included).
+const MGS_WAIT: Duration = Duration::from_secs(10);
 
 pub(crate) fn routes(sources: Arc<Sources>) -> axum::Router {
     let (a, b, c, d, e) = (sources.clone(), sources.clone(), sources.clone(), sources.clone(), sources);
@@ -49,8 +57,14 @@ async fn info(s: Arc<Sources>) -> Json<Value> {
     Json(json!({ "fsname": s.fsname }))
 }
 
+/// The cluster map, from the management service's leader.
+async fn map(s: &Sources) -> Result<ClusterMap, Response> {
+    weft_rpc::map::fetch_map_from(&s.mgs, MGS_WAIT)
+        .await
+        .map_err(|e| bad(StatusCode::SERVICE_UNAVAILABLE, format!("the management service: {}", e.message)))
+}
+
 async fn history(s: Arc<Sources>, Query(q): Query<HashMap<String, String>>) -> Response {
-    let Some(mgs) = &s.router.mgs else { return bad(StatusCode::NOT_FOUND, "no management service here".into()) };
     let num = |k: &str, default: u64| {
         q.get(k).map_or(Ok(default), |v| v.parse::<u64>().map_err(|_| format!("{k}='{v}': a number")))
     };
@@ -59,16 +73,11 @@ async fn history(s: Arc<Sources>, Query(q): Query<HashMap<String, String>>) -> R
         (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return bad(StatusCode::BAD_REQUEST, e),
     };
     let kind = q.get("kind").cloned().unwrap_or_else(|| "job".into());
-    match mgs.handle(MgsRequest::History(mgs::History { kind, secs, top, step })).await {
-        Ok(MgsReply::History(h)) => Json(h).into_response(),
-        Ok(_) => bad(StatusCode::INTERNAL_SERVER_ERROR, "unexpected answer".into()),
-        Err(e) => bad(StatusCode::BAD_REQUEST, e.message),
+    match s.mgs.op(RequestHeader::default(), mgs::History { kind, secs, top, step }, MGS_WAIT).await {
+        Ok(h) => Json(h).into_response(),
+        Err(e) if e.code == weft_proto::ErrorCode::Invalid => bad(StatusCode::BAD_REQUEST, e.message),
+        Err(e) => bad(StatusCode::SERVICE_UNAVAILABLE, e.message),
     }
-}
-
-/// Every server process of the map.
-fn servers(s: &Sources) -> Vec<String> {
-    s.router.mgs.as_ref().map_or_else(Vec::new, |mgs| mgs.map().servers(None))
 }
 
 async fn get_param(s: &Sources, server: &str, pattern: &str) -> Vec<(String, String)> {
@@ -84,10 +93,14 @@ fn service_of(name: &str) -> String {
     name.rsplit_once('.').map_or(name, |(service, _)| service).to_string()
 }
 
-async fn nrs(s: Arc<Sources>) -> Json<Value> {
+async fn nrs(s: Arc<Sources>) -> Response {
+    let servers = match map(&s).await {
+        Ok(map) => map.servers(None),
+        Err(r) => return r,
+    };
     let mut services = Vec::new();
     let mut classes = Vec::new();
-    for server in servers(&s) {
+    for server in servers {
         let rules: HashMap<String, String> =
             get_param(&s, &server, "*.*.*.nrs_tbf_rule").await.into_iter().map(|(n, v)| (service_of(&n), v)).collect();
         for (name, listing) in get_param(&s, &server, "*.*.*.nrs_policies").await {
@@ -129,22 +142,26 @@ async fn nrs(s: Arc<Sources>) -> Json<Value> {
             flush(class.take());
         }
     }
-    Json(json!({ "services": services, "classes": classes }))
+    Json(json!({ "services": services, "classes": classes })).into_response()
 }
 
 async fn warnings(s: Arc<Sources>) -> Response {
-    let Some(mgs) = &s.router.mgs else { return bad(StatusCode::NOT_FOUND, "no management service here".into()) };
-    let policies = mgs.map().decay;
-    match mgs.handle(MgsRequest::DecayWarnings(mgs::DecayWarnings { uid: None, gids: Vec::new(), all: true })).await {
-        Ok(MgsReply::Actions(a)) => Json(json!({ "policies": policies, "actions": a.0 })).into_response(),
-        Ok(_) => bad(StatusCode::INTERNAL_SERVER_ERROR, "unexpected answer".into()),
-        Err(e) => bad(StatusCode::INTERNAL_SERVER_ERROR, e.message),
+    let policies = match map(&s).await {
+        Ok(map) => map.decay,
+        Err(r) => return r,
+    };
+    let op = mgs::DecayWarnings { uid: None, gids: Vec::new(), all: true };
+    match s.mgs.op(RequestHeader::default(), op, MGS_WAIT).await {
+        Ok(a) => Json(json!({ "policies": policies, "actions": a.0 })).into_response(),
+        Err(e) => bad(StatusCode::SERVICE_UNAVAILABLE, e.message),
     }
 }
 
-async fn space(s: Arc<Sources>) -> Json<Value> {
-    let Some(mgs) = &s.router.mgs else { return Json(json!({ "targets": [] })) };
-    let map = mgs.map();
+async fn space(s: Arc<Sources>) -> Response {
+    let map = match map(&s).await {
+        Ok(map) => map,
+        Err(r) => return r,
+    };
     let mut targets = Vec::new();
     for t in &map.targets {
         let peer = s.peers.get(&t.address);
@@ -167,5 +184,5 @@ async fn space(s: Arc<Sources>) -> Json<Value> {
             "free_inodes": info.ffree,
         }));
     }
-    Json(json!({ "targets": targets }))
+    Json(json!({ "targets": targets })).into_response()
 }

@@ -298,6 +298,7 @@ impl RunningServer {
                 schedulers: schedulers.clone(),
                 exports: exports_for_metrics,
                 router,
+                mgs: mgs_peer.clone(),
             });
             tasks.push(tokio::spawn(metrics::serve(listener, sources)));
         }
@@ -306,17 +307,15 @@ impl RunningServer {
         network.register_server(&address, &server);
 
         let monitor_interval = Duration::from_secs(config.monitor_interval_s);
-        match (mgs_for_monitor, &mgs_group) {
-            // A replicated MGS serves (and runs its monitor) while it leads: hosted before
-            // this process registers and fetches the map, which may need this replica.
-            (Some(mgs), Some(group)) => tasks.push(replicated_mgs::host(
-                replicated_mgs::MgsHosting::new(mgs, peers.clone(), monitor_interval),
-                group.clone(),
-            )),
-            (Some(mgs), None) if !monitor_interval.is_zero() => {
-                tasks.push(tokio::spawn(monitor::run(mgs, peers.clone(), monitor_interval)))
-            }
-            _ => {}
+        // The monitor runs beside every MGS, each replica of a replicated one too: each keeps
+        // its own history, so a new leader's holds what happened before it led.
+        if let Some(mgs) = mgs_for_monitor.as_ref().filter(|_| !monitor_interval.is_zero()) {
+            tasks.push(tokio::spawn(monitor::run(mgs.clone(), peers.clone(), monitor_interval)));
+        }
+        if let (Some(mgs), Some(group)) = (mgs_for_monitor, &mgs_group) {
+            // A replicated MGS serves while it leads: hosted before this process registers and
+            // fetches the map, which may need this replica.
+            tasks.push(replicated_mgs::host(replicated_mgs::MgsHosting::new(mgs), group.clone()));
         }
 
         // Register our targets with the MGS; it may not be up yet on a real cluster.

@@ -65,3 +65,6 @@ pub const OST_MOVED_RETRY_MS: u64 = 200;
 pub const RESYNC_CHECK_MS: u64 = 1_000;
 /// Files resynced in one round at most: each waits for its copy, and the queue is read again.
 pub const RESYNC_FILES_MAX: usize = 16;
+/// A replicated MGS's leader whose update of the map's `mgs_replicas` failed tries again
+/// after this long (the group may have been changing leader or members).
+pub const MGS_MEMBERS_RETRY_MS: u64 = 1_000;

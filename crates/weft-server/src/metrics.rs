@@ -440,7 +440,9 @@ impl Collector for Snapshot {
 }
 
 /// Serves `GET /metrics` on `listener` until the process ends; in the process that runs the
-/// management service also the dashboard (`/`) and the JSON it draws from (`/api/...`).
+/// management service, and in every process of a file system whose management service is
+/// replicated (the dashboard follows its leader), also the dashboard (`/`) and the JSON it
+/// draws from (`/api/...`).
 pub(crate) async fn serve(listener: tokio::net::TcpListener, sources: Arc<Sources>) {
     use axum::routing::get;
     let s = sources.clone();
@@ -451,7 +453,7 @@ pub(crate) async fn serve(listener: tokio::net::TcpListener, sources: Arc<Source
             async move { render(&s, &headers).await }
         }),
     );
-    if sources.router.mgs.is_some() {
+    if sources.router.mgs.is_some() || sources.mgs.addresses().len() > 1 {
         app = app.merge(crate::dashboard::routes(sources.clone()));
     }
     if let Err(e) = axum::serve(listener, app).await {

@@ -7,8 +7,11 @@
 //!
 //! A counter that went down was reset (the server restarted, or forgot an idle job and saw
 //! it again): its whole value is the interval's. A server that does not answer is skipped
-//! for the interval and its counters are asked again at the next. After each interval the
-//! decay policies act (see [`crate::decay`]).
+//! for the interval and its counters are asked again at the next. The first round of a
+//! monitor only reads the counters: what they hold happened before it started (and a
+//! replicated MGS's other replicas recorded it), so it is not one interval's. After each
+//! interval the decay policies act (see [`crate::decay`]), where the MGS serves (a replica
+//! of a replicated MGS runs the monitor, into its own history, while it follows too).
 //!
 //! Requests of a job or user count as metadata operations only on an MDT (what decay
 //! budgets count); bytes come from the OSTs. A target's series counts all its requests.
@@ -30,6 +33,7 @@ pub(crate) async fn run(mgs: Arc<Mgs>, peers: Arc<PeerSet>, interval: Duration) 
     let mut tick = tokio::time::interval(interval);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let mut seen: Seen = HashMap::new();
+    let mut first = true;
     loop {
         tick.tick().await;
         let map = mgs.map();
@@ -70,13 +74,16 @@ pub(crate) async fn run(mgs: Arc<Mgs>, peers: Arc<PeerSet>, interval: Duration) 
             }
         }
         seen = now_seen;
+        if std::mem::take(&mut first) {
+            continue;
+        }
         let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_secs());
         let rows: Vec<(Kind, String, Totals)> = interval_rows.into_iter().map(|((k, n), t)| (k, n, t)).collect();
         if let Err(e) = mgs.record_usage(t, interval.as_secs().max(1), rows).await {
             tracing::warn!("monitor: {e}");
         }
         // The decay policies act on what was just recorded.
-        if !mgs.map().decay.is_empty() || !mgs.decay().limits.is_empty() {
+        if mgs.serves() && (!mgs.map().decay.is_empty() || !mgs.decay().limits.is_empty()) {
             crate::decay::enforce(&mgs, &peers).await;
         }
     }

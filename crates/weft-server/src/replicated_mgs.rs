@@ -1,11 +1,12 @@
 //! A replicated MGS in a server process: this process's replica ([`Mgs::open_replica`],
 //! weft-mgs `replica.rs`) as its group's state machine, and the hosting [`replicated::run`]
 //! drives: while this replica leads (and after a read index, so its map is the group's) the
-//! MGS serves, its updates go through the group ([`replicated::GroupProposer`]), and the monitor (with
-//! the decay engine it runs) works here; when it loses the lead it stops both, and its
-//! requests are answered `Moved` naming the leader ([`moved`]), where weft-rpc's `MgsPeers`
-//! goes next. The monitor's history and the decay state are the leader's own statistics: a
-//! new leader starts its own (weft-mgs `replica.rs`).
+//! MGS serves and its updates go through the group ([`replicated::GroupProposer`]); when it
+//! loses the lead its requests are answered `Moved` naming the leader ([`moved`]), where
+//! weft-rpc's `MgsPeers` goes next. The monitor runs beside every replica, leading or not
+//! (lib.rs), into the replica's own history, so a new leader's history holds what happened
+//! before it led; the decay engine acts only where the MGS serves (monitor.rs). The decay
+//! state is the leader's own (weft-mgs `replica.rs`).
 
 use crate::replicated::{self, Hosted};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -40,27 +41,17 @@ pub(crate) fn moved(error: WeftError, group: &Group) -> WeftError {
     WeftError::new(ErrorCode::Moved, weft_rpc::mgs::moved_to(&error.message, leader.as_deref()))
 }
 
-/// What runs while this replica leads: the monitor (`monitor_interval` zero: none).
+/// What runs while this replica leads.
 pub(crate) struct MgsHosting {
     pub mgs: Arc<Mgs>,
-    pub peers: Arc<weft_rpc::map::PeerSet>,
-    pub monitor_interval: Duration,
     pub serving: AtomicBool,
-    pub monitor: Mutex<Option<tokio::task::JoinHandle<()>>>,
     /// Keeps the group's voters in the map while this replica leads.
     pub members: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
 impl MgsHosting {
-    pub fn new(mgs: Arc<Mgs>, peers: Arc<weft_rpc::map::PeerSet>, monitor_interval: Duration) -> MgsHosting {
-        MgsHosting {
-            mgs,
-            peers,
-            monitor_interval,
-            serving: AtomicBool::new(false),
-            monitor: Mutex::new(None),
-            members: Mutex::new(None),
-        }
+    pub fn new(mgs: Arc<Mgs>) -> MgsHosting {
+        MgsHosting { mgs, serving: AtomicBool::new(false), members: Mutex::new(None) }
     }
 }
 
@@ -81,33 +72,29 @@ impl Hosted for MgsHosting {
         let proposer = replicated::GroupProposer { group: group.clone(), runtime: tokio::runtime::Handle::current() };
         self.mgs.serve(Arc::new(proposer));
         self.serving.store(true, Ordering::Release);
-        if !self.monitor_interval.is_zero() {
-            let (mgs, peers, interval) = (self.mgs.clone(), self.peers.clone(), self.monitor_interval);
-            // Ends when the replica stops leading, also when the server shuts down (it makes
-            // the replica follow).
-            let task = tokio::spawn(async move {
-                tokio::select! {
-                    () = crate::monitor::run(mgs.clone(), peers, interval) => {}
-                    () = mgs.stops_leading() => {}
-                }
-            });
-            if let Some(old) = self.monitor.lock().unwrap_or_else(|p| p.into_inner()).replace(task) {
-                old.abort();
-            }
-        }
         // The group's voters in the map, now and as they change, so that clients and servers
         // reach replicas their lists do not name (weft-rpc `MgsPeers::learn`).
         let (mgs, mut changes) = (self.mgs.clone(), group.watch());
         let task = tokio::spawn(async move {
             loop {
                 let voters: Vec<String> = changes.borrow_and_update().members.values().cloned().collect();
+                // A failed update is tried again after a pause, not only at the next change.
+                let mut retry = None;
                 if mgs.map().mgs_replicas != voters {
                     if let Err(e) = mgs.set_replicas(voters).await {
-                        tracing::warn!("the MGS's members not recorded in the map: {e}");
+                        tracing::warn!("the MGS's members not recorded in the map (tried again): {e}");
+                        retry = Some(Duration::from_millis(crate::limits::MGS_MEMBERS_RETRY_MS));
                     }
                 }
+                let pause = async {
+                    match retry {
+                        Some(d) => tokio::time::sleep(d).await,
+                        None => std::future::pending().await,
+                    }
+                };
                 tokio::select! {
                     changed = changes.changed() => if changed.is_err() { return },
+                    () = pause => {}
                     () = mgs.stops_leading() => return,
                 }
             }
@@ -122,10 +109,8 @@ impl Hosted for MgsHosting {
     async fn stop(&self) -> WeftResult<()> {
         self.mgs.follow();
         self.serving.store(false, Ordering::Release);
-        for task in [&self.monitor, &self.members] {
-            if let Some(task) = task.lock().unwrap_or_else(|p| p.into_inner()).take() {
-                task.abort();
-            }
+        if let Some(task) = self.members.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            task.abort();
         }
         Ok(())
     }

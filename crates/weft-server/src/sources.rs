@@ -21,4 +21,7 @@ pub(crate) struct Sources {
     pub router: Arc<Router>,
     /// To reach the other server processes (the dashboard's views of them).
     pub peers: Arc<weft_rpc::map::PeerSet>,
+    /// The management service (its leader, when replicated): the dashboard's history, map
+    /// and decay warnings.
+    pub mgs: Arc<weft_rpc::mgs::MgsPeers>,
 }

@@ -631,7 +631,10 @@ async fn drop_peers_that_left(client: Weak<Client>, mut changes: watch::Receiver
         let Some(client) = client.upgrade() else { return };
         let state = changes.borrow_and_update().clone();
         client.peers.retain_map(&state);
-        for target in recovery::moved_targets(&before.map, &state.map) {
+        // The MDT first: its window waits for this client's lock replay, the OSTs' do not.
+        let mut moved = recovery::moved_targets(&before.map, &state.map);
+        moved.sort_by_key(|t| !matches!(t, LockTarget::Mdt(_)));
+        for target in moved {
             client.replay_locks(target).await;
         }
         before = state;

@@ -23,3 +23,7 @@ pub const WAITING_REQUESTS_PER_RESOURCE_MAX: usize = 4096;
 /// While grants are held for a recovery window, how often a waiting enqueue looks whether
 /// the window ended sooner (`Namespace::end_recovery_in`).
 pub const RECOVERY_RECHECK_MS: u64 = 50;
+/// At the end of a recovery window, a client that began coming back (replayed its opens or
+/// advisory locks) but whose lock replay has not arrived gets this much more, once, before
+/// it is evicted: it replays its locks last, each step within its own timeout.
+pub const LATE_REPLAY_GRACE_MS: u64 = 10_000;

@@ -188,15 +188,20 @@ impl Inner {
         self.recalls(touched)
     }
 
-    /// Drops every lock of `owner`; its waiting enqueues fail with `Evicted`.
-    fn drop_owner(&mut self, owner: u64, target: LockTarget) -> Vec<Recall> {
+    /// Drops every lock of `owner`; its waiting enqueues fail with `code` (`Evicted`, or
+    /// `Stale` for a client that leaves).
+    fn drop_owner(&mut self, owner: u64, target: LockTarget, code: ErrorCode) -> Vec<Recall> {
         let (removed, changes) = self.table.drop_owner(owner);
         for handle in removed {
             self.operation.remove(&handle);
             if let Some(tx) = self.waiters.remove(&handle) {
+                let why = match code {
+                    ErrorCode::Evicted => "was evicted from",
+                    _ => "left",
+                };
                 let _ = tx.send(Err(WeftError::new(
-                    ErrorCode::Evicted,
-                    format!("client {owner} was evicted from the locks of {target:?} while waiting for lock {handle}"),
+                    code,
+                    format!("client {owner} {why} the locks of {target:?} while waiting for lock {handle}"),
                 )));
             }
         }
@@ -500,7 +505,7 @@ impl Namespace {
                 if !inner.table.holders_of_write(resource, asker).any(|l| l.owner == owner) {
                     continue;
                 }
-                inner.drop_owner(owner, target)
+                inner.drop_owner(owner, target, ErrorCode::Evicted)
             };
             let reason =
                 format!("the glimpse callback of {target:?} for object {resource} to client {owner} {failure}");
@@ -513,7 +518,7 @@ impl Namespace {
     /// evicts it) and grants what this lets through. Its waiting enqueues return
     /// [`ErrorCode::Evicted`]. Does not call [`CallbackSender::evict`].
     pub fn drop_owner(&self, owner: u64) {
-        let recalls = self.inner().drop_owner(owner, self.config.target);
+        let recalls = self.inner().drop_owner(owner, self.config.target, ErrorCode::Evicted);
         self.dispatch(recalls);
     }
 
@@ -599,7 +604,7 @@ impl Namespace {
                          (callback timeout {timeout:?})",
                         now.handle, now.mode, now.scope, now.resource, now.owner
                     ));
-                    inner.drop_owner(now.owner, target)
+                    inner.drop_owner(now.owner, target, ErrorCode::Evicted)
                 }
             }
         };
@@ -613,7 +618,6 @@ impl Namespace {
     fn report_eviction(&self, owner: u64, reason: String) {
         tracing::warn!(client = owner, target = ?self.config.target, "evicting client: {reason}");
         self.sender.evict(owner, reason);
-        self.forget_client(owner);
     }
 }
 

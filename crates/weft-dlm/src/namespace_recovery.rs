@@ -10,7 +10,7 @@ use std::sync::atomic::Ordering;
 use std::sync::{Arc, MutexGuard};
 use std::time::{Duration, Instant};
 use weft_proto::lock::{LockGrant, LockHandle};
-use weft_proto::WeftResult;
+use weft_proto::{ErrorCode, WeftResult};
 
 impl Namespace {
     /// `recovery_status`: this target's last recovery window, in Lustre's shape.
@@ -44,20 +44,25 @@ impl Namespace {
         self.recovery().end_at(Instant::now() + window);
     }
 
-    /// The clients can know where the target is now: the window ends once every client the
-    /// record names replayed, and `max` from now at the latest, when those that did not are
-    /// evicted. Without a record (an OST's namespace) it simply ends `max` from now.
+    /// The clients can know where the target is now (the server registered): the window ends
+    /// once every client the record names replayed, and `max` from now at the latest, when
+    /// those that did not are evicted and forgotten (one that began coming back gets
+    /// [`crate::limits::LATE_REPLAY_GRACE_MS`] more, once). Without a record (an OST's
+    /// namespace), or with one that may miss clients, it ends `max` from now and evicts
+    /// nobody; then the record is complete (every client holding locks replayed in it).
     pub fn end_recovery_when_replayed(self: &Arc<Self>, max: Duration) {
         self.end_recovery_in(max);
-        self.watch_window(Instant::now() + max);
+        self.watch_window(Instant::now() + max, true);
     }
 
-    /// The record of this target's clients (an MDT's, in its store). A window open now
-    /// waits for the clients it names, until it was to end.
+    /// The record of this target's clients (an MDT's, in its store). A window open now may
+    /// end as soon as the clients it names replayed, but does not evict at its end: the
+    /// clients may not know yet where the target is ([`Namespace::end_recovery_when_replayed`]
+    /// says when they can).
     pub fn set_lock_clients(self: &Arc<Self>, clients: Arc<dyn LockClients>) {
         *self.clients.write().unwrap_or_else(|p| p.into_inner()) = Some(clients);
         if let Some(until) = self.grants_held_until() {
-            self.watch_window(until);
+            self.watch_window(until, false);
         }
     }
 
@@ -65,18 +70,22 @@ impl Namespace {
         self.clients.read().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
-    /// Waits (in a task) until every recorded client replayed or `deadline`, then ends the
-    /// window, evicting and forgetting the clients still missing. A later call supersedes
-    /// an earlier one's watch.
-    fn watch_window(self: &Arc<Self>, deadline: Instant) {
+    /// Waits (in a task) until every recorded client replayed, then ends the window; at
+    /// `deadline` with `evict`, evicts and forgets the clients still missing and ends it. A
+    /// later call supersedes an earlier one's watch.
+    fn watch_window(self: &Arc<Self>, deadline: Instant, evict: bool) {
         let Some(clients) = self.lock_clients() else { return };
-        self.recovery().expect(clients.recorded());
+        if let Some(recorded) = clients.recorded() {
+            self.recovery().expect(recorded);
+        }
         let generation = self.window_watch.fetch_add(1, Ordering::Relaxed) + 1;
         let Some(runtime) = tokio::runtime::Handle::try_current().ok().or_else(|| self.runtime.clone()) else {
             return;
         };
         let me = Arc::clone(self);
         runtime.spawn(async move {
+            let mut deadline = deadline;
+            let mut grace = evict;
             loop {
                 let replayed = me.replays.notified();
                 tokio::pin!(replayed);
@@ -84,11 +93,27 @@ impl Namespace {
                 if me.recovery().all_back() {
                     break;
                 }
-                if tokio::time::timeout_at(deadline.into(), replayed).await.is_err() {
-                    break;
+                if tokio::time::timeout_at(deadline.into(), replayed).await.is_ok() {
+                    continue;
                 }
+                // A client whose opens or advisory locks came back replays its locks next.
+                if std::mem::take(&mut grace) && me.recovery().missing_begun() {
+                    let more = Duration::from_millis(crate::limits::LATE_REPLAY_GRACE_MS);
+                    deadline += more;
+                    me.end_recovery_in(deadline.saturating_duration_since(Instant::now()));
+                    continue;
+                }
+                break;
             }
             if me.window_watch.load(Ordering::Relaxed) != generation {
+                return;
+            }
+            let (all_back, knows) = {
+                let r = me.recovery();
+                (r.all_back(), r.knows_whom())
+            };
+            if !all_back && !evict {
+                // Its end stands: the clients may not have known where to replay.
                 return;
             }
             let missing = me.recovery().missing();
@@ -100,30 +125,56 @@ impl Namespace {
                     me.report_eviction(owner, reason);
                     me.drop_owner(owner);
                 }
+                if let Err(e) = clients.forget(missing.clone()).await {
+                    tracing::warn!("forgetting clients evicted at the window's end failed: {e}");
+                }
             }
             me.end_recovery_in(Duration::ZERO);
+            if !knows {
+                // A whole window ran: every client holding locks replayed in it, and was
+                // recorded then.
+                if let Err(e) = clients.complete().await {
+                    tracing::warn!("marking the record of clients complete failed: {e}");
+                }
+            }
             tracing::info!(target = ?me.config.target, evicted = missing.len(), "recovery window over");
         });
+    }
+
+    /// A client began coming back (its opens or advisory locks replayed): a window waits a
+    /// little longer for its lock replay.
+    pub fn replay_begun(&self, owner: u64) {
+        self.recovery().begun(owner);
     }
 
     /// Records `owner` before its first lock (see [`LockClients`]): a recovery window then
     /// waits for it.
     pub(super) async fn admit(&self, owner: u64) -> WeftResult<()> {
-        match self.lock_clients() {
-            Some(clients) if !clients.known(owner) => clients.record(owner).await,
-            _ => Ok(()),
-        }
+        let record = {
+            let clients = self.clients.read().unwrap_or_else(|p| p.into_inner());
+            match &*clients {
+                Some(c) if !c.known(owner) => c.record(owner),
+                _ => return Ok(()),
+            }
+        };
+        record.await
     }
 
-    /// `owner` is gone for good (evicted, or it disconnected): no recovery window waits for
-    /// it. In a task: the eviction paths do not wait for the record.
-    pub(super) fn forget_client(&self, owner: u64) {
-        let Some(clients) = self.lock_clients().filter(|c| c.known(owner)) else { return };
+    /// `owner` is gone for good (evicted from any of the server's targets: it comes back
+    /// under another id, if at all): no recovery window waits for it. In a task: the
+    /// eviction paths do not wait for the record.
+    pub fn forget_client(&self, owner: u64) {
+        self.forget_or_record(owner, false);
+    }
+
+    /// Changes `owner`'s record (in a task) when it says otherwise.
+    fn forget_or_record(&self, owner: u64, record: bool) {
+        let Some(clients) = self.lock_clients().filter(|c| c.known(owner) != record) else { return };
         if let Some(runtime) = tokio::runtime::Handle::try_current().ok().or_else(|| self.runtime.clone()) {
-            let forget = clients.forget(vec![owner]);
+            let change = if record { clients.record(owner) } else { clients.forget(vec![owner]) };
             runtime.spawn(async move {
-                if let Err(e) = forget.await {
-                    tracing::warn!(client = owner, "forgetting a client's record failed: {e}");
+                if let Err(e) = change.await {
+                    tracing::warn!(client = owner, "changing a client's record failed: {e}");
                 }
             });
         }
@@ -132,11 +183,18 @@ impl Namespace {
     /// A client unmounts: its locks are dropped (what they let through is granted) and its
     /// record forgotten, so that no recovery window waits for it.
     pub async fn disconnect(&self, owner: u64) -> WeftResult<()> {
-        self.drop_owner(owner);
+        // Its own enqueues still waiting fail Stale, not Evicted: it is not evicted.
+        let recalls = self.inner().drop_owner(owner, self.config.target, ErrorCode::Stale);
+        self.dispatch(recalls);
         match self.lock_clients() {
             Some(clients) if clients.known(owner) => clients.forget(vec![owner]).await,
             _ => Ok(()),
         }
+    }
+
+    /// Whether grants are held for a recovery window now.
+    pub fn recovering(&self) -> bool {
+        self.grants_held_until().is_some()
     }
 
     /// The moment before which nothing is granted, if it is still to come.
@@ -178,6 +236,10 @@ impl Namespace {
         };
         let refused = (locks.len() - kept.len()) as u64;
         self.recovery().replayed(owner, kept.len() as u64, refused);
+        // It holds locks now: recorded, if it was not (a target from before the record).
+        if !kept.is_empty() {
+            self.forget_or_record(owner, true);
+        }
         self.replays.notify_waiters();
         kept
     }

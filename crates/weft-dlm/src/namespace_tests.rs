@@ -494,28 +494,36 @@ async fn a_recovery_window_ended_early_lets_waiting_enqueues_through() {
 }
 
 /// A record of clients kept in memory, as an MDT keeps it in its store.
-#[derive(Default)]
-struct Record(Mutex<BTreeSet<u64>>);
+struct Record {
+    set: Mutex<BTreeSet<u64>>,
+    complete: std::sync::atomic::AtomicBool,
+}
 
 impl LockClients for Record {
     fn known(&self, owner: u64) -> bool {
-        self.0.lock().unwrap().contains(&owner)
+        self.set.lock().unwrap().contains(&owner)
     }
     fn record(&self, owner: u64) -> BoxFuture<'static, WeftResult<()>> {
-        self.0.lock().unwrap().insert(owner);
+        self.set.lock().unwrap().insert(owner);
         Box::pin(async { Ok(()) })
     }
     fn forget(&self, owners: Vec<u64>) -> BoxFuture<'static, WeftResult<()>> {
-        self.0.lock().unwrap().retain(|c| !owners.contains(c));
+        self.set.lock().unwrap().retain(|c| !owners.contains(c));
         Box::pin(async { Ok(()) })
     }
-    fn recorded(&self) -> Vec<u64> {
-        self.0.lock().unwrap().iter().copied().collect()
+    fn recorded(&self) -> Option<Vec<u64>> {
+        let complete = self.complete.load(std::sync::atomic::Ordering::Relaxed);
+        complete.then(|| self.set.lock().unwrap().iter().copied().collect())
+    }
+    fn complete(&self) -> BoxFuture<'static, WeftResult<()>> {
+        self.complete.store(true, std::sync::atomic::Ordering::Relaxed);
+        Box::pin(async { Ok(()) })
     }
 }
 
 fn recorded(clients: &[u64]) -> Arc<Record> {
-    Arc::new(Record(Mutex::new(clients.iter().copied().collect())))
+    let set = Mutex::new(clients.iter().copied().collect());
+    Arc::new(Record { set, complete: std::sync::atomic::AtomicBool::new(true) })
 }
 
 /// A client is recorded before its first lock is granted; an operation's lock (the server's,
@@ -526,11 +534,11 @@ async fn a_client_is_recorded_before_its_first_lock_and_forgotten_when_it_discon
     let record = recorded(&[]);
     ns.set_lock_clients(record.clone());
     ns.enqueue_operation(9, &[(OBJ, LockMode::Ex, ext(0, 9))]).await.unwrap();
-    assert!(record.recorded().is_empty(), "{:?}", record.recorded());
+    assert_eq!(record.recorded(), Some(vec![]));
     ns.enqueue(1, OBJ2, LockMode::Pr, ext(0, 9), PLAIN).await.unwrap();
-    assert_eq!(record.recorded(), vec![1]);
+    assert_eq!(record.recorded(), Some(vec![1]));
     ns.disconnect(1).await.unwrap();
-    assert!(record.recorded().is_empty());
+    assert_eq!(record.recorded(), Some(vec![]));
     assert_eq!(ns.owner_lock_count(1), 0, "its locks went with it");
 }
 
@@ -577,7 +585,7 @@ async fn a_client_that_does_not_come_back_is_evicted_at_the_windows_end() {
     tokio::time::sleep(Duration::from_millis(50)).await;
     let evicted: Vec<u64> = fake.evicted().into_iter().map(|(c, _)| c).collect();
     assert_eq!(evicted, vec![2]);
-    assert_eq!(record.recorded(), vec![1], "the evicted client is forgotten");
+    assert_eq!(record.recorded(), Some(vec![1]), "the evicted client is forgotten");
     assert_eq!(ns.lock(7).map(|l| l.owner), Some(1));
     let status = ns.recovery_status();
     assert!(status.contains("completed_clients: 1/2\n") && status.contains("evicted_clients: 1\n"), "{status}");
@@ -598,4 +606,40 @@ async fn a_restarts_window_with_nobody_recorded_ends_at_once() {
     ns.set_lock_clients(recorded(&[]));
     tokio::time::timeout(Duration::from_secs(10), ns.recovery_over()).await.expect("over at once");
     ns.enqueue(1, OBJ, LockMode::Pr, ext(0, 9), PLAIN).await.unwrap();
+}
+
+/// A client whose opens or advisory locks came back (its lock replay follows) is given more
+/// time at the window's end, once, and is not evicted when it replays then.
+#[tokio::test]
+async fn a_client_that_began_coming_back_gets_more_time() {
+    let (ns, fake) = setup(100);
+    ns.hold_grants_for(Duration::from_secs(3600));
+    ns.set_lock_clients(recorded(&[1]));
+    ns.end_recovery_when_replayed(Duration::from_millis(200));
+    ns.replay_begun(1);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    assert!(ns.grants_held_until().is_some(), "still held for client 1: {}", ns.recovery_status());
+    assert!(ns.replay(1, &[]).is_empty());
+    tokio::time::timeout(Duration::from_secs(10), ns.recovery_over()).await.expect("over once it replayed");
+    assert!(fake.evicted().is_empty());
+}
+
+/// A record that may miss clients (a target from before it) is not trusted: the window
+/// lasts its whole length and evicts nobody; the clients that replayed in it are recorded
+/// and the record is complete from then on.
+#[tokio::test]
+async fn an_incomplete_record_waits_the_whole_window_then_is_complete() {
+    let (ns, fake) = setup(100);
+    let record = Arc::new(Record { set: Mutex::new(BTreeSet::new()), complete: Default::default() });
+    ns.hold_grants_for(Duration::from_secs(3600));
+    ns.set_lock_clients(record.clone());
+    ns.end_recovery_when_replayed(Duration::from_millis(300));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    assert!(ns.grants_held_until().is_some(), "an empty record that may miss clients ends nothing");
+    let grant = LockGrant { handle: 7, resource: OBJ, mode: LockMode::Pw, scope: ext(0, 99) };
+    assert_eq!(ns.replay(5, &[grant]), vec![7]);
+    tokio::time::timeout(Duration::from_secs(10), ns.recovery_over()).await.expect("the window ends");
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(fake.evicted().is_empty());
+    assert_eq!(record.recorded(), Some(vec![5]), "the client that replayed is recorded, the record complete");
 }

@@ -28,6 +28,9 @@ struct Window {
     /// server, as recorded where the server's death does not take it (None: nobody knows,
     /// and the window lasts its whole length).
     expected: Option<BTreeSet<u64>>,
+    /// Clients that began coming back (replayed their opens or advisory locks): their lock
+    /// replay follows, and the window's end waits a little for it.
+    begun: BTreeSet<u64>,
     /// Expected clients that did not come back in time: evicted.
     evicted: u64,
     locks_kept: u64,
@@ -38,8 +41,8 @@ struct Window {
 /// them (Lustre keeps its clients in `last_rcvd`): a replicated MDT keeps them in its store,
 /// through its group. A recovery window waits for these clients to replay, and no longer:
 /// it ends as soon as each of them replayed, and the ones that did not come back by its end
-/// are evicted and forgotten. A client is recorded before its first lock is granted and
-/// forgotten when it disconnects or is evicted.
+/// are evicted and forgotten. A client is recorded before its first lock is granted (or when
+/// it replays locks) and forgotten when it disconnects or is evicted.
 pub trait LockClients: Send + Sync + 'static {
     /// Whether `owner` is recorded (no I/O: asked before every grant).
     fn known(&self, owner: u64) -> bool;
@@ -47,8 +50,12 @@ pub trait LockClients: Send + Sync + 'static {
     fn record(&self, owner: u64) -> BoxFuture<'static, weft_proto::WeftResult<()>>;
     /// Forgets these clients (disconnected, or evicted).
     fn forget(&self, owners: Vec<u64>) -> BoxFuture<'static, weft_proto::WeftResult<()>>;
-    /// Every recorded client.
-    fn recorded(&self) -> Vec<u64>;
+    /// Every recorded client; None while the record may miss some (a target from before
+    /// the record: a window then lasts its whole length).
+    fn recorded(&self) -> Option<Vec<u64>>;
+    /// The record names every client holding locks from now on (said after a window that
+    /// lasted its whole length, in which each of them replayed and was recorded).
+    fn complete(&self) -> BoxFuture<'static, weft_proto::WeftResult<()>>;
 }
 
 impl Recovery {
@@ -63,6 +70,7 @@ impl Recovery {
                     ends,
                     clients: BTreeSet::new(),
                     expected: None,
+                    begun: BTreeSet::new(),
                     evicted: 0,
                     locks_kept: 0,
                     locks_refused: 0,
@@ -92,6 +100,26 @@ impl Recovery {
         if let Some(w) = &mut self.window {
             w.expected = Some(clients.into_iter().collect());
         }
+    }
+
+    /// `client` began coming back (its lock replay follows).
+    pub fn begun(&mut self, client: u64) {
+        if let Some(w) = &mut self.window {
+            w.begun.insert(client);
+        }
+    }
+
+    /// Whether an expected client that has not replayed its locks began coming back.
+    pub fn missing_begun(&self) -> bool {
+        match &self.window {
+            Some(Window { expected: Some(e), clients, begun, .. }) => e.difference(clients).any(|c| begun.contains(c)),
+            _ => false,
+        }
+    }
+
+    /// Whether the open window knows whom it waits for.
+    pub fn knows_whom(&self) -> bool {
+        self.window.as_ref().is_some_and(|w| w.expected.is_some())
     }
 
     /// Whether the open window waits for nobody any more: it knows whom it waits for and

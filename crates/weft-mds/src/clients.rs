@@ -4,52 +4,159 @@
 //! soon as all of them replayed, and evicts those that do not come back (weft-dlm
 //! `recovery.rs`). A client is recorded before its first lock is granted (one write per
 //! client, through the group of a replicated MDT), and forgotten when it disconnects
-//! (unmount) or is evicted.
+//! (unmount) or is evicted. An MDT from before the table trusts it only once a window that
+//! ran its whole length recorded every client that replayed in it (`complete`).
 
 use crate::background::internal;
 use crate::writer::{InternalOp, Queue};
 use futures::future::BoxFuture;
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use weft_dlm::recovery::LockClients;
 use weft_proto::WeftResult;
 
 pub(crate) struct MdtClients {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
     queue: Queue,
     /// What the store holds, kept here: asked before every grant.
-    known: Arc<RwLock<HashSet<u64>>>,
+    known: RwLock<HashSet<u64>>,
+    /// Whether the store's record names every client holding locks.
+    complete: AtomicBool,
+    /// One change of the record at a time, the set updated with it: a record and a forget
+    /// of one client cannot cross (the set saying recorded while the store does not).
+    changing: tokio::sync::Mutex<()>,
 }
 
 impl MdtClients {
-    pub(crate) fn new(queue: Queue, recorded: Vec<u64>) -> MdtClients {
-        MdtClients { queue, known: Arc::new(RwLock::new(recorded.into_iter().collect())) }
+    pub(crate) fn new(queue: Queue, recorded: Vec<u64>, complete: bool) -> MdtClients {
+        let inner = Inner {
+            queue,
+            known: RwLock::new(recorded.into_iter().collect()),
+            complete: AtomicBool::new(complete),
+            changing: tokio::sync::Mutex::new(()),
+        };
+        MdtClients { inner: Arc::new(inner) }
+    }
+}
+
+impl Inner {
+    fn known(&self) -> std::sync::RwLockReadGuard<'_, HashSet<u64>> {
+        self.known.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn known_mut(&self) -> std::sync::RwLockWriteGuard<'_, HashSet<u64>> {
+        self.known.write().unwrap_or_else(|p| p.into_inner())
     }
 }
 
 impl LockClients for MdtClients {
     fn known(&self, owner: u64) -> bool {
-        self.known.read().unwrap_or_else(|p| p.into_inner()).contains(&owner)
+        self.inner.known().contains(&owner)
     }
 
     fn record(&self, owner: u64) -> BoxFuture<'static, WeftResult<()>> {
-        let (queue, known) = (self.queue.clone(), self.known.clone());
+        let inner = self.inner.clone();
         Box::pin(async move {
-            internal(&queue, InternalOp::LockClients { add: vec![owner], remove: Vec::new() }).await?;
-            known.write().unwrap_or_else(|p| p.into_inner()).insert(owner);
+            let _one = inner.changing.lock().await;
+            // Several first enqueues of one client: one write.
+            if inner.known().contains(&owner) {
+                return Ok(());
+            }
+            internal(&inner.queue, InternalOp::LockClients { add: vec![owner], remove: Vec::new(), complete: false })
+                .await?;
+            inner.known_mut().insert(owner);
             Ok(())
         })
     }
 
     fn forget(&self, owners: Vec<u64>) -> BoxFuture<'static, WeftResult<()>> {
-        let (queue, known) = (self.queue.clone(), self.known.clone());
+        let inner = self.inner.clone();
         Box::pin(async move {
-            // Out of the set first: a grant meanwhile records the client again, after this.
-            known.write().unwrap_or_else(|p| p.into_inner()).retain(|c| !owners.contains(c));
-            internal(&queue, InternalOp::LockClients { add: Vec::new(), remove: owners }).await.map(drop)
+            let _one = inner.changing.lock().await;
+            let owners: Vec<u64> = owners.into_iter().filter(|o| inner.known().contains(o)).collect();
+            if owners.is_empty() {
+                return Ok(());
+            }
+            internal(
+                &inner.queue,
+                InternalOp::LockClients { add: Vec::new(), remove: owners.clone(), complete: false },
+            )
+            .await?;
+            inner.known_mut().retain(|c| !owners.contains(c));
+            Ok(())
         })
     }
 
-    fn recorded(&self) -> Vec<u64> {
-        self.known.read().unwrap_or_else(|p| p.into_inner()).iter().copied().collect()
+    fn recorded(&self) -> Option<Vec<u64>> {
+        let complete = self.inner.complete.load(Ordering::Acquire);
+        complete.then(|| self.inner.known().iter().copied().collect())
+    }
+
+    fn complete(&self) -> BoxFuture<'static, WeftResult<()>> {
+        let inner = self.inner.clone();
+        Box::pin(async move {
+            if inner.complete.load(Ordering::Acquire) {
+                return Ok(());
+            }
+            let _one = inner.changing.lock().await;
+            internal(&inner.queue, InternalOp::LockClients { add: Vec::new(), remove: Vec::new(), complete: true })
+                .await?;
+            inner.complete.store(true, Ordering::Release);
+            Ok(())
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::testutil::Env;
+    use std::sync::Arc;
+    use std::time::Duration;
+    use weft_dlm::namespace::{Namespace, NamespaceConfig};
+    use weft_proto::lock::{LockMode, LockScope, LockTarget};
+
+    struct NoCallbacks;
+    impl weft_dlm::namespace::CallbackSender for NoCallbacks {
+        fn send(
+            &self,
+            _: u64,
+            _: weft_proto::lock::CallbackRequest,
+            _: Duration,
+        ) -> futures::future::BoxFuture<'static, weft_proto::WeftResult<weft_proto::lock::CallbackAnswer>> {
+            Box::pin(async { Ok(weft_proto::lock::CallbackAnswer::Released) })
+        }
+        fn evict(&self, _: u64, _: String) {}
+    }
+
+    fn namespace() -> Arc<Namespace> {
+        let config = NamespaceConfig {
+            target: LockTarget::Mdt(0),
+            callback_timeout: Duration::from_secs(5),
+            recovery_until: None,
+        };
+        Namespace::new(config, Arc::new(NoCallbacks))
+    }
+
+    /// A new MDT's record is complete; a client granted a lock is in it, also after a
+    /// restart; one that disconnects is not.
+    #[tokio::test]
+    async fn the_record_of_lock_holders_survives_a_restart() {
+        let mut env = Env::new().await;
+        let ns = namespace();
+        env.mds().set_lock_namespace(ns.clone());
+        let bits = LockScope::Bits(weft_proto::lock::bits::LOOKUP);
+        ns.enqueue(7, weft_proto::Fid::ROOT, LockMode::Pr, bits, Default::default()).await.unwrap();
+        ns.enqueue(8, weft_proto::Fid::ROOT, LockMode::Pr, bits, Default::default()).await.unwrap();
+        ns.disconnect(8).await.unwrap();
+        // The namespace holds the MDS (through its record) open.
+        drop(ns);
+        env.restart().await;
+        let view = env.mds().core.read_view();
+        assert!(view.lock_clients_complete().unwrap(), "a new MDT's record is complete");
+        assert_eq!(view.lock_clients().unwrap(), vec![7]);
     }
 }

@@ -93,6 +93,9 @@ pub struct MdsConfig {
     /// (`ReplayOpens`); the orphan inodes none replayed are destroyed after it. None: no
     /// replay (a single MDT destroys its orphans at start).
     pub open_replay_window: Option<Duration>,
+    /// Whether this MDT keeps file data (`-L mdt` components, served once the server calls
+    /// [`Mds::serve_dom`]); a replicated MDT does not: those components go to one OST.
+    pub data_on_mdt: bool,
 }
 
 impl MdsConfig {
@@ -103,6 +106,7 @@ impl MdsConfig {
             precreate_batch: 256,
             checkpoint_interval: Some(Duration::from_millis(limits::CHECKPOINT_INTERVAL_MS)),
             open_replay_window: None,
+            data_on_mdt: true,
         }
     }
 }
@@ -287,7 +291,7 @@ impl Mds {
             storage,
             open_files: Mutex::new(OpenFiles::starting_at(mds_start)),
             replay_opens_until: Mutex::new(cfg.open_replay_window.map(|w| clock.instant() + w)),
-            objects: Objects::new(u64::from(cfg.precreate_batch.div_ceil(2))),
+            objects: Objects::new(u64::from(cfg.precreate_batch.div_ceil(2)), cfg.data_on_mdt),
             targets,
             journal: Mutex::new(log),
             stats: StatCounters::default(),
@@ -435,8 +439,11 @@ impl Mds {
     /// Its clients' record (clients.rs) goes with it: a recovery window open now, or one
     /// later, waits for the clients it names.
     pub fn set_lock_namespace(&self, ns: Arc<weft_dlm::namespace::Namespace>) {
-        match self.core.read_view().lock_clients() {
-            Ok(recorded) => ns.set_lock_clients(Arc::new(clients::MdtClients::new(self.queue.clone(), recorded))),
+        let view = self.core.read_view();
+        match view.lock_clients().and_then(|c| Ok((c, view.lock_clients_complete()?))) {
+            Ok((recorded, complete)) => {
+                ns.set_lock_clients(Arc::new(clients::MdtClients::new(self.queue.clone(), recorded, complete)))
+            }
             // Without it the recovery windows last their whole length, as an OST's do.
             Err(e) => tracing::warn!(error = %e, "the MDT's record of its clients could not be read"),
         }
@@ -450,6 +457,10 @@ impl Mds {
         // read (it could be stale), nor a change (it would wait on lock callbacks and then
         // on a group that no longer follows it).
         self.check_lease()?;
+        if let (MdtRequest::ReplayOpens(_), Some(ns)) = (&req, self.locks.get()) {
+            // The client is coming back: its lock replay follows (a window gives it time).
+            ns.replay_begun(header.client_id);
+        }
         match self.locks.get() {
             Some(ns) => locking::handle(self, ns, header, req, run).await,
             None => self.execute(header, req, run).await,

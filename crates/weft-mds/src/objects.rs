@@ -127,6 +127,9 @@ pub struct ObjectsState {
     pub up_osts: Vec<u32>,
     /// This MDT's data-on-MDT target: refilled as the OSTs, used by MDT components only.
     pub dom: Option<u32>,
+    /// Whether this MDT keeps file data at all (`MdsConfig::data_on_mdt`): until its target
+    /// is served a data-on-MDT component waits for it; without, it goes to an OST.
+    pub data_on_mdt: bool,
     pub pools_by_name: BTreeMap<String, Vec<u32>>,
     /// Pools whose new files' mirrors are written synchronously (the map's).
     pub sync_mirror_pools: std::collections::BTreeSet<String>,
@@ -166,6 +169,10 @@ impl ObjectsState {
     fn plan(&self, spec: &StripeSpec, cursor: u64, give_up: bool) -> WeftResult<Option<Vec<u32>>> {
         if let [one] = spec.ost_list[..] {
             if weft_proto::layout::dom_mdt(one).is_some() && self.dom != Some(one) {
+                // Served soon (the server calls serve_dom once it follows the map): wait.
+                if self.data_on_mdt && self.dom.is_none() && !give_up {
+                    return Ok(None);
+                }
                 return Err(WeftError::new(ErrorCode::NotSupported, "this MDT's server keeps no data on the MDT"));
             }
         }
@@ -236,9 +243,9 @@ pub struct Objects {
 
 impl Objects {
     /// Pools refilled when they hold fewer than `refill_below` objects.
-    pub fn new(refill_below: u64) -> Objects {
+    pub fn new(refill_below: u64, data_on_mdt: bool) -> Objects {
         Objects {
-            state: Mutex::new(ObjectsState::default()),
+            state: Mutex::new(ObjectsState { data_on_mdt, ..ObjectsState::default() }),
             refill_wake: Notify::new(),
             refilled: Notify::new(),
             cursor: AtomicU64::new(0),
@@ -282,7 +289,7 @@ impl Objects {
     /// component goes to one OST over the same extent (`StripeSpec::off_mdt`), as Lustre
     /// places it when `dom_stripesize` is 0, so that `-L mdt` defaults keep working.
     pub fn planned(&self, spec: &weft_proto::StripeSpec) -> weft_proto::Layout {
-        match spec.off_mdt().filter(|_| self.lock().dom.is_none()) {
+        match spec.off_mdt().filter(|_| !self.lock().data_on_mdt) {
             Some(off) => weft_proto::Layout::planned(&off),
             None => weft_proto::Layout::planned(spec),
         }

@@ -93,6 +93,11 @@ pub const COUNTER_HSM_USED_KEY: &[u8] = b"hsm_used";
 pub const COUNTER_CHANGELOG_USER_NEXT_KEY: &[u8] = b"changelog_user_next";
 /// The next HSM action's cookie (from 1).
 pub const COUNTER_HSM_COOKIE_NEXT_KEY: &[u8] = b"hsm_cookie_next";
+/// Present (1) once `clients` names every client that holds this MDT's locks: written when
+/// the MDT is formatted, and for an MDT from before the table after its first recovery
+/// window that ran its whole length (every client holding locks replayed them in it, which
+/// records it). Until then a window cannot trust the table and waits its whole length.
+pub const COUNTER_CLIENTS_COMPLETE_KEY: &[u8] = b"clients_complete";
 /// Changelog records, by index: kept until every registered reader cleared them.
 pub const TABLE_CHANGELOG: u8 = 10;
 /// Registered changelog readers, by number.

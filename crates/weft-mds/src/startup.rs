@@ -55,7 +55,13 @@ pub fn format_changes(kv: &dyn KvStore, mdt_index: u32) -> WeftResult<Option<Vec
             Ok(None)
         }
         None => {
-            let mut changes = vec![format];
+            // A new MDT has no client: its record of them is complete.
+            let clients_complete = Change {
+                table: schema::TABLE_COUNTERS,
+                key: schema::COUNTER_CLIENTS_COMPLETE_KEY.to_vec(),
+                value: Some(vec![1]),
+            };
+            let mut changes = vec![format, clients_complete];
             if mdt_index == 0 {
                 let now = crate::now();
                 let rec =

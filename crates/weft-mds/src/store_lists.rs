@@ -37,6 +37,12 @@ impl Tables {
         Ok(out)
     }
 
+    /// Whether the clients table names every client that holds this MDT's locks
+    /// ([`schema::COUNTER_CLIENTS_COMPLETE_KEY`]).
+    pub fn lock_clients_complete(&self) -> WeftResult<bool> {
+        Ok(self.with_row(schema::TABLE_COUNTERS, schema::COUNTER_CLIENTS_COMPLETE_KEY, |_| Ok(()))?.is_some())
+    }
+
     /// The clients recorded as holding this MDT's locks ([`schema::TABLE_CLIENTS`]).
     pub fn lock_clients(&self) -> WeftResult<Vec<u64>> {
         let mut out = Vec::new();
@@ -67,5 +73,10 @@ impl WriteTables {
 
     pub fn remove_lock_client(&mut self, client: u64) -> WeftResult<()> {
         self.del(schema::TABLE_CLIENTS, client.to_be_bytes().as_slice()).map(drop)
+    }
+
+    /// The clients table names every client that holds this MDT's locks from now on.
+    pub fn mark_lock_clients_complete(&mut self) -> WeftResult<()> {
+        self.put(schema::TABLE_COUNTERS, schema::COUNTER_CLIENTS_COMPLETE_KEY, [1u8].as_slice())
     }
 }

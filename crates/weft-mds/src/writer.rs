@@ -69,8 +69,9 @@ pub enum InternalOp {
     /// A replicated MDT's new leader, once its recovery window is over: destroys the
     /// orphan inodes no client replayed an open of (a batch of them; answers how many).
     DestroyOrphans,
-    /// Records clients as holding this MDT's locks, or forgets them (clients.rs).
-    LockClients { add: Vec<u64>, remove: Vec<u64> },
+    /// Records clients as holding this MDT's locks, or forgets them; `complete`: the
+    /// record now names every such client (clients.rs).
+    LockClients { add: Vec<u64>, remove: Vec<u64>, complete: bool },
     /// Write the state in memory into redb durably (fsync) and empty the journal; see
     /// journal.rs and store.rs.
     Checkpoint,
@@ -453,7 +454,10 @@ fn apply_internal(core: &Core, t: &mut WriteTables, op: &InternalOp) -> WeftResu
             let of = core.open_files();
             crate::startup::destroy_orphans_in(t, |fid| of.counts(fid).opens > 0)
         }
-        InternalOp::LockClients { add, remove } => {
+        InternalOp::LockClients { add, remove, complete } => {
+            if *complete {
+                t.mark_lock_clients_complete()?;
+            }
             let now = core.clock.now().sec.max(0) as u64;
             for &client in add {
                 t.add_lock_client(client, now)?;

@@ -1,6 +1,5 @@
-//! The dashboard, served beside the metrics by a process that runs the management service,
-//! or any process of a file system whose management service is replicated (`weft up
-//! --replicas`: its main process): one page (`dashboard.html`, everything it needs inline: no internet) that draws charts
+//! The dashboard, served beside the metrics by every server process with a metrics port
+//! (the management service's; under `weft up --replicas`, the main process's): one page (`dashboard.html`, everything it needs inline: no internet) that draws charts
 //! of throughput and operations per job, user or target from the monitor's history, the
 //! NRS policies and rules in force on every server with the classes they held back, and the
 //! space of every target. The JSON it reads:

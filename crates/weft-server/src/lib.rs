@@ -207,6 +207,16 @@ impl RunningServer {
             Duration::from_millis(config.lock_timeout_ms),
             restarted.then_some(Duration::from_millis(LOCK_RECOVERY_MS)),
         );
+        // A restarted single MDT's window waits for the clients it recorded: it lasts until
+        // the MDT is registered (the clients cannot know of the restart before), then until
+        // they replayed, LOCK_RECOVERY_MS at most (below), when the missing are evicted.
+        let restarted_mdt = match (&locks.mdt, &mdt_group) {
+            (Some((_, ns)), None) if restarted => {
+                ns.hold_grants_for(Duration::from_millis(limits::FAILOVER_REGISTER_WAIT_MS));
+                Some(ns.clone())
+            }
+            _ => None,
+        };
         if let (Some(mds), Some((_, ns))) = (&mds, &locks.mdt) {
             mds.set_lock_namespace(ns.clone());
         }
@@ -333,6 +343,10 @@ impl RunningServer {
                 format!("cannot register {kind:?} {index} with the management service at {mgs_address}")
             })?;
         }
+        // The clients learn of the restart now: the MDT's have this long to replay.
+        if let Some(ns) = restarted_mdt {
+            ns.end_recovery_when_replayed(Duration::from_millis(LOCK_RECOVERY_MS));
+        }
         // A failover node claims its OSTs, and serves those the map gives it under its lease.
         if let Some(f) = &failover {
             f.start().await.with_context(|| format!("management service at {mgs_address}"))?;
@@ -369,6 +383,8 @@ impl RunningServer {
                     // Clients replay their opens within the window their locks have.
                     mds_config: Box::new(move || MdsConfig {
                         open_replay_window: Some(Duration::from_millis(limits::FAILOVER_REGISTER_WAIT_MS)),
+                        // Its data would live on one replica's disk: -L mdt goes to an OST.
+                        data_on_mdt: false,
                         ..MdsConfig::new(dir.clone(), index)
                     }),
                     targets: object_targets.clone(),

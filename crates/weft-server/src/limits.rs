@@ -9,20 +9,28 @@ pub const LOCK_TIMEOUT_MS_DEFAULT: u64 = 20_000;
 /// After a restart, how long no lock is granted at most: the server registers with the
 /// management service, which tells every client at once (the target's instance moves in the
 /// map they watch), and they replay their locks here or drop what those guarded, within
-/// this. An MDT's window ends sooner, once every client its store records as a lock holder
-/// replayed (weft-mds `clients.rs`); those that did not by then are evicted.
+/// this (an OST's window counts from the start). An MDT's window holds until the MDT is
+/// registered, then ends once every client its store records as a lock holder replayed
+/// (weft-mds `clients.rs`), this long after at most; those that did not are evicted (one
+/// that began replaying gets weft-dlm's `LATE_REPLAY_GRACE_MS` more).
 pub const LOCK_RECOVERY_MS: u64 = 5_000;
 /// When a replicated MDT's new leader registered (the clients learn of the move from the
 /// management service at once: they follow the map by long poll), how long it waits at most
 /// for the clients its store records to replay their locks before it grants again and
-/// evicts those that did not. It grants as soon as every one of them replayed: with live
-/// clients that is a round trip or two after the registration.
-pub const FAILOVER_RECOVERY_MS_MAX: u64 = 5_000;
+/// evicts those that did not (one that began replaying, its opens or advisory locks, gets
+/// weft-dlm's `LATE_REPLAY_GRACE_MS` more). It grants as soon as every one of them
+/// replayed: with live clients, a few round trips after the registration. The bound is for
+/// a live client that learns late: one whose long poll of the map is held by an MGS leader
+/// cut off from the others learns when that poll times out (weft-rpc `WATCH_WAIT_MS` and
+/// its margin: 30 s after it was sent, so before this bound ends). A dead client costs this
+/// once: it is forgotten then.
+pub const FAILOVER_RECOVERY_MS_MAX: u64 = 30_000;
 /// A replicated MDT's new leader holds grants back (and takes open replays) from the moment
 /// it serves until it registered with the management service, which tells the clients,
 /// and until the clients replayed (`FAILOVER_RECOVERY_MS_MAX` at most) after: when the management service is failing over too
 /// (its leader was in the same process), registering waits for its election. Past this
-/// bound the window ends even if the registration did not succeed.
+/// bound the window ends even if the registration did not succeed, evicting nobody (the
+/// clients could not know where to replay).
 pub const FAILOVER_REGISTER_WAIT_MS: u64 = 30_000;
 /// How often an OSS commits what its OSTs wrote (weft-oss commit.rs: each object written
 /// since the last commit synced, then the commit record): the writes a power loss can take

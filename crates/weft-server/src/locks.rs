@@ -127,6 +127,10 @@ impl LockService {
     fn evict(&self, client: u64, reason: String) {
         self.exports.evict(client, reason);
         self.drop_client(client);
+        // It comes back under another id, if at all: the MDT's record forgets this one.
+        if let Some((_, ns)) = &self.mdt {
+            ns.forget_client(client);
+        }
     }
 
     fn drop_client(&self, client: u64) {
@@ -288,6 +292,8 @@ impl Handle for lock::FlockReplay {
     /// client holds one that conflicts (only after the recovery window: inside it nobody
     /// else sets a lock).
     async fn run(self, at: At<'_>) -> WeftResult<lock::FlockReplayed> {
+        // The client is coming back: its lock replay follows (a window gives it time).
+        at.ns.replay_begun(at.owner);
         let mut advisory = at.advisory()?;
         let mut refused = Vec::new();
         let asked = self.held.len();

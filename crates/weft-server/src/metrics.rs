@@ -439,10 +439,9 @@ impl Collector for Snapshot {
     }
 }
 
-/// Serves `GET /metrics` on `listener` until the process ends; in the process that runs the
-/// management service, and in every process of a file system whose management service is
-/// replicated (the dashboard follows its leader), also the dashboard (`/`) and the JSON it
-/// draws from (`/api/...`).
+/// Serves `GET /metrics` on `listener` until the process ends, and the dashboard (`/`) and
+/// the JSON it draws from (`/api/...`), which ask the management service (its leader, when
+/// replicated).
 pub(crate) async fn serve(listener: tokio::net::TcpListener, sources: Arc<Sources>) {
     use axum::routing::get;
     let s = sources.clone();
@@ -453,9 +452,7 @@ pub(crate) async fn serve(listener: tokio::net::TcpListener, sources: Arc<Source
             async move { render(&s, &headers).await }
         }),
     );
-    if sources.router.mgs.is_some() || sources.mgs.addresses().len() > 1 {
-        app = app.merge(crate::dashboard::routes(sources.clone()));
-    }
+    app = app.merge(crate::dashboard::routes(sources.clone()));
     if let Err(e) = axum::serve(listener, app).await {
         tracing::warn!("the metrics endpoint stopped: {e}");
     }

@@ -298,7 +298,9 @@ async fn start_serving(h: &MdtHosting, group: &Group) -> anyhow::Result<Arc<Mds>
                 registered.end_open_replay_in(window);
             }
             // Serving anyway: the clients that find it here are served once the window
-            // (FAILOVER_REGISTER_WAIT_MS) ends; the next change of leader registers again.
+            // (FAILOVER_REGISTER_WAIT_MS) ends, or once every recorded client replayed
+            // (nobody is evicted: they could not know where to); the next change of leader
+            // registers again.
             Err(e) => tracing::warn!(error = %e, "the new MDT leader could not register with the management service"),
         }
     });

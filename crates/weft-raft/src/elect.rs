@@ -96,6 +96,16 @@ pub fn due(local: &Local, me: NodeId, now: Instant, lease: Duration, timeout: Du
     }
 }
 
+/// Whether a replica that was due in the state `before` is still due in the state `after`,
+/// read once its pre-vote round came back: not if meanwhile its vote moved (a leader was
+/// elected, or one it hears renewed the vote) or it left the followers and candidates.
+pub fn still_due(before: &Local, after: &Local) -> bool {
+    matches!(after.state, ServerState::Follower | ServerState::Candidate)
+        && after.term == before.term
+        && after.vote_committed == before.vote_committed
+        && after.vote_changed == before.vote_changed
+}
+
 /// Whether `granted` (the candidate included) is a majority of every voter set.
 pub fn majority(voters: &[BTreeMap<NodeId, String>], granted: &BTreeSet<NodeId>) -> bool {
     !voters.is_empty() && voters.iter().all(|set| set.keys().filter(|id| granted.contains(id)).count() * 2 > set.len())
@@ -204,6 +214,13 @@ pub(crate) async fn drive(
                 request.term,
                 refused.join(", ")
             );
+            continue;
+        }
+        // The round took time (up to a message timeout): a leader elected or heard meanwhile
+        // must not be deposed by a vote it no longer needs.
+        let Some(after) = self::local(&raft, &log).await else { return };
+        if !still_due(&local, &after) {
+            tracing::debug!("replicated group {group}: replica {me} heard from a leader during its pre-vote: it stays");
             continue;
         }
         tracing::info!(
@@ -317,5 +334,25 @@ mod tests {
         assert!(drawn.iter().all(|t| (min..=max).contains(t)), "{drawn:?}");
         assert!(drawn.len() > 8, "64 draws gave {} values", drawn.len());
         assert_eq!(random_timeout(min, min), min);
+    }
+
+    #[test]
+    fn a_replica_whose_vote_moved_during_its_pre_vote_does_not_stand() {
+        let now = Instant::now();
+        let before = Local {
+            state: ServerState::Follower,
+            term: 3,
+            vote_committed: true,
+            vote_changed: Some(now),
+            last_log_id: log_id(3, 10),
+            voters: Vec::new(),
+        };
+        assert!(still_due(&before, &before.clone()), "nothing changed: it stands");
+        let renewed = Local { vote_changed: Some(now + Duration::from_millis(5)), ..before.clone() };
+        assert!(!still_due(&before, &renewed), "the leader's append renewed its vote");
+        let elected = Local { term: 4, ..before.clone() };
+        assert!(!still_due(&before, &elected), "another was elected meanwhile");
+        let leads = Local { state: ServerState::Leader, ..before.clone() };
+        assert!(!still_due(&before, &leads));
     }
 }

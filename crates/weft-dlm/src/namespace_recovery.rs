@@ -27,21 +27,32 @@ impl Namespace {
     /// that held locks of its old server has noticed the move and dropped what they
     /// guarded before another is granted a conflicting lock.
     pub fn hold_grants_for(&self, window: Duration) {
-        let until = (self.created.elapsed() + window).as_nanos().min(u128::from(u64::MAX)) as u64;
-        self.held_until_ns.fetch_max(until.max(1), Ordering::Relaxed);
+        // Under the recovery mutex, as a watcher's end (watch_window): a watcher of the last
+        // window that ends it does so before this, or sees the new generation and leaves it.
+        let mut r = self.recovery();
+        self.held_until_ns.fetch_max(self.ns_from_now(window), Ordering::Relaxed);
         // A new window: whatever watched the last one no longer ends it.
         self.window_watch.fetch_add(1, Ordering::Relaxed);
         let now = Instant::now();
-        self.recovery().begin(now, unix_now(), now + window);
+        r.begin(now, unix_now(), now + window);
+    }
+
+    /// `window` from now, as `held_until_ns` counts (never 0: none).
+    fn ns_from_now(&self, window: Duration) -> u64 {
+        ((self.created.elapsed() + window).as_nanos().min(u128::from(u64::MAX)) as u64).max(1)
     }
 
     /// Ends the recovery window `window` from now, sooner or later than it was to end (a
     /// replicated MDT's new leader holds grants until the clients can know where it is, then
     /// gives them this long to replay).
     pub fn end_recovery_in(&self, window: Duration) {
-        let until = (self.created.elapsed() + window).as_nanos().min(u128::from(u64::MAX)) as u64;
-        self.held_until_ns.store(until.max(1), Ordering::Relaxed);
-        self.recovery().end_at(Instant::now() + window);
+        let mut r = self.recovery();
+        self.end_locked(&mut r, window);
+    }
+
+    fn end_locked(&self, r: &mut Recovery, window: Duration) {
+        self.held_until_ns.store(self.ns_from_now(window), Ordering::Relaxed);
+        r.end_at(Instant::now() + window);
     }
 
     /// The clients can know where the target is now (the server registered): the window ends
@@ -51,6 +62,11 @@ impl Namespace {
     /// namespace), or with one that may miss clients, it ends `max` from now and evicts
     /// nobody; then the record is complete (every client holding locks replayed in it).
     pub fn end_recovery_when_replayed(self: &Arc<Self>, max: Duration) {
+        // Ended already (every recorded client came back early, or the hold ran out): not
+        // opened again.
+        if !self.recovering() {
+            return;
+        }
         self.end_recovery_in(max);
         self.watch_window(Instant::now() + max, true);
     }
@@ -84,9 +100,13 @@ impl Namespace {
         };
         let me = Arc::clone(self);
         runtime.spawn(async move {
+            let current = || me.window_watch.load(Ordering::Relaxed) == generation;
             let mut deadline = deadline;
             let mut grace = evict;
             loop {
+                if !current() {
+                    return;
+                }
                 let replayed = me.replays.notified();
                 tokio::pin!(replayed);
                 replayed.as_mut().enable();
@@ -96,44 +116,57 @@ impl Namespace {
                 if tokio::time::timeout_at(deadline.into(), replayed).await.is_ok() {
                     continue;
                 }
-                // A client whose opens or advisory locks came back replays its locks next.
-                if std::mem::take(&mut grace) && me.recovery().missing_begun() {
-                    let more = Duration::from_millis(crate::limits::LATE_REPLAY_GRACE_MS);
-                    deadline += more;
-                    me.end_recovery_in(deadline.saturating_duration_since(Instant::now()));
-                    continue;
+                // A client whose opens or advisory locks came back replays its locks next:
+                // `replay_begun` held grants for it already; wait that long, once.
+                if std::mem::take(&mut grace) && current() && me.recovery().missing_begun() {
+                    if let Some(until) = me.grants_held_until().filter(|u| *u > deadline) {
+                        deadline = until;
+                        continue;
+                    }
                 }
                 break;
             }
-            if me.window_watch.load(Ordering::Relaxed) != generation {
-                return;
-            }
-            let (all_back, knows) = {
-                let r = me.recovery();
-                (r.all_back(), r.knows_whom())
-            };
-            if !all_back && !evict {
-                // Its end stands: the clients may not have known where to replay.
-                return;
-            }
-            let missing = me.recovery().missing();
-            if !missing.is_empty() {
-                me.recovery().evicted(missing.len() as u64);
-                for &owner in &missing {
-                    let reason =
-                        format!("it did not replay its locks of {:?} within the recovery window", me.config.target);
-                    me.report_eviction(owner, reason);
-                    me.drop_owner(owner);
+            // Checked and ended under the recovery mutex, which a new window's hold takes.
+            let (missing, knows) = {
+                let mut r = me.recovery();
+                if !current() {
+                    return;
                 }
+                let (all_back, knows) = (r.all_back(), r.knows_whom());
+                if !all_back && !evict {
+                    // Its end stands: the clients may not have known where to replay.
+                    return;
+                }
+                let missing = r.missing();
+                r.evicted(missing.len() as u64);
+                me.end_locked(&mut r, Duration::ZERO);
+                (missing, knows)
+            };
+            for &owner in &missing {
+                let reason =
+                    format!("it did not replay its locks of {:?} within the recovery window", me.config.target);
+                me.report_eviction(owner, reason);
+                me.drop_owner(owner);
+            }
+            if !missing.is_empty() {
                 if let Err(e) = clients.forget(missing.clone()).await {
                     tracing::warn!("forgetting clients evicted at the window's end failed: {e}");
                 }
             }
-            me.end_recovery_in(Duration::ZERO);
             if !knows {
-                // A whole window ran: every client holding locks replayed in it, and was
-                // recorded then.
-                if let Err(e) = clients.complete().await {
+                // A whole window ran: every client holding locks replayed in it. Each is
+                // recorded (not only by the task its replay started) before the record is
+                // said to be complete.
+                let mut recorded = true;
+                let came_back = me.recovery().came_back();
+                for owner in came_back {
+                    if !clients.known(owner) {
+                        recorded &= clients.record(owner).await.is_ok();
+                    }
+                }
+                if !recorded {
+                    tracing::warn!("a client that replayed could not be recorded: the record stays incomplete");
+                } else if let Err(e) = clients.complete().await {
                     tracing::warn!("marking the record of clients complete failed: {e}");
                 }
             }
@@ -144,7 +177,13 @@ impl Namespace {
     /// A client began coming back (its opens or advisory locks replayed): a window waits a
     /// little longer for its lock replay.
     pub fn replay_begun(&self, owner: u64) {
-        self.recovery().begun(owner);
+        let mut r = self.recovery();
+        // Grants stay held for its lock replay (the watcher waits as long, once).
+        if r.begun(owner) && self.grants_held_until().is_some() {
+            let more = Duration::from_millis(crate::limits::LATE_REPLAY_GRACE_MS);
+            self.held_until_ns.fetch_max(self.ns_from_now(more), Ordering::Relaxed);
+            r.end_no_sooner_than(Instant::now() + more);
+        }
     }
 
     /// Records `owner` before its first lock (see [`LockClients`]): a recovery window then
@@ -186,9 +225,10 @@ impl Namespace {
         // Its own enqueues still waiting fail Stale, not Evicted: it is not evicted.
         let recalls = self.inner().drop_owner(owner, self.config.target, ErrorCode::Stale);
         self.dispatch(recalls);
+        // Forgotten even while its record is being written (the record orders the two).
         match self.lock_clients() {
-            Some(clients) if clients.known(owner) => clients.forget(vec![owner]).await,
-            _ => Ok(()),
+            Some(clients) => clients.forget(vec![owner]).await,
+            None => Ok(()),
         }
     }
 

@@ -643,3 +643,26 @@ async fn an_incomplete_record_waits_the_whole_window_then_is_complete() {
     assert!(fake.evicted().is_empty());
     assert_eq!(record.recorded(), Some(vec![5]), "the client that replayed is recorded, the record complete");
 }
+
+/// A new window (a replica leading again) is not ended, nor its clients evicted, by the
+/// watcher of the last one; and a window that ended early is not opened again when the
+/// server registers.
+#[tokio::test]
+async fn a_windows_watcher_leaves_the_next_window_alone_and_an_ended_one_stays_ended() {
+    let (ns, fake) = setup(100);
+    ns.hold_grants_for(Duration::from_secs(3600));
+    ns.set_lock_clients(recorded(&[1]));
+    ns.end_recovery_when_replayed(Duration::from_millis(200));
+    ns.hold_grants_for(Duration::from_secs(3600));
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(ns.recovering(), "the new window still holds: {}", ns.recovery_status());
+    assert!(fake.evicted().is_empty(), "{:?}", fake.evicted());
+
+    let (ns, _) = setup(100);
+    ns.hold_grants_for(Duration::from_secs(3600));
+    ns.set_lock_clients(recorded(&[1]));
+    assert!(ns.replay(1, &[]).is_empty());
+    tokio::time::timeout(Duration::from_secs(10), ns.recovery_over()).await.expect("over once client 1 is back");
+    ns.end_recovery_when_replayed(Duration::from_secs(3600));
+    assert!(!ns.recovering(), "the registration opens no ended window");
+}

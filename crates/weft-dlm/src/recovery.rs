@@ -102,11 +102,28 @@ impl Recovery {
         }
     }
 
-    /// `client` began coming back (its lock replay follows).
-    pub fn begun(&mut self, client: u64) {
-        if let Some(w) = &mut self.window {
-            w.begun.insert(client);
+    /// `client` began coming back (its lock replay follows). Whether the open window waits
+    /// for it and it has not replayed its locks yet.
+    pub fn begun(&mut self, client: u64) -> bool {
+        match &mut self.window {
+            Some(w) => {
+                w.begun.insert(client);
+                w.expected.as_ref().is_some_and(|e| e.contains(&client)) && !w.clients.contains(&client)
+            }
+            None => false,
         }
+    }
+
+    /// The open window ends at `ends` or later.
+    pub fn end_no_sooner_than(&mut self, ends: Instant) {
+        if let Some(w) = &mut self.window {
+            w.ends = w.ends.max(ends);
+        }
+    }
+
+    /// The clients that replayed in the window (or said they hold nothing).
+    pub fn came_back(&self) -> Vec<u64> {
+        self.window.as_ref().map_or_else(Vec::new, |w| w.clients.iter().copied().collect())
     }
 
     /// Whether an expected client that has not replayed its locks began coming back.

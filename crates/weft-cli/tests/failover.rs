@@ -521,14 +521,14 @@ fn advisory_locks_are_kept_across_the_death_of_the_mdt_leader() {
     assert_eq!((flock_elsewhere(), fcntl_elsewhere()), (0, 0), "free once let go");
 }
 
-/// Regular files below an object target's `dir` but its records (LAST_ID, COMMITTED).
+/// Regular files below an object target's `dir` but its records (`RECORD_FILE_NAMES`).
 fn object_files(dir: &Path) -> usize {
     let Ok(entries) = std::fs::read_dir(dir) else { return 0 };
     entries
         .flatten()
         .map(|e| match e.file_type().unwrap().is_dir() {
             true => object_files(&e.path()),
-            false => usize::from(!["LAST_ID", "COMMITTED"].contains(&e.file_name().to_str().unwrap())),
+            false => usize::from(!weft_oss::store::RECORD_FILE_NAMES.iter().any(|r| e.file_name() == *r)),
         })
         .sum()
 }

@@ -526,6 +526,17 @@ fn recorded(clients: &[u64]) -> Arc<Record> {
     Arc::new(Record { set, complete: std::sync::atomic::AtomicBool::new(true) })
 }
 
+/// A new leader's window: grants held, the record of `clients` set, then the server
+/// registered (the window ends once they replayed, `max` from now at the latest).
+fn registered_window(clients: &[u64], max: Duration) -> (Arc<Namespace>, Arc<Fake>, Arc<Record>) {
+    let (ns, fake) = setup(100);
+    let record = recorded(clients);
+    ns.hold_grants_for(Duration::from_secs(3600));
+    ns.set_lock_clients(record.clone());
+    ns.end_recovery_when_replayed(max);
+    (ns, fake, record)
+}
+
 /// A client is recorded before its first lock is granted; an operation's lock (the server's,
 /// for one change) records nobody; a client that disconnects is forgotten with its locks.
 #[tokio::test]
@@ -547,10 +558,7 @@ async fn a_client_is_recorded_before_its_first_lock_and_forgotten_when_it_discon
 /// a waiting enqueue goes through then.
 #[tokio::test]
 async fn a_window_ends_once_every_recorded_client_replayed() {
-    let (ns, fake) = setup(100);
-    ns.hold_grants_for(Duration::from_secs(3600));
-    ns.set_lock_clients(recorded(&[1, 2]));
-    ns.end_recovery_when_replayed(Duration::from_secs(3600));
+    let (ns, fake, _) = registered_window(&[1, 2], Duration::from_secs(3600));
     let waiting = tokio::spawn({
         let ns = ns.clone();
         async move { ns.enqueue(3, OBJ2, LockMode::Pw, ext(0, 9), PLAIN).await }
@@ -574,11 +582,7 @@ async fn a_window_ends_once_every_recorded_client_replayed() {
 /// (the next window does not wait for it); the one that came back keeps its lock.
 #[tokio::test]
 async fn a_client_that_does_not_come_back_is_evicted_at_the_windows_end() {
-    let (ns, fake) = setup(100);
-    let record = recorded(&[1, 2]);
-    ns.hold_grants_for(Duration::from_secs(3600));
-    ns.set_lock_clients(record.clone());
-    ns.end_recovery_when_replayed(Duration::from_millis(300));
+    let (ns, fake, record) = registered_window(&[1, 2], Duration::from_millis(300));
     let grant = LockGrant { handle: 7, resource: OBJ, mode: LockMode::Pw, scope: ext(0, 99) };
     assert_eq!(ns.replay(1, &[grant]), vec![7]);
     tokio::time::timeout(Duration::from_secs(10), ns.recovery_over()).await.expect("the window ends");
@@ -612,10 +616,7 @@ async fn a_restarts_window_with_nobody_recorded_ends_at_once() {
 /// time at the window's end, once, and is not evicted when it replays then.
 #[tokio::test]
 async fn a_client_that_began_coming_back_gets_more_time() {
-    let (ns, fake) = setup(100);
-    ns.hold_grants_for(Duration::from_secs(3600));
-    ns.set_lock_clients(recorded(&[1]));
-    ns.end_recovery_when_replayed(Duration::from_millis(200));
+    let (ns, fake, _) = registered_window(&[1], Duration::from_millis(200));
     ns.replay_begun(1);
     tokio::time::sleep(Duration::from_millis(600)).await;
     assert!(ns.grants_held_until().is_some(), "still held for client 1: {}", ns.recovery_status());
@@ -649,10 +650,7 @@ async fn an_incomplete_record_waits_the_whole_window_then_is_complete() {
 /// server registers.
 #[tokio::test]
 async fn a_windows_watcher_leaves_the_next_window_alone_and_an_ended_one_stays_ended() {
-    let (ns, fake) = setup(100);
-    ns.hold_grants_for(Duration::from_secs(3600));
-    ns.set_lock_clients(recorded(&[1]));
-    ns.end_recovery_when_replayed(Duration::from_millis(200));
+    let (ns, fake, _) = registered_window(&[1], Duration::from_millis(200));
     ns.hold_grants_for(Duration::from_secs(3600));
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert!(ns.recovering(), "the new window still holds: {}", ns.recovery_status());

@@ -115,11 +115,21 @@ impl Servers {
     }
 
     /// The mounts' parameters `pattern` matches, per mount.
+    /// No mount is asked when no mount parameter can match (`mdt.*.recovery_status`), and a
+    /// mount that went away since it was listed (unmounted by another program meanwhile) is
+    /// not an error: it is no longer one of this node's mounts.
     fn mount_values(&self, pattern: &str) -> Answers<Vec<ParamValue>> {
+        if !weft_fuse::params::NAMES.iter().any(|n| name_matches(pattern, n)) {
+            return Vec::new();
+        }
         self.mounts
             .iter()
-            .map(|m| {
-                let values = crate::xattr::get_json::<Vec<ParamValue>>(m, "weft.params")
+            .filter_map(|m| {
+                let read = crate::xattr::get_json::<Vec<ParamValue>>(m, "weft.params");
+                if read.is_err() && !crate::daemon::is_mounted(m) {
+                    return None;
+                }
+                let values = read
                     .map(|all| all.into_iter().filter(|v| name_matches(pattern, &v.name)).collect::<Vec<_>>())
                     .map_err(|e| weft_proto::WeftError::io(format!("{e:#}")))
                     .and_then(|v| {
@@ -129,16 +139,13 @@ impl Servers {
                             Ok(v)
                         }
                     });
-                (m.display().to_string(), values)
+                Some((m.display().to_string(), values))
             })
             .collect()
     }
 
     /// Sets the mounts' parameters `pattern` matches; per mount, what it set.
     fn mount_set(&self, pattern: &str, value: &str) -> Answers<Vec<ParamValue>> {
-        if !weft_fuse::params::NAMES.iter().any(|n| name_matches(pattern, n)) {
-            return Vec::new();
-        }
         self.mount_values(pattern)
             .into_iter()
             .map(|(m, found)| {

@@ -20,6 +20,8 @@ command -v chromium >/dev/null 2>&1 || need+=(chromium)
 command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 # The clock-jump test runs replicas under libfaketime (the package brings the library).
 command -v faketime >/dev/null 2>&1 || need+=(faketime)
+# POSIX ACLs are set and shown with setfacl and getfacl, on the mount and a local directory.
+command -v setfacl >/dev/null 2>&1 || need+=(acl)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

@@ -30,6 +30,7 @@ mod param;
 mod pcc;
 mod policy;
 mod pool;
+mod project;
 mod qos;
 mod remote;
 mod replicas;
@@ -107,6 +108,10 @@ enum Command {
     /// A file's hierarchical storage state, and the flags users and root set (as lfs
     /// hsm_state, hsm_set, hsm_clear).
     Hsm(hsm::HsmArgs),
+    /// Project ids, which quotas by project count against (as lfs project): list
+    /// (`ID P|- PATH`), set with -p ID and -s (directories pass it on), clear with -C,
+    /// check a tree with -c; -r over a tree. Changing is root's.
+    Project(project::ProjectArgs),
     /// Persistent client caches: add, del and list a mount's cache directories (as lctl
     /// pcc), attach, detach and show files (as lfs pcc).
     Pcc(pcc::PccArgs),
@@ -210,6 +215,7 @@ fn main() -> ExitCode {
         Command::ListParam(a) => param::list_param(a),
         Command::Stats(a) => stats::stats(a),
         Command::Hsm(a) => hsm::hsm(a),
+        Command::Project(a) => project::project(a),
         Command::Pcc(a) => pcc::pcc(a),
         Command::Pool(a) => pool::pool(a),
         Command::Failover(a) => failover::failover(a),

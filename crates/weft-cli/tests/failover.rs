@@ -278,7 +278,8 @@ fn a_stopped_leader_that_wakes_refuses_writes_and_serves_no_stale_read() {
             Ok(_) => {}
             Err(e) => assert_eq!(e.code, ErrorCode::Moved, "round {round}: the woken leader answered {e}"),
         }
-        let mkdir = mdt::Mkdir { parent: Fid::ROOT, name: format!("from-old-{round}").into_bytes(), mode: 0o755 };
+        let mkdir =
+            mdt::Mkdir { parent: Fid::ROOT, name: format!("from-old-{round}").into_bytes(), mode: 0o755, umask: 0 };
         let made = rt.block_on(peer.op(
             RequestHeader { request_id: 1000 + round, ..header() },
             0,

@@ -26,6 +26,8 @@ fn inode(oid: u32, kind: FileType, size_known: bool) -> InodeInfo {
             mtime: t,
             ctime: t,
             rdev: 0,
+            projid: 0,
+            proj_inherit: false,
         },
         layout: None,
         lock: Some(LockGrant {
@@ -118,6 +120,7 @@ fn a_create_keeps_its_name_and_the_close_its_attributes() {
         exclusive: true,
         spec: None,
         open_flags: OPEN_WRITE,
+        umask: 0,
     });
     let (touches, keep) = plan(&create).unwrap();
     let change = cache.begin(&touches);
@@ -178,7 +181,8 @@ fn removing_a_name_the_cache_cannot_follow_forgets_every_inode() {
 }
 
 fn mkdir(cache: &InodeCache, parent: u32, name: &str, made: u32) {
-    let req = MdtRequest::Mkdir(mdt::Mkdir { parent: fid(parent), name: name.as_bytes().to_vec(), mode: 0o755 });
+    let req =
+        MdtRequest::Mkdir(mdt::Mkdir { parent: fid(parent), name: name.as_bytes().to_vec(), mode: 0o755, umask: 0 });
     let (touches, _) = plan(&req).unwrap();
     let change = cache.begin(&touches);
     let dir = inode(made, FileType::Directory, true);
@@ -197,6 +201,7 @@ fn create(name: &str) -> MdtRequest {
         exclusive: true,
         spec: None,
         open_flags: OPEN_WRITE,
+        umask: 0,
     })
 }
 

@@ -95,7 +95,15 @@ impl Client {
     ) -> WeftResult<Opened> {
         let mut restores = 0;
         loop {
-            let create = mdt::Create { parent, name: name.to_vec(), mode, exclusive, spec: spec.clone(), open_flags };
+            let create = mdt::Create {
+                parent,
+                name: name.to_vec(),
+                mode,
+                exclusive,
+                spec: spec.clone(),
+                open_flags,
+                umask: who.umask,
+            };
             match self.mdt(who, create).await.inspect(|o| self.note_open(o, open_flags)) {
                 // The name is a released file, which the create opens: restore it first.
                 Err(e) if e.code == ErrorCode::NoData && !exclusive && restores < 3 => {
@@ -111,11 +119,13 @@ impl Client {
     /// An unnamed file in `parent`, open with `open_flags` (O_TMPFILE): it goes with its
     /// last close unless [`Client::link`] names it first.
     pub async fn create_tmpfile(&self, who: &Caller, parent: Fid, mode: u32, open_flags: u32) -> WeftResult<Opened> {
-        self.mdt(who, mdt::CreateTmpfile { parent, mode, open_flags }).await.inspect(|o| self.note_open(o, open_flags))
+        self.mdt(who, mdt::CreateTmpfile { parent, mode, open_flags, umask: who.umask })
+            .await
+            .inspect(|o| self.note_open(o, open_flags))
     }
 
     pub async fn mkdir(&self, who: &Caller, parent: Fid, name: &[u8], mode: u32) -> WeftResult<InodeInfo> {
-        self.mdt(who, mdt::Mkdir { parent, name: name.to_vec(), mode }).await
+        self.mdt(who, mdt::Mkdir { parent, name: name.to_vec(), mode, umask: who.umask }).await
     }
 
     /// Fifos, sockets and device nodes.
@@ -128,7 +138,7 @@ impl Client {
         mode: u32,
         rdev: u32,
     ) -> WeftResult<InodeInfo> {
-        self.mdt(who, mdt::Mknod { parent, name: name.to_vec(), kind, mode, rdev }).await
+        self.mdt(who, mdt::Mknod { parent, name: name.to_vec(), kind, mode, rdev, umask: who.umask }).await
     }
 
     pub async fn symlink(&self, who: &Caller, parent: Fid, name: &[u8], target: &[u8]) -> WeftResult<InodeInfo> {

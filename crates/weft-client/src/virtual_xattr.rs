@@ -36,6 +36,23 @@ pub struct HsmChange {
     pub archive_id: u32,
 }
 
+/// `weft.project`: read, a file's project (`ProjectState`); set, a `ProjectChange` (root).
+pub const PROJECT: &str = "weft.project";
+
+/// A file's project id and, for a directory, whether new entries take it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProjectState {
+    pub projid: u32,
+    pub inherit: bool,
+}
+
+/// What `weft project` changes: `None` leaves it.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct ProjectChange {
+    pub projid: Option<u32>,
+    pub inherit: Option<bool>,
+}
+
 pub const HSM: &str = "weft.hsm";
 /// Set (any value): release the file (its data stays in the archive only).
 pub const HSM_RELEASE: &str = "weft.hsm.release";

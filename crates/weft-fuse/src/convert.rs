@@ -122,6 +122,8 @@ mod tests {
             mtime: Timestamp { sec: 3, nsec: 4 },
             ctime: Timestamp { sec: 5, nsec: 6 },
             rdev: 0,
+            projid: 0,
+            proj_inherit: false,
         };
         let fa = file_attr(&attr, None);
         assert_eq!(fa.ino, fuser::INodeNo(1));

@@ -81,6 +81,7 @@ mod tests {
             "EPROTO" => libc::EPROTO,
             "ETIMEDOUT" => libc::ETIMEDOUT,
             "ENOLCK" => libc::ENOLCK,
+            "EXDEV" => libc::EXDEV,
             other => panic!("{other}: add it to this test's names of libc errno values"),
         }
     }

@@ -80,6 +80,13 @@ impl fuser::Filesystem for WeftFs {
                 ),
             }
         }
+        // POSIX ACLs: the kernel checks them (it reads system.posix_acl_access, which the MDS
+        // keeps and checks too) and leaves the umask to the MDS, which applies it unless the
+        // directory's default ACL replaces it. Without this a user granted access by an ACL
+        // would be refused by the kernel's mode-bit check.
+        if let Err(missing) = config.add_capabilities(InitFlags::FUSE_POSIX_ACL | InitFlags::FUSE_DONT_MASK) {
+            tracing::warn!("the kernel does not offer {missing:?}: POSIX ACLs are not checked by it");
+        }
         // fcntl and flock locks go to the file system, which makes them hold across mounts.
         if let Err(missing) = config.add_capabilities(InitFlags::FUSE_POSIX_LOCKS | InitFlags::FUSE_FLOCK_LOCKS) {
             tracing::warn!("the kernel does not forward {missing:?}: advisory locks stay local to this mount");
@@ -127,6 +134,7 @@ impl fuser::Filesystem for WeftFs {
             atime: atime.map(set_time),
             mtime: mtime.map(set_time),
             ctime: ctime.map(timestamp),
+            ..SetAttr::default()
         };
         let m = self.m();
         self.serve.run(m.clone().setattr(m.who(req), ino, fh, set, reply));
@@ -137,26 +145,25 @@ impl fuser::Filesystem for WeftFs {
         self.serve.run(m.clone().readlink(m.who(req), ino, reply));
     }
 
-    fn mknod(
-        &self,
-        req: &Request,
-        parent: INodeNo,
-        name: &OsStr,
-        mode: u32,
-        _umask: u32,
-        rdev: u32,
-        reply: ReplyEntry,
-    ) {
+    fn mknod(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, rdev: u32, reply: ReplyEntry) {
         let Some(kind) = mknod_type(mode) else {
             return reply.error(Errno::EINVAL);
         };
         let m = self.m();
-        self.serve.run(m.clone().mknod(m.who(req), parent, name.to_owned(), kind, mode & 0o7777, rdev, reply));
+        self.serve.run(m.clone().mknod(
+            m.creator(req, umask),
+            parent,
+            name.to_owned(),
+            kind,
+            mode & 0o7777,
+            rdev,
+            reply,
+        ));
     }
 
-    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, _umask: u32, reply: ReplyEntry) {
+    fn mkdir(&self, req: &Request, parent: INodeNo, name: &OsStr, mode: u32, umask: u32, reply: ReplyEntry) {
         let m = self.m();
-        self.serve.run(m.clone().mkdir(m.who(req), parent, name.to_owned(), mode & 0o7777, reply));
+        self.serve.run(m.clone().mkdir(m.creator(req, umask), parent, name.to_owned(), mode & 0o7777, reply));
     }
 
     fn unlink(&self, req: &Request, parent: INodeNo, name: &OsStr, reply: ReplyEmpty) {
@@ -317,7 +324,7 @@ impl fuser::Filesystem for WeftFs {
     }
 
     fn access(&self, _req: &Request, _ino: INodeNo, _mask: AccessFlags, reply: ReplyEmpty) {
-        // default_permissions: the kernel checks mode bits itself.
+        // default_permissions: the kernel checks mode bits and ACLs itself.
         reply.ok();
     }
 
@@ -327,17 +334,17 @@ impl fuser::Filesystem for WeftFs {
         parent: INodeNo,
         name: &OsStr,
         mode: u32,
-        _umask: u32,
+        umask: u32,
         flags: i32,
         reply: ReplyCreate,
     ) {
         let m = self.m();
-        self.serve.run(m.clone().create(m.who(req), parent, name.to_owned(), mode & 0o7777, flags, reply));
+        self.serve.run(m.clone().create(m.creator(req, umask), parent, name.to_owned(), mode & 0o7777, flags, reply));
     }
 
-    fn tmpfile(&self, req: &Request, parent: INodeNo, mode: u32, _umask: u32, flags: i32, reply: ReplyCreate) {
+    fn tmpfile(&self, req: &Request, parent: INodeNo, mode: u32, umask: u32, flags: i32, reply: ReplyCreate) {
         let m = self.m();
-        self.serve.run(m.clone().tmpfile(m.who(req), parent, mode & 0o7777, flags, reply));
+        self.serve.run(m.clone().tmpfile(m.creator(req, umask), parent, mode & 0o7777, flags, reply));
     }
 
     fn getlk(

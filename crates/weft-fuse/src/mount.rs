@@ -100,6 +100,13 @@ impl Mount {
         self.callers.of(req.uid(), req.gid(), req.pid(), std::time::Instant::now())
     }
 
+    /// Who asks for a create, with the umask the kernel passed: the MDS applies it, unless
+    /// the directory's default ACL replaces it (the kernel leaves both to the file system
+    /// under FUSE_DONT_MASK).
+    pub(crate) fn creator(&self, req: &Request, umask: u32) -> Caller {
+        Caller { umask, ..self.who(req) }
+    }
+
     /// Whether the caches are kept coherent by locks (else by short lifetimes).
     pub(crate) fn locking(&self) -> bool {
         self.client.extent_locking()

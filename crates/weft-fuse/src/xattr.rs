@@ -12,9 +12,9 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 use std::time::Instant;
-use weft_client::virtual_xattr::{CreateWithLayout, HsmChange, LayoutAnswer, PathAnswer};
+use weft_client::virtual_xattr::{CreateWithLayout, HsmChange, LayoutAnswer, PathAnswer, ProjectChange, ProjectState};
 use weft_proto::layout::StripeSpec;
-use weft_proto::msg::{Caller, OPEN_READ, XATTR_CREATE, XATTR_REPLACE};
+use weft_proto::msg::{Caller, SetAttr, OPEN_READ, XATTR_CREATE, XATTR_REPLACE};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 /// The prefix of every virtual attribute.
@@ -66,6 +66,8 @@ pub enum Virtual {
     /// get: why this thread's last `weft.*` request on this file was refused, a JSON
     /// `ErrorAnswer`, once (ENODATA when no reason is kept).
     Error,
+    /// get: the file's project, a JSON `ProjectState`; set: a JSON `ProjectChange` (root).
+    Project,
     /// A `weft.` name this version does not know.
     Unknown,
 }
@@ -78,6 +80,7 @@ pub fn parse(name: &[u8]) -> Option<Virtual> {
         b"layout.delete" => Virtual::LayoutDelete,
         b"fid" => Virtual::Fid,
         b"hsm" => Virtual::Hsm,
+        b"project" => Virtual::Project,
         b"hsm.release" => Virtual::HsmRelease,
         b"df" => Virtual::Df,
         b"map" => Virtual::Map,
@@ -251,6 +254,10 @@ impl Mount {
             }
             Virtual::Fid => Ok(fid.to_string().into_bytes()),
             Virtual::Hsm => json(&self.client.hsm_state(who, fid).await?),
+            Virtual::Project => {
+                let attr = self.client.getattr(who, fid).await?.attr;
+                json(&ProjectState { projid: attr.projid, inherit: attr.proj_inherit })
+            }
             Virtual::Fid2Path(target) => {
                 let path = self.client.fid2path(who, target).await?;
                 json(&PathAnswer { path: String::from_utf8_lossy(&path).into_owned() })
@@ -286,6 +293,11 @@ impl Mount {
                 self.client.setstripe(who, fid, spec).await
             }
             Virtual::LayoutDelete => self.client.deletestripe(who, fid).await,
+            Virtual::Project => {
+                let change: ProjectChange = from_json(value, "weft.project", "{projid, inherit}")?;
+                let set = SetAttr { projid: change.projid, proj_inherit: change.inherit, ..SetAttr::default() };
+                self.client.setattr(who, fid, set).await.map(drop)
+            }
             Virtual::Hsm => {
                 let change: HsmChange = serde_json::from_slice(value).map_err(|e| {
                     WeftError::invalid(format!("weft.hsm takes a JSON {{set, clear, archive_id}}: {e}"))

@@ -90,7 +90,8 @@ fn main() {
         }
         // With locks on, a change of names answers its directories too (MdtReply::Changed).
         let (MdtReply::Inode(dir), _) =
-            call(MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: b"d".to_vec(), mode: 0o755 })).into_parts()
+            call(MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: b"d".to_vec(), mode: 0o755, umask: 0 }))
+                .into_parts()
         else {
             panic!("mkdir")
         };
@@ -126,6 +127,7 @@ fn main() {
                 exclusive: false,
                 spec: None,
                 open_flags: OPEN_WRITE,
+                umask: 0,
             });
             let (MdtReply::Opened(mdt::Opened { inode, handle, .. }), _) = call(req).into_parts() else {
                 panic!("create")

@@ -1,6 +1,7 @@
-//! Permission checks: pure functions of the caller's identity and an inode's owner and mode,
-//! as Linux decides them. The superuser (uid 0) bypasses mode checks.
+//! Permission checks: pure functions of the caller's identity and an inode's owner, mode
+//! and access ACL, as Linux decides them. The superuser (uid 0) bypasses mode checks.
 
+use weft_proto::acl::Acl;
 use weft_proto::msg::Identity;
 use weft_proto::{ErrorCode, WeftError, WeftResult};
 
@@ -12,12 +13,14 @@ pub const S_ISUID: u32 = 0o4000;
 pub const S_ISGID: u32 = 0o2000;
 pub const S_ISVTX: u32 = 0o1000;
 
-/// The owner and mode bits that checks look at.
+/// The owner, mode bits and access ACL that checks look at.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Owner {
+pub struct Owner<'a> {
     pub uid: u32,
     pub gid: u32,
     pub mode: u32,
+    /// The access ACL, when the inode has one that names users or groups.
+    pub acl: Option<&'a Acl>,
 }
 
 pub fn is_root(who: &Identity) -> bool {
@@ -28,6 +31,9 @@ pub fn is_root(who: &Identity) -> bool {
 pub fn may(who: &Identity, obj: Owner, want: u32) -> bool {
     if is_root(who) {
         return true;
+    }
+    if let Some(acl) = obj.acl {
+        return acl.permits(who, obj.uid, obj.gid, want);
     }
     let bits = if who.uid == obj.uid {
         (obj.mode >> 6) & 7
@@ -212,7 +218,7 @@ mod tests {
         Identity { uid, gid, groups: groups.to_vec() }
     }
 
-    const FILE: Owner = Owner { uid: 1000, gid: 100, mode: 0o640 };
+    const FILE: Owner<'static> = Owner { uid: 1000, gid: 100, mode: 0o640, acl: None };
 
     #[test]
     fn clearing_suid_and_sgid_is_told_from_other_mode_changes() {
@@ -237,13 +243,13 @@ mod tests {
         assert!(!may(&other, FILE, MAY_READ));
         assert!(may(&Identity::root(), FILE, MAY_READ | MAY_WRITE | MAY_EXEC));
         // The owner class decides even when the group would allow more (as Linux).
-        let o = Owner { uid: 1000, gid: 100, mode: 0o070 };
+        let o = Owner { uid: 1000, gid: 100, mode: 0o070, acl: None };
         assert!(!may(&user(1000, 100, &[]), o, MAY_READ));
     }
 
     #[test]
     fn directory_checks_and_sticky() {
-        let dir = Owner { uid: 0, gid: 0, mode: 0o1777 };
+        let dir = Owner { uid: 0, gid: 0, mode: 0o1777, acl: None };
         let alice = user(1000, 1000, &[]);
         assert!(check_dir_write(&alice, dir).is_ok());
         assert_eq!(check_sticky(&alice, dir, 2000).unwrap_err().code, ErrorCode::Perm);
@@ -251,7 +257,7 @@ mod tests {
         assert!(check_sticky(&Identity::root(), dir, 2000).is_ok());
         let owned = Owner { uid: 1000, ..dir };
         assert!(check_sticky(&alice, owned, 2000).is_ok());
-        let ro = Owner { uid: 0, gid: 0, mode: 0o755 };
+        let ro = Owner { uid: 0, gid: 0, mode: 0o755, acl: None };
         assert_eq!(check_dir_write(&alice, ro).unwrap_err().code, ErrorCode::Access);
         assert!(check_lookup(&alice, ro).is_ok());
         assert_eq!(check_lookup(&alice, Owner { mode: 0o700, ..ro }).unwrap_err().code, ErrorCode::Access);
@@ -276,7 +282,7 @@ mod tests {
         assert_eq!(mode_after_chown(0o6745, false), 0o2745);
         assert_eq!(mode_after_chown(0o6755, true), 0o6755);
 
-        let shared = Owner { uid: 1000, gid: 100, mode: 0o666 };
+        let shared = Owner { uid: 1000, gid: 100, mode: 0o666, acl: None };
         assert!(check_utimes(&bob, shared, false).is_ok());
         assert_eq!(check_utimes(&bob, shared, true).unwrap_err().code, ErrorCode::Perm);
         assert_eq!(check_utimes(&bob, FILE, false).unwrap_err().code, ErrorCode::Access);

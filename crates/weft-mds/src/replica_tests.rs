@@ -80,7 +80,7 @@ fn header(request_id: u64) -> RequestHeader {
 }
 
 fn mkdir(name: &str) -> MdtRequest {
-    MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: name.into(), mode: 0o755 })
+    MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: name.into(), mode: 0o755, umask: 0 })
 }
 
 async fn lookup(mds: &Mds, name: &str) -> WeftResult<MdtReply> {
@@ -247,6 +247,7 @@ async fn opens_replayed_to_a_new_leader_keep_their_files_and_late_ones_are_refus
             exclusive: true,
             spec: None,
             open_flags: OPEN_READ | OPEN_WRITE,
+            umask: 0,
         })
     };
     let opened = |r: WeftResult<MdtReply>| match r.unwrap() {

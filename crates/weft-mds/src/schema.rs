@@ -32,6 +32,7 @@
 //! any other version. A change to any key or value layout here bumps it.
 
 use serde::{Deserialize, Serialize};
+use weft_proto::acl::Acl;
 use weft_proto::fid::{SEQ_METADATA_BASE, SEQ_PER_MDT};
 use weft_proto::msg::{FileType, Timestamp};
 use weft_proto::{Fid, Layout, StripeSpec, WeftError, WeftResult};
@@ -42,11 +43,14 @@ use weft_proto::{Fid, Layout, StripeSpec, WeftError, WeftResult};
 /// 4: the HSM coordinator's tables.
 /// 5: composite layouts (layout components carry an id, a mirror, flags and the spec asked
 ///    for; stripe specs carry components): inode records of 4 do not decode as 5.
-pub const FORMAT_VERSION: u32 = 5;
+/// 6: inode records carry a project id, its inheritance and POSIX ACLs, and begin with
+///    [`INODE_RECORD_V6`]; a record of 5 (no marker) still decodes, as project 0 without
+///    ACLs, and is written anew as 6 at its next change.
+pub const FORMAT_VERSION: u32 = 6;
 /// The versions an MDT of [`FORMAT_VERSION`] is upgraded from, by writing the new version:
-/// every change since them only added tables, which opening the store makes (empty). None
-/// since 5 changed the inode records.
-pub const FORMAT_VERSIONS_UPGRADABLE: [u32; 0] = [];
+/// every change since them only added tables (which opening the store makes, empty) or
+/// record forms that still decode (see [`decode_inode`]).
+pub const FORMAT_VERSIONS_UPGRADABLE: [u32; 1] = [5];
 /// Name of the redb file inside the MDT's data directory.
 pub const DB_FILE_NAME: &str = "mdt.redb";
 
@@ -170,6 +174,16 @@ pub struct InodeRecord {
     pub dir_default: Option<StripeSpec>,
     /// Directories only: the parent (the root is its own parent).
     pub parent: Option<Fid>,
+    /// The project (quotas by project, `weft project`); 0 is none.
+    pub projid: u32,
+    /// Directories only: new files and subdirectories take `projid`, and subdirectories
+    /// this flag (ext4's and Lustre's PROJINHERIT).
+    pub proj_inherit: bool,
+    /// The access ACL, when it names users or groups; the mode bits say the rest (the
+    /// group bits are its mask).
+    pub acl: Option<Acl>,
+    /// Directories only: the default ACL that new entries take.
+    pub default_acl: Option<Acl>,
 }
 
 impl InodeRecord {
@@ -192,16 +206,106 @@ impl InodeRecord {
             symlink_target: None,
             dir_default: None,
             parent: None,
+            projid: 0,
+            proj_inherit: false,
+            acl: None,
+            default_acl: None,
         }
     }
 }
 
+/// The first byte of an inode record of format 6. A record of format 5 begins with its
+/// kind's variant index (below 16), so the two are told apart by this byte; a later
+/// record form takes the next marker and keeps decoding these.
+pub const INODE_RECORD_V6: u8 = 0xF6;
+
 pub fn encode_inode(rec: &InodeRecord) -> Vec<u8> {
-    postcard::to_stdvec(rec).expect("encoding an inode record into memory cannot fail")
+    postcard::to_extend(rec, vec![INODE_RECORD_V6]).expect("encoding an inode record into memory cannot fail")
 }
 
 pub fn decode_inode(fid: Fid, bytes: &[u8]) -> WeftResult<InodeRecord> {
-    postcard::from_bytes(bytes).map_err(|e| WeftError::io(format!("inode {fid} has a corrupt record on the MDT: {e}")))
+    let corrupt = |e: postcard::Error| WeftError::io(format!("inode {fid} has a corrupt record on the MDT: {e}"));
+    match bytes.split_first() {
+        Some((&INODE_RECORD_V6, rest)) => postcard::from_bytes(rest).map_err(corrupt),
+        _ => postcard::from_bytes::<v5::InodeRecord>(bytes).map(InodeRecord::from).map_err(corrupt),
+    }
+}
+
+/// Records of format 5, which an MDT upgraded to 6 still holds until each is rewritten.
+mod v5 {
+    use super::*;
+
+    #[derive(Serialize, Deserialize)]
+    pub struct InodeRecord {
+        kind: FileType,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        nlink: u32,
+        size: u64,
+        size_known: bool,
+        blocks: u64,
+        atime: Timestamp,
+        mtime: Timestamp,
+        ctime: Timestamp,
+        rdev: u32,
+        layout: Option<Layout>,
+        symlink_target: Option<Vec<u8>>,
+        dir_default: Option<StripeSpec>,
+        parent: Option<Fid>,
+    }
+
+    #[cfg(test)]
+    impl InodeRecord {
+        pub fn from_current(r: &super::InodeRecord) -> InodeRecord {
+            let r = r.clone();
+            InodeRecord {
+                kind: r.kind,
+                mode: r.mode,
+                uid: r.uid,
+                gid: r.gid,
+                nlink: r.nlink,
+                size: r.size,
+                size_known: r.size_known,
+                blocks: r.blocks,
+                atime: r.atime,
+                mtime: r.mtime,
+                ctime: r.ctime,
+                rdev: r.rdev,
+                layout: r.layout,
+                symlink_target: r.symlink_target,
+                dir_default: r.dir_default,
+                parent: r.parent,
+            }
+        }
+    }
+
+    impl From<InodeRecord> for super::InodeRecord {
+        fn from(r: InodeRecord) -> super::InodeRecord {
+            super::InodeRecord {
+                kind: r.kind,
+                mode: r.mode,
+                uid: r.uid,
+                gid: r.gid,
+                nlink: r.nlink,
+                size: r.size,
+                size_known: r.size_known,
+                blocks: r.blocks,
+                atime: r.atime,
+                mtime: r.mtime,
+                ctime: r.ctime,
+                rdev: r.rdev,
+                layout: r.layout,
+                symlink_target: r.symlink_target,
+                dir_default: r.dir_default,
+                parent: r.parent,
+                projid: 0,
+                proj_inherit: false,
+                acl: None,
+                default_acl: None,
+            }
+        }
+    }
 }
 
 pub fn fid_key(fid: Fid) -> [u8; 16] {
@@ -387,6 +491,27 @@ pub fn prefix_end(prefix: &[u8]) -> Vec<u8> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An MDT upgraded from format 5 holds records without the marker until each changes:
+    /// they read as project 0 without ACLs, and are written back in the new form.
+    #[test]
+    fn an_inode_record_of_format_5_still_decodes_and_is_rewritten_as_6() {
+        let now = Timestamp { sec: 1_700_000_000, nsec: 5 };
+        let mut rec = InodeRecord::new(FileType::Directory, 0o2750, 1000, 50, now);
+        rec.parent = Some(Fid::ROOT);
+        rec.dir_default = Some(StripeSpec::default());
+        let old = v5::InodeRecord::from_current(&rec);
+        let bytes = postcard::to_stdvec(&old).unwrap();
+        assert_ne!(bytes[0], INODE_RECORD_V6);
+        assert_eq!(decode_inode(Fid::ROOT, &bytes).unwrap(), rec);
+        rec.projid = 7;
+        rec.proj_inherit = true;
+        rec.default_acl = Some(weft_proto::acl::Acl::from_mode(0o750));
+        let new = encode_inode(&rec);
+        assert_eq!(new[0], INODE_RECORD_V6);
+        assert_eq!(decode_inode(Fid::ROOT, &new).unwrap(), rec);
+        assert!(decode_inode(Fid::ROOT, &[INODE_RECORD_V6, 200]).is_err());
+    }
 
     #[test]
     fn name_hash_is_stable_and_clamped() {

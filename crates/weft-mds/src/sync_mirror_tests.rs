@@ -26,6 +26,7 @@ async fn create(env: &Env, name: &str, spec: StripeSpec) -> mdt::Opened {
         exclusive: true,
         spec: Some(spec),
         open_flags: 0,
+        umask: 0,
     };
     match env.req(MdtRequest::Create(create)).await.unwrap() {
         MdtReply::Opened(o) => o,

@@ -24,7 +24,7 @@ async fn resent_mutation_returns_the_first_reply_without_a_second_effect() {
     assert_eq!(code(env.req(unlink).await), ErrorCode::NotFound);
 
     let header = env.header_as(&Identity::root());
-    let mkdir = MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 });
+    let mkdir = MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755, umask: 0 });
     let a = env.mds().handle(&header, mkdir.clone(), Run::Inline).await.unwrap();
     let b = env.mds().handle(&header, mkdir.clone(), Run::Inline).await.unwrap();
     assert_eq!(a, b);
@@ -40,6 +40,7 @@ async fn resent_mutation_returns_the_first_reply_without_a_second_effect() {
         exclusive: true,
         spec: None,
         open_flags: OPEN_WRITE,
+        umask: 0,
     });
     let a = env.mds().handle(&header, create.clone(), Run::Inline).await.unwrap();
     let b = env.mds().handle(&header, create, Run::Inline).await.unwrap();
@@ -59,7 +60,8 @@ async fn a_reply_slot_keeps_only_its_last_reply() {
         identity: Identity::root(),
         jobid: "test".into(),
     };
-    let mkdir = |name: &str| MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: name.into(), mode: 0o755 });
+    let mkdir =
+        |name: &str| MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: name.into(), mode: 0o755, umask: 0 });
     let rows = || env.mds().core.read_view().reply_rows();
     let before = rows();
     let mut last = Vec::new();
@@ -92,7 +94,7 @@ async fn a_reply_slot_keeps_only_its_last_reply() {
 async fn changes_stay_in_memory_until_a_checkpoint_writes_them_into_redb() {
     let env = Env::new().await;
     let header = env.header_as(&Identity::root());
-    let mkdir = MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 });
+    let mkdir = MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755, umask: 0 });
     let first = env.mds().handle(&header, mkdir.clone(), Run::Inline).await.unwrap();
     let mds = env.mds();
     assert!(mds.core.read_view().cached_reply(&header).unwrap().is_some());
@@ -144,6 +146,7 @@ async fn concurrent_creates_share_commits() {
                 exclusive: true,
                 spec: None,
                 open_flags: OPEN_READ,
+                umask: 0,
             });
             mds.handle(&header, req, Run::Inline).await
         }));
@@ -313,7 +316,7 @@ async fn precreate_refills_and_nospace_when_the_ost_fails() {
 async fn reply_cache_is_pruned_by_age() {
     let env = Env::new().await;
     let header = env.header_as(&Identity::root());
-    let mkdir = MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 });
+    let mkdir = MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755, umask: 0 });
     env.mds().handle(&header, mkdir.clone(), Run::Inline).await.unwrap();
     assert_eq!(env.mds().prune_reply_cache(600).await.unwrap(), 0);
     env.mds().core.clock.advance(Duration::from_millis(1100));
@@ -331,7 +334,7 @@ async fn a_damaged_reply_row_fails_its_slot_until_pruned() {
     let key = crate::schema::reply_key(header.client_id, header.reply_slot).to_vec();
     let corrupt = InternalOp::PutRaw { table: crate::schema::TABLE_REPLY_CACHE, key, value: vec![0xff; 3] };
     crate::background::internal(&env.mds().queue, corrupt).await.unwrap();
-    let mkdir = MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755 });
+    let mkdir = MdtRequest::Mkdir(mdt::Mkdir { parent: Fid::ROOT, name: "d".into(), mode: 0o755, umask: 0 });
     let e = env.mds().handle(&header, mkdir.clone(), Run::Inline).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::Io, "{e}");
     assert!(e.message.contains("corrupt reply-cache entry"), "{e}");
@@ -395,6 +398,7 @@ async fn storage_error_in_a_batch_fails_only_its_op() {
                     exclusive: true,
                     spec: None,
                     open_flags: OPEN_WRITE,
+                    umask: 0,
                 })
             };
             (i, mds.handle(&header, req, Run::Inline).await)
@@ -457,6 +461,7 @@ fn inline_and_queued_commits() {
                                 parent: Fid::ROOT,
                                 name: format!("task{t}-{i}").into(),
                                 mode: 0o755,
+                                umask: 0,
                             });
                             mds.handle(&header, req, Run::Inline).await.unwrap();
                         }

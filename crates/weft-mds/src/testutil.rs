@@ -182,7 +182,7 @@ impl Env {
     }
 
     pub async fn mkdir_as(&self, who: &Identity, parent: Fid, name: &str, mode: u32) -> WeftResult<Fid> {
-        match self.req_as(who, MdtRequest::Mkdir(mdt::Mkdir { parent, name: name.into(), mode })).await? {
+        match self.req_as(who, MdtRequest::Mkdir(mdt::Mkdir { parent, name: name.into(), mode, umask: 0 })).await? {
             MdtReply::Inode(i) => Ok(i.attr.fid),
             r => panic!("mkdir replied {r:?}"),
         }
@@ -201,6 +201,7 @@ impl Env {
             exclusive: true,
             spec: None,
             open_flags: OPEN_READ | OPEN_WRITE,
+            umask: 0,
         });
         match self.req_as(who, req).await? {
             MdtReply::Opened(mdt::Opened { inode, handle, .. }) => Ok((inode, handle)),

@@ -59,6 +59,9 @@ pub enum ErrorCode {
     /// library follows it and resends, so a program sees this only if the target found no
     /// new home within the request's time (EAGAIN).
     Moved,
+    /// A rename or link that would take a file out of its project into a directory that
+    /// passes another one on; programs such as mv then copy instead (EXDEV).
+    CrossDevice,
 }
 
 /// An error with its code and a sentence a person can act on.
@@ -120,6 +123,7 @@ impl ErrorCode {
             ErrorCode::Evicted => libc::EIO,
             ErrorCode::NoLocks => libc::ENOLCK,
             ErrorCode::Moved => libc::EAGAIN,
+            ErrorCode::CrossDevice => libc::EXDEV,
         }
     }
 }

@@ -39,8 +39,10 @@ fn run(policy: &dyn Policy, body: &RequestBody, service: Service) -> f64 {
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(1).enable_all().build().unwrap();
     let _guard = rt.enter();
-    let create =
-        RequestBody::Mdt { mdt: 0, op: mdt::Mkdir { parent: Fid::ROOT, name: b"d".to_vec(), mode: 0o755 }.into() };
+    let create = RequestBody::Mdt {
+        mdt: 0,
+        op: mdt::Mkdir { parent: Fid::ROOT, name: b"d".to_vec(), mode: 0o755, umask: 0 }.into(),
+    };
     let read =
         RequestBody::Ost { ost: 0, op: ost::Read { fid: Fid::new(0x100000000, 1, 0), offset: 0, len: 4096 }.into() };
     for (what, body, service) in [("mkdir", &create, Service::Mdt), ("ost_read", &read, Service::OstIo)] {

@@ -256,7 +256,8 @@ impl Sim {
     }
 
     async fn mkdir(&mut self, parent: String, name: String) -> Result<(), String> {
-        let op = mdt::Mkdir { parent: self.parent_fid(&parent), name: name.clone().into_bytes(), mode: 0o755 };
+        let op =
+            mdt::Mkdir { parent: self.parent_fid(&parent), name: name.clone().into_bytes(), mode: 0o755, umask: 0 };
         let path = join(&parent, &name);
         match self.mdt(op).await {
             Ok(inode) => {
@@ -282,6 +283,7 @@ impl Sim {
             exclusive: true,
             spec: None,
             open_flags: OPEN_READ | OPEN_WRITE,
+            umask: 0,
         };
         let opened = match self.mdt(op).await {
             Ok(opened) => opened,
@@ -509,6 +511,7 @@ impl Sim {
                 exclusive: true,
                 spec: None,
                 open_flags: OPEN_READ | OPEN_WRITE,
+                umask: 0,
             };
             let opened = self.mdt(op).await.map_err(|e| self.failed(format!("a create after the restart: {e}")))?;
             let object = object_of(&opened.inode.layout)?.fid;

@@ -92,3 +92,28 @@ pub fn mirror_flags(f: &Path) -> Vec<(String, String)> {
     let flags: Vec<String> = out.lines().filter(|l| l.contains("lcme_flags")).map(value).collect();
     ids.into_iter().zip(flags).collect()
 }
+
+/// What a local directory gives for the same script, as `uid`: the mount must match it.
+pub fn local_and_mounted(m: &std::path::Path, uid: u32, setup: &str, script: &str) -> (String, String) {
+    let local = tempfile::Builder::new().prefix("weft-local-").tempdir().unwrap();
+    std::fs::set_permissions(
+        local.path(),
+        <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o777),
+    )
+    .unwrap();
+    let run = |dir: &std::path::Path| {
+        sh(dir, setup);
+        let out = sh_as(uid, uid, dir, script);
+        format!(
+            "status {:?}\n{}{}",
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr).replace(&dir.display().to_string(), "DIR")
+        )
+    };
+    let dir = (0..).map(|n| m.join(format!("cmp{n}"))).find(|d| !d.exists()).unwrap();
+    std::fs::create_dir(&dir).unwrap();
+    std::fs::set_permissions(&dir, <std::fs::Permissions as std::os::unix::fs::PermissionsExt>::from_mode(0o777))
+        .unwrap();
+    (run(local.path()), run(&dir))
+}

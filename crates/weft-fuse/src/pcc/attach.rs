@@ -21,7 +21,7 @@ pub(super) fn facts(inode: &InodeInfo, name: &[u8]) -> FileFacts {
     FileFacts {
         uid: inode.attr.uid,
         gid: inode.attr.gid,
-        projid: 0,
+        projid: inode.attr.projid,
         name: name.to_vec(),
         size: inode.attr.size,
         age_s: now.saturating_sub(inode.attr.mtime.sec).max(0) as u64,

@@ -53,15 +53,9 @@ pub fn layout_spec(
     }
 }
 
-pub fn create(
-    ctx: &mut OpCtx<'_>,
-    parent: Fid,
-    name: &[u8],
-    mode: u32,
-    exclusive: bool,
-    explicit: Option<&StripeSpec>,
-    open_flags: u32,
-) -> WeftResult<mdt::Opened> {
+pub fn create(ctx: &mut OpCtx<'_>, req: &mdt::Create) -> WeftResult<mdt::Opened> {
+    let mdt::Create { parent, ref name, mode, exclusive, spec: ref explicit, open_flags, umask } = *req;
+    let explicit = explicit.as_ref();
     let dir = ctx.t.must_dir(parent)?;
     validate_name(name)?;
     perm::check_lookup(ctx.who, owner(&dir))?;
@@ -79,7 +73,7 @@ pub fn create(
     // Checks done: writes follow.
     let layout = layout_from(ctx, &spec, 0)?;
     let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
-    let mut rec = super::new_record(FileType::Regular, mode, ctx.who, &dir, ctx.now);
+    let mut rec = super::new_record(FileType::Regular, mode, umask, ctx.who, &dir, ctx.now);
     rec.layout = Some(layout);
     let writes = open_flags & OPEN_WRITE != 0;
     rec.size_known = !writes;
@@ -111,7 +105,7 @@ impl Mutation for mdt::CreateTmpfile {
         // Checks done: writes follow.
         let layout = layout_from(ctx, &spec, 0)?;
         let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
-        let mut rec = super::new_record(FileType::Regular, self.mode, ctx.who, &dir, ctx.now);
+        let mut rec = super::new_record(FileType::Regular, self.mode, self.umask, ctx.who, &dir, ctx.now);
         rec.nlink = 0;
         rec.layout = Some(layout);
         rec.size_known = self.open_flags & OPEN_WRITE == 0;
@@ -127,7 +121,7 @@ impl Mutation for mdt::CreateTmpfile {
 
 impl Mutation for mdt::Create {
     fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<mdt::Opened> {
-        create(ctx, self.parent, &self.name, self.mode, self.exclusive, self.spec.as_ref(), self.open_flags)
+        create(ctx, self)
     }
 }
 
@@ -145,6 +139,7 @@ mod tests {
             exclusive,
             spec: None,
             open_flags: OPEN_WRITE,
+            umask: 0,
         })
     }
 

@@ -21,6 +21,7 @@ pub fn link(ctx: &mut OpCtx<'_>, fid: Fid, parent: Fid, name: &[u8]) -> WeftResu
         return Err(err(ErrorCode::TooManyLinks, format!("{fid} has {LINKS_PER_INODE_MAX} links already")));
     }
     let mut dir = check_new_entry(ctx, parent, name)?;
+    super::check_project(&dir, &rec)?;
     // Checks done: writes follow.
     rec.nlink += 1;
     rec.ctime = ctx.now;

@@ -5,14 +5,14 @@ use crate::limits::LINKS_PER_INODE_MAX;
 use weft_proto::msg::{mdt, FileType, InodeInfo};
 use weft_proto::{ErrorCode, Fid, WeftResult};
 
-pub fn mkdir(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8], mode: u32) -> WeftResult<InodeInfo> {
+pub fn mkdir(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8], mode: u32, umask: u32) -> WeftResult<InodeInfo> {
     let mut dir = check_new_entry(ctx, parent, name)?;
     if dir.nlink >= LINKS_PER_INODE_MAX {
         return Err(err(ErrorCode::TooManyLinks, format!("directory {parent} has too many subdirectories")));
     }
     // Checks done: writes follow.
     let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
-    let mut rec = super::new_record(FileType::Directory, mode, ctx.who, &dir, ctx.now);
+    let mut rec = super::new_record(FileType::Directory, mode, umask, ctx.who, &dir, ctx.now);
     rec.size = crate::limits::DIRECTORY_SIZE_BYTES;
     rec.parent = Some(parent);
     // New subdirectories inherit the default layout, as in Lustre.
@@ -28,7 +28,7 @@ pub fn mkdir(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8], mode: u32) -> WeftRe
 
 impl Mutation for mdt::Mkdir {
     fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<InodeInfo> {
-        mkdir(ctx, self.parent, &self.name, self.mode)
+        mkdir(ctx, self.parent, &self.name, self.mode, self.umask)
     }
 }
 

@@ -3,16 +3,10 @@
 use super::{check_new_entry, Mutation, OpCtx};
 use crate::perm;
 use weft_proto::msg::{mdt, FileType, InodeInfo};
-use weft_proto::{Fid, WeftError, WeftResult};
+use weft_proto::{WeftError, WeftResult};
 
-pub fn mknod(
-    ctx: &mut OpCtx<'_>,
-    parent: Fid,
-    name: &[u8],
-    kind: FileType,
-    mode: u32,
-    rdev: u32,
-) -> WeftResult<InodeInfo> {
+pub fn mknod(ctx: &mut OpCtx<'_>, req: &mdt::Mknod) -> WeftResult<InodeInfo> {
+    let mdt::Mknod { parent, ref name, kind, mode, rdev, umask } = *req;
     match kind {
         FileType::Fifo | FileType::Socket => {}
         FileType::CharDevice | FileType::BlockDevice => {
@@ -27,7 +21,7 @@ pub fn mknod(
     let mut dir = check_new_entry(ctx, parent, name)?;
     // Checks done: writes follow.
     let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
-    let mut rec = super::new_record(kind, mode, ctx.who, &dir, ctx.now);
+    let mut rec = super::new_record(kind, mode, umask, ctx.who, &dir, ctx.now);
     if matches!(kind, FileType::CharDevice | FileType::BlockDevice) {
         rec.rdev = rdev;
     }
@@ -41,7 +35,7 @@ pub fn mknod(
 
 impl Mutation for mdt::Mknod {
     fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<InodeInfo> {
-        mknod(ctx, self.parent, &self.name, self.kind, self.mode, self.rdev)
+        mknod(ctx, self)
     }
 }
 
@@ -52,7 +46,7 @@ mod tests {
     use weft_proto::{ErrorCode, Fid};
 
     fn mknod(name: &str, kind: FileType, rdev: u32) -> MdtRequest {
-        MdtRequest::Mknod(mdt::Mknod { parent: Fid::ROOT, name: name.into(), kind, mode: 0o640, rdev })
+        MdtRequest::Mknod(mdt::Mknod { parent: Fid::ROOT, name: name.into(), kind, mode: 0o640, rdev, umask: 0 })
     }
 
     #[tokio::test]
@@ -78,7 +72,8 @@ mod tests {
         }))
         .await
         .unwrap();
-        let as_user = |kind| MdtRequest::Mknod(mdt::Mknod { parent: d, name: "b".into(), kind, mode: 0o600, rdev: 1 });
+        let as_user =
+            |kind| MdtRequest::Mknod(mdt::Mknod { parent: d, name: "b".into(), kind, mode: 0o600, rdev: 1, umask: 0 });
         assert_eq!(code(env.req_as(&user(1000), as_user(FileType::BlockDevice)).await), ErrorCode::Perm);
         assert!(env.req_as(&user(1000), as_user(FileType::Fifo)).await.is_ok());
     }

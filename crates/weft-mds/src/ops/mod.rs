@@ -162,8 +162,8 @@ weft_proto::mdt_ops!(dispatch);
 
 pub use weft_proto::name::validate_name;
 
-pub fn owner(rec: &InodeRecord) -> Owner {
-    Owner { uid: rec.uid, gid: rec.gid, mode: rec.mode }
+pub fn owner(rec: &InodeRecord) -> Owner<'_> {
+    Owner { uid: rec.uid, gid: rec.gid, mode: rec.mode, acl: rec.acl.as_ref() }
 }
 
 pub fn err(code: ErrorCode, msg: impl Into<String>) -> WeftError {
@@ -197,6 +197,8 @@ pub fn inode_info_with(fid: Fid, rec: &InodeRecord, writers: u32) -> InodeInfo {
             mtime: rec.mtime,
             ctime: rec.ctime,
             rdev: rec.rdev,
+            projid: rec.projid,
+            proj_inherit: rec.proj_inherit,
         },
         layout: rec.layout.clone(),
         lock: None,
@@ -204,9 +206,27 @@ pub fn inode_info_with(fid: Fid, rec: &InodeRecord, writers: u32) -> InodeInfo {
 }
 
 /// A new inode's record: owner from the caller, group from a setgid parent, S_ISGID
-/// inherited by new subdirectories of a setgid parent.
-pub fn new_record(kind: FileType, mode: u32, who: &Identity, parent: &InodeRecord, now: Timestamp) -> InodeRecord {
-    let mut mode = mode & 0o7777;
+/// inherited by new subdirectories of a setgid parent. `mode` is what the program asked
+/// for and `umask` its process's: a parent's default ACL replaces the umask (the new inode
+/// takes the ACL under `mode`, and a new directory the default ACL too), as Linux's
+/// `posix_acl_create`; symlinks take neither. A parent that passes its project on
+/// (PROJINHERIT) gives it to the new inode, and to a new directory the flag too.
+pub fn new_record(
+    kind: FileType,
+    mode: u32,
+    umask: u32,
+    who: &Identity,
+    parent: &InodeRecord,
+    now: Timestamp,
+) -> InodeRecord {
+    let (mut mode, acl) = match (&parent.default_acl, kind) {
+        (_, FileType::Symlink) => (mode & 0o7777, None),
+        (Some(default), _) => {
+            let (acl, bits) = default.inherit(mode & 0o777);
+            (mode & 0o7000 | bits, acl)
+        }
+        (None, _) => (mode & 0o7777 & !(umask & 0o777), None),
+    };
     let setgid_parent = parent.mode & S_ISGID != 0;
     let gid = if setgid_parent { parent.gid } else { who.gid };
     if kind == FileType::Directory && setgid_parent {
@@ -216,7 +236,29 @@ pub fn new_record(kind: FileType, mode: u32, who: &Identity, parent: &InodeRecor
         // Linux drops S_ISGID on a new file whose group the creator is not in.
         mode &= !S_ISGID;
     }
-    InodeRecord::new(kind, mode, who.uid, gid, now)
+    let mut rec = InodeRecord::new(kind, mode, who.uid, gid, now);
+    rec.acl = acl;
+    if kind == FileType::Directory {
+        rec.default_acl = parent.default_acl.clone();
+    }
+    if parent.proj_inherit {
+        rec.projid = parent.projid;
+        rec.proj_inherit = kind == FileType::Directory;
+    }
+    rec
+}
+
+/// A file may move (rename) or gain a name (link) into a directory that passes its project
+/// on only if it is of that project (as ext4 and Lustre: EXDEV, and mv copies instead, so
+/// that the copy is counted in the directory's project).
+pub fn check_project(dir: &InodeRecord, rec: &InodeRecord) -> WeftResult<()> {
+    if dir.proj_inherit && dir.projid != rec.projid {
+        return Err(err(
+            ErrorCode::CrossDevice,
+            format!("the file is of project {}, the directory passes on project {}", rec.projid, dir.projid),
+        ));
+    }
+    Ok(())
 }
 
 /// Marks a directory's entries changed.

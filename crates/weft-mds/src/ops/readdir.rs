@@ -98,7 +98,14 @@ mod tests {
                     let name = format!("entry-{w}-{i}").into_bytes();
                     mds.handle(
                         &h,
-                        MdtRequest::Mknod(mdt::Mknod { parent: d, name, kind: FileType::Fifo, mode: 0o644, rdev: 0 }),
+                        MdtRequest::Mknod(mdt::Mknod {
+                            parent: d,
+                            name,
+                            kind: FileType::Fifo,
+                            mode: 0o644,
+                            rdev: 0,
+                            umask: 0,
+                        }),
                         Run::Inline,
                     )
                     .await

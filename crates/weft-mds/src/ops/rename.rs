@@ -73,6 +73,12 @@ pub fn rename(
     if let Some(d) = &drec {
         perm::check_sticky(ctx.who, owner(&dp), d.uid)?;
     }
+    if src_parent != dst_parent {
+        super::check_project(&dp, &srec)?;
+        if let (Some(d), true) = (&drec, exchange) {
+            super::check_project(&sp, d)?;
+        }
+    }
     let s_dir = skind == FileType::Directory;
     let d_dir = dst.is_some_and(|(_, k)| k == FileType::Directory);
     if let (Some((dfid, _)), false) = (dst, exchange) {
@@ -282,7 +288,7 @@ mod tests {
                 // Each fails after finding its source: NotEmpty.
                 rename(r, "src", r, "full", 0)
             } else {
-                MdtRequest::Mkdir(mdt::Mkdir { parent: r, name: format!("d{i}").into(), mode: 0o755 })
+                MdtRequest::Mkdir(mdt::Mkdir { parent: r, name: format!("d{i}").into(), mode: 0o755, umask: 0 })
             };
             tasks.push(tokio::spawn(async move { (i, mds.handle(&header, req, Run::Inline).await) }));
         }

@@ -45,10 +45,28 @@ pub fn setattr(ctx: &mut OpCtx<'_>, fid: Fid, set: &SetAttr, open_handle: Option
     if set.ctime.is_some() {
         perm::check_owner(who, o, "only the owner or root may set the change time")?;
     }
+    if set.projid.is_some() || set.proj_inherit.is_some() {
+        // As Lustre without `enable_chprojid_gid`: a project is an administrator's grant
+        // (it decides whose quota a file counts against).
+        perm::check_root(who, "only root may change a file's project")?;
+        if set.proj_inherit.is_some() && rec.kind != FileType::Directory {
+            return Err(WeftError::invalid("only a directory passes its project on (-s)"));
+        }
+    }
     // Checks done: writes follow.
     let now = ctx.now;
     if let Some(m) = new_mode {
         rec.mode = m;
+        // The access ACL follows the mode: its owner's, mask's and others' entries.
+        if let Some(acl) = rec.acl.as_mut() {
+            acl.chmod(m);
+        }
+    }
+    if let Some(p) = set.projid {
+        rec.projid = p;
+    }
+    if let Some(i) = set.proj_inherit {
+        rec.proj_inherit = i;
     }
     let chown = set.uid.is_some_and(|u| u != rec.uid) || set.gid.is_some_and(|g| g != rec.gid);
     if let Some(u) = set.uid {
@@ -94,7 +112,7 @@ pub fn setattr(ctx: &mut OpCtx<'_>, fid: Fid, set: &SetAttr, open_handle: Option
 fn changelog_type(set: &SetAttr) -> ChangelogType {
     if set.size.is_some() {
         ChangelogType::Truncate
-    } else if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() {
+    } else if set.mode.is_some() || set.uid.is_some() || set.gid.is_some() || set.projid.is_some() {
         ChangelogType::Setattr
     } else if set.mtime.is_some() {
         ChangelogType::Mtime

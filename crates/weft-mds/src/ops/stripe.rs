@@ -287,6 +287,7 @@ mod tests {
             exclusive: true,
             spec,
             open_flags: OPEN_READ,
+            umask: 0,
         })
     }
 

@@ -24,7 +24,10 @@ macro_rules! mdt_ops {
                 -> $crate::msg::InodeInfo = "mds_setattr";
             /// Create a regular file and open it. `exclusive` = O_EXCL (EEXIST if the name
             /// exists); without it an existing regular file is opened instead. `spec`
-            /// overrides the directory's default layout. `open_flags` as in Open.
+            /// overrides the directory's default layout. `open_flags` as in Open. In every
+            /// create, `mode` is what the program asked for and `umask` its process's: the
+            /// MDS applies the umask, unless the directory has a default ACL, which
+            /// replaces it (POSIX ACLs).
             write Create {
                 parent: $crate::Fid,
                 name: $crate::msg::Name,
@@ -32,8 +35,9 @@ macro_rules! mdt_ops {
                 exclusive: bool,
                 spec: Option<$crate::StripeSpec>,
                 open_flags: u32,
+                umask: u32,
             } -> $crate::msg::mdt::Opened = "mds_create";
-            write Mkdir { parent: $crate::Fid, name: $crate::msg::Name, mode: u32 }
+            write Mkdir { parent: $crate::Fid, name: $crate::msg::Name, mode: u32, umask: u32 }
                 -> $crate::msg::InodeInfo = "mds_mkdir";
             /// Fifos, sockets and device nodes.
             write Mknod {
@@ -42,6 +46,7 @@ macro_rules! mdt_ops {
                 kind: $crate::msg::FileType,
                 mode: u32,
                 rdev: u32,
+                umask: u32,
             } -> $crate::msg::InodeInfo = "mds_mknod";
             write Symlink { parent: $crate::Fid, name: $crate::msg::Name, target: Vec<u8> }
                 -> $crate::msg::InodeInfo = "mds_symlink";
@@ -168,7 +173,7 @@ macro_rules! mdt_ops {
             /// An unnamed regular file made in `parent` (open(2) with O_TMPFILE), with the
             /// directory's default layout, open with `open_flags`: it has no link and goes
             /// with its last close, unless a `Link` gives it a name while it is open.
-            write CreateTmpfile { parent: $crate::Fid, mode: u32, open_flags: u32 } -> $crate::msg::mdt::Opened = "mds_create_tmpfile";
+            write CreateTmpfile { parent: $crate::Fid, mode: u32, open_flags: u32, umask: u32 } -> $crate::msg::mdt::Opened = "mds_create_tmpfile";
             /// Open replay: the opens this client holds from the MDT's previous server (a
             /// replicated MDT's old leader), kept under the same handles during the new
             /// server's recovery window; answers the handles kept (a refused one's close is

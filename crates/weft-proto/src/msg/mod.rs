@@ -69,6 +69,9 @@ impl Identity {
 pub struct Caller {
     pub identity: Identity,
     pub jobid: String,
+    /// The calling process's umask, for the creates it asks for (the MDS applies it unless
+    /// the directory's default ACL replaces it); 0 applies none.
+    pub umask: u32,
 }
 
 impl Caller {
@@ -78,7 +81,7 @@ impl Caller {
     }
 
     pub fn new(identity: Identity, jobid: impl Into<String>) -> Caller {
-        Caller { identity, jobid: jobid.into() }
+        Caller { identity, jobid: jobid.into(), umask: 0 }
     }
 }
 

@@ -71,6 +71,10 @@ pub struct Attr {
     pub mtime: Timestamp,
     pub ctime: Timestamp,
     pub rdev: u32,
+    /// The project id (quotas by project); 0 is none.
+    pub projid: u32,
+    /// Directories: new entries take the project (PROJINHERIT).
+    pub proj_inherit: bool,
 }
 
 /// An inode as the MDS returns it: attributes, plus the layout of a regular file.
@@ -101,6 +105,10 @@ pub struct SetAttr {
     pub atime: Option<SetTime>,
     pub mtime: Option<SetTime>,
     pub ctime: Option<Timestamp>,
+    /// The project id (`weft project -p`); root only.
+    pub projid: Option<u32>,
+    /// Directories: whether new entries take the project (`weft project -s`); root only.
+    pub proj_inherit: Option<bool>,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -183,8 +183,10 @@ mod tests {
         assert_eq!(object_io(&OstRequest::Getattr(ost::Getattr { fid }), 0), (Run::Inline, false));
         assert_eq!(object_io(&OstRequest::Sync(ost::Sync { fid }), 0), (Run::Offload, false));
         let fifo = Fifo::default();
-        let mkdir =
-            RequestBody::Mdt { mdt: 0, op: mdt::Mkdir { parent: Fid::ROOT, name: b"d".to_vec(), mode: 0o755 }.into() };
+        let mkdir = RequestBody::Mdt {
+            mdt: 0,
+            op: mdt::Mkdir { parent: Fid::ROOT, name: b"d".to_vec(), mode: 0o755, umask: 0 }.into(),
+        };
         assert_eq!(now(admit(&fifo, &mkdir, 0)).run, Run::Inline);
     }
 

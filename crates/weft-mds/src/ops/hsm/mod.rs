@@ -294,6 +294,7 @@ mod tests {
             exclusive: true,
             spec: Some(spec(2)),
             open_flags: OPEN_WRITE,
+            umask: 0,
         });
         let Ok(MdtReply::Opened(o)) = env.req(req).await else { panic!("create") };
         env.must_close(o.inode.attr.fid, o.handle, Some((size, size / 512))).await;

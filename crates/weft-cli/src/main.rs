@@ -32,6 +32,7 @@ mod policy;
 mod pool;
 mod project;
 mod qos;
+mod quota;
 mod remote;
 mod replicas;
 mod stats;
@@ -112,6 +113,14 @@ enum Command {
     /// (`ID P|- PATH`), set with -p ID and -s (directories pass it on), clear with -C,
     /// check a tree with -c; -r over a tree. Changing is root's.
     Project(project::ProjectArgs),
+    /// Quota limits and usage of a user, group or project (as lfs quota): Lustre's table,
+    /// -v per target, -h human sizes, -t grace times, -U/-G/-P defaults, --verify counts by a
+    /// scan (root).
+    Quota(quota::QuotaArgs),
+    /// Set quota limits (as lfs setquota, root): `-u|-g|-p NAME -b SOFT -B HARD -i SOFT -I
+    /// HARD MNT` (blocks in KiB, K/M/G/T suffixes, 0 none), -U/-G/-P for the defaults, -D or
+    /// --delete to follow them again, `-t -u -b 1w -i 1d MNT` for grace times.
+    Setquota(quota::SetquotaArgs),
     /// Persistent client caches: add, del and list a mount's cache directories (as lctl
     /// pcc), attach, detach and show files (as lfs pcc).
     Pcc(pcc::PccArgs),
@@ -216,6 +225,8 @@ fn main() -> ExitCode {
         Command::Stats(a) => stats::stats(a),
         Command::Hsm(a) => hsm::hsm(a),
         Command::Project(a) => project::project(a),
+        Command::Quota(a) => quota::quota(a),
+        Command::Setquota(a) => quota::setquota(a),
         Command::Pcc(a) => pcc::pcc(a),
         Command::Pool(a) => pool::pool(a),
         Command::Failover(a) => failover::failover(a),

@@ -61,13 +61,17 @@ impl Client {
                 )));
             }
         }
+        let owner = locks.file.and_then(|f| self.owner_of(f));
         let requests: Vec<_> = layout
             .segments(offset, len)
             .filter(|seg| seg.comp.is_instantiated())
             .flat_map(|seg| {
                 seg.comp.object_extents(seg.offset, seg.len).into_iter().map(move |e| {
                     let object = seg.comp.objects[e.stripe];
-                    (object, ost::Fallocate { fid: object.fid, offset: e.object_offset, len: e.len, mode, keep_size })
+                    (
+                        object,
+                        ost::Fallocate { fid: object.fid, offset: e.object_offset, len: e.len, mode, keep_size, owner },
+                    )
                 })
             })
             .collect();

@@ -566,6 +566,11 @@ pub fn plan(req: &MdtRequest) -> Option<(Touches, Keep)> {
         MdtRequest::HsmRequest(_) | MdtRequest::HsmTake(_) | MdtRequest::HsmProgress(_) => {
             (Touches::default(), Keep::Nothing)
         }
+        // Quotas: nothing of the namespace a client caches.
+        MdtRequest::QuotaGet(_) | MdtRequest::QuotaAcquire(_) => return None,
+        MdtRequest::QuotaSet(_) | MdtRequest::QuotaDelete(_) | MdtRequest::QuotaSetGrace(_) => {
+            (Touches::default(), Keep::Nothing)
+        }
     })
 }
 

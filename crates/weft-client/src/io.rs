@@ -2,7 +2,7 @@
 //! [`crate::striping`] and sends them in parallel, at most
 //! [`crate::limits::OBJECT_REQUESTS_IN_FLIGHT_MAX`] at a time.
 
-use crate::limits::{LAYOUT_ROUNDS_MAX, MIRROR_TRY_MS, OBJECT_REQUESTS_IN_FLIGHT_MAX};
+use crate::limits::{LAYOUT_ROUNDS_MAX, MIRROR_TRY_MS, OBJECT_REQUESTS_IN_FLIGHT_MAX, QUOTA_ACQUIRES_MAX};
 use crate::locks::ExtentGuard;
 use crate::striping::{gather, piece_is_whole_range, plan_pieces, scatter, ObjectPiece};
 use crate::Client;
@@ -270,20 +270,40 @@ impl Client {
         }
         let pieces = plan_layout(layout, offset, data.len() as u64);
         let data = &data;
+        let owner = locks.file.and_then(|f| self.owner_of(f));
         bounded(pieces.into_iter().map(|(k, piece)| async move {
             let comp = &layout.components[k];
             let object = &comp.objects[piece.stripe];
             let bulk = gather(comp, offset, &piece, data);
-            let op = ost::Write { fid: object.fid, offset: piece.object_offset, sync: false };
-            let (done, _) = self.ost_under(who, locks, object.ost, op, bulk.clone()).await?;
+            let mut acquired = 0;
+            let done = loop {
+                let op = ost::Write { fid: object.fid, offset: piece.object_offset, sync: false, owner };
+                match self.ost_under(who, locks, object.ost, op, bulk.clone()).await {
+                    // The OST's share of a quota is used up: the master may move room to it
+                    // from the other OSTs (quota_master.rs in weft-mds); else EDQUOT.
+                    Err(e) if e.code == ErrorCode::QuotaExceeded && acquired < QUOTA_ACQUIRES_MAX => {
+                        let Some(owner) = owner else { return Err(e) };
+                        if !self.mdt(who, mdt::QuotaAcquire { owner, ost: object.ost }).await? {
+                            return Err(e);
+                        }
+                        acquired += 1;
+                    }
+                    other => break other?.0,
+                }
+            };
             if done.len as u64 != piece.len {
                 return Err(WeftError::io(format!(
                     "short write to object {} on OST {}: {} of {} bytes",
                     object.fid, object.ost, done.len, piece.len
                 )));
             }
+            if done.quota_tight {
+                if let Some(file) = locks.file {
+                    self.note_quota_tight(file);
+                }
+            }
             // Kept until the OST commits it, to replay if its server restarts first.
-            let kept = crate::uncommitted::Kept { fid: object.fid, offset: piece.object_offset, bulk };
+            let kept = crate::uncommitted::Kept { fid: object.fid, offset: piece.object_offset, bulk, owner };
             self.answered_write(object.ost, &done, kept);
             Ok(())
         }))

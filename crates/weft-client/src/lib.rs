@@ -27,6 +27,7 @@ pub mod locks;
 mod metadata;
 mod migrate;
 pub mod mirror;
+pub mod quota;
 mod recovery;
 mod reply_slots;
 mod statfs;
@@ -122,6 +123,11 @@ pub struct Client {
     imports: std::sync::Mutex<std::collections::HashMap<LockTarget, recovery::ImportStats>>,
     /// This client's opens on the MDT, by handle: what it replays to a new leader.
     opens: std::sync::Mutex<std::collections::HashMap<u64, weft_proto::msg::mdt::ReplayedOpen>>,
+    /// The owner, group and project of each file open here, sent with its writes: the OSTs
+    /// count the objects' blocks against them (quotas).
+    owners: std::sync::Mutex<std::collections::HashMap<weft_proto::Fid, weft_proto::msg::quota::QuotaOwner>>,
+    /// Files an OST said are close to a quota limit, until when their writes go through.
+    quota_tight: std::sync::Mutex<std::collections::HashMap<weft_proto::Fid, std::time::Instant>>,
     /// This client's advisory locks as the MDT granted them: what it replays to a new one.
     advisory: std::sync::Mutex<flock::HeldAdvisory>,
     /// Writes the OSTs answered but had not committed: what it replays after an OSS
@@ -177,6 +183,8 @@ impl Client {
             next_request_id: AtomicU64::new(1),
             reply_slots: reply_slots::ReplySlots::default(),
             opens: Default::default(),
+            owners: Default::default(),
+            quota_tight: Default::default(),
             advisory: Default::default(),
             uncommitted: Default::default(),
             polling_commits: Default::default(),

@@ -108,3 +108,11 @@ pub const UNCOMMITTED_BYTES_MAX: u64 = 1 << 30;
 pub const UNCOMMITTED_POLL_MS: u64 = 2_000;
 /// Writes replayed to one OST at once after its server restarted.
 pub const REPLAYS_IN_FLIGHT_MAX: usize = 16;
+
+/// Times a write refused by an OST for quota asks the quota master for room there before
+/// its EDQUOT goes to the program (a write larger than the room left is refused again).
+pub const QUOTA_ACQUIRES_MAX: u32 = 2;
+
+/// How long a file's writes go through after an OST said its owner is close to a quota
+/// limit there (renewed by every such answer).
+pub const QUOTA_TIGHT_HOLD_MS: u64 = 5_000;

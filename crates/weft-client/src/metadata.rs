@@ -77,7 +77,10 @@ impl Client {
     /// Changes attributes. A size change must go through [`Client::truncate`], which cuts
     /// the objects first.
     pub async fn setattr(&self, who: &Caller, fid: Fid, set: SetAttr) -> WeftResult<InodeInfo> {
-        self.mdt(who, mdt::Setattr { fid, set, open_handle: None }).await
+        let inode = self.mdt(who, mdt::Setattr { fid, set, open_handle: None }).await?;
+        // A chown or a new project: the writes that follow count against the new owner.
+        self.note_owner(&inode.attr);
+        Ok(inode)
     }
 
     /// Creates a regular file and opens it: the inode and the open handle for

@@ -183,10 +183,49 @@ impl Client {
             passthrough: opened.io == weft_proto::msg::OpenIo::Passthrough,
         };
         self.opens.lock().unwrap_or_else(|p| p.into_inner()).insert(opened.handle, open);
+        self.note_owner(&opened.inode.attr);
     }
 
     pub(crate) fn note_closed(&self, handle: u64) {
-        self.opens.lock().unwrap_or_else(|p| p.into_inner()).remove(&handle);
+        let mut opens = self.opens.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(closed) = opens.remove(&handle) {
+            if !opens.values().any(|o| o.fid == closed.fid) {
+                self.owners.lock().unwrap_or_else(|p| p.into_inner()).remove(&closed.fid);
+            }
+        }
+    }
+
+    /// The owner of an open file as the MDS last answered it (an open, a chown here).
+    pub(crate) fn note_owner(&self, attr: &weft_proto::msg::Attr) {
+        let owner = weft_proto::msg::quota::QuotaOwner { uid: attr.uid, gid: attr.gid, projid: attr.projid };
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(known) = owners.get_mut(&attr.fid) {
+            *known = owner;
+        } else if self.opens.lock().unwrap_or_else(|p| p.into_inner()).values().any(|o| o.fid == attr.fid) {
+            owners.insert(attr.fid, owner);
+        }
+    }
+
+    /// An OST said `fid`'s owner is close to its quota there: writes go through for a
+    /// while ([`Client::quota_tight`]).
+    pub(crate) fn note_quota_tight(&self, fid: weft_proto::Fid) {
+        let until = std::time::Instant::now() + std::time::Duration::from_millis(crate::limits::QUOTA_TIGHT_HOLD_MS);
+        let mut tight = self.quota_tight.lock().unwrap_or_else(|p| p.into_inner());
+        tight.retain(|_, t| *t > std::time::Instant::now());
+        tight.insert(fid, until);
+    }
+
+    /// Whether writes to `fid` should go through, not behind: an OST said recently that its
+    /// owner is close to a quota limit (so that EDQUOT reaches the write that passes it).
+    pub fn quota_tight(&self, fid: weft_proto::Fid) -> bool {
+        let tight = self.quota_tight.lock().unwrap_or_else(|p| p.into_inner());
+        !tight.is_empty() && tight.get(&fid).is_some_and(|t| *t > std::time::Instant::now())
+    }
+
+    /// Whose quotas the writes to `fid` count against; None for a file not open here (its
+    /// objects keep the owner they have).
+    pub(crate) fn owner_of(&self, fid: weft_proto::Fid) -> Option<weft_proto::msg::quota::QuotaOwner> {
+        self.owners.lock().unwrap_or_else(|p| p.into_inner()).get(&fid).copied()
     }
 
     /// Open replay: a replicated MDT's new leader does not know the opens this client made

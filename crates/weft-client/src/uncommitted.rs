@@ -17,6 +17,8 @@ pub(crate) struct Kept {
     pub fid: Fid,
     pub offset: u64,
     pub bulk: Bytes,
+    /// Whose quotas the write counted against (sent again with its replay).
+    pub owner: Option<weft_proto::msg::quota::QuotaOwner>,
 }
 
 #[derive(Debug, Default)]
@@ -124,7 +126,7 @@ mod tests {
     use super::*;
 
     fn write(len: usize) -> Kept {
-        Kept { fid: Fid::new(0x100000000, 1, 0), offset: 0, bulk: Bytes::from(vec![7u8; len]) }
+        Kept { fid: Fid::new(0x100000000, 1, 0), offset: 0, bulk: Bytes::from(vec![7u8; len]), owner: None }
     }
 
     #[test]

@@ -53,6 +53,12 @@ pub struct ProjectChange {
     pub inherit: Option<bool>,
 }
 
+/// `weft.quota:KIND:ID` (KIND `u`, `g` or `p`; `weft.quota:KIND:ID:verify` counts by a
+/// scan too): a `crate::quota::QuotaReport`. `weft.quota.set`: set a JSON
+/// `crate::quota::QuotaRequest` (root).
+pub const QUOTA_PREFIX: &str = "weft.quota:";
+pub const QUOTA_SET: &str = "weft.quota.set";
+
 pub const HSM: &str = "weft.hsm";
 /// Set (any value): release the file (its data stays in the archive only).
 pub const HSM_RELEASE: &str = "weft.hsm.release";

@@ -113,7 +113,7 @@ impl Client {
             .map(|(transno, kept)| {
                 let root = &root;
                 async move {
-                    let op = ost::Replay { fid: kept.fid, offset: kept.offset, transno };
+                    let op = ost::Replay { fid: kept.fid, offset: kept.offset, transno, owner: kept.owner };
                     match self.ost(root, ost, op, kept.bulk.clone()).await {
                         Ok((done, _)) => {
                             self.uncommitted.answered(ost, done.transno, done.committed, kept);

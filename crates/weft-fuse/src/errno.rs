@@ -82,6 +82,7 @@ mod tests {
             "ETIMEDOUT" => libc::ETIMEDOUT,
             "ENOLCK" => libc::ENOLCK,
             "EXDEV" => libc::EXDEV,
+            "EDQUOT" => libc::EDQUOT,
             other => panic!("{other}: add it to this test's names of libc errno values"),
         }
     }

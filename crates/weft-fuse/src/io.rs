@@ -169,7 +169,12 @@ impl Mount {
             }
             // The write lock travels with the queued write until it reached the OSTs.
             let (layout, locks) = self.locked_layout(&who, &file, offset, len as u64, LockMode::Pw, None).await?;
-            match write_path(file.io) {
+            // Near a quota limit the write goes through, so that its EDQUOT is its own.
+            let path = match write_path(file.io) {
+                WritePath::Queued if self.client.quota_tight(file.fid) => WritePath::Through,
+                path => path,
+            };
+            match path {
                 WritePath::Through => {
                     // After whatever an earlier mode of this inode left queued.
                     self.writes.wait_queued(file.fid).await;

@@ -12,8 +12,10 @@ use std::ffi::OsString;
 use std::os::unix::ffi::OsStrExt;
 use std::sync::Arc;
 use std::time::Instant;
+use weft_client::quota::QuotaRequest;
 use weft_client::virtual_xattr::{CreateWithLayout, HsmChange, LayoutAnswer, PathAnswer, ProjectChange, ProjectState};
 use weft_proto::layout::StripeSpec;
+use weft_proto::msg::quota::QuotaKind;
 use weft_proto::msg::{Caller, SetAttr, OPEN_READ, XATTR_CREATE, XATTR_REPLACE};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
@@ -68,6 +70,10 @@ pub enum Virtual {
     Error,
     /// get: the file's project, a JSON `ProjectState`; set: a JSON `ProjectChange` (root).
     Project,
+    /// get: `weft.quota:KIND:ID[:verify]`, a JSON `QuotaReport`.
+    Quota(QuotaKind, u32, bool),
+    /// set: a JSON `QuotaRequest` (root).
+    QuotaSet,
     /// A `weft.` name this version does not know.
     Unknown,
 }
@@ -81,6 +87,7 @@ pub fn parse(name: &[u8]) -> Option<Virtual> {
         b"fid" => Virtual::Fid,
         b"hsm" => Virtual::Hsm,
         b"project" => Virtual::Project,
+        b"quota.set" => Virtual::QuotaSet,
         b"hsm.release" => Virtual::HsmRelease,
         b"df" => Virtual::Df,
         b"map" => Virtual::Map,
@@ -97,6 +104,7 @@ pub fn parse(name: &[u8]) -> Option<Virtual> {
         _ if rest.len() > b"param:".len() && rest.starts_with(b"param:") => {
             Virtual::Param(String::from_utf8_lossy(&rest[b"param:".len()..]).into_owned())
         }
+        _ if rest.starts_with(b"quota:") => parse_quota(&rest[b"quota:".len()..]).unwrap_or(Virtual::Unknown),
         _ if rest.len() > b"create:".len() && rest.starts_with(b"create:") => {
             Virtual::Create(rest[b"create:".len()..].to_vec())
         }
@@ -108,6 +116,25 @@ pub fn parse(name: &[u8]) -> Option<Virtual> {
             None => Virtual::Unknown,
         },
     })
+}
+
+/// `KIND:ID[:verify]` of `weft.quota:`.
+fn parse_quota(rest: &[u8]) -> Option<Virtual> {
+    let text = std::str::from_utf8(rest).ok()?;
+    let mut parts = text.split(':');
+    let kind = match parts.next()? {
+        "u" => QuotaKind::User,
+        "g" => QuotaKind::Group,
+        "p" => QuotaKind::Project,
+        _ => return None,
+    };
+    let id = parts.next()?.parse().ok()?;
+    let verify = match parts.next() {
+        None => false,
+        Some("verify") => true,
+        Some(_) => return None,
+    };
+    parts.next().is_none().then_some(Virtual::Quota(kind, id, verify))
 }
 
 /// How to answer a getxattr or listxattr of a `value` with the caller's buffer `size`.
@@ -254,6 +281,7 @@ impl Mount {
             }
             Virtual::Fid => Ok(fid.to_string().into_bytes()),
             Virtual::Hsm => json(&self.client.hsm_state(who, fid).await?),
+            Virtual::Quota(kind, id, verify) => json(&self.client.quota(who, kind, id, verify).await?),
             Virtual::Project => {
                 let attr = self.client.getattr(who, fid).await?.attr;
                 json(&ProjectState { projid: attr.projid, inherit: attr.proj_inherit })
@@ -274,6 +302,7 @@ impl Mount {
                 None => Err(WeftError::new(ErrorCode::NoData, "no refusal of this thread's on this file is kept")),
             },
             Virtual::LayoutDelete
+            | Virtual::QuotaSet
             | Virtual::HsmRelease
             | Virtual::Create(_)
             | Virtual::Param(_)
@@ -293,6 +322,10 @@ impl Mount {
                 self.client.setstripe(who, fid, spec).await
             }
             Virtual::LayoutDelete => self.client.deletestripe(who, fid).await,
+            Virtual::QuotaSet => {
+                let request: QuotaRequest = from_json(value, "weft.quota.set", "{Set|Delete|Grace}")?;
+                self.client.set_quota(who, request).await
+            }
             Virtual::Project => {
                 let change: ProjectChange = from_json(value, "weft.project", "{projid, inherit}")?;
                 let set = SetAttr { projid: change.projid, proj_inherit: change.inherit, ..SetAttr::default() };

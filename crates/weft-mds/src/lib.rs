@@ -50,6 +50,7 @@ pub mod objects;
 pub mod open_files;
 pub mod ops;
 pub mod perm;
+mod quota_master;
 pub mod replica;
 pub mod replies;
 pub mod schema;
@@ -76,6 +77,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::{oneshot, Notify};
+use weft_proto::msg::quota::{QuotaGrant, QuotaUseEntry};
 use weft_proto::msg::{mdt, ClusterMap, FileType, MdtReply, MdtRequest, RequestHeader, Run, Timestamp};
 use weft_proto::{ErrorCode, Fid, StripeSpec, WeftError, WeftResult};
 
@@ -127,6 +129,16 @@ pub trait ObjectTargets: Send + Sync + 'static {
         above_oid: Option<u32>,
         mds_start: u64,
     ) -> BoxFuture<'static, WeftResult<weft_proto::msg::ost::Orphans>>;
+    /// The blocks of every id on that OST (`ost::QuotaUsageAll`), for the quota master.
+    fn quota_usage(&self, ost: u32) -> BoxFuture<'static, WeftResult<Vec<QuotaUseEntry>>> {
+        let _ = ost;
+        Box::pin(async { Err(WeftError::new(ErrorCode::NotSupported, "these targets keep no quota")) })
+    }
+    /// The quota master's grants for that OST (`ost::QuotaGrants`), replacing the earlier.
+    fn quota_grants(&self, ost: u32, grants: Vec<QuotaGrant>) -> BoxFuture<'static, WeftResult<Vec<QuotaUseEntry>>> {
+        let _ = (ost, grants);
+        Box::pin(async { Err(WeftError::new(ErrorCode::NotSupported, "these targets keep no quota")) })
+    }
 }
 
 /// Counters for tests and monitoring.
@@ -187,12 +199,23 @@ pub struct Core {
     view: Mutex<Arc<store::Tables>>,
     /// A replicated MDT's: reads are answered only while it holds (replica.rs).
     lease: Option<Arc<replica::Lease>>,
+    /// The quota master's memory between rounds (quota_master.rs).
+    pub quota: quota_master::Master,
     /// Until when clients may replay their opens (a replicated MDT's new leader; see
     /// [`Mds::end_open_replay_in`]).
     pub replay_opens_until: Mutex<Option<std::time::Instant>>,
 }
 
 impl Core {
+    /// Ok while this MDS may answer and act: always for a single MDT; for a replicated
+    /// one's leader, while its read lease holds.
+    pub fn lease_ok(&self) -> WeftResult<()> {
+        match &self.lease {
+            Some(lease) => lease.check(),
+            None => Ok(()),
+        }
+    }
+
     pub fn open_files(&self) -> std::sync::MutexGuard<'_, OpenFiles> {
         self.open_files.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -303,12 +326,14 @@ impl Mds {
             clock,
             view: Mutex::new(Arc::new(view)),
             lease,
+            quota: quota_master::Master::default(),
         });
         let (queue, writer_thread) = writer::Queue::start(core.clone())?;
         let mut tasks = background::spawn_all(core.clone(), queue.clone(), cfg.checkpoint_interval);
         if cfg.open_replay_window.is_some() {
             tasks.push(tokio::spawn(background::orphans_after_replay(core.clone(), queue.clone())));
         }
+        tasks.push(tokio::spawn(quota_master::quota_task(core.clone(), queue.clone())));
         Ok(Arc::new(Mds {
             core,
             queue,
@@ -457,14 +482,32 @@ impl Mds {
         // read (it could be stale), nor a change (it would wait on lock callbacks and then
         // on a group that no longer follows it).
         self.check_lease()?;
+        if let MdtRequest::QuotaAcquire(op) = &req {
+            // The master's round talks to the OSTs: not an op of a batch or a snapshot.
+            return self
+                .core
+                .quota
+                .round(&self.core, &self.queue, Some((op.owner, op.ost)))
+                .await
+                .map(MdtReply::Granted);
+        }
         if let (MdtRequest::ReplayOpens(_), Some(ns)) = (&req, self.locks.get()) {
             // The client is coming back: its lock replay follows (a window gives it time).
             ns.replay_begun(header.client_id);
         }
-        match self.locks.get() {
+        // New limits reach the OSTs before the answer: the next write is held to them.
+        let limits_change =
+            matches!(req, MdtRequest::QuotaSet(_) | MdtRequest::QuotaDelete(_) | MdtRequest::QuotaSetGrace(_));
+        let answer = match self.locks.get() {
             Some(ns) => locking::handle(self, ns, header, req, run).await,
             None => self.execute(header, req, run).await,
+        };
+        if limits_change && answer.is_ok() {
+            if let Err(e) = self.core.quota.round(&self.core, &self.queue, None).await {
+                tracing::warn!(error = %e, "granting the new quota limits to the OSTs failed; the next round does");
+            }
         }
+        answer
     }
 
     /// Ends the window for open replays `window` from now, sooner or later than it was to
@@ -480,10 +523,7 @@ impl Mds {
     /// Ok while this MDS may answer: always for a single MDT; for a replicated one's leader,
     /// while its read lease holds (replica.rs), else the `Moved` error.
     pub fn check_lease(&self) -> WeftResult<()> {
-        match &self.core.lease {
-            Some(lease) => lease.check(),
-            None => Ok(()),
-        }
+        self.core.lease_ok()
     }
 
     /// Whether the writer of open `handle` may still take the file's recorded size as

@@ -34,6 +34,7 @@
 use serde::{Deserialize, Serialize};
 use weft_proto::acl::Acl;
 use weft_proto::fid::{SEQ_METADATA_BASE, SEQ_PER_MDT};
+use weft_proto::msg::quota::{QuotaKind, QuotaLimits, QuotaOwner, GRACE_DEFAULT_S};
 use weft_proto::msg::{FileType, Timestamp};
 use weft_proto::{Fid, Layout, StripeSpec, WeftError, WeftResult};
 
@@ -120,12 +121,18 @@ pub const TABLE_RESYNC_QUEUE: u8 = 14;
 /// window after the MDT's server died waits for these clients to replay (Lustre keeps its
 /// clients in `last_rcvd`).
 pub const TABLE_CLIENTS: u8 = 15;
+/// Inodes per quota id: key `[kind][id u32 BE]` ([`quota_key`]) -> u64 BE. Changed in the
+/// batch that makes, removes or re-owns an inode, so it is as durable as the inode.
+pub const TABLE_QUOTA_USAGE: u8 = 16;
+/// The quota master's (MDT0's) limits: `[kind][id u32 BE]` -> [`QuotaRecord`] (id
+/// `DEFAULT_ID`: the kind's default), and `[kind]` + `b"grace"` -> the kind's grace times.
+pub const TABLE_QUOTA_LIMITS: u8 = 17;
 /// The last table: tables are `TABLE_INODES..=TABLE_LAST` (and `meta`).
-pub const TABLE_LAST: u8 = TABLE_CLIENTS;
+pub const TABLE_LAST: u8 = TABLE_QUOTA_LIMITS;
 
 /// The tables' names (redb's table names), by id. Ids are fixed within a format version:
 /// journal records name tables by id.
-pub const TABLE_NAMES: [&str; 16] = [
+pub const TABLE_NAMES: [&str; 18] = [
     "meta",
     "inodes",
     "dentries",
@@ -142,7 +149,46 @@ pub const TABLE_NAMES: [&str; 16] = [
     "hsm_by_fid",
     "resync_queue",
     "clients",
+    "quota_usage",
+    "quota_limits",
 ];
+
+/// The key of a quota id's row in [`TABLE_QUOTA_USAGE`] and [`TABLE_QUOTA_LIMITS`].
+pub fn quota_key(kind: QuotaKind, id: u32) -> [u8; 5] {
+    let mut k = [0u8; 5];
+    k[0] = kind.index();
+    k[1..].copy_from_slice(&id.to_be_bytes());
+    k
+}
+
+/// The key of a kind's grace times in [`TABLE_QUOTA_LIMITS`].
+pub fn quota_grace_key(kind: QuotaKind) -> [u8; 6] {
+    let mut k = *b"?grace";
+    k[0] = kind.index();
+    k
+}
+
+/// An id's limits and, while it is over a soft limit, when the grace ends.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+pub struct QuotaRecord {
+    pub limits: QuotaLimits,
+    /// Unix seconds; None while the id is not over the soft limit.
+    pub block_grace_end: Option<u64>,
+    pub inode_grace_end: Option<u64>,
+}
+
+/// A kind's grace times, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct QuotaGrace {
+    pub block_s: u64,
+    pub inode_s: u64,
+}
+
+impl Default for QuotaGrace {
+    fn default() -> QuotaGrace {
+        QuotaGrace { block_s: GRACE_DEFAULT_S, inode_s: GRACE_DEFAULT_S }
+    }
+}
 
 /// Whether `id` is a table a mutation writes (every table but `meta`).
 pub fn is_table_id(id: u8) -> bool {
@@ -187,6 +233,11 @@ pub struct InodeRecord {
 }
 
 impl InodeRecord {
+    /// The ids the inode counts against.
+    pub fn quota_owner(&self) -> QuotaOwner {
+        QuotaOwner { uid: self.uid, gid: self.gid, projid: self.projid }
+    }
+
     /// A new inode as `kind` starts: empty, one link (two for a directory), times `now`.
     pub fn new(kind: FileType, mode: u32, uid: u32, gid: u32, now: Timestamp) -> InodeRecord {
         InodeRecord {

@@ -38,9 +38,18 @@ pub fn format_changes(kv: &dyn KvStore, mdt_index: u32) -> WeftResult<Option<Vec
             let v: [u8; 4] = v.as_slice().try_into().map_err(|_| WeftError::io("corrupt MDT format marker"))?;
             let v = u32::from_be_bytes(v);
             if schema::FORMAT_VERSIONS_UPGRADABLE.contains(&v) {
-                // The new version only adds tables, which opening the store made (empty).
+                // The new version adds tables, which opening the store made (empty), and
+                // inode records that still decode; the quota counters (format 6) are
+                // counted from the inodes the checkpoint holds.
                 tracing::info!(from = v, to = schema::FORMAT_VERSION, "MDT format upgraded");
-                return Ok(Some(vec![format]));
+                let counts = store::Tables::at_checkpoint(kv)?.quota_scan()?;
+                let mut changes = vec![format];
+                changes.extend(counts.into_iter().map(|((kind, id), n)| Change {
+                    table: schema::TABLE_QUOTA_USAGE,
+                    key: schema::quota_key(kind, id).to_vec(),
+                    value: Some(n.to_be_bytes().to_vec()),
+                }));
+                return Ok(Some(changes));
             }
             if v != schema::FORMAT_VERSION {
                 return Err(WeftError::new(
@@ -71,6 +80,14 @@ pub fn format_changes(kv: &dyn KvStore, mdt_index: u32) -> WeftResult<Option<Vec
                     key: Fid::ROOT.to_bytes().to_vec(),
                     value: Some(schema::encode_inode(&rec)),
                 });
+                // The root counts against user, group and project 0, as every inode counts.
+                for kind in weft_proto::msg::quota::QuotaKind::ALL {
+                    changes.push(Change {
+                        table: schema::TABLE_QUOTA_USAGE,
+                        key: schema::quota_key(kind, 0).to_vec(),
+                        value: Some(1u64.to_be_bytes().to_vec()),
+                    });
+                }
             }
             Ok(Some(changes))
         }

@@ -507,7 +507,11 @@ impl WriteTables {
         self.put(table, key, value)
     }
 
+    /// Writes an inode; its count moves to its owner's quota ids when it is new or they
+    /// changed (store_quota.rs).
     pub fn put_inode(&mut self, fid: Fid, rec: &InodeRecord) -> WeftResult<()> {
+        let old = self.inode(fid)?.map(|r| r.quota_owner());
+        self.account_inode(old, Some(rec.quota_owner()))?;
         self.put(schema::TABLE_INODES, fid.to_bytes().as_slice(), schema::encode_inode(rec).as_slice())?;
         Ok(())
     }
@@ -577,7 +581,9 @@ impl WriteTables {
     /// Removes an inode for good: its record, xattrs, orphan mark; queues its objects for
     /// destroy. The caller has removed every name already.
     pub fn destroy_inode(&mut self, fid: Fid, rec: &InodeRecord) -> WeftResult<()> {
-        self.del(schema::TABLE_INODES, fid.to_bytes().as_slice())?;
+        if self.del(schema::TABLE_INODES, fid.to_bytes().as_slice())? {
+            self.account_inode(Some(rec.quota_owner()), None)?;
+        }
         self.remove_orphan(fid)?;
         if rec.layout.as_ref().is_some_and(|l| l.is_mirrored()) {
             self.unqueue_resync(fid)?;
@@ -674,6 +680,8 @@ pub fn change_rows(changes: &[Change]) -> WeftResult<impl Iterator<Item = StoreR
 
 #[path = "store_lists.rs"]
 mod lists;
+#[path = "store_quota.rs"]
+mod quota;
 
 #[cfg(test)]
 #[path = "store_tests.rs"]

@@ -72,6 +72,9 @@ pub enum InternalOp {
     /// Records clients as holding this MDT's locks, or forgets them; `complete`: the
     /// record now names every such client (clients.rs).
     LockClients { add: Vec<u64>, remove: Vec<u64>, complete: bool },
+    /// The quota master found `kind` `id`'s blocks over its soft limit (`end`: when its grace
+    /// ends) or back under it (None).
+    QuotaBlockGrace { kind: weft_proto::msg::quota::QuotaKind, id: u32, end: Option<u64> },
     /// Write the state in memory into redb durably (fsync) and empty the journal; see
     /// journal.rs and store.rs.
     Checkpoint,
@@ -401,6 +404,12 @@ fn apply_internal(core: &Core, t: &mut WriteTables, op: &InternalOp) -> WeftResu
         InternalOp::SkipPast { ost, last_oid } => {
             t.persist_next_oid(*ost, last_oid.saturating_add(1))?;
             t.persist_created_oid(*ost, *last_oid)?;
+            Ok(0)
+        }
+        InternalOp::QuotaBlockGrace { kind, id, end } => {
+            let mut rec = t.quota_record(*kind, *id)?.unwrap_or_default();
+            rec.block_grace_end = *end;
+            t.put_quota_record(*kind, *id, &rec)?;
             Ok(0)
         }
         InternalOp::DestroyDone(done) => {

@@ -18,6 +18,7 @@ mod durable;
 mod handles;
 pub mod limits;
 mod ost;
+mod quota;
 pub mod store;
 mod target;
 

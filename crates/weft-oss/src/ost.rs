@@ -31,6 +31,8 @@ pub(crate) struct Ost {
     orphans_done: Mutex<Option<(u64, ost::Orphans)>>,
     /// Transnos, commits and the replay window after a restart (commit.rs).
     commits: Commits,
+    /// Blocks per user, group and project (quota.rs).
+    usage: crate::quota::Usage,
 }
 
 impl std::fmt::Debug for Ost {
@@ -58,6 +60,7 @@ impl Ost {
             store.sync_all().map_err(|e| ost_error(index, e))?;
         }
         store.set_commit_record(record).map_err(|e| ost_error(index, e))?;
+        let usage = crate::quota::Usage::scan(&*store).map_err(|e| ost_error(index, e))?;
         let size_max = match weft_proto::layout::dom_mdt(index) {
             Some(_) => weft_proto::limits::DOM_SIZE_MAX_BYTES,
             None => OBJECT_SIZE_MAX_BYTES,
@@ -70,6 +73,7 @@ impl Ost {
             last_id: Mutex::new(last_id),
             orphans_done: Mutex::new(None),
             commits,
+            usage,
         })
     }
 
@@ -114,9 +118,11 @@ impl Ost {
         }
     }
 
-    fn write(&self, fid: &Fid, offset: u64, sync: bool, bulk: &[u8]) -> WeftResult<ost::WriteDone> {
+    fn write(&self, op: &ost::Write, bulk: &[u8]) -> WeftResult<ost::WriteDone> {
+        let ost::Write { ref fid, offset, sync, owner } = *op;
         let oid = self.object_id(fid)?;
         let len = self.write_len(offset, bulk)?;
+        self.admit_quota(oid, owner, u64::from(len))?;
         let end = offset + u64::from(len);
         let transno = self.commits.with_window(std::time::Instant::now(), |window| {
             self.write_all(oid, offset, bulk)?;
@@ -127,8 +133,9 @@ impl Ost {
             }
             Ok::<_, WeftError>(transno)
         })?;
+        self.account(oid, owner)?;
         let committed = if sync { self.commit()? } else { self.commits.committed() };
-        Ok(ost::WriteDone { len, transno, committed })
+        Ok(ost::WriteDone { len, transno, committed, quota_tight: self.usage.tight(oid) })
     }
 
     /// A write sent again after a restart (commit.rs): the parts of its range that no later
@@ -172,7 +179,9 @@ impl Ost {
             self.commits.record(window, oid, op.offset, end, op.transno);
             Ok(Some(self.commits.issue(oid)))
         })?;
-        Ok(ost::WriteDone { len, transno: done.unwrap_or(0), committed: self.commits.committed() })
+        self.account(oid, op.owner)?;
+        let quota_tight = self.usage.tight(oid);
+        Ok(ost::WriteDone { len, transno: done.unwrap_or(0), committed: self.commits.committed(), quota_tight })
     }
 
     /// Commits every change answered so far (commit.rs): the objects written since the
@@ -246,7 +255,34 @@ impl Ost {
             }
             Ok::<_, WeftError>(())
         })?;
+        self.account(oid, None)?;
         self.commit().map(drop)
+    }
+
+    /// EDQUOT when `len` more bytes would take one of the object's ids past this OST's
+    /// share of its quota (the client then asks the master for more, and tries again).
+    fn admit_quota(&self, oid: u32, owner: Option<weft_proto::msg::quota::QuotaOwner>, len: u64) -> WeftResult<()> {
+        self.usage
+            .admit(oid, owner, len)
+            .map_err(|why| WeftError::new(ErrorCode::QuotaExceeded, format!("OST {}: {why}", self.index)))
+    }
+
+    /// Moves object `oid`'s blocks in the quota usage after a change to it, to `owner` when
+    /// the request named one; a new owner is recorded with the object.
+    fn account(&self, oid: u32, owner: Option<weft_proto::msg::quota::QuotaOwner>) -> WeftResult<()> {
+        let blocks = self.store.stat(oid).map_err(|e| self.error(e))?.blocks;
+        if let Some(new) = self.usage.changed(oid, owner, blocks) {
+            self.store.set_owner(oid, new).map_err(|e| self.error(e))?;
+        }
+        Ok(())
+    }
+
+    fn quota_usage(&self, op: &ost::QuotaUsage) -> WeftResult<weft_proto::msg::quota::QuotaUse> {
+        let scanned_kib = match op.verify {
+            true => Some(crate::quota::Usage::scan(&*self.store).map_err(|e| self.error(e))?.used_kib(op.kind, op.id)),
+            false => None,
+        };
+        Ok(weft_proto::msg::quota::QuotaUse { used_kib: self.usage.used_kib(op.kind, op.id), scanned_kib })
     }
 
     fn fallocate(&self, op: &ost::Fallocate) -> WeftResult<()> {
@@ -264,7 +300,9 @@ impl Ost {
             ));
         }
         if !op.mode.clears() {
-            return self.store.fallocate(oid, op.offset, op.len, op.mode, op.keep_size).map_err(|e| self.error(e));
+            self.admit_quota(oid, op.owner, op.len)?;
+            self.store.fallocate(oid, op.offset, op.len, op.mode, op.keep_size).map_err(|e| self.error(e))?;
+            return self.account(oid, op.owner);
         }
         // As a truncate: no replay of an earlier write may bring the cleared bytes back.
         self.commits.with_window(std::time::Instant::now(), |window| {
@@ -275,6 +313,7 @@ impl Ost {
             }
             Ok::<_, WeftError>(())
         })?;
+        self.account(oid, op.owner)?;
         self.commit().map(drop)
     }
 
@@ -311,6 +350,7 @@ impl Ost {
     fn destroy(&self, fid: &Fid) -> WeftResult<()> {
         let oid = self.object_id(fid)?;
         self.store.remove(oid).map_err(|e| self.error(e))?;
+        self.usage.removed(oid);
         self.commits.destroyed(oid);
         Ok(())
     }
@@ -387,6 +427,7 @@ impl Ost {
                 }
                 for oid in orphans {
                     self.store.remove(oid).map_err(|e| self.error(e))?;
+                    self.usage.removed(oid);
                     // Its id goes to a new file: a replay of a write to the lost one must
                     // not land in it.
                     self.commits.destroyed(oid);
@@ -423,7 +464,7 @@ impl Handle for ost::Read {
 
 impl Handle for ost::Write {
     fn run(&self, ost: &Ost, bulk: &Bytes) -> WeftResult<(ost::WriteDone, Bytes)> {
-        Ok((ost.write(&self.fid, self.offset, self.sync, bulk)?, Bytes::new()))
+        Ok((ost.write(self, bulk)?, Bytes::new()))
     }
 }
 
@@ -485,6 +526,24 @@ impl Handle for ost::Statfs {
 impl Handle for ost::DestroyOrphans {
     fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<(ost::Orphans, Bytes)> {
         Ok((ost.destroy_orphans(self.above_oid, self.mds_start)?, Bytes::new()))
+    }
+}
+
+impl Handle for ost::QuotaUsage {
+    fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<(weft_proto::msg::quota::QuotaUse, Bytes)> {
+        Ok((ost.quota_usage(self)?, Bytes::new()))
+    }
+}
+
+impl Handle for ost::QuotaUsageAll {
+    fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<(Vec<weft_proto::msg::quota::QuotaUseEntry>, Bytes)> {
+        Ok((ost.usage.all_used(), Bytes::new()))
+    }
+}
+
+impl Handle for ost::QuotaGrants {
+    fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<(Vec<weft_proto::msg::quota::QuotaUseEntry>, Bytes)> {
+        Ok((ost.usage.set_grants(&self.grants), Bytes::new()))
     }
 }
 

@@ -29,7 +29,7 @@ pub(crate) struct Client {
 
 impl Client {
     pub(crate) async fn try_write(&self, oid: u32, offset: u64, data: &[u8], sync: bool) -> WeftResult<OstReply> {
-        let req = OstRequest::Write(msg::ost::Write { fid: fid(self.ost, oid), offset, sync });
+        let req = OstRequest::Write(msg::ost::Write { fid: fid(self.ost, oid), offset, sync, owner: None });
         self.oss.handle(self.ost, req, Bytes::copy_from_slice(data), Run::Offload).await.0
     }
     /// The write's answer (its transno and what the OST committed).
@@ -46,7 +46,7 @@ impl Client {
         data: &[u8],
         transno: u64,
     ) -> WeftResult<msg::ost::WriteDone> {
-        let req = OstRequest::Replay(msg::ost::Replay { fid: fid(self.ost, oid), offset, transno });
+        let req = OstRequest::Replay(msg::ost::Replay { fid: fid(self.ost, oid), offset, transno, owner: None });
         match self.oss.handle(self.ost, req, Bytes::copy_from_slice(data), Run::Offload).await.0? {
             OstReply::Written(done) => Ok(done),
             other => panic!("a replay answered {other:?}"),
@@ -151,7 +151,7 @@ async fn fallocate_allocates_punches_and_zeroes_object_files() {
     let tmp = tempfile::tempdir().unwrap();
     let c = start(tmp.path(), 0);
     let falloc = |oid, offset, len, mode, keep_size| {
-        c.request(OstRequest::Fallocate(Fallocate { fid: fid(0, oid), offset, len, mode, keep_size }))
+        c.request(OstRequest::Fallocate(Fallocate { fid: fid(0, oid), offset, len, mode, keep_size, owner: None }))
     };
     // Allocating extends and takes blocks; with keep_size only the blocks.
     assert_eq!(falloc(1, 0, 1 << 20, FallocMode::Allocate, false).await, Ok(OstReply::Empty));
@@ -310,7 +310,7 @@ async fn foreign_fids_and_unserved_osts_are_rejected() {
     let wrong = Fid::new(Fid::object_seq(3), 1, 0);
     for req in [
         OstRequest::Read(msg::ost::Read { fid: wrong, offset: 0, len: 10 }),
-        OstRequest::Write(msg::ost::Write { fid: wrong, offset: 0, sync: false }),
+        OstRequest::Write(msg::ost::Write { fid: wrong, offset: 0, sync: false, owner: None }),
         OstRequest::Getattr(msg::ost::Getattr { fid: wrong }),
         OstRequest::Destroy(msg::ost::Destroy { fid: wrong }),
         OstRequest::Getattr(msg::ost::Getattr { fid: Fid::ROOT }),
@@ -461,7 +461,7 @@ async fn direct_and_buffered_io_of_one_object_read_back_the_same() {
         let pad = buf.as_ptr().align_offset(4096);
         buf[pad..pad + data.len()].copy_from_slice(&data);
         let bulk = Bytes::from(buf).slice(pad..pad + data.len());
-        let req = OstRequest::Write(msg::ost::Write { fid: fid(0, 1), offset, sync: false });
+        let req = OstRequest::Write(msg::ost::Write { fid: fid(0, 1), offset, sync: false, owner: None });
         let written = c.oss.handle(0, req, bulk, Run::Offload).await.0;
         assert!(matches!(written, Ok(OstReply::Written(d)) if d.len == len as u32), "{written:?}");
     }

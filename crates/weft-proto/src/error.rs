@@ -62,6 +62,9 @@ pub enum ErrorCode {
     /// A rename or link that would take a file out of its project into a directory that
     /// passes another one on; programs such as mv then copy instead (EXDEV).
     CrossDevice,
+    /// A user's, group's or project's quota is used up: past its hard limit, or past its
+    /// soft limit for longer than the grace time (EDQUOT).
+    QuotaExceeded,
 }
 
 /// An error with its code and a sentence a person can act on.
@@ -124,6 +127,7 @@ impl ErrorCode {
             ErrorCode::NoLocks => libc::ENOLCK,
             ErrorCode::Moved => libc::EAGAIN,
             ErrorCode::CrossDevice => libc::EXDEV,
+            ErrorCode::QuotaExceeded => libc::EDQUOT,
         }
     }
 }

@@ -157,7 +157,10 @@ fn header(client_id: u64) -> RequestHeader {
 }
 
 fn write_req() -> RequestBody {
-    RequestBody::Ost { ost: 0, op: OstRequest::Write(ost::Write { fid: Fid::new(1, 2, 0), offset: 0, sync: false }) }
+    RequestBody::Ost {
+        ost: 0,
+        op: OstRequest::Write(ost::Write { fid: Fid::new(1, 2, 0), offset: 0, sync: false, owner: None }),
+    }
 }
 
 /// One client instance: its peer to the cluster's server and, in-process, its registration.

@@ -47,6 +47,7 @@ impl Handler for Writes {
                             len: bulk.len() as u32,
                             transno: 0,
                             committed: 0,
+                            quota_tight: false,
                         }))),
                         Bytes::new(),
                     )
@@ -75,7 +76,7 @@ async fn send_write(stream: &mut TcpStream, client_id: u64, xid: u64, data: &str
         header: RequestHeader { client_id, request_id: xid, ..Default::default() },
         body: RequestBody::Ost {
             ost: 0,
-            op: OstRequest::Write(ost::Write { fid: Fid::new(1, 1, 0), offset: 0, sync: false }),
+            op: OstRequest::Write(ost::Write { fid: Fid::new(1, 1, 0), offset: 0, sync: false, owner: None }),
         },
     };
     let msg = encode_message(&request).unwrap();
@@ -114,7 +115,10 @@ async fn a_held_request_of_a_closed_connection_is_not_run() {
     let mut open = TcpStream::connect(&addr).await.unwrap();
     send_write(&mut open, 8, 1, "control").await;
     let reply = until(&mut open, 1, FrameKind::Reply).await.unwrap();
-    assert_eq!(reply, Ok(ReplyBody::Ost(OstReply::Written(ost::WriteDone { len: 7, transno: 0, committed: 0 }))));
+    assert_eq!(
+        reply,
+        Ok(ReplyBody::Ost(OstReply::Written(ost::WriteDone { len: 7, transno: 0, committed: 0, quota_tight: false })))
+    );
     // The three that had tokens ran; the held copy of the closed connection never did.
     assert_eq!(writes.ran(), ["old1", "old2", "old3", "control"]);
 }

@@ -49,7 +49,12 @@ async fn start(addr: &str) -> (Arc<Echo>, Arc<Server>, String) {
 fn write_req(n: u64) -> RequestBody {
     RequestBody::Ost {
         ost: 0,
-        op: OstRequest::Write(ost::Write { fid: weft_proto::Fid::new(1, n as u32, 0), offset: 0, sync: false }),
+        op: OstRequest::Write(ost::Write {
+            fid: weft_proto::Fid::new(1, n as u32, 0),
+            offset: 0,
+            sync: false,
+            owner: None,
+        }),
     }
 }
 

@@ -7,6 +7,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 use weft_oss::Oss;
 use weft_proto::msg::ops::Op;
+use weft_proto::msg::quota::{QuotaGrant, QuotaUseEntry};
 use weft_proto::msg::Run;
 use weft_proto::msg::{ost, OstReply, OstRequest, TargetKind};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
@@ -109,5 +110,13 @@ impl weft_mds::ObjectTargets for NetTargets {
 
     fn destroy(&self, ost: u32, fid: Fid) -> BoxFuture<'static, WeftResult<()>> {
         self.call(ost, ost::Destroy { fid })
+    }
+
+    fn quota_usage(&self, ost: u32) -> BoxFuture<'static, WeftResult<Vec<QuotaUseEntry>>> {
+        self.call(ost, ost::QuotaUsageAll {})
+    }
+
+    fn quota_grants(&self, ost: u32, grants: Vec<QuotaGrant>) -> BoxFuture<'static, WeftResult<Vec<QuotaUseEntry>>> {
+        self.call(ost, ost::QuotaGrants { grants })
     }
 }

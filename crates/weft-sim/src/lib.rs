@@ -320,7 +320,7 @@ impl Sim {
         let offset = self.rng.below(WRITE_OFFSET_MAX);
         let len = 1 + self.rng.below(WRITE_BYTES_MAX);
         let data = self.rng.bytes(len);
-        let op = ost::Write { fid: object, offset: offset as u64, sync: false };
+        let op = ost::Write { fid: object, offset: offset as u64, sync: false, owner: None };
         let bulk = Bytes::from(data.clone());
         match self.machine().ost(op, bulk.clone()).await {
             Ok((done, _)) if done.len as usize == len => {
@@ -371,7 +371,7 @@ impl Sim {
             writes.swap(i, self.rng.below(i + 1));
         }
         for (transno, (object, offset, bulk)) in writes {
-            let op = ost::Replay { fid: object, offset, transno };
+            let op = ost::Replay { fid: object, offset, transno, owner: None };
             match self.machine().ost(op, bulk.clone()).await {
                 Ok((done, _)) => {
                     self.note(format!("replay {object} {offset}+{} transno {transno:#x}", bulk.len()));

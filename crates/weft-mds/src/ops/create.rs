@@ -70,10 +70,12 @@ pub fn create(ctx: &mut OpCtx<'_>, req: &mdt::Create) -> WeftResult<mdt::Opened>
     }
     let mut dir = check_new_entry(ctx, parent, name)?;
     let spec = layout_spec(ctx.t, &dir, explicit)?;
+    let mut rec = super::new_record(FileType::Regular, mode, umask, ctx.who, &dir, ctx.now);
+    let admitted = super::quota::admit_inode(ctx.t, ctx.who, rec.quota_owner(), ctx.now)?;
     // Checks done: writes follow.
+    admitted.write(ctx.t)?;
     let layout = layout_from(ctx, &spec, 0)?;
     let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
-    let mut rec = super::new_record(FileType::Regular, mode, umask, ctx.who, &dir, ctx.now);
     rec.layout = Some(layout);
     let writes = open_flags & OPEN_WRITE != 0;
     rec.size_known = !writes;
@@ -102,10 +104,12 @@ impl Mutation for mdt::CreateTmpfile {
             return Err(err(ErrorCode::NotFound, format!("directory {} was removed", self.parent)));
         }
         let spec = layout_spec(ctx.t, &dir, None)?;
+        let mut rec = super::new_record(FileType::Regular, self.mode, self.umask, ctx.who, &dir, ctx.now);
+        let admitted = super::quota::admit_inode(ctx.t, ctx.who, rec.quota_owner(), ctx.now)?;
         // Checks done: writes follow.
+        admitted.write(ctx.t)?;
         let layout = layout_from(ctx, &spec, 0)?;
         let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
-        let mut rec = super::new_record(FileType::Regular, self.mode, self.umask, ctx.who, &dir, ctx.now);
         rec.nlink = 0;
         rec.layout = Some(layout);
         rec.size_known = self.open_flags & OPEN_WRITE == 0;

@@ -10,9 +10,11 @@ pub fn mkdir(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8], mode: u32, umask: u3
     if dir.nlink >= LINKS_PER_INODE_MAX {
         return Err(err(ErrorCode::TooManyLinks, format!("directory {parent} has too many subdirectories")));
     }
-    // Checks done: writes follow.
-    let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
     let mut rec = super::new_record(FileType::Directory, mode, umask, ctx.who, &dir, ctx.now);
+    let admitted = super::quota::admit_inode(ctx.t, ctx.who, rec.quota_owner(), ctx.now)?;
+    // Checks done: writes follow.
+    admitted.write(ctx.t)?;
+    let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
     rec.size = crate::limits::DIRECTORY_SIZE_BYTES;
     rec.parent = Some(parent);
     // New subdirectories inherit the default layout, as in Lustre.

@@ -19,9 +19,11 @@ pub fn mknod(ctx: &mut OpCtx<'_>, req: &mdt::Mknod) -> WeftResult<InodeInfo> {
         }
     }
     let mut dir = check_new_entry(ctx, parent, name)?;
-    // Checks done: writes follow.
-    let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
     let mut rec = super::new_record(kind, mode, umask, ctx.who, &dir, ctx.now);
+    let admitted = super::quota::admit_inode(ctx.t, ctx.who, rec.quota_owner(), ctx.now)?;
+    // Checks done: writes follow.
+    admitted.write(ctx.t)?;
+    let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
     if matches!(kind, FileType::CharDevice | FileType::BlockDevice) {
         rec.rdev = rdev;
     }

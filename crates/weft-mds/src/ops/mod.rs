@@ -19,6 +19,7 @@ pub mod mirror;
 pub mod mkdir;
 pub mod mknod;
 pub mod open;
+pub mod quota;
 pub mod readdir;
 pub mod rename;
 pub mod replay;

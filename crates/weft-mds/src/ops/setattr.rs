@@ -53,7 +53,14 @@ pub fn setattr(ctx: &mut OpCtx<'_>, fid: Fid, set: &SetAttr, open_handle: Option
             return Err(WeftError::invalid("only a directory passes its project on (-s)"));
         }
     }
+    let new_owner = weft_proto::msg::quota::QuotaOwner {
+        uid: set.uid.unwrap_or(rec.uid),
+        gid: set.gid.unwrap_or(rec.gid),
+        projid: set.projid.unwrap_or(rec.projid),
+    };
+    let admitted = super::quota::admit_transfer(ctx.t, who, rec.quota_owner(), new_owner, ctx.now)?;
     // Checks done: writes follow.
+    admitted.write(ctx.t)?;
     let now = ctx.now;
     if let Some(m) = new_mode {
         rec.mode = m;

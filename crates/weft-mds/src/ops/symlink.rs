@@ -17,9 +17,11 @@ pub fn symlink(ctx: &mut OpCtx<'_>, parent: Fid, name: &[u8], target: &[u8]) -> 
         ));
     }
     let mut dir = check_new_entry(ctx, parent, name)?;
-    // Checks done: writes follow.
-    let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
     let mut rec = super::new_record(FileType::Symlink, 0o777, 0, ctx.who, &dir, ctx.now);
+    let admitted = super::quota::admit_inode(ctx.t, ctx.who, rec.quota_owner(), ctx.now)?;
+    // Checks done: writes follow.
+    admitted.write(ctx.t)?;
+    let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
     rec.size = target.len() as u64;
     rec.symlink_target = Some(target.to_vec());
     ctx.t.put_inode(fid, &rec)?;

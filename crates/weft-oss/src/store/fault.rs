@@ -11,6 +11,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use weft_proto::faults::{Fault, FaultPlan};
 use weft_proto::msg::ost::{FallocMode, ObjectAttr};
+use weft_proto::msg::quota::QuotaOwner;
 use weft_proto::msg::StatfsInfo;
 
 #[derive(Debug)]
@@ -122,6 +123,19 @@ impl<S: ObjectStore> ObjectStore for FaultStore<S> {
     fn local_path(&self, oid: u32) -> StoreResult<Option<PathBuf>> {
         self.check(|| format!("object {oid}: local path"))?;
         self.inner.local_path(oid)
+    }
+
+    fn owner(&self, oid: u32) -> StoreResult<Option<QuotaOwner>> {
+        self.inner.owner(oid)
+    }
+
+    fn set_owner(&self, oid: u32, owner: QuotaOwner) -> StoreResult<()> {
+        self.check(|| format!("object {oid}: set owner"))?;
+        self.inner.set_owner(oid, owner)
+    }
+
+    fn object_ids(&self) -> StoreResult<Vec<u32>> {
+        self.inner.object_ids()
     }
 }
 

@@ -37,6 +37,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use weft_proto::limits::BULK_ALIGN_BYTES;
 use weft_proto::msg::ost::{FallocMode, ObjectAttr};
+use weft_proto::msg::quota::QuotaOwner;
 use weft_proto::msg::StatfsInfo;
 
 const LAST_ID_FILE_NAME: &str = "LAST_ID";
@@ -439,6 +440,52 @@ impl ObjectStore for FileStore {
 
     /// By absolute path: a client of this process then reads and writes the file itself
     /// (passthrough). Its sync still comes here, and fdatasyncs the same inode.
+    fn owner(&self, oid: u32) -> StoreResult<Option<QuotaOwner>> {
+        let mut buf = [0u8; OWNER_XATTR_BYTES];
+        match xattr_get(&self.object_path(oid), &mut buf) {
+            Ok(OWNER_XATTR_BYTES) => Ok(Some(decode_owner(&buf))),
+            // An owner of another size is not one this version wrote: none.
+            Ok(_) => Ok(None),
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENODATA) | Some(libc::ENOENT)) => Ok(None),
+            Err(e) => Err(io_error(oid, "getxattr owner", e)),
+        }
+    }
+
+    fn set_owner(&self, oid: u32, owner: QuotaOwner) -> StoreResult<()> {
+        let path = CString::new(self.object_path(oid).as_os_str().as_bytes())
+            .map_err(|_| io_error(oid, "setxattr owner", std::io::Error::from(ErrorKind::InvalidInput)))?;
+        let value = encode_owner(owner);
+        // SAFETY: path and OWNER_XATTR are NUL-terminated; value is readable for its length.
+        let r = unsafe {
+            libc::setxattr(path.as_ptr(), OWNER_XATTR.as_ptr().cast(), value.as_ptr().cast(), value.len(), 0)
+        };
+        if r == 0 {
+            Ok(())
+        } else {
+            Err(io_error(oid, "setxattr owner", std::io::Error::last_os_error()))
+        }
+    }
+
+    fn object_ids(&self) -> StoreResult<Vec<u32>> {
+        let mut ids = Vec::new();
+        for d in 0..OBJECT_DIRS_COUNT {
+            let dir = self.seq_dir.join(format!("d{d}"));
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(e) => e,
+                Err(e) if e.kind() == ErrorKind::NotFound => continue,
+                Err(e) => return Err(io_error(0, "list objects", e)),
+            };
+            for entry in entries {
+                let entry = entry.map_err(|e| io_error(0, "list objects", e))?;
+                // Temporary and other files are not objects: only decimal names are.
+                if let Some(oid) = entry.file_name().to_str().and_then(|n| n.parse::<u32>().ok()) {
+                    ids.push(oid);
+                }
+            }
+        }
+        Ok(ids)
+    }
+
     fn local_path(&self, oid: u32) -> StoreResult<Option<PathBuf>> {
         self.open_or_create(oid)?;
         Ok(Some(self.object_path(oid)))
@@ -447,6 +494,35 @@ impl ObjectStore for FileStore {
 
 /// Whether a write of `data` at `offset` may go around the page cache: large, and whole
 /// aligned blocks from an aligned buffer.
+/// The xattr of an object's file that holds its owner: uid, gid, projid as u32 LE (the
+/// object files' own owner stays the OSS's, so that no local quota or permission applies).
+const OWNER_XATTR: &[u8] = b"user.weft.owner\0";
+const OWNER_XATTR_BYTES: usize = 12;
+
+fn encode_owner(o: QuotaOwner) -> [u8; OWNER_XATTR_BYTES] {
+    let mut v = [0u8; OWNER_XATTR_BYTES];
+    v[0..4].copy_from_slice(&o.uid.to_le_bytes());
+    v[4..8].copy_from_slice(&o.gid.to_le_bytes());
+    v[8..12].copy_from_slice(&o.projid.to_le_bytes());
+    v
+}
+
+fn decode_owner(v: &[u8; OWNER_XATTR_BYTES]) -> QuotaOwner {
+    let word = |i: usize| u32::from_le_bytes([v[i], v[i + 1], v[i + 2], v[i + 3]]);
+    QuotaOwner { uid: word(0), gid: word(4), projid: word(8) }
+}
+
+fn xattr_get(path: &Path, buf: &mut [u8]) -> std::io::Result<usize> {
+    let path = CString::new(path.as_os_str().as_bytes()).map_err(|_| std::io::Error::from(ErrorKind::InvalidInput))?;
+    // SAFETY: path and OWNER_XATTR are NUL-terminated; buf is writable for its length.
+    let r = unsafe { libc::getxattr(path.as_ptr(), OWNER_XATTR.as_ptr().cast(), buf.as_mut_ptr().cast(), buf.len()) };
+    if r < 0 {
+        Err(std::io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
 fn direct_write_fits(data: &[u8], offset: u64) -> bool {
     let a = BULK_ALIGN_BYTES;
     data.len() >= DIRECT_IO_BYTES_MIN

@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use weft_proto::msg::ost::{FallocMode, ObjectAttr};
+use weft_proto::msg::quota::QuotaOwner;
 use weft_proto::msg::StatfsInfo;
 
 /// Objects are kept in pages so that a write far into an object costs what it writes, as a
@@ -48,6 +49,9 @@ struct Objects {
     commit_record: CommitRecord,
     /// Simulated boots: one more after each power loss.
     boot: u64,
+    /// Objects' owners (kept with the objects' metadata, as a file system's journal keeps
+    /// xattrs: a power loss keeps them).
+    owners: HashMap<u32, QuotaOwner>,
 }
 
 pub struct MemStore {
@@ -80,6 +84,7 @@ impl MemStore {
                 last_id: objects.last_id,
                 commit_record: objects.commit_record,
                 boot: objects.boot + 1,
+                owners: objects.owners.clone(),
             }),
             capacity_pages: self.capacity_pages,
         }
@@ -269,7 +274,22 @@ impl ObjectStore for MemStore {
         if let Some(object) = objects.current.remove(&oid) {
             objects.used_pages -= object.pages.len() as u64;
         }
+        objects.owners.remove(&oid);
         Ok(())
+    }
+
+    fn owner(&self, oid: u32) -> StoreResult<Option<QuotaOwner>> {
+        let objects = lock_unpoisoned(&self.objects);
+        Ok(objects.current.contains_key(&oid).then(|| objects.owners.get(&oid).copied()).flatten())
+    }
+
+    fn set_owner(&self, oid: u32, owner: QuotaOwner) -> StoreResult<()> {
+        lock_unpoisoned(&self.objects).owners.insert(oid, owner);
+        Ok(())
+    }
+
+    fn object_ids(&self) -> StoreResult<Vec<u32>> {
+        Ok(lock_unpoisoned(&self.objects).current.keys().copied().collect())
     }
 
     fn last_id(&self) -> u32 {

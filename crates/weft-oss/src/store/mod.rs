@@ -18,6 +18,7 @@ use bytes::Bytes;
 use std::path::PathBuf;
 use std::sync::Arc;
 use weft_proto::msg::ost::{FallocMode, ObjectAttr};
+use weft_proto::msg::quota::QuotaOwner;
 use weft_proto::msg::StatfsInfo;
 use weft_proto::{ErrorCode, WeftError};
 
@@ -101,6 +102,16 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// client of this process to read and write itself (FUSE passthrough); None for a store
     /// that keeps objects without files.
     fn local_path(&self, oid: u32) -> StoreResult<Option<PathBuf>>;
+
+    /// The owner recorded for the object (whose quotas its blocks count against); None for
+    /// an object without one (never written with an owner) or one that does not exist.
+    fn owner(&self, oid: u32) -> StoreResult<Option<QuotaOwner>>;
+
+    /// Records the object's owner with the object (an existing object).
+    fn set_owner(&self, oid: u32, owner: QuotaOwner) -> StoreResult<()>;
+
+    /// The ids of every object that exists (a scan at start, and to verify quota usage).
+    fn object_ids(&self) -> StoreResult<Vec<u32>>;
 }
 
 /// A store shared with whoever needs to look at it while an OST uses it: a simulation keeps
@@ -154,6 +165,15 @@ impl<S: ObjectStore + ?Sized> ObjectStore for Arc<S> {
     }
     fn local_path(&self, oid: u32) -> StoreResult<Option<PathBuf>> {
         (**self).local_path(oid)
+    }
+    fn owner(&self, oid: u32) -> StoreResult<Option<QuotaOwner>> {
+        (**self).owner(oid)
+    }
+    fn set_owner(&self, oid: u32, owner: QuotaOwner) -> StoreResult<()> {
+        (**self).set_owner(oid, owner)
+    }
+    fn object_ids(&self) -> StoreResult<Vec<u32>> {
+        (**self).object_ids()
     }
 }
 

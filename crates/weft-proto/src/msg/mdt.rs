@@ -179,6 +179,23 @@ macro_rules! mdt_ops {
             /// server's recovery window; answers the handles kept (a refused one's close is
             /// answered "stale").
             write ReplayOpens { opens: Vec<$crate::msg::mdt::ReplayedOpen> } -> Vec<u64> = "mds_replay_opens";
+            /// A quota's limits, inodes and grace (see `msg::quota`): the caller's own user
+            /// and groups, any project, anything for root; `verify` (root) counts the id's
+            /// inodes by a scan too. `id` DEFAULT_ID: the kind's default limits.
+            read QuotaGet { kind: $crate::msg::quota::QuotaKind, id: u32, verify: bool }
+                -> $crate::msg::quota::QuotaInfo = "mds_quota_get";
+            /// Sets limits (root); what the change leaves `None` stays.
+            write QuotaSet { kind: $crate::msg::quota::QuotaKind, id: u32, change: $crate::msg::quota::QuotaChange }
+                -> $crate::msg::quota::QuotaInfo = "mds_quota_set";
+            /// Removes an id's own limits and grace deadlines (root): it follows the default.
+            write QuotaDelete { kind: $crate::msg::quota::QuotaKind, id: u32 } -> () = "mds_quota_delete";
+            /// Sets a kind's grace times in seconds (root); `None` leaves one as it is.
+            write QuotaSetGrace { kind: $crate::msg::quota::QuotaKind, block_s: Option<u64>, inode_s: Option<u64> }
+                -> () = "mds_quota_grace";
+            /// A client whose write OST `ost` refused with EDQUOT asks the quota master for
+            /// room there for `owner`'s ids: the master moves to that OST what the others
+            /// hold unused. Answered whether the OST has more room now (retry the write).
+            read QuotaAcquire { owner: $crate::msg::quota::QuotaOwner, ost: u32 } -> bool = "mds_quota_acquire";
         }
     };
 }
@@ -264,6 +281,8 @@ crate::define_replies! {
         Cookies(Vec<u64>),
         HsmActions(Vec<crate::msg::hsm::HsmActionItem>),
         HsmAction(Option<crate::msg::hsm::HsmActionItem>),
+        Quota(crate::msg::quota::QuotaInfo),
+        Granted(bool),
     }
 }
 

@@ -23,6 +23,7 @@ pub mod mdt;
 pub mod mgs;
 pub mod ost;
 pub mod param;
+pub mod quota;
 pub mod raft;
 pub mod service;
 pub mod target;
@@ -202,7 +203,10 @@ impl RequestBody {
                 | OstRequest::Destroy(_)
                 | OstRequest::Statfs(_)
                 | OstRequest::LocalPath(_)
-                | OstRequest::DestroyOrphans(_) => Service::Ost,
+                | OstRequest::DestroyOrphans(_)
+                | OstRequest::QuotaUsage(_)
+                | OstRequest::QuotaUsageAll(_)
+                | OstRequest::QuotaGrants(_) => Service::Ost,
             },
             RequestBody::Ldlm { .. } => Service::Ldlm,
             RequestBody::Param(_) => Service::Param,

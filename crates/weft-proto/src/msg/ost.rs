@@ -11,7 +11,11 @@ macro_rules! ost_ops {
             /// Reply bulk holds the bytes; shorter than `len` past the object's end.
             read Read { fid: $crate::Fid, offset: u64, len: u32 } -> $crate::msg::ost::ReadDone = "ost_read";
             /// Request bulk holds the bytes (crc32c checked on arrival). `sync` = write-through.
-            write Write { fid: $crate::Fid, offset: u64, sync: bool } -> $crate::msg::ost::WriteDone = "ost_write";
+            /// `owner`: the file's owner, group and project, whose quotas the object's blocks
+            /// count against (Lustre's o_uid, o_gid, o_projid); None when the writer does not
+            /// know it (the object keeps the owner it has).
+            write Write { fid: $crate::Fid, offset: u64, sync: bool, owner: Option<$crate::msg::quota::QuotaOwner> }
+                -> $crate::msg::ost::WriteDone = "ost_write";
             /// Sets the object's size (truncate or extend with a hole).
             write Punch { fid: $crate::Fid, size: u64 } -> () = "ost_punch";
             read Getattr { fid: $crate::Fid } -> $crate::msg::ost::ObjectAttr = "ost_getattr";
@@ -42,18 +46,36 @@ macro_rules! ost_ops {
             /// Without `keep_size`, allocating and zeroing extend the object to the range's
             /// end; punching never changes its size. A missing object is made by the modes
             /// that allocate and left missing by those that only make holes.
-            write Fallocate { fid: $crate::Fid, offset: u64, len: u64, mode: $crate::msg::ost::FallocMode, keep_size: bool } -> () = "ost_fallocate";
+            write Fallocate {
+                fid: $crate::Fid,
+                offset: u64,
+                len: u64,
+                mode: $crate::msg::ost::FallocMode,
+                keep_size: bool,
+                owner: Option<$crate::msg::quota::QuotaOwner>,
+            } -> () = "ost_fallocate";
             /// A write a client sends again after the OST's server restarted (Lustre's
             /// replay): the bytes of the write it was answered `transno` for, which the
             /// server had not committed then. The OST writes the parts of the range that no
             /// write of a later transno covered since its restart; one already committed, or
             /// of this start, changes nothing. Refused `Stale` once its replay window ended.
             /// Answered as a write: the bytes are uncommitted again under a new transno.
-            write Replay { fid: $crate::Fid, offset: u64, transno: u64 } -> $crate::msg::ost::WriteDone = "ost_write_replay";
+            write Replay { fid: $crate::Fid, offset: u64, transno: u64, owner: Option<$crate::msg::quota::QuotaOwner> }
+                -> $crate::msg::ost::WriteDone = "ost_write_replay";
             /// What the OST committed: with `commit`, after a commit of everything answered
             /// so far (a client holding too many uncommitted bytes asks it); without, at
             /// once (a client prunes what it holds).
             write Commit { commit: bool } -> $crate::msg::ost::Committed = "ost_commit";
+            /// The blocks the objects of `kind` `id` hold on this OST; `verify` (root) also
+            /// counts them by a scan of the objects.
+            read QuotaUsage { kind: $crate::msg::quota::QuotaKind, id: u32, verify: bool }
+                -> $crate::msg::quota::QuotaUse = "ost_quota_usage";
+            /// The blocks of every id whose objects hold any here (the quota master's round).
+            read QuotaUsageAll {} -> Vec<$crate::msg::quota::QuotaUseEntry> = "ost_quota_usage_all";
+            /// The quota master's grants for this OST, replacing every earlier one (an id
+            /// without one is not limited here); answered with the blocks of those ids now.
+            write QuotaGrants { grants: Vec<$crate::msg::quota::QuotaGrant> }
+                -> Vec<$crate::msg::quota::QuotaUseEntry> = "ost_quota_grants";
         }
     };
 }
@@ -107,6 +129,11 @@ pub struct WriteDone {
     pub len: u32,
     pub transno: u64,
     pub committed: u64,
+    /// One of the object's ids is close to what this OST may let it hold (its share of a
+    /// quota): the client writes its file through, not behind, for a while, so that the
+    /// EDQUOT reaches the program at the write that passes the limit (as Lustre's clients
+    /// turn to synchronous writes near a limit).
+    pub quota_tight: bool,
 }
 
 /// An OST's commit state: every write answered with a transno up to `committed` is
@@ -170,5 +197,7 @@ crate::define_replies! {
         LocalPath(ObjectPath),
         Orphans(Orphans),
         Committed(Committed),
+        QuotaUse(crate::msg::quota::QuotaUse),
+        QuotaUses(Vec<crate::msg::quota::QuotaUseEntry>),
     }
 }

@@ -115,13 +115,9 @@ impl Servers {
     }
 
     /// The mounts' parameters `pattern` matches, per mount.
-    /// No mount is asked when no mount parameter can match (`mdt.*.recovery_status`), and a
-    /// mount that went away since it was listed (unmounted by another program meanwhile) is
-    /// not an error: it is no longer one of this node's mounts.
+    /// A mount that went away since it was listed (unmounted by another program meanwhile)
+    /// is not an error: it is no longer one of this node's mounts.
     fn mount_values(&self, pattern: &str) -> Answers<Vec<ParamValue>> {
-        if !weft_fuse::params::NAMES.iter().any(|n| name_matches(pattern, n)) {
-            return Vec::new();
-        }
         self.mounts
             .iter()
             .filter_map(|m| {
@@ -146,6 +142,9 @@ impl Servers {
 
     /// Sets the mounts' parameters `pattern` matches; per mount, what it set.
     fn mount_set(&self, pattern: &str, value: &str) -> Answers<Vec<ParamValue>> {
+        if !weft_fuse::params::NAMES.iter().any(|n| name_matches(pattern, n)) {
+            return Vec::new();
+        }
         self.mount_values(pattern)
             .into_iter()
             .map(|(m, found)| {

@@ -70,6 +70,12 @@ fn inode_limits_stop_touch_and_usage_survives_kill_9() {
     // Freed, then allowed again.
     sh(&m, "rm work/f2 work/f3");
     assert!(sh_as(1000, 1000, &m, "touch work/g1 work/g2").status.success());
+    // A chown moves the file's blocks and its inode to the new owner, on every target.
+    sh(&m, "chown 2000:2000 work/f1");
+    let moved: u64 = row(&quota_table(&m, &["-u", "2000"]))[0].parse().unwrap();
+    assert!((4096..4096 + 64).contains(&moved), "the blocks moved: {moved}");
+    assert_eq!(row(&quota_table(&m, &["-u", "1000"]))[0], "0");
+    assert_eq!(quota_table(&m, &["--verify", "-u", "2000"]).matches(": ok").count(), 3);
 }
 
 /// A project's inode limit holds for a tree whatever the owners of its files; the table

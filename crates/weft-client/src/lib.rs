@@ -123,9 +123,9 @@ pub struct Client {
     imports: std::sync::Mutex<std::collections::HashMap<LockTarget, recovery::ImportStats>>,
     /// This client's opens on the MDT, by handle: what it replays to a new leader.
     opens: std::sync::Mutex<std::collections::HashMap<u64, weft_proto::msg::mdt::ReplayedOpen>>,
-    /// The owner, group and project of each file open here, sent with its writes: the OSTs
-    /// count the objects' blocks against them (quotas).
-    owners: std::sync::Mutex<std::collections::HashMap<weft_proto::Fid, weft_proto::msg::quota::QuotaOwner>>,
+    /// The owner, group and project of each file open here (with how many opens), sent
+    /// with its writes: the OSTs count the objects' blocks against them (quotas).
+    owners: std::sync::Mutex<std::collections::HashMap<weft_proto::Fid, (u32, weft_proto::msg::quota::QuotaOwner)>>,
     /// Files an OST said are close to a quota limit, until when their writes go through.
     quota_tight: std::sync::Mutex<std::collections::HashMap<weft_proto::Fid, std::time::Instant>>,
     /// This client's advisory locks as the MDT granted them: what it replays to a new one.

@@ -77,9 +77,14 @@ impl Client {
     /// Changes attributes. A size change must go through [`Client::truncate`], which cuts
     /// the objects first.
     pub async fn setattr(&self, who: &Caller, fid: Fid, set: SetAttr) -> WeftResult<InodeInfo> {
+        let owner_change = set.uid.is_some() || set.gid.is_some() || set.projid.is_some();
         let inode = self.mdt(who, mdt::Setattr { fid, set, open_handle: None }).await?;
-        // A chown or a new project: the writes that follow count against the new owner.
-        self.note_owner(&inode.attr);
+        if owner_change {
+            // A chown or a new project: the writes that follow count against the new owner,
+            // and so do the blocks the objects hold now.
+            self.note_owner(&inode.attr);
+            self.move_object_owners(&inode).await;
+        }
         Ok(inode)
     }
 

@@ -88,6 +88,31 @@ impl Client {
         Ok(QuotaReport { mdt: target_name(&fsname, TargetKind::Mdt, 0), info, osts: rows })
     }
 
+    /// Tells the OSTs of a file's objects its owner, group and project (after a chown or
+    /// `weft project`), so that the blocks they hold count against them. A failure is
+    /// logged: the OST's count is then wrong for those objects until one is written or the
+    /// OST restarts (its scan), which `weft quota --verify` shows.
+    pub(crate) async fn move_object_owners(&self, inode: &weft_proto::msg::InodeInfo) {
+        let Some(layout) = &inode.layout else { return };
+        let a = &inode.attr;
+        let owner = weft_proto::msg::quota::QuotaOwner { uid: a.uid, gid: a.gid, projid: a.projid };
+        let root = Caller::root();
+        let objects: Vec<_> =
+            layout.components.iter().filter(|c| c.is_instantiated()).flat_map(|c| c.objects.iter().copied()).collect();
+        let results = stream::iter(objects.into_iter().map(|o| {
+            let root = &root;
+            async move { (o, self.call(root, o.ost, ost::SetOwner { fid: o.fid, owner }, Bytes::new(), None).await) }
+        }))
+        .buffered(OBJECT_REQUESTS_IN_FLIGHT_MAX)
+        .collect::<Vec<_>>()
+        .await;
+        for (o, r) in results {
+            if let Err(e) = r {
+                tracing::warn!(object = %o.fid, ost = o.ost, error = %e, "the OST was not told the file's new owner");
+            }
+        }
+    }
+
     pub async fn set_quota(&self, who: &Caller, request: QuotaRequest) -> WeftResult<()> {
         match request {
             QuotaRequest::Set { kind, id, change } => self.mdt(who, mdt::QuotaSet { kind, id, change }).await.map(drop),

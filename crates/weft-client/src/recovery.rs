@@ -182,27 +182,32 @@ impl Client {
             flags: flags & (weft_proto::msg::OPEN_READ | weft_proto::msg::OPEN_WRITE),
             passthrough: opened.io == weft_proto::msg::OpenIo::Passthrough,
         };
-        self.opens.lock().unwrap_or_else(|p| p.into_inner()).insert(opened.handle, open);
-        self.note_owner(&opened.inode.attr);
+        let fresh = self.opens.lock().unwrap_or_else(|p| p.into_inner()).insert(opened.handle, open).is_none();
+        // Never under the opens lock: one lock at a time (note_closed takes them in turn).
+        let attr = &opened.inode.attr;
+        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+        let entry = owners.entry(attr.fid).or_insert((0, owner_of(attr)));
+        entry.0 += u32::from(fresh);
+        entry.1 = owner_of(attr);
     }
 
     pub(crate) fn note_closed(&self, handle: u64) {
-        let mut opens = self.opens.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(closed) = opens.remove(&handle) {
-            if !opens.values().any(|o| o.fid == closed.fid) {
-                self.owners.lock().unwrap_or_else(|p| p.into_inner()).remove(&closed.fid);
+        let closed = self.opens.lock().unwrap_or_else(|p| p.into_inner()).remove(&handle);
+        if let Some(closed) = closed {
+            let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(entry) = owners.get_mut(&closed.fid) {
+                entry.0 = entry.0.saturating_sub(1);
+                if entry.0 == 0 {
+                    owners.remove(&closed.fid);
+                }
             }
         }
     }
 
-    /// The owner of an open file as the MDS last answered it (an open, a chown here).
+    /// The owner of a file open here as the MDS last answered it (a chown here).
     pub(crate) fn note_owner(&self, attr: &weft_proto::msg::Attr) {
-        let owner = weft_proto::msg::quota::QuotaOwner { uid: attr.uid, gid: attr.gid, projid: attr.projid };
-        let mut owners = self.owners.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(known) = owners.get_mut(&attr.fid) {
-            *known = owner;
-        } else if self.opens.lock().unwrap_or_else(|p| p.into_inner()).values().any(|o| o.fid == attr.fid) {
-            owners.insert(attr.fid, owner);
+        if let Some(entry) = self.owners.lock().unwrap_or_else(|p| p.into_inner()).get_mut(&attr.fid) {
+            entry.1 = owner_of(attr);
         }
     }
 
@@ -225,7 +230,7 @@ impl Client {
     /// Whose quotas the writes to `fid` count against; None for a file not open here (its
     /// objects keep the owner they have).
     pub(crate) fn owner_of(&self, fid: weft_proto::Fid) -> Option<weft_proto::msg::quota::QuotaOwner> {
-        self.owners.lock().unwrap_or_else(|p| p.into_inner()).get(&fid).copied()
+        self.owners.lock().unwrap_or_else(|p| p.into_inner()).get(&fid).map(|e| e.1)
     }
 
     /// Open replay: a replicated MDT's new leader does not know the opens this client made
@@ -271,6 +276,10 @@ pub(crate) fn moved_targets(before: &ClusterMap, after: &ClusterMap) -> Vec<Lock
         })
         .map(|t| LockTarget::of(t.kind, t.index))
         .collect()
+}
+
+fn owner_of(attr: &weft_proto::msg::Attr) -> weft_proto::msg::quota::QuotaOwner {
+    weft_proto::msg::quota::QuotaOwner { uid: attr.uid, gid: attr.gid, projid: attr.projid }
 }
 
 #[cfg(test)]

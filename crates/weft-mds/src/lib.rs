@@ -483,6 +483,7 @@ impl Mds {
         // on a group that no longer follows it).
         self.check_lease()?;
         if let MdtRequest::QuotaAcquire(op) = &req {
+            ops::quota::check_may_acquire(&header.identity, &op.owner)?;
             // The master's round talks to the OSTs: not an op of a batch or a snapshot.
             return self
                 .core

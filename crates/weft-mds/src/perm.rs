@@ -32,7 +32,9 @@ pub fn may(who: &Identity, obj: Owner, want: u32) -> bool {
     if is_root(who) {
         return true;
     }
-    if let Some(acl) = obj.acl {
+    // As Linux's acl_permission_check: the ACL is looked at only while the group bits (its
+    // mask) grant something; with none, the mode bits decide.
+    if let Some(acl) = obj.acl.filter(|_| obj.mode & 0o070 != 0) {
         return acl.permits(who, obj.uid, obj.gid, want);
     }
     let bits = if who.uid == obj.uid {

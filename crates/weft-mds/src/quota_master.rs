@@ -90,7 +90,7 @@ fn bound(l: &Limited, total: u64, now: u64, grace_s: u64) -> (Option<u64>, Optio
     let mut bound = (hard != 0).then_some(hard);
     if soft != 0 && total > soft {
         match l.rec.block_grace_end {
-            None => grace_change = Some(Some(now + grace_s)),
+            None => grace_change = Some(Some(now.saturating_add(grace_s))),
             // Over since longer than the grace time: no more growth.
             Some(end) if now >= end => bound = Some(bound.map_or(total, |b| b.min(total))),
             Some(_) => {}
@@ -133,7 +133,16 @@ impl Master {
                     }
                     used.insert(ost, per);
                 }
-                Err(e) => tracing::debug!(ost, error = %e, "quota round: the OST did not give its blocks"),
+                Err(e) => {
+                    // Its blocks as the last round found them still count: the room given to
+                    // the others must not include what it holds.
+                    tracing::debug!(ost, error = %e, "quota round: the OST did not give its blocks");
+                    for (&(kind, id, o), &v) in &st.last_used {
+                        if o == ost {
+                            *totals.entry((kind, id)).or_insert(0) += v;
+                        }
+                    }
+                }
             }
         }
         let limited = limited_ids(core, &totals)?;
@@ -153,9 +162,14 @@ impl Master {
             let of = |ost: u32| used.get(&ost).and_then(|u| u.get(&key)).copied().unwrap_or(0);
             let focus_ost = focus.filter(|(owner, _)| owner.id(l.kind) == l.id).map(|(_, ost)| ost);
             if let Some(f) = focus_ost {
+                // The asking OST gets most of the room; the others keep a little each, so
+                // that a writer there is not refused at once in turn.
                 room_for_focus &= room > 0;
+                let n = used.len().max(1) as u64;
+                let keep = room / (4 * n);
+                let to_focus = room - keep * (n - 1);
                 for &ost in used.keys() {
-                    let share = if ost == f { room } else { 0 };
+                    let share = if ost == f { to_focus } else { keep };
                     grants.entry(ost).or_default().push(QuotaGrant {
                         kind: l.kind,
                         id: l.id,
@@ -186,8 +200,11 @@ impl Master {
                 }
             }
         }
-        st.last_used =
-            used.iter().flat_map(|(&ost, per)| per.iter().map(move |(&(k, id), &v)| ((k, id, ost), v))).collect();
+        // What the OSTs that answered hold now; those that did not keep their last known.
+        let answered: Vec<u32> = used.keys().copied().collect();
+        st.last_used.retain(|&(_, _, ost), _| !answered.contains(&ost));
+        st.last_used
+            .extend(used.iter().flat_map(|(&ost, per)| per.iter().map(move |(&(k, id), &v)| ((k, id, ost), v))));
         st.granted = grants.values().any(|g| !g.is_empty());
         // The others first: what they held unused is taken back before the focus gets it.
         let focus_ost = focus.map(|(_, ost)| ost);

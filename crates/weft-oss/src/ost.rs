@@ -122,7 +122,7 @@ impl Ost {
         let ost::Write { ref fid, offset, sync, owner } = *op;
         let oid = self.object_id(fid)?;
         let len = self.write_len(offset, bulk)?;
-        self.admit_quota(oid, owner, u64::from(len))?;
+        let admitted = self.admit_quota(oid, owner, u64::from(len))?;
         let end = offset + u64::from(len);
         let transno = self.commits.with_window(std::time::Instant::now(), |window| {
             self.write_all(oid, offset, bulk)?;
@@ -134,6 +134,7 @@ impl Ost {
             Ok::<_, WeftError>(transno)
         })?;
         self.account(oid, owner)?;
+        drop(admitted);
         let committed = if sync { self.commit()? } else { self.commits.committed() };
         Ok(ost::WriteDone { len, transno, committed, quota_tight: self.usage.tight(oid) })
     }
@@ -261,18 +262,27 @@ impl Ost {
 
     /// EDQUOT when `len` more bytes would take one of the object's ids past this OST's
     /// share of its quota (the client then asks the master for more, and tries again).
-    fn admit_quota(&self, oid: u32, owner: Option<weft_proto::msg::quota::QuotaOwner>, len: u64) -> WeftResult<()> {
+    fn admit_quota(
+        &self,
+        oid: u32,
+        owner: Option<weft_proto::msg::quota::QuotaOwner>,
+        len: u64,
+    ) -> WeftResult<crate::quota::Admitted<'_>> {
         self.usage
             .admit(oid, owner, len)
             .map_err(|why| WeftError::new(ErrorCode::QuotaExceeded, format!("OST {}: {why}", self.index)))
     }
 
     /// Moves object `oid`'s blocks in the quota usage after a change to it, to `owner` when
-    /// the request named one; a new owner is recorded with the object.
+    /// the request named one; a new owner is recorded with the object. The data change is
+    /// done by then: a failure to record the owner is logged, not the request's (the next
+    /// start's scan counts the object as it finds it).
     fn account(&self, oid: u32, owner: Option<weft_proto::msg::quota::QuotaOwner>) -> WeftResult<()> {
-        let blocks = self.store.stat(oid).map_err(|e| self.error(e))?.blocks;
-        if let Some(new) = self.usage.changed(oid, owner, blocks) {
-            self.store.set_owner(oid, new).map_err(|e| self.error(e))?;
+        let recorded = self.usage.changed(oid, owner, || self.store.allocated(oid)).map_err(|e| self.error(e))?;
+        if let Some(new) = recorded {
+            if let Err(e) = self.store.set_owner(oid, new) {
+                tracing::warn!(ost = self.index, oid, error = %self.error(e), "the object's owner was not recorded");
+            }
         }
         Ok(())
     }
@@ -300,9 +310,11 @@ impl Ost {
             ));
         }
         if !op.mode.clears() {
-            self.admit_quota(oid, op.owner, op.len)?;
+            let admitted = self.admit_quota(oid, op.owner, op.len)?;
             self.store.fallocate(oid, op.offset, op.len, op.mode, op.keep_size).map_err(|e| self.error(e))?;
-            return self.account(oid, op.owner);
+            self.account(oid, op.owner)?;
+            drop(admitted);
+            return Ok(());
         }
         // As a truncate: no replay of an earlier write may bring the cleared bytes back.
         self.commits.with_window(std::time::Instant::now(), |window| {
@@ -532,6 +544,13 @@ impl Handle for ost::DestroyOrphans {
 impl Handle for ost::QuotaUsage {
     fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<(weft_proto::msg::quota::QuotaUse, Bytes)> {
         Ok((ost.quota_usage(self)?, Bytes::new()))
+    }
+}
+
+impl Handle for ost::SetOwner {
+    fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<((), Bytes)> {
+        let oid = ost.object_id(&self.fid)?;
+        Ok((ost.account(oid, Some(self.owner))?, Bytes::new()))
     }
 }
 

@@ -30,6 +30,9 @@ struct State {
     /// The quota master's grants, in KiB: ids without one are not limited here. Not kept
     /// across a restart: the master's next round (a second) grants again.
     grants: HashMap<(QuotaKind, u32), u64>,
+    /// KiB of writes admitted and not yet counted, per limited id: concurrent writes are
+    /// held to the grant together, not each against the same count.
+    inflight: HashMap<(QuotaKind, u32), u64>,
 }
 
 impl State {
@@ -60,18 +63,34 @@ impl Usage {
         Ok(Usage { state: Mutex::new(state) })
     }
 
-    /// Object `oid` now holds `blocks`, and belongs to `owner` when the request named one
-    /// (else to whom it belonged). Answers the owner to record with the object when it is
-    /// new to it.
-    pub fn changed(&self, oid: u32, owner: Option<QuotaOwner>, blocks: u64) -> Option<QuotaOwner> {
+    /// Object `oid` changed: `allocated` says its blocks now (None: it does not exist), read
+    /// under this lock so that two changes to one object are counted in their order. It
+    /// belongs to `owner` when the request named one (else to whom it belonged). Answers the
+    /// owner to record with the object when it is new to it.
+    pub fn changed(
+        &self,
+        oid: u32,
+        owner: Option<QuotaOwner>,
+        allocated: impl FnOnce() -> StoreResult<Option<u64>>,
+    ) -> StoreResult<Option<QuotaOwner>> {
         let mut st = lock_unpoisoned(&self.state);
         let old = st.objects.get(&oid).copied();
+        let Some(blocks) = allocated()? else {
+            // Gone, or never made (a punch of an object not written yet).
+            if let Some(t) = st.objects.remove(&oid) {
+                st.add(t.owner, -i128::from(t.blocks));
+            }
+            return Ok(None);
+        };
         let old_owner = old.and_then(|t| t.owner);
         let new_owner = owner.or(old_owner);
+        if old.is_some_and(|t| t.blocks == blocks) && new_owner == old_owner {
+            return Ok(None);
+        }
         st.add(old_owner, -i128::from(old.map_or(0, |t| t.blocks)));
         st.add(new_owner, i128::from(blocks));
         st.objects.insert(oid, Tracked { owner: new_owner, blocks });
-        (new_owner != old_owner).then_some(new_owner).flatten()
+        Ok((new_owner != old_owner).then_some(new_owner).flatten())
     }
 
     /// Object `oid` is gone.
@@ -132,26 +151,56 @@ impl Usage {
     }
 
     /// Whether `len` more bytes of object `oid` (owned by `owner`, or by whom it belongs to)
-    /// fit in every grant of its ids: Err names the id and its grant here. Counted as if
-    /// every byte took a new block (an overwrite may take none), as Lustre checks.
-    pub fn admit(&self, oid: u32, owner: Option<QuotaOwner>, len: u64) -> Result<(), String> {
-        let st = lock_unpoisoned(&self.state);
+    /// fit in every grant of its ids, with the writes admitted before and not yet counted:
+    /// the answer holds `len` against them until it is dropped (after the write is counted).
+    /// Err names the id and its grant here. Counted as if every byte took a new block (an
+    /// overwrite may take none), as Lustre checks.
+    pub fn admit(&self, oid: u32, owner: Option<QuotaOwner>, len: u64) -> Result<Admitted<'_>, String> {
+        let mut st = lock_unpoisoned(&self.state);
+        let none = || Admitted { usage: self, held: Vec::new() };
         if st.grants.is_empty() {
-            return Ok(());
+            return Ok(none());
         }
-        let Some(owner) = owner.or_else(|| st.objects.get(&oid).and_then(|t| t.owner)) else { return Ok(()) };
+        let Some(owner) = owner.or_else(|| st.objects.get(&oid).and_then(|t| t.owner)) else { return Ok(none()) };
+        let mut held: Vec<(QuotaKind, u32)> = Vec::new();
+        let kib = len.div_ceil(1024);
         for kind in QuotaKind::ALL {
-            let id = owner.id(kind);
-            let Some(&grant) = st.grants.get(&(kind, id)) else { continue };
-            let used = st.used.get(&(kind, id)).map_or(0, |b| b.div_ceil(2));
-            if used + len.div_ceil(1024) > grant {
+            let key = (kind, owner.id(kind));
+            let Some(&grant) = st.grants.get(&key) else { continue };
+            let used = st.used.get(&key).map_or(0, |b| b.div_ceil(2)) + st.inflight.get(&key).copied().unwrap_or(0);
+            if used + kib > grant {
                 return Err(format!(
-                    "{} {id} holds {used} KiB here, and this OST's share of its quota is {grant} KiB",
-                    kind.name()
+                    "{} {} holds {used} KiB here, and this OST's share of its quota is {grant} KiB",
+                    kind.name(),
+                    key.1
                 ));
             }
+            held.push(key);
         }
-        Ok(())
+        for key in &held {
+            *st.inflight.entry(*key).or_insert(0) += kib;
+        }
+        Ok(Admitted { usage: self, held: held.into_iter().map(|k| (k, kib)).collect() })
+    }
+}
+
+/// A write admitted against the grants: its KiB count as in flight until this is dropped.
+pub struct Admitted<'a> {
+    usage: &'a Usage,
+    held: Vec<((QuotaKind, u32), u64)>,
+}
+
+impl Drop for Admitted<'_> {
+    fn drop(&mut self) {
+        if self.held.is_empty() {
+            return;
+        }
+        let mut st = lock_unpoisoned(&self.usage.state);
+        for (key, kib) in &self.held {
+            if let Some(n) = st.inflight.get_mut(key) {
+                *n = n.saturating_sub(*kib);
+            }
+        }
     }
 }
 
@@ -168,17 +217,18 @@ mod tests {
         let usage = Usage::scan(&store).unwrap();
         store.write(1, 0, &[1u8; 8192]).unwrap();
         let blocks = store.stat(1).unwrap().blocks;
-        assert_eq!(usage.changed(1, Some(alice), blocks), Some(alice), "a new owner is recorded");
+        let at = |b: u64| move || -> StoreResult<Option<u64>> { Ok(Some(b)) };
+        assert_eq!(usage.changed(1, Some(alice), at(blocks)).unwrap(), Some(alice), "a new owner is recorded");
         store.set_owner(1, alice).unwrap();
         assert_eq!(usage.used_kib(QuotaKind::User, 1000), blocks / 2);
         assert_eq!(usage.used_kib(QuotaKind::Project, 7), blocks / 2);
         // A write without an owner keeps the object's.
         store.write(1, 8192, &[1u8; 8192]).unwrap();
         let more = store.stat(1).unwrap().blocks;
-        assert_eq!(usage.changed(1, None, more), None);
+        assert_eq!(usage.changed(1, None, at(more)).unwrap(), None);
         assert_eq!(usage.used_kib(QuotaKind::User, 1000), more / 2);
         // A chown moves the blocks.
-        assert_eq!(usage.changed(1, Some(bob), more), Some(bob));
+        assert_eq!(usage.changed(1, Some(bob), at(more)).unwrap(), Some(bob));
         store.set_owner(1, bob).unwrap();
         assert_eq!(usage.used_kib(QuotaKind::User, 1000), 0);
         assert_eq!(usage.used_kib(QuotaKind::User, 2000), more / 2);
@@ -187,5 +237,21 @@ mod tests {
         assert_eq!(scanned.used_kib(QuotaKind::User, 2000), usage.used_kib(QuotaKind::User, 2000));
         usage.removed(1);
         assert_eq!(usage.used_kib(QuotaKind::User, 2000), 0);
+    }
+
+    #[test]
+    fn writes_admitted_together_are_held_to_the_grant_together() {
+        let usage = Usage::default();
+        let alice = QuotaOwner { uid: 1000, gid: 100, projid: 0 };
+        assert!(usage.admit(1, Some(alice), 1 << 30).is_ok(), "no grant: not limited");
+        usage.set_grants(&[QuotaGrant { kind: QuotaKind::User, id: 1000, grant_kib: 1024 }]);
+        let first = usage.admit(1, Some(alice), 600 << 10).unwrap();
+        let refused = usage.admit(2, Some(alice), 600 << 10).map(drop).unwrap_err();
+        assert!(refused.contains("usr 1000 holds 600 KiB here"), "{refused}");
+        assert!(usage.admit(2, Some(QuotaOwner { uid: 7, ..alice }), 600 << 10).is_ok(), "another user");
+        drop(first);
+        assert!(usage.admit(2, Some(alice), 600 << 10).is_ok(), "released once counted");
+        usage.changed(1, Some(alice), || Ok(Some(2 * 512))).unwrap();
+        assert!(usage.tight(1), "1 KiB of 1 MiB used: less than the tight margin left");
     }
 }

@@ -149,9 +149,10 @@ impl Acl {
         p(USER_OBJ) << 6 | group << 3 | p(OTHER)
     }
 
-    /// Whether the mode bits say all this ACL says (no one is named): then it is not kept.
+    /// Whether the mode bits say all this ACL says (no one is named and there is no mask,
+    /// as Linux's `posix_acl_equiv_mode`): then it is not kept.
     pub fn is_mode(&self) -> bool {
-        !self.0.iter().any(|e| e.tag == USER || e.tag == GROUP)
+        !self.0.iter().any(|e| matches!(e.tag, USER | GROUP | MASK))
     }
 
     /// chmod(2) on a file with this access ACL (Linux's `__posix_acl_chmod`): the owner's
@@ -270,10 +271,11 @@ mod tests {
         assert!(acl.is_mode());
         assert_eq!(acl.mode_bits(), 0o640);
         assert_eq!(Acl::from_mode(0o640), acl);
-        // A mask with no one named is still the mode: the mask is the group bits.
+        // A mask with no one named is kept (as Linux keeps it): the mask is the group bits,
+        // the owning group's entry stays what it is.
         let masked = Acl::from_xattr(&xattr(&[(USER_OBJ, 6, 0), (GROUP_OBJ, 7, 0), (MASK, 4, 0), (OTHER, 0, 0)]));
         let masked = masked.unwrap().unwrap();
-        assert!(masked.is_mode());
+        assert!(!masked.is_mode());
         assert_eq!(masked.mode_bits(), 0o640);
     }
 

@@ -73,8 +73,8 @@ pub fn create(ctx: &mut OpCtx<'_>, req: &mdt::Create) -> WeftResult<mdt::Opened>
     let mut rec = super::new_record(FileType::Regular, mode, umask, ctx.who, &dir, ctx.now);
     let admitted = super::quota::admit_inode(ctx.t, ctx.who, rec.quota_owner(), ctx.now)?;
     // Checks done: writes follow.
-    admitted.write(ctx.t)?;
     let layout = layout_from(ctx, &spec, 0)?;
+    admitted.write(ctx.t)?;
     let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
     rec.layout = Some(layout);
     let writes = open_flags & OPEN_WRITE != 0;
@@ -107,8 +107,8 @@ impl Mutation for mdt::CreateTmpfile {
         let mut rec = super::new_record(FileType::Regular, self.mode, self.umask, ctx.who, &dir, ctx.now);
         let admitted = super::quota::admit_inode(ctx.t, ctx.who, rec.quota_owner(), ctx.now)?;
         // Checks done: writes follow.
-        admitted.write(ctx.t)?;
         let layout = layout_from(ctx, &spec, 0)?;
+        admitted.write(ctx.t)?;
         let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
         rec.nlink = 0;
         rec.layout = Some(layout);

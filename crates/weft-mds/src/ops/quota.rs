@@ -13,17 +13,25 @@ use weft_proto::msg::quota::{QuotaChange, QuotaInfo, QuotaKind, QuotaLimits, Quo
 use weft_proto::msg::{Identity, Timestamp};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
 
-/// The limits that apply to `id` (its own, else the kind's default), whether they are the
-/// default's, and its record (grace deadlines).
-fn effective(t: &Tables, kind: QuotaKind, id: u32) -> WeftResult<(QuotaLimits, bool, QuotaRecord)> {
-    let own = t.quota_record(kind, id)?;
-    match own {
-        Some(r) if !r.limits.is_none() => Ok((r.limits, false, r)),
-        _ => {
-            let default = t.quota_record(kind, DEFAULT_ID)?.map(|d| d.limits).unwrap_or_default();
-            Ok((default, true, own.unwrap_or_default()))
-        }
+/// The limits that apply to `id`: for blocks and for inodes each, its own when it has
+/// any, else the kind's default; whether any of them are the default's; and its record
+/// (grace deadlines).
+pub fn effective(t: &Tables, kind: QuotaKind, id: u32) -> WeftResult<(QuotaLimits, bool, QuotaRecord)> {
+    let rec = t.quota_record(kind, id)?.unwrap_or_default();
+    let own = rec.limits;
+    let own_blocks = own.block_soft_kib != 0 || own.block_hard_kib != 0;
+    let own_inodes = own.inode_soft != 0 || own.inode_hard != 0;
+    if (own_blocks && own_inodes) || id == DEFAULT_ID {
+        return Ok((own, false, rec));
     }
+    let default = t.quota_record(kind, DEFAULT_ID)?.map(|d| d.limits).unwrap_or_default();
+    let limits = QuotaLimits {
+        block_soft_kib: if own_blocks { own.block_soft_kib } else { default.block_soft_kib },
+        block_hard_kib: if own_blocks { own.block_hard_kib } else { default.block_hard_kib },
+        inode_soft: if own_inodes { own.inode_soft } else { default.inode_soft },
+        inode_hard: if own_inodes { own.inode_hard } else { default.inode_hard },
+    };
+    Ok((limits, limits != own, rec))
 }
 
 fn who_name(kind: QuotaKind, id: u32) -> String {
@@ -113,7 +121,7 @@ fn admit(
             Some(_) if used > limits.inode_soft => {}
             // Going over now (again): the grace time starts.
             _ => {
-                rec.inode_grace_end = Some(now_s + t.quota_grace(kind)?.inode_s);
+                rec.inode_grace_end = Some(now_s.saturating_add(t.quota_grace(kind)?.inode_s));
                 starts.push((kind, id, rec));
             }
         }
@@ -166,6 +174,19 @@ impl Query for mdt::QuotaGet {
     }
 }
 
+/// The longest grace time (Lustre's: 2^48 - 1 seconds).
+pub const GRACE_MAX_S: u64 = (1 << 48) - 1;
+
+/// Who may ask the master for room for `owner`'s writes: the owner, a member of its group,
+/// root (a project's writer is any of them).
+pub fn check_may_acquire(who: &Identity, owner: &QuotaOwner) -> WeftResult<()> {
+    if perm::is_root(who) || who.uid == owner.uid || who.in_group(owner.gid) {
+        Ok(())
+    } else {
+        Err(WeftError::new(ErrorCode::Perm, "only the file's owner, its group or root asks for quota room"))
+    }
+}
+
 impl Query for mdt::QuotaAcquire {
     fn query(&self, _: &QueryCtx<'_>) -> WeftResult<bool> {
         // Mds::handle answers it (the quota master's round talks to the OSTs).
@@ -188,9 +209,8 @@ impl Mutation for mdt::QuotaSet {
         if self.id == 0 {
             return Err(WeftError::invalid(format!("{} 0 (root's) is never limited", self.kind.name())));
         }
-        let (current, default, _) = effective(ctx.t, self.kind, self.id)?;
-        // What the id has now: its own limits, or none when it follows the default.
-        let base = if default && self.id != DEFAULT_ID { QuotaLimits::default() } else { current };
+        // What the id has now of its own (none where it follows the default).
+        let base = ctx.t.quota_record(self.kind, self.id)?.map(|r| r.limits).unwrap_or_default();
         let QuotaChange { block_soft_kib, block_hard_kib, inode_soft, inode_hard } = self.change;
         let limits = QuotaLimits {
             block_soft_kib: block_soft_kib.unwrap_or(base.block_soft_kib),
@@ -218,6 +238,11 @@ impl Mutation for mdt::QuotaDelete {
 impl Mutation for mdt::QuotaSetGrace {
     fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<()> {
         perm::check_root(ctx.who, "only root sets grace times")?;
+        for t in [self.block_s, self.inode_s].into_iter().flatten() {
+            if t > GRACE_MAX_S {
+                return Err(WeftError::invalid(format!("a grace time of {t} s is longer than {GRACE_MAX_S} s")));
+            }
+        }
         let old = ctx.t.quota_grace(self.kind)?;
         let grace =
             QuotaGrace { block_s: self.block_s.unwrap_or(old.block_s), inode_s: self.inode_s.unwrap_or(old.inode_s) };

@@ -141,6 +141,8 @@ impl Mutation for mdt::CreateVolatile {
         let layout = super::layout::layout_from(ctx, &spec, 0)?;
         let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
         let mut rec = InodeRecord::new(FileType::Regular, like.mode & 0o7777, like.uid, like.gid, ctx.now);
+        // Its objects take the file's place: they count against the file's project too.
+        rec.projid = like.projid;
         rec.nlink = 0;
         rec.layout = Some(layout);
         ctx.t.put_inode(fid, &rec)?;

@@ -125,6 +125,10 @@ impl<S: ObjectStore> ObjectStore for FaultStore<S> {
         self.inner.local_path(oid)
     }
 
+    fn allocated(&self, oid: u32) -> StoreResult<Option<u64>> {
+        self.inner.allocated(oid)
+    }
+
     fn owner(&self, oid: u32) -> StoreResult<Option<QuotaOwner>> {
         self.inner.owner(oid)
     }

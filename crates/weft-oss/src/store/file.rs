@@ -440,13 +440,25 @@ impl ObjectStore for FileStore {
 
     /// By absolute path: a client of this process then reads and writes the file itself
     /// (passthrough). Its sync still comes here, and fdatasyncs the same inode.
+    /// An fstat of the object's cached handle (a write just used it): no path lookup.
+    fn allocated(&self, oid: u32) -> StoreResult<Option<u64>> {
+        match self.open_existing(oid)? {
+            Some(handle) => Ok(Some(handle.metadata().map_err(|e| io_error(oid, "fstat", e))?.blocks())),
+            None => Ok(None),
+        }
+    }
+
     fn owner(&self, oid: u32) -> StoreResult<Option<QuotaOwner>> {
         let mut buf = [0u8; OWNER_XATTR_BYTES];
         match xattr_get(&self.object_path(oid), &mut buf) {
             Ok(OWNER_XATTR_BYTES) => Ok(Some(decode_owner(&buf))),
             // An owner of another size is not one this version wrote: none.
             Ok(_) => Ok(None),
-            Err(e) if matches!(e.raw_os_error(), Some(libc::ENODATA) | Some(libc::ENOENT)) => Ok(None),
+            // No owner, no object, or a file system without user xattrs (its objects count
+            // against nobody: their owners could not be recorded either).
+            Err(e) if matches!(e.raw_os_error(), Some(libc::ENODATA) | Some(libc::ENOENT) | Some(libc::EOPNOTSUPP)) => {
+                Ok(None)
+            }
             Err(e) => Err(io_error(oid, "getxattr owner", e)),
         }
     }

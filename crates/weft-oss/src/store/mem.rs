@@ -278,6 +278,11 @@ impl ObjectStore for MemStore {
         Ok(())
     }
 
+    fn allocated(&self, oid: u32) -> StoreResult<Option<u64>> {
+        let objects = lock_unpoisoned(&self.objects);
+        Ok(objects.current.get(&oid).map(|o| o.pages.len() as u64 * SECTORS_PER_PAGE))
+    }
+
     fn owner(&self, oid: u32) -> StoreResult<Option<QuotaOwner>> {
         let objects = lock_unpoisoned(&self.objects);
         Ok(objects.current.contains_key(&oid).then(|| objects.owners.get(&oid).copied()).flatten())

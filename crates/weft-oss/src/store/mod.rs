@@ -103,6 +103,13 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// that keeps objects without files.
     fn local_path(&self, oid: u32) -> StoreResult<Option<PathBuf>>;
 
+    /// The object's 512-byte blocks now; None when it does not exist (quota accounting,
+    /// after every change to it).
+    fn allocated(&self, oid: u32) -> StoreResult<Option<u64>> {
+        let attr = self.stat(oid)?;
+        Ok((attr.size != 0 || attr.blocks != 0).then_some(attr.blocks))
+    }
+
     /// The owner recorded for the object (whose quotas its blocks count against); None for
     /// an object without one (never written with an owner) or one that does not exist.
     fn owner(&self, oid: u32) -> StoreResult<Option<QuotaOwner>>;
@@ -165,6 +172,9 @@ impl<S: ObjectStore + ?Sized> ObjectStore for Arc<S> {
     }
     fn local_path(&self, oid: u32) -> StoreResult<Option<PathBuf>> {
         (**self).local_path(oid)
+    }
+    fn allocated(&self, oid: u32) -> StoreResult<Option<u64>> {
+        (**self).allocated(oid)
     }
     fn owner(&self, oid: u32) -> StoreResult<Option<QuotaOwner>> {
         (**self).owner(oid)

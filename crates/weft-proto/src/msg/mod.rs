@@ -206,7 +206,8 @@ impl RequestBody {
                 | OstRequest::DestroyOrphans(_)
                 | OstRequest::QuotaUsage(_)
                 | OstRequest::QuotaUsageAll(_)
-                | OstRequest::QuotaGrants(_) => Service::Ost,
+                | OstRequest::QuotaGrants(_)
+                | OstRequest::SetOwner(_) => Service::Ost,
             },
             RequestBody::Ldlm { .. } => Service::Ldlm,
             RequestBody::Param(_) => Service::Param,

@@ -70,6 +70,10 @@ macro_rules! ost_ops {
             /// counts them by a scan of the objects.
             read QuotaUsage { kind: $crate::msg::quota::QuotaKind, id: u32, verify: bool }
                 -> $crate::msg::quota::QuotaUse = "ost_quota_usage";
+            /// The object's file changed owner, group or project (a chown, `weft project`):
+            /// its blocks count against the new ids from now on. Nothing for an object not
+            /// written yet (its first write carries the owner).
+            write SetOwner { fid: $crate::Fid, owner: $crate::msg::quota::QuotaOwner } -> () = "ost_set_owner";
             /// The blocks of every id whose objects hold any here (the quota master's round).
             read QuotaUsageAll {} -> Vec<$crate::msg::quota::QuotaUseEntry> = "ost_quota_usage_all";
             /// The quota master's grants for this OST, replacing every earlier one (an id

@@ -129,7 +129,8 @@ pub fn object_io(op: &OstRequest, bulk_bytes: u64) -> (Run, bool) {
         | OstRequest::DestroyOrphans(_)
         | OstRequest::QuotaUsage(_)
         | OstRequest::QuotaUsageAll(_)
-        | OstRequest::QuotaGrants(_) => (Run::Offload, false),
+        | OstRequest::QuotaGrants(_)
+        | OstRequest::SetOwner(_) => (Run::Offload, false),
     }
 }
 

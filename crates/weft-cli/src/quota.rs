@@ -15,24 +15,8 @@ use weft_proto::msg::quota::{QuotaChange, QuotaKind, DEFAULT_ID};
 #[derive(Args)]
 #[command(disable_help_flag = true)]
 pub struct QuotaArgs {
-    /// A user's quota (name or uid); with -t, the kind alone (`-t -u MNT`).
-    #[arg(short = 'u', value_name = "USER", num_args = 0..=1, default_missing_value = "", conflicts_with_all = ["group", "project"])]
-    user: Option<String>,
-    /// A group's quota (name or gid).
-    #[arg(short = 'g', value_name = "GROUP", num_args = 0..=1, default_missing_value = "", conflicts_with = "project")]
-    group: Option<String>,
-    /// A project's quota (id, or a name from /etc/projid).
-    #[arg(short = 'p', value_name = "PROJECT", num_args = 0..=1, default_missing_value = "")]
-    project: Option<String>,
-    /// The default user limits (for users without their own).
-    #[arg(short = 'U', conflicts_with_all = ["user", "group", "project", "default_group", "default_project"])]
-    default_user: bool,
-    /// The default group limits.
-    #[arg(short = 'G', conflicts_with_all = ["user", "group", "project", "default_project"])]
-    default_group: bool,
-    /// The default project limits.
-    #[arg(short = 'P', conflicts_with_all = ["user", "group", "project"])]
-    default_project: bool,
+    #[command(flatten)]
+    whose: Whose,
     /// The grace times (with -u, -g or -p and no name: `weft quota -t -u MNT`).
     #[arg(short = 't')]
     grace: bool,
@@ -56,24 +40,8 @@ pub struct QuotaArgs {
 
 #[derive(Args)]
 pub struct SetquotaArgs {
-    /// A user's limits (name or uid); with -t, the kind alone (`-t -u -b 1w MNT`).
-    #[arg(short = 'u', value_name = "USER", num_args = 0..=1, default_missing_value = "", conflicts_with_all = ["group", "project"])]
-    user: Option<String>,
-    /// A group's limits (name or gid).
-    #[arg(short = 'g', value_name = "GROUP", num_args = 0..=1, default_missing_value = "", conflicts_with = "project")]
-    group: Option<String>,
-    /// A project's limits (id, or a name from /etc/projid).
-    #[arg(short = 'p', value_name = "PROJECT", num_args = 0..=1, default_missing_value = "")]
-    project: Option<String>,
-    /// The default user limits.
-    #[arg(short = 'U')]
-    default_user: bool,
-    /// The default group limits.
-    #[arg(short = 'G')]
-    default_group: bool,
-    /// The default project limits.
-    #[arg(short = 'P')]
-    default_project: bool,
+    #[command(flatten)]
+    whose: Whose,
     /// Block soft limit in KiB (K, M, G, T, P, E suffixes; 0 is none); with -t, the block
     /// grace time (seconds or 1w2d3h4m5s).
     #[arg(short = 'b', value_name = "SOFT")]
@@ -99,6 +67,35 @@ pub struct SetquotaArgs {
     /// The mount point (any path in a Weft mount).
     #[arg(value_name = "MNT")]
     mount: Option<PathBuf>,
+}
+
+/// Whose quota: a user, a group or a project by name or number, or a kind's defaults.
+#[derive(Args)]
+struct Whose {
+    /// A user (name or uid); with -t, the kind alone (`-t -u MNT`).
+    #[arg(short = 'u', value_name = "USER", num_args = 0..=1, default_missing_value = "", conflicts_with_all = ["group", "project"])]
+    user: Option<String>,
+    /// A group (name or gid).
+    #[arg(short = 'g', value_name = "GROUP", num_args = 0..=1, default_missing_value = "", conflicts_with = "project")]
+    group: Option<String>,
+    /// A project (id, or a name from /etc/projid).
+    #[arg(short = 'p', value_name = "PROJECT", num_args = 0..=1, default_missing_value = "")]
+    project: Option<String>,
+    /// The default user limits (for users without their own).
+    #[arg(short = 'U', conflicts_with_all = ["user", "group", "project", "default_group", "default_project"])]
+    default_user: bool,
+    /// The default group limits.
+    #[arg(short = 'G', conflicts_with_all = ["user", "group", "project", "default_project"])]
+    default_group: bool,
+    /// The default project limits.
+    #[arg(short = 'P', conflicts_with_all = ["user", "group", "project"])]
+    default_project: bool,
+}
+
+impl Whose {
+    fn defaults(&self) -> [bool; 3] {
+        [self.default_user, self.default_group, self.default_project]
+    }
 }
 
 /// Which quota the arguments name: a kind and an id (DEFAULT_ID for the defaults), and the
@@ -420,9 +417,10 @@ fn verify(mount: &Path, kind: QuotaKind, id: u32) -> anyhow::Result<bool> {
 }
 
 pub fn quota(a: QuotaArgs) -> anyhow::Result<()> {
-    let defaults = [a.default_user, a.default_group, a.default_project];
+    let w = &a.whose;
+    let defaults = w.defaults();
     if a.grace {
-        let (kind, mount) = grace_kind(&a.user, &a.group, &a.project, &a.mount)?;
+        let (kind, mount) = grace_kind(&w.user, &w.group, &w.project, &a.mount)?;
         let r = report(&mount, kind, DEFAULT_ID, "default")?;
         println!(
             "Block grace time: {}; Inode grace time: {}",
@@ -431,7 +429,7 @@ pub fn quota(a: QuotaArgs) -> anyhow::Result<()> {
         );
         return Ok(());
     }
-    let targets = match target(&a.user, &a.group, &a.project, defaults)? {
+    let targets = match target(&w.user, &w.group, &w.project, defaults)? {
         Some(t) => vec![t],
         None => {
             // SAFETY: getuid and getgid have no preconditions.
@@ -481,9 +479,10 @@ pub fn setquota(a: SetquotaArgs) -> anyhow::Result<()> {
     if unsafe { libc::geteuid() } != 0 {
         bail!("only root sets quotas");
     }
-    let defaults = [a.default_user, a.default_group, a.default_project];
+    let w = &a.whose;
+    let defaults = w.defaults();
     let (request, mount) = if a.grace {
-        let (kind, mount) = grace_kind(&a.user, &a.group, &a.project, &a.mount)?;
+        let (kind, mount) = grace_kind(&w.user, &w.group, &w.project, &a.mount)?;
         if a.block_hard.is_some() || a.inode_hard.is_some() {
             bail!("-t takes grace times with -b (blocks) and -i (inodes), not -B or -I");
         }
@@ -494,7 +493,7 @@ pub fn setquota(a: SetquotaArgs) -> anyhow::Result<()> {
         }
         (QuotaRequest::Grace { kind, block_s, inode_s }, mount)
     } else {
-        let Some((kind, id, _)) = target(&a.user, &a.group, &a.project, defaults)? else {
+        let Some((kind, id, _)) = target(&w.user, &w.group, &w.project, defaults)? else {
             bail!("name whose limits: -u USER, -g GROUP, -p PROJECT, or -U, -G, -P for the defaults");
         };
         let mount = mount_of(&a.mount)?.to_path_buf();

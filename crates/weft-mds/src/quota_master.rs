@@ -15,6 +15,7 @@
 
 use crate::background::internal;
 use crate::schema::QuotaRecord;
+use crate::store::Tables;
 use crate::writer::{InternalOp, Queue};
 use crate::Core;
 use std::collections::{BTreeMap, HashMap};
@@ -50,9 +51,11 @@ struct Limited {
 
 /// The ids with block limits: their own, and for kinds with default block limits every id
 /// with blocks somewhere (`seen`).
-fn limited_ids(core: &Core, seen: &BTreeMap<(QuotaKind, u32), u64>) -> WeftResult<Vec<Limited>> {
-    let view = core.read_view();
-    let records = view.quota_block_records()?;
+fn limited_ids(
+    view: &Tables,
+    records: Vec<(QuotaKind, u32, QuotaRecord)>,
+    seen: &BTreeMap<(QuotaKind, u32), u64>,
+) -> WeftResult<Vec<Limited>> {
     let mut defaults: HashMap<QuotaKind, QuotaLimits> = HashMap::new();
     let mut own: BTreeMap<(QuotaKind, u32), QuotaRecord> = BTreeMap::new();
     for (kind, id, rec) in records {
@@ -113,7 +116,8 @@ impl Master {
             objects.up_osts.iter().copied().chain(objects.dom).collect()
         };
         let view = core.read_view();
-        if view.quota_block_records()?.is_empty() && !st.granted {
+        let records = view.quota_block_records()?;
+        if records.is_empty() && !st.granted {
             return Ok(false);
         }
         // Every OST's blocks per id; an OST that does not answer keeps its grants.
@@ -145,7 +149,7 @@ impl Master {
                 }
             }
         }
-        let limited = limited_ids(core, &totals)?;
+        let limited = limited_ids(&view, records, &totals)?;
         let now = core.clock.now().sec.max(0) as u64;
         let mut grants: HashMap<u32, Vec<QuotaGrant>> = used.keys().map(|&o| (o, Vec::new())).collect();
         let mut room_for_focus = focus.is_some();

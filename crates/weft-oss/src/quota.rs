@@ -8,6 +8,7 @@
 use crate::lock_unpoisoned;
 use crate::store::{ObjectStore, StoreResult};
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use weft_proto::msg::quota::{QuotaGrant, QuotaKind, QuotaOwner, QuotaUseEntry};
 
@@ -48,6 +49,9 @@ impl State {
 #[derive(Debug, Default)]
 pub struct Usage {
     state: Mutex<State>,
+    /// Whether the master granted anything here: without a grant no write is checked, and
+    /// the write path does not take the lock for it.
+    limited: AtomicBool,
 }
 
 impl Usage {
@@ -60,7 +64,7 @@ impl Usage {
             state.objects.insert(oid, Tracked { owner, blocks });
             state.add(owner, i128::from(blocks));
         }
-        Ok(Usage { state: Mutex::new(state) })
+        Ok(Usage { state: Mutex::new(state), limited: AtomicBool::new(false) })
     }
 
     /// Object `oid` changed: `allocated` says its blocks now (None: it does not exist), read
@@ -123,6 +127,7 @@ impl Usage {
     pub fn set_grants(&self, grants: &[QuotaGrant]) -> Vec<QuotaUseEntry> {
         let mut st = lock_unpoisoned(&self.state);
         st.grants = grants.iter().map(|g| ((g.kind, g.id), g.grant_kib)).collect();
+        self.limited.store(!st.grants.is_empty(), Ordering::Release);
         grants
             .iter()
             .map(|g| QuotaUseEntry {
@@ -136,10 +141,10 @@ impl Usage {
     /// Whether one of object `oid`'s ids has less than [`QUOTA_TIGHT_KIB`] left of its
     /// grant here.
     pub fn tight(&self, oid: u32) -> bool {
-        let st = lock_unpoisoned(&self.state);
-        if st.grants.is_empty() {
+        if !self.limited.load(Ordering::Acquire) {
             return false;
         }
+        let st = lock_unpoisoned(&self.state);
         let Some(owner) = st.objects.get(&oid).and_then(|t| t.owner) else { return false };
         QuotaKind::ALL.into_iter().any(|kind| {
             let key = (kind, owner.id(kind));
@@ -156,11 +161,11 @@ impl Usage {
     /// Err names the id and its grant here. Counted as if every byte took a new block (an
     /// overwrite may take none), as Lustre checks.
     pub fn admit(&self, oid: u32, owner: Option<QuotaOwner>, len: u64) -> Result<Admitted<'_>, String> {
-        let mut st = lock_unpoisoned(&self.state);
         let none = || Admitted { usage: self, held: Vec::new() };
-        if st.grants.is_empty() {
+        if !self.limited.load(Ordering::Acquire) {
             return Ok(none());
         }
+        let mut st = lock_unpoisoned(&self.state);
         let Some(owner) = owner.or_else(|| st.objects.get(&oid).and_then(|t| t.owner)) else { return Ok(none()) };
         let mut held: Vec<(QuotaKind, u32)> = Vec::new();
         let kib = len.div_ceil(1024);

@@ -88,5 +88,6 @@ impl MgsArgs {
 
 /// The management service of the file system `weft up --data DIR` started, if it recorded one.
 fn from_data(data: &Path) -> Option<String> {
+    crate::key::adopt_from_config(data);
     crate::up::read_state(data).map(|s| s.mgs_address)
 }

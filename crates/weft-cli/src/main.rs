@@ -18,6 +18,7 @@ mod failover;
 mod find;
 mod group_status;
 mod hsm;
+mod key;
 mod lfs;
 mod limits;
 mod logging;
@@ -48,6 +49,10 @@ use weft_bench::size;
 #[derive(Parser)]
 #[command(name = "weft", version, about = "Weft: a parallel distributed file system in user space", long_about = None)]
 struct Cli {
+    /// The file system's shared key file (`weft key new`), proved at every connection to
+    /// its servers; default: $WEFT_KEY_FILE, else none.
+    #[arg(long, global = true, value_name = "FILE")]
+    key: Option<PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -78,6 +83,9 @@ enum Command {
     Fid2path(lfs::Fid2pathArgs),
     /// Measure: the IO-500 phases, or a single stream.
     Bench(bench::BenchArgs),
+    /// The file system's shared key (as lgss_sk): `weft key new FILE [--flavor skpi|skn]`
+    /// makes one, `weft key show FILE` names it.
+    Key(key::KeyArgs),
     /// Set server and mount parameters: NRS policies and rules, job statistics, jobids (as
     /// lctl set_param).
     ///
@@ -206,7 +214,12 @@ fn main() -> ExitCode {
     };
     errors::set_command(command_name(&matches));
     raise_open_files_limit();
+    if let Err(e) = key::use_key(cli.key.as_deref()) {
+        errors::report(&e);
+        return ExitCode::FAILURE;
+    }
     let result = match cli.command {
+        Command::Key(a) => key::key(a),
         Command::Up(a) => up::up(a),
         Command::Down(a) => up::down(a),
         Command::Status(a) => up::status(a),

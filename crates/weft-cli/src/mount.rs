@@ -66,6 +66,8 @@ pub struct MountOptions {
     pub atime: AtimeMode,
     pub read_only: bool,
     pub noexec: bool,
+    /// The file system's shared key file (`skpath=FILE`, as Lustre's mount option).
+    pub skpath: Option<PathBuf>,
 }
 
 impl MountArgs {
@@ -99,10 +101,11 @@ pub const MOUNT_OPTION_KEYS: &[&str] = &[
     "rw",
     "exec",
     "noexec",
+    "skpath",
 ];
 
 const MOUNT_OPTIONS_ALLOWED: &str = "timeout=SECONDS, threads=N, jobid_var=VAR, jobid_name=FORMAT, jobid=NAME, \
-     log=FILE, locks=on|off, passthrough=auto|on|off, uring=on|off, restore_timeout=SECONDS, suid, nosuid, dev, nodev, noatime, relatime, strictatime, ro, rw, exec, noexec";
+     log=FILE, locks=on|off, passthrough=auto|on|off, uring=on|off, restore_timeout=SECONDS, suid, nosuid, dev, nodev, noatime, relatime, strictatime, ro, rw, exec, noexec, skpath=FILE";
 
 fn on_off(key: &str, v: &str) -> anyhow::Result<bool> {
     match v {
@@ -127,6 +130,7 @@ pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
         atime: AtimeMode::default(),
         read_only: false,
         noexec: false,
+        skpath: None,
     };
     for item in text.unwrap_or("").split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, v) = item.split_once('=').unwrap_or((item, ""));
@@ -178,6 +182,8 @@ pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
             "rw" => o.read_only = false,
             "exec" => o.noexec = false,
             "noexec" => o.noexec = true,
+            "skpath" if v.is_empty() => bail!("mount option skpath: give the key file, skpath=FILE"),
+            "skpath" => o.skpath = Some(PathBuf::from(v)),
             _ => bail!("unknown mount option '{k}': allowed are {MOUNT_OPTIONS_ALLOWED}"),
         }
     }
@@ -289,6 +295,9 @@ pub fn mount(a: MountArgs) -> anyhow::Result<()> {
     }
     if daemon::is_mounted(&a.mountpoint) {
         bail!("{} is already a mount point", a.mountpoint.display());
+    }
+    if let Some(path) = &opts.skpath {
+        crate::key::mount_key(path)?;
     }
     if !daemon::is_detached_child() {
         check_source(&source)?;

@@ -182,7 +182,7 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
         let _ = std::fs::remove_file(state_path(&data));
     }
     let opts = parse_options(a.options.as_deref())?;
-    let config = local_config(&data, a.osts, a.replicas)?;
+    let config = crate::key::record_in_config(&data.join("server.toml"), local_config(&data, a.osts, a.replicas)?)?;
     let log = data.join("logs").join("weft.log");
 
     if a.detach && !daemon::is_detached_child() {
@@ -479,6 +479,7 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
     let config = ServerConfig::load(&data.join("server.toml")).map_err(|_| {
         anyhow!("{} holds no Weft file system (no server.toml); start one with weft up", data.display())
     })?;
+    crate::key::adopt_from_config(&data);
     let state = read_state(&data).filter(|s| pid_alive(s.pid));
     let mut report = StatusReport {
         fsname: config.fsname.clone(),

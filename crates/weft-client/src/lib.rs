@@ -79,6 +79,9 @@ pub struct ClientConfig {
     /// simulation): those are reached without TCP, and call this client back without TCP.
     /// None: every server is reached over TCP.
     pub network: Option<Arc<weft_rpc::Network>>,
+    /// The file system's shared key, proved at every connection to its servers; by
+    /// default the process's (`weft_rpc::secure::process_key`). None: no key.
+    pub key: Option<Arc<weft_rpc::secure::SharedKey>>,
 }
 
 impl ClientConfig {
@@ -92,6 +95,7 @@ impl ClientConfig {
             locks_cached_max: limits::LOCKS_CACHED_MAX,
             restore_timeout: Duration::from_secs(limits::RESTORE_TIMEOUT_S_DEFAULT),
             network: None,
+            key: defaults.key,
         }
     }
 }
@@ -160,6 +164,7 @@ impl Client {
             connect_timeout: config.connect_timeout,
             request_timeout: config.request_timeout,
             network: config.network.clone(),
+            key: config.key.clone(),
             ..PeerOptions::default()
         };
         // One address, or a replicated MGS's (`a:p,b:p,c:p`): the map is followed at the leader.
@@ -538,6 +543,7 @@ fn peer_options(config: &ClientConfig, client_id: u64, client: &Weak<Client>) ->
         client_id,
         callbacks: Some(Arc::new(locks::Callbacks(client.clone()))),
         network: config.network.clone(),
+        key: config.key.clone(),
     }
 }
 

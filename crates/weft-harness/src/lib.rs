@@ -6,6 +6,7 @@
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use weft_proto::msg::*;
 
@@ -81,6 +82,8 @@ pub struct Cluster {
     pub mounts: Vec<Mount>,
     pub mgs_address: String,
     expected_targets: usize,
+    /// The shared key file every server requires (`start_keyed`); None: no key.
+    pub key: Option<PathBuf>,
 }
 
 /// A port nobody listens on now at `ip` (bound, then released), and never handed out
@@ -120,7 +123,22 @@ impl Cluster {
     }
 
     pub fn start(weft: &Path, nodes: Vec<NodeSpec>) -> Cluster {
+        Cluster::start_with(weft, nodes, None)
+    }
+
+    /// As [`Cluster::start`], every server requiring a shared key of `flavor` that `weft key
+    /// new` makes in the cluster's directory ([`Cluster::key`]).
+    pub fn start_keyed(weft: &Path, nodes: Vec<NodeSpec>, flavor: &str) -> Cluster {
+        Cluster::start_with(weft, nodes, Some(flavor))
+    }
+
+    fn start_with(weft: &Path, nodes: Vec<NodeSpec>, flavor: Option<&str>) -> Cluster {
         let dir = tempfile::Builder::new().prefix("weft-test-").tempdir().expect("temp dir");
+        let key = flavor.map(|flavor| {
+            let path = dir.path().join("weft.key");
+            run(Command::new(weft).args(["key", "new", "--flavor", flavor]).arg(&path).env_remove("WEFT_KEY_FILE"));
+            path
+        });
         // Tests run commands as other users on the mount inside: let them through.
         std::fs::set_permissions(dir.path(), std::os::unix::fs::PermissionsExt::from_mode(0o755))
             .expect("chmod temp dir");
@@ -152,6 +170,9 @@ impl Cluster {
                 LOCK_TIMEOUT_MS,
                 s.metrics
             );
+            if let Some(key) = &key {
+                toml.push_str(&format!("key = \"{}\"\n", key.display()));
+            }
             if s.spec.mgs {
                 toml.push_str("[mgs]\n");
             }
@@ -183,6 +204,7 @@ impl Cluster {
             mounts: Vec::new(),
             mgs_address,
             expected_targets,
+            key,
         };
         // The MGS first, then the OSSs (the MDS precreates on them), then the rest.
         servers.sort_by_key(|s| (!s.spec.mgs, s.spec.osts.is_empty()));
@@ -216,14 +238,23 @@ impl Cluster {
     /// The cluster map, straight from the MGS.
     pub fn map(&self) -> anyhow::Result<ClusterMap> {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let peer = weft_rpc::Peer::new(self.mgs_address.clone(), weft_rpc::PeerOptions::default());
+        let key = match &self.key {
+            Some(path) => {
+                Some(Arc::new(weft_rpc::secure::SharedKey::load(path).map_err(|e| anyhow::anyhow!("{}", e.message))?))
+            }
+            None => None,
+        };
+        let options = weft_rpc::PeerOptions { key, ..weft_rpc::PeerOptions::default() };
+        let peer = weft_rpc::Peer::new(self.mgs_address.clone(), options);
         let map = rt.block_on(weft_rpc::map::fetch_map(&peer, Duration::from_millis(MGS_ANSWER_MS_MAX)));
         map.map_err(|e| anyhow::anyhow!("{}", e.message))
     }
 
     /// Mounts the file system in a separate `weft mount` process; returns the mount point.
+    /// With the cluster's key, if it has one.
     pub fn mount(&mut self) -> PathBuf {
-        self.mount_with(&format!("timeout={MOUNT_REQUEST_TIMEOUT_S}"))
+        let key = self.key.as_ref().map(|k| format!(",skpath={}", k.display())).unwrap_or_default();
+        self.mount_with(&format!("timeout={MOUNT_REQUEST_TIMEOUT_S}{key}"))
     }
 
     pub fn mount_with(&mut self, options: &str) -> PathBuf {

@@ -65,6 +65,9 @@ pub enum ErrorCode {
     /// A user's, group's or project's quota is used up: past its hard limit, or past its
     /// soft limit for longer than the grace time (EDQUOT).
     QuotaExceeded,
+    /// The connection did not prove that it holds the file system's shared key: a client
+    /// without the key, with another key, or a frame whose authentication failed (EACCES).
+    NotAuthenticated,
 }
 
 /// An error with its code and a sentence a person can act on.
@@ -128,6 +131,7 @@ impl ErrorCode {
             ErrorCode::Moved => libc::EAGAIN,
             ErrorCode::CrossDevice => libc::EXDEV,
             ErrorCode::QuotaExceeded => libc::EDQUOT,
+            ErrorCode::NotAuthenticated => libc::EACCES,
         }
     }
 }

@@ -22,12 +22,12 @@ use crate::callback::CallbackHandler;
 use crate::clients::Clients;
 use crate::frame::write_frame;
 use crate::limits::{EVICTED_REMEMBERED_MAX, ROUTE_POLL_MS};
+use crate::secure::{AuthCounters, ConnWriter};
 use bytes::Bytes;
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Duration;
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::sync::{oneshot, Notify};
 use weft_proto::lock::{CallbackAnswer, CallbackRequest};
 use weft_proto::wire::{encode_message, FrameKind};
@@ -37,7 +37,7 @@ use weft_proto::{ErrorCode, WeftError, WeftResult};
 const LOCAL_LINK: u64 = 0;
 
 /// The write half of a server connection, shared by the replies and the callbacks on it.
-pub(crate) type ConnectionWriter = Arc<tokio::sync::Mutex<OwnedWriteHalf>>;
+pub(crate) type ConnectionWriter = Arc<tokio::sync::Mutex<ConnWriter>>;
 
 /// One TCP connection of the server, as a way to reach the clients whose requests it carries.
 pub(crate) struct Link {
@@ -103,6 +103,8 @@ pub struct Exports {
     /// The clients of the server's network, called back when no TCP connection reaches
     /// them; None for a server that reaches its clients over TCP only.
     clients: Option<Arc<Clients>>,
+    /// Connections and frames refused for want of the shared key's proof.
+    auth: AuthCounters,
 }
 
 impl Default for Exports {
@@ -156,7 +158,13 @@ impl Exports {
             changed: Notify::new(),
             evicted_count: tokio::sync::watch::Sender::new(0),
             clients,
+            auth: AuthCounters::default(),
         }
+    }
+
+    /// Connections and frames this server refused for want of the shared key's proof.
+    pub fn auth(&self) -> &AuthCounters {
+        &self.auth
     }
 
     /// Clients evicted since the server started.

@@ -43,6 +43,7 @@ pub mod network;
 pub mod peer;
 pub mod pipeline;
 pub mod schedule;
+pub mod secure;
 pub mod server;
 pub mod stats;
 pub mod wire;

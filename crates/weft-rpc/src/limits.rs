@@ -118,3 +118,8 @@ pub const MGS_ROUND_PAUSE_MS_MAX: u64 = 1_000;
 /// Slices a [`crate::budget::Budget`] counts its time in: a jump of the monotonic clock
 /// spends at most one, an eighth of a bound (a callback's timeout, a proposal's).
 pub const BUDGET_SLICES: u32 = 8;
+
+/// How long a connection to a server that requires the shared key may take to prove it
+/// (its hello and the Noise handshake) before the server drops it: long enough for a
+/// loaded client, short enough that idle connections do not hold the server's slots.
+pub const HANDSHAKE_TIMEOUT_MS: u64 = 10_000;

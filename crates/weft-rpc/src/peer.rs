@@ -34,13 +34,13 @@ use crate::limits::{
     CONNECT_TIMEOUT_MS_DEFAULT, RECONNECT_BACKOFF_MS_MAX, RECONNECT_BACKOFF_MS_MIN, REQUEST_TIMEOUT_S_DEFAULT,
 };
 use crate::network::{Network, Transport};
+use crate::secure::{handshake, ConnWriter, Protection, SharedKey};
 use bytes::Bytes;
 use std::collections::HashMap;
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
-use tokio::net::tcp::OwnedWriteHalf;
 use tokio::net::TcpStream;
 use tokio::sync::{oneshot, Semaphore};
 use weft_proto::limits::{BULK_BYTES_MAX, CONNECTION_IN_FLIGHT_MAX};
@@ -65,6 +65,9 @@ pub struct PeerOptions {
     /// The network of the process's servers and clients: servers registered in it are
     /// reached without TCP (in-process, or through its wire). None: TCP only.
     pub network: Option<Arc<Network>>,
+    /// The shared key this peer proves at connect ([`crate::secure`]); by default the
+    /// process's ([`crate::secure::process_key`]). None: it connects without a key.
+    pub key: Option<Arc<SharedKey>>,
 }
 
 impl Default for PeerOptions {
@@ -75,6 +78,7 @@ impl Default for PeerOptions {
             client_id: 0,
             callbacks: None,
             network: None,
+            key: crate::secure::process_key(),
         }
     }
 }
@@ -87,6 +91,7 @@ impl std::fmt::Debug for PeerOptions {
             .field("client_id", &format_args!("{:016x}", self.client_id))
             .field("callbacks", &self.callbacks.as_ref().map(|_| "set"))
             .field("network", &self.network)
+            .field("key", &self.key)
             .finish()
     }
 }
@@ -106,7 +111,7 @@ struct Pending {
 }
 
 struct Connection {
-    writer: tokio::sync::Mutex<OwnedWriteHalf>,
+    writer: tokio::sync::Mutex<ConnWriter>,
     pending: Mutex<HashMap<u64, Pending>>,
     next_xid: AtomicU64,
     dead: AtomicBool,
@@ -115,7 +120,8 @@ struct Connection {
 
 impl Connection {
     async fn open(address: &str, timeout: Duration, opts: &PeerOptions) -> WeftResult<Arc<Connection>> {
-        let stream = match tokio::time::timeout(timeout, TcpStream::connect(address)).await {
+        let deadline = tokio::time::Instant::now() + timeout;
+        let mut stream = match tokio::time::timeout_at(deadline, TcpStream::connect(address)).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => return Err(WeftError::new(ErrorCode::Io, format!("cannot connect to {address}: {e}"))),
             Err(_) => {
@@ -126,8 +132,19 @@ impl Connection {
             }
         };
         stream.set_nodelay(true).ok();
-        let (reader, writer) = stream.into_split();
-        let mut reader = tokio::io::BufReader::with_capacity(crate::limits::SOCKET_READ_BUFFER_BYTES, reader);
+        let protection = match &opts.key {
+            None => Protection::Plain,
+            Some(key) => match tokio::time::timeout_at(deadline, handshake::client(&mut stream, key, address)).await {
+                Ok(p) => p?,
+                Err(_) => {
+                    return Err(WeftError::new(
+                        ErrorCode::TimedOut,
+                        format!("no key handshake from {address} within {} ms", timeout.as_millis()),
+                    ))
+                }
+            },
+        };
+        let (mut reader, writer) = crate::secure::split(stream, protection);
         let conn = Arc::new(Connection {
             writer: tokio::sync::Mutex::new(writer),
             pending: Mutex::new(HashMap::new()),
@@ -477,9 +494,10 @@ impl Peer {
                 Err(e) if matches!(e.code, ErrorCode::Checksum | ErrorCode::Again) => Err(e),
                 Err(e) => Ok(Err(e)),
             },
-            // The server is not Weft, speaks another version, or broke the protocol: a
-            // resend would meet the same (frame.rs's ReadError says which is which).
-            Err(e) if e.code == ErrorCode::Protocol => Ok(Err(e)),
+            // The server is not Weft, speaks another version, or broke the protocol; or it
+            // refused this node's key: a resend would meet the same (frame.rs's ReadError
+            // says which is which).
+            Err(e) if matches!(e.code, ErrorCode::Protocol | ErrorCode::NotAuthenticated) => Ok(Err(e)),
             Err(e) => Err(e),
         }
     }

@@ -32,9 +32,10 @@ use crate::authorize::Authorize;
 use crate::context::{ConnectionState, Handler, Origin, RequestContext, LOCAL_PEER};
 use crate::exports::Exports;
 use crate::frame::{read_frame, write_frame, ReadError};
-use crate::limits::{ACCEPT_ERROR_PAUSE_MS, REFUSED_CONNECTION_WAIT_MS, SERVER_CONNECTIONS_MAX};
+use crate::limits::{ACCEPT_ERROR_PAUSE_MS, HANDSHAKE_TIMEOUT_MS, REFUSED_CONNECTION_WAIT_MS, SERVER_CONNECTIONS_MAX};
 use crate::pipeline::Pipeline;
 use crate::schedule::Schedulers;
+use crate::secure::{handshake, Protection, Refusal, SharedKey};
 use crate::stats::Stats;
 use crate::wire::Endpoint;
 use bytes::Bytes;
@@ -43,12 +44,12 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{oneshot, Semaphore};
 use weft_proto::lock::CallbackAnswer;
 use weft_proto::msg::{Reply, Request};
-use weft_proto::wire::{decode_message, encode_message, FrameError, FrameHeader, FrameKind};
+use weft_proto::wire::{decode_message, encode_message, FrameError, FrameHeader, FrameKind, MAGIC};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
 
 /// A future polled by its caller that, dropped before it finished, finishes as a task of
@@ -86,6 +87,9 @@ pub struct ServerLimits {
     pub requests_unanswered_max: usize,
     /// Connections open at once; one past it is answered `Busy` and closed.
     pub connections_max: usize,
+    /// The shared key every connection must prove ([`crate::secure`]); by default the
+    /// process's ([`crate::secure::process_key`]). None: connections need no key.
+    pub key: Option<Arc<SharedKey>>,
 }
 
 impl Default for ServerLimits {
@@ -93,6 +97,7 @@ impl Default for ServerLimits {
         ServerLimits {
             requests_unanswered_max: weft_proto::limits::CONNECTION_IN_FLIGHT_MAX,
             connections_max: SERVER_CONNECTIONS_MAX,
+            key: crate::secure::process_key(),
         }
     }
 }
@@ -195,7 +200,16 @@ impl Server {
                         let max = server.limits.connections_max;
                         if server.connections.fetch_add(1, Ordering::AcqRel) >= max {
                             server.connections.fetch_sub(1, Ordering::AcqRel);
-                            tokio::spawn(refuse(stream, peer, max));
+                            tracing::warn!(
+                                "refusing connection from {peer}: {max} connections open (the bound, SERVER_CONNECTIONS_MAX)"
+                            );
+                            let busy = WeftError::new(
+                                ErrorCode::Busy,
+                                format!(
+                                    "the server has {max} connections open, its bound (SERVER_CONNECTIONS_MAX): try again later"
+                                ),
+                            );
+                            tokio::spawn(refuse(stream, busy));
                             continue;
                         }
                         let open = OpenConnection(server.connections.clone());
@@ -215,10 +229,76 @@ impl Server {
         })
     }
 
+    /// The handshake a server with a key requires before anything else: Some(how the
+    /// connection is protected), or None for a connection refused (answered, counted and
+    /// logged here) or gone.
+    async fn authenticate(&self, stream: TcpStream, peer: SocketAddr) -> Option<(TcpStream, Protection)> {
+        let Some(key) = &self.limits.key else { return Some((stream, Protection::Plain)) };
+        let mut stream = stream;
+        let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(HANDSHAKE_TIMEOUT_MS);
+        let counters = self.exports.auth();
+        let mut first = [0u8; 4];
+        let mut got = 0;
+        while got < first.len() {
+            match tokio::time::timeout_at(deadline, stream.read(&mut first[got..])).await {
+                Ok(Ok(n)) if n > 0 => got += n,
+                // Closed or failed: a connection that sent nothing is no one's attempt (a
+                // probe of the port); one cut short in its first bytes is a failed one.
+                Ok(_) if got == 0 => return None,
+                _ => {
+                    counters.refused(Refusal::Handshake);
+                    tracing::warn!("dropping connection from {peer}: it sent {got} bytes, not a key handshake");
+                    return None;
+                }
+            }
+        }
+        match u32::from_be_bytes(first) {
+            handshake::KEY_MAGIC => {}
+            MAGIC => {
+                counters.refused(Refusal::NoKey);
+                tracing::warn!(
+                    "refusing connection from {peer}: it has no key (this file system requires key {})",
+                    key.id_hex()
+                );
+                let e = WeftError::new(
+                    ErrorCode::NotAuthenticated,
+                    format!(
+                        "this file system requires its shared key (id {}, flavor {}): give the node its key file (--key FILE, or {})",
+                        key.id_hex(),
+                        key.flavor(),
+                        crate::secure::KEY_FILE_ENV
+                    ),
+                );
+                tokio::spawn(refuse_read(stream, first, e));
+                return None;
+            }
+            other => {
+                counters.refused(Refusal::Handshake);
+                tracing::warn!(
+                    "dropping connection from {peer}: it began with {other:#010x}, neither a key handshake nor a frame"
+                );
+                return None;
+            }
+        }
+        match tokio::time::timeout_at(deadline, handshake::server(&mut stream, key)).await {
+            Ok(Ok(protection)) => Some((stream, protection)),
+            Ok(Err((why, e))) => {
+                counters.refused(why);
+                tracing::warn!("refusing connection from {peer}: {}", e.message);
+                None
+            }
+            Err(_) => {
+                counters.refused(Refusal::Handshake);
+                tracing::warn!("dropping connection from {peer}: no key handshake within {HANDSHAKE_TIMEOUT_MS} ms");
+                None
+            }
+        }
+    }
+
     async fn connection(self: Arc<Self>, stream: TcpStream, peer: SocketAddr) {
         stream.set_nodelay(true).ok();
-        let (reader, writer) = stream.into_split();
-        let mut reader = tokio::io::BufReader::with_capacity(crate::limits::SOCKET_READ_BUFFER_BYTES, reader);
+        let Some((stream, protection)) = self.authenticate(stream, peer).await else { return };
+        let (mut reader, writer) = crate::secure::split(stream, protection);
         let writer = Arc::new(tokio::sync::Mutex::new(writer));
         let link = self.exports.open_link(writer.clone());
         let state = ConnectionState::new();
@@ -245,7 +325,23 @@ impl Server {
             let frame = match read {
                 Ok(Some(f)) => f,
                 Ok(None) => return,
-                Err(ReadError::Io(_)) => return,
+                Err(ReadError::Io(e)) => {
+                    if crate::secure::is_auth_failure(&e) {
+                        self.exports.auth().frame_rejected();
+                        tracing::warn!("dropping connection from {peer}: {e}");
+                    }
+                    return;
+                }
+                Err(ReadError::Frame(FrameError::NotWeft(handshake::KEY_MAGIC))) => {
+                    // A client with a key, and this server has none: say so.
+                    let e = WeftError::new(
+                        ErrorCode::NotAuthenticated,
+                        "this file system takes no key: mount without --key (or make the servers require it)",
+                    );
+                    tracing::warn!("refusing connection from {peer}: it offers a key, this server takes none");
+                    handshake::answer(&mut *writer.lock().await, &e).await;
+                    return;
+                }
                 Err(e) => {
                     if let ReadError::Frame(FrameError::Version { .. }) = e {
                         // Tell the peer which version this is before dropping it.
@@ -379,18 +475,19 @@ impl Drop for OpenConnection {
     }
 }
 
-/// A connection past the server's bound: the requests it sends within
-/// [`REFUSED_CONNECTION_WAIT_MS`] (a Peer's opening ping, then its request) are answered
-/// `Busy` with the bound named, none is run, then the connection is closed. The Peer returns
-/// that error instead of resending into a full server.
-async fn refuse(stream: TcpStream, peer: SocketAddr, max: usize) {
-    tracing::warn!("refusing connection from {peer}: {max} connections open (the bound, SERVER_CONNECTIONS_MAX)");
+/// A connection refused (past the server's bound, or without the key): the requests it
+/// sends within [`REFUSED_CONNECTION_WAIT_MS`] (a Peer's opening ping, then its request) are
+/// answered with `why`, none is run, then the connection is closed. The Peer returns that
+/// error instead of resending.
+async fn refuse(stream: TcpStream, why: WeftError) {
+    refuse_read(stream, [], why).await
+}
+
+/// [`refuse`] a connection whose first bytes, `read`, were read already.
+async fn refuse_read<const N: usize>(stream: TcpStream, read: [u8; N], why: WeftError) {
     let (reader, mut writer) = stream.into_split();
-    let mut reader = tokio::io::BufReader::new(reader);
-    let busy: Reply = Err(WeftError::new(
-        ErrorCode::Busy,
-        format!("the server has {max} connections open, its bound (SERVER_CONNECTIONS_MAX): try again later"),
-    ));
+    let mut reader = tokio::io::BufReader::new(std::io::Cursor::new(read).chain(reader));
+    let busy: Reply = Err(why);
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(REFUSED_CONNECTION_WAIT_MS);
     while let Ok(Ok(Some(frame))) = tokio::time::timeout_at(deadline, read_frame(&mut reader)).await {
         if frame.header.kind != FrameKind::Request {

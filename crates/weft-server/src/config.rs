@@ -64,6 +64,10 @@ pub struct ServerConfig {
     /// history (`weft stats`, `weft top`); 0 for no monitor.
     #[serde(default = "default_monitor_interval_s")]
     pub monitor_interval_s: u64,
+    /// The file system's shared key file (`weft key new`): every connection to this node
+    /// must prove it, and this node's own connections prove it. None: no key.
+    #[serde(default)]
+    pub key: Option<PathBuf>,
 }
 
 impl ServerConfig {
@@ -83,6 +87,7 @@ impl ServerConfig {
             commit_interval_ms: crate::limits::OST_COMMIT_INTERVAL_MS,
             metrics_listen: None,
             monitor_interval_s: 0,
+            key: None,
         }
     }
 }

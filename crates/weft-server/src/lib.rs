@@ -91,6 +91,12 @@ impl RunningServer {
         ost_stores: Option<Vec<(u32, Box<dyn weft_oss::store::ObjectStore>)>>,
     ) -> anyhow::Result<RunningServer> {
         config.validate()?;
+        if let Some(path) = &config.key {
+            // The node's key: its servers require it and its peers prove it (the process
+            // is the node, as a Lustre node has one keyring).
+            let key = weft_rpc::secure::SharedKey::load(path).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+            weft_rpc::secure::set_process_key(Some(key)).map_err(|e| anyhow::anyhow!("{}", e.message))?;
+        }
         // Targets that existed before this start had clients, which may cache under locks
         // this process does not know: hold grants back until they noticed the restart.
         let mdt_dir = |index: u32| config.data_dir.join(format!("mdt{index:04x}"));

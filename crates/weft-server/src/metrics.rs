@@ -14,6 +14,7 @@
 //! | `weft_nrs_class_started_total`, `weft_nrs_class_held_total`, `weft_nrs_class_wait_seconds_total` | `service`, `class`, `rule` | TBF's classes |
 //! | `weft_locks` | `target` | the lock namespaces (granted and waiting) |
 //! | `weft_clients`, `weft_evictions_total` | | the exports |
+//! | `weft_auth_failures_total` | `reason` (`no_key`, `wrong_key`, `handshake`, `frame`) | the exports' counts of what the shared key refused |
 //! | `weft_target_space_bytes`, `weft_target_inodes` | `target`, `state` | statfs of each target |
 //!
 //! A target is named as Lustre does (`weft-OST0001`). Job and user series end when the job
@@ -56,6 +57,7 @@ struct Snapshot {
     hsm: Option<HsmFigures>,
     clients: usize,
     evictions: u64,
+    auth_failures: [(&'static str, u64); 4],
     space: Vec<(String, StatfsInfo)>,
 }
 
@@ -144,6 +146,7 @@ impl Sources {
             locks,
             clients: self.exports.clients(),
             evictions: self.exports.evictions(),
+            auth_failures: self.exports.auth().snapshot(),
             space,
         }
     }
@@ -393,6 +396,14 @@ impl Collector for Snapshot {
         )?;
         family(&mut e, "weft_clients", "Clients connected", Gauge, [(Labels::new(), self.clients as i64)], gauge)?;
         family(&mut e, "weft_evictions", "Clients evicted", Counter, [(Labels::new(), self.evictions)], counter)?;
+        family(
+            &mut e,
+            "weft_auth_failures",
+            "Connections and frames refused for want of the shared key's proof",
+            Counter,
+            self.auth_failures.iter().map(|(reason, n)| (vec![("reason", reason.to_string())], *n)),
+            counter,
+        )?;
         let space = self.space.iter().flat_map(|(t, s)| {
             let bytes = |blocks: u64| (blocks.saturating_mul(u64::from(s.bsize))) as i64;
             [("total", bytes(s.blocks)), ("free", bytes(s.bfree)), ("avail", bytes(s.bavail))]

@@ -13,6 +13,10 @@
 # KEEP=1 keeps the cluster's directory (its logs) after the run.
 # MDT_REPLICAS=3 makes the MDT a replicated group of three server processes (127.0.0.3,
 # 127.0.0.6, 127.0.0.7): what replication costs.
+# KEY=skpi (or skn) makes every server require a shared key of that flavor (`weft key new`),
+# which the mount and the commands here give: what authentication and sealing cost.
+# QUOTA=1 puts the io500 directory in project 500 with a 1 TiB block and 100M inode limit:
+# what enforcing a quota costs.
 set -euo pipefail
 W=${WEFT:-target/release/weft}
 W=$(realpath "$W")
@@ -30,12 +34,19 @@ mkdir -p "$dir/mnt"
 [ "$baseline" = none ] || mkdir -p "$baseline"
 port=9850
 mgs="127.0.0.2:$port"
+keyline=""
+if [ -n "${KEY:-}" ]; then
+  "$W" key new --flavor "$KEY" "$dir/weft.key" > /dev/null
+  keyline="key = \"$dir/weft.key\""
+  export WEFT_KEY_FILE="$dir/weft.key"
+fi
 node() { # name ip roles-toml
   cat > "$dir/$1.toml" <<CONF
 fsname = "weft"
 data_dir = "$dir/$1"
 listen = "$2:$port"
 mgs_address = "$mgs"
+$keyline
 $3
 CONF
   "$W" server --config "$dir/$1.toml" > "$dir/$1.out" 2>&1 &
@@ -65,6 +76,10 @@ else
 fi
 "$W" mount "$mgs" "$dir/mnt" -o "log=$dir/mount.log"
 mkdir -p "$dir/mnt/io500"
+if [ -n "${QUOTA:-}" ]; then
+  "$W" project -p 500 -s "$dir/mnt/io500"
+  "$W" setquota -p 500 -B 1T -I 100M "$dir/mnt"
+fi
 if [ -n "${NRS:-}" ]; then
   for svc in ost.OSS.ost_io mds.MDS.mdt; do
     "$W" set-param --mgs "$mgs" "$svc.nrs_policies=$NRS"

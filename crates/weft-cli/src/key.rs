@@ -93,9 +93,15 @@ pub fn record_in_config(
     mut config: weft_server::config::ServerConfig,
 ) -> anyhow::Result<weft_server::config::ServerConfig> {
     let given = std::env::var_os(KEY_FILE_ENV).filter(|p| !p.is_empty()).map(PathBuf::from);
-    if let (Some(given), None) = (given, &config.key) {
-        config.key = Some(given);
-        std::fs::write(path, toml::to_string_pretty(&config)?)?;
+    match (given, &config.key) {
+        (Some(given), None) => {
+            config.key = Some(given);
+            std::fs::write(path, toml::to_string_pretty(&config)?)?;
+        }
+        // Started without --key: the processes it starts (the MDT's replicas, a detached
+        // copy) take the recorded key from the environment, as with --key.
+        (None, Some(recorded)) => use_key(Some(recorded))?,
+        _ => {}
     }
     Ok(config)
 }
@@ -107,7 +113,11 @@ pub fn adopt_from_config(data: &Path) {
         return;
     }
     let Ok(config) = weft_server::config::ServerConfig::load(&data.join("server.toml")) else { return };
-    if let Some(key) = config.key.and_then(|p| SharedKey::load(&p).ok()) {
-        let _ = weft_rpc::secure::set_process_key(Some(key));
+    let Some(path) = config.key else { return };
+    match SharedKey::load(&path) {
+        Ok(key) => {
+            let _ = weft_rpc::secure::set_process_key(Some(key));
+        }
+        Err(e) => eprintln!("weft: the file system's key is not usable, going on without it: {}", e.message),
     }
 }

@@ -120,6 +120,12 @@ pub const MGS_ROUND_PAUSE_MS_MAX: u64 = 1_000;
 pub const BUDGET_SLICES: u32 = 8;
 
 /// How long a connection to a server that requires the shared key may take to prove it
-/// (its hello and the Noise handshake) before the server drops it: long enough for a
-/// loaded client, short enough that idle connections do not hold the server's slots.
-pub const HANDSHAKE_TIMEOUT_MS: u64 = 10_000;
+/// (its hello, the Noise handshake, its confirmation: one round trip and a message) before
+/// the server drops it: long enough for a loaded client, short enough that idle
+/// connections do not hold the server's slots for long.
+pub const HANDSHAKE_TIMEOUT_MS: u64 = 5_000;
+
+/// Connections proving the key at once (their handshake, or a keyless client's refusal):
+/// past it a new one is dropped, so that connections that proved nothing hold at most this
+/// many of the server's `SERVER_CONNECTIONS_MAX` slots.
+pub const HANDSHAKES_MAX: usize = 256;

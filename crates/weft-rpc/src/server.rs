@@ -32,7 +32,9 @@ use crate::authorize::Authorize;
 use crate::context::{ConnectionState, Handler, Origin, RequestContext, LOCAL_PEER};
 use crate::exports::Exports;
 use crate::frame::{read_frame, write_frame, ReadError};
-use crate::limits::{ACCEPT_ERROR_PAUSE_MS, HANDSHAKE_TIMEOUT_MS, REFUSED_CONNECTION_WAIT_MS, SERVER_CONNECTIONS_MAX};
+use crate::limits::{
+    ACCEPT_ERROR_PAUSE_MS, HANDSHAKES_MAX, HANDSHAKE_TIMEOUT_MS, REFUSED_CONNECTION_WAIT_MS, SERVER_CONNECTIONS_MAX,
+};
 use crate::pipeline::Pipeline;
 use crate::schedule::Schedulers;
 use crate::secure::{handshake, Protection, Refusal, SharedKey};
@@ -112,6 +114,8 @@ pub struct Server {
     runtime: OnceLock<tokio::runtime::Handle>,
     /// TCP connections open now (bounded by `limits.connections_max`).
     connections: Arc<AtomicUsize>,
+    /// Key handshakes under way (bounded by [`HANDSHAKES_MAX`]).
+    handshakes: Arc<Semaphore>,
 }
 
 impl Server {
@@ -142,6 +146,7 @@ impl Server {
             stopping,
             runtime: OnceLock::new(),
             connections: Arc::default(),
+            handshakes: Arc::new(Semaphore::new(HANDSHAKES_MAX)),
         })
     }
 
@@ -234,17 +239,25 @@ impl Server {
     /// logged here) or gone.
     async fn authenticate(&self, stream: TcpStream, peer: SocketAddr) -> Option<(TcpStream, Protection)> {
         let Some(key) = &self.limits.key else { return Some((stream, Protection::Plain)) };
+        let counters = self.exports.auth();
+        // Connections that proved nothing yet are bounded apart from the others, so that a
+        // flood of them cannot take the slots of clients that hold the key.
+        let Ok(_permit) = self.handshakes.clone().try_acquire_owned() else {
+            counters.refused(Refusal::Handshake);
+            tracing::warn!("dropping connection from {peer}: {HANDSHAKES_MAX} key handshakes under way (the bound)");
+            return None;
+        };
         let mut stream = stream;
         let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(HANDSHAKE_TIMEOUT_MS);
-        let counters = self.exports.auth();
         let mut first = [0u8; 4];
         let mut got = 0;
         while got < first.len() {
             match tokio::time::timeout_at(deadline, stream.read(&mut first[got..])).await {
                 Ok(Ok(n)) if n > 0 => got += n,
-                // Closed or failed: a connection that sent nothing is no one's attempt (a
-                // probe of the port); one cut short in its first bytes is a failed one.
-                Ok(_) if got == 0 => return None,
+                // Closed, failed or silent: a connection that sent nothing is no one's
+                // attempt (a probe of the port); one cut short in its first bytes is a
+                // failed one.
+                _ if got == 0 => return None,
                 _ => {
                     counters.refused(Refusal::Handshake);
                     tracing::warn!("dropping connection from {peer}: it sent {got} bytes, not a key handshake");
@@ -263,13 +276,12 @@ impl Server {
                 let e = WeftError::new(
                     ErrorCode::NotAuthenticated,
                     format!(
-                        "this file system requires its shared key (id {}, flavor {}): give the node its key file (--key FILE, or {})",
-                        key.id_hex(),
+                        "this file system requires its shared key (flavor {}): give the node its key file (--key FILE, -o skpath=FILE, or {})",
                         key.flavor(),
                         crate::secure::KEY_FILE_ENV
                     ),
                 );
-                tokio::spawn(refuse_read(stream, first, e));
+                refuse_unkeyed(stream, first, e).await;
                 return None;
             }
             other => {
@@ -282,9 +294,13 @@ impl Server {
         }
         match tokio::time::timeout_at(deadline, handshake::server(&mut stream, key)).await {
             Ok(Ok(protection)) => Some((stream, protection)),
-            Ok(Err((why, e))) => {
+            Ok(Err((why, e, answer))) => {
+                // Counted before it is answered: whoever reads the answer sees the count.
                 counters.refused(why);
-                tracing::warn!("refusing connection from {peer}: {}", e.message);
+                tracing::warn!("refusing connection from {peer} (key {}): {}", key.id_hex(), e.message);
+                if answer {
+                    handshake::answer(&mut stream, &e).await;
+                }
                 None
             }
             Err(_) => {
@@ -475,18 +491,14 @@ impl Drop for OpenConnection {
     }
 }
 
-/// A connection refused (past the server's bound, or without the key): the requests it
+/// A connection refused (past the server's bound): the requests it
 /// sends within [`REFUSED_CONNECTION_WAIT_MS`] (a Peer's opening ping, then its request) are
 /// answered with `why`, none is run, then the connection is closed. The Peer returns that
 /// error instead of resending.
 async fn refuse(stream: TcpStream, why: WeftError) {
-    refuse_read(stream, [], why).await
-}
-
-/// [`refuse`] a connection whose first bytes, `read`, were read already.
-async fn refuse_read<const N: usize>(stream: TcpStream, read: [u8; N], why: WeftError) {
     let (reader, mut writer) = stream.into_split();
-    let mut reader = tokio::io::BufReader::new(std::io::Cursor::new(read).chain(reader));
+    let mut reader = tokio::io::BufReader::new(reader);
+
     let busy: Reply = Err(why);
     let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(REFUSED_CONNECTION_WAIT_MS);
     while let Ok(Ok(Some(frame))) = tokio::time::timeout_at(deadline, read_frame(&mut reader)).await {
@@ -498,6 +510,35 @@ async fn refuse_read<const N: usize>(stream: TcpStream, read: [u8; N], why: Weft
             break;
         }
     }
+    let _ = writer.shutdown().await;
+}
+
+/// A client without the key at a server that requires it (its first 4 bytes read): the
+/// requests it sends within [`REFUSED_CONNECTION_WAIT_MS`] (a Peer's opening ping, then its
+/// request) are answered with `why`, none is read past its header (the message and bulk are
+/// skipped, not held), then the connection is closed.
+async fn refuse_unkeyed(stream: TcpStream, first: [u8; 4], why: WeftError) {
+    let (reader, mut writer) = stream.into_split();
+    let mut reader = tokio::io::BufReader::new(std::io::Cursor::new(first).chain(reader));
+    let Ok(msg) = encode_message::<Reply>(&Err(why)) else { return };
+    let deadline = tokio::time::Instant::now() + std::time::Duration::from_millis(REFUSED_CONNECTION_WAIT_MS);
+    let _ = tokio::time::timeout_at(deadline, async {
+        loop {
+            let mut head = [0u8; weft_proto::wire::HEADER_BYTES];
+            reader.read_exact(&mut head).await?;
+            let Ok(header) = FrameHeader::decode(&head) else { return Ok(()) };
+            let skip = u64::from(header.msg_len) + u64::from(header.bulk_len);
+            tokio::io::copy(&mut (&mut reader).take(skip), &mut tokio::io::sink()).await?;
+            if header.kind == FrameKind::Request {
+                write_frame(&mut writer, FrameKind::Reply, header.xid, &msg, &Bytes::new())
+                    .await
+                    .map_err(|e| std::io::Error::other(e.message))?;
+            }
+        }
+        #[allow(unreachable_code)]
+        Ok::<(), std::io::Error>(())
+    })
+    .await;
     let _ = writer.shutdown().await;
 }
 

@@ -13,7 +13,7 @@ use weft_proto::msg::*;
 use weft_proto::wire::{encode_message, FrameKind};
 use weft_proto::{ErrorCode, Fid, WeftError};
 use weft_rpc::secure::seal::SealedWriter;
-use weft_rpc::secure::{handshake, Flavor, Protection, SharedKey};
+use weft_rpc::secure::{handshake, Flavor, Protection, Sealing, SharedKey};
 use weft_rpc::{Handler, Peer, PeerOptions, RequestContext, Server, ServerLimits};
 
 /// How long any one step may take before the test fails rather than hangs.
@@ -109,7 +109,8 @@ async fn a_peer_with_the_key_is_served_sealed_and_one_without_is_refused_saying_
     let started = Instant::now();
     let e = echo(&peer(&addr, None), b"x").await.unwrap_err();
     assert_eq!(e.code, ErrorCode::NotAuthenticated, "{e:?}");
-    assert!(e.message.contains("requires its shared key") && e.message.contains(&key.id_hex()), "{}", e.message);
+    assert!(e.message.contains("requires its shared key"), "{}", e.message);
+    assert!(!e.message.contains(&key.id_hex()), "a client without the key was told the key's id");
     assert!(started.elapsed() < Duration::from_secs(5), "a refused peer kept resending");
     wait_count(&server, "no_key", 1).await;
 
@@ -117,11 +118,13 @@ async fn a_peer_with_the_key_is_served_sealed_and_one_without_is_refused_saying_
     let e = echo(&peer(&addr, Some(&other)), b"x").await.unwrap_err();
     assert_eq!(e.code, ErrorCode::NotAuthenticated, "{e:?}");
     assert!(e.message.contains("is not this file system's"), "{}", e.message);
-    assert!(e.message.contains(&other.id_hex()) && e.message.contains(&key.id_hex()), "{}", e.message);
+    assert!(e.message.contains(&other.id_hex()) && !e.message.contains(&key.id_hex()), "{}", e.message);
     wait_count(&server, "wrong_key", 1).await;
 
     // The same key asking only for authentication at connect is given the server's skpi.
     let weaker = SharedKey::parse(&key.to_file_text().replace("flavor = skpi", "flavor = skn"), "k").unwrap();
+    let mut raw = TcpStream::connect(&addr).await.unwrap();
+    assert!(matches!(handshake::client(&mut raw, &weaker, &addr).await.unwrap(), Protection::Sealed(_)));
     echo(&peer(&addr, Some(&weaker)), &data(70_000)).await.unwrap();
     echo(&good, b"still served").await.unwrap();
 }
@@ -130,6 +133,8 @@ async fn a_peer_with_the_key_is_served_sealed_and_one_without_is_refused_saying_
 async fn a_key_proved_at_connect_only_and_a_server_without_a_key() {
     let key = SharedKey::generate(Flavor::Skn).unwrap();
     let (_server, addr) = start(Some(&key)).await;
+    let mut raw = TcpStream::connect(&addr).await.unwrap();
+    assert!(matches!(handshake::client(&mut raw, &key, &addr).await.unwrap(), Protection::Plain));
     echo(&peer(&addr, Some(&key)), &data(200_000)).await.unwrap();
     let e = echo(&peer(&addr, None), b"x").await.unwrap_err();
     assert_eq!(e.code, ErrorCode::NotAuthenticated, "{e:?}");
@@ -166,10 +171,10 @@ async fn hostile(addr: &str, bytes: &[u8]) {
 
 /// A whole sealed frame (a write with `bulk`) as it would go on a connection whose
 /// handshake gave `state`, from the connection's first record.
-async fn sealed_frame(state: Arc<snow::StatelessTransportState>, bulk: &[u8]) -> Vec<u8> {
+async fn sealed_frame(sealing: Sealing, bulk: &[u8]) -> Vec<u8> {
     let request = Request { header: RequestHeader::default(), body: write_body() };
     let msg = encode_message(&request).unwrap();
-    let mut w = SealedWriter::new(Vec::new(), state);
+    let mut w = SealedWriter::new(Vec::new(), sealing.state, sealing.send_from);
     weft_rpc::frame::write_frame(&mut w, FrameKind::Request, 1, &msg, &Bytes::copy_from_slice(bulk)).await.unwrap();
     w.into_inner()
 }
@@ -216,11 +221,11 @@ async fn hostile_connections_and_frames_are_dropped_and_counted_and_the_server_g
     // connection is dropped, and nothing runs.
     for round in 0..30u64 {
         let mut s = TcpStream::connect(&addr).await.unwrap();
-        let Protection::Sealed(state) = handshake::client(&mut s, &key, &addr).await.unwrap() else {
+        let Protection::Sealed(sealing) = handshake::client(&mut s, &key, &addr).await.unwrap() else {
             panic!("not sealed")
         };
         let len = (rng.next() % 100_000) as usize;
-        let mut frame = sealed_frame(state, &data(len)).await;
+        let mut frame = sealed_frame(sealing, &data(len)).await;
         let at = (rng.next() % frame.len() as u64) as usize;
         frame[at] ^= 1 << (rng.next() % 8);
         let _ = s.write_all(&frame).await;
@@ -237,8 +242,8 @@ async fn hostile_connections_and_frames_are_dropped_and_counted_and_the_server_g
     // A whole sealed frame replayed on another connection (whose handshake made other
     // keys) does not open either.
     let mut first = TcpStream::connect(&addr).await.unwrap();
-    let Protection::Sealed(state) = handshake::client(&mut first, &key, &addr).await.unwrap() else { panic!() };
-    let frame = sealed_frame(state, b"replayed").await;
+    let Protection::Sealed(sealing) = handshake::client(&mut first, &key, &addr).await.unwrap() else { panic!() };
+    let frame = sealed_frame(sealing, b"replayed").await;
     let mut second = TcpStream::connect(&addr).await.unwrap();
     handshake::client(&mut second, &key, &addr).await.unwrap();
     second.write_all(&frame).await.unwrap();
@@ -249,4 +254,97 @@ async fn hostile_connections_and_frames_are_dropped_and_counted_and_the_server_g
     drop(first);
 
     echo(&good, b"after").await.unwrap();
+}
+
+/// A stream that keeps a copy of what is written to it.
+struct Recorder {
+    inner: TcpStream,
+    written: Vec<u8>,
+}
+
+impl tokio::io::AsyncRead for Recorder {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl tokio::io::AsyncWrite for Recorder {
+    fn poll_write(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        let polled = std::pin::Pin::new(&mut self.inner).poll_write(cx, buf);
+        if let std::task::Poll::Ready(Ok(n)) = polled {
+            self.written.extend_from_slice(&buf[..n]);
+        }
+        polled
+    }
+    fn poll_flush(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_flush(cx)
+    }
+    fn poll_shutdown(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        std::pin::Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
+}
+
+/// The hello and first message of a real client's handshake with the server at `addr`, as
+/// someone on the path would have recorded them.
+async fn recorded_opening(addr: &str, key: &SharedKey) -> Vec<u8> {
+    let mut r = Recorder { inner: TcpStream::connect(addr).await.unwrap(), written: Vec::new() };
+    handshake::client(&mut r, key, addr).await.unwrap();
+    // The hello (16), the length (2) and message 1 (48); the confirmation follows.
+    r.written[..16 + 2 + 48].to_vec()
+}
+
+/// Sends `bytes` then a plain Ping frame, and reads everything the server sends back.
+async fn replay(addr: &str, bytes: &[u8]) -> Vec<u8> {
+    let mut s = TcpStream::connect(addr).await.unwrap();
+    s.write_all(bytes).await.unwrap();
+    let ping = encode_message(&Request { header: RequestHeader::default(), body: RequestBody::Ping }).unwrap();
+    let _ = weft_rpc::frame::write_frame(&mut s, FrameKind::Request, 1, &ping, &Bytes::new()).await;
+    let _ = s.shutdown().await;
+    let mut back = Vec::new();
+    let _ = tokio::time::timeout(STEP_WAIT, s.read_to_end(&mut back)).await.expect("the server closed it");
+    back
+}
+
+fn frames_in(bytes: &[u8]) -> usize {
+    bytes.windows(4).filter(|w| *w == b"WFT1").count()
+}
+
+/// Someone who recorded a client's opening cannot use it: replayed, the server waits for the
+/// confirmation only the key can make (also with flavor skn, where frames then go plain);
+/// with the flavor in the hello lowered, the handshake itself fails.
+#[tokio::test]
+async fn a_recorded_opening_replayed_or_downgraded_gets_nothing_run() {
+    for flavor in [Flavor::Skn, Flavor::Skpi] {
+        let key = SharedKey::generate(flavor).unwrap();
+        let (server, addr) = start(Some(&key)).await;
+        let opening = recorded_opening(&addr, &key).await;
+        let before = count(&server, "handshake");
+        let back = replay(&addr, &opening).await;
+        assert_eq!(frames_in(&back), 0, "{flavor}: a replayed opening got a frame answered");
+        wait_count(&server, "handshake", before + 1).await;
+
+        let mut lowered = opening.clone();
+        lowered[6] = Flavor::Skn as u8;
+        if flavor == Flavor::Skpi {
+            let back = replay(&addr, &lowered).await;
+            // Refused with a reply (the handshake failed), never served.
+            assert_eq!(frames_in(&back), 1, "{flavor}: {back:?}");
+            wait_count(&server, "handshake", before + 2).await;
+        }
+        echo(&peer(&addr, Some(&key)), b"still served").await.unwrap();
+    }
 }

@@ -7,7 +7,12 @@
 //!                  length (2) Noise message 1 (psk, e)
 //! server → client  hello: "WFTK" version 0 0 key id
 //!                  length (2) Noise message 2 (e, ee) whose sealed payload is the flavor
+//! client → server  length (2) the confirmation: a transport message (nonce 0) sealing a
+//!                  constant under the keys message 2 made
 //! ```
+//!
+//! The confirmation is what proves the client: message 1 can be replayed by whoever saw
+//! it, but without the key no one makes the transport keys it needs.
 //!
 //! The client's hello is the Noise prologue, so both sides agree on it or the handshake
 //! fails. The flavor used is the stronger of the two sides' (sealed in message 2, so a
@@ -38,9 +43,20 @@ const HANDSHAKE_MESSAGE_MAX: usize = 256;
 pub enum Protection {
     /// Frames as without a key (no key, or flavor skn).
     Plain,
-    /// Every byte sealed (flavor skpi) under these transport keys.
-    Sealed(Arc<StatelessTransportState>),
+    /// Every byte sealed (flavor skpi).
+    Sealed(Sealing),
 }
+
+/// The transport keys of a sealed connection, and the first nonce of each direction on this
+/// side (the confirmation took the client's first).
+pub struct Sealing {
+    pub state: Arc<StatelessTransportState>,
+    pub send_from: u64,
+    pub recv_from: u64,
+}
+
+/// What the client seals under the new keys to prove it holds them (the confirmation).
+const CONFIRM: &[u8] = b"weft key confirmed";
 
 /// Why a server refused a connection, for its counters and its log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -151,7 +167,11 @@ pub async fn client<S: AsyncRead + AsyncWrite + Unpin>(
             format!("{address} offers flavor {flavor}, this node's key asks for {}", key.flavor()),
         ));
     }
-    protection(hs, flavor)
+    let state = hs.into_stateless_transport_mode().map_err(|e| snow_error("key handshake", e))?;
+    let mut confirm = [0u8; HANDSHAKE_MESSAGE_MAX];
+    let n = state.write_message(0, CONFIRM, &mut confirm).map_err(|e| snow_error("key handshake", e))?;
+    write_message(stream, &[], &confirm[..n]).await.map_err(io)?;
+    Ok(protection(state, flavor, true))
 }
 
 /// Reads the reply frame a server refused with (its first 4 bytes read already): the error
@@ -173,22 +193,27 @@ async fn refusal_read<R: AsyncRead + Unpin>(first: &[u8; 4], stream: &mut R, add
     }
 }
 
-fn protection(hs: snow::HandshakeState, flavor: Flavor) -> WeftResult<Protection> {
+/// How a connection goes on after its handshake; `client` for the side that sent the
+/// confirmation (its first record from client to server is the second message under those
+/// keys).
+fn protection(state: StatelessTransportState, flavor: Flavor, client: bool) -> Protection {
     match flavor {
-        Flavor::Skn => Ok(Protection::Plain),
-        Flavor::Skpi => Ok(Protection::Sealed(Arc::new(
-            hs.into_stateless_transport_mode().map_err(|e| snow_error("key handshake", e))?,
-        ))),
+        Flavor::Skn => Protection::Plain,
+        Flavor::Skpi => {
+            let (send_from, recv_from) = if client { (1, 0) } else { (0, 1) };
+            Protection::Sealed(Sealing { state: Arc::new(state), send_from, recv_from })
+        }
     }
 }
 
+/// A refusal of the server: why (for its counters), the error, and whether to answer it on
+/// the connection (not a client that broke off or sent garbage).
+pub type Refused = (Refusal, WeftError, bool);
+
 /// The server's side, on a connection whose first 4 bytes, [`KEY_MAGIC`], were read. A
-/// refusal is answered on the connection before it is returned.
-pub async fn server<S: AsyncRead + AsyncWrite + Unpin>(
-    stream: &mut S,
-    key: &SharedKey,
-) -> Result<Protection, (Refusal, WeftError)> {
-    let failed = |why: String| (Refusal::Handshake, WeftError::new(ErrorCode::NotAuthenticated, why));
+/// refusal is returned, to be counted and then answered ([`answer`]) by the caller.
+pub async fn server<S: AsyncRead + AsyncWrite + Unpin>(stream: &mut S, key: &SharedKey) -> Result<Protection, Refused> {
+    let failed = |why: String| (Refusal::Handshake, WeftError::new(ErrorCode::NotAuthenticated, why), false);
     let mut theirs = [0u8; HELLO_BYTES];
     theirs[..4].copy_from_slice(&KEY_MAGIC.to_be_bytes());
     stream.read_exact(&mut theirs[4..]).await.map_err(|e| failed(format!("the hello: {e}")))?;
@@ -201,16 +226,13 @@ pub async fn server<S: AsyncRead + AsyncWrite + Unpin>(
     let id: [u8; 8] = theirs[8..].try_into().unwrap_or_default();
     let m1 = read_message(stream).await.map_err(|e| failed(format!("message 1: {e}")))?;
     if id != key.id() {
+        let theirs_hex: String = id.iter().map(|b| format!("{b:02x}")).collect();
+        // The client is told its key is another, not which is this file system's.
         let e = WeftError::new(
             ErrorCode::NotAuthenticated,
-            format!(
-                "the client's key ({}) is not this file system's (key {}): give it the file system's key file",
-                theirs[8..].iter().map(|b| format!("{b:02x}")).collect::<String>(),
-                key.id_hex()
-            ),
+            format!("the client's key ({theirs_hex}) is not this file system's: give it the file system's key file"),
         );
-        answer(stream, &e).await;
-        return Err((Refusal::WrongKey, e));
+        return Err((Refusal::WrongKey, e, true));
     }
     let opened =
         noise().prologue(&theirs).and_then(|b| b.psk(0, key.secret())).and_then(|b| b.build_responder()).and_then(
@@ -220,23 +242,31 @@ pub async fn server<S: AsyncRead + AsyncWrite + Unpin>(
                 Ok(hs)
             },
         );
-    let mut hs = match opened {
-        Ok(hs) => hs,
-        Err(e) => {
-            // The id matched but the proof did not: not a client of ours.
-            let e = WeftError::new(ErrorCode::NotAuthenticated, format!("the key handshake failed ({e})"));
-            answer(stream, &e).await;
-            return Err((Refusal::Handshake, e));
-        }
-    };
+    let mut hs = opened.map_err(|e| {
+        // The id matched but the proof did not: not a client of ours.
+        (
+            Refusal::Handshake,
+            WeftError::new(ErrorCode::NotAuthenticated, format!("the key handshake failed ({e})")),
+            true,
+        )
+    })?;
     let flavor = client_flavor.max(key.flavor());
     let mut m2 = [0u8; HANDSHAKE_MESSAGE_MAX];
     let n = hs.write_message(&[flavor as u8], &mut m2).map_err(|e| failed(e.to_string()))?;
     write_message(stream, &hello(0, key.id()), &m2[..n]).await.map_err(|e| failed(format!("message 2: {e}")))?;
-    protection(hs, flavor).map_err(|e| (Refusal::Handshake, e))
+    // Message 1 alone proves nothing: it can be replayed. The client's confirmation, sealed
+    // under the keys that message 2 made, proves it holds the key now.
+    let state = hs.into_stateless_transport_mode().map_err(|e| failed(e.to_string()))?;
+    let confirm = read_message(stream).await.map_err(|e| failed(format!("the confirmation: {e}")))?;
+    let mut payload = [0u8; HANDSHAKE_MESSAGE_MAX];
+    match state.read_message(0, &confirm, &mut payload) {
+        Ok(n) if payload[..n] == *CONFIRM => {}
+        _ => return Err(failed("the confirmation did not open: a replayed handshake, or not our key".into())),
+    }
+    Ok(protection(state, flavor, false))
 }
 
-/// Writes `e` as the reply (xid 0) a refused client reads in place of a hello.
+/// Writes `e` as the reply (xid 0) a refused client reads in place of a hello, and closes.
 pub async fn answer<W: AsyncWrite + Unpin>(w: &mut W, e: &WeftError) {
     let reply: Reply = Err(e.clone());
     if let Ok(msg) = encode_message(&reply) {

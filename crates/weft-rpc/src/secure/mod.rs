@@ -15,7 +15,7 @@ pub mod handshake;
 pub mod key;
 pub mod seal;
 
-pub use handshake::{Protection, Refusal};
+pub use handshake::{Protection, Refusal, Sealing};
 pub use key::{process_key, set_process_key, Flavor, SharedKey, KEY_FILE_ENV};
 pub use seal::is_auth_failure;
 
@@ -45,9 +45,9 @@ pub fn split(stream: tokio::net::TcpStream, protection: Protection) -> (ConnRead
     let reader = BufReader::with_capacity(crate::limits::SOCKET_READ_BUFFER_BYTES, reader);
     match protection {
         Protection::Plain => (ConnReader::Plain(reader), ConnWriter::Plain(writer)),
-        Protection::Sealed(state) => (
-            ConnReader::Sealed(Box::new(SealedReader::new(reader, state.clone()))),
-            ConnWriter::Sealed(Box::new(SealedWriter::new(writer, state))),
+        Protection::Sealed(s) => (
+            ConnReader::Sealed(Box::new(SealedReader::new(reader, s.state.clone(), s.recv_from))),
+            ConnWriter::Sealed(Box::new(SealedWriter::new(writer, s.state, s.send_from))),
         ),
     }
 }

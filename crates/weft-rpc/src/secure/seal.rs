@@ -60,8 +60,9 @@ pub struct SealedWriter<W> {
 }
 
 impl<W: AsyncWrite + Unpin> SealedWriter<W> {
-    pub fn new(inner: W, state: Arc<StatelessTransportState>) -> SealedWriter<W> {
-        SealedWriter { inner, state, nonce: 0, out: Vec::with_capacity(RECORD_MAX + 2), pos: 0, gather: Vec::new() }
+    /// `nonce`: the first record's (the handshake may have used some).
+    pub fn new(inner: W, state: Arc<StatelessTransportState>, nonce: u64) -> SealedWriter<W> {
+        SealedWriter { inner, state, nonce, out: Vec::with_capacity(RECORD_MAX + 2), pos: 0, gather: Vec::new() }
     }
 
     /// The stream it writes to (what was sealed and not flushed stays behind).
@@ -164,11 +165,12 @@ pub struct SealedReader<R> {
 }
 
 impl<R: AsyncRead + Unpin> SealedReader<R> {
-    pub fn new(inner: R, state: Arc<StatelessTransportState>) -> SealedReader<R> {
+    /// `nonce`: the first record's (the handshake may have used some).
+    pub fn new(inner: R, state: Arc<StatelessTransportState>, nonce: u64) -> SealedReader<R> {
         SealedReader {
             inner,
             state,
-            nonce: 0,
+            nonce,
             record: vec![0; RECORD_MAX + 2],
             filled: 0,
             plain: Vec::with_capacity(RECORD_PLAIN_MAX),

@@ -79,6 +79,9 @@ pub struct ClientConfig {
     /// simulation): those are reached without TCP, and call this client back without TCP.
     /// None: every server is reached over TCP.
     pub network: Option<Arc<weft_rpc::Network>>,
+    /// The local address the client connects from (`weft mount -o nid=ADDR`): the address
+    /// servers' nodemaps place it by. None: the one the kernel picks.
+    pub local_address: Option<std::net::IpAddr>,
 }
 
 impl ClientConfig {
@@ -92,6 +95,7 @@ impl ClientConfig {
             locks_cached_max: limits::LOCKS_CACHED_MAX,
             restore_timeout: Duration::from_secs(limits::RESTORE_TIMEOUT_S_DEFAULT),
             network: None,
+            local_address: None,
         }
     }
 }
@@ -160,6 +164,7 @@ impl Client {
             connect_timeout: config.connect_timeout,
             request_timeout: config.request_timeout,
             network: config.network.clone(),
+            local_address: config.local_address,
             ..PeerOptions::default()
         };
         // One address, or a replicated MGS's (`a:p,b:p,c:p`): the map is followed at the leader.
@@ -538,6 +543,7 @@ fn peer_options(config: &ClientConfig, client_id: u64, client: &Weak<Client>) ->
         client_id,
         callbacks: Some(Arc::new(locks::Callbacks(client.clone()))),
         network: config.network.clone(),
+        local_address: config.local_address,
     }
 }
 

@@ -65,6 +65,8 @@ pub enum ErrorCode {
     /// A user's, group's or project's quota is used up: past its hard limit, or past its
     /// soft limit for longer than the grace time (EDQUOT).
     QuotaExceeded,
+    /// The change is refused: the client's nodemap mounts read-only (EROFS).
+    ReadOnly,
 }
 
 /// An error with its code and a sentence a person can act on.
@@ -128,6 +130,7 @@ impl ErrorCode {
             ErrorCode::Moved => libc::EAGAIN,
             ErrorCode::CrossDevice => libc::EXDEV,
             ErrorCode::QuotaExceeded => libc::EDQUOT,
+            ErrorCode::ReadOnly => libc::EROFS,
         }
     }
 }

@@ -1,0 +1,178 @@
+//! Nodemaps and root squash on a TCP cluster: mounts told apart by the local address they
+//! connect from (`-o nid=127.0.0.N`), each in its nodemap.
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// `weft COMMAND --mgs ADDR ARGS...`.
+fn nm(c: &Cluster, args: &[&str]) -> std::process::Output {
+    let mut all: Vec<&str> = vec![args[0], "--mgs", &c.mgs_address];
+    all.extend(&args[1..]);
+    weft(&all)
+}
+
+fn nm_ok(c: &Cluster, args: &[&str]) -> String {
+    let out = nm(c, args);
+    assert!(
+        out.status.success(),
+        "weft {args:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+fn stderr_of(out: &std::process::Output) -> String {
+    assert!(!out.status.success(), "expected a failure, got:\n{}", String::from_utf8_lossy(&out.stdout));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// `stat -c %u:%g` of `path`, through the mount's kernel (a fresh stat: the attributes
+/// the servers answer within the kernel's cache time).
+fn owner(path: &Path) -> String {
+    let out = std::process::Command::new("stat").args(["-c", "%u:%g", s(path)]).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).trim().to_string()
+}
+
+/// Polls `check` until it holds (servers pick a nodemap change up within a second or so).
+fn eventually(what: &str, mut check: impl FnMut() -> bool) {
+    let start = Instant::now();
+    while !check() {
+        assert!(start.elapsed() < Duration::from_secs(15), "{what}: not within 15 s");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+}
+
+/// A nodemap that squashes (neither admin nor trusted) makes root's files the squash id's,
+/// as a trusted admin mount and the squashed mount both see; an idmapped user's files carry
+/// the file system id on the admin mount and the client id on the mapped one; readonly_mount
+/// refuses changes with EROFS; wrong settings get errors naming what is allowed; and the
+/// nodemaps survive a restart of the management service.
+#[test]
+fn a_squashing_nodemap_makes_roots_files_the_squash_ids_and_maps_ids_both_ways() {
+    let mut c = Cluster::single_node(&weft_bin(), 2);
+    nm_ok(&c, &["nodemap", "add", "admins"]);
+    nm_ok(&c, &["nodemap", "add-range", "--name", "admins", "--range", "127.0.0.1"]);
+    nm_ok(&c, &["nodemap", "add-range", "--name", "admins", "--range", "127.0.0.3@tcp"]);
+    nm_ok(&c, &["nodemap", "modify", "--name", "admins", "--property", "admin", "--value", "1"]);
+    nm_ok(&c, &["nodemap", "modify", "--name", "admins", "--property", "trusted=1"]);
+    nm_ok(&c, &["nodemap", "add", "--name", "remote"]);
+    nm_ok(&c, &["nodemap", "add-range", "--name", "remote", "--range", "127.0.0.[2-2]"]);
+    nm_ok(&c, &["nodemap", "add-idmap", "--name", "remote", "--idtype", "uid", "--idmap", "2001:1001"]);
+    nm_ok(&c, &["nodemap", "add-idmap", "--name", "remote", "--idtype", "gid", "--idmap", "2001:1001"]);
+    nm_ok(&c, &["nodemap", "modify", "--name", "remote", "--property", "squash_uid", "--value", "99"]);
+    nm_ok(&c, &["nodemap", "modify", "--name", "remote", "--property", "squash_gid", "--value", "98"]);
+
+    // Wrong settings: clear errors.
+    let e = stderr_of(&nm(&c, &["nodemap", "modify", "--name", "remote", "--property", "colour", "--value", "1"]));
+    assert!(e.contains("allowed are admin, trusted, squash_uid, squash_gid, squash_projid, deny_unknown"), "{e}");
+    let e = stderr_of(&nm(&c, &["nodemap", "add-range", "--name", "remote", "--range", "127.0.0.0/24"]));
+    assert!(e.contains("overlaps") && e.contains("'admins'"), "{e}");
+    let e = stderr_of(&nm(&c, &["nodemap", "add-range", "--name", "remote", "--range", "127.0.0"]));
+    assert!(e.contains("192.168.1.0/24"), "{e}");
+    let e = stderr_of(&nm(&c, &["nodemap", "del", "default"]));
+    assert!(e.contains("cannot be removed"), "{e}");
+    let e = stderr_of(&nm(&c, &["nodemap", "add-idmap", "--name", "remote", "--idtype", "user", "--idmap", "1:2"]));
+    assert!(e.contains("uid, gid, projid"), "{e}");
+    assert_eq!(nm_ok(&c, &["nodemap", "list"]), "default\nadmins\nremote\n");
+    assert_eq!(nm_ok(&c, &["nodemap", "test-nid", "127.0.0.2@tcp"]).trim(), "remote");
+    nm_ok(&c, &["nodemap", "activate", "1"]);
+
+    let admin = c.mount_with("timeout=30,nid=127.0.0.3");
+    let remote = c.mount_with("timeout=30,nid=127.0.0.2@tcp");
+    sh(&admin, "mkdir -m 1777 shared");
+    eventually("root on the squashing mount makes files of the squash ids", || {
+        let _ = sh_as(0, 0, &remote, "touch shared/by-root-$$ && echo ok");
+        std::fs::read_dir(admin.join("shared")).unwrap().any(|e| owner(&e.unwrap().path()) == "99:98")
+    });
+    sh(&remote, "touch shared/root-file");
+    assert_eq!(owner(&admin.join("shared/root-file")), "99:98", "as the admin mount sees it");
+    assert_eq!(owner(&remote.join("shared/root-file")), "99:98", "as the squashed mount sees it");
+    sh(&admin, "touch shared/admin-file");
+    assert_eq!(owner(&admin.join("shared/admin-file")), "0:0", "an admin mount's root stays root");
+
+    let out = sh_as(2001, 2001, &remote, "touch shared/mapped && echo made");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("made"), "{out:?}");
+    assert_eq!(owner(&admin.join("shared/mapped")), "1001:1001", "the file system keeps the fs id");
+    assert_eq!(owner(&remote.join("shared/mapped")), "2001:2001", "the mapped mount sees its client id");
+    // A user the nodemap does not know is squashed.
+    sh_as(3000, 3000, &remote, "touch shared/unknown");
+    assert_eq!(owner(&admin.join("shared/unknown")), "99:98");
+
+    // deny_unknown: unknown users are refused, mapped ones go on.
+    nm_ok(&c, &["nodemap", "modify", "--name", "remote", "--property", "deny_unknown", "--value", "1"]);
+    // (Refused from the start: not even the mount's root can be looked at.)
+    let unknown_touch = format!("touch {}/shared/unknown2", s(&remote));
+    eventually("deny_unknown refuses an unknown user", || {
+        !sh_as(3000, 3000, Path::new("/"), &unknown_touch).status.success()
+    });
+    assert!(sh_as(2001, 2001, &remote, "touch shared/mapped2").status.success());
+    nm_ok(&c, &["nodemap", "modify", "--name", "remote", "--property", "deny_unknown", "--value", "0"]);
+
+    // readonly_mount: reads go on, changes are refused with EROFS.
+    nm_ok(&c, &["nodemap", "modify", "--name", "remote", "--property", "readonly_mount", "--value", "1"]);
+    eventually("readonly_mount refuses changes", || {
+        let out = sh_as(2001, 2001, &remote, "touch shared/ro-$$");
+        String::from_utf8_lossy(&out.stderr).contains("Read-only file system")
+    });
+    let read = sh_as(2001, 2001, &remote, "cat shared/mapped && echo read");
+    assert!(String::from_utf8_lossy(&read.stdout).contains("read"), "reads go on: {read:?}");
+
+    // The settings in Lustre's shapes, and after a restart of the whole server.
+    let idmap = nm_ok(&c, &["get-param", "-n", "nodemap.remote.idmap"]);
+    assert_eq!(
+        idmap.trim(),
+        "[\n { idtype: uid, client_id: 2001, fs_id: 1001 },\n { idtype: gid, client_id: 2001, fs_id: 1001 }\n]"
+    );
+    let info = nm_ok(&c, &["nodemap", "info", "remote"]);
+    for want in ["nodemap.remote.squash_uid=99", "nodemap.remote.readonly_mount=1", "start_nid: 127.0.0.2@tcp"] {
+        assert!(info.contains(want), "{want} in\n{info}");
+    }
+    c.kill9("all");
+    c.restart("all");
+    let after = nm_ok(&c, &["nodemap", "info", "remote"]);
+    assert_eq!(after, info, "the nodemaps survive a restart");
+    assert_eq!(nm_ok(&c, &["get-param", "-n", "nodemap.active"]).trim(), "1");
+    eventually("the restarted server squashes again", || {
+        let out = sh_as(0, 0, &remote, "touch shared/after-restart");
+        String::from_utf8_lossy(&out.stderr).contains("Read-only file system")
+    });
+}
+
+/// `mdt.*.root_squash` squashes root from every address but those of `nosquash_nids`,
+/// set permanently (-P) and kept across a restart.
+#[test]
+fn root_squash_spares_only_nosquash_nids() {
+    let mut c = Cluster::single_node(&weft_bin(), 1);
+    let plain = c.mount_with("timeout=30,nid=127.0.0.2");
+    let spared = c.mount_with("timeout=30,nid=127.0.0.3");
+    sh(&spared, "mkdir -m 1777 d");
+    nm_ok(&c, &["set-param", "-P", "mdt.*.root_squash=500:501"]);
+    nm_ok(&c, &["set-param", "-P", "mdt.*.nosquash_nids=127.0.0.3@tcp 127.0.0.1"]);
+    eventually("root squashed", || {
+        let _ = sh_as(0, 0, &plain, "touch d/try-$$");
+        std::fs::read_dir(spared.join("d")).unwrap().any(|e| owner(&e.unwrap().path()) == "500:501")
+    });
+    sh(&spared, "touch d/spared");
+    assert_eq!(owner(&spared.join("d/spared")), "0:0");
+    let shown = nm_ok(&c, &["get-param", "mdt.*.root_squash", "mdt.*.nosquash_nids"]);
+    assert!(
+        shown.contains("root_squash=500:501") && shown.contains("nosquash_nids=127.0.0.3@tcp 127.0.0.1"),
+        "{shown}"
+    );
+    let e = stderr_of(&nm(&c, &["set-param", "mdt.*.root_squash=500"]));
+    assert!(e.contains("UID:GID"), "{e}");
+    c.kill9("all");
+    c.restart("all");
+    eventually("root squashed after a restart", || {
+        sh(&plain, "rm -f d/after; touch d/after");
+        owner(&spared.join("d/after")) == "500:501"
+    });
+    nm_ok(&c, &["set-param", "-P", "mdt.*.root_squash=0:0"]);
+    eventually("root squash off", || {
+        sh(&plain, "rm -f d/off; touch d/off");
+        owner(&spared.join("d/off")) == "0:0"
+    });
+}

@@ -1,0 +1,181 @@
+//! Identity mapping of a server process: the nodemaps the management service hands out (in
+//! the cluster map) and the MDT's root squash (`mdt.*.root_squash`, `mdt.*.nosquash_nids`),
+//! applied to every request for an MDT, an OST or a lock manager before it runs (by the
+//! [`crate::router::Router`], the one execute stage in front of the MDS, the OSS and the lock
+//! service), and to the attributes the MDT answers (file system ids back to client ids).
+//!
+//! A request made in-process (`weft up`'s own mount) carries `weft_rpc::LOCAL_PEER`,
+//! 127.0.0.1: it is mapped as a client at 127.0.0.1 would be, so a nodemap covering
+//! 127.0.0.1 decides for it (and tests can exercise it like any mount on this host).
+//!
+//! Requests for the management service, parameters and replication are not mapped: they are
+//! administration between servers and tools (Lustre's nodemaps cover the targets too).
+//!
+//! With the nodemaps inactive and no root squash, a request costs one atomic load here.
+
+use std::borrow::Cow;
+use std::net::IpAddr;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, RwLock};
+use weft_proto::msg::mdt::MdtReply;
+use weft_proto::msg::{
+    Identity, InodeInfo, MdtRequest, OstRequest, RequestBody, RequestHeader, OPEN_TRUNC, OPEN_WRITE,
+};
+use weft_proto::nodemap::{IdType, Nodemap, NodemapConfig, RootSquash};
+use weft_proto::{ErrorCode, WeftError, WeftResult};
+
+#[derive(Default)]
+pub(crate) struct Identities {
+    /// Nodemaps active or root squash on: requests are mapped.
+    on: AtomicBool,
+    state: RwLock<State>,
+}
+
+#[derive(Default)]
+struct State {
+    nodemaps: Arc<NodemapConfig>,
+    root_squash: Arc<RootSquash>,
+}
+
+/// The nodemap a request came under, to map its answer back.
+pub(crate) struct Policy {
+    config: Arc<NodemapConfig>,
+    index: usize,
+}
+
+impl Policy {
+    fn nodemap(&self) -> &Nodemap {
+        &self.config.maps[self.index]
+    }
+
+    /// An MDT's answer with its ids as the client knows them.
+    pub fn map_reply(&self, reply: &mut MdtReply) {
+        let m = self.nodemap();
+        if m.admin && m.trusted {
+            return;
+        }
+        let map = |i: &mut InodeInfo| {
+            i.attr.uid = m.id_to_client(IdType::Uid, i.attr.uid);
+            i.attr.gid = m.id_to_client(IdType::Gid, i.attr.gid);
+        };
+        if let MdtReply::Changed(c) = reply {
+            c.dirs.iter_mut().for_each(map);
+            if let Some(i) = c.answer.inode_mut() {
+                map(i);
+            }
+        } else if let Some(i) = reply.inode_mut() {
+            map(i);
+        }
+    }
+}
+
+/// A request as the services are to see it.
+pub(crate) struct Mapped<'a> {
+    pub header: Cow<'a, RequestHeader>,
+    pub body: RequestBody,
+    /// The caller's nodemap, when nodemaps are active.
+    pub policy: Option<Policy>,
+}
+
+impl Identities {
+    pub fn set_nodemaps(&self, config: &NodemapConfig) {
+        let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
+        if *state.nodemaps != *config {
+            state.nodemaps = Arc::new(config.clone());
+        }
+        self.on.store(state.nodemaps.active || state.root_squash.ids != (0, 0), Ordering::Release);
+    }
+
+    pub fn nodemaps(&self) -> Arc<NodemapConfig> {
+        self.state.read().unwrap_or_else(|p| p.into_inner()).nodemaps.clone()
+    }
+
+    pub fn root_squash(&self) -> Arc<RootSquash> {
+        self.state.read().unwrap_or_else(|p| p.into_inner()).root_squash.clone()
+    }
+
+    /// `mdt.*.root_squash` (`ids`) and `mdt.*.nosquash_nids` (`nids`), each when given.
+    pub fn set_root_squash(&self, ids: Option<&str>, nids: Option<&str>) -> WeftResult<()> {
+        let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
+        let mut next = (*state.root_squash).clone();
+        if let Some(ids) = ids {
+            next.ids = RootSquash::parse_ids(ids)?;
+        }
+        if let Some(nids) = nids {
+            next.nosquash = RootSquash::parse_nids(nids)?;
+            next.nosquash_text = nids.trim().trim_matches(|c| c == '"' || c == '\'').to_string();
+            if matches!(next.nosquash_text.as_str(), "NONE" | "clear") {
+                next.nosquash_text.clear();
+            }
+        }
+        state.root_squash = Arc::new(next);
+        self.on.store(state.nodemaps.active || state.root_squash.ids != (0, 0), Ordering::Release);
+        Ok(())
+    }
+
+    /// `body` from `peer` under the caller's nodemap and the root squash; None when nothing
+    /// maps (the common case); the error answers a request the nodemap refuses.
+    pub fn map<'a>(&self, peer: IpAddr, header: &'a RequestHeader, body: RequestBody) -> WeftResult<Mapped<'a>> {
+        let unmapped = |body| Mapped { header: Cow::Borrowed(header), body, policy: None };
+        if !self.on.load(Ordering::Acquire) {
+            return Ok(unmapped(body));
+        }
+        let is_mdt = matches!(body, RequestBody::Mdt { .. });
+        if !is_mdt && !matches!(body, RequestBody::Ost { .. } | RequestBody::Ldlm { .. }) {
+            return Ok(unmapped(body));
+        }
+        let (config, squash) = {
+            let state = self.state.read().unwrap_or_else(|p| p.into_inner());
+            (state.nodemaps.clone(), state.root_squash.clone())
+        };
+        let who = &header.identity;
+        let mut ids = (who.uid, who.gid, who.groups.clone());
+        let mut policy = None;
+        let mut body = body;
+        if config.active {
+            let nodemap = config.classify(peer);
+            if nodemap.readonly_mount && modifies(&body) {
+                let e = WeftError::new(
+                    ErrorCode::ReadOnly,
+                    format!("nodemap '{}' mounts read-only (readonly_mount=1)", nodemap.name),
+                );
+                return Err(e);
+            }
+            if !nodemap.is_identity() {
+                ids = nodemap.to_fs(&ids)?;
+                if let RequestBody::Mdt { op: MdtRequest::Setattr(s), .. } = &mut body {
+                    s.set.uid = s.set.uid.map(|u| nodemap.id_to_fs(IdType::Uid, u).0);
+                    s.set.gid = s.set.gid.map(|g| nodemap.id_to_fs(IdType::Gid, g).0);
+                    s.set.projid = s.set.projid.map(|p| nodemap.id_to_fs(IdType::Projid, p).0);
+                }
+                let index = config.maps.iter().position(|m| m.name == nodemap.name).unwrap_or(0);
+                policy = Some(Policy { config: config.clone(), index });
+            }
+        }
+        if is_mdt {
+            squash.apply(peer, &mut ids);
+        }
+        if (ids.0, ids.1, &ids.2) == (who.uid, who.gid, &who.groups) {
+            return Ok(Mapped { header: Cow::Borrowed(header), body, policy });
+        }
+        let identity = Identity { uid: ids.0, gid: ids.1, groups: ids.2 };
+        let mapped = RequestHeader { identity, ..header.clone() };
+        Ok(Mapped { header: Cow::Owned(mapped), body, policy })
+    }
+}
+
+/// Whether a request changes the file system (refused under `readonly_mount`): an MDT's
+/// changes but opens for reading and closes, and writes to objects.
+fn modifies(body: &RequestBody) -> bool {
+    match body {
+        RequestBody::Mdt { op, .. } => match op {
+            MdtRequest::Open(o) => o.flags & (OPEN_WRITE | OPEN_TRUNC) != 0,
+            MdtRequest::Close(_) | MdtRequest::ReplayOpens(_) => false,
+            op => op.is_mutation(),
+        },
+        RequestBody::Ost { op, .. } => {
+            matches!(op, OstRequest::Write(_) | OstRequest::Punch(_) | OstRequest::Fallocate(_))
+        }
+        _ => false,
+    }
+}

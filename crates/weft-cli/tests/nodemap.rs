@@ -176,3 +176,54 @@ fn root_squash_spares_only_nosquash_nids() {
         owner(&spared.join("d/off")) == "0:0"
     });
 }
+
+/// A mount in a nodemap with a fileset sees that directory as its root and nothing outside
+/// it: `..` at its root is not the file system's root, and fid2path of a file outside (its
+/// FID learnt on another mount) fails, while a file inside gets its path in the mount.
+#[test]
+fn a_fileset_mount_sees_only_its_subdirectory() {
+    let mut c = Cluster::single_node(&weft_bin(), 1);
+    let admin = c.mount_with("timeout=30,nid=127.0.0.3");
+    sh(&admin, "mkdir -p projects/a/sub projects/b && echo inside > projects/a/file && echo secret > top-secret");
+    nm_ok(&c, &["nodemap", "add", "admins"]);
+    nm_ok(&c, &["nodemap", "add-range", "--name", "admins", "--range", "127.0.0.3"]);
+    nm_ok(&c, &["nodemap", "add-range", "--name", "admins", "--range", "127.0.0.1"]);
+    nm_ok(&c, &["nodemap", "add", "proj"]);
+    nm_ok(&c, &["nodemap", "add-range", "--name", "proj", "--range", "127.0.0.2"]);
+    for p in ["admin", "trusted"] {
+        for n in ["admins", "proj"] {
+            nm_ok(&c, &["nodemap", "modify", "--name", n, "--property", p, "--value", "1"]);
+        }
+    }
+    let e = stderr_of(&nm(&c, &["nodemap", "fileset-add", "--name", "proj", "--fileset", "projects/a"]));
+    assert!(e.contains("absolute path"), "{e}");
+    nm_ok(&c, &["nodemap", "fileset-add", "--name", "proj", "--fileset", "/projects/a"]);
+    assert!(nm_ok(&c, &["get-param", "-n", "nodemap.proj.fileset"]).contains("primary:     /projects/a"));
+    nm_ok(&c, &["nodemap", "activate", "1"]);
+    std::thread::sleep(Duration::from_secs(1));
+
+    let fs = c.mount_with("timeout=30,nid=127.0.0.2");
+    assert_eq!(sh(&fs, "ls"), "file\nsub\n", "the fileset is the mount's root");
+    assert_eq!(sh(&fs, "cat file"), "inside\n");
+    assert_eq!(sh(&fs, "cd sub && ls .."), "file\nsub\n");
+    let above = sh(&fs, "ls ..");
+    assert!(!above.contains("top-secret") && !above.contains("projects"), "`..` at the root leaves the mount: {above}");
+    sh(&fs, "mkdir made-here");
+    assert!(admin.join("projects/a/made-here").is_dir(), "made inside the fileset");
+
+    let secret = weft_ok(&["path2fid", s(&admin.join("top-secret"))]).trim().to_string();
+    let sibling = weft_ok(&["path2fid", s(&admin.join("projects/b"))]).trim().to_string();
+    for fid in [&secret, &sibling] {
+        let out = weft(&["fid2path", s(&fs), fid]);
+        assert!(!out.status.success(), "fid2path of {fid} outside the fileset: {out:?}");
+    }
+    let inside = weft_ok(&["path2fid", s(&fs.join("sub"))]).trim().to_string();
+    assert_eq!(inside, weft_ok(&["path2fid", s(&admin.join("projects/a/sub"))]).trim(), "one FID, seen from both");
+    assert_eq!(weft_ok(&["fid2path", s(&fs), &inside]).trim(), s(&fs.join("sub")));
+
+    // Without the fileset, a new mount sees the whole file system again.
+    nm_ok(&c, &["nodemap", "fileset-del", "--name", "proj"]);
+    std::thread::sleep(Duration::from_secs(1));
+    let whole = c.mount_with("timeout=30,nid=127.0.0.2");
+    assert!(sh(&whole, "ls").contains("top-secret"));
+}

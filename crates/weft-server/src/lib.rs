@@ -21,6 +21,7 @@ pub mod config;
 mod dashboard;
 mod decay;
 mod failover;
+mod fileset;
 pub mod limits;
 mod locks;
 mod metrics;

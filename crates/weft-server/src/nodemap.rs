@@ -29,6 +29,8 @@ pub(crate) struct Identities {
     /// Nodemaps active or root squash on: requests are mapped.
     on: AtomicBool,
     state: RwLock<State>,
+    /// The fileset directories looked up.
+    pub filesets: crate::fileset::Filesets,
 }
 
 #[derive(Default)]
@@ -46,6 +48,11 @@ pub(crate) struct Policy {
 impl Policy {
     fn nodemap(&self) -> &Nodemap {
         &self.config.maps[self.index]
+    }
+
+    /// The directory the caller sees as its root, when not the root.
+    pub fn fileset(&self) -> Option<&str> {
+        self.nodemap().fileset.as_deref()
     }
 
     /// An MDT's answer with its ids as the client knows them.
@@ -82,6 +89,7 @@ impl Identities {
         let mut state = self.state.write().unwrap_or_else(|p| p.into_inner());
         if *state.nodemaps != *config {
             state.nodemaps = Arc::new(config.clone());
+            self.filesets.forget();
         }
         self.on.store(state.nodemaps.active || state.root_squash.ids != (0, 0), Ordering::Release);
     }

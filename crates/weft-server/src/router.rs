@@ -123,9 +123,24 @@ impl Handler for Router {
                 },
                 RequestBody::Mdt { mdt, op } => match (self.mds.get(), self.mdt_index) {
                     (Some(mds), Some(i)) if i == mdt => {
+                        let fileset = policy.as_ref().and_then(|p| p.fileset());
+                        let op = match fileset {
+                            None => op,
+                            Some(path) => match self.identities.filesets.root_of(&mds, path).await {
+                                Ok(top) => match crate::fileset::gate(&mds, top, op) {
+                                    Ok(op) => op,
+                                    Err(e) => return (Err(e), Bytes::new()),
+                                },
+                                Err(e) => return (Err(e), Bytes::new()),
+                            },
+                        };
+                        let fid2path = matches!(op, MdtRequest::Fid2Path(_));
                         let mut answer = mds.handle(header, op, run).await;
                         if let (Ok(reply), Some(policy)) = (&mut answer, &policy) {
                             policy.map_reply(reply);
+                            if let (Some(path), true) = (fileset, fid2path) {
+                                crate::fileset::path_in_fileset(path, reply);
+                            }
                         }
                         (answer.map(ReplyBody::Mdt), Bytes::new())
                     }
@@ -161,6 +176,14 @@ impl Handler for Router {
                         LockTarget::Mdt(_) => None,
                     } {
                         return (Err(e), Bytes::new());
+                    }
+                    if let (LockTarget::Mdt(_), Some(path), Some(mds)) =
+                        (target, policy.as_ref().and_then(|p| p.fileset()), self.mds.get())
+                    {
+                        let top = self.identities.filesets.root_of(&mds, path).await;
+                        if let Err(e) = top.and_then(|top| crate::fileset::gate_lock(&mds, top, &op)) {
+                            return (Err(e), Bytes::new());
+                        }
                     }
                     (self.locks.handle(header, target, op).await.map(ReplyBody::Ldlm), Bytes::new())
                 }

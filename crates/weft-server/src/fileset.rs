@@ -150,3 +150,23 @@ pub(crate) fn path_in_fileset(path: &str, answer: &mut MdtReply) {
         full.drain(..=top.len());
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fid2path_answers_from_the_fileset() {
+        let answer = |p: &str| {
+            let mut r = MdtReply::Data(p.as_bytes().to_vec());
+            path_in_fileset("/projects/a", &mut r);
+            match r {
+                MdtReply::Data(d) => String::from_utf8(d).unwrap(),
+                _ => unreachable!(),
+            }
+        };
+        assert_eq!(answer("projects/a/sub/f"), "sub/f");
+        assert_eq!(answer("projects/a"), "");
+        assert_eq!(answer("projects/ab/f"), "projects/ab/f", "a sibling's prefix is not the fileset's");
+    }
+}

@@ -160,6 +160,10 @@ impl Identities {
                 policy = Some(Policy { config: config.clone(), index });
             }
         }
+        if matches!(body, RequestBody::Ost { .. }) {
+            // The OSS reads no caller: refused or not is all that mattered.
+            return Ok(Mapped { header: Cow::Borrowed(header), body, policy: None });
+        }
         if is_mdt {
             squash.apply(peer, &mut ids);
         }
@@ -185,5 +189,59 @@ fn modifies(body: &RequestBody) -> bool {
             matches!(op, OstRequest::Write(_) | OstRequest::Punch(_) | OstRequest::Fallocate(_))
         }
         _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_proto::msg::mdt;
+    use weft_proto::nodemap::NodemapCommand;
+    use weft_proto::Fid;
+
+    fn header(uid: u32) -> RequestHeader {
+        RequestHeader { identity: Identity { uid, gid: uid, groups: vec![] }, ..RequestHeader::default() }
+    }
+
+    #[test]
+    fn requests_are_mapped_by_address_and_refused_read_only() {
+        let ids = Identities::default();
+        let mut config = NodemapConfig::default();
+        for cmd in [
+            NodemapCommand::Add { name: "m".into() },
+            NodemapCommand::AddRange { name: "m".into(), range: "10.0.0.0/8".into() },
+            NodemapCommand::AddIdmap { name: "m".into(), idtype: IdType::Uid, idmap: "2001:1001".into() },
+            NodemapCommand::Activate(true),
+        ] {
+            config.apply(&cmd).unwrap();
+        }
+        ids.set_nodemaps(&config);
+        let getattr = || RequestBody::Mdt { mdt: 0, op: MdtRequest::Getattr(mdt::Getattr { fid: Fid::ROOT }) };
+        let h = header(2001);
+        let m = ids.map("10.1.2.3".parse().unwrap(), &h, getattr()).unwrap();
+        assert_eq!(m.header.identity.uid, 1001);
+        let m = ids.map("192.168.0.1".parse().unwrap(), &h, getattr()).unwrap();
+        assert_eq!(m.header.identity.uid, 65534, "default: not trusted, no idmap");
+        config
+            .apply(&NodemapCommand::Modify { name: "m".into(), property: "readonly_mount".into(), value: "1".into() })
+            .unwrap();
+        ids.set_nodemaps(&config);
+        let unlink =
+            RequestBody::Mdt { mdt: 0, op: MdtRequest::Unlink(mdt::Unlink { parent: Fid::ROOT, name: b"x".to_vec() }) };
+        let e = ids.map("10.1.2.3".parse().unwrap(), &h, unlink).err().unwrap();
+        assert_eq!(e.code, ErrorCode::ReadOnly);
+        let read_open = RequestBody::Mdt { mdt: 0, op: MdtRequest::Open(mdt::Open { fid: Fid::ROOT, flags: 1 }) };
+        assert!(ids.map("10.1.2.3".parse().unwrap(), &h, read_open).is_ok());
+    }
+
+    #[test]
+    fn root_squash_alone_maps_mdt_requests_only() {
+        let ids = Identities::default();
+        ids.set_root_squash(Some("500:501"), Some("10.0.0.1")).unwrap();
+        let h = header(0);
+        let getattr = RequestBody::Mdt { mdt: 0, op: MdtRequest::Getattr(mdt::Getattr { fid: Fid::ROOT }) };
+        assert_eq!(ids.map("10.0.0.2".parse().unwrap(), &h, getattr.clone()).unwrap().header.identity.uid, 500);
+        assert_eq!(ids.map("10.0.0.1".parse().unwrap(), &h, getattr).unwrap().header.identity.uid, 0);
+        assert!(ids.set_root_squash(Some("500"), None).is_err());
     }
 }

@@ -134,11 +134,11 @@ fn a_squashing_nodemap_makes_roots_files_the_squash_ids_and_maps_ids_both_ways()
     c.restart("all");
     let after = nm_ok(&c, &["nodemap", "info", "remote"]);
     assert_eq!(after, info, "the nodemaps survive a restart");
-    assert_eq!(nm_ok(&c, &["get-param", "-n", "nodemap.active"]).trim(), "1");
     eventually("the restarted server squashes again", || {
         let out = sh_as(0, 0, &remote, "touch shared/after-restart");
         String::from_utf8_lossy(&out.stderr).contains("Read-only file system")
     });
+    assert_eq!(nm_ok(&c, &["get-param", "-n", "nodemap.active"]).trim(), "1");
 }
 
 /// `mdt.*.root_squash` squashes root from every address but those of `nosquash_nids`,

@@ -28,6 +28,9 @@ use weft_proto::{ErrorCode, WeftError, WeftResult};
 pub(crate) struct Identities {
     /// Nodemaps active or root squash on: requests are mapped.
     on: AtomicBool,
+    /// The nodemaps came with the cluster map: until then (a server starting) requests that
+    /// would be mapped wait (`Again`, which clients resend), not run unmapped.
+    known: AtomicBool,
     state: RwLock<State>,
     /// The fileset directories looked up.
     pub filesets: crate::fileset::Filesets,
@@ -92,6 +95,7 @@ impl Identities {
             self.filesets.forget();
         }
         self.on.store(state.nodemaps.active || state.root_squash.ids != (0, 0), Ordering::Release);
+        self.known.store(true, Ordering::Release);
     }
 
     pub fn nodemaps(&self) -> Arc<NodemapConfig> {
@@ -125,11 +129,18 @@ impl Identities {
     /// maps (the common case); the error answers a request the nodemap refuses.
     pub fn map<'a>(&self, peer: IpAddr, header: &'a RequestHeader, body: RequestBody) -> WeftResult<Mapped<'a>> {
         let unmapped = |body| Mapped { header: Cow::Borrowed(header), body, policy: None };
-        if !self.on.load(Ordering::Acquire) {
+        let on = self.on.load(Ordering::Acquire);
+        if !on && self.known.load(Ordering::Acquire) {
             return Ok(unmapped(body));
         }
         let is_mdt = matches!(body, RequestBody::Mdt { .. });
         if !is_mdt && !matches!(body, RequestBody::Ost { .. } | RequestBody::Ldlm { .. }) {
+            return Ok(unmapped(body));
+        }
+        if !self.known.load(Ordering::Acquire) {
+            return Err(WeftError::new(ErrorCode::Again, "this server does not know the nodemaps yet; retry"));
+        }
+        if !on {
             return Ok(unmapped(body));
         }
         let (config, squash) = {
@@ -237,9 +248,12 @@ mod tests {
     #[test]
     fn root_squash_alone_maps_mdt_requests_only() {
         let ids = Identities::default();
-        ids.set_root_squash(Some("500:501"), Some("10.0.0.1")).unwrap();
         let h = header(0);
         let getattr = RequestBody::Mdt { mdt: 0, op: MdtRequest::Getattr(mdt::Getattr { fid: Fid::ROOT }) };
+        let early = ids.map("10.0.0.2".parse().unwrap(), &h, getattr.clone()).err().unwrap();
+        assert_eq!(early.code, ErrorCode::Again, "no request runs unmapped before the map came");
+        ids.set_nodemaps(&NodemapConfig::default());
+        ids.set_root_squash(Some("500:501"), Some("10.0.0.1")).unwrap();
         assert_eq!(ids.map("10.0.0.2".parse().unwrap(), &h, getattr.clone()).unwrap().header.identity.uid, 500);
         assert_eq!(ids.map("10.0.0.1".parse().unwrap(), &h, getattr).unwrap().header.identity.uid, 0);
         assert!(ids.set_root_squash(Some("500"), None).is_err());

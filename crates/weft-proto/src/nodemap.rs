@@ -9,7 +9,8 @@
 //!
 //! Mapping, as Lustre's `nodemap_map_id()`, both ways (client to file system for the
 //! request, file system to client for the attributes answered):
-//! - id 0: kept when `admin`, else squashed (`squash_uid`, `squash_gid`, `squash_projid`);
+//! - id 0: kept when `admin`, else squashed (`squash_uid`, `squash_gid`, `squash_projid`),
+//!   except project 0, which is no project and stays 0;
 //! - other ids, `trusted`: as given;
 //! - other ids, not `trusted`: through the nodemap's idmap, and squashed when not in it
 //!   (refused instead with `deny_unknown`).
@@ -131,6 +132,9 @@ impl Nodemap {
 
     /// `id` of type `t` from a client to the file system: the id and whether it was squashed.
     pub fn id_to_fs(&self, t: IdType, id: u32) -> (u32, bool) {
+        if id == 0 && t == IdType::Projid {
+            return (0, false); // no project: nobody's id to squash
+        }
         if id == 0 {
             return if self.admin { (0, false) } else { (self.squash(t), true) };
         }
@@ -145,6 +149,9 @@ impl Nodemap {
 
     /// `id` of type `t` from the file system to a client (the attributes answered).
     pub fn id_to_client(&self, t: IdType, id: u32) -> u32 {
+        if id == 0 && t == IdType::Projid {
+            return 0;
+        }
         if id == 0 {
             return if self.admin { 0 } else { self.squash(t) };
         }

@@ -18,6 +18,7 @@ use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use weft_proto::msg::mdt::MdtReply;
+use weft_proto::msg::quota::QuotaOwner;
 use weft_proto::msg::{
     Identity, InodeInfo, MdtRequest, OstRequest, RequestBody, RequestHeader, OPEN_TRUNC, OPEN_WRITE,
 };
@@ -162,11 +163,7 @@ impl Identities {
             }
             if !nodemap.is_identity() {
                 ids = nodemap.to_fs(&ids)?;
-                if let RequestBody::Mdt { op: MdtRequest::Setattr(s), .. } = &mut body {
-                    s.set.uid = s.set.uid.map(|u| nodemap.id_to_fs(IdType::Uid, u).0);
-                    s.set.gid = s.set.gid.map(|g| nodemap.id_to_fs(IdType::Gid, g).0);
-                    s.set.projid = s.set.projid.map(|p| nodemap.id_to_fs(IdType::Projid, p).0);
-                }
+                map_body_ids(nodemap, &mut body);
                 let index = config.maps.iter().position(|m| m.name == nodemap.name).unwrap_or(0);
                 policy = Some(Policy { config: config.clone(), index });
             }
@@ -184,6 +181,32 @@ impl Identities {
         let identity = Identity { uid: ids.0, gid: ids.1, groups: ids.2 };
         let mapped = RequestHeader { identity, ..header.clone() };
         Ok(Mapped { header: Cow::Owned(mapped), body, policy })
+    }
+}
+
+/// The ids a request's body names, as the client knows them, to the file system's: a
+/// chown's, and the owner an OST's blocks count against (for quotas; the client knows it
+/// from the attributes it was answered, in client ids).
+fn map_body_ids(nodemap: &Nodemap, body: &mut RequestBody) {
+    let owner = |o: &mut QuotaOwner| {
+        o.uid = nodemap.id_to_fs(IdType::Uid, o.uid).0;
+        o.gid = nodemap.id_to_fs(IdType::Gid, o.gid).0;
+        o.projid = nodemap.id_to_fs(IdType::Projid, o.projid).0;
+    };
+    match body {
+        RequestBody::Mdt { op: MdtRequest::Setattr(s), .. } => {
+            s.set.uid = s.set.uid.map(|u| nodemap.id_to_fs(IdType::Uid, u).0);
+            s.set.gid = s.set.gid.map(|g| nodemap.id_to_fs(IdType::Gid, g).0);
+            s.set.projid = s.set.projid.map(|p| nodemap.id_to_fs(IdType::Projid, p).0);
+        }
+        RequestBody::Ost { op, .. } => match op {
+            OstRequest::Write(w) => w.owner.iter_mut().for_each(owner),
+            OstRequest::Fallocate(f) => f.owner.iter_mut().for_each(owner),
+            OstRequest::Replay(r) => r.owner.iter_mut().for_each(owner),
+            OstRequest::SetOwner(s) => owner(&mut s.owner),
+            _ => {}
+        },
+        _ => {}
     }
 }
 
@@ -231,6 +254,17 @@ mod tests {
         let h = header(2001);
         let m = ids.map("10.1.2.3".parse().unwrap(), &h, getattr()).unwrap();
         assert_eq!(m.header.identity.uid, 1001);
+        let owner = Some(QuotaOwner { uid: 2001, gid: 5, projid: 0 });
+        let write = RequestBody::Ost {
+            ost: 0,
+            op: OstRequest::Write(weft_proto::msg::ost::Write { fid: Fid::ROOT, offset: 0, sync: false, owner }),
+        };
+        match ids.map("10.1.2.3".parse().unwrap(), &h, write).unwrap().body {
+            RequestBody::Ost { op: OstRequest::Write(w), .. } => {
+                assert_eq!(w.owner, Some(QuotaOwner { uid: 1001, gid: 65534, projid: 0 }), "blocks count for fs ids")
+            }
+            other => panic!("{other:?}"),
+        }
         let m = ids.map("192.168.0.1".parse().unwrap(), &h, getattr()).unwrap();
         assert_eq!(m.header.identity.uid, 65534, "default: not trusted, no idmap");
         config

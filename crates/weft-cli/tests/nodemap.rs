@@ -227,3 +227,54 @@ fn a_fileset_mount_sees_only_its_subdirectory() {
     let whole = c.mount_with("timeout=30,nid=127.0.0.2");
     assert!(sh(&whole, "ls").contains("top-secret"));
 }
+
+/// A program that talks to the servers itself, from a fileset's address, cannot get out of
+/// the fileset either: not by `..` at its root, a FID from outside (the root's, a file's, a
+/// sibling directory's), nor a rename into a directory outside.
+#[test]
+fn a_fileset_client_reaches_nothing_outside_by_fid_dotdot_or_rename() {
+    use weft_proto::msg::Caller;
+    use weft_proto::{ErrorCode, Fid};
+    let mut c = Cluster::single_node(&weft_bin(), 1);
+    let admin = c.mount_with("timeout=30,nid=127.0.0.3");
+    sh(&admin, "mkdir -p projects/a projects/b && echo inside > projects/a/file && echo secret > top-secret");
+    nm_ok(&c, &["nodemap", "add", "admins"]);
+    nm_ok(&c, &["nodemap", "add-range", "--name", "admins", "--range", "127.0.0.3"]);
+    nm_ok(&c, &["nodemap", "add", "proj"]);
+    nm_ok(&c, &["nodemap", "add-range", "--name", "proj", "--range", "127.0.0.2"]);
+    for p in ["admin", "trusted"] {
+        for n in ["admins", "proj"] {
+            nm_ok(&c, &["nodemap", "modify", "--name", n, "--property", p, "--value", "1"]);
+        }
+    }
+    nm_ok(&c, &["nodemap", "fileset-add", "--name", "proj", "--fileset", "/projects/a"]);
+    nm_ok(&c, &["nodemap", "activate", "1"]);
+    let fid_of = |p: &str| -> Fid { weft_ok(&["path2fid", s(&admin.join(p))]).trim().parse().unwrap() };
+    let (top, secret, sibling) = (fid_of("projects/a"), fid_of("top-secret"), fid_of("projects/b"));
+
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+    rt.block_on(async {
+        let config = weft_client::ClientConfig {
+            local_address: Some("127.0.0.2".parse().unwrap()),
+            request_timeout: Duration::from_secs(20),
+            ..weft_client::ClientConfig::new(c.mgs_address.clone())
+        };
+        let client = weft_client::Client::connect(config).await.unwrap();
+        let root = Caller::root();
+        let start = Instant::now();
+        while client.get_root(&root).await.unwrap() != top {
+            assert!(start.elapsed() < Duration::from_secs(15), "the fileset in force");
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        assert_eq!(client.lookup(&root, top, b"..").await.unwrap().attr.fid, top, "`..` at its root is its root");
+        for fid in [Fid::ROOT, secret, sibling] {
+            assert_eq!(client.getattr(&root, fid).await.unwrap_err().code, ErrorCode::NotFound, "getattr {fid}");
+            assert_eq!(client.fid2path(&root, fid).await.unwrap_err().code, ErrorCode::NotFound, "fid2path {fid}");
+        }
+        assert_eq!(client.readdir(&root, sibling, 0, 16).await.unwrap_err().code, ErrorCode::NotFound);
+        let out = client.rename(&root, top, b"file", sibling, b"stolen", 0).await;
+        assert_eq!(out.unwrap_err().code, ErrorCode::NotFound, "a rename out of the fileset");
+        assert_eq!(client.fid2path(&root, fid_of("projects/a/file")).await.unwrap(), b"file".to_vec());
+    });
+    assert!(admin.join("projects/a/file").exists() && !admin.join("projects/b/stolen").exists());
+}

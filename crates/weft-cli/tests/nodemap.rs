@@ -278,3 +278,29 @@ fn a_fileset_client_reaches_nothing_outside_by_fid_dotdot_or_rename() {
     });
     assert!(admin.join("projects/a/file").exists() && !admin.join("projects/b/stolen").exists());
 }
+
+/// With management, metadata and object servers in separate processes, the servers follow
+/// the nodemaps the MGS keeps: the MDS squashes a create, and the writes of a file opened for
+/// writing before its client's nodemap turned read-only fail with EROFS at the latest at
+/// fsync (the OST refuses the write, or the MDS the size and time it records).
+#[test]
+fn separate_servers_each_follow_the_nodemaps() {
+    let mut c = Cluster::multi_node(&weft_bin());
+    let m = c.mount_with("timeout=30,nid=127.0.0.9");
+    sh(&m, "mkdir -m 1777 d");
+    nm_ok(&c, &["nodemap", "add", "far"]);
+    nm_ok(&c, &["nodemap", "add-range", "--name", "far", "--range", "127.0.0.8/31"]);
+    nm_ok(&c, &["nodemap", "modify", "--name", "far", "--property", "trusted", "--value", "1"]);
+    let mut open = std::fs::OpenOptions::new().create(true).truncate(true).write(true).open(m.join("d/early")).unwrap();
+    nm_ok(&c, &["nodemap", "activate", "1"]);
+    eventually("the MDS squashes root from 127.0.0.9", || {
+        let _ = sh_as(0, 0, &m, "touch d/try-$$");
+        std::fs::read_dir(m.join("d")).unwrap().any(|e| owner(&e.unwrap().path()) == "65534:65534")
+    });
+    nm_ok(&c, &["nodemap", "modify", "--name", "far", "--property", "readonly_mount", "--value", "1"]);
+    eventually("writes of the read-only nodemap refused", || {
+        use std::io::Write;
+        let w = open.write_all(&[7u8; 4096]).and_then(|_| open.sync_all());
+        errno_of(w) == libc::EROFS
+    });
+}

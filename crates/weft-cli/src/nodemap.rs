@@ -31,7 +31,8 @@ struct Idmap {
     /// uid, gid or projid.
     #[arg(long, value_name = "uid|gid|projid")]
     idtype: String,
-    /// CLIENTID:FSID: the id a client of the nodemap uses, and the one the file system keeps.
+    /// CLIENTID:FSID: the id a client of the nodemap uses, and the one the file system keeps;
+    /// or ranges of one length, CLIENTID-END:FSID-END.
     #[arg(long, value_name = "CLIENTID:FSID")]
     idmap: String,
 }

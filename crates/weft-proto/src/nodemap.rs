@@ -346,34 +346,38 @@ impl NodemapConfig {
                 Ok(true)
             }
             NodemapCommand::AddIdmap { name, idtype, idmap } => {
-                let (client, fs) = parse_idmap(idmap)?;
+                let pairs = parse_idmap(idmap)?;
                 if name == DEFAULT_NODEMAP {
                     return Err(WeftError::invalid("the default nodemap takes no idmaps"));
                 }
                 let map = self.get_mut(name)?;
-                if let Some(m) = map.idmaps.iter().find(|m| m.idtype == *idtype && (m.client == client || m.fs == fs)) {
-                    return Err(WeftError::new(
-                        ErrorCode::Exists,
-                        format!(
-                            "nodemap '{name}' maps {} {}:{} already; del-idmap it first",
-                            idtype.name(),
-                            m.client,
-                            m.fs
-                        ),
-                    ));
+                for (client, fs) in &pairs {
+                    if let Some(m) =
+                        map.idmaps.iter().find(|m| m.idtype == *idtype && (m.client == *client || m.fs == *fs))
+                    {
+                        return Err(WeftError::new(
+                            ErrorCode::Exists,
+                            format!(
+                                "nodemap '{name}' maps {} {}:{} already; del-idmap it first",
+                                idtype.name(),
+                                m.client,
+                                m.fs
+                            ),
+                        ));
+                    }
                 }
-                if map.idmaps.len() >= NODEMAP_ENTRIES_MAX {
+                if map.idmaps.len() + pairs.len() > NODEMAP_ENTRIES_MAX {
                     return Err(WeftError::invalid(format!("{NODEMAP_ENTRIES_MAX} idmaps per nodemap at most")));
                 }
-                map.idmaps.push(IdMapEntry { idtype: *idtype, client, fs });
+                map.idmaps.extend(pairs.into_iter().map(|(client, fs)| IdMapEntry { idtype: *idtype, client, fs }));
                 map.idmaps.sort_by_key(|m| (m.idtype, m.client));
                 Ok(true)
             }
             NodemapCommand::DelIdmap { name, idtype, idmap } => {
-                let (client, fs) = parse_idmap(idmap)?;
+                let pairs = parse_idmap(idmap)?;
                 let map = self.get_mut(name)?;
                 let before = map.idmaps.len();
-                map.idmaps.retain(|m| (m.idtype, m.client, m.fs) != (*idtype, client, fs));
+                map.idmaps.retain(|m| m.idtype != *idtype || !pairs.contains(&(m.client, m.fs)));
                 if map.idmaps.len() == before {
                     return Err(WeftError::not_found(format!(
                         "nodemap '{name}' has no {} idmap {idmap}",
@@ -468,15 +472,27 @@ pub fn parse_on_off(text: &str) -> WeftResult<bool> {
     parse_flag("activate", text)
 }
 
-/// `CLIENTID:FSID`.
-pub fn parse_idmap(text: &str) -> WeftResult<(u32, u32)> {
-    let bad = || WeftError::invalid(format!("idmap '{text}': give CLIENTID:FSID, e.g. 2001:1001 (ids from 1)"));
+/// `CLIENTID:FSID`, or ranges of one length `CLIENTID-END:FSID-END` (Lustre's): the pairs.
+pub fn parse_idmap(text: &str) -> WeftResult<Vec<(u32, u32)>> {
+    let bad = || {
+        WeftError::invalid(format!(
+            "idmap '{text}': give CLIENTID:FSID, e.g. 2001:1001, or ranges of one length, e.g. 2001-2010:1001-1010 (ids from 1)"
+        ))
+    };
     let (c, f) = text.split_once(':').ok_or_else(bad)?;
-    let (c, f): (u32, u32) = (c.trim().parse().map_err(|_| bad())?, f.trim().parse().map_err(|_| bad())?);
-    if c == 0 || f == 0 {
+    let range = |t: &str| -> WeftResult<(u32, u32)> {
+        let (a, b) = t.split_once('-').unwrap_or((t, t));
+        let (a, b): (u32, u32) = (a.trim().parse().map_err(|_| bad())?, b.trim().parse().map_err(|_| bad())?);
+        if a == 0 || b < a {
+            return Err(bad());
+        }
+        Ok((a, b))
+    };
+    let ((c0, c1), (f0, f1)) = (range(c)?, range(f)?);
+    if c1 - c0 != f1 - f0 || (c1 - c0) as usize >= NODEMAP_ENTRIES_MAX {
         return Err(bad());
     }
-    Ok((c, f))
+    Ok((0..=c1 - c0).map(|i| (c0 + i, f0 + i)).collect())
 }
 
 /// A fileset as kept: absolute, no `.`/`..`, no trailing slash; None for `/` itself.
@@ -636,6 +652,15 @@ mod tests {
         c.apply(&idmap(IdType::Uid, "2001:1001")).unwrap();
         c.apply(&idmap(IdType::Gid, "3001:1501")).unwrap();
         assert!(c.apply(&idmap(IdType::Uid, "2001:1002")).is_err(), "one mapping per client id");
+        c.apply(&idmap(IdType::Uid, "3000-3002:5000-5002")).unwrap();
+        assert!(c.apply(&idmap(IdType::Uid, "4000-4002:6000-6001")).unwrap_err().message.contains("one length"));
+        assert_eq!(c.get("m").unwrap().id_to_fs(IdType::Uid, 3002), (5002, false));
+        c.apply(&NodemapCommand::DelIdmap {
+            name: "m".into(),
+            idtype: IdType::Uid,
+            idmap: "3000-3002:5000-5002".into(),
+        })
+        .unwrap();
         let m = c.get("m").unwrap().clone();
         let who = (2001, 3001, vec![3001, 7]);
         assert_eq!(m.to_fs(&who).unwrap(), (1001, 1501, vec![1501, 65534]));

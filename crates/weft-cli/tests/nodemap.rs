@@ -97,6 +97,15 @@ fn a_squashing_nodemap_makes_roots_files_the_squash_ids_and_maps_ids_both_ways()
     assert!(String::from_utf8_lossy(&out.stdout).contains("made"), "{out:?}");
     assert_eq!(owner(&admin.join("shared/mapped")), "1001:1001", "the file system keeps the fs id");
     assert_eq!(owner(&remote.join("shared/mapped")), "2001:2001", "the mapped mount sees its client id");
+    // An ACL naming the mapped user holds the fs id, and shows the client id where mapped.
+    let out =
+        sh_as(2001, 2001, &remote, "setfacl -m u:2001:rw shared/mapped && getfacl -n --omit-header shared/mapped");
+    assert!(String::from_utf8_lossy(&out.stdout).contains("user:2001:rw-"), "{out:?}");
+    let on_admin = sh(&admin, "getfacl -n --omit-header shared/mapped");
+    assert!(on_admin.contains("user:1001:rw-"), "{on_admin}");
+    sh(&admin, "touch shared/by-admin && setfacl -m u:1001:r,g:1001:w shared/by-admin");
+    let on_remote = sh(&remote, "getfacl -n --omit-header shared/by-admin");
+    assert!(on_remote.contains("user:2001:r--") && on_remote.contains("group:2001:-w-"), "{on_remote}");
     // A user the nodemap does not know is squashed.
     sh_as(3000, 3000, &remote, "touch shared/unknown");
     assert_eq!(owner(&admin.join("shared/unknown")), "99:98");

@@ -17,6 +17,7 @@ use std::borrow::Cow;
 use std::net::IpAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
+use weft_proto::acl;
 use weft_proto::msg::mdt::MdtReply;
 use weft_proto::msg::quota::QuotaOwner;
 use weft_proto::msg::{
@@ -59,10 +60,17 @@ impl Policy {
         self.nodemap().fileset.as_deref()
     }
 
-    /// An MDT's answer with its ids as the client knows them.
-    pub fn map_reply(&self, reply: &mut MdtReply) {
+    /// An MDT's answer with its ids as the client knows them; `acl`: the answer is a POSIX
+    /// ACL's value (a GetXattr of one).
+    pub fn map_reply(&self, reply: &mut MdtReply, acl: bool) {
         let m = self.nodemap();
         if m.admin && m.trusted {
+            return;
+        }
+        if let (MdtReply::Data(value), true) = (&mut *reply, acl) {
+            if let Some(mapped) = map_acl(value, |t, id| m.id_to_client(t, id)) {
+                *value = mapped;
+            }
             return;
         }
         let map = |i: &mut InodeInfo| {
@@ -194,6 +202,11 @@ fn map_body_ids(nodemap: &Nodemap, body: &mut RequestBody) {
         o.projid = nodemap.id_to_fs(IdType::Projid, o.projid).0;
     };
     match body {
+        RequestBody::Mdt { op: MdtRequest::SetXattr(x), .. } if is_acl(&x.name) => {
+            if let Some(mapped) = map_acl(&x.value, |t, id| nodemap.id_to_fs(t, id).0) {
+                x.value = mapped;
+            }
+        }
         RequestBody::Mdt { op: MdtRequest::Setattr(s), .. } => {
             s.set.uid = s.set.uid.map(|u| nodemap.id_to_fs(IdType::Uid, u).0);
             s.set.gid = s.set.gid.map(|g| nodemap.id_to_fs(IdType::Gid, g).0);
@@ -208,6 +221,27 @@ fn map_body_ids(nodemap: &Nodemap, body: &mut RequestBody) {
         },
         _ => {}
     }
+}
+
+pub(crate) fn is_acl(name: &[u8]) -> bool {
+    name == acl::ACCESS_XATTR || name == acl::DEFAULT_XATTR
+}
+
+/// A POSIX ACL xattr with its named users' and groups' ids mapped by `map`; None when it is
+/// no valid ACL (the MDS says why) or the mapped one is not (two ids mapped to one: the
+/// value is kept as it was).
+fn map_acl(value: &[u8], map: impl Fn(IdType, u32) -> u32) -> Option<Vec<u8>> {
+    let parsed = acl::Acl::from_xattr(value).ok()??;
+    let entries = parsed
+        .entries()
+        .iter()
+        .map(|e| match e.tag {
+            acl::USER => acl::AclEntry { id: map(IdType::Uid, e.id), ..*e },
+            acl::GROUP => acl::AclEntry { id: map(IdType::Gid, e.id), ..*e },
+            _ => *e,
+        })
+        .collect();
+    acl::Acl::new(entries).ok().map(|a| a.to_xattr())
 }
 
 /// Whether a request changes the file system (refused under `readonly_mount`): an MDT's

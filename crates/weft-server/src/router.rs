@@ -135,9 +135,10 @@ impl Handler for Router {
                             },
                         };
                         let fid2path = matches!(op, MdtRequest::Fid2Path(_));
+                        let acl = matches!(&op, MdtRequest::GetXattr(g) if crate::nodemap::is_acl(&g.name));
                         let mut answer = mds.handle(header, op, run).await;
                         if let (Ok(reply), Some(policy)) = (&mut answer, &policy) {
-                            policy.map_reply(reply);
+                            policy.map_reply(reply, acl);
                             if let (Some(path), true) = (fileset, fid2path) {
                                 crate::fileset::path_in_fileset(path, reply);
                             }

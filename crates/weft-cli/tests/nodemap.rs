@@ -106,6 +106,19 @@ fn a_squashing_nodemap_makes_roots_files_the_squash_ids_and_maps_ids_both_ways()
     sh(&admin, "touch shared/by-admin && setfacl -m u:1001:r,g:1001:w shared/by-admin");
     let on_remote = sh(&remote, "getfacl -n --omit-header shared/by-admin");
     assert!(on_remote.contains("user:2001:r--") && on_remote.contains("group:2001:-w-"), "{on_remote}");
+    // Its quota is the fs id's: the files it made count there.
+    sh(&admin, "chown 1001:1001 shared/by-admin && touch shared/more && chown 1001 shared/more");
+    let quota = |m: &Path, id: &str| {
+        let script = format!("{} quota -u {id} {}", s(&weft_bin()), s(m));
+        let out = sh_as(id.parse().unwrap(), id.parse().unwrap(), Path::new("/"), &script);
+        let out = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+        // After the title and the header: the mount (maybe on a line of its own), kbytes,
+        // quota, limit, grace, files, ...
+        let values: Vec<&str> = out.lines().skip(2).flat_map(str::split_whitespace).collect();
+        values.get(5).unwrap_or_else(|| panic!("{out}")).to_string()
+    };
+    assert_eq!(quota(&admin, "1001"), "3", "files of fs uid 1001 on the admin mount, as 1001");
+    assert_eq!(quota(&remote, "2001"), "3", "the same files as client uid 2001 on the mapped mount, as 2001");
     // A user the nodemap does not know is squashed.
     sh_as(3000, 3000, &remote, "touch shared/unknown");
     assert_eq!(owner(&admin.join("shared/unknown")), "99:98");

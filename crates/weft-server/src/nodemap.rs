@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, RwLock};
 use weft_proto::acl;
 use weft_proto::msg::mdt::MdtReply;
-use weft_proto::msg::quota::QuotaOwner;
+use weft_proto::msg::quota::{QuotaKind, QuotaOwner};
 use weft_proto::msg::{
     Identity, InodeInfo, MdtRequest, OstRequest, RequestBody, RequestHeader, OPEN_TRUNC, OPEN_WRITE,
 };
@@ -65,6 +65,10 @@ impl Policy {
     pub fn map_reply(&self, reply: &mut MdtReply, acl: bool) {
         let m = self.nodemap();
         if m.admin && m.trusted {
+            return;
+        }
+        if let MdtReply::Quota(q) = reply {
+            q.id = m.id_to_client(quota_type(q.kind), q.id);
             return;
         }
         if let (MdtReply::Data(value), true) = (&mut *reply, acl) {
@@ -207,6 +211,9 @@ fn map_body_ids(nodemap: &Nodemap, body: &mut RequestBody) {
                 x.value = mapped;
             }
         }
+        RequestBody::Mdt { op: MdtRequest::QuotaGet(q), .. } => q.id = nodemap.id_to_fs(quota_type(q.kind), q.id).0,
+        RequestBody::Mdt { op: MdtRequest::QuotaSet(q), .. } => q.id = nodemap.id_to_fs(quota_type(q.kind), q.id).0,
+        RequestBody::Mdt { op: MdtRequest::QuotaDelete(q), .. } => q.id = nodemap.id_to_fs(quota_type(q.kind), q.id).0,
         RequestBody::Mdt { op: MdtRequest::Setattr(s), .. } => {
             s.set.uid = s.set.uid.map(|u| nodemap.id_to_fs(IdType::Uid, u).0);
             s.set.gid = s.set.gid.map(|g| nodemap.id_to_fs(IdType::Gid, g).0);
@@ -217,9 +224,18 @@ fn map_body_ids(nodemap: &Nodemap, body: &mut RequestBody) {
             OstRequest::Fallocate(f) => f.owner.iter_mut().for_each(owner),
             OstRequest::Replay(r) => r.owner.iter_mut().for_each(owner),
             OstRequest::SetOwner(s) => owner(&mut s.owner),
+            OstRequest::QuotaUsage(q) => q.id = nodemap.id_to_fs(quota_type(q.kind), q.id).0,
             _ => {}
         },
         _ => {}
+    }
+}
+
+fn quota_type(kind: QuotaKind) -> IdType {
+    match kind {
+        QuotaKind::User => IdType::Uid,
+        QuotaKind::Group => IdType::Gid,
+        QuotaKind::Project => IdType::Projid,
     }
 }
 

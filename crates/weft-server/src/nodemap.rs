@@ -11,7 +11,7 @@
 //! Requests for the management service, parameters and replication are not mapped: they are
 //! administration between servers and tools (Lustre's nodemaps cover the targets too).
 //!
-//! With the nodemaps inactive and no root squash, a request costs one atomic load here.
+//! With the nodemaps inactive and no root squash, a request costs two atomic loads here.
 
 use std::borrow::Cow;
 use std::net::IpAddr;
@@ -138,8 +138,9 @@ impl Identities {
         Ok(())
     }
 
-    /// `body` from `peer` under the caller's nodemap and the root squash; None when nothing
-    /// maps (the common case); the error answers a request the nodemap refuses.
+    /// `body` from `peer` under the caller's nodemap and the root squash: the header as the
+    /// services are to see it (borrowed when nothing maps, the common case), the body with
+    /// the ids it names mapped; the error answers a request the nodemap refuses.
     pub fn map<'a>(&self, peer: IpAddr, header: &'a RequestHeader, body: RequestBody) -> WeftResult<Mapped<'a>> {
         let unmapped = |body| Mapped { header: Cow::Borrowed(header), body, policy: None };
         let on = self.on.load(Ordering::Acquire);

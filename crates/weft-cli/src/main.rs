@@ -27,6 +27,7 @@ mod migrate;
 mod mirror;
 mod mount;
 mod mount_helper;
+mod nodemap;
 mod param;
 mod pcc;
 mod policy;
@@ -150,6 +151,9 @@ enum Command {
     Find(find::FindArgs),
     /// OST pools (as lctl pool_new, pool_add, pool_remove, pool_list, pool_destroy).
     Pool(pool::PoolArgs),
+    /// Identity policies by client address (as lctl nodemap_activate, nodemap_add,
+    /// nodemap_add_range, nodemap_add_idmap, nodemap_modify, nodemap_fileset_add, ...).
+    Nodemap(nodemap::NodemapArgs),
     /// Move a failover OST to another of its servers on a live file system (root): its
     /// server stops serving it, the other takes it over, clients follow.
     Failover(failover::FailoverArgs),
@@ -245,6 +249,7 @@ fn main() -> ExitCode {
         Command::Setquota(a) => quota::setquota(a),
         Command::Pcc(a) => pcc::pcc(a),
         Command::Pool(a) => pool::pool(a),
+        Command::Nodemap(a) => nodemap::nodemap(a),
         Command::Failover(a) => failover::failover(a),
         Command::Replica(a) => members::replica(a),
         Command::Find(a) => find::find(a),

@@ -37,7 +37,8 @@ pub struct MountArgs {
     /// default nosuid,nodev; suid and dev only for root), noatime|relatime|strictatime
     /// (when reads move atime, as on a local file system; default relatime), ro|rw (read-only:
     /// every change refused with EROFS; default rw), exec|noexec (programs on the mount may
-    /// run; default exec).
+    /// run; default exec), nid=ADDR (the local address to connect to the servers from, the
+    /// one their nodemaps place this client by, as Lustre's client NID; `@tcp` accepted).
     #[arg(short = 'o', value_name = "OPTIONS")]
     options: Option<String>,
     /// Stay in the foreground instead of returning once mounted.
@@ -68,6 +69,8 @@ pub struct MountOptions {
     pub noexec: bool,
     /// The file system's shared key file (`skpath=FILE`, as Lustre's mount option).
     pub skpath: Option<PathBuf>,
+    /// `nid=ADDR`: the local address to connect from.
+    pub local_address: Option<std::net::IpAddr>,
 }
 
 impl MountArgs {
@@ -102,10 +105,11 @@ pub const MOUNT_OPTION_KEYS: &[&str] = &[
     "exec",
     "noexec",
     "skpath",
+    "nid",
 ];
 
 const MOUNT_OPTIONS_ALLOWED: &str = "timeout=SECONDS, threads=N, jobid_var=VAR, jobid_name=FORMAT, jobid=NAME, \
-     log=FILE, locks=on|off, passthrough=auto|on|off, uring=on|off, restore_timeout=SECONDS, suid, nosuid, dev, nodev, noatime, relatime, strictatime, ro, rw, exec, noexec, skpath=FILE";
+     log=FILE, locks=on|off, passthrough=auto|on|off, uring=on|off, restore_timeout=SECONDS, suid, nosuid, dev, nodev, noatime, relatime, strictatime, ro, rw, exec, noexec, skpath=FILE, nid=ADDR";
 
 fn on_off(key: &str, v: &str) -> anyhow::Result<bool> {
     match v {
@@ -131,6 +135,7 @@ pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
         read_only: false,
         noexec: false,
         skpath: None,
+        local_address: None,
     };
     for item in text.unwrap_or("").split(',').map(str::trim).filter(|s| !s.is_empty()) {
         let (k, v) = item.split_once('=').unwrap_or((item, ""));
@@ -180,6 +185,12 @@ pub fn parse_options(text: Option<&str>) -> anyhow::Result<MountOptions> {
             }
             "ro" => o.read_only = true,
             "rw" => o.read_only = false,
+            "nid" => {
+                let addr = v.strip_suffix("@tcp").unwrap_or(v);
+                o.local_address = Some(addr.parse().map_err(|_| {
+                    anyhow!("mount option nid={v}: give a local address of this host, e.g. nid=192.168.1.5@tcp")
+                })?);
+            }
             "exec" => o.noexec = false,
             "noexec" => o.noexec = true,
             "skpath" if v.is_empty() => bail!("mount option skpath: give the key file, skpath=FILE"),
@@ -342,6 +353,7 @@ pub fn client_config(mgs: &str, opts: &MountOptions) -> weft_client::ClientConfi
         request_timeout: opts.timeout,
         extent_locks: opts.locks,
         restore_timeout: opts.restore_timeout,
+        local_address: opts.local_address,
         ..weft_client::ClientConfig::new(mgs)
     }
 }

@@ -499,7 +499,9 @@ pub fn plan(req: &MdtRequest) -> Option<(Touches, Keep)> {
     let gone = |parent: &Fid, name: &Name| NameChange { parent: *parent, name: name.clone(), exists_after: false };
     let t = |inodes: Vec<Fid>, names: Vec<NameChange>, names_lose_links| Touches { inodes, names, names_lose_links };
     Some(match req {
-        MdtRequest::Lookup(_) | MdtRequest::Getattr(_) | MdtRequest::ReplayOpens(_) => return None,
+        MdtRequest::Lookup(_) | MdtRequest::Getattr(_) | MdtRequest::ReplayOpens(_) | MdtRequest::GetRoot(_) => {
+            return None
+        }
         MdtRequest::Setattr(mdt::Setattr { fid, .. }) => (t(vec![*fid], vec![], false), Keep::Inode),
         // Opened for writing: the size may change before the close tells it.
         MdtRequest::Create(mdt::Create { parent, name, exclusive, .. }) => {

@@ -82,6 +82,9 @@ pub struct ClientConfig {
     /// The file system's shared key, proved at every connection to its servers; by
     /// default the process's (`weft_rpc::secure::process_key`). None: no key.
     pub key: Option<Arc<weft_rpc::secure::SharedKey>>,
+    /// The local address the client connects from (`weft mount -o nid=ADDR`): the address
+    /// servers' nodemaps place it by. None: the one the kernel picks.
+    pub local_address: Option<std::net::IpAddr>,
 }
 
 impl ClientConfig {
@@ -96,6 +99,7 @@ impl ClientConfig {
             restore_timeout: Duration::from_secs(limits::RESTORE_TIMEOUT_S_DEFAULT),
             network: None,
             key: defaults.key,
+            local_address: None,
         }
     }
 }
@@ -165,6 +169,7 @@ impl Client {
             request_timeout: config.request_timeout,
             network: config.network.clone(),
             key: config.key.clone(),
+            local_address: config.local_address,
             ..PeerOptions::default()
         };
         // One address, or a replicated MGS's (`a:p,b:p,c:p`): the map is followed at the leader.
@@ -544,6 +549,7 @@ fn peer_options(config: &ClientConfig, client_id: u64, client: &Weak<Client>) ->
         callbacks: Some(Arc::new(locks::Callbacks(client.clone()))),
         network: config.network.clone(),
         key: config.key.clone(),
+        local_address: config.local_address,
     }
 }
 

@@ -313,6 +313,12 @@ impl Client {
     }
 
     /// Space and inodes of the MDT.
+    /// The directory this client sees as the file system's root: its nodemap's fileset
+    /// (see `weft nodemap fileset-add`), else the root.
+    pub async fn get_root(&self, who: &Caller) -> WeftResult<Fid> {
+        Ok(self.mdt(who, mdt::GetRoot {}).await?.attr.fid)
+    }
+
     pub async fn mdt_statfs(&self, who: &Caller) -> WeftResult<StatfsInfo> {
         self.mdt(who, mdt::Statfs {}).await
     }

@@ -91,7 +91,7 @@ impl Mount {
     /// attributes of `fid` would hide it; they go (marked stale, nothing waits).
     pub(crate) fn atime_after_open(&self, fid: Fid, before: Option<Option<Timestamp>>, answered: Timestamp) {
         if before.is_some_and(|known| known != Some(answered)) {
-            self.hooks.drop_attributes(INodeNo(fid.to_ino()));
+            self.hooks.drop_attributes(INodeNo(crate::root::ino_of(fid)));
         }
     }
 }

@@ -165,14 +165,14 @@ impl LockHooks for MountHooks {
 
     fn drop_data(&self, file: Fid) -> BoxFuture<'static, ()> {
         self.pcc.invalidate(file);
-        let done = self.invalidate(file.to_ino(), true, Vec::new());
+        let done = self.invalidate(crate::root::ino_of(file), true, Vec::new());
         Box::pin(async move {
             let _ = done.await;
         })
     }
 
     fn drop_inode(&self, fid: Fid, lost: u8) -> BoxFuture<'static, ()> {
-        let ino = fid.to_ino();
+        let ino = crate::root::ino_of(fid);
         self.drop_attributes(INodeNo(ino));
         // Names on the invalidation thread: the kernel takes the directory's lock for them,
         // which an operation of this mount may hold (see `revoke` in the client's locks).

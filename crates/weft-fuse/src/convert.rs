@@ -70,7 +70,7 @@ pub fn file_attr(attr: &Attr, layout: Option<&Layout>) -> fuser::FileAttr {
         .filter(|s| *s > 0)
         .unwrap_or(BLOCK_SIZE_BYTES);
     fuser::FileAttr {
-        ino: fuser::INodeNo(attr.fid.to_ino()),
+        ino: fuser::INodeNo(crate::root::ino_of(attr.fid)),
         size: attr.size,
         blocks: attr.blocks,
         atime: system_time(attr.atime),

@@ -288,7 +288,7 @@ impl Mount {
                     for (i, entry) in entries.iter().enumerate() {
                         let name = OsStr::from_bytes(&entry.name);
                         let offset = entry_offset(first_index + i as u64);
-                        if reply.add(INodeNo(entry.fid.to_ino()), offset, file_type(entry.kind), name) {
+                        if reply.add(INodeNo(crate::root::ino_of(entry.fid)), offset, file_type(entry.kind), name) {
                             return reply.ok();
                         }
                     }

@@ -83,6 +83,7 @@ mod tests {
             "ENOLCK" => libc::ENOLCK,
             "EXDEV" => libc::EXDEV,
             "EDQUOT" => libc::EDQUOT,
+            "EROFS" => libc::EROFS,
             other => panic!("{other}: add it to this test's names of libc errno values"),
         }
     }

@@ -36,6 +36,7 @@ mod opens;
 pub mod params;
 pub mod pcc;
 mod refusals;
+mod root;
 mod serve;
 mod writeback;
 mod xattr;
@@ -186,6 +187,20 @@ fn fuse_config(opts: &MountOptions) -> fuser::Config {
     config
 }
 
+/// Asks the MDS which directory this client sees as the root (its nodemap's fileset, or
+/// the root) and shows that one as the mount's root. Not from within an async runtime
+/// (a test's), where the mount shows the root.
+fn learn_root(client: &Client, runtime: &tokio::runtime::Handle) -> std::io::Result<()> {
+    if tokio::runtime::Handle::try_current().is_ok() {
+        return Ok(());
+    }
+    let root = runtime
+        .block_on(client.get_root(&weft_proto::msg::Caller::root()))
+        .map_err(|e| std::io::Error::other(format!("cannot find this client's root directory: {}", e.message)))?;
+    root::set_mount_root(root);
+    Ok(())
+}
+
 /// Mounts in the background and returns at once; dropping the session unmounts
 /// (`umount_and_join` unmounts and waits for the worker threads).
 pub fn mount(
@@ -195,6 +210,7 @@ pub fn mount(
     opts: MountOptions,
 ) -> std::io::Result<fuser::BackgroundSession> {
     let config = fuse_config(&opts);
+    learn_root(&client, &runtime)?;
     let (fs, hooks) = filesystem(client, runtime, opts);
     let session = fuser::Session::new(fs, mountpoint, &config)?;
     hooks.set_notifier(session.notifier());
@@ -256,6 +272,7 @@ pub fn mount_foreground(
     opts: MountOptions,
 ) -> std::io::Result<()> {
     let config = fuse_config(&opts);
+    learn_root(&client, &runtime)?;
     // The mount exists only once fuser::mount has started serving: tune it from the side.
     tune_when_ready(mountpoint);
     let (fs, hooks) = filesystem(client, runtime, opts);

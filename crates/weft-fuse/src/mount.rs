@@ -58,9 +58,7 @@ pub(crate) struct Mount {
     pub refusals: crate::refusals::Refusals,
 }
 
-pub(crate) fn fid_of(ino: INodeNo) -> Fid {
-    Fid::from_ino(ino.0)
-}
+pub(crate) use crate::root::fid_of;
 
 pub(crate) fn evicted() -> WeftError {
     WeftError::new(ErrorCode::Evicted, "this file was opened before the client was evicted; open it again")
@@ -125,7 +123,10 @@ impl Mount {
     /// lock's callback can take it back.
     pub(crate) fn entry_ttl(&self, parent: INodeNo, name: &OsStr, inode: &InodeInfo) -> Duration {
         let ttl = self.ttl(inode);
-        if self.locking() && !ttl.is_zero() && !self.hooks.note_alias(parent.0, name, inode.attr.fid.to_ino()) {
+        if self.locking()
+            && !ttl.is_zero()
+            && !self.hooks.note_alias(parent.0, name, crate::root::ino_of(inode.attr.fid))
+        {
             return Duration::ZERO;
         }
         ttl

@@ -521,6 +521,12 @@ impl Mds {
         }
     }
 
+    /// Whether `fid` is `top` or in the tree under it (a fileset's check, see
+    /// [`ops::fid2path::within`]).
+    pub fn fid_within(&self, fid: Fid, top: Fid) -> WeftResult<bool> {
+        ops::fid2path::within(&self.core.read_view(), fid, top)
+    }
+
     /// Ok while this MDS may answer: always for a single MDT; for a replicated one's leader,
     /// while its read lease holds (replica.rs), else the `Moved` error.
     pub fn check_lease(&self) -> WeftResult<()> {

@@ -105,6 +105,7 @@ pub fn cluster_map(osts: &[u32], pools: &[(&str, &[u32])]) -> ClusterMap {
         decay: Vec::new(),
         sync_mirror_pools: Default::default(),
         mgs_replicas: Vec::new(),
+        nodemap: Default::default(),
     }
 }
 

@@ -423,6 +423,12 @@ impl Handle for mgs::PoolSet {
     }
 }
 
+impl Handle for mgs::Nodemap {
+    async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
+        mgs.update(move |m| m.nodemap.apply(&self.command)).await
+    }
+}
+
 impl Handle for mgs::PoolDestroy {
     async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
         mgs.update(move |m| rules::pool_destroy(m, &self.pool)).await

@@ -68,6 +68,8 @@ pub enum ErrorCode {
     /// The connection did not prove that it holds the file system's shared key: a client
     /// without the key, with another key, or a frame whose authentication failed (EACCES).
     NotAuthenticated,
+    /// The change is refused: the client's nodemap mounts read-only (EROFS).
+    ReadOnly,
 }
 
 /// An error with its code and a sentence a person can act on.
@@ -132,6 +134,7 @@ impl ErrorCode {
             ErrorCode::CrossDevice => libc::EXDEV,
             ErrorCode::QuotaExceeded => libc::EDQUOT,
             ErrorCode::NotAuthenticated => libc::EACCES,
+            ErrorCode::ReadOnly => libc::EROFS,
         }
     }
 }

@@ -21,6 +21,7 @@ pub mod limits;
 pub mod lock;
 pub mod msg;
 pub mod name;
+pub mod nodemap;
 pub mod pcc;
 pub mod units;
 pub mod wire;

@@ -317,6 +317,7 @@ mod tests {
             decay: Vec::new(),
             sync_mirror_pools: Default::default(),
             mgs_replicas: Vec::new(),
+            nodemap: Default::default(),
         };
         let s = MapState::new(map);
         assert_eq!(s.address(TargetKind::Ost, 1000), Some("b:1"));

@@ -68,6 +68,9 @@ pub struct PeerOptions {
     /// The shared key this peer proves at connect ([`crate::secure`]); by default the
     /// process's ([`crate::secure::process_key`]). None: it connects without a key.
     pub key: Option<Arc<SharedKey>>,
+    /// The local address TCP connections are made from (Lustre's client NID; a nodemap
+    /// tells clients apart by it); None: the one the kernel picks.
+    pub local_address: Option<std::net::IpAddr>,
 }
 
 impl Default for PeerOptions {
@@ -79,6 +82,7 @@ impl Default for PeerOptions {
             callbacks: None,
             network: None,
             key: crate::secure::process_key(),
+            local_address: None,
         }
     }
 }
@@ -92,8 +96,24 @@ impl std::fmt::Debug for PeerOptions {
             .field("callbacks", &self.callbacks.as_ref().map(|_| "set"))
             .field("network", &self.network)
             .field("key", &self.key)
+            .field("local_address", &self.local_address)
             .finish()
     }
+}
+
+/// A TCP connection to `address`, from `local` when given.
+async fn connect_from(address: &str, local: Option<std::net::IpAddr>) -> std::io::Result<TcpStream> {
+    let Some(local) = local else { return TcpStream::connect(address).await };
+    let mut last = None;
+    for remote in tokio::net::lookup_host(address).await? {
+        let socket = if remote.is_ipv4() { tokio::net::TcpSocket::new_v4()? } else { tokio::net::TcpSocket::new_v6()? };
+        socket.bind(std::net::SocketAddr::new(local, 0))?;
+        match socket.connect(remote).await {
+            Ok(s) => return Ok(s),
+            Err(e) => last = Some(e),
+        }
+    }
+    Err(last.unwrap_or_else(|| std::io::Error::new(std::io::ErrorKind::NotFound, "no address")))
 }
 
 type Waiter = oneshot::Sender<WeftResult<(Vec<u8>, Bytes, bool)>>;
@@ -121,7 +141,7 @@ struct Connection {
 impl Connection {
     async fn open(address: &str, timeout: Duration, opts: &PeerOptions) -> WeftResult<Arc<Connection>> {
         let deadline = tokio::time::Instant::now() + timeout;
-        let mut stream = match tokio::time::timeout_at(deadline, TcpStream::connect(address)).await {
+        let mut stream = match tokio::time::timeout_at(deadline, connect_from(address, opts.local_address)).await {
             Ok(Ok(s)) => s,
             Ok(Err(e)) => return Err(WeftError::new(ErrorCode::Io, format!("cannot connect to {address}: {e}"))),
             Err(_) => {

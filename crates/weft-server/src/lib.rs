@@ -21,10 +21,12 @@ pub mod config;
 mod dashboard;
 mod decay;
 mod failover;
+mod fileset;
 pub mod limits;
 mod locks;
 mod metrics;
 mod monitor;
+mod nodemap;
 mod params;
 mod replicated;
 mod replicated_mgs;
@@ -265,6 +267,7 @@ impl RunningServer {
         if let Some(f) = &failover {
             targets.extend(f.all().into_iter().map(|i| (TargetKind::Ost, i)));
         }
+        let identities = Arc::new(nodemap::Identities::default());
         let params = Arc::new(params::Params::new(
             schedulers.clone(),
             services.clone(),
@@ -274,6 +277,7 @@ impl RunningServer {
                 groups: params::ReplicaGroups { mdt: mdt_group.clone(), mgs: mgs_group.clone() },
                 locks: locks.clone(),
                 failover: failover.clone(),
+                identities: identities.clone(),
             },
             &config.fsname,
             targets,
@@ -293,6 +297,7 @@ impl RunningServer {
             failover: failover.clone(),
             locks,
             params: params.clone(),
+            identities: identities.clone(),
         });
         let server = Server::with_parts(router.clone(), ServerLimits::default(), exports, schedulers.clone());
         server.add_account(jobstats.clone());
@@ -368,6 +373,7 @@ impl RunningServer {
         let mut applied = Vec::new();
         {
             let state = changes.borrow_and_update().clone();
+            identities.set_nodemaps(&state.map.nodemap);
             params.apply_records(&state.map.params, &mut applied);
             if let Some(mds) = &mds {
                 mds.set_cluster_map(&state.map);
@@ -406,11 +412,12 @@ impl RunningServer {
             })));
         }
         let mds_follows = config.mds.is_some().then(|| mds_slot.clone());
-        let (object_targets, params) = (object_targets.clone(), params.clone());
+        let (object_targets, params, identities) = (object_targets.clone(), params.clone(), identities.clone());
         tasks.push(tokio::spawn(async move {
             let _follower = follower;
             while changes.changed().await.is_ok() {
                 let state = changes.borrow_and_update().clone();
+                identities.set_nodemaps(&state.map.nodemap);
                 params.apply_records(&state.map.params, &mut applied);
                 if let Some(slot) = &mds_follows {
                     object_targets.peers.retain_map(&state);

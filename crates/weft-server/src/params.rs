@@ -116,6 +116,9 @@ enum TargetLeaf {
     HsmActiveRequestTimeout,
     HsmGraceDelay,
     HsmDefaultArchiveId,
+    /// `root_squash` (`UID:GID`) and `nosquash_nids` of the MDT (see `nodemap.rs`).
+    RootSquash,
+    NosquashNids,
     /// A replicated MDT: this replica's place in its group (read only; Weft's own).
     ReplicaStatus,
     /// The target's last recovery window (read only; Lustre's shape).
@@ -148,6 +151,8 @@ pub(crate) struct Served {
     pub locks: Arc<crate::locks::LockService>,
     /// A failover node's OSTs and lease.
     pub failover: Option<Arc<crate::failover::Failover>>,
+    /// Root squash, and the nodemaps `nodemap.*` shows (where the MGS runs).
+    pub identities: Arc<crate::nodemap::Identities>,
 }
 
 pub(crate) struct Params {
@@ -166,6 +171,7 @@ pub(crate) struct Params {
     failover: Option<Arc<crate::failover::Failover>>,
     fsname: String,
     targets: Vec<(TargetKind, u32)>,
+    identities: Arc<crate::nodemap::Identities>,
 }
 
 impl Params {
@@ -179,9 +185,22 @@ impl Params {
         fsname: &str,
         targets: Vec<(TargetKind, u32)>,
     ) -> Params {
-        let Served { mds, groups: ReplicaGroups { mdt: mdt_group, mgs: mgs_group }, locks, failover } = served;
+        let Served { mds, groups: ReplicaGroups { mdt: mdt_group, mgs: mgs_group }, locks, failover, identities } =
+            served;
         let fsname = fsname.to_string();
-        Params { schedulers, services, jobstats, mds, mdt_group, mgs_group, locks, failover, fsname, targets }
+        Params {
+            schedulers,
+            services,
+            jobstats,
+            mds,
+            mdt_group,
+            mgs_group,
+            locks,
+            failover,
+            fsname,
+            targets,
+            identities,
+        }
     }
 
     fn mds(&self) -> Result<Arc<weft_mds::Mds>, String> {
@@ -240,6 +259,8 @@ impl Params {
                     (TargetLeaf::HsmActiveRequestTimeout, "hsm.active_request_timeout"),
                     (TargetLeaf::HsmGraceDelay, "hsm.grace_delay"),
                     (TargetLeaf::HsmDefaultArchiveId, "hsm.default_archive_id"),
+                    (TargetLeaf::RootSquash, "root_squash"),
+                    (TargetLeaf::NosquashNids, "nosquash_nids"),
                 ] {
                     out.push((format!("mdt.{name}.{what}"), Key::Target((kind, index), leaf)));
                 }
@@ -275,12 +296,21 @@ impl Params {
                         Err(e) => return Err(WeftError::invalid(e)),
                     }
                 }
+                values.extend(
+                    self.nodemap_values()
+                        .into_iter()
+                        .filter(|(n, _)| name_matches(&g.pattern, n))
+                        .map(|(name, value)| ParamValue { name, value }),
+                );
                 self.found(&g.pattern, values.is_empty())?;
                 Ok(ParamReply::Values(ParamValues(values)))
             }
             ParamRequest::SetParam(s) => {
                 if header.identity.uid != 0 {
                     return Err(WeftError::new(ErrorCode::Perm, "only root sets parameters"));
+                }
+                if s.pattern.starts_with("nodemap.") {
+                    return Err(WeftError::invalid("nodemaps are changed with weft nodemap (modify, add-range, ...)"));
                 }
                 let matched: Vec<_> = self.leaves().into_iter().filter(|(n, _)| name_matches(&s.pattern, n)).collect();
                 self.found(&s.pattern, matched.is_empty())?;
@@ -297,6 +327,7 @@ impl Params {
                     .leaves()
                     .into_iter()
                     .map(|(n, _)| n)
+                    .chain(self.nodemap_values().into_iter().map(|(n, _)| n))
                     .filter(|n| name_or_parent_matches(&l.pattern, n))
                     .collect();
                 Ok(ParamReply::Names(ParamNames(names)))
@@ -322,6 +353,15 @@ impl Params {
                 }
             }
         }
+    }
+
+    /// `nodemap.*`, answered by the process that runs the management service (which keeps
+    /// them), as Lustre's MGS answers them.
+    fn nodemap_values(&self) -> Vec<(String, String)> {
+        if !self.services.contains(&Service::Mgs) {
+            return Vec::new();
+        }
+        self.identities.nodemaps().param_values()
     }
 
     fn found(&self, pattern: &str, none: bool) -> WeftResult<()> {
@@ -367,6 +407,14 @@ impl Params {
             }
             Key::Target(target, TargetLeaf::JobCleanupInterval) => {
                 return Ok(self.jobstats.cleanup_interval(target).as_secs().to_string())
+            }
+            Key::Target(_, TargetLeaf::RootSquash) => {
+                let (uid, gid) = self.identities.root_squash().ids;
+                return Ok(format!("{uid}:{gid}"));
+            }
+            Key::Target(_, TargetLeaf::NosquashNids) => {
+                let squash = self.identities.root_squash();
+                return Ok(if squash.nosquash_text.is_empty() { "NONE".into() } else { squash.nosquash_text.clone() });
             }
             Key::Target(_, TargetLeaf::ChangelogMask) => {
                 return Ok(weft_proto::msg::changelog::mask_names(self.mds()?.changelog_mask()))
@@ -443,6 +491,12 @@ impl Params {
                 let value = value.trim();
                 self.jobstats.clear(target, (value != "clear").then_some(value));
                 return Ok(());
+            }
+            Key::Target(_, TargetLeaf::RootSquash) => {
+                return self.identities.set_root_squash(Some(value), None).map_err(|e| e.message)
+            }
+            Key::Target(_, TargetLeaf::NosquashNids) => {
+                return self.identities.set_root_squash(None, Some(value)).map_err(|e| e.message)
             }
             Key::Target(target, TargetLeaf::JobCleanupInterval) => {
                 let secs: u64 = value.trim().parse().map_err(|_| format!("'{value}': seconds (0: keep for ever)"))?;

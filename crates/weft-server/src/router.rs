@@ -31,6 +31,8 @@ pub(crate) struct Router {
     pub failover: Option<Arc<crate::failover::Failover>>,
     pub locks: Arc<LockService>,
     pub params: Arc<crate::params::Params>,
+    /// Nodemaps and root squash: who each request is for (see `nodemap.rs`).
+    pub identities: Arc<crate::nodemap::Identities>,
 }
 
 /// Who may do what to the decay policies: root sets and removes them and reads everyone's
@@ -50,6 +52,7 @@ fn authorize_mgs(header: &RequestHeader, op: MgsRequest) -> Result<MgsRequest, W
         {
             perm("changes pools")
         }
+        MgsRequest::Nodemap(_) if caller != 0 => perm("changes nodemaps"),
         MgsRequest::MoveTarget(_) | MgsRequest::ClaimTarget(_) | MgsRequest::HandOver(_) if caller != 0 => {
             perm("moves targets between servers")
         }
@@ -98,6 +101,11 @@ impl Handler for Router {
         bulk: Bytes,
     ) -> BoxFuture<'a, (Reply, Bytes)> {
         Box::pin(async move {
+            let mapped = match self.identities.map(ctx.peer.ip(), &ctx.header, body) {
+                Ok(m) => m,
+                Err(e) => return (Err(e), Bytes::new()),
+            };
+            let (header, body, policy) = (&*mapped.header, mapped.body, mapped.policy);
             match body {
                 RequestBody::Ping => (Ok(ReplyBody::Pong), Bytes::new()),
                 RequestBody::Mgs(op) => match &self.mgs {
@@ -115,7 +123,27 @@ impl Handler for Router {
                 },
                 RequestBody::Mdt { mdt, op } => match (self.mds.get(), self.mdt_index) {
                     (Some(mds), Some(i)) if i == mdt => {
-                        (mds.handle(&ctx.header, op, run).await.map(ReplyBody::Mdt), Bytes::new())
+                        let fileset = policy.as_ref().and_then(|p| p.fileset());
+                        let op = match fileset {
+                            None => op,
+                            Some(path) => match self.identities.filesets.root_of(&mds, path).await {
+                                Ok(top) => match crate::fileset::gate(&mds, top, op) {
+                                    Ok(op) => op,
+                                    Err(e) => return (Err(e), Bytes::new()),
+                                },
+                                Err(e) => return (Err(e), Bytes::new()),
+                            },
+                        };
+                        let fid2path = matches!(op, MdtRequest::Fid2Path(_));
+                        let acl = matches!(&op, MdtRequest::GetXattr(g) if crate::nodemap::is_acl(&g.name));
+                        let mut answer = mds.handle(header, op, run).await;
+                        if let (Ok(reply), Some(policy)) = (&mut answer, &policy) {
+                            policy.map_reply(reply, acl);
+                            if let (Some(path), true) = (fileset, fid2path) {
+                                crate::fileset::path_in_fileset(path, reply);
+                            }
+                        }
+                        (answer.map(ReplyBody::Mdt), Bytes::new())
                     }
                     (None, Some(i)) if i == mdt && self.replicated => {
                         (Err(crate::replicated::not_serving(mdt)), Bytes::new())
@@ -150,7 +178,15 @@ impl Handler for Router {
                     } {
                         return (Err(e), Bytes::new());
                     }
-                    (self.locks.handle(&ctx.header, target, op).await.map(ReplyBody::Ldlm), Bytes::new())
+                    if let (LockTarget::Mdt(_), Some(path), Some(mds)) =
+                        (target, policy.as_ref().and_then(|p| p.fileset()), self.mds.get())
+                    {
+                        let top = self.identities.filesets.root_of(&mds, path).await;
+                        if let Err(e) = top.and_then(|top| crate::fileset::gate_lock(&mds, top, &op)) {
+                            return (Err(e), Bytes::new());
+                        }
+                    }
+                    (self.locks.handle(header, target, op).await.map(ReplyBody::Ldlm), Bytes::new())
                 }
                 RequestBody::Raft { op: RaftRequest::AddMember(_) | RaftRequest::RemoveMember(_), .. }
                     if ctx.header.identity.uid != 0 =>

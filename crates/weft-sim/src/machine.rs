@@ -175,5 +175,6 @@ fn map() -> ClusterMap {
         decay: Vec::new(),
         sync_mirror_pools: Default::default(),
         mgs_replicas: Vec::new(),
+        nodemap: Default::default(),
     }
 }

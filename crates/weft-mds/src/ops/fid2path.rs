@@ -24,6 +24,25 @@ pub fn fid2path(t: &Tables, fid: Fid) -> WeftResult<Vec<u8>> {
     Ok(parts.join(&b'/'))
 }
 
+/// Whether `fid` is `top` or under it, following one link per level (a directory's parent,
+/// a file's first name): a fileset's check. A file with no name left is not under anything.
+pub fn within(t: &Tables, fid: Fid, top: Fid) -> WeftResult<bool> {
+    let mut cur = fid;
+    for _ in 0..=FID2PATH_DEPTH_MAX {
+        if cur == top {
+            return Ok(true);
+        }
+        if cur == Fid::ROOT {
+            return Ok(false);
+        }
+        match t.first_link(cur)? {
+            Some((parent, _)) => cur = parent,
+            None => return Ok(false),
+        }
+    }
+    Ok(false)
+}
+
 impl Query for mdt::Fid2Path {
     fn query(&self, q: &QueryCtx<'_>) -> WeftResult<Vec<u8>> {
         fid2path(q.t, self.fid)

@@ -43,6 +43,13 @@ impl Query for mdt::Getattr {
     }
 }
 
+impl Query for mdt::GetRoot {
+    /// The root: a fileset's directory is answered in front of the MDS (weft-server).
+    fn query(&self, q: &QueryCtx<'_>) -> WeftResult<InodeInfo> {
+        getattr(q.core, q.t, Fid::ROOT)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use crate::ops::t::*;

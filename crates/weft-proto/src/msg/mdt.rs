@@ -196,6 +196,9 @@ macro_rules! mdt_ops {
             /// room there for `owner`'s ids: the master moves to that OST what the others
             /// hold unused. Answered whether the OST has more room now (retry the write).
             read QuotaAcquire { owner: $crate::msg::quota::QuotaOwner, ost: u32 } -> bool = "mds_quota_acquire";
+            /// The directory the caller sees as the file system's root: the root, or its
+            /// nodemap's fileset (asked by a client as it connects).
+            read GetRoot {} -> $crate::msg::InodeInfo = "mds_get_root";
         }
     };
 }

@@ -92,6 +92,10 @@ pub struct ClusterMap {
     /// their `mgs_address` list does not name too (weft-rpc `MgsPeers::learn`).
     #[serde(default)]
     pub mgs_replicas: Vec<String>,
+    /// The nodemaps (`weft nodemap`): which client addresses get which identity policy.
+    /// Every server maps its requests by them (see [`crate::nodemap`]).
+    #[serde(default)]
+    pub nodemap: crate::nodemap::NodemapConfig,
 }
 
 /// A decay policy: within each period, whoever (a user or a job) used more than the
@@ -243,6 +247,8 @@ macro_rules! mgs_ops {
             /// A pool's settings (`weft pool set`): `sync_mirrors`, whether new files with a
             /// mirror in the pool write their mirrors synchronously. The pool must exist.
             write PoolSet { pool: String, sync_mirrors: bool } -> $crate::msg::ClusterMap = "mgs_pool_set";
+            /// Changes the nodemaps (`weft nodemap ...`, root only): the map answered has them.
+            write Nodemap { command: $crate::nodemap::NodemapCommand } -> $crate::msg::ClusterMap = "mgs_nodemap";
         }
     };
 }

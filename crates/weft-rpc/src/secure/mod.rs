@@ -30,7 +30,9 @@ use tokio::net::tcp::{OwnedReadHalf, OwnedWriteHalf};
 /// The read half of a connection: as it comes, or opened record by record.
 pub enum ConnReader {
     Plain(BufReader<OwnedReadHalf>),
-    Sealed(Box<SealedReader<BufReader<OwnedReadHalf>>>),
+    /// Unbuffered below: the reader takes whole records, and a buffer under it would copy
+    /// each record once more.
+    Sealed(Box<SealedReader<OwnedReadHalf>>),
 }
 
 /// The write half of a connection: as it goes, or sealed record by record.
@@ -42,9 +44,11 @@ pub enum ConnWriter {
 /// Splits a connection whose handshake is done into its halves, sealed or not.
 pub fn split(stream: tokio::net::TcpStream, protection: Protection) -> (ConnReader, ConnWriter) {
     let (reader, writer) = stream.into_split();
-    let reader = BufReader::with_capacity(crate::limits::SOCKET_READ_BUFFER_BYTES, reader);
     match protection {
-        Protection::Plain => (ConnReader::Plain(reader), ConnWriter::Plain(writer)),
+        Protection::Plain => (
+            ConnReader::Plain(BufReader::with_capacity(crate::limits::SOCKET_READ_BUFFER_BYTES, reader)),
+            ConnWriter::Plain(writer),
+        ),
         Protection::Sealed(s) => (
             ConnReader::Sealed(Box::new(SealedReader::new(reader, s.state.clone(), s.recv_from))),
             ConnWriter::Sealed(Box::new(SealedWriter::new(writer, s.state, s.send_from))),

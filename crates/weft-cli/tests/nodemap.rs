@@ -227,9 +227,8 @@ fn a_fileset_mount_sees_only_its_subdirectory() {
     let fs = c.mount_with("timeout=30,nid=127.0.0.2");
     assert_eq!(sh(&fs, "ls"), "file\nsub\n", "the fileset is the mount's root");
     assert_eq!(sh(&fs, "cat file"), "inside\n");
-    assert_eq!(sh(&fs, "cd sub && ls .."), "file\nsub\n");
-    let above = sh(&fs, "ls ..");
-    assert!(!above.contains("top-secret") && !above.contains("projects"), "`..` at the root leaves the mount: {above}");
+    // `..` at the mount's root is the kernel's (the directory above the mount point): the
+    // server's answer to it is checked through weft-client below.
     sh(&fs, "mkdir made-here");
     assert!(admin.join("projects/a/made-here").is_dir(), "made inside the fileset");
 

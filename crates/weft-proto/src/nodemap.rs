@@ -564,7 +564,14 @@ impl RootSquash {
     pub fn parse_ids(text: &str) -> WeftResult<(u32, u32)> {
         let bad = || WeftError::invalid(format!("root_squash '{text}': give UID:GID, e.g. 65534:65534 (0:0 is off)"));
         let (u, g) = text.trim().split_once(':').ok_or_else(bad)?;
-        Ok((u.trim().parse().map_err(|_| bad())?, g.trim().parse().map_err(|_| bad())?))
+        let ids: (u32, u32) = (u.trim().parse().map_err(|_| bad())?, g.trim().parse().map_err(|_| bad())?);
+        if ids.0 == 0 && ids.1 != 0 {
+            // Squash on, and root still root: not what anyone means.
+            return Err(WeftError::invalid(format!(
+                "root_squash '{text}': root would stay uid 0; give a squash uid other than 0 (0:0 is off)"
+            )));
+        }
+        Ok(ids)
     }
 
     /// A list of ranges separated by spaces or commas; `NONE`, `clear` or nothing empty it.

@@ -62,7 +62,10 @@ pub(crate) fn gate(mds: &Mds, top: Fid, op: MdtRequest) -> WeftResult<MdtRequest
     let fids: Vec<Fid> = match &op {
         R::GetRoot(_) => return Ok(R::Getattr(mdt::Getattr { fid: top })),
         R::Lookup(l) if l.parent == top && l.name == b".." => return Ok(R::Getattr(mdt::Getattr { fid: top })),
-        R::Close(_) | R::Statfs(_) | R::QuotaGet(_) | R::QuotaAcquire(_) => return Ok(op),
+        R::Statfs(_) | R::QuotaGet(_) | R::QuotaAcquire(_) => return Ok(op),
+        // A close names its file: checked too (a guessed handle of a file outside would
+        // answer that file's attributes).
+        R::Close(mdt::Close { fid, .. }) => vec![*fid],
         R::Lookup(mdt::Lookup { parent, .. })
         | R::Create(mdt::Create { parent, .. })
         | R::Mkdir(mdt::Mkdir { parent, .. })

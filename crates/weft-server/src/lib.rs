@@ -373,8 +373,9 @@ impl RunningServer {
         let mut applied = Vec::new();
         {
             let state = changes.borrow_and_update().clone();
-            identities.set_nodemaps(&state.map.nodemap);
+            // Root squash first: the nodemaps' arrival lets requests run.
             params.apply_records(&state.map.params, &mut applied);
+            identities.set_nodemaps(&state.map.nodemap);
             if let Some(mds) = &mds {
                 mds.set_cluster_map(&state.map);
             }
@@ -417,8 +418,9 @@ impl RunningServer {
             let _follower = follower;
             while changes.changed().await.is_ok() {
                 let state = changes.borrow_and_update().clone();
-                identities.set_nodemaps(&state.map.nodemap);
+                // Root squash first: the nodemaps' arrival lets requests run.
                 params.apply_records(&state.map.params, &mut applied);
+                identities.set_nodemaps(&state.map.nodemap);
                 if let Some(slot) = &mds_follows {
                     object_targets.peers.retain_map(&state);
                     if let Some(mds) = slot.get() {

@@ -176,7 +176,7 @@ impl Identities {
             }
             if !nodemap.is_identity() {
                 ids = nodemap.to_fs(&ids)?;
-                map_body_ids(nodemap, &mut body);
+                map_body_ids(nodemap, &mut body)?;
                 let index = config.maps.iter().position(|m| m.name == nodemap.name).unwrap_or(0);
                 policy = Some(Policy { config: config.clone(), index });
             }
@@ -200,7 +200,7 @@ impl Identities {
 /// The ids a request's body names, as the client knows them, to the file system's: a
 /// chown's, and the owner an OST's blocks count against (for quotas; the client knows it
 /// from the attributes it was answered, in client ids).
-fn map_body_ids(nodemap: &Nodemap, body: &mut RequestBody) {
+fn map_body_ids(nodemap: &Nodemap, body: &mut RequestBody) -> WeftResult<()> {
     let owner = |o: &mut QuotaOwner| {
         o.uid = nodemap.id_to_fs(IdType::Uid, o.uid).0;
         o.gid = nodemap.id_to_fs(IdType::Gid, o.gid).0;
@@ -208,7 +208,23 @@ fn map_body_ids(nodemap: &Nodemap, body: &mut RequestBody) {
     };
     match body {
         RequestBody::Mdt { op: MdtRequest::SetXattr(x), .. } if is_acl(&x.name) => {
-            if let Some(mapped) = map_acl(&x.value, |t, id| nodemap.id_to_fs(t, id).0) {
+            // An entry for an id the nodemap does not map would grant the squash id (or, two
+            // of them, be kept unmapped): refused.
+            let mut unmapped = None;
+            let mapped = map_acl(&x.value, |t, id| {
+                let (fs, squashed) = nodemap.id_to_fs(t, id);
+                if squashed {
+                    unmapped.get_or_insert(id);
+                }
+                fs
+            });
+            if let Some(id) = unmapped {
+                return Err(WeftError::invalid(format!(
+                    "the ACL names id {id}, which nodemap '{}' does not map to the file system's",
+                    nodemap.name
+                )));
+            }
+            if let Some(mapped) = mapped {
                 x.value = mapped;
             }
         }
@@ -230,6 +246,7 @@ fn map_body_ids(nodemap: &Nodemap, body: &mut RequestBody) {
         },
         _ => {}
     }
+    Ok(())
 }
 
 fn quota_type(kind: QuotaKind) -> IdType {
@@ -247,9 +264,9 @@ pub(crate) fn is_acl(name: &[u8]) -> bool {
 /// A POSIX ACL xattr with its named users' and groups' ids mapped by `map`; None when it is
 /// no valid ACL (the MDS says why) or the mapped one is not (two ids mapped to one: the
 /// value is kept as it was).
-fn map_acl(value: &[u8], map: impl Fn(IdType, u32) -> u32) -> Option<Vec<u8>> {
+fn map_acl(value: &[u8], mut map: impl FnMut(IdType, u32) -> u32) -> Option<Vec<u8>> {
     let parsed = acl::Acl::from_xattr(value).ok()??;
-    let entries = parsed
+    let mut entries: Vec<acl::AclEntry> = parsed
         .entries()
         .iter()
         .map(|e| match e.tag {
@@ -258,6 +275,10 @@ fn map_acl(value: &[u8], map: impl Fn(IdType, u32) -> u32) -> Option<Vec<u8>> {
             _ => *e,
         })
         .collect();
+    // Two ids mapped to one (answers: fs ids the client knows only as the squash id): one
+    // entry, the first, so that no unmapped id is shown.
+    entries.sort_by_key(|e| (e.tag, e.id));
+    entries.dedup_by_key(|e| (e.tag, e.id));
     acl::Acl::new(entries).ok().map(|a| a.to_xattr())
 }
 
@@ -270,9 +291,8 @@ fn modifies(body: &RequestBody) -> bool {
             MdtRequest::Close(_) | MdtRequest::ReplayOpens(_) => false,
             op => op.is_mutation(),
         },
-        RequestBody::Ost { op, .. } => {
-            matches!(op, OstRequest::Write(_) | OstRequest::Punch(_) | OstRequest::Fallocate(_))
-        }
+        // Every change to objects (writes, destroys, replays, owners), not the commits.
+        RequestBody::Ost { op, .. } => op.is_mutation() && !matches!(op, OstRequest::Sync(_) | OstRequest::Commit(_)),
         _ => false,
     }
 }
@@ -328,6 +348,62 @@ mod tests {
         assert_eq!(e.code, ErrorCode::ReadOnly);
         let read_open = RequestBody::Mdt { mdt: 0, op: MdtRequest::Open(mdt::Open { fid: Fid::ROOT, flags: 1 }) };
         assert!(ids.map("10.1.2.3".parse().unwrap(), &h, read_open).is_ok());
+        // Every change to objects, not only writes.
+        let destroy =
+            RequestBody::Ost { ost: 0, op: OstRequest::Destroy(weft_proto::msg::ost::Destroy { fid: Fid::ROOT }) };
+        let e = ids.map("10.1.2.3".parse().unwrap(), &h, destroy).err().unwrap();
+        assert_eq!(e.code, ErrorCode::ReadOnly);
+    }
+
+    #[test]
+    fn an_acl_naming_an_id_the_nodemap_does_not_map_is_refused() {
+        let ids = Identities::default();
+        let mut config = NodemapConfig::default();
+        for cmd in [
+            NodemapCommand::Add { name: "m".into() },
+            NodemapCommand::AddRange { name: "m".into(), range: "10.0.0.0/8".into() },
+            NodemapCommand::AddIdmap { name: "m".into(), idtype: IdType::Uid, idmap: "2001:1001".into() },
+            NodemapCommand::Activate(true),
+        ] {
+            config.apply(&cmd).unwrap();
+        }
+        ids.set_nodemaps(&config);
+        let acl = |text: &str| {
+            let entries: Vec<weft_proto::acl::AclEntry> = text
+                .split(',')
+                .map(|e| {
+                    let f: Vec<&str> = e.split(':').collect();
+                    let tag = match f[0] {
+                        "u" if f[1].is_empty() => weft_proto::acl::USER_OBJ,
+                        "u" => weft_proto::acl::USER,
+                        "g" => weft_proto::acl::GROUP_OBJ,
+                        "m" => weft_proto::acl::MASK,
+                        _ => weft_proto::acl::OTHER,
+                    };
+                    weft_proto::acl::AclEntry { tag, id: f[1].parse().unwrap_or(u32::MAX), perm: f[2].parse().unwrap() }
+                })
+                .collect();
+            weft_proto::acl::Acl::new(entries).unwrap().to_xattr()
+        };
+        let set = |value: Vec<u8>| RequestBody::Mdt {
+            mdt: 0,
+            op: MdtRequest::SetXattr(mdt::SetXattr {
+                fid: Fid::ROOT,
+                name: b"system.posix_acl_access".to_vec(),
+                value,
+                flags: 0,
+            }),
+        };
+        let h = header(2001);
+        let mapped = ids.map("10.1.2.3".parse().unwrap(), &h, set(acl("u::6,u:2001:6,g::4,m:x:6,o::4"))).unwrap();
+        match mapped.body {
+            RequestBody::Mdt { op: MdtRequest::SetXattr(x), .. } => {
+                assert_eq!(x.value, acl("u::6,u:1001:6,g::4,m:x:6,o::4"), "the named user mapped")
+            }
+            other => panic!("{other:?}"),
+        }
+        let e = ids.map("10.1.2.3".parse().unwrap(), &h, set(acl("u::6,u:5000:7,u:5001:7,g::4,m:x:7,o::4"))).err();
+        assert_eq!(e.map(|e| e.code), Some(ErrorCode::Invalid), "ids the nodemap does not map");
     }
 
     #[test]
@@ -342,5 +418,7 @@ mod tests {
         assert_eq!(ids.map("10.0.0.2".parse().unwrap(), &h, getattr.clone()).unwrap().header.identity.uid, 500);
         assert_eq!(ids.map("10.0.0.1".parse().unwrap(), &h, getattr).unwrap().header.identity.uid, 0);
         assert!(ids.set_root_squash(Some("500"), None).is_err());
+        let e = ids.set_root_squash(Some("0:100"), None).unwrap_err();
+        assert!(e.message.contains("root would stay uid 0"), "{}", e.message);
     }
 }

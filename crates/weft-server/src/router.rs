@@ -178,9 +178,11 @@ impl Handler for Router {
                     } {
                         return (Err(e), Bytes::new());
                     }
-                    if let (LockTarget::Mdt(_), Some(path), Some(mds)) =
-                        (target, policy.as_ref().and_then(|p| p.fileset()), self.mds.get())
-                    {
+                    if let (LockTarget::Mdt(_), Some(path)) = (target, policy.as_ref().and_then(|p| p.fileset())) {
+                        // No MDS here to tell inside from outside: refused, not let through.
+                        let Some(mds) = self.mds.get() else {
+                            return (Err(crate::replicated::not_serving(0)), Bytes::new());
+                        };
                         let top = self.identities.filesets.root_of(&mds, path).await;
                         if let Err(e) = top.and_then(|top| crate::fileset::gate_lock(&mds, top, &op)) {
                             return (Err(e), Bytes::new());

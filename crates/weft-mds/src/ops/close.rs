@@ -26,6 +26,11 @@ pub fn close(
     if oh.fid != fid {
         return Err(WeftError::invalid(format!("handle {handle} belongs to {}, not {fid}", oh.fid)));
     }
+    if oh.client_id != ctx.client_id {
+        // Handles are numbered in turn: one client may not close (and learn the file of, or
+        // set the size through) another's.
+        return Err(WeftError::new(ErrorCode::Stale, format!("handle {handle} is another client's")));
+    }
     let mut rec = ctx.t.must_inode(fid)?;
     // Checks done: writes follow.
     let last_writer = oh.writes() && counts.writers == 1;

@@ -7,26 +7,19 @@ use std::path::Path;
 use std::time::{Duration, Instant};
 
 /// `weft COMMAND --mgs ADDR ARGS...`.
-fn nm(c: &Cluster, args: &[&str]) -> std::process::Output {
+/// `weft COMMAND --mgs MGS ARGS...` of the cluster.
+fn nm_args<'a>(c: &'a Cluster, args: &[&'a str]) -> Vec<&'a str> {
     let mut all: Vec<&str> = vec![args[0], "--mgs", &c.mgs_address];
     all.extend(&args[1..]);
-    weft(&all)
+    all
+}
+
+fn nm(c: &Cluster, args: &[&str]) -> std::process::Output {
+    weft(&nm_args(c, args))
 }
 
 fn nm_ok(c: &Cluster, args: &[&str]) -> String {
-    let out = nm(c, args);
-    assert!(
-        out.status.success(),
-        "weft {args:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr_of(out: &std::process::Output) -> String {
-    assert!(!out.status.success(), "expected a failure, got:\n{}", String::from_utf8_lossy(&out.stdout));
-    String::from_utf8_lossy(&out.stderr).into_owned()
+    weft_ok(&nm_args(c, args))
 }
 
 /// `stat -c %u:%g` of `path`, through the mount's kernel (a fresh stat: the attributes
@@ -66,15 +59,16 @@ fn a_squashing_nodemap_makes_roots_files_the_squash_ids_and_maps_ids_both_ways()
     nm_ok(&c, &["nodemap", "modify", "--name", "remote", "--property", "squash_gid", "--value", "98"]);
 
     // Wrong settings: clear errors.
-    let e = stderr_of(&nm(&c, &["nodemap", "modify", "--name", "remote", "--property", "colour", "--value", "1"]));
+    let e = failure_stderr(&nm(&c, &["nodemap", "modify", "--name", "remote", "--property", "colour", "--value", "1"]));
     assert!(e.contains("allowed are admin, trusted, squash_uid, squash_gid, squash_projid, deny_unknown"), "{e}");
-    let e = stderr_of(&nm(&c, &["nodemap", "add-range", "--name", "remote", "--range", "127.0.0.0/24"]));
+    let e = failure_stderr(&nm(&c, &["nodemap", "add-range", "--name", "remote", "--range", "127.0.0.0/24"]));
     assert!(e.contains("overlaps") && e.contains("'admins'"), "{e}");
-    let e = stderr_of(&nm(&c, &["nodemap", "add-range", "--name", "remote", "--range", "127.0.0"]));
+    let e = failure_stderr(&nm(&c, &["nodemap", "add-range", "--name", "remote", "--range", "127.0.0"]));
     assert!(e.contains("192.168.1.0/24"), "{e}");
-    let e = stderr_of(&nm(&c, &["nodemap", "del", "default"]));
+    let e = failure_stderr(&nm(&c, &["nodemap", "del", "default"]));
     assert!(e.contains("cannot be removed"), "{e}");
-    let e = stderr_of(&nm(&c, &["nodemap", "add-idmap", "--name", "remote", "--idtype", "user", "--idmap", "1:2"]));
+    let e =
+        failure_stderr(&nm(&c, &["nodemap", "add-idmap", "--name", "remote", "--idtype", "user", "--idmap", "1:2"]));
     assert!(e.contains("uid, gid, projid"), "{e}");
     assert_eq!(nm_ok(&c, &["nodemap", "list"]), "default\nadmins\nremote\n");
     assert_eq!(nm_ok(&c, &["nodemap", "test-nid", "127.0.0.2@tcp"]).trim(), "remote");
@@ -184,7 +178,7 @@ fn root_squash_spares_only_nosquash_nids() {
         shown.contains("root_squash=500:501") && shown.contains("nosquash_nids=127.0.0.3@tcp 127.0.0.1"),
         "{shown}"
     );
-    let e = stderr_of(&nm(&c, &["set-param", "mdt.*.root_squash=500"]));
+    let e = failure_stderr(&nm(&c, &["set-param", "mdt.*.root_squash=500"]));
     assert!(e.contains("UID:GID"), "{e}");
     c.kill9("all");
     c.restart("all");
@@ -217,7 +211,7 @@ fn a_fileset_mount_sees_only_its_subdirectory() {
             nm_ok(&c, &["nodemap", "modify", "--name", n, "--property", p, "--value", "1"]);
         }
     }
-    let e = stderr_of(&nm(&c, &["nodemap", "fileset-add", "--name", "proj", "--fileset", "projects/a"]));
+    let e = failure_stderr(&nm(&c, &["nodemap", "fileset-add", "--name", "proj", "--fileset", "projects/a"]));
     assert!(e.contains("absolute path"), "{e}");
     nm_ok(&c, &["nodemap", "fileset-add", "--name", "proj", "--fileset", "/projects/a"]);
     assert!(nm_ok(&c, &["get-param", "-n", "nodemap.proj.fileset"]).contains("primary:     /projects/a"));

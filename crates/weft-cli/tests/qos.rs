@@ -28,11 +28,6 @@ fn param_ok(c: &Cluster, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
-fn stderr(out: &std::process::Output) -> String {
-    assert!(!out.status.success(), "expected a failure, got:\n{}", String::from_utf8_lossy(&out.stdout));
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 /// Requests each class of `service` on `server` started, by jobid (from `nrs_tbf_classes`).
 fn started_by_job(server: &str, service: &str) -> BTreeMap<String, u64> {
     let out = weft_ok(&["get-param", "-n", "--server", server, &format!("{service}.nrs_tbf_classes")]);
@@ -304,19 +299,19 @@ fn parameters_are_listed_shown_and_refused_with_what_is_allowed() {
     let one = weft_ok(&["get-param", "--server", &oss, "ost.OSS.ost_io.nrs_policies"]);
     assert!(one.starts_with("ost.OSS.ost_io.nrs_policies=\nregular_requests:\n"), "{one}");
 
-    let e = stderr(&param(&c, &["get-param", "ost.OSS.ost_io.no_such"]));
+    let e = failure_stderr(&param(&c, &["get-param", "ost.OSS.ost_io.no_such"]));
     assert!(
         e.contains("no server has a parameter matching 'ost.OSS.ost_io.no_such'") && e.contains("list-param"),
         "{e}"
     );
-    let e = stderr(&param(&c, &["set-param", "ost.OSS.ost_io.nrs_policies=lottery"]));
+    let e = failure_stderr(&param(&c, &["set-param", "ost.OSS.ost_io.nrs_policies=lottery"]));
     assert!(e.contains("unknown NRS policy 'lottery'") && e.contains("fifo, crrn, orr, tbf"), "{e}");
-    let e = stderr(&param(&c, &["set-param", "ost.OSS.ost_io.nrs_tbf_rule=start x jobid={a}"]));
+    let e = failure_stderr(&param(&c, &["set-param", "ost.OSS.ost_io.nrs_tbf_rule=start x jobid={a}"]));
     assert!(e.contains("is fifo: set ost.OSS.ost_io.nrs_policies=tbf first"), "{e}");
-    let e = stderr(&param(&c, &["set-param", "ost.OSS.ost_io.nrs_orr_supported=reads"]));
+    let e = failure_stderr(&param(&c, &["set-param", "ost.OSS.ost_io.nrs_orr_supported=reads"]));
     assert!(e.contains("set ost.OSS.ost_io.nrs_policies=orr first"), "{e}");
     param_ok(&c, &["set-param", "ost.OSS.ost_io.nrs_policies=orr"]);
-    let e = stderr(&param(&c, &["set-param", "ost.OSS.ost_io.nrs_orr_supported=everything"]));
+    let e = failure_stderr(&param(&c, &["set-param", "ost.OSS.ost_io.nrs_orr_supported=everything"]));
     assert!(e.contains("one of reads, writes, reads_and_writes"), "{e}");
     param_ok(&c, &["set-param", "ost.OSS.ost_io.nrs_orr_quantum=reg_quantum:64"]);
     let quantum = weft_ok(&["get-param", "-n", "--server", &oss, "ost.OSS.ost_io.nrs_orr_quantum"]);
@@ -325,11 +320,11 @@ fn parameters_are_listed_shown_and_refused_with_what_is_allowed() {
     assert!(listing.contains("  - name: orr\n    state: started"), "{listing}");
     assert!(listing.contains("  - name: crrn\n    state: stopped"), "{listing}");
     param_ok(&c, &["set-param", "ost.OSS.ost_io.nrs_policies=tbf jobid"]);
-    let e = stderr(&param(&c, &["set-param", "ost.OSS.ost_io.nrs_tbf_rule=start x uid={5}"]));
+    let e = failure_stderr(&param(&c, &["set-param", "ost.OSS.ost_io.nrs_tbf_rule=start x uid={5}"]));
     assert!(e.contains("'tbf jobid', which takes jobid"), "{e}");
-    let e = stderr(&param(&c, &["set-param", "ost.OSS.ost_io.nrs_tbf_rule=start x jobid={a} rate=0"]));
+    let e = failure_stderr(&param(&c, &["set-param", "ost.OSS.ost_io.nrs_tbf_rule=start x jobid={a} rate=0"]));
     assert!(e.contains("0 < rate < 1000000"), "{e}");
-    let e = stderr(&param(&c, &["set-param", "nrs_policies"]));
+    let e = failure_stderr(&param(&c, &["set-param", "nrs_policies"]));
     assert!(e.contains("not NAME=VALUE"), "{e}");
 
     // Only root sets parameters; anyone reads them.
@@ -344,7 +339,7 @@ fn parameters_are_listed_shown_and_refused_with_what_is_allowed() {
     // A server that is not there: the command fails within seconds, naming it.
     let t0 = Instant::now();
     let out = weft(&["get-param", "--server", "127.0.0.9:1", "ost.OSS.ost_io.nrs_policies"]);
-    let e = stderr(&out);
+    let e = failure_stderr(&out);
     assert!(e.contains("127.0.0.9:1"), "{e}");
     assert!(t0.elapsed() < Duration::from_secs(10), "took {:?}", t0.elapsed());
 }
@@ -456,14 +451,14 @@ fn permanent_parameters_are_applied_again_when_a_server_restarts() {
 
     // Deleted: the next start goes without it.
     param_ok(&c, &["set-param", "-P", "-d", "obdfilter.*.job_cleanup_interval"]);
-    let e = stderr(&param(&c, &["set-param", "-P", "-d", "obdfilter.*.job_cleanup_interval"]));
+    let e = failure_stderr(&param(&c, &["set-param", "-P", "-d", "obdfilter.*.job_cleanup_interval"]));
     assert!(e.contains("no permanent parameter matches"), "{e}");
     c.kill9("oss1");
     c.restart("oss1");
     eventually(&server, "ost.OSS.ost_io.nrs_tbf_rule", |t| t.contains("keep jobid={k} 77"));
     eventually(&server, "obdfilter.*-OST0000.job_cleanup_interval", |t| t.trim() == "600");
     // A value the servers refuse is not kept.
-    let e = stderr(&param(&c, &["set-param", "-P", "ost.OSS.ost_io.nrs_policies=lottery"]));
+    let e = failure_stderr(&param(&c, &["set-param", "-P", "ost.OSS.ost_io.nrs_policies=lottery"]));
     assert!(e.contains("unknown NRS policy"), "{e}");
     c.kill9("oss1");
     c.restart("oss1");
@@ -544,7 +539,7 @@ fn mounts_take_their_jobid_settings_from_the_management_service() {
     let oss = oss_address(&c, 0);
     let set = |value: &str| param(&c, &["set-param", "-P", "--server", &oss, &format!("jobid_var={value}")]);
     let out = set("bad value");
-    assert!(stderr(&out).contains("allowed are disable, procname_uid, nodelocal"));
+    assert!(failure_stderr(&out).contains("allowed are disable, procname_uid, nodelocal"));
     assert!(set("WEFT_JOB").status.success(), "{}", String::from_utf8_lossy(&set("WEFT_JOB").stderr));
     let start = Instant::now();
     while mount_params(&a)["jobid_var"] != "WEFT_JOB" {
@@ -571,7 +566,7 @@ fn mounts_take_their_jobid_settings_from_the_management_service() {
     // many times larger than it is written whole.
     assert_eq!(mount_params(&b)["max_dirty_mb"], "64", "the default");
     let dirty = |value: &str| param(&c, &["set-param", "-P", "--server", &oss, &format!("max_dirty_mb={value}")]);
-    assert!(stderr(&dirty("0")).contains("max_dirty_mb '0': MiB from 1 to"));
+    assert!(failure_stderr(&dirty("0")).contains("max_dirty_mb '0': MiB from 1 to"));
     assert!(dirty("2").status.success());
     let start = Instant::now();
     while mount_params(&a)["max_dirty_mb"] != "2" || mount_params(&b)["max_dirty_mb"] != "2" {

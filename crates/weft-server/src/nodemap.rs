@@ -308,8 +308,8 @@ mod tests {
         RequestHeader { identity: Identity { uid, gid: uid, groups: vec![] }, ..RequestHeader::default() }
     }
 
-    #[test]
-    fn requests_are_mapped_by_address_and_refused_read_only() {
+    /// Nodemaps active, `m` over 10.0.0.0/8 mapping client uid 2001 to 1001.
+    fn mapped_10_8() -> (Identities, NodemapConfig) {
         let ids = Identities::default();
         let mut config = NodemapConfig::default();
         for cmd in [
@@ -321,6 +321,12 @@ mod tests {
             config.apply(&cmd).unwrap();
         }
         ids.set_nodemaps(&config);
+        (ids, config)
+    }
+
+    #[test]
+    fn requests_are_mapped_by_address_and_refused_read_only() {
+        let (ids, mut config) = mapped_10_8();
         let getattr = || RequestBody::Mdt { mdt: 0, op: MdtRequest::Getattr(mdt::Getattr { fid: Fid::ROOT }) };
         let h = header(2001);
         let m = ids.map("10.1.2.3".parse().unwrap(), &h, getattr()).unwrap();
@@ -357,17 +363,7 @@ mod tests {
 
     #[test]
     fn an_acl_naming_an_id_the_nodemap_does_not_map_is_refused() {
-        let ids = Identities::default();
-        let mut config = NodemapConfig::default();
-        for cmd in [
-            NodemapCommand::Add { name: "m".into() },
-            NodemapCommand::AddRange { name: "m".into(), range: "10.0.0.0/8".into() },
-            NodemapCommand::AddIdmap { name: "m".into(), idtype: IdType::Uid, idmap: "2001:1001".into() },
-            NodemapCommand::Activate(true),
-        ] {
-            config.apply(&cmd).unwrap();
-        }
-        ids.set_nodemaps(&config);
+        let (ids, _) = mapped_10_8();
         let acl = |text: &str| {
             let entries: Vec<weft_proto::acl::AclEntry> = text
                 .split(',')

@@ -21,6 +21,12 @@ pub fn weft_ok(args: &[&str]) -> String {
     run(Command::new(weft_bin()).args(args))
 }
 
+/// The stderr of a command expected to fail (the test fails if it succeeded).
+pub fn failure_stderr(out: &Output) -> String {
+    assert!(!out.status.success(), "expected a failure, got:\n{}", String::from_utf8_lossy(&out.stdout));
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
 /// `sh -c SCRIPT` in `dir` as `uid`/`gid` (root when 0).
 pub fn sh_as(uid: u32, gid: u32, dir: &Path, script: &str) -> Output {
     let mut c = Command::new("sh");

@@ -136,8 +136,4 @@ impl AuthCounters {
             ("frame", self.frame.load(Ordering::Relaxed)),
         ]
     }
-
-    pub fn total(&self) -> u64 {
-        self.snapshot().iter().map(|(_, n)| n).sum()
-    }
 }

@@ -22,6 +22,7 @@ use std::sync::Arc;
 use weft_dlm::namespace::Namespace;
 use weft_dlm::state::EnqueueOptions;
 use weft_proto::lock::{bits, LockGrant, LockMode, LockScope};
+use weft_proto::msg::update::Update;
 use weft_proto::msg::{
     mdt, MdtReply, MdtRequest, RequestHeader, Run, OPEN_ATIME_RELATIME, OPEN_ATIME_STRICT, OPEN_HSM_RESTORE,
     OPEN_TRUNC, OPEN_WRITE, XATTR_LAYOUT,
@@ -47,7 +48,9 @@ pub async fn handle(
         MdtRequest::Lookup(..) => {
             // The child is known only after the lookup: look up, lock, look up again.
             let first = mds.execute(header, req.clone(), run).await?;
-            let Some(fid) = answered_fid(&first) else { return Ok(first) };
+            let Some(fid) = answered_fid(&first).filter(|f| f.mdt_index() == mds.core.mdt_index) else {
+                return Ok(first);
+            };
             let grant = intent(ns, owner, fid).await?;
             let second = mds.execute(header, req, run).await?;
             if answered_fid(&second) == Some(fid) {
@@ -82,7 +85,7 @@ pub async fn handle(
                         continue;
                     }
                 }
-                let result = mds.execute(header, req.clone(), run).await;
+                let result = crate::dne::change(mds, header, req.clone(), run).await;
                 if !held.is_empty() {
                     ns.cancel(owner, &held.iter().map(|g| g.handle).collect::<Vec<_>>());
                 }
@@ -92,12 +95,13 @@ pub async fn handle(
                 // lock guards even if another change came in between.
                 let reply = result?;
                 let reply = match answered_fid(&reply) {
-                    Some(fid) => {
+                    // An inode on another MDT: that MDT grants what may be cached of it.
+                    Some(fid) if fid.mdt_index() == mds.core.mdt_index => {
                         let grant = intent(ns, owner, fid).await?;
                         let fresh = mds.execute(header, MdtRequest::Getattr(mdt::Getattr { fid }), run).await;
                         with_lock(Ok(refreshed(mds, reply, fresh)), grant)?
                     }
-                    None => reply,
+                    _ => reply,
                 };
                 return Ok(with_dirs(mds, ns, header, &req, reply, run).await);
             }
@@ -220,6 +224,7 @@ fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want>> {
             }
         }
         MdtRequest::Mkdir(mdt::Mkdir { parent, .. })
+        | MdtRequest::MkdirStriped(mdt::MkdirStriped { parent, .. })
         | MdtRequest::Mknod(mdt::Mknod { parent, .. })
         | MdtRequest::Symlink(mdt::Symlink { parent, .. }) => wants.push(update(*parent)),
         MdtRequest::Link(mdt::Link { fid, parent, .. }) => wants.extend([update(*parent), update(*fid)]),
@@ -278,6 +283,19 @@ fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want>> {
         MdtRequest::SetStripe(mdt::SetStripe { fid, .. }) | MdtRequest::DeleteStripe(mdt::DeleteStripe { fid }) => {
             wants.push(Want { fid: *fid, bits: bits::UPDATE | bits::LAYOUT })
         }
+        MdtRequest::SetDirStripe(mdt::SetDirStripe { fid, .. })
+        | MdtRequest::SyncStripe(mdt::SyncStripe { fid, .. }) => wants.push(update(*fid)),
+        MdtRequest::UpdatePrepare(mdt::UpdatePrepare { update: u, .. }) => match u {
+            Update::MakeDir { .. } => {}
+            Update::SetStripes { fid, .. } | Update::AddLink { fid, .. } | Update::DropLink { fid, .. } => {
+                wants.push(update(*fid))
+            }
+            Update::RemoveDir { fid, .. } => wants.push(gone(*fid)),
+            Update::AddEntry { parent, name, .. } => {
+                wants.push(update(*parent));
+                wants.extend(child(parent, name)?.map(gone));
+            }
+        },
         // Close changes nothing another client caches: while a writer had the file open,
         // others were told the size is not known and cached no size.
         _ => {}

@@ -28,6 +28,7 @@ pub mod raft;
 pub mod service;
 pub mod target;
 pub mod types;
+pub mod update;
 
 pub use mdt::{MdtReply, MdtRequest};
 pub use mgs::{

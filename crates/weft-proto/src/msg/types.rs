@@ -85,6 +85,8 @@ pub struct InodeInfo {
     /// The inode-bit lock the MDS granted the asking client with this answer (Lustre's
     /// intent locks): while the client holds it, what it covers may be cached.
     pub lock: Option<LockGrant>,
+    /// A striped directory's stripes: the client sends each name's requests to its stripe.
+    pub stripes: Option<Box<crate::dirstripe::DirStripes>>,
 }
 
 /// Time to set: `Now` takes the server's clock (utimensat's UTIME_NOW).

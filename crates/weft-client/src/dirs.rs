@@ -15,9 +15,10 @@ use weft_proto::msg::update::DirStripeInfo;
 use weft_proto::msg::{mdt, Caller, DirPage, InodeInfo, MdtReply, MdtRequest};
 use weft_proto::{ErrorCode, Fid, WeftResult};
 
-/// Striped directories known here are kept up to this many; past it the memory starts over
-/// (a request sent to a stripe's master by a client that forgot is answered WrongStripe,
-/// and the client reads the stripes again).
+/// Striped directories known here are kept up to this many; past it one is forgotten for
+/// each new one (a name request sent to the master by a client that forgot is answered
+/// WrongStripe, and a listing reads the directory's attributes first, so the client reads
+/// the stripes again).
 const STRIPED_DIRS_MAX: usize = 65_536;
 
 #[derive(Default)]
@@ -40,8 +41,11 @@ impl Stripes {
         match &inode.stripes {
             Some(stripes) => {
                 let mut dirs = self.lock();
-                if dirs.len() >= STRIPED_DIRS_MAX {
-                    dirs.clear();
+                if dirs.len() >= STRIPED_DIRS_MAX && !dirs.contains_key(&fid) {
+                    // One goes (any): a request to it is answered WrongStripe and it is read again.
+                    if let Some(any) = dirs.keys().next().copied() {
+                        dirs.remove(&any);
+                    }
                 }
                 dirs.insert(fid, (**stripes).clone());
             }

@@ -199,7 +199,15 @@ impl Client {
 
     /// Up to `max_entries` entries after `cookie` (0: from the start).
     pub async fn readdir(&self, who: &Caller, fid: Fid, cookie: u64, max_entries: u32) -> WeftResult<DirPage> {
-        if let Some(stripes) = self.stripes.of(fid) {
+        let mut stripes = self.stripes.of(fid);
+        if stripes.is_none() && cookie == 0 && self.map.current().map.mdts().nth(1).is_some() {
+            // With several MDTs a directory may be striped: its attributes say (from the
+            // cache when a lock vouches for them).
+            let dir = self.getattr(who, fid).await?;
+            self.stripes.note(&dir);
+            stripes = dir.stripes.map(|s| *s);
+        }
+        if let Some(stripes) = stripes {
             return self.readdir_striped(who, stripes, cookie, max_entries).await;
         }
         self.mdt(who, mdt::Readdir { fid, cookie, max_entries }).await

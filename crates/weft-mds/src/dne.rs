@@ -48,7 +48,17 @@ pub struct State {
     mdts: RwLock<Vec<u32>>,
     /// Wakes the task that tells participants of commits.
     pub tell: tokio::sync::Notify,
+    /// The changes whose steps this MDT resolved lately (a bounded memory): a late copy of
+    /// one of their prepares is refused rather than done again with nobody to resolve it.
+    resolved: Mutex<(HashSet<TxnId>, std::collections::VecDeque<TxnId>)>,
+    /// The distributed changes running for a client's reply slot: a resend of one waits
+    /// for it and is answered from the reply cache rather than run again.
+    inflight: Mutex<std::collections::HashMap<(u64, u32), u64>>,
+    inflight_done: tokio::sync::Notify,
 }
+
+/// Changes remembered as resolved by a participant.
+const RESOLVED_REMEMBERED: usize = 4096;
 
 impl State {
     pub fn new(own: u32) -> State {
@@ -58,7 +68,26 @@ impl State {
             next_seq: AtomicU64::new(1),
             mdts: RwLock::new(Vec::new()),
             tell: tokio::sync::Notify::new(),
+            resolved: Mutex::new(Default::default()),
+            inflight: Mutex::new(Default::default()),
+            inflight_done: tokio::sync::Notify::new(),
         }
+    }
+
+    pub fn note_resolved(&self, txn: TxnId) {
+        let mut r = self.resolved.lock().unwrap_or_else(|p| p.into_inner());
+        if r.0.insert(txn) {
+            r.1.push_back(txn);
+            if r.1.len() > RESOLVED_REMEMBERED {
+                if let Some(old) = r.1.pop_front() {
+                    r.0.remove(&old);
+                }
+            }
+        }
+    }
+
+    pub fn resolved(&self, txn: &TxnId) -> bool {
+        self.resolved.lock().unwrap_or_else(|p| p.into_inner()).0.contains(txn)
     }
 
     /// Whether this coordinator runs change `seq` of its start now.
@@ -266,6 +295,7 @@ pub(crate) async fn change(mds: &Mds, header: &RequestHeader, req: MdtRequest, r
         }
         return Ok(reply);
     }
+    let _one = Inflight::enter(&mds.core.dne, header).await;
     // A resend of a change that committed: answered as it was.
     if header.request_id != 0 {
         if let Some(reply) = mds.core.read_view().cached_reply(header)? {
@@ -276,6 +306,69 @@ pub(crate) async fn change(mds: &Mds, header: &RequestHeader, req: MdtRequest, r
     let result = txn.run(plan, req, run).await;
     txn.end(result.is_ok()).await;
     result
+}
+
+/// Whether `req` is a change over several MDTs: it takes no lock here while its steps are
+/// prepared elsewhere (each MDT locks what it changes, for as long as it changes it, so two
+/// changes coordinated by two MDTs never wait on each other's locks), only around its commit.
+pub(crate) fn distributed(mds: &Mds, header: &RequestHeader, req: &MdtRequest) -> WeftResult<bool> {
+    Ok(!matches!(plan(mds, header, req)?, Plan::Local))
+}
+
+/// A distributed change running for a client's reply slot (see `State::inflight`).
+struct Inflight<'a> {
+    state: &'a State,
+    key: Option<(u64, u32)>,
+}
+
+impl<'a> Inflight<'a> {
+    async fn enter(state: &'a State, header: &RequestHeader) -> Inflight<'a> {
+        if header.request_id == 0 {
+            return Inflight { state, key: None };
+        }
+        let key = (header.client_id, header.reply_slot);
+        loop {
+            let done = state.inflight_done.notified();
+            {
+                let mut m = state.inflight.lock().unwrap_or_else(|p| p.into_inner());
+                match m.get(&key) {
+                    Some(id) if *id == header.request_id => {}
+                    _ => {
+                        m.insert(key, header.request_id);
+                        return Inflight { state, key: Some(key) };
+                    }
+                }
+            }
+            // The same request, resent while the first runs: wait for the first.
+            let _ = tokio::time::timeout(std::time::Duration::from_millis(500), done).await;
+        }
+    }
+}
+
+impl Drop for Inflight<'_> {
+    fn drop(&mut self) {
+        if let Some(key) = self.key {
+            self.state.inflight.lock().unwrap_or_else(|p| p.into_inner()).remove(&key);
+            self.state.inflight_done.notify_waiters();
+        }
+    }
+}
+
+/// The path of `fid` over several MDTs: this MDT's part, and the rest from the MDT of the
+/// directory where it stops (which does the same), joined.
+pub(crate) async fn fid2path(mds: &Mds, header: &RequestHeader, fid: Fid) -> WeftResult<MdtReply> {
+    let (path, rest) = ops::fid2path::path_part(&mds.core.read_view(), fid, Some(mds.core.mdt_index))?;
+    let Some(rest) = rest else { return Ok(MdtReply::Data(path)) };
+    let header = RequestHeader { request_id: 0, reply_slot: 0, ..header.clone() };
+    let above = match mds.core.targets.mdt(rest.mdt_index(), header, mdt::Fid2Path { fid: rest }.into()).await? {
+        MdtReply::Data(above) => above,
+        other => return Err(WeftError::protocol(format!("a fid2path answered {other:?}"))),
+    };
+    Ok(MdtReply::Data(match (above.is_empty(), path.is_empty()) {
+        (true, _) => path,
+        (false, true) => above,
+        (false, false) => [above, path].join(&b'/'),
+    }))
 }
 
 /// The directory whose stripes copy what `req` changes (mode, owner, ACLs, default
@@ -300,7 +393,9 @@ async fn sync_stripes(mds: &Mds, header: &RequestHeader, fid: Fid) {
     let Ok(Some(rec)) = mds.core.read_view().inode(fid) else { return };
     let Some(stripes) = rec.stripes().cloned() else { return };
     let record = schema::encode_inode(&rec);
-    let header = RequestHeader { request_id: 0, reply_slot: 0, ..header.clone() };
+    // The MDTs' own request (refused to others): as this server, for the client's locks.
+    let header =
+        RequestHeader { request_id: 0, reply_slot: 0, identity: weft_proto::msg::Identity::root(), ..header.clone() };
     for stripe in stripes.fids.iter().skip(1) {
         let req: MdtRequest = mdt::SyncStripe { fid: *stripe, record: record.clone() }.into();
         let sent = match stripe.mdt_index() == mds.core.mdt_index {
@@ -338,7 +433,14 @@ impl<'a> Txn<'a> {
         // The participants act for the client (its identity, its locks) but keep no reply
         // of it: a step's own record makes its resend harmless.
         let original = header.clone();
-        let header = RequestHeader { request_id: 0, reply_slot: 0, ..header.clone() };
+        // Sent as this server (root; the MDTs' own requests are refused to others), for the
+        // client: its lock owner id, its identity in each step.
+        let header = RequestHeader {
+            request_id: 0,
+            reply_slot: 0,
+            identity: weft_proto::msg::Identity::root(),
+            ..header.clone()
+        };
         Txn { mds, id, original, header, asked: Vec::new(), steps: 0, known: true, committed: false }
     }
 
@@ -358,7 +460,8 @@ impl<'a> Txn<'a> {
         }
         let step = self.steps;
         self.steps += 1;
-        match self.call(mdt, mdt::UpdatePrepare { txn: self.id, step, update }.into()).await? {
+        let who = self.original.identity.clone();
+        match self.call(mdt, mdt::UpdatePrepare { txn: self.id, step, update, who }.into()).await? {
             MdtReply::Update(answer) => Ok(answer),
             other => Err(WeftError::protocol(format!("a prepared step answered {other:?}"))),
         }
@@ -381,10 +484,23 @@ impl<'a> Txn<'a> {
             ctx.t.put_committed_txn(&id, &others)?;
             Ok(reply)
         });
+        // The clients that cached what this MDT changes are called back first.
+        let owner = self.original.client_id;
+        let held = match self.mds.locks.get() {
+            Some(ns) => Some((ns.clone(), crate::locking::lock_change(self.mds, ns, owner, &req).await?)),
+            None => None,
+        };
         let (tx, rx) = tokio::sync::oneshot::channel();
         let job = Job::Request { header: self.original.clone(), req, reservation: None, apply: Some(apply), reply: tx };
-        self.mds.queue.submit(job, run)?;
-        let Ok(reply) = rx.await else {
+        let submitted = self.mds.queue.submit(job, run);
+        let answer = match submitted {
+            Ok(()) => rx.await,
+            Err(e) => Ok(Err(e)),
+        };
+        if let Some((ns, held)) = held {
+            ns.cancel(owner, &held);
+        }
+        let Ok(reply) = answer else {
             self.known = false;
             return Err(WeftError::io("the MDT writer stopped before answering"));
         };
@@ -629,58 +745,54 @@ impl Txn<'_> {
         let local_dst = dst_parent.mdt_index() == me;
         ops::validate_name(&dst_name)?;
         let sticky = self.removal_checks(src_parent, &src_name)?;
-        // The source's sticky rule and the destination's project need the file.
+        let who = self.original.identity.clone();
+        // The source's sticky rule and the destination's project need the file (checked in
+        // the commit for a file here).
         let file = match local_file {
             true => None,
             false => Some(self.getattr(fid).await?),
         };
         if let (Some(dir_uid), Some(f)) = (sticky, &file) {
             let dir = crate::perm::Owner { uid: dir_uid, gid: 0, mode: crate::perm::S_ISVTX, acl: None };
-            crate::perm::check_sticky(&self.header.identity, dir, f.attr.uid)?;
+            crate::perm::check_sticky(&who, dir, f.attr.uid)?;
         }
         if let (true, Some(f)) = (local_dst, &file) {
             self.check_project(dst_parent, f)?;
         }
-        // The name's file now, if any: checked again in the commit (here) or replaced by
-        // the AddEntry step (there).
-        let mut dst_sticky = None;
-        let mut replaced = match local_dst {
-            true => {
-                let t = self.mds.core.read_view();
-                let dp = t.must_dir(dst_parent)?;
-                crate::perm::check_dir_write(&self.header.identity, ops::owner(&dp))?;
-                if dp.mode & crate::perm::S_ISVTX != 0 {
-                    dst_sticky = Some(dp.uid);
-                }
-                let target = t.dentry(dst_parent, &dst_name)?;
-                if noreplace && target.is_some() {
-                    return Err(WeftError::new(
-                        ErrorCode::Exists,
-                        format!("'{}' exists already", ops::show(&dst_name)),
-                    ));
-                }
-                target
+        // The name's file now, if any, and the directory's sticky owner: checked again in
+        // the commit (a directory here), or found by the AddEntry step (there), which goes
+        // first so that a name already the file's changes nothing anywhere.
+        let (replaced, dst_sticky) = if local_dst {
+            let t = self.mds.core.read_view();
+            let dp = t.must_dir(dst_parent)?;
+            crate::perm::check_dir_write(&who, ops::owner(&dp))?;
+            if dp.nlink == 0 {
+                return Err(WeftError::new(ErrorCode::NotFound, format!("directory {dst_parent} was removed")));
             }
-            false => None,
+            let target = t.dentry(dst_parent, &dst_name)?;
+            if noreplace && target.is_some() {
+                return Err(WeftError::new(ErrorCode::Exists, format!("'{}' exists already", ops::show(&dst_name))));
+            }
+            if target.is_some_and(|(t, _)| t == fid) {
+                return Ok(MdtReply::Empty); // Two names of one file: POSIX says do nothing.
+            }
+            (target, (dp.mode & crate::perm::S_ISVTX != 0).then_some(dp.uid))
+        } else {
+            let add = Update::AddEntry { parent: dst_parent, name: dst_name.clone(), fid, kind, noreplace };
+            match self.prepare(dst_parent.mdt_index(), add).await? {
+                UpdateAnswer::Replaced { entry, sticky_dir_uid } => (entry, sticky_dir_uid),
+                UpdateAnswer::Same => return Ok(MdtReply::Empty),
+                other => return Err(WeftError::protocol(format!("a new entry answered {other:?}"))),
+            }
         };
-        if replaced.is_some_and(|(t, _)| t == fid) {
-            return Ok(MdtReply::Empty); // Two names of one file: POSIX says do nothing.
-        }
         if !local_file {
             self.prepare(fid.mdt_index(), Update::AddLink { fid, parent: dst_parent, name: dst_name.clone() }).await?;
             let drop = Update::DropLink { fid, parent: src_parent, name: src_name.clone(), sticky_dir_uid: None };
             self.prepare(fid.mdt_index(), drop).await?;
         }
-        if !local_dst {
-            let add = Update::AddEntry { parent: dst_parent, name: dst_name.clone(), fid, kind, noreplace };
-            match self.prepare(dst_parent.mdt_index(), add).await? {
-                UpdateAnswer::Replaced(r) => replaced = r,
-                other => return Err(WeftError::protocol(format!("a new entry answered {other:?}"))),
-            }
-        }
         // The replaced file drops its link where it is, unless the commit does it here.
         let replaced_here = replaced.filter(|(t, _)| local_dst && t.mdt_index() == me);
-        if let Some((target, _)) = replaced.filter(|r| Some(*r) != replaced_here) {
+        if let Some((target, _)) = replaced.filter(|_| replaced_here.is_none()) {
             let drop = Update::DropLink {
                 fid: target,
                 parent: dst_parent,
@@ -692,11 +804,14 @@ impl Txn<'_> {
         let part: Apply = Arc::new(move |ctx: &mut OpCtx<'_>| {
             let mut sp = ctx.t.must_dir(src_parent)?;
             expect_entry(ctx, src_parent, &src_name, fid)?;
+            if local_file {
+                let rec = ctx.t.must_inode(fid)?;
+                crate::perm::check_sticky(ctx.who, ops::owner(&sp), rec.uid)?;
+            }
             let mut dp = None;
             if local_dst {
                 let d = ctx.t.must_dir(dst_parent)?;
-                let now = ctx.t.dentry(dst_parent, &dst_name)?;
-                if now != replaced {
+                if ctx.t.dentry(dst_parent, &dst_name)? != replaced {
                     return Err(WeftError::new(
                         ErrorCode::Busy,
                         format!("'{}' changed meanwhile", ops::show(&dst_name)),
@@ -834,17 +949,15 @@ pub(crate) async fn ask_task(core: Arc<crate::Core>, queue: crate::writer::Queue
     loop {
         tokio::time::sleep(every).await;
         let now = core.clock.now().sec.max(0) as u64;
-        let waiting = match core.read_view().prepared_txns(crate::limits::DNE_BATCH_MAX) {
+        let before = now.saturating_sub(crate::limits::DNE_ASK_AFTER_S);
+        let waiting = match core.read_view().prepared_txns(before, crate::limits::DNE_BATCH_MAX) {
             Ok(w) => w,
             Err(e) => {
                 tracing::warn!(error = %e, "the prepared steps could not be read");
                 continue;
             }
         };
-        for (txn, since) in waiting {
-            if now.saturating_sub(since) < crate::limits::DNE_ASK_AFTER_S {
-                continue;
-            }
+        for txn in waiting {
             let state = match own_call(&core, &queue, txn.coordinator, mdt::TxnOutcome { txn }.into()).await {
                 Ok(MdtReply::Txn(state)) => state,
                 Ok(other) => {

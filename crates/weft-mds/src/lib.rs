@@ -524,6 +524,9 @@ impl Mds {
         let limits_change =
             matches!(req, MdtRequest::QuotaSet(_) | MdtRequest::QuotaDelete(_) | MdtRequest::QuotaSetGrace(_));
         dne::check_stripe(self, &req)?;
+        if let (MdtRequest::Fid2Path(mdt::Fid2Path { fid }), true) = (&req, self.core.dne.several()) {
+            return dne::fid2path(self, header, *fid).await;
+        }
         let answer = match self.locks.get() {
             Some(ns) => locking::handle(self, ns, header, req, run).await,
             None => dne::change(self, header, req, run).await,

@@ -62,6 +62,10 @@ pub async fn handle(
                 Ok(second)
             }
         }
+        _ if req.is_mutation() && crate::dne::distributed(mds, header, &req)? => {
+            // Its locks here are taken around its commit only (dne.rs).
+            crate::dne::change(mds, header, req, run).await
+        }
         _ if req.is_mutation() => {
             let mut round = 0;
             loop {
@@ -108,6 +112,22 @@ pub async fn handle(
         }
         _ => mds.execute(header, req, run).await,
     }
+}
+
+/// The EX locks of a change (`mutation_locks`), taken for `owner`: every other client that
+/// cached what it changes is called back first. Give them back with `ns.cancel`.
+pub(crate) async fn lock_change(
+    mds: &Mds,
+    ns: &Arc<Namespace>,
+    owner: u64,
+    req: &MdtRequest,
+) -> WeftResult<Vec<weft_proto::lock::LockHandle>> {
+    let wants = mutation_locks(mds, req)?;
+    if wants.is_empty() {
+        return Ok(Vec::new());
+    }
+    let wanted: Vec<_> = wants.iter().map(|w| (w.fid, LockMode::Ex, LockScope::Bits(w.bits))).collect();
+    Ok(ns.enqueue_operation(owner, &wanted).await?.iter().map(|g| g.handle).collect())
 }
 
 /// A PR lock on what a client may cache about `fid`; one it already holds is reused.
@@ -207,6 +227,25 @@ fn atime_moves(t: &crate::store::Tables, fid: Fid, flags: u32) -> WeftResult<boo
     Ok(t.inode(fid)?.is_some_and(|rec| crate::ops::open::atime_moves(flags, &rec, crate::now())))
 }
 
+/// The inode a name leads to now.
+type ChildOf<'a> = dyn Fn(&Fid, &[u8]) -> WeftResult<Option<Fid>> + 'a;
+
+/// The EX locks a step of a distributed change needs here (ops/update.rs).
+fn step_locks(u: &Update, wants: &mut Vec<Want>, child: &ChildOf<'_>) -> WeftResult<()> {
+    match u {
+        Update::MakeDir { .. } => {}
+        Update::SetStripes { fid, .. } | Update::AddLink { fid, .. } | Update::DropLink { fid, .. } => {
+            wants.push(Want { fid: *fid, bits: bits::UPDATE })
+        }
+        Update::RemoveDir { fid, .. } => wants.push(Want { fid: *fid, bits: bits::LOOKUP | bits::UPDATE }),
+        Update::AddEntry { parent, name, .. } => {
+            wants.push(Want { fid: *parent, bits: bits::UPDATE });
+            wants.extend(child(parent, name)?.map(|fid| Want { fid, bits: bits::LOOKUP | bits::UPDATE }));
+        }
+    }
+    Ok(())
+}
+
 /// The EX locks a change needs, children looked up as the database has them now.
 fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want>> {
     let t = mds.core.read_view();
@@ -285,17 +324,16 @@ fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want>> {
         }
         MdtRequest::SetDirStripe(mdt::SetDirStripe { fid, .. })
         | MdtRequest::SyncStripe(mdt::SyncStripe { fid, .. }) => wants.push(update(*fid)),
-        MdtRequest::UpdatePrepare(mdt::UpdatePrepare { update: u, .. }) => match u {
-            Update::MakeDir { .. } => {}
-            Update::SetStripes { fid, .. } | Update::AddLink { fid, .. } | Update::DropLink { fid, .. } => {
-                wants.push(update(*fid))
+        MdtRequest::UpdatePrepare(mdt::UpdatePrepare { update: u, .. }) => step_locks(u, &mut wants, &child)?,
+        // Undoing steps changes what they changed again, and others may have cached it
+        // since. Keeping them changes nothing cached (their prepares called it back); no
+        // lock then, so that the outcome of a change never waits on a client, which may
+        // be waiting on its next change.
+        MdtRequest::UpdateResolve(mdt::UpdateResolve { txn, commit: false }) => {
+            for (_, step) in t.prepared_steps_of(txn)? {
+                step_locks(&step.update, &mut wants, &child)?;
             }
-            Update::RemoveDir { fid, .. } => wants.push(gone(*fid)),
-            Update::AddEntry { parent, name, .. } => {
-                wants.push(update(*parent));
-                wants.extend(child(parent, name)?.map(gone));
-            }
-        },
+        }
         // Close changes nothing another client caches: while a writer had the file open,
         // others were told the size is not known and cached no size.
         _ => {}

@@ -40,18 +40,20 @@ impl Tables {
         Ok(out)
     }
 
-    /// The changes with prepared steps here (each once), with the oldest step's time.
-    pub fn prepared_txns(&self, limit: usize) -> WeftResult<Vec<(TxnId, u64)>> {
-        let mut out: Vec<(TxnId, u64)> = Vec::new();
+    /// The changes with steps prepared here at `before_secs` or earlier (each once), at most
+    /// `limit`; younger ones are passed over, so that many waiting changes do not hide the
+    /// old ones behind them.
+    pub fn prepared_txns(&self, before_secs: u64, limit: usize) -> WeftResult<Vec<TxnId>> {
+        let mut out: Vec<TxnId> = Vec::new();
+        let mut last: Option<TxnId> = None;
         self.scan(schema::TABLE_UPDATES, &[], None, |_, v| {
             let step: PreparedStep = postcard::from_bytes(v).map_err(|e| corrupt("prepared step", e))?;
-            match out.last_mut() {
-                Some((txn, secs)) if *txn == step.txn => *secs = (*secs).min(step.prepared_secs),
-                _ => out.push((step.txn, step.prepared_secs)),
+            if step.prepared_secs <= before_secs && last != Some(step.txn) && out.last() != Some(&step.txn) {
+                out.push(step.txn);
             }
-            Ok(out.len() <= limit)
+            last = Some(step.txn);
+            Ok(out.len() < limit)
         })?;
-        out.truncate(limit);
         Ok(out)
     }
 

@@ -26,21 +26,31 @@ pub const SEQ_OBJECT_BASE: u64 = 0x1_0000_0000;
 /// The most MDTs a file system has (indices 0..MDT_COUNT_MAX): each owns its metadata
 /// sequences and a range of object ids on every OST ([`object_oid_range`]).
 pub const MDT_COUNT_MAX: u32 = 64;
-/// Object ids per MDT on one OST: MDT n hands out the ids of
-/// `n * OBJECT_OIDS_PER_MDT .. (n + 1) * OBJECT_OIDS_PER_MDT` (2^26, 67 million objects per
-/// MDT and OST), so that several MDTs precreate on one OST without meeting. MDT 0's range
-/// is where every object of a file system with one MDT already is.
-pub const OBJECT_OIDS_PER_MDT: u32 = 1 << 26;
+/// Object ids of each MDT but MDT0 on one OST: 2^25 (33 million objects per MDT and OST),
+/// at the top of the id space; MDT0 has everything below them (2.1 billion), where every
+/// object of a file system with one MDT already is. Several MDTs precreate on one OST without
+/// meeting.
+pub const OBJECT_OIDS_PER_MDT: u32 = 1 << 25;
+/// The first object id past MDT0's range.
+const OBJECT_OIDS_MDT0_END: u32 = 0u32.wrapping_sub((MDT_COUNT_MAX - 1) * OBJECT_OIDS_PER_MDT);
 
 /// The object ids MDT `mdt` hands out on an OST (0 is never an object id).
 pub fn object_oid_range(mdt: u32) -> std::ops::RangeInclusive<u32> {
-    let first = mdt.saturating_mul(OBJECT_OIDS_PER_MDT);
-    first.max(1)..=first.saturating_add(OBJECT_OIDS_PER_MDT - 1)
+    match mdt {
+        0 => 1..=OBJECT_OIDS_MDT0_END - 1,
+        m => {
+            let first = OBJECT_OIDS_MDT0_END + (m.min(MDT_COUNT_MAX - 1) - 1) * OBJECT_OIDS_PER_MDT;
+            first..=first + (OBJECT_OIDS_PER_MDT - 1)
+        }
+    }
 }
 
 /// The MDT whose range object id `oid` is in.
 pub fn object_oid_mdt(oid: u32) -> u32 {
-    oid / OBJECT_OIDS_PER_MDT
+    match oid.checked_sub(OBJECT_OIDS_MDT0_END) {
+        None => 0,
+        Some(above) => 1 + above / OBJECT_OIDS_PER_MDT,
+    }
 }
 
 impl Fid {
@@ -148,8 +158,9 @@ mod tests {
         assert_eq!(Fid::new(SEQ_METADATA_BASE + SEQ_PER_MDT - 1, 9, 0).mdt_index(), 0);
         assert_eq!(Fid::new(SEQ_METADATA_BASE + 3 * SEQ_PER_MDT + 2, 9, 0).mdt_index(), 3);
         assert_eq!(Fid::new(Fid::object_seq(4), 9, 0).mdt_index(), 0);
-        assert_eq!(object_oid_range(0), 1..=OBJECT_OIDS_PER_MDT - 1);
-        assert_eq!(*object_oid_range(1).start(), OBJECT_OIDS_PER_MDT);
+        assert_eq!(object_oid_range(0), 1..=(1u32 << 31) + OBJECT_OIDS_PER_MDT - 1);
+        assert_eq!(*object_oid_range(1).start(), (1u32 << 31) + OBJECT_OIDS_PER_MDT);
+        assert_eq!(*object_oid_range(2).start(), *object_oid_range(1).end() + 1);
         for m in [0, 1, 7, MDT_COUNT_MAX - 1] {
             let r = object_oid_range(m);
             assert_eq!((object_oid_mdt(*r.start()), object_oid_mdt(*r.end())), (m, m));

@@ -13,7 +13,7 @@ use crate::limits::LINKS_PER_INODE_MAX;
 use crate::perm;
 use crate::schema::{self, DirPlacement, InodeRecord, PreparedStep};
 use weft_proto::msg::update::{DirStripeInfo, TxnState, Update, UpdateAnswer};
-use weft_proto::msg::{mdt, FileType, InodeInfo};
+use weft_proto::msg::{mdt, FileType, Identity, InodeInfo};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 impl Mutation for mdt::UpdatePrepare {
@@ -21,7 +21,14 @@ impl Mutation for mdt::UpdatePrepare {
         if let Some(done) = ctx.t.prepared_step(&self.txn, self.step)? {
             return Ok(done.answer); // A resend of a step prepared already.
         }
-        let (answer, before) = prepare(ctx, &self.update)?;
+        if ctx.core.dne.resolved(&self.txn) {
+            // A late copy of a step whose change is over: done again, nobody would resolve it.
+            return Err(err(ErrorCode::Stale, format!("change {} is over", self.txn)));
+        }
+        let (answer, before) = prepare(ctx, &self.who, &self.update)?;
+        if answer == UpdateAnswer::Same {
+            return Ok(answer); // Nothing done, nothing to undo.
+        }
         let prepared_secs = ctx.now.sec.max(0) as u64;
         let step =
             PreparedStep { txn: self.txn, update: self.update.clone(), answer: answer.clone(), before, prepared_secs };
@@ -30,15 +37,16 @@ impl Mutation for mdt::UpdatePrepare {
     }
 }
 
-/// Checks, then does, one step; answers it with the inode as it was before (to undo by).
-fn prepare(ctx: &mut OpCtx<'_>, update: &Update) -> WeftResult<(UpdateAnswer, Option<InodeRecord>)> {
+/// Checks, then does, one step for `who`; answers it with the inode as it was before (to
+/// undo by).
+fn prepare(ctx: &mut OpCtx<'_>, who: &Identity, update: &Update) -> WeftResult<(UpdateAnswer, Option<InodeRecord>)> {
     match update {
         Update::MakeDir { record, parent, name, master, stripe } => {
             let mut rec = schema::decode_inode(*parent, record)?;
             if rec.kind != FileType::Directory {
                 return Err(WeftError::invalid("a distributed mkdir of something else than a directory"));
             }
-            let admitted = super::quota::admit_inode(ctx.t, ctx.who, rec.quota_owner(), ctx.now)?;
+            let admitted = super::quota::admit_inode(ctx.t, who, rec.quota_owner(), ctx.now)?;
             // Checks done: writes follow.
             admitted.write(ctx.t)?;
             let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
@@ -93,7 +101,7 @@ fn prepare(ctx: &mut OpCtx<'_>, update: &Update) -> WeftResult<(UpdateAnswer, Op
             if !ctx.t.has_link_row(*fid, *parent, name)? || rec.nlink == 0 {
                 return Err(err(ErrorCode::NotFound, format!("{fid} has no name '{}' in {parent}", show(name))));
             }
-            check_sticky(ctx, *sticky_dir_uid, &rec)?;
+            check_sticky(who, *sticky_dir_uid, &rec)?;
             let before = rec.clone();
             rec.nlink -= 1;
             rec.ctime = ctx.now;
@@ -106,7 +114,7 @@ fn prepare(ctx: &mut OpCtx<'_>, update: &Update) -> WeftResult<(UpdateAnswer, Op
             if rec.nlink == 0 {
                 return Err(err(ErrorCode::NotFound, format!("directory {fid} was removed")));
             }
-            check_sticky(ctx, *sticky_dir_uid, &rec)?;
+            check_sticky(who, *sticky_dir_uid, &rec)?;
             if !ctx.t.dir_is_empty(*fid)? {
                 let what = parent.as_ref().map_or_else(|| fid.to_string(), |(_, n)| format!("'{}'", show(n)));
                 return Err(err(ErrorCode::NotEmpty, format!("directory {what} is not empty")));
@@ -124,9 +132,12 @@ fn prepare(ctx: &mut OpCtx<'_>, update: &Update) -> WeftResult<(UpdateAnswer, Op
         Update::AddEntry { parent, name, fid, kind, noreplace } => {
             let mut dir = ctx.t.must_dir(*parent)?;
             validate_name(name)?;
-            perm::check_dir_write(ctx.who, owner(&dir))?;
+            perm::check_dir_write(who, owner(&dir))?;
             if dir.nlink == 0 {
                 return Err(err(ErrorCode::NotFound, format!("directory {parent} was removed")));
+            }
+            if dir.stripes().is_some_and(|s| s.stripe_for(name) != *parent) {
+                return Err(err(ErrorCode::WrongStripe, format!("'{}' is in another stripe of {parent}", show(name))));
             }
             if *kind == FileType::Directory {
                 return Err(err(ErrorCode::CrossDevice, "a directory moves between MDTs only by migration"));
@@ -134,7 +145,7 @@ fn prepare(ctx: &mut OpCtx<'_>, update: &Update) -> WeftResult<(UpdateAnswer, Op
             let existing = ctx.t.dentry(*parent, name)?;
             if let Some((old, old_kind)) = existing {
                 if old == *fid {
-                    return Ok((UpdateAnswer::Replaced(None), None)); // Another name of the same file.
+                    return Ok((UpdateAnswer::Same, None)); // Another name of the same file.
                 }
                 if *noreplace {
                     return Err(err(ErrorCode::Exists, format!("'{}' exists already", show(name))));
@@ -146,9 +157,10 @@ fn prepare(ctx: &mut OpCtx<'_>, update: &Update) -> WeftResult<(UpdateAnswer, Op
                     ));
                 }
                 if let Some(old_rec) = ctx.t.inode(old)? {
-                    perm::check_sticky(ctx.who, owner(&dir), old_rec.uid)?;
+                    perm::check_sticky(who, owner(&dir), old_rec.uid)?;
                 }
             }
+            let sticky_dir_uid = (dir.mode & perm::S_ISVTX != 0).then_some(dir.uid);
             let before = dir.clone();
             // The name's old file keeps its reverse link until its own step drops it.
             if existing.is_some() {
@@ -157,15 +169,15 @@ fn prepare(ctx: &mut OpCtx<'_>, update: &Update) -> WeftResult<(UpdateAnswer, Op
             ctx.t.add_entry(*parent, name, *fid, *kind)?;
             super::touch_dir(&mut dir, ctx.now);
             ctx.t.put_inode(*parent, &dir)?;
-            Ok((UpdateAnswer::Replaced(existing), Some(before)))
+            Ok((UpdateAnswer::Replaced { entry: existing, sticky_dir_uid }, Some(before)))
         }
     }
 }
 
-fn check_sticky(ctx: &OpCtx<'_>, sticky_dir_uid: Option<u32>, rec: &InodeRecord) -> WeftResult<()> {
+fn check_sticky(who: &Identity, sticky_dir_uid: Option<u32>, rec: &InodeRecord) -> WeftResult<()> {
     match sticky_dir_uid {
         Some(dir_uid) => {
-            perm::check_sticky(ctx.who, perm::Owner { uid: dir_uid, gid: 0, mode: perm::S_ISVTX, acl: None }, rec.uid)
+            perm::check_sticky(who, perm::Owner { uid: dir_uid, gid: 0, mode: perm::S_ISVTX, acl: None }, rec.uid)
         }
         None => Ok(()),
     }
@@ -180,6 +192,7 @@ impl Mutation for mdt::UpdateResolve {
 /// Keeps (commit) or undoes every step of `txn` prepared here, the last first; nothing
 /// for a change resolved already.
 pub fn resolve(ctx: &mut OpCtx<'_>, txn: &weft_proto::msg::update::TxnId, commit: bool) -> WeftResult<()> {
+    ctx.core.dne.note_resolved(*txn);
     let mut steps = ctx.t.prepared_steps_of(txn)?;
     steps.reverse();
     for (step, prepared) in steps {
@@ -265,7 +278,7 @@ fn undo(ctx: &mut OpCtx<'_>, prepared: &PreparedStep) -> WeftResult<()> {
                 }
             }
         }
-        (Update::AddEntry { parent, name, fid, .. }, UpdateAnswer::Replaced(replaced)) => {
+        (Update::AddEntry { parent, name, fid, .. }, UpdateAnswer::Replaced { entry: replaced, .. }) => {
             if ctx.t.dentry(*parent, name)?.is_some_and(|(f, _)| f == *fid) {
                 ctx.t.remove_entry(*parent, name, *fid)?;
                 if let Some((old, kind)) = replaced {
@@ -283,11 +296,16 @@ fn undo(ctx: &mut OpCtx<'_>, prepared: &PreparedStep) -> WeftResult<()> {
 
 impl Query for mdt::TxnOutcome {
     fn query(&self, q: &QueryCtx<'_>) -> WeftResult<TxnState> {
-        if q.t.committed_txn(&self.txn)?.is_some() {
+        // Running first, then the newest state: a change that ends between the two has its
+        // commit record published by then (the commit is published before it ends).
+        let mine = self.txn.coordinator == q.core.mdt_index && self.txn.start == q.core.mds_start;
+        if mine && q.core.dne.running(self.txn.seq) {
+            return Ok(TxnState::Running);
+        }
+        if q.core.read_view().committed_txn(&self.txn)?.is_some() {
             return Ok(TxnState::Committed);
         }
-        let mine = self.txn.coordinator == q.core.mdt_index && self.txn.start == q.core.mds_start;
-        Ok(if mine && q.core.dne.running(self.txn.seq) { TxnState::Running } else { TxnState::Aborted })
+        Ok(TxnState::Aborted)
     }
 }
 
@@ -378,7 +396,7 @@ mod tests {
     /// harmless.
     async fn step(env: &Env, txn: TxnId, step: u32, update: Update) -> weft_proto::WeftResult<UpdateAnswer> {
         let header = RequestHeader { request_id: 0, reply_slot: 0, ..env.header_as(&Identity::root()) };
-        let req = mdt::UpdatePrepare { txn, step, update }.into();
+        let req = mdt::UpdatePrepare { txn, step, update, who: Identity::root() }.into();
         match env.mds().handle(&header, req, Run::Inline).await? {
             MdtReply::Update(a) => Ok(a),
             other => panic!("a step answered {other:?}"),

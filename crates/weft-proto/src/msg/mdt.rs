@@ -218,8 +218,14 @@ macro_rules! mdt_ops {
                 -> () = "mds_setdirstripe";
             /// Another MDT's part of a distributed change (an MDS's request, not a
             /// client's; see `msg::update`): done at once, undone if the change aborts.
-            /// A resend of a prepared step answers as the first did.
-            write UpdatePrepare { txn: $crate::msg::update::TxnId, step: u32, update: $crate::msg::update::Update }
+            /// A resend of a prepared step answers as the first did. `who`: the client the
+            /// change is for, whose permissions and quotas the step is checked against.
+            write UpdatePrepare {
+                txn: $crate::msg::update::TxnId,
+                step: u32,
+                update: $crate::msg::update::Update,
+                who: $crate::msg::Identity,
+            }
                 -> $crate::msg::update::UpdateAnswer = "mds_update_prepare";
             /// The coordinator's outcome of a change this MDT prepared steps of: kept
             /// (commit) or undone.

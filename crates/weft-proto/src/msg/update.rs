@@ -64,8 +64,15 @@ pub enum UpdateAnswer {
     Done,
     /// MakeDir: the new directory.
     Made(Box<InodeInfo>),
-    /// AddEntry: the entry the new name replaced.
-    Replaced(Option<(Fid, FileType)>),
+    /// AddEntry: the entry the new name replaced, and the directory's owner when the
+    /// directory is sticky (the replaced file's MDT checks the rule).
+    Replaced {
+        entry: Option<(Fid, FileType)>,
+        sticky_dir_uid: Option<u32>,
+    },
+    /// AddEntry: the name is already the file's (another of its hard links): the rename
+    /// does nothing, as POSIX has it.
+    Same,
 }
 
 /// A distributed change's outcome as its coordinator knows it.

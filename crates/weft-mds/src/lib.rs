@@ -39,6 +39,7 @@
 //! replies.rs); `request_id == 0` means "not resendable" and is never cached.
 
 pub mod background;
+mod change_locks;
 pub mod changelog;
 mod clients;
 pub mod clock;
@@ -352,8 +353,8 @@ impl Mds {
             tasks.push(tokio::spawn(background::orphans_after_replay(core.clone(), queue.clone())));
         }
         tasks.push(tokio::spawn(quota_master::quota_task(core.clone(), queue.clone())));
-        tasks.push(tokio::spawn(dne::tell_task(core.clone(), queue.clone())));
-        tasks.push(tokio::spawn(dne::ask_task(core.clone(), queue.clone())));
+        tasks.push(tokio::spawn(dne::tasks::tell_task(core.clone(), queue.clone())));
+        tasks.push(tokio::spawn(dne::tasks::ask_task(core.clone(), queue.clone())));
         Ok(Arc::new(Mds {
             core,
             queue,

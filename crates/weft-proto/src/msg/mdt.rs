@@ -224,7 +224,7 @@ macro_rules! mdt_ops {
                 txn: $crate::msg::update::TxnId,
                 step: u32,
                 update: $crate::msg::update::Update,
-                who: $crate::msg::Identity,
+                who: $crate::msg::types::Identity,
             }
                 -> $crate::msg::update::UpdateAnswer = "mds_update_prepare";
             /// The coordinator's outcome of a change this MDT prepared steps of: kept

@@ -197,3 +197,21 @@ pub enum OpenIo {
     /// Another client has the file open in passthrough: no caching at all.
     Uncached,
 }
+
+/// Who asks: checked by the MDS against mode bits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Identity {
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups.
+    pub groups: Vec<u32>,
+}
+
+impl Identity {
+    pub fn root() -> Self {
+        Identity::default()
+    }
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.gid == gid || self.groups.contains(&gid)
+    }
+}

@@ -17,6 +17,9 @@
 # which the mount and the commands here give: what authentication and sealing cost.
 # QUOTA=1 puts the io500 directory in project 500 with a 1 TiB block and 100M inode limit:
 # what enforcing a quota costs.
+# MDTS=2 (up to 4) adds MDT1.. each in an MDS process of its own (127.0.0.10, .11, .12) and
+# makes every directory under io500 striped over all the MDTs (setdirstripe -D): how
+# mdtest-hard's shared directory moves with the MDT count.
 set -euo pipefail
 W=${WEFT:-target/release/weft}
 W=$(realpath "$W")
@@ -58,8 +61,12 @@ node oss1 127.0.0.4 $'[oss]\nosts = [0, 1]'
 node oss2 127.0.0.5 $'[oss]\nosts = [2, 3]'
 sleep 0.3
 replicas=${MDT_REPLICAS:-1}
+mdts=${MDTS:-1}
 if [ "$replicas" = 1 ]; then
   node mds 127.0.0.3 $'[mds]\nindex = 0'
+  for ((i = 1; i < mdts; i++)); do
+    node "mds$i" "127.0.0.$((9 + i))" "[mds]"$'\n'"index = $i"
+  done
   sleep 1
 else
   ips=(127.0.0.3 127.0.0.6 127.0.0.7 127.0.0.8 127.0.0.9)
@@ -75,7 +82,15 @@ else
   done
 fi
 "$W" mount "$mgs" "$dir/mnt" -o "log=$dir/mount.log"
+# Every MDT is in the map before the directories are made.
+for _ in $(seq 100); do
+  [ "$("$W" mdts "$dir/mnt" | grep -c ACTIVE)" -ge "$mdts" ] && break
+  sleep 0.2
+done
 mkdir -p "$dir/mnt/io500"
+if [ "$mdts" -gt 1 ]; then
+  "$W" setdirstripe -D -c "$mdts" "$dir/mnt/io500"
+fi
 if [ -n "${QUOTA:-}" ]; then
   "$W" project -p 500 -s "$dir/mnt/io500"
   "$W" setquota -p 500 -B 1T -I 100M "$dir/mnt"

@@ -259,6 +259,13 @@ impl ServerConfig {
             }
         }
         if let Some(m) = &self.mds {
+            if m.index >= weft_proto::fid::MDT_COUNT_MAX {
+                anyhow::bail!(
+                    "[mds] index {} is out of range: an MDT index is 0 to {}",
+                    m.index,
+                    weft_proto::fid::MDT_COUNT_MAX - 1
+                );
+            }
             m.group(&self.listen)?;
         }
         let listed = weft_rpc::mgs::parse_addresses(&self.mgs_address);

@@ -437,6 +437,13 @@ fn spawn_server(weft: &Path, s: &Server, wrapper: &[&str]) -> Child {
 }
 
 /// Fails the test at once, with the server's log, when a server that should run has exited.
+impl Server {
+    /// The server's process id while it runs (to read its memory, its connections).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
+}
+
 fn check_alive(s: &mut Server) {
     if let Some(status) = s.child.as_mut().and_then(|c| c.try_wait().ok().flatten()) {
         let out = tail(&s.data_dir.join("stdout.log"), 20);

@@ -4,6 +4,7 @@
 use crate::limits::*;
 use crate::writer::{InternalOp, Job, Queue};
 use crate::Core;
+use futures::StreamExt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -108,7 +109,10 @@ async fn refill_task(core: Arc<Core>, queue: Queue) {
             let up: Vec<u32> = st.up_osts.iter().copied().chain(st.dom).collect();
             let mut due = Vec::new();
             for ost in up {
-                let Some(pool) = st.ost_pools.get_mut(&ost) else { continue };
+                // A drained OST (max_create_count 0) gets no new objects: no precreates (the
+                // ids its pool holds stay unused).
+                let max_create = st.max_create_count(ost);
+                let Some(pool) = st.ost_pools.get_mut(&ost).filter(|_| max_create > 0) else { continue };
                 if pool.refilling || pool.available() >= core.objects.refill_below {
                     continue;
                 }
@@ -121,7 +125,7 @@ async fn refill_task(core: Arc<Core>, queue: Queue) {
                     continue;
                 }
                 let start = pool.refill_start();
-                let count = batch.min(u32::MAX - start + 1);
+                let count = batch.min(max_create).min(u32::MAX - start + 1);
                 if start == u32::MAX || count == 0 {
                     continue; // The OST's object ids are exhausted.
                 }
@@ -188,7 +192,7 @@ async fn refill_task(core: Arc<Core>, queue: Queue) {
         });
         let calls: Vec<_> = calls.collect();
         let any = !calls.is_empty();
-        futures::future::join_all(calls).await;
+        futures::stream::iter(calls).buffer_unordered(REFILL_CALLS_IN_FLIGHT_MAX).for_each(|()| async {}).await;
         if any {
             continue; // Check again at once: a pool may still be low.
         }

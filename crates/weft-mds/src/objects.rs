@@ -135,7 +135,16 @@ pub struct ObjectsState {
     pub sync_mirror_pools: std::collections::BTreeSet<String>,
     pub ost_pools: HashMap<u32, OstPool>,
     pub map_version: u64,
+    /// The OSTs whose `osp.*.max_create_count` is not [`OST_MAX_PRECREATE`]: 0 drains one
+    /// (no new objects there; destroys go on), another value bounds its precreates. Only
+    /// those set: nothing here grows with the number of OSTs.
+    pub max_create: BTreeMap<u32, u32>,
+    /// How objects are placed once the OSTs are out of balance (`lod.*.qos_*`).
+    pub qos: crate::qos::QosSettings,
 }
+
+/// Lustre's `OST_MAX_PRECREATE`: the default and largest `max_create_count`.
+pub const OST_MAX_PRECREATE: u32 = 20_000;
 
 impl ObjectsState {
     /// The OSTs a layout may use: up, and in the named pool if any.
@@ -149,6 +158,7 @@ impl ObjectsState {
             }
             None => self.up_osts.clone(),
         };
+        c.retain(|o| self.creates_on(*o));
         c.sort_unstable();
         if c.is_empty() {
             let msg = match pool {
@@ -158,6 +168,16 @@ impl ObjectsState {
             return Err(WeftError::new(ErrorCode::NoSpace, msg));
         }
         Ok(c)
+    }
+
+    /// The `max_create_count` of `ost`.
+    pub fn max_create_count(&self, ost: u32) -> u32 {
+        self.max_create.get(&ost).copied().unwrap_or(OST_MAX_PRECREATE)
+    }
+
+    /// Whether new objects may go to `ost` (its `max_create_count` is not 0).
+    pub fn creates_on(&self, ost: u32) -> bool {
+        self.max_create_count(ost) > 0
     }
 
     fn ready(&self, ost: u32) -> bool {
@@ -185,6 +205,14 @@ impl ObjectsState {
                     format!("no data-on-MDT objects after waiting {PRECREATE_WAIT_MS_MAX} ms"),
                 )),
             };
+        }
+        let named = spec.ost_list.iter().copied().chain(u32::try_from(spec.start_ost).ok());
+        if let Some(drained) = named.into_iter().find(|o| self.up_osts.binary_search(o).is_ok() && !self.creates_on(*o))
+        {
+            return Err(WeftError::new(
+                ErrorCode::NoSpace,
+                format!("OST {drained} takes no new objects (its osp.*.max_create_count is 0): name another"),
+            ));
         }
         let candidates = match self.candidates(spec.pool.as_deref()) {
             // Right after a start the map may not list the OSTs yet: wait for it like a refill.
@@ -272,6 +300,12 @@ impl Objects {
                 None => OstPool::unrecorded(),
             });
         }
+        // An OST taken out of the map (`weft del-ost`) is forgotten; its record stays in the
+        // store, so that one added back under the same index starts past what it handed out.
+        let in_map: std::collections::HashSet<u32> = map.osts().map(|t| t.index).collect();
+        let dom = st.dom;
+        st.ost_pools.retain(|o, _| in_map.contains(o) || Some(*o) == dom);
+        st.max_create.retain(|o, _| in_map.contains(o));
         drop(st);
         self.refill_wake.notify_one();
     }
@@ -314,6 +348,26 @@ impl Objects {
                 )));
             }
         }
+        Ok(())
+    }
+
+    /// Sets `osp.OST.max_create_count` of `ost` (0 to [`OST_MAX_PRECREATE`]): 0 stops new
+    /// objects there, any other value bounds each precreate. Kept in memory, as Lustre's
+    /// `lctl set_param` (`set-param -P` keeps it in the map).
+    pub fn set_max_create_count(&self, ost: u32, count: u32) -> WeftResult<()> {
+        if count > OST_MAX_PRECREATE {
+            return Err(WeftError::invalid(format!(
+                "max_create_count {count}: 0 (no new objects) to {OST_MAX_PRECREATE} (the default)"
+            )));
+        }
+        let mut st = self.lock();
+        if count == OST_MAX_PRECREATE {
+            st.max_create.remove(&ost);
+        } else {
+            st.max_create.insert(ost, count);
+        }
+        drop(st);
+        self.refill_wake.notify_one();
         Ok(())
     }
 

@@ -28,6 +28,7 @@ mod metrics;
 mod monitor;
 mod nodemap;
 mod params;
+mod params_osp;
 mod replicated;
 mod replicated_mgs;
 mod resync;
@@ -348,10 +349,19 @@ impl RunningServer {
         if let (Some(o), None) = (&oss, &failover) {
             targets.extend(o.ost_indices().into_iter().map(|i| (TargetKind::Ost, i)));
         }
-        for (kind, index) in targets {
-            let target = TargetInfo::new(kind, index, address.clone());
-            register(&mgs_peer, target).await.with_context(|| {
-                format!("cannot register {kind:?} {index} with the management service at {mgs_address}")
+        // In one change of the map: a server of many OSTs would otherwise move it once per
+        // OST, and every process following the map would fetch each version.
+        let infos: Vec<TargetInfo> =
+            targets.iter().map(|&(kind, index)| TargetInfo::new(kind, index, address.clone())).collect();
+        if !infos.is_empty() {
+            let timeout = mgs_peer.options().request_timeout;
+            let registered = mgs_peer.op(header(), mgs::RegisterTargets { targets: infos }, timeout).await;
+            registered.map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot register {} target(s) with the management service at {mgs_address}: {}",
+                    targets.len(),
+                    e.message
+                )
             })?;
         }
         // The clients learn of the restart now: the MDT's have this long to replay.

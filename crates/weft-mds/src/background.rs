@@ -24,6 +24,7 @@ pub fn spawn_all(
         tokio::spawn(prune_task(core.clone(), queue.clone())),
         tokio::spawn(changelog_task(core.clone(), queue.clone())),
         tokio::spawn(hsm_task(core.clone(), queue.clone())),
+        tokio::spawn(qos_task(core.clone())),
     ];
     if let Some(interval) = checkpoint_interval {
         tasks.push(tokio::spawn(checkpoint_task(core, queue, interval)));
@@ -197,6 +198,45 @@ async fn refill_task(core: Arc<Core>, queue: Queue) {
             continue; // Check again at once: a pool may still be low.
         }
         let _ = tokio::time::timeout(Duration::from_millis(PRECREATE_CHECK_INTERVAL_MS), wake).await;
+    }
+}
+
+/// Every [`QOS_STATFS_INTERVAL_MS`], asks the next [`QOS_STATFS_PER_ROUND_MAX`] OSTs in turn for their space,
+/// which placement weighs once the OSTs are out of balance (`qos.rs`, as Lustre's OSP
+/// devices keep each OST's statfs). The work per second is bounded, whatever the OST count.
+async fn qos_task(core: Arc<Core>) {
+    // The first round soon after the start, once the map lists the OSTs.
+    let mut pause = Duration::from_millis(QOS_STATFS_INTERVAL_MS / 5);
+    loop {
+        tokio::time::sleep(pause).await;
+        pause = Duration::from_millis(QOS_STATFS_INTERVAL_MS);
+        let batch: Vec<u32> = {
+            let mut st = core.objects.lock();
+            let n = st.up_osts.len();
+            if n == 0 {
+                continue;
+            }
+            let start = st.statfs_cursor % n;
+            let take = n.min(QOS_STATFS_PER_ROUND_MAX);
+            st.statfs_cursor = (start + take) % n;
+            (0..take).map(|i| st.up_osts[(start + i) % n]).collect()
+        };
+        let asked = batch.into_iter().map(|ost| {
+            let call = core.targets.statfs(ost);
+            async move { (ost, call.await) }
+        });
+        let answers = futures::future::join_all(asked).await;
+        let mut st = core.objects.lock();
+        for (ost, answer) in answers {
+            match answer {
+                Ok(s) => {
+                    st.free.insert(ost, s.bavail.saturating_mul(u64::from(s.bsize)));
+                }
+                Err(e) => tracing::debug!(ost, error = %e, "statfs for placement failed"),
+            }
+        }
+        let up = st.up_osts.clone();
+        st.free.retain(|o, _| up.binary_search(o).is_ok());
     }
 }
 

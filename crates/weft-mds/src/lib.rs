@@ -131,6 +131,11 @@ pub trait ObjectTargets: Send + Sync + 'static {
         above_oid: Option<u32>,
         mds_start: u64,
     ) -> BoxFuture<'static, WeftResult<weft_proto::msg::ost::Orphans>>;
+    /// The OST's space (`ost::Statfs`), for placing objects by free space (`qos.rs`).
+    fn statfs(&self, ost: u32) -> BoxFuture<'static, WeftResult<weft_proto::msg::StatfsInfo>> {
+        let _ = ost;
+        Box::pin(async { Err(WeftError::new(ErrorCode::NotSupported, "these targets report no space")) })
+    }
     /// The blocks of every id on that OST (`ost::QuotaUsageAll`), for the quota master.
     fn quota_usage(&self, ost: u32) -> BoxFuture<'static, WeftResult<Vec<QuotaUseEntry>>> {
         let _ = ost;

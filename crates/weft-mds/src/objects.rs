@@ -141,6 +141,10 @@ pub struct ObjectsState {
     pub max_create: BTreeMap<u32, u32>,
     /// How objects are placed once the OSTs are out of balance (`lod.*.qos_*`).
     pub qos: crate::qos::QosSettings,
+    /// Each OST's free bytes, as its last statfs said (refreshed in turn by `qos_task`).
+    pub free: HashMap<u32, u64>,
+    /// Where the next round of statfs calls starts in `up_osts`.
+    pub statfs_cursor: usize,
 }
 
 /// Lustre's `OST_MAX_PRECREATE`: the default and largest `max_create_count`.
@@ -220,13 +224,13 @@ impl ObjectsState {
             other => other?,
         };
         let explicit = !spec.ost_list.is_empty() || spec.start_ost >= 0;
-        let wanted = select_osts(spec, &candidates, cursor)?;
+        let wanted = self.choose(spec, &candidates, cursor)?;
         if wanted.iter().all(|o| self.ready(*o)) {
             return Ok(Some(wanted));
         }
         let ready: Vec<u32> = candidates.iter().copied().filter(|o| self.ready(*o)).collect();
         if !explicit && ready.len() >= wanted.len() {
-            return Ok(Some(select_osts(spec, &ready, cursor)?));
+            return Ok(Some(self.choose(spec, &ready, cursor)?));
         }
         if !give_up {
             return Ok(None);
@@ -241,7 +245,33 @@ impl ObjectsState {
                 ),
             ));
         }
-        Ok(Some(select_osts(spec, &ready, cursor)?))
+        Ok(Some(self.choose(spec, &ready, cursor)?))
+    }
+
+    /// The OSTs of `candidates` for `spec`: round robin from `cursor` (or where the spec
+    /// says), or, once the candidates' free space is out of balance (`lod.*.qos_*`, known
+    /// for each of them), drawn by weight (`qos.rs`).
+    fn choose(&self, spec: &StripeSpec, candidates: &[u32], cursor: u64) -> WeftResult<Vec<u32>> {
+        let explicit = !spec.ost_list.is_empty() || spec.start_ost >= 0;
+        let count = match spec.stripe_count {
+            -1 => candidates.len(),
+            0 => weft_proto::limits::STRIPE_COUNT_DEFAULT as usize,
+            n => usize::try_from(n).unwrap_or(usize::MAX),
+        };
+        let free: Option<Vec<(u32, u64)>> = candidates.iter().map(|o| self.free.get(o).map(|f| (*o, *f))).collect();
+        match free {
+            Some(free)
+                if !explicit
+                    && count < candidates.len()
+                    && crate::qos::out_of_balance(
+                        &free.iter().map(|(_, f)| *f).collect::<Vec<_>>(),
+                        self.qos.threshold_rr,
+                    ) =>
+            {
+                Ok(crate::qos::weighted_pick(&free, count, self.qos.prio_free, cursor))
+            }
+            _ => select_osts(spec, candidates, cursor),
+        }
     }
 
     fn take(&mut self, osts: &[u32]) -> Vec<StripeObject> {
@@ -475,6 +505,31 @@ mod tests {
         let mut pooled = StripeSpec::unset();
         pooled.pool = Some("nope".into());
         assert_eq!(st.plan(&pooled, 0, true).unwrap_err().code, ErrorCode::Invalid);
+    }
+
+    #[test]
+    fn placement_follows_free_space_once_out_of_balance_and_skips_drained_osts() {
+        let mut st = state(&[(0, 1, 1000), (1, 1, 1000), (2, 1, 1000)]);
+        let one = StripeSpec::unset();
+        let count = |st: &ObjectsState, ost: u32| {
+            (0..300).filter(|c| st.plan(&one, *c, false).unwrap().unwrap()[0] == ost).count()
+        };
+        // No free figures yet, or balanced: round robin, a third each.
+        assert_eq!(count(&st, 2), 100);
+        st.free = [(0, 100 << 30), (1, 95 << 30), (2, 90 << 30)].into();
+        assert_eq!(count(&st, 2), 100, "within qos_threshold_rr: round robin");
+        // OST 2 much emptier: it draws most new objects.
+        st.free.insert(2, 1000 << 30);
+        assert!(count(&st, 2) > 200, "{} of 300 on the emptier OST", count(&st, 2));
+        // A threshold of 100%: round robin again.
+        st.qos.threshold_rr = 100;
+        assert_eq!(count(&st, 2), 100);
+        // Drained: never chosen, and refused when named.
+        st.max_create.insert(2, 0);
+        assert_eq!(count(&st, 2), 0);
+        let mut named = StripeSpec::unset();
+        named.start_ost = 2;
+        assert_eq!(st.plan(&named, 0, true).unwrap_err().code, ErrorCode::NoSpace);
     }
 
     #[test]

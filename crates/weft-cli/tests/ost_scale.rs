@@ -5,7 +5,7 @@
 //!   and four stripes land on the sparse indices and read back, `weft df` lists every OST,
 //!   and a mount connects to an OSS process only once it does I/O there.
 //! * `ost_count_bench` (ignored; `scripts/ost-scale-bench.sh` runs it in release): with 10
-//!   and with 1,000 OSTs, the mount's and the MDS's memory and the bytes of an open's and a
+//!   and with 1,000 OSTs, the mount's, the MDS's and the MGS's memory and the bytes of an open's and a
 //!   close's answer for files of one and four stripes, printed as a table; the answers
 //!   must not grow with the OST count (a few bytes may differ: numbers are varints).
 
@@ -128,6 +128,7 @@ struct Measured {
     osts: u32,
     mount_kib: u64,
     mds_kib: u64,
+    mgs_kib: u64,
     /// (stripes, open answer bytes, close answer bytes)
     replies: Vec<(u32, usize, usize)>,
 }
@@ -145,6 +146,7 @@ fn measure(osts: u32) -> Measured {
     let mnt = cluster.mount();
     let mount_pid = cluster.mount_pid(&mnt);
     let mds_pid = cluster.server("mds").pid().expect("MDS running");
+    let mgs_pid = cluster.server("mgs").pid().expect("MGS running");
     // The same work at both counts: 200 files of one and of four stripes, written, read
     // and listed.
     let mut files = Vec::new();
@@ -161,7 +163,7 @@ fn measure(osts: u32) -> Measured {
         files.push((stripes, dir.join("f0")));
     }
     std::thread::sleep(std::time::Duration::from_secs(2));
-    let (mount_kib, mds_kib) = (rss_kib(mount_pid), rss_kib(mds_pid));
+    let (mount_kib, mds_kib, mgs_kib) = (rss_kib(mount_pid), rss_kib(mds_pid), rss_kib(mgs_pid));
 
     let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
     let config = weft_client::ClientConfig::new(cluster.mgs_address.clone());
@@ -179,23 +181,26 @@ fn measure(osts: u32) -> Measured {
         let closed = rt.block_on(client.mdt_op(&root, close)).unwrap();
         replies.push((stripes, open, reply_bytes(closed)));
     }
-    Measured { osts, mount_kib, mds_kib, replies }
+    Measured { osts, mount_kib, mds_kib, mgs_kib, replies }
 }
 
 #[test]
 #[ignore = "a benchmark: scripts/ost-scale-bench.sh runs it in release"]
 fn ost_count_bench() {
     let rows: Vec<Measured> = [10, 1000].into_iter().map(measure).collect();
-    println!("| OSTs | mount RSS | MDS RSS | open, 1 stripe | close, 1 stripe | open, 4 stripes | close, 4 stripes |");
-    println!("|---:|---:|---:|---:|---:|---:|---:|");
+    println!(
+        "| OSTs | mount RSS | MDS RSS | MGS RSS | open, 1 stripe | close, 1 stripe | open, 4 stripes | close, 4 stripes |"
+    );
+    println!("|---:|---:|---:|---:|---:|---:|---:|---:|");
     for m in &rows {
         let r = |stripes: u32| m.replies.iter().find(|r| r.0 == stripes).copied().unwrap();
         let (one, four) = (r(1), r(4));
         println!(
-            "| {} | {:.1} MiB | {:.1} MiB | {} B | {} B | {} B | {} B |",
+            "| {} | {:.1} MiB | {:.1} MiB | {:.1} MiB | {} B | {} B | {} B | {} B |",
             m.osts,
             m.mount_kib as f64 / 1024.0,
             m.mds_kib as f64 / 1024.0,
+            m.mgs_kib as f64 / 1024.0,
             one.1,
             one.2,
             four.1,

@@ -123,7 +123,9 @@ impl Servers {
             .filter_map(|m| {
                 // The mount matches: it answers every OST's osc.*.active, which weft.params
                 // lists only some of.
-                let read = crate::xattr::get_json::<Vec<ParamValue>>(m, &format!("weft.param:{pattern}"));
+                let read = crate::xattr::get_json::<Vec<ParamValue>>(m, &format!("weft.param:{pattern}"))
+                    // A mount of an earlier version answers only the whole list.
+                    .or_else(|_| crate::xattr::get_json::<Vec<ParamValue>>(m, "weft.params"));
                 if read.is_err() && !crate::daemon::is_mounted(m) {
                     return None;
                 }

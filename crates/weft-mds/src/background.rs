@@ -213,7 +213,8 @@ async fn qos_task(core: Arc<Core>) {
         let batch: Vec<u32> = {
             let mut st = core.objects.lock();
             let n = st.up_osts.len();
-            if n == 0 {
+            // One OST (or none) leaves placement no choice to weigh.
+            if n < 2 {
                 continue;
             }
             let start = st.statfs_cursor % n;

@@ -381,6 +381,7 @@ impl RunningServer {
             .map_err(|e| anyhow::anyhow!("cannot fetch the cluster map from {mgs_address}: {}", e.message))?;
         let mut changes = follower.subscribe();
         let mut applied = Vec::new();
+        let mut osts_seen = std::collections::BTreeSet::new();
         {
             let state = changes.borrow_and_update().clone();
             // Root squash first: the nodemaps' arrival lets requests run.
@@ -388,6 +389,7 @@ impl RunningServer {
             identities.set_nodemaps(&state.map.nodemap);
             if let Some(mds) = &mds {
                 mds.set_cluster_map(&state.map);
+                params.apply_to_new_osts(&state.map.params, &mut osts_seen);
             }
         }
         if config.mds.is_some() {
@@ -435,6 +437,7 @@ impl RunningServer {
                     object_targets.peers.retain_map(&state);
                     if let Some(mds) = slot.get() {
                         mds.set_cluster_map(&state.map);
+                        params.apply_to_new_osts(&state.map.params, &mut osts_seen);
                     }
                 }
             }

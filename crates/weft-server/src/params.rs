@@ -366,6 +366,15 @@ impl Params {
         }
     }
 
+    /// The permanent `osp.*` settings of OSTs the MDS learnt of since the last call (see
+    /// `params_osp::apply_to_new_osts`).
+    pub fn apply_to_new_osts(&self, records: &[ParamRecord], seen: &mut std::collections::BTreeSet<u32>) {
+        if let Some(mds) = self.mds.get() {
+            let mdt = self.targets.iter().find(|t| t.0 == TargetKind::Mdt).map_or(0, |t| t.1);
+            crate::params_osp::apply_to_new_osts(&mds, mdt, &self.fsname, records, seen);
+        }
+    }
+
     /// `nodemap.*`, answered by the process that runs the management service (which keeps
     /// them), as Lustre's MGS answers them.
     fn nodemap_values(&self) -> Vec<(String, String)> {

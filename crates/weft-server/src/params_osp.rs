@@ -43,6 +43,35 @@ pub(crate) fn leaves(mds: &Mds, mdt: u32, fsname: &str) -> Vec<(String, OspKey)>
     out
 }
 
+/// Applies the permanent settings (`set-param -P`) of `records` that name the `osp.*`
+/// parameters of OSTs the MDS did not know before (`seen`): at its start it learns its
+/// OSTs from the map after the settings were applied, and an OST may join later.
+pub(crate) fn apply_to_new_osts(
+    mds: &Arc<Mds>,
+    mdt: u32,
+    fsname: &str,
+    records: &[weft_proto::msg::ParamRecord],
+    seen: &mut std::collections::BTreeSet<u32>,
+) {
+    let known = mds.known_osts();
+    if known.iter().all(|o| seen.contains(o)) {
+        return;
+    }
+    let new: Vec<(String, OspKey)> = leaves(mds, mdt, fsname)
+        .into_iter()
+        .filter(|(_, k)| matches!(k, OspKey::MaxCreateCount(o) if !seen.contains(o)))
+        .collect();
+    for record in records {
+        for (name, key) in new.iter().filter(|(n, _)| weft_proto::msg::param::name_matches(&record.name, n)) {
+            match set(mds, *key, &record.value) {
+                Ok(()) => tracing::info!("permanent parameter {name}={}", record.value),
+                Err(e) => tracing::warn!("permanent parameter {name}={}: {e}", record.value),
+            }
+        }
+    }
+    seen.extend(known);
+}
+
 pub(crate) fn get(mds: &Arc<Mds>, key: OspKey) -> Result<String, String> {
     let objects = mds.objects();
     Ok(match key {

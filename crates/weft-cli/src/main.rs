@@ -14,6 +14,7 @@ mod cluster_addr;
 mod copytool;
 mod daemon;
 mod del_ost;
+mod dirstripe;
 mod errors;
 mod failover;
 mod find;
@@ -79,6 +80,14 @@ enum Command {
     Getstripe(lfs::GetstripeArgs),
     /// Show space and inode use per target (as lfs df).
     Df(lfs::DfArgs),
+    /// Make a directory on another MDT (-i) or striped over several (-c), or with -D set a
+    /// directory's default for new subdirectories (as lfs mkdir / setdirstripe).
+    #[command(alias = "setdirstripe")]
+    Mkdir(dirstripe::SetdirstripeArgs),
+    /// Show a directory's placement over MDTs (as lfs getdirstripe).
+    Getdirstripe(dirstripe::GetdirstripeArgs),
+    /// List the MDTs and their state (as lfs mdts).
+    Mdts(dirstripe::MdtsArgs),
     /// Print the FID of each path (as lfs path2fid).
     Path2fid(lfs::Path2fidArgs),
     /// Print the path of a FID under a mount (as lfs fid2path).
@@ -240,6 +249,9 @@ fn main() -> ExitCode {
         Command::Setstripe(a) => lfs::setstripe(a),
         Command::Getstripe(a) => lfs::getstripe(a),
         Command::Df(a) => lfs::df(a),
+        Command::Mkdir(a) => dirstripe::setdirstripe(a),
+        Command::Getdirstripe(a) => dirstripe::getdirstripe(a),
+        Command::Mdts(a) => dirstripe::mdts(a),
         Command::Path2fid(a) => lfs::path2fid(a),
         Command::Fid2path(a) => lfs::fid2path(a),
         Command::Bench(a) => bench::bench(a),

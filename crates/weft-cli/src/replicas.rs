@@ -45,6 +45,45 @@ pub fn configs(data: &Path) -> anyhow::Result<Vec<(PathBuf, ServerConfig)>> {
     Ok(out)
 }
 
+/// The configs of the further MDTs of a file system made with `weft up --mdts N`, in index
+/// order (`DATA/mdts/mdtNNNN.toml`, MDT1 on).
+pub fn mdt_configs(data: &Path) -> anyhow::Result<Vec<(PathBuf, ServerConfig)>> {
+    let dir = data.join("mdts");
+    let mut out = Vec::new();
+    for n in 1..weft_proto::fid::MDT_COUNT_MAX {
+        let path = dir.join(format!("mdt{n:04x}.toml"));
+        if !path.exists() {
+            break;
+        }
+        out.push((path.clone(), ServerConfig::load(&path)?));
+    }
+    Ok(out)
+}
+
+/// Makes the configs of a new file system with `n` MDTs: `main` (the `weft up` process:
+/// the management service, MDT0 and the OSTs) listens on a fixed port now, and MDT1..n-1
+/// each get a server process of their own (a directory and a config under `data/mdts`),
+/// which reach the management service at `main`'s address.
+pub fn plan_mdts(data: &Path, main: &mut ServerConfig, n: u32) -> anyhow::Result<()> {
+    let addresses = free_addresses(n as usize)?;
+    main.listen = addresses[0].clone();
+    main.mgs_address = main.listen.clone();
+    let dir = data.join("mdts");
+    std::fs::create_dir_all(&dir).with_context(|| format!("cannot create {}", dir.display()))?;
+    for (k, address) in addresses.iter().enumerate().skip(1) {
+        let mut c = ServerConfig::all_in_one(dir.join(format!("mdt{k:04x}")), Vec::new());
+        c.fsname.clone_from(&main.fsname);
+        c.listen = address.clone();
+        c.mgs_address = main.mgs_address.clone();
+        c.mgs = None;
+        c.oss = None;
+        c.mds = Some(MdsRole { index: k as u32, replicas: Vec::new(), join: false });
+        c.lock_timeout_ms = main.lock_timeout_ms;
+        std::fs::write(dir.join(format!("mdt{k:04x}.toml")), toml::to_string_pretty(&c)?)?;
+    }
+    Ok(())
+}
+
 /// Addresses on loopback that nothing listens on now.
 pub fn free_addresses(n: usize) -> anyhow::Result<Vec<String>> {
     let listeners = (0..n)
@@ -185,7 +224,7 @@ fn files_under(dir: &Path) -> anyhow::Result<usize> {
     let mut n = 0;
     for e in entries {
         let e = e?;
-        let record = weft_oss::store::RECORD_FILE_NAMES.iter().any(|r| e.file_name() == *r);
+        let record = weft_oss::store::is_record_file(&e.file_name());
         n += if e.file_type()?.is_dir() { files_under(&e.path())? } else { usize::from(!record) };
     }
     Ok(n)

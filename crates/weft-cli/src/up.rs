@@ -29,6 +29,11 @@ pub struct UpArgs {
     /// with replicas keeps its own number.
     #[arg(long, value_parser = clap::value_parser!(u32).range(1..=7))]
     replicas: Option<u32>,
+    /// MDTs of a new file system (Lustre's DNE), MDT0 in this process and each further one
+    /// in a server process of its own; directories go on them with `weft mkdir -i/-c`. An
+    /// existing file system keeps its own.
+    #[arg(long, value_parser = clap::value_parser!(u32).range(1..=16))]
+    mdts: Option<u32>,
     /// Return once the mount is usable, leaving the file system running in the background.
     #[arg(long)]
     detach: bool,
@@ -99,7 +104,7 @@ fn absolute(p: &Path) -> anyhow::Result<PathBuf> {
 }
 
 /// The config of the local file system in `data`: made on first use, read after.
-fn local_config(data: &Path, osts: u32, replicas: Option<u32>) -> anyhow::Result<ServerConfig> {
+fn local_config(data: &Path, osts: u32, replicas: Option<u32>, mdts: Option<u32>) -> anyhow::Result<ServerConfig> {
     let path = data.join("server.toml");
     if path.exists() {
         let mut c = ServerConfig::load(&path)?;
@@ -124,9 +129,17 @@ fn local_config(data: &Path, osts: u32, replicas: Option<u32>) -> anyhow::Result
             ),
             _ => {}
         }
+        let have = crate::replicas::mdt_configs(data)?.len() + 1;
+        if mdts.is_some_and(|n| n as usize != have) {
+            eprintln!("weft: {} holds a file system with {have} MDTs; --mdts is ignored", data.display());
+        }
         return Ok(c);
     }
     let replicas = replicas.unwrap_or(1);
+    let mdts = mdts.unwrap_or(1);
+    if replicas > 1 && mdts > 1 {
+        bail!("--replicas with --mdts: weft up replicates a file system with one MDT only (configure several replicated MDTs with weft server)");
+    }
     let mut c = ServerConfig {
         // A free port on loopback, printed at start and kept in the run state.
         metrics_listen: Some("127.0.0.1:0".into()),
@@ -136,23 +149,28 @@ fn local_config(data: &Path, osts: u32, replicas: Option<u32>) -> anyhow::Result
     if replicas > 1 {
         crate::replicas::plan(data, &mut c, replicas)?;
     }
+    if mdts > 1 {
+        crate::replicas::plan_mdts(data, &mut c, mdts)?;
+    }
     std::fs::write(&path, toml::to_string_pretty(&c)?)?;
     Ok(c)
 }
 
-/// Waits until the MDT is in the cluster map (a replicated MDT's leader registered it).
-async fn wait_for_mdt(mgs: &str, data: &Path) -> anyhow::Result<()> {
+/// Waits until the MDTs are in the cluster map (a replicated MDT's leader registered it,
+/// each further MDT's process did).
+async fn wait_for_mdt(mgs: &str, data: &Path, mdts: usize) -> anyhow::Result<()> {
     let peers = weft_rpc::mgs::MgsPeers::new(mgs, weft_rpc::PeerOptions::default());
     let start = std::time::Instant::now();
     loop {
         let map = weft_rpc::map::fetch_map_from(&peers, Duration::from_secs(STATUS_MGS_TIMEOUT_S)).await;
-        if map.is_ok_and(|m| m.targets.iter().any(|t| t.kind == weft_proto::msg::TargetKind::Mdt)) {
+        if map.is_ok_and(|m| m.mdts().count() >= mdts) {
             return Ok(());
         }
         if start.elapsed() > Duration::from_secs(crate::limits::REPLICA_LEADER_WAIT_S) {
             bail!(
-                "the MDT's replicas elected no leader within {} s (their logs: {}/replicas/r*.log)",
+                "not all {mdts} MDTs were up within {} s (the logs: {}/replicas/r*.log, {}/mdts/mdt*.log)",
                 crate::limits::REPLICA_LEADER_WAIT_S,
+                data.display(),
                 data.display()
             );
         }
@@ -182,7 +200,8 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
         let _ = std::fs::remove_file(state_path(&data));
     }
     let opts = parse_options(a.options.as_deref())?;
-    let config = crate::key::record_in_config(&data.join("server.toml"), local_config(&data, a.osts, a.replicas)?)?;
+    let config =
+        crate::key::record_in_config(&data.join("server.toml"), local_config(&data, a.osts, a.replicas, a.mdts)?)?;
     let log = data.join("logs").join("weft.log");
 
     if a.detach && !daemon::is_detached_child() {
@@ -197,6 +216,9 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
         ];
         if let Some(n) = a.replicas {
             args.extend(["--replicas".to_string(), n.to_string()]);
+        }
+        if let Some(n) = a.mdts {
+            args.extend(["--mdts".to_string(), n.to_string()]);
         }
         if let Some(o) = &a.options {
             args.extend(["-o".to_string(), o.clone()]);
@@ -220,7 +242,11 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build()?;
     // The replicas of the MGS and the MDT, each in a process of its own, first: this
     // process registers its OSTs with their management service.
-    let replica_configs = crate::replicas::configs(&data)?;
+    // And the further MDTs, each in a process of its own, watched the same way.
+    let mut replica_configs = crate::replicas::configs(&data)?;
+    let extra_mdts = crate::replicas::mdt_configs(&data)?;
+    let mdt_count = extra_mdts.len() + 1;
+    replica_configs.extend(extra_mdts);
     let state_slot: std::sync::Arc<std::sync::Mutex<Option<UpState>>> = Default::default();
     let supervisor = if replica_configs.is_empty() {
         None
@@ -246,7 +272,7 @@ pub fn up(a: UpArgs) -> anyhow::Result<()> {
     };
     let mgs_address = server.mgs_address();
     if supervisor.is_some() {
-        if let Err(e) = rt.block_on(wait_for_mdt(&mgs_address, &data)) {
+        if let Err(e) = rt.block_on(wait_for_mdt(&mgs_address, &data, mdt_count)) {
             if let Some(s) = supervisor {
                 s.stop();
             }
@@ -338,9 +364,12 @@ async fn wait_for_stop(mnt: Option<&Path>) -> &'static str {
 
 fn print_summary(s: &UpState, c: &ServerConfig, uring: bool, detached: bool) {
     let osts = c.oss.as_ref().map_or(0, |o| o.osts.len());
-    let mdt = match s.replicas.len() {
-        0 => "1 MDT".to_string(),
-        n => format!("1 MDT ({n} replicas, a process each)"),
+    let replicas = s.replicas.iter().filter(|p| !p.config.starts_with(s.data.join("mdts"))).count();
+    let mdts = s.replicas.len() - replicas + 1;
+    let mdt = match (replicas, mdts) {
+        (0, 1) => "1 MDT".to_string(),
+        (0, n) => format!("{n} MDTs (MDT1 on, a process each)"),
+        (n, _) => format!("1 MDT ({n} replicas, a process each)"),
     };
     println!("Weft file system '{}' is up: {mdt}, {osts} OSTs, mounted at {}", s.fsname, s.mount.display());
     println!("  data: {}   logs: {}", s.data.display(), s.log.display());

@@ -529,7 +529,7 @@ fn object_files(dir: &Path) -> usize {
         .flatten()
         .map(|e| match e.file_type().unwrap().is_dir() {
             true => object_files(&e.path()),
-            false => usize::from(!weft_oss::store::RECORD_FILE_NAMES.iter().any(|r| e.file_name() == *r)),
+            false => usize::from(!weft_oss::store::is_record_file(&e.file_name())),
         })
         .sum()
 }

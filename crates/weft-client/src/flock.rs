@@ -17,7 +17,10 @@ use weft_proto::lock::{self, FlockHeld, FlockOutcome, FlockSpec, LockTarget};
 use weft_proto::msg::Caller;
 use weft_proto::{Fid, WeftResult};
 
-const MDT: LockTarget = LockTarget::Mdt(crate::MDT_INDEX);
+/// The MDT that keeps a file's advisory locks: its own.
+fn mdt_of(fid: Fid) -> LockTarget {
+    LockTarget::Mdt(fid.mdt_index())
+}
 
 /// The client id this client's own table files its locks under (there is one client in it).
 const SELF: u64 = 0;
@@ -77,7 +80,7 @@ impl Client {
     /// Sets or removes an advisory lock without waiting: false when another owner holds a
     /// conflicting one.
     pub async fn flock_set(&self, who: &Caller, fid: Fid, lock: FlockSpec) -> WeftResult<bool> {
-        let outcome = self.ldlm(who, MDT, lock::FlockSet { fid, lock: lock.clone() }).await?;
+        let outcome = self.ldlm(who, mdt_of(fid), lock::FlockSet { fid, lock: lock.clone() }).await?;
         let done = outcome == FlockOutcome::Done;
         if done {
             self.held_advisory().set(fid, &lock);
@@ -87,12 +90,12 @@ impl Client {
 
     /// F_GETLK: a lock of another owner that conflicts with `lock`, if any.
     pub async fn flock_get(&self, who: &Caller, fid: Fid, lock: FlockSpec) -> WeftResult<Option<FlockSpec>> {
-        self.ldlm(who, MDT, lock::FlockGet { fid, lock }).await
+        self.ldlm(who, mdt_of(fid), lock::FlockGet { fid, lock }).await
     }
 
     /// Removes every advisory lock `owner` holds on `fid` (a close).
     pub async fn flock_release(&self, who: &Caller, fid: Fid, owner: u64) -> WeftResult<()> {
-        self.ldlm(who, MDT, lock::FlockRelease { fid, owner, flock: false }).await?;
+        self.ldlm(who, mdt_of(fid), lock::FlockRelease { fid, owner, flock: false }).await?;
         self.held_advisory().release(fid, owner, false);
         Ok(())
     }
@@ -106,10 +109,11 @@ impl Client {
     /// what the server has of each (file, owner, family) it names, so a lock released
     /// meanwhile is named again with nothing). What the server refuses (another client set a
     /// conflicting lock once its window was over) is lost, and said so in the log.
-    pub(crate) async fn replay_advisory(&self) {
+    pub(crate) async fn replay_advisory(&self, target: LockTarget) {
         let mut sent: Option<BTreeMap<Key, Vec<FlockSpec>>> = None;
         for _ in 0..ADVISORY_REPLAY_ROUNDS_MAX {
-            let now = self.held_advisory().snapshot();
+            let mut now = self.held_advisory().snapshot();
+            now.retain(|(fid, _, _), _| mdt_of(*fid) == target);
             let changed: Vec<FlockHeld> = match &sent {
                 None => now.iter().map(|(k, locks)| held(*k, locks.clone())).collect(),
                 Some(before) => {
@@ -122,7 +126,7 @@ impl Client {
             }
             let asked = changed.len();
             let root = Caller::root();
-            let replay = self.ldlm(&root, MDT, lock::FlockReplay { held: changed });
+            let replay = self.ldlm(&root, target, lock::FlockReplay { held: changed });
             let refused = match tokio::time::timeout(Duration::from_millis(LOCK_REPLAY_MS_MAX), replay).await {
                 Ok(Ok(answer)) => answer.refused,
                 Ok(Err(e)) => {
@@ -135,7 +139,7 @@ impl Client {
                 }
             };
             tracing::info!(asked, refused = refused.len(), "replayed advisory locks to the MDT's new server");
-            let mut now = now;
+
             for lost in refused {
                 tracing::warn!(
                     "advisory lock replay refused for {} (owner {:#x}): another client holds a conflicting lock; \

@@ -509,6 +509,7 @@ pub fn plan(req: &MdtRequest) -> Option<(Touches, Keep)> {
             (t(vec![*parent], vec![made(parent, name)], false), keep)
         }
         MdtRequest::Mkdir(mdt::Mkdir { parent, name, .. })
+        | MdtRequest::MkdirStriped(mdt::MkdirStriped { parent, name, .. })
         | MdtRequest::Mknod(mdt::Mknod { parent, name, .. })
         | MdtRequest::Symlink(mdt::Symlink { parent, name, .. }) => {
             (t(vec![*parent], vec![made(parent, name)], false), named(parent, name, false))
@@ -573,6 +574,11 @@ pub fn plan(req: &MdtRequest) -> Option<(Touches, Keep)> {
         MdtRequest::QuotaSet(_) | MdtRequest::QuotaDelete(_) | MdtRequest::QuotaSetGrace(_) => {
             (Touches::default(), Keep::Nothing)
         }
+        MdtRequest::GetDirStripe(_) | MdtRequest::TxnOutcome(_) => return None,
+        MdtRequest::SetDirStripe(mdt::SetDirStripe { fid, .. })
+        | MdtRequest::SyncStripe(mdt::SyncStripe { fid, .. }) => (t(vec![*fid], vec![], false), Keep::Nothing),
+        // The MDTs' own: no client sends them.
+        MdtRequest::UpdatePrepare(_) | MdtRequest::UpdateResolve(_) => (Touches::default(), Keep::Nothing),
     })
 }
 

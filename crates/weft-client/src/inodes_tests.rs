@@ -36,6 +36,7 @@ fn inode(oid: u32, kind: FileType, size_known: bool) -> InodeInfo {
             mode: LockMode::Pr,
             scope: LockScope::Bits(bits::LOOKUP | bits::UPDATE | bits::LAYOUT),
         }),
+        stripes: None,
     }
 }
 

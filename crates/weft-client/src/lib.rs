@@ -17,6 +17,7 @@
 //! if the map moves the target to another address, the request is resent there.
 
 pub mod copytool;
+mod dirs;
 mod failing;
 pub mod fallocate;
 mod flock;
@@ -105,9 +106,6 @@ impl ClientConfig {
     }
 }
 
-/// The MDT every metadata request goes to (one MDT in this version).
-const MDT_INDEX: u32 = 0;
-
 pub struct Client {
     config: ClientConfig,
     /// Random per incarnation: a client evicted by a server comes back under a new id.
@@ -122,6 +120,8 @@ pub struct Client {
     locks: Arc<locks::LockCache>,
     /// Names and attributes answered under locks this client holds (see inodes.rs).
     inodes: inodes::InodeCache,
+    /// The striped directories seen, to send each name to its stripe (dirs.rs).
+    stripes: dirs::Stripes,
     weak_self: Weak<Client>,
     /// Makes this client reachable for callbacks from servers of its network.
     local_registration: std::sync::Mutex<Option<weft_rpc::ClientRegistration>>,
@@ -191,6 +191,7 @@ impl Client {
             failing: Mutex::new(failing::FailingTargets::default()),
             locks: Arc::new(locks::LockCache::new(config.extent_locks, config.locks_cached_max)),
             inodes: inodes::InodeCache::default(),
+            stripes: dirs::Stripes::default(),
             weak_self: weak.clone(),
             local_registration: std::sync::Mutex::new(None),
             next_request_id: AtomicU64::new(1),
@@ -412,15 +413,27 @@ impl Client {
         header.reply_slot = slot.as_ref().map_or(0, |s| s.number());
         // The answer may carry an intent lock (recorded before the ticket goes).
         let _ticket = self.locks.ticket();
-        let request: MdtRequest = op.into();
+        let mut request: MdtRequest = op.into();
+        // A name goes to its stripe of a striped directory, a request to its FID's MDT.
+        self.stripes.route(&mut request);
         // A change of this client: what it touches is forgotten now and not remembered
         // from answers that may have crossed it (see inodes.rs).
         let change = inodes::plan(&request).map(|(touches, keep)| (self.inodes.begin(&touches), keep));
-        let sent = self.send::<MdtRequest, MdtReply>(header, MDT_INDEX, request, Bytes::new(), None).await;
+        let mut sent = self
+            .send::<MdtRequest, MdtReply>(header.clone(), dirs::target(&request), request.clone(), Bytes::new(), None)
+            .await;
+        if sent.as_ref().is_err_and(|e| e.code == ErrorCode::WrongStripe) {
+            // The directory was striped since this client last saw it: its stripes, then
+            // the request to its name's stripe.
+            self.learn_stripes(who, &request).await;
+            self.stripes.route(&mut request);
+            sent = self.send::<MdtRequest, MdtReply>(header, dirs::target(&request), request, Bytes::new(), None).await;
+        }
         // A change of names comes with its directories (mdt::Changed).
         let sent = sent.map(|(answer, _)| answer.into_parts());
         if let Ok((answer, dirs)) = &sent {
             for inode in answer.inode().into_iter().chain(dirs) {
+                self.stripes.note(inode);
                 if let Some(grant) = &inode.lock {
                     self.note_inode_lock(grant);
                 }
@@ -603,7 +616,7 @@ impl Client {
 
     /// Whether this client holds advisory locks, which the MDT `target` keeps.
     fn holds_advisory_on(&self, target: LockTarget) -> bool {
-        target == LockTarget::Mdt(MDT_INDEX) && !self.held_advisory().is_empty()
+        matches!(target, LockTarget::Mdt(_)) && !self.held_advisory().is_empty()
     }
 
     /// The lock targets the map has served at `address`.

@@ -40,9 +40,14 @@ impl Client {
             // open_by_handle_at, an NFS export) with a lookup of "." in it, and a
             // directory's parent with "..": neither is a name to remember.
             b"." => return self.getattr(who, parent).await,
-            b".." => return self.mdt(who, mdt::Lookup { parent, name: name.to_vec() }).await,
+            b".." => {
+                let up = self.mdt(who, mdt::Lookup { parent, name: name.to_vec() }).await?;
+                return self.resolve_remote(who, parent, up).await;
+            }
             _ => {}
         }
+        // In a striped directory the name is its stripe's.
+        let parent = self.stripes.holder(parent, name);
         if let Some(inode) = self.still_cached(self.inodes.name(parent, name)) {
             return Ok(inode);
         }
@@ -55,6 +60,13 @@ impl Client {
         }
         let since = self.inodes.since();
         let inode = self.mdt(who, mdt::Lookup { parent, name: name.to_vec() }).await?;
+        if inode.attr.fid.mdt_index() != parent.mdt_index() {
+            // A name of an inode on another MDT: no lock of that MDT guards the name, so
+            // only the inode (under its own MDT's lock) is remembered.
+            let inode = self.resolve_remote(who, parent, inode).await?;
+            self.inodes.remember(Answer { name: None, inode: &inode, name_only: false, bare: false }, since);
+            return Ok(inode);
+        }
         self.inodes
             .remember(Answer { name: Some((parent, name)), inode: &inode, name_only: false, bare: false }, since);
         Ok(inode)
@@ -198,6 +210,17 @@ impl Client {
 
     /// Up to `max_entries` entries after `cookie` (0: from the start).
     pub async fn readdir(&self, who: &Caller, fid: Fid, cookie: u64, max_entries: u32) -> WeftResult<DirPage> {
+        let mut stripes = self.stripes.of(fid);
+        if stripes.is_none() && cookie == 0 && self.map.current().map.mdts().nth(1).is_some() {
+            // With several MDTs a directory may be striped: its attributes say (from the
+            // cache when a lock vouches for them).
+            let dir = self.getattr(who, fid).await?;
+            self.stripes.note(&dir);
+            stripes = dir.stripes.map(|s| *s);
+        }
+        if let Some(stripes) = stripes {
+            return self.readdir_striped(who, stripes, cookie, max_entries).await;
+        }
         self.mdt(who, mdt::Readdir { fid, cookie, max_entries }).await
     }
 

@@ -5,7 +5,7 @@
 //! through for `mdc.*.import` / `osc.*.import`.
 
 use crate::limits;
-use crate::{Client, MDT_INDEX};
+use crate::Client;
 use std::fmt::Write;
 use std::time::Duration;
 use weft_proto::lock::LockTarget;
@@ -48,13 +48,13 @@ impl Client {
         // fall in the server's lock recovery window, and the writes are few (a commit
         // interval's worth at most).
         self.replay_writes(target).await;
-        let mdt = target == LockTarget::Mdt(MDT_INDEX);
-        if mdt {
+        let mdt = matches!(target, LockTarget::Mdt(_));
+        if let LockTarget::Mdt(index) = target {
             // Opens and advisory locks before the locks: an MDT's window ends once every
             // client it recorded replayed its locks, and nothing may be set or opened
             // against what this client holds before it is back.
-            self.replay_opens().await;
-            self.replay_advisory().await;
+            self.replay_opens(index).await;
+            self.replay_advisory(target).await;
         }
         let locks = self.locks.granted_of(target);
         let asked = locks.len() as u64;
@@ -238,9 +238,15 @@ impl Client {
     /// the same handles during its recovery window, so that the last close of a file still
     /// records its size or destroys it if unlinked, and an unlinked file open here is not
     /// taken for an orphan. A refused open's close is answered "stale", as after a restart.
-    async fn replay_opens(&self) {
-        let opens: Vec<weft_proto::msg::mdt::ReplayedOpen> =
-            self.opens.lock().unwrap_or_else(|p| p.into_inner()).values().copied().collect();
+    async fn replay_opens(&self, mdt: u32) {
+        let opens: Vec<weft_proto::msg::mdt::ReplayedOpen> = self
+            .opens
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .values()
+            .filter(|o| o.fid.mdt_index() == mdt)
+            .copied()
+            .collect();
         if opens.is_empty() {
             return;
         }
@@ -251,7 +257,7 @@ impl Client {
             Ok(Ok(kept)) => {
                 tracing::info!(asked, kept = kept.len(), "replayed opens to the MDT's new leader");
                 let kept = kept.len() as u64;
-                self.import(LockTarget::Mdt(MDT_INDEX), |i| {
+                self.import(LockTarget::Mdt(mdt), |i| {
                     i.opens_kept += kept;
                     i.opens_refused += (asked as u64).saturating_sub(kept);
                 });

@@ -27,6 +27,21 @@ pub struct CreateWithLayout {
     pub mode: u32,
 }
 
+/// The value set on `weft.mkdir:NAME` of a directory: make NAME there, placed by `spec`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct MkdirPlaced {
+    pub spec: weft_proto::dirstripe::DirStripeSpec,
+    /// Permission bits, before the caller's umask.
+    pub mode: u32,
+}
+
+/// The value set on `weft.dirstripe`: the directory's default placement of new
+/// subdirectories, or none.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct DirDefault {
+    pub default: Option<weft_proto::dirstripe::DirStripeSpec>,
+}
+
 /// The value set on `weft.hsm`: HSM flags to set and to clear, and the archive id (0:
 /// unchanged). Read, `weft.hsm` answers a `weft_proto::msg::hsm::HsmState`.
 #[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
@@ -80,6 +95,11 @@ pub const MAP: &str = "weft.map";
 pub const MGS: &str = "weft.mgs";
 pub const FID2PATH_PREFIX: &str = "weft.fid2path:";
 pub const CREATE_PREFIX: &str = "weft.create:";
+/// Set on a directory: make the named directory placed over MDTs (a JSON [`MkdirPlaced`]).
+pub const MKDIR_PREFIX: &str = "weft.mkdir:";
+/// Get: a directory's placement over MDTs (a JSON `msg::update::DirStripeInfo`); set: its
+/// default for new subdirectories (a JSON [`DirDefault`]).
+pub const DIRSTRIPE: &str = "weft.dirstripe";
 
 /// Read after a refused `weft.*` request (by the same thread, of the same file):
 /// `weft.error` answers why, once, as an `ErrorAnswer`; ENODATA when no reason was kept.

@@ -4,7 +4,7 @@
 
 use crate::limits::{REPLAYS_IN_FLIGHT_MAX, UNCOMMITTED_BYTES_MAX, UNCOMMITTED_POLL_MS};
 use crate::uncommitted::Kept;
-use crate::{Client, MDT_INDEX};
+use crate::Client;
 use bytes::Bytes;
 use futures::StreamExt;
 use std::sync::atomic::Ordering;
@@ -90,8 +90,7 @@ impl Client {
     fn write_target(&self, target: LockTarget) -> Option<u32> {
         match target {
             LockTarget::Ost(index) => Some(index),
-            LockTarget::Mdt(MDT_INDEX) => Some(weft_proto::layout::dom_target(MDT_INDEX)),
-            LockTarget::Mdt(_) => None,
+            LockTarget::Mdt(index) => Some(weft_proto::layout::dom_target(index)),
         }
     }
 

@@ -50,6 +50,11 @@ pub enum Virtual {
     /// set on a directory: create the named file with the layout in the value (a JSON
     /// `CreateWithLayout`), as lfs setstripe creates a new file with its layout in one step.
     Create(Vec<u8>),
+    /// set on a directory: make the named directory placed over MDTs (a JSON
+    /// `MkdirPlaced`), as `lfs mkdir -i -c`.
+    Mkdir(Vec<u8>),
+    /// get: a directory's placement over MDTs; set: its default for new subdirectories.
+    DirStripe,
     /// get (on the mount's root): the mount's parameters, `[{"name", "value"}]`.
     Params,
     /// set (on the mount's root, root only): the mount parameters the pattern after the
@@ -97,6 +102,7 @@ pub fn parse(name: &[u8]) -> Option<Virtual> {
         b"mgs" => Virtual::Mgs,
         b"io" => Virtual::Io,
         b"params" => Virtual::Params,
+        b"dirstripe" => Virtual::DirStripe,
         b"pcc.add" => Virtual::PccAdd,
         b"pcc.del" => Virtual::PccDel,
         b"pcc.list" => Virtual::PccList,
@@ -114,6 +120,9 @@ pub fn parse(name: &[u8]) -> Option<Virtual> {
         _ if rest.starts_with(b"quota:") => parse_quota(&rest[b"quota:".len()..]).unwrap_or(Virtual::Unknown),
         _ if rest.len() > b"create:".len() && rest.starts_with(b"create:") => {
             Virtual::Create(rest[b"create:".len()..].to_vec())
+        }
+        _ if rest.len() > b"mkdir:".len() && rest.starts_with(b"mkdir:") => {
+            Virtual::Mkdir(rest[b"mkdir:".len()..].to_vec())
         }
         _ => match rest.strip_prefix(b"fid2path:") {
             Some(fid) => match std::str::from_utf8(fid).ok().and_then(|s| s.parse::<Fid>().ok()) {
@@ -287,6 +296,7 @@ impl Mount {
                 json(&LayoutAnswer { layout, default, fid: fid.to_string() })
             }
             Virtual::Fid => Ok(fid.to_string().into_bytes()),
+            Virtual::DirStripe => json(&self.client.dir_stripe(who, fid).await?),
             Virtual::Hsm => json(&self.client.hsm_state(who, fid).await?),
             Virtual::Quota(kind, id, verify) => json(&self.client.quota(who, kind, id, verify).await?),
             Virtual::Project => {
@@ -316,6 +326,7 @@ impl Mount {
             | Virtual::QuotaSet
             | Virtual::HsmRelease
             | Virtual::Create(_)
+            | Virtual::Mkdir(_)
             | Virtual::PccAdd
             | Virtual::PccDel
             | Virtual::PccAttach
@@ -361,6 +372,14 @@ impl Mount {
                     self.client.create(who, fid, &name, req.mode & 0o7777, true, Some(req.spec), OPEN_READ).await?;
                 self.client.close(who, opened.inode.attr.fid, opened.handle, None).await
             }
+            Virtual::Mkdir(name) => {
+                let req: weft_client::virtual_xattr::MkdirPlaced = from_json(value, "weft.mkdir", "{spec, mode}")?;
+                self.client.mkdir_striped(who, fid, &name, req.mode & 0o7777, req.spec).await.map(drop)
+            }
+            Virtual::DirStripe => {
+                let req: weft_client::virtual_xattr::DirDefault = from_json(value, "weft.dirstripe", "{default}")?;
+                self.client.set_dir_default(who, fid, req.default).await
+            }
             Virtual::Param(pattern) => {
                 if who.identity.uid != 0 {
                     return Err(WeftError::new(ErrorCode::Perm, "only root sets mount parameters"));
@@ -386,6 +405,8 @@ mod tests {
         assert_eq!(parse(b"weft.layout"), Some(Virtual::Layout));
         assert_eq!(parse(b"weft.create:new file"), Some(Virtual::Create(b"new file".to_vec())));
         assert_eq!(parse(b"weft.create:"), Some(Virtual::Unknown));
+        assert_eq!(parse(b"weft.mkdir:d"), Some(Virtual::Mkdir(b"d".to_vec())));
+        assert_eq!(parse(b"weft.dirstripe"), Some(Virtual::DirStripe));
         assert_eq!(parse(b"weft.layout.delete"), Some(Virtual::LayoutDelete));
         assert_eq!(parse(b"weft.fid"), Some(Virtual::Fid));
         assert_eq!(parse(b"weft.hsm"), Some(Virtual::Hsm));

@@ -22,7 +22,7 @@ impl ObjectTargets for NoObjects {
     fn precreate(&self, _ost: u32, start_oid: u32, count: u32) -> BoxFuture<'static, WeftResult<u32>> {
         Box::pin(async move { Ok(start_oid + count - 1) })
     }
-    fn destroy_orphans(&self, _: u32, _: Option<u32>, _: u64) -> BoxFuture<'static, WeftResult<ost::Orphans>> {
+    fn destroy_orphans(&self, _: u32, _: u32, _: Option<u32>, _: u64) -> BoxFuture<'static, WeftResult<ost::Orphans>> {
         Box::pin(async { Ok(ost::Orphans { last_oid: 0, destroyed: true }) })
     }
     fn destroy(&self, _ost: u32, _fid: Fid) -> BoxFuture<'static, WeftResult<()>> {

@@ -142,7 +142,7 @@ async fn refill_task(core: Arc<Core>, queue: Queue) {
                 let ost = refill.ost();
                 let r = match refill {
                     Refill::Orphans { above_oid, .. } => {
-                        match core.targets.destroy_orphans(ost, above_oid, core.mds_start).await {
+                        match core.targets.destroy_orphans(ost, core.mdt_index, above_oid, core.mds_start).await {
                             Ok(answer) if !answer.destroyed => {
                                 let skip = InternalOp::SkipPast { ost, last_oid: answer.last_oid };
                                 internal(&queue, skip).await.map(|_| Refilled::Orphans(answer))

@@ -39,10 +39,12 @@
 //! replies.rs); `request_id == 0` means "not resendable" and is never cached.
 
 pub mod background;
+mod change_locks;
 pub mod changelog;
 mod clients;
 pub mod clock;
 pub mod coordinator;
+pub mod dne;
 pub mod journal;
 pub mod limits;
 pub mod locking;
@@ -128,6 +130,7 @@ pub trait ObjectTargets: Send + Sync + 'static {
     fn destroy_orphans(
         &self,
         ost: u32,
+        mdt: u32,
         above_oid: Option<u32>,
         mds_start: u64,
     ) -> BoxFuture<'static, WeftResult<weft_proto::msg::ost::Orphans>>;
@@ -135,6 +138,19 @@ pub trait ObjectTargets: Send + Sync + 'static {
     fn statfs(&self, ost: u32) -> BoxFuture<'static, WeftResult<weft_proto::msg::StatfsInfo>> {
         let _ = ost;
         Box::pin(async { Err(WeftError::new(ErrorCode::NotSupported, "these targets report no space")) })
+    }
+    /// A request to another MDT of the file system (the steps of changes over several
+    /// MDTs, dne.rs), followed to wherever the map says it is served.
+    fn mdt(
+        &self,
+        mdt: u32,
+        header: weft_proto::msg::RequestHeader,
+        req: MdtRequest,
+    ) -> BoxFuture<'static, WeftResult<MdtReply>> {
+        let _ = (header, req);
+        Box::pin(async move {
+            Err(WeftError::new(ErrorCode::NotSupported, format!("MDT{mdt:04x} is not reachable from here")))
+        })
     }
     /// The blocks of every id on that OST (`ost::QuotaUsageAll`), for the quota master.
     fn quota_usage(&self, ost: u32) -> BoxFuture<'static, WeftResult<Vec<QuotaUseEntry>>> {
@@ -208,6 +224,8 @@ pub struct Core {
     lease: Option<Arc<replica::Lease>>,
     /// The quota master's memory between rounds (quota_master.rs).
     pub quota: quota_master::Master,
+    /// Changes over several MDTs this one coordinates, and the MDTs (dne.rs).
+    pub dne: dne::State,
     /// Until when clients may replay their opens (a replicated MDT's new leader; see
     /// [`Mds::end_open_replay_in`]).
     pub replay_opens_until: Mutex<Option<std::time::Instant>>,
@@ -321,7 +339,7 @@ impl Mds {
             storage,
             open_files: Mutex::new(OpenFiles::starting_at(mds_start)),
             replay_opens_until: Mutex::new(cfg.open_replay_window.map(|w| clock.instant() + w)),
-            objects: Objects::new(u64::from(cfg.precreate_batch.div_ceil(2)), cfg.data_on_mdt),
+            objects: Objects::new(u64::from(cfg.precreate_batch.div_ceil(2)), cfg.data_on_mdt, cfg.mdt_index),
             targets,
             journal: Mutex::new(log),
             stats: StatCounters::default(),
@@ -334,6 +352,7 @@ impl Mds {
             view: Mutex::new(Arc::new(view)),
             lease,
             quota: quota_master::Master::default(),
+            dne: dne::State::new(cfg.mdt_index),
         });
         let (queue, writer_thread) = writer::Queue::start(core.clone())?;
         let mut tasks = background::spawn_all(core.clone(), queue.clone(), cfg.checkpoint_interval);
@@ -341,6 +360,8 @@ impl Mds {
             tasks.push(tokio::spawn(background::orphans_after_replay(core.clone(), queue.clone())));
         }
         tasks.push(tokio::spawn(quota_master::quota_task(core.clone(), queue.clone())));
+        tasks.push(tokio::spawn(dne::tasks::tell_task(core.clone(), queue.clone())));
+        tasks.push(tokio::spawn(dne::tasks::ask_task(core.clone(), queue.clone())));
         Ok(Arc::new(Mds {
             core,
             queue,
@@ -430,6 +451,7 @@ impl Mds {
 
     /// Which OSTs exist, their state, pools. Called at start and whenever the map changes.
     pub fn set_cluster_map(&self, map: &ClusterMap) {
+        self.core.dne.set_mdts(map.mdts().map(|t| t.index).collect());
         self.core.objects.set_map(map, |ost| self.precreate_state(ost));
     }
 
@@ -489,6 +511,9 @@ impl Mds {
         // read (it could be stale), nor a change (it would wait on lock callbacks and then
         // on a group that no longer follows it).
         self.check_lease()?;
+        if req.is_between_mdts() && !perm::is_root(&header.identity) {
+            return Err(WeftError::new(ErrorCode::Perm, format!("{} is for the MDTs' own use", req.opcode_name())));
+        }
         if let MdtRequest::QuotaAcquire(op) = &req {
             ops::quota::check_may_acquire(&header.identity, &op.owner)?;
             // The master's round talks to the OSTs: not an op of a batch or a snapshot.
@@ -506,9 +531,13 @@ impl Mds {
         // New limits reach the OSTs before the answer: the next write is held to them.
         let limits_change =
             matches!(req, MdtRequest::QuotaSet(_) | MdtRequest::QuotaDelete(_) | MdtRequest::QuotaSetGrace(_));
+        dne::check_stripe(self, &req)?;
+        if let (MdtRequest::Fid2Path(mdt::Fid2Path { fid }), true) = (&req, self.core.dne.several()) {
+            return dne::fid2path(self, header, *fid).await;
+        }
         let answer = match self.locks.get() {
             Some(ns) => locking::handle(self, ns, header, req, run).await,
-            None => self.execute(header, req, run).await,
+            None => dne::change(self, header, req, run).await,
         };
         if limits_change && answer.is_ok() {
             if let Err(e) = self.core.quota.round(&self.core, &self.queue, None).await {
@@ -567,7 +596,8 @@ impl Mds {
         }
         let reservation = self.prepare_objects(header, &req).await?;
         let (reply_tx, reply_rx) = oneshot::channel();
-        self.queue.submit(Job::Request { header: header.clone(), req, reservation, reply: reply_tx }, run)?;
+        self.queue
+            .submit(Job::Request { header: header.clone(), req, reservation, apply: None, reply: reply_tx }, run)?;
         reply_rx.await.map_err(|_| WeftError::io("the MDT writer stopped before answering"))?
     }
 

@@ -91,3 +91,11 @@ pub const HSM_PURGE_BATCH_ACTIONS: usize = 4096;
 pub const HSM_TAKE_RUNNING_MAX: usize = 4096;
 /// The largest `mdt.*.hsm.active_request_timeout` (a year).
 pub const HSM_ACTIVE_REQUEST_TIMEOUT_S_MAX: u64 = 365 * 86_400;
+
+/// Several MDTs (dne.rs): how often the participants of committed changes are told again
+/// and prepared steps without an outcome are looked at.
+pub const DNE_RETRY_MS: u64 = 2_000;
+/// A prepared step waits this long for its outcome before its coordinator is asked.
+pub const DNE_ASK_AFTER_S: u64 = 3;
+/// Changes looked at per round of either.
+pub const DNE_BATCH_MAX: usize = 64;

@@ -16,16 +16,14 @@
 //! in one ordered `enqueue_many` (no deadlock between two changes), and the lookups are
 //! checked again under the locks: a name that moved meanwhile makes the change start over.
 
+use crate::change_locks::mutation_locks;
 use crate::limits::RELOOKUP_ROUNDS_MAX;
 use crate::Mds;
 use std::sync::Arc;
 use weft_dlm::namespace::Namespace;
 use weft_dlm::state::EnqueueOptions;
 use weft_proto::lock::{bits, LockGrant, LockMode, LockScope};
-use weft_proto::msg::{
-    mdt, MdtReply, MdtRequest, RequestHeader, Run, OPEN_ATIME_RELATIME, OPEN_ATIME_STRICT, OPEN_HSM_RESTORE,
-    OPEN_TRUNC, OPEN_WRITE, XATTR_LAYOUT,
-};
+use weft_proto::msg::{mdt, MdtReply, MdtRequest, RequestHeader, Run};
 use weft_proto::{Fid, WeftResult};
 
 /// What a client may cache about an inode it was told about.
@@ -47,7 +45,9 @@ pub async fn handle(
         MdtRequest::Lookup(..) => {
             // The child is known only after the lookup: look up, lock, look up again.
             let first = mds.execute(header, req.clone(), run).await?;
-            let Some(fid) = answered_fid(&first) else { return Ok(first) };
+            let Some(fid) = answered_fid(&first).filter(|f| f.mdt_index() == mds.core.mdt_index) else {
+                return Ok(first);
+            };
             let grant = intent(ns, owner, fid).await?;
             let second = mds.execute(header, req, run).await?;
             if answered_fid(&second) == Some(fid) {
@@ -58,6 +58,10 @@ pub async fn handle(
                 // "unknown lock" answer if anyone ever needs it.
                 Ok(second)
             }
+        }
+        _ if req.is_mutation() && crate::dne::distributed(mds, header, &req)? => {
+            // Its locks here are taken around its commit only (dne.rs).
+            crate::dne::change(mds, header, req, run).await
         }
         _ if req.is_mutation() => {
             let mut round = 0;
@@ -82,7 +86,7 @@ pub async fn handle(
                         continue;
                     }
                 }
-                let result = mds.execute(header, req.clone(), run).await;
+                let result = crate::dne::change(mds, header, req.clone(), run).await;
                 if !held.is_empty() {
                     ns.cancel(owner, &held.iter().map(|g| g.handle).collect::<Vec<_>>());
                 }
@@ -92,12 +96,13 @@ pub async fn handle(
                 // lock guards even if another change came in between.
                 let reply = result?;
                 let reply = match answered_fid(&reply) {
-                    Some(fid) => {
+                    // An inode on another MDT: that MDT grants what may be cached of it.
+                    Some(fid) if fid.mdt_index() == mds.core.mdt_index => {
                         let grant = intent(ns, owner, fid).await?;
                         let fresh = mds.execute(header, MdtRequest::Getattr(mdt::Getattr { fid }), run).await;
                         with_lock(Ok(refreshed(mds, reply, fresh)), grant)?
                     }
-                    None => reply,
+                    _ => reply,
                 };
                 return Ok(with_dirs(mds, ns, header, &req, reply, run).await);
             }
@@ -185,112 +190,4 @@ fn with_lock(reply: WeftResult<MdtReply>, grant: LockGrant) -> WeftResult<MdtRep
         inode.lock = Some(grant);
     }
     Ok(reply)
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Want {
-    fid: Fid,
-    bits: u8,
-}
-
-/// Whether an open with `flags` would move the atime of `fid` as the database has it now.
-/// Decided again in the batch (`ops::open`); an open whose atime moves only because a change
-/// came in between leaves another client's cached atime stale until its lock goes.
-fn atime_moves(t: &crate::store::Tables, fid: Fid, flags: u32) -> WeftResult<bool> {
-    if flags & (OPEN_ATIME_RELATIME | OPEN_ATIME_STRICT) == 0 {
-        return Ok(false);
-    }
-    Ok(t.inode(fid)?.is_some_and(|rec| crate::ops::open::atime_moves(flags, &rec, crate::now())))
-}
-
-/// The EX locks a change needs, children looked up as the database has them now.
-fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want>> {
-    let t = mds.core.read_view();
-    let child = |parent: &Fid, name: &[u8]| -> WeftResult<Option<Fid>> { Ok(t.dentry(*parent, name)?.map(|(f, _)| f)) };
-    let update = |fid: Fid| Want { fid, bits: bits::UPDATE };
-    let gone = |fid: Fid| Want { fid, bits: bits::LOOKUP | bits::UPDATE };
-    let mut wants = Vec::new();
-    match req {
-        MdtRequest::Create(mdt::Create { parent, name, open_flags, .. }) => {
-            wants.push(update(*parent));
-            if let Some(c) = child(parent, name)? {
-                if open_flags & (OPEN_WRITE | OPEN_TRUNC) != 0 || atime_moves(&t, c, *open_flags)? {
-                    wants.push(update(c));
-                }
-            }
-        }
-        MdtRequest::Mkdir(mdt::Mkdir { parent, .. })
-        | MdtRequest::Mknod(mdt::Mknod { parent, .. })
-        | MdtRequest::Symlink(mdt::Symlink { parent, .. }) => wants.push(update(*parent)),
-        MdtRequest::Link(mdt::Link { fid, parent, .. }) => wants.extend([update(*parent), update(*fid)]),
-        MdtRequest::Unlink(mdt::Unlink { parent, name }) | MdtRequest::Rmdir(mdt::Rmdir { parent, name }) => {
-            wants.push(update(*parent));
-            wants.extend(child(parent, name)?.map(gone));
-        }
-        MdtRequest::Rename(mdt::Rename { src_parent, src_name, dst_parent, dst_name, .. }) => {
-            wants.push(update(*src_parent));
-            if dst_parent != src_parent {
-                wants.push(update(*dst_parent));
-            }
-            wants.extend(child(src_parent, src_name)?.map(gone));
-            wants.extend(child(dst_parent, dst_name)?.map(gone));
-        }
-        MdtRequest::Setattr(mdt::Setattr { fid, .. }) => wants.push(update(*fid)),
-        // A restore gives the file new objects.
-        MdtRequest::Open(mdt::Open { fid, flags }) if flags & OPEN_HSM_RESTORE != 0 => {
-            wants.push(Want { fid: *fid, bits: bits::UPDATE | bits::LAYOUT })
-        }
-        // A release takes the objects away; the end of a restore gives the size back to
-        // the MDT (and other clients were told the layout while it was released).
-        MdtRequest::HsmRelease(mdt::HsmRelease { fid, .. }) => {
-            wants.push(Want { fid: *fid, bits: bits::UPDATE | bits::LAYOUT })
-        }
-        MdtRequest::HsmProgress(mdt::HsmProgress { cookie, done: Some(_), .. }) => {
-            if let Some(a) = t.hsm_action(*cookie)? {
-                wants.push(Want { fid: a.fid, bits: bits::UPDATE | bits::LAYOUT });
-            }
-        }
-        // A writer makes the recorded size untrustworthy: clients that cached it must ask
-        // again (and glimpse the objects).
-        MdtRequest::Open(mdt::Open { fid, flags }) if flags & (OPEN_WRITE | OPEN_TRUNC) != 0 => {
-            wants.push(update(*fid))
-        }
-        // A reader's open that moves atime: clients that cached the old one must ask again.
-        MdtRequest::Open(mdt::Open { fid, flags }) if atime_moves(&t, *fid, *flags)? => wants.push(update(*fid)),
-        MdtRequest::SetXattr(mdt::SetXattr { fid, name, .. })
-        | MdtRequest::RemoveXattr(mdt::RemoveXattr { fid, name }) => {
-            let layout = if name.as_slice() == XATTR_LAYOUT { bits::LAYOUT } else { 0 };
-            wants.push(Want { fid: *fid, bits: bits::UPDATE | layout });
-        }
-        // New objects for a component: others' layouts go stale.
-        // New objects for a component, or mirrors going stale: others' layouts go stale.
-        // Always taken, also when the layout the request was sent for needs nothing: it may
-        // change before the request runs, and a change must call the others back.
-        MdtRequest::LayoutIntent(mdt::LayoutIntent { fid, .. }) => wants.push(Want { fid: *fid, bits: bits::LAYOUT }),
-        MdtRequest::Mirror(mdt::Mirror { fid, .. }) => {
-            wants.push(Want { fid: *fid, bits: bits::UPDATE | bits::LAYOUT })
-        }
-        // Both files' layouts change: whoever cached either (and its open's layout) is told.
-        MdtRequest::SwapLayouts(mdt::SwapLayouts { fid, with, .. }) => {
-            wants.push(Want { fid: *fid, bits: bits::UPDATE | bits::LAYOUT });
-            wants.push(Want { fid: *with, bits: bits::UPDATE | bits::LAYOUT });
-        }
-        MdtRequest::SetStripe(mdt::SetStripe { fid, .. }) | MdtRequest::DeleteStripe(mdt::DeleteStripe { fid }) => {
-            wants.push(Want { fid: *fid, bits: bits::UPDATE | bits::LAYOUT })
-        }
-        // Close changes nothing another client caches: while a writer had the file open,
-        // others were told the size is not known and cached no size.
-        _ => {}
-    }
-    // One lock per inode, bits merged (a rename within one directory, a hard link to self).
-    wants.sort_by_key(|w| w.fid);
-    wants.dedup_by(|b, a| {
-        if a.fid == b.fid {
-            a.bits |= b.bits;
-            true
-        } else {
-            false
-        }
-    });
-    Ok(wants)
 }

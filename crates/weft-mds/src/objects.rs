@@ -49,9 +49,11 @@ impl OstPool {
         }
     }
 
-    /// A pool for an OST this MDS has no record of.
-    pub fn unrecorded() -> Self {
-        OstPool { recorded: false, ..OstPool::new(1, 0) }
+    /// A pool for an OST this MDS (of MDT `mdt`) has no record of: its ids start at the
+    /// beginning of the MDT's range, or past what the OST says it has.
+    pub fn unrecorded(mdt: u32) -> Self {
+        let first = *weft_proto::fid::object_oid_range(mdt).start();
+        OstPool { recorded: false, ..OstPool::new(first, first - 1) }
     }
 
     /// What the orphan cleanup asks: the last id handed out, if the MDS knows it.
@@ -145,6 +147,8 @@ pub struct ObjectsState {
     pub free: HashMap<u32, u64>,
     /// Where the next round of statfs calls starts in `up_osts`.
     pub statfs_cursor: usize,
+    /// This MDT: its range of object ids on every OST.
+    pub mdt: u32,
 }
 
 /// Lustre's `OST_MAX_PRECREATE`: the default and largest `max_create_count`.
@@ -301,9 +305,9 @@ pub struct Objects {
 
 impl Objects {
     /// Pools refilled when they hold fewer than `refill_below` objects.
-    pub fn new(refill_below: u64, data_on_mdt: bool) -> Objects {
+    pub fn new(refill_below: u64, data_on_mdt: bool, mdt: u32) -> Objects {
         Objects {
-            state: Mutex::new(ObjectsState { data_on_mdt, ..ObjectsState::default() }),
+            state: Mutex::new(ObjectsState { data_on_mdt, mdt, ..ObjectsState::default() }),
             refill_wake: Notify::new(),
             refilled: Notify::new(),
             cursor: AtomicU64::new(0),
@@ -324,10 +328,11 @@ impl Objects {
         st.up_osts.sort_unstable();
         st.pools_by_name = map.pools.clone();
         st.sync_mirror_pools.clone_from(&map.sync_mirror_pools);
+        let mdt = st.mdt;
         for t in map.osts() {
             st.ost_pools.entry(t.index).or_insert_with(|| match load(t.index) {
                 Some((next, created)) => OstPool::new(next, created),
-                None => OstPool::unrecorded(),
+                None => OstPool::unrecorded(mdt),
             });
         }
         // An OST taken out of the map (`weft del-ost`) is forgotten; its record stays in the
@@ -405,9 +410,10 @@ impl Objects {
     pub fn serve_dom(&self, dom: u32, load: Option<(u32, u32)>) {
         let mut st = self.lock();
         st.dom = Some(dom);
+        let mdt = st.mdt;
         st.ost_pools.entry(dom).or_insert_with(|| match load {
             Some((next, created)) => OstPool::new(next, created),
-            None => OstPool::unrecorded(),
+            None => OstPool::unrecorded(mdt),
         });
         drop(st);
         self.refill_wake.notify_one();
@@ -542,7 +548,7 @@ mod tests {
         p.orphans_cleaned(weft_proto::msg::ost::Orphans { last_oid: 10, destroyed: true });
         assert_eq!((p.available(), p.refill_start()), (6, 11));
         // An OST this MDS has no record of: nothing destroyed, start past its LAST_ID.
-        let mut p = OstPool::unrecorded();
+        let mut p = OstPool::unrecorded(0);
         assert_eq!(p.orphans_above(), None);
         p.orphans_cleaned(weft_proto::msg::ost::Orphans { last_oid: 700, destroyed: false });
         assert_eq!((p.available(), p.refill_start(), p.next_oid), (0, 701, 701));

@@ -233,7 +233,9 @@ impl Master {
 pub(crate) async fn quota_task(core: Arc<Core>, queue: Queue) {
     loop {
         tokio::time::sleep(Duration::from_millis(QUOTA_ROUND_MS)).await;
-        if core.lease_ok().is_err() {
+        // MDT0 is the quota master of a file system with several MDTs: the OSTs' grants
+        // come from one master.
+        if core.lease_ok().is_err() || core.mdt_index != 0 {
             continue;
         }
         if let Err(e) = core.quota.round(&core, &queue, None).await {

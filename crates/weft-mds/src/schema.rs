@@ -47,11 +47,14 @@ use weft_proto::{Fid, Layout, StripeSpec, WeftError, WeftResult};
 /// 6: inode records carry a project id, its inheritance and POSIX ACLs, and begin with
 ///    [`INODE_RECORD_V6`]; a record of 5 (no marker) still decodes, as project 0 without
 ///    ACLs, and is written anew as 6 at its next change.
-pub const FORMAT_VERSION: u32 = 6;
+/// 7: several MDTs: inode records carry a directory's placement ([`DirPlacement`]) and
+///    begin with [`INODE_RECORD_V7`] (records of 5 and 6 still decode); the tables of
+///    distributed changes (`updates`, `txns`).
+pub const FORMAT_VERSION: u32 = 7;
 /// The versions an MDT of [`FORMAT_VERSION`] is upgraded from, by writing the new version:
 /// every change since them only added tables (which opening the store makes, empty) or
 /// record forms that still decode (see [`decode_inode`]).
-pub const FORMAT_VERSIONS_UPGRADABLE: [u32; 1] = [5];
+pub const FORMAT_VERSIONS_UPGRADABLE: [u32; 2] = [5, 6];
 /// Name of the redb file inside the MDT's data directory.
 pub const DB_FILE_NAME: &str = "mdt.redb";
 
@@ -127,12 +130,21 @@ pub const TABLE_QUOTA_USAGE: u8 = 16;
 /// The quota master's (MDT0's) limits: `[kind][id u32 BE]` -> [`QuotaRecord`] (id
 /// `DEFAULT_ID`: the kind's default), and `[kind]` + `b"grace"` -> the kind's grace times.
 pub const TABLE_QUOTA_LIMITS: u8 = 17;
+/// A participant's prepared steps of distributed changes: txn ([`txn_key`]) ++ step u32 BE
+/// -> postcard [`PreparedStep`]. Written in the batch that does the step, removed by the
+/// batch that keeps or undoes it.
+pub const TABLE_UPDATES: u8 = 18;
+/// A coordinator's committed distributed changes whose participants have not all heard:
+/// txn ([`txn_key`]) -> postcard `Vec<u32>` (the MDTs still to tell). Written in the batch
+/// that commits the change's own part (the record a participant's question is answered
+/// from), removed once every participant kept its steps.
+pub const TABLE_TXNS: u8 = 19;
 /// The last table: tables are `TABLE_INODES..=TABLE_LAST` (and `meta`).
-pub const TABLE_LAST: u8 = TABLE_QUOTA_LIMITS;
+pub const TABLE_LAST: u8 = TABLE_TXNS;
 
 /// The tables' names (redb's table names), by id. Ids are fixed within a format version:
 /// journal records name tables by id.
-pub const TABLE_NAMES: [&str; 18] = [
+pub const TABLE_NAMES: [&str; 20] = [
     "meta",
     "inodes",
     "dentries",
@@ -151,7 +163,43 @@ pub const TABLE_NAMES: [&str; 18] = [
     "clients",
     "quota_usage",
     "quota_limits",
+    "updates",
+    "txns",
 ];
+
+/// The key of a distributed change in [`TABLE_TXNS`], and the prefix of its steps in
+/// [`TABLE_UPDATES`].
+pub fn txn_key(txn: &weft_proto::msg::update::TxnId) -> [u8; 20] {
+    let mut k = [0u8; 20];
+    k[..4].copy_from_slice(&txn.coordinator.to_be_bytes());
+    k[4..12].copy_from_slice(&txn.start.to_be_bytes());
+    k[12..].copy_from_slice(&txn.seq.to_be_bytes());
+    k
+}
+
+/// A step this MDT prepared: what it did, what it answered, and what it needs to undo it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreparedStep {
+    pub txn: weft_proto::msg::update::TxnId,
+    pub update: weft_proto::msg::update::Update,
+    pub answer: weft_proto::msg::update::UpdateAnswer,
+    /// The inode the step changed, as it was before (None: the step made it).
+    pub before: Option<InodeRecord>,
+    /// Unix seconds when prepared: a step whose outcome was not heard for a while is asked for.
+    pub prepared_secs: u64,
+}
+
+/// A directory's place among several MDTs (Lustre's LMV): none for a plain directory
+/// without a default.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct DirPlacement {
+    /// A striped directory's master: its stripes (`fids[0]` is itself).
+    pub stripes: Option<weft_proto::dirstripe::DirStripes>,
+    /// A stripe of a striped directory (not the master): the master.
+    pub master: Option<Fid>,
+    /// The default for new subdirectories (`setdirstripe -D`).
+    pub default: Option<weft_proto::dirstripe::DirStripeSpec>,
+}
 
 /// The key of a quota id's row in [`TABLE_QUOTA_USAGE`] and [`TABLE_QUOTA_LIMITS`].
 pub fn quota_key(kind: QuotaKind, id: u32) -> [u8; 5] {
@@ -230,6 +278,8 @@ pub struct InodeRecord {
     pub acl: Option<Acl>,
     /// Directories only: the default ACL that new entries take.
     pub default_acl: Option<Acl>,
+    /// Directories only: striping over MDTs (format 7).
+    pub placement: Option<Box<DirPlacement>>,
 }
 
 impl InodeRecord {
@@ -261,7 +311,18 @@ impl InodeRecord {
             proj_inherit: false,
             acl: None,
             default_acl: None,
+            placement: None,
         }
+    }
+
+    /// The stripes of a striped directory's master.
+    pub fn stripes(&self) -> Option<&weft_proto::dirstripe::DirStripes> {
+        self.placement.as_ref().and_then(|p| p.stripes.as_ref())
+    }
+
+    /// The master of a stripe of a striped directory.
+    pub fn master(&self) -> Option<Fid> {
+        self.placement.as_ref().and_then(|p| p.master)
     }
 }
 
@@ -269,16 +330,108 @@ impl InodeRecord {
 /// kind's variant index (below 16), so the two are told apart by this byte; a later
 /// record form takes the next marker and keeps decoding these.
 pub const INODE_RECORD_V6: u8 = 0xF6;
+/// The first byte of an inode record of format 7 (a placement at its end).
+pub const INODE_RECORD_V7: u8 = 0xF7;
 
 pub fn encode_inode(rec: &InodeRecord) -> Vec<u8> {
-    postcard::to_extend(rec, vec![INODE_RECORD_V6]).expect("encoding an inode record into memory cannot fail")
+    postcard::to_extend(rec, vec![INODE_RECORD_V7]).expect("encoding an inode record into memory cannot fail")
 }
 
 pub fn decode_inode(fid: Fid, bytes: &[u8]) -> WeftResult<InodeRecord> {
     let corrupt = |e: postcard::Error| WeftError::io(format!("inode {fid} has a corrupt record on the MDT: {e}"));
     match bytes.split_first() {
-        Some((&INODE_RECORD_V6, rest)) => postcard::from_bytes(rest).map_err(corrupt),
+        Some((&INODE_RECORD_V7, rest)) => postcard::from_bytes(rest).map_err(corrupt),
+        Some((&INODE_RECORD_V6, rest)) => {
+            postcard::from_bytes::<v6::InodeRecord>(rest).map(InodeRecord::from).map_err(corrupt)
+        }
         _ => postcard::from_bytes::<v5::InodeRecord>(bytes).map(InodeRecord::from).map_err(corrupt),
+    }
+}
+
+/// Records of format 6, which an MDT upgraded to 7 still holds until each is rewritten:
+/// format 7 added the placement at the end.
+mod v6 {
+    use super::*;
+
+    #[derive(Serialize, Deserialize)]
+    pub struct InodeRecord {
+        kind: FileType,
+        mode: u32,
+        uid: u32,
+        gid: u32,
+        nlink: u32,
+        size: u64,
+        size_known: bool,
+        blocks: u64,
+        atime: Timestamp,
+        mtime: Timestamp,
+        ctime: Timestamp,
+        rdev: u32,
+        layout: Option<Layout>,
+        symlink_target: Option<Vec<u8>>,
+        dir_default: Option<StripeSpec>,
+        parent: Option<Fid>,
+        projid: u32,
+        proj_inherit: bool,
+        acl: Option<Acl>,
+        default_acl: Option<Acl>,
+    }
+
+    #[cfg(test)]
+    impl InodeRecord {
+        pub fn from_current(r: &super::InodeRecord) -> InodeRecord {
+            let r = r.clone();
+            InodeRecord {
+                kind: r.kind,
+                mode: r.mode,
+                uid: r.uid,
+                gid: r.gid,
+                nlink: r.nlink,
+                size: r.size,
+                size_known: r.size_known,
+                blocks: r.blocks,
+                atime: r.atime,
+                mtime: r.mtime,
+                ctime: r.ctime,
+                rdev: r.rdev,
+                layout: r.layout,
+                symlink_target: r.symlink_target,
+                dir_default: r.dir_default,
+                parent: r.parent,
+                projid: r.projid,
+                proj_inherit: r.proj_inherit,
+                acl: r.acl,
+                default_acl: r.default_acl,
+            }
+        }
+    }
+
+    impl From<InodeRecord> for super::InodeRecord {
+        fn from(r: InodeRecord) -> super::InodeRecord {
+            super::InodeRecord {
+                kind: r.kind,
+                mode: r.mode,
+                uid: r.uid,
+                gid: r.gid,
+                nlink: r.nlink,
+                size: r.size,
+                size_known: r.size_known,
+                blocks: r.blocks,
+                atime: r.atime,
+                mtime: r.mtime,
+                ctime: r.ctime,
+                rdev: r.rdev,
+                layout: r.layout,
+                symlink_target: r.symlink_target,
+                dir_default: r.dir_default,
+                parent: r.parent,
+                projid: r.projid,
+                proj_inherit: r.proj_inherit,
+                acl: r.acl,
+                default_acl: r.default_acl,
+                placement: None,
+            }
+        }
     }
 }
 
@@ -354,6 +507,7 @@ mod v5 {
                 proj_inherit: false,
                 acl: None,
                 default_acl: None,
+                placement: None,
             }
         }
     }
@@ -546,7 +700,7 @@ mod tests {
     /// An MDT upgraded from format 5 holds records without the marker until each changes:
     /// they read as project 0 without ACLs, and are written back in the new form.
     #[test]
-    fn an_inode_record_of_format_5_still_decodes_and_is_rewritten_as_6() {
+    fn inode_records_of_formats_5_and_6_still_decode_and_are_rewritten_as_7() {
         let now = Timestamp { sec: 1_700_000_000, nsec: 5 };
         let mut rec = InodeRecord::new(FileType::Directory, 0o2750, 1000, 50, now);
         rec.parent = Some(Fid::ROOT);
@@ -558,10 +712,20 @@ mod tests {
         rec.projid = 7;
         rec.proj_inherit = true;
         rec.default_acl = Some(weft_proto::acl::Acl::from_mode(0o750));
+        // Format 6: the marker and no placement.
+        let mut six = vec![INODE_RECORD_V6];
+        six.extend(postcard::to_stdvec(&v6::InodeRecord::from_current(&rec)).unwrap());
+        assert_eq!(decode_inode(Fid::ROOT, &six).unwrap(), rec);
+        rec.placement = Some(Box::new(DirPlacement {
+            stripes: None,
+            master: Some(Fid::ROOT),
+            default: Some(weft_proto::dirstripe::DirStripeSpec::PLAIN),
+        }));
         let new = encode_inode(&rec);
-        assert_eq!(new[0], INODE_RECORD_V6);
+        assert_eq!(new[0], INODE_RECORD_V7);
         assert_eq!(decode_inode(Fid::ROOT, &new).unwrap(), rec);
         assert!(decode_inode(Fid::ROOT, &[INODE_RECORD_V6, 200]).is_err());
+        assert!(decode_inode(Fid::ROOT, &[INODE_RECORD_V7, 200]).is_err());
     }
 
     #[test]

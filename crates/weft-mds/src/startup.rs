@@ -42,7 +42,8 @@ pub fn format_changes(kv: &dyn KvStore, mdt_index: u32) -> WeftResult<Option<Vec
                 // inode records that still decode; the quota counters (format 6) are
                 // counted from the inodes the checkpoint holds.
                 tracing::info!(from = v, to = schema::FORMAT_VERSION, "MDT format upgraded");
-                let counts = store::Tables::at_checkpoint(kv)?.quota_scan()?;
+                // (Format 6 has them: 7 only added tables and record forms.)
+                let counts = if v == 5 { store::Tables::at_checkpoint(kv)?.quota_scan()? } else { Default::default() };
                 let mut changes = vec![format];
                 changes.extend(counts.into_iter().map(|((kind, id), n)| Change {
                     table: schema::TABLE_QUOTA_USAGE,

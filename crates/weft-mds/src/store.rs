@@ -516,12 +516,14 @@ impl WriteTables {
         Ok(())
     }
 
-    /// Adds a name: the entry and its reverse link.
+    /// Adds a name: the entry and its reverse link (on the child's MDT: here unless the
+    /// child is on another MDT, whose own change adds it; see ops/update.rs).
     pub fn add_entry(&mut self, parent: Fid, name: &[u8], child: Fid, kind: FileType) -> WeftResult<()> {
         let key = schema::dentry_key(parent, name);
         self.put(schema::TABLE_DENTRIES, key.as_slice(), schema::encode_dentry(child, kind).as_slice())?;
-        let link = schema::link_key(child, parent, name);
-        self.put(schema::TABLE_LINKS, link.as_slice(), [].as_slice())?;
+        if child.mdt_index() == parent.mdt_index() {
+            self.add_link_row(child, parent, name)?;
+        }
         Ok(())
     }
 
@@ -678,6 +680,8 @@ pub fn change_rows(changes: &[Change]) -> WeftResult<impl Iterator<Item = StoreR
     Ok(changes.iter().map(|c| (c.table, c.key.as_slice(), c.value.as_deref())))
 }
 
+#[path = "store_dne.rs"]
+mod dne;
 #[path = "store_lists.rs"]
 mod lists;
 #[path = "store_quota.rs"]

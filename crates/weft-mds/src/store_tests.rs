@@ -18,10 +18,12 @@ fn tables_are_in_id_order() {
     assert_eq!(names[usize::from(schema::TABLE_COUNTERS)], "counters");
     assert_eq!(names[usize::from(schema::TABLE_CHANGELOG_USERS)], "changelog_users");
     assert_eq!(names[usize::from(schema::TABLE_HSM_BY_FID)], "hsm_by_fid");
-    assert_eq!(slot(schema::TABLE_HSM_BY_FID), TABLE_SLOTS - 5);
+    assert_eq!(slot(schema::TABLE_HSM_BY_FID), TABLE_SLOTS - 7);
     assert_eq!(names[usize::from(schema::TABLE_QUOTA_USAGE)], "quota_usage");
     assert_eq!(names[usize::from(schema::TABLE_RESYNC_QUEUE)], "resync_queue");
-    assert_eq!(names[usize::from(schema::TABLE_LAST)], "quota_limits");
+    assert_eq!(names[usize::from(schema::TABLE_QUOTA_LIMITS)], "quota_limits");
+    assert_eq!(names[usize::from(schema::TABLE_UPDATES)], "updates");
+    assert_eq!(names[usize::from(schema::TABLE_LAST)], "txns");
     assert_eq!(slot(schema::TABLE_LAST), TABLE_SLOTS - 1);
 }
 

@@ -57,6 +57,7 @@ impl ObjectTargets for FakeTargets {
     fn destroy_orphans(
         &self,
         ost: u32,
+        _mdt: u32,
         above_oid: Option<u32>,
         _mds_start: u64,
     ) -> BoxFuture<'static, WeftResult<ost::Orphans>> {

@@ -39,6 +39,9 @@ pub enum Job {
         req: MdtRequest,
         /// Objects taken from the precreate pools before the batch (Create, SetStripe).
         reservation: Option<Reservation>,
+        /// Done instead of `req`'s own op: a coordinator's part of a change over several
+        /// MDTs (dne.rs), answered and cached as `req`'s answer.
+        apply: Option<Apply>,
         reply: oneshot::Sender<WeftResult<MdtReply>>,
     },
     Internal {
@@ -46,6 +49,9 @@ pub enum Job {
         done: oneshot::Sender<WeftResult<u64>>,
     },
 }
+
+/// A change a batch makes for a request in place of the request's op (see `Job::Request`).
+pub type Apply = std::sync::Arc<dyn Fn(&mut OpCtx<'_>) -> WeftResult<MdtReply> + Send + Sync>;
 
 /// Writes of the background tasks.
 #[derive(Debug)]
@@ -284,7 +290,7 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
         let now_secs = now.sec.max(0) as u64;
         for (i, job) in jobs.iter().enumerate() {
             match job {
-                Job::Request { header, req, reservation, .. } => {
+                Job::Request { header, req, reservation, apply, .. } => {
                     let cacheable = header.request_id != 0;
                     // The batch sees its own replies: a resend queued behind its original.
                     let cached =
@@ -306,7 +312,10 @@ fn try_batch(core: &Core, jobs: &[Job]) -> Result<(Vec<Outcome>, bool), BatchErr
                                 reservation: reservation.as_ref(),
                                 reservation_used: false,
                             };
-                            let r = crate::ops::execute(&mut ctx, req);
+                            let r = match apply {
+                                Some(apply) => apply(&mut ctx),
+                                None => crate::ops::execute(&mut ctx, req),
+                            };
                             let used = ctx.reservation_used && r.is_ok();
                             if let Err(e) = &r {
                                 if e.code == ErrorCode::Io {

@@ -23,12 +23,13 @@ pub(crate) struct Ost {
     /// MDT component (the limit the MDT enforces, as Lustre's `dom_stripesize`).
     size_max: u64,
     store: Box<dyn ObjectStore>,
-    /// The persisted LAST_ID. The lock also serializes precreations, so LAST_ID only grows.
-    last_id: Mutex<u32>,
+    /// Serializes precreations, so each MDT's LAST_ID (the store's) only grows.
+    precreating: Mutex<()>,
     /// The last orphan cleanup done: the MDS start it was for, and its answer. Held while a
     /// cleanup runs, so that a copy of the same request (a resend) waits and then answers
     /// without destroying again: by then the MDS may have handed the ids out.
-    orphans_done: Mutex<Option<(u64, ost::Orphans)>>,
+    /// Per MDT (whose range of ids the cleanup is of).
+    orphans_done: Mutex<std::collections::HashMap<u32, (u64, ost::Orphans)>>,
     /// Transnos, commits and the replay window after a restart (commit.rs).
     commits: Commits,
     /// Blocks per user, group and project (quota.rs).
@@ -52,7 +53,6 @@ impl Ost {
     /// OST `index` over `store`, started once more: its start count is persisted before
     /// it serves (every transno it gives is above those of its earlier starts).
     pub fn new(index: u32, store: Box<dyn ObjectStore>) -> WeftResult<Ost> {
-        let last_id = store.last_id();
         let (record, commits) = Commits::start(store.commit_record(), store.machine_boot(), std::time::Instant::now());
         if !commits.rebooted() {
             // A restart in the same boot: everything the last start wrote is in the cache;
@@ -70,8 +70,8 @@ impl Ost {
             seq: Fid::object_seq(index),
             size_max,
             store,
-            last_id: Mutex::new(last_id),
-            orphans_done: Mutex::new(None),
+            precreating: Mutex::new(()),
+            orphans_done: Mutex::new(Default::default()),
             commits,
             usage,
         })
@@ -339,7 +339,7 @@ impl Ost {
     fn local_path(&self, fid: &Fid) -> WeftResult<ost::ObjectPath> {
         let oid = self.object_id(fid)?;
         // Only objects this OST handed out: no request makes files past them.
-        if oid > self.last_id() {
+        if oid > self.last_id_of(weft_proto::fid::object_oid_mdt(oid)) {
             return Err(WeftError::not_found(format!("object {fid} was never created on OST {}", self.index)));
         }
         match self.store.local_path(oid).map_err(|e| self.error(e))? {
@@ -377,16 +377,21 @@ impl Ost {
                 u32::MAX
             )));
         };
+        let mdt = weft_proto::fid::object_oid_mdt(start_oid);
+        if weft_proto::fid::object_oid_mdt(last_oid) != mdt {
+            return Err(WeftError::invalid(format!(
+                "precreate of {count} objects from {start_oid} passes the end of MDT {mdt}'s object ids"
+            )));
+        }
         // Only the ids are handed out: an object's file is made by its first write (or
         // punch), and until then it reads as empty, as a destroyed one does. An empty file
         // created here would cost an inode allocation and a directory entry per file
         // created on the MDS, most of them never written (mdtest, tar of small files...).
-        let mut last_id = lock_unpoisoned(&self.last_id);
-        if last_oid > *last_id {
+        let _one_at_a_time = lock_unpoisoned(&self.precreating);
+        if last_oid > self.last_id_of(mdt) {
             // Durable before the answer: an MDS that hands these ids to files must never
             // see them handed out again after a power loss.
             self.store.set_last_id(last_oid).map_err(|e| self.error(e))?;
-            *last_id = last_oid;
         }
         Ok(ost::Precreated { last_oid })
     }
@@ -395,14 +400,14 @@ impl Ost {
     /// or the gap is wider than [`ORPHANS_DESTROY_MAX`] (see `DestroyOrphans`). The MDS
     /// neither precreates nor hands out ids of this OST until it has the answer, so the
     /// removals run without the LAST_ID lock (reads and passthrough opens check LAST_ID).
-    fn destroy_orphans(&self, above_oid: Option<u32>, mds_start: u64) -> WeftResult<ost::Orphans> {
+    fn destroy_orphans(&self, mdt: u32, above_oid: Option<u32>, mds_start: u64) -> WeftResult<ost::Orphans> {
         let mut done = lock_unpoisoned(&self.orphans_done);
-        if let Some((start, answer)) = *done {
-            if start == mds_start {
-                return Ok(answer); // A resend of a cleanup already done.
+        if let Some((start, answer)) = done.get(&mdt) {
+            if *start == mds_start {
+                return Ok(*answer); // A resend of a cleanup already done.
             }
         }
-        let last_oid = self.last_id();
+        let last_oid = self.last_id_of(mdt);
         let answer = match above_oid {
             None => {
                 // A new OST meeting a new MDS is the ordinary start of every file system;
@@ -447,7 +452,7 @@ impl Ost {
                 ost::Orphans { last_oid, destroyed: true }
             }
         };
-        *done = Some((mds_start, answer));
+        done.insert(mdt, (mds_start, answer));
         Ok(answer)
     }
 
@@ -455,8 +460,14 @@ impl Ost {
         self.store.statfs().map_err(|e| self.error(e))
     }
 
+    /// MDT 0's LAST_ID (a file system's only MDT).
     pub fn last_id(&self) -> u32 {
-        *lock_unpoisoned(&self.last_id)
+        self.last_id_of(0)
+    }
+
+    /// The last object id MDT `mdt` had precreated here.
+    pub fn last_id_of(&self, mdt: u32) -> u32 {
+        self.store.last_id(mdt)
     }
 }
 
@@ -537,7 +548,7 @@ impl Handle for ost::Statfs {
 
 impl Handle for ost::DestroyOrphans {
     fn run(&self, ost: &Ost, _: &Bytes) -> WeftResult<(ost::Orphans, Bytes)> {
-        Ok((ost.destroy_orphans(self.above_oid, self.mds_start)?, Bytes::new()))
+        Ok((ost.destroy_orphans(self.mdt, self.above_oid, self.mds_start)?, Bytes::new()))
     }
 }
 

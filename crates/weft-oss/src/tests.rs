@@ -242,7 +242,7 @@ async fn precreate_is_idempotent_and_last_id_survives_reopen() {
 }
 
 fn orphans(above_oid: Option<u32>, mds_start: u64) -> OstRequest {
-    OstRequest::DestroyOrphans(msg::ost::DestroyOrphans { above_oid, mds_start })
+    OstRequest::DestroyOrphans(msg::ost::DestroyOrphans { mdt: 0, above_oid, mds_start })
 }
 
 fn cleaned(last_oid: u32, destroyed: bool) -> WeftResult<OstReply> {

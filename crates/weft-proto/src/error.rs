@@ -70,6 +70,10 @@ pub enum ErrorCode {
     NotAuthenticated,
     /// The change is refused: the client's nodemap mounts read-only (EROFS).
     ReadOnly,
+    /// A name sent to the wrong stripe of a striped directory: the client's copy of the
+    /// directory's stripes is out of date; it reads them again and resends (EIO if it
+    /// ever reached a program).
+    WrongStripe,
 }
 
 /// An error with its code and a sentence a person can act on.
@@ -135,6 +139,7 @@ impl ErrorCode {
             ErrorCode::QuotaExceeded => libc::EDQUOT,
             ErrorCode::NotAuthenticated => libc::EACCES,
             ErrorCode::ReadOnly => libc::EROFS,
+            ErrorCode::WrongStripe => libc::EIO,
         }
     }
 }

@@ -23,6 +23,35 @@ pub const SEQ_METADATA_BASE: u64 = 0x2_0000_0400;
 pub const SEQ_PER_MDT: u64 = 1 << 20;
 /// First sequence of OST object FIDs; OST `i` uses sequence `SEQ_OBJECT_BASE + i`.
 pub const SEQ_OBJECT_BASE: u64 = 0x1_0000_0000;
+/// The most MDTs a file system has (indices 0..MDT_COUNT_MAX): each owns its metadata
+/// sequences and a range of object ids on every OST ([`object_oid_range`]).
+pub const MDT_COUNT_MAX: u32 = 64;
+/// Object ids of each MDT but MDT0 on one OST: 2^25 (33 million objects per MDT and OST),
+/// at the top of the id space; MDT0 has everything below them (2.1 billion), where every
+/// object of a file system with one MDT already is. Several MDTs precreate on one OST without
+/// meeting.
+pub const OBJECT_OIDS_PER_MDT: u32 = 1 << 25;
+/// The first object id past MDT0's range.
+const OBJECT_OIDS_MDT0_END: u32 = 0u32.wrapping_sub((MDT_COUNT_MAX - 1) * OBJECT_OIDS_PER_MDT);
+
+/// The object ids MDT `mdt` hands out on an OST (0 is never an object id).
+pub fn object_oid_range(mdt: u32) -> std::ops::RangeInclusive<u32> {
+    match mdt {
+        0 => 1..=OBJECT_OIDS_MDT0_END - 1,
+        m => {
+            let first = OBJECT_OIDS_MDT0_END + (m.min(MDT_COUNT_MAX - 1) - 1) * OBJECT_OIDS_PER_MDT;
+            first..=first + (OBJECT_OIDS_PER_MDT - 1)
+        }
+    }
+}
+
+/// The MDT whose range object id `oid` is in.
+pub fn object_oid_mdt(oid: u32) -> u32 {
+    match oid.checked_sub(OBJECT_OIDS_MDT0_END) {
+        None => 0,
+        Some(above) => 1 + above / OBJECT_OIDS_PER_MDT,
+    }
+}
 
 impl Fid {
     pub const fn new(seq: u64, oid: u32, ver: u32) -> Self {
@@ -39,6 +68,15 @@ impl Fid {
     /// The sequence an OST's objects are named in.
     pub fn object_seq(ost_index: u32) -> u64 {
         SEQ_OBJECT_BASE + ost_index as u64
+    }
+
+    /// The MDT that owns a metadata FID (whose sequences it allocates from); 0 for any
+    /// other FID.
+    pub fn mdt_index(&self) -> u32 {
+        match self.seq.checked_sub(SEQ_METADATA_BASE) {
+            Some(off) => (off / SEQ_PER_MDT) as u32,
+            None => 0,
+        }
     }
 
     /// The inode number the mount reports for a metadata FID. A bijection on metadata
@@ -112,6 +150,22 @@ mod tests {
         for fid in [Fid::ROOT, Fid::new(SEQ_METADATA_BASE, 77, 0), Fid::new(SEQ_METADATA_BASE + 5, u32::MAX, 0)] {
             assert_eq!(Fid::from_ino(fid.to_ino()), fid);
         }
+    }
+
+    #[test]
+    fn metadata_fids_name_their_mdt_and_object_ranges_do_not_meet() {
+        assert_eq!(Fid::ROOT.mdt_index(), 0);
+        assert_eq!(Fid::new(SEQ_METADATA_BASE + SEQ_PER_MDT - 1, 9, 0).mdt_index(), 0);
+        assert_eq!(Fid::new(SEQ_METADATA_BASE + 3 * SEQ_PER_MDT + 2, 9, 0).mdt_index(), 3);
+        assert_eq!(Fid::new(Fid::object_seq(4), 9, 0).mdt_index(), 0);
+        assert_eq!(object_oid_range(0), 1..=(1u32 << 31) + OBJECT_OIDS_PER_MDT - 1);
+        assert_eq!(*object_oid_range(1).start(), (1u32 << 31) + OBJECT_OIDS_PER_MDT);
+        assert_eq!(*object_oid_range(2).start(), *object_oid_range(1).end() + 1);
+        for m in [0, 1, 7, MDT_COUNT_MAX - 1] {
+            let r = object_oid_range(m);
+            assert_eq!((object_oid_mdt(*r.start()), object_oid_mdt(*r.end())), (m, m));
+        }
+        assert_eq!(*object_oid_range(MDT_COUNT_MAX - 1).end(), u32::MAX);
     }
 
     #[test]

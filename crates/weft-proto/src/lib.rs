@@ -12,6 +12,7 @@
 //! Nothing here performs I/O or reads a clock, so all of it is testable exhaustively.
 
 pub mod acl;
+pub mod dirstripe;
 pub mod error;
 pub mod faults;
 pub mod fid;

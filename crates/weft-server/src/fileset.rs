@@ -69,6 +69,7 @@ pub(crate) fn gate(mds: &Mds, top: Fid, op: MdtRequest) -> WeftResult<MdtRequest
         R::Lookup(mdt::Lookup { parent, .. })
         | R::Create(mdt::Create { parent, .. })
         | R::Mkdir(mdt::Mkdir { parent, .. })
+        | R::MkdirStriped(mdt::MkdirStriped { parent, .. })
         | R::Mknod(mdt::Mknod { parent, .. })
         | R::Symlink(mdt::Symlink { parent, .. })
         | R::Unlink(mdt::Unlink { parent, .. })
@@ -96,7 +97,9 @@ pub(crate) fn gate(mds: &Mds, top: Fid, op: MdtRequest) -> WeftResult<MdtRequest
         | R::HsmActionGet(mdt::HsmActionGet { fid })
         | R::LayoutIntent(mdt::LayoutIntent { fid, .. })
         | R::Mirror(mdt::Mirror { fid, .. })
-        | R::CreateVolatile(mdt::CreateVolatile { like: fid, .. }) => vec![*fid],
+        | R::CreateVolatile(mdt::CreateVolatile { like: fid, .. })
+        | R::GetDirStripe(mdt::GetDirStripe { fid })
+        | R::SetDirStripe(mdt::SetDirStripe { fid, .. }) => vec![*fid],
         R::HsmRequest(h) => h.fids.clone(),
         R::ReplayOpens(r) => r.opens.iter().map(|o| o.fid).collect(),
         R::ChangelogRegister(_)
@@ -108,7 +111,11 @@ pub(crate) fn gate(mds: &Mds, top: Fid, op: MdtRequest) -> WeftResult<MdtRequest
         | R::HsmProgress(_)
         | R::QuotaSet(_)
         | R::QuotaDelete(_)
-        | R::QuotaSetGrace(_) => {
+        | R::QuotaSetGrace(_)
+        | R::UpdatePrepare(_)
+        | R::UpdateResolve(_)
+        | R::TxnOutcome(_)
+        | R::SyncStripe(_) => {
             return Err(WeftError::new(
                 ErrorCode::Perm,
                 format!("{} is not allowed to a client of a fileset", op.opcode_name()),

@@ -9,7 +9,7 @@ use weft_oss::Oss;
 use weft_proto::msg::ops::Op;
 use weft_proto::msg::quota::{QuotaGrant, QuotaUseEntry};
 use weft_proto::msg::Run;
-use weft_proto::msg::{ost, OstReply, OstRequest, TargetKind};
+use weft_proto::msg::{ost, MdtReply, MdtRequest, OstReply, OstRequest, RequestBody, RequestHeader, TargetKind};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 use weft_rpc::map::{MapFollower, PeerSet};
 use weft_rpc::PeerOptions;
@@ -51,45 +51,97 @@ impl NetTargets {
                 weft_proto::msg::ops::take_reply::<O>(reply?)
             });
         }
+        let send = self.send(TargetKind::Ost, ost, super::header(), op.into());
+        Box::pin(async move { weft_proto::msg::ops::take_reply::<O>(send.await?) })
+    }
+
+    /// One request to a target of `kind` wherever the map says it is served now: a
+    /// failover OST or a replicated MDT moves to another server, and the request follows
+    /// it there and is sent again (precreates, destroys and the steps of distributed
+    /// changes are idempotent), as a client's does.
+    fn send<R, A>(
+        &self,
+        kind: TargetKind,
+        index: u32,
+        header: RequestHeader,
+        req: R,
+    ) -> BoxFuture<'static, WeftResult<A>>
+    where
+        R: Into<RequestBodyOf> + Clone + Send + Sync + 'static,
+        A: weft_proto::msg::ops::Payload<weft_proto::msg::ReplyBody> + Send + 'static,
+    {
         let map = self.map.get().cloned();
         let (peers, timeout) = (self.peers.clone(), self.request_timeout);
         Box::pin(async move {
             let map = map.ok_or_else(|| WeftError::not_found("the cluster map is not known yet"))?;
             let deadline = tokio::time::Instant::now() + timeout;
-            // A failover OST moves to another server: follow the map there and resend (a
-            // precreate and a destroy are idempotent), as a client does.
+            let label = match kind {
+                TargetKind::Ost => format!("OST{index:04x}"),
+                _ => format!("MDT{index:04x}"),
+            };
             loop {
                 let mut changes = map.subscribe();
                 let state = changes.borrow_and_update().clone();
                 let (peer, address) = peers
-                    .for_target(&state, TargetKind::Ost, ost)
-                    .ok_or_else(|| WeftError::not_found(format!("OST{ost:04x} is not in the cluster map")))?;
+                    .for_target(&state, kind, index)
+                    .ok_or_else(|| WeftError::not_found(format!("{label} is not in the cluster map")))?;
                 let left = deadline.saturating_duration_since(tokio::time::Instant::now());
                 let moved = async {
                     loop {
                         if changes.changed().await.is_err() {
                             std::future::pending::<()>().await;
                         }
-                        if changes.borrow_and_update().address(TargetKind::Ost, ost).is_some_and(|a| a != address) {
+                        if changes.borrow_and_update().address(kind, index).is_some_and(|a| a != address) {
                             return;
                         }
                     }
                 };
+                let body = req.clone().into().body(index);
                 tokio::select! {
-                    answer = peer.op(super::header(), ost, op.clone(), Bytes::new(), left) => match answer {
+                    answer = peer.call_with_timeout(header.clone(), body, Bytes::new(), left) => match answer {
                         Err(e) if e.code == ErrorCode::Moved && left > Duration::from_millis(MOVED_RETRY_MS) => {
                             map.refresh_soon();
                             let _ = tokio::time::timeout(Duration::from_millis(MOVED_RETRY_MS), changes.changed()).await;
                         }
-                        other => return Ok(other?.0),
+                        other => {
+                            let (reply, _) = other?;
+                            return weft_proto::msg::ops::service_answer(&label, reply);
+                        }
                     },
                     () = moved => {}
                 }
                 if tokio::time::Instant::now() >= deadline {
-                    return Err(WeftError::new(ErrorCode::TimedOut, format!("OST{ost:04x} did not answer in time")));
+                    return Err(WeftError::new(ErrorCode::TimedOut, format!("{label} did not answer in time")));
                 }
             }
         })
+    }
+}
+
+/// A service's request, made into a whole request's body for a target index.
+enum RequestBodyOf {
+    Ost(OstRequest),
+    Mdt(MdtRequest),
+}
+
+impl RequestBodyOf {
+    fn body(self, index: u32) -> RequestBody {
+        match self {
+            RequestBodyOf::Ost(op) => RequestBody::Ost { ost: index, op },
+            RequestBodyOf::Mdt(op) => RequestBody::Mdt { mdt: index, op },
+        }
+    }
+}
+
+impl From<OstRequest> for RequestBodyOf {
+    fn from(r: OstRequest) -> Self {
+        RequestBodyOf::Ost(r)
+    }
+}
+
+impl From<MdtRequest> for RequestBodyOf {
+    fn from(r: MdtRequest) -> Self {
+        RequestBodyOf::Mdt(r)
     }
 }
 
@@ -102,10 +154,11 @@ impl weft_mds::ObjectTargets for NetTargets {
     fn destroy_orphans(
         &self,
         ost: u32,
+        mdt: u32,
         above_oid: Option<u32>,
         mds_start: u64,
     ) -> BoxFuture<'static, WeftResult<ost::Orphans>> {
-        self.call(ost, ost::DestroyOrphans { above_oid, mds_start })
+        self.call(ost, ost::DestroyOrphans { mdt, above_oid, mds_start })
     }
 
     fn destroy(&self, ost: u32, fid: Fid) -> BoxFuture<'static, WeftResult<()>> {
@@ -122,5 +175,9 @@ impl weft_mds::ObjectTargets for NetTargets {
 
     fn quota_grants(&self, ost: u32, grants: Vec<QuotaGrant>) -> BoxFuture<'static, WeftResult<Vec<QuotaUseEntry>>> {
         self.call(ost, ost::QuotaGrants { grants })
+    }
+
+    fn mdt(&self, mdt: u32, header: RequestHeader, req: MdtRequest) -> BoxFuture<'static, WeftResult<MdtReply>> {
+        self.send(TargetKind::Mdt, mdt, header, req)
     }
 }

@@ -83,10 +83,11 @@ impl ObjectTargets for LocalOst {
     fn destroy_orphans(
         &self,
         ost: u32,
+        mdt: u32,
         above_oid: Option<u32>,
         mds_start: u64,
     ) -> BoxFuture<'static, WeftResult<ost::Orphans>> {
-        self.call(ost, ost::DestroyOrphans { above_oid, mds_start })
+        self.call(ost, ost::DestroyOrphans { mdt, above_oid, mds_start })
     }
 
     fn destroy(&self, _ost: u32, _fid: Fid) -> BoxFuture<'static, WeftResult<()>> {
@@ -136,7 +137,7 @@ impl Machine {
             let ops = self.plan.ops();
             if ops != last.0 {
                 last = (ops, Instant::now());
-            } else if self.disks.objects.last_id() >= PRECREATE_BATCH
+            } else if self.disks.objects.last_id(0) >= PRECREATE_BATCH
                 && last.1.elapsed() >= Duration::from_millis(SETTLE_QUIET_MS)
             {
                 return Ok(());

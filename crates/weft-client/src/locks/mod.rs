@@ -133,7 +133,7 @@ impl LockCache {
     /// LOOKUP|UPDATE: what it guards of `fid` (names, attributes, a directory's entries)
     /// is as this client knows it.
     pub fn still_holds(&self, fid: Fid, handle: LockHandle) -> bool {
-        let key = (LockTarget::Mdt(crate::MDT_INDEX), handle);
+        let key = (LockTarget::Mdt(fid.mdt_index()), handle);
         self.table().holds_bits_on(key, fid, lock::bits::LOOKUP | lock::bits::UPDATE)
     }
 
@@ -147,7 +147,7 @@ impl LockCache {
     /// Whether the MDT lock `handle` is still held, granted, on `fid` with LAYOUT: the
     /// layout it came with is the file's (a change of it calls the lock back first).
     pub fn still_holds_layout(&self, fid: Fid, handle: LockHandle) -> bool {
-        let key = (LockTarget::Mdt(crate::MDT_INDEX), handle);
+        let key = (LockTarget::Mdt(fid.mdt_index()), handle);
         self.table().holds_bits_on(key, fid, lock::bits::LAYOUT)
     }
 
@@ -557,7 +557,8 @@ impl Client {
     /// (A grant of a lock being given back is not recorded: `still_holds` then says no, and
     /// the answer is not cached.)
     pub(crate) fn note_inode_lock(&self, grant: &LockGrant) {
-        if self.locks.table().insert(LockTarget::Mdt(crate::MDT_INDEX), grant, grant.resource, 0) {
+        // An MDT grants locks on its own inodes only: the resource names the MDT.
+        if self.locks.table().insert(LockTarget::Mdt(grant.resource.mdt_index()), grant, grant.resource, 0) {
             self.trim_locks();
         }
     }
@@ -605,9 +606,12 @@ impl Client {
         // The MDT records its lock holders, and a recovery window after its server dies
         // waits for each: this client leaves that record (best effort: one it misses is
         // evicted at the next window's end).
-        let mdt = LockTarget::Mdt(crate::MDT_INDEX);
-        if let Err(e) = self.ldlm(&Caller::root(), mdt, lock::Disconnect {}).await {
-            tracing::debug!("disconnecting from {mdt:?} failed: {e}");
+        let mdts: Vec<u32> = self.map.current().map.mdts().map(|t| t.index).collect();
+        for index in mdts {
+            let mdt = LockTarget::Mdt(index);
+            if let Err(e) = self.ldlm(&Caller::root(), mdt, lock::Disconnect {}).await {
+                tracing::debug!("disconnecting from {mdt:?} failed: {e}");
+            }
         }
     }
 

@@ -7,21 +7,45 @@ use weft_proto::msg::mdt;
 use weft_proto::{Fid, WeftError, WeftResult};
 
 pub fn fid2path(t: &Tables, fid: Fid) -> WeftResult<Vec<u8>> {
+    match path_part(t, fid, None)? {
+        (path, None) => Ok(path),
+        (_, Some(rest)) => Err(WeftError::io(format!("the path of {fid} goes on at {rest}, on another MDT"))),
+    }
+}
+
+/// The path of `fid` as far as this MDT (`mdt`; None: every FID is here) knows it: the
+/// names from the root, or from a directory of another MDT, which comes back with them
+/// (its MDT knows the rest). A stripe of a striped directory has no name of its own: the
+/// path goes on at its master.
+pub fn path_part(t: &Tables, fid: Fid, mdt: Option<u32>) -> WeftResult<(Vec<u8>, Option<Fid>)> {
     t.must_inode(fid)?;
     let mut parts: Vec<Vec<u8>> = Vec::new();
     let mut cur = fid;
-    while cur != Fid::ROOT {
-        if parts.len() >= FID2PATH_DEPTH_MAX {
+    let mut rest = None;
+    for _ in 0..=FID2PATH_DEPTH_MAX {
+        if cur == Fid::ROOT {
+            break;
+        }
+        if mdt.is_some_and(|m| cur.mdt_index() != m) {
+            rest = Some(cur);
+            break;
+        }
+        match t.first_link(cur)? {
+            Some((parent, name)) => {
+                parts.push(name);
+                cur = parent;
+            }
+            None => match t.inode(cur)?.and_then(|r| r.master()) {
+                Some(master) => cur = master,
+                None => return Err(WeftError::not_found(format!("{cur} has no name (removed while open?)"))),
+            },
+        }
+        if parts.len() > FID2PATH_DEPTH_MAX {
             return Err(WeftError::io(format!("{fid} is deeper than {FID2PATH_DEPTH_MAX} levels or in a cycle")));
         }
-        let (parent, name) = t
-            .first_link(cur)?
-            .ok_or_else(|| WeftError::not_found(format!("{cur} has no name (removed while open?)")))?;
-        parts.push(name);
-        cur = parent;
     }
     parts.reverse();
-    Ok(parts.join(&b'/'))
+    Ok((parts.join(&b'/'), rest))
 }
 
 /// Whether `fid` is `top` or under it, following one link per level (a directory's parent,

@@ -14,16 +14,49 @@ pub fn lookup(core: &Core, t: &Tables, who: &Identity, parent: Fid, name: &[u8])
         // by its handle and connects it to the tree.
         perm::check_lookup(who, owner(&dir))?;
         let up = dir.parent.unwrap_or(Fid::ROOT);
+        if up.mdt_index() != core.mdt_index {
+            return Ok(remote_entry(up, weft_proto::msg::FileType::Directory));
+        }
         return getattr(core, t, up);
     }
     validate_name(name)?;
     perm::check_lookup(who, owner(&dir))?;
-    let (fid, _) =
+    let (fid, kind) =
         t.dentry(parent, name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("no entry '{}'", show(name))))?;
+    if fid.mdt_index() != core.mdt_index {
+        return Ok(remote_entry(fid, kind));
+    }
     let rec = t
         .inode(fid)?
         .ok_or_else(|| WeftError::io(format!("entry '{}' in {parent} names missing inode {fid}", show(name))))?;
     Ok(crate::inode_info(core, fid, &rec))
+}
+
+/// What a lookup answers for a name whose inode is on another MDT: its FID and type; the
+/// client asks that MDT for the rest (Lustre's remote entries).
+pub fn remote_entry(fid: Fid, kind: weft_proto::msg::FileType) -> InodeInfo {
+    InodeInfo {
+        attr: weft_proto::msg::Attr {
+            fid,
+            kind,
+            mode: 0,
+            uid: 0,
+            gid: 0,
+            nlink: 0,
+            size: 0,
+            size_known: false,
+            blocks: 0,
+            atime: Default::default(),
+            mtime: Default::default(),
+            ctime: Default::default(),
+            rdev: 0,
+            projid: 0,
+            proj_inherit: false,
+        },
+        layout: None,
+        lock: None,
+        stripes: None,
+    }
 }
 
 pub fn getattr(core: &Core, t: &Tables, fid: Fid) -> WeftResult<InodeInfo> {

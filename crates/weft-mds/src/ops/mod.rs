@@ -29,6 +29,7 @@ pub mod statfs;
 pub mod stripe;
 pub mod symlink;
 pub mod unlink;
+pub mod update;
 pub mod xattr;
 
 use crate::objects::Reservation;
@@ -203,6 +204,7 @@ pub fn inode_info_with(fid: Fid, rec: &InodeRecord, writers: u32) -> InodeInfo {
         },
         layout: rec.layout.clone(),
         lock: None,
+        stripes: rec.stripes().cloned().map(Box::new),
     }
 }
 
@@ -271,13 +273,18 @@ pub fn touch_dir(rec: &mut InodeRecord, now: Timestamp) {
 /// Checks common to every op that adds a name: the parent is a directory the caller may
 /// write, the name is valid and free. Returns the parent's record.
 pub fn check_new_entry(ctx: &OpCtx<'_>, parent: Fid, name: &[u8]) -> WeftResult<InodeRecord> {
-    let dir = ctx.t.must_dir(parent)?;
+    check_new_name(ctx.t, ctx.who, parent, name)
+}
+
+/// [`check_new_entry`] on any state (a coordinator's look before a distributed change).
+pub fn check_new_name(t: &Tables, who: &Identity, parent: Fid, name: &[u8]) -> WeftResult<InodeRecord> {
+    let dir = t.must_dir(parent)?;
     validate_name(name)?;
-    perm::check_dir_write(ctx.who, owner(&dir))?;
+    perm::check_dir_write(who, owner(&dir))?;
     if dir.nlink == 0 {
         return Err(err(ErrorCode::NotFound, format!("directory {parent} was removed")));
     }
-    if ctx.t.dentry(parent, name)?.is_some() {
+    if t.dentry(parent, name)?.is_some() {
         return Err(err(ErrorCode::Exists, format!("'{}' exists already", show(name))));
     }
     Ok(dir)

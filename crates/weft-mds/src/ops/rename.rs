@@ -20,6 +20,14 @@ pub fn is_ancestor(t: &Tables, ancestor: Fid, fid: Fid) -> WeftResult<bool> {
         if cur == Fid::ROOT {
             return Ok(false);
         }
+        if cur.mdt_index() != ancestor.mdt_index() {
+            // Above is another MDT's: whether the move would make a loop through it is not
+            // known here, so it is refused as a move between devices (mv then copies).
+            return Err(WeftError::new(
+                ErrorCode::CrossDevice,
+                format!("directory {fid} is below a directory of another MDT: moving a directory there is not done by rename"),
+            ));
+        }
         let rec = t.must_inode(cur)?;
         cur = rec.parent.ok_or_else(|| WeftError::io(format!("directory {cur} has no parent recorded")))?;
     }
@@ -44,6 +52,10 @@ pub fn rename(
     let exchange = flags & RENAME_EXCHANGE != 0;
     let sp = ctx.t.must_dir(src_parent)?;
     let dp = ctx.t.must_dir(dst_parent)?;
+    if dp.nlink == 0 {
+        // Removed, or its removal prepared by a change over several MDTs (ops/update.rs).
+        return Err(err(ErrorCode::NotFound, format!("directory {dst_parent} was removed")));
+    }
     validate_name(src_name)?;
     validate_name(dst_name)?;
     perm::check_dir_write(ctx.who, owner(&sp))?;

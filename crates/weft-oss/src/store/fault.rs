@@ -88,8 +88,8 @@ impl<S: ObjectStore> ObjectStore for FaultStore<S> {
         self.inner.remove(oid)
     }
 
-    fn last_id(&self) -> u32 {
-        self.inner.last_id()
+    fn last_id(&self, mdt: u32) -> u32 {
+        self.inner.last_id(mdt)
     }
 
     fn set_last_id(&self, oid: u32) -> StoreResult<()> {
@@ -200,7 +200,7 @@ mod tests {
         // Untouched since the power went: the current bytes are as before it.
         assert_eq!(read_all(store.inner().as_ref(), 1), b"synced only");
         assert!(read_all(store.inner().as_ref(), 2).is_empty());
-        assert_eq!(store.inner().last_id(), 0);
+        assert_eq!(store.inner().last_id(0), 0);
 
         let restarted = store.inner().after_power_loss();
         assert_eq!(read_all(&restarted, 1), b"synced");

@@ -12,7 +12,8 @@
 //! Layout of an OST directory (format version 1, see [`crate::target`]):
 //! ```text
 //! <dir>/target                     fsname, index, format version (TOML)
-//! <dir>/O/<seq hex>/LAST_ID        highest precreated object id, decimal text
+//! <dir>/O/<seq hex>/LAST_ID        highest precreated object id of MDT 0, decimal text
+//! <dir>/O/<seq hex>/LAST_ID.<n>    the same of MDT n (object ids are ranges per MDT)
 //! <dir>/O/<seq hex>/COMMITTED      the commit record: "<starts> <committed transno> <boot>\n"
 //!                                  (missing: never started with write replay; zeros)
 //! <dir>/O/<seq hex>/d<oid % 32>/<oid>   one file per object, sparse, its bytes are the object's;
@@ -33,7 +34,7 @@ use std::io::{ErrorKind, Read};
 use std::os::unix::ffi::OsStrExt;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use weft_proto::limits::BULK_ALIGN_BYTES;
 use weft_proto::msg::ost::{FallocMode, ObjectAttr};
@@ -44,6 +45,13 @@ const LAST_ID_FILE_NAME: &str = "LAST_ID";
 const COMMITTED_FILE_NAME: &str = "COMMITTED";
 /// The files of a sequence's directory that are the OST's own records, not objects.
 pub const RECORD_FILE_NAMES: [&str; 2] = [LAST_ID_FILE_NAME, COMMITTED_FILE_NAME];
+
+/// Whether a file of a sequence's directory is one of the OST's own records (a LAST_ID of
+/// any MDT, the commit record), not an object.
+pub fn is_record_file(name: &std::ffi::OsStr) -> bool {
+    let Some(name) = name.to_str() else { return false };
+    RECORD_FILE_NAMES.contains(&name) || name.strip_prefix("LAST_ID.").is_some_and(|n| n.parse::<u32>().is_ok())
+}
 
 #[derive(Debug)]
 pub struct FileStore {
@@ -57,7 +65,9 @@ pub struct FileStore {
     /// False once the file system refused O_DIRECT: buffered I/O only from then on.
     direct_io: AtomicBool,
     /// The persisted LAST_ID.
-    last_id: AtomicU32,
+    /// LAST_ID per MDT range of object ids (`LAST_ID` for MDT 0's, `LAST_ID.<n>` for MDT
+    /// n's).
+    last_id: Mutex<std::collections::HashMap<u32, u32>>,
     /// The persisted commit record.
     commit_record: Mutex<CommitRecord>,
     /// Per object directory (`d<n>`): a name may have been made in it since its last fsync,
@@ -87,7 +97,7 @@ impl FileStore {
         for path in [&seq_dir, &objects_dir, &dir] {
             durable::fsync_dir(path).map_err(|e| context("cannot fsync", path, e))?;
         }
-        let last_id = read_last_id(&seq_dir.join(LAST_ID_FILE_NAME))?;
+        let last_id = read_last_ids(&seq_dir)?;
         let commit_record = read_commit_record(&seq_dir.join(COMMITTED_FILE_NAME))?;
         // Checked once here rather than at every statfs; the directories made above could
         // not have been made under a path with a NUL byte anyway.
@@ -99,7 +109,7 @@ impl FileStore {
             handles: HandleCache::new(),
             direct: HandleCache::new(),
             direct_io: AtomicBool::new(true),
-            last_id: AtomicU32::new(last_id),
+            last_id: Mutex::new(last_id),
             commit_record: Mutex::new(commit_record),
             // Names made by an earlier run of this process may not be durable yet.
             dirs_unsynced: (0..OBJECT_DIRS_COUNT).map(|_| Mutex::new(true)).collect(),
@@ -381,8 +391,8 @@ impl ObjectStore for FileStore {
         result
     }
 
-    fn last_id(&self) -> u32 {
-        self.last_id.load(Ordering::Acquire)
+    fn last_id(&self, mdt: u32) -> u32 {
+        lock_unpoisoned(&self.last_id).get(&mdt).copied().unwrap_or(0)
     }
 
     fn commit_record(&self) -> CommitRecord {
@@ -418,9 +428,13 @@ impl ObjectStore for FileStore {
     }
 
     fn set_last_id(&self, oid: u32) -> StoreResult<()> {
-        durable::replace_file(&self.seq_dir, LAST_ID_FILE_NAME, format!("{oid}\n").as_bytes())
-            .map_err(|e| StoreError::from_io(format_args!("cannot persist {LAST_ID_FILE_NAME}"), e))?;
-        self.last_id.store(oid, Ordering::Release);
+        let mdt = weft_proto::fid::object_oid_mdt(oid);
+        let name = last_id_file_name(mdt);
+        // Held across the write: two precreations never replace the file out of order.
+        let mut kept = lock_unpoisoned(&self.last_id);
+        durable::replace_file(&self.seq_dir, &name, format!("{oid}\n").as_bytes())
+            .map_err(|e| StoreError::from_io(format_args!("cannot persist {name}"), e))?;
+        kept.insert(mdt, oid);
         Ok(())
     }
 
@@ -611,6 +625,32 @@ fn read_commit_record(path: &Path) -> StoreResult<CommitRecord> {
             ),
         }),
     }
+}
+
+/// The file of MDT `mdt`'s LAST_ID: `LAST_ID` for MDT 0 (where a file system with one
+/// MDT always kept it), `LAST_ID.<mdt>` for the others.
+fn last_id_file_name(mdt: u32) -> String {
+    match mdt {
+        0 => LAST_ID_FILE_NAME.to_string(),
+        n => format!("{LAST_ID_FILE_NAME}.{n}"),
+    }
+}
+
+/// Every MDT's LAST_ID in a sequence's directory.
+fn read_last_ids(seq_dir: &Path) -> StoreResult<std::collections::HashMap<u32, u32>> {
+    let mut ids = std::collections::HashMap::new();
+    ids.insert(0, read_last_id(&seq_dir.join(LAST_ID_FILE_NAME))?);
+    let entries = std::fs::read_dir(seq_dir)
+        .map_err(|e| StoreError::from_io(format_args!("cannot list {}", seq_dir.display()), e))?;
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(mdt) = name.to_str().and_then(|n| n.strip_prefix("LAST_ID.")).and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        ids.insert(mdt, read_last_id(&entry.path())?);
+    }
+    Ok(ids)
 }
 
 /// LAST_ID as persisted; 0 when no precreation ever finished.

@@ -44,7 +44,8 @@ struct Objects {
     durable: HashMap<u32, Object>,
     /// Pages of the current objects: the space in use.
     used_pages: u64,
-    last_id: u32,
+    /// Per MDT range, as LAST_ID.
+    last_id: HashMap<u32, u32>,
     /// Durable as soon as set, as LAST_ID.
     commit_record: CommitRecord,
     /// Simulated boots: one more after each power loss.
@@ -81,7 +82,7 @@ impl MemStore {
                 current: objects.durable.clone(),
                 durable: objects.durable.clone(),
                 used_pages,
-                last_id: objects.last_id,
+                last_id: objects.last_id.clone(),
                 commit_record: objects.commit_record,
                 boot: objects.boot + 1,
                 owners: objects.owners.clone(),
@@ -297,12 +298,12 @@ impl ObjectStore for MemStore {
         Ok(lock_unpoisoned(&self.objects).current.keys().copied().collect())
     }
 
-    fn last_id(&self) -> u32 {
-        lock_unpoisoned(&self.objects).last_id
+    fn last_id(&self, mdt: u32) -> u32 {
+        lock_unpoisoned(&self.objects).last_id.get(&mdt).copied().unwrap_or(0)
     }
 
     fn set_last_id(&self, oid: u32) -> StoreResult<()> {
-        lock_unpoisoned(&self.objects).last_id = oid;
+        lock_unpoisoned(&self.objects).last_id.insert(weft_proto::fid::object_oid_mdt(oid), oid);
         Ok(())
     }
 
@@ -375,7 +376,7 @@ mod tests {
         assert!(read_all(&restarted, 2).is_empty());
         assert_eq!(restarted.stat(2).unwrap(), ObjectAttr { size: 0, blocks: 0, mtime_ns: 0 });
         assert_eq!(read_all(&restarted, 3), b"synced");
-        assert_eq!(restarted.last_id(), 40);
+        assert_eq!(restarted.last_id(0), 40);
         // Writing after the restart does not change what the lost machine had.
         restarted.write(1, 0, b"SYNCED").unwrap();
         assert_eq!(read_all(&store, 1), b"synced and not");

@@ -11,7 +11,7 @@ mod file;
 mod mem;
 
 pub use fault::FaultStore;
-pub use file::{FileStore, RECORD_FILE_NAMES};
+pub use file::{is_record_file, FileStore, RECORD_FILE_NAMES};
 pub use mem::MemStore;
 
 use bytes::Bytes;
@@ -72,12 +72,13 @@ pub trait ObjectStore: Send + Sync + 'static {
     /// Removes the object; one that does not exist is fine.
     fn remove(&self, oid: u32) -> StoreResult<()>;
 
-    /// The highest object id ever handed out, as last given to [`ObjectStore::set_last_id`]
+    /// The highest object id ever handed out in MDT `mdt`'s range of ids
+    /// (`weft_proto::fid::object_oid_range`), as last given to [`ObjectStore::set_last_id`]
     /// (0 if never). No I/O: a store reads it when it opens.
-    fn last_id(&self) -> u32;
+    fn last_id(&self, mdt: u32) -> u32;
 
-    /// Records `oid` as the highest object id handed out, durably before it returns. Does
-    /// not compare: the caller keeps LAST_ID growing.
+    /// Records `oid` as the highest object id handed out in its MDT's range, durably before
+    /// it returns. Does not compare: the caller keeps each LAST_ID growing.
     fn set_last_id(&self, oid: u32) -> StoreResult<()>;
 
     /// The OST's commit record as last given to [`ObjectStore::set_commit_record`]
@@ -149,8 +150,8 @@ impl<S: ObjectStore + ?Sized> ObjectStore for Arc<S> {
     fn remove(&self, oid: u32) -> StoreResult<()> {
         (**self).remove(oid)
     }
-    fn last_id(&self) -> u32 {
-        (**self).last_id()
+    fn last_id(&self, mdt: u32) -> u32 {
+        (**self).last_id(mdt)
     }
     fn set_last_id(&self, oid: u32) -> StoreResult<()> {
         (**self).set_last_id(oid)

@@ -199,6 +199,42 @@ macro_rules! mdt_ops {
             /// The directory the caller sees as the file system's root: the root, or its
             /// nodemap's fileset (asked by a client as it connects).
             read GetRoot {} -> $crate::msg::InodeInfo = "mds_get_root";
+            // Several MDTs (after the others: their variant indices stay).
+            /// A directory placed on other MDTs (`weft mkdir -i -c -H`): a remote directory
+            /// (count 1 on another MDT than the parent's) or a striped one; a plain one on
+            /// the parent's MDT is a `Mkdir`.
+            write MkdirStriped {
+                parent: $crate::Fid,
+                name: $crate::msg::Name,
+                mode: u32,
+                umask: u32,
+                spec: $crate::dirstripe::DirStripeSpec,
+            } -> $crate::msg::InodeInfo = "mds_mkdir_striped";
+            /// A directory's placement (`getdirstripe`).
+            read GetDirStripe { fid: $crate::Fid } -> $crate::msg::update::DirStripeInfo = "mds_getdirstripe";
+            /// Sets (Some) or removes (None) a directory's default for new subdirectories
+            /// (`setdirstripe -D`, `-D -d`).
+            write SetDirStripe { fid: $crate::Fid, default: Option<$crate::dirstripe::DirStripeSpec> }
+                -> () = "mds_setdirstripe";
+            /// Another MDT's part of a distributed change (an MDS's request, not a
+            /// client's; see `msg::update`): done at once, undone if the change aborts.
+            /// A resend of a prepared step answers as the first did. `who`: the client the
+            /// change is for, whose permissions and quotas the step is checked against.
+            write UpdatePrepare {
+                txn: $crate::msg::update::TxnId,
+                step: u32,
+                update: $crate::msg::update::Update,
+                who: $crate::msg::types::Identity,
+            }
+                -> $crate::msg::update::UpdateAnswer = "mds_update_prepare";
+            /// The coordinator's outcome of a change this MDT prepared steps of: kept
+            /// (commit) or undone.
+            write UpdateResolve { txn: $crate::msg::update::TxnId, commit: bool } -> () = "mds_update_resolve";
+            /// A participant asks the coordinator how a change ended.
+            read TxnOutcome { txn: $crate::msg::update::TxnId } -> $crate::msg::update::TxnState = "mds_txn_outcome";
+            /// A striped directory's master changed what its stripes copy (mode, owner,
+            /// ACLs, default layouts): `record` is the master's (the MDS's own encoding).
+            write SyncStripe { fid: $crate::Fid, record: Vec<u8> } -> () = "mds_sync_stripe";
         }
     };
 }
@@ -286,6 +322,23 @@ crate::define_replies! {
         HsmAction(Option<crate::msg::hsm::HsmActionItem>),
         Quota(crate::msg::quota::QuotaInfo),
         Granted(bool),
+        DirStripe(crate::msg::update::DirStripeInfo),
+        Update(crate::msg::update::UpdateAnswer),
+        Txn(crate::msg::update::TxnState),
+    }
+}
+
+impl MdtRequest {
+    /// Whether only another MDS sends this request (the steps of a distributed change):
+    /// refused from clients.
+    pub fn is_between_mdts(&self) -> bool {
+        matches!(
+            self,
+            MdtRequest::UpdatePrepare(_)
+                | MdtRequest::UpdateResolve(_)
+                | MdtRequest::TxnOutcome(_)
+                | MdtRequest::SyncStripe(_)
+        )
     }
 }
 

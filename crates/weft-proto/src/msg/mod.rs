@@ -28,6 +28,7 @@ pub mod raft;
 pub mod service;
 pub mod target;
 pub mod types;
+pub mod update;
 
 pub use mdt::{MdtReply, MdtRequest};
 pub use mgs::{
@@ -44,24 +45,6 @@ use crate::error::WeftError;
 use crate::lock::{LdlmReply, LdlmRequest, LockTarget};
 use ops::OpKind;
 use serde::{Deserialize, Serialize};
-
-/// Who asks: checked by the MDS against mode bits.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
-pub struct Identity {
-    pub uid: u32,
-    pub gid: u32,
-    /// Supplementary groups.
-    pub groups: Vec<u32>,
-}
-
-impl Identity {
-    pub fn root() -> Self {
-        Identity::default()
-    }
-    pub fn in_group(&self, gid: u32) -> bool {
-        self.gid == gid || self.groups.contains(&gid)
-    }
-}
 
 /// Who a request is for: the calling process's identity and the job it belongs to
 /// (Lustre's jobid), carried on every request for permission checks, scheduling rules and

@@ -40,8 +40,9 @@ macro_rules! ost_ops {
             /// and it skips past the OST's last id. The OST refuses a gap wider than an MDS
             /// can leave (its records are then not this OST's: another MDT's, an old backup)
             /// and destroys nothing. `mds_start` names the MDS's start: a late copy of a
-            /// request already served (a resend) destroys nothing.
-            write DestroyOrphans { above_oid: Option<u32>, mds_start: u64 } -> $crate::msg::ost::Orphans = "ost_destroy_orphans";
+            /// request already served (a resend) destroys nothing. Each MDT has its own
+            /// range of object ids (`fid::object_oid_range(mdt)`) and its own cleanup.
+            write DestroyOrphans { mdt: u32, above_oid: Option<u32>, mds_start: u64 } -> $crate::msg::ost::Orphans = "ost_destroy_orphans";
             /// fallocate(2) on `[offset, offset+len)` of the object: see [`FallocMode`].
             /// Without `keep_size`, allocating and zeroing extend the object to the range's
             /// end; punching never changes its size. A missing object is made by the modes

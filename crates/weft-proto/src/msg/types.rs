@@ -85,6 +85,8 @@ pub struct InodeInfo {
     /// The inode-bit lock the MDS granted the asking client with this answer (Lustre's
     /// intent locks): while the client holds it, what it covers may be cached.
     pub lock: Option<LockGrant>,
+    /// A striped directory's stripes: the client sends each name's requests to its stripe.
+    pub stripes: Option<Box<crate::dirstripe::DirStripes>>,
 }
 
 /// Time to set: `Now` takes the server's clock (utimensat's UTIME_NOW).
@@ -194,4 +196,22 @@ pub enum OpenIo {
     Passthrough,
     /// Another client has the file open in passthrough: no caching at all.
     Uncached,
+}
+
+/// Who asks: checked by the MDS against mode bits.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, Default)]
+pub struct Identity {
+    pub uid: u32,
+    pub gid: u32,
+    /// Supplementary groups.
+    pub groups: Vec<u32>,
+}
+
+impl Identity {
+    pub fn root() -> Self {
+        Identity::default()
+    }
+    pub fn in_group(&self, gid: u32) -> bool {
+        self.gid == gid || self.groups.contains(&gid)
+    }
 }

@@ -1,0 +1,213 @@
+//! Several MDTs on a TCP cluster (Lustre's DNE): directories placed on another MDT
+//! (`weft mkdir -i`) and striped over two (`weft mkdir -c 2`), used by real programs and
+//! compared with a local directory; names and hard links that cross MDTs; `getdirstripe`,
+//! `mdts` and `df -i` in Lustre's shapes; and a kill -9 of either MDS in the middle of
+//! changes over both, after which the namespace is whole.
+
+mod common;
+use common::*;
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+/// MGS, MDT0 and two OSTs at 127.0.0.1; MDT1 in its own process at 127.0.0.2.
+fn two_mdts() -> Cluster {
+    Cluster::start(
+        &weft_bin(),
+        vec![NodeSpec::new("main", "127.0.0.1").mgs().mdt(0).osts(&[0, 1]), NodeSpec::new("mds1", "127.0.0.2").mdt(1)],
+    )
+}
+
+/// The MDT a path's inode is on, from its FID's sequence.
+fn mdt_of(path: &Path) -> u32 {
+    let text = weft_ok(&["path2fid", s(path)]);
+    let fid: weft_proto::Fid = text.trim().parse().unwrap();
+    fid.mdt_index()
+}
+
+/// Every name under `dir` with its type and size, sorted: what two trees must agree on.
+fn listing(dir: &Path) -> String {
+    sh(dir, "find . -printf '%y %s %p\\n' | LC_ALL=C sort")
+}
+
+#[test]
+fn remote_and_striped_directories_work_for_programs_and_spread_over_mdts() {
+    let mut c = two_mdts();
+    let mnt = c.mount();
+
+    // Lustre's commands and shapes.
+    let mdts = weft_ok(&["mdts", s(&mnt)]);
+    assert_eq!(mdts, "MDTS:\n0: weft-MDT0000_UUID ACTIVE\n1: weft-MDT0001_UUID ACTIVE\n", "{mdts}");
+    let df = weft_ok(&["df", "-i", s(&mnt)]);
+    assert!(df.contains("weft-MDT0000_UUID") && df.contains("weft-MDT0001_UUID"), "{df}");
+    assert!(df.contains("[MDT:1]"), "{df}");
+
+    // A remote directory: on MDT1, its files too.
+    weft_ok(&["mkdir", "-i", "1", s(&mnt.join("remote"))]);
+    assert_eq!(mdt_of(&mnt.join("remote")), 1);
+    let plain = weft_ok(&["getdirstripe", s(&mnt.join("remote"))]);
+    assert_eq!(plain, "lmv_stripe_count: 0 lmv_stripe_offset: 1 lmv_hash_type: none\n");
+    sh(&mnt, "echo hello > remote/a && mkdir remote/sub && echo deep > remote/sub/b");
+    assert_eq!(std::fs::read_to_string(mnt.join("remote/sub/b")).unwrap(), "deep\n");
+    assert_eq!((mdt_of(&mnt.join("remote/a")), mdt_of(&mnt.join("remote/sub"))), (1, 1));
+    assert_eq!(sh(&mnt, "stat -c %h remote"), "3\n", "a remote directory counts its subdirectories");
+
+    // A striped directory: names spread over both MDTs by hash.
+    weft_ok(&["mkdir", "-c", "2", "-i", "0", s(&mnt.join("striped"))]);
+    let shown = weft_ok(&["getdirstripe", s(&mnt.join("striped"))]);
+    assert!(shown.starts_with("lmv_stripe_count: 2 lmv_stripe_offset: 0 lmv_hash_type: fnv_1a_64\n"), "{shown}");
+    assert!(shown.contains("mdtidx\t\t FID[seq:oid:ver]\n     0\t\t [0x200000400:"), "{shown}");
+    assert!(shown.contains("\n     1\t\t [0x200100400:"), "{shown}");
+    sh(&mnt, "for i in $(seq 1 200); do echo $i > striped/f$i; done");
+    let on: Vec<u32> = (1..=200).map(|i| mdt_of(&mnt.join(format!("striped/f{i}")))).collect();
+    let on1 = on.iter().filter(|m| **m == 1).count();
+    assert!((60..140).contains(&on1), "{on1} of 200 names on MDT1");
+    assert_eq!(sh(&mnt, "ls striped | wc -l"), "200\n");
+    assert_eq!(sh(&mnt, "cat striped/f77"), "77\n");
+
+    // Real programs on both, against a local directory.
+    let local = tempfile::tempdir().unwrap();
+    sh(
+        local.path(),
+        "mkdir -p src/a/b && for i in $(seq 1 40); do head -c $((i * 997)) /dev/urandom > src/a/f$i; done",
+    );
+    sh(local.path(), "echo x > src/a/b/c && ln -s a/b/c src/link && ln src/a/f1 src/a/hard");
+    for dir in ["remote", "striped"] {
+        sh(&mnt, &format!("tar -C {} -cf - src | tar -C {dir} -xf -", s(local.path())));
+        let out = sh_as(0, 0, &mnt, &format!("diff -r --no-dereference {}/src {dir}/src", s(local.path())));
+        assert!(out.status.success(), "{dir}: {}", String::from_utf8_lossy(&out.stdout));
+        assert_eq!(listing(&mnt.join(dir).join("src")), listing(&local.path().join("src")), "{dir}");
+    }
+    assert_eq!(sh(&mnt, "stat -c %h striped/src/a/f1"), "2\n");
+
+    // Names that cross MDTs: a file of MDT0 renamed into MDT1's directory and back, a hard
+    // link across, an unlink of a remote name; what a local directory does.
+    sh(&mnt, "echo moved > mover && mv mover remote/mover && cat remote/mover");
+    assert_eq!(mdt_of(&mnt.join("remote/mover")), 0, "a renamed file keeps its inode's MDT");
+    sh(&mnt, "ln remote/mover linked && test $(stat -c %h linked) = 2 && mv remote/mover back");
+    assert_eq!(sh(&mnt, "cat back linked; stat -c %h back"), "moved\nmoved\n2\n");
+    sh(&mnt, "rm linked && test $(stat -c %h back) = 1 && echo over > remote/target && mv back remote/target");
+    assert_eq!(
+        sh(&mnt, "cat remote/target; ls back 2>&1 || true"),
+        "moved\nls: cannot access 'back': No such file or directory\n"
+    );
+    // Renames between a striped directory's stripes (temporary file renamed into place).
+    sh(&mnt, "for i in $(seq 1 30); do echo v$i > striped/.tmp$i && mv striped/.tmp$i striped/final$i; done");
+    assert_eq!(sh(&mnt, "cat striped/final17; ls striped | grep -c '^final'"), "v17\n30\n");
+    // A directory does not move between MDTs by rename: EXDEV, so mv copies.
+    let out = sh_as(0, 0, &mnt, "python3 -c 'import os; os.rename(\"remote/sub\", \"subcopy\")'");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Invalid cross-device link"), "{:?}", out);
+    sh(&mnt, "mv remote/sub subcopy && cat subcopy/b");
+
+    // Removal: not while anything is left in any stripe; then everything goes.
+    let out = sh_as(0, 0, &mnt, "rmdir striped");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("Directory not empty"), "{:?}", out);
+    sh(&mnt, "rm -rf striped remote subcopy");
+    assert_eq!(sh(&mnt, "ls -A"), "");
+    let df = weft_ok(&["df", "-i", s(&mnt)]);
+    let used = |name: &str| -> u64 {
+        let line = df.lines().find(|l| l.starts_with(name)).unwrap();
+        line.split_whitespace().nth(2).unwrap().parse().unwrap()
+    };
+    assert_eq!(used("weft-MDT0001_UUID"), 0, "MDT1 keeps inodes after everything went:\n{df}");
+
+    // A default for new subdirectories (setdirstripe -D): each new one striped.
+    sh(&mnt, "mkdir parent");
+    weft_ok(&["setdirstripe", "-D", "-c", "2", s(&mnt.join("parent"))]);
+    let d = weft_ok(&["getdirstripe", "-D", s(&mnt.join("parent"))]);
+    assert!(d.starts_with("lmv_stripe_count: 2 lmv_stripe_offset: -1 lmv_hash_type: fnv_1a_64"), "{d}");
+    sh(&mnt, "mkdir parent/child");
+    assert_eq!(weft_ok(&["getdirstripe", "-c", s(&mnt.join("parent/child"))]), "2\n");
+
+    // Wrong input: named options and what is allowed.
+    let e = failure_stderr(&weft(&["mkdir", "-c", "3", s(&mnt.join("three"))]));
+    assert!(e.contains("needs 3 MDTs; the file system has 2"), "{e}");
+    let e = failure_stderr(&weft(&["mkdir", "-H", "all_char", "-c", "2", s(&mnt.join("x"))]));
+    assert!(e.contains("-H/--mdt-hash") && e.contains("fnv_1a_64 or crush"), "{e}");
+    let e = failure_stderr(&weft(&["mkdir", "-i", "7", s(&mnt.join("x"))]));
+    assert!(e.contains("MDT index 7 is not in the file system"), "{e}");
+}
+
+/// Changes that cross MDTs while either MDS is killed (-9) at any moment: afterwards every
+/// name leads to an inode, every inode's link count is its names, and nothing is left
+/// without a name.
+#[test]
+fn changes_over_two_mdts_survive_kill_9_of_either_mds() {
+    let mut c = two_mdts();
+    let mnt = c.mount_with("timeout=60");
+    weft_ok(&["mkdir", "-i", "1", s(&mnt.join("one"))]);
+    sh(&mnt, "mkdir zero");
+    let rounds = std::env::var("WEFT_DNE_KILLS").ok().and_then(|v| v.parse().ok()).unwrap_or(4);
+    for round in 0..rounds {
+        // A loop of changes over both MDTs, in the background.
+        let script = format!(
+            "for i in $(seq 1 40); do \
+               weft_bin={bin}; \
+               $weft_bin mkdir -i 1 zero/d{round}_$i 2>/dev/null; \
+               echo $i > zero/f{round}_$i 2>/dev/null; \
+               mv zero/f{round}_$i one/f{round}_$i 2>/dev/null; \
+               ln one/f{round}_$i zero/l{round}_$i 2>/dev/null; \
+               rm -f one/f{round}_$i 2>/dev/null; \
+               rmdir zero/d{round}_$((i - 1)) 2>/dev/null; \
+             done; true",
+            bin = s(&weft_bin())
+        );
+        let child = std::process::Command::new("sh").arg("-c").arg(&script).current_dir(&mnt).spawn().unwrap();
+        std::thread::sleep(Duration::from_millis(300 + 150 * round as u64));
+        let victim = if round % 2 == 0 { "mds1" } else { "main" };
+        c.kill9(victim);
+        c.restart(victim);
+        let mut child = child;
+        let start = Instant::now();
+        while child.try_wait().unwrap().is_none() {
+            assert!(start.elapsed() < Duration::from_secs(120), "the change loop hangs after a restart of {victim}");
+            std::thread::sleep(Duration::from_millis(100));
+        }
+    }
+    // The loops did cross MDTs: remote directories and links across are there.
+    let made = sh(&mnt, "ls zero | grep -c '^d' || true; ls zero | grep -c '^l' || true");
+    let counts: Vec<u32> = made.lines().map(|l| l.trim().parse().unwrap()).collect();
+    assert!(counts[0] >= rounds && counts[1] >= 10 * rounds, "too little was done to tell: {counts:?}");
+    // Give the participants time to ask for the outcome of what was left prepared.
+    std::thread::sleep(Duration::from_secs(8));
+    check_whole(&mnt);
+}
+
+/// Every name leads to an inode whose link count is the names found; no inode is on an MDT
+/// without a name (each MDT's inode count is what the tree holds there, plus its root or
+/// nothing).
+fn check_whole(mnt: &Path) {
+    let out = sh(
+        mnt,
+        "find . -mindepth 1 \\( -type f -printf 'f %i %n %p\\n' \\) -o \\( -type d -printf 'd %i %n %p\\n' \\)",
+    );
+    let mut names: std::collections::HashMap<String, (u64, Vec<String>)> = Default::default();
+    let mut per_mdt = [0u64; 2];
+    let mut dirs = 0;
+    for line in out.lines() {
+        let mut w = line.splitn(4, ' ');
+        let (kind, ino, nlink, path) = (w.next().unwrap(), w.next().unwrap(), w.next().unwrap(), w.next().unwrap());
+        let mdt = (ino.parse::<u64>().unwrap() >> 32) / weft_proto::fid::SEQ_PER_MDT;
+        let e = names.entry(ino.to_string()).or_insert((nlink.parse().unwrap(), Vec::new()));
+        if e.1.is_empty() {
+            per_mdt[mdt as usize] += 1;
+        }
+        e.1.push(path.to_string());
+        if kind == "d" {
+            dirs += 1;
+        }
+    }
+    for (ino, (nlink, paths)) in &names {
+        let is_dir = out.lines().any(|l| l.starts_with("d ") && l.split(' ').nth(1) == Some(ino.as_str()));
+        if !is_dir {
+            assert_eq!(*nlink as usize, paths.len(), "inode {ino} has link count {nlink} but names {paths:?}");
+        }
+    }
+    let df = weft_ok(&["df", "-i", s(mnt)]);
+    let used = |name: &str| -> u64 {
+        let line = df.lines().find(|l| l.starts_with(name)).unwrap();
+        line.split_whitespace().nth(2).unwrap().parse().unwrap()
+    };
+    // MDT0 also holds the root.
+    assert_eq!(used("weft-MDT0000_UUID"), per_mdt[0] + 1, "MDT0 has inodes without names ({dirs} dirs):\n{df}\n{out}");
+    assert_eq!(used("weft-MDT0001_UUID"), per_mdt[1], "MDT1 has inodes without names:\n{df}\n{out}");
+}

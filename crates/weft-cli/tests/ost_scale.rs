@@ -116,6 +116,9 @@ fn thousand_sparse_osts_in_four_oss_processes() {
     assert!(silent.is_empty(), "every OST answers: {silent:?}");
     assert!(df.contains("weft-OST2706_UUID") && !df.contains("weft-OST270f_UUID"), "9990 is there, 9999 not:\n{df}");
     assert!(df.contains("filesystem_summary:"));
+    // The commands that read the mount's map (weft mdts, weft hsm) work at this size too.
+    let mdts = weft_ok(&["mdts", s(&mnt)]);
+    assert!(mdts.contains("0: weft-MDT0000_UUID ACTIVE"), "{mdts}");
     eprintln!("1,000 OSTs: up in {up_s:.1} s, weft df in {df_s:.2} s");
 }
 

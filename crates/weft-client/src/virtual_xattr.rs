@@ -91,6 +91,10 @@ pub const DF_PAGE: &str = "weft.df:";
 /// Targets per page: some 250 bytes of JSON each.
 pub const DF_PAGE_ROWS: usize = 128;
 pub const MAP: &str = "weft.map";
+/// OSTs `weft.map` lists at most (the first by index), so that the map of a file system of a
+/// thousand OSTs fits the 64 KiB an extended attribute's value holds; `weft.df:FROM` pages
+/// through every OST.
+pub const MAP_OSTS_LISTED_MAX: usize = 256;
 /// The mount's management service address, plain text.
 pub const MGS: &str = "weft.mgs";
 pub const FID2PATH_PREFIX: &str = "weft.fid2path:";

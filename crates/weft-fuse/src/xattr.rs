@@ -41,7 +41,7 @@ pub enum Virtual {
     /// get: `weft.df:FROM`, the per-target statfs of the `DF_PAGE_ROWS` targets from
     /// position FROM (fewer at the end): a file system of many OSTs, a page at a time.
     DfPage(usize),
-    /// get: the cluster map.
+    /// get: the cluster map, its first `MAP_OSTS_LISTED_MAX` OSTs only.
     Map,
     /// The management service's address, plain text (for tools that connect their own client).
     Mgs,
@@ -311,7 +311,19 @@ impl Mount {
             Virtual::DfPage(from) => {
                 json(&self.client.statfs_targets_page(from, weft_client::virtual_xattr::DF_PAGE_ROWS).await?)
             }
-            Virtual::Map => json(&self.client.map()),
+            Virtual::Map => {
+                // Within the 64 KiB an attribute's value holds: the tools that read it want the
+                // MDTs; `weft df` lists every OST.
+                let mut map = self.client.map();
+                let mut osts = 0;
+                map.targets.retain(|t| {
+                    t.kind != weft_proto::msg::TargetKind::Ost || {
+                        osts += 1;
+                        osts <= weft_client::virtual_xattr::MAP_OSTS_LISTED_MAX
+                    }
+                });
+                json(&map)
+            }
             Virtual::Mgs => Ok(self.client.mgs_address().as_bytes().to_vec()),
             Virtual::Io => json(&self.io.counts(fid)),
             Virtual::Params => json(&self.params()),

@@ -22,6 +22,8 @@ command -v promtool >/dev/null 2>&1 || need+=(prometheus)
 command -v faketime >/dev/null 2>&1 || need+=(faketime)
 # POSIX ACLs are set and shown with setfacl and getfacl, on the mount and a local directory.
 command -v setfacl >/dev/null 2>&1 || need+=(acl)
+# The thousand-OST test counts a mount's connections with ss.
+command -v ss >/dev/null 2>&1 || need+=(iproute2)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

@@ -24,7 +24,7 @@ pub struct FailoverArgs {
 }
 
 /// The one OST `word` names, checked against the map.
-fn one_ost(word: &str, map: &ClusterMap) -> anyhow::Result<u32> {
+pub(crate) fn one_ost(word: &str, map: &ClusterMap) -> anyhow::Result<u32> {
     let registered = || map.osts().map(|t| t.name(&map.fsname)).collect::<Vec<_>>().join(", ");
     if word.contains("-MDT") {
         bail!("{word}: only OSTs move between servers (a replicated MDT moves with its group's leader)");

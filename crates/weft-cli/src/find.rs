@@ -16,7 +16,8 @@ pub struct FindArgs {
     /// Where to look (directories are walked, symlinks not followed).
     #[arg(required = true)]
     paths: Vec<PathBuf>,
-    /// Files with an object on any of these OSTs (e.g. 3 or 0,2-3).
+    /// Files with an object on any of these OSTs: indices (3 or 0,2-3) or names, as Lustre's
+    /// `--ost FS-OSTxxxx_UUID` (weft-OST0003, weft-OST0003_UUID).
     #[arg(short = 'O', long = "ost", value_name = "OST_LIST")]
     ost: Option<String>,
     /// Files with a component in this pool.
@@ -148,7 +149,7 @@ impl Predicates {
             None => None,
         };
         Ok(Predicates {
-            osts: a.ost.as_deref().map(crate::lfs::parse_ost_list).transpose()?,
+            osts: a.ost.as_deref().map(ost_list).transpose()?,
             pool: a.pool.clone(),
             stripe_count: a.stripe_count.as_deref().map(|t| Cmp::parse(t, "stripe count (-c)", number)).transpose()?,
             stripe_size: a.stripe_size.as_deref().map(|t| Cmp::parse(t, "stripe size (-S)", size)).transpose()?,
@@ -315,6 +316,23 @@ pub fn find(a: FindArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--ost`'s list: indices and ranges, or OST names (`FS-OSTxxxx`, with or without `_UUID`).
+fn ost_list(text: &str) -> anyhow::Result<Vec<u32>> {
+    let parts: anyhow::Result<Vec<String>> = text
+        .split(',')
+        .map(|part| match part.trim().rsplit_once("-OST") {
+            Some((_, hex)) => {
+                let hex = hex.strip_suffix("_UUID").unwrap_or(hex);
+                u32::from_str_radix(hex, 16).map(|i| i.to_string()).map_err(|_| {
+                    anyhow::anyhow!("--ost '{part}': an OST index (3), a range (2-5) or a name (weft-OST0003_UUID)")
+                })
+            }
+            None => Ok(part.to_string()),
+        })
+        .collect();
+    crate::lfs::parse_ost_list(&parts?.join(","))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -327,5 +345,12 @@ mod tests {
         assert_eq!(age("5").unwrap(), 5 * 86400);
         assert!(age("5y").unwrap_err().to_string().contains("unit 'y'"));
         assert!(Cmp::More(3).holds(4) && !Cmp::More(3).holds(3) && Cmp::Less(3).holds(2) && Cmp::Eq(3).holds(3));
+    }
+
+    #[test]
+    fn osts_by_index_range_or_lustre_name() {
+        assert_eq!(ost_list("3").unwrap(), vec![3]);
+        assert_eq!(ost_list("weft-OST0003_UUID,weft-OST000a,1-2").unwrap(), vec![3, 10, 1, 2]);
+        assert!(ost_list("weft-OSTzz").unwrap_err().to_string().contains("--ost 'weft-OSTzz'"));
     }
 }

@@ -516,7 +516,7 @@ pub fn df(a: DfArgs) -> anyhow::Result<()> {
     }
     let mut all = Vec::new();
     for m in &mounts {
-        let targets: Vec<TargetStatfs> = xattr::get_json(m, vx::DF)?;
+        let targets = df_rows(m)?;
         if a.json {
             all.push(serde_json::json!({"mount": m, "targets": targets}));
             continue;
@@ -527,6 +527,19 @@ pub fn df(a: DfArgs) -> anyhow::Result<()> {
         println!("{}", serde_json::to_string_pretty(&all)?);
     }
     Ok(())
+}
+
+/// Every target's row of `weft df` from the mount at `mount`, a page at a time (`weft.df:FROM`).
+pub(crate) fn df_rows(mount: &Path) -> anyhow::Result<Vec<TargetStatfs>> {
+    let mut rows = Vec::new();
+    loop {
+        let page: Vec<TargetStatfs> = xattr::get_json(mount, &format!("{}{}", vx::DF_PAGE, rows.len()))?;
+        let last = page.len() < vx::DF_PAGE_ROWS;
+        rows.extend(page);
+        if last {
+            return Ok(rows);
+        }
+    }
 }
 
 fn print_df(mount: &Path, targets: &[TargetStatfs], a: &DfArgs) {
@@ -544,7 +557,14 @@ fn print_df(mount: &Path, targets: &[TargetStatfs], a: &DfArgs) {
             weft_proto::msg::TargetKind::Ost => "OST",
         };
         let name = format!("{}_UUID", t.name);
-        let on = format!("{}[{kind}:{}]", mount.display(), t.index);
+        // Lustre's state letters after the row: N, no new objects (drained on an MDS).
+        let on = format!("{}[{kind}:{}]{}", mount.display(), t.index, if t.no_create { " N" } else { "" });
+        if !t.active {
+            // Lustre's line for a device deactivated on this client.
+            let short = t.name.rsplit_once('-').map_or(t.name.as_str(), |(_, s)| s);
+            println!("{short:<20}: inactive device");
+            continue;
+        }
         let Some(s) = &t.statfs else {
             println!(
                 "{name:<20} {:>12} {:>12} {:>12} {:>5} {on} ({})",

@@ -13,6 +13,7 @@ mod changelog;
 mod cluster_addr;
 mod copytool;
 mod daemon;
+mod del_ost;
 mod dirstripe;
 mod errors;
 mod failover;
@@ -166,6 +167,9 @@ enum Command {
     /// Move a failover OST to another of its servers on a live file system (root): its
     /// server stops serving it, the other takes it over, clients follow.
     Failover(failover::FailoverArgs),
+    /// Take an OST out of the cluster map of a live file system (root; as lctl del_ost):
+    /// refused while an MDT has objects there or still places new ones there.
+    DelOst(del_ost::DelOstArgs),
     /// Add a replica to a replicated MDT's or the MGS's group, or remove one, on a live file
     /// system (root): `weft replica add weft-MDT0000 HOST:PORT`.
     Replica(members::ReplicaArgs),
@@ -263,6 +267,7 @@ fn main() -> ExitCode {
         Command::Pool(a) => pool::pool(a),
         Command::Nodemap(a) => nodemap::nodemap(a),
         Command::Failover(a) => failover::failover(a),
+        Command::DelOst(a) => del_ost::del_ost(a),
         Command::Replica(a) => members::replica(a),
         Command::Find(a) => find::find(a),
         Command::Migrate(a) => migrate::migrate(a),

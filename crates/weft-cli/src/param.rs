@@ -121,7 +121,11 @@ impl Servers {
         self.mounts
             .iter()
             .filter_map(|m| {
-                let read = crate::xattr::get_json::<Vec<ParamValue>>(m, "weft.params");
+                // The mount matches: it answers every OST's osc.*.active, which weft.params
+                // lists only some of.
+                let read = crate::xattr::get_json::<Vec<ParamValue>>(m, &format!("weft.param:{pattern}"))
+                    // A mount of an earlier version answers only the whole list.
+                    .or_else(|_| crate::xattr::get_json::<Vec<ParamValue>>(m, "weft.params"));
                 if read.is_err() && !crate::daemon::is_mounted(m) {
                     return None;
                 }
@@ -142,7 +146,9 @@ impl Servers {
 
     /// Sets the mounts' parameters `pattern` matches; per mount, what it set.
     fn mount_set(&self, pattern: &str, value: &str) -> Answers<Vec<ParamValue>> {
-        if !weft_fuse::params::NAMES.iter().any(|n| name_matches(pattern, n)) {
+        if !weft_fuse::params::NAMES.iter().any(|n| name_matches(pattern, n))
+            && !weft_fuse::params::is_osc_active(pattern)
+        {
             return Vec::new();
         }
         self.mount_values(pattern)

@@ -330,7 +330,7 @@ impl Engine {
 
     /// The fullest OST's use, in percent.
     fn fullest_ost(&self) -> anyhow::Result<u32> {
-        let targets: Vec<TargetStatfs> = xattr::get_json(&self.mount, vx::DF)?;
+        let targets: Vec<TargetStatfs> = crate::lfs::df_rows(&self.mount)?;
         Ok(targets
             .iter()
             .filter(|t| t.kind == TargetKind::Ost)

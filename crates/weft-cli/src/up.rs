@@ -22,7 +22,7 @@ pub struct UpArgs {
     #[arg(long, default_value = "./weft-mnt", value_name = "MNT")]
     mount: PathBuf,
     /// Number of OSTs for a new file system (an existing one keeps its own).
-    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    #[arg(long, default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=1000))]
     osts: u32,
     /// Replicas of the MDT, each in a server process of its own (odd: 1, 3, 5, 7; default
     /// 1). An existing file system with one MDT is made replicated, keeping its data; one

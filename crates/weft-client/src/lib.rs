@@ -22,6 +22,7 @@ mod failing;
 pub mod fallocate;
 mod flock;
 mod hsm;
+pub mod inactive;
 pub mod inodes;
 pub mod limits;
 pub mod locks;
@@ -129,6 +130,8 @@ pub struct Client {
     reply_slots: reply_slots::ReplySlots,
     /// What each target's import went through (`{mdc,osc}.*.import`).
     imports: std::sync::Mutex<std::collections::HashMap<LockTarget, recovery::ImportStats>>,
+    /// OSTs deactivated on this client (`osc.*.active=0`): requests to them fail at once.
+    pub inactive: inactive::InactiveOsts,
     /// This client's opens on the MDT, by handle: what it replays to a new leader.
     opens: std::sync::Mutex<std::collections::HashMap<u64, weft_proto::msg::mdt::ReplayedOpen>>,
     /// The owner, group and project of each file open here (with how many opens), sent
@@ -200,6 +203,7 @@ impl Client {
             uncommitted: Default::default(),
             polling_commits: Default::default(),
             imports: Default::default(),
+            inactive: Default::default(),
             peers: PeerSet::new(peer_options(&config, client_id, weak)),
             map,
             config,
@@ -295,7 +299,7 @@ impl Client {
 
     /// The peer serving a target. A target missing from the map makes the client ask the
     /// MGS once before it fails.
-    async fn target_peer(&self, kind: TargetKind, index: u32) -> WeftResult<(Arc<Peer>, String)> {
+    pub(crate) async fn target_peer(&self, kind: TargetKind, index: u32) -> WeftResult<(Arc<Peer>, String)> {
         let (kind, index) = server_of(kind, index);
         let state = self.map.current();
         if let Some(found) = self.peers.for_target(&state, kind, index) {
@@ -326,6 +330,9 @@ impl Client {
         bulk: Bytes,
         timeout: Option<Duration>,
     ) -> WeftResult<(ReplyBody, Bytes)> {
+        if kind == TargetKind::Ost && weft_proto::layout::dom_mdt(index).is_none() {
+            self.inactive.check(index)?;
+        }
         let timeout = timeout.map_or(self.config.request_timeout, |t| t.min(self.config.request_timeout));
         // Tokio's clock: a simulation's paused clock drives the resend decision.
         let deadline = tokio::time::Instant::now() + timeout;

@@ -9,6 +9,17 @@ use weft_proto::msg::{Attr, Caller, DirPage, FileType, InodeInfo, Name, SetAttr,
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 impl Client {
+    /// Any metadata op as it is sent, its reply as it came: for tools and benchmarks that
+    /// look at the messages themselves (the bytes of an open's answer, `tests/ost_scale.rs`).
+    /// The client's bookkeeping of opens is not kept: close what such an open opened with
+    /// this too.
+    pub async fn mdt_op<O>(&self, who: &Caller, op: O) -> WeftResult<O::Reply>
+    where
+        O: weft_proto::msg::ops::Op<Request = weft_proto::msg::MdtRequest, Answer = weft_proto::msg::MdtReply>,
+    {
+        self.mdt(who, op).await
+    }
+
     /// An inode the cache holds, if the lock it came with still holds; else it is dropped.
     fn still_cached(&self, cached: Option<InodeInfo>) -> Option<InodeInfo> {
         let inode = cached?;

@@ -22,6 +22,17 @@ pub struct TargetStatfs {
     pub statfs: Option<StatfsInfo>,
     /// Why `statfs` is missing: the target is down or did not answer.
     pub error: Option<String>,
+    /// An OST an MDS places no new objects on (`osp.*.max_create_count=0`): Lustre's `N`.
+    #[serde(default)]
+    pub no_create: bool,
+    /// False for an OST deactivated on this mount (`osc.*.active=0`): Lustre's "inactive
+    /// device".
+    #[serde(default = "active_default")]
+    pub active: bool,
+}
+
+fn active_default() -> bool {
+    true
 }
 
 impl Client {
@@ -29,13 +40,25 @@ impl Client {
     /// or does not answer within `connect_timeout` is reported with its error; it does not
     /// fail the call.
     pub async fn statfs_targets(&self) -> WeftResult<Vec<TargetStatfs>> {
+        self.statfs_targets_page(0, usize::MAX).await
+    }
+
+    /// As [`Client::statfs_targets`], for the `count` targets from position `from` in that
+    /// order only: `weft df` reads a file system of a thousand OSTs a page at a time (an
+    /// answer through an extended attribute holds 64 KiB), asking each page's targets only.
+    pub async fn statfs_targets_page(&self, from: usize, count: usize) -> WeftResult<Vec<TargetStatfs>> {
         let map = self.map();
         let fsname = map.fsname.as_str();
         // Owned rows into the closure: a closure over borrowed items makes the future not
         // provably Send (rustc's higher-ranked lifetime limitation).
         let mut targets = map.targets.clone();
         targets.sort_by_key(|t| (t.kind, t.index));
+        let targets: Vec<_> = targets.into_iter().skip(from).take(count).collect();
+        let drained =
+            if targets.iter().any(|t| t.kind == TargetKind::Ost) { self.drained_osts().await } else { Vec::new() };
+        let drained = &drained;
         let results = stream::iter(targets.into_iter().map(|t| async move {
+            let ost = t.kind == TargetKind::Ost;
             let mut row = TargetStatfs {
                 name: target_name(fsname, t.kind, t.index),
                 kind: t.kind,
@@ -44,7 +67,13 @@ impl Client {
                 state: t.state,
                 statfs: None,
                 error: None,
+                no_create: ost && drained.binary_search(&t.index).is_ok(),
+                active: !ost || self.inactive.is_active(t.index),
             };
+            if !row.active {
+                row.error = Some("inactive device".to_string());
+                return row;
+            }
             if t.state == TargetState::Down {
                 row.error = Some("down (as the management service reports)".to_string());
                 return row;
@@ -59,6 +88,30 @@ impl Client {
         .collect()
         .await;
         Ok(results)
+    }
+
+    /// The OSTs some MDT places no new objects on (its `osp.*.max_create_count` is 0),
+    /// ascending, as their MDS servers answer; an MDS that does not answer counts none.
+    async fn drained_osts(&self) -> Vec<u32> {
+        let map = self.map();
+        let prefix = format!("osp.{}-OST", map.fsname);
+        let mut out = Vec::new();
+        let mdts: std::collections::BTreeSet<u32> = map.mdts().map(|t| t.index).collect();
+        for mdt in mdts {
+            let Ok((peer, _)) = self.target_peer(TargetKind::Mdt, mdt).await else { continue };
+            let op = weft_proto::msg::param::GetParam { pattern: "osp.*.max_create_count".into() };
+            let header = self.header(&Caller::root());
+            let Ok((values, _)) = peer.op(header, 0, op, Bytes::new(), self.config.connect_timeout).await else {
+                continue;
+            };
+            for v in values.0.iter().filter(|v| v.value.trim() == "0") {
+                let hex = v.name.strip_prefix(&prefix).and_then(|rest| rest.split('-').next());
+                out.extend(hex.and_then(|h| u32::from_str_radix(h, 16).ok()));
+            }
+        }
+        out.sort_unstable();
+        out.dedup();
+        out
     }
 
     async fn target_statfs(&self, kind: TargetKind, index: u32) -> WeftResult<StatfsInfo> {
@@ -122,6 +175,8 @@ mod tests {
             state: TargetState::Up,
             error: statfs.is_none().then(|| "no answer".to_string()),
             statfs,
+            no_create: false,
+            active: true,
         }
     }
 

@@ -84,7 +84,17 @@ pub const FID: &str = "weft.fid";
 pub const LAYOUT: &str = "weft.layout";
 pub const LAYOUT_DELETE: &str = "weft.layout.delete";
 pub const DF: &str = "weft.df";
+/// `weft.df:FROM`: the rows of the [`DF_PAGE_ROWS`] targets from position FROM (fewer at
+/// the end), so that a file system of a thousand OSTs is read a page at a time: a value
+/// read through an extended attribute holds 64 KiB at most.
+pub const DF_PAGE: &str = "weft.df:";
+/// Targets per page: some 250 bytes of JSON each.
+pub const DF_PAGE_ROWS: usize = 128;
 pub const MAP: &str = "weft.map";
+/// OSTs `weft.map` lists at most (the first by index), so that the map of a file system of a
+/// thousand OSTs fits the 64 KiB an extended attribute's value holds; `weft.df:FROM` pages
+/// through every OST.
+pub const MAP_OSTS_LISTED_MAX: usize = 256;
 /// The mount's management service address, plain text.
 pub const MGS: &str = "weft.mgs";
 pub const FID2PATH_PREFIX: &str = "weft.fid2path:";

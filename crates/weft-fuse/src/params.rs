@@ -20,8 +20,30 @@ use weft_proto::{WeftError, WeftResult};
 /// The names a mount answers.
 pub const NAMES: [&str; 3] = ["jobid_var", "jobid_name", "max_dirty_mb"];
 
+/// Whether `name` (or a pattern) is an OST's `osc.FS-OSTxxxx-osc-CLIENT.active`: one per OST
+/// of the map, named as Lustre's (the client part is this mount's client id).
+pub fn is_osc_active(name: &str) -> bool {
+    name.starts_with("osc.") && name.ends_with(".active")
+}
+
+/// `active`: Lustre's `kstrtobool` words.
+fn parse_active(value: &str) -> Result<bool, String> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "1" | "y" | "yes" | "on" | "true" => Ok(true),
+        "0" | "n" | "no" | "off" | "false" => Ok(false),
+        _ => Err(format!("active '{value}': 1 (use the OST) or 0 (fail its I/O at once with EIO)")),
+    }
+}
+
+/// `osc.*.active` rows listed in `weft.params` besides the deactivated OSTs' (the answer of
+/// an extended attribute holds 64 KiB; `weft.param:PATTERN` answers any OST's).
+const OSC_ACTIVE_LISTED_MAX: usize = 64;
+
 /// Checks a value for a mount parameter: the message names what is allowed.
 pub fn check(name: &str, value: &str) -> Result<(), String> {
+    if is_osc_active(name) {
+        return parse_active(value).map(drop);
+    }
     match name {
         "jobid_var" => JobidVar::parse(value).map(|_| ()),
         "jobid_name" if value.is_empty() => Err("jobid_name: a format such as %e.%u (empty would name no job)".into()),
@@ -50,11 +72,57 @@ impl Mount {
         ];
         // Read only: what each target's import went through (failovers, replays).
         out.extend(self.client.import_params().into_iter().map(|(name, value)| ParamValue { name, value }));
+        let active = self.osc_active().into_iter().enumerate();
+        let listed = active.filter(|(i, (_, _, on))| *i < OSC_ACTIVE_LISTED_MAX || !on);
+        out.extend(listed.map(|(_, (name, _, on))| ParamValue { name, value: u8::from(on).to_string() }));
         out
+    }
+
+    /// The parameters `pattern` matches (`weft.param:PATTERN` read): every OST's
+    /// `osc.*.active`, not only those `weft.params` lists.
+    pub(crate) fn param_values(&self, pattern: &str) -> Vec<ParamValue> {
+        let mut out: Vec<ParamValue> = self.params().into_iter().filter(|v| !is_osc_active(&v.name)).collect();
+        out.extend(
+            self.osc_active().into_iter().map(|(name, _, on)| ParamValue { name, value: u8::from(on).to_string() }),
+        );
+        out.retain(|v| name_matches(pattern, &v.name));
+        out
+    }
+
+    /// (`osc.FS-OSTxxxx-osc-CLIENT.active`, the OST, whether it is active) for every OST of
+    /// the map, by index.
+    fn osc_active(&self) -> Vec<(String, u32, bool)> {
+        let map = self.client.map();
+        let client = self.client.client_id();
+        let mut osts: Vec<u32> = map.osts().map(|t| t.index).collect();
+        osts.sort_unstable();
+        osts.into_iter()
+            .map(|ost| {
+                let target = weft_proto::msg::target_name(&map.fsname, weft_proto::msg::TargetKind::Ost, ost);
+                (format!("osc.{target}-osc-{client:x}.active"), ost, self.client.inactive.is_active(ost))
+            })
+            .collect()
     }
 
     /// Sets the parameters `pattern` matches to `value`; the names set.
     pub(crate) fn set_params(&self, pattern: &str, value: &str) -> WeftResult<Vec<String>> {
+        if is_osc_active(pattern) {
+            let osts: Vec<(String, u32, bool)> =
+                self.osc_active().into_iter().filter(|(n, _, _)| name_matches(pattern, n)).collect();
+            if osts.is_empty() {
+                return Err(WeftError::not_found(format!("no OST of this mount matches '{pattern}'")));
+            }
+            let active = parse_active(value).map_err(WeftError::invalid)?;
+            for (_, ost, _) in &osts {
+                self.client.inactive.set_active(*ost, active);
+            }
+            tracing::info!(
+                "{} OST(s) {} on this mount ({pattern})",
+                osts.len(),
+                if active { "activated" } else { "deactivated" }
+            );
+            return Ok(osts.into_iter().map(|(n, _, _)| n).collect());
+        }
         let names: Vec<&str> = NAMES.into_iter().filter(|n| name_matches(pattern, n)).collect();
         if names.is_empty() {
             return Err(WeftError::not_found(format!("no mount parameter matches '{pattern}'")));
@@ -122,5 +190,8 @@ mod tests {
         assert!(check("max_dirty_mb", "5").is_ok());
         assert!(check("max_dirty_mb", "0").unwrap_err().contains("MiB from 1 to"));
         assert!(check("max_dirty_kb", "5").unwrap_err().contains("jobid_var, jobid_name, max_dirty_mb"));
+        assert!(check("osc.weft-OST0003-osc-1f.active", "0").is_ok());
+        assert!(check("osc.weft-OST0003*.active", "yes").is_ok());
+        assert!(check("osc.weft-OST0003*.active", "2").unwrap_err().contains("1 (use the OST) or 0"));
     }
 }

@@ -38,7 +38,10 @@ pub enum Virtual {
     Fid2Path(Fid),
     /// get: per-target statfs, `[TargetStatfs]`.
     Df,
-    /// get: the cluster map.
+    /// get: `weft.df:FROM`, the per-target statfs of the `DF_PAGE_ROWS` targets from
+    /// position FROM (fewer at the end): a file system of many OSTs, a page at a time.
+    DfPage(usize),
+    /// get: the cluster map, its first `MAP_OSTS_LISTED_MAX` OSTs only.
     Map,
     /// The management service's address, plain text (for tools that connect their own client).
     Mgs,
@@ -110,6 +113,10 @@ pub fn parse(name: &[u8]) -> Option<Virtual> {
         _ if rest.len() > b"param:".len() && rest.starts_with(b"param:") => {
             Virtual::Param(String::from_utf8_lossy(&rest[b"param:".len()..]).into_owned())
         }
+        _ if rest.starts_with(b"df:") => std::str::from_utf8(&rest[b"df:".len()..])
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .map_or(Virtual::Unknown, Virtual::DfPage),
         _ if rest.starts_with(b"quota:") => parse_quota(&rest[b"quota:".len()..]).unwrap_or(Virtual::Unknown),
         _ if rest.len() > b"create:".len() && rest.starts_with(b"create:") => {
             Virtual::Create(rest[b"create:".len()..].to_vec())
@@ -301,10 +308,26 @@ impl Mount {
                 json(&PathAnswer { path: String::from_utf8_lossy(&path).into_owned() })
             }
             Virtual::Df => json(&self.client.statfs_targets().await?),
-            Virtual::Map => json(&self.client.map()),
+            Virtual::DfPage(from) => {
+                json(&self.client.statfs_targets_page(from, weft_client::virtual_xattr::DF_PAGE_ROWS).await?)
+            }
+            Virtual::Map => {
+                // Within the 64 KiB an attribute's value holds: the tools that read it want the
+                // MDTs; `weft df` lists every OST.
+                let mut map = self.client.map();
+                let mut osts = 0;
+                map.targets.retain(|t| {
+                    t.kind != weft_proto::msg::TargetKind::Ost || {
+                        osts += 1;
+                        osts <= weft_client::virtual_xattr::MAP_OSTS_LISTED_MAX
+                    }
+                });
+                json(&map)
+            }
             Virtual::Mgs => Ok(self.client.mgs_address().as_bytes().to_vec()),
             Virtual::Io => json(&self.io.counts(fid)),
             Virtual::Params => json(&self.params()),
+            Virtual::Param(pattern) => json(&self.param_values(&pattern)),
             Virtual::PccList => json(&self.pcc_list()),
             Virtual::PccState => json(&self.pcc_state(fid)),
             Virtual::Error => match self.refusals.take(thread, fid, Instant::now()) {
@@ -316,7 +339,6 @@ impl Mount {
             | Virtual::HsmRelease
             | Virtual::Create(_)
             | Virtual::Mkdir(_)
-            | Virtual::Param(_)
             | Virtual::PccAdd
             | Virtual::PccDel
             | Virtual::PccAttach
@@ -401,6 +423,8 @@ mod tests {
         assert_eq!(parse(b"weft.fid"), Some(Virtual::Fid));
         assert_eq!(parse(b"weft.hsm"), Some(Virtual::Hsm));
         assert_eq!(parse(b"weft.df"), Some(Virtual::Df));
+        assert_eq!(parse(b"weft.df:256"), Some(Virtual::DfPage(256)));
+        assert_eq!(parse(b"weft.df:x"), Some(Virtual::Unknown));
         assert_eq!(parse(b"weft.map"), Some(Virtual::Map));
         let fid = Fid::new(0x200000400, 0x1f, 0);
         assert_eq!(parse(format!("weft.fid2path:{fid}").as_bytes()), Some(Virtual::Fid2Path(fid)));

@@ -162,29 +162,7 @@ impl Cluster {
         let mgs_address = servers.iter().find(|s| s.spec.name == mgs_node.name).expect("mgs").address.clone();
         let expected_targets = nodes.iter().map(|n| n.osts.len() + n.mdt.is_some() as usize).sum();
         for s in &servers {
-            let mut toml = format!(
-                "fsname = \"weft\"\ndata_dir = \"{}\"\nlisten = \"{}\"\nmgs_address = \"{}\"\nlock_timeout_ms = {}\nmetrics_listen = \"{}\"\nmonitor_interval_s = 1\n",
-                s.data_dir.display(),
-                s.address,
-                mgs_address,
-                LOCK_TIMEOUT_MS,
-                s.metrics
-            );
-            if let Some(key) = &key {
-                toml.push_str(&format!("key = \"{}\"\n", key.display()));
-            }
-            if s.spec.mgs {
-                toml.push_str("[mgs]\n");
-            }
-            if let Some(i) = s.spec.mdt {
-                toml.push_str(&format!("[mds]\nindex = {i}\n"));
-            }
-            if !s.spec.osts.is_empty() || !s.spec.failover_osts.is_empty() {
-                toml.push_str(&format!("[oss]\nosts = {:?}\n", s.spec.osts));
-            }
-            if !s.spec.failover_osts.is_empty() {
-                toml.push_str(&format!("failover_osts = {:?}\n", s.spec.failover_osts));
-            }
+            let toml = server_config(s, &mgs_address, key.as_deref());
             std::fs::write(&s.config, toml).expect("write config");
         }
         // Shared storage: a failover OST's directory is its first server's.
@@ -233,6 +211,31 @@ impl Cluster {
             }
             std::thread::sleep(Duration::from_millis(TARGETS_UP_POLL_MS));
         }
+    }
+
+    /// Starts one more server process, `spec`, in the running file system (an OSS joining
+    /// it live), and waits until its targets are up in the map. `prepare` runs first with
+    /// the node's data directory (to place an OST's directory elsewhere, as a symlink named
+    /// `ostXXXX`, XXXX its index in hex).
+    pub fn add_node(&mut self, spec: NodeSpec, prepare: impl FnOnce(&Path)) {
+        let address = format!("{}:{}", spec.ip, free_port(&spec.ip));
+        let data_dir = self.dir.path().join(&spec.name);
+        let mut s = Server {
+            metrics: format!("{}:{}", spec.ip, free_port(&spec.ip)),
+            config: self.dir.path().join(format!("{}.toml", spec.name)),
+            log: data_dir.join("logs").join("weft-server.log"),
+            data_dir,
+            address,
+            spec,
+            child: None,
+        };
+        std::fs::write(&s.config, server_config(&s, &self.mgs_address, self.key.as_deref())).expect("write config");
+        std::fs::create_dir_all(&s.data_dir).expect("data dir");
+        prepare(&s.data_dir);
+        self.expected_targets += s.spec.osts.len() + s.spec.mdt.is_some() as usize;
+        s.child = Some(spawn_server(&self.weft, &s, &[]));
+        self.servers.push(s);
+        self.wait_targets_up();
     }
 
     /// The cluster map, straight from the MGS.
@@ -414,6 +417,34 @@ impl Drop for Cluster {
     }
 }
 
+/// The config file of server `s` of a cluster whose MGS is at `mgs_address`.
+fn server_config(s: &Server, mgs_address: &str, key: Option<&Path>) -> String {
+    let mut toml = format!(
+        "fsname = \"weft\"\ndata_dir = \"{}\"\nlisten = \"{}\"\nmgs_address = \"{}\"\nlock_timeout_ms = {}\nmetrics_listen = \"{}\"\nmonitor_interval_s = 1\n",
+        s.data_dir.display(),
+        s.address,
+        mgs_address,
+        LOCK_TIMEOUT_MS,
+        s.metrics
+    );
+    if let Some(key) = key {
+        toml.push_str(&format!("key = \"{}\"\n", key.display()));
+    }
+    if s.spec.mgs {
+        toml.push_str("[mgs]\n");
+    }
+    if let Some(i) = s.spec.mdt {
+        toml.push_str(&format!("[mds]\nindex = {i}\n"));
+    }
+    if !s.spec.osts.is_empty() || !s.spec.failover_osts.is_empty() {
+        toml.push_str(&format!("[oss]\nosts = {:?}\n", s.spec.osts));
+    }
+    if !s.spec.failover_osts.is_empty() {
+        toml.push_str(&format!("failover_osts = {:?}\n", s.spec.failover_osts));
+    }
+    toml
+}
+
 fn spawn_server(weft: &Path, s: &Server, wrapper: &[&str]) -> Child {
     std::fs::create_dir_all(&s.data_dir).expect("data dir");
     let out_path = s.data_dir.join("stdout.log");
@@ -434,6 +465,13 @@ fn spawn_server(weft: &Path, s: &Server, wrapper: &[&str]) -> Child {
         .stderr(out)
         .spawn()
         .expect("spawn weft server")
+}
+
+impl Server {
+    /// The server's process id while it runs (to read its memory, its connections).
+    pub fn pid(&self) -> Option<u32> {
+        self.child.as_ref().map(Child::id)
+    }
 }
 
 /// Fails the test at once, with the server's log, when a server that should run has exited.

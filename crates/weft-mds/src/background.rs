@@ -4,6 +4,7 @@
 use crate::limits::*;
 use crate::writer::{InternalOp, Job, Queue};
 use crate::Core;
+use futures::StreamExt;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -23,6 +24,7 @@ pub fn spawn_all(
         tokio::spawn(prune_task(core.clone(), queue.clone())),
         tokio::spawn(changelog_task(core.clone(), queue.clone())),
         tokio::spawn(hsm_task(core.clone(), queue.clone())),
+        tokio::spawn(qos_task(core.clone())),
     ];
     if let Some(interval) = checkpoint_interval {
         tasks.push(tokio::spawn(checkpoint_task(core, queue, interval)));
@@ -108,7 +110,10 @@ async fn refill_task(core: Arc<Core>, queue: Queue) {
             let up: Vec<u32> = st.up_osts.iter().copied().chain(st.dom).collect();
             let mut due = Vec::new();
             for ost in up {
-                let Some(pool) = st.ost_pools.get_mut(&ost) else { continue };
+                // A drained OST (max_create_count 0) gets no new objects: no precreates (the
+                // ids its pool holds stay unused).
+                let max_create = st.max_create_count(ost);
+                let Some(pool) = st.ost_pools.get_mut(&ost).filter(|_| max_create > 0) else { continue };
                 if pool.refilling || pool.available() >= core.objects.refill_below {
                     continue;
                 }
@@ -121,7 +126,7 @@ async fn refill_task(core: Arc<Core>, queue: Queue) {
                     continue;
                 }
                 let start = pool.refill_start();
-                let count = batch.min(u32::MAX - start + 1);
+                let count = batch.min(max_create).min(u32::MAX - start + 1);
                 if start == u32::MAX || count == 0 {
                     continue; // The OST's object ids are exhausted.
                 }
@@ -188,11 +193,51 @@ async fn refill_task(core: Arc<Core>, queue: Queue) {
         });
         let calls: Vec<_> = calls.collect();
         let any = !calls.is_empty();
-        futures::future::join_all(calls).await;
+        futures::stream::iter(calls).buffer_unordered(REFILL_CALLS_IN_FLIGHT_MAX).for_each(|()| async {}).await;
         if any {
             continue; // Check again at once: a pool may still be low.
         }
         let _ = tokio::time::timeout(Duration::from_millis(PRECREATE_CHECK_INTERVAL_MS), wake).await;
+    }
+}
+
+/// Every [`QOS_STATFS_INTERVAL_MS`], asks the next [`QOS_STATFS_PER_ROUND_MAX`] OSTs in turn for their space,
+/// which placement weighs once the OSTs are out of balance (`qos.rs`, as Lustre's OSP
+/// devices keep each OST's statfs). The work per second is bounded, whatever the OST count.
+async fn qos_task(core: Arc<Core>) {
+    // The first round soon after the start, once the map lists the OSTs.
+    let mut pause = Duration::from_millis(QOS_STATFS_INTERVAL_MS / 5);
+    loop {
+        tokio::time::sleep(pause).await;
+        pause = Duration::from_millis(QOS_STATFS_INTERVAL_MS);
+        let batch: Vec<u32> = {
+            let mut st = core.objects.lock();
+            let n = st.up_osts.len();
+            // One OST (or none) leaves placement no choice to weigh.
+            if n < 2 {
+                continue;
+            }
+            let start = st.statfs_cursor % n;
+            let take = n.min(QOS_STATFS_PER_ROUND_MAX);
+            st.statfs_cursor = (start + take) % n;
+            (0..take).map(|i| st.up_osts[(start + i) % n]).collect()
+        };
+        let asked = batch.into_iter().map(|ost| {
+            let call = core.targets.statfs(ost);
+            async move { (ost, call.await) }
+        });
+        let answers = futures::future::join_all(asked).await;
+        let mut st = core.objects.lock();
+        for (ost, answer) in answers {
+            match answer {
+                Ok(s) => {
+                    st.free.insert(ost, s.bavail.saturating_mul(u64::from(s.bsize)));
+                }
+                Err(e) => tracing::debug!(ost, error = %e, "statfs for placement failed"),
+            }
+        }
+        let up = st.up_osts.clone();
+        st.free.retain(|o, _| up.binary_search(o).is_ok());
     }
 }
 

@@ -51,7 +51,9 @@ pub mod locking;
 pub mod objects;
 pub mod open_files;
 pub mod ops;
+mod ost_admin;
 pub mod perm;
+pub mod qos;
 mod quota_master;
 pub mod replica;
 pub mod replies;
@@ -132,6 +134,11 @@ pub trait ObjectTargets: Send + Sync + 'static {
         above_oid: Option<u32>,
         mds_start: u64,
     ) -> BoxFuture<'static, WeftResult<weft_proto::msg::ost::Orphans>>;
+    /// The OST's space (`ost::Statfs`), for placing objects by free space (`qos.rs`).
+    fn statfs(&self, ost: u32) -> BoxFuture<'static, WeftResult<weft_proto::msg::StatfsInfo>> {
+        let _ = ost;
+        Box::pin(async { Err(WeftError::new(ErrorCode::NotSupported, "these targets report no space")) })
+    }
     /// A request to another MDT of the file system (the steps of changes over several
     /// MDTs, dne.rs), followed to wherever the map says it is served.
     fn mdt(

@@ -21,6 +21,17 @@ pub const REPLY_CACHE_PRUNE_INTERVAL_MS: u64 = 30_000;
 pub const PRECREATE_WAIT_MS_MAX: u64 = 5_000;
 /// Time between checks of the precreate pools when nothing wakes the refill task.
 pub const PRECREATE_CHECK_INTERVAL_MS: u64 = 1_000;
+/// Precreate and orphan-cleanup calls in flight at once: a file system of a thousand OSTs
+/// fills its pools at start a few dozen OSTs at a time, so that what the MDS holds for them
+/// (calls, replies, journal records) does not grow with the number of OSTs.
+pub const REFILL_CALLS_IN_FLIGHT_MAX: usize = 32;
+/// OSTs whose space the MDS asks per round, in turn, to place objects by free space
+/// (`qos.rs`): the work is the same however many OSTs there are (50 a second at most);
+/// with more OSTs than this, each one's figure is older (20 s at 1,000 OSTs).
+pub const QOS_STATFS_PER_ROUND_MAX: usize = 250;
+/// Time between two rounds of those statfs calls: Lustre's OSP keeps an OST's statfs 5 s
+/// (`osp.*.maxage`).
+pub const QOS_STATFS_INTERVAL_MS: u64 = 5_000;
 /// First delay after a failed precreate or destroy; doubled per failure up to the max.
 pub const RETRY_BACKOFF_MS_MIN: u64 = 100;
 /// Longest delay between retries of a failing precreate or destroy.

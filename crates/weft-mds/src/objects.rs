@@ -137,9 +137,22 @@ pub struct ObjectsState {
     pub sync_mirror_pools: std::collections::BTreeSet<String>,
     pub ost_pools: HashMap<u32, OstPool>,
     pub map_version: u64,
+    /// The OSTs whose `osp.*.max_create_count` is not [`OST_MAX_PRECREATE`]: 0 drains one
+    /// (no new objects there; destroys go on), another value bounds its precreates. Only
+    /// those set: nothing here grows with the number of OSTs.
+    pub max_create: BTreeMap<u32, u32>,
+    /// How objects are placed once the OSTs are out of balance (`lod.*.qos_*`).
+    pub qos: crate::qos::QosSettings,
+    /// Each OST's free bytes, as its last statfs said (refreshed in turn by `qos_task`).
+    pub free: HashMap<u32, u64>,
+    /// Where the next round of statfs calls starts in `up_osts`.
+    pub statfs_cursor: usize,
     /// This MDT: its range of object ids on every OST.
     pub mdt: u32,
 }
+
+/// Lustre's `OST_MAX_PRECREATE`: the default and largest `max_create_count`.
+pub const OST_MAX_PRECREATE: u32 = 20_000;
 
 impl ObjectsState {
     /// The OSTs a layout may use: up, and in the named pool if any.
@@ -153,6 +166,7 @@ impl ObjectsState {
             }
             None => self.up_osts.clone(),
         };
+        c.retain(|o| self.creates_on(*o));
         c.sort_unstable();
         if c.is_empty() {
             let msg = match pool {
@@ -162,6 +176,16 @@ impl ObjectsState {
             return Err(WeftError::new(ErrorCode::NoSpace, msg));
         }
         Ok(c)
+    }
+
+    /// The `max_create_count` of `ost`.
+    pub fn max_create_count(&self, ost: u32) -> u32 {
+        self.max_create.get(&ost).copied().unwrap_or(OST_MAX_PRECREATE)
+    }
+
+    /// Whether new objects may go to `ost` (its `max_create_count` is not 0).
+    pub fn creates_on(&self, ost: u32) -> bool {
+        self.max_create_count(ost) > 0
     }
 
     fn ready(&self, ost: u32) -> bool {
@@ -190,19 +214,27 @@ impl ObjectsState {
                 )),
             };
         }
+        let named = spec.ost_list.iter().copied().chain(u32::try_from(spec.start_ost).ok());
+        if let Some(drained) = named.into_iter().find(|o| self.up_osts.binary_search(o).is_ok() && !self.creates_on(*o))
+        {
+            return Err(WeftError::new(
+                ErrorCode::NoSpace,
+                format!("OST {drained} takes no new objects (its osp.*.max_create_count is 0): name another"),
+            ));
+        }
         let candidates = match self.candidates(spec.pool.as_deref()) {
             // Right after a start the map may not list the OSTs yet: wait for it like a refill.
             Err(e) if e.code == ErrorCode::NoSpace && !give_up => return Ok(None),
             other => other?,
         };
         let explicit = !spec.ost_list.is_empty() || spec.start_ost >= 0;
-        let wanted = select_osts(spec, &candidates, cursor)?;
+        let wanted = self.choose(spec, &candidates, cursor)?;
         if wanted.iter().all(|o| self.ready(*o)) {
             return Ok(Some(wanted));
         }
         let ready: Vec<u32> = candidates.iter().copied().filter(|o| self.ready(*o)).collect();
         if !explicit && ready.len() >= wanted.len() {
-            return Ok(Some(select_osts(spec, &ready, cursor)?));
+            return Ok(Some(self.choose(spec, &ready, cursor)?));
         }
         if !give_up {
             return Ok(None);
@@ -217,7 +249,33 @@ impl ObjectsState {
                 ),
             ));
         }
-        Ok(Some(select_osts(spec, &ready, cursor)?))
+        Ok(Some(self.choose(spec, &ready, cursor)?))
+    }
+
+    /// The OSTs of `candidates` for `spec`: round robin from `cursor` (or where the spec
+    /// says), or, once the candidates' free space is out of balance (`lod.*.qos_*`, known
+    /// for each of them), drawn by weight (`qos.rs`).
+    fn choose(&self, spec: &StripeSpec, candidates: &[u32], cursor: u64) -> WeftResult<Vec<u32>> {
+        let explicit = !spec.ost_list.is_empty() || spec.start_ost >= 0;
+        let count = match spec.stripe_count {
+            -1 => candidates.len(),
+            0 => weft_proto::limits::STRIPE_COUNT_DEFAULT as usize,
+            n => usize::try_from(n).unwrap_or(usize::MAX),
+        };
+        let free: Option<Vec<(u32, u64)>> = candidates.iter().map(|o| self.free.get(o).map(|f| (*o, *f))).collect();
+        match free {
+            Some(free)
+                if !explicit
+                    && count < candidates.len()
+                    && crate::qos::out_of_balance(
+                        &free.iter().map(|(_, f)| *f).collect::<Vec<_>>(),
+                        self.qos.threshold_rr,
+                    ) =>
+            {
+                Ok(crate::qos::weighted_pick(&free, count, self.qos.prio_free, cursor))
+            }
+            _ => select_osts(spec, candidates, cursor),
+        }
     }
 
     fn take(&mut self, osts: &[u32]) -> Vec<StripeObject> {
@@ -277,6 +335,12 @@ impl Objects {
                 None => OstPool::unrecorded(mdt),
             });
         }
+        // An OST taken out of the map (`weft del-ost`) is forgotten; its record stays in the
+        // store, so that one added back under the same index starts past what it handed out.
+        let in_map: std::collections::HashSet<u32> = map.osts().map(|t| t.index).collect();
+        let dom = st.dom;
+        st.ost_pools.retain(|o, _| in_map.contains(o) || Some(*o) == dom);
+        st.max_create.retain(|o, _| in_map.contains(o));
         drop(st);
         self.refill_wake.notify_one();
     }
@@ -319,6 +383,26 @@ impl Objects {
                 )));
             }
         }
+        Ok(())
+    }
+
+    /// Sets `osp.OST.max_create_count` of `ost` (0 to [`OST_MAX_PRECREATE`]): 0 stops new
+    /// objects there, any other value bounds each precreate. Kept in memory, as Lustre's
+    /// `lctl set_param` (`set-param -P` keeps it in the map).
+    pub fn set_max_create_count(&self, ost: u32, count: u32) -> WeftResult<()> {
+        if count > OST_MAX_PRECREATE {
+            return Err(WeftError::invalid(format!(
+                "max_create_count {count}: 0 (no new objects) to {OST_MAX_PRECREATE} (the default)"
+            )));
+        }
+        let mut st = self.lock();
+        if count == OST_MAX_PRECREATE {
+            st.max_create.remove(&ost);
+        } else {
+            st.max_create.insert(ost, count);
+        }
+        drop(st);
+        self.refill_wake.notify_one();
         Ok(())
     }
 
@@ -427,6 +511,31 @@ mod tests {
         let mut pooled = StripeSpec::unset();
         pooled.pool = Some("nope".into());
         assert_eq!(st.plan(&pooled, 0, true).unwrap_err().code, ErrorCode::Invalid);
+    }
+
+    #[test]
+    fn placement_follows_free_space_once_out_of_balance_and_skips_drained_osts() {
+        let mut st = state(&[(0, 1, 1000), (1, 1, 1000), (2, 1, 1000)]);
+        let one = StripeSpec::unset();
+        let count = |st: &ObjectsState, ost: u32| {
+            (0..300).filter(|c| st.plan(&one, *c, false).unwrap().unwrap()[0] == ost).count()
+        };
+        // No free figures yet, or balanced: round robin, a third each.
+        assert_eq!(count(&st, 2), 100);
+        st.free = [(0, 100 << 30), (1, 95 << 30), (2, 90 << 30)].into();
+        assert_eq!(count(&st, 2), 100, "within qos_threshold_rr: round robin");
+        // OST 2 much emptier: it draws most new objects.
+        st.free.insert(2, 1000 << 30);
+        assert!(count(&st, 2) > 200, "{} of 300 on the emptier OST", count(&st, 2));
+        // A threshold of 100%: round robin again.
+        st.qos.threshold_rr = 100;
+        assert_eq!(count(&st, 2), 100);
+        // Drained: never chosen, and refused when named.
+        st.max_create.insert(2, 0);
+        assert_eq!(count(&st, 2), 0);
+        let mut named = StripeSpec::unset();
+        named.start_ost = 2;
+        assert_eq!(st.plan(&named, 0, true).unwrap_err().code, ErrorCode::NoSpace);
     }
 
     #[test]

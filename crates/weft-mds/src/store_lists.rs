@@ -25,6 +25,30 @@ impl Tables {
         Ok(out)
     }
 
+    /// What this MDT still has on OST `ost`: (files whose layouts name an object there,
+    /// those objects, objects there queued for destruction). Reads every inode: for
+    /// `weft del-ost`, which refuses to take an OST out of the map while anything remains on
+    /// it, not for serving (a scan, not a counter kept by every change that adds or drops
+    /// objects: nothing to keep in step, and it costs only when asked).
+    pub fn objects_on_ost(&self, ost: u32) -> WeftResult<(u64, u64, u64)> {
+        let (mut files, mut objects) = (0u64, 0u64);
+        self.scan(schema::TABLE_INODES, &[], None, |k, v| {
+            let fid = Fid::from_bytes(k).ok_or_else(|| WeftError::io("a corrupt inode key"))?;
+            if let Some(layout) = schema::decode_inode(fid, v)?.layout {
+                let here = layout.objects().filter(|o| o.ost == ost).count() as u64;
+                files += u64::from(here > 0);
+                objects += here;
+            }
+            Ok(true)
+        })?;
+        let mut queued = 0u64;
+        self.scan(schema::TABLE_DESTROY_QUEUE, &[], None, |k, _| {
+            queued += u64::from(schema::split_destroy_key(k)?.0 == ost);
+            Ok(true)
+        })?;
+        Ok((files, objects, queued))
+    }
+
     /// The files queued for a resync of their synchronous mirrors, in FID order, at most
     /// `limit`.
     pub fn resync_entries(&self, limit: usize) -> WeftResult<Vec<Fid>> {

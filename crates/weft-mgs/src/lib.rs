@@ -393,6 +393,18 @@ impl Handle for mgs::Register {
     }
 }
 
+impl Handle for mgs::RegisterTargets {
+    async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
+        mgs.update(move |m| {
+            for target in &self.targets {
+                rules::register(m, target)?;
+            }
+            Ok(!self.targets.is_empty())
+        })
+        .await
+    }
+}
+
 impl Handle for mgs::SetTargetState {
     async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
         mgs.update(move |m| rules::set_target_state(m, self.kind, self.index, self.state)).await
@@ -426,6 +438,12 @@ impl Handle for mgs::PoolSet {
 impl Handle for mgs::Nodemap {
     async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
         mgs.update(move |m| m.nodemap.apply(&self.command)).await
+    }
+}
+
+impl Handle for mgs::RemoveTarget {
+    async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
+        mgs.update(move |m| rules::remove_target(m, self.kind, self.index)).await
     }
 }
 

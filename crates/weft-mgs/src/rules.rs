@@ -150,6 +150,34 @@ pub fn pool_destroy(map: &mut ClusterMap, pool: &str) -> WeftResult<bool> {
     Ok(true)
 }
 
+/// Takes target `index` of `kind` out of the map: an OST only, in no pool (`weft pool
+/// remove` first), not served under a lease (a failover OST's servers would claim it back).
+pub fn remove_target(map: &mut ClusterMap, kind: TargetKind, index: u32) -> WeftResult<bool> {
+    if kind != TargetKind::Ost {
+        return Err(WeftError::invalid("only an OST is taken out of the map (weft del-ost); an MDT stays"));
+    }
+    let name = weft_proto::msg::target_name(&map.fsname, kind, index);
+    let Some(i) = map.targets.iter().position(|t| t.kind == kind && t.index == index) else {
+        return Err(WeftError::not_found(format!("{name} is not in the cluster map")));
+    };
+    let pools: Vec<&String> = map.pools.iter().filter(|(_, m)| m.contains(&index)).map(|(p, _)| p).collect();
+    if !pools.is_empty() {
+        let pools: Vec<&str> = pools.iter().map(|p| p.as_str()).collect();
+        return Err(WeftError::new(
+            weft_proto::ErrorCode::Busy,
+            format!("{name} is in pool(s) {}: weft pool remove it first", pools.join(",")),
+        ));
+    }
+    if map.targets[i].leased {
+        return Err(WeftError::new(
+            weft_proto::ErrorCode::Busy,
+            format!("{name} is a failover OST served under a lease: take it out of its servers' failover_osts first"),
+        ));
+    }
+    map.targets.remove(i);
+    Ok(true)
+}
+
 fn no_pool(pool: &str) -> WeftError {
     WeftError::not_found(format!("no pool '{pool}': weft pool list shows the pools"))
 }

@@ -1,6 +1,7 @@
 //! A bounded cache of open object files, per OST. Read and Write are the hot path: an
 //! open(2) per request would cost a path walk and a descriptor allocation each time, so
-//! handles stay open across requests, up to [`OPEN_FILES_MAX`] per OST.
+//! handles stay open across requests, up to [`OPEN_FILES_MAX`] per OST, and
+//! [`OPEN_FILES_PROCESS_MAX`] for all the OSTs of the process together.
 //!
 //! The cache is sharded by object id so that requests to different objects rarely meet on a
 //! mutex, and the mutex is held only for a map lookup, never across I/O.
@@ -12,10 +13,15 @@
 //! miss and inserts only when it is unchanged. A destroy unlinks first and bumps the epoch
 //! after, so an open that raced it is either removed by it or refused at insert.
 
-use crate::limits::{OPEN_FILES_MAX, OPEN_FILES_SHARDS};
+use crate::limits::{OPEN_FILES_MAX, OPEN_FILES_PROCESS_MAX, OPEN_FILES_SHARDS};
 use std::collections::HashMap;
 use std::fs::File;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Handles cached by every cache of the process, against [`OPEN_FILES_PROCESS_MAX`]: the
+/// descriptors a process holds do not grow with the number of OSTs it serves.
+static CACHED_IN_PROCESS: AtomicUsize = AtomicUsize::new(0);
 
 #[derive(Debug, Default)]
 struct Shard {
@@ -70,12 +76,19 @@ impl HandleCache {
                 return existing.clone();
             }
             let mut evicted = None;
-            if shard.files.len() >= self.shard_files_max {
+            let process_full = CACHED_IN_PROCESS.load(Ordering::Relaxed) >= OPEN_FILES_PROCESS_MAX;
+            if shard.files.len() >= self.shard_files_max || process_full {
                 // Any victim will do: a bound matters here, recency hardly (the page cache
                 // keeps the data; only the open(2) is repeated).
                 if let Some(victim) = shard.files.keys().next().copied() {
                     evicted = shard.files.remove(&victim);
+                } else {
+                    // The process holds its budget in other OSTs' caches: used uncached.
+                    return file;
                 }
+            }
+            if evicted.is_none() {
+                CACHED_IN_PROCESS.fetch_add(1, Ordering::Relaxed);
             }
             shard.files.insert(oid, file.clone());
             debug_assert!(shard.files.len() <= self.shard_files_max);
@@ -90,12 +103,22 @@ impl HandleCache {
     pub fn invalidate(&self, oid: u32) {
         let mut shard = self.shard(oid);
         shard.destroy_epoch += 1;
-        shard.files.remove(&oid);
+        if shard.files.remove(&oid).is_some() {
+            CACHED_IN_PROCESS.fetch_sub(1, Ordering::Relaxed);
+        }
     }
 
     #[cfg(test)]
     pub fn len(&self) -> usize {
         self.shards.iter().map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).files.len()).sum()
+    }
+}
+
+impl Drop for HandleCache {
+    /// An OST stopped (its failover server took it): its handles leave the process's count.
+    fn drop(&mut self) {
+        let held: usize = self.shards.iter().map(|s| s.lock().unwrap_or_else(|e| e.into_inner()).files.len()).sum();
+        CACHED_IN_PROCESS.fetch_sub(held, Ordering::Relaxed);
     }
 }
 

@@ -183,7 +183,8 @@ pub(crate) fn lock_unpoisoned<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-/// Each OST may hold [`limits::OPEN_FILES_MAX`] descriptors. Raising the limit is the
+/// Each OST may hold [`limits::OPEN_FILES_MAX`] descriptors in each of its two caches, all
+/// of them together [`limits::OPEN_FILES_PROCESS_MAX`]. Raising the limit is the
 /// binary's business (it is process-wide); a short limit shows up here, at start, rather than
 /// as EMFILE errors under load.
 fn warn_if_descriptors_short(ost_count: usize) {
@@ -192,7 +193,7 @@ fn warn_if_descriptors_short(ost_count: usize) {
     if unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut limit) } != 0 {
         return;
     }
-    let needed = ost_count.saturating_mul(limits::OPEN_FILES_MAX) as u64;
+    let needed = ost_count.saturating_mul(2 * limits::OPEN_FILES_MAX).min(limits::OPEN_FILES_PROCESS_MAX) as u64;
     if limit.rlim_cur != libc::RLIM_INFINITY && (limit.rlim_cur as u64) < needed {
         tracing::warn!(
             open_files_limit = limit.rlim_cur as u64,

@@ -4,6 +4,10 @@
 /// Open object files kept per OST. Bounds file descriptors: a process serving many OSTs
 /// holds at most `OPEN_FILES_MAX` descriptors for each, however many objects clients touch.
 pub const OPEN_FILES_MAX: usize = 1024;
+/// Open object files kept by all the OSTs of a process together (each OST has two caches:
+/// page-cache and direct I/O): a process of 250 OSTs holds this many, not 250 times
+/// 2,048. Past it, a new handle takes the place of one of its OST's, or is not kept.
+pub const OPEN_FILES_PROCESS_MAX: usize = 16_384;
 /// Object reads and writes of at least this many bytes, at offsets and of lengths that are
 /// multiples of BULK_ALIGN_BYTES (weft-proto), bypass the page cache (O_DIRECT), as
 /// Lustre's OSS writes bulk to disk: a copy into page-cache pages and their later writeback

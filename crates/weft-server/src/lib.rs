@@ -28,6 +28,7 @@ mod metrics;
 mod monitor;
 mod nodemap;
 mod params;
+mod params_osp;
 mod replicated;
 mod replicated_mgs;
 mod resync;
@@ -348,10 +349,19 @@ impl RunningServer {
         if let (Some(o), None) = (&oss, &failover) {
             targets.extend(o.ost_indices().into_iter().map(|i| (TargetKind::Ost, i)));
         }
-        for (kind, index) in targets {
-            let target = TargetInfo::new(kind, index, address.clone());
-            register(&mgs_peer, target).await.with_context(|| {
-                format!("cannot register {kind:?} {index} with the management service at {mgs_address}")
+        // In one change of the map: a server of many OSTs would otherwise move it once per
+        // OST, and every process following the map would fetch each version.
+        let infos: Vec<TargetInfo> =
+            targets.iter().map(|&(kind, index)| TargetInfo::new(kind, index, address.clone())).collect();
+        if !infos.is_empty() {
+            let timeout = mgs_peer.options().request_timeout;
+            let registered = mgs_peer.op(header(), mgs::RegisterTargets { targets: infos }, timeout).await;
+            registered.map_err(|e| {
+                anyhow::anyhow!(
+                    "cannot register {} target(s) with the management service at {mgs_address}: {}",
+                    targets.len(),
+                    e.message
+                )
             })?;
         }
         // The clients learn of the restart now: the MDT's have this long to replay.
@@ -371,6 +381,7 @@ impl RunningServer {
             .map_err(|e| anyhow::anyhow!("cannot fetch the cluster map from {mgs_address}: {}", e.message))?;
         let mut changes = follower.subscribe();
         let mut applied = Vec::new();
+        let mut osts_seen = std::collections::BTreeSet::new();
         {
             let state = changes.borrow_and_update().clone();
             // Root squash first: the nodemaps' arrival lets requests run.
@@ -378,6 +389,7 @@ impl RunningServer {
             identities.set_nodemaps(&state.map.nodemap);
             if let Some(mds) = &mds {
                 mds.set_cluster_map(&state.map);
+                params.apply_to_new_osts(&state.map.params, &mut osts_seen);
             }
         }
         if config.mds.is_some() {
@@ -425,6 +437,7 @@ impl RunningServer {
                     object_targets.peers.retain_map(&state);
                     if let Some(mds) = slot.get() {
                         mds.set_cluster_map(&state.map);
+                        params.apply_to_new_osts(&state.map.params, &mut osts_seen);
                     }
                 }
             }

@@ -135,6 +135,8 @@ enum Key {
     Target((TargetKind, u32), TargetLeaf),
     /// `mgs.MGS.replica_status`: this process's replica of a replicated MGS.
     MgsReplicaStatus,
+    /// The MDS's `osp.*` and `lod.*` (see `params_osp.rs`).
+    Osp(crate::params_osp::OspKey),
 }
 
 /// The replicated groups this process's replicas take part in (their `replica_status`).
@@ -218,6 +220,11 @@ impl Params {
         if self.mgs_group.is_some() {
             out.push(("mgs.MGS.replica_status".to_string(), Key::MgsReplicaStatus));
         }
+        if let Some(mds) = self.mds.get() {
+            let mdt = self.targets.iter().find(|t| t.0 == TargetKind::Mdt).map_or(0, |t| t.1);
+            let leaves = crate::params_osp::leaves(&mds, mdt, &self.fsname);
+            out.extend(leaves.into_iter().map(|(name, key)| (name, Key::Osp(key))));
+        }
         for &(kind, index) in &self.targets {
             let kind_prefix = match kind {
                 TargetKind::Ost => "obdfilter",
@@ -288,7 +295,11 @@ impl Params {
         match op {
             ParamRequest::GetParam(g) => {
                 let mut values = Vec::new();
+                let wildcard = g.pattern.contains(['*', '?']);
                 for (name, key) in self.leaves().into_iter().filter(|(n, _)| name_matches(&g.pattern, n)) {
+                    if matches!(key, Key::Osp(k) if k.named_only()) && wildcard {
+                        continue;
+                    }
                     match self.get(key) {
                         Ok(value) => values.push(ParamValue { name, value }),
                         // A TBF name while the policy is FIFO: not there, unless asked by name.
@@ -355,6 +366,15 @@ impl Params {
         }
     }
 
+    /// The permanent `osp.*` settings of OSTs the MDS learnt of since the last call (see
+    /// `params_osp::apply_to_new_osts`).
+    pub fn apply_to_new_osts(&self, records: &[ParamRecord], seen: &mut std::collections::BTreeSet<u32>) {
+        if let Some(mds) = self.mds.get() {
+            let mdt = self.targets.iter().find(|t| t.0 == TargetKind::Mdt).map_or(0, |t| t.1);
+            crate::params_osp::apply_to_new_osts(&mds, mdt, &self.fsname, records, seen);
+        }
+    }
+
     /// `nodemap.*`, answered by the process that runs the management service (which keeps
     /// them), as Lustre's MGS answers them.
     fn nodemap_values(&self) -> Vec<(String, String)> {
@@ -398,6 +418,7 @@ impl Params {
     fn get(&self, key: Key) -> Result<String, String> {
         let (service, leaf) = match key {
             Key::Service(service, leaf) => (service, leaf),
+            Key::Osp(key) => return crate::params_osp::get(&self.mds()?, key),
             Key::MgsReplicaStatus => {
                 let group = self.mgs_group.as_ref().ok_or("this server process holds no MGS replica")?;
                 return Ok(crate::replicated::status_text(&group.status()));
@@ -483,6 +504,7 @@ impl Params {
     fn set(&self, key: Key, value: &str) -> Result<(), String> {
         let (service, leaf) = match key {
             Key::Service(service, leaf) => (service, leaf),
+            Key::Osp(key) => return crate::params_osp::set(&self.mds()?, key, value),
             Key::MgsReplicaStatus => {
                 return Err("replica_status is read only: it shows where this replica stands in its group".into())
             }

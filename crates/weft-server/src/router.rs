@@ -53,6 +53,7 @@ fn authorize_mgs(header: &RequestHeader, op: MgsRequest) -> Result<MgsRequest, W
             perm("changes pools")
         }
         MgsRequest::Nodemap(_) if caller != 0 => perm("changes nodemaps"),
+        MgsRequest::RemoveTarget(_) if caller != 0 => perm("takes targets out of the map"),
         MgsRequest::MoveTarget(_) | MgsRequest::ClaimTarget(_) | MgsRequest::HandOver(_) if caller != 0 => {
             perm("moves targets between servers")
         }

@@ -165,6 +165,10 @@ impl weft_mds::ObjectTargets for NetTargets {
         self.call(ost, ost::Destroy { fid })
     }
 
+    fn statfs(&self, ost: u32) -> BoxFuture<'static, WeftResult<weft_proto::msg::StatfsInfo>> {
+        self.call(ost, ost::Statfs {})
+    }
+
     fn quota_usage(&self, ost: u32) -> BoxFuture<'static, WeftResult<Vec<QuotaUseEntry>>> {
         self.call(ost, ost::QuotaUsageAll {})
     }

@@ -249,6 +249,15 @@ macro_rules! mgs_ops {
             write PoolSet { pool: String, sync_mirrors: bool } -> $crate::msg::ClusterMap = "mgs_pool_set";
             /// Changes the nodemaps (`weft nodemap ...`, root only): the map answered has them.
             write Nodemap { command: $crate::nodemap::NodemapCommand } -> $crate::msg::ClusterMap = "mgs_nodemap";
+            /// Takes an OST out of the map (`weft del-ost`, root only; Lustre's `lctl del_ost`):
+            /// the MDS and the clients forget it. The caller has checked that no MDT has
+            /// objects left there; the MGS refuses an OST that is in a pool or is a failover
+            /// OST.
+            write RemoveTarget { kind: $crate::msg::TargetKind, index: u32 } -> $crate::msg::ClusterMap = "mgs_remove_target";
+            /// As `Register`, for every target a server starts with, in one change of the
+            /// map: a server of 250 OSTs moves the map once, not 250 times (every follower
+            /// would fetch each version). All or none.
+            write RegisterTargets { targets: Vec<$crate::msg::TargetInfo> } -> $crate::msg::ClusterMap = "mgs_register_targets";
         }
     };
 }

@@ -118,9 +118,25 @@ fn remote_and_striped_directories_work_for_programs_and_spread_over_mdts() {
     sh(&mnt, "mkdir parent/child");
     assert_eq!(weft_ok(&["getdirstripe", "-c", s(&mnt.join("parent/child"))]), "2\n");
 
+    // An MDT joins the running file system: listed at once, directories placed on it.
+    c.add_node(NodeSpec::new("mds2", "127.0.0.3").mdt(2), |_| {});
+    let eventually = Instant::now();
+    while !weft_ok(&["mdts", s(&mnt)]).contains("2: weft-MDT0002_UUID ACTIVE") {
+        assert!(eventually.elapsed() < Duration::from_secs(15), "the new MDT is not in the mount's map");
+        std::thread::sleep(Duration::from_millis(200));
+    }
+    weft_ok(&["mkdir", "-i", "2", s(&mnt.join("on2"))]);
+    sh(&mnt, "echo two > on2/file && mkdir on2/sub");
+    assert_eq!((mdt_of(&mnt.join("on2/file")), mdt_of(&mnt.join("on2/sub"))), (2, 2));
+    weft_ok(&["mkdir", "-c", "3", s(&mnt.join("three"))]);
+    sh(&mnt, "for i in $(seq 1 60); do echo $i > three/f$i; done");
+    let spread: std::collections::BTreeSet<u32> = (1..=60).map(|i| mdt_of(&mnt.join(format!("three/f{i}")))).collect();
+    assert_eq!(spread.into_iter().collect::<Vec<_>>(), vec![0, 1, 2]);
+    sh(&mnt, "rm -rf on2 three");
+
     // Wrong input: named options and what is allowed.
-    let e = failure_stderr(&weft(&["mkdir", "-c", "3", s(&mnt.join("three"))]));
-    assert!(e.contains("needs 3 MDTs; the file system has 2"), "{e}");
+    let e = failure_stderr(&weft(&["mkdir", "-c", "4", s(&mnt.join("four"))]));
+    assert!(e.contains("needs 4 MDTs; the file system has 3"), "{e}");
     let e = failure_stderr(&weft(&["mkdir", "-H", "all_char", "-c", "2", s(&mnt.join("x"))]));
     assert!(e.contains("-H/--mdt-hash") && e.contains("fnv_1a_64 or crush"), "{e}");
     let e = failure_stderr(&weft(&["mkdir", "-i", "7", s(&mnt.join("x"))]));

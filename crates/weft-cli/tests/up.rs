@@ -104,6 +104,32 @@ fn up_status_down_and_up_again_with_the_data() {
     weft_ok(&["down", "--data", d]);
 }
 
+/// `weft up --mdts 2`: MDT1 in a process of its own, which `weft status` names, directories
+/// striped over both, everything stopped by `weft down` and back with `weft up`.
+#[test]
+fn up_with_two_mdts_stripes_directories_and_comes_back() {
+    let up = Up::new();
+    let (d, m, mnt) = (up.d(), up.m(), &up.mnt);
+    let out = up.start(&["--osts", "2", "--mdts", "2"]);
+    assert!(out.contains("is up: 2 MDTs"), "{out}");
+    let status = weft_ok(&["status", "--data", d]);
+    assert!(status.contains("weft-MDT0001     up") && status.contains(" MDT0001 "), "{status}");
+    weft_ok(&["mkdir", "-c", "2", &format!("{m}/s")]);
+    sh(mnt, "for i in $(seq 1 40); do echo $i > s/f$i; done");
+    let fids =
+        weft_ok(&["path2fid", &format!("{m}/s/f1"), &format!("{m}/s/f2"), &format!("{m}/s/f3"), &format!("{m}/s/f4")]);
+    assert!(fids.contains("[0x200000400:") && fids.contains("[0x200100400:"), "names on both MDTs:\n{fids}");
+    let pid = |text: &str| -> Option<u32> {
+        text.lines().find(|l| l.contains(" MDT0001 ")).and_then(|l| l.split_whitespace().next()?.parse().ok())
+    };
+    let mdt1 = pid(&status).expect("MDT1's process is listed");
+    weft_ok(&["down", "--data", d]);
+    assert!(!std::path::Path::new(&format!("/proc/{mdt1}")).exists(), "weft down left MDT1's process");
+    let again = up.start(&[]);
+    assert!(again.contains("2 MDTs"), "{again}");
+    assert_eq!(sh(mnt, "cat s/f17; ls s | wc -l"), "17\n40\n");
+}
+
 #[test]
 fn help_and_bad_options_name_what_is_allowed() {
     for cmd in [

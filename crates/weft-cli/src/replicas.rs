@@ -60,6 +60,22 @@ pub fn mdt_configs(data: &Path) -> anyhow::Result<Vec<(PathBuf, ServerConfig)>> 
     Ok(out)
 }
 
+/// What `weft up` says of its MDTs: one, one replicated, or several.
+pub fn mdts_text(data: &Path, processes: &[ReplicaProcess]) -> String {
+    let replicas = processes.iter().filter(|p| extra_mdt(data, &p.config).is_none()).count();
+    match (replicas, processes.len() - replicas + 1) {
+        (0, 1) => "1 MDT".to_string(),
+        (0, n) => format!("{n} MDTs (each past MDT0 in a process of its own)"),
+        (n, _) => format!("1 MDT ({n} replicas, a process each)"),
+    }
+}
+
+/// The MDT a process of `weft up --mdts` serves, from its config's name (`DATA/mdts/mdtNNNN.toml`).
+pub fn extra_mdt(data: &Path, config: &Path) -> Option<u32> {
+    let name = config.strip_prefix(data.join("mdts")).ok()?.file_stem()?.to_str()?;
+    u32::from_str_radix(name.strip_prefix("mdt")?, 16).ok()
+}
+
 /// Makes the configs of a new file system with `n` MDTs: `main` (the `weft up` process:
 /// the management service, MDT0 and the OSTs) listens on a fixed port now, and MDT1..n-1
 /// each get a server process of their own (a directory and a config under `data/mdts`),

@@ -364,13 +364,7 @@ async fn wait_for_stop(mnt: Option<&Path>) -> &'static str {
 
 fn print_summary(s: &UpState, c: &ServerConfig, uring: bool, detached: bool) {
     let osts = c.oss.as_ref().map_or(0, |o| o.osts.len());
-    let replicas = s.replicas.iter().filter(|p| !p.config.starts_with(s.data.join("mdts"))).count();
-    let mdts = s.replicas.len() - replicas + 1;
-    let mdt = match (replicas, mdts) {
-        (0, 1) => "1 MDT".to_string(),
-        (0, n) => format!("{n} MDTs (each past MDT0 in a process of its own)"),
-        (n, _) => format!("1 MDT ({n} replicas, a process each)"),
-    };
+    let mdt = crate::replicas::mdts_text(&s.data, &s.replicas);
     println!("Weft file system '{}' is up: {mdt}, {osts} OSTs, mounted at {}", s.fsname, s.mount.display());
     println!("  data: {}   logs: {}", s.data.display(), s.log.display());
     match (uring, weft_fuse::uring_offered()) {
@@ -538,13 +532,14 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
         for r in &s.replicas {
             let alive = pid_alive(r.pid);
-            if let Some(index) = extra_mdt(&data, &r.config) {
+            if let Some(index) = crate::replicas::extra_mdt(&data, &r.config) {
                 // A further MDT's process (weft up --mdts): no group to ask about.
+                let (role, address) = (format!("MDT{index:04x}"), r.address.clone());
                 report.processes.push(ProcessRow {
                     pid: r.pid,
                     alive,
-                    role: format!("MDT{index:04x}"),
-                    address: r.address.clone(),
+                    role,
+                    address,
                     replica: None,
                     mgs_replica: None,
                 });
@@ -559,7 +554,8 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
                 mgs_replica: if alive { replica_row(&rt, &r.address, "mgs.*.replica_status") } else { None },
             });
         }
-        let replicas: Vec<_> = s.replicas.iter().filter(|r| extra_mdt(&data, &r.config).is_none()).collect();
+        let replicas: Vec<_> =
+            s.replicas.iter().filter(|r| crate::replicas::extra_mdt(&data, &r.config).is_none()).collect();
         if !replicas.is_empty() {
             let addresses: Vec<String> = replicas.iter().map(|r| r.address.clone()).collect();
             let mdt = format!("{}-MDT0000", config.fsname);
@@ -624,12 +620,6 @@ pub fn status(a: StatusArgs) -> anyhow::Result<()> {
 
 /// `weft status`'s table of processes: each replica's role in the MGS's group and the
 /// MDT's, and the MDT group's term and log positions.
-/// The MDT a process of `weft up --mdts` serves, from its config's name (`DATA/mdts/mdtNNNN.toml`).
-fn extra_mdt(data: &Path, config: &Path) -> Option<u32> {
-    let name = config.strip_prefix(data.join("mdts")).ok()?.file_stem()?.to_str()?;
-    u32::from_str_radix(name.strip_prefix("mdt")?, 16).ok()
-}
-
 fn print_processes(processes: &[ProcessRow]) {
     let row = |a: &str, b: &str, c: &str, d: &str, e: &str, f: &str, g: &str, h: &str, i: &str| {
         println!("{a:<8} {b:<20} {c:<22} {d:<9} {e:<9} {f:>5} {g:>9} {h:>9} {i:>9}");

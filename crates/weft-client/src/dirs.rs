@@ -80,23 +80,13 @@ impl Stripes {
         if self.lock().is_empty() {
             return;
         }
-        match req {
-            MdtRequest::Lookup(mdt::Lookup { parent, name })
-            | MdtRequest::Create(mdt::Create { parent, name, .. })
-            | MdtRequest::Mkdir(mdt::Mkdir { parent, name, .. })
-            | MdtRequest::MkdirStriped(mdt::MkdirStriped { parent, name, .. })
-            | MdtRequest::Mknod(mdt::Mknod { parent, name, .. })
-            | MdtRequest::Symlink(mdt::Symlink { parent, name, .. })
-            | MdtRequest::Link(mdt::Link { parent, name, .. })
-            | MdtRequest::Unlink(mdt::Unlink { parent, name })
-            | MdtRequest::Rmdir(mdt::Rmdir { parent, name }) => *parent = self.holder(*parent, name),
-            MdtRequest::Rename(mdt::Rename { src_parent, src_name, dst_parent, dst_name, .. }) => {
-                *src_parent = self.holder(*src_parent, src_name);
-                *dst_parent = self.holder(*dst_parent, dst_name);
-            }
-            // An unnamed file goes where its directory's master is.
-            _ => {}
+        if let Some((dir, name)) = req.one_name_mut() {
+            *dir = self.holder(*dir, name);
+        } else if let MdtRequest::Rename(mdt::Rename { src_parent, src_name, dst_parent, dst_name, .. }) = req {
+            *src_parent = self.holder(*src_parent, src_name);
+            *dst_parent = self.holder(*dst_parent, dst_name);
         }
+        // An unnamed file goes where its directory's master is.
     }
 
     /// Whether no striped directory is known here.
@@ -170,16 +160,7 @@ impl Client {
     pub(crate) async fn learn_stripes(&self, who: &Caller, req: &MdtRequest) {
         let dirs = match req {
             MdtRequest::Rename(mdt::Rename { src_parent, dst_parent, .. }) => vec![*src_parent, *dst_parent],
-            MdtRequest::Lookup(mdt::Lookup { parent, .. })
-            | MdtRequest::Create(mdt::Create { parent, .. })
-            | MdtRequest::Mkdir(mdt::Mkdir { parent, .. })
-            | MdtRequest::MkdirStriped(mdt::MkdirStriped { parent, .. })
-            | MdtRequest::Mknod(mdt::Mknod { parent, .. })
-            | MdtRequest::Symlink(mdt::Symlink { parent, .. })
-            | MdtRequest::Link(mdt::Link { parent, .. })
-            | MdtRequest::Unlink(mdt::Unlink { parent, .. })
-            | MdtRequest::Rmdir(mdt::Rmdir { parent, .. }) => vec![*parent],
-            _ => Vec::new(),
+            other => other.one_name().map(|(dir, _)| dir).into_iter().collect(),
         };
         for dir in dirs {
             let getattr: MdtRequest = mdt::Getattr { fid: dir }.into();

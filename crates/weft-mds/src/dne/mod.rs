@@ -162,22 +162,11 @@ pub(crate) fn check_stripe(mds: &Mds, req: &MdtRequest) -> WeftResult<()> {
     if !mds.core.dne.several() {
         return Ok(());
     }
-    let (parent, name) = match req {
-        MdtRequest::Lookup(mdt::Lookup { parent, name })
-        | MdtRequest::Create(mdt::Create { parent, name, .. })
-        | MdtRequest::Mkdir(mdt::Mkdir { parent, name, .. })
-        | MdtRequest::MkdirStriped(mdt::MkdirStriped { parent, name, .. })
-        | MdtRequest::Mknod(mdt::Mknod { parent, name, .. })
-        | MdtRequest::Symlink(mdt::Symlink { parent, name, .. })
-        | MdtRequest::Link(mdt::Link { parent, name, .. })
-        | MdtRequest::Unlink(mdt::Unlink { parent, name })
-        | MdtRequest::Rmdir(mdt::Rmdir { parent, name }) => (*parent, name),
-        MdtRequest::Rename(mdt::Rename { src_parent, src_name, dst_parent, dst_name, .. }) => {
-            check_name(mds, *dst_parent, dst_name)?;
-            (*src_parent, src_name)
-        }
-        _ => return Ok(()),
-    };
+    if let MdtRequest::Rename(mdt::Rename { src_parent, src_name, dst_parent, dst_name, .. }) = req {
+        check_name(mds, *dst_parent, dst_name)?;
+        return check_name(mds, *src_parent, src_name);
+    }
+    let Some((parent, name)) = req.one_name() else { return Ok(()) };
     check_name(mds, parent, name)
 }
 

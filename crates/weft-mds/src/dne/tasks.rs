@@ -8,15 +8,20 @@ use weft_proto::msg::update::TxnState;
 use weft_proto::msg::{mdt, MdtReply, MdtRequest, RequestHeader, Run};
 use weft_proto::{WeftError, WeftResult};
 
-/// A request of this MDS's own (a background task's) to MDT `mdt`, this one included.
-async fn own_call(core: &crate::Core, queue: &crate::writer::Queue, mdt: u32, req: MdtRequest) -> WeftResult<MdtReply> {
-    let header = RequestHeader {
+/// The header of this MDS's own requests: root, no client, no reply slot.
+fn own_header() -> RequestHeader {
+    RequestHeader {
         client_id: 0,
         request_id: 0,
         reply_slot: 0,
         identity: weft_proto::msg::Identity::root(),
         jobid: String::new(),
-    };
+    }
+}
+
+/// A request of this MDS's own (a background task's) to MDT `mdt`, this one included.
+async fn own_call(core: &crate::Core, queue: &crate::writer::Queue, mdt: u32, req: MdtRequest) -> WeftResult<MdtReply> {
+    let header = own_header();
     if mdt != core.mdt_index {
         return core.targets.mdt(mdt, header, req).await;
     }
@@ -56,13 +61,7 @@ pub(crate) async fn tell_task(core: Arc<crate::Core>, queue: crate::writer::Queu
                 Ok(MdtReply::Empty)
             });
             let (tx, rx) = tokio::sync::oneshot::channel();
-            let header = RequestHeader {
-                client_id: 0,
-                request_id: 0,
-                reply_slot: 0,
-                identity: weft_proto::msg::Identity::root(),
-                jobid: String::new(),
-            };
+            let header = own_header();
             let req = mdt::UpdateResolve { txn, commit: true }.into();
             if queue
                 .submit(Job::Request { header, req, reservation: None, apply: Some(apply), reply: tx }, Run::Offload)

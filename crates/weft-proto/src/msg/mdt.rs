@@ -328,7 +328,35 @@ crate::define_replies! {
     }
 }
 
+/// The directory and name of a request that names one name (not a rename), as `$dir`.
+macro_rules! one_name {
+    ($req:expr, $dir:ident, $name:ident => $then:expr) => {
+        match $req {
+            MdtRequest::Lookup(Lookup { parent: $dir, name: $name })
+            | MdtRequest::Create(Create { parent: $dir, name: $name, .. })
+            | MdtRequest::Mkdir(Mkdir { parent: $dir, name: $name, .. })
+            | MdtRequest::MkdirStriped(MkdirStriped { parent: $dir, name: $name, .. })
+            | MdtRequest::Mknod(Mknod { parent: $dir, name: $name, .. })
+            | MdtRequest::Symlink(Symlink { parent: $dir, name: $name, .. })
+            | MdtRequest::Link(Link { parent: $dir, name: $name, .. })
+            | MdtRequest::Unlink(Unlink { parent: $dir, name: $name })
+            | MdtRequest::Rmdir(Rmdir { parent: $dir, name: $name }) => Some($then),
+            _ => None,
+        }
+    };
+}
+
 impl MdtRequest {
+    /// The directory and the name a request of one name names (a rename names two).
+    pub fn one_name(&self) -> Option<(crate::Fid, &[u8])> {
+        one_name!(self, dir, name => (*dir, name.as_slice()))
+    }
+
+    /// [`MdtRequest::one_name`], its directory to change (a name sent to its stripe).
+    pub fn one_name_mut(&mut self) -> Option<(&mut crate::Fid, &[u8])> {
+        one_name!(self, dir, name => (dir, name.as_slice()))
+    }
+
     /// Whether only another MDS sends this request (the steps of a distributed change):
     /// refused from clients.
     pub fn is_between_mdts(&self) -> bool {

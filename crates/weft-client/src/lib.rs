@@ -412,7 +412,7 @@ impl Client {
         let slot = if O::KIND == OpKind::Mutation { Some(self.reply_slots.take().await) } else { None };
         header.reply_slot = slot.as_ref().map_or(0, |s| s.number());
         // The answer may carry an intent lock (recorded before the ticket goes).
-        let _ticket = self.locks.ticket();
+        let ticket = self.locks.ticket();
         let mut request: MdtRequest = op.into();
         // A name goes to its stripe of a striped directory, a request to its FID's MDT.
         self.stripes.route(&mut request);
@@ -435,7 +435,7 @@ impl Client {
             for inode in answer.inode().into_iter().chain(dirs) {
                 self.stripes.note(inode);
                 if let Some(grant) = &inode.lock {
-                    self.note_inode_lock(grant);
+                    self.note_inode_lock(grant, ticket.id());
                 }
             }
         }

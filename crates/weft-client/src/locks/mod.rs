@@ -71,6 +71,13 @@ pub(crate) struct GrantTicket<'a> {
     id: u64,
 }
 
+impl GrantTicket<'_> {
+    /// Its place in the order tickets were issued (from 1).
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+}
+
 impl Drop for GrantTicket<'_> {
     fn drop(&mut self) {
         self.cache.in_flight.lock().unwrap_or_else(|p| p.into_inner()).active.remove(&self.id);
@@ -170,6 +177,24 @@ impl LockCache {
         GrantTicket { cache: self, id }
     }
 
+    /// The last ticket issued so far (0: none yet).
+    fn last_ticket(&self) -> u64 {
+        self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).next
+    }
+
+    /// Removes `keys` from the table, and forgets the gone locks that no request in flight
+    /// can bring back any more.
+    fn remove_gone(&self, keys: &[LockKey]) -> Vec<Entry> {
+        let oldest = {
+            let f = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
+            f.active.first().copied().unwrap_or(f.next + 1)
+        };
+        let mut table = self.table();
+        let gone = keys.iter().filter_map(|key| table.remove(*key)).collect();
+        table.forget_gone(oldest);
+        gone
+    }
+
     /// Waits (boundedly) until every request in flight now has landed.
     async fn await_in_flight(&self) {
         let upto = self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).next;
@@ -195,14 +220,20 @@ impl LockCache {
     /// A blocking callback: see the module documentation.
     async fn revoke(&self, target: LockTarget, handle: LockHandle, wanted: LockScope) -> CallbackAnswer {
         let key = (target, handle);
-        let mut decision = self.table().callback(key, wanted);
+        // Answers to the requests sent up to now may carry grants from before this callback.
+        let seen = self.last_ticket();
+        let mut decision = self.table().callback(key, wanted, seen);
         if decision == Callback::Unknown {
             // Perhaps granted by a reply still on its way.
             self.await_in_flight().await;
-            decision = self.table().callback(key, wanted);
+            decision = self.table().callback(key, wanted, seen);
         }
         let (file, scope) = match decision {
-            Callback::Unknown => return CallbackAnswer::Unknown,
+            Callback::Unknown => {
+                // The server takes it as given back: a grant of it landing late is stale.
+                self.table().mark_gone(key, seen);
+                return CallbackAnswer::Unknown;
+            }
             Callback::Narrow { inode, dropped, keep } => {
                 if let Some(h) = self.hooks() {
                     drop_before_answer(h.drop_inode(inode, dropped)).await;
@@ -248,7 +279,7 @@ impl LockCache {
         // Wait for the reads and writes that use the lock (a queued write holds it until it
         // reached the OST).
         self.wait_unused(target, handle, false).await;
-        let gone = self.table().remove(key);
+        let gone = self.remove_gone(&[key]).pop();
         self.released.notify_waiters();
         if let (Some(e), Some(h)) = (gone, hooks) {
             // Again after the answer, in a task of its own: pages that I/O in the lockless
@@ -324,7 +355,8 @@ impl LockCache {
 
     /// The least recently used unused locks past the bound, marked draining.
     fn take_lru_excess(&self) -> Vec<LockKey> {
-        self.table().take_lru_excess(self.max_cached)
+        let seen = self.last_ticket();
+        self.table().take_lru_excess(self.max_cached, seen)
     }
 }
 
@@ -541,7 +573,7 @@ impl Client {
             if generation != self.generation() {
                 return Err(crate::evicted_error());
             }
-            let usable = self.locks.table().insert(target, &grant, file, 1);
+            let usable = self.locks.table().insert(target, &grant, file, 1, ticket.id());
             drop(ticket);
             if usable {
                 self.trim_locks();
@@ -556,9 +588,11 @@ impl Client {
     /// Records an inode-bit lock that came with a metadata answer.
     /// (A grant of a lock being given back is not recorded: `still_holds` then says no, and
     /// the answer is not cached.)
-    pub(crate) fn note_inode_lock(&self, grant: &LockGrant) {
+    /// `sent`: the ticket of the request whose answer carried it.
+    pub(crate) fn note_inode_lock(&self, grant: &LockGrant, sent: u64) {
         // An MDT grants locks on its own inodes only: the resource names the MDT.
-        if self.locks.table().insert(LockTarget::Mdt(grant.resource.mdt_index()), grant, grant.resource, 0) {
+        let target = LockTarget::Mdt(grant.resource.mdt_index());
+        if self.locks.table().insert(target, grant, grant.resource, 0, sent) {
             self.trim_locks();
         }
     }
@@ -587,12 +621,7 @@ impl Client {
                 }
             }
             client.cancel_on_servers(excess.clone()).await;
-            {
-                let mut table = client.locks.table();
-                for key in excess {
-                    table.remove(key);
-                }
-            }
+            client.locks.remove_gone(&excess);
             client.locks.released.notify_waiters();
         });
     }

@@ -20,6 +20,11 @@ pub(crate) struct Entry {
     pub users: u32,
     pub phase: Phase,
     pub last_used: u64,
+    /// The last request ticket issued when the lock was called back or chosen to go
+    /// ([`super::LockCache::ticket`]; 0: never). A grant of it carried by an answer to a
+    /// request sent before then may be older than the callback: it must not bring back the
+    /// bits the callback took, nor the lock once it is gone.
+    pub called_back_at: u64,
 }
 
 /// Where a lock is in its life on this client.
@@ -61,6 +66,11 @@ pub(crate) struct LockTable {
     /// Entries not in [`Phase::Granted`]: the LRU bound counts only held locks, without a
     /// scan per insert while some are on their way back.
     not_granted: usize,
+    /// Locks gone after a callback or an LRU choice, by the ticket issued last before it:
+    /// an answer to a request sent up to then that names one must not record it again
+    /// (the server handed it out before it went). Kept while such a request may be in
+    /// flight ([`LockTable::forget_gone`]).
+    gone: HashMap<LockKey, u64>,
 }
 
 impl LockTable {
@@ -84,9 +94,11 @@ impl LockTable {
         }
     }
 
-    /// Records a grant with `users` users; false when it names a lock this client is giving
-    /// back (the server reused it before our cancel arrived): that one must not be used.
-    pub fn insert(&mut self, target: LockTarget, grant: &LockGrant, file: Fid, users: u32) -> bool {
+    /// Records a grant with `users` users, carried by the answer to the request of ticket
+    /// `sent`; false when it names a lock this client is giving back (the server reused it
+    /// before our cancel arrived) or gave back already while that request was in flight:
+    /// that one must not be used.
+    pub fn insert(&mut self, target: LockTarget, grant: &LockGrant, file: Fid, users: u32, sent: u64) -> bool {
         self.tick += 1;
         let key = (target, grant.handle);
         if let Some(e) = self.entries.get_mut(&key) {
@@ -94,9 +106,13 @@ impl LockTable {
                 return false;
             }
             // The server handed out a lock we hold (it reuses covering locks): with the bits
-            // it grants now, which this client may have dropped itself (`drop_bits_locally`).
+            // it grants now, which this client may have dropped itself (`drop_bits_locally`),
+            // unless the request left before a callback took bits away: then the grant may
+            // be from before the callback, and the bits stay dropped.
             if let (LockScope::Bits(have), LockScope::Bits(granted)) = (e.scope, grant.scope) {
-                e.scope = LockScope::Bits(have | granted);
+                if sent > e.called_back_at {
+                    e.scope = LockScope::Bits(have | granted);
+                }
             }
             e.users += users;
             e.last_used = self.tick;
@@ -110,7 +126,11 @@ impl LockTable {
             users,
             phase: Phase::Granted,
             last_used: self.tick,
+            called_back_at: 0,
         };
+        if self.gone.get(&key).is_some_and(|at| sent <= *at) {
+            return false;
+        }
         self.entries.insert(key, entry);
         self.by_resource.entry((target, grant.resource)).or_default().push(grant.handle);
         true
@@ -121,6 +141,9 @@ impl LockTable {
         if e.phase != Phase::Granted {
             self.not_granted -= 1;
         }
+        if e.called_back_at != 0 {
+            self.gone.insert(key, e.called_back_at);
+        }
         let (target, handle) = key;
         if let Some(v) = self.by_resource.get_mut(&(target, e.resource)) {
             v.retain(|h| *h != handle);
@@ -129,6 +152,22 @@ impl LockTable {
             }
         }
         Some(e)
+    }
+
+    /// Records that the server takes `key` as given back, by the last ticket issued then
+    /// (a callback for a lock this client never recorded).
+    pub fn mark_gone(&mut self, key: LockKey, at: u64) {
+        if at != 0 {
+            self.gone.insert(key, at);
+        }
+    }
+
+    /// Forgets the gone locks no answer in flight can name any more: `oldest` is the oldest
+    /// ticket of a request still in flight (past the last one issued when none is).
+    pub fn forget_gone(&mut self, oldest: u64) {
+        if !self.gone.is_empty() {
+            self.gone.retain(|_, at| *at >= oldest);
+        }
     }
 
     /// Removes every lock of the targets `which` names.
@@ -160,6 +199,7 @@ impl LockTable {
     /// Removes every lock; their keys.
     pub fn clear(&mut self) -> Vec<LockKey> {
         self.by_resource.clear();
+        self.gone.clear();
         self.not_granted = 0;
         self.entries.drain().map(|(key, _)| key).collect()
     }
@@ -221,11 +261,13 @@ impl LockTable {
     }
 
     /// A blocking callback asks for `wanted` of the lock: see [`Callback`].
-    pub fn callback(&mut self, key: LockKey, wanted: LockScope) -> Callback {
+    /// `seen`: the last request ticket issued when the callback arrived.
+    pub fn callback(&mut self, key: LockKey, wanted: LockScope, seen: u64) -> Callback {
         let Some(e) = self.entries.get_mut(&key) else { return Callback::Unknown };
         if e.phase != Phase::Granted {
             return Callback::AlreadyGoing;
         }
+        e.called_back_at = seen;
         if let (LockScope::Bits(have), LockScope::Bits(want)) = (e.scope, wanted) {
             let keep = have & !want;
             if keep != 0 {
@@ -251,7 +293,8 @@ impl LockTable {
     /// Past `max_cached` held locks, the least recently used unused ones down to 90% of the
     /// bound (so the scan runs once per many inserts), now [`Phase::Draining`]. Locks already
     /// on their way back count as gone.
-    pub fn take_lru_excess(&mut self, max_cached: usize) -> Vec<LockKey> {
+    /// `seen`: the last request ticket issued now.
+    pub fn take_lru_excess(&mut self, max_cached: usize, seen: u64) -> Vec<LockKey> {
         let held = self.entries.len() - self.not_granted;
         if held <= max_cached {
             return Vec::new();
@@ -270,6 +313,9 @@ impl LockTable {
         let out: Vec<LockKey> = idle.into_iter().map(|(_, key)| key).collect();
         for key in &out {
             self.set_phase(*key, Phase::Draining);
+            if let Some(e) = self.entries.get_mut(key) {
+                e.called_back_at = seen;
+            }
         }
         out
     }

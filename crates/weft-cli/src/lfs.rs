@@ -40,6 +40,12 @@ pub struct LayoutOptions {
 }
 
 impl LayoutOptions {
+    /// Whether any layout option was given.
+    pub fn any(&self) -> bool {
+        [self.ends.len(), self.layout.len(), self.count.len(), self.size.len()].iter().any(|n| *n > 0)
+            || [self.index.len(), self.osts.len(), self.pool.len()].iter().any(|n| *n > 0)
+    }
+
     /// The spec these options give. With -E, the words after `command` on the command line
     /// are parsed again component by component (the `paths`, which end them, left out).
     pub fn spec(&self, command: &str, paths: &[PathBuf]) -> anyhow::Result<StripeSpec> {

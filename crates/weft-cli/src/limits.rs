@@ -83,3 +83,12 @@ pub const REPLICA_LEADER_HOPS_MAX: usize = 6;
 /// moved to OSTs, the MDT's old data objects may take to be destroyed (the MDS destroys
 /// them in the background, in batches, within seconds) before the conversion gives up.
 pub const DATA_OFF_MDT_DESTROY_WAIT_S: u64 = 60;
+
+/// `weft migrate -m`: entries asked for in one page while a directory's children are
+/// listed.
+pub const MIGRATE_MDT_PAGE_ENTRIES: u32 = 1024;
+
+/// `weft migrate -m`: how often, and how many ms apart, an open file is tried again
+/// before it is left (an open of a moment, as a backup's or a build's).
+pub const MIGRATE_MDT_OPEN_RETRIES: u32 = 20;
+pub const MIGRATE_MDT_OPEN_RETRY_MS: u64 = 100;

@@ -26,6 +26,7 @@ mod limits;
 mod logging;
 mod members;
 mod migrate;
+mod migrate_mdt;
 mod mirror;
 mod mount;
 mod mount_helper;
@@ -41,6 +42,7 @@ mod remote;
 mod replicas;
 mod stats;
 mod sys_xattr;
+mod tool;
 mod up;
 mod xattr;
 
@@ -154,6 +156,7 @@ enum Command {
     Changelog(changelog::ReadArgs),
     /// Rewrite files' data into a new layout while they stay in use (as lfs migrate); the
     /// files from standard input when none are named (`weft find ... | weft migrate -o 0,1`).
+    /// With -m MDT: move a tree's inodes to another MDT (as lfs migrate -m).
     Migrate(migrate::MigrateArgs),
     /// Files with mirrors (as lfs mirror create, extend, split, resync, verify).
     Mirror(mirror::MirrorArgs),

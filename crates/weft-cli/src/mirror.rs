@@ -4,7 +4,7 @@
 //! `create --sync` makes the mirrors written synchronously (every write to each of them).
 
 use crate::lfs::{group_spec, words_after, LayoutOptions};
-use crate::migrate::Tool;
+use crate::tool::Tool;
 use anyhow::{anyhow, bail};
 use clap::{Args, Subcommand};
 use std::path::PathBuf;

@@ -484,7 +484,7 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
         }
     }
     if !migrations.is_empty() {
-        let mut tool = crate::migrate::Tool::new("weft_policy")?;
+        let mut tool = crate::tool::Tool::new("weft_policy")?;
         for (_, e, rule) in &migrations {
             let spec = weft_proto::StripeSpec {
                 pool: rule.pool.clone(),

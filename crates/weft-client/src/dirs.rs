@@ -99,48 +99,7 @@ impl Stripes {
 /// The MDT a metadata request goes to: the one whose sequence holds the FID it names (for a
 /// name, its directory's). What names no inode goes to MDT0 (statfs, quotas, the root).
 pub(crate) fn target(req: &MdtRequest) -> u32 {
-    let fid = match req {
-        MdtRequest::Lookup(mdt::Lookup { parent, .. })
-        | MdtRequest::Create(mdt::Create { parent, .. })
-        | MdtRequest::Mkdir(mdt::Mkdir { parent, .. })
-        | MdtRequest::MkdirStriped(mdt::MkdirStriped { parent, .. })
-        | MdtRequest::Mknod(mdt::Mknod { parent, .. })
-        | MdtRequest::Symlink(mdt::Symlink { parent, .. })
-        | MdtRequest::Link(mdt::Link { parent, .. })
-        | MdtRequest::Unlink(mdt::Unlink { parent, .. })
-        | MdtRequest::Rmdir(mdt::Rmdir { parent, .. })
-        | MdtRequest::CreateTmpfile(mdt::CreateTmpfile { parent, .. })
-        | MdtRequest::Rename(mdt::Rename { src_parent: parent, .. }) => *parent,
-        MdtRequest::Getattr(mdt::Getattr { fid })
-        | MdtRequest::Setattr(mdt::Setattr { fid, .. })
-        | MdtRequest::Readlink(mdt::Readlink { fid })
-        | MdtRequest::Readdir(mdt::Readdir { fid, .. })
-        | MdtRequest::Open(mdt::Open { fid, .. })
-        | MdtRequest::Close(mdt::Close { fid, .. })
-        | MdtRequest::GetXattr(mdt::GetXattr { fid, .. })
-        | MdtRequest::SetXattr(mdt::SetXattr { fid, .. })
-        | MdtRequest::ListXattr(mdt::ListXattr { fid })
-        | MdtRequest::RemoveXattr(mdt::RemoveXattr { fid, .. })
-        | MdtRequest::SetStripe(mdt::SetStripe { fid, .. })
-        | MdtRequest::DeleteStripe(mdt::DeleteStripe { fid })
-        | MdtRequest::GetStripe(mdt::GetStripe { fid })
-        | MdtRequest::Fid2Path(mdt::Fid2Path { fid })
-        | MdtRequest::HsmStateGet(mdt::HsmStateGet { fid })
-        | MdtRequest::HsmStateSet(mdt::HsmStateSet { fid, .. })
-        | MdtRequest::HsmRelease(mdt::HsmRelease { fid, .. })
-        | MdtRequest::HsmActionGet(mdt::HsmActionGet { fid })
-        | MdtRequest::LayoutIntent(mdt::LayoutIntent { fid, .. })
-        | MdtRequest::Mirror(mdt::Mirror { fid, .. })
-        | MdtRequest::CreateVolatile(mdt::CreateVolatile { like: fid, .. })
-        | MdtRequest::SwapLayouts(mdt::SwapLayouts { fid, .. })
-        | MdtRequest::GetDirStripe(mdt::GetDirStripe { fid })
-        | MdtRequest::SetDirStripe(mdt::SetDirStripe { fid, .. })
-        | MdtRequest::SyncStripe(mdt::SyncStripe { fid, .. }) => *fid,
-        MdtRequest::HsmRequest(mdt::HsmRequest { fids, .. }) => fids.first().copied().unwrap_or(Fid::ROOT),
-        MdtRequest::ReplayOpens(mdt::ReplayOpens { opens }) => opens.first().map_or(Fid::ROOT, |o| o.fid),
-        _ => Fid::ROOT,
-    };
-    fid.mdt_index()
+    req.subject().unwrap_or(Fid::ROOT).mdt_index()
 }
 
 /// A page of a striped directory from a page of each stripe, each read from `cookie`:
@@ -193,6 +152,13 @@ impl Client {
     /// (`weft setdirstripe -D`); a striped directory's stripes take it too.
     pub async fn set_dir_default(&self, who: &Caller, fid: Fid, default: Option<DirStripeSpec>) -> WeftResult<()> {
         self.mdt(who, mdt::SetDirStripe { fid, default }).await
+    }
+
+    /// Moves the inode `name` in `parent` names to MDT `to` (`weft migrate -m`): a new FID
+    /// there, the same name, attributes and data; a directory takes its entries (each of
+    /// its children moves by a call of its own). Root only. The inode as it is now.
+    pub async fn migrate_to_mdt(&self, who: &Caller, parent: Fid, name: &[u8], to: u32) -> WeftResult<InodeInfo> {
+        self.mdt(who, mdt::Migrate { parent, name: name.to_vec(), to }).await
     }
 
     /// A page of a directory, merged from its stripes when it is striped.

@@ -520,6 +520,10 @@ pub fn plan(req: &MdtRequest) -> Option<(Touches, Keep)> {
         MdtRequest::Unlink(mdt::Unlink { parent, name }) | MdtRequest::Rmdir(mdt::Rmdir { parent, name }) => {
             (t(vec![*parent], vec![gone(parent, name)], true), Keep::Nothing)
         }
+        // The name leads to a new inode; the old one is gone.
+        MdtRequest::Migrate(mdt::Migrate { parent, name, .. }) => {
+            (t(vec![*parent], vec![gone(parent, name)], true), Keep::Nothing)
+        }
         MdtRequest::Rename(mdt::Rename { src_parent, src_name, dst_parent, dst_name, flags }) => {
             let exchange = flags & RENAME_EXCHANGE != 0;
             let src = NameChange { parent: *src_parent, name: src_name.clone(), exists_after: exchange };

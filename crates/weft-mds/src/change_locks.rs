@@ -50,7 +50,9 @@ type ChildOf<'a> = dyn Fn(&Fid, &[u8]) -> WeftResult<Option<Fid>> + 'a;
 /// The EX locks a step of a distributed change needs here (ops/update.rs).
 fn step_locks(u: &Update, wants: &mut Vec<Want>, child: &ChildOf<'_>) -> WeftResult<()> {
     match u {
-        Update::MakeDir { .. } => {}
+        Update::MakeDir { .. } | Update::Import { .. } | Update::MoveLinks { .. } => {}
+        // Held until the outcome (see `held_until_outcome`): nobody changes what leaves.
+        Update::Export { fid, .. } => wants.push(Want { fid: *fid, bits: bits::LOOKUP | bits::UPDATE | bits::LAYOUT }),
         Update::SetStripes { fid, .. } | Update::AddLink { fid, .. } | Update::DropLink { fid, .. } => {
             wants.push(Want { fid: *fid, bits: bits::UPDATE })
         }
@@ -61,6 +63,15 @@ fn step_locks(u: &Update, wants: &mut Vec<Want>, child: &ChildOf<'_>) -> WeftRes
         }
     }
     Ok(())
+}
+
+/// The change whose step `req` prepares keeps the step's locks until its outcome (an
+/// export: what leaves for another MDT must not change meanwhile), if it does.
+pub(crate) fn held_until_outcome(req: &MdtRequest) -> Option<weft_proto::msg::update::TxnId> {
+    match req {
+        MdtRequest::UpdatePrepare(mdt::UpdatePrepare { txn, update: Update::Export { .. }, .. }) => Some(*txn),
+        _ => None,
+    }
 }
 
 /// The EX locks a change needs, children looked up as the database has them now.
@@ -97,6 +108,9 @@ pub(crate) fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want
             wants.extend(child(dst_parent, dst_name)?.map(gone));
         }
         MdtRequest::Setattr(mdt::Setattr { fid, .. }) => wants.push(update(*fid)),
+        // The name leads to the new inode: cached entries of the directory go (the inode's
+        // own locks are its export's).
+        MdtRequest::Migrate(mdt::Migrate { parent, .. }) => wants.push(update(*parent)),
         // A restore gives the file new objects.
         MdtRequest::Open(mdt::Open { fid, flags }) if flags & OPEN_HSM_RESTORE != 0 => {
             wants.push(Want { fid: *fid, bits: bits::UPDATE | bits::LAYOUT })
@@ -147,8 +161,11 @@ pub(crate) fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want
         // lock then, so that the outcome of a change never waits on a client, which may
         // be waiting on its next change.
         MdtRequest::UpdateResolve(mdt::UpdateResolve { txn, commit: false }) => {
+            // (An export changed nothing; its locks are held still, until this outcome.)
             for (_, step) in t.prepared_steps_of(txn)? {
-                step_locks(&step.update, &mut wants, &child)?;
+                if !matches!(step.update, Update::Export { .. }) {
+                    step_locks(&step.update, &mut wants, &child)?;
+                }
             }
         }
         // Close changes nothing another client caches: while a writer had the file open,

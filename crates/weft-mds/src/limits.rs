@@ -44,6 +44,14 @@ pub const ORPHAN_CLEANUP_BATCH_INODES_MAX: usize = 1024;
 pub const FID2PATH_DEPTH_MAX: usize = 4096;
 /// Most hard links of one inode (as ext4's EXT4_LINK_MAX).
 pub const LINKS_PER_INODE_MAX: u32 = 65_000;
+
+/// The names (plus 24 bytes each) a directory's migration to another MDT carries in one
+/// step (`Update::Import`): below the largest message, with room for the rest of it;
+/// about 100,000 entries of 8-byte names.
+pub const MIGRATE_ENTRY_BYTES_MAX: usize = 3 << 20;
+
+/// The children whose reverse links one step of a directory's migration moves.
+pub const MIGRATE_LINKS_PER_STEP: usize = 8192;
 /// Size a directory reports (as ext4's smallest directory).
 pub const DIRECTORY_SIZE_BYTES: u64 = 4096;
 /// Estimated metadata bytes per inode, to turn free space into a free-inode count for statfs.

@@ -24,12 +24,31 @@ use weft_dlm::namespace::Namespace;
 use weft_dlm::state::EnqueueOptions;
 use weft_proto::lock::{bits, LockGrant, LockMode, LockScope};
 use weft_proto::msg::{mdt, MdtReply, MdtRequest, RequestHeader, Run};
-use weft_proto::{Fid, WeftResult};
+use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 /// What a client may cache about an inode it was told about.
 pub const INTENT_BITS: u8 = bits::LOOKUP | bits::UPDATE | bits::LAYOUT;
 
 pub async fn handle(
+    mds: &Mds,
+    ns: &Arc<Namespace>,
+    header: &RequestHeader,
+    req: MdtRequest,
+    run: Run,
+) -> WeftResult<MdtReply> {
+    let subject = req.subject();
+    let result = handle_locked(mds, ns, header, req, run).await;
+    match (result, subject) {
+        // The inode moved to another MDT (migrate -m) while the client held it: a stale
+        // handle, which the kernel answers by looking the path up again.
+        (Err(e), Some(fid)) if e.code == ErrorCode::NotFound && mds.core.dne.moved(&fid) => {
+            Err(WeftError::new(ErrorCode::Stale, format!("{fid} moved to another MDT; look its name up again")))
+        }
+        (result, _) => result,
+    }
+}
+
+async fn handle_locked(
     mds: &Mds,
     ns: &Arc<Namespace>,
     header: &RequestHeader,
@@ -87,8 +106,13 @@ pub async fn handle(
                     }
                 }
                 let result = crate::dne::change(mds, header, req.clone(), run).await;
+                mds.core.dne.after(&req);
                 if !held.is_empty() {
-                    ns.cancel(owner, &held.iter().map(|g| g.handle).collect::<Vec<_>>());
+                    let handles: Vec<_> = held.iter().map(|g| g.handle).collect();
+                    match crate::change_locks::held_until_outcome(&req).filter(|_| result.is_ok()) {
+                        Some(txn) => mds.core.dne.hold(txn, ns.clone(), owner, handles),
+                        None => ns.cancel(owner, &handles),
+                    }
                 }
                 // The intent lock on the answered inode comes after the EX locks went: taken
                 // while they are held it could queue behind another client's change waiting

@@ -583,6 +583,21 @@ impl WriteTables {
     /// Removes an inode for good: its record, xattrs, orphan mark; queues its objects for
     /// destroy. The caller has removed every name already.
     pub fn destroy_inode(&mut self, fid: Fid, rec: &InodeRecord) -> WeftResult<()> {
+        self.forget_inode(fid, rec)?;
+        if let Some(layout) = &rec.layout {
+            for comp in &layout.components {
+                for obj in &comp.objects {
+                    self.queue_destroy(obj.ost, obj.fid)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Removes the inode's record and what hangs on it here (extended attributes, orphan
+    /// and resync marks), but not its objects: [`WriteTables::destroy_inode`] queues those,
+    /// a migration hands them to the inode's new record on another MDT.
+    pub fn forget_inode(&mut self, fid: Fid, rec: &InodeRecord) -> WeftResult<()> {
         if self.del(schema::TABLE_INODES, fid.to_bytes().as_slice())? {
             self.account_inode(Some(rec.quota_owner()), None)?;
         }
@@ -592,13 +607,6 @@ impl WriteTables {
         }
         for name in self.xattr_names(fid)? {
             self.remove_xattr(fid, &name)?;
-        }
-        if let Some(layout) = &rec.layout {
-            for comp in &layout.components {
-                for obj in &comp.objects {
-                    self.queue_destroy(obj.ost, obj.fid)?;
-                }
-            }
         }
         Ok(())
     }

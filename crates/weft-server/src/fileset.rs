@@ -115,7 +115,8 @@ pub(crate) fn gate(mds: &Mds, top: Fid, op: MdtRequest) -> WeftResult<MdtRequest
         | R::UpdatePrepare(_)
         | R::UpdateResolve(_)
         | R::TxnOutcome(_)
-        | R::SyncStripe(_) => {
+        | R::SyncStripe(_)
+        | R::Migrate(_) => {
             return Err(WeftError::new(
                 ErrorCode::Perm,
                 format!("{} is not allowed to a client of a fileset", op.opcode_name()),

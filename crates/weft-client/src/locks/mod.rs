@@ -24,6 +24,7 @@
 //! file does the waiting, the server calls and the kernel's invalidations they ask for.
 
 mod table;
+mod tickets;
 
 use crate::limits::{CANCEL_BATCH_MAX, DROP_BEFORE_ANSWER_MS, UNKNOWN_LOCK_WAIT_MS};
 use crate::Client;
@@ -31,6 +32,7 @@ use futures::future::BoxFuture;
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, RwLock, Weak};
 use table::{Callback, Entry, LockKey, LockTable, Phase};
+use tickets::{GrantTicket, Tickets};
 use weft_proto::layout::{Layout, StripeObject};
 use weft_proto::lock::{
     self, CallbackAnswer, CallbackRequest, Extent, LockGrant, LockHandle, LockMode, LockScope, LockTarget,
@@ -56,40 +58,10 @@ pub trait LockHooks: Send + Sync + 'static {
     fn drop_inode(&self, fid: Fid, bits: u8) -> BoxFuture<'static, ()>;
 }
 
-/// Requests that may bring a lock back, in flight. A blocking callback can overtake the
-/// reply that grants the lock it is about: a callback for an unknown lock first waits for
-/// the requests that were in flight when it arrived.
-#[derive(Default)]
-struct InFlight {
-    next: u64,
-    active: std::collections::BTreeSet<u64>,
-}
-
-/// Holds a place among the requests in flight until dropped (after the grant is recorded).
-pub(crate) struct GrantTicket<'a> {
-    cache: &'a LockCache,
-    id: u64,
-}
-
-impl GrantTicket<'_> {
-    /// Its place in the order tickets were issued (from 1).
-    pub(crate) fn id(&self) -> u64 {
-        self.id
-    }
-}
-
-impl Drop for GrantTicket<'_> {
-    fn drop(&mut self) {
-        self.cache.in_flight.lock().unwrap_or_else(|p| p.into_inner()).active.remove(&self.id);
-        self.cache.landed.notify_waiters();
-    }
-}
-
 /// The locks one client holds.
 pub struct LockCache {
-    in_flight: Mutex<InFlight>,
-    /// Wakes callbacks waiting for replies in flight.
-    landed: tokio::sync::Notify,
+    /// The requests in flight that may bring a lock back.
+    tickets: Tickets,
     table: Mutex<LockTable>,
     /// Wakes callbacks waiting for a lock's users to finish.
     released: tokio::sync::Notify,
@@ -102,8 +74,7 @@ pub struct LockCache {
 impl LockCache {
     pub(crate) fn new(extent_locks: bool, max_cached: usize) -> LockCache {
         LockCache {
-            in_flight: Mutex::new(InFlight::default()),
-            landed: tokio::sync::Notify::new(),
+            tickets: Tickets::default(),
             table: Mutex::new(LockTable::default()),
             released: tokio::sync::Notify::new(),
             hooks: RwLock::new(None),
@@ -170,62 +141,28 @@ impl LockCache {
 
     /// Marks a request that may bring a lock back as in flight.
     pub(crate) fn ticket(&self) -> GrantTicket<'_> {
-        let mut f = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-        f.next += 1;
-        let id = f.next;
-        f.active.insert(id);
-        GrantTicket { cache: self, id }
-    }
-
-    /// The last ticket issued so far (0: none yet).
-    fn last_ticket(&self) -> u64 {
-        self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).next
+        self.tickets.issue()
     }
 
     /// Removes `keys` from the table, and forgets the gone locks that no request in flight
     /// can bring back any more.
     fn remove_gone(&self, keys: &[LockKey]) -> Vec<Entry> {
-        let oldest = {
-            let f = self.in_flight.lock().unwrap_or_else(|p| p.into_inner());
-            f.active.first().copied().unwrap_or(f.next + 1)
-        };
+        let oldest = self.tickets.oldest();
         let mut table = self.table();
         let gone = keys.iter().filter_map(|key| table.remove(*key)).collect();
         table.forget_gone(oldest);
         gone
     }
 
-    /// Waits (boundedly) until every request in flight now has landed.
-    async fn await_in_flight(&self) {
-        let upto = self.in_flight.lock().unwrap_or_else(|p| p.into_inner()).next;
-        let wait = async {
-            loop {
-                let landed = self.landed.notified();
-                let pending = self
-                    .in_flight
-                    .lock()
-                    .unwrap_or_else(|p| p.into_inner())
-                    .active
-                    .first()
-                    .is_some_and(|first| *first <= upto);
-                if !pending {
-                    return;
-                }
-                landed.await;
-            }
-        };
-        let _ = tokio::time::timeout(std::time::Duration::from_millis(UNKNOWN_LOCK_WAIT_MS), wait).await;
-    }
-
     /// A blocking callback: see the module documentation.
     async fn revoke(&self, target: LockTarget, handle: LockHandle, wanted: LockScope) -> CallbackAnswer {
         let key = (target, handle);
         // Answers to the requests sent up to now may carry grants from before this callback.
-        let seen = self.last_ticket();
+        let seen = self.tickets.last();
         let mut decision = self.table().callback(key, wanted, seen);
         if decision == Callback::Unknown {
             // Perhaps granted by a reply still on its way.
-            self.await_in_flight().await;
+            self.tickets.await_landed(UNKNOWN_LOCK_WAIT_MS).await;
             decision = self.table().callback(key, wanted, seen);
         }
         let (file, scope) = match decision {
@@ -355,7 +292,7 @@ impl LockCache {
 
     /// The least recently used unused locks past the bound, marked draining.
     fn take_lru_excess(&self) -> Vec<LockKey> {
-        let seen = self.last_ticket();
+        let seen = self.tickets.last();
         self.table().take_lru_excess(self.max_cached, seen)
     }
 }

@@ -26,7 +26,54 @@ impl Txn<'_> {
             Plan::Rename { src_parent, src_name, dst_parent, dst_name, noreplace, fid, kind } => {
                 self.rename(req, run, (src_parent, src_name), (dst_parent, dst_name), noreplace, fid, kind).await
             }
+            Plan::Migrate { parent, name, fid, kind, to } => self.migrate(req, run, parent, name, fid, kind, to).await,
+            Plan::Migrated { fid } => Ok(MdtReply::Inode(self.getattr(fid).await?)),
         }
+    }
+
+    /// An inode moves to MDT `to`: exported by its MDT, imported there under a new FID,
+    /// its children's reverse links moved (a directory), the name here changed to lead to
+    /// it; its old MDT forgets it at the commit.
+    #[allow(clippy::too_many_arguments)]
+    async fn migrate(
+        &mut self,
+        req: MdtRequest,
+        run: Run,
+        parent: Fid,
+        name: Vec<u8>,
+        fid: Fid,
+        kind: FileType,
+        to: u32,
+    ) -> WeftResult<MdtReply> {
+        let exported = match self.prepare(fid.mdt_index(), Update::Export { fid, parent, name: name.clone() }).await? {
+            UpdateAnswer::Exported(e) => e,
+            other => return Err(WeftError::protocol(format!("an export answered {other:?}"))),
+        };
+        let mut children: std::collections::BTreeMap<u32, Vec<(Fid, Vec<u8>)>> = Default::default();
+        for (entry, child, _) in &exported.entries {
+            children.entry(child.mdt_index()).or_default().push((*child, entry.clone()));
+        }
+        let made = self.prepare(to, Update::Import { exported, parent, name: name.clone() }).await?;
+        let new = ops::update::made_fid(&made)?;
+        let info = match made {
+            UpdateAnswer::Made(info) => *info,
+            _ => unreachable!("made_fid checked"),
+        };
+        for (mdt, list) in children {
+            for chunk in list.chunks(crate::limits::MIGRATE_LINKS_PER_STEP) {
+                self.prepare(mdt, Update::MoveLinks { from: fid, to: new, children: chunk.to_vec() }).await?;
+            }
+        }
+        let part: Apply = Arc::new(move |ctx: &mut OpCtx<'_>| {
+            ctx.t.must_dir(parent)?;
+            expect_entry(ctx, parent, &name, fid)?;
+            // Checks done: writes follow. The reverse links are the MDTs' (moved by the steps).
+            ctx.t.remove_dentry(parent, &name)?;
+            ctx.t.put_dentry(parent, &name, new, kind)?;
+            ctx.record(ChangelogType::Migrate, 0, new, Some((parent, &name)))?;
+            Ok(MdtReply::Inode(info.clone()))
+        });
+        self.commit(req, run, part).await
     }
 
     /// A directory on another MDT, or striped over several: the master made where its

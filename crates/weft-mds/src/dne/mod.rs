@@ -24,6 +24,13 @@
 //! directories placed elsewhere, hard links and renames between MDTs, and the removal of
 //! such names, are distributed. A directory moves between MDTs only by migration: a rename
 //! of one across MDTs is refused with EXDEV (mv then copies).
+//!
+//! A migration (`weft migrate -m`, [`mdt::Migrate`]) moves one inode: its MDT exports it
+//! (and holds its locks on it until the outcome, so that no change of it is made and lost
+//! meanwhile), the new MDT imports it under a new FID, the MDTs of a directory's children
+//! point their reverse links at the new directory, and the name here leads to the new
+//! inode at the commit, when the old MDT forgets the old one (never its objects). The tool
+//! walks a tree top down, one inode a request.
 
 mod changes;
 pub(crate) mod tasks;
@@ -56,10 +63,25 @@ pub struct State {
     /// for it and is answered from the reply cache rather than run again.
     inflight: Mutex<std::collections::HashMap<(u64, u32), u64>>,
     inflight_done: tokio::sync::Notify,
+    /// Inodes that moved to another MDT lately (a bounded memory): a request naming one
+    /// is answered "stale" rather than "not found", so that the kernel looks it up again.
+    moved: Mutex<(HashSet<Fid>, std::collections::VecDeque<Fid>)>,
+    /// Locks of prepared steps kept until their change's outcome (`hold`, `release`).
+    held: Mutex<std::collections::HashMap<TxnId, Vec<HeldLocks>>>,
+}
+
+/// Locks a prepared step keeps until its change's outcome.
+struct HeldLocks {
+    ns: std::sync::Arc<weft_dlm::namespace::Namespace>,
+    owner: u64,
+    handles: Vec<weft_proto::lock::LockHandle>,
 }
 
 /// Changes remembered as resolved by a participant.
 const RESOLVED_REMEMBERED: usize = 4096;
+
+/// Inodes remembered as moved to another MDT.
+const MOVED_REMEMBERED: usize = 65_536;
 
 impl State {
     pub fn new(own: u32) -> State {
@@ -72,7 +94,56 @@ impl State {
             resolved: Mutex::new(Default::default()),
             inflight: Mutex::new(Default::default()),
             inflight_done: tokio::sync::Notify::new(),
+            held: Mutex::new(Default::default()),
+            moved: Mutex::new(Default::default()),
         }
+    }
+
+    /// Keeps the locks of a step of `txn` until its outcome ([`State::release`]). (Held in
+    /// memory: after a restart of this MDS, a step still waiting for its outcome holds no
+    /// lock; its change's outcome comes within seconds, see tasks.rs.)
+    pub fn hold(
+        &self,
+        txn: TxnId,
+        ns: std::sync::Arc<weft_dlm::namespace::Namespace>,
+        owner: u64,
+        handles: Vec<weft_proto::lock::LockHandle>,
+    ) {
+        let held = HeldLocks { ns, owner, handles };
+        self.held.lock().unwrap_or_else(|p| p.into_inner()).entry(txn).or_default().push(held);
+    }
+
+    /// After `req` was answered: the outcome of the change it resolved is known here (and
+    /// published, so that a change waiting for these locks finds it): the locks its steps
+    /// kept go.
+    pub fn after(&self, req: &MdtRequest) {
+        if let MdtRequest::UpdateResolve(mdt::UpdateResolve { txn, .. }) = req {
+            self.release(txn);
+        }
+    }
+
+    fn release(&self, txn: &TxnId) {
+        let gone = self.held.lock().unwrap_or_else(|p| p.into_inner()).remove(txn);
+        for h in gone.into_iter().flatten() {
+            h.ns.cancel(h.owner, &h.handles);
+        }
+    }
+
+    /// `fid` moved to another MDT (its export committed).
+    pub fn note_moved(&self, fid: Fid) {
+        let mut m = self.moved.lock().unwrap_or_else(|p| p.into_inner());
+        if m.0.insert(fid) {
+            m.1.push_back(fid);
+            if m.1.len() > MOVED_REMEMBERED {
+                if let Some(old) = m.1.pop_front() {
+                    m.0.remove(&old);
+                }
+            }
+        }
+    }
+
+    pub fn moved(&self, fid: &Fid) -> bool {
+        self.moved.lock().unwrap_or_else(|p| p.into_inner()).0.contains(fid)
     }
 
     pub fn note_resolved(&self, txn: TxnId) {
@@ -152,6 +223,18 @@ enum Plan {
         noreplace: bool,
         fid: Fid,
         kind: FileType,
+    },
+    /// `fid`, named `name` in `parent` (here), moves to MDT `to`.
+    Migrate {
+        parent: Fid,
+        name: Vec<u8>,
+        fid: Fid,
+        kind: FileType,
+        to: u32,
+    },
+    /// A migration of an inode that is on MDT `to` already (another than this one).
+    Migrated {
+        fid: Fid,
     },
 }
 
@@ -250,9 +333,27 @@ fn plan(mds: &Mds, header: &RequestHeader, req: &MdtRequest) -> WeftResult<Plan>
                 kind,
             }
         }
+        MdtRequest::Migrate(mdt::Migrate { parent, name, to }) => {
+            if !crate::perm::is_root(&header.identity) {
+                return Err(WeftError::new(ErrorCode::Perm, "only root migrates inodes between MDTs"));
+            }
+            let mdts = core.dne.mdts();
+            if !mdts.contains(to) {
+                return Err(WeftError::invalid(format!(
+                    "MDT index {to} is not in the file system (its MDTs: {mdts:?})"
+                )));
+            }
+            let Some((fid, kind)) = t.dentry(*parent, name)? else {
+                return Err(WeftError::new(ErrorCode::NotFound, format!("no entry '{}'", ops::show(name))));
+            };
+            match fid.mdt_index() {
+                there if there != *to => Plan::Migrate { parent: *parent, name: name.clone(), fid, kind, to: *to },
+                there if there == me => Plan::Local,
+                _ => Plan::Migrated { fid },
+            }
+        }
         _ => Plan::Local,
     };
-    let _ = header;
     Ok(plan)
 }
 

@@ -30,8 +30,11 @@ async fn own_call(core: &crate::Core, queue: &crate::writer::Queue, mdt: u32, re
         return ops::read(&ops::QueryCtx { core, t: &t, who: &header.identity }, &req);
     }
     let (tx, rx) = tokio::sync::oneshot::channel();
-    queue.submit(Job::Request { header, req, reservation: None, apply: None, reply: tx }, Run::Offload)?;
-    rx.await.map_err(|_| WeftError::io("the MDT writer stopped before answering"))?
+    let job = Job::Request { header, req: req.clone(), reservation: None, apply: None, reply: tx };
+    queue.submit(job, Run::Offload)?;
+    let answer = rx.await.map_err(|_| WeftError::io("the MDT writer stopped before answering"))?;
+    core.dne.after(&req);
+    answer
 }
 
 /// The coordinator's side after its commits, and after a start: the participants of each

@@ -15,6 +15,7 @@ pub mod hsm;
 pub mod layout;
 pub mod link;
 pub mod lookup;
+pub mod migrate;
 pub mod mirror;
 pub mod mkdir;
 pub mod mknod;

@@ -171,6 +171,18 @@ fn prepare(ctx: &mut OpCtx<'_>, who: &Identity, update: &Update) -> WeftResult<(
             ctx.t.put_inode(*parent, &dir)?;
             Ok((UpdateAnswer::Replaced { entry: existing, sticky_dir_uid }, Some(before)))
         }
+        Update::Export { fid, parent, name } => {
+            let exported = super::migrate::export(ctx, *fid, *parent, name)?;
+            Ok((UpdateAnswer::Exported(Box::new(exported)), None))
+        }
+        Update::Import { exported, parent, name } => {
+            let (fid, rec) = super::migrate::import(ctx, exported, *parent, name)?;
+            Ok((UpdateAnswer::Made(Box::new(super::inode_info_with(fid, &rec, 0))), None))
+        }
+        Update::MoveLinks { from, to, children } => {
+            super::migrate::move_links(ctx, *from, *to, children)?;
+            Ok((UpdateAnswer::Done, None))
+        }
     }
 }
 
@@ -225,7 +237,18 @@ fn keep(ctx: &mut OpCtx<'_>, prepared: &PreparedStep) -> WeftResult<()> {
                 ctx.t.destroy_inode(*fid, &rec)?;
             }
         }
-        Update::MakeDir { .. } | Update::SetStripes { .. } | Update::AddLink { .. } | Update::AddEntry { .. } => {}
+        // The inode went to another MDT: forgotten here, its objects kept (the new inode
+        // has them).
+        Update::Export { fid, .. } => {
+            super::migrate::forget(ctx, *fid)?;
+            ctx.core.dne.note_moved(*fid);
+        }
+        Update::MakeDir { .. }
+        | Update::SetStripes { .. }
+        | Update::AddLink { .. }
+        | Update::AddEntry { .. }
+        | Update::Import { .. }
+        | Update::MoveLinks { .. } => {}
     }
     Ok(())
 }
@@ -287,6 +310,10 @@ fn undo(ctx: &mut OpCtx<'_>, prepared: &PreparedStep) -> WeftResult<()> {
                 }
             }
         }
+        // An export changed nothing before its outcome.
+        (Update::Export { .. }, _) => {}
+        (Update::Import { .. }, UpdateAnswer::Made(made)) => super::migrate::forget(ctx, made.attr.fid)?,
+        (Update::MoveLinks { from, to, children }, _) => super::migrate::move_links(ctx, *to, *from, children)?,
         (update, answer) => {
             return Err(WeftError::io(format!("a prepared step {update:?} with answer {answer:?} cannot be undone")));
         }
@@ -409,6 +436,65 @@ mod tests {
 
     fn new_dir() -> Vec<u8> {
         encode_inode(&InodeRecord::new(FileType::Directory, 0o755, 0, 0, crate::now()))
+    }
+
+    async fn path_of(env: &Env, fid: Fid) -> String {
+        match env.req(mdt::Fid2Path { fid }.into()).await.unwrap() {
+            MdtReply::Data(p) => String::from_utf8(p).unwrap(),
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// A migration's steps (here both ends on one MDT): an export refuses what may not
+    /// leave and changes nothing; an import makes the inode anew with its extended
+    /// attributes and entries; the children's reverse links move. Undone, all is as it
+    /// was; kept, the old inode is forgotten and its objects are not destroyed.
+    #[tokio::test]
+    async fn a_migration_is_undone_to_what_was_or_kept_without_destroying_objects() {
+        let env = Env::new().await;
+        let d = env.must_mkdir(Fid::ROOT, "d").await;
+        let x = env.must_file(d, "x").await;
+        let sub = env.must_mkdir(d, "sub").await;
+        let xattr = mdt::SetXattr { fid: d, name: b"user.k".to_vec(), value: b"v".to_vec(), flags: 0 };
+        env.req(xattr.into()).await.unwrap();
+        let (opened, handle) = env.create_as(&Identity::root(), Fid::ROOT, "open", 0o644).await.unwrap();
+        let txn = TxnId { coordinator: 0, start: 9, seq: 1 };
+        let export = |fid, name: &str| Update::Export { fid, parent: Fid::ROOT, name: name.as_bytes().to_vec() };
+        let refused = step(&env, txn, 0, export(opened.attr.fid, "open")).await;
+        assert_eq!(code(refused), ErrorCode::Busy, "an open file stays");
+        env.must_close(opened.attr.fid, handle, None).await;
+
+        for commit in [false, true] {
+            let txn = TxnId { coordinator: 0, start: 9, seq: 2 + u64::from(commit) };
+            let UpdateAnswer::Exported(exported) = step(&env, txn, 0, export(d, "d")).await.unwrap() else {
+                panic!("an export answers what leaves")
+            };
+            assert_eq!(exported.entries.len(), 2);
+            assert_eq!(exported.xattrs, vec![(b"user.k".to_vec(), b"v".to_vec())]);
+            let import = Update::Import { exported, parent: Fid::ROOT, name: b"d".to_vec() };
+            let UpdateAnswer::Made(made) = step(&env, txn, 1, import).await.unwrap() else { panic!() };
+            let new = made.attr.fid;
+            assert_eq!((made.attr.kind, made.attr.nlink), (FileType::Directory, 3));
+            let children = vec![(x, b"x".to_vec()), (sub, b"sub".to_vec())];
+            step(&env, txn, 2, Update::MoveLinks { from: d, to: new, children }).await.unwrap();
+            assert_eq!(env.sorted_names(new).await, ["sub", "x"]);
+            resolve(&env, txn, commit).await;
+            if !commit {
+                assert_eq!(code(env.getattr(new).await), ErrorCode::NotFound, "the import is undone");
+                assert_eq!(path_of(&env, x).await, "d/x");
+                assert_eq!(path_of(&env, sub).await, "d/sub");
+                assert_eq!(env.sorted_names(d).await, ["sub", "x"]);
+                continue;
+            }
+            // Kept: the old inode is forgotten (the coordinator's commit names the new one).
+            assert_eq!(code(env.getattr(d).await), ErrorCode::NotFound);
+            assert_eq!(env.sorted_names(new).await, ["sub", "x"]);
+            match env.req(mdt::GetXattr { fid: new, name: b"user.k".to_vec() }.into()).await.unwrap() {
+                MdtReply::Data(v) => assert_eq!(v, b"v"),
+                other => panic!("{other:?}"),
+            }
+            assert_eq!(env.targets.destroyed(), vec![], "no object was destroyed");
+        }
     }
 
     #[tokio::test]

@@ -235,6 +235,12 @@ macro_rules! mdt_ops {
             /// A striped directory's master changed what its stripes copy (mode, owner,
             /// ACLs, default layouts): `record` is the master's (the MDS's own encoding).
             write SyncStripe { fid: $crate::Fid, record: Vec<u8> } -> () = "mds_sync_stripe";
+            /// Moves the inode that `name` in `parent` names to MDT `to` (`weft migrate -m`):
+            /// it gets a new FID there and keeps its name, attributes, extended attributes
+            /// and objects; a directory takes its entries with it (not their inodes, each
+            /// moved by a request of its own). Root only. Answers the inode as it is now.
+            write Migrate { parent: $crate::Fid, name: $crate::msg::Name, to: u32 }
+                -> $crate::msg::InodeInfo = "mds_migrate";
         }
     };
 }
@@ -340,7 +346,8 @@ macro_rules! one_name {
             | MdtRequest::Symlink(Symlink { parent: $dir, name: $name, .. })
             | MdtRequest::Link(Link { parent: $dir, name: $name, .. })
             | MdtRequest::Unlink(Unlink { parent: $dir, name: $name })
-            | MdtRequest::Rmdir(Rmdir { parent: $dir, name: $name }) => Some($then),
+            | MdtRequest::Rmdir(Rmdir { parent: $dir, name: $name })
+            | MdtRequest::Migrate(Migrate { parent: $dir, name: $name, .. }) => Some($then),
             _ => None,
         }
     };
@@ -355,6 +362,47 @@ impl MdtRequest {
     /// [`MdtRequest::one_name`], its directory to change (a name sent to its stripe).
     pub fn one_name_mut(&mut self) -> Option<(&mut crate::Fid, &[u8])> {
         one_name!(self, dir, name => (dir, name.as_slice()))
+    }
+
+    /// The inode a request is about: a name's directory, a rename's source directory, or
+    /// the FID it names (the first of several); None for what names no inode (statfs,
+    /// quotas, changelogs). Its MDT is the one the request goes to.
+    pub fn subject(&self) -> Option<crate::Fid> {
+        if let Some((parent, _)) = self.one_name() {
+            return Some(parent);
+        }
+        Some(match self {
+            MdtRequest::CreateTmpfile(CreateTmpfile { parent, .. })
+            | MdtRequest::Rename(Rename { src_parent: parent, .. }) => *parent,
+            MdtRequest::Getattr(Getattr { fid })
+            | MdtRequest::Setattr(Setattr { fid, .. })
+            | MdtRequest::Readlink(Readlink { fid })
+            | MdtRequest::Readdir(Readdir { fid, .. })
+            | MdtRequest::Open(Open { fid, .. })
+            | MdtRequest::Close(Close { fid, .. })
+            | MdtRequest::GetXattr(GetXattr { fid, .. })
+            | MdtRequest::SetXattr(SetXattr { fid, .. })
+            | MdtRequest::ListXattr(ListXattr { fid })
+            | MdtRequest::RemoveXattr(RemoveXattr { fid, .. })
+            | MdtRequest::SetStripe(SetStripe { fid, .. })
+            | MdtRequest::DeleteStripe(DeleteStripe { fid })
+            | MdtRequest::GetStripe(GetStripe { fid })
+            | MdtRequest::Fid2Path(Fid2Path { fid })
+            | MdtRequest::HsmStateGet(HsmStateGet { fid })
+            | MdtRequest::HsmStateSet(HsmStateSet { fid, .. })
+            | MdtRequest::HsmRelease(HsmRelease { fid, .. })
+            | MdtRequest::HsmActionGet(HsmActionGet { fid })
+            | MdtRequest::LayoutIntent(LayoutIntent { fid, .. })
+            | MdtRequest::Mirror(Mirror { fid, .. })
+            | MdtRequest::CreateVolatile(CreateVolatile { like: fid, .. })
+            | MdtRequest::SwapLayouts(SwapLayouts { fid, .. })
+            | MdtRequest::GetDirStripe(GetDirStripe { fid })
+            | MdtRequest::SetDirStripe(SetDirStripe { fid, .. })
+            | MdtRequest::SyncStripe(SyncStripe { fid, .. }) => *fid,
+            MdtRequest::HsmRequest(HsmRequest { fids, .. }) => return fids.first().copied(),
+            MdtRequest::ReplayOpens(ReplayOpens { opens }) => return opens.first().map(|o| o.fid),
+            _ => return None,
+        })
     }
 
     /// Whether only another MDS sends this request (the steps of a distributed change):

@@ -56,6 +56,29 @@ pub enum Update {
     /// rename): replaces the name's non-directory, unless `noreplace`. Answers what it
     /// replaced.
     AddEntry { parent: Fid, name: Name, fid: Fid, kind: FileType, noreplace: bool },
+    /// An inode of this MDT named `name` in `parent` leaves for another MDT (a migration):
+    /// refused if it is open, has other names, or is a striped directory; answers all it
+    /// is ([`UpdateAnswer::Exported`]). Nothing changes until the commit, which forgets it
+    /// here (its objects stay, the new inode has them); the MDT holds its locks on it
+    /// until the outcome, so that no change of it is made meanwhile and lost.
+    Export { fid: Fid, parent: Fid, name: Name },
+    /// The new inode of a migration on this MDT, from what its old MDT exported: named
+    /// `name` in `parent` (its reverse link here), with a directory's entries.
+    Import { exported: Box<Exported>, parent: Fid, name: Name },
+    /// Files of this MDT whose directory moved to a new inode: their reverse links (and a
+    /// subdirectory's parent) name `to` instead of `from`.
+    MoveLinks { from: Fid, to: Fid, children: Vec<(Fid, Name)> },
+}
+
+/// Everything an inode is, as a migration carries it to another MDT.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Exported {
+    /// The inode record (the MDS's own encoding; both ends are the same version).
+    pub record: Vec<u8>,
+    /// Its extended attributes, by name.
+    pub xattrs: Vec<(Vec<u8>, Vec<u8>)>,
+    /// A directory's entries: name, inode, type.
+    pub entries: Vec<(Name, Fid, FileType)>,
 }
 
 /// What a participant's prepare answers.
@@ -73,6 +96,8 @@ pub enum UpdateAnswer {
     /// AddEntry: the name is already the file's (another of its hard links): the rename
     /// does nothing, as POSIX has it.
     Same,
+    /// Export: the inode leaving.
+    Exported(Box<Exported>),
 }
 
 /// A distributed change's outcome as its coordinator knows it.

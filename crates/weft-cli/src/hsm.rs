@@ -6,7 +6,7 @@
 //! (`weft.hsm.release`); `weft hsm action FILE...` what the coordinator does with each.
 
 use crate::errors;
-use crate::remote::Remote;
+use crate::mdts::Mdts;
 use crate::xattr;
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, Subcommand};
@@ -15,7 +15,7 @@ use weft_client::virtual_xattr::{self as vx, HsmChange};
 use weft_proto::msg::hsm::{
     HsmAction, HsmState, HS_ARCHIVED, HS_DIRTY, HS_EXISTS, HS_LOST, HS_NOARCHIVE, HS_NORELEASE,
 };
-use weft_proto::msg::{mdt, target_name, TargetKind};
+use weft_proto::msg::mdt;
 use weft_proto::Fid;
 
 use crate::limits::HSM_REQUEST_FILES_MAX as HSM_REQUEST_FILES;
@@ -95,19 +95,6 @@ impl ListArgs {
     }
 }
 
-/// The MDT of the file system `file` is on, reached as the caller (its address from the
-/// mount's map), and its name.
-pub(crate) fn mdt_of(file: &std::path::Path) -> anyhow::Result<(Remote, String)> {
-    let map: weft_proto::msg::ClusterMap = xattr::get_json(file, vx::MAP)?;
-    let target = map
-        .targets
-        .iter()
-        .find(|t| t.kind == TargetKind::Mdt && t.index == 0)
-        .ok_or_else(|| anyhow!("the file system {} has no MDT 0 in its map", map.fsname))?;
-    let name = target_name(&map.fsname, TargetKind::Mdt, 0);
-    Ok((Remote::new(target.address.clone(), name.clone())?, name))
-}
-
 /// A file's FID, as its mount names it.
 pub(crate) fn fid_of(f: &std::path::Path) -> anyhow::Result<Fid> {
     let text = String::from_utf8(xattr::get(f, vx::FID)?).context("the mount answered weft.fid with non-text")?;
@@ -131,11 +118,21 @@ fn with_paths(e: anyhow::Error, files: &[PathBuf], fids: &[Fid]) -> anyhow::Erro
 fn request(action: HsmAction, archive: Option<u32>, list: &ListArgs) -> anyhow::Result<()> {
     let files = list.all_files()?;
     let fids = fids_of(&files)?;
-    let (mdt, _) = mdt_of(&files[0])?;
+    let mdts = Mdts::of(&files[0])?;
     let data = list.data.clone().unwrap_or_default().into_bytes();
-    for (fchunk, chunk) in files.chunks(HSM_REQUEST_FILES).zip(fids.chunks(HSM_REQUEST_FILES)) {
-        let op = mdt::HsmRequest { action, archive_id: archive.unwrap_or(0), fids: chunk.to_vec(), data: data.clone() };
-        mdt.ask(0, op).map_err(|e| with_paths(e, fchunk, chunk))?;
+    // Each file's actions are queued by its MDT.
+    let mut by_mdt: std::collections::BTreeMap<u32, (Vec<PathBuf>, Vec<Fid>)> = Default::default();
+    for (f, fid) in files.iter().zip(&fids) {
+        let mine = by_mdt.entry(fid.mdt_index()).or_default();
+        mine.0.push(f.clone());
+        mine.1.push(*fid);
+    }
+    for (index, (files, fids)) in by_mdt {
+        for (fchunk, chunk) in files.chunks(HSM_REQUEST_FILES).zip(fids.chunks(HSM_REQUEST_FILES)) {
+            let fids = chunk.to_vec();
+            let op = mdt::HsmRequest { action, archive_id: archive.unwrap_or(0), fids, data: data.clone() };
+            mdts.ask(index, op).map_err(|e| with_paths(e, fchunk, chunk))?;
+        }
     }
     Ok(())
 }
@@ -264,9 +261,11 @@ pub fn hsm(a: HsmArgs) -> anyhow::Result<()> {
         }
         HsmCommand::Action { files, json } => {
             let fids = fids_of(&files)?;
-            let (mdt, _) = mdt_of(&files[0])?;
+            let mdts = Mdts::of(&files[0])?;
             for (f, fid) in files.iter().zip(&fids) {
-                let action = mdt.ask(0, mdt::HsmActionGet { fid: *fid }).map_err(|e| with_paths(e, &files, &fids))?;
+                let action = mdts
+                    .ask(fid.mdt_index(), mdt::HsmActionGet { fid: *fid })
+                    .map_err(|e| with_paths(e, &files, &fids))?;
                 if json {
                     let v = serde_json::json!({ "path": f, "action": action });
                     println!("{v}");

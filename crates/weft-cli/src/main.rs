@@ -24,6 +24,7 @@ mod key;
 mod lfs;
 mod limits;
 mod logging;
+mod mdts;
 mod members;
 mod migrate;
 mod migrate_mdt;

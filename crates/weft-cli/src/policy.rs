@@ -37,7 +37,7 @@
 //! The catalog is a JSON file: fine for the millions of files a project holds, not for a
 //! whole site's billions (that wants a database; the changelog following stays the same).
 
-use crate::remote::Remote;
+use crate::mdts::Mdts;
 use crate::xattr;
 use anyhow::{anyhow, bail, Context};
 use clap::{Args, Subcommand};
@@ -201,11 +201,15 @@ struct Entry {
 
 #[derive(Debug, Default, Serialize, Deserialize)]
 struct Catalog {
-    /// The MDT and the changelog reader registered on it.
+    /// MDT0 and the changelog reader registered on it.
     mdt: String,
     reader: String,
     /// The last changelog record taken in.
     last_index: u64,
+    /// The readers on the other MDTs (a file system with several): by MDT index, the reader
+    /// and the last record taken in.
+    #[serde(default)]
+    more: BTreeMap<u32, (String, u64)>,
     /// The first walk of the tree is done (it is done again if a run stopped in it).
     walked: bool,
     #[serde(with = "as_pairs")]
@@ -227,9 +231,20 @@ mod as_pairs {
     }
 }
 
+impl Catalog {
+    /// The reader on MDT `index` and the last record it took in.
+    fn reader_of(&mut self, index: u32) -> (&mut String, &mut u64) {
+        if index == 0 {
+            return (&mut self.reader, &mut self.last_index);
+        }
+        let (reader, last) = self.more.entry(index).or_default();
+        (reader, last)
+    }
+}
+
 struct Engine {
     mount: PathBuf,
-    mdt: Remote,
+    mdts: Mdts,
 }
 
 impl Engine {
@@ -288,18 +303,18 @@ impl Engine {
         Ok(())
     }
 
-    /// The changelog since the catalog's last record, taken in and cleared. Returns how many
-    /// records were read.
-    fn follow(&self, catalog: &mut Catalog) -> anyhow::Result<usize> {
+    /// MDT `index`'s changelog since the catalog's last record of it, taken in. Returns how
+    /// many records were read.
+    fn follow(&self, index: u32, catalog: &mut Catalog) -> anyhow::Result<usize> {
         let mut changed = BTreeSet::new();
         let mut renamed = BTreeSet::new();
         let mut read = 0;
         loop {
-            let start = catalog.last_index + 1;
+            let start = *catalog.reader_of(index).1 + 1;
             let records: Vec<ChangelogRecord> =
-                self.mdt.ask(0, mdt::ChangelogRead { start, end: 0, max: READ_BATCH })?;
+                self.mdts.ask(index, mdt::ChangelogRead { start, end: 0, max: READ_BATCH })?;
             let Some(last) = records.last() else { break };
-            catalog.last_index = last.index;
+            *catalog.reader_of(index).1 = last.index;
             read += records.len();
             for r in &records {
                 changed.insert(r.target);
@@ -375,8 +390,9 @@ pub fn policy(a: PolicyArgs) -> anyhow::Result<()> {
 fn run(a: RunArgs) -> anyhow::Result<()> {
     let text = std::fs::read_to_string(&a.config).with_context(|| format!("--config {}", a.config.display()))?;
     let rules = parse_rules(&text).with_context(|| format!("--config {}", a.config.display()))?;
-    let (mdt, mdt_name) = crate::hsm::mdt_of(&a.mount)?;
-    let engine = Engine { mount: a.mount.clone(), mdt };
+    let mdts = Mdts::of(&a.mount)?;
+    let mdt_name = mdts.name(0);
+    let engine = Engine { mount: a.mount.clone(), mdts };
     std::fs::create_dir_all(&a.state).with_context(|| format!("--state {}", a.state.display()))?;
     let catalog_file = a.state.join("catalog.json");
     let mut catalog = match std::fs::read(&catalog_file) {
@@ -388,19 +404,30 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
     if !catalog.mdt.is_empty() && catalog.mdt != mdt_name {
         bail!("{} is the catalog of {}, not of {mdt_name}", catalog_file.display(), catalog.mdt);
     }
-    // Its reader gone (deregistered by an admin): records were lost, so walk again.
-    let readers = engine.mdt.ask(0, mdt::ChangelogUsersList {})?;
-    if !catalog.reader.is_empty() && !readers.users.iter().any(|u| u.id == catalog.reader) {
-        eprintln!("weft policy: changelog reader {} is gone: registering again and walking the tree", catalog.reader);
-        catalog.reader.clear();
-    }
-    if catalog.reader.is_empty() {
-        // Registered before the walk (what changes while it walks is in the changelog), and
-        // saved at once: a run that stops in the walk does not leave a reader nobody reads.
-        let user = engine.mdt.ask(0, mdt::ChangelogRegister { name: Some("policy".into()) })?;
-        catalog =
-            Catalog { mdt: mdt_name.clone(), reader: user.id.clone(), last_index: user.cleared, ..Catalog::default() };
-        save(&a.state, &catalog)?;
+    catalog.mdt = mdt_name;
+    // A reader on each MDT (one added since the last run gets one too).
+    let indices = engine.mdts.indices();
+    for &index in &indices {
+        // Its reader gone (deregistered by an admin): records were lost, so walk again.
+        let readers = engine.mdts.ask(index, mdt::ChangelogUsersList {})?;
+        let (reader, _) = catalog.reader_of(index);
+        if !reader.is_empty() && !readers.users.iter().any(|u| u.id == *reader) {
+            let name = engine.mdts.name(index);
+            eprintln!(
+                "weft policy: changelog reader {reader} on {name} is gone: registering again and walking the tree"
+            );
+            reader.clear();
+        }
+        if reader.is_empty() {
+            // Registered before the walk (what changes while it walks is in the changelog),
+            // and saved at once: a run that stops in the walk does not leave a reader nobody
+            // reads.
+            let user = engine.mdts.ask(index, mdt::ChangelogRegister { name: Some("policy".into()) })?;
+            let (reader, last) = catalog.reader_of(index);
+            (*reader, *last) = (user.id.clone(), user.cleared);
+            catalog.walked = false;
+            save(&a.state, &catalog)?;
+        }
     }
     if !catalog.walked {
         catalog.files.clear();
@@ -412,16 +439,25 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
             catalog.reader
         );
     }
-    let read = engine.follow(&mut catalog)?;
+    let mut read_of = Vec::new();
+    for &index in &indices {
+        read_of.push((index, engine.follow(index, &mut catalog)?));
+    }
     // Saved (synced) before the records are cleared: a crash between loses nothing.
     save(&a.state, &catalog)?;
-    if read > 0 {
-        engine.mdt.ask(0, mdt::ChangelogClear { id: catalog.reader.clone(), end: catalog.last_index })?;
+    for &(index, read) in &read_of {
+        if read > 0 {
+            let (reader, last) = catalog.reader_of(index);
+            let clear = mdt::ChangelogClear { id: reader.clone(), end: *last };
+            engine.mdts.ask(index, clear)?;
+        }
     }
+    let read: usize = read_of.iter().map(|(_, n)| n).sum();
+    let upto: Vec<String> = indices.iter().map(|i| catalog.reader_of(*i).1.to_string()).collect();
     println!(
         "catalog: {} files, {read} changelog records taken in (to record {})",
         catalog.files.len(),
-        catalog.last_index
+        upto.join(", ")
     );
 
     let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH)?.as_secs() as i64;
@@ -458,8 +494,17 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
         return Ok(());
     }
     let mut failed = 0;
-    let archive = |archive_id: u32, fids: Vec<Fid>| {
-        engine.mdt.ask(0, mdt::HsmRequest { action: HsmAction::Archive, archive_id, fids, data: Vec::new() })
+    // Each file's action is queued by its MDT.
+    let archive = |archive_id: u32, fids: Vec<Fid>| -> anyhow::Result<()> {
+        let mut by_mdt: BTreeMap<u32, Vec<Fid>> = BTreeMap::new();
+        for fid in fids {
+            by_mdt.entry(fid.mdt_index()).or_default().push(fid);
+        }
+        for (index, fids) in by_mdt {
+            let op = mdt::HsmRequest { action: HsmAction::Archive, archive_id, fids, data: Vec::new() };
+            engine.mdts.ask(index, op)?;
+        }
+        Ok(())
     };
     for (archive_id, files) in &archives {
         for chunk in files.chunks(REQUEST_FILES) {

@@ -517,3 +517,56 @@ fn the_policy_engine_follows_the_changelog_and_does_what_its_rules_name() {
     // Nothing left to do.
     assert!(run(false).contains("dry run: 0 actions"));
 }
+
+/// With two MDTs, HSM and the policy engine serve both: a file of MDT1 (in a directory
+/// placed there) is archived by the copytool (its actions are MDT1's, its progress goes
+/// there), released and restored by cat, and the policy engine follows both MDTs'
+/// changelogs (one reader on each) and archives files of both.
+#[test]
+fn hsm_and_the_policy_engine_serve_files_of_every_mdt() {
+    let mut c = Cluster::start(
+        &weft_bin(),
+        vec![NodeSpec::new("main", "127.0.0.1").mgs().mdt(0).osts(&[0, 1]), NodeSpec::new("mds1", "127.0.0.2").mdt(1)],
+    );
+    let mnt = c.mount();
+    let archive = c.dir.path().join("archive");
+    let ct = Copytool::start(&c, "ct1", 1, &format!("posix:{}", archive.display()));
+    weft_ok(&["mkdir", "-i", "1", path_str(&mnt.join("remote"))]);
+    let f = mnt.join("remote/f");
+    let data = pattern(23, 0, 3 << 20);
+    std::fs::write(&f, &data).unwrap();
+    let fid: weft_proto::Fid = weft_ok(&["path2fid", path_str(&f)]).trim().parse().unwrap();
+    assert_eq!(fid.mdt_index(), 1);
+    weft_ok(&["hsm", "archive", path_str(&f)]);
+    wait_for(60, "the archive of a file of MDT1", || state_of(&f).contains("exists archived"), || ct.log());
+    weft_ok(&["hsm", "release", path_str(&f)]);
+    assert!(state_of(&f).contains("released"));
+    let out = Command::new("cat").arg(&f).output().unwrap();
+    assert!(out.status.success() && out.stdout == data, "the restored file differs\n{}", ct.log());
+    assert!(weft_ok(&["hsm", "action", path_str(&f)]).contains("RESTORE done (3145728 bytes moved)"));
+
+    // The policy engine: a reader on each MDT, files of both archived.
+    let config = c.dir.path().join("rules.toml");
+    std::fs::write(&config, "[[rule]]\nname = \"all\"\naction = \"archive\"\nunder = \"/proj\"\n").unwrap();
+    let state = c.dir.path().join("policy");
+    let run = |apply: bool| {
+        let mut args = vec!["policy", "run", "--config", path_str(&config), "--state", path_str(&state)];
+        if apply {
+            args.push("--apply");
+        }
+        args.push(path_str(&mnt));
+        weft_ok(&args)
+    };
+    assert!(run(false).contains("from a first walk"));
+    let users = |mdt: &str| weft_ok(&["changelog-users", mdt, "--mgs", &c.mgs_address]);
+    assert!(users("weft-MDT0000").contains("policy") && users("weft-MDT0001").contains("policy"));
+    sh(&mnt, "mkdir proj && echo a > proj/on0");
+    weft_ok(&["mkdir", "-i", "1", path_str(&mnt.join("proj/one"))]);
+    sh(&mnt, "echo b > proj/one/on1");
+    let dry = run(false);
+    assert!(dry.contains("would archive /proj/on0 ") && dry.contains("would archive /proj/one/on1 "), "{dry}");
+    assert!(run(true).contains("2 actions done, 0 failed"));
+    for p in [mnt.join("proj/on0"), mnt.join("proj/one/on1")] {
+        wait_for(60, "an archive by the policy engine", || state_of(&p).contains("exists archived"), || ct.log());
+    }
+}

@@ -99,7 +99,11 @@ impl Stripes {
 /// The MDT a metadata request goes to: the one whose sequence holds the FID it names (for a
 /// name, its directory's). What names no inode goes to MDT0 (statfs, quotas, the root).
 pub(crate) fn target(req: &MdtRequest) -> u32 {
-    req.subject().unwrap_or(Fid::ROOT).mdt_index()
+    match req {
+        // An action's progress goes to the MDT that queued it, which its cookie names.
+        MdtRequest::HsmProgress(mdt::HsmProgress { cookie, .. }) => weft_proto::msg::hsm::hsm_cookie_mdt(*cookie),
+        _ => req.subject().unwrap_or(Fid::ROOT).mdt_index(),
+    }
 }
 
 /// A page of a striped directory from a page of each stripe, each read from `cookie`:

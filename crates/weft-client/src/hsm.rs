@@ -5,7 +5,7 @@
 use crate::limits::{RESTORE_POLL_MS_MAX, RESTORE_POLL_MS_MIN};
 use crate::Client;
 use std::time::{Duration, Instant};
-use weft_proto::msg::hsm::{ActionStatus, HsmAction, HsmActionItem, HsmState, HS_RELEASED};
+use weft_proto::msg::hsm::{hsm_cookie_mdt, ActionStatus, HsmAction, HsmActionItem, HsmState, HS_RELEASED};
 use weft_proto::msg::{mdt, Caller, InodeInfo};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
@@ -20,7 +20,23 @@ impl Client {
         fids: Vec<Fid>,
         data: Vec<u8>,
     ) -> WeftResult<Vec<u64>> {
-        self.mdt(who, mdt::HsmRequest { action, archive_id, fids, data }).await
+        // Each file's actions are its MDT's: one request per MDT, the cookies in order.
+        let mut by_mdt: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+        for (i, fid) in fids.iter().enumerate() {
+            by_mdt.entry(fid.mdt_index()).or_default().push(i);
+        }
+        if by_mdt.len() <= 1 {
+            return self.mdt(who, mdt::HsmRequest { action, archive_id, fids, data }).await;
+        }
+        let mut cookies = vec![0; fids.len()];
+        for (mdt, at) in by_mdt {
+            let some: Vec<Fid> = at.iter().map(|i| fids[*i]).collect();
+            let op = mdt::HsmRequest { action, archive_id, fids: some, data: data.clone() };
+            for (i, cookie) in at.into_iter().zip(self.mdt_on(who, mdt, op).await?) {
+                cookies[i] = cookie;
+            }
+        }
+        Ok(cookies)
     }
 
     /// Frees an archived, clean, closed file's objects. A glimpse gives the data version
@@ -102,8 +118,28 @@ impl Client {
         max: u32,
         running: Vec<u64>,
     ) -> WeftResult<Vec<HsmActionItem>> {
-        let op = mdt::HsmTake { agent: agent.to_string(), archive_ids: archive_ids.to_vec(), max, running };
-        self.mdt(who, op).await
+        // Every MDT queues its files' actions: each is asked, with the actions of it this
+        // agent runs (its cookies name it), until `max` are taken.
+        let mdts: Vec<u32> = self.map.current().map.mdts().map(|t| t.index).collect();
+        let mut taken = Vec::new();
+        let mut first_error = None;
+        for mdt in mdts {
+            let left = max.saturating_sub(taken.len() as u32);
+            let running: Vec<u64> = running.iter().copied().filter(|c| hsm_cookie_mdt(*c) == mdt).collect();
+            if left == 0 && running.is_empty() {
+                continue;
+            }
+            let op = mdt::HsmTake { agent: agent.to_string(), archive_ids: archive_ids.to_vec(), max: left, running };
+            match self.mdt_on(who, mdt, op).await {
+                Ok(items) => taken.extend(items),
+                // One MDT down: the others' actions still run; it is asked again next poll.
+                Err(e) => first_error = first_error.or(Some(e)),
+            }
+        }
+        match first_error {
+            Some(e) if taken.is_empty() => Err(e),
+            _ => Ok(taken),
+        }
     }
 
     /// A copytool's progress (`done` None) or end (Some(errno), 0: success) of an action;

@@ -49,7 +49,6 @@ use bytes::Bytes;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
-use tokio::sync::watch;
 use weft_proto::lock::{LdlmReply, LdlmRequest, LockTarget};
 use weft_proto::msg::ops::{service_answer, take_reply, Op, OpKind, Payload, Variant};
 use weft_proto::msg::{
@@ -209,8 +208,8 @@ impl Client {
             config,
         });
         client.register_local(client_id);
-        tokio::spawn(drop_peers_that_left(Arc::downgrade(&client), client.map.subscribe()));
-        tokio::spawn(watch_evictions(Arc::downgrade(&client), client.map.evictions()));
+        tokio::spawn(recovery::drop_peers_that_left(Arc::downgrade(&client), client.map.subscribe()));
+        tokio::spawn(recovery::watch_evictions(Arc::downgrade(&client), client.map.evictions()));
         Ok(client)
     }
 
@@ -407,6 +406,21 @@ impl Client {
     where
         O: Op<Request = MdtRequest, Answer = MdtReply>,
     {
+        self.mdt_routed(who, op, None).await
+    }
+
+    /// [`Client::mdt`] to MDT `index` (what names no inode there: HSM's take, a quota).
+    pub(crate) async fn mdt_on<O>(&self, who: &Caller, index: u32, op: O) -> WeftResult<O::Reply>
+    where
+        O: Op<Request = MdtRequest, Answer = MdtReply>,
+    {
+        self.mdt_routed(who, op, Some(index)).await
+    }
+
+    async fn mdt_routed<O>(&self, who: &Caller, op: O, to: Option<u32>) -> WeftResult<O::Reply>
+    where
+        O: Op<Request = MdtRequest, Answer = MdtReply>,
+    {
         let mut header = self.header(who);
         // Held until the answer: every resend of this mutation carries the same slot.
         let slot = if O::KIND == OpKind::Mutation { Some(self.reply_slots.take().await) } else { None };
@@ -420,14 +434,21 @@ impl Client {
         // from answers that may have crossed it (see inodes.rs).
         let change = inodes::plan(&request).map(|(touches, keep)| (self.inodes.begin(&touches), keep));
         let mut sent = self
-            .send::<MdtRequest, MdtReply>(header.clone(), dirs::target(&request), request.clone(), Bytes::new(), None)
+            .send::<MdtRequest, MdtReply>(
+                header.clone(),
+                to.unwrap_or_else(|| dirs::target(&request)),
+                request.clone(),
+                Bytes::new(),
+                None,
+            )
             .await;
         if sent.as_ref().is_err_and(|e| e.code == ErrorCode::WrongStripe) {
             // The directory was striped since this client last saw it: its stripes, then
             // the request to its name's stripe.
             self.learn_stripes(who, &request).await;
             self.stripes.route(&mut request);
-            sent = self.send::<MdtRequest, MdtReply>(header, dirs::target(&request), request, Bytes::new(), None).await;
+            let target = to.unwrap_or_else(|| dirs::target(&request));
+            sent = self.send::<MdtRequest, MdtReply>(header, target, request, Bytes::new(), None).await;
         }
         // A change of names comes with its directories (mdt::Changed).
         let sent = sent.map(|(answer, _)| answer.into_parts());
@@ -576,120 +597,6 @@ fn peer_options(config: &ClientConfig, client_id: u64, client: &Weak<Client>) ->
 /// The error of work started before this client was evicted.
 pub(crate) fn evicted_error() -> WeftError {
     WeftError::new(ErrorCode::Evicted, "this client was evicted meanwhile; what it had under way is discarded")
-}
-
-impl Client {
-    /// A peer opened a new connection in place of a broken one, so it may be talking to a
-    /// restarted server, which has forgotten the locks it granted: this client replays the
-    /// locks of that server's targets (as when the map shows a restart, which it may not
-    /// show yet), unless a replay of them is under way. A server that restarted keeps them
-    /// during its recovery window, in which it grants nothing else, so no cache they guard
-    /// goes stale; a server that did not restart (a network blip) refuses them (it is in no
-    /// window), and they are forgotten with what they guarded, as are the locks of a
-    /// replay that comes after the window. Runs as a task: the replay goes on the new
-    /// connection after the request that made it.
-    pub(crate) fn replay_after_reconnect(&self, address: &str) {
-        let replaying = self.replaying_targets();
-        let targets: Vec<LockTarget> = self
-            .targets_at(address)
-            .into_iter()
-            .filter(|t| {
-                !replaying.contains(t)
-                    && (self.locks.holds_any(*t) || self.holds_advisory_on(*t) || self.keeps_writes_for(*t))
-            })
-            .collect();
-        if targets.is_empty() {
-            return;
-        }
-        tracing::info!("reconnected to {address}: replaying the locks of its targets");
-        for &target in &targets {
-            self.mark_replaying(target);
-        }
-        let client = self.weak_self.clone();
-        tokio::spawn(async move {
-            for target in targets {
-                let Some(c) = client.upgrade() else { return };
-                c.replay_locks(target).await;
-            }
-        });
-    }
-
-    /// Whether this client holds advisory locks, which the MDT `target` keeps.
-    fn holds_advisory_on(&self, target: LockTarget) -> bool {
-        matches!(target, LockTarget::Mdt(_)) && !self.held_advisory().is_empty()
-    }
-
-    /// The lock targets the map has served at `address`.
-    fn targets_at(&self, address: &str) -> Vec<LockTarget> {
-        let state = self.map.current();
-        state.map.targets.iter().filter(|t| t.address == address).map(|t| LockTarget::of(t.kind, t.index)).collect()
-    }
-
-    /// A connection to `address` broke. While this client holds locks of a target there, a
-    /// server that calls one back must be able to reach it, so it connects again at once
-    /// (an empty cancel: the first request on the new connection also tells the server
-    /// where the client is) rather than at its next request, which for an idle client may
-    /// be never: the server would evict it after its lock timeout. Event-driven, so an idle
-    /// client with healthy connections sends nothing (Lustre's clients ping every server
-    /// for this). Tries again after a pause, doubling, until the request timeout.
-    pub(crate) fn connection_lost(&self, address: &str) {
-        let Some(target) = self.targets_at(address).into_iter().find(|t| self.locks.holds_any(*t)) else {
-            return;
-        };
-        let client = self.weak_self.clone();
-        let request_timeout = self.config.request_timeout;
-        tokio::spawn(async move {
-            let started = tokio::time::Instant::now();
-            let mut pause = Duration::from_millis(limits::RECONNECT_PAUSE_MS_MIN);
-            loop {
-                tokio::time::sleep(pause).await;
-                let Some(c) = client.upgrade() else { return };
-                if !c.locks.holds_any(target) {
-                    return;
-                }
-                let root = Caller::root();
-                let probe = c.ldlm(&root, target, weft_proto::lock::Cancel { handles: Vec::new() });
-                if tokio::time::timeout(c.config.connect_timeout, probe).await.is_ok_and(|r| r.is_ok()) {
-                    return;
-                }
-                drop(c);
-                if started.elapsed() >= request_timeout {
-                    return;
-                }
-                pause = (pause * 2).min(Duration::from_millis(limits::RECONNECT_PAUSE_MS_MAX));
-            }
-        });
-    }
-}
-
-/// Drops the connections to servers that left the map, as the map changes, and replays
-/// the locks of a target that moved ([`Client::replay_locks`]). Ends when the client is
-/// dropped.
-async fn drop_peers_that_left(client: Weak<Client>, mut changes: watch::Receiver<Arc<MapState>>) {
-    let mut before = changes.borrow_and_update().clone();
-    while changes.changed().await.is_ok() {
-        let Some(client) = client.upgrade() else { return };
-        let state = changes.borrow_and_update().clone();
-        client.peers.retain_map(&state);
-        // The MDT first: its window waits for this client's lock replay, the OSTs' do not.
-        let mut moved = recovery::moved_targets(&before.map, &state.map);
-        moved.sort_by_key(|t| !matches!(t, LockTarget::Mdt(_)));
-        for target in moved {
-            client.replay_locks(target).await;
-        }
-        before = state;
-    }
-}
-
-/// Comes back under a new id when the management service says a server evicted this client
-/// (`MapFollower::evictions`): an idle client learns it without pinging every server.
-/// Ends when the client is dropped.
-async fn watch_evictions(client: Weak<Client>, mut evicted: watch::Receiver<u64>) {
-    while evicted.changed().await.is_ok() {
-        let id = *evicted.borrow_and_update();
-        let Some(client) = client.upgrade() else { return };
-        client.evicted(id);
-    }
 }
 
 #[cfg(test)]

@@ -7,9 +7,12 @@
 use crate::limits;
 use crate::Client;
 use std::fmt::Write;
+use std::sync::{Arc, Weak};
 use std::time::Duration;
+use tokio::sync::watch;
 use weft_proto::lock::LockTarget;
 use weft_proto::msg::{target_name, Caller, ClusterMap, TargetKind};
+use weft_rpc::map::MapState;
 
 /// Most OSTs whose imports a mount lists among its parameters (they travel in one extended
 /// attribute, at most 64 KiB); the MDTs' are always listed.
@@ -286,6 +289,120 @@ pub(crate) fn moved_targets(before: &ClusterMap, after: &ClusterMap) -> Vec<Lock
 
 fn owner_of(attr: &weft_proto::msg::Attr) -> weft_proto::msg::quota::QuotaOwner {
     weft_proto::msg::quota::QuotaOwner { uid: attr.uid, gid: attr.gid, projid: attr.projid }
+}
+
+impl Client {
+    /// A peer opened a new connection in place of a broken one, so it may be talking to a
+    /// restarted server, which has forgotten the locks it granted: this client replays the
+    /// locks of that server's targets (as when the map shows a restart, which it may not
+    /// show yet), unless a replay of them is under way. A server that restarted keeps them
+    /// during its recovery window, in which it grants nothing else, so no cache they guard
+    /// goes stale; a server that did not restart (a network blip) refuses them (it is in no
+    /// window), and they are forgotten with what they guarded, as are the locks of a
+    /// replay that comes after the window. Runs as a task: the replay goes on the new
+    /// connection after the request that made it.
+    pub(crate) fn replay_after_reconnect(&self, address: &str) {
+        let replaying = self.replaying_targets();
+        let targets: Vec<LockTarget> = self
+            .targets_at(address)
+            .into_iter()
+            .filter(|t| {
+                !replaying.contains(t)
+                    && (self.locks.holds_any(*t) || self.holds_advisory_on(*t) || self.keeps_writes_for(*t))
+            })
+            .collect();
+        if targets.is_empty() {
+            return;
+        }
+        tracing::info!("reconnected to {address}: replaying the locks of its targets");
+        for &target in &targets {
+            self.mark_replaying(target);
+        }
+        let client = self.weak_self.clone();
+        tokio::spawn(async move {
+            for target in targets {
+                let Some(c) = client.upgrade() else { return };
+                c.replay_locks(target).await;
+            }
+        });
+    }
+
+    /// Whether this client holds advisory locks, which the MDT `target` keeps.
+    fn holds_advisory_on(&self, target: LockTarget) -> bool {
+        matches!(target, LockTarget::Mdt(_)) && !self.held_advisory().is_empty()
+    }
+
+    /// The lock targets the map has served at `address`.
+    fn targets_at(&self, address: &str) -> Vec<LockTarget> {
+        let state = self.map.current();
+        state.map.targets.iter().filter(|t| t.address == address).map(|t| LockTarget::of(t.kind, t.index)).collect()
+    }
+
+    /// A connection to `address` broke. While this client holds locks of a target there, a
+    /// server that calls one back must be able to reach it, so it connects again at once
+    /// (an empty cancel: the first request on the new connection also tells the server
+    /// where the client is) rather than at its next request, which for an idle client may
+    /// be never: the server would evict it after its lock timeout. Event-driven, so an idle
+    /// client with healthy connections sends nothing (Lustre's clients ping every server
+    /// for this). Tries again after a pause, doubling, until the request timeout.
+    pub(crate) fn connection_lost(&self, address: &str) {
+        let Some(target) = self.targets_at(address).into_iter().find(|t| self.locks.holds_any(*t)) else {
+            return;
+        };
+        let client = self.weak_self.clone();
+        let request_timeout = self.config.request_timeout;
+        tokio::spawn(async move {
+            let started = tokio::time::Instant::now();
+            let mut pause = Duration::from_millis(limits::RECONNECT_PAUSE_MS_MIN);
+            loop {
+                tokio::time::sleep(pause).await;
+                let Some(c) = client.upgrade() else { return };
+                if !c.locks.holds_any(target) {
+                    return;
+                }
+                let root = Caller::root();
+                let probe = c.ldlm(&root, target, weft_proto::lock::Cancel { handles: Vec::new() });
+                if tokio::time::timeout(c.config.connect_timeout, probe).await.is_ok_and(|r| r.is_ok()) {
+                    return;
+                }
+                drop(c);
+                if started.elapsed() >= request_timeout {
+                    return;
+                }
+                pause = (pause * 2).min(Duration::from_millis(limits::RECONNECT_PAUSE_MS_MAX));
+            }
+        });
+    }
+}
+
+/// Drops the connections to servers that left the map, as the map changes, and replays
+/// the locks of a target that moved ([`Client::replay_locks`]). Ends when the client is
+/// dropped.
+pub(crate) async fn drop_peers_that_left(client: Weak<Client>, mut changes: watch::Receiver<Arc<MapState>>) {
+    let mut before = changes.borrow_and_update().clone();
+    while changes.changed().await.is_ok() {
+        let Some(client) = client.upgrade() else { return };
+        let state = changes.borrow_and_update().clone();
+        client.peers.retain_map(&state);
+        // The MDT first: its window waits for this client's lock replay, the OSTs' do not.
+        let mut moved = moved_targets(&before.map, &state.map);
+        moved.sort_by_key(|t| !matches!(t, LockTarget::Mdt(_)));
+        for target in moved {
+            client.replay_locks(target).await;
+        }
+        before = state;
+    }
+}
+
+/// Comes back under a new id when the management service says a server evicted this client
+/// (`MapFollower::evictions`): an idle client learns it without pinging every server.
+/// Ends when the client is dropped.
+pub(crate) async fn watch_evictions(client: Weak<Client>, mut evicted: watch::Receiver<u64>) {
+    while evicted.changed().await.is_ok() {
+        let id = *evicted.borrow_and_update();
+        let Some(client) = client.upgrade() else { return };
+        client.evicted(id);
+    }
 }
 
 #[cfg(test)]

@@ -400,10 +400,11 @@ fn decode_action(cookie: u64, v: &[u8]) -> WeftResult<HsmActionItem> {
 }
 
 impl WriteTables {
-    /// A new action's cookie.
-    pub fn next_hsm_cookie(&mut self) -> WeftResult<u64> {
+    /// A new action's cookie, in MDT `mdt`'s range (`weft_proto::msg::hsm::hsm_cookie_mdt`).
+    pub fn next_hsm_cookie(&mut self, mdt: u32) -> WeftResult<u64> {
         let key = schema::COUNTER_HSM_COOKIE_NEXT_KEY;
-        let n = self.counter(key, "HSM cookie counter")?.unwrap_or(1);
+        let first = (u64::from(mdt) << weft_proto::msg::hsm::HSM_COOKIE_MDT_SHIFT).max(1);
+        let n = self.counter(key, "HSM cookie counter")?.unwrap_or(1).max(first);
         self.put(schema::TABLE_COUNTERS, key, &(n + 1).to_be_bytes())?;
         Ok(n)
     }

@@ -34,6 +34,16 @@ pub const HS_USER_SETTABLE: u32 = HS_DIRTY | HS_NORELEASE | HS_NOARCHIVE;
 /// Bytes a request may pass to the copytool with each file (`--data`).
 pub const HSM_DATA_BYTES_MAX: usize = 1024;
 
+/// The bits above which an action's cookie names the MDT that queued it: MDT n's cookies
+/// start at `n << HSM_COOKIE_MDT_SHIFT` (MDT0's are those of a file system with one MDT),
+/// so that a copytool's progress of an action goes to its MDT.
+pub const HSM_COOKIE_MDT_SHIFT: u32 = 48;
+
+/// The MDT whose action `cookie` is.
+pub fn hsm_cookie_mdt(cookie: u64) -> u32 {
+    (cookie >> HSM_COOKIE_MDT_SHIFT) as u32
+}
+
 /// The flags as `hsm set`/`hsm clear` name them, in Lustre's option order.
 pub const HSM_FLAG_OPTIONS: [(&str, u32); 6] = [
     ("norelease", HS_NORELEASE),

@@ -138,7 +138,7 @@ impl Mutation for mdt::HsmRequest {
                 cookies.push(0);
                 continue;
             };
-            let cookie = ctx.t.next_hsm_cookie()?;
+            let cookie = ctx.t.next_hsm_cookie(ctx.core.mdt_index)?;
             let item = HsmActionItem {
                 cookie,
                 fid,

@@ -246,6 +246,13 @@ fn a_tree_migrates_to_another_mdt_keeping_every_name_byte_and_attribute() {
     let color = sh(&fresh, "python3 -c \"import os; print(os.getxattr('src/a/f5', 'user.color').decode())\"");
     assert_eq!(color, "blue\n");
 
+    // `weft quota` counts the inodes of every MDT (here on both: the hard-linked file on MDT0).
+    sh(&mnt, "chown -R 1000:1000 src");
+    let inodes = sh(&mnt, "find src -printf '%i\\n' | sort -u | wc -l").trim().to_string();
+    let table = weft_ok(&["quota", "-u", "1000", s(&mnt)]);
+    let files = table.lines().skip(2).collect::<Vec<_>>().join(" ");
+    assert_eq!(files.split_whitespace().nth(5), Some(inodes.as_str()), "{table}");
+
     // -d: the directory alone; its child stays where it is, reached across MDTs.
     weft_ok(&["migrate", "-m", "0", "-d", s(&mnt.join("src/c"))]);
     assert_eq!((mdt_of(&mnt.join("src/c")), mdt_of(&mnt.join("src/c/fifo"))), (0, 1));

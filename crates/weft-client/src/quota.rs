@@ -52,8 +52,16 @@ pub enum QuotaRequest {
 impl Client {
     /// `kind` `id`'s limits and usage; `verify` (root) has each target count by a scan too.
     pub async fn quota(&self, who: &Caller, kind: QuotaKind, id: u32, verify: bool) -> WeftResult<QuotaReport> {
-        let info = self.mdt(who, mdt::QuotaGet { kind, id, verify }).await?;
+        let mut info = self.mdt(who, mdt::QuotaGet { kind, id, verify }).await?;
         let map = self.map();
+        // MDT0 is the quota master; each other MDT counts the inodes it holds.
+        for mdt in map.mdts().map(|t| t.index).filter(|i| *i != 0) {
+            let theirs = self.mdt_on(who, mdt, mdt::QuotaGet { kind, id, verify }).await?;
+            info.inodes += theirs.inodes;
+            if let (Some(ours), Some(scanned)) = (info.inodes_scanned.as_mut(), theirs.inodes_scanned) {
+                *ours += scanned;
+            }
+        }
         let fsname = map.fsname.clone();
         let mut osts: Vec<_> = map.targets.iter().filter(|t| t.kind == TargetKind::Ost).cloned().collect();
         osts.sort_by_key(|t| t.index);

@@ -21,18 +21,6 @@ fn find(args: &[&str]) -> Vec<String> {
     v
 }
 
-fn osts_of(f: &Path) -> Vec<u64> {
-    let out = weft_ok(&["getstripe", "--json", p(f)]);
-    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    let mut osts = Vec::new();
-    for c in v[0]["layout"]["components"].as_array().unwrap() {
-        for o in c["objects"].as_array().unwrap() {
-            osts.push(o["ost"].as_u64().unwrap());
-        }
-    }
-    osts
-}
-
 /// Object files of `ost` in the server's directory that hold bytes.
 fn objects_with_data(data_dir: &Path, ost: u32) -> usize {
     let out = sh(data_dir, &format!("find ost{ost:04x}/O -type f -name '[0-9]*' -size +0 | wc -l"));

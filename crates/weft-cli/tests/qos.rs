@@ -10,24 +10,6 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-/// `weft set-param`/`get-param` against the cluster's servers (through its MGS).
-fn param(c: &Cluster, args: &[&str]) -> std::process::Output {
-    let mut all = args.to_vec();
-    all.extend(["--mgs", &c.mgs_address]);
-    weft(&all)
-}
-
-fn param_ok(c: &Cluster, args: &[&str]) -> String {
-    let out = param(c, args);
-    assert!(
-        out.status.success(),
-        "weft {args:?} failed:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 /// Requests each class of `service` on `server` started, by jobid (from `nrs_tbf_classes`).
 fn started_by_job(server: &str, service: &str) -> BTreeMap<String, u64> {
     let out = weft_ok(&["get-param", "-n", "--server", server, &format!("{service}.nrs_tbf_classes")]);

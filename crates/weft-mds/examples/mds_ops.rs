@@ -1,8 +1,10 @@
 //! The MDS request path without any transport: each operation through `Mds::handle` from a
 //! plain thread (as a FUSE thread calls it under `weft up`), with and without the lock
 //! namespace, and with a changelog reader registered (every change recorded), in
-//! microseconds per operation. Objects come from an in-memory OST stand-in, so
-//! this measures the MDT alone: `cargo run --release -p weft-mds --example mds_ops`.
+//! microseconds per operation; and creates under I/O zone rules (`lod.*.zone_rule`): one
+//! that matches, and 64 that do not (each tried, then the zones' OSTs left out). Objects
+//! come from an in-memory OST stand-in, so this measures the MDT alone: `cargo run
+//! --release -p weft-mds --example mds_ops`.
 
 use futures::future::BoxFuture;
 use std::sync::Arc;
@@ -48,7 +50,8 @@ fn map() -> ClusterMap {
         version: 1,
         fsname: "bench".into(),
         targets,
-        pools: Default::default(),
+        // Two of the four OSTs make the zone of the zone rules' runs.
+        pools: [("zone".to_string(), vec![2, 3])].into(),
         params: Vec::new(),
         decay: Vec::new(),
         sync_mirror_pools: Default::default(),
@@ -59,11 +62,19 @@ fn map() -> ClusterMap {
 
 fn main() {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    for (locks, changelog) in [(false, false), (true, false), (false, true)] {
+    for (locks, changelog, zones) in
+        [(false, false, 0), (true, false, 0), (false, true, 0), (false, false, 1), (false, false, 64)]
+    {
         let dir = tempfile::tempdir().unwrap();
         let cfg = MdsConfig::new(dir.path().to_path_buf(), 0);
         let mds = rt.block_on(async { Mds::open(cfg, Arc::new(NoObjects)) }).unwrap();
         mds.set_cluster_map(&map());
+        for i in 0..zones {
+            // The first of one matches every create; none of 64 does.
+            let expr = if zones == 1 { "uid={0}".to_string() } else { format!("jobid={{job{i}.*}}&uid={{{i}}}") };
+            let cmd = weft_mds::zone::ZoneCommand::parse(&format!("start z{i} {expr} pool=zone")).unwrap();
+            mds.objects().lock().zones.apply(cmd).unwrap();
+        }
         if locks {
             let ns = rt.block_on(async {
                 Namespace::new(
@@ -104,10 +115,12 @@ fn main() {
                 f(i);
             }
             let us = start.elapsed().as_secs_f64() * 1e6 / OPS as f64;
-            let mode = match (locks, changelog) {
-                (false, false) => "locks off ",
-                (true, false) => "locks on  ",
-                (_, true) => "changelog ",
+            let mode = match (locks, changelog, zones) {
+                (_, _, 1) => "1 zone    ",
+                (_, _, 64) => "64 zones  ",
+                (false, false, _) => "locks off ",
+                (true, false, _) => "locks on  ",
+                (_, true, _) => "changelog ",
             };
             println!("{mode} {what:22} {us:8.1} us");
         };

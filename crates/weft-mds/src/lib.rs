@@ -62,6 +62,7 @@ pub mod startup;
 pub mod storage;
 pub mod store;
 pub mod writer;
+pub mod zone;
 
 #[cfg(test)]
 mod sync_mirror_tests;
@@ -617,8 +618,10 @@ impl Mds {
                         _ => Ok(None),
                     };
                 }
+                // New files: placed by the zone rules as the writer will place them.
                 MdtRequest::Create(mdt::Create { parent, name, spec, .. }) => {
                     ops::create::prepare(&t, &header.identity, *parent, name, spec.as_ref())?
+                        .map(|s| self.core.objects.zoned(s, &header.identity, &header.jobid))
                 }
                 MdtRequest::SetStripe(mdt::SetStripe { fid, spec }) => {
                     ops::stripe::prepare(&self.core, &t, *fid, spec)?
@@ -629,6 +632,7 @@ impl Mds {
                 }
                 MdtRequest::CreateTmpfile(mdt::CreateTmpfile { parent, .. }) => {
                     ops::create::prepare_tmpfile(&t, &header.identity, *parent)?
+                        .map(|s| self.core.objects.zoned(s, &header.identity, &header.jobid))
                 }
                 _ => None,
             }

@@ -107,3 +107,7 @@ pub const DNE_RETRY_MS: u64 = 2_000;
 pub const DNE_ASK_AFTER_S: u64 = 3;
 /// Changes looked at per round of either.
 pub const DNE_BATCH_MAX: usize = 64;
+/// Most I/O zone rules of an MDT (`lod.*.zone_rule`): each create tries them in order.
+pub const ZONE_RULES_MAX: usize = 64;
+/// Longest zone rule name, as Lustre's TBF rule names (`MAX_TBF_NAME` 16 with its NUL).
+pub const ZONE_RULE_NAME_BYTES_MAX: usize = 15;

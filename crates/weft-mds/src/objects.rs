@@ -149,14 +149,18 @@ pub struct ObjectsState {
     pub statfs_cursor: usize,
     /// This MDT: its range of object ids on every OST.
     pub mdt: u32,
+    /// The I/O zone rules (`lod.*.zone_rule`): new files of a matching job go to its pool;
+    /// others keep off every zone's OSTs.
+    pub zones: crate::zone::ZoneRules,
 }
 
 /// Lustre's `OST_MAX_PRECREATE`: the default and largest `max_create_count`.
 pub const OST_MAX_PRECREATE: u32 = 20_000;
 
 impl ObjectsState {
-    /// The OSTs a layout may use: up, and in the named pool if any.
-    fn candidates(&self, pool: Option<&str>) -> WeftResult<Vec<u32>> {
+    /// The OSTs a layout may use: up, and in the named pool if any. Without a pool and
+    /// without OSTs named (`explicit`), off every zone's OSTs while others can take it.
+    fn candidates(&self, pool: Option<&str>, explicit: bool) -> WeftResult<Vec<u32>> {
         let mut c: Vec<u32> = match pool {
             Some(p) => {
                 let members = self.pools_by_name.get(p).ok_or_else(|| {
@@ -167,6 +171,12 @@ impl ObjectsState {
             None => self.up_osts.clone(),
         };
         c.retain(|o| self.creates_on(*o));
+        if pool.is_none() && !explicit && !self.zones.is_empty() {
+            let zoned: Vec<u32> = self.zone_osts();
+            if c.iter().any(|o| !zoned.contains(o)) {
+                c.retain(|o| !zoned.contains(o));
+            }
+        }
         c.sort_unstable();
         if c.is_empty() {
             let msg = match pool {
@@ -176,6 +186,31 @@ impl ObjectsState {
             return Err(WeftError::new(ErrorCode::NoSpace, msg));
         }
         Ok(c)
+    }
+
+    /// Whether zone pool `pool` takes files: it exists and has OSTs (Lustre ignores an
+    /// empty pool: its rule is passed over).
+    pub fn zone_usable(&self, pool: &str) -> bool {
+        self.pools_by_name.get(pool).is_some_and(|m| !m.is_empty())
+    }
+
+    /// The OSTs of the zones in use, sorted.
+    fn zone_osts(&self) -> Vec<u32> {
+        let mut osts: Vec<u32> =
+            self.zones.pools().filter_map(|p| self.pools_by_name.get(p)).flatten().copied().collect();
+        osts.sort_unstable();
+        osts.dedup();
+        osts
+    }
+
+    /// What `get-param lod.*.zone_rule` says of a rule's pool when it places nothing.
+    pub fn zone_note(&self, pool: &str) -> Option<String> {
+        match self.pools_by_name.get(pool) {
+            None if self.map_version == 0 => None,
+            None => Some("no such pool: ignored".into()),
+            Some(m) if m.is_empty() => Some("pool empty: ignored".into()),
+            Some(_) => None,
+        }
     }
 
     /// The `max_create_count` of `ost`.
@@ -222,12 +257,12 @@ impl ObjectsState {
                 format!("OST {drained} takes no new objects (its osp.*.max_create_count is 0): name another"),
             ));
         }
-        let candidates = match self.candidates(spec.pool.as_deref()) {
+        let explicit = !spec.ost_list.is_empty() || spec.start_ost >= 0;
+        let candidates = match self.candidates(spec.pool.as_deref(), explicit) {
             // Right after a start the map may not list the OSTs yet: wait for it like a refill.
             Err(e) if e.code == ErrorCode::NoSpace && !give_up => return Ok(None),
             other => other?,
         };
-        let explicit = !spec.ost_list.is_empty() || spec.start_ost >= 0;
         let wanted = self.choose(spec, &candidates, cursor)?;
         if wanted.iter().all(|o| self.ready(*o)) {
             return Ok(Some(wanted));
@@ -288,6 +323,29 @@ impl ObjectsState {
                 StripeObject { ost: *ost, fid: Fid::new(Fid::object_seq(*ost), oid, 0) }
             })
             .collect()
+    }
+}
+
+/// Whether `spec` (or one of its components or mirrors) names a pool or OSTs: placement
+/// the creator chose, which zoning leaves alone.
+fn names_placement(spec: &StripeSpec) -> bool {
+    spec.pool.is_some()
+        || !spec.ost_list.is_empty()
+        || spec.start_ost >= 0
+        || spec.components.iter().any(|c| names_placement(&c.stripe))
+        || spec.mirrors.iter().any(names_placement)
+}
+
+/// Puts every OST component of `spec` in `pool`.
+fn set_pool(spec: &mut StripeSpec, pool: &str) {
+    if spec.components.is_empty() && spec.mirrors.is_empty() {
+        spec.pool = Some(pool.to_string());
+    }
+    for c in spec.components.iter_mut().filter(|c| !c.on_mdt) {
+        set_pool(&mut c.stripe, pool);
+    }
+    for m in &mut spec.mirrors {
+        set_pool(m, pool);
     }
 }
 
@@ -372,6 +430,21 @@ impl Objects {
         }
         let st = self.lock();
         layout.components.iter().any(|c| c.pool.as_ref().is_some_and(|p| st.sync_mirror_pools.contains(p)))
+    }
+
+    /// The spec of a new file created by `who` for job `jobid` under the zone rules: when
+    /// the spec names no pool and no OST (from the request or an inherited default), the
+    /// pool of the first rule that matches, in every component. Without rules, the spec as
+    /// it is, after one test.
+    pub fn zoned(&self, mut spec: StripeSpec, who: &weft_proto::msg::Identity, jobid: &str) -> StripeSpec {
+        let st = self.lock();
+        if st.zones.is_empty() || names_placement(&spec) {
+            return spec;
+        }
+        if let Some(pool) = st.zones.pool_for(jobid, who.uid, who.gid, |p| st.zone_usable(p)) {
+            set_pool(&mut spec, pool);
+        }
+        spec
     }
 
     /// Validates that a spec names only a known pool (for directory defaults).
@@ -536,6 +609,63 @@ mod tests {
         let mut named = StripeSpec::unset();
         named.start_ost = 2;
         assert_eq!(st.plan(&named, 0, true).unwrap_err().code, ErrorCode::NoSpace);
+    }
+
+    #[test]
+    fn zones_keep_their_jobs_files_and_everyone_elses_apart() {
+        use crate::zone::ZoneCommand;
+        use std::collections::BTreeSet;
+        use weft_proto::layout::ComponentSpec;
+        let objects = Objects::new(10, false, 0);
+        *objects.lock() = state(&[(0, 1, 100), (1, 1, 100), (2, 1, 100), (3, 1, 100)]);
+        {
+            let mut st = objects.lock();
+            st.pools_by_name =
+                [("zone1".into(), vec![0, 1]), ("zone2".into(), vec![2]), ("empty".into(), vec![])].into();
+            st.map_version = 1;
+        }
+        let who = weft_proto::msg::Identity { uid: 1000, gid: 1000, groups: Vec::new() };
+        let unset = StripeSpec::unset;
+        assert_eq!(objects.zoned(unset(), &who, "ckpt.1"), unset(), "no rule: the spec as it is");
+        for cmd in ["jobid={ckpt*} pool=zone1", "jobid={ana*} pool=zone2", "uid={7} pool=empty"] {
+            objects.lock().zones.apply(ZoneCommand::parse(cmd).unwrap()).unwrap();
+        }
+        let ckpt = objects.zoned(unset(), &who, "ckpt.1");
+        assert_eq!(ckpt.pool.as_deref(), Some("zone1"));
+        let ana = objects.zoned(unset(), &who, "ana.3");
+        let other = objects.zoned(unset(), &who, "other");
+        assert_eq!(other.pool, None);
+        let seven = objects.zoned(unset(), &weft_proto::msg::Identity { uid: 7, ..who.clone() }, "x");
+        assert_eq!(seven.pool, None, "an empty zone is passed over (Lustre ignores an empty pool)");
+        // What the creator chose stays: a pool, or OSTs.
+        let chosen = StripeSpec { pool: Some("zone2".into()), ..unset() };
+        assert_eq!(objects.zoned(chosen.clone(), &who, "ckpt.1"), chosen);
+        let on_two = StripeSpec { start_ost: 2, ..unset() };
+        assert_eq!(objects.zoned(on_two.clone(), &who, "other"), on_two);
+        // A composite spec: each OST component in the zone.
+        let component = |end| ComponentSpec { end, on_mdt: false, stripe: unset() };
+        let pfl = StripeSpec { components: vec![component(1 << 20), component(u64::MAX)], ..unset() };
+        let zoned = objects.zoned(pfl, &who, "ana.1");
+        assert!(zoned.components.iter().all(|c| c.stripe.pool.as_deref() == Some("zone2")), "{zoned:?}");
+
+        let mut st = objects.lock();
+        let on = |st: &ObjectsState, spec: &StripeSpec| -> BTreeSet<u32> {
+            (0..40).flat_map(|c| st.plan(spec, c, true).unwrap().unwrap()).collect()
+        };
+        assert_eq!(on(&st, &ckpt), [0, 1].into());
+        assert_eq!(on(&st, &ana), [2].into());
+        assert_eq!(on(&st, &other), [3].into(), "off every zone");
+        assert_eq!(on(&st, &seven), [3].into());
+        assert_eq!(on(&st, &on_two), [2].into(), "named OSTs are the creator's choice");
+        // The one OST outside the zones drained: the others go anywhere rather than nowhere.
+        st.max_create.insert(3, 0);
+        assert_eq!(on(&st, &other), [0, 1, 2].into());
+        // A zone whose OSTs take nothing: ENOSPC, as a pool named by setstripe -p.
+        st.max_create.insert(2, 0);
+        let e = st.plan(&ana, 0, true).unwrap_err();
+        assert!(e.code == ErrorCode::NoSpace && e.message.contains("pool 'zone2'"), "{e}");
+        assert_eq!(st.zone_note("empty").as_deref(), Some("pool empty: ignored"));
+        assert_eq!(st.zone_note("zone1"), None);
     }
 
     #[test]

@@ -202,9 +202,10 @@ fn check_pool_name(pool: &str) -> WeftResult<()> {
     }
 }
 
-/// Records a permanent parameter setting: a rule command (`...nrs_tbf_rule`) adds to those
-/// before it, as Lustre's compound records; any other replaces an earlier setting of the
-/// same name, which moves to the end (the order servers apply them in).
+/// Records a permanent parameter setting: a rule command (`...nrs_tbf_rule`,
+/// `lod.*.zone_rule`) adds to those before it, as Lustre's compound records; any other
+/// replaces an earlier setting of the same name, which moves to the end (the order servers
+/// apply them in).
 pub fn set_param(map: &mut ClusterMap, name: &str, value: &str) -> WeftResult<bool> {
     if name.is_empty() || name.len() > PARAM_NAME_BYTES_MAX || value.len() > PARAM_VALUE_BYTES_MAX {
         return Err(WeftError::invalid(format!(
@@ -212,7 +213,7 @@ pub fn set_param(map: &mut ClusterMap, name: &str, value: &str) -> WeftResult<bo
         )));
     }
     let record = ParamRecord { name: name.to_string(), value: value.to_string() };
-    let accumulates = name.ends_with(".nrs_tbf_rule");
+    let accumulates = name.ends_with(".nrs_tbf_rule") || name.ends_with(".zone_rule");
     if !accumulates {
         if map.params.last() == Some(&record) {
             return Ok(false);

@@ -24,6 +24,7 @@ pub mod msg;
 pub mod name;
 pub mod nodemap;
 pub mod pcc;
+pub mod rule_expr;
 pub mod units;
 pub mod wire;
 

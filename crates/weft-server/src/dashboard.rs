@@ -10,13 +10,16 @@
 //! included.
 //!
 //! * `/api/info`: the file system's name;
-//! * `/api/history?kind=job&secs=600&step=5&top=8`: the MGS's `History` op;
+//! * `/api/history?kind=job&secs=600&step=5&top=8`: the MGS's `History` op (`kind=zone`:
+//!   its targets' summed per I/O zone, see [`crate::dashboard_zones`]);
+//! * `/api/zones?secs=60`: each I/O zone's pool, OSTs, rules and load;
 //! * `/api/nrs`: every server's `*.nrs_policies`, `*.nrs_tbf_rule`, `*.nrs_tbf_classes`;
 //! * `/api/space`: statfs of every target in the map;
 //! * `/api/warnings`: the decay policies and what they did in the current periods (as
 //!   root's `weft qos warnings --all`: the dashboard is an administrator's view, on the
 //!   metrics port, which shows per-user usage already).
 
+use crate::dashboard_zones::{zone_history, zone_usage, zones_json};
 use crate::sources::Sources;
 use axum::extract::Query;
 use axum::http::StatusCode;
@@ -38,7 +41,8 @@ const SERVER_WAIT: Duration = Duration::from_secs(3);
 const MGS_WAIT: Duration = Duration::from_secs(10);
 
 pub(crate) fn routes(sources: Arc<Sources>) -> axum::Router {
-    let (a, b, c, d, e) = (sources.clone(), sources.clone(), sources.clone(), sources.clone(), sources);
+    let (a, b, c, d, e) = (sources.clone(), sources.clone(), sources.clone(), sources.clone(), sources.clone());
+    let f = sources;
     axum::Router::new()
         .route("/", get(|| async { Html(PAGE) }))
         .route("/api/info", get(move || info(a.clone())))
@@ -46,6 +50,7 @@ pub(crate) fn routes(sources: Arc<Sources>) -> axum::Router {
         .route("/api/nrs", get(move || nrs(c.clone())))
         .route("/api/space", get(move || space(d.clone())))
         .route("/api/warnings", get(move || warnings(e.clone())))
+        .route("/api/zones", get(move |q: Query<HashMap<String, String>>| zones(f.clone(), q)))
 }
 
 fn bad(status: StatusCode, message: String) -> Response {
@@ -72,10 +77,36 @@ async fn history(s: Arc<Sources>, Query(q): Query<HashMap<String, String>>) -> R
         (Err(e), _, _) | (_, Err(e), _) | (_, _, Err(e)) => return bad(StatusCode::BAD_REQUEST, e),
     };
     let kind = q.get("kind").cloned().unwrap_or_else(|| "job".into());
+    if kind == "zone" {
+        let map = match map(&s).await {
+            Ok(map) => map,
+            Err(r) => return r,
+        };
+        return match zone_usage(&s, &map, secs, step, (SERVER_WAIT, MGS_WAIT)).await {
+            Ok((zones, targets)) => Json(zone_history(&zones, targets)).into_response(),
+            Err(r) => r,
+        };
+    }
     match s.mgs.op(RequestHeader::default(), mgs::History { kind, secs, top, step }, MGS_WAIT).await {
         Ok(h) => Json(h).into_response(),
         Err(e) if e.code == weft_proto::ErrorCode::Invalid => bad(StatusCode::BAD_REQUEST, e.message),
         Err(e) => bad(StatusCode::SERVICE_UNAVAILABLE, e.message),
+    }
+}
+
+/// `/api/zones?secs=60`: see [`crate::dashboard_zones`].
+async fn zones(s: Arc<Sources>, Query(q): Query<HashMap<String, String>>) -> Response {
+    let secs = match q.get("secs").map_or(Ok(60), |v| v.parse::<u64>()) {
+        Ok(secs) => secs.max(1),
+        Err(_) => return bad(StatusCode::BAD_REQUEST, "secs: a number".into()),
+    };
+    let map = match map(&s).await {
+        Ok(map) => map,
+        Err(r) => return r,
+    };
+    match zone_usage(&s, &map, secs, 0, (SERVER_WAIT, MGS_WAIT)).await {
+        Ok((zones, history)) => zones_json(&zones, &history, secs),
+        Err(r) => r,
     }
 }
 

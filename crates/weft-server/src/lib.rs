@@ -19,6 +19,7 @@
 
 pub mod config;
 mod dashboard;
+mod dashboard_zones;
 mod decay;
 mod failover;
 mod fileset;

@@ -7,9 +7,11 @@
 //! | `osp.FS-OSTxxxx-osc-MDTxxxx.objects` | `files=F objects=O destroying=D`: what this MDT still has there; read only, answered only when named in full (it reads every inode) | — |
 //! | `lod.FS-MDTxxxx-mdtlov.qos_threshold_rr` | percent of free space between the OSTs below which objects go round robin (17) | 0 to 100 |
 //! | `lod.FS-MDTxxxx-mdtlov.qos_prio_free` | percent of a weight that free space decides (91) | 0 to 100 |
+//! | `lod.FS-MDTxxxx-mdtlov.zone_rule` | the I/O zone rules in order, `NAME EXPR pool=POOL` a line | `start NAME EXPR pool=POOL`, `EXPR pool=POOL`, `stop NAME` (weft-mds's zone.rs) |
 
 use std::sync::Arc;
 use weft_mds::qos::QosSettings;
+use weft_mds::zone::ZoneCommand;
 use weft_mds::Mds;
 use weft_proto::msg::{target_name, TargetKind};
 
@@ -19,6 +21,7 @@ pub(crate) enum OspKey {
     Objects(u32),
     QosThresholdRr,
     QosPrioFree,
+    ZoneRule,
 }
 
 impl OspKey {
@@ -40,6 +43,7 @@ pub(crate) fn leaves(mds: &Mds, mdt: u32, fsname: &str) -> Vec<(String, OspKey)>
     }
     out.push((format!("lod.{mdt_name}-mdtlov.qos_threshold_rr"), OspKey::QosThresholdRr));
     out.push((format!("lod.{mdt_name}-mdtlov.qos_prio_free"), OspKey::QosPrioFree));
+    out.push((format!("lod.{mdt_name}-mdtlov.zone_rule"), OspKey::ZoneRule));
     out
 }
 
@@ -82,6 +86,10 @@ pub(crate) fn get(mds: &Arc<Mds>, key: OspKey) -> Result<String, String> {
         }
         OspKey::QosThresholdRr => format!("{}%", objects.lock().qos.threshold_rr),
         OspKey::QosPrioFree => format!("{}%", objects.lock().qos.prio_free),
+        OspKey::ZoneRule => {
+            let st = objects.lock();
+            st.zones.listing(|pool| st.zone_note(pool))
+        }
     })
 }
 
@@ -107,6 +115,26 @@ pub(crate) fn set(mds: &Arc<Mds>, key: OspKey, value: &str) -> Result<(), String
         OspKey::QosPrioFree => {
             let p = QosSettings::parse_percent("qos_prio_free", value)?;
             objects.lock().qos.prio_free = p;
+        }
+        OspKey::ZoneRule => {
+            let cmd = ZoneCommand::parse(value).map_err(|e| format!("'{}': {e}", value.trim()))?;
+            let mut st = objects.lock();
+            // Before its first map (a permanent rule replayed at the start) the MDS knows no
+            // pool; afterwards a rule naming one that does not exist is refused.
+            if let ZoneCommand::Start(rule) = &cmd {
+                if st.map_version > 0 && !st.pools_by_name.contains_key(&rule.pool) {
+                    let pools: Vec<&str> = st.pools_by_name.keys().map(String::as_str).collect();
+                    return Err(format!(
+                        "'{}': pool '{}' does not exist (the pools: {}; weft pool new and weft pool add make one)",
+                        value.trim(),
+                        rule.pool,
+                        if pools.is_empty() { "none".to_string() } else { pools.join(", ") }
+                    ));
+                }
+            }
+            st.zones.apply(cmd.clone())?;
+            drop(st);
+            tracing::info!(command = value.trim(), "zone rule");
         }
     }
     Ok(())

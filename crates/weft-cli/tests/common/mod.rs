@@ -123,3 +123,36 @@ pub fn local_and_mounted(m: &std::path::Path, uid: u32, setup: &str, script: &st
         .unwrap();
     (run(local.path()), run(&dir))
 }
+
+/// `weft ARGS --mgs ADDR` against the cluster's servers (through its MGS), whatever the exit
+/// status (`set-param`, `get-param`).
+pub fn param(c: &Cluster, args: &[&str]) -> Output {
+    let mut all = args.to_vec();
+    all.extend(["--mgs", &c.mgs_address]);
+    weft(&all)
+}
+
+/// As [`param`], failing the test when it fails; its stdout.
+pub fn param_ok(c: &Cluster, args: &[&str]) -> String {
+    let out = param(c, args);
+    assert!(
+        out.status.success(),
+        "weft {args:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// The OSTs of a file's objects, every component's in order, from `weft getstripe --json`.
+pub fn osts_of(f: &Path) -> Vec<u64> {
+    let out = weft_ok(&["getstripe", "--json", s(f)]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    let mut osts = Vec::new();
+    for c in v[0]["layout"]["components"].as_array().unwrap() {
+        for o in c["objects"].as_array().unwrap() {
+            osts.push(o["ost"].as_u64().unwrap());
+        }
+    }
+    osts
+}

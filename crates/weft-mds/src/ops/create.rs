@@ -69,7 +69,7 @@ pub fn create(ctx: &mut OpCtx<'_>, req: &mdt::Create) -> WeftResult<mdt::Opened>
         return super::open::open(ctx, fid, open_flags);
     }
     let mut dir = check_new_entry(ctx, parent, name)?;
-    let spec = layout_spec(ctx.t, &dir, explicit)?;
+    let spec = ctx.core.objects.zoned(layout_spec(ctx.t, &dir, explicit)?, ctx.who, ctx.jobid);
     let mut rec = super::new_record(FileType::Regular, mode, umask, ctx.who, &dir, ctx.now);
     let admitted = super::quota::admit_inode(ctx.t, ctx.who, rec.quota_owner(), ctx.now)?;
     // Checks done: writes follow.
@@ -103,7 +103,7 @@ impl Mutation for mdt::CreateTmpfile {
         if dir.nlink == 0 {
             return Err(err(ErrorCode::NotFound, format!("directory {} was removed", self.parent)));
         }
-        let spec = layout_spec(ctx.t, &dir, None)?;
+        let spec = ctx.core.objects.zoned(layout_spec(ctx.t, &dir, None)?, ctx.who, ctx.jobid);
         let mut rec = super::new_record(FileType::Regular, self.mode, self.umask, ctx.who, &dir, ctx.now);
         let admitted = super::quota::admit_inode(ctx.t, ctx.who, rec.quota_owner(), ctx.now)?;
         // Checks done: writes follow.

@@ -19,6 +19,7 @@
 //! [`run`] plays one seed; the same seed plays the same workload and faults (the services'
 //! background work is done before the workload starts, so it does not move the faults).
 
+pub mod dne;
 mod machine;
 mod model;
 pub mod net;

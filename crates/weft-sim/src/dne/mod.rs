@@ -28,12 +28,21 @@ use std::fmt::Write as _;
 use weft_proto::dirstripe::{DirHash, DirStripeSpec};
 use weft_proto::faults::Fault;
 use weft_proto::msg::{mdt, FileType, Identity, MdtReply, MdtRequest, RequestHeader, OPEN_READ, OPEN_WRITE};
-use weft_proto::Fid;
+use weft_proto::{ErrorCode, Fid, WeftError};
 
 /// Changes of one workload, at most.
 const WORKLOAD_OPS: usize = 40;
 /// A kill inside a change comes at one of this many storage operations from its start.
-const INSIDE_OPS_MAX: usize = 40;
+const INSIDE_OPS_MAX: usize = 6;
+/// Storage faults (an operation fails, a write is short) on each MDT before the kill, at
+/// most, and the range of storage operations they come in.
+const FAULTS_MAX: usize = 2;
+const FAULT_OPS: usize = 80;
+/// Between changes, how long the participants of the last one may take to hear its
+/// outcome before they are made to ask (a storage fault kept it from them).
+const QUIET_MS: u64 = 50;
+/// A close is sent this many times at most while storage faults fail it.
+const CLOSE_TRIES: usize = 4;
 /// How long what the kill left may take to resolve once both MDSs run.
 const RESOLVE_WAIT_MS_MAX: u64 = 10_000;
 
@@ -58,6 +67,10 @@ pub struct DneReport {
     pub cut: Option<(String, bool)>,
     /// What the restart found to resolve: changes with steps prepared, commits untold.
     pub left: (usize, usize),
+    /// Storage faults planned before the kill (MDT, operation, fault), and the changes
+    /// that met one or were refused (each must have changed nothing).
+    pub faults: Vec<(u32, u64, Fault)>,
+    pub failed: usize,
     pub log: String,
 }
 
@@ -94,6 +107,8 @@ struct Change {
     mdt: u32,
     req: MdtRequest,
     effect: Effect,
+    /// The error the change must meet (it changes nothing then), if it is one to refuse.
+    refused: Option<ErrorCode>,
 }
 
 struct Sim {
@@ -111,6 +126,10 @@ struct Sim {
     kill_at: usize,
     cut: Option<Cut>,
     left: (usize, usize),
+    faults: Vec<(u32, u64, Fault)>,
+    failed: usize,
+    /// The storage operations each MDT counted when the workload started.
+    ops_at_start: [u64; 2],
     baseline: check::Baseline,
     log: String,
 }
@@ -140,6 +159,9 @@ impl Sim {
             kill_at,
             cut: None,
             left: (0, 0),
+            faults: Vec::new(),
+            failed: 0,
+            ops_at_start: [0; 2],
             baseline,
             log: String::new(),
         })
@@ -154,6 +176,8 @@ impl Sim {
             acknowledged: self.acknowledged,
             cut: self.cut.as_ref().map(|c| (c.what.clone(), c.made)),
             left: self.left,
+            faults: self.faults.clone(),
+            failed: self.failed,
             log: self.log.clone(),
         }
     }
@@ -188,7 +212,8 @@ impl Sim {
     async fn play(&mut self) -> Result<(), String> {
         self.workload().await?;
         let victim = self.killed;
-        self.note(format!("kill -9 of MDT{victim}, restart"));
+        let counted = MDTS.map(|m| self.cluster.plan(m).ops() - self.ops_at_start[m as usize]);
+        self.note(format!("kill -9 of MDT{victim} (storage operations {counted:?}), restart"));
         self.cluster.restart(victim).await.map_err(|e| self.failed(format!("the restart: {e}")))?;
         self.left = self.cluster.unresolved().map_err(|e| self.failed(e.to_string()))?;
         self.note(format!("left to resolve: {} prepared, {} untold", self.left.0, self.left.1));
@@ -239,12 +264,31 @@ impl Sim {
             if start.elapsed() > std::time::Duration::from_millis(RESOLVE_WAIT_MS_MAX) {
                 return Err(self.failed(format!("with both MDSs up, {left:?} changes stay prepared or untold")));
             }
+            // What a storage fault left (an abort or a commit not told) is resolved now.
+            if start.elapsed() > std::time::Duration::from_millis(QUIET_MS) {
+                self.cluster.resolve_now();
+            }
             tokio::time::sleep(std::time::Duration::from_millis(1)).await;
         }
         Ok(())
     }
 
+    /// Storage faults to come on either MDT, at operations the seed picks.
+    fn plan_faults(&mut self) {
+        for m in MDTS {
+            let plan = self.cluster.plan(m).clone();
+            self.ops_at_start[m as usize] = plan.ops();
+            for _ in 0..self.rng.below(FAULTS_MAX + 1) {
+                let fault = if self.rng.chance(50) { Fault::Fail } else { Fault::ShortWrite };
+                let at = self.rng.below(FAULT_OPS) as u64;
+                plan.inject(plan.ops() + at, fault);
+                self.faults.push((m, at, fault));
+            }
+        }
+    }
+
     async fn workload(&mut self) -> Result<(), String> {
+        self.plan_faults();
         while self.ops < WORKLOAD_OPS && self.cluster.killed().is_none() {
             self.ops += 1;
             let plan = self.cluster.plan(self.killed).clone();
@@ -272,16 +316,26 @@ impl Sim {
         let header = self.header();
         let answer = self.cluster.send_request(change.mdt, header, change.req.clone()).await;
         let answer = match answer {
+            Ok(_) if change.refused.is_some() => {
+                return Err(self.failed(format!("{} was not refused", change.what)));
+            }
             Ok(reply) => reply.into_parts().0,
-            Err(e) => {
+            Err(e) if self.cluster.killed().is_some() => {
                 self.note(format!("{}: {e}", change.what));
-                if self.cluster.killed().is_none() {
-                    return Err(self.failed(format!("{} failed with both MDSs up: {e}", change.what)));
-                }
-                let after = self.applied(&change.effect, None);
+                let after = match change.refused {
+                    Some(_) => self.names.clone(),
+                    None => self.applied(&change.effect, None),
+                };
                 self.cut = Some(Cut { what: change.what, after, made: false });
                 return Ok(());
             }
+            // Refused (by the MDTs, or a storage fault): it changed nothing.
+            Err(e) if Some(e.code) == change.refused || from_storage(&e) => {
+                self.note(format!("{}: {e}", change.what));
+                self.failed += 1;
+                return Ok(());
+            }
+            Err(e) => return Err(self.failed(format!("{} failed with both MDSs up: {e}", change.what))),
         };
         let fid = answer.inode().map(|i| i.attr.fid);
         self.note(format!("{}{}", change.what, fid.map(|f| format!(" -> {f}")).unwrap_or_default()));
@@ -290,11 +344,24 @@ impl Sim {
         if let (MdtReply::Opened(opened), Some(fid)) = (&answer, fid) {
             let close =
                 mdt::Close { fid, handle: opened.handle, size_blocks: Some((0, 0)), data_version: 0, mtime_ns: 0 };
+            // Sent again (as a client resends) while a storage fault fails it: a file left
+            // open could not migrate.
             let header = self.header();
-            match self.cluster.send(fid.mdt_index(), header, close).await {
-                Ok(_) => self.acknowledged += 1,
-                Err(e) if self.cluster.killed().is_some() => self.note(format!("close {fid}: {e}")),
-                Err(e) => return Err(self.failed(format!("close of {fid} failed with both MDSs up: {e}"))),
+            for _ in 0..CLOSE_TRIES {
+                match self.cluster.send(fid.mdt_index(), header.clone(), close.clone()).await {
+                    Ok(_) => {
+                        self.acknowledged += 1;
+                        break;
+                    }
+                    Err(e) if self.cluster.killed().is_none() && from_storage(&e) => {
+                        self.note(format!("close {fid}: {e}, sent again"))
+                    }
+                    Err(e) if self.cluster.killed().is_some() => {
+                        self.note(format!("close {fid}: {e}"));
+                        break;
+                    }
+                    Err(e) => return Err(self.failed(format!("close of {fid} failed with both MDSs up: {e}"))),
+                }
             }
         }
         Ok(())
@@ -405,6 +472,7 @@ impl Sim {
                     mdt: pmdt,
                     req: req.into(),
                     effect: Effect::Add { path, kind: FileType::Directory, striped: count > 1 },
+                    refused: None,
                 }
             }
             18..=37 => {
@@ -426,6 +494,7 @@ impl Sim {
                     mdt: pmdt,
                     req: req.into(),
                     effect: Effect::Add { path, kind: FileType::Regular, striped: false },
+                    refused: None,
                 }
             }
             38..=57 => {
@@ -453,13 +522,22 @@ impl Sim {
                     mdt: smdt,
                     req: req.into(),
                     effect: Effect::Rename { from, to },
+                    refused: None,
                 }
             }
             58..=67 => {
                 let from = self.one(&files)?;
                 let fid = self.fid(&from);
                 let dir = self.dir_elsewhere(fid.mdt_index());
-                let name = self.new_name("l");
+                // Now and then onto a name taken (refused, after the inode's MDT prepared).
+                let taken: Vec<String> = self.names.keys().filter(|p| split(p).0 == dir).cloned().collect();
+                let (name, refused) = match self.rng.chance(25) {
+                    true if !taken.is_empty() => {
+                        let name = self.one(&taken).expect("a name is taken");
+                        (split(&name).1.to_string(), Some(ErrorCode::Exists))
+                    }
+                    _ => (self.new_name("l"), None),
+                };
                 let to = join(&dir, &name);
                 let req = mdt::Link { fid, parent: self.fid(&dir), name: name.into_bytes() };
                 let pmdt = self.fid(&dir).mdt_index();
@@ -468,6 +546,7 @@ impl Sim {
                     mdt: pmdt,
                     req: req.into(),
                     effect: Effect::Link { from, to },
+                    refused,
                 }
             }
             68..=77 => {
@@ -480,16 +559,19 @@ impl Sim {
                     mdt: pmdt,
                     req: req.into(),
                     effect: Effect::Remove { path },
+                    refused: None,
                 }
             }
             78..=85 => {
-                let empty: Vec<String> = self
+                // An empty directory; now and then one that is not (refused).
+                let refused = self.rng.chance(20).then_some(ErrorCode::NotEmpty);
+                let dirs: Vec<String> = self
                     .names
                     .iter()
-                    .filter(|(p, e)| e.kind == FileType::Directory && self.children(p) == 0)
+                    .filter(|(p, e)| e.kind == FileType::Directory && (self.children(p) == 0) == refused.is_none())
                     .map(|(p, _)| p.clone())
                     .collect();
-                let path = self.one(&empty)?;
+                let path = self.one(&dirs)?;
                 let (dir, name) = split(&path);
                 let req = mdt::Rmdir { parent: self.fid(dir), name: name.as_bytes().to_vec() };
                 let pmdt = self.fid(dir).mdt_index();
@@ -498,6 +580,7 @@ impl Sim {
                     mdt: pmdt,
                     req: req.into(),
                     effect: Effect::Remove { path },
+                    refused,
                 }
             }
             _ => {
@@ -521,11 +604,18 @@ impl Sim {
                     mdt: pmdt,
                     req: req.into(),
                     effect: Effect::Migrate { path },
+                    refused: None,
                 }
             }
         };
         Some(change)
     }
+}
+
+/// Whether an error can come from a storage fault (the change was not acknowledged and
+/// must have changed nothing).
+fn from_storage(e: &WeftError) -> bool {
+    matches!(e.code, ErrorCode::Io | ErrorCode::Again | ErrorCode::TimedOut)
 }
 
 fn split(path: &str) -> (&str, &str) {

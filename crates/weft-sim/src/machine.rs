@@ -14,8 +14,10 @@ use weft_oss::store::{FaultStore, MemStore, ObjectStore};
 use weft_oss::Oss;
 use weft_proto::faults::FaultPlan;
 use weft_proto::msg::ops::{take_reply, Op};
-use weft_proto::msg::{ost, ClusterMap, OstReply, OstRequest, Run, TargetInfo, TargetKind};
-use weft_proto::{Fid, WeftError, WeftResult};
+use weft_proto::msg::{
+    ost, ClusterMap, MdtReply, MdtRequest, OstReply, OstRequest, RequestHeader, Run, TargetInfo, TargetKind,
+};
+use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 /// The one OST of the machine.
 pub const OST: u32 = 0;
@@ -57,8 +59,15 @@ impl Default for Disks {
 
 /// The MDS's way to the OST: the OSS of the same machine, called directly. Destroys never
 /// finish (the simulation does not check reclaimed space, and a background destroy would
-/// move the faults' places).
-pub(crate) struct LocalOst(pub Arc<Oss>);
+/// move the faults' places). Its way to other MDTs, if any: `mdts`.
+pub(crate) struct LocalOst {
+    pub oss: Arc<Oss>,
+    pub mdts: Option<MdtRoute>,
+}
+
+/// How an MDS of a simulation with several reaches the others (MDT, header, request).
+pub(crate) type MdtRoute =
+    Box<dyn Fn(u32, RequestHeader, MdtRequest) -> BoxFuture<'static, WeftResult<MdtReply>> + Send + Sync>;
 
 impl LocalOst {
     /// One op to an OST of the machine's OSS, as over the wire but without it.
@@ -66,7 +75,7 @@ impl LocalOst {
     where
         O: Op<Request = OstRequest, Answer = OstReply> + Send + 'static,
     {
-        let oss = self.0.clone();
+        let oss = self.oss.clone();
         Box::pin(async move {
             let (reply, _) = oss.handle(ost, op.into(), Bytes::new(), Run::Inline).await;
             take_reply::<O>(reply?)
@@ -93,6 +102,15 @@ impl ObjectTargets for LocalOst {
     fn destroy(&self, _ost: u32, _fid: Fid) -> BoxFuture<'static, WeftResult<()>> {
         Box::pin(std::future::pending())
     }
+
+    fn mdt(&self, mdt: u32, header: RequestHeader, req: MdtRequest) -> BoxFuture<'static, WeftResult<MdtReply>> {
+        match &self.mdts {
+            Some(route) => route(mdt, header, req),
+            None => Box::pin(async move {
+                Err(WeftError::new(ErrorCode::NotSupported, format!("MDT{mdt:04x} is not in the simulation")))
+            }),
+        }
+    }
 }
 
 pub struct Machine {
@@ -113,7 +131,8 @@ impl Machine {
         let objects: Box<dyn ObjectStore> = Box::new(FaultStore::new(disks.objects.clone(), plan.clone()));
         let oss = Oss::with_stores("sim", vec![(OST, objects)])?;
         let dir = tempfile::tempdir().map_err(|e| WeftError::io(format!("no temporary directory: {e}")))?;
-        let mds = Mds::open_with(mds_config(dir.path(), 0), storage, Arc::new(LocalOst(oss.clone())))?;
+        let mds =
+            Mds::open_with(mds_config(dir.path(), 0), storage, Arc::new(LocalOst { oss: oss.clone(), mdts: None }))?;
         mds.set_cluster_map(&map(&[0]));
         let machine = Machine { plan, disks, mds, oss, _dir: dir };
         settle(&machine.plan, &machine.disks.objects, 0).await?;

@@ -6,7 +6,7 @@
 use super::cluster::{Cluster, MDTS};
 use crate::model::join;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use weft_proto::msg::{mdt, FileType, Identity, RequestHeader};
+use weft_proto::msg::{mdt, FileType, RequestHeader};
 use weft_proto::Fid;
 
 /// A name as the workload knows it: `id` names its inode in the model (a migration gives
@@ -37,8 +37,9 @@ pub type Found = BTreeMap<String, FoundEntry>;
 /// before the first name).
 pub type Baseline = [u64; 2];
 
+/// The walk's reads (no reply slot: nothing to cache).
 fn header() -> RequestHeader {
-    RequestHeader { client_id: 0xd0e, request_id: 0, reply_slot: 0, identity: Identity::root(), jobid: "sim".into() }
+    RequestHeader { reply_slot: 0, ..crate::requests::header(0xd0e, 0) }
 }
 
 /// The inodes MDT `mdt` counts (statfs: files less free).

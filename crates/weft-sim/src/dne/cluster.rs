@@ -2,17 +2,17 @@
 //! with a fault plan of its own; the requests of one MDS to the other go straight to it,
 //! and fail as over a network when either is down (its plan lost power: a kill -9).
 
-use crate::machine::{map, mds_config, mdt_storage, settle, LocalOst, OST};
+use crate::machine::{map, mds_config, mdt_storage, settle, LocalOst, MdtRoute, OST};
 use futures::future::BoxFuture;
 use std::sync::{Arc, Mutex};
 use weft_mds::storage::mem::{MemJournal, MemKv};
-use weft_mds::{Mds, ObjectTargets};
+use weft_mds::Mds;
 use weft_oss::store::{FaultStore, MemStore, ObjectStore};
 use weft_oss::Oss;
 use weft_proto::faults::FaultPlan;
 use weft_proto::msg::ops::{take_reply, Op};
-use weft_proto::msg::{ost, MdtReply, MdtRequest, RequestHeader, Run};
-use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
+use weft_proto::msg::{MdtReply, MdtRequest, RequestHeader, Run};
+use weft_proto::{ErrorCode, WeftError, WeftResult};
 
 /// The MDTs of the simulated file system.
 pub const MDTS: [u32; 2] = [0, 1];
@@ -58,37 +58,6 @@ impl Net {
     }
 }
 
-/// What an MDS of the cluster reaches: the OST, and the other MDT through the net.
-struct Link {
-    from: u32,
-    net: Arc<Net>,
-    ost: LocalOst,
-}
-
-impl ObjectTargets for Link {
-    fn precreate(&self, ost: u32, start_oid: u32, count: u32) -> BoxFuture<'static, WeftResult<u32>> {
-        self.ost.precreate(ost, start_oid, count)
-    }
-
-    fn destroy(&self, ost: u32, fid: Fid) -> BoxFuture<'static, WeftResult<()>> {
-        self.ost.destroy(ost, fid)
-    }
-
-    fn destroy_orphans(
-        &self,
-        ost: u32,
-        mdt: u32,
-        above_oid: Option<u32>,
-        mds_start: u64,
-    ) -> BoxFuture<'static, WeftResult<ost::Orphans>> {
-        self.ost.destroy_orphans(ost, mdt, above_oid, mds_start)
-    }
-
-    fn mdt(&self, mdt: u32, header: RequestHeader, req: MdtRequest) -> BoxFuture<'static, WeftResult<MdtReply>> {
-        self.net.call(Some(self.from), mdt, header, req, Run::Offload)
-    }
-}
-
 /// One MDT: what its disks hold (a kill -9 keeps it all, the page cache included), its
 /// fault plan and its MDS.
 struct Mdt {
@@ -123,8 +92,12 @@ impl Cluster {
     async fn open(&self, index: u32, kv: Arc<MemKv>, journal: Arc<MemJournal>) -> WeftResult<Mdt> {
         let plan = Arc::new(FaultPlan::new());
         let dir = tempfile::tempdir().map_err(|e| WeftError::io(format!("no temporary directory: {e}")))?;
-        let link = Link { from: index, net: self.net.clone(), ost: LocalOst(self.oss.clone()) };
-        let mds = Mds::open_with(mds_config(dir.path(), index), mdt_storage(&kv, &journal, &plan), Arc::new(link))?;
+        // What the MDS reaches: the OST, and the other MDT through the net.
+        let net = self.net.clone();
+        let route: MdtRoute = Box::new(move |to, header, req| net.call(Some(index), to, header, req, Run::Offload));
+        let targets = LocalOst { oss: self.oss.clone(), mdts: Some(route) };
+        let storage = mdt_storage(&kv, &journal, &plan);
+        let mds = Mds::open_with(mds_config(dir.path(), index), storage, Arc::new(targets))?;
         mds.set_cluster_map(&map(&MDTS));
         self.net.mdss.lock().unwrap_or_else(|p| p.into_inner())[index as usize] = Some((mds.clone(), plan.clone()));
         settle(&plan, &self.objects, index).await?;

@@ -19,19 +19,24 @@
 
 mod check;
 mod cluster;
+mod workload;
 
-use crate::model::join;
 use crate::rng::Rng;
 use check::{Entry, Names};
 use cluster::{Cluster, MDTS};
 use std::fmt::Write as _;
-use weft_proto::dirstripe::{DirHash, DirStripeSpec};
 use weft_proto::faults::Fault;
-use weft_proto::msg::{mdt, FileType, Identity, MdtReply, MdtRequest, RequestHeader, OPEN_READ, OPEN_WRITE};
+use weft_proto::msg::{mdt, FileType, MdtReply, MdtRequest, RequestHeader};
 use weft_proto::{ErrorCode, Fid, WeftError};
 
-/// Changes of one workload, at most.
-const WORKLOAD_OPS: usize = 40;
+/// Rounds of a seed, at most: changes, a kill, the check.
+const ROUNDS_MAX: usize = 3;
+/// Changes of one round, at most.
+const WORKLOAD_OPS: usize = 30;
+/// How often a restart that finds changes to resolve meets a second kill while it
+/// resolves them, at one of the first few storage operations of one MDT.
+const RESOLVING_KILL_PERCENT: u64 = 40;
+const RESOLVING_OPS_MAX: usize = 4;
 /// A kill inside a change comes at one of this many storage operations from its start.
 const INSIDE_OPS_MAX: usize = 6;
 /// Storage faults (an operation fails, a write is short) on each MDT before the kill, at
@@ -53,21 +58,25 @@ pub enum Kill {
     Between,
     /// At a storage operation of the change (or of what followed it).
     Inside,
+    /// While the MDSs resolve what an earlier kill left (a second kill of a round).
+    Resolving,
 }
 
 /// What a seed played.
 #[derive(Debug, Clone)]
 pub struct DneReport {
     pub seed: u64,
-    pub killed: u32,
-    pub kill: Kill,
+    /// Rounds of changes, each ended by a kill and checked after the restart.
+    pub rounds: usize,
+    /// The kills, in order: the MDT and where.
+    pub kills: Vec<(u32, Kill)>,
     pub ops: usize,
     pub acknowledged: usize,
-    /// The change the kill cut short, and whether the restart found it made.
-    pub cut: Option<(String, bool)>,
-    /// What the restart found to resolve: changes with steps prepared, commits untold.
-    pub left: (usize, usize),
-    /// Storage faults planned before the kill (MDT, operation, fault), and the changes
+    /// The changes a kill cut short, and whether the restart found each made.
+    pub cuts: Vec<(String, bool)>,
+    /// What each restart found to resolve: changes with steps prepared, commits untold.
+    pub left: Vec<(usize, usize)>,
+    /// Storage faults planned before the kills (MDT, operation, fault), and the changes
     /// that met one or were refused (each must have changed nothing).
     pub faults: Vec<(u32, u64, Fault)>,
     pub failed: usize,
@@ -94,11 +103,10 @@ enum Effect {
     Migrate { path: String },
 }
 
-/// The change the kill cut short: the names if it was made, and whether it was.
+/// The change the kill cut short, and the names if it was made.
 struct Cut {
     what: String,
     after: Names,
-    made: bool,
 }
 
 /// One change of the workload: its request, the MDT it goes to, what it does.
@@ -121,14 +129,19 @@ struct Sim {
     made: usize,
     ops: usize,
     acknowledged: usize,
-    killed: u32,
+    /// This round's kill: the MDT, where, and before which of its changes.
+    victim: u32,
     kill: Kill,
     kill_at: usize,
+    round_ops: usize,
+    rounds: usize,
+    kills: Vec<(u32, Kill)>,
     cut: Option<Cut>,
-    left: (usize, usize),
+    cuts: Vec<(String, bool)>,
+    left: Vec<(usize, usize)>,
     faults: Vec<(u32, u64, Fault)>,
     failed: usize,
-    /// The storage operations each MDT counted when the workload started.
+    /// The storage operations each MDT counted when the round started.
     ops_at_start: [u64; 2],
     baseline: check::Baseline,
     log: String,
@@ -136,17 +149,13 @@ struct Sim {
 
 impl Sim {
     async fn new(seed: u64, cluster: Cluster) -> Result<Sim, String> {
-        let mut rng = Rng(seed);
-        let killed = MDTS[rng.below(MDTS.len())];
-        let kill = if rng.chance(30) { Kill::Between } else { Kill::Inside };
-        let kill_at = 1 + rng.below(WORKLOAD_OPS);
         let mut baseline = [0; 2];
         for m in MDTS {
             baseline[m as usize] = check::inodes_used(&cluster, m).await?;
         }
         Ok(Sim {
             seed,
-            rng,
+            rng: Rng(seed),
             cluster,
             names: Names::new(),
             next_id: 0,
@@ -154,11 +163,15 @@ impl Sim {
             made: 0,
             ops: 0,
             acknowledged: 0,
-            killed,
-            kill,
-            kill_at,
+            victim: 0,
+            kill: Kill::Between,
+            kill_at: 0,
+            round_ops: 0,
+            rounds: 0,
+            kills: Vec::new(),
             cut: None,
-            left: (0, 0),
+            cuts: Vec::new(),
+            left: Vec::new(),
             faults: Vec::new(),
             failed: 0,
             ops_at_start: [0; 2],
@@ -170,12 +183,12 @@ impl Sim {
     fn report(&self) -> DneReport {
         DneReport {
             seed: self.seed,
-            killed: self.killed,
-            kill: self.kill,
+            rounds: self.rounds,
+            kills: self.kills.clone(),
             ops: self.ops,
             acknowledged: self.acknowledged,
-            cut: self.cut.as_ref().map(|c| (c.what.clone(), c.made)),
-            left: self.left,
+            cuts: self.cuts.clone(),
+            left: self.left.clone(),
             faults: self.faults.clone(),
             failed: self.failed,
             log: self.log.clone(),
@@ -188,9 +201,10 @@ impl Sim {
 
     fn failed(&self, what: impl AsRef<str>) -> String {
         format!(
-            "seed {} (kill of MDT{} {:?} at op {}): {}\n{}",
+            "seed {} (round {}, kill of MDT{} {:?} at its op {}): {}\n{}",
             self.seed,
-            self.killed,
+            self.rounds,
+            self.victim,
             self.kill,
             self.kill_at,
             what.as_ref(),
@@ -200,48 +214,73 @@ impl Sim {
 
     fn header(&mut self) -> RequestHeader {
         self.request_id += 1;
-        RequestHeader {
-            client_id: 0xd5e,
-            request_id: self.request_id,
-            reply_slot: 1,
-            identity: Identity::root(),
-            jobid: "sim".into(),
-        }
+        crate::requests::header(0xd5e, self.request_id)
     }
 
     async fn play(&mut self) -> Result<(), String> {
-        self.workload().await?;
-        let victim = self.killed;
+        for _ in 0..1 + self.rng.below(ROUNDS_MAX) {
+            self.rounds += 1;
+            self.victim = MDTS[self.rng.below(MDTS.len())];
+            self.kill = if self.rng.chance(30) { Kill::Between } else { Kill::Inside };
+            self.kill_at = 1 + self.rng.below(WORKLOAD_OPS);
+            self.workload().await?;
+            self.restart_and_check().await?;
+        }
+        Ok(())
+    }
+
+    /// Restarts the killed MDS (and perhaps kills one again while what the first kill
+    /// left is resolved), then checks the namespace and takes it as the model's.
+    async fn restart_and_check(&mut self) -> Result<(), String> {
+        let victim = self.victim;
+        self.kills.push((victim, self.kill));
         let counted = MDTS.map(|m| self.cluster.plan(m).ops() - self.ops_at_start[m as usize]);
         self.note(format!("kill -9 of MDT{victim} (storage operations {counted:?}), restart"));
         self.cluster.restart(victim).await.map_err(|e| self.failed(format!("the restart: {e}")))?;
-        self.left = self.cluster.unresolved().map_err(|e| self.failed(e.to_string()))?;
-        self.note(format!("left to resolve: {} prepared, {} untold", self.left.0, self.left.1));
-        self.resolve().await?;
-        let found = check::walk_whole(&self.cluster, &self.baseline).await.map_err(|e| self.failed(e))?;
-        let Some(diff) = check::differs(&found, &self.names) else { return Ok(()) };
-        let Some(cut) = &mut self.cut else {
-            return Err(self.failed(format!("after the restart: {diff}")));
-        };
-        match check::differs(&found, &cut.after) {
-            None => {
-                cut.made = true;
-                Ok(())
-            }
-            Some(made) => {
-                let what = cut.what.clone();
-                Err(self.failed(format!("after the restart, {what} is half made: unmade, {diff}; made, {made}")))
-            }
+        let left = self.cluster.unresolved().map_err(|e| self.failed(e.to_string()))?;
+        self.note(format!("left to resolve: {} prepared, {} untold", left.0, left.1));
+        self.left.push(left);
+        if left != (0, 0) && self.rng.chance(RESOLVING_KILL_PERCENT) {
+            let again = MDTS[self.rng.below(MDTS.len())];
+            let plan = self.cluster.plan(again).clone();
+            plan.inject(plan.ops() + self.rng.below(RESOLVING_OPS_MAX) as u64, Fault::PowerLoss);
+            self.resolve(true).await?;
+            self.kills.push((again, Kill::Resolving));
+            self.note(format!("kill -9 of MDT{again} while resolving, restart"));
+            self.cluster.restart(again).await.map_err(|e| self.failed(format!("the restart: {e}")))?;
         }
+        self.resolve(false).await?;
+        let found = check::walk_whole(&self.cluster, &self.baseline).await.map_err(|e| self.failed(e))?;
+        let cut = self.cut.take();
+        match (check::differs(&found, &self.names), cut) {
+            (None, cut) => self.cuts.extend(cut.map(|c| (c.what, false))),
+            (Some(diff), None) => return Err(self.failed(format!("after the restart: {diff}"))),
+            (Some(diff), Some(cut)) => match check::differs(&found, &cut.after) {
+                None => {
+                    self.names = cut.after;
+                    self.cuts.push((cut.what, true));
+                }
+                Some(made) => {
+                    let what = format!("after the restart, {} is half made: unmade, {diff}; made, {made}", cut.what);
+                    return Err(self.failed(what));
+                }
+            },
+        }
+        // The FIDs of what a cut change made are known now.
+        for (path, e) in self.names.iter_mut() {
+            e.fid = Some(found[path].fid);
+        }
+        Ok(())
     }
 
-    /// Until both MDSs hold no step prepared and no commit untold, their tasks woken now
-    /// and their clocks moved on (rather than waiting their periods).
-    async fn resolve(&mut self) -> Result<(), String> {
+    /// Until both MDSs hold no step prepared and no commit untold (or, `until_kill`, one
+    /// is killed), their tasks woken now and their clocks moved on (rather than waiting
+    /// their periods).
+    async fn resolve(&mut self, until_kill: bool) -> Result<(), String> {
         let start = std::time::Instant::now();
         loop {
             let left = self.cluster.unresolved().map_err(|e| self.failed(e.to_string()))?;
-            if left == (0, 0) {
+            if left == (0, 0) || (until_kill && self.cluster.killed().is_some()) {
                 return Ok(());
             }
             if start.elapsed() > std::time::Duration::from_millis(RESOLVE_WAIT_MS_MAX) {
@@ -289,24 +328,26 @@ impl Sim {
 
     async fn workload(&mut self) -> Result<(), String> {
         self.plan_faults();
-        while self.ops < WORKLOAD_OPS && self.cluster.killed().is_none() {
+        self.round_ops = 0;
+        while self.round_ops < WORKLOAD_OPS && self.cluster.killed().is_none() {
+            self.round_ops += 1;
             self.ops += 1;
-            let plan = self.cluster.plan(self.killed).clone();
-            if self.ops == self.kill_at {
+            let plan = self.cluster.plan(self.victim).clone();
+            if self.round_ops == self.kill_at {
                 match self.kill {
-                    Kill::Between => {
+                    Kill::Inside => plan.inject(plan.ops() + self.rng.below(INSIDE_OPS_MAX) as u64, Fault::PowerLoss),
+                    _ => {
                         plan.power_off();
                         break;
                     }
-                    Kill::Inside => plan.inject(plan.ops() + self.rng.below(INSIDE_OPS_MAX) as u64, Fault::PowerLoss),
                 }
             }
             let Some(change) = self.pick() else { continue };
             self.apply(change).await?;
             self.quiesce().await?;
         }
-        // A kill planned past the workload's end comes at its end.
-        self.cluster.plan(self.killed).power_off();
+        // A kill planned past the round's end comes at its end.
+        self.cluster.plan(self.victim).power_off();
         Ok(())
     }
 
@@ -326,7 +367,7 @@ impl Sim {
                     Some(_) => self.names.clone(),
                     None => self.applied(&change.effect, None),
                 };
-                self.cut = Some(Cut { what: change.what, after, made: false });
+                self.cut = Some(Cut { what: change.what, after });
                 return Ok(());
             }
             // Refused (by the MDTs, or a storage fault): it changed nothing.
@@ -395,229 +436,10 @@ impl Sim {
         }
         names
     }
-
-    fn fid(&self, path: &str) -> Fid {
-        if path.is_empty() {
-            Fid::ROOT
-        } else {
-            self.names[path].fid.expect("an acknowledged name's FID is known")
-        }
-    }
-
-    fn new_name(&mut self, prefix: &str) -> String {
-        self.made += 1;
-        format!("{prefix}{}", self.made)
-    }
-
-    /// Directories whose names the workload changes (the root and every plain one).
-    fn plain_dirs(&self) -> Vec<String> {
-        let dirs = self.names.iter().filter(|(_, e)| e.kind == FileType::Directory && !e.striped);
-        std::iter::once(String::new()).chain(dirs.map(|(p, _)| p.clone())).collect()
-    }
-
-    fn files(&self) -> Vec<String> {
-        self.names.iter().filter(|(_, e)| e.kind == FileType::Regular).map(|(p, _)| p.clone()).collect()
-    }
-
-    fn one<T: Clone>(&mut self, of: &[T]) -> Option<T> {
-        (!of.is_empty()).then(|| of[self.rng.below(of.len())].clone())
-    }
-
-    /// A directory on another MDT than `mdt`, if any (else any).
-    fn dir_elsewhere(&mut self, mdt: u32) -> String {
-        let dirs = self.plain_dirs();
-        let away: Vec<String> = dirs.iter().filter(|d| self.fid(d).mdt_index() != mdt).cloned().collect();
-        match self.rng.chance(80) && !away.is_empty() {
-            true => self.one(&away),
-            false => self.one(&dirs),
-        }
-        .expect("the root is a directory")
-    }
-
-    fn children(&self, dir: &str) -> usize {
-        let prefix = format!("{dir}/");
-        self.names.keys().filter(|p| p.starts_with(&prefix)).count()
-    }
-
-    fn links(&self, path: &str) -> usize {
-        let id = self.names[path].id;
-        self.names.values().filter(|e| e.id == id).count()
-    }
-
-    /// The next change, as the seed picks it among those the names allow.
-    fn pick(&mut self) -> Option<Change> {
-        let dirs = self.plain_dirs();
-        let files = self.files();
-        let change = match self.rng.below(100) {
-            0..=17 => {
-                let parent = self.one(&dirs)?;
-                let (name, pmdt) = (self.new_name("d"), self.fid(&parent).mdt_index());
-                let path = join(&parent, &name);
-                let (count, index) = match self.rng.below(4) {
-                    0 => (1, None),
-                    1 => (2, Some(MDTS[self.rng.below(2)])),
-                    _ => (1, Some(1 - pmdt)),
-                };
-                let spec = DirStripeSpec { count, index, hash: DirHash::Fnv1a64 };
-                let req = mdt::MkdirStriped {
-                    parent: self.fid(&parent),
-                    name: name.into_bytes(),
-                    mode: 0o755,
-                    umask: 0,
-                    spec,
-                };
-                let what = format!("mkdir -c {count} -i {index:?} /{path}");
-                Change {
-                    what,
-                    mdt: pmdt,
-                    req: req.into(),
-                    effect: Effect::Add { path, kind: FileType::Directory, striped: count > 1 },
-                    refused: None,
-                }
-            }
-            18..=37 => {
-                let parent = self.one(&dirs)?;
-                let name = self.new_name("f");
-                let path = join(&parent, &name);
-                let req = mdt::Create {
-                    parent: self.fid(&parent),
-                    name: name.into_bytes(),
-                    mode: 0o644,
-                    exclusive: true,
-                    spec: None,
-                    open_flags: OPEN_READ | OPEN_WRITE,
-                    umask: 0,
-                };
-                let pmdt = self.fid(&parent).mdt_index();
-                Change {
-                    what: format!("create /{path}"),
-                    mdt: pmdt,
-                    req: req.into(),
-                    effect: Effect::Add { path, kind: FileType::Regular, striped: false },
-                    refused: None,
-                }
-            }
-            38..=57 => {
-                let from = self.one(&files)?;
-                let (sdir, sname) = split(&from);
-                let smdt = self.fid(sdir).mdt_index();
-                let dir = self.dir_elsewhere(smdt);
-                let id = self.names[&from].id;
-                let targets: Vec<String> =
-                    files.iter().filter(|f| split(f).0 == dir && self.names[*f].id != id).cloned().collect();
-                let to = match self.rng.chance(40) {
-                    true => self.one(&targets).unwrap_or_else(|| join(&dir, &format!("r{}", self.made + 1))),
-                    false => join(&dir, &format!("r{}", self.made + 1)),
-                };
-                self.made += 1;
-                let req = mdt::Rename {
-                    src_parent: self.fid(sdir),
-                    src_name: sname.as_bytes().to_vec(),
-                    dst_parent: self.fid(&dir),
-                    dst_name: split(&to).1.as_bytes().to_vec(),
-                    flags: 0,
-                };
-                Change {
-                    what: format!("mv /{from} /{to}"),
-                    mdt: smdt,
-                    req: req.into(),
-                    effect: Effect::Rename { from, to },
-                    refused: None,
-                }
-            }
-            58..=67 => {
-                let from = self.one(&files)?;
-                let fid = self.fid(&from);
-                let dir = self.dir_elsewhere(fid.mdt_index());
-                // Now and then onto a name taken (refused, after the inode's MDT prepared).
-                let taken: Vec<String> = self.names.keys().filter(|p| split(p).0 == dir).cloned().collect();
-                let (name, refused) = match self.rng.chance(25) {
-                    true if !taken.is_empty() => {
-                        let name = self.one(&taken).expect("a name is taken");
-                        (split(&name).1.to_string(), Some(ErrorCode::Exists))
-                    }
-                    _ => (self.new_name("l"), None),
-                };
-                let to = join(&dir, &name);
-                let req = mdt::Link { fid, parent: self.fid(&dir), name: name.into_bytes() };
-                let pmdt = self.fid(&dir).mdt_index();
-                Change {
-                    what: format!("ln /{from} /{to}"),
-                    mdt: pmdt,
-                    req: req.into(),
-                    effect: Effect::Link { from, to },
-                    refused,
-                }
-            }
-            68..=77 => {
-                let path = self.one(&files)?;
-                let (dir, name) = split(&path);
-                let req = mdt::Unlink { parent: self.fid(dir), name: name.as_bytes().to_vec() };
-                let pmdt = self.fid(dir).mdt_index();
-                Change {
-                    what: format!("rm /{path} ({})", self.fid(&path)),
-                    mdt: pmdt,
-                    req: req.into(),
-                    effect: Effect::Remove { path },
-                    refused: None,
-                }
-            }
-            78..=85 => {
-                // An empty directory; now and then one that is not (refused).
-                let refused = self.rng.chance(20).then_some(ErrorCode::NotEmpty);
-                let dirs: Vec<String> = self
-                    .names
-                    .iter()
-                    .filter(|(p, e)| e.kind == FileType::Directory && (self.children(p) == 0) == refused.is_none())
-                    .map(|(p, _)| p.clone())
-                    .collect();
-                let path = self.one(&dirs)?;
-                let (dir, name) = split(&path);
-                let req = mdt::Rmdir { parent: self.fid(dir), name: name.as_bytes().to_vec() };
-                let pmdt = self.fid(dir).mdt_index();
-                Change {
-                    what: format!("rmdir /{path} ({})", self.fid(&path)),
-                    mdt: pmdt,
-                    req: req.into(),
-                    effect: Effect::Remove { path },
-                    refused,
-                }
-            }
-            _ => {
-                // A file of one name, or a plain directory (with what it holds).
-                let movable: Vec<String> = self
-                    .names
-                    .iter()
-                    .filter(|(p, e)| match e.kind {
-                        FileType::Directory => !e.striped,
-                        _ => self.links(p) == 1,
-                    })
-                    .map(|(p, _)| p.clone())
-                    .collect();
-                let path = self.one(&movable)?;
-                let (dir, name) = split(&path);
-                let to = 1 - self.fid(&path).mdt_index();
-                let req = mdt::Migrate { parent: self.fid(dir), name: name.as_bytes().to_vec(), to };
-                let pmdt = self.fid(dir).mdt_index();
-                Change {
-                    what: format!("migrate -m {to} /{path} ({})", self.fid(&path)),
-                    mdt: pmdt,
-                    req: req.into(),
-                    effect: Effect::Migrate { path },
-                    refused: None,
-                }
-            }
-        };
-        Some(change)
-    }
 }
 
 /// Whether an error can come from a storage fault (the change was not acknowledged and
 /// must have changed nothing).
 fn from_storage(e: &WeftError) -> bool {
     matches!(e.code, ErrorCode::Io | ErrorCode::Again | ErrorCode::TimedOut)
-}
-
-fn split(path: &str) -> (&str, &str) {
-    path.rsplit_once('/').unwrap_or(("", path))
 }

@@ -14,8 +14,8 @@
 //! without a name on either MDT, and it is the namespace after the acknowledged changes,
 //! with the one change the kill cut short either whole or not at all.
 //!
-//! Names in striped directories are left out (they would need the client's routing by
-//! hash); striped directories are made and removed empty.
+//! A name in a striped directory is sent to the stripe its hash picks, as the client
+//! routes it.
 
 mod check;
 mod cluster;
@@ -25,6 +25,7 @@ use crate::rng::Rng;
 use check::{Entry, Names};
 use cluster::{Cluster, MDTS};
 use std::fmt::Write as _;
+use weft_proto::dirstripe::DirStripes;
 use weft_proto::faults::Fault;
 use weft_proto::msg::{mdt, FileType, MdtReply, MdtRequest, RequestHeader};
 use weft_proto::{ErrorCode, Fid, WeftError};
@@ -124,6 +125,8 @@ struct Sim {
     rng: Rng,
     cluster: Cluster,
     names: Names,
+    /// The stripes of each striped directory, by its id.
+    stripes: std::collections::HashMap<u64, DirStripes>,
     next_id: u64,
     request_id: u64,
     made: usize,
@@ -158,6 +161,7 @@ impl Sim {
             rng: Rng(seed),
             cluster,
             names: Names::new(),
+            stripes: Default::default(),
             next_id: 0,
             request_id: 0,
             made: 0,
@@ -266,9 +270,21 @@ impl Sim {
                 }
             },
         }
-        // The FIDs of what a cut change made are known now.
+        // The FIDs of what a cut change made are known now, and a striped directory's stripes.
         for (path, e) in self.names.iter_mut() {
             e.fid = Some(found[path].fid);
+        }
+        let unknown: Vec<(u64, Fid)> = self
+            .names
+            .values()
+            .filter(|e| e.striped && !self.stripes.contains_key(&e.id))
+            .map(|e| (e.id, found_fid(e)))
+            .collect();
+        for (id, fid) in unknown {
+            let header = self.header();
+            let info = self.cluster.send(fid.mdt_index(), header, mdt::Getattr { fid }).await;
+            let info = info.map_err(|e| self.failed(format!("getattr of {fid}: {e}")))?;
+            self.stripes.insert(id, *info.stripes.ok_or_else(|| self.failed(format!("{fid} has no stripes")))?);
         }
         Ok(())
     }
@@ -382,6 +398,11 @@ impl Sim {
         self.note(format!("{}{}", change.what, fid.map(|f| format!(" -> {f}")).unwrap_or_default()));
         self.names = self.applied(&change.effect, fid);
         self.acknowledged += 1;
+        if let (Some(stripes), Effect::Add { path, .. }) =
+            (answer.inode().and_then(|i| i.stripes.clone()), &change.effect)
+        {
+            self.stripes.insert(self.names[path].id, *stripes);
+        }
         if let (MdtReply::Opened(opened), Some(fid)) = (&answer, fid) {
             let close =
                 mdt::Close { fid, handle: opened.handle, size_blocks: Some((0, 0)), data_version: 0, mtime_ns: 0 };
@@ -436,6 +457,10 @@ impl Sim {
         }
         names
     }
+}
+
+fn found_fid(e: &Entry) -> Fid {
+    e.fid.expect("the FIDs were taken from the walk")
 }
 
 /// Whether an error can come from a storage fault (the change was not acknowledged and

@@ -17,14 +17,27 @@ impl Sim {
         }
     }
 
+    /// The directory that holds `name` in `dir`: `dir`, or the stripe of a striped one
+    /// that the name's hash picks (as the client routes it).
+    fn holder(&self, dir: &str, name: &str) -> Fid {
+        let fid = self.fid(dir);
+        match dir.is_empty() {
+            false if self.names[dir].striped => match self.stripes.get(&self.names[dir].id) {
+                Some(stripes) => stripes.stripe_for(name.as_bytes()),
+                None => fid,
+            },
+            _ => fid,
+        }
+    }
+
     fn new_name(&mut self, prefix: &str) -> String {
         self.made += 1;
         format!("{prefix}{}", self.made)
     }
 
-    /// Directories whose names the workload changes (the root and every plain one).
-    fn plain_dirs(&self) -> Vec<String> {
-        let dirs = self.names.iter().filter(|(_, e)| e.kind == FileType::Directory && !e.striped);
+    /// Directories (the root too).
+    fn dirs(&self) -> Vec<String> {
+        let dirs = self.names.iter().filter(|(_, e)| e.kind == FileType::Directory);
         std::iter::once(String::new()).chain(dirs.map(|(p, _)| p.clone())).collect()
     }
 
@@ -38,7 +51,7 @@ impl Sim {
 
     /// A directory on another MDT than `mdt`, if any (else any).
     fn dir_elsewhere(&mut self, mdt: u32) -> String {
-        let dirs = self.plain_dirs();
+        let dirs = self.dirs();
         let away: Vec<String> = dirs.iter().filter(|d| self.fid(d).mdt_index() != mdt).cloned().collect();
         match self.rng.chance(80) && !away.is_empty() {
             true => self.one(&away),
@@ -59,12 +72,14 @@ impl Sim {
 
     /// The next change, as the seed picks it among those the names allow.
     pub(super) fn pick(&mut self) -> Option<Change> {
-        let dirs = self.plain_dirs();
+        let dirs = self.dirs();
         let files = self.files();
         let change = match self.rng.below(100) {
             0..=17 => {
                 let parent = self.one(&dirs)?;
-                let (name, pmdt) = (self.new_name("d"), self.fid(&parent).mdt_index());
+                let name = self.new_name("d");
+                let holder = self.holder(&parent, &name);
+                let pmdt = holder.mdt_index();
                 let path = join(&parent, &name);
                 let (count, index) = match self.rng.below(4) {
                     0 => (1, None),
@@ -72,13 +87,7 @@ impl Sim {
                     _ => (1, Some(1 - pmdt)),
                 };
                 let spec = DirStripeSpec { count, index, hash: DirHash::Fnv1a64 };
-                let req = mdt::MkdirStriped {
-                    parent: self.fid(&parent),
-                    name: name.into_bytes(),
-                    mode: 0o755,
-                    umask: 0,
-                    spec,
-                };
+                let req = mdt::MkdirStriped { parent: holder, name: name.into_bytes(), mode: 0o755, umask: 0, spec };
                 let what = format!("mkdir -c {count} -i {index:?} /{path}");
                 Change {
                     what,
@@ -92,8 +101,9 @@ impl Sim {
                 let parent = self.one(&dirs)?;
                 let name = self.new_name("f");
                 let path = join(&parent, &name);
-                let req = crate::requests::create_file(self.fid(&parent), name);
-                let pmdt = self.fid(&parent).mdt_index();
+                let holder = self.holder(&parent, &name);
+                let req = crate::requests::create_file(holder, name);
+                let pmdt = holder.mdt_index();
                 Change {
                     what: format!("create /{path}"),
                     mdt: pmdt,
@@ -105,7 +115,8 @@ impl Sim {
             38..=57 => {
                 let from = self.one(&files)?;
                 let (sdir, sname) = split(&from);
-                let smdt = self.fid(sdir).mdt_index();
+                let holder = self.holder(sdir, sname);
+                let smdt = holder.mdt_index();
                 let dir = self.dir_elsewhere(smdt);
                 let id = self.names[&from].id;
                 let targets: Vec<String> =
@@ -116,9 +127,9 @@ impl Sim {
                 };
                 self.made += 1;
                 let req = mdt::Rename {
-                    src_parent: self.fid(sdir),
+                    src_parent: holder,
                     src_name: sname.as_bytes().to_vec(),
-                    dst_parent: self.fid(&dir),
+                    dst_parent: self.holder(&dir, split(&to).1),
                     dst_name: split(&to).1.as_bytes().to_vec(),
                     flags: 0,
                 };
@@ -144,8 +155,9 @@ impl Sim {
                     _ => (self.new_name("l"), None),
                 };
                 let to = join(&dir, &name);
-                let req = mdt::Link { fid, parent: self.fid(&dir), name: name.into_bytes() };
-                let pmdt = self.fid(&dir).mdt_index();
+                let holder = self.holder(&dir, &name);
+                let req = mdt::Link { fid, parent: holder, name: name.into_bytes() };
+                let pmdt = holder.mdt_index();
                 Change {
                     what: format!("ln /{from} /{to}"),
                     mdt: pmdt,
@@ -157,8 +169,9 @@ impl Sim {
             68..=77 => {
                 let path = self.one(&files)?;
                 let (dir, name) = split(&path);
-                let req = mdt::Unlink { parent: self.fid(dir), name: name.as_bytes().to_vec() };
-                let pmdt = self.fid(dir).mdt_index();
+                let holder = self.holder(dir, name);
+                let req = mdt::Unlink { parent: holder, name: name.as_bytes().to_vec() };
+                let pmdt = holder.mdt_index();
                 Change {
                     what: format!("rm /{path} ({})", self.fid(&path)),
                     mdt: pmdt,
@@ -178,8 +191,9 @@ impl Sim {
                     .collect();
                 let path = self.one(&dirs)?;
                 let (dir, name) = split(&path);
-                let req = mdt::Rmdir { parent: self.fid(dir), name: name.as_bytes().to_vec() };
-                let pmdt = self.fid(dir).mdt_index();
+                let holder = self.holder(dir, name);
+                let req = mdt::Rmdir { parent: holder, name: name.as_bytes().to_vec() };
+                let pmdt = holder.mdt_index();
                 Change {
                     what: format!("rmdir /{path} ({})", self.fid(&path)),
                     mdt: pmdt,
@@ -202,8 +216,9 @@ impl Sim {
                 let path = self.one(&movable)?;
                 let (dir, name) = split(&path);
                 let to = 1 - self.fid(&path).mdt_index();
-                let req = mdt::Migrate { parent: self.fid(dir), name: name.as_bytes().to_vec(), to };
-                let pmdt = self.fid(dir).mdt_index();
+                let holder = self.holder(dir, name);
+                let req = mdt::Migrate { parent: holder, name: name.as_bytes().to_vec(), to };
+                let pmdt = holder.mdt_index();
                 Change {
                     what: format!("migrate -m {to} /{path} ({})", self.fid(&path)),
                     mdt: pmdt,

@@ -6,8 +6,9 @@
 use super::cluster::{Cluster, MDTS};
 use crate::model::join;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
-use weft_proto::msg::{mdt, FileType, RequestHeader};
-use weft_proto::Fid;
+use weft_proto::msg::ops::Op;
+use weft_proto::msg::{mdt, FileType, MdtReply, MdtRequest, RequestHeader};
+use weft_proto::{ErrorCode, Fid, WeftResult};
 
 /// A name as the workload knows it: `id` names its inode in the model (a migration gives
 /// the inode a new FID, not a new id; hard links share it).
@@ -42,9 +43,27 @@ fn header() -> RequestHeader {
     RequestHeader { reply_slot: 0, ..crate::requests::header(0xd0e, 0) }
 }
 
+/// Reads of the check a storage fault left over fails (the lock service records a new
+/// client) are sent again, this many times at most.
+const READ_TRIES: usize = 3;
+
+/// A read of the check, as a client sends it (again after an I/O error).
+pub async fn read<O>(cluster: &Cluster, mdt: u32, op: O) -> WeftResult<O::Reply>
+where
+    O: Op<Request = MdtRequest, Answer = MdtReply> + Clone,
+{
+    let mut tries = 1;
+    loop {
+        match cluster.send(mdt, header(), op.clone()).await {
+            Err(e) if e.code == ErrorCode::Io && tries < READ_TRIES => tries += 1,
+            answer => return answer,
+        }
+    }
+}
+
 /// The inodes MDT `mdt` counts (statfs: files less free).
 pub async fn inodes_used(cluster: &Cluster, mdt: u32) -> Result<u64, String> {
-    let s = cluster.send(mdt, header(), mdt::Statfs {}).await.map_err(|e| format!("statfs of MDT{mdt}: {e}"))?;
+    let s = read(cluster, mdt, mdt::Statfs {}).await.map_err(|e| format!("statfs of MDT{mdt}: {e}"))?;
     Ok(s.files - s.ffree)
 }
 
@@ -56,7 +75,7 @@ pub async fn walk_whole(cluster: &Cluster, baseline: &Baseline) -> Result<Found,
     let mut dirs = vec![(String::new(), Fid::ROOT)];
     let mut dirs_seen = BTreeSet::from([Fid::ROOT]);
     while let Some((path, dir)) = dirs.pop() {
-        let info = cluster.send(dir.mdt_index(), header(), mdt::Getattr { fid: dir }).await;
+        let info = read(cluster, dir.mdt_index(), mdt::Getattr { fid: dir }).await;
         let info = info.map_err(|e| format!("getattr of directory /{path} ({dir}): {e}"))?;
         let stripes = info.stripes.map(|s| s.fids).unwrap_or_else(|| vec![dir]);
         for stripe in stripes {
@@ -66,7 +85,7 @@ pub async fn walk_whole(cluster: &Cluster, baseline: &Baseline) -> Result<Found,
             let mut cookie = 0;
             loop {
                 let op = mdt::Readdir { fid: stripe, cookie, max_entries: 64 };
-                let page = cluster.send(stripe.mdt_index(), header(), op).await;
+                let page = read(cluster, stripe.mdt_index(), op).await;
                 let page = page.map_err(|e| format!("readdir of /{path} (stripe {stripe}): {e}"))?;
                 for entry in &page.entries {
                     cookie = entry.cookie;
@@ -74,7 +93,7 @@ pub async fn walk_whole(cluster: &Cluster, baseline: &Baseline) -> Result<Found,
                         continue;
                     }
                     let name = join(&path, &String::from_utf8_lossy(&entry.name));
-                    let attr = cluster.send(entry.fid.mdt_index(), header(), mdt::Getattr { fid: entry.fid }).await;
+                    let attr = read(cluster, entry.fid.mdt_index(), mdt::Getattr { fid: entry.fid }).await;
                     let attr = attr.map_err(|e| format!("/{name} leads to {}, which is not there: {e}", entry.fid))?;
                     if attr.attr.kind != entry.kind {
                         return Err(format!("/{name} is a {:?} entry of a {:?} inode", entry.kind, attr.attr.kind));

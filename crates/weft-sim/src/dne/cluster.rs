@@ -5,11 +5,13 @@
 use crate::machine::{map, mds_config, mdt_storage, settle, LocalOst, MdtRoute, OST};
 use futures::future::BoxFuture;
 use std::sync::{Arc, Mutex};
+use weft_dlm::namespace::{CallbackSender, Namespace, NamespaceConfig};
 use weft_mds::storage::mem::{MemJournal, MemKv};
 use weft_mds::Mds;
 use weft_oss::store::{FaultStore, MemStore, ObjectStore};
 use weft_oss::Oss;
 use weft_proto::faults::FaultPlan;
+use weft_proto::lock::{CallbackAnswer, CallbackRequest, LockTarget};
 use weft_proto::msg::ops::{take_reply, Op};
 use weft_proto::msg::{MdtReply, MdtRequest, RequestHeader, Run};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
@@ -99,6 +101,7 @@ impl Cluster {
         let storage = mdt_storage(&kv, &journal, &plan);
         let mds = Mds::open_with(mds_config(dir.path(), index), storage, Arc::new(targets))?;
         mds.set_cluster_map(&map(&MDTS));
+        mds.set_lock_namespace(lock_namespace(index));
         self.net.mdss.lock().unwrap_or_else(|p| p.into_inner())[index as usize] = Some((mds.clone(), plan.clone()));
         settle(&plan, &self.objects, index).await?;
         Ok(Mdt { kv, journal, plan, mds, _dir: dir })
@@ -162,4 +165,30 @@ impl Cluster {
             m.mds.shutdown().await;
         }
     }
+}
+
+/// MDT `mdt`'s lock service: the MDS's own locks (a change's, a prepared step's kept until
+/// its outcome); the simulation's client caches nothing, so nobody is called back.
+fn lock_namespace(mdt: u32) -> Arc<Namespace> {
+    let config = NamespaceConfig {
+        target: LockTarget::Mdt(mdt),
+        callback_timeout: std::time::Duration::from_secs(20),
+        recovery_until: None,
+    };
+    Namespace::new(config, Arc::new(NoCallbacks))
+}
+
+struct NoCallbacks;
+
+impl CallbackSender for NoCallbacks {
+    fn send(
+        &self,
+        _: u64,
+        _: CallbackRequest,
+        _: std::time::Duration,
+    ) -> BoxFuture<'static, WeftResult<CallbackAnswer>> {
+        Box::pin(async { Ok(CallbackAnswer::Unknown) })
+    }
+
+    fn evict(&self, _: u64, _: String) {}
 }

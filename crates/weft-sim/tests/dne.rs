@@ -4,7 +4,7 @@
 
 use weft_sim::dne::{run_dne, Kill};
 
-/// The seeds CI plays (about 15 s in a debug build): kills of both MDSs, between changes
+/// The seeds CI plays (about 10 s in a debug build): kills of both MDSs, between changes
 /// and inside them and while a restart resolves, some leaving prepared steps and untold
 /// commits to resolve.
 const CI_SEEDS: std::ops::Range<u64> = 0..30;

@@ -1,6 +1,7 @@
 //! Two MDSs (MDT0 and MDT1) and an OSS in one process, each MDS over storage of its own
-//! with a fault plan of its own; the requests of one MDS to the other go straight to it,
-//! and fail as over a network when either is down (its plan lost power: a kill -9).
+//! with a fault plan of its own, and a lock service of its own; the requests of one MDS to
+//! the other go straight to it, and fail as over a network when either is down (its plan
+//! lost power: a kill -9).
 
 use crate::machine::{map, mds_config, mdt_storage, settle, LocalOst, MdtRoute, OST};
 use futures::future::BoxFuture;

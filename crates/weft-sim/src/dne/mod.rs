@@ -1,6 +1,6 @@
 //! The simulation by seed of changes over two MDTs with kills -9 of either MDS (issue 35):
 //! two MDSs in one process (MDT0 and MDT1, [`cluster`]), each over storage of its own with
-//! a fault plan of its own. A seed plays one to three rounds. A round is a workload the
+//! a fault plan of its own, and with a lock service. A seed plays one to three rounds. A round is a workload the
 //! seed chooses ([`workload`]) of changes that cross MDTs (a directory made on the other
 //! MDT or striped over both, files made in directories of either, renames of files between
 //! directories of different MDTs, replacing a file or not, hard links across MDTs, some

@@ -36,7 +36,8 @@ test: deps check-format lint
 
 # The long forms of the tests that keep a short form in `make test`: ten kills of the MDT
 # leader under real programs (two in make test), ten rounds of clock jumps on the replicas
-# (one), the seeded simulations over a thousand seeds (a hundred in make test), and the
+# (one), the seeded simulations over a thousand seeds (a hundred in make test), the two
+# MDTs' simulation with kills of either MDS over five hundred (thirty in make test), and the
 # replicated MDT's simulation, on a real clock at some 12 s a seed, over a hundred (three in
 # make test).
 soak: deps
@@ -45,6 +46,7 @@ soak: deps
 	WEFT_CLOCK_JUMP_ROUNDS=10 $(CARGO) test -p weft-cli --test clock_jump -- --nocapture
 	WEFT_SIM_SEEDS=1..1001 $(CARGO) test -p weft-sim --lib --test faults --test network -- --nocapture
 	WEFT_SIM_SEEDS=1..101 $(CARGO) test -p weft-sim --test replicated -- --nocapture
+	WEFT_SIM_SEEDS=0..500 $(CARGO) test -p weft-sim --test dne -- --nocapture
 	WEFT_IDLE_FULL=1 $(CARGO) test -p weft-server --test idle_traffic -- --nocapture
 	WEFT_DNE_KILLS=20 $(CARGO) test -p weft-cli --test dne changes_over_two_mdts -- --nocapture
 

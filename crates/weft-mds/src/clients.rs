@@ -159,4 +159,43 @@ mod tests {
         assert!(view.lock_clients_complete().unwrap(), "a new MDT's record is complete");
         assert_eq!(view.lock_clients().unwrap(), vec![7]);
     }
+
+    /// A record of lock holders that cannot be written (a storage fault).
+    struct Unrecordable;
+    impl weft_dlm::recovery::LockClients for Unrecordable {
+        fn known(&self, _: u64) -> bool {
+            false
+        }
+        fn record(&self, _: u64) -> futures::future::BoxFuture<'static, weft_proto::WeftResult<()>> {
+            Box::pin(async { Err(weft_proto::WeftError::io("injected: the record cannot be written")) })
+        }
+        fn forget(&self, _: Vec<u64>) -> futures::future::BoxFuture<'static, weft_proto::WeftResult<()>> {
+            Box::pin(async { Ok(()) })
+        }
+        fn recorded(&self) -> Option<Vec<u64>> {
+            None
+        }
+        fn complete(&self) -> futures::future::BoxFuture<'static, weft_proto::WeftResult<()>> {
+            Box::pin(async { Ok(()) })
+        }
+    }
+
+    /// A change that committed is answered as made when the lock its answer would carry
+    /// cannot be had (here its holder cannot be recorded): without the lock, not with an
+    /// error (the DNE simulation's seed 15 with a lock service: a mkdir answered EIO, after
+    /// a journal append under the client's record failed, was there after the restart).
+    #[tokio::test]
+    async fn a_change_made_is_answered_made_when_its_lock_cannot_be_had() {
+        let env = Env::new().await;
+        let ns = namespace();
+        env.mds().set_lock_namespace(ns.clone());
+        ns.set_lock_clients(Arc::new(Unrecordable));
+        let mkdir =
+            weft_proto::msg::mdt::Mkdir { parent: weft_proto::Fid::ROOT, name: b"d".to_vec(), mode: 0o755, umask: 0 };
+        let header = env.header_as(&weft_proto::msg::Identity::root());
+        let made = env.mds().handle(&header, mkdir.into(), weft_proto::msg::Run::Inline).await;
+        let made = made.expect("the mkdir was made, and says so");
+        let (answer, _) = made.into_parts();
+        assert!(answer.inode().is_some_and(|i| i.lock.is_none()), "answered without a lock: {answer:?}");
+    }
 }

@@ -121,11 +121,19 @@ async fn handle_locked(
                 let reply = result?;
                 let reply = match answered_fid(&reply) {
                     // An inode on another MDT: that MDT grants what may be cached of it.
-                    Some(fid) if fid.mdt_index() == mds.core.mdt_index => {
-                        let grant = intent(ns, owner, fid).await?;
-                        let fresh = mds.execute(header, MdtRequest::Getattr(mdt::Getattr { fid }), run).await;
-                        with_lock(Ok(refreshed(mds, reply, fresh)), grant)?
-                    }
+                    // The change is made: a lock that cannot be had now (its holder could not
+                    // be recorded, a storage fault) leaves the answer without one, of which the
+                    // client caches nothing, rather than an error for a change that was made.
+                    Some(fid) if fid.mdt_index() == mds.core.mdt_index => match intent(ns, owner, fid).await {
+                        Ok(grant) => {
+                            let fresh = mds.execute(header, MdtRequest::Getattr(mdt::Getattr { fid }), run).await;
+                            with_lock(Ok(refreshed(mds, reply, fresh)), grant)?
+                        }
+                        Err(e) => {
+                            tracing::info!(%fid, error = %e, "a change answered without a lock on its inode");
+                            reply
+                        }
+                    },
                     _ => reply,
                 };
                 return Ok(with_dirs(mds, ns, header, &req, reply, run).await);

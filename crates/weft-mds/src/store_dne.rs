@@ -4,7 +4,7 @@
 
 use super::{Tables, WriteTables};
 use crate::schema::{self, PreparedStep};
-use weft_proto::msg::update::TxnId;
+use weft_proto::msg::update::{TxnId, Update};
 use weft_proto::{Fid, WeftError, WeftResult};
 
 fn step_key(txn: &TxnId, step: u32) -> [u8; 24] {
@@ -12,6 +12,21 @@ fn step_key(txn: &TxnId, step: u32) -> [u8; 24] {
     k[..20].copy_from_slice(&schema::txn_key(txn));
     k[20..].copy_from_slice(&step.to_be_bytes());
     k
+}
+
+/// Whether `update` names `x`: as its inode, or as the directory of a name it touches.
+fn names(update: &Update, x: Fid) -> bool {
+    match update {
+        Update::MakeDir { parent, master, .. } => *parent == x || *master == Some(x),
+        Update::SetStripes { fid, stripes } => *fid == x || stripes.fids.contains(&x),
+        Update::AddLink { fid, parent, .. }
+        | Update::DropLink { fid, parent, .. }
+        | Update::AddEntry { fid, parent, .. }
+        | Update::Export { fid, parent, .. } => *fid == x || *parent == x,
+        Update::RemoveDir { fid, parent, .. } => *fid == x || parent.as_ref().is_some_and(|(p, _)| *p == x),
+        Update::Import { exported, parent, .. } => *parent == x || exported.entries.iter().any(|(_, f, _)| *f == x),
+        Update::MoveLinks { from, to, children } => *from == x || *to == x || children.iter().any(|(f, _)| *f == x),
+    }
 }
 
 fn corrupt(what: &str, e: postcard::Error) -> WeftError {
@@ -55,6 +70,18 @@ impl Tables {
             Ok(out.len() < limit)
         })?;
         Ok(out)
+    }
+
+    /// Whether a step prepared here of another change than `txn` names `fid`: as its inode,
+    /// or as the directory of a name it adds, drops or moves.
+    pub fn prepared_step_names(&self, fid: Fid, txn: &TxnId) -> WeftResult<bool> {
+        let mut found = false;
+        self.scan(schema::TABLE_UPDATES, &[], None, |_, v| {
+            let step: PreparedStep = postcard::from_bytes(v).map_err(|e| corrupt("prepared step", e))?;
+            found = step.txn != *txn && names(&step.update, fid);
+            Ok(!found)
+        })?;
+        Ok(found)
     }
 
     /// The MDTs still to hear that `txn` committed, if this MDT committed it and some have not.

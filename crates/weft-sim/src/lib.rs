@@ -16,13 +16,18 @@
 //! * and a file made after the restart reads empty: no bytes of a file the crash took back
 //!   (whose object id the MDS hands out again) show through.
 //!
+//! [`dne::run_dne`] plays a seed of another simulation: two MDSs under changes that cross
+//! MDTs, with kills of either (see its module).
+//!
 //! [`run`] plays one seed; the same seed plays the same workload and faults (the services'
 //! background work is done before the workload starts, so it does not move the faults).
 
+pub mod dne;
 mod machine;
 mod model;
 pub mod net;
 pub mod raft;
+mod requests;
 mod rng;
 
 /// The seeds a simulation test plays: `WEFT_SIM_SEED=N` (one, to replay it),
@@ -46,9 +51,7 @@ use std::fmt::Write as _;
 use weft_proto::faults::Fault;
 use weft_proto::layout::Layout;
 use weft_proto::msg::ops::{take_reply, Op};
-use weft_proto::msg::{
-    mdt, ost, FileType, Identity, MdtReply, MdtRequest, RequestHeader, Run, SetAttr, OPEN_READ, OPEN_WRITE,
-};
+use weft_proto::msg::{mdt, ost, FileType, MdtReply, MdtRequest, RequestHeader, Run, SetAttr, OPEN_READ, OPEN_WRITE};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 /// Operations of one workload.
@@ -164,13 +167,7 @@ impl Sim {
 
     fn header(&mut self) -> RequestHeader {
         self.request_id += 1;
-        RequestHeader {
-            client_id: 0x5eed,
-            request_id: self.request_id,
-            reply_slot: 1,
-            identity: Identity::root(),
-            jobid: "sim".into(),
-        }
+        requests::header(0x5eed, self.request_id)
     }
 
     async fn mdt<O>(&mut self, op: O) -> WeftResult<O::Reply>
@@ -276,15 +273,7 @@ impl Sim {
     /// Create, then close (two acknowledged changes).
     async fn create(&mut self, parent: String, name: String) -> Result<(), String> {
         let path = join(&parent, &name);
-        let op = mdt::Create {
-            parent: self.parent_fid(&parent),
-            name: name.into_bytes(),
-            mode: 0o644,
-            exclusive: true,
-            spec: None,
-            open_flags: OPEN_READ | OPEN_WRITE,
-            umask: 0,
-        };
+        let op = requests::create_file(self.parent_fid(&parent), name);
         let opened = match self.mdt(op).await {
             Ok(opened) => opened,
             Err(e) => return self.refused(&format!("create {path}"), e),

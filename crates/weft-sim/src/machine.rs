@@ -14,8 +14,10 @@ use weft_oss::store::{FaultStore, MemStore, ObjectStore};
 use weft_oss::Oss;
 use weft_proto::faults::FaultPlan;
 use weft_proto::msg::ops::{take_reply, Op};
-use weft_proto::msg::{ost, ClusterMap, OstReply, OstRequest, Run, TargetInfo, TargetKind};
-use weft_proto::{Fid, WeftError, WeftResult};
+use weft_proto::msg::{
+    ost, ClusterMap, MdtReply, MdtRequest, OstReply, OstRequest, RequestHeader, Run, TargetInfo, TargetKind,
+};
+use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
 /// The one OST of the machine.
 pub const OST: u32 = 0;
@@ -57,8 +59,15 @@ impl Default for Disks {
 
 /// The MDS's way to the OST: the OSS of the same machine, called directly. Destroys never
 /// finish (the simulation does not check reclaimed space, and a background destroy would
-/// move the faults' places).
-struct LocalOst(Arc<Oss>);
+/// move the faults' places). Its way to other MDTs, if any: `mdts`.
+pub(crate) struct LocalOst {
+    pub oss: Arc<Oss>,
+    pub mdts: Option<MdtRoute>,
+}
+
+/// How an MDS of a simulation with several reaches the others (MDT, header, request).
+pub(crate) type MdtRoute =
+    Box<dyn Fn(u32, RequestHeader, MdtRequest) -> BoxFuture<'static, WeftResult<MdtReply>> + Send + Sync>;
 
 impl LocalOst {
     /// One op to an OST of the machine's OSS, as over the wire but without it.
@@ -66,7 +75,7 @@ impl LocalOst {
     where
         O: Op<Request = OstRequest, Answer = OstReply> + Send + 'static,
     {
-        let oss = self.0.clone();
+        let oss = self.oss.clone();
         Box::pin(async move {
             let (reply, _) = oss.handle(ost, op.into(), Bytes::new(), Run::Inline).await;
             take_reply::<O>(reply?)
@@ -93,6 +102,15 @@ impl ObjectTargets for LocalOst {
     fn destroy(&self, _ost: u32, _fid: Fid) -> BoxFuture<'static, WeftResult<()>> {
         Box::pin(std::future::pending())
     }
+
+    fn mdt(&self, mdt: u32, header: RequestHeader, req: MdtRequest) -> BoxFuture<'static, WeftResult<MdtReply>> {
+        match &self.mdts {
+            Some(route) => route(mdt, header, req),
+            None => Box::pin(async move {
+                Err(WeftError::new(ErrorCode::NotSupported, format!("MDT{mdt:04x} is not in the simulation")))
+            }),
+        }
+    }
 }
 
 pub struct Machine {
@@ -109,43 +127,16 @@ impl Machine {
     /// their start-up writes (format, replay, the precreate pool).
     pub async fn start(disks: Disks) -> WeftResult<Machine> {
         let plan = Arc::new(FaultPlan::new());
-        let storage = MdtStorage {
-            kv: Arc::new(FaultKv::new(disks.kv.clone(), plan.clone())),
-            journal: Arc::new(FaultJournal::new(disks.journal.clone(), plan.clone())),
-        };
+        let storage = mdt_storage(&disks.kv, &disks.journal, &plan);
         let objects: Box<dyn ObjectStore> = Box::new(FaultStore::new(disks.objects.clone(), plan.clone()));
         let oss = Oss::with_stores("sim", vec![(OST, objects)])?;
         let dir = tempfile::tempdir().map_err(|e| WeftError::io(format!("no temporary directory: {e}")))?;
-        let cfg = MdsConfig {
-            precreate_batch: PRECREATE_BATCH,
-            checkpoint_interval: None,
-            ..MdsConfig::new(dir.path().to_path_buf(), 0)
-        };
-        let mds = Mds::open_with(cfg, storage, Arc::new(LocalOst(oss.clone())))?;
-        mds.set_cluster_map(&map());
+        let mds =
+            Mds::open_with(mds_config(dir.path(), 0), storage, Arc::new(LocalOst { oss: oss.clone(), mdts: None }))?;
+        mds.set_cluster_map(&map(&[0]));
         let machine = Machine { plan, disks, mds, oss, _dir: dir };
-        machine.settle().await?;
+        settle(&machine.plan, &machine.disks.objects, 0).await?;
         Ok(machine)
-    }
-
-    /// Waits until the objects are precreated and no storage operation has run for a moment.
-    async fn settle(&self) -> WeftResult<()> {
-        let start = Instant::now();
-        let mut last = (self.plan.ops(), Instant::now());
-        loop {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-            let ops = self.plan.ops();
-            if ops != last.0 {
-                last = (ops, Instant::now());
-            } else if self.disks.objects.last_id(0) >= PRECREATE_BATCH
-                && last.1.elapsed() >= Duration::from_millis(SETTLE_QUIET_MS)
-            {
-                return Ok(());
-            }
-            if start.elapsed() > Duration::from_millis(SETTLE_WAIT_MS_MAX) {
-                return Err(WeftError::io("the simulated machine did not settle"));
-            }
-        }
     }
 
     /// Cuts the power to the running services and stops them; what they do after fails.
@@ -165,12 +156,52 @@ impl Machine {
     }
 }
 
-fn map() -> ClusterMap {
+/// The storage of an MDT over `kv` and `journal`, with the faults of `plan`.
+pub(crate) fn mdt_storage(kv: &Arc<MemKv>, journal: &Arc<MemJournal>, plan: &Arc<FaultPlan>) -> MdtStorage {
+    MdtStorage {
+        kv: Arc::new(FaultKv::new(kv.clone(), plan.clone())),
+        journal: Arc::new(FaultJournal::new(journal.clone(), plan.clone())),
+    }
+}
+
+/// A simulated MDS's settings: the pool of objects filled once, no checkpoint but asked.
+pub(crate) fn mds_config(dir: &std::path::Path, mdt_index: u32) -> MdsConfig {
+    MdsConfig {
+        precreate_batch: PRECREATE_BATCH,
+        checkpoint_interval: None,
+        ..MdsConfig::new(dir.to_path_buf(), mdt_index)
+    }
+}
+
+/// Waits until MDT `mdt`'s objects are precreated on the OST and no storage operation of
+/// `plan` has run for a moment.
+pub(crate) async fn settle(plan: &FaultPlan, objects: &MemStore, mdt: u32) -> WeftResult<()> {
+    let start = Instant::now();
+    let mut last = (plan.ops(), Instant::now());
+    loop {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+        let ops = plan.ops();
+        if ops != last.0 {
+            last = (ops, Instant::now());
+        } else if objects.last_id(mdt) >= PRECREATE_BATCH && last.1.elapsed() >= Duration::from_millis(SETTLE_QUIET_MS)
+        {
+            return Ok(());
+        }
+        if start.elapsed() > Duration::from_millis(SETTLE_WAIT_MS_MAX) {
+            return Err(WeftError::io("the simulated machine did not settle"));
+        }
+    }
+}
+
+/// The cluster map of MDTs `mdts` and the one OST.
+pub(crate) fn map(mdts: &[u32]) -> ClusterMap {
     let target = |kind, index| TargetInfo::new(kind, index, "sim:0");
+    let mut targets: Vec<TargetInfo> = mdts.iter().map(|m| target(TargetKind::Mdt, *m)).collect();
+    targets.push(target(TargetKind::Ost, OST));
     ClusterMap {
         version: 1,
         fsname: "sim".into(),
-        targets: vec![target(TargetKind::Mdt, 0), target(TargetKind::Ost, OST)],
+        targets,
         pools: Default::default(),
         params: Vec::new(),
         decay: Vec::new(),

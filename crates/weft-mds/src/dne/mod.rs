@@ -56,6 +56,8 @@ pub struct State {
     mdts: RwLock<Vec<u32>>,
     /// Wakes the task that tells participants of commits.
     pub tell: tokio::sync::Notify,
+    /// Wakes the task that asks coordinators the outcome of old prepared steps.
+    pub ask: tokio::sync::Notify,
     /// The changes whose steps this MDT resolved lately (a bounded memory): a late copy of
     /// one of their prepares is refused rather than done again with nobody to resolve it.
     resolved: Mutex<(HashSet<TxnId>, std::collections::VecDeque<TxnId>)>,
@@ -91,6 +93,7 @@ impl State {
             next_seq: AtomicU64::new(1),
             mdts: RwLock::new(Vec::new()),
             tell: tokio::sync::Notify::new(),
+            ask: tokio::sync::Notify::new(),
             resolved: Mutex::new(Default::default()),
             inflight: Mutex::new(Default::default()),
             inflight_done: tokio::sync::Notify::new(),

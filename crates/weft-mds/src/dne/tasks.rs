@@ -82,7 +82,7 @@ pub(crate) async fn tell_task(core: Arc<crate::Core>, queue: crate::writer::Queu
 pub(crate) async fn ask_task(core: Arc<crate::Core>, queue: crate::writer::Queue) {
     let every = std::time::Duration::from_millis(crate::limits::DNE_RETRY_MS);
     loop {
-        tokio::time::sleep(every).await;
+        let _ = tokio::time::timeout(every, core.dne.ask.notified()).await;
         let now = core.clock.now().sec.max(0) as u64;
         let before = now.saturating_sub(crate::limits::DNE_ASK_AFTER_S);
         let waiting = match core.read_view().prepared_txns(before, crate::limits::DNE_BATCH_MAX) {
@@ -119,5 +119,25 @@ fn outcome_of(state: TxnState) -> Option<bool> {
         TxnState::Committed => Some(true),
         TxnState::Aborted => Some(false),
         TxnState::Running => None,
+    }
+}
+
+/// What a simulation (or a test) sees of the distributed changes left here, and how it
+/// has them resolved now rather than after the tasks' periods.
+impl crate::Mds {
+    /// The changes with steps prepared here and no outcome yet, and the committed changes
+    /// whose participants have not all heard.
+    pub fn dne_unresolved(&self) -> WeftResult<(usize, usize)> {
+        let t = self.core.read_view();
+        let prepared = t.prepared_txns(u64::MAX, usize::MAX)?.len();
+        Ok((prepared, t.committed_txns(usize::MAX)?.len()))
+    }
+
+    /// Moves this MDS's clock past [`crate::limits::DNE_ASK_AFTER_S`] (every step prepared
+    /// so far is old enough to ask about) and wakes the tasks that tell and ask.
+    pub fn dne_resolve_now(&self) {
+        self.core.clock.advance(std::time::Duration::from_secs(crate::limits::DNE_ASK_AFTER_S + 1));
+        self.core.dne.tell.notify_one();
+        self.core.dne.ask.notify_one();
     }
 }

@@ -25,6 +25,21 @@ impl Mutation for mdt::UpdatePrepare {
             // A late copy of a step whose change is over: done again, nobody would resolve it.
             return Err(err(ErrorCode::Stale, format!("change {} is over", self.txn)));
         }
+        if let Update::Export { fid, name, .. } = &self.update {
+            // Another change waiting here for its outcome names the inode (a name in the
+            // directory, its own name): what the export would take along could still be
+            // undone or kept after it, on the old inode (the DNE simulation's seed 405: an
+            // aborted rename's name, taken along by a directory's migration, stayed).
+            if ctx.t.prepared_step_names(*fid, &self.txn)? {
+                return Err(err(
+                    ErrorCode::Busy,
+                    format!(
+                        "a change over several MDTs waiting for its outcome holds '{}'; migrate it again",
+                        show(name)
+                    ),
+                ));
+            }
+        }
         let (answer, before) = prepare(ctx, &self.who, &self.update)?;
         if answer == UpdateAnswer::Same {
             return Ok(answer); // Nothing done, nothing to undo.
@@ -443,6 +458,28 @@ mod tests {
             MdtReply::Data(p) => String::from_utf8(p).unwrap(),
             other => panic!("{other:?}"),
         }
+    }
+
+    /// An export waits for the outcome of another change with a step here that names the
+    /// inode: a directory holding a name a rename's step added is not exported until that
+    /// rename is resolved (else the name would travel, and stay when the rename aborts).
+    #[tokio::test]
+    async fn an_export_waits_for_the_outcome_of_a_step_naming_the_inode() {
+        let env = Env::new().await;
+        let d = env.must_mkdir(Fid::ROOT, "d").await;
+        let remote = Fid { seq: Fid::ROOT.seq + (1 << 20), oid: 9, ver: 0 };
+        let rename = TxnId { coordinator: 1, start: 9, seq: 1 };
+        let add =
+            Update::AddEntry { parent: d, name: b"r".to_vec(), fid: remote, kind: FileType::Regular, noreplace: false };
+        step(&env, rename, 0, add).await.unwrap();
+        let migrate = TxnId { coordinator: 0, start: 9, seq: 2 };
+        let export = Update::Export { fid: d, parent: Fid::ROOT, name: b"d".to_vec() };
+        assert_eq!(code(step(&env, migrate, 0, export.clone()).await), ErrorCode::Busy);
+        resolve(&env, rename, false).await;
+        let UpdateAnswer::Exported(exported) = step(&env, migrate, 0, export).await.unwrap() else {
+            panic!("an export answers what leaves")
+        };
+        assert!(exported.entries.is_empty(), "the aborted rename's name is gone: {:?}", exported.entries);
     }
 
     /// A migration's steps (here both ends on one MDT): an export refuses what may not

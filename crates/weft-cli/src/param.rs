@@ -110,6 +110,14 @@ impl Servers {
             .map_err(|e| anyhow!("cannot reach the management service at {mgs}: {}", e.message))?;
         let mut addresses: BTreeSet<String> = map.servers(None).into_iter().collect();
         addresses.extend(peer.addresses().into_iter().map(str::to_string));
+        // This node's mounts of that file system only (its management service is one of its
+        // servers), not those of another one this node also mounts.
+        let mounts = mounts
+            .into_iter()
+            .filter(|m| {
+                crate::cluster_addr::of_mount(m).is_ok_and(|mgs| mgs.split(',').any(|a| addresses.contains(a.trim())))
+            })
+            .collect();
         let peers = addresses.into_iter().map(|a| Peer::new(a, opts.clone())).collect();
         Ok(Servers { rt, peers, mgs: Some(peer), mounts, no_servers: None })
     }

@@ -283,3 +283,20 @@ fn an_ost_deactivated_on_a_mount_fails_its_io_at_once() {
     let df = weft_ok(&["df", s(&mnt)]);
     assert!(!df.contains("inactive device") && df.contains("weft-OST0001_UUID"), "{df}");
 }
+
+/// `get-param` of a file system (`--mgs`) reads the parameters of this node's mounts of that
+/// file system only, not those of another one mounted beside it.
+#[test]
+fn mount_parameters_of_one_file_system_leave_out_another_s_mounts() {
+    let mut one = Cluster::single_node(&weft_bin(), 1);
+    let mut two = Cluster::single_node(&weft_bin(), 1);
+    let (m1, m2) = (one.mount(), two.mount());
+    let of = |c: &Cluster| weft_ok(&["get-param", "--mgs", &c.mgs_address, "mdc.*.import"]);
+    let (shown1, shown2) = (of(&one), of(&two));
+    // One mount each (a list of several would name each line's mount), and not the same.
+    for shown in [&shown1, &shown2] {
+        assert_eq!(shown.matches("\nimport:\n").count(), 1, "{shown}");
+        assert!(!shown.contains(&m1.display().to_string()) && !shown.contains(&m2.display().to_string()), "{shown}");
+    }
+    assert_ne!(shown1, shown2);
+}

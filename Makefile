@@ -49,6 +49,7 @@ soak: deps
 	WEFT_SIM_SEEDS=0..500 $(CARGO) test -p weft-sim --test dne -- --nocapture
 	WEFT_IDLE_FULL=1 $(CARGO) test -p weft-server --test idle_traffic -- --nocapture
 	WEFT_DNE_KILLS=20 $(CARGO) test -p weft-cli --test dne changes_over_two_mdts -- --nocapture
+	WEFT_BIGDIR_ENTRIES=100000 $(CARGO) test -p weft-cli --test bigdir -- --nocapture
 
 # Micro-benchmarks of the request path, outside the test suite: RPC round trips (TCP and
 # in-process), the striping math and the MDS operations alone. The IO-500 run is

@@ -4,7 +4,7 @@
 //! also do) and found through the management service.
 
 use crate::cluster_addr::MgsArgs;
-use crate::remote::Remote;
+use crate::mdts::Mdts;
 use anyhow::{anyhow, bail};
 use clap::Args;
 use std::time::Duration;
@@ -80,22 +80,20 @@ pub struct UsersArgs {
 struct Mdt {
     name: String,
     index: u32,
-    remote: Remote,
+    mdts: Mdts,
 }
 
 impl Mdt {
     fn find(text: &str, at: &MgsArgs) -> anyhow::Result<Mdt> {
         let map = crate::up::fetch_map(&at.address(None)?)?;
-        let index = mdt_index(text, &map.fsname)
-            .ok_or_else(|| anyhow!("'{text}': an MDT name such as {}", target_name(&map.fsname, TargetKind::Mdt, 0)))?;
-        let target = map
-            .targets
-            .iter()
-            .find(|t| t.kind == TargetKind::Mdt && t.index == index)
-            .ok_or_else(|| anyhow!("the file system {} has no MDT {index}", map.fsname))?;
-        let name = target_name(&map.fsname, TargetKind::Mdt, index);
-        let remote = Remote::new(target.address.clone(), name.clone())?;
-        Ok(Mdt { name, index, remote })
+        let fsname = map.fsname.clone();
+        let index = mdt_index(text, &fsname)
+            .ok_or_else(|| anyhow!("'{text}': an MDT name such as {}", target_name(&fsname, TargetKind::Mdt, 0)))?;
+        let mdts = Mdts::from_map(map)?;
+        if !mdts.has(index) {
+            bail!("the file system {fsname} has no MDT {index}");
+        }
+        Ok(Mdt { name: mdts.name(index), index, mdts })
     }
 
     fn ask<O>(&self, op: O) -> anyhow::Result<O::Reply>
@@ -104,7 +102,7 @@ impl Mdt {
         O::Request: weft_proto::msg::ServiceRequest,
         O::Answer: weft_proto::msg::ops::Payload<weft_proto::msg::ReplyBody> + weft_proto::msg::ops::Variant,
     {
-        self.remote.ask(self.index, op)
+        self.mdts.ask(self.index, op)
     }
 }
 

@@ -121,13 +121,9 @@ fn request(action: HsmAction, archive: Option<u32>, list: &ListArgs) -> anyhow::
     let mdts = Mdts::of(&files[0])?;
     let data = list.data.clone().unwrap_or_default().into_bytes();
     // Each file's actions are queued by its MDT.
-    let mut by_mdt: std::collections::BTreeMap<u32, (Vec<PathBuf>, Vec<Fid>)> = Default::default();
-    for (f, fid) in files.iter().zip(&fids) {
-        let mine = by_mdt.entry(fid.mdt_index()).or_default();
-        mine.0.push(f.clone());
-        mine.1.push(*fid);
-    }
-    for (index, (files, fids)) in by_mdt {
+    for (index, at) in Fid::by_mdt(&fids) {
+        let files: Vec<PathBuf> = at.iter().map(|i| files[*i].clone()).collect();
+        let fids: Vec<Fid> = at.iter().map(|i| fids[*i]).collect();
         for (fchunk, chunk) in files.chunks(HSM_REQUEST_FILES).zip(fids.chunks(HSM_REQUEST_FILES)) {
             let fids = chunk.to_vec();
             let op = mdt::HsmRequest { action, archive_id: archive.unwrap_or(0), fids, data: data.clone() };

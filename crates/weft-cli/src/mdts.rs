@@ -1,6 +1,7 @@
-//! The MDTs of a mounted file system, as the commands that talk to them straight (HSM
-//! requests, the policy engine's changelog readers) reach them: each from the mount's map,
-//! connected as the caller when first asked. A file's requests go to its FID's MDT.
+//! The MDTs of a file system, as the commands that talk to them straight (HSM requests,
+//! changelogs, the policy engine's readers) reach them: each from the map (a mount's, or
+//! the management service's), connected as the caller when first asked. A file's requests
+//! go to its FID's MDT.
 
 use crate::remote::Remote;
 use crate::xattr;
@@ -20,13 +21,22 @@ pub(crate) struct Mdts {
 impl Mdts {
     /// The MDTs of the file system `file` is in.
     pub fn of(file: &std::path::Path) -> anyhow::Result<Mdts> {
-        let map: weft_proto::msg::ClusterMap = xattr::get_json(file, vx::MAP)?;
+        Mdts::from_map(xattr::get_json(file, vx::MAP)?)
+    }
+
+    /// The MDTs `map` names.
+    pub fn from_map(map: weft_proto::msg::ClusterMap) -> anyhow::Result<Mdts> {
         let addresses: BTreeMap<u32, String> =
             map.targets.iter().filter(|t| t.kind == TargetKind::Mdt).map(|t| (t.index, t.address.clone())).collect();
         if !addresses.contains_key(&0) {
             return Err(anyhow!("the file system {} has no MDT 0 in its map", map.fsname));
         }
         Ok(Mdts { fsname: map.fsname, addresses, remotes: RefCell::default() })
+    }
+
+    /// Whether the file system has MDT `index`.
+    pub fn has(&self, index: u32) -> bool {
+        self.addresses.contains_key(&index)
     }
 
     /// Their indices, ascending.

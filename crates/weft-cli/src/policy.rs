@@ -496,11 +496,8 @@ fn run(a: RunArgs) -> anyhow::Result<()> {
     let mut failed = 0;
     // Each file's action is queued by its MDT.
     let archive = |archive_id: u32, fids: Vec<Fid>| -> anyhow::Result<()> {
-        let mut by_mdt: BTreeMap<u32, Vec<Fid>> = BTreeMap::new();
-        for fid in fids {
-            by_mdt.entry(fid.mdt_index()).or_default().push(fid);
-        }
-        for (index, fids) in by_mdt {
+        for (index, at) in Fid::by_mdt(&fids) {
+            let fids = at.iter().map(|i| fids[*i]).collect();
             let op = mdt::HsmRequest { action: HsmAction::Archive, archive_id, fids, data: Vec::new() };
             engine.mdts.ask(index, op)?;
         }

@@ -95,6 +95,17 @@ fn object_files(data_dir: &Path, f: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// `weft policy run` with its rules in `config` and its catalog in `state`; `--apply` does
+/// what it names.
+fn policy_run(config: &Path, state: &Path, mnt: &Path, apply: bool) -> String {
+    let mut args = vec!["policy", "run", "--config", path_str(config), "--state", path_str(state)];
+    if apply {
+        args.push("--apply");
+    }
+    args.push(path_str(mnt));
+    weft_ok(&args)
+}
+
 fn state(mnt: &std::path::Path, file: &str) -> String {
     weft_ok(&["hsm", "state", mnt.join(file).to_str().unwrap()])
 }
@@ -455,14 +466,7 @@ fn the_policy_engine_follows_the_changelog_and_does_what_its_rules_name() {
     )
     .unwrap();
     let state = c.dir.path().join("policy");
-    let run = |apply: bool| {
-        let mut args = vec!["policy", "run", "--config", path_str(&config), "--state", path_str(&state)];
-        if apply {
-            args.push("--apply");
-        }
-        args.push(path_str(&mnt));
-        weft_ok(&args)
-    };
+    let run = |apply: bool| policy_run(&config, &state, &mnt, apply);
     // The first run registers its changelog reader (and walks the empty tree once).
     assert!(run(false).contains("catalog: 0 files from a first walk"));
     sh(
@@ -549,14 +553,7 @@ fn hsm_and_the_policy_engine_serve_files_of_every_mdt() {
     let config = c.dir.path().join("rules.toml");
     std::fs::write(&config, "[[rule]]\nname = \"all\"\naction = \"archive\"\nunder = \"/proj\"\n").unwrap();
     let state = c.dir.path().join("policy");
-    let run = |apply: bool| {
-        let mut args = vec!["policy", "run", "--config", path_str(&config), "--state", path_str(&state)];
-        if apply {
-            args.push("--apply");
-        }
-        args.push(path_str(&mnt));
-        weft_ok(&args)
-    };
+    let run = |apply: bool| policy_run(&config, &state, &mnt, apply);
     assert!(run(false).contains("from a first walk"));
     let users = |mdt: &str| weft_ok(&["changelog-users", mdt, "--mgs", &c.mgs_address]);
     assert!(users("weft-MDT0000").contains("policy") && users("weft-MDT0001").contains("policy"));

@@ -21,10 +21,7 @@ impl Client {
         data: Vec<u8>,
     ) -> WeftResult<Vec<u64>> {
         // Each file's actions are its MDT's: one request per MDT, the cookies in order.
-        let mut by_mdt: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
-        for (i, fid) in fids.iter().enumerate() {
-            by_mdt.entry(fid.mdt_index()).or_default().push(i);
-        }
+        let by_mdt = Fid::by_mdt(&fids);
         if by_mdt.len() <= 1 {
             return self.mdt(who, mdt::HsmRequest { action, archive_id, fids, data }).await;
         }

@@ -79,6 +79,16 @@ impl Fid {
         }
     }
 
+    /// The places of `fids` grouped by the MDT each is on, MDTs ascending, places in order:
+    /// a request about several files goes to each one's MDT.
+    pub fn by_mdt(fids: &[Fid]) -> std::collections::BTreeMap<u32, Vec<usize>> {
+        let mut groups: std::collections::BTreeMap<u32, Vec<usize>> = Default::default();
+        for (i, fid) in fids.iter().enumerate() {
+            groups.entry(fid.mdt_index()).or_default().push(i);
+        }
+        groups
+    }
+
     /// The inode number the mount reports for a metadata FID. A bijection on metadata
     /// FIDs: the root maps to 1, as FUSE requires.
     pub fn to_ino(&self) -> u64 {

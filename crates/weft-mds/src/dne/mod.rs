@@ -60,14 +60,14 @@ pub struct State {
     pub ask: tokio::sync::Notify,
     /// The changes whose steps this MDT resolved lately (a bounded memory): a late copy of
     /// one of their prepares is refused rather than done again with nobody to resolve it.
-    resolved: Mutex<(HashSet<TxnId>, std::collections::VecDeque<TxnId>)>,
+    resolved: Recent<TxnId>,
     /// The distributed changes running for a client's reply slot: a resend of one waits
     /// for it and is answered from the reply cache rather than run again.
     inflight: Mutex<std::collections::HashMap<(u64, u32), u64>>,
     inflight_done: tokio::sync::Notify,
     /// Inodes that moved to another MDT lately (a bounded memory): a request naming one
     /// is answered "stale" rather than "not found", so that the kernel looks it up again.
-    moved: Mutex<(HashSet<Fid>, std::collections::VecDeque<Fid>)>,
+    moved: Recent<Fid>,
     /// Locks of prepared steps kept until their change's outcome (`hold`, `release`).
     held: Mutex<std::collections::HashMap<TxnId, Vec<HeldLocks>>>,
 }
@@ -77,6 +77,34 @@ struct HeldLocks {
     ns: std::sync::Arc<weft_dlm::namespace::Namespace>,
     owner: u64,
     handles: Vec<weft_proto::lock::LockHandle>,
+}
+
+/// A bounded memory of what happened lately: past its size, the oldest is forgotten.
+struct Recent<T> {
+    max: usize,
+    seen: Mutex<(HashSet<T>, std::collections::VecDeque<T>)>,
+}
+
+impl<T: std::hash::Hash + Eq + Copy> Recent<T> {
+    fn new(max: usize) -> Recent<T> {
+        Recent { max, seen: Mutex::new(Default::default()) }
+    }
+
+    fn note(&self, item: T) {
+        let mut m = self.seen.lock().unwrap_or_else(|p| p.into_inner());
+        if m.0.insert(item) {
+            m.1.push_back(item);
+            if m.1.len() > self.max {
+                if let Some(old) = m.1.pop_front() {
+                    m.0.remove(&old);
+                }
+            }
+        }
+    }
+
+    fn contains(&self, item: &T) -> bool {
+        self.seen.lock().unwrap_or_else(|p| p.into_inner()).0.contains(item)
+    }
 }
 
 /// Changes remembered as resolved by a participant.
@@ -94,11 +122,11 @@ impl State {
             mdts: RwLock::new(Vec::new()),
             tell: tokio::sync::Notify::new(),
             ask: tokio::sync::Notify::new(),
-            resolved: Mutex::new(Default::default()),
+            resolved: Recent::new(RESOLVED_REMEMBERED),
             inflight: Mutex::new(Default::default()),
             inflight_done: tokio::sync::Notify::new(),
             held: Mutex::new(Default::default()),
-            moved: Mutex::new(Default::default()),
+            moved: Recent::new(MOVED_REMEMBERED),
         }
     }
 
@@ -134,35 +162,19 @@ impl State {
 
     /// `fid` moved to another MDT (its export committed).
     pub fn note_moved(&self, fid: Fid) {
-        let mut m = self.moved.lock().unwrap_or_else(|p| p.into_inner());
-        if m.0.insert(fid) {
-            m.1.push_back(fid);
-            if m.1.len() > MOVED_REMEMBERED {
-                if let Some(old) = m.1.pop_front() {
-                    m.0.remove(&old);
-                }
-            }
-        }
+        self.moved.note(fid);
     }
 
     pub fn moved(&self, fid: &Fid) -> bool {
-        self.moved.lock().unwrap_or_else(|p| p.into_inner()).0.contains(fid)
+        self.moved.contains(fid)
     }
 
     pub fn note_resolved(&self, txn: TxnId) {
-        let mut r = self.resolved.lock().unwrap_or_else(|p| p.into_inner());
-        if r.0.insert(txn) {
-            r.1.push_back(txn);
-            if r.1.len() > RESOLVED_REMEMBERED {
-                if let Some(old) = r.1.pop_front() {
-                    r.0.remove(&old);
-                }
-            }
-        }
+        self.resolved.note(txn);
     }
 
     pub fn resolved(&self, txn: &TxnId) -> bool {
-        self.resolved.lock().unwrap_or_else(|p| p.into_inner()).0.contains(txn)
+        self.resolved.contains(txn)
     }
 
     /// Whether this coordinator runs change `seq` of its start now.
@@ -336,21 +348,11 @@ fn plan(mds: &Mds, header: &RequestHeader, req: &MdtRequest) -> WeftResult<Plan>
                 kind,
             }
         }
-        MdtRequest::Migrate(mdt::Migrate { parent, name, to }) => {
-            if !crate::perm::is_root(&header.identity) {
-                return Err(WeftError::new(ErrorCode::Perm, "only root migrates inodes between MDTs"));
-            }
-            let mdts = core.dne.mdts();
-            if !mdts.contains(to) {
-                return Err(WeftError::invalid(format!(
-                    "MDT index {to} is not in the file system (its MDTs: {mdts:?})"
-                )));
-            }
-            let Some((fid, kind)) = t.dentry(*parent, name)? else {
-                return Err(WeftError::new(ErrorCode::NotFound, format!("no entry '{}'", ops::show(name))));
-            };
+        MdtRequest::Migrate(m) => {
+            let (fid, kind) = ops::migrate::check(core, &t, &header.identity, m)?;
+            let (parent, name, to) = (m.parent, m.name.clone(), m.to);
             match fid.mdt_index() {
-                there if there != *to => Plan::Migrate { parent: *parent, name: name.clone(), fid, kind, to: *to },
+                there if there != to => Plan::Migrate { parent, name, fid, kind, to },
                 there if there == me => Plan::Local,
                 _ => Plan::Migrated { fid },
             }

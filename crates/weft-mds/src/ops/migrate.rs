@@ -82,10 +82,8 @@ pub fn import(
     parent: Fid,
     name: &[u8],
 ) -> WeftResult<(Fid, schema::InodeRecord)> {
-    let mut rec = schema::decode_inode(parent, &exported.record)?;
-    if rec.kind == FileType::Directory {
-        rec.parent = Some(parent);
-    }
+    // The same name: a directory's parent stays as the record has it.
+    let rec = schema::decode_inode(parent, &exported.record)?;
     // Checks done: writes follow.
     let fid = ctx.t.next_inode_fid(ctx.core.mdt_index)?;
     ctx.t.put_inode(fid, &rec)?;
@@ -137,23 +135,29 @@ pub fn forget(ctx: &mut OpCtx<'_>, fid: Fid) -> WeftResult<()> {
     ctx.t.forget_inode(fid, &rec)
 }
 
+/// What a migration is checked for before anything moves: root asks, MDT `to` is in the
+/// file system, the name is there. The inode it names, and its type.
+pub fn check(
+    core: &crate::Core,
+    t: &crate::store::Tables,
+    who: &weft_proto::msg::Identity,
+    m: &mdt::Migrate,
+) -> WeftResult<(Fid, FileType)> {
+    if !crate::perm::is_root(who) {
+        return Err(err(ErrorCode::Perm, "only root migrates inodes between MDTs"));
+    }
+    let mdts = core.dne.mdts();
+    if !mdts.contains(&m.to) {
+        return Err(WeftError::invalid(format!("MDT index {} is not in the file system (its MDTs: {mdts:?})", m.to)));
+    }
+    t.dentry(m.parent, &m.name)?.ok_or_else(|| err(ErrorCode::NotFound, format!("no entry '{}'", show(&m.name))))
+}
+
 impl Mutation for mdt::Migrate {
     /// Reaches the writer only when nothing moves (dne.rs coordinates a move): the inode
     /// is on MDT `to` already.
     fn execute(&self, ctx: &mut OpCtx<'_>) -> WeftResult<InodeInfo> {
-        if !crate::perm::is_root(ctx.who) {
-            return Err(err(ErrorCode::Perm, "only root migrates inodes between MDTs"));
-        }
-        let mdts = ctx.core.dne.mdts();
-        if !mdts.contains(&self.to) {
-            return Err(WeftError::invalid(format!(
-                "MDT index {} is not in the file system (its MDTs: {mdts:?})",
-                self.to
-            )));
-        }
-        let Some((fid, _)) = ctx.t.dentry(self.parent, &self.name)? else {
-            return Err(err(ErrorCode::NotFound, format!("no entry '{}'", show(&self.name))));
-        };
+        let (fid, _) = check(ctx.core, ctx.t, ctx.who, self)?;
         if fid.mdt_index() != self.to || fid.mdt_index() != ctx.core.mdt_index {
             return Err(WeftError::invalid(format!("{fid} moves to MDT {} by its coordinator", self.to)));
         }

@@ -45,6 +45,25 @@ impl Sim {
         self.names.iter().filter(|(_, e)| e.kind == FileType::Regular).map(|(p, _)| p.clone()).collect()
     }
 
+    /// The removal of `path`'s name (`rmdir`: a directory's), sent to the MDT that holds
+    /// the name; `refused`: what the MDT must answer instead.
+    fn removal(&self, path: String, rmdir: bool, refused: Option<ErrorCode>) -> Change {
+        let (dir, name) = split(&path);
+        let holder = self.holder(dir, name);
+        let name = name.as_bytes().to_vec();
+        let (verb, req): (_, weft_proto::msg::MdtRequest) = match rmdir {
+            true => ("rmdir", mdt::Rmdir { parent: holder, name }.into()),
+            false => ("rm", mdt::Unlink { parent: holder, name }.into()),
+        };
+        Change {
+            what: format!("{verb} /{path} ({})", self.fid(&path)),
+            mdt: holder.mdt_index(),
+            req,
+            effect: Effect::Remove { path },
+            refused,
+        }
+    }
+
     fn one<T: Clone>(&mut self, of: &[T]) -> Option<T> {
         (!of.is_empty()).then(|| of[self.rng.below(of.len())].clone())
     }
@@ -168,17 +187,7 @@ impl Sim {
             }
             68..=77 => {
                 let path = self.one(&files)?;
-                let (dir, name) = split(&path);
-                let holder = self.holder(dir, name);
-                let req = mdt::Unlink { parent: holder, name: name.as_bytes().to_vec() };
-                let pmdt = holder.mdt_index();
-                Change {
-                    what: format!("rm /{path} ({})", self.fid(&path)),
-                    mdt: pmdt,
-                    req: req.into(),
-                    effect: Effect::Remove { path },
-                    refused: None,
-                }
+                self.removal(path, false, None)
             }
             78..=85 => {
                 // An empty directory; now and then one that is not (refused).
@@ -190,17 +199,7 @@ impl Sim {
                     .map(|(p, _)| p.clone())
                     .collect();
                 let path = self.one(&dirs)?;
-                let (dir, name) = split(&path);
-                let holder = self.holder(dir, name);
-                let req = mdt::Rmdir { parent: holder, name: name.as_bytes().to_vec() };
-                let pmdt = holder.mdt_index();
-                Change {
-                    what: format!("rmdir /{path} ({})", self.fid(&path)),
-                    mdt: pmdt,
-                    req: req.into(),
-                    effect: Effect::Remove { path },
-                    refused,
-                }
+                self.removal(path, true, refused)
             }
             _ => {
                 // A file of one name, or a plain directory (with what it holds).

@@ -74,14 +74,22 @@ impl Fs {
     /// Connects to the file system whose management service is at `mgs` (`host:port`, or
     /// several replicas' separated by commas), as the calling process's user.
     pub fn mount(mgs: &str) -> Result<Fs> {
+        Fs::mount_with(mgs, None)
+    }
+
+    /// `mount`, with a function each of the client's own threads runs first (the
+    /// interception library marks them, so that their descriptors are kept from the
+    /// program's closes).
+    pub fn mount_with(mgs: &str, on_thread_start: Option<fn()>) -> Result<Fs> {
         // Runtime threads of its own: lock callbacks from the servers must be answered
         // also while the program is between calls, or the servers would evict it.
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(RUNTIME_THREADS)
-            .thread_name("weft-client")
-            .enable_all()
-            .build()
-            .map_err(|e| Error::new(libc::ENOMEM, format!("cannot start the client's runtime: {e}")))?;
+        let mut builder = tokio::runtime::Builder::new_multi_thread();
+        builder.worker_threads(RUNTIME_THREADS).thread_name("weft-client").enable_all();
+        if let Some(hook) = on_thread_start {
+            builder.on_thread_start(hook);
+        }
+        let rt =
+            builder.build().map_err(|e| Error::new(libc::ENOMEM, format!("cannot start the client's runtime: {e}")))?;
         let mut config = ClientConfig::new(mgs);
         config.connect_timeout = std::time::Duration::from_secs(CONNECT_TIMEOUT_S);
         let client = rt.block_on(Client::connect(config)).map_err(|e| {

@@ -10,8 +10,14 @@ all: build
 build:
 	$(CARGO) build --workspace
 
+# The weft binary, libweft.so with include/weft.h and target/release/weft.pc (pkg-config:
+# PKG_CONFIG_PATH=target/release), and libweft_preload.so.
+WEFT_VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 release:
-	$(CARGO) build --release -p weft-cli
+	$(CARGO) build --release -p weft-cli -p weft-lib -p weft-preload
+	sed -e 's|@PREFIX@|$(CURDIR)|' -e 's|@LIBDIR@|$(CURDIR)/target/release|' \
+	    -e 's|@INCLUDEDIR@|$(CURDIR)/include|' -e 's|@VERSION@|$(WEFT_VERSION)|' \
+	    crates/weft-lib/weft.pc.in > target/release/weft.pc
 
 up: release
 	./target/release/weft up

@@ -10,6 +10,8 @@
 # rule's rate out of reach: what the policy costs when it holds nothing back.
 # BENCH=pcc runs scripts/pcc-reread.sh on the mount instead of IO-500 (scripts/bench-pcc.sh),
 # BENCH=dom scripts/dom-smallfiles.sh (scripts/bench-dom.sh).
+# PRELOAD=1 runs IO-500 a second time in the same cluster, through the interception library
+# (LD_PRELOAD=libweft_preload.so beside WEFT) on MNT/io500-preload, after the FUSE run.
 # KEEP=1 keeps the cluster's directory (its logs) after the run.
 # MDT_REPLICAS=3 makes the MDT a replicated group of three server processes (127.0.0.3,
 # 127.0.0.6, 127.0.0.7): what replication costs.
@@ -117,3 +119,8 @@ if [ "${BENCH:-io500}" = dom ]; then
   exit
 fi
 "$W" bench io500 --dir "$dir/mnt/io500" "${with_baseline[@]}" "$@"
+if [ -n "${PRELOAD:-}" ]; then
+  echo "== through libweft_preload.so"
+  mkdir -p "$dir/mnt/io500-preload"
+  LD_PRELOAD="$(cd "$(dirname "$W")" && pwd)/libweft_preload.so" "$W" bench io500 --dir "$dir/mnt/io500-preload" "$@"
+fi

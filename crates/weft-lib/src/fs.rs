@@ -3,7 +3,7 @@
 //! Every call blocks its thread until the servers answered; many threads may call at once.
 
 use crate::error::{Error, Result};
-use crate::limits::{CONNECT_TIMEOUT_S, RUNTIME_THREADS};
+use crate::limits::{CLOSES_WAIT, CONNECT_TIMEOUT_S, RUNTIME_THREADS};
 use std::future::Future;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
@@ -25,6 +25,35 @@ pub struct Fs {
     pub(crate) link_prefix: Option<Vec<u8>>,
     /// st_dev of what this client stats (`Fs::set_dev`).
     pub(crate) dev: std::sync::atomic::AtomicU64,
+    /// Closes on their way to the MDS (`Fs::close` of an open that wrote nothing).
+    pub(crate) closing: Arc<Pending>,
+}
+
+/// Requests running in the background, waited for before the client goes.
+#[derive(Default)]
+pub(crate) struct Pending {
+    count: std::sync::Mutex<usize>,
+    idle: std::sync::Condvar,
+}
+
+impl Pending {
+    pub(crate) fn started(&self) {
+        *self.count.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+    }
+
+    pub(crate) fn ended(&self) {
+        let mut n = self.count.lock().unwrap_or_else(|p| p.into_inner());
+        *n -= 1;
+        if *n == 0 {
+            self.idle.notify_all();
+        }
+    }
+
+    /// Waits until none runs, at most `limit`.
+    fn wait(&self, limit: std::time::Duration) {
+        let n = self.count.lock().unwrap_or_else(|p| p.into_inner());
+        let _ = self.idle.wait_timeout_while(n, limit, |n| *n > 0);
+    }
 }
 
 /// The calling process's identity: effective ids and supplementary groups.
@@ -112,7 +141,17 @@ impl Fs {
             fsname.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x100_0000_01b3))
                 & 0xffff_ffff,
         );
-        Ok(Fs { rt, client, caller, umask: AtomicU32::new(process_umask()), root, fsname, link_prefix: None, dev })
+        Ok(Fs {
+            rt,
+            client,
+            caller,
+            umask: AtomicU32::new(process_umask()),
+            root,
+            fsname,
+            link_prefix: None,
+            dev,
+            closing: Arc::default(),
+        })
     }
 
     /// The caller of a request now: the identity at mount, the umask current.
@@ -162,6 +201,7 @@ impl Fs {
     /// nobody waits for it to answer a callback: for a process about to exit without
     /// dropping its `Fs`.
     pub fn release_locks(&self) {
+        self.closing.wait(CLOSES_WAIT);
         self.rt.block_on(self.client.release_locks());
     }
 }
@@ -169,6 +209,6 @@ impl Fs {
 impl Drop for Fs {
     /// Unmount: every lock given back, so that nobody waits for this client to answer.
     fn drop(&mut self) {
-        self.rt.block_on(self.client.release_locks());
+        self.release_locks();
     }
 }

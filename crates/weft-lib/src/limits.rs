@@ -9,3 +9,5 @@ pub(crate) const RUNTIME_THREADS: usize = 1;
 pub(crate) const SYMLINKS_FOLLOWED_MAX: u32 = 40;
 /// Most bytes one read or write call moves (as Linux's MAX_RW_COUNT, a page short of 2 GiB).
 pub(crate) const RW_BYTES_MAX: usize = 0x7fff_f000;
+/// How long unmount waits for the closes still on their way to the MDS.
+pub(crate) const CLOSES_WAIT: std::time::Duration = std::time::Duration::from_secs(30);

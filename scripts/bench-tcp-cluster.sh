@@ -12,6 +12,7 @@
 # BENCH=dom scripts/dom-smallfiles.sh (scripts/bench-dom.sh).
 # PRELOAD=1 runs IO-500 a second time in the same cluster, through the interception library
 # (LD_PRELOAD=libweft_preload.so beside WEFT) on MNT/io500-preload, after the FUSE run.
+# PORT=N listens on N instead of 9850 (another cluster of this script on the machine).
 # KEEP=1 keeps the cluster's directory (its logs) after the run.
 # MDT_REPLICAS=3 makes the MDT a replicated group of three server processes (127.0.0.3,
 # 127.0.0.6, 127.0.0.7): what replication costs.
@@ -37,7 +38,7 @@ cleanup() {
 trap cleanup EXIT
 mkdir -p "$dir/mnt"
 [ "$baseline" = none ] || mkdir -p "$baseline"
-port=9850
+port=${PORT:-9850}
 mgs="127.0.0.2:$port"
 keyline=""
 if [ -n "${KEY:-}" ]; then

@@ -68,6 +68,22 @@ fn bit(fd: c_int) -> Option<(&'static AtomicU64, u64)> {
     Some((&BITS[fd / 64], 1u64 << (fd % 64)))
 }
 
+/// Whether this is a vfork child (Python's subprocess, posix_spawn's own): it runs on its
+/// parent's memory, so the table, the clients and this library's state are the parent's,
+/// while its descriptor table is its own. Nothing of the parent's may change here.
+pub fn in_vfork_child() -> bool {
+    let owner = OWNER.load(Ordering::Acquire);
+    owner != 0 && owner != std::process::id()
+}
+
+/// In a vfork child: a kernel descriptor (close-on-exec, through the mount) of Weft
+/// descriptor `fd`'s file at its position, for the child's own table; None (errno set)
+/// when it cannot be opened.
+pub fn kernel_copy(fd: c_int) -> Option<c_int> {
+    let ofd = get(fd)?;
+    inside(|| reopen(&ofd)).flatten()
+}
+
 /// Whether `fd` is a Weft descriptor: one atomic load.
 pub fn is_weft(fd: c_int) -> bool {
     bit(fd).is_some_and(|(word, mask)| word.load(Ordering::Acquire) & mask != 0)
@@ -136,7 +152,7 @@ pub fn all() -> Vec<(c_int, Arc<Ofd>)> {
 
 /// Opens `ofd`'s file through the kernel (the FUSE mount) at its position: the new kernel
 /// descriptor (close-on-exec), or None with errno set.
-fn reopen(ofd: &Ofd) -> Option<c_int> {
+pub(crate) fn reopen(ofd: &Ofd) -> Option<c_int> {
     let file = ofd.file();
     let flags = (*file.flags.lock().unwrap_or_else(|p| p.into_inner())
         & !(libc::O_CREAT | libc::O_EXCL | libc::O_TRUNC | libc::O_CLOEXEC))
@@ -190,12 +206,43 @@ pub fn to_kernel(fd: c_int) -> bool {
 /// Weft descriptor becomes a kernel descriptor of the FUSE mount (those that survive the
 /// exec are then the new program's; the close-on-exec ones the kernel closes; and should
 /// the exec fail, all still work), and every client gives its locks back.
+///
+/// In a vfork child (Python's subprocess, for one) the memory, the table and the clients
+/// are the parent's, the descriptor table its own: its descriptors are reopened through
+/// the mount in its own table, and nothing of the parent's is changed.
 pub fn before_exec() {
+    let owner = OWNER.load(Ordering::Acquire);
+    if owner != 0 && owner != std::process::id() {
+        for (fd, ofd) in all() {
+            if let Some(Some(kfd)) = inside(|| reopen(&ofd)) {
+                // SAFETY: fcntl, dup3 and close on this process's own descriptors.
+                unsafe {
+                    let cloexec = real::fcntl(fd, libc::F_GETFD, 0) & libc::FD_CLOEXEC != 0;
+                    real::dup3(kfd, fd, if cloexec { libc::O_CLOEXEC } else { 0 });
+                    real::close(kfd);
+                }
+            }
+        }
+        return;
+    }
     for (fd, _) in all() {
         to_kernel(fd);
     }
     for m in crate::mounts::all() {
         m.disconnect();
+    }
+}
+
+/// Before posix_spawn, whose child inherits the descriptors without running this library:
+/// those that survive an exec become the kernel's (in the parent, for good); the parent
+/// stays the client it was.
+pub fn before_spawn() {
+    for (fd, _) in all() {
+        // SAFETY: fcntl on a descriptor this process holds.
+        let cloexec = unsafe { real::fcntl(fd, libc::F_GETFD, 0) } & libc::FD_CLOEXEC != 0;
+        if !cloexec {
+            to_kernel(fd);
+        }
     }
 }
 

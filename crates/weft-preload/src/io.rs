@@ -46,6 +46,11 @@ pub unsafe extern "C" fn close(fd: c_int) -> c_int {
     if !crate::private::may_close(fd) {
         return 0;
     }
+    if fds::is_weft(fd) && fds::in_vfork_child() {
+        // The child's own number goes; the open is the parent's.
+        // SAFETY: as close(2).
+        return unsafe { real::close(fd) };
+    }
     let Some(ofd) = fds::remove(fd) else {
         // SAFETY: as close(2).
         return unsafe { real::close(fd) };
@@ -289,10 +294,28 @@ fn duplicated(old: Option<Arc<Ofd>>, new: c_int) {
     }
 }
 
+/// In a vfork child, a duplicate of Weft descriptor `fd` is a kernel descriptor of its file
+/// (the child's table is its own, the library's state its parent's): `dup_with` runs on
+/// a kernel copy.
+fn vfork_dup(fd: c_int, dup_with: impl FnOnce(c_int) -> c_int) -> Option<c_int> {
+    if !fds::is_weft(fd) || !fds::in_vfork_child() {
+        return None;
+    }
+    let Some(kfd) = fds::kernel_copy(fd) else { return Some(-1) };
+    let r = dup_with(kfd);
+    // SAFETY: the copy made here.
+    unsafe { real::close(kfd) };
+    Some(r)
+}
+
 /// # Safety
 /// As dup(2).
 #[no_mangle]
 pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
+    // SAFETY: dup of a descriptor this process holds.
+    if let Some(r) = vfork_dup(fd, |k| unsafe { real::dup(k) }) {
+        return r;
+    }
     // SAFETY: as dup(2).
     let new = unsafe { real::dup(fd) };
     if new >= 0 {
@@ -312,6 +335,10 @@ pub unsafe extern "C" fn dup(fd: c_int) -> c_int {
 /// As dup2(2).
 #[no_mangle]
 pub unsafe extern "C" fn dup2(fd: c_int, to: c_int) -> c_int {
+    // SAFETY: dup2 of a descriptor this process holds.
+    if let Some(r) = vfork_dup(fd, |k| unsafe { real::dup3(k, to, 0) }) {
+        return r;
+    }
     let old = fds::get(fd);
     // SAFETY: as dup2(2).
     let r = unsafe { real::dup2(fd, to) };
@@ -325,6 +352,10 @@ pub unsafe extern "C" fn dup2(fd: c_int, to: c_int) -> c_int {
 /// As dup3(2).
 #[no_mangle]
 pub unsafe extern "C" fn dup3(fd: c_int, to: c_int, flags: c_int) -> c_int {
+    // SAFETY: dup3 of a descriptor this process holds.
+    if let Some(r) = vfork_dup(fd, |k| unsafe { real::dup3(k, to, flags) }) {
+        return r;
+    }
     let old = fds::get(fd);
     // SAFETY: as dup3(2).
     let r = unsafe { real::dup3(fd, to, flags) };
@@ -338,6 +369,12 @@ pub unsafe extern "C" fn dup3(fd: c_int, to: c_int, flags: c_int) -> c_int {
 /// holds, status flags in the open, anything else (locks, leases, pipes' sizes) on the
 /// file reopened through the mount.
 fn fcntl_weft(fd: c_int, o: Arc<Ofd>, cmd: c_int, arg: c_ulong) -> c_int {
+    if matches!(cmd, libc::F_DUPFD | libc::F_DUPFD_CLOEXEC) {
+        // SAFETY: fcntl on a descriptor this process holds.
+        if let Some(r) = vfork_dup(fd, |k| unsafe { real::fcntl(k, cmd, arg) }) {
+            return r;
+        }
+    }
     match cmd {
         libc::F_DUPFD | libc::F_DUPFD_CLOEXEC => {
             // SAFETY: fcntl on a descriptor this process holds.

@@ -58,7 +58,7 @@ pub fn under_mount(abs: &[u8]) -> Option<(&'static Mount, Vec<u8>)> {
 /// # Safety
 /// `path` is NULL or a NUL-terminated string.
 pub unsafe fn classify(dirfd: c_int, path: *const c_char) -> Option<At> {
-    if path.is_null() || crate::is_busy() || mounts::all().is_empty() {
+    if path.is_null() || crate::is_busy() || mounts::all().is_empty() || crate::fds::in_vfork_child() {
         return None;
     }
     // SAFETY: as the caller promised.

@@ -117,37 +117,27 @@ pub unsafe extern "C" fn execvpe(file: *const c_char, argv: *const *const c_char
     unsafe { f(file, argv, envp) }
 }
 
-/// posix_spawn(3): the child gets the parent's descriptors without running this library,
-/// so those that survive exec are made the kernel's first (in the parent, for good).
-///
-/// # Safety
-/// As posix_spawn(3).
-#[no_mangle]
-pub unsafe extern "C" fn posix_spawn(
-    pid: *mut libc::pid_t,
-    path: *const c_char,
-    acts: *const libc::posix_spawn_file_actions_t,
-    attr: *const libc::posix_spawnattr_t,
-    argv: *const *mut c_char,
-    envp: *const *mut c_char,
-) -> c_int {
-    fds::before_exec();
-    // SAFETY: as posix_spawn(3).
-    unsafe { real::posix_spawn(pid, path, acts, attr, argv, envp) }
+/// posix_spawn(3) and posix_spawnp(3): the child gets the parent's descriptors without
+/// running this library (`fds::before_spawn`).
+macro_rules! spawn {
+    ($($name:ident),*) => {
+        $(
+            /// # Safety
+            /// As posix_spawn(3).
+            #[no_mangle]
+            pub unsafe extern "C" fn $name(
+                pid: *mut libc::pid_t,
+                path: *const c_char,
+                acts: *const libc::posix_spawn_file_actions_t,
+                attr: *const libc::posix_spawnattr_t,
+                argv: *const *mut c_char,
+                envp: *const *mut c_char,
+            ) -> c_int {
+                fds::before_spawn();
+                // SAFETY: as posix_spawn(3).
+                unsafe { real::$name(pid, path, acts, attr, argv, envp) }
+            }
+        )*
+    };
 }
-
-/// # Safety
-/// As posix_spawnp(3).
-#[no_mangle]
-pub unsafe extern "C" fn posix_spawnp(
-    pid: *mut libc::pid_t,
-    path: *const c_char,
-    acts: *const libc::posix_spawn_file_actions_t,
-    attr: *const libc::posix_spawnattr_t,
-    argv: *const *mut c_char,
-    envp: *const *mut c_char,
-) -> c_int {
-    fds::before_exec();
-    // SAFETY: as posix_spawnp(3).
-    unsafe { real::posix_spawnp(pid, path, acts, attr, argv, envp) }
-}
+spawn!(posix_spawn, posix_spawnp);

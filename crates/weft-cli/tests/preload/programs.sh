@@ -51,6 +51,12 @@ for root, dirs, files in sorted(os.walk("pycopy")):
         if not os.path.islink(p):
             print(p, os.stat(p).st_size, hashlib.sha256(open(p, "rb").read()).hexdigest()[:16])
 print(os.readlink("pycopy/link"), sorted(os.listdir("pycopy")))
+import subprocess
+with open("sub_out", "w") as w:
+    subprocess.run(["echo", "from a child"], stdout=w, check=True)
+with open("src/hello.txt", "rb") as r:
+    print(subprocess.run(["cat"], stdin=r, capture_output=True, check=True).stdout)
+print(open("sub_out").read().strip())
 PY
 echo "== fio"
 fio --name=v --directory=fio --size=4M --bs=64k --rw=randwrite --verify=crc32c --ioengine=psync --numjobs=2 --minimal | cut -d';' -f3,5

@@ -332,6 +332,50 @@ fn two_clients_writing_interleaved_records_leave_exactly_their_bytes() {
     }
 }
 
+/// IO-500's hard pattern by two writers of one mount that do not keep step, over two
+/// stripes: the write-behind sends records that do not continue each other as extents of
+/// one request per object (`Client::write_many`). Once a writer closed (no fsync), the other
+/// mount reads every byte it wrote, and zeros in the records not written yet.
+#[test]
+fn records_far_apart_in_one_request_are_read_exactly_on_the_other_mount() {
+    const RECORD: u64 = 47_008;
+    const PER_WRITER: u64 = 96;
+    let (_c, a, b) = two_mounts(4);
+    let path = a.join("shared");
+    weft_ok(&["setstripe", "-c", "2", "-S", "64K", path.to_str().unwrap()]);
+    // Rank `rank`'s records with `seed`, in the order `order` gives their indices.
+    let write_rank = |rank: u64, seed: u64, order: Vec<u64>| {
+        let path = path.clone();
+        std::thread::spawn(move || {
+            let f = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+            for i in order {
+                let offset = (i * 2 + rank) * RECORD;
+                f.write_all_at(&pattern(seed, offset, RECORD as usize), offset).unwrap();
+            }
+        })
+    };
+    let check = |seeds: [Option<u64>; 2], len: u64, what: &str| {
+        let got = read_all(&b.join("shared"));
+        let mut want = vec![0u8; len as usize];
+        for r in 0..len / RECORD {
+            if let Some(seed) = seeds[(r % 2) as usize] {
+                let at = (r * RECORD) as usize;
+                want[at..at + RECORD as usize].copy_from_slice(&pattern(seed, r * RECORD, RECORD as usize));
+            }
+        }
+        assert_bytes(&got, &want, what);
+    };
+    // One writer alone: none of its records continues another.
+    write_rank(0, 20, (0..PER_WRITER).collect()).join().unwrap();
+    check([Some(20), None], (2 * PER_WRITER - 1) * RECORD, "rank 0's records and the gaps between them");
+    // Two at once, one going up while the other comes down.
+    let up = write_rank(0, 30, (0..PER_WRITER).collect());
+    let down = write_rank(1, 21, (0..PER_WRITER).rev().collect());
+    up.join().unwrap();
+    down.join().unwrap();
+    check([Some(30), Some(21)], 2 * PER_WRITER * RECORD, "both ranks' records");
+}
+
 #[test]
 fn sqlite_used_from_both_mounts_at_once_keeps_every_row() {
     let (_c, a, b) = two_mounts(2);

@@ -46,7 +46,7 @@ fn size_and_blocks(layout: &Layout, attrs: &[ost::ObjectAttr]) -> (u64, u64) {
 /// The object pieces of `[offset, offset+len)`, each with the index of its component, in
 /// file order; the parts in components without objects (holes) have none. (Indices, not
 /// references: futures that hold borrowed tuples trip the compiler's Send inference.)
-fn plan_layout(layout: &Layout, offset: u64, len: u64) -> Vec<(usize, ObjectPiece)> {
+pub(crate) fn plan_layout(layout: &Layout, offset: u64, len: u64) -> Vec<(usize, ObjectPiece)> {
     let mut out = Vec::new();
     for seg in layout.segments(offset, len) {
         let k = layout.components.iter().position(|c| std::ptr::eq(c, seg.comp)).expect("a segment of this layout");
@@ -241,24 +241,7 @@ impl Client {
         if data.is_empty() {
             return Ok(());
         }
-        if locks.client_id != self.client_id() {
-            return Err(crate::evicted_error());
-        }
-        let end = offset.checked_add(data.len() as u64).filter(|end| *end <= FILE_SIZE_MAX_BYTES);
-        if end.is_none() {
-            return Err(WeftError::new(
-                ErrorCode::FileTooBig,
-                format!("a write of {} bytes at offset {offset} would pass the largest file size", data.len()),
-            ));
-        }
-        layout.check_usable()?;
-        layout.check_writable(offset, data.len() as u64)?;
-        if layout.write_needs_instantiation(offset, data.len() as u64) {
-            return Err(WeftError::io(format!(
-                "a write of {} bytes at {offset} reaches a component without objects: instantiate it first",
-                data.len()
-            )));
-        }
+        self.check_write(layout, offset, data.len() as u64, locks)?;
         if layout.sync_mirrors() && layout.write_mirrors().len() > 1 {
             // Every mirror in sync takes the bytes (sync_mirror.rs).
             let data = &data;
@@ -275,33 +258,9 @@ impl Client {
             let comp = &layout.components[k];
             let object = &comp.objects[piece.stripe];
             let bulk = gather(comp, offset, &piece, data);
-            let mut acquired = 0;
-            let done = loop {
-                let op = ost::Write { fid: object.fid, offset: piece.object_offset, sync: false, owner };
-                match self.ost_under(who, locks, object.ost, op, bulk.clone()).await {
-                    // The OST's share of a quota is used up: the master may move room to it
-                    // from the other OSTs (quota_master.rs in weft-mds); else EDQUOT.
-                    Err(e) if e.code == ErrorCode::QuotaExceeded && acquired < QUOTA_ACQUIRES_MAX => {
-                        let Some(owner) = owner else { return Err(e) };
-                        if !self.mdt(who, mdt::QuotaAcquire { owner, ost: object.ost }).await? {
-                            return Err(e);
-                        }
-                        acquired += 1;
-                    }
-                    other => break other?.0,
-                }
-            };
-            if done.len as u64 != piece.len {
-                return Err(WeftError::io(format!(
-                    "short write to object {} on OST {}: {} of {} bytes",
-                    object.fid, object.ost, done.len, piece.len
-                )));
-            }
-            if done.quota_tight {
-                if let Some(file) = locks.file {
-                    self.note_quota_tight(file);
-                }
-            }
+            let op =
+                ost::Write { fid: object.fid, offset: piece.object_offset, sync: false, owner, extents: Vec::new() };
+            let done = self.write_object(who, locks, object, op, bulk.clone()).await?;
             // Kept until the OST commits it, to replay if its server restarts first.
             let kept = crate::uncommitted::Kept { fid: object.fid, offset: piece.object_offset, bulk, owner };
             self.answered_write(object.ost, &done, kept);
@@ -310,6 +269,73 @@ impl Client {
         .await?;
         self.bound_uncommitted(who).await;
         Ok(())
+    }
+
+    /// Whether a write of `len` bytes at `offset` may go to the objects of `layout` under
+    /// `locks`: granted to this client's incarnation, within the largest file, into
+    /// components that have their objects.
+    pub(crate) fn check_write(&self, layout: &Layout, offset: u64, len: u64, locks: &ExtentGuard) -> WeftResult<()> {
+        if locks.client_id != self.client_id() {
+            return Err(crate::evicted_error());
+        }
+        let end = offset.checked_add(len).filter(|end| *end <= FILE_SIZE_MAX_BYTES);
+        if end.is_none() {
+            return Err(WeftError::new(
+                ErrorCode::FileTooBig,
+                format!("a write of {len} bytes at offset {offset} would pass the largest file size"),
+            ));
+        }
+        layout.check_usable()?;
+        layout.check_writable(offset, len)?;
+        if layout.write_needs_instantiation(offset, len) {
+            return Err(WeftError::io(format!(
+                "a write of {len} bytes at {offset} reaches a component without objects: instantiate it first"
+            )));
+        }
+        Ok(())
+    }
+
+    /// One write request to `object` under `locks`, `bulk` its bytes: asks the MDS for more
+    /// of a quota when the OST's share is used up, and checks that every byte landed.
+    pub(crate) async fn write_object(
+        &self,
+        who: &Caller,
+        locks: &ExtentGuard,
+        object: &StripeObject,
+        op: ost::Write,
+        bulk: Bytes,
+    ) -> WeftResult<ost::WriteDone> {
+        let owner = op.owner;
+        let mut acquired = 0;
+        let done = loop {
+            match self.ost_under(who, locks, object.ost, op.clone(), bulk.clone()).await {
+                // The OST's share of a quota is used up: the master may move room to it
+                // from the other OSTs (quota_master.rs in weft-mds); else EDQUOT.
+                Err(e) if e.code == ErrorCode::QuotaExceeded && acquired < QUOTA_ACQUIRES_MAX => {
+                    let Some(owner) = owner else { return Err(e) };
+                    if !self.mdt(who, mdt::QuotaAcquire { owner, ost: object.ost }).await? {
+                        return Err(e);
+                    }
+                    acquired += 1;
+                }
+                other => break other?.0,
+            }
+        };
+        if done.len as usize != bulk.len() {
+            return Err(WeftError::io(format!(
+                "short write to object {} on OST {}: {} of {} bytes",
+                object.fid,
+                object.ost,
+                done.len,
+                bulk.len()
+            )));
+        }
+        if done.quota_tight {
+            if let Some(file) = locks.file {
+                self.note_quota_tight(file);
+            }
+        }
+        Ok(done)
     }
 
     /// The size and 512-byte blocks of a file from its objects (Lustre's glimpse): every

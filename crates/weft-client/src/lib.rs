@@ -37,6 +37,7 @@ mod statfs;
 pub mod striping;
 mod sync_mirror;
 mod uncommitted;
+mod write_many;
 mod write_replay;
 
 mod io;

@@ -25,7 +25,8 @@ pub(crate) struct Kept {
 struct Target {
     /// The highest committed transno an answer of this OST gave (of its latest start).
     committed: u64,
-    writes: BTreeMap<u64, Kept>,
+    /// By transno: one write, or the pieces of one request of several extents.
+    writes: BTreeMap<u64, Vec<Kept>>,
     bytes: u64,
 }
 
@@ -43,7 +44,7 @@ impl Target {
         let first = transno_start(committed) << TRANSNO_START_SHIFT;
         let covered: Vec<u64> = self.writes.range(first..=committed).map(|(t, _)| *t).collect();
         for transno in covered {
-            if let Some(kept) = self.writes.remove(&transno) {
+            for kept in self.writes.remove(&transno).unwrap_or_default() {
                 self.bytes -= kept.bulk.len() as u64;
             }
         }
@@ -62,7 +63,8 @@ impl Uncommitted {
     }
 
     /// An answer of OST `ost`: the write of `transno` (0: nothing to keep) and what the OST
-    /// committed. Whether the write was kept.
+    /// committed. Whether the write was kept. The pieces of a request of several extents
+    /// are answered one by one under its one transno, and all kept.
     pub fn answered(&self, ost: u32, transno: u64, committed: u64, write: Kept) -> bool {
         let mut targets = self.targets();
         let target = targets.entry(ost).or_default();
@@ -70,9 +72,7 @@ impl Uncommitted {
         let keep = transno != 0 && !covers(committed, transno) && !covers(target.committed, transno);
         if keep {
             target.bytes += write.bulk.len() as u64;
-            if let Some(before) = target.writes.insert(transno, write) {
-                target.bytes -= before.bulk.len() as u64;
-            }
+            target.writes.entry(transno).or_default().push(write);
         }
         if target.writes.is_empty() {
             targets.remove(&ost);
@@ -93,7 +93,8 @@ impl Uncommitted {
 
     /// Takes every write kept for OST `ost`, in transno order, to replay.
     pub fn take(&self, ost: u32) -> Vec<(u64, Kept)> {
-        self.targets().remove(&ost).map(|t| t.writes.into_iter().collect()).unwrap_or_default()
+        let Some(target) = self.targets().remove(&ost) else { return Vec::new() };
+        target.writes.into_iter().flat_map(|(transno, kept)| kept.into_iter().map(move |k| (transno, k))).collect()
     }
 
     pub fn holds_any(&self, ost: u32) -> bool {
@@ -115,7 +116,7 @@ impl Uncommitted {
     /// Forgets everything (an evicted client: its writes were refused or are lost).
     pub fn clear(&self) -> usize {
         let mut targets = self.targets();
-        let n = targets.values().map(|t| t.writes.len()).sum();
+        let n = targets.values().flat_map(|t| t.writes.values()).map(Vec::len).sum();
         targets.clear();
         n
     }
@@ -157,5 +158,22 @@ mod tests {
         assert_eq!(kept.osts(), vec![2]);
         assert_eq!(kept.clear(), 1);
         assert_eq!(kept.bytes(), (0, None));
+    }
+
+    #[test]
+    fn the_pieces_of_one_request_are_kept_replayed_and_pruned_together() {
+        let kept = Uncommitted::default();
+        let piece = |offset: u64, len: usize| Kept { offset, ..write(len) };
+        assert!(kept.answered(1, 10, 5, piece(0, 100)));
+        assert!(kept.answered(1, 10, 5, piece(4096, 50)), "a second extent under the same transno");
+        assert_eq!(kept.bytes(), (150, Some(1)));
+        let replay = kept.take(1);
+        assert_eq!(replay.iter().map(|(t, k)| (*t, k.offset)).collect::<Vec<_>>(), vec![(10, 0), (10, 4096)]);
+        for (transno, k) in replay {
+            kept.answered(1, transno, 5, k);
+        }
+        assert_eq!(kept.bytes(), (150, Some(1)));
+        kept.committed(1, 10);
+        assert_eq!(kept.bytes(), (0, None), "one commit covers every piece");
     }
 }

@@ -54,6 +54,10 @@ pub const WRITE_REQUESTS_PER_FILE_MAX: usize = 8;
 /// Queued writes smaller than this (the kernel's largest) are gathered with the ones that
 /// continue them into one request.
 pub const WRITE_GATHER_BELOW_BYTES: u64 = WRITE_BYTES_MAX as u64;
+/// Queued writes a request looks through, oldest first, for small ones of the same caller
+/// that do not continue it (they go as further extents): bounds the look when many are of
+/// other callers.
+pub const WRITE_GATHER_SCAN_MAX: usize = 512;
 /// Most bytes of one gathered request (the protocol's RPC_BULK_BYTES_MAX).
 pub const WRITE_GATHER_BYTES_MAX: u64 = weft_proto::limits::RPC_BULK_BYTES_MAX as u64;
 /// Writer processes remembered per file; past this every flush of the file waits.

@@ -3,11 +3,15 @@
 //! instead of waiting a round trip per 1 MiB.
 //!
 //! A file has at most WRITE_REQUESTS_PER_FILE_MAX writes on their way; what queues
-//! meanwhile is sent oldest first, and small writes that queued side by side go as
-//! one request (up to WRITE_GATHER_BYTES_MAX) when the same caller made them under locks of
-//! the same client: IO-500's 47,008-byte records, written by two processes in turn, reach
-//! the OSTs as requests of several MiB instead of one each (Lustre's client gathers dirty
-//! pages into RPCs the same way while max_rpcs_in_flight are out).
+//! meanwhile is sent oldest first, and small writes go together (up to
+//! WRITE_GATHER_BYTES_MAX) when the same caller made them under locks of the same client:
+//! those side by side as one range, and others queued as further extents of each object's
+//! request (`Client::write_many`, Lustre's niobufs). IO-500's 47,008-byte records, written
+//! by two processes, reach the OSTs as requests of several MiB instead of one each, whether
+//! the processes keep step (their records continue each other) or not: one that runs ahead
+//! leaves gaps the other fills only later, and without extents every record was a request
+//! of its own (Lustre's client gathers dirty pages into RPCs the same way while
+//! max_rpcs_in_flight are out).
 //!
 //! The rules that keep this safe:
 //! * memory is bounded: queued bytes take permits of one semaphore (DIRTY_BYTES_MAX), and a
@@ -30,10 +34,11 @@
 //! Tracking is per file (FID), shared by every handle of the file on this mount.
 
 use crate::limits::{
-    DIRTY_BYTES_MAX, WRITER_PIDS_MAX, WRITE_GATHER_BELOW_BYTES, WRITE_GATHER_BYTES_MAX, WRITE_REQUESTS_PER_FILE_MAX,
+    DIRTY_BYTES_MAX, WRITER_PIDS_MAX, WRITE_GATHER_BELOW_BYTES, WRITE_GATHER_BYTES_MAX, WRITE_GATHER_SCAN_MAX,
+    WRITE_REQUESTS_PER_FILE_MAX,
 };
-use bytes::{Bytes, BytesMut};
-use std::collections::{BTreeMap, HashMap};
+use bytes::Bytes;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
@@ -44,11 +49,13 @@ use weft_proto::{Fid, Layout, WeftError, WeftResult};
 
 #[derive(Default)]
 struct FileState {
-    /// Writes queued or on their way: (start, end, sequence number).
-    in_flight: Vec<(u64, u64, u64)>,
-    /// Writes queued and not yet sent, by offset (they never overlap: a write that overlaps
-    /// one in flight waits before it queues).
-    queued: BTreeMap<u64, Queued>,
+    /// Writes queued or on their way, by offset: (end, sequence number). They never overlap:
+    /// a write that overlaps one of them waits before it queues.
+    in_flight: BTreeMap<u64, (u64, u64)>,
+    /// The sequence numbers of `in_flight`, the oldest first.
+    in_flight_seqs: BTreeSet<u64>,
+    /// Writes queued and not yet sent.
+    queued: Queue,
     /// Tasks sending the queued writes, at most WRITE_REQUESTS_PER_FILE_MAX.
     senders: usize,
     /// The sequence number of the next write queued.
@@ -75,6 +82,23 @@ impl FileState {
     fn wrote(&self, pid: u32) -> bool {
         self.writers_overflow || self.writers.contains(&pid)
     }
+
+    /// Whether `[start, end)` overlaps a write queued or on its way. The writes are
+    /// disjoint, so only the last one starting before `end` can.
+    fn overlaps_in_flight(&self, start: u64, end: u64) -> bool {
+        self.in_flight.range(..end).next_back().is_some_and(|(_, &(e, _))| e > start)
+    }
+
+    /// The write of `seq` at `offset` landed (or failed).
+    fn landed(&mut self, offset: u64, seq: u64) {
+        self.in_flight.remove(&offset);
+        self.in_flight_seqs.remove(&seq);
+    }
+
+    /// Whether a write queued before sequence number `upto` is still queued or on its way.
+    fn any_before(&self, upto: u64) -> bool {
+        self.in_flight_seqs.first().is_some_and(|&oldest| oldest < upto)
+    }
 }
 
 #[derive(Default)]
@@ -90,11 +114,11 @@ impl FileWrites {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Waits until no write in flight matches `blocks`.
-    async fn wait_until(&self, blocks: impl Fn(&(u64, u64, u64)) -> bool) {
+    /// Waits until `blocked` is false of the file's writes.
+    async fn wait_until(&self, blocked: impl Fn(&FileState) -> bool) {
         loop {
             let changed = self.changed.notified();
-            if !self.lock().in_flight.iter().any(&blocks) {
+            if !blocked(&self.lock()) {
                 return;
             }
             self.note_if_held();
@@ -143,22 +167,51 @@ struct Queued {
     _room: OwnedSemaphorePermit,
 }
 
+/// The writes of a file queued and not yet sent, by offset (they never overlap), with their
+/// offsets by sequence number so that the oldest is found without a scan: a queue holds up
+/// to DIRTY_BYTES_MAX of writes, thousands of IO-500's 47,008-byte records, and is looked
+/// at for every request.
+#[derive(Default)]
+struct Queue {
+    by_offset: BTreeMap<u64, Queued>,
+    by_seq: BTreeMap<u64, u64>,
+}
+
+impl Queue {
+    fn insert(&mut self, q: Queued) {
+        self.by_seq.insert(q.seq, q.write.offset);
+        self.by_offset.insert(q.write.offset, q);
+    }
+
+    fn remove(&mut self, at: u64) -> Option<Queued> {
+        let q = self.by_offset.remove(&at)?;
+        self.by_seq.remove(&q.seq);
+        Some(q)
+    }
+
+    /// The offset of the write queued first.
+    fn oldest(&self) -> Option<u64> {
+        self.by_seq.first_key_value().map(|(_, at)| *at)
+    }
+}
+
 /// Takes the next request's writes from `queued`: the oldest queued write (so none waits
 /// behind a writer that keeps queueing below it: a glimpse waits for the writes queued
-/// before it), and, while each is smaller than WRITE_GATHER_BELOW_BYTES, the writes that
-/// continue it on either side with the same caller, layout and client, up to
-/// WRITE_GATHER_BYTES_MAX in all; in offset order. The oldest is found by a scan: the
-/// queue holds at most DIRTY_BYTES_MAX of writes, a few thousand.
-fn take_request(queued: &mut BTreeMap<u64, Queued>) -> Vec<Queued> {
-    let Some(head_at) = queued.iter().min_by_key(|(_, q)| q.seq).map(|(at, _)| *at) else { return Vec::new() };
-    let head = queued.remove(&head_at).expect("found just before");
+/// before it), and, while each is smaller than WRITE_GATHER_BELOW_BYTES, other writes with
+/// the same caller, layout and client, up to WRITE_GATHER_BYTES_MAX in all: first those
+/// that continue it on either side, then the oldest others (of the next
+/// WRITE_GATHER_SCAN_MAX queued), which go as further extents of the objects' requests
+/// (`Client::write_many`); in offset order.
+fn take_request(queued: &mut Queue) -> Vec<Queued> {
+    let Some(head_at) = queued.oldest() else { return Vec::new() };
+    let head = queued.remove(head_at).expect("found just before");
     let small = |q: &Queued| (q.write.data.len() as u64) < WRITE_GATHER_BELOW_BYTES;
     let joins = |q: &Queued, head: &Queued, bytes: u64| {
         let (w, h) = (&q.write, &head.write);
         small(q)
             && bytes + w.data.len() as u64 <= WRITE_GATHER_BYTES_MAX
             && w.who == h.who
-            && w.layout == h.layout
+            && (Arc::ptr_eq(&w.layout, &h.layout) || w.layout == h.layout)
             && w.locks.joins(&h.locks)
     };
     let mut bytes = head.write.data.len() as u64;
@@ -166,25 +219,40 @@ fn take_request(queued: &mut BTreeMap<u64, Queued>) -> Vec<Queued> {
     let mut before = Vec::new();
     if small(&head) {
         let mut end = head.write.offset + head.write.data.len() as u64;
-        while let Some(next) = queued.get(&end).filter(|q| joins(q, &head, bytes)) {
+        while let Some(next) = queued.by_offset.get(&end).filter(|q| joins(q, &head, bytes)) {
             end += next.write.data.len() as u64;
             bytes += next.write.data.len() as u64;
             let at = next.write.offset;
-            after.push(queued.remove(&at).expect("looked up just before"));
+            after.push(queued.remove(at).expect("looked up just before"));
         }
         let mut start = head.write.offset;
-        while let Some((&at, prev)) = queued.range(..start).next_back() {
+        while let Some((&at, prev)) = queued.by_offset.range(..start).next_back() {
             if at + prev.write.data.len() as u64 != start || !joins(prev, &head, bytes) {
                 break;
             }
             start = at;
             bytes += prev.write.data.len() as u64;
-            before.push(queued.remove(&at).expect("looked up just before"));
+            before.push(queued.remove(at).expect("looked up just before"));
         }
+    }
+    if small(&head) {
+        let mut others = Vec::new();
+        for at in queued.by_seq.values().take(WRITE_GATHER_SCAN_MAX) {
+            let q = &queued.by_offset[at];
+            if joins(q, &head, bytes) {
+                bytes += q.write.data.len() as u64;
+                others.push(*at);
+            }
+            if bytes >= WRITE_GATHER_BYTES_MAX {
+                break;
+            }
+        }
+        after.extend(others.into_iter().map(|at| queued.remove(at).expect("looked up just before")));
     }
     before.reverse();
     before.push(head);
     before.extend(after);
+    before.sort_by_key(|q| q.write.offset);
     before
 }
 
@@ -292,11 +360,12 @@ impl WriteBehind {
             let changed = fw.changed.notified();
             {
                 let mut st = fw.lock();
-                if !st.in_flight.iter().any(|(s, e, _)| *s < end && start < *e) {
+                if !st.overlaps_in_flight(start, end) {
                     let seq = st.next_seq;
                     st.next_seq += 1;
-                    st.in_flight.push((start, end, seq));
-                    st.queued.insert(start, Queued { seq, write, _room: room });
+                    st.in_flight.insert(start, (end, seq));
+                    st.in_flight_seqs.insert(seq);
+                    st.queued.insert(Queued { seq, write, _room: room });
                     let start_sender = st.senders < WRITE_REQUESTS_PER_FILE_MAX;
                     if start_sender {
                         st.senders += 1;
@@ -321,7 +390,7 @@ impl WriteBehind {
     /// Waits until every queued write of `fid` has landed (or failed).
     pub async fn wait_idle(&self, fid: Fid) {
         if let Some(fw) = self.existing(fid) {
-            fw.wait_until(|_| true).await;
+            fw.wait_until(|st| !st.in_flight.is_empty()).await;
         }
     }
 
@@ -331,7 +400,7 @@ impl WriteBehind {
     pub async fn wait_queued(&self, fid: Fid) {
         if let Some(fw) = self.existing(fid) {
             let upto = fw.lock().next_seq;
-            fw.wait_until(|(_, _, seq)| *seq < upto).await;
+            fw.wait_until(|st| st.any_before(upto)).await;
         }
     }
 
@@ -352,7 +421,7 @@ impl WriteBehind {
     /// Waits like [`Self::wait_idle`], then returns the file's first write error, once.
     pub async fn drain(&self, fid: Fid) -> WeftResult<()> {
         let Some(fw) = self.existing(fid) else { return Ok(()) };
-        fw.wait_until(|_| true).await;
+        fw.wait_until(|st| !st.in_flight.is_empty()).await;
         let error = fw.lock().error.take();
         let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(cur) = files.get(&fid) {
@@ -380,27 +449,24 @@ async fn send_queued(client: Arc<Client>, fw: Arc<FileWrites>) {
         };
         let mut parts = request.into_iter();
         let Queued { seq, write, _room } = parts.next().expect("a request has a write");
-        let QueuedWrite { who, fid, layout, offset, mut data, mut locks } = write;
-        let mut seqs = vec![seq];
+        let QueuedWrite { who, fid, layout, offset, data, mut locks } = write;
+        // What lands with the request: (offset, sequence number) of each of its writes.
+        let mut landed = vec![(offset, seq)];
         let mut rooms = vec![_room];
-        let rest: Vec<Queued> = parts.collect();
-        if !rest.is_empty() {
-            let total = data.len() + rest.iter().map(|q| q.write.data.len()).sum::<usize>();
-            let mut gathered = BytesMut::with_capacity(total);
-            gathered.extend_from_slice(&data);
-            for q in rest {
-                gathered.extend_from_slice(&q.write.data);
-                locks.absorb(q.write.locks);
-                seqs.push(q.seq);
-                rooms.push(q._room);
-            }
-            data = gathered.freeze();
+        let mut writes = vec![(offset, data)];
+        for q in parts {
+            locks.absorb(q.write.locks);
+            landed.push((q.write.offset, q.seq));
+            writes.push((q.write.offset, q.write.data));
+            rooms.push(q._room);
         }
-        let result = fw.watch_held(client.write(&who, &layout, offset, data, &locks)).await;
+        let result = fw.watch_held(client.write_many(&who, &layout, writes, &locks)).await;
         drop(locks);
         drop(rooms);
         let mut st = fw.lock();
-        st.in_flight.retain(|r| !seqs.contains(&r.2));
+        for (at, seq) in landed {
+            st.landed(at, seq);
+        }
         if let Err(e) = result {
             tracing::debug!("write-behind of {fid} at {offset}: {e}");
             st.error.get_or_insert(e);
@@ -415,10 +481,10 @@ mod tests {
     use super::*;
 
     /// Queues writes of `(offset, len, caller uid, client id)`, in that order.
-    fn queue(writes: &[(u64, usize, u32, u64)]) -> BTreeMap<u64, Queued> {
+    fn queue(writes: &[(u64, usize, u32, u64)]) -> Queue {
         let dirty = Arc::new(Semaphore::new(DIRTY_BYTES_MAX as usize));
         let layout = Arc::new(Layout::raid0(1 << 20, None, Vec::new()));
-        let mut queued = BTreeMap::new();
+        let mut queued = Queue::default();
         for (seq, &(offset, len, uid, client)) in writes.iter().enumerate() {
             let mut who = Caller::root();
             who.identity.uid = uid;
@@ -431,7 +497,7 @@ mod tests {
                 locks: ExtentGuard::none(client),
             };
             let room = dirty.clone().try_acquire_many_owned(len as u32).unwrap();
-            queued.insert(offset, Queued { seq: seq as u64, write, _room: room });
+            queued.insert(Queued { seq: seq as u64, write, _room: room });
         }
         queued
     }
@@ -466,8 +532,7 @@ mod tests {
         // Two processes' records in turn, queued out of order, and one further on.
         let mut q =
             queue(&[(R, R as usize, 0, 1), (0, R as usize, 0, 1), (2 * R, R as usize, 0, 1), (9 * R, 10, 0, 1)]);
-        assert_eq!(offsets(&take_request(&mut q)), [0, R, 2 * R]);
-        assert_eq!(offsets(&take_request(&mut q)), [9 * R], "not next to the others");
+        assert_eq!(offsets(&take_request(&mut q)), [0, R, 2 * R, 9 * R], "one further on goes as another extent");
         assert!(take_request(&mut q).is_empty());
     }
 
@@ -503,6 +568,24 @@ mod tests {
         let bytes: u64 = first.iter().map(|w| w.write.data.len() as u64).sum();
         assert!(bytes <= WRITE_GATHER_BYTES_MAX && bytes + piece as u64 > WRITE_GATHER_BYTES_MAX, "{bytes}");
         assert_eq!(first.len() + take_request(&mut q).len(), 6);
+    }
+
+    #[test]
+    fn writes_in_flight_are_found_by_overlap_and_age() {
+        let mut st = FileState::default();
+        for (start, end, seq) in [(100, 200, 5), (300, 400, 3), (400, 450, 7)] {
+            st.in_flight.insert(start, (end, seq));
+            st.in_flight_seqs.insert(seq);
+        }
+        assert!(!st.overlaps_in_flight(0, 100) && !st.overlaps_in_flight(200, 300), "ranges that only touch");
+        assert!(!st.overlaps_in_flight(450, 1000));
+        assert!(st.overlaps_in_flight(199, 201) && st.overlaps_in_flight(0, 101) && st.overlaps_in_flight(449, 450));
+        assert!(st.overlaps_in_flight(0, 1000), "one covering them all");
+        assert!(st.overlaps_in_flight(150, 160), "one inside another");
+        assert!(st.any_before(4) && !st.any_before(3));
+        st.landed(300, 3);
+        assert!(!st.any_before(5) && st.any_before(6));
+        assert!(!st.overlaps_in_flight(300, 400), "a landed write blocks nothing");
     }
 
     #[test]

@@ -119,17 +119,24 @@ impl Ost {
     }
 
     fn write(&self, op: &ost::Write, bulk: &[u8]) -> WeftResult<ost::WriteDone> {
-        let ost::Write { ref fid, offset, sync, owner } = *op;
+        let ost::Write { ref fid, offset, sync, owner, ref extents } = *op;
         let oid = self.object_id(fid)?;
         let len = self.write_len(offset, bulk)?;
+        let ranges = self.write_ranges(offset, len, extents)?;
         let admitted = self.admit_quota(oid, owner, u64::from(len))?;
-        let end = offset + u64::from(len);
         let transno = self.commits.with_window(std::time::Instant::now(), |window| {
-            self.write_all(oid, offset, bulk)?;
+            let mut at = 0usize;
+            for &(start, end) in &ranges {
+                let n = (end - start) as usize;
+                self.write_all(oid, start, &bulk[at..at + n])?;
+                at += n;
+            }
             let transno = self.commits.issue(oid);
             if let Some(window) = window {
                 // A replay of an earlier write must not come back over these bytes.
-                self.commits.record(window, oid, offset, end, transno);
+                for &(start, end) in &ranges {
+                    self.commits.record(window, oid, start, end, transno);
+                }
             }
             Ok::<_, WeftError>(transno)
         })?;
@@ -137,6 +144,32 @@ impl Ost {
         drop(admitted);
         let committed = if sync { self.commit()? } else { self.commits.committed() };
         Ok(ost::WriteDone { len, transno, committed, quota_tight: self.usage.tight(oid) })
+    }
+
+    /// The object ranges `[start, end)` a write of `len` bulk bytes goes to: one at `offset`,
+    /// or its `extents`, which must hold the bulk exactly and each end within the largest
+    /// object.
+    fn write_ranges(&self, offset: u64, len: u32, extents: &[ost::Extent]) -> WeftResult<Vec<(u64, u64)>> {
+        if extents.is_empty() {
+            return Ok(vec![(offset, offset + u64::from(len))]);
+        }
+        let total: u64 = extents.iter().map(|e| u64::from(e.len)).sum();
+        if total != u64::from(len) {
+            return Err(WeftError::invalid(format!("a write's extents hold {total} bytes, its bulk {len}")));
+        }
+        extents
+            .iter()
+            .map(|e| match e.offset.checked_add(u64::from(e.len)) {
+                Some(end) if end <= self.size_max => Ok((e.offset, end)),
+                _ => Err(WeftError::new(
+                    ErrorCode::FileTooBig,
+                    format!(
+                        "write of {} bytes at offset {} passes the largest object size {}",
+                        e.len, e.offset, self.size_max
+                    ),
+                )),
+            })
+            .collect()
     }
 
     /// A write sent again after a restart (commit.rs): the parts of its range that no later

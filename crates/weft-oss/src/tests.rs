@@ -29,7 +29,13 @@ pub(crate) struct Client {
 
 impl Client {
     pub(crate) async fn try_write(&self, oid: u32, offset: u64, data: &[u8], sync: bool) -> WeftResult<OstReply> {
-        let req = OstRequest::Write(msg::ost::Write { fid: fid(self.ost, oid), offset, sync, owner: None });
+        let req = OstRequest::Write(msg::ost::Write {
+            fid: fid(self.ost, oid),
+            offset,
+            sync,
+            owner: None,
+            extents: Vec::new(),
+        });
         self.oss.handle(self.ost, req, Bytes::copy_from_slice(data), Run::Offload).await.0
     }
     /// The write's answer (its transno and what the OST committed).
@@ -105,6 +111,24 @@ async fn write_read_round_trip_with_sparse_hole() {
     assert!(data[4..1 << 20].iter().all(|&b| b == 0));
     assert_eq!(&data[1 << 20..], b"tail");
     assert_eq!(c.must_read(1, 2, 4).await.as_ref(), b"ad\0\0");
+}
+
+#[tokio::test]
+async fn a_write_of_several_extents_lands_each_and_leaves_the_gaps() {
+    let tmp = tempfile::tempdir().unwrap();
+    let c = start(tmp.path(), 3);
+    c.must_write(1, 0, b"..........").await;
+    let extents = vec![msg::ost::Extent { offset: 1, len: 2 }, msg::ost::Extent { offset: 6, len: 3 }];
+    let op = msg::ost::Write { fid: fid(c.ost, 1), offset: 1, sync: false, owner: None, extents };
+    let (reply, _) =
+        c.oss.handle(c.ost, OstRequest::Write(op.clone()), Bytes::from_static(b"abXYZ"), Run::Inline).await;
+    let Ok(OstReply::Written(done)) = reply else { panic!("{reply:?}") };
+    assert_eq!(done.len, 5);
+    assert_eq!(c.must_read(1, 0, 10).await.as_ref(), b".ab...XYZ.");
+    // Extents that do not hold the bulk exactly are refused, and write nothing.
+    let (reply, _) = c.oss.handle(c.ost, OstRequest::Write(op), Bytes::from_static(b"abXYZ!"), Run::Inline).await;
+    assert!(reply.is_err(), "{reply:?}");
+    assert_eq!(c.must_read(1, 0, 10).await.as_ref(), b".ab...XYZ.");
 }
 
 #[tokio::test]
@@ -310,7 +334,7 @@ async fn foreign_fids_and_unserved_osts_are_rejected() {
     let wrong = Fid::new(Fid::object_seq(3), 1, 0);
     for req in [
         OstRequest::Read(msg::ost::Read { fid: wrong, offset: 0, len: 10 }),
-        OstRequest::Write(msg::ost::Write { fid: wrong, offset: 0, sync: false, owner: None }),
+        OstRequest::Write(msg::ost::Write { fid: wrong, offset: 0, sync: false, owner: None, extents: Vec::new() }),
         OstRequest::Getattr(msg::ost::Getattr { fid: wrong }),
         OstRequest::Destroy(msg::ost::Destroy { fid: wrong }),
         OstRequest::Getattr(msg::ost::Getattr { fid: Fid::ROOT }),
@@ -461,7 +485,13 @@ async fn direct_and_buffered_io_of_one_object_read_back_the_same() {
         let pad = buf.as_ptr().align_offset(4096);
         buf[pad..pad + data.len()].copy_from_slice(&data);
         let bulk = Bytes::from(buf).slice(pad..pad + data.len());
-        let req = OstRequest::Write(msg::ost::Write { fid: fid(0, 1), offset, sync: false, owner: None });
+        let req = OstRequest::Write(msg::ost::Write {
+            fid: fid(0, 1),
+            offset,
+            sync: false,
+            owner: None,
+            extents: Vec::new(),
+        });
         let written = c.oss.handle(0, req, bulk, Run::Offload).await.0;
         assert!(matches!(written, Ok(OstReply::Written(d)) if d.len == len as u32), "{written:?}");
     }

@@ -46,7 +46,13 @@ async fn measure(name: &str, peer: Arc<Peer>) {
     let data = Bytes::from(vec![7u8; BULK_BYTES]);
     let write = RequestBody::Ost {
         ost: 0,
-        op: OstRequest::Write(ost::Write { fid: weft_proto::Fid::new(1, 1, 0), offset: 0, sync: false, owner: None }),
+        op: OstRequest::Write(ost::Write {
+            fid: weft_proto::Fid::new(1, 1, 0),
+            offset: 0,
+            sync: false,
+            owner: None,
+            extents: Vec::new(),
+        }),
     };
     let start = Instant::now();
     let mut tasks = Vec::new();

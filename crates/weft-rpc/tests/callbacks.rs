@@ -159,7 +159,13 @@ fn header(client_id: u64) -> RequestHeader {
 fn write_req() -> RequestBody {
     RequestBody::Ost {
         ost: 0,
-        op: OstRequest::Write(ost::Write { fid: Fid::new(1, 2, 0), offset: 0, sync: false, owner: None }),
+        op: OstRequest::Write(ost::Write {
+            fid: Fid::new(1, 2, 0),
+            offset: 0,
+            sync: false,
+            owner: None,
+            extents: Vec::new(),
+        }),
     }
 }
 

@@ -76,7 +76,13 @@ async fn send_write(stream: &mut TcpStream, client_id: u64, xid: u64, data: &str
         header: RequestHeader { client_id, request_id: xid, ..Default::default() },
         body: RequestBody::Ost {
             ost: 0,
-            op: OstRequest::Write(ost::Write { fid: Fid::new(1, 1, 0), offset: 0, sync: false, owner: None }),
+            op: OstRequest::Write(ost::Write {
+                fid: Fid::new(1, 1, 0),
+                offset: 0,
+                sync: false,
+                owner: None,
+                extents: Vec::new(),
+            }),
         },
     };
     let msg = encode_message(&request).unwrap();

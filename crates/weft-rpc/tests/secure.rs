@@ -63,7 +63,7 @@ fn peer(addr: &str, key: Option<&SharedKey>) -> Peer {
 }
 
 fn write_body() -> RequestBody {
-    let op = ost::Write { fid: Fid::new(1, 1, 0), offset: 0, sync: false, owner: None };
+    let op = ost::Write { fid: Fid::new(1, 1, 0), offset: 0, sync: false, owner: None, extents: Vec::new() };
     RequestBody::Ost { ost: 0, op: OstRequest::Write(op) }
 }
 

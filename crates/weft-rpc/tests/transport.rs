@@ -54,6 +54,7 @@ fn write_req(n: u64) -> RequestBody {
             offset: 0,
             sync: false,
             owner: None,
+            extents: Vec::new(),
         }),
     }
 }

@@ -334,7 +334,13 @@ mod tests {
         let owner = Some(QuotaOwner { uid: 2001, gid: 5, projid: 0 });
         let write = RequestBody::Ost {
             ost: 0,
-            op: OstRequest::Write(weft_proto::msg::ost::Write { fid: Fid::ROOT, offset: 0, sync: false, owner }),
+            op: OstRequest::Write(weft_proto::msg::ost::Write {
+                fid: Fid::ROOT,
+                offset: 0,
+                sync: false,
+                owner,
+                extents: Vec::new(),
+            }),
         };
         match ids.map("10.1.2.3".parse().unwrap(), &h, write).unwrap().body {
             RequestBody::Ost { op: OstRequest::Write(w), .. } => {

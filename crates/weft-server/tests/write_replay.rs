@@ -52,7 +52,11 @@ async fn start_oss(config: &ServerConfig, network: &Arc<weft_rpc::Network>, mems
     }
 }
 
-async fn write_file(client: &Client, name: &str, data: &Bytes) -> (Fid, weft_proto::layout::Layout) {
+/// Writes `data` to a new file striped over every OST: in one write, or with `records` in
+/// records of 4,700 bytes, the even ones first, then the odd ones, each half in one
+/// `write_many` (as the mount's write-behind sends small writes that do not continue each
+/// other: each object's request holds several extents under one transno).
+async fn write_file(client: &Client, name: &str, data: &Bytes, records: bool) -> (Fid, weft_proto::layout::Layout) {
     let root = Caller::root();
     let flags = weft_proto::msg::OPEN_READ | weft_proto::msg::OPEN_WRITE;
     let spec = StripeSpec { stripe_count: -1, stripe_size: 65_536, ..StripeSpec::unset() };
@@ -61,7 +65,20 @@ async fn write_file(client: &Client, name: &str, data: &Bytes) -> (Fid, weft_pro
     let fid = opened.inode.attr.fid;
     {
         let locks = client.whole_file_lock(&root, fid, &layout).await.unwrap();
-        client.write(&root, &layout, 0, data.clone(), &locks).await.unwrap();
+        if records {
+            const RECORD: usize = 4_700;
+            for parity in 0..2 {
+                let writes = (0..data.len())
+                    .step_by(RECORD)
+                    .enumerate()
+                    .filter(|(i, _)| i % 2 == parity)
+                    .map(|(_, at)| (at as u64, data.slice(at..(at + RECORD).min(data.len()))))
+                    .collect();
+                client.write_many(&root, &layout, writes, &locks).await.unwrap();
+            }
+        } else {
+            client.write(&root, &layout, 0, data.clone(), &locks).await.unwrap();
+        }
     }
     client.close(&root, fid, opened.handle, None).await.unwrap();
     (fid, layout)
@@ -88,13 +105,14 @@ async fn writes_a_power_loss_took_back_come_back_from_the_client_that_kept_them(
         || Client::connect(ClientConfig { request_timeout: Duration::from_secs(30), ..ClientConfig::new(mgs.clone()) });
     let client = connect().await.unwrap();
     let who = Caller::root();
-    // One file fsync'd (committed), then two more written (answered, not committed).
+    // One file fsync'd (committed), then two more written (answered, not committed), the
+    // last in records that do not continue each other.
     let files: Vec<(String, Bytes)> = (0..3)
         .map(|i| (format!("f{i}"), Bytes::from((0..300_000u32).map(|b| (b * 7 + i) as u8).collect::<Vec<u8>>())))
         .collect();
     let mut written = Vec::new();
     for (i, (name, data)) in files.iter().enumerate() {
-        let (fid, layout) = write_file(&client, name, data).await;
+        let (fid, layout) = write_file(&client, name, data, i == 2).await;
         if i == 0 {
             client.fsync(&who, &layout).await.unwrap();
         }

@@ -309,7 +309,7 @@ impl Sim {
         let offset = self.rng.below(WRITE_OFFSET_MAX);
         let len = 1 + self.rng.below(WRITE_BYTES_MAX);
         let data = self.rng.bytes(len);
-        let op = ost::Write { fid: object, offset: offset as u64, sync: false, owner: None };
+        let op = ost::Write { fid: object, offset: offset as u64, sync: false, owner: None, extents: Vec::new() };
         let bulk = Bytes::from(data.clone());
         match self.machine().ost(op, bulk.clone()).await {
             Ok((done, _)) if done.len as usize == len => {

@@ -14,8 +14,19 @@ macro_rules! ost_ops {
             /// `owner`: the file's owner, group and project, whose quotas the object's blocks
             /// count against (Lustre's o_uid, o_gid, o_projid); None when the writer does not
             /// know it (the object keeps the owner it has).
-            write Write { fid: $crate::Fid, offset: u64, sync: bool, owner: Option<$crate::msg::quota::QuotaOwner> }
-                -> $crate::msg::ost::WriteDone = "ost_write";
+            /// `extents`: empty when the bulk goes to one range at `offset`; else the
+            /// ranges of the object the bulk's bytes go to, in the bulk's order (Lustre's
+            /// niobufs), `offset` being the first's: a client's write-behind sends small
+            /// writes of one object that do not continue each other in one request (the
+            /// records of IO-500's ior-hard by processes far apart in the file). One
+            /// transno covers them all.
+            write Write {
+                fid: $crate::Fid,
+                offset: u64,
+                sync: bool,
+                owner: Option<$crate::msg::quota::QuotaOwner>,
+                extents: Vec<$crate::msg::ost::Extent>,
+            } -> $crate::msg::ost::WriteDone = "ost_write";
             /// Sets the object's size (truncate or extend with a hole).
             write Punch { fid: $crate::Fid, size: u64 } -> () = "ost_punch";
             read Getattr { fid: $crate::Fid } -> $crate::msg::ost::ObjectAttr = "ost_getattr";
@@ -116,6 +127,13 @@ impl FallocMode {
     pub fn needs_objects(self, keep_size: bool) -> bool {
         self == FallocMode::Allocate || self.may_extend(keep_size)
     }
+}
+
+/// One range of an object a write's bulk goes to (see `Write`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Extent {
+    pub offset: u64,
+    pub len: u32,
 }
 
 /// A read's answer: the bulk holds `len` bytes.

@@ -176,10 +176,10 @@ mod tests {
     #[test]
     fn small_io_runs_inline_and_large_or_slow_io_is_offloaded() {
         let fid = Fid::new(0x100000000, 1, 0);
-        let small = OstRequest::Write(ost::Write { fid, offset: 0, sync: false, owner: None });
+        let small = OstRequest::Write(ost::Write { fid, offset: 0, sync: false, owner: None, extents: Vec::new() });
         assert_eq!(object_io(&small, 47_008), (Run::Inline, true));
         assert_eq!(object_io(&small, 4 << 20), (Run::Offload, true));
-        let synced = OstRequest::Write(ost::Write { fid, offset: 0, sync: true, owner: None });
+        let synced = OstRequest::Write(ost::Write { fid, offset: 0, sync: true, owner: None, extents: Vec::new() });
         assert_eq!(object_io(&synced, 4096), (Run::Offload, false), "a write through to the disk takes no turn");
         assert_eq!(object_io(&OstRequest::Read(ost::Read { fid, offset: 0, len: 4096 }), 0), (Run::Inline, false));
         assert_eq!(object_io(&OstRequest::Read(ost::Read { fid, offset: 0, len: 1 << 20 }), 0), (Run::Offload, false));
@@ -214,7 +214,13 @@ mod tests {
         let fifo = Fifo::default();
         let write = |ost| RequestBody::Ost {
             ost,
-            op: OstRequest::Write(ost::Write { fid: Fid::new(0x100000000, 1, 0), offset: 0, sync: false, owner: None }),
+            op: OstRequest::Write(ost::Write {
+                fid: Fid::new(0x100000000, 1, 0),
+                offset: 0,
+                sync: false,
+                owner: None,
+                extents: Vec::new(),
+            }),
         };
         let first = now(admit(&fifo, &write(3), 4096));
         assert!(first.holds());
@@ -234,7 +240,13 @@ mod tests {
         let fifo = Fifo::default();
         let write = |ost| RequestBody::Ost {
             ost,
-            op: OstRequest::Write(ost::Write { fid: Fid::new(0x100000000, 1, 0), offset: 0, sync: false, owner: None }),
+            op: OstRequest::Write(ost::Write {
+                fid: Fid::new(0x100000000, 1, 0),
+                offset: 0,
+                sync: false,
+                owner: None,
+                extents: Vec::new(),
+            }),
         };
         for ost in 0..WRITE_TURNS_OSTS_MAX as u32 + 100 {
             drop(now(admit(&fifo, &write(ost), 4096)));

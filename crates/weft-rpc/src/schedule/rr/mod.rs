@@ -305,8 +305,10 @@ mod tests {
         assert_eq!(order, vec![0, 2, 4, 3, 1], "the first at once, the rest by offset");
         // Writes are not ordered by default (Lustre's `reads`): they start as FIFO lets them.
         let (ctx, _) = read(1, fid, 0);
-        let write =
-            RequestBody::Ost { ost: 0, op: OstRequest::Write(ost::Write { fid, offset: 0, sync: true, owner: None }) };
+        let write = RequestBody::Ost {
+            ost: 0,
+            op: OstRequest::Write(ost::Write { fid, offset: 0, sync: true, owner: None, extents: Vec::new() }),
+        };
         let busy = admit(&p, &read(1, fid, 0));
         assert!(matches!(busy, Admission::Now(_)));
         let w = p.admit(&RequestInfo { service: Service::OstIo, ctx: &ctx, body: &write, bulk_bytes: 4096 });

@@ -36,6 +36,7 @@ mod statfs;
 pub mod striping;
 mod sync_mirror;
 mod uncommitted;
+pub mod wbc;
 mod write_replay;
 
 mod io;
@@ -86,6 +87,8 @@ pub struct ClientConfig {
     /// The local address the client connects from (`weft mount -o nid=ADDR`): the address
     /// servers' nodemaps place it by. None: the one the kernel picks.
     pub local_address: Option<std::net::IpAddr>,
+    /// The metadata write-back cache (wbc/; off by default).
+    pub wbc: wbc::WbcConfig,
 }
 
 impl ClientConfig {
@@ -101,6 +104,7 @@ impl ClientConfig {
             network: None,
             key: defaults.key,
             local_address: None,
+            wbc: wbc::WbcConfig::default(),
         }
     }
 }
@@ -145,6 +149,8 @@ pub struct Client {
     uncommitted: uncommitted::Uncommitted,
     /// A task asks the OSTs of the kept writes what they committed (set while it runs).
     polling_commits: std::sync::atomic::AtomicBool,
+    /// The metadata write-back cache (wbc/).
+    wbc: wbc::Wbc,
     /// The cluster map, kept current; requests waiting on a target learn when it moves.
     map: Arc<MapFollower>,
     /// One peer per server address, made on first use.
@@ -204,6 +210,7 @@ impl Client {
             imports: Default::default(),
             inactive: Default::default(),
             peers: PeerSet::new(peer_options(&config, client_id, weak)),
+            wbc: wbc::Wbc::new(config.wbc),
             map,
             config,
         });
@@ -244,6 +251,7 @@ impl Client {
         self.register_local(new_id);
         self.locks.forget_all();
         self.inodes.clear();
+        self.wbc.clear();
         // Its kept writes went out under the old id: an OST that restarted would take their
         // replays, but the eviction says this client's view of what it wrote is void.
         let dropped = self.uncommitted.clear();

@@ -116,3 +116,12 @@ pub const QUOTA_ACQUIRES_MAX: u32 = 2;
 /// How long a file's writes go through after an OST said its owner is close to a quota
 /// limit there (renewed by every such answer).
 pub const QUOTA_TIGHT_HOLD_MS: u64 = 5_000;
+
+/// The metadata write-back cache (wbc/): a batch goes once it has this many ops...
+pub const WBC_BATCH_OPS_DEFAULT: usize = 1024;
+/// ... or once its oldest op is this old.
+pub const WBC_BATCH_MS_DEFAULT: u64 = 50;
+/// FIDs asked for at a time (one counter write on the MDT per grant).
+pub const WBC_FIDS_PER_GRANT: u32 = 65_536;
+/// Most names of a directory the cache takes on (it keeps the whole listing).
+pub const WBC_LISTING_MAX: usize = 100_000;

@@ -177,3 +177,73 @@ async fn a_batch_cut_by_the_mds_restart_is_applied_exactly_once() {
     server.shutdown().await;
     mgs_server.shutdown().await;
 }
+
+fn replica_config(dir: &std::path::Path, listen: &str, mgs: &str, replicas: &[String]) -> ServerConfig {
+    let mut c = ServerConfig::all_in_one(dir.to_path_buf(), Vec::new());
+    (c.listen, c.mgs_address, c.mgs, c.oss) = (listen.to_string(), mgs.to_string(), None, None);
+    c.mds = Some(weft_server::config::MdsRole { index: 0, replicas: replicas.to_vec(), join: false });
+    c
+}
+
+/// The address the map names for MDT 0 once a replica leads it (not `not`).
+async fn mdt_leader(mgs: &str, not: Option<&str>) -> String {
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let peer = weft_rpc::Peer::new(mgs.to_string(), weft_rpc::PeerOptions::default());
+    loop {
+        if let Ok(map) = weft_rpc::map::fetch_map(&peer, Duration::from_secs(2)).await {
+            let mdt = map.targets.iter().find(|t| t.kind == weft_proto::msg::TargetKind::Mdt && t.index == 0);
+            if let Some(t) = mdt.filter(|t| Some(t.address.as_str()) != not) {
+                return t.address.clone();
+            }
+        }
+        assert!(std::time::Instant::now() < deadline, "no MDT leader registered in time");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_replicated_mdt_applies_a_batch_once_through_the_loss_of_its_leader() {
+    let root = tempfile::tempdir().unwrap();
+    let mut mgs_config = ServerConfig::all_in_one(root.path().join("mgs"), vec![0]);
+    mgs_config.mds = None;
+    let mgs_server = RunningServer::start(mgs_config).await.unwrap();
+    let mgs = mgs_server.address.clone();
+    let addresses: Vec<String> = (0..3).map(|_| free_address()).collect();
+    let mut servers = Vec::new();
+    for (i, a) in addresses.iter().enumerate() {
+        let c = replica_config(&root.path().join(format!("r{i}")), a, &mgs, &addresses);
+        servers.push(Some(RunningServer::start(c).await.unwrap()));
+    }
+    let leader = mdt_leader(&mgs, None).await;
+    let wbc = WbcConfig { batch_ops: 4096, batch_ms: 600_000, ..on() };
+    let a = Client::connect(config(&mgs, wbc)).await.unwrap();
+    let who = Caller::root();
+    let dir = a.mkdir(&who, Fid::ROOT, b"d", 0o755).await.unwrap().attr.fid;
+    let mut fids = std::collections::HashSet::new();
+    for i in 0..2000 {
+        fids.insert(a.create_file(&who, dir, format!("f{i}").as_bytes(), 0o644).await.unwrap().attr.fid);
+    }
+    // The batch goes through the group; its leader stops under it.
+    let sync = {
+        let a = a.clone();
+        tokio::spawn(async move { a.fsync_dir(dir).await })
+    };
+    tokio::time::sleep(Duration::from_millis(3)).await;
+    let i = addresses.iter().position(|x| *x == leader).unwrap();
+    servers[i].take().unwrap().shutdown().await;
+    mdt_leader(&mgs, Some(&leader)).await;
+    sync.await.unwrap().expect("the batch is applied once by the group");
+    let b = Client::connect(config(&mgs, WbcConfig::default())).await.unwrap();
+    assert_eq!(names(&b, &who, dir).await.len(), 2000);
+    // The new leader hands out FIDs after the range the old one granted.
+    let f = b.create_file(&who, dir, b"after", 0o644).await.unwrap();
+    assert!(!fids.contains(&f.attr.fid), "{} was granted to the other client", f.attr.fid);
+    assert_eq!(a.lookup(&who, dir, b"f1999").await.unwrap().attr.kind, FileType::Regular);
+    for c in [a, b] {
+        c.release_locks().await;
+    }
+    for s in servers.into_iter().flatten() {
+        s.shutdown().await;
+    }
+    mgs_server.shutdown().await;
+}

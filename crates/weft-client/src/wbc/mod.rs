@@ -212,6 +212,7 @@ impl Client {
                         }
                     }
                     CreateNeeds::Flush => self.wbc_flush(parent).await?,
+                    CreateNeeds::Closing => break,
                 }
             }
         }
@@ -319,21 +320,28 @@ impl Client {
                 tracing::warn!(%dir, error = %e, "a batch of the write-back cache failed");
             }
         } else if pending >= batch && pending % batch == 0 {
-            self.wbc_spawn(dir, Duration::ZERO);
+            self.wbc_spawn(dir, None);
         } else if first {
-            self.wbc_spawn(dir, Duration::from_millis(self.wbc.config.batch_ms));
+            self.wbc_spawn(dir, Some(Duration::from_millis(self.wbc.config.batch_ms)));
         }
     }
 
-    fn wbc_spawn(&self, dir: Fid, after: Duration) {
+    /// A task that sends a batch of `dir`: at once (`every` None), or every `every` until
+    /// nothing is left (the timer of a directory's oldest op).
+    fn wbc_spawn(&self, dir: Fid, every: Option<Duration>) {
         let client = self.weak_self.clone();
         tokio::spawn(async move {
-            if !after.is_zero() {
-                tokio::time::sleep(after).await;
-            }
-            let Some(client) = client.upgrade() else { return };
-            if let Err(e) = client.wbc_send_one(dir).await {
-                tracing::warn!(%dir, error = %e, "a batch of the write-back cache failed");
+            loop {
+                if let Some(pause) = every {
+                    tokio::time::sleep(pause).await;
+                }
+                let Some(client) = client.upgrade() else { return };
+                if let Err(e) = client.wbc_send_one(dir).await {
+                    tracing::warn!(%dir, error = %e, "a batch of the write-back cache failed");
+                }
+                if every.is_none() || client.wbc_pending(dir) == 0 {
+                    return;
+                }
             }
         });
     }
@@ -384,7 +392,7 @@ impl Client {
     /// Sends what `dir` holds, then gives its lock back and forgets it: the cache does not
     /// follow the change about to be made there.
     pub(crate) async fn wbc_leave(&self, dir: Fid) -> WeftResult<()> {
-        if !self.wbc.dirs().contains_key(&dir) {
+        if !self.wbc_close(dir) {
             return Ok(());
         }
         let sent = self.wbc_flush(dir).await;
@@ -393,6 +401,14 @@ impl Client {
             self.wbc_give_back(dir, d.lock.handle).await;
         }
         sent
+    }
+
+    /// Marks `dir` as being given back (no new op is made there); whether it is held.
+    fn wbc_close(&self, dir: Fid) -> bool {
+        let mut dirs = self.wbc.dirs();
+        let Some(d) = dirs.get_mut(&dir) else { return false };
+        d.closing = true;
+        true
     }
 
     /// Every directory held: sent and given back (the client ends, or the cache is turned off).
@@ -416,6 +432,7 @@ impl Client {
             .find(|(fid, d)| d.lock.handle == handle && LockTarget::Mdt(fid.mdt_index()) == target)
             .map(|(fid, _)| *fid);
         let Some(dir) = dir else { return false };
+        self.wbc_close(dir);
         self.wbc.callbacks.fetch_add(1, Ordering::Relaxed);
         if let Err(e) = self.wbc_flush(dir).await {
             tracing::warn!(%dir, error = %e, "the write-back cache's last batch before a callback failed");

@@ -26,6 +26,9 @@ pub struct Dir {
     pub who: Option<Caller>,
     /// When the oldest pending op was made.
     pub since: Option<Instant>,
+    /// Being sent and given back (a callback, a rename): no new op is made here, the
+    /// requests go to the MDS (after the last batch).
+    pub closing: bool,
 }
 
 /// What a create in a held directory needs first.
@@ -37,6 +40,8 @@ pub enum CreateNeeds {
     Fids,
     /// The pending ops are another caller's: send them first.
     Flush,
+    /// The directory is being given back: create at the MDS.
+    Closing,
 }
 
 impl Dir {
@@ -51,6 +56,7 @@ impl Dir {
             pending: Vec::new(),
             who: None,
             since: None,
+            closing: false,
         }
     }
 
@@ -88,6 +94,9 @@ impl Dir {
                 ErrorCode::Exists,
                 format!("'{}' exists already", String::from_utf8_lossy(name)),
             ));
+        }
+        if self.closing {
+            return Ok(CreateNeeds::Closing);
         }
         if !self.same_caller(who) {
             return Ok(CreateNeeds::Flush);
@@ -147,7 +156,7 @@ impl Dir {
         if kind == FileType::Directory {
             return Err(WeftError::new(ErrorCode::IsDir, format!("'{}' is a directory: use rmdir", show())));
         }
-        if !self.made.contains_key(&fid) || !self.same_caller(who) {
+        if self.closing || !self.made.contains_key(&fid) || !self.same_caller(who) {
             return Ok(false);
         }
         self.names.remove(name);
@@ -174,7 +183,7 @@ impl Dir {
             && set.proj_inherit.is_none();
         let inode = self.made.get(&fid)?;
         let owner = who.identity.uid == 0 || who.identity.uid == inode.attr.uid;
-        if !simple || !owner || !self.same_caller(who) {
+        if self.closing || !simple || !owner || !self.same_caller(who) {
             return None;
         }
         let at = |t: &Option<SetTime>| match t {

@@ -105,3 +105,17 @@ fn setattr_of_a_file_made_here_by_its_owner_and_a_lost_batch() {
     d.lost(&ops);
     assert!(d.names.is_empty() && d.made.is_empty());
 }
+
+#[test]
+fn a_directory_being_given_back_makes_nothing_more() {
+    let mut d = dir(&[]);
+    d.add_fids(Fid::new(0x200000400, 100, 0), 10);
+    let now = Instant::now();
+    let a = made(d.create(&alice(), b"a", 0o644, T, now).unwrap());
+    d.closing = true;
+    assert_eq!(d.create(&alice(), b"b", 0o644, T, now).unwrap(), CreateNeeds::Closing);
+    assert!(!d.unlink(&alice(), b"a", T, now).unwrap(), "the MDS does it, after the last batch");
+    let set = SetAttr { mode: Some(0o600), ..Default::default() };
+    assert!(d.setattr(&alice(), a.attr.fid, &set, T, now).is_none());
+    assert_eq!(d.pending.len(), 1);
+}

@@ -13,6 +13,8 @@ use weft_proto::{ErrorCode, Fid};
 use weft_server::{RunningServer, ServerConfig};
 
 const FILES: usize = 3000;
+/// The largest batch: a test that wants one batch makes one op fewer.
+const BATCH: usize = weft_proto::limits::BATCH_OPS_MAX;
 
 fn free_address() -> String {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
@@ -143,11 +145,11 @@ async fn a_batch_cut_by_the_mds_restart_is_applied_exactly_once() {
     (config_s.listen, config_s.mgs, config_s.mgs_address) = (free_address(), None, mgs.clone());
     let server = RunningServer::start(config_s.clone()).await.unwrap();
     // Nothing goes before the fsync: one batch of everything.
-    let wbc = WbcConfig { batch_ops: 4096, batch_ms: 600_000, ..on() };
+    let wbc = WbcConfig { batch_ops: BATCH, batch_ms: 600_000, ..on() };
     let a = Client::connect(config(&mgs, wbc)).await.unwrap();
     let who = Caller::root();
     let dir = a.mkdir(&who, Fid::ROOT, b"d", 0o755).await.unwrap().attr.fid;
-    for i in 0..FILES {
+    for i in 0..BATCH - 1 {
         a.create_file(&who, dir, format!("f{i}").as_bytes(), 0o644).await.unwrap();
     }
     assert_eq!(a.wbc_stats().batches, 0);
@@ -169,7 +171,7 @@ async fn a_batch_cut_by_the_mds_restart_is_applied_exactly_once() {
     );
     let b = Client::connect(config(&mgs, WbcConfig::default())).await.unwrap();
     let seen = names(&b, &who, dir).await;
-    assert_eq!(seen.len(), FILES);
+    assert_eq!(seen.len(), BATCH - 1);
     assert_eq!(a.wbc_stats().batches_failed, 0);
     for c in [a, b] {
         c.release_locks().await;
@@ -215,12 +217,12 @@ async fn a_replicated_mdt_applies_a_batch_once_through_the_loss_of_its_leader() 
         servers.push(Some(RunningServer::start(c).await.unwrap()));
     }
     let leader = mdt_leader(&mgs, None).await;
-    let wbc = WbcConfig { batch_ops: 4096, batch_ms: 600_000, ..on() };
+    let wbc = WbcConfig { batch_ops: BATCH, batch_ms: 600_000, ..on() };
     let a = Client::connect(config(&mgs, wbc)).await.unwrap();
     let who = Caller::root();
     let dir = a.mkdir(&who, Fid::ROOT, b"d", 0o755).await.unwrap().attr.fid;
     let mut fids = std::collections::HashSet::new();
-    for i in 0..2000 {
+    for i in 0..BATCH - 1 {
         fids.insert(a.create_file(&who, dir, format!("f{i}").as_bytes(), 0o644).await.unwrap().attr.fid);
     }
     // The batch goes through the group; its leader stops under it.
@@ -234,11 +236,11 @@ async fn a_replicated_mdt_applies_a_batch_once_through_the_loss_of_its_leader() 
     mdt_leader(&mgs, Some(&leader)).await;
     sync.await.unwrap().expect("the batch is applied once by the group");
     let b = Client::connect(config(&mgs, WbcConfig::default())).await.unwrap();
-    assert_eq!(names(&b, &who, dir).await.len(), 2000);
+    assert_eq!(names(&b, &who, dir).await.len(), BATCH - 1);
     // The new leader hands out FIDs after the range the old one granted.
     let f = b.create_file(&who, dir, b"after", 0o644).await.unwrap();
     assert!(!fids.contains(&f.attr.fid), "{} was granted to the other client", f.attr.fid);
-    assert_eq!(a.lookup(&who, dir, b"f1999").await.unwrap().attr.kind, FileType::Regular);
+    assert_eq!(a.lookup(&who, dir, b"f1000").await.unwrap().attr.kind, FileType::Regular);
     for c in [a, b] {
         c.release_locks().await;
     }

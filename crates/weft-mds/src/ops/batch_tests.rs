@@ -145,3 +145,30 @@ async fn no_grant_where_the_cache_cannot_make_files() {
     let e = env.req_as(&user(1000), MdtRequest::WbcGrant(mdt::WbcGrant { dir: d, fids: 1 })).await.unwrap_err();
     assert_eq!(e.code, ErrorCode::Access, "{e}");
 }
+
+/// A commit batch holds at most COMMIT_BATCH_WEIGHT_MAX ops of batches, and is one journal
+/// record and one entry of a replicated MDT's log, which must fit in a replication message.
+#[tokio::test]
+async fn a_commit_of_batches_fits_in_a_replication_message() {
+    fn bytes_under(p: &std::path::Path) -> u64 {
+        let mut n = 0;
+        for e in std::fs::read_dir(p).unwrap() {
+            let e = e.unwrap();
+            let m = e.metadata().unwrap();
+            n += if m.is_dir() { bytes_under(&e.path()) } else { m.len() };
+        }
+        n
+    }
+    let env = Env::new().await;
+    let d = env.must_mkdir(Fid::ROOT, "d").await;
+    let g = grant(&env, d, 1000).await;
+    let before = bytes_under(env.dir.path());
+    let ops = (0..1000).map(|i| create(d, &format!("file.{i:06}"), fid_at(&g, i))).collect();
+    env.req(batch(ops)).await.unwrap();
+    let per_create = (bytes_under(env.dir.path()) - before) / 1000;
+    // Twice that, for a changelog record per create.
+    let commit = 2 * per_create * crate::limits::COMMIT_BATCH_WEIGHT_MAX as u64;
+    // The replication's appends are cut at 3 MiB, inside a message (MESSAGE_BYTES_MAX).
+    let message = weft_proto::limits::MESSAGE_BYTES_MAX as u64;
+    assert!(commit < message / 2, "{per_create} bytes per create");
+}

@@ -123,5 +123,6 @@ pub const WBC_BATCH_OPS_DEFAULT: usize = 1024;
 pub const WBC_BATCH_MS_DEFAULT: u64 = 50;
 /// FIDs asked for at a time (one counter write on the MDT per grant).
 pub const WBC_FIDS_PER_GRANT: u32 = 65_536;
-/// Most names of a directory the cache takes on (it keeps the whole listing).
-pub const WBC_LISTING_MAX: usize = 100_000;
+/// Most names of a directory the cache keeps (the whole listing, about 100 bytes a name):
+/// a directory that has more when it is granted, or grows past it, is given back.
+pub const WBC_LISTING_MAX: usize = 1_000_000;

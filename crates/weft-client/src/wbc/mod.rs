@@ -196,6 +196,10 @@ impl Client {
                 let needs = {
                     let mut dirs = self.wbc.dirs();
                     match dirs.get_mut(&parent) {
+                        // The listing at its bound: the directory goes back (below).
+                        Some(d) if d.names.len() >= crate::limits::WBC_LISTING_MAX && !d.closing => {
+                            CreateNeeds::Closing
+                        }
                         Some(d) => d.create(who, name, mode, now_ts(), Instant::now())?,
                         None => break, // called back meanwhile
                     }
@@ -212,7 +216,13 @@ impl Client {
                         }
                     }
                     CreateNeeds::Flush => self.wbc_flush(parent).await?,
-                    CreateNeeds::Closing => break,
+                    CreateNeeds::Closing => {
+                        if self.wbc.dirs().get(&parent).is_some_and(|d| !d.closing) {
+                            self.wbc.refused_until(parent, Instant::now() + Duration::from_secs(3600));
+                            self.wbc_leave(parent).await?;
+                        }
+                        break;
+                    }
                 }
             }
         }
@@ -359,6 +369,9 @@ impl Client {
         let n = ops.len() as u64;
         match self.mdt(who, mdt::Batch { ops: ops.clone() }).await {
             Ok(()) => {
+                if let Some(d) = self.wbc.dirs().get_mut(&dir) {
+                    d.sent(&ops);
+                }
                 self.wbc.batches.fetch_add(1, Ordering::Relaxed);
                 self.wbc.ops_sent.fetch_add(n, Ordering::Relaxed);
                 Ok(())

@@ -232,6 +232,16 @@ impl Dir {
         Some((ops, who.unwrap_or_default()))
     }
 
+    /// A batch the MDT applied: the files it made are the MDT's to answer for now (only
+    /// their names stay here, so the memory held is the listing's).
+    pub fn sent(&mut self, ops: &[BatchOp]) {
+        for op in ops {
+            if let BatchOp::Create { fid, .. } = op {
+                self.made.remove(fid);
+            }
+        }
+    }
+
     /// A batch that failed: what it made is not there (the names and files go, so that
     /// the client shows what the MDS has).
     pub fn lost(&mut self, ops: &[BatchOp]) {

@@ -84,6 +84,12 @@ fn describe(op: &BatchOp) -> String {
 }
 
 fn apply(ctx: &mut OpCtx<'_>, op: &BatchOp) -> WeftResult<()> {
+    if let Some(parent) = op.parent() {
+        // A striped directory's names live in its stripes: not the cache's.
+        if ctx.t.must_dir(parent)?.stripes().is_some() {
+            return Err(err(ErrorCode::Invalid, format!("{parent} is striped over MDTs")));
+        }
+    }
     match op {
         BatchOp::Create { parent, name, fid, mode, uid, gid, time } => {
             create(ctx, *parent, name, *fid, (*mode, *uid, *gid), *time)

@@ -13,6 +13,8 @@ command -v sqlite3 >/dev/null 2>&1 || need+=(sqlite3)
 command -v rsync >/dev/null 2>&1 || need+=(rsync)
 command -v tar >/dev/null 2>&1 || need+=(tar)
 command -v python3 >/dev/null 2>&1 || need+=(python3)
+# A C compiler: tests/libweft.rs builds a C program against libweft, tests/preload.rs a project.
+command -v cc >/dev/null 2>&1 || need+=(gcc)
 command -v curl >/dev/null 2>&1 || need+=(curl)
 # The dashboard is tested in a real headless browser.
 command -v chromium >/dev/null 2>&1 || need+=(chromium)

@@ -29,6 +29,7 @@ pub mod locks;
 mod metadata;
 mod migrate;
 pub mod mirror;
+pub mod open_file;
 pub mod quota;
 mod recovery;
 mod reply_slots;
@@ -42,6 +43,7 @@ mod write_replay;
 mod io;
 
 pub use io::Glimpse;
+pub use open_file::{OpenFile, Siblings};
 pub use statfs::TargetStatfs;
 pub use weft_proto::msg::mdt::Opened;
 pub mod virtual_xattr;
@@ -157,6 +159,14 @@ pub struct Client {
     peers: PeerSet,
 }
 
+/// A new client id from the operating system's generator: not a user-space generator's,
+/// whose state a forked child shares with its parent (rand 0.9's thread generator does
+/// not reseed after fork), so that two children of one process never come up as one client
+/// (the servers would take one's requests for the other's resends).
+fn fresh_client_id() -> u64 {
+    getrandom::u64().unwrap_or_else(|_| rand::random::<u64>() ^ u64::from(std::process::id()).rotate_left(32))
+}
+
 impl std::fmt::Debug for Client {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Client")
@@ -182,7 +192,7 @@ impl Client {
         };
         // One address, or a replicated MGS's (`a:p,b:p,c:p`): the map is followed at the leader.
         let mgs = Arc::new(weft_rpc::mgs::MgsPeers::new(&config.mgs_address, mgs_opts));
-        let client_id = rand::random::<u64>();
+        let client_id = fresh_client_id();
         let id = Arc::new(AtomicU64::new(client_id));
         let map = MapFollower::start_for_client(mgs, config.connect_timeout, id.clone()).await.map_err(|e| {
             WeftError::new(
@@ -236,7 +246,7 @@ impl Client {
     /// are gone, so every cache they guarded is dropped, and the client comes back under a
     /// new id with new connections. What was under way before fails with EIO.
     fn evicted(&self, old_id: u64) {
-        let new_id = rand::random::<u64>();
+        let new_id = fresh_client_id();
         if self.client_id.load(Ordering::Acquire) != old_id {
             return; // another request saw it first
         }

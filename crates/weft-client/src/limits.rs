@@ -116,6 +116,10 @@ pub const QUOTA_ACQUIRES_MAX: u32 = 2;
 /// How long a file's writes go through after an OST said its owner is close to a quota
 /// limit there (renewed by every such answer).
 pub const QUOTA_TIGHT_HOLD_MS: u64 = 5_000;
+/// Times a read or write fetches its open's layout again when the MDT lock that came with
+/// it went while it took its extent locks (a migration, another client's change); after
+/// that it goes on with the last one fetched.
+pub const LAYOUT_REFETCHES_MAX: u32 = 3;
 
 /// The metadata write-back cache (wbc/): a batch goes once it has this many ops...
 pub const WBC_BATCH_OPS_DEFAULT: usize = 1024;

@@ -111,7 +111,7 @@ impl Mount {
             // counts, not the mode bits now.
             let open = fh.and_then(|fh| self.files.get(fh.0));
             let layout = match &open {
-                Some(file) => crate::io::current_layout(&self.client, who, file).await?.map(|l| (*l).clone()),
+                Some(file) => self.client.current_layout(who, file).await?.map(|l| (*l).clone()),
                 None => self.client.getattr(who, fid).await?.layout,
             };
             let handle = open.map(|file| file.mds_handle);

@@ -6,7 +6,6 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, RwLock};
 use weft_proto::layout::Layout;
-use weft_proto::lock::LockHandle;
 use weft_proto::msg::{Attr, DirEntry};
 use weft_proto::Fid;
 
@@ -50,25 +49,11 @@ impl<T> HandleTable<T> {
     }
 }
 
-/// One open of a regular file.
+/// One open of a regular file: the client library's open (layout, size, whether it wrote;
+/// `weft_client::OpenFile`, reached through `Deref`) and what the kernel side adds.
 #[derive(Debug)]
 pub struct OpenFile {
-    pub fid: Fid,
-    /// The MDS's open handle, for Close.
-    pub mds_handle: u64,
-    /// The layout as this open knows it: given at open, and replaced when components are
-    /// instantiated (by a write through it, or seen on a read past what it knew) or the
-    /// file migrates; with the MDT lock that came with it, while it holds the layout is
-    /// the file's (see `Mount::layout_now`).
-    layout: Mutex<(Option<Arc<Layout>>, Option<LockHandle>)>,
-    /// The file size as this handle knows it: the size at open, raised by writes through
-    /// it, set by truncates and glimpses. Reads inside it are answered in full (zero-filled
-    /// past the objects), so the kernel never sees a short read inside the file and
-    /// shrinks its idea of the size.
-    known_size: AtomicU64,
-    wrote: AtomicBool,
-    /// The client incarnation that opened it: after an eviction the handle gives EIO.
-    pub generation: u64,
+    core: weft_client::OpenFile,
     /// What the kernel was told for this open.
     pub io: KernelIo,
     /// A read-only open of a file whose size the MDS knew: the lock its answer came with,
@@ -84,9 +69,17 @@ pub struct OpenFile {
     pub through_cache: AtomicBool,
 }
 
-/// Whether generation `a` is after `b` (generations wrap).
-fn newer(a: u32, b: u32) -> bool {
-    a != b && a.wrapping_sub(b) < u32::MAX / 2
+impl std::ops::Deref for OpenFile {
+    type Target = weft_client::OpenFile;
+    fn deref(&self) -> &weft_client::OpenFile {
+        &self.core
+    }
+}
+
+impl std::ops::DerefMut for OpenFile {
+    fn deref_mut(&mut self) -> &mut weft_client::OpenFile {
+        &mut self.core
+    }
 }
 
 /// The mode a write by a process without CAP_FSETID leaves, if it changes any bit (as
@@ -103,12 +96,7 @@ pub fn mode_without_privileges(mode: u32) -> Option<u32> {
 impl OpenFile {
     pub fn new(fid: Fid, mds_handle: u64, layout: Option<Layout>, size_at_open: u64) -> OpenFile {
         OpenFile {
-            fid,
-            mds_handle,
-            layout: Mutex::new((layout.map(Arc::new), None)),
-            known_size: AtomicU64::new(size_at_open),
-            wrote: AtomicBool::new(false),
-            generation: 0,
+            core: weft_client::OpenFile::new(fid, mds_handle, layout, size_at_open),
             io: KernelIo::Cached,
             exact_size: None,
             privileged_mode: AtomicU32::new(0),
@@ -133,68 +121,6 @@ impl OpenFile {
     /// Their setuid and setgid bits are cleared: later writes need not look.
     pub fn privileges_cleared(&self) {
         self.privileged_mode.store(0, Ordering::Release);
-    }
-
-    pub fn layout(&self) -> Option<Arc<Layout>> {
-        self.layout.lock().unwrap_or_else(|p| p.into_inner()).0.clone()
-    }
-
-    /// The MDT lock the layout came with, if any.
-    pub fn layout_lock(&self) -> Option<LockHandle> {
-        self.layout.lock().unwrap_or_else(|p| p.into_inner()).1
-    }
-
-    /// The layout came with the MDT lock `lock` (an open's or a getattr's answer).
-    pub fn set_layout_lock(&self, lock: Option<LockHandle>) {
-        self.layout.lock().unwrap_or_else(|p| p.into_inner()).1 = lock;
-    }
-
-    /// A newer layout of the file (more components instantiated, or migrated), with the
-    /// lock it came with when it came with one; an older one than this open knows is
-    /// ignored.
-    pub fn update_layout(&self, layout: Arc<Layout>, lock: Option<LockHandle>) -> Arc<Layout> {
-        let mut known = self.layout.lock().unwrap_or_else(|p| p.into_inner());
-        if lock.is_some() {
-            known.1 = lock;
-        }
-        match &known.0 {
-            Some(k) if k.generation == layout.generation || newer(k.generation, layout.generation) => k.clone(),
-            _ => {
-                known.0 = Some(layout.clone());
-                layout
-            }
-        }
-    }
-
-    pub fn known_size(&self) -> u64 {
-        self.known_size.load(Ordering::Acquire)
-    }
-
-    /// A write of `[offset, end)` went through this handle and was acknowledged.
-    pub fn note_write(&self, end: u64) {
-        self.wrote.store(true, Ordering::Release);
-        self.known_size.fetch_max(end, Ordering::AcqRel);
-    }
-
-    /// The objects hold at least `size` bytes (a glimpse). Never lowers the size: a read
-    /// inside what this handle wrote must stay whole.
-    pub fn raise_size(&self, size: u64) {
-        self.known_size.fetch_max(size, Ordering::AcqRel);
-    }
-
-    /// The size is now exactly `size` (a truncate through the mount, a glimpse).
-    pub fn set_size(&self, size: u64) {
-        self.known_size.store(size, Ordering::Release);
-    }
-
-    /// The kernel may have written the object itself (passthrough): the close must read
-    /// the size from the objects as after any write.
-    pub fn assume_written(&self) {
-        self.wrote.store(true, Ordering::Release);
-    }
-
-    pub fn wrote(&self) -> bool {
-        self.wrote.load(Ordering::Acquire)
     }
 }
 
@@ -341,23 +267,6 @@ mod tests {
         assert!(d > c, "handles are never reused");
         assert_eq!(t.drain().len(), 3);
         assert!(t.get(a).is_none() && t.drain().is_empty());
-    }
-
-    #[test]
-    fn open_file_size_grows_with_writes_and_follows_truncates() {
-        let f = OpenFile::new(Fid::new(1, 1, 0), 1, None, 100);
-        assert!(!f.wrote());
-        f.note_write(50);
-        assert!(f.wrote());
-        assert_eq!(f.known_size(), 100, "a write inside the file does not shrink it");
-        f.note_write(4096);
-        assert_eq!(f.known_size(), 4096);
-        f.raise_size(100);
-        assert_eq!(f.known_size(), 4096, "a glimpse never lowers the size");
-        f.raise_size(5000);
-        assert_eq!(f.known_size(), 5000);
-        f.set_size(10);
-        assert_eq!(f.known_size(), 10);
     }
 
     #[test]

@@ -5,7 +5,6 @@
 use crate::errno::fuse_errno;
 use crate::handles::{mode_without_privileges, OpenFile};
 use crate::iomode::KernelIo;
-use crate::limits::LAYOUT_REFETCHES_MAX;
 use crate::mount::{evicted, reply_empty, Mount};
 use crate::writeback::QueuedWrite;
 use bytes::Bytes;
@@ -17,16 +16,7 @@ use weft_proto::lock::bits;
 use weft_proto::lock::LockHandle;
 use weft_proto::lock::LockMode;
 use weft_proto::msg::{Caller, SetAttr};
-use weft_proto::ErrorCode;
 use weft_proto::{WeftError, WeftResult};
-
-/// Whether a read of `[offset, offset+size)` must first ask the objects for the file's
-/// size: it reaches past the size this handle knows, and another client may have written
-/// more since. Inside it, every byte is answered (zeros past the objects), so the kernel
-/// never sees a short read inside the file and shrinks its idea of the size.
-pub(crate) fn read_needs_glimpse(offset: u64, size: u32, known_size: u64) -> bool {
-    offset.saturating_add(u64::from(size)) > known_size
-}
 
 /// How a write through the mount reaches the OSTs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -45,42 +35,13 @@ pub(crate) fn write_path(io: KernelIo) -> WritePath {
     }
 }
 
-async fn refetch_layout(client: &weft_client::Client, who: &Caller, file: &OpenFile) -> WeftResult<Arc<Layout>> {
-    let inode = client.getattr(who, file.fid).await?;
-    let layout = inode.layout.ok_or_else(|| WeftError::io(format!("{} lost its layout", file.fid)))?;
-    Ok(file.update_layout(Arc::new(layout), inode.lock.as_ref().map(|l| l.handle)))
-}
-
-/// The open's layout for what is done without extent locks (fsync, the size at close, a
-/// truncate): fetched again when the MDT lock it came with is gone (it may have migrated).
-pub(crate) async fn current_layout(
-    client: &weft_client::Client,
-    who: &Caller,
-    file: &OpenFile,
-) -> WeftResult<Option<Arc<Layout>>> {
-    let Some(layout) = file.layout() else { return Ok(None) };
-    if file.layout_lock().is_some_and(|h| client.lock_cache().still_holds_layout(file.fid, h)) {
-        return Ok(Some(layout));
-    }
-    refetch_layout(client, who, file).await.map(Some)
-}
-
-/// The size, blocks and data version the objects of the open's layout hold (a writer's close
-/// tells the MDS): read again when the layout changed meanwhile (a migration destroys the
-/// objects it read), as a read or write takes its layout again.
-pub(crate) async fn glimpse_current(
-    client: &weft_client::Client,
-    who: &Caller,
-    file: &OpenFile,
-) -> WeftResult<Option<weft_client::Glimpse>> {
-    for _ in 0..=LAYOUT_REFETCHES_MAX {
-        let Some(layout) = current_layout(client, who, file).await? else { return Ok(None) };
-        let glimpsed = client.glimpse_versioned(who, &layout).await?;
-        if file.layout_lock().is_some_and(|h| client.lock_cache().still_holds_layout(file.fid, h)) {
-            return Ok(Some(glimpsed));
+/// The other opens of a file on this mount take a layout one of them learned.
+impl weft_client::Siblings for Mount {
+    fn share(&self, file: &weft_client::OpenFile, layout: &Arc<Layout>, lock: Option<LockHandle>) {
+        for other in self.files.find_all(|f| f.fid == file.fid) {
+            other.update_layout(layout.clone(), lock);
         }
     }
-    Err(WeftError::new(ErrorCode::Busy, format!("the layout of {} kept changing", file.fid)))
 }
 
 impl Mount {
@@ -121,7 +82,7 @@ impl Mount {
         let layout = &*layout;
         // Reads see every write made before them on this mount.
         self.writes.wait_idle(file.fid).await;
-        if read_needs_glimpse(offset, size, file.known_size()) && !self.size_still_exact(file) {
+        if weft_client::open_file::read_needs_glimpse(offset, size, file.known_size()) && !self.size_still_exact(file) {
             let (size_now, _) = self.client.glimpse(who, layout).await?;
             file.raise_size(size_now);
         }
@@ -196,16 +157,8 @@ impl Mount {
         }
     }
 
-    /// The open's layout and the extent locks of `[offset, offset+len)` in `mode` (PW: a
-    /// write, which gives the components it reaches their objects first). The layout is
-    /// checked under the locks: the MDT lock it came with must still hold its LAYOUT bit,
-    /// or it is fetched again. A migration swaps a layout only while it holds every object
-    /// of the old one locked, and the swap calls that MDT lock back first: so a read or
-    /// write that holds its locks and finds the lock there has the file's layout, and one
-    /// that waited for the migration's locks finds it gone and looks again.
-    ///
-    /// With `mirror` (a read of a file with mirrors), the layout answered is that mirror's
-    /// alone, or the first in sync's if it is no longer.
+    /// The open's layout and the extent locks of `[offset, offset+len)` in `mode`, its
+    /// layout shared with the mount's other opens of the file (`Client::locked_layout`).
     pub(crate) async fn locked_layout(
         &self,
         who: &Caller,
@@ -215,68 +168,12 @@ impl Mount {
         mode: LockMode,
         mirror: Option<u16>,
     ) -> WeftResult<(Arc<Layout>, ExtentGuard)> {
-        let mut layout = file.layout().ok_or_else(|| WeftError::io(format!("{} has no layout", file.fid)))?;
-        // Components this open knew without objects may have them now (another client
-        // wrote there): a read that reaches one, or past the size it knows, looks again.
-        let reads_past = |l: &Layout| {
-            !l.fully_instantiated() && (l.needs_instantiation(offset, len) || offset + len > file.known_size())
-        };
-        if mode == LockMode::Pr && reads_past(&layout) {
-            layout = self.refresh_layout(who, file).await?;
-        }
-        for _ in 0..=LAYOUT_REFETCHES_MAX {
-            if mode == LockMode::Pw {
-                layout.check_writable(offset, len)?;
-                // A component the write reaches first gets its objects now.
-                let open = Some(file.mds_handle);
-                if let Some(inode) = self.client.instantiate(who, file.fid, &layout, offset, len, open).await? {
-                    if let Some(new) = inode.layout {
-                        layout = self.share_layout(file, new, inode.lock.as_ref().map(|l| l.handle));
-                        // Its stripes as granted (fewer than planned, maybe) bound the file.
-                        layout.check_writable(offset, len)?;
-                    }
-                }
-            }
-            let view = match mirror {
-                Some(id) if layout.is_mirrored() => {
-                    let id = if layout.mirror_in_sync(id) { id } else { layout.write_mirror() };
-                    Arc::new(layout.mirror(id))
-                }
-                _ => layout.clone(),
-            };
-            let locks = self.client.extent_lock(who, file.fid, &view, offset, len, mode).await?;
-            if file.layout_lock().is_some_and(|h| self.client.lock_cache().still_holds_layout(file.fid, h)) {
-                return Ok((view, locks));
-            }
-            // The lock went (a change, or only the lock cache's bound): the layout the MDS
-            // has now. The same generation is the same layout, which the extent locks held
-            // keep the file's (a migration needs them), so they serve as they are.
-            let fresh = self.refresh_layout(who, file).await?;
-            if fresh.generation == layout.generation {
-                return Ok((view, locks));
-            }
-            drop(locks);
-            layout = fresh;
-        }
-        Err(WeftError::new(ErrorCode::Busy, format!("the layout of {} kept changing under a read or write", file.fid)))
+        self.client.locked_layout(who, file, offset, len, mode, mirror, self).await
     }
 
-    /// The file's layout as the MDS has it now, with the lock it came with, for every open
-    /// of the file on this mount.
+    /// The file's layout as the MDS has it now, for every open of the file on this mount.
     pub(crate) async fn refresh_layout(&self, who: &Caller, file: &OpenFile) -> WeftResult<Arc<Layout>> {
-        let inode = self.client.getattr(who, file.fid).await?;
-        let layout = inode.layout.ok_or_else(|| WeftError::io(format!("{} lost its layout", file.fid)))?;
-        Ok(self.share_layout(file, layout, inode.lock.as_ref().map(|l| l.handle)))
-    }
-
-    /// A newer layout of `file`'s inode: every open of it on this mount takes it (a change
-    /// made by this mount calls back none of its own locks, so the others would not know).
-    pub(crate) fn share_layout(&self, file: &OpenFile, layout: Layout, lock: Option<LockHandle>) -> Arc<Layout> {
-        let shared = file.update_layout(Arc::new(layout), lock);
-        for other in self.files.find_all(|f| f.fid == file.fid) {
-            other.update_layout(shared.clone(), lock);
-        }
-        shared
+        self.client.refresh_layout(who, file, self).await
     }
 
     /// After a change of `fid`'s layout made without an open's help (a truncate): every
@@ -329,7 +226,7 @@ impl Mount {
         };
         let synced = async {
             self.writes.drain(file.fid).await?;
-            match current_layout(&self.client, &who, &file).await? {
+            match self.client.current_layout(&who, &file).await? {
                 Some(layout) => self.client.fsync_file(&who, Some(file.fid), &layout).await,
                 None => Ok(()),
             }
@@ -342,15 +239,6 @@ impl Mount {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn a_read_asks_the_objects_only_past_the_size_it_knows() {
-        assert!(!read_needs_glimpse(0, 4096, 4096));
-        assert!(read_needs_glimpse(0, 4097, 4096));
-        assert!(read_needs_glimpse(4096, 1, 4096));
-        assert!(!read_needs_glimpse(100, 0, 100));
-        assert!(read_needs_glimpse(u64::MAX, 1, u64::MAX - 1), "no overflow at the end of the range");
-    }
 
     #[test]
     fn only_uncached_writes_go_through_at_once() {

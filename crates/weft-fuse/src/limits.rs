@@ -90,11 +90,6 @@ pub const GROUPS_MAX: usize = 65_536;
 /// Longest jobid kept (Lustre's LUSTRE_JOBID_SIZE less its NUL).
 pub const JOBID_BYTES_MAX: usize = 31;
 
-/// Times a read or write fetches its open's layout again when the MDT lock that came with
-/// it went while it took its extent locks (a migration, another client's change); after
-/// that it goes on with the last one fetched.
-pub const LAYOUT_REFETCHES_MAX: u32 = 3;
-
 // ---- The persistent client cache (pcc/)
 
 /// How often a restore of a read-write file looks whether this mount's writers of it closed

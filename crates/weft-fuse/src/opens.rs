@@ -454,7 +454,7 @@ impl Mount {
             // A writer tells the MDS the size, blocks and data version the objects now hold.
             let written = match size_at_close(file.io, file.wrote()) {
                 _ if local_size.is_some() => local_size,
-                SizeAtClose::Objects => match crate::io::glimpse_current(&client, &who, &file).await {
+                SizeAtClose::Objects => match client.glimpse_current(&who, &file).await {
                     Ok(written) => written,
                     Err(e) => {
                         tracing::warn!("release of {}: cannot read its size from the objects: {e}", file.fid);

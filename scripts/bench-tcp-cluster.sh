@@ -23,6 +23,8 @@
 # MDTS=2 (up to 4) adds MDT1.. each in an MDS process of its own (127.0.0.10, .11, .12) and
 # makes every directory under io500 striped over all the MDTs (setdirstripe -D): how
 # mdtest-hard's shared directory moves with the MDT count.
+# NATIVE=1 runs the benchmark through the client library instead of the mount
+# (`--api native --mgs MGS --dir /io500`); add --wbc for its metadata write-back cache.
 set -euo pipefail
 W=${WEFT:-target/release/weft}
 W=$(realpath "$W")
@@ -117,6 +119,10 @@ if [ "${BENCH:-io500}" = pcc ]; then
 fi
 if [ "${BENCH:-io500}" = dom ]; then
   W="$W" "$(dirname "$0")/dom-smallfiles.sh" "$dir/mnt" "$@"
+  exit
+fi
+if [ -n "${NATIVE:-}" ]; then
+  "$W" bench io500 --api native --mgs "$mgs" --dir /io500 "${with_baseline[@]}" "$@"
   exit
 fi
 "$W" bench io500 --dir "$dir/mnt/io500" "${with_baseline[@]}" "$@"

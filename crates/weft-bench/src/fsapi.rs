@@ -42,6 +42,12 @@ pub trait BenchFs {
     /// Drops what this node caches of the file's data, so that a read reaches the file
     /// system (posix_fadvise DONTNEED; nothing to do for the client library).
     fn drop_cache(&mut self, path: &str) -> Result<()>;
+    /// Makes the names made in directory `path` durable before a phase's time ends: the
+    /// client library's write-back cache sends its batches and waits for the MDT; nothing
+    /// for system calls (mdtest does not sync).
+    fn sync_dir(&mut self, _path: &str) -> Result<()> {
+        Ok(())
+    }
 }
 
 pub fn join(dir: &str, name: &str) -> String {

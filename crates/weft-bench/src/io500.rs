@@ -31,6 +31,9 @@ pub struct Options {
     /// Before every phase, of Weft and of the baseline: sync, drop the node's caches and let
     /// the machine settle ([`drop_system_caches`]). Needs root.
     pub drop_caches: bool,
+    /// Only these phases (in IO-500's order); None: all. A phase left out leaves what it
+    /// would have read or removed (the run's directory then stays).
+    pub phases: Option<Vec<Phase>>,
     /// The program and arguments that run a worker; `--spec JSON` is appended.
     pub worker_command: Vec<OsString>,
 }
@@ -97,9 +100,9 @@ fn suite(opts: &Options, api: &Api, dir: &str) -> Result<Suite> {
             fs.mkdir(&name)?;
             setup(&mut PosixFs::new(&root), opts.procs)?
         }
-        Api::Native { mgs } => {
+        Api::Native { mgs, wbc } => {
             NativeFs::connect(mgs, dir)?.mkdir(&name)?;
-            setup(&mut NativeFs::connect(mgs, &root)?, opts.procs)?
+            setup(&mut NativeFs::connect_with(mgs, &root, *wbc)?, opts.procs)?
         }
     };
     println!("dir {root} (api {})", api.name());
@@ -120,6 +123,9 @@ fn suite(opts: &Options, api: &Api, dir: &str) -> Result<Suite> {
     let mut counts: HashMap<Phase, Vec<u64>> = HashMap::new();
     let mut phases = Vec::new();
     for phase in ORDER {
+        if opts.phases.as_ref().is_some_and(|only| !only.contains(&phase)) {
+            continue;
+        }
         if opts.drop_caches {
             drop_system_caches()?;
         } else if *api == Api::Posix && matches!(phase, Phase::IorEasyRead | Phase::IorHardRead) {
@@ -163,7 +169,7 @@ fn suite(opts: &Options, api: &Api, dir: &str) -> Result<Suite> {
     println!("{}", report::score_line(&score));
     let cleanup = match api {
         Api::Posix => teardown(&mut PosixFs::new(&root), opts.procs).and_then(|_| PosixFs::new(dir).rmdir(&name)),
-        Api::Native { mgs } => NativeFs::connect(mgs, &root)
+        Api::Native { mgs, .. } => NativeFs::connect(mgs, &root)
             .and_then(|mut fs| teardown(&mut fs, opts.procs))
             .and_then(|_| NativeFs::connect(mgs, dir)?.rmdir(&name)),
     };

@@ -29,8 +29,9 @@ pub struct NativeFs {
 
 pub struct NativeFile {
     fid: Fid,
-    handle: u64,
-    layout: Layout,
+    /// The open at the MDS; None for a file the write-back cache made and nobody opened
+    /// yet (opened at its first read or write, which sends the cache's batch first).
+    open: Option<(u64, Layout)>,
     size: u64,
     wrote: bool,
     last: Bytes,
@@ -63,6 +64,11 @@ impl NativeFs {
     /// Connects to the file system whose management service is at `mgs` and resolves `root`,
     /// a directory path from the root of the Weft namespace (`/bench`).
     pub fn connect(mgs: &str, root: &str) -> Result<NativeFs> {
+        NativeFs::connect_with(mgs, root, false)
+    }
+
+    /// [`NativeFs::connect`], with the client's metadata write-back cache on (`wbc`).
+    pub fn connect_with(mgs: &str, root: &str, wbc: bool) -> Result<NativeFs> {
         // One runtime thread of its own: lock callbacks from the servers must be answered
         // also while this process is between calls (a current-thread runtime would leave
         // them waiting, and the servers would evict the client).
@@ -73,6 +79,7 @@ impl NativeFs {
             .context("tokio runtime")?;
         let mut config = ClientConfig::new(mgs);
         config.connect_timeout = std::time::Duration::from_secs(CONNECT_TIMEOUT_S);
+        config.wbc.enabled = wbc;
         let client = rt.block_on(Client::connect(config)).map_err(weft_err)?;
         // SAFETY: geteuid/getegid cannot fail and touch no memory.
         let identity = unsafe { Identity { uid: libc::geteuid(), gid: libc::getegid(), groups: Vec::new() } };
@@ -117,7 +124,21 @@ impl NativeFs {
     fn file_of(&self, rel: &str, mut inode: InodeInfo, handle: u64) -> Result<NativeFile> {
         self.rt.block_on(self.client.complete_size(&self.who, &mut inode)).map_err(weft_err)?;
         let layout = inode.layout.ok_or_else(|| anyhow!("{} has no layout", self.full(rel)))?;
-        Ok(NativeFile { fid: inode.attr.fid, handle, layout, size: inode.attr.size, wrote: false, last: Bytes::new() })
+        let open = Some((handle, layout));
+        Ok(NativeFile { fid: inode.attr.fid, open, size: inode.attr.size, wrote: false, last: Bytes::new() })
+    }
+
+    /// The file's open and layout: opened for reading and writing now if the write-back
+    /// cache made it.
+    fn opened(&self, file: &mut NativeFile) -> Result<(u64, Layout)> {
+        if let Some(open) = &file.open {
+            return Ok(open.clone());
+        }
+        let opened =
+            self.rt.block_on(self.client.open(&self.who, file.fid, OPEN_READ | OPEN_WRITE)).map_err(weft_err)?;
+        let layout = opened.inode.layout.ok_or_else(|| anyhow!("{} has no layout", file.fid))?;
+        file.open = Some((opened.handle, layout.clone()));
+        Ok((opened.handle, layout))
     }
 
     fn open(&mut self, rel: &str, flags: u32, what: &str) -> Result<NativeFile> {
@@ -150,6 +171,16 @@ impl BenchFs for NativeFs {
     fn create_excl(&mut self, path: &str) -> Result<NativeFile> {
         let (parent, name) = split(path);
         let pfid = self.dir_fid(parent)?;
+        if self.client.wbc_enabled() {
+            // Not opened: a file nobody writes (mdtest's) costs no open, and is made by the
+            // write-back cache when it holds the directory.
+            let inode = self
+                .rt
+                .block_on(self.client.create_file(&self.who, pfid, name.as_bytes(), 0o644))
+                .map_err(weft_err)
+                .with_context(|| format!("create {}", self.full(path)))?;
+            return Ok(NativeFile { fid: inode.attr.fid, open: None, size: 0, wrote: false, last: Bytes::new() });
+        }
         let weft_client::Opened { inode, handle, .. } = self
             .rt
             .block_on(self.client.create(&self.who, pfid, name.as_bytes(), 0o644, true, None, OPEN_WRITE))
@@ -168,14 +199,20 @@ impl BenchFs for NativeFs {
 
     fn pwrite(&mut self, file: &mut NativeFile, offset: u64, data: Bytes) -> Result<()> {
         let len = data.len();
+        let (handle, mut layout) = self.opened(file)?;
         file.wrote = true;
         self.rt
             .block_on(async {
-                let locks = self
-                    .client
-                    .extent_lock(&self.who, file.fid, &file.layout, offset, len as u64, LockMode::Pw)
-                    .await?;
-                self.client.write(&self.who, &file.layout, offset, data, &locks).await
+                // Objects for a layout the first write reaches (a file the cache made).
+                if let Some(inode) =
+                    self.client.instantiate(&self.who, file.fid, &layout, offset, len as u64, Some(handle)).await?
+                {
+                    layout = inode.layout.unwrap_or(layout);
+                    file.open = Some((handle, layout.clone()));
+                }
+                let locks =
+                    self.client.extent_lock(&self.who, file.fid, &layout, offset, len as u64, LockMode::Pw).await?;
+                self.client.write(&self.who, &layout, offset, data, &locks).await
             })
             .map_err(weft_err)
             .with_context(|| format!("write of {len} bytes at {offset}"))?;
@@ -185,14 +222,13 @@ impl BenchFs for NativeFs {
 
     fn pread<'f>(&mut self, file: &'f mut NativeFile, offset: u64, len: usize) -> Result<&'f [u8]> {
         let len32 = u32::try_from(len).map_err(|_| anyhow!("a read of {len} bytes is too large"))?;
+        let (_, layout) = self.opened(file)?;
         file.last = self
             .rt
             .block_on(async {
-                let _locks = self
-                    .client
-                    .extent_lock(&self.who, file.fid, &file.layout, offset, len as u64, LockMode::Pr)
-                    .await?;
-                self.client.read(&self.who, &file.layout, offset, len32, file.size).await
+                let _locks =
+                    self.client.extent_lock(&self.who, file.fid, &layout, offset, len as u64, LockMode::Pr).await?;
+                self.client.read(&self.who, &layout, offset, len32, file.size).await
             })
             .map_err(weft_err)
             .with_context(|| format!("read of {len} bytes at {offset}"))?;
@@ -200,15 +236,21 @@ impl BenchFs for NativeFs {
     }
 
     fn fsync(&mut self, file: &mut NativeFile) -> Result<()> {
-        self.rt.block_on(self.client.fsync(&self.who, &file.layout)).map_err(weft_err).context("fsync")
+        let Some((_, layout)) = &file.open else {
+            return Ok(()); // nothing written: the file is as durable as its directory
+        };
+        self.rt.block_on(self.client.fsync(&self.who, layout)).map_err(weft_err).context("fsync")
     }
 
     fn close(&mut self, file: NativeFile) -> Result<()> {
+        let Some((handle, layout)) = &file.open else {
+            return Ok(()); // made by the write-back cache, never opened
+        };
         self.rt
             .block_on(async {
                 let size_blocks =
-                    if file.wrote { Some(self.client.glimpse_versioned(&self.who, &file.layout).await?) } else { None };
-                self.client.close(&self.who, file.fid, file.handle, size_blocks).await
+                    if file.wrote { Some(self.client.glimpse_versioned(&self.who, layout).await?) } else { None };
+                self.client.close(&self.who, file.fid, *handle, size_blocks).await
             })
             .map_err(weft_err)
             .context("close")
@@ -277,6 +319,14 @@ impl BenchFs for NativeFs {
 
     fn drop_cache(&mut self, _path: &str) -> Result<()> {
         Ok(())
+    }
+
+    fn sync_dir(&mut self, path: &str) -> Result<()> {
+        let fid = self.dir_fid(path)?;
+        self.rt
+            .block_on(self.client.fsync_dir(fid))
+            .map_err(weft_err)
+            .with_context(|| format!("fsync {}", self.full(path)))
     }
 }
 

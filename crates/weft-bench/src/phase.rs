@@ -140,14 +140,20 @@ pub enum Api {
     /// System calls on a path (a Weft mount, or any local directory).
     Posix,
     /// The Weft client library, without FUSE; `dir` is a path in the Weft namespace.
-    Native { mgs: String },
+    /// `wbc`: the client's metadata write-back cache on.
+    Native {
+        mgs: String,
+        #[serde(default)]
+        wbc: bool,
+    },
 }
 
 impl Api {
     pub fn name(&self) -> &'static str {
         match self {
             Api::Posix => "posix",
-            Api::Native { .. } => "native",
+            Api::Native { wbc: false, .. } => "native",
+            Api::Native { wbc: true, .. } => "native+wbc",
         }
     }
 }

@@ -81,7 +81,7 @@ pub fn run(opts: &Options) -> Result<StreamReport> {
             fs.stat("").with_context(|| format!("--dir {}", opts.dir))?;
             streams(&mut fs, &name, opts)?
         }
-        Api::Native { mgs } => streams(&mut NativeFs::connect(mgs, &opts.dir)?, &name, opts)?,
+        Api::Native { mgs, .. } => streams(&mut NativeFs::connect(mgs, &opts.dir)?, &name, opts)?,
     };
     println!("{}", line("write", &write));
     println!("{}", line("read", &read));

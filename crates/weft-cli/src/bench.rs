@@ -39,6 +39,10 @@ struct ApiArgs {
     /// With --api native: where the management service is.
     #[command(flatten)]
     at: crate::cluster_addr::MgsArgs,
+    /// With --api native: the client library's metadata write-back cache on (files made in
+    /// a directory the client holds alone are sent to the MDT in batches).
+    #[arg(long)]
+    wbc: bool,
 }
 
 impl ApiArgs {
@@ -47,7 +51,7 @@ impl ApiArgs {
             ApiArg::Posix => Api::Posix,
             ApiArg::Native => {
                 let mgs = self.at.address(None).map_err(|e| anyhow!("--api native: {e:#}"))?;
-                Api::Native { mgs }
+                Api::Native { mgs, wbc: self.wbc }
             }
         })
     }
@@ -80,8 +84,19 @@ struct Io500Args {
     /// the same memory state.
     #[arg(long)]
     drop_caches: bool,
+    /// Only these phases, comma-separated (e.g. mdtest-easy-write,mdtest-easy-stat,
+    /// mdtest-easy-delete); a phase left out leaves its files (the run's directory stays).
+    #[arg(long, value_name = "LIST", value_delimiter = ',', value_parser = parse_phase)]
+    phases: Option<Vec<weft_bench::phase::Phase>>,
     #[command(flatten)]
     api: ApiArgs,
+}
+
+fn parse_phase(s: &str) -> anyhow::Result<weft_bench::phase::Phase> {
+    weft_bench::phase::ORDER.into_iter().find(|p| p.name() == s).ok_or_else(|| {
+        let names: Vec<&str> = weft_bench::phase::ORDER.iter().map(|p| p.name()).collect();
+        anyhow!("no phase {s}; the phases: {}", names.join(", "))
+    })
 }
 
 #[derive(Args)]
@@ -134,6 +149,7 @@ pub fn bench(a: BenchArgs) -> anyhow::Result<()> {
                 json: a.json,
                 ior_max_bytes: a.ior_max,
                 drop_caches: a.drop_caches,
+                phases: a.phases,
                 worker_command: vec![exe.into(), "bench".into(), "worker".into()],
             };
             weft_bench::io500::run(&opts).map(|_| ())

@@ -39,6 +39,7 @@ use crate::limits::{INODES_CACHED_MAX, INODE_CHANGES_TRACKED_MAX, LISTED_NAMES_M
 use std::collections::{HashMap, HashSet, VecDeque};
 use std::sync::Mutex;
 use weft_proto::lock::LockHandle;
+use weft_proto::msg::wbc::BatchOp;
 use weft_proto::msg::{
     mdt, FileType, InodeInfo, MdtRequest, Name, OPEN_ATIME_RELATIME, OPEN_ATIME_STRICT, OPEN_TRUNC, OPEN_WRITE,
     RENAME_EXCHANGE,
@@ -581,6 +582,29 @@ pub fn plan(req: &MdtRequest) -> Option<(Touches, Keep)> {
         MdtRequest::GetDirStripe(_) | MdtRequest::TxnOutcome(_) => return None,
         MdtRequest::SetDirStripe(mdt::SetDirStripe { fid, .. })
         | MdtRequest::SyncStripe(mdt::SyncStripe { fid, .. }) => (t(vec![*fid], vec![], false), Keep::Nothing),
+        // The write-back cache's: the grant changes nothing cached; a batch changes its
+        // directories, the names it makes and removes, the files it changes.
+        MdtRequest::WbcGrant(_) => (Touches::default(), Keep::Nothing),
+        MdtRequest::Batch(mdt::Batch { ops }) => {
+            let (mut inodes, mut names) = (Vec::new(), Vec::new());
+            for op in ops {
+                match op {
+                    BatchOp::Create { parent, name, .. } => {
+                        inodes.push(*parent);
+                        names.push(made(parent, name));
+                    }
+                    BatchOp::Unlink { parent, name } => {
+                        inodes.push(*parent);
+                        names.push(gone(parent, name));
+                    }
+                    BatchOp::Setattr { fid, .. } => inodes.push(*fid),
+                }
+            }
+            inodes.sort();
+            inodes.dedup();
+            // A batch removes only names it made, whose inodes this cache never held.
+            (t(inodes, names, false), Keep::Nothing)
+        }
         // The MDTs' own: no client sends them.
         MdtRequest::UpdatePrepare(_) | MdtRequest::UpdateResolve(_) => (Touches::default(), Keep::Nothing),
     })

@@ -37,6 +37,7 @@ mod statfs;
 pub mod striping;
 mod sync_mirror;
 mod uncommitted;
+pub mod wbc;
 mod write_many;
 mod write_replay;
 
@@ -89,6 +90,8 @@ pub struct ClientConfig {
     /// The local address the client connects from (`weft mount -o nid=ADDR`): the address
     /// servers' nodemaps place it by. None: the one the kernel picks.
     pub local_address: Option<std::net::IpAddr>,
+    /// The metadata write-back cache (wbc/; off by default).
+    pub wbc: wbc::WbcConfig,
 }
 
 impl ClientConfig {
@@ -104,6 +107,7 @@ impl ClientConfig {
             network: None,
             key: defaults.key,
             local_address: None,
+            wbc: wbc::WbcConfig::default(),
         }
     }
 }
@@ -148,6 +152,8 @@ pub struct Client {
     uncommitted: uncommitted::Uncommitted,
     /// A task asks the OSTs of the kept writes what they committed (set while it runs).
     polling_commits: std::sync::atomic::AtomicBool,
+    /// The metadata write-back cache (wbc/).
+    wbc: wbc::Wbc,
     /// The cluster map, kept current; requests waiting on a target learn when it moves.
     map: Arc<MapFollower>,
     /// One peer per server address, made on first use.
@@ -215,6 +221,7 @@ impl Client {
             imports: Default::default(),
             inactive: Default::default(),
             peers: PeerSet::new(peer_options(&config, client_id, weak)),
+            wbc: wbc::Wbc::new(config.wbc),
             map,
             config,
         });
@@ -255,6 +262,7 @@ impl Client {
         self.register_local(new_id);
         self.locks.forget_all();
         self.inodes.clear();
+        self.wbc.clear();
         // Its kept writes went out under the old id: an OST that restarted would take their
         // replays, but the eviction says this client's view of what it wrote is void.
         let dropped = self.uncommitted.clear();

@@ -120,3 +120,13 @@ pub const QUOTA_TIGHT_HOLD_MS: u64 = 5_000;
 /// it went while it took its extent locks (a migration, another client's change); after
 /// that it goes on with the last one fetched.
 pub const LAYOUT_REFETCHES_MAX: u32 = 3;
+
+/// The metadata write-back cache (wbc/): a batch goes once it has this many ops...
+pub const WBC_BATCH_OPS_DEFAULT: usize = 1024;
+/// ... or once its oldest op is this old.
+pub const WBC_BATCH_MS_DEFAULT: u64 = 50;
+/// FIDs asked for at a time (one counter write on the MDT per grant).
+pub const WBC_FIDS_PER_GRANT: u32 = 65_536;
+/// Most names of a directory the cache keeps (the whole listing, about 100 bytes a name):
+/// a directory that has more when it is granted, or grows past it, is given back.
+pub const WBC_LISTING_MAX: usize = 1_000_000;

@@ -48,6 +48,10 @@ impl Client {
         }
         // In a striped directory the name is its stripe's.
         let parent = self.stripes.holder(parent, name);
+        // A directory the write-back cache holds: every name there is known here.
+        if let Some(answer) = self.wbc_lookup(parent, name) {
+            return answer;
+        }
         if let Some(inode) = self.still_cached(self.inodes.name(parent, name)) {
             return Ok(inode);
         }
@@ -88,6 +92,9 @@ impl Client {
     /// The inode as the MDS has it (from the inode cache while the lock it came with holds);
     /// see [`Client::stat`] for the size of a file being written.
     pub async fn getattr(&self, who: &Caller, fid: Fid) -> WeftResult<InodeInfo> {
+        if let Some(inode) = self.wbc_getattr(fid) {
+            return Ok(inode); // made by the write-back cache, perhaps not yet sent
+        }
         if let Some(inode) = self.still_cached(self.inodes.inode(fid)) {
             return Ok(inode);
         }
@@ -100,6 +107,10 @@ impl Client {
     /// Changes attributes. A size change must go through [`Client::truncate`], which cuts
     /// the objects first.
     pub async fn setattr(&self, who: &Caller, fid: Fid, set: SetAttr) -> WeftResult<InodeInfo> {
+        if let Some(inode) = self.wbc_setattr(who, fid, &set).await {
+            return Ok(inode);
+        }
+        self.wbc_before_use_of(fid).await?;
         let owner_change = set.uid.is_some() || set.gid.is_some() || set.projid.is_some();
         let inode = self.mdt(who, mdt::Setattr { fid, set, open_handle: None }).await?;
         if owner_change {
@@ -124,6 +135,7 @@ impl Client {
         spec: Option<StripeSpec>,
         open_flags: u32,
     ) -> WeftResult<Opened> {
+        self.wbc_flush_held(parent).await?;
         let mut restores = 0;
         loop {
             let create = mdt::Create {
@@ -142,7 +154,12 @@ impl Client {
                     let fid = self.lookup(who, parent, name).await?.attr.fid;
                     self.restore(who, fid).await?;
                 }
-                other => return other,
+                other => {
+                    if let Ok(o) = &other {
+                        self.wbc_note_name(parent, name, Some((o.inode.attr.fid, o.inode.attr.kind)));
+                    }
+                    return other;
+                }
             }
         }
     }
@@ -156,7 +173,10 @@ impl Client {
     }
 
     pub async fn mkdir(&self, who: &Caller, parent: Fid, name: &[u8], mode: u32) -> WeftResult<InodeInfo> {
-        self.mdt(who, mdt::Mkdir { parent, name: name.to_vec(), mode, umask: who.umask }).await
+        self.wbc_flush_held(parent).await?;
+        let made = self.mdt(who, mdt::Mkdir { parent, name: name.to_vec(), mode, umask: who.umask }).await?;
+        self.wbc_note_name(parent, name, Some((made.attr.fid, made.attr.kind)));
+        Ok(made)
     }
 
     /// Fifos, sockets and device nodes.
@@ -169,24 +189,44 @@ impl Client {
         mode: u32,
         rdev: u32,
     ) -> WeftResult<InodeInfo> {
-        self.mdt(who, mdt::Mknod { parent, name: name.to_vec(), kind, mode, rdev, umask: who.umask }).await
+        self.wbc_flush_held(parent).await?;
+        let made =
+            self.mdt(who, mdt::Mknod { parent, name: name.to_vec(), kind, mode, rdev, umask: who.umask }).await?;
+        self.wbc_note_name(parent, name, Some((made.attr.fid, made.attr.kind)));
+        Ok(made)
     }
 
     pub async fn symlink(&self, who: &Caller, parent: Fid, name: &[u8], target: &[u8]) -> WeftResult<InodeInfo> {
-        self.mdt(who, mdt::Symlink { parent, name: name.to_vec(), target: target.to_vec() }).await
+        self.wbc_flush_held(parent).await?;
+        let made = self.mdt(who, mdt::Symlink { parent, name: name.to_vec(), target: target.to_vec() }).await?;
+        self.wbc_note_name(parent, name, Some((made.attr.fid, made.attr.kind)));
+        Ok(made)
     }
 
     /// A new name for `fid`.
     pub async fn link(&self, who: &Caller, fid: Fid, parent: Fid, name: &[u8]) -> WeftResult<InodeInfo> {
-        self.mdt(who, mdt::Link { fid, parent, name: name.to_vec() }).await
+        self.wbc_flush_held(parent).await?;
+        self.wbc_before_use_of(fid).await?;
+        let linked = self.mdt(who, mdt::Link { fid, parent, name: name.to_vec() }).await?;
+        self.wbc_note_name(parent, name, Some((linked.attr.fid, linked.attr.kind)));
+        Ok(linked)
     }
 
     pub async fn unlink(&self, who: &Caller, parent: Fid, name: &[u8]) -> WeftResult<()> {
-        self.mdt(who, mdt::Unlink { parent, name: name.to_vec() }).await
+        if let Some(done) = self.wbc_unlink(who, parent, name).await {
+            return done;
+        }
+        self.wbc_flush_held(parent).await?;
+        self.mdt(who, mdt::Unlink { parent, name: name.to_vec() }).await?;
+        self.wbc_note_name(parent, name, None);
+        Ok(())
     }
 
     pub async fn rmdir(&self, who: &Caller, parent: Fid, name: &[u8]) -> WeftResult<()> {
-        self.mdt(who, mdt::Rmdir { parent, name: name.to_vec() }).await
+        self.wbc_flush_held(parent).await?;
+        self.mdt(who, mdt::Rmdir { parent, name: name.to_vec() }).await?;
+        self.wbc_note_name(parent, name, None);
+        Ok(())
     }
 
     /// `flags` as renameat2: `msg::RENAME_NOREPLACE`, `msg::RENAME_EXCHANGE`.
@@ -199,6 +239,9 @@ impl Client {
         dst_name: &[u8],
         flags: u32,
     ) -> WeftResult<()> {
+        // The write-back cache does not follow renames: it sends and gives back both.
+        self.wbc_leave(src_parent).await?;
+        self.wbc_leave(dst_parent).await?;
         let op =
             mdt::Rename { src_parent, src_name: src_name.to_vec(), dst_parent, dst_name: dst_name.to_vec(), flags };
         self.mdt(who, op).await
@@ -210,6 +253,7 @@ impl Client {
 
     /// Up to `max_entries` entries after `cookie` (0: from the start).
     pub async fn readdir(&self, who: &Caller, fid: Fid, cookie: u64, max_entries: u32) -> WeftResult<DirPage> {
+        self.wbc_flush_held(fid).await?;
         let mut stripes = self.stripes.of(fid);
         if stripes.is_none() && cookie == 0 && self.map.current().map.mdts().nth(1).is_some() {
             // With several MDTs a directory may be striped: its attributes say (from the
@@ -227,6 +271,7 @@ impl Client {
     /// Opens a file: the inode and the handle for [`Client::close`]. `flags` are `msg::OPEN_*`.
     /// A released file is restored first (the call waits for it, see [`Client::restore`]).
     pub async fn open(&self, who: &Caller, fid: Fid, flags: u32) -> WeftResult<Opened> {
+        self.wbc_before_use_of(fid).await?;
         let mut restores = 0;
         loop {
             match self.mdt(who, mdt::Open { fid, flags }).await.inspect(|o| self.note_open(o, flags)) {
@@ -256,6 +301,7 @@ impl Client {
     }
 
     pub async fn getxattr(&self, who: &Caller, fid: Fid, name: &[u8]) -> WeftResult<Vec<u8>> {
+        self.wbc_before_use_of(fid).await?;
         // Asked by the kernel before every write (does the write drop a capability?).
         if name == b"security.capability" {
             if let Some(lock) = self.inodes.bare(fid) {
@@ -270,6 +316,7 @@ impl Client {
 
     /// `flags`: `msg::XATTR_CREATE`, `msg::XATTR_REPLACE`.
     pub async fn setxattr(&self, who: &Caller, fid: Fid, name: &[u8], value: &[u8], flags: u32) -> WeftResult<()> {
+        self.wbc_before_use_of(fid).await?;
         self.mdt(who, mdt::SetXattr { fid, name: name.to_vec(), value: value.to_vec(), flags }).await
     }
 
@@ -283,6 +330,7 @@ impl Client {
 
     /// On a directory: its default layout for new files. On an empty file: a new layout.
     pub async fn setstripe(&self, who: &Caller, fid: Fid, spec: StripeSpec) -> WeftResult<()> {
+        self.wbc_before_use_of(fid).await?;
         spec.validate()?;
         self.mdt(who, mdt::SetStripe { fid, spec }).await.map(drop)
     }
@@ -294,6 +342,7 @@ impl Client {
 
     /// The layout of a file and the default layout of a directory.
     pub async fn getstripe(&self, who: &Caller, fid: Fid) -> WeftResult<(Option<Layout>, Option<StripeSpec>)> {
+        self.wbc_before_use_of(fid).await?;
         let stripe = self.mdt(who, mdt::GetStripe { fid }).await?;
         Ok((stripe.layout, stripe.default))
     }

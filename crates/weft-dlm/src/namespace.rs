@@ -126,6 +126,9 @@ pub struct Namespace {
     replays: tokio::sync::Notify,
     /// Counts the windows watched: a later watch supersedes an earlier one.
     window_watch: AtomicU64,
+    /// Whether a lock was ever granted by [`Namespace::try_enqueue_alone`] (the
+    /// write-back cache's): until then no read asks [`Namespace::held_by_other`] the table.
+    alone_granted: std::sync::atomic::AtomicBool,
 }
 
 /// What the mutex guards.
@@ -293,6 +296,7 @@ impl Namespace {
             clients: RwLock::new(None),
             replays: tokio::sync::Notify::new(),
             window_watch: AtomicU64::new(0),
+            alone_granted: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -623,6 +627,9 @@ impl Namespace {
 
 #[path = "namespace_recovery.rs"]
 mod recovery_window;
+
+#[path = "namespace_alone.rs"]
+mod alone;
 
 #[cfg(test)]
 #[path = "namespace_tests.rs"]

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use weft_dlm::namespace::Namespace;
 use weft_proto::lock::{bits, LockMode, LockScope};
 use weft_proto::msg::update::Update;
+use weft_proto::msg::wbc::BatchOp;
 use weft_proto::msg::{
     mdt, MdtRequest, OPEN_ATIME_RELATIME, OPEN_ATIME_STRICT, OPEN_HSM_RESTORE, OPEN_TRUNC, OPEN_WRITE, XATTR_LAYOUT,
 };
@@ -108,6 +109,25 @@ pub(crate) fn mutation_locks(mds: &Mds, req: &MdtRequest) -> WeftResult<Vec<Want
             wants.extend(child(dst_parent, dst_name)?.map(gone));
         }
         MdtRequest::Setattr(mdt::Setattr { fid, .. }) => wants.push(update(*fid)),
+        // A write-back cache's batch: its directories (locking.rs leaves out those whose
+        // write-back lock the client holds), the names it removes, the files it changes
+        // that exist already (the ones it makes nobody else knows yet).
+        MdtRequest::Batch(mdt::Batch { ops }) => {
+            for op in ops {
+                match op {
+                    BatchOp::Create { parent, .. } => wants.push(update(*parent)),
+                    BatchOp::Unlink { parent, name } => {
+                        wants.push(update(*parent));
+                        wants.extend(child(parent, name)?.map(gone));
+                    }
+                    BatchOp::Setattr { fid, .. } => {
+                        if t.inode(*fid)?.is_some() {
+                            wants.push(update(*fid));
+                        }
+                    }
+                }
+            }
+        }
         // The name leads to the new inode: cached entries of the directory go (the inode's
         // own locks are its export's).
         MdtRequest::Migrate(mdt::Migrate { parent, .. }) => wants.push(update(*parent)),

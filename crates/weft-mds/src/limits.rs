@@ -2,6 +2,10 @@
 
 /// Most mutations applied in one batch (one journal record).
 pub const COMMIT_BATCH_OPS_MAX: usize = 128;
+/// Most ops of write-back batches (`Batch`, each counted by its ops; any other mutation
+/// counts one) in one commit batch, which is one entry of a replicated MDT's log and must
+/// fit in one replication message. A single larger batch is committed alone.
+pub const COMMIT_BATCH_WEIGHT_MAX: usize = 1024;
 /// Batches an inline committer commits at most before it leaves the rest to the writer
 /// thread (it has its own request to answer).
 pub const INLINE_BATCHES_MAX: usize = 2;

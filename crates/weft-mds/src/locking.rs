@@ -22,7 +22,7 @@ use crate::Mds;
 use std::sync::Arc;
 use weft_dlm::namespace::Namespace;
 use weft_dlm::state::EnqueueOptions;
-use weft_proto::lock::{bits, LockGrant, LockMode, LockScope};
+use weft_proto::lock::{bits, LockGrant, LockMode, LockScope, WBC_LOCK_BITS};
 use weft_proto::msg::{mdt, MdtReply, MdtRequest, RequestHeader, Run};
 use weft_proto::{ErrorCode, Fid, WeftError, WeftResult};
 
@@ -61,6 +61,16 @@ async fn handle_locked(
             let grant = intent(ns, owner, *fid).await?;
             with_lock(mds.execute(header, req, run).await, grant)
         }
+        MdtRequest::WbcGrant(mdt::WbcGrant { dir, .. }) => wbc_grant(mds, ns, header, *dir, req, run).await,
+        MdtRequest::Lookup(mdt::Lookup { parent: dir, .. }) | MdtRequest::Readdir(mdt::Readdir { fid: dir, .. })
+            if ns.held_by_other(owner, *dir, bits::WBC) =>
+        {
+            // Another client's write-back cache makes names here: its batch lands first
+            // (the callback of its lock), then the names are read.
+            let held = ns.enqueue_operation(owner, &[(*dir, LockMode::Pr, LockScope::Bits(bits::WBC))]).await?;
+            ns.cancel(owner, &held.iter().map(|g| g.handle).collect::<Vec<_>>());
+            Box::pin(handle_locked(mds, ns, header, req, run)).await
+        }
         MdtRequest::Lookup(..) => {
             // The child is known only after the lookup: look up, lock, look up again.
             let first = mds.execute(header, req.clone(), run).await?;
@@ -85,7 +95,7 @@ async fn handle_locked(
         _ if req.is_mutation() => {
             let mut round = 0;
             loop {
-                let wants = mutation_locks(mds, &req)?;
+                let wants = change_wants(mds, ns, owner, &req)?;
                 let held = if wants.is_empty() {
                     Vec::new()
                 } else {
@@ -96,7 +106,7 @@ async fn handle_locked(
                 // Under the locks no other client can move these names: check they still
                 // lead where they led before the locks.
                 if round < RELOOKUP_ROUNDS_MAX && !held.is_empty() {
-                    let now = mutation_locks(mds, &req);
+                    let now = change_wants(mds, ns, owner, &req);
                     if now.as_ref().map_or(true, |now| *now != wants) {
                         // Moved (start over), or the check failed (give the locks back first:
                         // nobody calls operation locks back).
@@ -140,6 +150,50 @@ async fn handle_locked(
             }
         }
         _ => mds.execute(header, req, run).await,
+    }
+}
+
+/// The EX locks a change takes, less the directories whose write-back lock the client
+/// holds for a batch: that lock already keeps every other client out, and an operation
+/// lock there could only queue behind the request that calls it back, whose callback
+/// waits for this very batch.
+fn change_wants(mds: &Mds, ns: &Namespace, owner: u64, req: &MdtRequest) -> WeftResult<Vec<crate::change_locks::Want>> {
+    let mut wants = mutation_locks(mds, req)?;
+    if let MdtRequest::Batch(_) = req {
+        wants.retain(|w| !ns.holds_granted(owner, w.fid, LockMode::Ex, WBC_LOCK_BITS));
+    }
+    Ok(wants)
+}
+
+/// The write-back cache's lock on `dir`, granted alone (else Busy), with the FIDs the
+/// request asks for; a new lock goes back if the grant fails.
+async fn wbc_grant(
+    mds: &Mds,
+    ns: &Arc<Namespace>,
+    header: &RequestHeader,
+    dir: Fid,
+    req: MdtRequest,
+    run: Run,
+) -> WeftResult<MdtReply> {
+    let owner = header.client_id;
+    let had = ns.holds_granted(owner, dir, LockMode::Ex, WBC_LOCK_BITS);
+    let Some(grant) = ns.try_enqueue_alone(owner, dir, LockMode::Ex, LockScope::Bits(WBC_LOCK_BITS)).await? else {
+        return Err(WeftError::new(
+            ErrorCode::Busy,
+            format!("another client holds locks on {dir}: no write-back cache there now"),
+        ));
+    };
+    match mds.execute(header, req, run).await {
+        Ok(MdtReply::WbcGranted(mut g)) => {
+            g.dir.lock = Some(grant);
+            Ok(MdtReply::WbcGranted(g))
+        }
+        other => {
+            if !had {
+                ns.cancel(owner, &[grant.handle]);
+            }
+            other
+        }
     }
 }
 

@@ -677,8 +677,7 @@ pub fn overlay_rows(view: &Tables) -> impl Iterator<Item = StoreRow<'_>> {
         .flat_map(|(i, rows)| rows.iter().map(move |(k, v)| (i as u8 + 1, &k[..], v.as_deref())))
 }
 
-/// Journaled changes as rows to commit (replay after a crash), refusing a table this version
-/// does not know.
+/// Journaled changes as rows to commit (replay after a crash); unknown tables are refused.
 pub fn change_rows(changes: &[Change]) -> WeftResult<impl Iterator<Item = StoreRow<'_>>> {
     let known = |c: &Change| {
         schema::is_table_id(c.table) || (c.table == schema::TABLE_META && schema::is_journaled_meta(&c.key))
@@ -695,6 +694,8 @@ mod dne;
 mod lists;
 #[path = "store_quota.rs"]
 mod quota;
+#[path = "store_wbc.rs"]
+mod wbc;
 
 #[cfg(test)]
 #[path = "store_tests.rs"]

@@ -14,7 +14,7 @@
 //! A batch carrying a checkpoint then writes everything in memory into redb in one durable
 //! transaction, recording the journal's last record in it, and empties the journal.
 
-use crate::limits::{COMMIT_BATCH_OPS_MAX, INLINE_BATCHES_MAX};
+use crate::limits::{COMMIT_BATCH_OPS_MAX, COMMIT_BATCH_WEIGHT_MAX, INLINE_BATCHES_MAX};
 use crate::objects::Reservation;
 use crate::open_files::Undo;
 use crate::ops::OpCtx;
@@ -183,7 +183,7 @@ impl Queue {
         for _ in 0..batches {
             let jobs: Vec<Job> = {
                 let mut st = self.inner.state.lock().unwrap_or_else(|p| p.into_inner());
-                let n = st.jobs.len().min(COMMIT_BATCH_OPS_MAX);
+                let n = batch_len(&st.jobs);
                 st.jobs.drain(..n).collect()
             };
             if jobs.is_empty() {
@@ -211,6 +211,24 @@ impl Queue {
         }
         tracing::debug!("MDT writer thread stopped");
     }
+}
+
+/// How many of the queued jobs one commit takes: at most COMMIT_BATCH_OPS_MAX, and at most
+/// COMMIT_BATCH_WEIGHT_MAX ops of write-back batches (at least one job).
+fn batch_len(jobs: &VecDeque<Job>) -> usize {
+    let mut weight = 0;
+    let mut n = 0;
+    for job in jobs.iter().take(COMMIT_BATCH_OPS_MAX) {
+        weight += match job {
+            Job::Request { req: MdtRequest::Batch(b), .. } => b.ops.len().max(1),
+            _ => 1,
+        };
+        if n > 0 && weight > COMMIT_BATCH_WEIGHT_MAX {
+            break;
+        }
+        n += 1;
+    }
+    n
 }
 
 fn commit_batch(core: &Core, mut jobs: Vec<Job>) {

@@ -82,6 +82,13 @@ pub fn cut_message(message: &str, max: usize) -> String {
     format!("{}{GAP}{}", &message[..head], &message[tail..])
 }
 
+/// Most ops in one MDT `Batch` (the metadata write-back cache): 1024 creates of 255-byte
+/// names encode to about 300 KiB, and journal to about 1.2 MiB on the MDT (one entry of a
+/// replicated MDT's log, which must fit in a message).
+pub const BATCH_OPS_MAX: usize = 1024;
+/// Most FIDs one MDT `WbcGrant` hands out (the client asks again when it used them).
+pub const WBC_FIDS_PER_GRANT_MAX: u32 = 1 << 20;
+
 #[cfg(test)]
 mod tests {
     use super::*;

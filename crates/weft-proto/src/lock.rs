@@ -95,7 +95,15 @@ pub mod bits {
     /// An open of the file.
     pub const OPEN: u8 = 8;
     pub const ALL: u8 = LOOKUP | UPDATE | LAYOUT | OPEN;
+    /// A directory whose entries a client's metadata write-back cache changes (protocol
+    /// 25): only in [`super::WBC_LOCK_BITS`].
+    pub const WBC: u8 = 16;
 }
+
+/// What the write-back cache's exclusive lock on a directory covers: every bit, so that any
+/// other client's lock on the directory (its names, attributes, a change in it) calls it
+/// back, and [`bits::WBC`], which the MDT's reads in such a directory take too.
+pub const WBC_LOCK_BITS: u8 = bits::ALL | bits::WBC;
 
 /// What a lock covers on its resource.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]

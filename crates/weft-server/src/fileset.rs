@@ -99,7 +99,15 @@ pub(crate) fn gate(mds: &Mds, top: Fid, op: MdtRequest) -> WeftResult<MdtRequest
         | R::Mirror(mdt::Mirror { fid, .. })
         | R::CreateVolatile(mdt::CreateVolatile { like: fid, .. })
         | R::GetDirStripe(mdt::GetDirStripe { fid })
-        | R::SetDirStripe(mdt::SetDirStripe { fid, .. }) => vec![*fid],
+        | R::SetDirStripe(mdt::SetDirStripe { fid, .. })
+        | R::WbcGrant(mdt::WbcGrant { dir: fid, .. }) => vec![*fid],
+        // A batch's directories and files, each once.
+        R::Batch(b) => {
+            let mut fids: Vec<Fid> = b.ops.iter().map(|op| op.subject()).collect();
+            fids.sort();
+            fids.dedup();
+            fids
+        }
         R::HsmRequest(h) => h.fids.clone(),
         R::ReplayOpens(r) => r.opens.iter().map(|o| o.fid).collect(),
         R::ChangelogRegister(_)

@@ -566,6 +566,9 @@ impl Client {
     /// Gives every cached lock back (an unmount, a client that ends): the servers need not
     /// call back a client that is gone. Best effort; what fails is left to the eviction.
     pub async fn release_locks(&self) {
+        if let Err(e) = self.wbc_leave_all().await {
+            tracing::warn!("the write-back cache's last batches failed: {e}");
+        }
         let held = self.locks.table().clear();
         self.locks.released.notify_waiters();
         self.cancel_on_servers(held).await;
@@ -579,6 +582,13 @@ impl Client {
                 tracing::debug!("disconnecting from {mdt:?} failed: {e}");
             }
         }
+    }
+
+    /// Gives one lock back: the server first, then this client's table.
+    pub(crate) async fn give_back_lock(&self, target: LockTarget, handle: LockHandle) {
+        self.cancel_on_servers(vec![(target, handle)]).await;
+        self.locks.remove_gone(&[(target, handle)]);
+        self.locks.released.notify_waiters();
     }
 
     /// Tells each target which of its locks this client gave back, in batches. Best effort:
@@ -601,6 +611,12 @@ impl Client {
     pub(crate) async fn answer_callback(&self, callback: CallbackRequest) -> WeftResult<CallbackAnswer> {
         match callback {
             CallbackRequest::Blocking { target, handle, wanted, .. } => {
+                // A write-back lock: its directory's batches land first, and it goes whole.
+                let wanted = if self.wbc_called_back(target, handle).await {
+                    LockScope::Bits(lock::WBC_LOCK_BITS)
+                } else {
+                    wanted
+                };
                 Ok(self.locks.revoke(target, handle, wanted).await)
             }
             CallbackRequest::Glimpse { target, resource } => {

@@ -301,7 +301,8 @@ impl LockTable {
         }
         let excess = held - max_cached * 9 / 10;
         let mut idle: Vec<(u64, LockKey)> = (self.entries.iter())
-            .filter(|(_, e)| e.users == 0 && e.phase == Phase::Granted)
+            // A write-back lock goes with its batches, never by the bound (wbc/).
+            .filter(|(_, e)| e.users == 0 && e.phase == Phase::Granted && !is_wbc(&e.scope))
             .map(|(key, e)| (e.last_used, *key))
             .collect();
         let n = excess.min(idle.len());
@@ -319,6 +320,11 @@ impl LockTable {
         }
         out
     }
+}
+
+/// Whether a lock is the metadata write-back cache's (wbc/).
+fn is_wbc(scope: &LockScope) -> bool {
+    matches!(scope, LockScope::Bits(b) if b & weft_proto::lock::bits::WBC != 0)
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@
 //! it in the batch commit. Only storage errors (EIO) may come after a write, and those abort
 //! the whole batch (see `writer`). Tests assert this with failing ops in mixed batches.
 
+pub mod batch;
 pub mod changelog;
 pub mod close;
 pub mod create;

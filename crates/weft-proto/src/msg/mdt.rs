@@ -241,6 +241,20 @@ macro_rules! mdt_ops {
             /// moved by a request of its own). Root only. Answers the inode as it is now.
             write Migrate { parent: $crate::Fid, name: $crate::msg::Name, to: u32 }
                 -> $crate::msg::InodeInfo = "mds_migrate";
+            // The metadata write-back cache (protocol 26; see `msg::wbc`).
+            /// Asks for `dir`'s lock exclusively (EX on [`WBC_LOCK_BITS`]), granted only when
+            /// no other client holds a lock on it (else Busy, nobody called back), and for
+            /// `fids` FIDs the client may give to the files it makes there (at most
+            /// `WBC_FIDS_PER_GRANT_MAX`; 0 for none). A client holding the lock asks again
+            /// for more FIDs. Refused (Invalid) for what the cache cannot make files in: a
+            /// striped directory, one with a default ACL or passing its project on.
+            ///
+            /// [`WBC_LOCK_BITS`]: crate::lock::WBC_LOCK_BITS
+            write WbcGrant { dir: $crate::Fid, fids: u32 } -> $crate::msg::wbc::WbcGranted = "mds_wbc_grant";
+            /// Many changes of a client's write-back cache in one transaction, all or none
+            /// (a failing op fails the batch, naming it, and nothing is applied). At most
+            /// `BATCH_OPS_MAX` ops, every FID and directory on this MDT.
+            write Batch { ops: Vec<$crate::msg::wbc::BatchOp> } -> () = "mds_batch";
         }
     };
 }
@@ -331,6 +345,7 @@ crate::define_replies! {
         DirStripe(crate::msg::update::DirStripeInfo),
         Update(crate::msg::update::UpdateAnswer),
         Txn(crate::msg::update::TxnState),
+        WbcGranted(crate::msg::wbc::WbcGranted),
     }
 }
 
@@ -398,7 +413,9 @@ impl MdtRequest {
             | MdtRequest::SwapLayouts(SwapLayouts { fid, .. })
             | MdtRequest::GetDirStripe(GetDirStripe { fid })
             | MdtRequest::SetDirStripe(SetDirStripe { fid, .. })
-            | MdtRequest::SyncStripe(SyncStripe { fid, .. }) => *fid,
+            | MdtRequest::SyncStripe(SyncStripe { fid, .. })
+            | MdtRequest::WbcGrant(WbcGrant { dir: fid, .. }) => *fid,
+            MdtRequest::Batch(Batch { ops }) => return ops.first().map(|op| op.subject()),
             MdtRequest::HsmRequest(HsmRequest { fids, .. }) => return fids.first().copied(),
             MdtRequest::ReplayOpens(ReplayOpens { opens }) => return opens.first().map(|o| o.fid),
             _ => return None,

@@ -29,6 +29,7 @@ pub mod service;
 pub mod target;
 pub mod types;
 pub mod update;
+pub mod wbc;
 
 pub use mdt::{MdtReply, MdtRequest};
 pub use mgs::{

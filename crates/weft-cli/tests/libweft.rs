@@ -16,10 +16,9 @@ fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
 }
 
-/// Compiles the C test against the header and the library beside the `weft` binary.
+/// Compiles the C test against the header and the library built with the tests.
 fn build_c_test(out: &Path) -> PathBuf {
-    let libdir = weft_bin().parent().expect("the binary's directory").to_path_buf();
-    assert!(libdir.join("libweft.so").exists(), "libweft.so beside {}", weft_bin().display());
+    let libdir = shared_lib_dir("libweft.so");
     let exe = out.join("api_test");
     let src = workspace().join("crates/weft-lib/tests/c/api_test.c");
     let built = Command::new("cc")

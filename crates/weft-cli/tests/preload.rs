@@ -10,9 +10,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
 fn preload_lib() -> PathBuf {
-    let lib = weft_bin().parent().expect("the binary's directory").join("libweft_preload.so");
-    assert!(lib.exists(), "{} (built with weft-cli's tests)", lib.display());
-    lib
+    shared_lib_dir("libweft_preload.so").join("libweft_preload.so")
 }
 
 fn programs_script() -> PathBuf {

@@ -17,6 +17,18 @@ pub fn weft(args: &[&str]) -> Output {
     Command::new(weft_bin()).args(args).output().expect("run weft")
 }
 
+/// The directory holding the workspace's shared library `name` (libweft.so,
+/// libweft_preload.so) as built for these tests: cargo leaves a dependency's cdylib in
+/// `deps/` beside the binary, and copies it up beside the binary only when it builds the
+/// library by itself (`cargo build -p weft-lib`, `make release`).
+pub fn shared_lib_dir(name: &str) -> PathBuf {
+    let bin_dir = weft_bin().parent().expect("the binary's directory").to_path_buf();
+    let deps = bin_dir.join("deps");
+    let dir = if deps.join(name).exists() { deps } else { bin_dir };
+    assert!(dir.join(name).exists(), "{name} in {} (a dev-dependency of weft-cli)", dir.display());
+    dir
+}
+
 pub fn weft_ok(args: &[&str]) -> String {
     run(Command::new(weft_bin()).args(args))
 }

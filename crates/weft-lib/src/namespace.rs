@@ -4,8 +4,9 @@
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::stat::Stat;
+use weft_proto::acl::Acl;
 use weft_proto::limits::READDIR_ENTRIES_MAX;
-use weft_proto::msg::{Attr, DirEntry, FileType, SetAttr, SetTime, StatfsInfo};
+use weft_proto::msg::{Attr, DirEntry, FileType, SetAttr, SetTime, StatfsInfo, Timestamp};
 use weft_proto::Fid;
 
 /// A directory being listed: one page of entries at a time, resumed after the last cookie.
@@ -39,6 +40,36 @@ pub fn dirent_type(kind: FileType) -> u8 {
         FileType::BlockDevice => libc::DT_BLK,
         FileType::Socket => libc::DT_SOCK,
     }
+}
+
+/// utimensat(2)'s `times` as a setattr: NULL sets both to now; a tv_nsec of UTIME_NOW sets
+/// one to now, UTIME_OMIT leaves it.
+///
+/// # Safety
+/// `times` is NULL or points to two timespecs.
+pub unsafe fn utimens_attr(times: *const libc::timespec) -> Result<SetAttr> {
+    let one = |t: &libc::timespec| match t.tv_nsec {
+        libc::UTIME_OMIT => Ok(None),
+        libc::UTIME_NOW => Ok(Some(SetTime::Now)),
+        0..=999_999_999 => Ok(Some(SetTime::At(Timestamp { sec: t.tv_sec, nsec: t.tv_nsec as u32 }))),
+        n => Err(Error::new(libc::EINVAL, format!("tv_nsec {n} is not a time"))),
+    };
+    let (atime, mtime) = match times.is_null() {
+        true => (Some(SetTime::Now), Some(SetTime::Now)),
+        // SAFETY: as the caller promised.
+        false => unsafe { (one(&*times)?, one(&*times.add(1))?) },
+    };
+    Ok(SetAttr { atime, mtime, ..SetAttr::default() })
+}
+
+/// listxattr(2)'s buffer: the names one after another, each NUL-terminated.
+pub fn xattr_names(names: Vec<Vec<u8>>) -> Vec<u8> {
+    let mut all = Vec::new();
+    for name in names {
+        all.extend_from_slice(&name);
+        all.push(0);
+    }
+    all
 }
 
 fn not_dir(path: &[u8]) -> Error {
@@ -155,26 +186,20 @@ impl Fs {
         self.run(self.client.truncate(&who, inode.attr.fid, &layout, size, None)).map(drop)
     }
 
-    /// access(2) by the mode bits, owner and groups (R_OK, W_OK, X_OK; F_OK is 0): what the
-    /// servers would allow this process. Root may read and write anything, and execute what
-    /// anyone may.
+    /// access(2) by the mode bits, owner and groups (R_OK, W_OK, X_OK; F_OK is 0), judged
+    /// as the servers judge mode bits (`Acl::from_mode`; a file's access ACL is not read
+    /// here). Root may read and write anything, and execute what anyone may.
     pub fn access(&self, path: &[u8], mask: i32) -> Result<()> {
         let attr = self.stat(path, true)?.attr;
         let id = &self.caller.identity;
         let want = (mask & (libc::R_OK | libc::W_OK | libc::X_OK)) as u32;
-        let granted = if id.uid == 0 {
-            let any_exec = attr.mode & 0o111 != 0 || attr.kind == FileType::Directory;
-            (libc::R_OK | libc::W_OK) as u32 | if any_exec { libc::X_OK as u32 } else { 0 }
-        } else if attr.uid == id.uid {
-            (attr.mode >> 6) & 7
-        } else if attr.gid == id.gid || id.groups.contains(&attr.gid) {
-            (attr.mode >> 3) & 7
-        } else {
-            attr.mode & 7
+        let allowed = match id.uid {
+            0 => want & libc::X_OK as u32 == 0 || attr.mode & 0o111 != 0 || attr.kind == FileType::Directory,
+            _ => Acl::from_mode(attr.mode).permits(id, attr.uid, attr.gid, want),
         };
-        match want & !granted {
-            0 => Ok(()),
-            _ => Err(Error::new(libc::EACCES, format!("{}: permission denied", String::from_utf8_lossy(path)))),
+        match allowed {
+            true => Ok(()),
+            false => Err(Error::new(libc::EACCES, format!("{}: permission denied", String::from_utf8_lossy(path)))),
         }
     }
 

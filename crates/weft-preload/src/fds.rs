@@ -178,6 +178,26 @@ pub(crate) fn reopen(ofd: &Ofd) -> Option<c_int> {
     Some(kfd)
 }
 
+/// Puts kernel descriptor `kfd` at number `fd` (its close-on-exec flag kept, as the
+/// number's in the kernel's table says).
+fn put_at(kfd: c_int, fd: c_int) {
+    // SAFETY: fcntl and dup3 on descriptors this process holds.
+    unsafe {
+        let cloexec = real::fcntl(fd, libc::F_GETFD, 0) & libc::FD_CLOEXEC != 0;
+        real::dup3(kfd, fd, if cloexec { libc::O_CLOEXEC } else { 0 });
+    }
+}
+
+/// Reopens `ofd`'s file through the mount at number `fd`, in this process's own table only
+/// (a fork or vfork child: the library's state is not changed).
+fn reopen_at(fd: c_int, ofd: &Ofd) {
+    if let Some(Some(kfd)) = inside(|| reopen(ofd)) {
+        put_at(kfd, fd);
+        // SAFETY: the temporary kernel descriptor.
+        unsafe { real::close(kfd) };
+    }
+}
+
 /// Makes Weft descriptor `fd`, and every other descriptor of its open, kernel descriptors
 /// of the same file through the FUSE mount, at the same numbers, position and
 /// close-on-exec flags; the Weft open is closed. True when `fd` is a kernel descriptor
@@ -188,12 +208,8 @@ pub fn to_kernel(fd: c_int) -> bool {
     say!("descriptor {fd} ({}) goes through the mount from now on", String::from_utf8_lossy(&ofd.abs));
     for (other, o) in all() {
         if Arc::ptr_eq(&o, &ofd) {
-            // SAFETY: fcntl and dup3 on descriptors this process holds.
-            unsafe {
-                let cloexec = real::fcntl(other, libc::F_GETFD, 0) & libc::FD_CLOEXEC != 0;
-                remove(other);
-                real::dup3(kfd, other, if cloexec { libc::O_CLOEXEC } else { 0 });
-            }
+            remove(other);
+            put_at(kfd, other);
         }
     }
     // SAFETY: the temporary kernel descriptor.
@@ -214,14 +230,7 @@ pub fn before_exec() {
     let owner = OWNER.load(Ordering::Acquire);
     if owner != 0 && owner != std::process::id() {
         for (fd, ofd) in all() {
-            if let Some(Some(kfd)) = inside(|| reopen(&ofd)) {
-                // SAFETY: fcntl, dup3 and close on this process's own descriptors.
-                unsafe {
-                    let cloexec = real::fcntl(fd, libc::F_GETFD, 0) & libc::FD_CLOEXEC != 0;
-                    real::dup3(kfd, fd, if cloexec { libc::O_CLOEXEC } else { 0 });
-                    real::close(kfd);
-                }
-            }
+            reopen_at(fd, &ofd);
         }
         return;
     }
@@ -255,14 +264,7 @@ pub fn after_fork_child() {
         word.store(0, Ordering::Release);
     }
     for (fd, ofd) in &all {
-        if let Some(Some(kfd)) = inside(|| reopen(ofd)) {
-            // SAFETY: fcntl, dup3 and close on descriptors this process holds.
-            unsafe {
-                let cloexec = real::fcntl(*fd, libc::F_GETFD, 0) & libc::FD_CLOEXEC != 0;
-                real::dup3(kfd, *fd, if cloexec { libc::O_CLOEXEC } else { 0 });
-                real::close(kfd);
-            }
-        }
+        reopen_at(*fd, ofd);
     }
     // The opens are the parent's: never closed from here.
     for (_, ofd) in all {

@@ -12,7 +12,7 @@ use crate::stat::fill_statx;
 use crate::{fail, inside};
 use std::ffi::{c_char, c_int, c_uint, c_void, CStr};
 use weft::stat::Stat;
-use weft_proto::msg::{SetAttr, SetTime, Timestamp};
+use weft_proto::msg::SetAttr;
 
 /// The result of a libweft call on `at`, or None when it is the kernel's to do (the path
 /// is not Weft's, or libweft said EXDEV: it leaves the file system).
@@ -287,9 +287,9 @@ by_path! {
     lsetxattr(libc::AT_FDCWD; path: *const c_char, name: *const c_char, value: *const c_void, size: usize, flags: c_int) -> c_int
         => |at| ok(at.fs.setxattr(&at.rel, cstr(name), bytes(value, size), flags as u32, false));
     listxattr(libc::AT_FDCWD; path: *const c_char, list: *mut c_char, size: usize) -> isize
-        => |at| xattr_out(at.fs.listxattr(&at.rel, true).map(join_names), list, size);
+        => |at| xattr_out(at.fs.listxattr(&at.rel, true).map(weft::namespace::xattr_names), list, size);
     llistxattr(libc::AT_FDCWD; path: *const c_char, list: *mut c_char, size: usize) -> isize
-        => |at| xattr_out(at.fs.listxattr(&at.rel, false).map(join_names), list, size);
+        => |at| xattr_out(at.fs.listxattr(&at.rel, false).map(weft::namespace::xattr_names), list, size);
     removexattr(libc::AT_FDCWD; path: *const c_char, name: *const c_char) -> c_int
         => |at| ok(at.fs.removexattr(&at.rel, cstr(name), true));
     lremovexattr(libc::AT_FDCWD; path: *const c_char, name: *const c_char) -> c_int
@@ -321,15 +321,6 @@ fn bytes<'a>(p: *const c_void, size: usize) -> &'a [u8] {
     }
 }
 
-fn join_names(names: Vec<Vec<u8>>) -> Vec<u8> {
-    let mut all = Vec::new();
-    for n in names {
-        all.extend_from_slice(&n);
-        all.push(0);
-    }
-    all
-}
-
 /// readlink(2)'s copy: cut to the buffer, not NUL-terminated.
 fn copy_link(target: &[u8], buf: *mut c_char, size: usize) -> i64 {
     let n = target.len().min(size);
@@ -340,18 +331,11 @@ fn copy_link(target: &[u8], buf: *mut c_char, size: usize) -> i64 {
     n as i64
 }
 
-/// getxattr(2)'s copy: the length with size 0, ERANGE when it does not fit.
+/// getxattr(2)'s and listxattr(2)'s copy: the length with size 0, ERANGE when it does not
+/// fit (libweft's C API's).
 fn xattr_out(value: weft::Result<Vec<u8>>, buf: *mut c_char, size: usize) -> weft::Result<i64> {
-    let value = value?;
-    if size == 0 {
-        return Ok(value.len() as i64);
-    }
-    if value.len() > size {
-        return Err(weft::Error::new(libc::ERANGE, "the value does not fit"));
-    }
-    // SAFETY: the caller's buffer holds `size` >= value.len() bytes.
-    unsafe { std::ptr::copy_nonoverlapping(value.as_ptr(), buf.cast::<u8>(), value.len()) };
-    Ok(value.len() as i64)
+    // SAFETY: the caller's buffer holds `size` bytes.
+    unsafe { weft::ffi::common::copy_out(&value?, buf, size) }
 }
 
 /// # Safety
@@ -553,29 +537,6 @@ pub unsafe extern "C" fn fchownat(
     unsafe { fchown(dirfd, uid, gid) }
 }
 
-/// A utimensat time: None for UTIME_OMIT.
-fn set_time(t: &libc::timespec) -> weft::Result<Option<SetTime>> {
-    match t.tv_nsec {
-        libc::UTIME_OMIT => Ok(None),
-        libc::UTIME_NOW => Ok(Some(SetTime::Now)),
-        0..=999_999_999 => Ok(Some(SetTime::At(Timestamp { sec: t.tv_sec, nsec: t.tv_nsec as u32 }))),
-        _ => Err(weft::Error::new(libc::EINVAL, "a tv_nsec that is no time")),
-    }
-}
-
-/// The two times of utimensat (NULL: both now).
-///
-/// # Safety
-/// `times` is NULL or two timespecs.
-unsafe fn times_of(times: *const libc::timespec) -> weft::Result<SetAttr> {
-    let (atime, mtime) = match times.is_null() {
-        true => (Some(SetTime::Now), Some(SetTime::Now)),
-        // SAFETY: as the caller promised.
-        false => unsafe { (set_time(&*times)?, set_time(&*times.add(1))?) },
-    };
-    Ok(SetAttr { atime, mtime, ..SetAttr::default() })
-}
-
 /// # Safety
 /// As utimensat(2).
 #[no_mangle]
@@ -591,7 +552,9 @@ pub unsafe extern "C" fn utimensat(
     }
     let follow = flags & libc::AT_SYMLINK_NOFOLLOW == 0;
     // SAFETY: as utimensat(2).
-    let set = |at: &At| unsafe { times_of(times) }.and_then(|set| at.fs.setattr(&at.rel, follow, set).map(|_| 0));
+    let set = |at: &At| {
+        unsafe { weft::namespace::utimens_attr(times) }.and_then(|set| at.fs.setattr(&at.rel, follow, set).map(|_| 0))
+    };
     // SAFETY: as utimensat(2).
     match on(unsafe { classify(dirfd, path) }, set) {
         // SAFETY: as utimensat(2).
@@ -641,7 +604,8 @@ pub unsafe extern "C" fn fchown(fd: c_int, uid: libc::uid_t, gid: libc::gid_t) -
 #[no_mangle]
 pub unsafe extern "C" fn futimens(fd: c_int, times: *const libc::timespec) -> c_int {
     // SAFETY: as futimens(2).
-    fd_setattr(fd, || unsafe { times_of(times) }).unwrap_or_else(|| unsafe { real::futimens(fd, times) })
+    fd_setattr(fd, || unsafe { weft::namespace::utimens_attr(times) })
+        .unwrap_or_else(|| unsafe { real::futimens(fd, times) })
 }
 
 /// # Safety

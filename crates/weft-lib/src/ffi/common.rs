@@ -93,7 +93,7 @@ pub(crate) unsafe fn file<'a>(file: *const weft_file) -> Result<(&'a Fs, &'a cra
 ///
 /// # Safety
 /// `buf` is NULL or holds `size` writable bytes.
-pub(crate) unsafe fn copy_out(data: &[u8], buf: *mut c_char, size: usize) -> Result<i64> {
+pub unsafe fn copy_out(data: &[u8], buf: *mut c_char, size: usize) -> Result<i64> {
     if size == 0 {
         return Ok(data.len() as i64);
     }

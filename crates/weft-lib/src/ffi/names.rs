@@ -4,7 +4,6 @@
 use super::common::{bytes, copy_out, fs, guard, invalid, weft_fs};
 use crate::error::{Error, Result};
 use std::ffi::{c_char, c_int};
-use weft_proto::msg::{SetTime, Timestamp};
 
 /// Runs `call` with the file system and one path.
 ///
@@ -182,16 +181,6 @@ pub unsafe extern "C" fn weft_chown(
     unsafe { with_path(fs, path, |fs, path| fs.chown(path, keep(uid), keep(gid), true).map(|()| 0)) }
 }
 
-/// A time of utimensat(2): None for UTIME_OMIT.
-pub(crate) fn set_time(t: &libc::timespec) -> Result<Option<SetTime>> {
-    match t.tv_nsec {
-        libc::UTIME_OMIT => Ok(None),
-        libc::UTIME_NOW => Ok(Some(SetTime::Now)),
-        0..=999_999_999 => Ok(Some(SetTime::At(Timestamp { sec: t.tv_sec, nsec: t.tv_nsec as u32 }))),
-        n => Err(Error::new(libc::EINVAL, format!("tv_nsec {n} is not a time"))),
-    }
-}
-
 /// Sets the access and modification times (utimensat(2)'s `times`: NULL for now, or two
 /// timespecs with UTIME_NOW and UTIME_OMIT allowed).
 ///
@@ -200,15 +189,7 @@ pub(crate) fn set_time(t: &libc::timespec) -> Result<Option<SetTime>> {
 #[no_mangle]
 pub unsafe extern "C" fn weft_utimens(fs: *const weft_fs, path: *const c_char, times: *const libc::timespec) -> c_int {
     // SAFETY: as the caller promised.
-    unsafe {
-        with_path(fs, path, |fs, path| {
-            let (atime, mtime) = match times.is_null() {
-                true => (Some(SetTime::Now), Some(SetTime::Now)),
-                false => (set_time(&*times)?, set_time(&*times.add(1))?),
-            };
-            fs.utimens(path, atime, mtime, true).map(|()| 0)
-        })
-    }
+    unsafe { with_path(fs, path, |fs, path| fs.setattr(path, true, crate::namespace::utimens_attr(times)?).map(|_| 0)) }
 }
 
 /// Cuts or extends (with a hole) the file `path` names to `length` bytes.

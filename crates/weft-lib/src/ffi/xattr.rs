@@ -70,11 +70,7 @@ pub unsafe extern "C" fn weft_listxattr(
     guard(|| {
         // SAFETY: as the caller promised.
         let (fs, path) = unsafe { (super::common::fs(fs)?, bytes(path, "the path")?) };
-        let mut all = Vec::new();
-        for name in fs.listxattr(path, true)? {
-            all.extend_from_slice(&name);
-            all.push(0);
-        }
+        let all = crate::namespace::xattr_names(fs.listxattr(path, true)?);
         // SAFETY: as the caller promised.
         unsafe { copy_out(&all, list, size) }
     })

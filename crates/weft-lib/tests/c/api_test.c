@@ -18,8 +18,6 @@
 #include <string.h>
 #include <unistd.h>
 
-static int failures;
-
 #define CHECK(cond, ...)                                                                  \
     do {                                                                                  \
         if (!(cond)) {                                                                    \
@@ -276,6 +274,6 @@ int main(int argc, char **argv) {
     OK(weft_umount(fs));
     free(data);
     free(back);
-    printf("all checks held (%d failures)\n", failures);
+    printf("all checks held\n");
     return 0;
 }

@@ -130,3 +130,8 @@ pub const WBC_FIDS_PER_GRANT: u32 = 65_536;
 /// Most names of a directory the cache keeps (the whole listing, about 100 bytes a name):
 /// a directory that has more when it is granted, or grows past it, is given back.
 pub const WBC_LISTING_MAX: usize = 1_000_000;
+/// After a callback of a directory's write-back lock (another client works there), the
+/// cache does not ask for it again for this long, doubled at each further callback...
+pub const WBC_CALLBACK_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
+/// ... up to this.
+pub const WBC_CALLBACK_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(60);

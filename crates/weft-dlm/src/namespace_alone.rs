@@ -1,8 +1,10 @@
 //! Locks granted to one client alone: the metadata write-back cache's exclusive lock on a
-//! directory (weft-mds ops/batch.rs). It is asked for without calling anybody back, and
-//! granted only when no other client holds or waits for any lock on the resource; while it
-//! is held, every other client's lock on the resource calls it back as any lock does, and
-//! the MDT's reads of the directory's names check for it ([`Namespace::held_by_other`]).
+//! directory (weft-mds ops/batch.rs). It is granted only when no other client waits for a
+//! lock on the resource or holds one to change it; other clients' read locks (what they
+//! cache of the directory after a lookup) are called back first, as for any change there.
+//! While it is held, every other client's lock on the resource calls it back as any lock
+//! does, and the MDT's reads of the directory's names check for it
+//! ([`Namespace::held_by_other`]).
 
 use super::Namespace;
 use std::sync::atomic::Ordering;
@@ -13,8 +15,9 @@ use weft_proto::{Fid, WeftResult};
 use crate::state::{EnqueueOptions, Enqueued};
 
 impl Namespace {
-    /// A lock of `owner` on `resource` when no other owner holds or waits for any lock on
-    /// it (None: someone does; nobody is called back). One `owner` holds already is handed
+    /// A lock of `owner` on `resource` when no other owner waits for a lock on it or holds
+    /// one other than a protected read (None: someone does, and nobody is called back);
+    /// the others' read locks are called back first. One `owner` holds already is handed
     /// out again.
     pub async fn try_enqueue_alone(
         self: &Arc<Self>,
@@ -26,11 +29,27 @@ impl Namespace {
         self.recovery_over().await;
         // The client holds what it is granted: recorded first (see `enqueue`).
         self.admit(owner).await?;
-        let mut inner = self.inner();
-        let others = inner.table.granted(resource).chain(inner.table.waiting(resource)).any(|l| l.owner != owner);
-        if others {
-            return Ok(None);
+        let readers = {
+            let inner = self.inner();
+            let mut readers = false;
+            for lock in inner.table.granted(resource).chain(inner.table.waiting(resource)) {
+                match lock {
+                    l if l.owner == owner => {}
+                    l if l.granted && l.mode == LockMode::Pr => readers = true,
+                    _ => return Ok(None),
+                }
+            }
+            readers
+        };
+        if readers {
+            // Cached reads only: called back as for a change here; the lock is granted once
+            // they are cancelled (a client that comes meanwhile waits behind it).
+            let grant =
+                self.enqueue(owner, resource, mode, scope, EnqueueOptions { reuse: true, expand: false }).await?;
+            self.alone_granted.store(true, Ordering::Release);
+            return Ok(Some(grant));
         }
+        let mut inner = self.inner();
         let opts = EnqueueOptions { reuse: true, expand: false };
         match inner.table.enqueue(owner, resource, mode, scope, opts) {
             Enqueued::Granted(grant) => {

@@ -4,13 +4,18 @@
 //! what one program writes here another reads through its mount, and the other way round.
 //! Writes are on the OSTs when the call returns (no write-behind: the page cache, if any,
 //! is the program's own).
+//!
+//! With the metadata write-back cache on (`WEFT_WBC=1`, [`crate::MountOptions::wbc`]), a
+//! create in a directory the cache holds is made in this client and opened on the MDS only
+//! at its first read, write or truncate: a create-and-close (mdtest's, touch's) costs no
+//! request of its own, and goes to the MDS in a batch with many others.
 
 use crate::error::{Error, Result};
 use crate::fs::Fs;
 use crate::limits::RW_BYTES_MAX;
 use crate::stat::Stat;
 use bytes::Bytes;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 use weft_client::OpenFile;
 use weft_proto::layout::StripeSpec;
 use weft_proto::msg::{FileType, InodeInfo, OPEN_READ, OPEN_WRITE};
@@ -20,13 +25,26 @@ use weft_proto::Fid;
 #[derive(Debug)]
 pub struct File {
     pub fid: Fid,
-    /// The open of a regular file on the MDS; None for a directory (opened to list it or
-    /// as the base of `*at` calls: nothing is opened on the servers).
-    pub(crate) open: Option<OpenFile>,
+    /// What is open of it on the servers.
+    kind: Kind,
+    /// The open of a regular file on the MDS: set at open, or at the first I/O of a file
+    /// the write-back cache made (`Kind::Made`).
+    open: OnceLock<OpenFile>,
     /// The open(2) flags (access mode, O_APPEND, O_NONBLOCK...), as F_GETFL shows them.
     pub flags: Mutex<i32>,
     /// The file position of read, write and lseek.
     pos: Mutex<u64>,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    /// Opened to list it or as the base of `*at` calls: nothing is open on the servers.
+    Dir,
+    /// A regular file opened on the MDS.
+    Regular,
+    /// A regular file the write-back cache made in directory `parent` and the MDS has not
+    /// opened yet (perhaps not heard of yet: the create waits in a batch).
+    Made { parent: Fid },
 }
 
 fn access_flags(flags: i32) -> u32 {
@@ -47,11 +65,11 @@ fn bad_file(what: &str) -> Error {
 
 impl File {
     pub fn is_dir(&self) -> bool {
-        self.open.is_none()
+        self.kind == Kind::Dir
     }
 
-    fn regular(&self) -> Result<&OpenFile> {
-        self.open.as_ref().ok_or_else(|| Error::new(libc::EISDIR, format!("{} is a directory", self.fid)))
+    fn new(fid: Fid, kind: Kind, flags: i32) -> File {
+        File { fid, kind, open: OnceLock::new(), flags: Mutex::new(flags), pos: Mutex::new(0) }
     }
 
     pub fn position(&self) -> u64 {
@@ -82,6 +100,15 @@ impl Fs {
                 ));
             }
             let exclusive = flags & libc::O_EXCL != 0;
+            if spec.is_none() {
+                match self.run_opt(self.client.wbc_create(&who, at.dir, &at.name, mode & 0o7777)) {
+                    Some(Ok(inode)) => return Ok(File::new(inode.attr.fid, Kind::Made { parent: at.dir }, flags)),
+                    // There already: opened below as without O_CREAT.
+                    Some(Err(e)) if !exclusive && e.errno == libc::EEXIST => {}
+                    Some(Err(e)) => return Err(e),
+                    None => {}
+                }
+            }
             let created = self.run(self.client.create(
                 &who,
                 at.dir,
@@ -123,7 +150,33 @@ impl Fs {
 
     /// An open of directory `fid`: nothing on the servers.
     pub(crate) fn dir_file(&self, fid: Fid, flags: i32) -> File {
-        File { fid, open: None, flags: Mutex::new(flags), pos: Mutex::new(0) }
+        File::new(fid, Kind::Dir, flags)
+    }
+
+    /// The MDS's open of a regular file; a file the write-back cache made is opened now
+    /// (its batch goes first).
+    fn regular<'f>(&self, file: &'f File) -> Result<&'f OpenFile> {
+        if let Some(open) = file.open.get() {
+            return Ok(open);
+        }
+        if file.kind == Kind::Dir {
+            return Err(Error::new(libc::EISDIR, format!("{} is a directory", file.fid)));
+        }
+        let opened = self.run(self.client.open(&self.who(), file.fid, access_flags(file.open_flags())))?;
+        let open = self.open_file(opened.inode, opened.handle);
+        if let Err(open) = file.open.set(open) {
+            // Another thread opened it meanwhile: one open is enough.
+            self.close_in_background(open);
+        }
+        Ok(file.open.get().expect("set just now"))
+    }
+
+    fn open_file(&self, inode: InodeInfo, handle: u64) -> OpenFile {
+        let lock = inode.lock.as_ref().map(|l| l.handle);
+        let mut open = OpenFile::new(inode.attr.fid, handle, inode.layout, inode.attr.size);
+        open.set_layout_lock(lock);
+        open.generation = self.client.generation();
+        open
     }
 
     /// After the MDS opened a file: its real size, O_TRUNC applied. Closes the MDS's open
@@ -146,15 +199,13 @@ impl Fs {
             }
             return Err(e.into());
         }
-        let lock = inode.lock.as_ref().map(|l| l.handle);
-        let mut open = OpenFile::new(fid, handle, inode.layout, inode.attr.size);
-        open.set_layout_lock(lock);
-        open.generation = self.client.generation();
-        Ok(File { fid, open: Some(open), flags: Mutex::new(flags), pos: Mutex::new(0) })
+        let file = File::new(fid, Kind::Regular, flags);
+        let _ = file.open.set(self.open_file(inode, handle));
+        Ok(file)
     }
 
     fn readable_open<'f>(&self, file: &'f File, what: &str) -> Result<&'f OpenFile> {
-        let open = file.regular()?;
+        let open = self.regular(file)?;
         if file.open_flags() & libc::O_ACCMODE == libc::O_WRONLY {
             return Err(bad_file(what));
         }
@@ -163,7 +214,7 @@ impl Fs {
     }
 
     fn writable_open<'f>(&self, file: &'f File, what: &str) -> Result<&'f OpenFile> {
-        let open = file.regular()?;
+        let open = self.regular(file)?;
         if !writable(file.open_flags()) {
             return Err(bad_file(what));
         }
@@ -257,8 +308,16 @@ impl Fs {
 
     /// fsync(2): what this open wrote is on stable storage on the OSTs.
     pub fn fsync(&self, file: &File) -> Result<()> {
-        let Some(open) = &file.open else { return Ok(()) };
         let who = self.who();
+        let Some(open) = file.open.get() else {
+            return match file.kind {
+                // Nothing written: durable once its create is (the batch committed).
+                Kind::Made { parent } => self.run(self.client.fsync_dir(parent)),
+                // A directory: the creates, setattrs and unlinks the cache holds of it.
+                Kind::Dir => self.run(self.client.fsync_dir(file.fid)),
+                Kind::Regular => Ok(()),
+            };
+        };
         self.rt
             .block_on(async {
                 match self.client.current_layout(&who, open).await? {
@@ -274,15 +333,16 @@ impl Fs {
         let who = self.who();
         let mut inode = self.run(self.client.getattr(&who, file.fid))?;
         self.run(self.client.complete_size(&who, &mut inode))?;
-        if let Some(open) = &file.open {
+        if let Some(open) = file.open.get() {
             open.raise_size(inode.attr.size);
         }
         Ok(Stat::new(inode.attr, inode.layout.as_ref()))
     }
 
-    /// The layout of an open file, as it knows it.
+    /// The layout of an open file, as it knows it (a file the write-back cache made is
+    /// opened for it).
     pub fn file_layout(&self, file: &File) -> Option<weft_proto::layout::Layout> {
-        file.open.as_ref().and_then(|o| o.layout()).map(|l| (*l).clone())
+        self.regular(file).ok().and_then(|o| o.layout()).map(|l| (*l).clone())
     }
 
     /// ftruncate(2).
@@ -306,10 +366,17 @@ impl Fs {
     /// to the MDS in the background (as the kernel's release of a FUSE open does), so that
     /// a create-and-close costs one round trip; unmount and `release_locks` wait for it.
     pub fn close(&self, file: File) -> Result<()> {
-        let Some(open) = file.open else { return Ok(()) };
+        // A directory, or a file the write-back cache made and nobody used: nothing open.
+        let Some(open) = file.open.into_inner() else { return Ok(()) };
         if open.wrote() {
             return self.run(self.client.close_open(&self.who(), &open));
         }
+        self.close_in_background(open);
+        Ok(())
+    }
+
+    /// The close of an open that wrote nothing, not waited for.
+    fn close_in_background(&self, open: OpenFile) {
         let (client, who, pending) = (self.client.clone(), self.who(), self.closing.clone());
         pending.started();
         self.rt.spawn(async move {
@@ -318,6 +385,5 @@ impl Fs {
             }
             pending.ended();
         });
-        Ok(())
     }
 }

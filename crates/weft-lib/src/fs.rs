@@ -99,28 +99,64 @@ fn process_jobid(uid: u32) -> String {
     format!("{}.{uid}", name.trim())
 }
 
+/// The environment variable of [`MountOptions::wbc`] (`1` on, `0` or unset off).
+pub const WBC_ENV: &str = "WEFT_WBC";
+
+/// How [`Fs::mount_with`] mounts.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct MountOptions {
+    /// The metadata write-back cache: creates, setattrs and unlinks in a directory this
+    /// client holds alone are made here and sent in batches. Off by default, as in the FUSE
+    /// mount: what it made and has not sent is lost if the process dies (fsync of the
+    /// file or its directory makes it durable), and a directory another client lists at
+    /// the same time pays a callback and a batch per turn.
+    pub wbc: bool,
+    /// A function each of the client's own threads runs first (the interception library
+    /// marks them, so that their descriptors are kept from the program's closes).
+    pub on_thread_start: Option<fn()>,
+}
+
+impl MountOptions {
+    /// The options the environment sets (`WEFT_WBC`); a value it does not know is an error
+    /// that names the allowed ones.
+    pub fn from_env() -> Result<MountOptions> {
+        let wbc = match std::env::var_os(WBC_ENV) {
+            None => false,
+            Some(v) if v == "1" => true,
+            Some(v) if v == "0" || v.is_empty() => false,
+            Some(v) => {
+                return Err(Error::new(
+                    libc::EINVAL,
+                    format!("{WBC_ENV}={}: the allowed values are 1 (on) and 0 (off)", v.to_string_lossy()),
+                ))
+            }
+        };
+        Ok(MountOptions { wbc, on_thread_start: None })
+    }
+}
+
 impl Fs {
     /// Connects to the file system whose management service is at `mgs` (`host:port`, or
-    /// several replicas' separated by commas), as the calling process's user.
+    /// several replicas' separated by commas), as the calling process's user, with the
+    /// options the environment sets ([`MountOptions::from_env`]).
     pub fn mount(mgs: &str) -> Result<Fs> {
-        Fs::mount_with(mgs, None)
+        Fs::mount_with(mgs, MountOptions::from_env()?)
     }
 
-    /// `mount`, with a function each of the client's own threads runs first (the
-    /// interception library marks them, so that their descriptors are kept from the
-    /// program's closes).
-    pub fn mount_with(mgs: &str, on_thread_start: Option<fn()>) -> Result<Fs> {
+    /// `mount` with `options`.
+    pub fn mount_with(mgs: &str, options: MountOptions) -> Result<Fs> {
         // Runtime threads of its own: lock callbacks from the servers must be answered
         // also while the program is between calls, or the servers would evict it.
         let mut builder = tokio::runtime::Builder::new_multi_thread();
         builder.worker_threads(RUNTIME_THREADS).thread_name("weft-client").enable_all();
-        if let Some(hook) = on_thread_start {
+        if let Some(hook) = options.on_thread_start {
             builder.on_thread_start(hook);
         }
         let rt =
             builder.build().map_err(|e| Error::new(libc::ENOMEM, format!("cannot start the client's runtime: {e}")))?;
         let mut config = ClientConfig::new(mgs);
         config.connect_timeout = std::time::Duration::from_secs(CONNECT_TIMEOUT_S);
+        config.wbc.enabled = options.wbc;
         let client = rt.block_on(Client::connect(config)).map_err(|e| {
             let e = Error::from(e);
             Error::new(e.errno, format!("cannot reach the management service at {mgs}: {}", e.message))
@@ -177,6 +213,14 @@ impl Fs {
     /// Runs a client call to its end on the calling thread.
     pub(crate) fn run<T>(&self, call: impl Future<Output = weft_proto::WeftResult<T>>) -> Result<T> {
         self.rt.block_on(call).map_err(Error::from)
+    }
+
+    /// [`Fs::run`] of a call that may not apply (None).
+    pub(crate) fn run_opt<T>(
+        &self,
+        call: impl Future<Output = Option<weft_proto::WeftResult<T>>>,
+    ) -> Option<Result<T>> {
+        self.rt.block_on(call).map(|r| r.map_err(Error::from))
     }
 
     pub fn client(&self) -> &Arc<Client> {

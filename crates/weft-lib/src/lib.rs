@@ -20,7 +20,7 @@ pub mod stat;
 
 pub use error::{Error, Result};
 pub use file::File;
-pub use fs::Fs;
+pub use fs::{Fs, MountOptions, WBC_ENV};
 pub use layout::{Component, LayoutEdit, Select};
 pub use namespace::{Dir, Entry};
 

@@ -119,7 +119,9 @@ impl Mount {
     }
 
     fn connect(&self) -> Option<&'static Fs> {
-        match Fs::mount_with(&self.mgs, Some(crate::private::mark_client_thread)) {
+        let options = weft::MountOptions::from_env()
+            .map(|o| weft::MountOptions { on_thread_start: Some(crate::private::mark_client_thread), ..o });
+        match options.and_then(|options| Fs::mount_with(&self.mgs, options)) {
             Ok(mut fs) => {
                 fs.set_link_prefix(Some(&self.point));
                 if let Some(dev) = crate::stat::kernel_dev(&self.point) {

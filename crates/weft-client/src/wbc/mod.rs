@@ -77,6 +77,8 @@ pub struct Wbc {
     dirs: Mutex<HashMap<Fid, Dir>>,
     /// Directories not to ask for again before the instant (refused, or called back).
     refused: Mutex<HashMap<Fid, Instant>>,
+    /// How many times each directory was called back from this cache.
+    called_back: Mutex<HashMap<Fid, u32>>,
     /// One batch in flight at a time, so that they land in the order they were made.
     sending: tokio::sync::Mutex<()>,
     /// The first error of a batch that failed since the last `fsync_dir` (as a write error
@@ -98,6 +100,7 @@ impl Wbc {
             config,
             dirs: Mutex::default(),
             refused: Mutex::default(),
+            called_back: Mutex::default(),
             sending: tokio::sync::Mutex::new(()),
             failed: Mutex::default(),
             ops: AtomicU64::new(0),
@@ -191,6 +194,19 @@ impl Client {
     /// write-back cache is on and holds the directory (asked for on the first create);
     /// else a create and a close at the MDT. The FID is final.
     pub async fn create_file(&self, who: &Caller, parent: Fid, name: &[u8], mode: u32) -> WeftResult<InodeInfo> {
+        if let Some(made) = self.wbc_create(who, parent, name, mode).await {
+            return made;
+        }
+        let opened = self.create(who, parent, name, mode, true, None, OPEN_READ).await?;
+        self.close(who, opened.inode.attr.fid, opened.handle, None).await?;
+        Ok(opened.inode)
+    }
+
+    /// [`Client::create_file`] by the write-back cache alone: None when it does not hold
+    /// `parent` (off, refused, called back), and the caller makes the file at the MDT as
+    /// it would without the cache (an open create, say, which costs one request, where
+    /// create_file's create and close cost two).
+    pub async fn wbc_create(&self, who: &Caller, parent: Fid, name: &[u8], mode: u32) -> Option<WeftResult<InodeInfo>> {
         if self.wbc_enabled() && self.wbc_hold(who, parent).await {
             loop {
                 let needs = {
@@ -200,7 +216,10 @@ impl Client {
                         Some(d) if d.names.len() >= crate::limits::WBC_LISTING_MAX && !d.closing => {
                             CreateNeeds::Closing
                         }
-                        Some(d) => d.create(who, name, mode, now_ts(), Instant::now())?,
+                        Some(d) => match d.create(who, name, mode, now_ts(), Instant::now()) {
+                            Ok(needs) => needs,
+                            Err(e) => return Some(Err(e)),
+                        },
                         None => break, // called back meanwhile
                     }
                 };
@@ -208,27 +227,31 @@ impl Client {
                     CreateNeeds::Made(inode) => {
                         self.wbc.ops.fetch_add(1, Ordering::Relaxed);
                         self.wbc_after_op(parent).await;
-                        return Ok(*inode);
+                        return Some(Ok(*inode));
                     }
                     CreateNeeds::Fids => {
                         if !self.wbc_grant(who, parent).await {
                             break;
                         }
                     }
-                    CreateNeeds::Flush => self.wbc_flush(parent).await?,
+                    CreateNeeds::Flush => {
+                        if let Err(e) = self.wbc_flush(parent).await {
+                            return Some(Err(e));
+                        }
+                    }
                     CreateNeeds::Closing => {
                         if self.wbc.dirs().get(&parent).is_some_and(|d| !d.closing) {
                             self.wbc.refused_until(parent, Instant::now() + Duration::from_secs(3600));
-                            self.wbc_leave(parent).await?;
+                            if let Err(e) = self.wbc_leave(parent).await {
+                                return Some(Err(e));
+                            }
                         }
                         break;
                     }
                 }
             }
         }
-        let opened = self.create(who, parent, name, mode, true, None, OPEN_READ).await?;
-        self.close(who, opened.inode.attr.fid, opened.handle, None).await?;
-        Ok(opened.inode)
+        None
     }
 
     /// Makes what the write-back cache holds of `dir` durable: its batches sent and
@@ -451,8 +474,17 @@ impl Client {
             tracing::warn!(%dir, error = %e, "the write-back cache's last batch before a callback failed");
         }
         self.wbc.dirs().remove(&dir);
-        // Someone else works here now: ordinary requests for a while.
-        self.wbc.refused_until(dir, Instant::now() + Duration::from_secs(1));
+        // Someone else works here now: ordinary requests for a while, longer each time it
+        // happens again (two clients creating in one directory would otherwise take it
+        // from each other every second, each grant reading the names anew).
+        let times = {
+            let mut called = self.wbc.called_back.lock().unwrap_or_else(|p| p.into_inner());
+            let times = called.entry(dir).or_insert(0);
+            *times += 1;
+            *times
+        };
+        let back_off = crate::limits::WBC_CALLBACK_BACKOFF.saturating_mul(1 << times.min(6).saturating_sub(1));
+        self.wbc.refused_until(dir, Instant::now() + back_off.min(crate::limits::WBC_CALLBACK_BACKOFF_MAX));
         true
     }
 

@@ -553,6 +553,7 @@ pub fn plan(req: &MdtRequest) -> Option<(Touches, Keep)> {
         | MdtRequest::DeleteStripe(mdt::DeleteStripe { fid }) => (t(vec![*fid], vec![], false), Keep::Nothing),
         MdtRequest::Readlink(_)
         | MdtRequest::Readdir(_)
+        | MdtRequest::ReaddirPlus(_)
         | MdtRequest::GetXattr(_)
         | MdtRequest::ListXattr(_)
         | MdtRequest::GetStripe(_)

@@ -33,6 +33,7 @@ pub mod open_file;
 pub mod quota;
 mod recovery;
 mod reply_slots;
+mod statahead;
 mod statfs;
 pub mod striping;
 mod sync_mirror;
@@ -92,6 +93,8 @@ pub struct ClientConfig {
     pub local_address: Option<std::net::IpAddr>,
     /// The metadata write-back cache (wbc/; off by default).
     pub wbc: wbc::WbcConfig,
+    /// Statahead (statahead.rs; on by default, as Lustre's).
+    pub statahead: bool,
 }
 
 impl ClientConfig {
@@ -108,6 +111,7 @@ impl ClientConfig {
             key: defaults.key,
             local_address: None,
             wbc: wbc::WbcConfig::default(),
+            statahead: true,
         }
     }
 }
@@ -154,6 +158,8 @@ pub struct Client {
     polling_commits: std::sync::atomic::AtomicBool,
     /// The metadata write-back cache (wbc/).
     wbc: wbc::Wbc,
+    /// What statahead knows of the directories looked up in.
+    statahead: statahead::Statahead,
     /// The cluster map, kept current; requests waiting on a target learn when it moves.
     map: Arc<MapFollower>,
     /// One peer per server address, made on first use.
@@ -222,6 +228,7 @@ impl Client {
             inactive: Default::default(),
             peers: PeerSet::new(peer_options(&config, client_id, weak)),
             wbc: wbc::Wbc::new(config.wbc),
+            statahead: Default::default(),
             map,
             config,
         });
@@ -472,7 +479,7 @@ impl Client {
         // A change of names comes with its directories (mdt::Changed).
         let sent = sent.map(|(answer, _)| answer.into_parts());
         if let Ok((answer, dirs)) = &sent {
-            for inode in answer.inode().into_iter().chain(dirs) {
+            for inode in answer.inode().into_iter().chain(dirs).chain(answer.more_inodes()) {
                 self.stripes.note(inode);
                 if let Some(grant) = &inode.lock {
                     self.note_inode_lock(grant, ticket.id());

@@ -135,3 +135,8 @@ pub const WBC_LISTING_MAX: usize = 1_000_000;
 pub const WBC_CALLBACK_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);
 /// ... up to this.
 pub const WBC_CALLBACK_BACKOFF_MAX: std::time::Duration = std::time::Duration::from_secs(60);
+/// Statahead (statahead.rs) starts in a directory after this many lookups there went to
+/// the MDS and found their name.
+pub const STATAHEAD_TRIGGER_LOOKUPS: u32 = 8;
+/// Directories statahead keeps count of (forgotten all at once past it).
+pub const STATAHEAD_DIRS_MAX: usize = 4096;

@@ -21,7 +21,7 @@ impl Client {
     }
 
     /// An inode the cache holds, if the lock it came with still holds; else it is dropped.
-    fn still_cached(&self, cached: Option<InodeInfo>) -> Option<InodeInfo> {
+    pub(crate) fn still_cached(&self, cached: Option<InodeInfo>) -> Option<InodeInfo> {
         let inode = cached?;
         if self.locks.still_covers(&inode) {
             return Some(inode);
@@ -62,8 +62,14 @@ impl Client {
             }
             self.inodes.unlist(parent);
         }
+        if let Some(inode) = self.statahead(who, parent, name).await {
+            return Ok(inode);
+        }
         let since = self.inodes.since();
         let inode = self.mdt(who, mdt::Lookup { parent, name: name.to_vec() }).await?;
+        if self.config.statahead {
+            self.statahead.found_at_mds(parent);
+        }
         if inode.attr.fid.mdt_index() != parent.mdt_index() {
             // A name of an inode on another MDT: no lock of that MDT guards the name, so
             // only the inode (under its own MDT's lock) is remembered.

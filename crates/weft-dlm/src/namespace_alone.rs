@@ -1,4 +1,5 @@
-//! Locks granted to one client alone: the metadata write-back cache's exclusive lock on a
+//! Locks granted without waiting: statahead's intent locks ([`Namespace::try_enqueue_each`]),
+//! and locks granted to one client alone: the metadata write-back cache's exclusive lock on a
 //! directory (weft-mds ops/batch.rs). It is granted only when no other client waits for a
 //! lock on the resource or holds one to change it; other clients' read locks (what they
 //! cache of the directory after a lookup) are called back first, as for any change there.
@@ -49,15 +50,49 @@ impl Namespace {
             self.alone_granted.store(true, Ordering::Release);
             return Ok(Some(grant));
         }
-        let mut inner = self.inner();
+        let granted = self.try_enqueue(owner, resource, mode, scope, EnqueueOptions { reuse: true, expand: false })?;
+        if granted.is_some() {
+            self.alone_granted.store(true, Ordering::Release);
+        }
+        Ok(granted)
+    }
+
+    /// A lock of `owner` on each of `resources`, each granted at once or None: it would
+    /// have to wait (nobody is called back, nothing is queued) or the client holds its
+    /// bound of locks. Statahead's intent locks, which skip an inode another client is
+    /// changing instead of waiting for it.
+    pub async fn try_enqueue_each(
+        self: &Arc<Self>,
+        owner: u64,
+        resources: &[Fid],
+        mode: LockMode,
+        scope: LockScope,
+    ) -> WeftResult<Vec<Option<LockGrant>>> {
+        self.recovery_over().await;
+        self.admit(owner).await?;
         let opts = EnqueueOptions { reuse: true, expand: false };
+        resources.iter().map(|r| self.try_enqueue(owner, *r, mode, scope, opts)).collect()
+    }
+
+    /// One lock granted at once, or None (see [`Namespace::try_enqueue_each`]); the caller
+    /// has admitted `owner`.
+    fn try_enqueue(
+        self: &Arc<Self>,
+        owner: u64,
+        resource: Fid,
+        mode: LockMode,
+        scope: LockScope,
+        opts: EnqueueOptions,
+    ) -> WeftResult<Option<LockGrant>> {
+        let mut inner = self.inner();
+        let reused = opts.reuse && inner.table.reusable(owner, resource, mode, &scope).is_some();
+        if !reused && inner.table.owner_count(owner) >= self.bounds.locks_per_client_max {
+            return Ok(None);
+        }
         match inner.table.enqueue(owner, resource, mode, scope, opts) {
-            Enqueued::Granted(grant) => {
-                self.alone_granted.store(true, Ordering::Release);
-                Ok(Some(grant))
-            }
+            Enqueued::Granted(grant) => Ok(Some(grant)),
             Enqueued::Waiting { handle, .. } => {
-                // Not expected with nobody else on the resource: take the request back.
+                // Taken back at once: the newest in line held nobody back.
                 let changes = inner.table.cancel(owner, handle);
                 let recalls = inner.settle(changes, resource);
                 drop(inner);

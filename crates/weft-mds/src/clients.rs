@@ -115,31 +115,10 @@ impl LockClients for MdtClients {
 mod tests {
     use crate::testutil::Env;
     use std::sync::Arc;
-    use std::time::Duration;
-    use weft_dlm::namespace::{Namespace, NamespaceConfig};
-    use weft_proto::lock::{LockMode, LockScope, LockTarget};
 
-    struct NoCallbacks;
-    impl weft_dlm::namespace::CallbackSender for NoCallbacks {
-        fn send(
-            &self,
-            _: u64,
-            _: weft_proto::lock::CallbackRequest,
-            _: Duration,
-        ) -> futures::future::BoxFuture<'static, weft_proto::WeftResult<weft_proto::lock::CallbackAnswer>> {
-            Box::pin(async { Ok(weft_proto::lock::CallbackAnswer::Released) })
-        }
-        fn evict(&self, _: u64, _: String) {}
-    }
+    use weft_proto::lock::{LockMode, LockScope};
 
-    fn namespace() -> Arc<Namespace> {
-        let config = NamespaceConfig {
-            target: LockTarget::Mdt(0),
-            callback_timeout: Duration::from_secs(5),
-            recovery_until: None,
-        };
-        Namespace::new(config, Arc::new(NoCallbacks))
-    }
+    use crate::testutil::namespace;
 
     /// A new MDT's record is complete; a client granted a lock is in it, also after a
     /// restart; one that disconnects is not.

@@ -62,7 +62,9 @@ async fn handle_locked(
             with_lock(mds.execute(header, req, run).await, grant)
         }
         MdtRequest::WbcGrant(mdt::WbcGrant { dir, .. }) => wbc_grant(mds, ns, header, *dir, req, run).await,
-        MdtRequest::Lookup(mdt::Lookup { parent: dir, .. }) | MdtRequest::Readdir(mdt::Readdir { fid: dir, .. })
+        MdtRequest::Lookup(mdt::Lookup { parent: dir, .. })
+        | MdtRequest::Readdir(mdt::Readdir { fid: dir, .. })
+        | MdtRequest::ReaddirPlus(mdt::ReaddirPlus { fid: dir, .. })
             if ns.held_by_other(owner, *dir, bits::WBC) =>
         {
             // Another client's write-back cache makes names here: its batch lands first
@@ -88,6 +90,7 @@ async fn handle_locked(
                 Ok(second)
             }
         }
+        MdtRequest::ReaddirPlus(plus) => readdir_plus(mds, ns, header, plus.clone(), run).await,
         _ if req.is_mutation() && crate::dne::distributed(mds, header, &req)? => {
             // Its locks here are taken around its commit only (dne.rs).
             crate::dne::change(mds, header, req, run).await
@@ -195,6 +198,42 @@ async fn wbc_grant(
             other
         }
     }
+}
+
+/// Statahead: the page's entries are read first, their intent locks taken where they can
+/// be granted at once, then the page and the inodes are read under them (so what a lock
+/// guards was read after it was granted, as for a lookup). An inode without a lock is left
+/// out: the client would not cache it.
+async fn readdir_plus(
+    mds: &Mds,
+    ns: &Arc<Namespace>,
+    header: &RequestHeader,
+    plus: mdt::ReaddirPlus,
+    run: Run,
+) -> WeftResult<MdtReply> {
+    let mdt::ReaddirPlus { fid, cookie, max_entries } = plus;
+    let MdtReply::Dir(page) =
+        mds.execute(header, MdtRequest::Readdir(mdt::Readdir { fid, cookie, max_entries }), run).await?
+    else {
+        return Err(WeftError::io("a readdir answered something else than entries"));
+    };
+    let here: Vec<Fid> = page.entries.iter().map(|e| e.fid).filter(|f| f.mdt_index() == mds.core.mdt_index).collect();
+    let grants = ns.try_enqueue_each(header.client_id, &here, LockMode::Pr, LockScope::Bits(INTENT_BITS)).await?;
+    let mut grants: std::collections::HashMap<Fid, LockGrant> =
+        here.into_iter().zip(grants).filter_map(|(f, g)| Some((f, g?))).collect();
+    let MdtReply::DirPlus(mut read) = mds.execute(header, MdtRequest::ReaddirPlus(plus), run).await? else {
+        return Err(WeftError::io("a readdir-plus answered something else than entries"));
+    };
+    read.inodes.retain_mut(|inode| match grants.remove(&inode.attr.fid) {
+        Some(grant) => {
+            inode.lock = Some(grant);
+            true
+        }
+        None => false,
+    });
+    // Locks of entries gone between the two readings are not told to the client; its
+    // "unknown lock" answer to a callback cancels them, as for a lookup's stray grant.
+    Ok(MdtReply::DirPlus(read))
 }
 
 /// A PR lock on what a client may cache about `fid`; one it already holds is reused.

@@ -184,7 +184,10 @@ impl Env {
     }
 
     pub async fn mkdir_as(&self, who: &Identity, parent: Fid, name: &str, mode: u32) -> WeftResult<Fid> {
-        match self.req_as(who, MdtRequest::Mkdir(mdt::Mkdir { parent, name: name.into(), mode, umask: 0 })).await? {
+        let made =
+            self.req_as(who, MdtRequest::Mkdir(mdt::Mkdir { parent, name: name.into(), mode, umask: 0 })).await?;
+        // With a lock namespace, a change of names comes with its directory (mdt::Changed).
+        match made.into_parts().0 {
             MdtReply::Inode(i) => Ok(i.attr.fid),
             r => panic!("mkdir replied {r:?}"),
         }
@@ -350,4 +353,28 @@ impl Env {
     pub fn stats_open(&self) -> u64 {
         self.mds().stats().open_handles
     }
+}
+
+/// Callbacks answered "released" at once: a lock service for tests of one MDS.
+struct NoCallbacks;
+impl weft_dlm::namespace::CallbackSender for NoCallbacks {
+    fn send(
+        &self,
+        _: u64,
+        _: weft_proto::lock::CallbackRequest,
+        _: std::time::Duration,
+    ) -> futures::future::BoxFuture<'static, WeftResult<weft_proto::lock::CallbackAnswer>> {
+        Box::pin(async { Ok(weft_proto::lock::CallbackAnswer::Released) })
+    }
+    fn evict(&self, _: u64, _: String) {}
+}
+
+/// A lock namespace of MDT 0 whose callbacks are answered at once (`Mds::set_lock_namespace`).
+pub fn namespace() -> Arc<weft_dlm::namespace::Namespace> {
+    let config = weft_dlm::namespace::NamespaceConfig {
+        target: weft_proto::lock::LockTarget::Mdt(0),
+        callback_timeout: std::time::Duration::from_secs(5),
+        recovery_until: None,
+    };
+    weft_dlm::namespace::Namespace::new(config, Arc::new(NoCallbacks))
 }

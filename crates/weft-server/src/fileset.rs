@@ -82,6 +82,7 @@ pub(crate) fn gate(mds: &Mds, top: Fid, op: MdtRequest) -> WeftResult<MdtRequest
         | R::Setattr(mdt::Setattr { fid, .. })
         | R::Readlink(mdt::Readlink { fid })
         | R::Readdir(mdt::Readdir { fid, .. })
+        | R::ReaddirPlus(mdt::ReaddirPlus { fid, .. })
         | R::Open(mdt::Open { fid, .. })
         | R::GetXattr(mdt::GetXattr { fid, .. })
         | R::SetXattr(mdt::SetXattr { fid, .. })

@@ -2,6 +2,7 @@
 //! its hash; a listing resumes after a cookie. A page never splits a group of equal hashes,
 //! so resuming never skips or repeats a name. "." and ".." are not listed (the client adds them).
 
+use super::lookup::getattr;
 use super::{owner, Query, QueryCtx};
 use crate::perm;
 use crate::store::Tables;
@@ -37,6 +38,24 @@ pub fn page(t: &Tables, dir: Fid, cookie: u64, max: usize) -> WeftResult<DirPage
 impl Query for mdt::Readdir {
     fn query(&self, q: &QueryCtx<'_>) -> WeftResult<DirPage> {
         readdir(q.t, q.who, self.fid, self.cookie, self.max_entries)
+    }
+}
+
+/// The page and the inodes of its entries on this MDT (search permission needed for
+/// those, as for a lookup); locking.rs keeps those it could lock and takes the locks
+/// before this reads them.
+impl Query for mdt::ReaddirPlus {
+    fn query(&self, q: &QueryCtx<'_>) -> WeftResult<mdt::DirPlus> {
+        let page = readdir(q.t, q.who, self.fid, self.cookie, self.max_entries)?;
+        let dir = q.t.must_dir(self.fid)?;
+        if perm::check_lookup(q.who, owner(&dir)).is_err() {
+            return Ok(mdt::DirPlus { page, inodes: Vec::new() });
+        }
+        let here = |fid: &Fid| fid.mdt_index() == q.core.mdt_index;
+        // An entry removed since the page was read is left out, not an error.
+        let inodes = page.entries.iter().filter(|e| here(&e.fid)).filter_map(|e| getattr(q.core, q.t, e.fid).ok());
+        let inodes = inodes.collect();
+        Ok(mdt::DirPlus { page, inodes })
     }
 }
 
@@ -81,6 +100,47 @@ mod tests {
             code(env.req(MdtRequest::Readdir(mdt::Readdir { fid: f, cookie: 0, max_entries: 5 })).await),
             ErrorCode::NotDir
         );
+    }
+
+    /// Statahead's page: every entry's inode with an intent lock; without search
+    /// permission on the directory the entries alone; without read permission nothing.
+    #[tokio::test]
+    async fn readdir_plus_brings_locked_inodes_and_needs_search_for_them() {
+        let env = Env::new().await;
+        env.mds().set_lock_namespace(crate::testutil::namespace());
+        let d = env.must_mkdir(Fid::ROOT, "d").await;
+        let mut made = HashSet::new();
+        for i in 0..5 {
+            made.insert(env.must_mkdir(d, &format!("n{i}")).await);
+        }
+        let plus = |who: Identity| {
+            let req = MdtRequest::ReaddirPlus(mdt::ReaddirPlus { fid: d, cookie: 0, max_entries: 1024 });
+            let env = &env;
+            async move {
+                match env.req_as(&who, req).await {
+                    Ok(MdtReply::DirPlus(p)) => Ok(p),
+                    Ok(r) => panic!("{r:?}"),
+                    Err(e) => Err(e),
+                }
+            }
+        };
+        let all = plus(Identity::root()).await.unwrap();
+        assert!(all.page.eof);
+        assert_eq!(all.page.entries.iter().map(|e| e.fid).collect::<HashSet<_>>(), made);
+        assert_eq!(all.inodes.iter().map(|i| i.attr.fid).collect::<HashSet<_>>(), made);
+        assert!(all.inodes.iter().all(|i| i.lock.is_some() && i.attr.kind == FileType::Directory));
+        let set_mode = |mode| {
+            env.req(MdtRequest::Setattr(mdt::Setattr {
+                fid: d,
+                set: SetAttr { mode: Some(mode), ..Default::default() },
+                open_handle: None,
+            }))
+        };
+        set_mode(0o744).await.unwrap();
+        let names_only = plus(user(1000)).await.unwrap();
+        assert_eq!((names_only.page.entries.len(), names_only.inodes.len()), (5, 0));
+        set_mode(0o311).await.unwrap();
+        assert_eq!(code(plus(user(1000)).await), ErrorCode::Access);
     }
 
     /// A big directory lists completely, each name exactly once, through repeated calls.

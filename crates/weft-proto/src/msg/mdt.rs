@@ -255,6 +255,13 @@ macro_rules! mdt_ops {
             /// (a failing op fails the batch, naming it, and nothing is applied). At most
             /// `BATCH_OPS_MAX` ops, every FID and directory on this MDT.
             write Batch { ops: Vec<$crate::msg::wbc::BatchOp> } -> () = "mds_batch";
+            /// Statahead (protocol 27; Lustre's batched statahead): a page of entries as
+            /// `Readdir` answers it, with the inode of each entry on this MDT that the
+            /// client may cache, under an intent lock granted without waiting (an entry
+            /// another client is changing now is left out). Without search permission on
+            /// the directory, the entries alone.
+            read ReaddirPlus { fid: $crate::Fid, cookie: u64, max_entries: u32 }
+                -> $crate::msg::mdt::DirPlus = "mds_readdir_plus";
         }
     };
 }
@@ -288,6 +295,14 @@ pub struct Opened {
 pub struct Changed {
     pub answer: MdtReply,
     pub dirs: Vec<InodeInfo>,
+}
+
+/// [`ReaddirPlus`]'s answer: the page, and the inodes of its entries that came with a lock
+/// (in the page's order; not every entry has one).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct DirPlus {
+    pub page: DirPage,
+    pub inodes: Vec<InodeInfo>,
 }
 
 /// What a [`Mirror`] request does.
@@ -346,6 +361,7 @@ crate::define_replies! {
         Update(crate::msg::update::UpdateAnswer),
         Txn(crate::msg::update::TxnState),
         WbcGranted(crate::msg::wbc::WbcGranted),
+        DirPlus(DirPlus),
     }
 }
 
@@ -393,6 +409,7 @@ impl MdtRequest {
             | MdtRequest::Setattr(Setattr { fid, .. })
             | MdtRequest::Readlink(Readlink { fid })
             | MdtRequest::Readdir(Readdir { fid, .. })
+            | MdtRequest::ReaddirPlus(ReaddirPlus { fid, .. })
             | MdtRequest::Open(Open { fid, .. })
             | MdtRequest::Close(Close { fid, .. })
             | MdtRequest::GetXattr(GetXattr { fid, .. })
@@ -441,6 +458,15 @@ impl MdtReply {
         match self {
             MdtReply::Changed(c) => (c.answer, c.dirs),
             other => (other, Vec::new()),
+        }
+    }
+
+    /// The inodes an answer brings besides [`MdtReply::inode`], each with its lock
+    /// (statahead's).
+    pub fn more_inodes(&self) -> &[InodeInfo] {
+        match self {
+            MdtReply::DirPlus(plus) => &plus.inodes,
+            _ => &[],
         }
     }
 

@@ -1,0 +1,111 @@
+//! Statahead (Lustre's, batched): a client that looks up name after name of one directory
+//! that it has not cached (`ls -l`, `find`, `du`, rsync, mdtest's stat phase, a new process
+//! of the interception library) reads the directory's entries with their inodes instead,
+//! a page of up to `READDIR_ENTRIES_MAX` in one request (`ReaddirPlus`), each inode under
+//! an intent lock like a lookup's, into the inode cache.
+//!
+//! When: after [`STATAHEAD_TRIGGER_LOOKUPS`] lookups in a directory that went to the MDS
+//! and found their name (lookups of absent names, as a compiler's search of include
+//! paths, never start it), each further lookup there that the cache cannot answer first
+//! reads the next page, until the listing ends; then it starts over only after as many
+//! lookups again. One page per lookup bounds the cost for a program that looks up a few
+//! names of a large directory: at most one page more per lookup than without it.
+
+use crate::inodes::Answer;
+use crate::limits::{STATAHEAD_DIRS_MAX, STATAHEAD_TRIGGER_LOOKUPS};
+use crate::Client;
+use std::collections::HashMap;
+use std::sync::Mutex;
+use weft_proto::limits::READDIR_ENTRIES_MAX;
+use weft_proto::msg::{mdt, Caller, InodeInfo};
+use weft_proto::Fid;
+
+/// What statahead knows of the directories looked up in.
+#[derive(Default)]
+pub(crate) struct Statahead {
+    dirs: Mutex<HashMap<Fid, Ahead>>,
+}
+
+#[derive(Default)]
+struct Ahead {
+    /// Lookups there that went to the MDS and found their name, this cycle.
+    found: u32,
+    /// Where the next page starts (0: the start).
+    cookie: u64,
+    /// A page is being read (by another thread: this lookup goes on without it).
+    reading: bool,
+}
+
+impl Statahead {
+    fn dirs(&self) -> std::sync::MutexGuard<'_, HashMap<Fid, Ahead>> {
+        self.dirs.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A lookup in `dir` went to the MDS and found its name.
+    pub(crate) fn found_at_mds(&self, dir: Fid) {
+        let mut dirs = self.dirs();
+        if dirs.len() >= STATAHEAD_DIRS_MAX && !dirs.contains_key(&dir) {
+            dirs.clear(); // rare: a program walking very many directories
+        }
+        let ahead = dirs.entry(dir).or_default();
+        ahead.found = ahead.found.saturating_add(1);
+    }
+
+    /// The page to read before a lookup in `dir`, if one is due; marks it being read.
+    fn due(&self, dir: Fid) -> Option<u64> {
+        let mut dirs = self.dirs();
+        let ahead = dirs.get_mut(&dir)?;
+        if ahead.found < STATAHEAD_TRIGGER_LOOKUPS || ahead.reading {
+            return None;
+        }
+        ahead.reading = true;
+        Some(ahead.cookie)
+    }
+
+    /// A page was read (`next`: where the next starts; None: the listing ended, or the
+    /// read failed, and a new cycle starts).
+    fn read(&self, dir: Fid, next: Option<u64>) {
+        let mut dirs = self.dirs();
+        match next {
+            Some(cookie) => {
+                if let Some(ahead) = dirs.get_mut(&dir) {
+                    (ahead.cookie, ahead.reading) = (cookie, false);
+                }
+            }
+            None => {
+                dirs.remove(&dir);
+            }
+        }
+    }
+}
+
+impl Client {
+    /// Before a lookup of `name` in `parent` goes to the MDS: the next page of the
+    /// directory with its inodes when statahead is due there, and `name`'s inode if the
+    /// page had it (else None: the caller looks it up).
+    pub(crate) async fn statahead(&self, who: &Caller, parent: Fid, name: &[u8]) -> Option<InodeInfo> {
+        if !self.config.statahead {
+            return None;
+        }
+        let cookie = self.statahead.due(parent)?;
+        let since = self.inodes.since();
+        let read = self.mdt(who, mdt::ReaddirPlus { fid: parent, cookie, max_entries: READDIR_ENTRIES_MAX }).await;
+        let plus = match read {
+            Ok(plus) => plus,
+            Err(e) => {
+                tracing::debug!(%parent, error = %e, "statahead stops in this directory");
+                self.statahead.read(parent, None);
+                return None;
+            }
+        };
+        let next = plus.page.entries.last().map(|e| e.cookie).filter(|_| !plus.page.eof);
+        self.statahead.read(parent, next);
+        let names: HashMap<Fid, &[u8]> = plus.page.entries.iter().map(|e| (e.fid, e.name.as_slice())).collect();
+        for inode in &plus.inodes {
+            // A FID under two names of the page (hard links): the inode alone.
+            let name = names.get(&inode.attr.fid).map(|n| (parent, *n));
+            self.inodes.remember(Answer { name, inode, name_only: false, bare: false }, since);
+        }
+        self.still_cached(self.inodes.name(parent, name))
+    }
+}

@@ -116,3 +116,78 @@ fn the_write_back_cache_batches_creates_made_through_libweft() {
     drop(fs);
     assert_eq!(std::fs::read_dir(mnt.join("wbc")).unwrap().count(), 501);
 }
+
+/// Two processes with the write-back cache make a file each in one directory (IOR's files
+/// of one shared directory), then write them: the second's create calls the first's cache
+/// back, and the first's file, made by the cache, opens at its first write.
+#[test]
+fn two_write_back_caches_in_one_directory_keep_every_file() {
+    use weft::{Fs, MountOptions};
+    let c = &mut Cluster::single_node(&weft_bin(), 2);
+    let mnt = c.mount();
+    let opts = MountOptions { wbc: true, ..MountOptions::default() };
+    let (a, b) = (Fs::mount_with(&c.mgs_address, opts).unwrap(), Fs::mount_with(&c.mgs_address, opts).unwrap());
+    a.mkdir(b"/shared", 0o755).unwrap();
+    let flags = libc::O_CREAT | libc::O_WRONLY | libc::O_TRUNC;
+    let fa = a.open(b"/shared/file.0", flags, 0o666).unwrap();
+    let fb = b.open(b"/shared/file.1", flags, 0o666).unwrap();
+    assert_eq!(a.pwrite(&fa, &[1u8; 1 << 20], 0).unwrap(), 1 << 20);
+    assert_eq!(b.pwrite(&fb, &[2u8; 1 << 20], 0).unwrap(), 1 << 20);
+    a.close(fa).unwrap();
+    b.close(fb).unwrap();
+    assert_eq!(std::fs::read(mnt.join("shared/file.0")).unwrap(), vec![1u8; 1 << 20]);
+    assert_eq!(std::fs::read(mnt.join("shared/file.1")).unwrap(), vec![2u8; 1 << 20]);
+
+    // At once, as IOR's ranks, each round in a new directory the mount made (so each
+    // grant first calls the mount's lock back): each create calls the other's cache back,
+    // also while the other's grant is still reading the names.
+    const ROUNDS: usize = 30;
+    for round in 0..ROUNDS {
+        std::fs::create_dir(mnt.join(format!("shared/d{round}"))).unwrap();
+    }
+    let start = std::sync::Barrier::new(2);
+    let failed: Vec<String> = std::thread::scope(|s| {
+        let threads: Vec<_> = [&a, &b]
+            .into_iter()
+            .enumerate()
+            .map(|(i, fs)| {
+                let start = &start;
+                // Failures are collected, not panicked on: the other thread waits at the
+                // barrier for this one.
+                s.spawn(move || {
+                    let mut failed = Vec::new();
+                    for round in 0..ROUNDS {
+                        start.wait();
+                        let path = format!("/shared/d{round}/f{i}");
+                        let made = fs.open(path.as_bytes(), libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o644);
+                        let wrote = made.and_then(|f| {
+                            let n = fs.pwrite(&f, &[i as u8; 100_000], 0)?;
+                            fs.close(f).map(|_| n)
+                        });
+                        match wrote {
+                            Ok(100_000) => {}
+                            other => failed.push(format!("{path}: {other:?}")),
+                        }
+                    }
+                    failed
+                })
+            })
+            .collect();
+        threads.into_iter().flat_map(|t| t.join().unwrap()).collect()
+    });
+    assert!(failed.is_empty(), "{failed:#?}");
+    for round in 0..ROUNDS {
+        for i in 0..2u8 {
+            assert_eq!(std::fs::read(mnt.join(format!("shared/d{round}/f{i}"))).unwrap(), vec![i; 100_000]);
+        }
+    }
+
+    // Made by one (IOR's setup), written by the other (its rank): the objects are made at
+    // the first write, whoever makes it.
+    let made = a.open(b"/shared/later", libc::O_CREAT | libc::O_EXCL | libc::O_WRONLY, 0o644).unwrap();
+    a.close(made).unwrap();
+    let fb = b.open(b"/shared/later", libc::O_WRONLY, 0).unwrap();
+    assert_eq!(b.pwrite(&fb, &[3u8; 1 << 20], 0).unwrap(), 1 << 20);
+    b.close(fb).unwrap();
+    assert_eq!(std::fs::read(mnt.join("shared/later")).unwrap(), vec![3u8; 1 << 20]);
+}

@@ -140,3 +140,6 @@ pub const WBC_CALLBACK_BACKOFF_MAX: std::time::Duration = std::time::Duration::f
 pub const STATAHEAD_TRIGGER_LOOKUPS: u32 = 8;
 /// Directories statahead keeps count of (forgotten all at once past it).
 pub const STATAHEAD_DIRS_MAX: usize = 4096;
+/// Write-back locks remembered as called back during their grant (forgotten all at once
+/// past it: each is looked at once, by its own grant).
+pub const WBC_GRANTS_CALLED_BACK_MAX: usize = 1024;

@@ -87,6 +87,16 @@ impl LockCache {
         self.table.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// The scope of lock `key` as this client holds it, waiting a little for a grant
+    /// still on its way in a reply (as a callback does); None when it is not known.
+    pub(crate) async fn scope_of(&self, key: (LockTarget, LockHandle)) -> Option<LockScope> {
+        if let Some(e) = self.table().get(&key) {
+            return Some(e.scope);
+        }
+        self.tickets.await_landed(UNKNOWN_LOCK_WAIT_MS).await;
+        self.table().get(&key).map(|e| e.scope)
+    }
+
     fn hooks(&self) -> Option<Arc<dyn LockHooks>> {
         self.hooks.read().unwrap_or_else(|p| p.into_inner()).clone()
     }

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 use weft_proto::limits::{BATCH_OPS_MAX, READDIR_ENTRIES_MAX};
-use weft_proto::lock::{LockHandle, LockTarget};
+use weft_proto::lock::{bits, LockHandle, LockScope, LockTarget};
 use weft_proto::msg::mdt;
 use weft_proto::msg::wbc::BatchOp;
 use weft_proto::msg::{Caller, FileType, InodeInfo, SetAttr, Timestamp, OPEN_READ};
@@ -79,6 +79,10 @@ pub struct Wbc {
     refused: Mutex<HashMap<Fid, Instant>>,
     /// How many times each directory was called back from this cache.
     called_back: Mutex<HashMap<Fid, u32>>,
+    /// Write-back locks called back while their grant was still reading the directory's
+    /// names (checked and changed only under `dirs`'s mutex, so a grant and a callback are
+    /// ordered: the grant sees the mark, or the callback sees the directory).
+    called_back_granting: Mutex<std::collections::HashSet<LockHandle>>,
     /// One batch in flight at a time, so that they land in the order they were made.
     sending: tokio::sync::Mutex<()>,
     /// The first error of a batch that failed since the last `fsync_dir` (as a write error
@@ -101,6 +105,7 @@ impl Wbc {
             dirs: Mutex::default(),
             refused: Mutex::default(),
             called_back: Mutex::default(),
+            called_back_granting: Mutex::default(),
             sending: tokio::sync::Mutex::new(()),
             failed: Mutex::default(),
             ops: AtomicU64::new(0),
@@ -329,9 +334,20 @@ impl Client {
                 _ => break,
             }
         }
+        let handle = lock.handle;
         let mut d = Dir::new(lock, granted.dir.attr, names);
         d.add_fids(granted.first, granted.count);
-        self.wbc.dirs().insert(dir, d);
+        let mut dirs = self.wbc.dirs();
+        // Called back while the names were read: the lock is going whole, and nothing may
+        // be made under it (its batch would land under no lock). A callback from now on
+        // finds the directory and sends its batch first.
+        let gone = self.wbc.called_back_granting.lock().unwrap_or_else(|p| p.into_inner()).remove(&handle);
+        if gone {
+            drop(dirs);
+            self.wbc.refused_until(dir, Instant::now() + crate::limits::WBC_CALLBACK_BACKOFF);
+            return false;
+        }
+        dirs.insert(dir, d);
         true
     }
 
@@ -461,12 +477,27 @@ impl Client {
     /// batches land first and it is forgotten here. Whether it was one (then the whole lock
     /// goes back).
     pub(crate) async fn wbc_called_back(&self, target: LockTarget, handle: LockHandle) -> bool {
-        let dir = self
-            .wbc
-            .dirs()
-            .iter()
-            .find(|(fid, d)| d.lock.handle == handle && LockTarget::Mdt(fid.mdt_index()) == target)
-            .map(|(fid, _)| *fid);
+        let is_wbc = |scope: Option<LockScope>| matches!(scope, Some(LockScope::Bits(b)) if b & bits::WBC != 0);
+        if !matches!(target, LockTarget::Mdt(_)) || !is_wbc(self.locks.scope_of((target, handle)).await) {
+            return false;
+        }
+        let dir = {
+            let dirs = self.wbc.dirs();
+            let dir = dirs
+                .iter()
+                .find(|(fid, d)| d.lock.handle == handle && LockTarget::Mdt(fid.mdt_index()) == target)
+                .map(|(fid, _)| *fid);
+            if dir.is_none() {
+                // Its grant is still reading the names: it will not use the lock.
+                let mut marks = self.wbc.called_back_granting.lock().unwrap_or_else(|p| p.into_inner());
+                if marks.len() >= crate::limits::WBC_GRANTS_CALLED_BACK_MAX {
+                    marks.clear();
+                }
+                marks.insert(handle);
+                return true;
+            }
+            dir
+        };
         let Some(dir) = dir else { return false };
         self.wbc_close(dir);
         self.wbc.callbacks.fetch_add(1, Ordering::Relaxed);

@@ -86,6 +86,8 @@ fn the_python_module_does_every_call_and_agrees_with_a_mount() {
     let mut c = Cluster::single_node(&weft_bin(), 2);
     let mnt = c.mount();
     let _copytool = Copytool::start(&c, &archive);
+    weft_ok(&["pool", "--mgs", &c.mgs_address, "new", "fast"]);
+    weft_ok(&["pool", "--mgs", &c.mgs_address, "add", "fast", "1"]);
     let mut cmd = Command::new(&py);
     if !installed {
         cmd.env("PYTHONPATH", &modules);
@@ -119,7 +121,7 @@ fn the_python_module_does_every_call_and_agrees_with_a_mount() {
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
         .collect();
-    for name in ["a", "arr.bin", "big", "f.bin", "f.txt", "hsm", "job", "pfl", "striped"] {
+    for name in ["a", "arr.bin", "big", "f.bin", "f.txt", "hsm", "job", "pfl", "pooled", "striped"] {
         assert!(names.contains(name), "{name} in {names:?}");
     }
 }

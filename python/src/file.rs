@@ -150,7 +150,7 @@ impl PyRawFile {
         let Some(file) = taken else { return Ok(()) };
         match run(py, &self.shared, Some(&self.path), |fs| fs.close(file)) {
             // Unmounted: the client gave everything back already.
-            Err(_) if self.shared.read().unwrap_or_else(|p| p.into_inner()).is_none() => Ok(()),
+            Err(_) if self.shared.read().is_none() => Ok(()),
             r => r,
         }
     }
@@ -204,7 +204,12 @@ impl Drop for PyRawFile {
     /// A file dropped open is closed (as Python's own files are).
     fn drop(&mut self) {
         let file = self.file.get_mut().unwrap_or_else(|p| p.into_inner()).take();
-        if let (Some(file), Some(fs)) = (file, self.shared.read().unwrap_or_else(|p| p.into_inner()).as_ref()) {
+        if !self.shared.here() {
+            // A forked child's copy: the open is the parent's.
+            std::mem::forget(file);
+            return;
+        }
+        if let (Some(file), Some(fs)) = (file, self.shared.read().as_ref()) {
             if let Err(e) = fs.close(file) {
                 eprintln!("weft: closing {} when dropped: {e}", String::from_utf8_lossy(&self.path));
             }

@@ -3,17 +3,59 @@
 use crate::file::PyRawFile;
 use crate::layout::{components_of, edit_of, ComponentIn, ComponentOut};
 use crate::{closed, os_error};
-use pyo3::exceptions::PyValueError;
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use weft::hsm::HsmRequest;
 use weft_proto::msg::{SetTime, Timestamp};
 
 /// The mounted client, shared by the `Fs` and the files opened from it; None once
 /// unmounted. A call holds it for reading while it waits for the servers; `umount` and
 /// `set_jobid` (which the Rust API gives a `&mut`) take it for writing.
-pub(crate) type Shared = Arc<RwLock<Option<weft::Fs>>>;
+pub(crate) struct Mounted {
+    fs: RwLock<Option<weft::Fs>>,
+    /// The process that mounted it: a forked child (multiprocessing) has its memory but not
+    /// its runtime's threads, so it must mount its own.
+    pid: u32,
+}
+
+pub(crate) type Shared = Arc<Mounted>;
+
+impl Mounted {
+    pub(crate) fn read(&self) -> RwLockReadGuard<'_, Option<weft::Fs>> {
+        self.fs.read().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn write(&self) -> RwLockWriteGuard<'_, Option<weft::Fs>> {
+        self.fs.write().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Whether this process mounted it.
+    pub(crate) fn here(&self) -> bool {
+        self.pid == std::process::id()
+    }
+
+    pub(crate) fn check_here(&self) -> PyResult<()> {
+        match self.here() {
+            true => Ok(()),
+            false => Err(PyRuntimeError::new_err(format!(
+                "this file system was mounted by process {}: a forked child mounts its own (weft.mount)",
+                self.pid
+            ))),
+        }
+    }
+}
+
+impl Drop for Mounted {
+    /// In a forked child the client's runtime has no threads: it is left as it is (the
+    /// parent still uses it), never waited for.
+    fn drop(&mut self) {
+        if !self.here() {
+            std::mem::forget(self.fs.get_mut().unwrap_or_else(|p| p.into_inner()).take());
+        }
+    }
+}
 
 /// Runs `call` on the mounted client with the GIL released; its error as OSError naming
 /// `path`.
@@ -23,10 +65,8 @@ pub(crate) fn run<T: Send>(
     path: Option<&[u8]>,
     call: impl FnOnce(&weft::Fs) -> weft::Result<T> + Send,
 ) -> PyResult<T> {
-    let done = py.detach(|| {
-        let fs = shared.read().unwrap_or_else(|p| p.into_inner());
-        fs.as_ref().map(call)
-    });
+    shared.check_here()?;
+    let done = py.detach(|| shared.read().as_ref().map(call));
     match done {
         None => Err(closed("an unmounted file system")),
         Some(r) => r.map_err(|e| os_error(e, path)),
@@ -40,7 +80,7 @@ pub struct PyFs {
 
 impl PyFs {
     pub(crate) fn new(fs: weft::Fs) -> PyFs {
-        PyFs { shared: Arc::new(RwLock::new(Some(fs))) }
+        PyFs { shared: Arc::new(Mounted { fs: RwLock::new(Some(fs)), pid: std::process::id() }) }
     }
 
     fn run<T: Send>(
@@ -58,7 +98,7 @@ impl PyFs {
 fn stat_dict<'py>(py: Python<'py>, fs: &Shared, s: &weft::stat::Stat) -> PyResult<Bound<'py, PyDict>> {
     // SAFETY: libc::stat is plain old data; fill_stat sets every field.
     let mut st: libc::stat = unsafe { std::mem::zeroed() };
-    if let Some(fs) = fs.read().unwrap_or_else(|p| p.into_inner()).as_ref() {
+    if let Some(fs) = fs.read().as_ref() {
         fs.fill_stat(s, &mut st);
     }
     let d = PyDict::new(py);
@@ -126,13 +166,16 @@ fn by_server<'py>(
 impl PyFs {
     /// Gives every lock back and disconnects; files still open can no longer be used.
     fn umount(&self, py: Python<'_>) {
-        let gone = py.detach(|| self.shared.write().unwrap_or_else(|p| p.into_inner()).take());
-        py.detach(move || drop(gone));
+        let gone = py.detach(|| self.shared.write().take());
+        match self.shared.here() {
+            true => py.detach(move || drop(gone)),
+            false => std::mem::forget(gone),
+        }
     }
 
     #[getter]
     fn mounted(&self) -> bool {
-        self.shared.read().unwrap_or_else(|p| p.into_inner()).is_some()
+        self.shared.read().is_some()
     }
 
     #[getter]
@@ -248,8 +291,8 @@ impl PyFs {
     /// access(2) with R_OK, W_OK, X_OK (F_OK 0): whether it is allowed. Other errors
     /// (ENOENT...) raise.
     fn access(&self, py: Python<'_>, path: Vec<u8>, mode: i32) -> PyResult<bool> {
-        let r = py
-            .detach(|| self.shared.read().unwrap_or_else(|p| p.into_inner()).as_ref().map(|fs| fs.access(&path, mode)));
+        self.shared.check_here()?;
+        let r = py.detach(|| self.shared.read().as_ref().map(|fs| fs.access(&path, mode)));
         match r {
             None => Err(closed("an unmounted file system")),
             Some(Ok(())) => Ok(true),
@@ -337,7 +380,8 @@ impl PyFs {
 
     /// The job this client's requests count under from now on (job statistics, TBF rules).
     fn set_jobid(&self, py: Python<'_>, jobid: &str) -> PyResult<()> {
-        py.detach(|| match self.shared.write().unwrap_or_else(|p| p.into_inner()).as_mut() {
+        self.shared.check_here()?;
+        py.detach(|| match self.shared.write().as_mut() {
             Some(fs) => {
                 fs.set_jobid(jobid);
                 true

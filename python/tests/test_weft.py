@@ -467,6 +467,26 @@ def check_numpy(fs):
         raises(io.UnsupportedOperation, None, np.fromfile, f, np.float64)
 
 
+def check_fork(fs):
+    """A forked child (multiprocessing's default) has the parent's memory but not its
+    client's threads: its calls say to mount again, and its own mount works."""
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            try:
+                fs.stat(TOP)
+            except RuntimeError as e:
+                if "forked child" in str(e):
+                    with weft.mount(MGS) as mine:
+                        code = 0 if stat.S_ISDIR(mine.stat(TOP).st_mode) else 2
+        finally:
+            os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, status
+    assert stat.S_ISDIR(fs.stat(TOP).st_mode), "the parent's client is untouched"
+
+
 def main():
     check_mount_errors()
     with weft.mount(MGS) as fs:
@@ -479,6 +499,7 @@ def main():
         check_jobs_and_params(fs)
         check_shutil(fs)
         check_numpy(fs)
+        check_fork(fs)
     assert not fs.mounted
     raises(ValueError, None, fs.stat, TOP)
     print("all checks held")

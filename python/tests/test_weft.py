@@ -210,6 +210,8 @@ def check_files(fs):
     raises(FileExistsError, errno.EEXIST, fs.open, p, "x")
     raises(FileNotFoundError, errno.ENOENT, fs.open, TOP + "/missing", "r")
     raises(IsADirectoryError, errno.EISDIR, fs.open, TOP, "w")
+    e = raises(IsADirectoryError, errno.EISDIR, fs.open, TOP, "rb")
+    assert e.filename == TOP, e
     for bad in ("rw", "z", "rb+t", "bb"):
         e = raises(ValueError, None, fs.open, p, bad)
         assert "one of 'r', 'w', 'a', 'x'" in str(e), e

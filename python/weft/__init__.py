@@ -13,6 +13,7 @@ path-like, relative to the file system's root. Errors are ``OSError`` subclasses
 errno and the path (``FileNotFoundError``, ``PermissionError``...).
 """
 
+import errno
 import io
 import os
 import stat as _stat
@@ -45,16 +46,13 @@ def _path(p) -> bytes:
 
 
 def _stat_result(d: dict) -> os.stat_result:
-    ns = lambda k: d[k]  # noqa: E731
-    seq = (
-        d["st_mode"], d["st_ino"], d["st_dev"], d["st_nlink"], d["st_uid"], d["st_gid"], d["st_size"],
-        ns("st_atime_ns") // 10**9, ns("st_mtime_ns") // 10**9, ns("st_ctime_ns") // 10**9,
-    )
-    extra = {
-        "st_atime": d["st_atime_ns"] / 1e9, "st_mtime": d["st_mtime_ns"] / 1e9, "st_ctime": d["st_ctime_ns"] / 1e9,
-        "st_atime_ns": d["st_atime_ns"], "st_mtime_ns": d["st_mtime_ns"], "st_ctime_ns": d["st_ctime_ns"],
-        "st_blksize": d["st_blksize"], "st_blocks": d["st_blocks"], "st_rdev": d["st_rdev"],
-    }
+    """os.stat_result of the native stat's fields (times in nanoseconds)."""
+    a, m, c = d["st_atime_ns"], d["st_mtime_ns"], d["st_ctime_ns"]
+    seq = (d["st_mode"], d["st_ino"], d["st_dev"], d["st_nlink"], d["st_uid"], d["st_gid"], d["st_size"],
+           a // 10**9, m // 10**9, c // 10**9)
+    extra = {"st_atime": a / 1e9, "st_mtime": m / 1e9, "st_ctime": c / 1e9,
+             "st_atime_ns": a, "st_mtime_ns": m, "st_ctime_ns": c,
+             "st_blksize": d["st_blksize"], "st_blocks": d["st_blocks"], "st_rdev": d["st_rdev"]}
     return os.stat_result(seq, extra)
 
 
@@ -278,6 +276,9 @@ class FileIO(io.RawIOBase):
     def layout(self) -> Layout:
         return Layout._of(self._raw.layout())
 
+    def __repr__(self):
+        return f"<weft.FileIO name={self.name!r} mode={self.mode!r} closed={self.closed}>"
+
     def fileno(self):
         self._checkClosed()
         if self._fd is None:
@@ -350,12 +351,16 @@ class Fs:
         want = _layout_of(layout, stripe_count, stripe_size, pool, osts, components)
         raw = self._fs.open(_path(path), flags, perms, want._raw() if want is not None else None)
         f = FileIO(raw, mode.replace("t", ""), readable, writable)
+        st = f.stat()
+        if _stat.S_ISDIR(st.st_mode):
+            f.close()
+            raise IsADirectoryError(errno.EISDIR, "Is a directory", os.fsdecode(path))
         if buffering == 0:
             if not binary:
                 f.close()
                 raise ValueError("can't have unbuffered text I/O")
             return f
-        size = buffering if buffering > 1 else max(f.stat().st_blksize, io.DEFAULT_BUFFER_SIZE)
+        size = buffering if buffering > 1 else max(st.st_blksize, io.DEFAULT_BUFFER_SIZE)
         if readable and writable:
             buffered = io.BufferedRandom(f, size)
         elif writable:

@@ -17,6 +17,10 @@ use common::*;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// How long the Python test may run (some 10 s here) before it is killed as hung.
+const PYTHON_TEST_LIMIT_S: u64 = 300;
 
 fn workspace() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
@@ -92,7 +96,8 @@ fn the_python_module_does_every_call_and_agrees_with_a_mount() {
     if !installed {
         cmd.env("PYTHONPATH", &modules);
     }
-    let out = cmd
+    let (out_path, err_path) = (tmp.path().join("stdout"), tmp.path().join("stderr"));
+    let mut child = cmd
         .arg(workspace().join("python/tests/test_weft.py"))
         .current_dir(tmp.path())
         .env("PYTHONDONTWRITEBYTECODE", "1")
@@ -101,13 +106,29 @@ fn the_python_module_does_every_call_and_agrees_with_a_mount() {
         .env("WEFT_BIN", weft_bin())
         .env("WEFT_ARCHIVE_ID", "1")
         .env("WEFT_LOCAL", &local)
-        .output()
+        .stdout(std::fs::File::create(&out_path).unwrap())
+        .stderr(std::fs::File::create(&err_path).unwrap())
+        .spawn()
         .expect("run the Python test");
-    let stdout = String::from_utf8_lossy(&out.stdout);
+    // A hung test is killed (and the cluster, copytool and mount then taken down).
+    let start = Instant::now();
+    let status = loop {
+        if let Some(status) = child.try_wait().unwrap() {
+            break Some(status);
+        }
+        if start.elapsed() > Duration::from_secs(PYTHON_TEST_LIMIT_S) {
+            let _ = child.kill();
+            let _ = child.wait();
+            break None;
+        }
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    let stdout = std::fs::read_to_string(&out_path).unwrap_or_default();
     assert!(
-        out.status.success() && stdout.contains("all checks held"),
-        "the Python test failed:\n{stdout}{}\n{}",
-        String::from_utf8_lossy(&out.stderr),
+        status.is_some_and(|s| s.success()) && stdout.contains("all checks held"),
+        "the Python test failed ({}):\n{stdout}{}\n{}",
+        status.map_or(format!("killed after {PYTHON_TEST_LIMIT_S} s"), |s| s.to_string()),
+        std::fs::read_to_string(&err_path).unwrap_or_default(),
         c.log_tails()
     );
 

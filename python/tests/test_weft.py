@@ -198,6 +198,9 @@ def check_files(fs):
         f.write("one\ntwo\n")
     with fs.open(p, "a") as f:
         f.write("three\n")
+        fs.fsync(f)
+        assert open(on_mount(p)).read() == "one\ntwo\nthree\n", "fsync flushes the text buffer"
+    raises(TypeError, None, fs.fsync, io.BytesIO())
     with fs.open(p) as f:
         assert list(f) == ["one\n", "two\n", "three\n"]
     with fs.open(p, "r+") as f:

@@ -373,6 +373,16 @@ class Fs:
         text.mode = mode
         return text
 
+    @staticmethod
+    def fsync(f):
+        """``os.fsync`` of a file ``open`` gave (binary, text or raw): what it wrote is
+        flushed, then on stable storage on the OSTs."""
+        f.flush()
+        raw = getattr(getattr(f, "buffer", f), "raw", getattr(f, "buffer", f))
+        if not isinstance(raw, FileIO):
+            raise TypeError(f"fsync of a weft file, not {type(f).__name__}")
+        raw.fsync()
+
     # Names and attributes.
     def stat(self, path, *, follow_symlinks=True) -> os.stat_result:
         return _stat_result(self._fs.stat(_path(path), follow_symlinks))

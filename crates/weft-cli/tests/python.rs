@@ -3,7 +3,7 @@
 //! mount) and a copytool (HSM); what it left then reads the same through the mount.
 //!
 //! The module is the one `cargo test` builds (libweft_python.so, a dev-dependency of this
-//! crate, in deps/ as `shared_lib_dir` finds it), copied as `weft/_weft.abi3.so` beside the
+//! crate, in deps/ as `shared_lib_dir` finds it), linked as `weft/_weft.abi3.so` beside the
 //! pure-Python part into a temporary directory on PYTHONPATH: no maturin, no release build,
 //! no pip in the test suite. `pip install ./python` itself is proven by `make soak`
 //! (scripts/python-install-test.sh).
@@ -30,13 +30,14 @@ fn python() -> PathBuf {
     std::env::var_os("WEFT_TEST_PYTHON").map_or_else(|| PathBuf::from("/usr/bin/python3"), PathBuf::from)
 }
 
-/// The module as Python imports it: `dir/weft/__init__.py` and `dir/weft/_weft.abi3.so`.
+/// The module as Python imports it: `dir/weft/__init__.py` and `dir/weft/_weft.abi3.so` (a
+/// link to the debug build's 100-odd MB rather than a copy).
 fn install_module(dir: &Path) {
     let pkg = dir.join("weft");
     std::fs::create_dir_all(&pkg).unwrap();
     std::fs::copy(workspace().join("python/weft/__init__.py"), pkg.join("__init__.py")).unwrap();
     let lib = shared_lib_dir("libweft_python.so").join("libweft_python.so");
-    std::fs::copy(lib, pkg.join("_weft.abi3.so")).unwrap();
+    std::os::unix::fs::symlink(lib, pkg.join("_weft.abi3.so")).unwrap();
 }
 
 /// A `weft copytool` process, killed when dropped (also when the test fails).

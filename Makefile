@@ -45,7 +45,7 @@ test: deps check-format lint
 # (one), the seeded simulations over a thousand seeds (a hundred in make test), the two
 # MDTs' simulation with kills of either MDS over five hundred (thirty in make test), and the
 # replicated MDT's simulation, on a real clock at some 12 s a seed, over a hundred (three in
-# make test).
+# make test); and `pip install ./python` into a venv, with the Python test against it.
 soak: deps
 	WEFT_FAILOVER_KILLS=10 $(CARGO) test -p weft-cli --test failover -- --nocapture
 	WEFT_FAILOVER_KILLS=10 $(CARGO) test -p weft-cli --test ost_failover -- --nocapture
@@ -56,6 +56,7 @@ soak: deps
 	WEFT_IDLE_FULL=1 $(CARGO) test -p weft-server --test idle_traffic -- --nocapture
 	WEFT_DNE_KILLS=20 $(CARGO) test -p weft-cli --test dne changes_over_two_mdts -- --nocapture
 	WEFT_BIGDIR_ENTRIES=100000 $(CARGO) test -p weft-cli --test bigdir -- --nocapture
+	./scripts/python-install-test.sh
 
 # Micro-benchmarks of the request path, outside the test suite: RPC round trips (TCP and
 # in-process), the striping math and the MDS operations alone. The IO-500 run is

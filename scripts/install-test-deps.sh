@@ -26,6 +26,10 @@ command -v faketime >/dev/null 2>&1 || need+=(faketime)
 command -v setfacl >/dev/null 2>&1 || need+=(acl)
 # The thousand-OST test counts a mount's connections with ss.
 command -v ss >/dev/null 2>&1 || need+=(iproute2)
+# tests/python.rs runs the weft Python module's test in Debian's Python with numpy (and
+# scripts/python-install-test.sh, in make soak, pip-installs it into a venv).
+/usr/bin/python3 -c "import numpy" >/dev/null 2>&1 || need+=(python3-numpy)
+/usr/bin/python3 -c "import venv, ensurepip" >/dev/null 2>&1 || need+=(python3-venv)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

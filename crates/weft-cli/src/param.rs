@@ -13,10 +13,11 @@ use std::collections::BTreeSet;
 use std::path::Path;
 use std::path::PathBuf;
 use std::time::Duration;
-use weft_proto::msg::param::{name_matches, name_or_parent_matches, GetParam, ListParam, ParamValue, SetParam};
+use weft_client::params::{Answers, ParamServers};
+use weft_proto::msg::param::{name_matches, name_or_parent_matches, ParamValue};
 use weft_proto::msg::{Identity, RequestHeader};
 use weft_rpc::mgs::MgsPeers;
-use weft_rpc::{Peer, PeerOptions};
+use weft_rpc::PeerOptions;
 
 #[derive(Args)]
 pub struct ServersArgs {
@@ -72,8 +73,8 @@ pub struct ListParamArgs {
 /// and this node's Weft mounts.
 struct Servers {
     rt: tokio::runtime::Runtime,
-    peers: Vec<Peer>,
-    mgs: Option<MgsPeers>,
+    /// None when no server is asked (only this node's mounts).
+    servers: Option<ParamServers>,
     mounts: Vec<PathBuf>,
     /// Why no server is asked, when none is.
     no_servers: Option<String>,
@@ -82,16 +83,13 @@ struct Servers {
 impl Servers {
     fn find(a: &ServersArgs) -> anyhow::Result<Servers> {
         let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
-        let opts = PeerOptions {
-            connect_timeout: Duration::from_millis(PARAM_CONNECT_TIMEOUT_MS),
-            request_timeout: Duration::from_secs(PARAM_REQUEST_TIMEOUT_S),
-            ..PeerOptions::default()
-        };
+        let (connect, timeout) =
+            (Duration::from_millis(PARAM_CONNECT_TIMEOUT_MS), Duration::from_secs(PARAM_REQUEST_TIMEOUT_S));
         if let Some(server) = &a.server {
             // Only for -P, which records the setting in the management service.
-            let mgs = a.at.address(None).ok().map(|m| MgsPeers::new(&m, opts.clone()));
-            let peers = vec![Peer::new(server.clone(), opts)];
-            return Ok(Servers { rt, peers, mgs, mounts: Vec::new(), no_servers: None });
+            let mgs = a.at.address(None).ok();
+            let servers = ParamServers::one(server, mgs.as_deref(), connect, timeout);
+            return Ok(Servers { rt, servers: Some(servers), mounts: Vec::new(), no_servers: None });
         }
         let mounts = crate::daemon::weft_mounts();
         let mgs = match a.at.address(None) {
@@ -99,17 +97,14 @@ impl Servers {
             // This node's mounts' own parameters can still be read and set.
             Err(e) if !mounts.is_empty() => {
                 let why = format!("no server asked: {e:#} (or --server ADDR)");
-                return Ok(Servers { rt, peers: Vec::new(), mgs: None, mounts, no_servers: Some(why) });
+                return Ok(Servers { rt, servers: None, mounts, no_servers: Some(why) });
             }
             Err(e) => return Err(e),
         };
         // One address, or a replicated MGS's: the map from its leader, and every replica asked.
-        let peer = MgsPeers::new(&mgs, opts.clone());
-        let map = rt
-            .block_on(weft_rpc::map::fetch_map_from(&peer, Duration::from_secs(PARAM_REQUEST_TIMEOUT_S)))
-            .map_err(|e| anyhow!("cannot reach the management service at {mgs}: {}", e.message))?;
-        let mut addresses: BTreeSet<String> = map.servers(None).into_iter().collect();
-        addresses.extend(peer.addresses().into_iter().map(str::to_string));
+        let servers =
+            rt.block_on(ParamServers::of_cluster(&mgs, connect, timeout)).map_err(|e| anyhow!("{}", e.message))?;
+        let addresses: BTreeSet<&str> = servers.addresses().into_iter().collect();
         // This node's mounts of that file system only (its management service is one of its
         // servers), not those of another one this node also mounts.
         let mounts = mounts
@@ -118,8 +113,7 @@ impl Servers {
                 crate::cluster_addr::of_mount(m).is_ok_and(|mgs| mgs.split(',').any(|a| addresses.contains(a.trim())))
             })
             .collect();
-        let peers = addresses.into_iter().map(|a| Peer::new(a, opts.clone())).collect();
-        Ok(Servers { rt, peers, mgs: Some(peer), mounts, no_servers: None })
+        Ok(Servers { rt, servers: Some(servers), mounts, no_servers: None })
     }
 
     /// The mounts' parameters `pattern` matches, per mount.
@@ -179,36 +173,22 @@ impl Servers {
 
     /// Records a permanent setting (or deletes those `name` matches) in the MGS.
     fn record(&self, name: &str, value: &str, delete: bool) -> anyhow::Result<()> {
-        let Some(mgs) = &self.mgs else {
+        let Some(servers) = self.servers.as_ref().filter(|s| s.mgs().is_some()) else {
             bail!("-P keeps the setting in the management service: give --mgs ADDR (or run in a Weft mount, or where `weft up` started)");
         };
-        let op = weft_proto::msg::mgs::SetParamRecord { name: name.to_string(), value: value.to_string(), delete };
-        self.rt
-            .block_on(mgs.op(caller(), op, Duration::from_secs(PARAM_REQUEST_TIMEOUT_S)))
-            .map_err(|e| anyhow!("management service at {}: {}", mgs.list(), e.message))?;
-        Ok(())
+        self.rt.block_on(servers.record(&caller(), name, value, delete)).map_err(|e| anyhow!("{}", e.message))
     }
 
-    /// Sends `op` to every server; each one's answer or error, in address order.
-    fn ask<O, T>(&self, op: O, take: impl Fn(O::Reply) -> T) -> Answers<T>
-    where
-        O: weft_proto::msg::ops::Op + Clone,
-        O::Request: weft_proto::msg::ServiceRequest,
-        O::Answer: weft_proto::msg::ops::Payload<weft_proto::msg::ReplyBody> + weft_proto::msg::ops::Variant,
-    {
-        let timeout = Duration::from_secs(PARAM_REQUEST_TIMEOUT_S);
-        let header = caller();
-        let take = &take;
-        self.rt.block_on(async {
-            let asks = self.peers.iter().map(|p| {
-                let (op, header) = (op.clone(), header.clone());
-                async move {
-                    let answer = p.op(header, 0, op, bytes::Bytes::new(), timeout).await.map(|(r, _)| take(r));
-                    (p.address().to_string(), answer)
-                }
-            });
-            futures::future::join_all(asks).await
-        })
+    fn get(&self, pattern: &str) -> Answers<Vec<ParamValue>> {
+        self.servers.as_ref().map_or_else(Vec::new, |s| self.rt.block_on(s.get(&caller(), pattern)))
+    }
+
+    fn set(&self, pattern: &str, value: &str) -> Answers<Vec<ParamValue>> {
+        self.servers.as_ref().map_or_else(Vec::new, |s| self.rt.block_on(s.set(&caller(), pattern, value)))
+    }
+
+    fn list(&self, pattern: &str) -> Answers<Vec<String>> {
+        self.servers.as_ref().map_or_else(Vec::new, |s| self.rt.block_on(s.list(&caller(), pattern)))
     }
 }
 
@@ -268,9 +248,6 @@ fn print_values(answers: &[(String, Vec<ParamValue>)], no_name: bool, names_only
     }
 }
 
-/// Each server's address and what it answered (or why it failed).
-type Answers<T> = Vec<(String, Result<T, weft_proto::WeftError>)>;
-
 /// What answered with values: each server's address or mount's path, and the values.
 type Found = Vec<(String, Vec<ParamValue>)>;
 
@@ -322,8 +299,7 @@ pub fn set_param(a: SetParamArgs) -> anyhow::Result<()> {
         // Applied now first: a name or value the servers refuse is not kept. A mount
         // parameter is kept once its value is good, whether or not a mount is here: the
         // mounts of other nodes apply it.
-        let op = SetParam { pattern: name.to_string(), value: value.to_string() };
-        let mut answers = servers.ask(op, |v| v.0);
+        let mut answers = servers.set(name, value);
         answers.extend(servers.mount_set(name, value));
         let client_param: Vec<&str> = weft_fuse::params::NAMES.into_iter().filter(|n| name_matches(name, n)).collect();
         let (found, f) = match gather(name, answers, servers.no_servers.as_deref()) {
@@ -350,7 +326,7 @@ pub fn get_param(a: GetParamArgs) -> anyhow::Result<()> {
     let servers = Servers::find(&a.at)?;
     let mut failed = Vec::new();
     for name in &a.names {
-        let mut answers = servers.ask(GetParam { pattern: name.clone() }, |v| v.0);
+        let mut answers = servers.get(name);
         answers.extend(servers.mount_values(name));
         let (found, f) = gather(name, answers, servers.no_servers.as_deref())?;
         print_values(&found, a.no_name, a.names_only);
@@ -365,7 +341,7 @@ pub fn list_param(a: ListParamArgs) -> anyhow::Result<()> {
     let mut names = BTreeSet::new();
     let mut failed = Vec::new();
     for pattern in &patterns {
-        for (server, answer) in servers.ask(ListParam { pattern: pattern.clone() }, |n| n.0) {
+        for (server, answer) in servers.list(pattern) {
             match answer {
                 Ok(n) => names.extend(n),
                 Err(e) => failed.push(format!("{server}: {}", e.message)),

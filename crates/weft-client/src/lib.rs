@@ -30,6 +30,7 @@ mod metadata;
 mod migrate;
 pub mod mirror;
 pub mod open_file;
+pub mod params;
 pub mod quota;
 mod recovery;
 mod reply_slots;

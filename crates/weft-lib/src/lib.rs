@@ -14,7 +14,9 @@ pub mod fs;
 pub mod hsm;
 pub mod layout;
 mod limits;
+pub mod mounts;
 pub mod namespace;
+pub mod params;
 pub mod paths;
 pub mod stat;
 

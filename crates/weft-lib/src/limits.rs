@@ -11,3 +11,6 @@ pub(crate) const SYMLINKS_FOLLOWED_MAX: u32 = 40;
 pub(crate) const RW_BYTES_MAX: usize = 0x7fff_f000;
 /// How long unmount waits for the closes still on their way to the MDS.
 pub(crate) const CLOSES_WAIT: std::time::Duration = std::time::Duration::from_secs(30);
+/// How long a parameter request may take to connect to a server, and to be answered.
+pub(crate) const PARAM_CONNECT_TIMEOUT_MS: u64 = 2_000;
+pub(crate) const PARAM_REQUEST_TIMEOUT_S: u64 = 5;

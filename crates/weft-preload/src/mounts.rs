@@ -5,6 +5,7 @@
 use crate::lock::SpinLock;
 use crate::say;
 use std::sync::OnceLock;
+use weft::mounts::parse_mountinfo;
 use weft::Fs;
 
 pub struct Mount {
@@ -24,44 +25,6 @@ enum Client {
     Ready(&'static Fs, u32),
     /// It could not connect: its paths go through the kernel.
     Failed,
-}
-
-/// `\040`-style escapes of mountinfo undone.
-fn unescape(field: &str) -> Vec<u8> {
-    let b = field.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'\\' && i + 3 < b.len() && b[i + 1..i + 4].iter().all(|c| (b'0'..=b'7').contains(c)) {
-            out.push((b[i + 1] - b'0') * 64 + (b[i + 2] - b'0') * 8 + (b[i + 3] - b'0'));
-            i += 4;
-        } else {
-            out.push(b[i]);
-            i += 1;
-        }
-    }
-    out
-}
-
-/// The Weft mounts in a mountinfo text: (mount point, management service).
-pub fn parse_mountinfo(text: &str) -> Vec<(Vec<u8>, String)> {
-    let mut out = Vec::new();
-    for line in text.lines() {
-        let Some((left, right)) = line.split_once(" - ") else { continue };
-        let mut right = right.split(' ');
-        let (Some(fstype), Some(source)) = (right.next(), right.next()) else { continue };
-        if fstype != "fuse.weft" {
-            continue;
-        }
-        let Some(point) = left.split(' ').nth(4) else { continue };
-        let mgs = source.rsplit_once(":/").map_or(source, |(mgs, _)| mgs);
-        let mut point = unescape(point);
-        while point.len() > 1 && point.ends_with(b"/") {
-            point.pop();
-        }
-        out.push((point, mgs.to_string()));
-    }
-    out
 }
 
 /// Every Weft mount, read on first use.
@@ -170,22 +133,5 @@ impl Mount {
             true => self.client.acquire(),
             false => self.client.release(),
         }
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn weft_mounts_are_found_in_mountinfo() {
-        let text = "22 1 8:1 / / rw,relatime - ext4 /dev/vda rw\n\
-                    70 22 0:50 / /mnt/my\\040weft rw,nosuid - fuse.weft 127.0.0.1:9400:/weft rw,user_id=0\n\
-                    71 22 0:51 / /mnt/other rw - fuse.sshfs host:/x rw\n\
-                    72 22 0:52 / /w/ rw - fuse.weft a:1,b:2,c:3:/fs2 rw\n";
-        assert_eq!(
-            parse_mountinfo(text),
-            vec![(b"/mnt/my weft".to_vec(), "127.0.0.1:9400".to_string()), (b"/w".to_vec(), "a:1,b:2,c:3".to_string())]
-        );
     }
 }

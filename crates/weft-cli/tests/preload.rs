@@ -57,6 +57,15 @@ fn programs_give_the_same_results_through_the_library_the_mount_and_a_local_dire
     );
 }
 
+/// The close samples of job `job` in `get-param mdt.*.job_stats` output (0 if none).
+fn closes_of(stats: &str, job: &str) -> u64 {
+    let Some(at) = stats.find(&format!("job_id:          {job}\n")) else { return 0 };
+    let block = &stats[at..];
+    let block = &block[..block[1..].find("- job_id:").map_or(block.len(), |n| n + 1)];
+    let line = block.lines().find(|l| l.trim_start().starts_with("close:")).unwrap_or("");
+    line.split("samples:").nth(1).and_then(|r| r.split(',').next()).and_then(|n| n.trim().parse().ok()).unwrap_or(0)
+}
+
 /// A line from the child, with a bound on the wait.
 fn line_from(reader: &mut impl BufRead) -> String {
     let mut line = String::new();
@@ -102,6 +111,10 @@ say(" ".join(sorted(os.listdir(d))))
     let mut to = child.stdin.take().unwrap();
     let mut from = BufReader::new(child.stdout.take().unwrap());
     assert_eq!(line_from(&mut from), "wrote a");
+    // The close went to the MDS when the program closed (not at its exit): the MDT's job
+    // statistics count it under the process's job id while it still runs.
+    let stats = weft_ok(&["get-param", "mdt.*.job_stats", "--mgs", &c.mgs_address]);
+    assert!(closes_of(&stats, "python3.0") >= 1, "the close reached the MDS:\n{stats}");
     assert_eq!(std::fs::read(dir.join("a")).unwrap(), b"one".repeat(1000), "the mount reads what libweft wrote");
     std::fs::write(dir.join("b"), b"from the mount").unwrap();
     std::fs::OpenOptions::new().append(true).open(dir.join("a")).unwrap().write_all(b"more").unwrap();

@@ -5,7 +5,7 @@
 
 use crate::lock::SpinLock;
 use crate::real::f as real;
-use crate::{inside, say};
+use crate::{inside, say, within};
 use std::collections::BTreeMap;
 use std::ffi::{c_int, CString};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -46,7 +46,7 @@ impl Ofd {
         let Ok(mut ofd) = Arc::try_unwrap(this) else { return Ok(()) };
         let Some(file) = ofd.file.take() else { return Ok(()) };
         let fs = ofd.fs;
-        inside(|| fs.close(file)).unwrap_or(Ok(()))
+        within(|| fs.close(file))
     }
 }
 
@@ -55,8 +55,7 @@ impl Drop for Ofd {
     fn drop(&mut self) {
         if let Some(file) = self.file.take() {
             let fs = self.fs;
-            let closed = inside(|| fs.close(file));
-            if let Some(Err(e)) = closed {
+            if let Err(e) = within(|| fs.close(file)) {
                 say!("close of {}: {e}", String::from_utf8_lossy(&self.abs));
             }
         }

@@ -285,6 +285,14 @@ pub unsafe extern "C" fn lseek64(fd: c_int, off: libc::off64_t, whence: c_int) -
 
 /// After the kernel gave `new` the same open as Weft descriptor `old` (dup, dup2, dup3,
 /// F_DUPFD), or put another file at `new` (`old` not Weft's): the table follows.
+/// A Weft descriptor about to become standard input, output or error (a shell's `>`
+/// redirection of a builtin, `2>&3`) is made the kernel's first: the C library's stdio
+/// reads and writes those with calls of its own that no interposition sees. Both numbers
+/// then share the kernel's open, position included. False (errno set) when it could not be.
+fn stdio_target_ok(fd: c_int, to: c_int) -> bool {
+    !(0..=libc::STDERR_FILENO).contains(&to) || kernel(fd)
+}
+
 fn duplicated(old: Option<Arc<Ofd>>, new: c_int) {
     if let Some(replaced) = fds::remove(new) {
         drop(replaced);
@@ -339,6 +347,9 @@ pub unsafe extern "C" fn dup2(fd: c_int, to: c_int) -> c_int {
     if let Some(r) = vfork_dup(fd, |k| unsafe { real::dup3(k, to, 0) }) {
         return r;
     }
+    if !stdio_target_ok(fd, to) {
+        return -1;
+    }
     let old = fds::get(fd);
     // SAFETY: as dup2(2).
     let r = unsafe { real::dup2(fd, to) };
@@ -355,6 +366,9 @@ pub unsafe extern "C" fn dup3(fd: c_int, to: c_int, flags: c_int) -> c_int {
     // SAFETY: dup3 of a descriptor this process holds.
     if let Some(r) = vfork_dup(fd, |k| unsafe { real::dup3(k, to, flags) }) {
         return r;
+    }
+    if !stdio_target_ok(fd, to) {
+        return -1;
     }
     let old = fds::get(fd);
     // SAFETY: as dup3(2).

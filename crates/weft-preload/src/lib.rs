@@ -56,6 +56,23 @@ pub(crate) fn inside<T>(f: impl FnOnce() -> T) -> Option<T> {
     Some(f())
 }
 
+/// Runs `f` as the library's own work (its C library calls go to the kernel), whether or
+/// not a call of the library is running on this thread already: what must happen once
+/// started, as the close on the servers of an open whose last descriptor a call of the
+/// library ended (skipping it, as [`inside`] would, leaked the open on the MDS: the file's
+/// size stayed unknown and its writer counted until the process ended).
+pub(crate) fn within<T>(f: impl FnOnce() -> T) -> T {
+    let was = BUSY.with(|b| b.replace(true));
+    struct Restore(bool);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            BUSY.with(|b| b.set(self.0));
+        }
+    }
+    let _restore = Restore(was);
+    f()
+}
+
 pub(crate) fn is_busy() -> bool {
     BUSY.with(|b| b.get())
 }

@@ -46,6 +46,13 @@ fn open_weft(at: &At, flags: c_int, mode: c_uint) -> Option<c_int> {
         Ok(file) => {
             let ofd = Arc::new(Ofd::new(fs, file, at.abs.clone()));
             match fds::install(ofd, flags & libc::O_CLOEXEC != 0) {
+                // Standard input, output or error (one was closed): the C library's stdio
+                // writes them with calls of its own that no interposition sees, so they
+                // are the kernel's (through the mount).
+                Some(fd) if fd <= libc::STDERR_FILENO => {
+                    say!("open {} = {fd}, a standard stream: through the mount", String::from_utf8_lossy(&at.abs));
+                    Some(if fds::to_kernel(fd) { fd } else { -1 })
+                }
                 Some(fd) => {
                     say!("open {} = {fd}", String::from_utf8_lossy(&at.abs));
                     Some(fd)

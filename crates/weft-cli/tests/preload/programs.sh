@@ -60,6 +60,13 @@ print(open("sub_out").read().strip())
 PY
 echo "== fio"
 fio --name=v --directory=fio --size=4M --bs=64k --rw=randwrite --verify=crc32c --ioengine=psync --numjobs=2 --minimal | cut -d';' -f3,5
+echo "== shell redirections"
+# bash's builtins write standard output with stdio, whose calls no interposition sees.
+bash -c 'echo one > redir.txt; echo two >> redir.txt; printf "%s\n" three >> redir.txt
+read first < redir.txt; echo "first: $first"
+exec 3>>redir.txt; echo four >&3; exec 3>&-'
+cat redir.txt
+
 echo "== stat"
 stat -c '%n %s %F %a %h' src/big.bin src/sub src/link src/sub/Makefile
 rm -rf x y pycopy repo fio

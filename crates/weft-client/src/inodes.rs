@@ -145,7 +145,7 @@ pub struct InodeCache {
 
 /// Whether an answer's attributes may be served again: it came with a lock, and a regular
 /// file's size is known.
-fn cacheable(inode: &InodeInfo) -> bool {
+pub(crate) fn cacheable(inode: &InodeInfo) -> bool {
     inode.lock.is_some() && (inode.attr.kind != FileType::Regular || inode.attr.size_known)
 }
 

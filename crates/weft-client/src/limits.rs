@@ -143,3 +143,5 @@ pub const STATAHEAD_DIRS_MAX: usize = 4096;
 /// Write-back locks remembered as called back during their grant (forgotten all at once
 /// past it: each is looked at once, by its own grant).
 pub const WBC_GRANTS_CALLED_BACK_MAX: usize = 1024;
+/// Statahead rests this long in a directory whose last page brought little to cache.
+pub const STATAHEAD_PAUSE: std::time::Duration = std::time::Duration::from_secs(30);

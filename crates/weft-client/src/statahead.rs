@@ -9,13 +9,16 @@
 //! paths, never start it), each further lookup there that the cache cannot answer first
 //! reads the next page, until the listing ends; then it starts over only after as many
 //! lookups again. One page per lookup bounds the cost for a program that looks up a few
-//! names of a large directory: at most one page more per lookup than without it.
+//! names of a large directory: at most one page more per lookup than without it. A page
+//! whose inodes mostly cannot be cached (files being written: their size is the objects')
+//! pauses it there for a while, and so does a failed read.
 
 use crate::inodes::Answer;
-use crate::limits::{STATAHEAD_DIRS_MAX, STATAHEAD_TRIGGER_LOOKUPS};
+use crate::limits::{STATAHEAD_DIRS_MAX, STATAHEAD_PAUSE, STATAHEAD_TRIGGER_LOOKUPS};
 use crate::Client;
 use std::collections::HashMap;
 use std::sync::Mutex;
+use std::time::Instant;
 use weft_proto::limits::READDIR_ENTRIES_MAX;
 use weft_proto::msg::{mdt, Caller, InodeInfo};
 use weft_proto::Fid;
@@ -34,6 +37,8 @@ struct Ahead {
     cookie: u64,
     /// A page is being read (by another thread: this lookup goes on without it).
     reading: bool,
+    /// Pages here brought little to cache: none is read before this.
+    paused_until: Option<Instant>,
 }
 
 impl Statahead {
@@ -58,23 +63,24 @@ impl Statahead {
         if ahead.found < STATAHEAD_TRIGGER_LOOKUPS || ahead.reading {
             return None;
         }
+        if ahead.paused_until.is_some_and(|t| t > Instant::now()) {
+            return None;
+        }
         ahead.reading = true;
         Some(ahead.cookie)
     }
 
     /// A page was read (`next`: where the next starts; None: the listing ended, or the
-    /// read failed, and a new cycle starts).
-    fn read(&self, dir: Fid, next: Option<u64>) {
+    /// read failed, and a new cycle starts). A page not `useful` (most of its inodes could
+    /// not be cached) stops statahead in the directory for [`STATAHEAD_PAUSE`].
+    fn read(&self, dir: Fid, next: Option<u64>, useful: bool) {
         let mut dirs = self.dirs();
+        let Some(ahead) = dirs.get_mut(&dir) else { return };
+        ahead.reading = false;
         match next {
-            Some(cookie) => {
-                if let Some(ahead) = dirs.get_mut(&dir) {
-                    (ahead.cookie, ahead.reading) = (cookie, false);
-                }
-            }
-            None => {
-                dirs.remove(&dir);
-            }
+            _ if !useful => *ahead = Ahead { paused_until: Some(Instant::now() + STATAHEAD_PAUSE), ..Ahead::default() },
+            Some(cookie) => ahead.cookie = cookie,
+            None => *ahead = Ahead::default(),
         }
     }
 }
@@ -94,12 +100,16 @@ impl Client {
             Ok(plus) => plus,
             Err(e) => {
                 tracing::debug!(%parent, error = %e, "statahead stops in this directory");
-                self.statahead.read(parent, None);
+                self.statahead.read(parent, None, false);
                 return None;
             }
         };
         let next = plus.page.entries.last().map(|e| e.cookie).filter(|_| !plus.page.eof);
-        self.statahead.read(parent, next);
+        // Files being written (their size is the objects', not the MDS's) are not cached:
+        // a page that brought mostly those would be read again for nothing.
+        let cacheable = plus.inodes.iter().filter(|i| crate::inodes::cacheable(i)).count();
+        let useful = cacheable * 2 >= plus.page.entries.len();
+        self.statahead.read(parent, next, useful);
         let names: HashMap<Fid, &[u8]> = plus.page.entries.iter().map(|e| (e.fid, e.name.as_slice())).collect();
         for inode in &plus.inodes {
             // A FID under two names of the page (hard links): the inode alone.

@@ -101,9 +101,11 @@ fn process_jobid(uid: u32) -> String {
 
 /// The environment variable of [`MountOptions::wbc`] (`1` on, `0` or unset off).
 pub const WBC_ENV: &str = "WEFT_WBC";
+/// The environment variable of [`MountOptions::statahead`] (`0` off, `1` or unset on).
+pub const STATAHEAD_ENV: &str = "WEFT_STATAHEAD";
 
 /// How [`Fs::mount_with`] mounts.
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy)]
 pub struct MountOptions {
     /// The metadata write-back cache: creates, setattrs and unlinks in a directory this
     /// client holds alone are made here and sent in batches. Off by default, as in the FUSE
@@ -111,27 +113,43 @@ pub struct MountOptions {
     /// file or its directory makes it durable), and a directory another client lists at
     /// the same time pays a callback and a batch per turn.
     pub wbc: bool,
+    /// Statahead: a directory whose names are looked up one after another is read in
+    /// pages with its inodes (`weft_client`'s statahead.rs). On by default.
+    pub statahead: bool,
     /// A function each of the client's own threads runs first (the interception library
     /// marks them, so that their descriptors are kept from the program's closes).
     pub on_thread_start: Option<fn()>,
 }
 
+impl Default for MountOptions {
+    fn default() -> MountOptions {
+        MountOptions { wbc: false, statahead: true, on_thread_start: None }
+    }
+}
+
+/// A boolean environment variable: `1` or `0`, unset or empty the default.
+fn env_switch(name: &str, default: bool) -> Result<bool> {
+    match std::env::var_os(name) {
+        None => Ok(default),
+        Some(v) if v == "1" => Ok(true),
+        Some(v) if v == "0" => Ok(false),
+        Some(v) if v.is_empty() => Ok(default),
+        Some(v) => Err(Error::new(
+            libc::EINVAL,
+            format!("{name}={}: the allowed values are 1 (on) and 0 (off)", v.to_string_lossy()),
+        )),
+    }
+}
+
 impl MountOptions {
-    /// The options the environment sets (`WEFT_WBC`); a value it does not know is an error
-    /// that names the allowed ones.
+    /// The options the environment sets (`WEFT_WBC`, `WEFT_STATAHEAD`); a value it does
+    /// not know is an error that names the allowed ones.
     pub fn from_env() -> Result<MountOptions> {
-        let wbc = match std::env::var_os(WBC_ENV) {
-            None => false,
-            Some(v) if v == "1" => true,
-            Some(v) if v == "0" || v.is_empty() => false,
-            Some(v) => {
-                return Err(Error::new(
-                    libc::EINVAL,
-                    format!("{WBC_ENV}={}: the allowed values are 1 (on) and 0 (off)", v.to_string_lossy()),
-                ))
-            }
-        };
-        Ok(MountOptions { wbc, on_thread_start: None })
+        Ok(MountOptions {
+            wbc: env_switch(WBC_ENV, false)?,
+            statahead: env_switch(STATAHEAD_ENV, true)?,
+            on_thread_start: None,
+        })
     }
 }
 
@@ -157,6 +175,7 @@ impl Fs {
         let mut config = ClientConfig::new(mgs);
         config.connect_timeout = std::time::Duration::from_secs(CONNECT_TIMEOUT_S);
         config.wbc.enabled = options.wbc;
+        config.statahead = options.statahead;
         let client = rt.block_on(Client::connect(config)).map_err(|e| {
             let e = Error::from(e);
             Error::new(e.errno, format!("cannot reach the management service at {mgs}: {}", e.message))

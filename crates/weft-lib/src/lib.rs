@@ -22,7 +22,7 @@ pub mod stat;
 
 pub use error::{Error, Result};
 pub use file::File;
-pub use fs::{Fs, MountOptions, WBC_ENV};
+pub use fs::{Fs, MountOptions, STATAHEAD_ENV, WBC_ENV};
 pub use layout::{Component, LayoutEdit, Select};
 pub use namespace::{Dir, Entry};
 

@@ -11,7 +11,8 @@
 # BENCH=pcc runs scripts/pcc-reread.sh on the mount instead of IO-500 (scripts/bench-pcc.sh),
 # BENCH=dom scripts/dom-smallfiles.sh (scripts/bench-dom.sh).
 # PRELOAD=1 runs IO-500 a second time in the same cluster, through the interception library
-# (LD_PRELOAD=libweft_preload.so beside WEFT) on MNT/io500-preload, after the FUSE run.
+# (LD_PRELOAD=libweft_preload.so beside WEFT) on MNT/io500-preload, after the FUSE run;
+# with WEFT_WBC=1 its creates go through the metadata write-back cache (README).
 # PORT=N listens on N instead of 9850 (another cluster of this script on the machine).
 # KEEP=1 keeps the cluster's directory (its logs) after the run.
 # MDT_REPLICAS=3 makes the MDT a replicated group of three server processes (127.0.0.3,

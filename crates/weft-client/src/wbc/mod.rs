@@ -83,6 +83,8 @@ pub struct Wbc {
     /// names (checked and changed only under `dirs`'s mutex, so a grant and a callback are
     /// ordered: the grant sees the mark, or the callback sees the directory).
     called_back_granting: Mutex<std::collections::HashSet<LockHandle>>,
+    /// Grants asked for and not yet settled (a callback may be for one of them).
+    granting: AtomicU64,
     /// One batch in flight at a time, so that they land in the order they were made.
     sending: tokio::sync::Mutex<()>,
     /// The first error of a batch that failed since the last `fsync_dir` (as a write error
@@ -106,6 +108,7 @@ impl Wbc {
             refused: Mutex::default(),
             called_back: Mutex::default(),
             called_back_granting: Mutex::default(),
+            granting: AtomicU64::new(0),
             sending: tokio::sync::Mutex::new(()),
             failed: Mutex::default(),
             ops: AtomicU64::new(0),
@@ -287,6 +290,13 @@ impl Client {
     /// Asks for `dir`'s lock and FIDs (again, for FIDs, when held); reads the listing on a
     /// first grant. False when refused.
     async fn wbc_grant(&self, who: &Caller, dir: Fid) -> bool {
+        self.wbc.granting.fetch_add(1, Ordering::AcqRel);
+        let granted = self.wbc_grant_counted(who, dir).await;
+        self.wbc.granting.fetch_sub(1, Ordering::AcqRel);
+        granted
+    }
+
+    async fn wbc_grant_counted(&self, who: &Caller, dir: Fid) -> bool {
         let fids = self.wbc.config.fids_per_grant;
         let ticket = self.locks.ticket();
         let granted = match self.mdt(who, mdt::WbcGrant { dir, fids }).await {
@@ -477,6 +487,11 @@ impl Client {
     /// batches land first and it is forgotten here. Whether it was one (then the whole lock
     /// goes back).
     pub(crate) async fn wbc_called_back(&self, target: LockTarget, handle: LockHandle) -> bool {
+        // A client that holds no directory and asks for none (every client without the
+        // cache: the mount, the commands) answers its callbacks without looking further.
+        if self.wbc.dirs().is_empty() && self.wbc.granting.load(Ordering::Acquire) == 0 {
+            return false;
+        }
         let is_wbc = |scope: Option<LockScope>| matches!(scope, Some(LockScope::Bits(b)) if b & bits::WBC != 0);
         if !matches!(target, LockTarget::Mdt(_)) || !is_wbc(self.locks.scope_of((target, handle)).await) {
             return false;

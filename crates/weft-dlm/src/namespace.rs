@@ -329,6 +329,22 @@ impl Namespace {
         self.enqueue_as(owner, resource, mode, scope, opts, false).await
     }
 
+    /// How many locks `owner` holds when that is its bound and this request would add one
+    /// (None: it may have it, or reuses one it holds).
+    fn at_bound(
+        &self,
+        inner: &Inner,
+        owner: u64,
+        resource: Fid,
+        mode: LockMode,
+        scope: &LockScope,
+        opts: EnqueueOptions,
+    ) -> Option<usize> {
+        let reused = opts.reuse && inner.table.reusable(owner, resource, mode, scope).is_some();
+        let held = inner.table.owner_count(owner);
+        (!reused && held >= self.bounds.locks_per_client_max).then_some(held)
+    }
+
     /// `operation`: a lock the server holds for one operation (see [`Namespace::enqueue_operation`]).
     async fn enqueue_as(
         self: &Arc<Self>,
@@ -347,9 +363,7 @@ impl Namespace {
         }
         let (handle, granted, recalls) = {
             let mut inner = self.inner();
-            let reused = opts.reuse && inner.table.reusable(owner, resource, mode, &scope).is_some();
-            let held = inner.table.owner_count(owner);
-            if !reused && held >= self.bounds.locks_per_client_max {
+            if let Some(held) = self.at_bound(&inner, owner, resource, mode, &scope, opts) {
                 return Err(WeftError::new(
                     ErrorCode::NoLocks,
                     format!(

@@ -85,8 +85,7 @@ impl Namespace {
         opts: EnqueueOptions,
     ) -> WeftResult<Option<LockGrant>> {
         let mut inner = self.inner();
-        let reused = opts.reuse && inner.table.reusable(owner, resource, mode, &scope).is_some();
-        if !reused && inner.table.owner_count(owner) >= self.bounds.locks_per_client_max {
+        if self.at_bound(&inner, owner, resource, mode, &scope, opts).is_some() {
             return Ok(None);
         }
         match inner.table.enqueue(owner, resource, mode, scope, opts) {

@@ -83,6 +83,26 @@
 #define WEFT_LAYOUT_EOF UINT64_MAX
 
 /**
+ * No reservation of that id is known.
+ */
+#define WEFT_QOS_UNDEFINED 0
+
+/**
+ * Planned, not started yet.
+ */
+#define WEFT_QOS_SCHEDULED 1
+
+/**
+ * Its throughput is the job's now.
+ */
+#define WEFT_QOS_ACTIVE 2
+
+/**
+ * Over, or cancelled.
+ */
+#define WEFT_QOS_DONE 3
+
+/**
  * What `weft_hsm_request` asks.
  */
 typedef enum weft_hsm_action {
@@ -660,6 +680,61 @@ int weft_access(const struct weft_fs *fs, const char *path, int mode);
  * `fs` is a mounted handle, `buf` a writable struct statvfs.
  */
 int weft_statfs(const struct weft_fs *fs, struct statvfs *buf);
+
+/**
+ * Plans reservation `id` of `throughput` ("100M" bytes per second, "500rps" requests per
+ * second, for the whole job, divided evenly over the OSTs) on the OSTs of the `count`
+ * files or directories of `paths`, for `duration_ms`, for the requests of job `job`
+ * (NULL: this handle's job id, `weft_set_jobid`). Returns its state at once
+ * (WEFT_QOS_SCHEDULED or WEFT_QOS_ACTIVE; `weft_qos_test` follows it), or a negative errno:
+ * -EINVAL (over an OST's capacity, the free capacity named in `weft_strerror`), -EEXIST (the
+ * id is planned or active already), -EBUSY (an OST is down).
+ *
+ * # Safety
+ * `fs` is a mounted handle; `id` and `throughput` are strings, `job` NULL or a string,
+ * `paths` `count` strings.
+ */
+int weft_qos_reserve_async(const struct weft_fs *fs,
+                           const char *id,
+                           const char *job,
+                           const char *const *paths,
+                           size_t count,
+                           const char *throughput,
+                           uint64_t duration_ms);
+
+/**
+ * As `weft_qos_reserve_async`, then waits until the reservation is active (at most
+ * `timeout_ms`: -ETIMEDOUT, the reservation staying planned). Returns WEFT_QOS_ACTIVE.
+ *
+ * # Safety
+ * As `weft_qos_reserve_async`.
+ */
+int weft_qos_reserve_sync(const struct weft_fs *fs,
+                          const char *id,
+                          const char *job,
+                          const char *const *paths,
+                          size_t count,
+                          const char *throughput,
+                          uint64_t duration_ms,
+                          uint64_t timeout_ms);
+
+/**
+ * The state of reservation `id` now: WEFT_QOS_UNDEFINED, _SCHEDULED, _ACTIVE or _DONE; or a
+ * negative errno (the management service did not answer).
+ *
+ * # Safety
+ * `fs` is a mounted handle, `id` a string.
+ */
+int weft_qos_test(const struct weft_fs *fs, const char *id);
+
+/**
+ * Ends reservation `id` now, giving its bandwidth back (its maker or root; one already done
+ * is no error). 0, or a negative errno (-ENOENT: no such reservation; -EPERM).
+ *
+ * # Safety
+ * `fs` is a mounted handle, `id` a string.
+ */
+int weft_qos_remove(const struct weft_fs *fs, const char *id);
 
 /**
  * The value of attribute `name` into `value` (`size` bytes); its length. With `size` 0,

@@ -30,6 +30,9 @@ command -v ss >/dev/null 2>&1 || need+=(iproute2)
 # scripts/python-install-test.sh, in make soak, pip-installs it into a venv).
 /usr/bin/python3 -c "import numpy" >/dev/null 2>&1 || need+=(python3-numpy)
 /usr/bin/python3 -c "import venv, ensurepip" >/dev/null 2>&1 || need+=(python3-venv)
+# tests/slurm.rs runs a real Slurm (slurmctld, slurmd, munge) set up by scripts/slurm-setup.sh.
+command -v slurmctld >/dev/null 2>&1 || need+=(slurm-wlm)
+command -v munged >/dev/null 2>&1 || need+=(munge)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

@@ -378,6 +378,50 @@ impl PyFs {
         Ok((s.states, s.archive_id))
     }
 
+    /// Reserves `throughput` ('100M' bytes/s, '500rps' requests/s, for the whole job) on the
+    /// OSTs of `paths` for `duration` seconds, for job `job` (None: this client's job id);
+    /// with `wait`, returns once it is active (ETIMEDOUT after `timeout` seconds). Returns its
+    /// state: 'scheduled' or 'active'.
+    #[pyo3(signature = (id, throughput, duration, paths, job = None, wait = false, timeout = 3600.0))]
+    #[allow(clippy::too_many_arguments)] // Python's keywords, each with its default.
+    fn qos_reserve(
+        &self,
+        py: Python<'_>,
+        id: &str,
+        throughput: &str,
+        duration: f64,
+        paths: Vec<Vec<u8>>,
+        job: Option<String>,
+        wait: bool,
+        timeout: f64,
+    ) -> PyResult<&'static str> {
+        let secs = |v: f64, what: &str| {
+            std::time::Duration::try_from_secs_f64(v)
+                .map_err(|_| pyo3::exceptions::PyValueError::new_err(format!("{what}: seconds, 0 or more")))
+        };
+        let (duration, timeout) = (secs(duration, "duration")?, secs(timeout, "timeout")?);
+        let first = paths.first().cloned().unwrap_or_default();
+        let state = self.run(py, &first, |fs| {
+            let all: Vec<&[u8]> = paths.iter().map(Vec::as_slice).collect();
+            if wait {
+                fs.qos_reserve_wait(id, job.as_deref(), &all, throughput, duration, timeout)
+            } else {
+                fs.qos_reserve(id, job.as_deref(), &all, throughput, duration)
+            }
+        })?;
+        Ok(state.name())
+    }
+
+    /// A reservation's state now: 'undefined', 'scheduled', 'active' or 'done'.
+    fn qos_test(&self, py: Python<'_>, id: &str) -> PyResult<&'static str> {
+        run(py, &self.shared, None, |fs| fs.qos_state(id)).map(|s| s.name())
+    }
+
+    /// Ends a reservation now, giving its bandwidth back.
+    fn qos_remove(&self, py: Python<'_>, id: &str) -> PyResult<()> {
+        run(py, &self.shared, None, |fs| fs.qos_cancel(id))
+    }
+
     /// The job this client's requests count under from now on (job statistics, TBF rules).
     fn set_jobid(&self, py: Python<'_>, jobid: &str) -> PyResult<()> {
         self.shared.check_here()?;

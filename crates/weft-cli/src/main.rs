@@ -41,6 +41,8 @@ mod qos;
 mod quota;
 mod remote;
 mod replicas;
+mod reserve;
+mod slurm;
 mod stats;
 mod sys_xattr;
 mod tool;

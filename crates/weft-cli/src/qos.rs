@@ -1,5 +1,6 @@
-//! `weft qos`: the decay policies of the management service (`policy add|remove|list`) and
-//! the warnings they gave (`warnings`: a user sees their own, root anyone's).
+//! `weft qos`: the decay policies of the management service (`policy add|remove|list`), the
+//! warnings they gave (`warnings`: a user sees their own, root anyone's), and bandwidth
+//! reservations (`reserve`, `status`, `list`, `cancel`, `capacity`: see [`crate::reserve`]).
 
 use crate::cluster_addr::MgsArgs;
 use crate::remote::Remote;
@@ -23,6 +24,42 @@ enum QosCommand {
     /// The warnings of the current periods: the caller's own and their groups' (root: --uid
     /// N, or --all).
     Warnings(WarningsArgs),
+    /// Reserves a throughput on the OSTs of files, directories, a pool or a list, for a
+    /// duration, for a job: planned at the earliest time the OSTs have room for it.
+    Reserve(crate::reserve::ReserveArgs),
+    /// A reservation's state: undefined, scheduled, active or done, with its times.
+    Status {
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        at: MgsArgs,
+    },
+    /// Every reservation planned, active, or done within the last hour.
+    List {
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        at: MgsArgs,
+    },
+    /// Ends a reservation now (its owner or root); what it held is given back.
+    Cancel {
+        id: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+        #[command(flatten)]
+        at: MgsArgs,
+    },
+    /// Shows the OSTs' capacities, or sets them (root): what reservations are planned against.
+    Capacity(crate::reserve::CapacityArgs),
+    /// For Slurm's PrologSlurmctld: reserves the bandwidth of the job's weftbw licenses for
+    /// its time limit (see scripts/slurm-setup.sh).
+    SlurmProlog(crate::slurm::PrologArgs),
+    /// For Slurm's EpilogSlurmctld: ends the job's reservation.
+    SlurmEpilog(crate::slurm::EpilogArgs),
 }
 
 #[derive(Subcommand)]
@@ -133,6 +170,13 @@ pub fn qos(a: QosArgs) -> anyhow::Result<()> {
             }
             Ok(())
         }
+        QosCommand::Reserve(a) => crate::reserve::reserve(a),
+        QosCommand::Status { id, json, at } => crate::reserve::status(&id, json, &at),
+        QosCommand::List { json, at } => crate::reserve::list(json, &at),
+        QosCommand::Cancel { id, json, at } => crate::reserve::cancel(&id, json, &at),
+        QosCommand::Capacity(a) => crate::reserve::capacity(a),
+        QosCommand::SlurmProlog(a) => crate::slurm::prolog(a),
+        QosCommand::SlurmEpilog(a) => crate::slurm::epilog(a),
         QosCommand::Warnings(w) => {
             let actions = ask(&w.at, mgs::DecayWarnings { uid: w.uid, gids: Vec::new(), all: w.all })?.0;
             if w.json {

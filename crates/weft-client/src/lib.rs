@@ -31,6 +31,7 @@ mod migrate;
 pub mod mirror;
 pub mod open_file;
 pub mod params;
+pub mod qos;
 pub mod quota;
 mod recovery;
 mod reply_slots;

@@ -18,6 +18,7 @@ pub mod mounts;
 pub mod namespace;
 pub mod params;
 pub mod paths;
+pub mod qos;
 pub mod stat;
 
 pub use error::{Error, Result};
@@ -25,6 +26,7 @@ pub use file::File;
 pub use fs::{Fs, MountOptions, STATAHEAD_ENV, WBC_ENV};
 pub use layout::{Component, LayoutEdit, Select};
 pub use namespace::{Dir, Entry};
+pub use weft_proto::msg::qos::ReservationState;
 
 /// libweft's version (the workspace's).
 pub const VERSION: &str = env!("CARGO_PKG_VERSION");

@@ -57,6 +57,7 @@ fn map() -> ClusterMap {
         sync_mirror_pools: Default::default(),
         mgs_replicas: Vec::new(),
         nodemap: Default::default(),
+        qos: Default::default(),
     }
 }
 

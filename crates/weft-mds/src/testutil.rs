@@ -107,6 +107,7 @@ pub fn cluster_map(osts: &[u32], pools: &[(&str, &[u32])]) -> ClusterMap {
         sync_mirror_pools: Default::default(),
         mgs_replicas: Vec::new(),
         nodemap: Default::default(),
+        qos: Default::default(),
     }
 }
 

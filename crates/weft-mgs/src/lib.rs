@@ -18,6 +18,7 @@ mod evictions;
 pub mod history;
 pub mod lease;
 pub mod limits;
+pub mod planner;
 pub mod qos;
 pub mod replica;
 pub mod rules;
@@ -513,6 +514,31 @@ impl Handle for mgs::History {
             })
         });
         task.await.map_err(|e| WeftError::io(format!("monitor history: {e}")))?
+    }
+}
+
+fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
+}
+
+impl Handle for mgs::QosCapacity {
+    async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
+        mgs.update(move |m| planner::set_capacity(m, &self.osts, self.capacity)).await
+    }
+}
+
+impl Handle for mgs::QosReserve {
+    async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
+        // The leader's clock decides; the map it makes is what every replica applies.
+        let now = now_ms();
+        mgs.update(move |m| planner::reserve(m, &self.request, self.uid, now)).await
+    }
+}
+
+impl Handle for mgs::QosCancel {
+    async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
+        let now = now_ms();
+        mgs.update(move |m| planner::cancel(m, &self.id, self.uid, now)).await
     }
 }
 

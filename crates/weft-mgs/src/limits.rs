@@ -66,3 +66,15 @@ pub const LEASE_SERVERS_MAX: usize = 4096;
 /// Most servers that may serve one target (Lustre's failover NIDs of one target are a
 /// handful; shared storage reaches few nodes).
 pub const TARGET_SERVERS_MAX: usize = 8;
+
+/// Most reservations planned or active at once (each is about 100 bytes of the map, which
+/// every server and client follows).
+pub const RESERVATIONS_MAX: usize = 1024;
+/// Reservations done are kept this long for `weft qos status`, and at most this many.
+pub const RESERVATION_DONE_KEPT_MS: u64 = 3_600_000;
+pub const RESERVATIONS_DONE_KEPT_MAX: usize = 256;
+/// Longest reservation, and furthest ahead one may start.
+pub const RESERVATION_DURATION_MS_MAX: u64 = 30 * 86_400_000;
+pub const RESERVATION_START_AHEAD_MS_MAX: u64 = 365 * 86_400_000;
+/// Longest reservation id or job id.
+pub const RESERVATION_ID_BYTES_MAX: usize = 64;

@@ -25,7 +25,7 @@ use serde::de::DeserializeOwned;
 use serde::Serialize;
 
 pub const MAGIC: u32 = 0x5746_5431;
-pub const PROTOCOL_VERSION: u16 = 27;
+pub const PROTOCOL_VERSION: u16 = 28;
 pub const HEADER_BYTES: usize = 32;
 
 /// Why a frame header was refused. Callers tell them apart: a peer that is not Weft, or

@@ -149,6 +149,11 @@ impl MapFollower {
         Ok(follower)
     }
 
+    /// The management service it follows (for other requests to it).
+    pub fn mgs(&self) -> &Arc<MgsPeers> {
+        &self.mgs
+    }
+
     /// The map as known now.
     pub fn current(&self) -> Arc<MapState> {
         self.published.borrow().clone()
@@ -318,6 +323,7 @@ mod tests {
             sync_mirror_pools: Default::default(),
             mgs_replicas: Vec::new(),
             nodemap: Default::default(),
+            qos: Default::default(),
         };
         let s = MapState::new(map);
         assert_eq!(s.address(TargetKind::Ost, 1000), Some("b:1"));

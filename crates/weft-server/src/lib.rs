@@ -32,6 +32,7 @@ mod params;
 mod params_osp;
 mod replicated;
 mod replicated_mgs;
+mod reservations;
 mod resync;
 mod router;
 mod sources;
@@ -395,6 +396,10 @@ impl RunningServer {
         }
         if config.mds.is_some() {
             object_targets.follow(follower.clone());
+        }
+        if oss.is_some() {
+            // Bandwidth reservations active on this process's OSTs, as TBF rules.
+            tasks.push(tokio::spawn(reservations::run(params.clone(), follower.subscribe(), address.clone())));
         }
         if let Some(mds) = &mds {
             // Data on the MDT is not replicated yet: a replicated MDT hands out no DoM objects.

@@ -35,7 +35,7 @@ pub(crate) struct Router {
     pub identities: Arc<crate::nodemap::Identities>,
 }
 
-/// Who may do what to the decay policies: root sets and removes them and reads everyone's
+/// Who may do what to the decay policies and reservations: root sets and removes them and reads everyone's
 /// warnings; anyone else reads their own and their groups' (a request without a uid means
 /// the caller's; the groups are always the caller's own).
 fn authorize_mgs(header: &RequestHeader, op: MgsRequest) -> Result<MgsRequest, WeftError> {
@@ -53,6 +53,10 @@ fn authorize_mgs(header: &RequestHeader, op: MgsRequest) -> Result<MgsRequest, W
             perm("changes pools")
         }
         MgsRequest::Nodemap(_) if caller != 0 => perm("changes nodemaps"),
+        MgsRequest::QosCapacity(_) if caller != 0 => perm("sets the OSTs' capacities"),
+        // A reservation is its maker's: the uid is the caller's, whatever was sent.
+        MgsRequest::QosReserve(r) => Ok(MgsRequest::QosReserve(mgs::QosReserve { uid: caller, ..r })),
+        MgsRequest::QosCancel(c) => Ok(MgsRequest::QosCancel(mgs::QosCancel { uid: caller, ..c })),
         MgsRequest::RemoveTarget(_) if caller != 0 => perm("takes targets out of the map"),
         MgsRequest::MoveTarget(_) | MgsRequest::ClaimTarget(_) | MgsRequest::HandOver(_) if caller != 0 => {
             perm("moves targets between servers")

@@ -198,15 +198,5 @@ pub(crate) fn map(mdts: &[u32]) -> ClusterMap {
     let target = |kind, index| TargetInfo::new(kind, index, "sim:0");
     let mut targets: Vec<TargetInfo> = mdts.iter().map(|m| target(TargetKind::Mdt, *m)).collect();
     targets.push(target(TargetKind::Ost, OST));
-    ClusterMap {
-        version: 1,
-        fsname: "sim".into(),
-        targets,
-        pools: Default::default(),
-        params: Vec::new(),
-        decay: Vec::new(),
-        sync_mirror_pools: Default::default(),
-        mgs_replicas: Vec::new(),
-        nodemap: Default::default(),
-    }
+    ClusterMap { version: 1, fsname: "sim".into(), targets, pools: Default::default(), ..Default::default() }
 }

@@ -15,4 +15,5 @@ pub mod hsm;
 pub mod layout;
 pub mod mount;
 pub mod names;
+pub mod qos;
 pub mod xattr;

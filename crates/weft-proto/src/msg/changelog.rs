@@ -230,7 +230,7 @@ fn clock_and_date(t: Timestamp) -> String {
 
 /// The proleptic Gregorian date of a day counted from 1970-01-01 (Howard Hinnant's
 /// `civil_from_days`).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
+pub(crate) fn civil_from_days(z: i64) -> (i64, u32, u32) {
     let z = z + 719_468;
     let era = z.div_euclid(146_097);
     let doe = z.rem_euclid(146_097);

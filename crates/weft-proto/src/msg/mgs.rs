@@ -96,6 +96,9 @@ pub struct ClusterMap {
     /// Every server maps its requests by them (see [`crate::nodemap`]).
     #[serde(default)]
     pub nodemap: crate::nodemap::NodemapConfig,
+    /// Bandwidth reservations: the OSTs' capacities and the plan (`weft qos reserve`).
+    #[serde(default)]
+    pub qos: crate::msg::qos::QosPlan,
 }
 
 /// A decay policy: within each period, whoever (a user or a job) used more than the
@@ -258,6 +261,16 @@ macro_rules! mgs_ops {
             /// map: a server of 250 OSTs moves the map once, not 250 times (every follower
             /// would fetch each version). All or none.
             write RegisterTargets { targets: Vec<$crate::msg::TargetInfo> } -> $crate::msg::ClusterMap = "mgs_register_targets";
+            /// Sets the capacity of OSTs (`weft qos capacity`, `weft qos calibrate`; root
+            /// only); a unit left None is cleared. Reservations already planned stay.
+            write QosCapacity { osts: Vec<u32>, capacity: $crate::msg::qos::OstCapacity } -> $crate::msg::ClusterMap = "mgs_qos_capacity";
+            /// Plans a reservation (`weft qos reserve`): at the earliest time its OSTs have
+            /// room for it for its whole duration, or refused with the reason. `uid` is the
+            /// caller's (the server's router sets it).
+            write QosReserve { request: $crate::msg::qos::ReserveRequest, uid: u32 } -> $crate::msg::ClusterMap = "mgs_qos_reserve";
+            /// Ends a reservation now (`weft qos cancel`; its owner or root): what it held is
+            /// given back, and the reservations planned after it move earlier where they can.
+            write QosCancel { id: String, uid: u32 } -> $crate::msg::ClusterMap = "mgs_qos_cancel";
         }
     };
 }

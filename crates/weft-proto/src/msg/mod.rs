@@ -23,6 +23,7 @@ pub mod mdt;
 pub mod mgs;
 pub mod ost;
 pub mod param;
+pub mod qos;
 pub mod quota;
 pub mod raft;
 pub mod service;

@@ -1,0 +1,227 @@
+//! Bandwidth reservations on a cluster of separate processes: OSTs given a capacity, two
+//! reservations of one OST whose sum is over it (the second planned after the first, and kept
+//! across a kill -9 of the management service), each job measuring its reserved rate while an
+//! unreserved job writes as fast as it can, a cancel that gives the bandwidth back and takes
+//! the rules away, and bad input refused with the reason.
+
+mod common;
+use common::*;
+use std::os::unix::process::CommandExt;
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+/// A writer of job `job` (the mount's jobid_var) that writes as fast as it can until dropped.
+struct Flood(Child);
+
+impl Flood {
+    fn start(job: &str, dir: &Path) -> Flood {
+        let child = Command::new("sh")
+            .arg("-c")
+            .arg("while :; do dd if=/dev/zero of=flood bs=1M count=64 oflag=direct status=none; done")
+            .current_dir(dir)
+            .env("WEFT_JOB", job)
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .process_group(0)
+            .spawn()
+            .expect("start the flood");
+        Flood(child)
+    }
+}
+
+impl Drop for Flood {
+    fn drop(&mut self) {
+        // The shell and the dd it runs: the whole group.
+        // SAFETY: a plain kill(2) of the group this child leads.
+        unsafe { libc::kill(-(self.0.id() as i32), libc::SIGKILL) };
+        let _ = self.0.wait();
+    }
+}
+
+/// MiB/s job `job` writes `mib` MiB into `file` at.
+fn write_rate(job: &str, file: &Path, mib: u64) -> f64 {
+    let t0 = Instant::now();
+    let out = Command::new("dd")
+        .args([
+            "if=/dev/zero",
+            &format!("of={}", file.display()),
+            "bs=1M",
+            &format!("count={mib}"),
+            "oflag=direct",
+            "conv=fsync",
+        ])
+        .env("WEFT_JOB", job)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "dd: {}", String::from_utf8_lossy(&out.stderr));
+    mib as f64 / t0.elapsed().as_secs_f64()
+}
+
+fn state(mgs: &str, id: &str) -> serde_json::Value {
+    serde_json::from_str(&weft_ok(&["qos", "status", id, "--json", "--mgs", mgs])).unwrap()
+}
+
+fn wait_state(mgs: &str, id: &str, want: &str, limit: Duration) -> serde_json::Value {
+    let t0 = Instant::now();
+    loop {
+        let s = state(mgs, id);
+        if s["state"] == want {
+            return s;
+        }
+        assert!(t0.elapsed() < limit, "reservation {id} not {want} within {limit:?}: {s}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
+#[test]
+fn reserved_jobs_get_their_rate_in_turn_while_an_unreserved_one_floods() {
+    // One OST per OSS process: TBF rules are per process, so the rest's limit there is its
+    // one OST's capacity less what is reserved on it.
+    let mut c = Cluster::start(
+        &weft_bin(),
+        vec![
+            NodeSpec::new("mgs", "127.0.0.2").mgs(),
+            NodeSpec::new("mds", "127.0.0.3").mdt(0),
+            NodeSpec::new("oss1", "127.0.0.4").osts(&[0]),
+            NodeSpec::new("oss2", "127.0.0.5").osts(&[1]),
+        ],
+    );
+    let mnt = c.mount_with("jobid_var=WEFT_JOB");
+    let mgs = c.mgs_address.clone();
+    let oss1 = c.servers.iter().find(|s| s.spec.name == "oss1").unwrap().address.clone();
+    for d in ["a", "c"] {
+        std::fs::create_dir(mnt.join(d)).unwrap();
+        weft_ok(&["setstripe", "-c", "1", "-i", "0", s(&mnt.join(d))]);
+    }
+
+    // Nothing can be reserved before the OSTs have a capacity; only root sets it.
+    let reserve = |id: &str, rate: &str, secs: &str| {
+        weft(&[
+            "qos",
+            "reserve",
+            "--throughput",
+            rate,
+            "--duration",
+            secs,
+            "--path",
+            s(&mnt.join("a")),
+            "--id",
+            id,
+            "--mgs",
+            &mgs,
+        ])
+    };
+    let e = failure_stderr(&reserve("100", "24M", "10s"));
+    assert!(e.contains("weft-OST0000 has no capacity in bytes/s"), "{e}");
+    let as_user = sh_as(1000, 1000, &mnt, &format!("{} qos capacity --set 40M --mgs {mgs}", weft_bin().display()));
+    assert!(String::from_utf8_lossy(&as_user.stderr).contains("only root sets the OSTs' capacities"));
+    weft_ok(&["qos", "capacity", "--set", "40M", "--mgs", &mgs]);
+    let caps = weft_ok(&["qos", "capacity", "--mgs", &mgs]);
+    assert!(caps.contains("OST0000: 40M (0 reserved now) bytes/s"), "{caps}");
+
+    // Over the OST's capacity: refused, naming what is free.
+    let e = failure_stderr(&reserve("100", "100M", "10s"));
+    assert!(e.contains("capacity of 41943040 (free now: 41943040)"), "{e}");
+    let e = failure_stderr(&weft(&[
+        "qos",
+        "reserve",
+        "--throughput",
+        "fast",
+        "--duration",
+        "1s",
+        "--ost",
+        "0",
+        "--id",
+        "x",
+        "--mgs",
+        &mgs,
+    ]));
+    assert!(e.contains("500rps"), "{e}");
+
+    // 24 + 24 MiB/s of OST0's 40: the second waits for the first.
+    let first = weft_ok(&[
+        "qos",
+        "reserve",
+        "--throughput",
+        "24M",
+        "--duration",
+        "20s",
+        "--path",
+        s(&mnt.join("a")),
+        "--id",
+        "101",
+        "--wait",
+        "--mgs",
+        &mgs,
+    ]);
+    assert!(first.contains("101 job 101: 24M on weft-OST0000 (24M each) for 20 s, active"), "{first}");
+    let second = weft_ok(&[
+        "qos",
+        "reserve",
+        "--throughput",
+        "24M",
+        "--duration",
+        "16s",
+        "--ost",
+        "0",
+        "--id",
+        "102",
+        "--mgs",
+        &mgs,
+    ]);
+    assert!(second.contains("scheduled, starts"), "{second}");
+    let (a, b) = (state(&mgs, "101"), state(&mgs, "102"));
+    assert_eq!(b["state"], "scheduled");
+    assert_eq!(b["start_ms"].as_u64().unwrap(), a["start_ms"].as_u64().unwrap() + 20_000, "b starts when a ends");
+    assert_eq!(state(&mgs, "nosuch")["state"], "undefined");
+
+    // The plan survives a kill -9 of the management service.
+    c.kill9("mgs");
+    c.restart("mgs");
+    assert_eq!(state(&mgs, "102"), b, "kept across the restart");
+
+    // The unreserved job runs on another node (a second mount): on one client the jobs would
+    // share its requests in flight to the OST, and the flood's, held by its rule, would hold
+    // the reserved job's back before they reach the server (as Lustre's osc shares its
+    // max_rpcs_in_flight between a node's jobs).
+    let other = c.mount_with("jobid_var=WEFT_JOB");
+    let flood = Flood::start("other", &other.join("c"));
+    std::thread::sleep(Duration::from_millis(500));
+    let rate_a = write_rate("101", &mnt.join("a/f"), 72);
+    let classes = weft_ok(&["get-param", "-n", "--server", &oss1, "ost.OSS.ost_io.nrs_tbf_rule"]);
+    eprintln!("reserved 24 MiB/s: job 101 wrote at {rate_a:.1} MiB/s; rules on oss1:\n{classes}");
+    assert!((21.6..=26.4).contains(&rate_a), "job 101 at {rate_a:.1} MiB/s against its 24");
+    assert!(classes.contains("qrest"), "{classes}");
+
+    wait_state(&mgs, "102", "active", Duration::from_secs(22));
+    let rate_b = write_rate("102", &mnt.join("a/g"), 72);
+    let rate_b2 = write_rate("102", &mnt.join("a/g2"), 48);
+    eprintln!("reserved 24 MiB/s: job 102 wrote at {rate_b:.1} MiB/s, then {rate_b2:.1}");
+    assert!((21.6..=26.4).contains(&rate_b), "job 102 at {rate_b:.1} MiB/s against its 24");
+    // Another unreserved job gets what is left: 40 - 24 MiB/s (each unreserved job is held
+    // to it: TBF counts per job).
+    let rest = write_rate("late", &other.join("c/h"), 48);
+    eprintln!("unreserved beside 102 and the flood: {rest:.1} MiB/s of the 16 left");
+    assert!((14.4..=17.6).contains(&rest), "the unreserved job at {rest:.1} MiB/s against the 16 left");
+    assert_eq!(state(&mgs, "102")["state"], "active", "measured while 102 was active");
+
+    drop(flood);
+    // Cancelled early: done, and the rules go (the service back to FIFO).
+    let done = weft_ok(&["qos", "cancel", "102", "--mgs", &mgs]);
+    assert!(done.contains(", done,"), "{done}");
+    let t0 = Instant::now();
+    loop {
+        let p = weft_ok(&["get-param", "-n", "--server", &oss1, "ost.OSS.ost_io.nrs_policies"]);
+        if p.contains("- name: fifo\n    state: started") {
+            break;
+        }
+        assert!(t0.elapsed() < Duration::from_secs(5), "the reservations' rules still there: {p}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let list = weft_ok(&["qos", "list", "--mgs", &mgs]);
+    assert!(list.contains("101 job 101") && list.contains("102 job 102") && !list.contains("active"), "{list}");
+    let rate_free = write_rate("free", &other.join("c/i"), 64);
+    eprintln!("after the cancel, the unreserved job: {rate_free:.1} MiB/s");
+    assert!(rate_free > 16.0 * 1.5, "still held after the cancel: {rate_free:.1} MiB/s");
+}

@@ -551,6 +551,25 @@ class Fs:
     def set_jobid(self, value: str):
         self._fs.set_jobid(value)
 
+    # Bandwidth reservations (the QoS planner's run-time calls).
+    def qos_reserve(self, id: str, throughput: str, duration: float, paths, job: str | None = None,
+                    wait: bool = False, timeout: float = 3600.0) -> str:
+        """Reserves ``throughput`` ('100M' bytes/s, '500rps' requests/s, for the whole job,
+        divided evenly over the OSTs) on the OSTs of ``paths`` for ``duration`` seconds, for
+        the requests of ``job`` (None: this client's job id). With ``wait``, returns once it
+        is active (TimeoutError after ``timeout`` seconds). Returns its state: 'scheduled' or
+        'active'. Refused with the planner's reason (over an OST's capacity: OSError EINVAL
+        naming the free capacity; the id in use: FileExistsError)."""
+        return self._fs.qos_reserve(id, throughput, duration, [_path(p) for p in paths], job, wait, timeout)
+
+    def qos_test(self, id: str) -> str:
+        """A reservation's state now: 'undefined', 'scheduled', 'active' or 'done'."""
+        return self._fs.qos_test(id)
+
+    def qos_remove(self, id: str):
+        """Ends a reservation now, giving its bandwidth back (its maker or root)."""
+        self._fs.qos_remove(id)
+
     def get_param(self, pattern: str) -> Dict[str, Dict[str, str]]:
         """``lctl get_param``: {server: {name: value}} of the parameters ``pattern`` matches
         (glob wildcards in any dot-separated part)."""

@@ -8,17 +8,6 @@ use common::*;
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-fn chromium(args: &[&str], url: &str) -> String {
-    let out = Command::new("chromium")
-        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--virtual-time-budget=15000"])
-        .args(args)
-        .arg(url)
-        .output()
-        .expect("chromium (installed by make deps)");
-    assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
 #[test]
 fn the_dashboard_draws_the_workloads_jobs_in_a_real_browser() {
     let mut c = Cluster::multi_node(&weft_bin());

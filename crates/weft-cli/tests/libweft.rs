@@ -4,7 +4,7 @@
 
 mod common;
 use common::*;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 
 /// The C test's byte at offset `i`.
@@ -12,33 +12,10 @@ fn c_pattern(i: usize) -> u8 {
     ((i * 7 + 3) % 251) as u8
 }
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-/// Compiles the C test against the header and the library built with the tests.
-fn build_c_test(out: &Path) -> PathBuf {
-    let libdir = shared_lib_dir("libweft.so");
-    let exe = out.join("api_test");
-    let src = workspace().join("crates/weft-lib/tests/c/api_test.c");
-    let built = Command::new("cc")
-        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-o"])
-        .arg(&exe)
-        .arg(&src)
-        .arg(format!("-I{}", workspace().join("include").display()))
-        .arg(format!("-L{}", libdir.display()))
-        .arg(format!("-Wl,-rpath,{}", libdir.display()))
-        .arg("-lweft")
-        .output()
-        .expect("run cc");
-    assert!(built.status.success(), "cc failed:\n{}", String::from_utf8_lossy(&built.stderr));
-    exe
-}
-
 #[test]
 fn the_c_api_does_every_call_and_agrees_with_a_mount() {
     let tmp = tempfile::tempdir().unwrap();
-    let exe = build_c_test(tmp.path());
+    let exe = build_c_program("api_test", tmp.path());
     let mut c = Cluster::single_node(&weft_bin(), 2);
     let mnt = c.mount();
     let from_fuse: Vec<u8> = (0..100_000).map(c_pattern).collect();

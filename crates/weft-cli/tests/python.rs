@@ -15,30 +15,12 @@
 mod common;
 use common::*;
 use std::io::{BufRead, BufReader};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long the Python test may run (some 10 s here) before it is killed as hung.
 const PYTHON_TEST_LIMIT_S: u64 = 300;
-
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
-
-fn python() -> PathBuf {
-    std::env::var_os("WEFT_TEST_PYTHON").map_or_else(|| PathBuf::from("/usr/bin/python3"), PathBuf::from)
-}
-
-/// The module as Python imports it: `dir/weft/__init__.py` and `dir/weft/_weft.abi3.so` (a
-/// link to the debug build's 100-odd MB rather than a copy).
-fn install_module(dir: &Path) {
-    let pkg = dir.join("weft");
-    std::fs::create_dir_all(&pkg).unwrap();
-    std::fs::copy(workspace().join("python/weft/__init__.py"), pkg.join("__init__.py")).unwrap();
-    let lib = shared_lib_dir("libweft_python.so").join("libweft_python.so");
-    std::os::unix::fs::symlink(lib, pkg.join("_weft.abi3.so")).unwrap();
-}
 
 /// A `weft copytool` process, killed when dropped (also when the test fails).
 struct Copytool(Child);
@@ -83,7 +65,7 @@ fn the_python_module_does_every_call_and_agrees_with_a_mount() {
     // WEFT_TEST_INSTALLED: the module pip installed into WEFT_TEST_PYTHON's environment.
     let installed = std::env::var_os("WEFT_TEST_INSTALLED").is_some();
     if !installed {
-        install_module(&modules);
+        install_python_module(&modules);
     }
     std::fs::create_dir_all(&local).unwrap();
     std::fs::create_dir_all(&archive).unwrap();

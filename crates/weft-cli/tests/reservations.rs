@@ -225,3 +225,100 @@ fn reserved_jobs_get_their_rate_in_turn_while_an_unreserved_one_floods() {
     eprintln!("after the cancel, the unreserved job: {rate_free:.1} MiB/s");
     assert!(rate_free > 16.0 * 1.5, "still held after the cancel: {rate_free:.1} MiB/s");
 }
+
+/// A C program and a Python program reserve before their write phase (libweft's
+/// weft_qos_reserve_sync, the module's qos_reserve with wait), and write at the rate.
+#[test]
+fn programs_reserve_before_their_write_phase_and_write_at_the_reserved_rate() {
+    let tmp = tempfile::tempdir().unwrap();
+    let exe = build_c_program("qos_test", tmp.path());
+    install_python_module(tmp.path());
+    let mut c = Cluster::start(
+        &weft_bin(),
+        vec![
+            NodeSpec::new("mgs", "127.0.0.2").mgs(),
+            NodeSpec::new("mds", "127.0.0.3").mdt(0),
+            NodeSpec::new("oss1", "127.0.0.4").osts(&[0]),
+        ],
+    );
+    let mnt = c.mount();
+    let mgs = c.mgs_address.clone();
+    weft_ok(&["qos", "capacity", "--set", "40M", "--mgs", &mgs]);
+    std::fs::create_dir(mnt.join("ckpt")).unwrap();
+
+    let out = Command::new(&exe).args([&mgs, "/ckpt", "16M", "48"]).output().unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "the C program: {said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("all checks held"), "{said}");
+    let rate_c = rate_said(&said);
+
+    let out = Command::new(python())
+        .arg(workspace().join("python/tests/qos_checkpoint.py"))
+        .args([&mgs, "/ckpt", "16M", "48"])
+        .env("PYTHONPATH", tmp.path())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "the Python program: {said}{}", String::from_utf8_lossy(&out.stderr));
+    assert!(said.contains("all checks held"), "{said}");
+    let rate_py = rate_said(&said);
+    eprintln!("reserved 16 MiB/s: the C program wrote at {rate_c:.1} MiB/s, the Python one at {rate_py:.1}");
+    for (who, rate) in [("C", rate_c), ("Python", rate_py)] {
+        assert!((14.4..=17.6).contains(&rate), "the {who} program at {rate:.1} MiB/s against its 16");
+    }
+    assert_eq!(std::fs::metadata(mnt.join("ckpt/ckpt")).unwrap().len(), 48 << 20);
+    assert_eq!(std::fs::metadata(mnt.join("ckpt/ckpt-py")).unwrap().len(), 48 << 20);
+    let list = weft_ok(&["qos", "list", "--mgs", &mgs]);
+    assert!(list.contains("c1 job ckpt-c: 16M") && list.contains("py1 job ckpt-py: 16M"), "{list}");
+
+    // The dashboard draws them per OST over time, with one active and one planned after it.
+    weft_ok(&[
+        "qos",
+        "reserve",
+        "--throughput",
+        "24M",
+        "--duration",
+        "10m",
+        "--ost",
+        "0",
+        "--id",
+        "dash-a",
+        "--mgs",
+        &mgs,
+    ]);
+    weft_ok(&[
+        "qos",
+        "reserve",
+        "--throughput",
+        "32M",
+        "--duration",
+        "5m",
+        "--ost",
+        "0",
+        "--id",
+        "dash-b",
+        "--mgs",
+        &mgs,
+    ]);
+    let metrics = c.servers.iter().find(|s| s.spec.mgs).unwrap().metrics.clone();
+    let url = format!("http://{metrics}/");
+    let dom = chromium(&["--dump-dom"], &url);
+    assert!(dom.contains("data-ready=\"1\""), "the page never finished loading its data:\n{dom}");
+    assert!(dom.contains("data-ost=\"weft-OST0000\"") && dom.contains("capacity 40.0 MiB/s"), "{dom}");
+    for (id, state) in [("dash-a", "active"), ("dash-b", "scheduled"), ("c1", "done")] {
+        let shown = format!("<tr data-state=\"{state}\"><td>{id}</td>");
+        assert!(dom.contains(&shown), "{id} {state} not in the table:\n{dom}");
+    }
+    let shot = Path::new(env!("CARGO_TARGET_TMPDIR")).join("dashboard-reservations.png");
+    let _ = std::fs::remove_file(&shot);
+    chromium(&["--window-size=1400,2600", &format!("--screenshot={}", shot.display())], &url);
+    let png = std::fs::read(&shot).expect("the screenshot");
+    assert!(png.starts_with(b"\x89PNG") && png.len() > 20_000, "a screenshot of {} bytes", png.len());
+}
+
+fn rate_said(out: &str) -> f64 {
+    out.lines()
+        .find_map(|l| l.strip_prefix("rate "))
+        .and_then(|r| r.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no rate in {out}"))
+}

@@ -15,6 +15,8 @@
 //! * `/api/zones?secs=60`: each I/O zone's pool, OSTs, rules and load;
 //! * `/api/nrs`: every server's `*.nrs_policies`, `*.nrs_tbf_rule`, `*.nrs_tbf_classes`;
 //! * `/api/space`: statfs of every target in the map;
+//! * `/api/reservations`: the OSTs' capacities and the bandwidth reservations of the plan
+//!   with their states now (drawn per OST over time);
 //! * `/api/warnings`: the decay policies and what they did in the current periods (as
 //!   root's `weft qos warnings --all`: the dashboard is an administrator's view, on the
 //!   metrics port, which shows per-user usage already).
@@ -42,7 +44,7 @@ const MGS_WAIT: Duration = Duration::from_secs(10);
 
 pub(crate) fn routes(sources: Arc<Sources>) -> axum::Router {
     let (a, b, c, d, e) = (sources.clone(), sources.clone(), sources.clone(), sources.clone(), sources.clone());
-    let f = sources;
+    let (f, g) = (sources.clone(), sources);
     axum::Router::new()
         .route("/", get(|| async { Html(PAGE) }))
         .route("/api/info", get(move || info(a.clone())))
@@ -51,6 +53,7 @@ pub(crate) fn routes(sources: Arc<Sources>) -> axum::Router {
         .route("/api/space", get(move || space(d.clone())))
         .route("/api/warnings", get(move || warnings(e.clone())))
         .route("/api/zones", get(move |q: Query<HashMap<String, String>>| zones(f.clone(), q)))
+        .route("/api/reservations", get(move || reservations(g.clone())))
 }
 
 fn bad(status: StatusCode, message: String) -> Response {
@@ -173,6 +176,36 @@ async fn nrs(s: Arc<Sources>) -> Response {
         }
     }
     Json(json!({ "services": services, "classes": classes })).into_response()
+}
+
+/// The plan of bandwidth reservations, each with its state and per-OST share now.
+async fn reservations(s: Arc<Sources>) -> Response {
+    let map = match map(&s).await {
+        Ok(map) => map,
+        Err(r) => return r,
+    };
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    let osts: Vec<Value> = map
+        .osts()
+        .map(|t| {
+            let c = map.qos.capacity.get(&t.index).copied().unwrap_or_default();
+            json!({ "ost": t.index, "target": t.name(&map.fsname), "bytes": c.bytes, "requests": c.requests })
+        })
+        .collect();
+    let reservations: Vec<Value> = map
+        .qos
+        .reservations
+        .iter()
+        .map(|r| {
+            let share = r.per_ost();
+            json!({
+                "id": r.id, "job": r.job, "osts": r.osts, "start_ms": r.start_ms, "end_ms": r.end_ms(),
+                "state": r.state(now).name(), "unit": share.unit(), "per_ost": share.value(),
+                "throughput": r.throughput.to_string(),
+            })
+        })
+        .collect();
+    Json(json!({ "now_ms": now, "osts": osts, "reservations": reservations })).into_response()
 }
 
 async fn warnings(s: Arc<Sources>) -> Response {

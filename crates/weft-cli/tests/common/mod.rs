@@ -168,3 +168,59 @@ pub fn osts_of(f: &Path) -> Vec<u64> {
     }
     osts
 }
+
+/// Compiles the C program `crates/weft-lib/tests/c/NAME.c` against include/weft.h and the
+/// libweft.so built with the tests, into `out`; its path.
+pub fn build_c_program(name: &str, out: &Path) -> PathBuf {
+    let workspace = workspace();
+    let libdir = shared_lib_dir("libweft.so");
+    let exe = out.join(name);
+    let src = workspace.join(format!("crates/weft-lib/tests/c/{name}.c"));
+    let built = Command::new("cc")
+        .args(["-std=gnu11", "-Wall", "-Wextra", "-Werror", "-o"])
+        .arg(&exe)
+        .arg(&src)
+        .arg(format!("-I{}", workspace.join("include").display()))
+        .arg(format!("-L{}", libdir.display()))
+        .arg(format!("-Wl,-rpath,{}", libdir.display()))
+        .arg("-lweft")
+        .output()
+        .expect("run cc");
+    assert!(built.status.success(), "cc failed:\n{}", String::from_utf8_lossy(&built.stderr));
+    exe
+}
+
+/// The repository's top directory.
+pub fn workspace() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The Python the tests run: Debian's, /usr/bin/python3 (scripts/install-test-deps.sh gives
+/// it numpy), not whatever `python3` comes first on PATH; WEFT_TEST_PYTHON names another.
+pub fn python() -> PathBuf {
+    std::env::var_os("WEFT_TEST_PYTHON").map_or_else(|| PathBuf::from("/usr/bin/python3"), PathBuf::from)
+}
+
+/// The `weft` module as Python imports it from `dir` (put it on PYTHONPATH):
+/// `dir/weft/__init__.py` and `dir/weft/_weft.abi3.so`, a link to the extension `cargo test`
+/// built (a dev-dependency of weft-cli) rather than a copy of its 100-odd MB.
+pub fn install_python_module(dir: &Path) {
+    let pkg = dir.join("weft");
+    std::fs::create_dir_all(&pkg).unwrap();
+    std::fs::copy(workspace().join("python/weft/__init__.py"), pkg.join("__init__.py")).unwrap();
+    let lib = shared_lib_dir("libweft_python.so").join("libweft_python.so");
+    std::os::unix::fs::symlink(lib, pkg.join("_weft.abi3.so")).unwrap();
+}
+
+/// Debian's chromium, headless, on `url` with `args` (`--dump-dom`, `--screenshot=FILE`),
+/// given 15 s of virtual time for the page's scripts; what it printed.
+pub fn chromium(args: &[&str], url: &str) -> String {
+    let out = Command::new("chromium")
+        .args(["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--virtual-time-budget=15000"])
+        .args(args)
+        .arg(url)
+        .output()
+        .expect("chromium (installed by make deps)");
+    assert!(out.status.success(), "chromium failed: {}", String::from_utf8_lossy(&out.stderr));
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}

@@ -55,6 +55,9 @@ enum QosCommand {
     },
     /// Shows the OSTs' capacities, or sets them (root): what reservations are planned against.
     Capacity(crate::reserve::CapacityArgs),
+    /// Measures each OST's write bandwidth (one stream through a Weft mount) and makes it
+    /// the OST's capacity.
+    Calibrate(crate::reserve::CalibrateArgs),
     /// For Slurm's PrologSlurmctld: reserves the bandwidth of the job's weftbw licenses for
     /// its time limit (see scripts/slurm-setup.sh).
     SlurmProlog(crate::slurm::PrologArgs),
@@ -175,6 +178,7 @@ pub fn qos(a: QosArgs) -> anyhow::Result<()> {
         QosCommand::List { json, at } => crate::reserve::list(json, &at),
         QosCommand::Cancel { id, json, at } => crate::reserve::cancel(&id, json, &at),
         QosCommand::Capacity(a) => crate::reserve::capacity(a),
+        QosCommand::Calibrate(a) => crate::reserve::calibrate(a),
         QosCommand::SlurmProlog(a) => crate::slurm::prolog(a),
         QosCommand::SlurmEpilog(a) => crate::slurm::epilog(a),
         QosCommand::Warnings(w) => {

@@ -8,7 +8,7 @@ use crate::remote::Remote;
 use anyhow::{anyhow, bail, Context};
 use clap::Args;
 use std::path::PathBuf;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 use weft_proto::msg::qos::{utc, OstCapacity, Reservation, ReservationState, ReserveRequest, Throughput};
 use weft_proto::msg::{mgs, target_name, ClusterMap, TargetKind};
 use weft_proto::units::parse_duration;
@@ -62,6 +62,27 @@ pub struct CapacityArgs {
     /// Clears the capacities (nothing can be reserved on those OSTs).
     #[arg(long, conflicts_with = "set")]
     clear: bool,
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    at: MgsArgs,
+}
+
+#[derive(Args)]
+pub struct CalibrateArgs {
+    /// A directory on a Weft mount to write the test files in (they are removed after).
+    #[arg(long)]
+    dir: PathBuf,
+    /// OST indices (0,2,4-7; default: every OST that is up).
+    #[arg(long, value_name = "LIST")]
+    ost: Option<String>,
+    /// Bytes written to each OST (one stream of 1 MiB writes, synced).
+    #[arg(long, default_value = "256M")]
+    size: String,
+    /// Only measure: print, do not set the capacities.
+    #[arg(long)]
+    dry_run: bool,
     /// Print JSON.
     #[arg(long)]
     json: bool,
@@ -303,6 +324,77 @@ pub fn capacity(a: CapacityArgs) -> anyhow::Result<()> {
             part(c.bytes, Throughput::Bytes(0)),
             part(c.requests, Throughput::Requests(0))
         );
+    }
+    Ok(())
+}
+
+/// Bytes per second one stream of 1 MiB writes, synced at the end, puts on `file` (made on
+/// OST `ost` alone).
+fn measure(file: &std::path::Path, ost: u32, size: u64) -> anyhow::Result<u64> {
+    use std::io::Write;
+    let spec = weft_proto::layout::StripeSpec {
+        stripe_count: 1,
+        ost_list: vec![ost],
+        ..weft_proto::layout::StripeSpec::unset()
+    };
+    crate::lfs::apply_layout(file, spec).with_context(|| format!("making {} on OST {ost}", file.display()))?;
+    let block = vec![0x5au8; 1 << 20];
+    let t0 = Instant::now();
+    let mut f = std::fs::OpenOptions::new().write(true).open(file)?;
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(block.len() as u64) as usize;
+        f.write_all(&block[..n])?;
+        left -= n as u64;
+    }
+    f.sync_all()?;
+    let took = t0.elapsed().as_secs_f64();
+    drop(f);
+    std::fs::remove_file(file)?;
+    Ok((size as f64 / took.max(1e-6)) as u64)
+}
+
+/// `weft qos calibrate`: measures what each OST takes from one writer, and makes it the
+/// OST's capacity (rounded down to a MiB).
+pub fn calibrate(a: CalibrateArgs) -> anyhow::Result<()> {
+    let size = weft_proto::units::parse_size(&a.size).map_err(|e| anyhow!("--size {}: {e}", a.size))?;
+    if size < 1 << 20 {
+        bail!("--size {}: at least 1M, or the measure is mostly latency", a.size);
+    }
+    if !a.dir.is_dir() {
+        bail!("--dir {}: not a directory", a.dir.display());
+    }
+    let address = a.at.address(Some(&a.dir))?;
+    let map = crate::up::fetch_map(&address)?;
+    let osts: Vec<u32> = match &a.ost {
+        Some(list) => crate::lfs::parse_ost_list(list)?,
+        None => map.osts().filter(|t| t.state == weft_proto::msg::TargetState::Up).map(|t| t.index).collect(),
+    };
+    if map.qos.active(now_ms()).next().is_some() {
+        eprintln!("weft qos calibrate: reservations are active: the measures are what their rules leave");
+    }
+    let mut rows = Vec::new();
+    for ost in osts {
+        let file = a.dir.join(format!(".weft-calibrate-{}-{ost}", std::process::id()));
+        let rate = measure(&file, ost, size)?;
+        let capacity = (rate >> 20).max(1) << 20;
+        if !a.dry_run {
+            let set = OstCapacity { bytes: Some(capacity), ..map.qos.capacity.get(&ost).copied().unwrap_or_default() };
+            ask(&address, mgs::QosCapacity { osts: vec![ost], capacity: set })?;
+        }
+        let name = target_name(&map.fsname, TargetKind::Ost, ost);
+        if !a.json {
+            println!(
+                "{name}: {} written at {}/s{}",
+                Throughput::Bytes(size),
+                Throughput::Bytes(capacity),
+                if a.dry_run { "" } else { ": capacity set" }
+            );
+        }
+        rows.push(serde_json::json!({ "ost": ost, "target": name, "bytes_per_s": capacity, "set": !a.dry_run }));
+    }
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&rows)?);
     }
     Ok(())
 }

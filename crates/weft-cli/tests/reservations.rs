@@ -271,6 +271,26 @@ fn programs_reserve_before_their_write_phase_and_write_at_the_reserved_rate() {
     let list = weft_ok(&["qos", "list", "--mgs", &mgs]);
     assert!(list.contains("c1 job ckpt-c: 16M") && list.contains("py1 job ckpt-py: 16M"), "{list}");
 
+    // Calibrated: the OST's measured rate becomes its capacity (nothing holds it now).
+    let cal: serde_json::Value = serde_json::from_str(&weft_ok(&[
+        "qos",
+        "calibrate",
+        "--dir",
+        s(&mnt.join("ckpt")),
+        "--size",
+        "32M",
+        "--json",
+        "--mgs",
+        &mgs,
+    ]))
+    .unwrap();
+    let measured = cal[0]["bytes_per_s"].as_u64().unwrap();
+    eprintln!("calibrated OST0000 at {} MiB/s", measured >> 20);
+    assert!(measured > 40 << 20, "calibrated at {measured} bytes/s, below the 40 MiB/s it was held to");
+    assert!(weft_ok(&["qos", "capacity", "--mgs", &mgs]).contains(&format!("OST0000: {}M", measured >> 20)));
+    assert_eq!(std::fs::read_dir(mnt.join("ckpt")).unwrap().count(), 2, "the test file removed");
+    weft_ok(&["qos", "capacity", "--set", "40M", "--mgs", &mgs]);
+
     // The dashboard draws them per OST over time, with one active and one planned after it.
     weft_ok(&[
         "qos",

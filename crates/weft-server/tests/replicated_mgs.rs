@@ -9,6 +9,7 @@
 
 use std::time::{Duration, Instant};
 use weft_client::{Client, ClientConfig};
+use weft_proto::msg::qos::{OstCapacity, ReserveRequest, Throughput};
 use weft_proto::msg::{mgs, MgsReply, RequestHeader, TargetKind};
 use weft_proto::ErrorCode;
 use weft_rpc::mgs::MgsPeers;
@@ -132,8 +133,28 @@ async fn the_mgs_serves_through_the_loss_of_its_leader_and_a_returning_replica_c
         "{following}"
     );
 
-    // Stop the leader; the next MGS request (a pool made) is answered by the new one.
+    // Bandwidth reservations, one active and one planned after it, are in the plan.
     let admin = MgsPeers::new(&list, weft_rpc::PeerOptions::default());
+    let wait = Duration::from_secs(30);
+    let capacity = OstCapacity { bytes: Some(100 << 20), requests: None };
+    admin.op(RequestHeader::default(), mgs::QosCapacity { osts: vec![0], capacity }, wait).await.unwrap();
+    let reserve = |id: &str| mgs::QosReserve {
+        request: ReserveRequest {
+            id: id.into(),
+            job: String::new(),
+            throughput: Throughput::Bytes(60 << 20),
+            osts: vec![0],
+            earliest_ms: 0,
+            duration_ms: 600_000,
+        },
+        uid: 0,
+    };
+    admin.op(RequestHeader::default(), reserve("job-a"), wait).await.unwrap();
+    let planned = admin.op(RequestHeader::default(), reserve("job-b"), wait).await.unwrap().qos;
+    let (a, b) = (planned.get("job-a").unwrap().clone(), planned.get("job-b").unwrap().clone());
+    assert_eq!(b.start_ms, a.end_ms(), "job-b waits for job-a");
+
+    // Stop the leader; the next MGS request (a pool made) is answered by the new one.
     let stopped = Instant::now();
     servers[first].take().unwrap().shutdown().await;
     let made = admin
@@ -147,6 +168,10 @@ async fn the_mgs_serves_through_the_loss_of_its_leader_and_a_returning_replica_c
     assert_eq!(admin.current(), addresses[second], "the list remembers who answered");
     eprintln!("replicated MGS: the leader stopped, the next MGS request answered after {} ms", outage.as_millis());
     assert!(outage < Duration::from_secs(20), "a new MGS leader took {outage:?}");
+    // The new leader has the plan, and plans after it.
+    assert_eq!(made.qos, planned, "the reservations survive the failover");
+    let after = admin.op(RequestHeader::default(), reserve("job-c"), wait).await.unwrap().qos;
+    assert_eq!(after.get("job-c").unwrap().start_ms, b.end_ms(), "job-c waits for job-b");
 
     // What changes after it reaches the client, and a target registers with the new leader.
     client_sees(&client, "the pool made after the failover", |m| m.pools.contains_key("after")).await;

@@ -30,6 +30,13 @@ command -v ss >/dev/null 2>&1 || need+=(iproute2)
 # scripts/python-install-test.sh, in make soak, pip-installs it into a venv).
 /usr/bin/python3 -c "import numpy" >/dev/null 2>&1 || need+=(python3-numpy)
 /usr/bin/python3 -c "import venv, ensurepip" >/dev/null 2>&1 || need+=(python3-venv)
+# crates/weft-mpiio's test builds the MPI-IO layer with make and both MPIs' mpicc, and runs
+# it under OpenMPI and MPICH; scripts/bench-mpiio.sh also writes HDF5 through it.
+command -v make >/dev/null 2>&1 || need+=(make)
+command -v mpicc.openmpi >/dev/null 2>&1 || need+=(libopenmpi-dev openmpi-bin)
+command -v mpicc.mpich >/dev/null 2>&1 || need+=(libmpich-dev mpich)
+command -v h5pcc >/dev/null 2>&1 || need+=(libhdf5-openmpi-dev)
+command -v h5dump >/dev/null 2>&1 || need+=(hdf5-tools)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

@@ -20,7 +20,8 @@
  *   striping_factor, striping_unit, start_iodevice   layout of a new file
  *   weft_throttle=N      requests in flight per OST at an aggregator (default 8, as the
  *                        client's osc max_rpcs_in_flight; env WEFT_MPIIO_THROTTLE)
- *   cb_buffer_size=B     bytes an aggregator exchanges per step (default 16 MiB)
+ *   cb_buffer_size=B     bytes an aggregator exchanges per step (default 16 MiB; env
+ *                        WEFT_MPIIO_CB_BUFFER_SIZE)
  *   cb_nodes=N           at most N aggregators (default: one per OST, at most nprocs)
  *   weft_collective=disable   leave the collective calls to the MPI library
  *   weft_rpc_size=B      largest single request of an aggregator (default 1 MiB)
@@ -367,6 +368,10 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
         f->throttle = atoi(env_throttle);
     }
     f->cb_buffer_size = 16 << 20;
+    const char *env_cb = getenv("WEFT_MPIIO_CB_BUFFER_SIZE");
+    if (env_cb && atoll(env_cb) > 0) {
+        f->cb_buffer_size = atoll(env_cb);
+    }
     f->rpc_size = 1 << 20;
     take_hints(f, info);
     int ok = 0;
@@ -551,8 +556,12 @@ static int taken(struct wm_file *f, int write)
 static void set_status(MPI_Status *status, MPI_Datatype type, int count)
 {
     if (status != MPI_STATUS_IGNORE) {
+        /* In bytes: both MPIs keep a status's count in bytes, so MPI_Get_count with the
+         * call's type gives `count` and MPI_Get_elements its basic elements. */
+        int size = 0;
+        MPI_Type_size(type, &size);
         status->MPI_ERROR = MPI_SUCCESS;
-        MPI_Status_set_elements(status, type, count);
+        MPI_Status_set_elements(status, MPI_BYTE, count * size);
         MPI_Status_set_cancelled(status, 0);
     }
 }

@@ -4,7 +4,7 @@
  * dataset, a block of columns (a non-contiguous selection in the file); read back
  * collectively and compared. Value of element (i, j): i * 100003 + j.
  *
- *   mpirun -n P hdf5_check FILE ROWS COLS
+ *   mpirun -n P hdf5_check_openmpi FILE ROWS COLS
  * Prints "all checks held". h5dump of the file shows the same values (the Rust test and
  * scripts compare it).
  */

@@ -5,7 +5,8 @@
 # collective write/read, the HPIO-like pattern (regions of 5,992 B, 256 B apart) collective,
 # collective contiguous, the HPIO pattern with independent calls; then the layer's throttle
 # 1/2/4/8 on the two non-contiguous collective patterns.
-#   RANKS (4), MIB (file size, 256), STRIPES (4), STRIPE (1048576), TARGET (target/release)
+#   RANKS (4), MIB (file size, 256), STRIPES (4), STRIPE (1048576), TARGET (target/release),
+#   IO (OpenMPI's MPI-IO component for the library's own runs: ompio, or romio321)
 # Needs `make release` first (the weft binary, libweft.so and the layer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -15,6 +16,7 @@ STRIPES=${STRIPES:-4}
 STRIPE=${STRIPE:-1048576}
 TARGET=$(realpath "${TARGET:-target/release}")
 MPI=${MPI:-openmpi}
+IO=${IO:-ompio}
 W="$TARGET/weft"
 lib=$TARGET/libweft_mpiio.so
 [ "$MPI" = mpich ] && lib=$TARGET/libweft_mpiio_mpich.so
@@ -45,7 +47,8 @@ run() {
   else
     [ "$layer" = 1 ] && args+=(-x "LD_PRELOAD=$lib")
     for e in "$@"; do args+=(-x "$e"); done
-    out=$(mpirun.openmpi --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1 -n "$RANKS" "${args[@]}" \
+    out=$(mpirun.openmpi --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1 --mca io "$IO" \
+      -n "$RANKS" "${args[@]}" \
       "$prog" "$pattern" "$d/mnt/b" "$MIB" "$STRIPES" "$STRIPE")
   fi
   rm -f "$d/mnt/b/bench-$pattern"*
@@ -53,7 +56,9 @@ run() {
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }
 
-echo "MPI-IO on Weft: $RANKS ranks ($MPI), a file of ~$MIB MiB, $STRIPES stripes of $STRIPE; MB/s"
+label=$MPI
+[ "$MPI" = openmpi ] && label="openmpi, io=$IO"
+echo "MPI-IO on Weft: $RANKS ranks ($label), a file of ~$MIB MiB, $STRIPES stripes of $STRIPE; MB/s"
 read -r fw fr < <(run 0 fpp)
 echo "POSIX file-per-process: write $fw read $fr"
 printf '%-10s %12s %12s %12s %12s %10s %10s %10s %10s\n' pattern mpi-write weft-write mpi-read weft-read \

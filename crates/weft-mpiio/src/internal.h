@@ -56,6 +56,12 @@ struct wm_file {
     int64_t disp;
     int64_t etype_size;
     struct wm_flat ft;      /* the filetype, flattened */
+    /* exchange buffers, kept from call to call (freed at close): large ones would be new
+     * mappings, faulted in page by page, at every call */
+    char *xbuf, *ebuf;
+    size_t xbuf_cap, ebuf_cap;
+    char **sbuf;      /* per aggregator */
+    size_t *sbuf_cap;
     /* statistics of the last collective call (for debug output) */
     int64_t last_steps, last_bytes;
 };
@@ -74,5 +80,7 @@ int wm_flatten(MPI_Datatype type, struct wm_flat *out);
 int wm_collective(struct wm_file *f, int write, int64_t pos, void *buf, int count, MPI_Datatype type);
 /* Aggregators and their ranks for the file's layout. */
 void wm_choose_aggregators(struct wm_file *f);
+/* Frees the exchange buffers. */
+void wm_free_buffers(struct wm_file *f);
 
 #endif

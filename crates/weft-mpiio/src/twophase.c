@@ -101,8 +101,24 @@ static int owner(const struct wm_file *f, int64_t off)
     return (int)((off / f->stripe_size) % f->stripe_count % f->naggr);
 }
 
+void wm_free_buffers(struct wm_file *f)
+{
+    for (int a = 0; f->sbuf && a < f->naggr; a++) {
+        free(f->sbuf[a]);
+    }
+    free(f->sbuf);
+    free(f->sbuf_cap);
+    free(f->xbuf);
+    free(f->ebuf);
+    f->sbuf = NULL;
+    f->sbuf_cap = NULL;
+    f->xbuf = f->ebuf = NULL;
+    f->xbuf_cap = f->ebuf_cap = 0;
+}
+
 void wm_choose_aggregators(struct wm_file *f)
 {
+    wm_free_buffers(f);
     int n = (int)f->stripe_count;
     if (n > f->nprocs) {
         n = f->nprocs;
@@ -449,10 +465,14 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
     MPI_Status *st = malloc(sizeof(MPI_Status) * (size_t)(A + P));
     int64_t *sbytes = calloc((size_t)A, sizeof(int64_t)), *rbytes = calloc((size_t)P, sizeof(int64_t));
     int64_t *send_first = malloc(sizeof(int64_t) * (size_t)A);
-    char **sbuf = calloc((size_t)A, sizeof(char *));
-    size_t *sbuf_cap = calloc((size_t)A, sizeof(size_t));
-    char *xbuf = NULL, *ebuf = NULL;
-    size_t xbuf_cap = 0, ebuf_cap = 0;
+    if (!f->sbuf) {
+        f->sbuf = calloc((size_t)A, sizeof(char *));
+        f->sbuf_cap = calloc((size_t)A, sizeof(size_t));
+    }
+    char **sbuf = f->sbuf;
+    size_t *sbuf_cap = f->sbuf_cap;
+    char *xbuf = f->xbuf, *ebuf = f->ebuf;
+    size_t xbuf_cap = f->xbuf_cap, ebuf_cap = f->ebuf_cap;
     struct apiece *ap = NULL;
     int64_t ap_cap = 0;
 
@@ -593,13 +613,10 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
                  (long long)(lo == INT64_MAX ? 0 : hi), A, (long long)win, (long long)nsteps, f->throttle,
                  MPI_Wtime() - t0);
     }
-    for (int a = 0; a < A; a++) {
-        free(sbuf[a]);
-    }
-    free(sbuf);
-    free(sbuf_cap);
-    free(xbuf);
-    free(ebuf);
+    f->xbuf = xbuf;
+    f->xbuf_cap = xbuf_cap;
+    f->ebuf = ebuf;
+    f->ebuf_cap = ebuf_cap;
     free(ap);
     free(req);
     free(st);

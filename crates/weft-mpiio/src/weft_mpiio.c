@@ -20,7 +20,7 @@
  *   striping_factor, striping_unit, start_iodevice   layout of a new file
  *   weft_throttle=N      requests in flight per OST at an aggregator (default 8, as the
  *                        client's osc max_rpcs_in_flight; env WEFT_MPIIO_THROTTLE)
- *   cb_buffer_size=B     bytes an aggregator exchanges per step (default 16 MiB; env
+ *   cb_buffer_size=B     bytes an aggregator exchanges per step (default 4 MiB; env
  *                        WEFT_MPIIO_CB_BUFFER_SIZE)
  *   cb_nodes=N           at most N aggregators (default: one per OST, at most nprocs)
  *   weft_collective=disable   leave the collective calls to the MPI library
@@ -208,6 +208,7 @@ static void forget(struct wm_file *f)
         MPI_Comm_free(&f->comm);
     }
     wm_flat_free(&f->ft);
+    wm_free_buffers(f);
     free(f->osts);
     free(f->aggr_rank);
     free(f->path);
@@ -367,7 +368,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     if (env_throttle && atoi(env_throttle) > 0) {
         f->throttle = atoi(env_throttle);
     }
-    f->cb_buffer_size = 16 << 20;
+    f->cb_buffer_size = 4 << 20;
     const char *env_cb = getenv("WEFT_MPIIO_CB_BUFFER_SIZE");
     if (env_cb && atoll(env_cb) > 0) {
         f->cb_buffer_size = atoll(env_cb);

@@ -13,6 +13,7 @@
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 /* A piece of the access: `len` bytes at file offset `off`, at `mem` in the packed buffer
  * (or, at an aggregator, in a receive/send buffer). Never crosses a stripe boundary. */
@@ -273,11 +274,13 @@ static int cmp_apiece(const void *a, const void *b)
 /*
  * The I/O of one window at an aggregator over its pieces (sorted here). Extents: runs of
  * pieces in one stripe whose gaps are at most `hole_max`; an extent with a gap is read
- * first on a write (read-modify-write, as ROMIO's data sieving), then every extent is
+ * first on a write (read-modify-write, as ROMIO's data sieving; not past `size0`, the
+ * file's size when the call began: nobody else writes these stripes), then every extent is
  * written in requests of at most rpc_size. On a read, the extents are read and the pieces
  * copied out of them.
  */
-static int window_io(const struct wm_file *f, int write, struct apiece *p, int64_t n, char **ebuf, size_t *ebuf_cap)
+static int window_io(const struct wm_file *f, int write, struct apiece *p, int64_t n, char **ebuf, size_t *ebuf_cap,
+                     int64_t size0)
 {
     if (n == 0) {
         return 0;
@@ -322,6 +325,11 @@ static int window_io(const struct wm_file *f, int write, struct apiece *p, int64
         nr = 0;
         for (int64_t e = 0; e < ne; e++) {
             if (rd && write && !eh[e]) {
+                continue;
+            }
+            if (rd && write && es[e] >= size0) {
+                /* past the end the file had when the call began: its gaps read as zeros */
+                memset(buf + eb[e], 0, (size_t)(ee[e] - es[e]));
                 continue;
             }
             if (!rd && !write) {
@@ -476,6 +484,21 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
     struct apiece *ap = NULL;
     int64_t ap_cap = 0;
 
+    /* The file's size as the call begins (the aggregators ask the servers): no extent past
+     * it needs reading before it is written. */
+    int64_t size_here = -1, size0 = INT64_MAX;
+    if (write && my_a >= 0) {
+        struct stat st;
+        if (weft_fstat(f->wf, &st) == 0) {
+            size_here = st.st_size;
+        } else {
+            size_here = INT64_MAX;
+        }
+    }
+    if (write) {
+        MPI_Allreduce(&size_here, &size0, 1, MPI_INT64_T, MPI_MAX, f->comm);
+    }
+    double t_io = 0, t_io0;
     for (int64_t t = 0; t < nsteps; t++) {
         int64_t wlo = w0 + t * win, whi = wlo + win;
         int tag = (int)(t % 30000);
@@ -551,7 +574,9 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
             }
             MPI_Waitall(nreq, req, st);
             if (my_a >= 0) {
-                int e = window_io(f, 1, ap, napieces, &ebuf, &ebuf_cap);
+                t_io0 = MPI_Wtime();
+                int e = window_io(f, 1, ap, napieces, &ebuf, &ebuf_cap, size0);
+                t_io += MPI_Wtime() - t_io0;
                 if (e && !err) {
                     err = e;
                 }
@@ -570,7 +595,9 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
             }
             if (my_a >= 0) {
                 /* window_io sorts the pieces: it fills xbuf in each rank's order. */
-                int e = window_io(f, 0, ap, napieces, &ebuf, &ebuf_cap);
+                t_io0 = MPI_Wtime();
+                int e = window_io(f, 0, ap, napieces, &ebuf, &ebuf_cap, 0);
+                t_io += MPI_Wtime() - t_io0;
                 if (e && !err) {
                     err = e;
                 }
@@ -608,10 +635,10 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
     f->last_bytes = nbytes;
     if (wm_debug && f->rank == 0) {
         WM_DEBUG("%s: %lld bytes here, file [%lld, %lld), %d aggregators, window %lld bytes, %lld steps, "
-                 "throttle %d, %.3f s\n",
+                 "throttle %d, %.3f s (of which rank 0's I/O as an aggregator %.3f s)\n",
                  write ? "write_all" : "read_all", (long long)nbytes, (long long)(lo == INT64_MAX ? 0 : lo),
                  (long long)(lo == INT64_MAX ? 0 : hi), A, (long long)win, (long long)nsteps, f->throttle,
-                 MPI_Wtime() - t0);
+                 MPI_Wtime() - t0, t_io);
     }
     f->xbuf = xbuf;
     f->xbuf_cap = xbuf_cap;

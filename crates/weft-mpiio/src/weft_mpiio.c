@@ -22,7 +22,8 @@
  *                        client's osc max_rpcs_in_flight; env WEFT_MPIIO_THROTTLE)
  *   cb_buffer_size=B     bytes an aggregator exchanges per step (default 4 MiB; env
  *                        WEFT_MPIIO_CB_BUFFER_SIZE)
- *   cb_nodes=N           at most N aggregators (default: one per OST, at most nprocs)
+ *   cb_nodes=N           at most N aggregators (default: one per OST, at most nprocs; env
+ *                        WEFT_MPIIO_CB_NODES)
  *   weft_collective=disable   leave the collective calls to the MPI library
  *   weft_rpc_size=B      largest single request of an aggregator (default 1 MiB)
  * MPI_File_get_info adds what was chosen: weft_layout, weft_aggregators, weft_domains,
@@ -374,6 +375,10 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
         f->cb_buffer_size = atoll(env_cb);
     }
     f->rpc_size = 1 << 20;
+    const char *env_nodes = getenv("WEFT_MPIIO_CB_NODES");
+    if (env_nodes && atoi(env_nodes) > 0) {
+        f->cb_nodes = atoi(env_nodes);
+    }
     take_hints(f, info);
     int ok = 0;
     if (fs) {

@@ -378,6 +378,37 @@ static int window_io(const struct wm_file *f, int write, struct apiece *p, int64
 
 /* ---- the collective call ---- */
 
+/* A window's write at an aggregator, run in a thread while the next window is exchanged. */
+struct iojob {
+    const struct wm_file *f;
+    struct apiece *ap;
+    int64_t n;
+    char **ebuf;
+    size_t *ebuf_cap;
+    int64_t size0;
+    int err;
+    int running;
+    pthread_t th;
+};
+
+static void *io_job(void *arg)
+{
+    struct iojob *j = arg;
+    j->err = window_io(j->f, 1, j->ap, j->n, j->ebuf, j->ebuf_cap, j->size0);
+    return NULL;
+}
+
+/* Waits for the job's write; its error, or 0. */
+static int io_join(struct iojob *j)
+{
+    if (!j->running) {
+        return 0;
+    }
+    pthread_join(j->th, NULL);
+    j->running = 0;
+    return j->err;
+}
+
 int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int count, MPI_Datatype type)
 {
     double t0 = MPI_Wtime();
@@ -479,10 +510,14 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
     }
     char **sbuf = f->sbuf;
     size_t *sbuf_cap = f->sbuf_cap;
-    char *xbuf = f->xbuf, *ebuf = f->ebuf;
-    size_t xbuf_cap = f->xbuf_cap, ebuf_cap = f->ebuf_cap;
-    struct apiece *ap = NULL;
-    int64_t ap_cap = 0;
+    /* Two sets of buffers on a write: the I/O of window t runs while window t+1 is
+     * exchanged into the other set. */
+    char *xbs[2] = {f->xbuf, NULL}, *ebs[2] = {f->ebuf, NULL};
+    size_t xcs[2] = {f->xbuf_cap, 0}, ecs[2] = {f->ebuf_cap, 0};
+    struct apiece *aps[2] = {NULL, NULL};
+    int64_t apcs[2] = {0, 0};
+    struct iojob job[2];
+    memset(job, 0, sizeof(job));
 
     /* The file's size as the call begins (the aggregators ask the servers): no extent past
      * it needs reading before it is written. */
@@ -503,6 +538,20 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
         int64_t wlo = w0 + t * win, whi = wlo + win;
         int tag = (int)(t % 30000);
         int nreq = 0;
+        int set = write ? (int)(t & 1) : 0;
+        if (write) {
+            /* this set's last write (window t-2) is done before its buffers are reused */
+            t_io0 = MPI_Wtime();
+            int e = io_join(&job[set]);
+            t_io += MPI_Wtime() - t_io0;
+            if (e && !err) {
+                err = e;
+            }
+        }
+        char *xbuf = xbs[set];
+        size_t xbuf_cap = xcs[set];
+        struct apiece *ap = aps[set];
+        int64_t ap_cap = apcs[set];
         /* This rank's pieces in the window, per aggregator. */
         for (int a = 0; a < A; a++) {
             int64_t i = scur[a], b = 0;
@@ -535,6 +584,10 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
                 ap = malloc(sizeof(*ap) * (size_t)napieces);
                 ap_cap = napieces;
             }
+            xbs[set] = xbuf;
+            xcs[set] = xbuf_cap;
+            aps[set] = ap;
+            apcs[set] = ap_cap;
             int64_t x = 0, k = 0;
             for (int r = 0; r < P; r++) {
                 for (; rcur[r] < rend[r] && rlist[2 * rcur[r]] < whi; rcur[r]++) {
@@ -573,12 +626,22 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
                 MPI_Isend(sbuf[a], (int)sbytes[a], MPI_BYTE, f->aggr_rank[a], tag, f->comm, &req[nreq++]);
             }
             MPI_Waitall(nreq, req, st);
-            if (my_a >= 0) {
-                t_io0 = MPI_Wtime();
-                int e = window_io(f, 1, ap, napieces, &ebuf, &ebuf_cap, size0);
-                t_io += MPI_Wtime() - t_io0;
-                if (e && !err) {
-                    err = e;
+            if (my_a >= 0 && napieces > 0) {
+                struct iojob *j = &job[set];
+                j->f = f;
+                j->ap = ap;
+                j->n = napieces;
+                j->ebuf = &ebs[set];
+                j->ebuf_cap = &ecs[set];
+                j->size0 = size0;
+                j->err = 0;
+                if (pthread_create(&j->th, NULL, io_job, j) == 0) {
+                    j->running = 1;
+                } else {
+                    io_job(j);
+                    if (j->err && !err) {
+                        err = j->err;
+                    }
                 }
             }
         } else {
@@ -596,7 +659,7 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
             if (my_a >= 0) {
                 /* window_io sorts the pieces: it fills xbuf in each rank's order. */
                 t_io0 = MPI_Wtime();
-                int e = window_io(f, 0, ap, napieces, &ebuf, &ebuf_cap, 0);
+                int e = window_io(f, 0, ap, napieces, &ebs[0], &ecs[0], 0);
                 t_io += MPI_Wtime() - t_io0;
                 if (e && !err) {
                     err = e;
@@ -624,6 +687,14 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
             }
         }
     }
+    for (int k = 0; k < 2; k++) {
+        t_io0 = MPI_Wtime();
+        int e = io_join(&job[k]);
+        t_io += MPI_Wtime() - t_io0;
+        if (e && !err) {
+            err = e;
+        }
+    }
     if (!contig && !write && nbytes > 0) {
         int position = 0;
         MPI_Unpack(mem, (int)nbytes, &position, ubuf, count, type, MPI_COMM_SELF);
@@ -635,16 +706,19 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
     f->last_bytes = nbytes;
     if (wm_debug && f->rank == 0) {
         WM_DEBUG("%s: %lld bytes here, file [%lld, %lld), %d aggregators, window %lld bytes, %lld steps, "
-                 "throttle %d, %.3f s (of which rank 0's I/O as an aggregator %.3f s)\n",
+                 "throttle %d, %.3f s (rank 0 as an aggregator waited %.3f s for its I/O)\n",
                  write ? "write_all" : "read_all", (long long)nbytes, (long long)(lo == INT64_MAX ? 0 : lo),
                  (long long)(lo == INT64_MAX ? 0 : hi), A, (long long)win, (long long)nsteps, f->throttle,
                  MPI_Wtime() - t0, t_io);
     }
-    f->xbuf = xbuf;
-    f->xbuf_cap = xbuf_cap;
-    f->ebuf = ebuf;
-    f->ebuf_cap = ebuf_cap;
-    free(ap);
+    f->xbuf = xbs[0];
+    f->xbuf_cap = xcs[0];
+    f->ebuf = ebs[0];
+    f->ebuf_cap = ecs[0];
+    free(xbs[1]);
+    free(ebs[1]);
+    free(aps[0]);
+    free(aps[1]);
     free(req);
     free(st);
     free(sbytes);

@@ -181,6 +181,11 @@ int main(int argc, char **argv)
         printf("%s write %.1f MB/s read %.1f MB/s (%lld bytes, %d ranks)\n", pattern, all / tw / 1e6, all / tr / 1e6,
                (long long)all, nprocs);
     }
+    if (ftype != MPI_DATATYPE_NULL) {
+        MPI_Type_free(&ftype);
+    }
+    free(buf);
+    free(back);
     MPI_Info_free(&info);
     MPI_Finalize();
     return 0;

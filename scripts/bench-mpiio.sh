@@ -27,7 +27,7 @@ export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 d=$(mktemp -d /var/tmp/weft-mpiio-XXXXXX)
 cleanup() {
   "$W" down --data "$d/data" > /dev/null 2>&1 || true
-  fusermount3 -uz "$d/mnt" 2> /dev/null || true
+  fusermount3 -uz "$d/mnt" 2> /dev/null || umount -l "$d/mnt" 2> /dev/null || true
   rm -rf "$d"
 }
 trap cleanup EXIT

@@ -4,7 +4,8 @@
 # MPI=mpich for MPICH). Patterns of crates/weft-mpiio/tests/mpiio_bench.c: the 2-D subarray
 # collective write/read, the HPIO-like pattern (regions of 5,992 B, 256 B apart) collective,
 # collective contiguous, the HPIO pattern with independent calls; then the layer's throttle
-# 1/2/4/8 on the two non-contiguous collective patterns.
+# 1/2/4/8 and with domains not aligned to stripes, on the two non-contiguous collective
+# patterns.
 #   RANKS (4), MIB (file size, 256), STRIPES (4), STRIPE (1048576), TARGET (target/release),
 #   IO (OpenMPI's MPI-IO component for the library's own runs: ompio, or romio321)
 # Needs `make release` first (the weft binary, libweft.so and the layer).
@@ -68,6 +69,12 @@ for p in subarray hpio contig indep; do
   read -r ww wr < <(run 1 "$p")
   printf '%-10s %12s %12s %12s %12s %10s %10s %10s %10s\n' "$p" "$mw" "$ww" "$mr" "$wr" "$(ratio "$ww" "$mw")" \
     "$(ratio "$wr" "$mr")" "$(ratio "$ww" "$fw")" "$(ratio "$wr" "$fr")"
+done
+echo "the layer with domains of even byte ranges, not whole stripes (weft_align=disable): write/read MB/s"
+for p in subarray hpio; do
+  read -r aw ar < <(run 1 "$p" "WEFT_MPIIO_ALIGN=0")
+  read -r ww wr < <(run 1 "$p")
+  echo "$p  unaligned: $aw/$ar  aligned: $ww/$wr"
 done
 echo "the layer's throttle (requests in flight per OST at an aggregator): write/read MB/s"
 for p in subarray hpio; do

@@ -48,6 +48,7 @@ struct wm_file {
     int cb_nodes;           /* aggregators asked (0: one per OST, at most nprocs) */
     int enabled;            /* weft_collective: 0 sends collective calls to PMPI */
     int64_t rpc_size;       /* largest single pread/pwrite an aggregator sends */
+    int align;              /* weft_align: domains of whole stripes (1), or even byte ranges */
     /* chosen */
     int naggr;
     int *aggr_rank;         /* rank of aggregator a */

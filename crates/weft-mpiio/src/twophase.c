@@ -430,11 +430,46 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
     if (map_view(f, pos, nbytes, &v) != 0) {
         err = ENOMEM;
     }
+    /* The range the call covers, over all ranks. */
+    int64_t lohi[2] = {v.n ? v.p[0].off : INT64_MAX, v.n ? -(v.p[v.n - 1].off + v.p[v.n - 1].len) : INT64_MAX};
+    int64_t glohi[2];
+    MPI_Allreduce(lohi, glohi, 2, MPI_INT64_T, MPI_MIN, f->comm);
+    int64_t lo = glohi[0], hi = -glohi[1];
+    /* weft_align=disable (to measure what alignment gives): even byte ranges of [lo, hi) as
+     * the domains, as ROMIO's generic code makes them, each in windows of cb_buffer_size;
+     * the pieces are cut at those boundaries too. */
+    int aligned = f->align;
+    int64_t D = 1, cbw = f->cb_buffer_size;
+    if (!aligned && lo != INT64_MAX) {
+        D = (hi - lo + A - 1) / A;
+        struct pvec w = {0};
+        for (int64_t i = 0; i < v.n && !err; i++) {
+            int64_t off = v.p[i].off, len = v.p[i].len, m = v.p[i].mem;
+            while (len > 0) {
+                int64_t ds = lo + (off - lo) / D * D;
+                int64_t nb = ds + ((off - ds) / cbw + 1) * cbw;
+                if (nb > ds + D) {
+                    nb = ds + D;
+                }
+                int64_t take = nb - off < len ? nb - off : len;
+                if (pv_push(&w, off, take, m) != 0) {
+                    err = ENOMEM;
+                    break;
+                }
+                off += take;
+                m += take;
+                len -= take;
+            }
+        }
+        free(v.p);
+        v = w;
+    }
+#define OWN(off) (aligned ? owner(f, (off)) : (int)(((off) - lo) / D))
     /* Pieces bucketed by aggregator, each bucket in file order. */
     int *cnt_to = calloc((size_t)P, sizeof(int)), *cnt_from = calloc((size_t)P, sizeof(int));
     int64_t *bstart = calloc((size_t)A + 1, sizeof(int64_t));
     for (int64_t i = 0; i < v.n; i++) {
-        bstart[owner(f, v.p[i].off) + 1]++;
+        bstart[OWN(v.p[i].off) + 1]++;
     }
     for (int a = 0; a < A; a++) {
         cnt_to[f->aggr_rank[a]] = (int)bstart[a + 1];
@@ -445,7 +480,7 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
         int64_t *fill = malloc(sizeof(int64_t) * (size_t)A);
         memcpy(fill, bstart, sizeof(int64_t) * (size_t)A);
         for (int64_t i = 0; i < v.n; i++) {
-            mine[fill[owner(f, v.p[i].off)]++] = v.p[i];
+            mine[fill[OWN(v.p[i].off)]++] = v.p[i];
         }
         free(fill);
     }
@@ -478,10 +513,6 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
     MPI_Alltoallv(slist, sc, sd, MPI_INT64_T, rlist, rc, rd, MPI_INT64_T, f->comm);
 
     /* The windows: rows of stripes, as many as fill cb_buffer_size at an aggregator. */
-    int64_t lohi[2] = {v.n ? v.p[0].off : INT64_MAX, v.n ? -(v.p[v.n - 1].off + v.p[v.n - 1].len) : INT64_MAX};
-    int64_t glohi[2];
-    MPI_Allreduce(lohi, glohi, 2, MPI_INT64_T, MPI_MIN, f->comm);
-    int64_t lo = glohi[0], hi = -glohi[1];
     int64_t S = f->stripe_size, C = f->stripe_count;
     int64_t owned_max = (C + A - 1) / A;
     int64_t rows = f->cb_buffer_size / (S * owned_max);
@@ -491,6 +522,12 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
     int64_t win = rows * S * C;
     int64_t w0 = lo == INT64_MAX ? 0 : lo / win * win;
     int64_t nsteps = lo == INT64_MAX ? 0 : (hi - w0 + win - 1) / win;
+    if (!aligned) {
+        win = cbw;
+        nsteps = lo == INT64_MAX ? 0 : (D + cbw - 1) / cbw;
+    }
+/* The end of window t for aggregator a. */
+#define WHI(a) (aligned ? whi : lo + (int64_t)(a) * D + (t + 1) * cbw)
 
     /* Cursors: mine per aggregator, and at an aggregator per source rank. */
     int64_t *scur = malloc(sizeof(int64_t) * (size_t)A);
@@ -556,7 +593,7 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
         for (int a = 0; a < A; a++) {
             int64_t i = scur[a], b = 0;
             send_first[a] = i;
-            while (i < bstart[a + 1] && mine[i].off < whi) {
+            while (i < bstart[a + 1] && mine[i].off < WHI(a)) {
                 b += mine[i].len;
                 i++;
             }
@@ -567,7 +604,7 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
         if (my_a >= 0) {
             for (int r = 0; r < P; r++) {
                 int64_t b = 0;
-                for (int64_t i = rcur[r]; i < rend[r] && rlist[2 * i] < whi; i++) {
+                for (int64_t i = rcur[r]; i < rend[r] && rlist[2 * i] < WHI(my_a); i++) {
                     b += rlist[2 * i + 1];
                     napieces++;
                 }
@@ -590,7 +627,7 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
             apcs[set] = ap_cap;
             int64_t x = 0, k = 0;
             for (int r = 0; r < P; r++) {
-                for (; rcur[r] < rend[r] && rlist[2 * rcur[r]] < whi; rcur[r]++) {
+                for (; rcur[r] < rend[r] && rlist[2 * rcur[r]] < WHI(my_a); rcur[r]++) {
                     ap[k].off = rlist[2 * rcur[r]];
                     ap[k].len = rlist[2 * rcur[r] + 1];
                     ap[k].data = xbuf + x;
@@ -682,7 +719,7 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
             }
         }
         for (int a = 0; a < A; a++) {
-            while (scur[a] < bstart[a + 1] && mine[scur[a]].off < whi) {
+            while (scur[a] < bstart[a + 1] && mine[scur[a]].off < WHI(a)) {
                 scur[a]++;
             }
         }
@@ -695,6 +732,8 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
             err = e;
         }
     }
+#undef WHI
+#undef OWN
     if (!contig && !write && nbytes > 0) {
         int position = 0;
         MPI_Unpack(mem, (int)nbytes, &position, ubuf, count, type, MPI_COMM_SELF);

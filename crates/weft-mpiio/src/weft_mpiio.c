@@ -25,6 +25,8 @@
  *   cb_nodes=N           at most N aggregators (default: one per OST, at most nprocs; env
  *                        WEFT_MPIIO_CB_NODES)
  *   weft_collective=disable   leave the collective calls to the MPI library
+ *   weft_align=disable   domains of even byte ranges, not whole stripes (to measure what
+ *                        the alignment gives; env WEFT_MPIIO_ALIGN=0)
  *   weft_rpc_size=B      largest single request of an aggregator (default 1 MiB)
  * MPI_File_get_info adds what was chosen: weft_layout, weft_aggregators, weft_domains,
  * weft_throttle, cb_buffer_size. WEFT_MPIIO_DEBUG=1 prints the same on stderr (rank 0).
@@ -254,6 +256,9 @@ static void take_hints(struct wm_file *f, MPI_Info info)
     int64_t rpc = hint_int(info, "weft_rpc_size", f->rpc_size);
     f->rpc_size = rpc < 4096 ? 4096 : rpc;
     f->cb_nodes = (int)hint_int(info, "cb_nodes", f->cb_nodes);
+    if (hint_disabled(info, "weft_align")) {
+        f->align = 0;
+    }
     if (hint_disabled(info, "weft_collective") || hint_disabled(info, "romio_cb_write")) {
         f->enabled = 0;
     }
@@ -278,6 +283,10 @@ static void describe(const struct wm_file *f, char *layout, size_t ls, char *agg
         o += (size_t)snprintf(aggr + o, as - o, "%s%d", a ? "," : "", f->aggr_rank[a]);
     }
     /* domains: for each aggregator, the OSTs whose stripes it owns */
+    if (!f->align) {
+        snprintf(dom, ds, "even byte ranges of each call's extent (weft_align=disable);");
+        return;
+    }
     o = (size_t)snprintf(dom, ds, "stripe-aligned;");
     for (int a = 0; a < f->naggr && o < ds; a++) {
         o += (size_t)snprintf(dom + o, ds - o, " rank %d: ost", f->aggr_rank[a]);
@@ -375,6 +384,8 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
         f->cb_buffer_size = atoll(env_cb);
     }
     f->rpc_size = 1 << 20;
+    const char *env_align = getenv("WEFT_MPIIO_ALIGN");
+    f->align = !(env_align && strcmp(env_align, "0") == 0);
     const char *env_nodes = getenv("WEFT_MPIIO_CB_NODES");
     if (env_nodes && atoi(env_nodes) > 0) {
         f->cb_nodes = atoi(env_nodes);

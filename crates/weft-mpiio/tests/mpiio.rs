@@ -191,6 +191,8 @@ fn collective_io_through_the_layer_reads_back_every_byte_under_openmpi_and_mpich
         // many steps) and throttles 1 to 4.
         let cb = if i % 2 == 0 { "65536" } else { "16777216" };
         let throttle = (1 + i % 4).to_string();
+        // Every third run with the domains not aligned to stripes (weft_align=disable).
+        let align = if i % 3 == 2 && debug == "0" { "0" } else { "1" };
         let out = mpirun(
             mpi,
             ranks,
@@ -201,6 +203,7 @@ fn collective_io_through_the_layer_reads_back_every_byte_under_openmpi_and_mpich
                 ("WEFT_MPIIO_DEBUG", debug),
                 ("WEFT_MPIIO_CB_BUFFER_SIZE", cb),
                 ("WEFT_MPIIO_THROTTLE", &throttle),
+                ("WEFT_MPIIO_ALIGN", align),
             ],
             "mpiio_check",
             &[dir.to_str().unwrap(), &count.to_string(), &size.to_string(), &SCALE.to_string()],

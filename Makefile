@@ -11,13 +11,15 @@ build:
 	$(CARGO) build --workspace
 
 # The weft binary, libweft.so with include/weft.h and target/release/weft.pc (pkg-config:
-# PKG_CONFIG_PATH=target/release), and libweft_preload.so.
+# PKG_CONFIG_PATH=target/release), libweft_preload.so, and the MPI-IO layer
+# libweft_mpiio.so (OpenMPI) and libweft_mpiio_mpich.so (MPICH), for the MPIs installed.
 WEFT_VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
 release:
 	$(CARGO) build --release -p weft-cli -p weft-lib -p weft-preload
 	sed -e 's|@PREFIX@|$(CURDIR)|' -e 's|@LIBDIR@|$(CURDIR)/target/release|' \
 	    -e 's|@INCLUDEDIR@|$(CURDIR)/include|' -e 's|@VERSION@|$(WEFT_VERSION)|' \
 	    crates/weft-lib/weft.pc.in > target/release/weft.pc
+	$(MAKE) -C crates/weft-mpiio LIBWEFT_DIR=$(CURDIR)/target/release
 
 up: release
 	./target/release/weft up
@@ -57,6 +59,8 @@ soak: deps
 	WEFT_DNE_KILLS=20 $(CARGO) test -p weft-cli --test dne changes_over_two_mdts -- --nocapture
 	WEFT_BIGDIR_ENTRIES=100000 $(CARGO) test -p weft-cli --test bigdir -- --nocapture
 	./scripts/python-install-test.sh
+	$(CARGO) build -p weft-cli
+	WEFT_MPIIO_MATRIX=full $(CARGO) test -p weft-mpiio --test mpiio -- --nocapture
 
 # Micro-benchmarks of the request path, outside the test suite: RPC round trips (TCP and
 # in-process), the striping math and the MDS operations alone. The IO-500 run is

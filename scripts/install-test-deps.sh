@@ -33,6 +33,13 @@ command -v ss >/dev/null 2>&1 || need+=(iproute2)
 # tests/slurm.rs runs a real Slurm (slurmctld, slurmd, munge) set up by scripts/slurm-setup.sh.
 command -v slurmctld >/dev/null 2>&1 || need+=(slurm-wlm)
 command -v munged >/dev/null 2>&1 || need+=(munge)
+# crates/weft-mpiio's test builds the MPI-IO layer with make and both MPIs' mpicc, and runs
+# it under OpenMPI and MPICH; scripts/bench-mpiio.sh also writes HDF5 through it.
+command -v make >/dev/null 2>&1 || need+=(make)
+command -v mpicc.openmpi >/dev/null 2>&1 || need+=(libopenmpi-dev openmpi-bin)
+command -v mpicc.mpich >/dev/null 2>&1 || need+=(libmpich-dev mpich)
+command -v h5pcc >/dev/null 2>&1 || need+=(libhdf5-openmpi-dev)
+command -v h5dump >/dev/null 2>&1 || need+=(hdf5-tools)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" -ne 0 ]; then

@@ -151,10 +151,13 @@ pub(crate) async fn run(params: Arc<Params>, mut map: watch::Receiver<Arc<MapSta
             }
         }
         // The next start or end here, or a tick (a failed rule is tried again, a clock
-        // that jumped is followed).
-        let wake = next_change(&state.map, &address, now).map_or(TICK, |t| Duration::from_millis(t - now).min(TICK));
+        // that jumped is followed); with no reservation here and nothing set, only a change
+        // of the map wakes the engine: unused, it costs nothing.
+        let next = next_change(&state.map, &address, now);
+        let idle = next.is_none() && engine.rules.is_empty() && !engine.switched && engine.failed.is_none();
+        let wake = next.map_or(TICK, |t| Duration::from_millis(t - now).min(TICK));
         tokio::select! {
-            _ = tokio::time::sleep(wake) => {}
+            _ = tokio::time::sleep(wake), if !idle => {}
             changed = map.changed() => if changed.is_err() { return },
         }
     }

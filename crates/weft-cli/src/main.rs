@@ -128,7 +128,8 @@ enum Command {
     Stats(stats::StatsArgs),
     /// The busiest jobs, users and targets now (rates over the monitor's last intervals).
     Top(stats::TopArgs),
-    /// Decay policies (budgets per period, then a fallback rate) and their warnings.
+    /// Decay policies (budgets per period, then a fallback rate) and their warnings; bandwidth
+    /// reservations (reserve, status, list, cancel, capacity, calibrate, the Slurm prolog).
     Qos(qos::QosArgs),
     /// A file's hierarchical storage state, and the flags users and root set (as lfs
     /// hsm_state, hsm_set, hsm_clear).

@@ -688,7 +688,10 @@ int weft_statfs(const struct weft_fs *fs, struct statvfs *buf);
  * (NULL: this handle's job id, `weft_set_jobid`). Returns its state at once
  * (WEFT_QOS_SCHEDULED or WEFT_QOS_ACTIVE; `weft_qos_test` follows it), or a negative errno:
  * -EINVAL (over an OST's capacity, the free capacity named in `weft_strerror`), -EEXIST (the
- * id is planned or active already), -EBUSY (an OST is down).
+ * id is planned or active already), -EBUSY (an OST is down), -ENOSPC (too many reservations,
+ * the caller's or the file system's), -ENOENT (a path or an OST that is not there), -EPERM
+ * (an id of the Slurm prolog's, `slurm-...`). "Active" is the plan's word: the servers hold
+ * the rate from when they learn the plan, within moments.
  *
  * # Safety
  * `fs` is a mounted handle; `id` and `throughput` are strings, `job` NULL or a string,
@@ -704,7 +707,8 @@ int weft_qos_reserve_async(const struct weft_fs *fs,
 
 /**
  * As `weft_qos_reserve_async`, then waits until the reservation is active (at most
- * `timeout_ms`: -ETIMEDOUT, the reservation staying planned). Returns WEFT_QOS_ACTIVE.
+ * `timeout_ms`: -ETIMEDOUT, the reservation staying planned; -ECANCELED if it was cancelled
+ * first). Returns WEFT_QOS_ACTIVE.
  *
  * # Safety
  * As `weft_qos_reserve_async`.

@@ -9,7 +9,7 @@ use anyhow::{anyhow, bail, Context};
 use clap::Args;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-use weft_proto::msg::qos::{utc, OstCapacity, Reservation, ReservationState, ReserveRequest, Throughput};
+use weft_proto::msg::qos::{now_ms, utc, OstCapacity, Reservation, ReservationState, ReserveRequest, Throughput};
 use weft_proto::msg::{mgs, target_name, ClusterMap, TargetKind};
 use weft_proto::units::parse_duration;
 
@@ -90,18 +90,17 @@ pub struct CalibrateArgs {
     at: MgsArgs,
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
-
 /// `+30s` from now, or Unix seconds.
 fn parse_start(text: &str) -> anyhow::Result<u64> {
     if let Some(rel) = text.strip_prefix('+') {
         let d = parse_duration(rel).map_err(|e| anyhow!("--start {text}: {e}"))?;
-        return Ok(now_ms() + d * 1000);
+        return d
+            .checked_mul(1000)
+            .map(|ms| now_ms().saturating_add(ms))
+            .ok_or_else(|| anyhow!("--start {text}: too far ahead"));
     }
     let secs: u64 = text.parse().map_err(|_| anyhow!("--start {text}: write +DURATION (+30s, +5m) or Unix seconds"))?;
-    Ok(secs * 1000)
+    secs.checked_mul(1000).ok_or_else(|| anyhow!("--start {text}: too far ahead"))
 }
 
 fn ask<O>(address: &str, op: O) -> anyhow::Result<O::Reply>
@@ -152,7 +151,7 @@ pub fn reserve(a: ReserveArgs) -> anyhow::Result<()> {
         throughput,
         osts,
         earliest_ms,
-        duration_ms: duration * 1000,
+        duration_ms: duration.checked_mul(1000).ok_or_else(|| anyhow!("--duration {}: too long", a.duration))?,
     };
     let map = ask(&address, mgs::QosReserve { request, uid: 0 })?;
     let r = map.qos.get(&a.id).ok_or_else(|| anyhow!("the management service did not keep reservation {}", a.id))?;
@@ -283,15 +282,27 @@ pub fn capacity(a: CapacityArgs) -> anyhow::Result<()> {
         Some(list) => crate::lfs::parse_ost_list(list)?,
         None => map.osts().map(|t| t.index).collect(),
     };
-    if !a.set.is_empty() || a.clear {
-        let mut capacity = OstCapacity::default();
+    if a.clear {
+        map = ask(&address, mgs::QosCapacity { osts: osts.clone(), capacity: OstCapacity::default() })?;
+    }
+    if !a.set.is_empty() {
+        let mut set = OstCapacity::default();
         for text in &a.set {
             match Throughput::parse(text).map_err(|e| anyhow!("--set: {e}"))? {
-                Throughput::Bytes(b) => capacity.bytes = Some(b),
-                Throughput::Requests(r) => capacity.requests = Some(r),
+                Throughput::Bytes(b) => set.bytes = Some(b),
+                Throughput::Requests(r) => set.requests = Some(r),
             }
         }
-        map = ask(&address, mgs::QosCapacity { osts: osts.clone(), capacity })?;
+        // A unit not named keeps what each OST had: OSTs of one value go in one request.
+        let mut groups: std::collections::BTreeMap<(Option<u64>, Option<u64>), Vec<u32>> = Default::default();
+        for &ost in &osts {
+            let had = map.qos.capacity.get(&ost).copied().unwrap_or_default();
+            let c = OstCapacity { bytes: set.bytes.or(had.bytes), requests: set.requests.or(had.requests) };
+            groups.entry((c.bytes, c.requests)).or_default().push(ost);
+        }
+        for ((bytes, requests), members) in groups {
+            map = ask(&address, mgs::QosCapacity { osts: members, capacity: OstCapacity { bytes, requests } })?;
+        }
     }
     let rows: Vec<(u32, OstCapacity)> =
         osts.iter().map(|&o| (o, map.qos.capacity.get(&o).copied().unwrap_or_default())).collect();
@@ -376,7 +387,11 @@ pub fn calibrate(a: CalibrateArgs) -> anyhow::Result<()> {
     let mut rows = Vec::new();
     for ost in osts {
         let file = a.dir.join(format!(".weft-calibrate-{}-{ost}", std::process::id()));
-        let rate = measure(&file, ost, size)?;
+        let measured = measure(&file, ost, size);
+        if measured.is_err() {
+            let _ = std::fs::remove_file(&file);
+        }
+        let rate = measured?;
         let capacity = (rate >> 20).max(1) << 20;
         if !a.dry_run {
             let set = OstCapacity { bytes: Some(capacity), ..map.qos.capacity.get(&ost).copied().unwrap_or_default() };

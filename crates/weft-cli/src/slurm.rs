@@ -4,7 +4,8 @@
 //! second of the file system) and a generic resource (`weftbw` per node, in bytes per second,
 //! Slurm's own accounting of the nodes' links). Slurm holds a job in its queue until its
 //! licenses are free; the prolog then reserves the job's licensed bandwidth for its time
-//! limit, under its job id, on the OSTs its comment names (`weft-pool=NAME` or
+//! limit, as `slurm-<job id>` (ids only root may take) for the requests of its job id, and waits
+//! until it is active before the job starts (bounded by `--wait-max`), on the OSTs its comment names (`weft-pool=NAME` or
 //! `weft-ost=LIST`; all OSTs otherwise), and the epilog cancels the reservation, so a job
 //! that ends early gives its bandwidth back. The job's mounts take `jobid_var=SLURM_JOB_ID`,
 //! so its requests carry the id the reservation's rule matches.
@@ -15,7 +16,7 @@ use anyhow::{anyhow, bail, Context};
 use clap::Args;
 use std::collections::BTreeMap;
 use weft_proto::msg::mgs;
-use weft_proto::msg::qos::{ReserveRequest, Throughput};
+use weft_proto::msg::qos::{now_ms, ReservationState, ReserveRequest, Throughput};
 use weft_proto::units::parse_size;
 
 /// The license's and the generic resource's name.
@@ -32,6 +33,10 @@ pub struct PrologArgs {
     /// The job (default: $SLURM_JOB_ID, as Slurm's controller sets it).
     #[arg(long)]
     job: Option<String>,
+    /// How long the job may wait for its reservation to become active; past it the
+    /// reservation is cancelled and the prolog fails, so Slurm requeues the job.
+    #[arg(long, default_value = "10m")]
+    wait_max: String,
     #[command(flatten)]
     at: MgsArgs,
 }
@@ -124,8 +129,10 @@ pub fn prolog(a: PrologArgs) -> anyhow::Result<()> {
     } else {
         map.osts().filter(|t| t.state == weft_proto::msg::TargetState::Up).map(|t| t.index).collect()
     };
+    let wait_max = weft_proto::units::parse_duration(&a.wait_max).map_err(|e| anyhow!("--wait-max: {e}"))?;
+    let name = reservation_id(&id);
     let request = ReserveRequest {
-        id: id.clone(),
+        id: name.clone(),
         job: id.clone(),
         throughput: Throughput::Bytes(count * unit),
         osts,
@@ -133,15 +140,44 @@ pub fn prolog(a: PrologArgs) -> anyhow::Result<()> {
         duration_ms,
     };
     let map = Remote::mgs(&address)?.ask(0, mgs::QosReserve { request, uid: 0 })?;
-    let r = map.qos.get(&id).ok_or_else(|| anyhow!("the management service did not keep reservation {id}"))?;
-    println!("job {id}: reserved {} for {} s, {}", r.throughput, r.duration_ms / 1000, r.state(r.submitted_ms).name());
-    Ok(())
+    let r = map.qos.get(&name).ok_or_else(|| anyhow!("the management service did not keep reservation {name}"))?;
+    println!(
+        "job {id}: reserved {} for {} s as {name}, {}",
+        r.throughput,
+        r.duration_ms / 1000,
+        r.state(now_ms()).name()
+    );
+    // The job starts when its bandwidth is there: Slurm's licenses and the OSTs' capacities
+    // should agree, but where they do not, the job waits here, not unheld.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(wait_max);
+    loop {
+        let map = crate::up::fetch_map(&address)?;
+        match map.qos.state(&name, now_ms()) {
+            ReservationState::Active => return Ok(()),
+            ReservationState::Scheduled if std::time::Instant::now() < deadline => {
+                std::thread::sleep(std::time::Duration::from_millis(250))
+            }
+            state => {
+                let _ = Remote::mgs(&address)?.ask(0, mgs::QosCancel { id: name.clone(), uid: 0 });
+                bail!(
+                    "job {id}: its reservation is {} after {}: cancelled; Slurm requeues the job",
+                    state.name(),
+                    a.wait_max
+                );
+            }
+        }
+    }
+}
+
+/// The reservation the prolog makes for Slurm job `job` (an id only root may take).
+fn reservation_id(job: &str) -> String {
+    format!("{}{job}", weft_proto::msg::qos::SLURM_PREFIX)
 }
 
 pub fn epilog(a: EpilogArgs) -> anyhow::Result<()> {
     let id = job_id(a.job)?;
     let address = a.at.address(None)?;
-    match Remote::mgs(&address)?.ask(0, mgs::QosCancel { id: id.clone(), uid: 0 }) {
+    match Remote::mgs(&address)?.ask(0, mgs::QosCancel { id: reservation_id(&id), uid: 0 }) {
         Ok(_) => println!("job {id}: reservation ended"),
         // A job that asked no license has none.
         Err(e) if e.to_string().contains("no reservation") => println!("job {id}: no reservation"),

@@ -165,7 +165,7 @@ fn slurm_runs_two_of_three_licensed_jobs_and_weft_reserves_for_the_running_ones(
     wait("two jobs running and reserved", Duration::from_secs(30), &slurm, || {
         let q = slurm.queue();
         let running: Vec<&String> = q.iter().filter(|j| j.1 == "RUNNING").map(|j| &j.0).collect();
-        running.len() == 2 && active_ids(&mgs) == [a.clone(), b.clone()]
+        running.len() == 2 && active_ids(&mgs) == [format!("slurm-{a}"), format!("slurm-{b}")]
     });
     let q = slurm.queue();
     let waiting = q.iter().find(|j| j.0 == third).expect("the third job in the queue");
@@ -176,7 +176,7 @@ fn slurm_runs_two_of_three_licensed_jobs_and_weft_reserves_for_the_running_ones(
     let lic = slurm.run(&["scontrol", "show", "licenses", "weftbw"]);
     assert!(lic.contains("Total=200 Used=200 Free=0"), "{lic}");
     let status: serde_json::Value =
-        serde_json::from_str(&weft_ok(&["qos", "status", &a, "--json", "--mgs", &mgs])).unwrap();
+        serde_json::from_str(&weft_ok(&["qos", "status", &format!("slurm-{a}"), "--json", "--mgs", &mgs])).unwrap();
     assert_eq!(status["throughput"]["Bytes"], 100 * 1048576, "{status}");
     assert_eq!(status["job"], a.as_str());
     assert_eq!(status["osts"].as_array().unwrap().len(), 4);
@@ -185,14 +185,14 @@ fn slurm_runs_two_of_three_licensed_jobs_and_weft_reserves_for_the_running_ones(
     // reservation is done.
     wait("the third job reserved in the first's place", Duration::from_secs(40), &slurm, || {
         let active = active_ids(&mgs);
-        active.contains(&third) && !active.contains(&a)
+        active.contains(&format!("slurm-{third}")) && !active.contains(&format!("slurm-{a}"))
     });
     wait("the queue empty and no reservation active", Duration::from_secs(30), &slurm, || {
         slurm.queue().is_empty() && active_ids(&mgs).is_empty()
     });
     let list = weft_ok(&["qos", "list", "--mgs", &mgs]);
     for id in [&a, &b, &third] {
-        assert!(list.contains(&format!("{id} job {id}: 100M")), "{list}");
+        assert!(list.contains(&format!("slurm-{id} job {id}: 100M")), "{list}");
     }
     assert!(!list.contains("active"), "{list}");
 

@@ -4,7 +4,7 @@
 
 use crate::Client;
 use weft_proto::msg::mgs::{QosCancel, QosReserve};
-use weft_proto::msg::qos::{ReservationState, ReserveRequest};
+use weft_proto::msg::qos::{now_ms, ReservationState, ReserveRequest};
 use weft_proto::msg::{ClusterMap, RequestHeader};
 use weft_proto::{WeftError, WeftResult};
 
@@ -43,10 +43,6 @@ pub fn osts_of(
     osts.sort_unstable();
     osts.dedup();
     osts
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 impl Client {

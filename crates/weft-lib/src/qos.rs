@@ -56,7 +56,7 @@ impl Fs {
     }
 
     /// As [`Fs::qos_reserve`], then waits until the reservation is active, at most
-    /// `timeout` (ETIMEDOUT; the reservation stays planned).
+    /// `timeout` (ETIMEDOUT; the reservation stays planned); ECANCELED if it ended first.
     pub fn qos_reserve_wait(
         &self,
         id: &str,
@@ -74,6 +74,12 @@ impl Fs {
             }
             std::thread::sleep(POLL.min(timeout.saturating_sub(start.elapsed())));
             state = self.qos_state(id)?;
+        }
+        if state != ReservationState::Active {
+            return Err(Error::new(
+                libc::ECANCELED,
+                format!("reservation {id} ended before it became active (cancelled)"),
+            ));
         }
         Ok(state)
     }

@@ -517,28 +517,25 @@ impl Handle for mgs::History {
     }
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
-}
+// The leader's clock decides, read under the update lock (changes follow each other in
+// time); the map it makes is what every replica applies.
+use weft_proto::msg::qos::now_ms;
 
 impl Handle for mgs::QosCapacity {
     async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
-        mgs.update(move |m| planner::set_capacity(m, &self.osts, self.capacity)).await
+        mgs.update(move |m| planner::set_capacity(m, &self.osts, self.capacity, now_ms())).await
     }
 }
 
 impl Handle for mgs::QosReserve {
     async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
-        // The leader's clock decides; the map it makes is what every replica applies.
-        let now = now_ms();
-        mgs.update(move |m| planner::reserve(m, &self.request, self.uid, now)).await
+        mgs.update(move |m| planner::reserve(m, &self.request, self.uid, now_ms())).await
     }
 }
 
 impl Handle for mgs::QosCancel {
     async fn run(self, mgs: &Mgs) -> WeftResult<ClusterMap> {
-        let now = now_ms();
-        mgs.update(move |m| planner::cancel(m, &self.id, self.uid, now)).await
+        mgs.update(move |m| planner::cancel(m, &self.id, self.uid, now_ms())).await
     }
 }
 

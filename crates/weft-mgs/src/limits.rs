@@ -70,6 +70,8 @@ pub const TARGET_SERVERS_MAX: usize = 8;
 /// Most reservations planned or active at once (each is about 100 bytes of the map, which
 /// every server and client follows).
 pub const RESERVATIONS_MAX: usize = 1024;
+/// Most reservations one user (not root) may have planned or active.
+pub const RESERVATIONS_PER_USER_MAX: usize = 64;
 /// Reservations done are kept this long for `weft qos status`, and at most this many.
 pub const RESERVATION_DONE_KEPT_MS: u64 = 3_600_000;
 pub const RESERVATIONS_DONE_KEPT_MAX: usize = 256;

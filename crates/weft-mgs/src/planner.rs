@@ -13,15 +13,18 @@
 //! (weft-server's `reservations`).
 
 use crate::limits::{
-    RESERVATIONS_DONE_KEPT_MAX, RESERVATIONS_MAX, RESERVATION_DONE_KEPT_MS, RESERVATION_DURATION_MS_MAX,
-    RESERVATION_ID_BYTES_MAX, RESERVATION_START_AHEAD_MS_MAX,
+    RESERVATIONS_DONE_KEPT_MAX, RESERVATIONS_MAX, RESERVATIONS_PER_USER_MAX, RESERVATION_DONE_KEPT_MS,
+    RESERVATION_DURATION_MS_MAX, RESERVATION_ID_BYTES_MAX, RESERVATION_START_AHEAD_MS_MAX,
 };
-use weft_proto::msg::qos::{OstCapacity, QosPlan, Reservation, ReservationState, ReserveRequest, Throughput};
+
+use weft_proto::msg::qos::{
+    OstCapacity, QosPlan, Reservation, ReservationState, ReserveRequest, Throughput, SLURM_PREFIX,
+};
 use weft_proto::msg::{target_name, ClusterMap, TargetKind, TargetState};
 use weft_proto::{ErrorCode, WeftError, WeftResult};
 
-/// Sets (or with both units None, clears) the capacity of `osts`.
-pub fn set_capacity(map: &mut ClusterMap, osts: &[u32], capacity: OstCapacity) -> WeftResult<bool> {
+/// Sets (or with both units None, clears) the capacity of `osts` at `now_ms`.
+pub fn set_capacity(map: &mut ClusterMap, osts: &[u32], capacity: OstCapacity, now_ms: u64) -> WeftResult<bool> {
     if osts.is_empty() {
         return Err(WeftError::invalid("name the OSTs whose capacity to set"));
     }
@@ -45,7 +48,42 @@ pub fn set_capacity(map: &mut ClusterMap, osts: &[u32], capacity: OstCapacity) -
             };
         }
     }
-    Ok(changed)
+    if !changed {
+        return Ok(false);
+    }
+    // What is planned must still fit: a capacity is not lowered under reservations that hold
+    // it (cancel them first); a raised one lets the waiting start earlier.
+    let now_ms = latest(&map.qos, now_ms);
+    for (i, r) in map.qos.reservations.iter().enumerate() {
+        if r.state(now_ms) == ReservationState::Done {
+            continue;
+        }
+        for &ost in &r.osts {
+            let capacity = capacity_of(map, ost, r.throughput);
+            let held = load(&map.qos, Some(i), ost, r.throughput, r.start_ms.max(now_ms), r.end_ms());
+            if held.saturating_add(r.per_ost().value()) > capacity {
+                return Err(WeftError::invalid(format!(
+                    "reservation '{}' holds {} of {} then: cancel it first, or change the capacity after it ends",
+                    r.id,
+                    r.per_ost(),
+                    ost_name(map, ost)
+                )));
+            }
+        }
+    }
+    replan(map, now_ms);
+    Ok(true)
+}
+
+/// The capacity of `ost` in `unit`'s unit (0: none set).
+fn capacity_of(map: &ClusterMap, ost: u32, unit: Throughput) -> u64 {
+    map.qos.capacity.get(&ost).and_then(|c| c.of(unit)).unwrap_or(0)
+}
+
+/// `now_ms`, or the latest time the plan already records if the clock went back: decisions
+/// follow each other in time whatever the leader's clock did.
+fn latest(plan: &QosPlan, now_ms: u64) -> u64 {
+    plan.reservations.iter().flat_map(|r| [r.submitted_ms, r.ended_ms.unwrap_or(0)]).fold(now_ms, u64::max)
 }
 
 /// Plans `req` for `uid` at `now_ms` (see the module documentation).
@@ -71,6 +109,13 @@ pub fn reserve(map: &mut ClusterMap, req: &ReserveRequest, uid: u32, now_ms: u64
     if osts.is_empty() {
         return Err(WeftError::invalid("a reservation needs OSTs: name files, directories or a pool"));
     }
+    if req.id.starts_with(SLURM_PREFIX) && uid != 0 {
+        return Err(WeftError::new(
+            ErrorCode::Perm,
+            format!("ids '{SLURM_PREFIX}...' are the Slurm prolog's (root): take another id"),
+        ));
+    }
+    let now_ms = latest(&map.qos, now_ms);
     prune(&mut map.qos, now_ms);
     if let Some(r) = map.qos.get(&req.id).filter(|r| r.state(now_ms) != ReservationState::Done) {
         return Err(WeftError::new(
@@ -82,11 +127,18 @@ pub fn reserve(map: &mut ClusterMap, req: &ReserveRequest, uid: u32, now_ms: u64
             ),
         ));
     }
-    let live = map.qos.reservations.iter().filter(|r| r.state(now_ms) != ReservationState::Done).count();
+    let live = map.qos.live(now_ms).count();
     if live >= RESERVATIONS_MAX {
         return Err(WeftError::new(
             ErrorCode::NoSpace,
             format!("{RESERVATIONS_MAX} reservations are planned or active: wait for some to end"),
+        ));
+    }
+    let own = map.qos.live(now_ms).filter(|r| r.uid == uid).count();
+    if uid != 0 && own >= RESERVATIONS_PER_USER_MAX {
+        return Err(WeftError::new(
+            ErrorCode::NoSpace,
+            format!("uid {uid} has {own} reservations planned or active, the most a user may: cancel some"),
         ));
     }
     let mut new = Reservation {
@@ -121,13 +173,19 @@ pub fn reserve(map: &mut ClusterMap, req: &ReserveRequest, uid: u32, now_ms: u64
         };
         if share > capacity {
             let free = capacity.saturating_sub(load(&map.qos, None, ost, req.throughput, now_ms, now_ms + 1));
+            let unit = req.throughput;
             return Err(WeftError::invalid(format!(
-                "reservation '{}' asks {} {} of each of its {} OSTs, over {}'s capacity of {capacity} (free now: {free})",
+                "reservation '{}' asks {} of each of its {} OSTs ({} {}), over {}'s capacity of {} (free now: {}): \
+                 at most {} in all on these OSTs",
                 new.id,
-                share,
-                req.throughput.unit(),
+                unit.with(share),
                 new.osts.len(),
-                ost_name(map, ost)
+                share,
+                unit.unit(),
+                ost_name(map, ost),
+                unit.with(capacity),
+                unit.with(free),
+                unit.with(capacity.saturating_mul(new.osts.len() as u64))
             )));
         }
     }
@@ -139,6 +197,7 @@ pub fn reserve(map: &mut ClusterMap, req: &ReserveRequest, uid: u32, now_ms: u64
 /// Ends reservation `id` at `now_ms` for `uid` (its owner or root), and moves the waiting
 /// ones earlier where they now fit. One already done is no change.
 pub fn cancel(map: &mut ClusterMap, id: &str, uid: u32, now_ms: u64) -> WeftResult<bool> {
+    let now_ms = latest(&map.qos, now_ms);
     let Some(i) = map.qos.reservations.iter().rposition(|r| r.id == id) else {
         return Err(WeftError::not_found(format!("no reservation '{id}'")));
     };
@@ -196,8 +255,8 @@ fn earliest_start(map: &ClusterMap, r: &Reservation, skip: Option<usize>, from: 
     for &start in &candidates {
         let end = start.saturating_add(r.duration_ms);
         let fits = r.osts.iter().all(|&ost| {
-            let capacity = map.qos.capacity.get(&ost).and_then(|c| c.of(r.throughput)).unwrap_or(0);
-            load(&map.qos, skip, ost, r.throughput, start, end) + share <= capacity
+            load(&map.qos, skip, ost, r.throughput, start, end).saturating_add(share)
+                <= capacity_of(map, ost, r.throughput)
         });
         if fits {
             return start;
@@ -228,17 +287,20 @@ fn load(plan: &QosPlan, skip: Option<usize>, ost: u32, unit: Throughput, start: 
         .unwrap_or(0)
 }
 
-/// Forgets reservations done long ago, and the oldest done ones past the number kept.
+/// Forgets reservations done long ago, and past the number kept the ones that ended first.
 fn prune(plan: &mut QosPlan, now_ms: u64) {
-    plan.reservations
-        .retain(|r| r.state(now_ms) != ReservationState::Done || r.end_ms() + RESERVATION_DONE_KEPT_MS > now_ms);
-    let done = plan.reservations.iter().filter(|r| r.state(now_ms) == ReservationState::Done).count();
-    let mut extra = done.saturating_sub(RESERVATIONS_DONE_KEPT_MAX);
+    let done = |r: &Reservation| r.state(now_ms) == ReservationState::Done;
+    plan.reservations.retain(|r| !done(r) || r.end_ms().saturating_add(RESERVATION_DONE_KEPT_MS) > now_ms);
+    let mut ends: Vec<u64> = plan.reservations.iter().filter(|r| done(r)).map(Reservation::end_ms).collect();
+    if ends.len() <= RESERVATIONS_DONE_KEPT_MAX {
+        return;
+    }
+    ends.sort_unstable();
+    let keep_from = ends[ends.len() - RESERVATIONS_DONE_KEPT_MAX];
+    let mut extra = ends.iter().filter(|&&e| e < keep_from).count();
     plan.reservations.retain(|r| {
-        let drop = extra > 0 && r.state(now_ms) == ReservationState::Done;
-        if drop {
-            extra -= 1;
-        }
+        let drop = extra > 0 && done(r) && r.end_ms() < keep_from;
+        extra -= usize::from(drop);
         !drop
     });
 }

@@ -1,4 +1,5 @@
 use super::*;
+use crate::limits::RESERVATIONS_PER_USER_MAX;
 use weft_proto::msg::TargetInfo;
 
 const M: u64 = 1 << 20;
@@ -11,7 +12,7 @@ fn map(osts: u32) -> ClusterMap {
         crate::rules::register(&mut map, &t).unwrap();
     }
     let all: Vec<u32> = (0..osts).collect();
-    set_capacity(&mut map, &all, OstCapacity { bytes: Some(100 * M), requests: None }).unwrap();
+    set_capacity(&mut map, &all, OstCapacity { bytes: Some(100 * M), requests: None }, 0).unwrap();
     map
 }
 
@@ -94,7 +95,11 @@ fn bad_reservations_are_refused_with_the_reason() {
     let mut m = map(2);
     reserve(&mut m, &ask("a", 60, &[0], 100), 0, 0).unwrap();
     let e = reserve(&mut m, &ask("x", 150, &[0], 10), 0, 0).unwrap_err();
-    assert!(e.message.contains("over fs-OST0000's capacity of 104857600 (free now: 41943040)"), "{}", e.message);
+    assert!(
+        e.message.contains("asks 150M of each of its 1 OSTs (157286400 bytes/s), over fs-OST0000's capacity of 100M (free now: 40M): at most 100M in all"),
+        "{}",
+        e.message
+    );
     let e = reserve(&mut m, &ask("a", 1, &[1], 10), 0, 0).unwrap_err();
     assert!(e.message.contains("'a' is active already"), "{}", e.message);
     let e = reserve(&mut m, &ask("bad id", 1, &[1], 10), 0, 0).unwrap_err();
@@ -123,7 +128,7 @@ fn set_target_state(m: &mut ClusterMap, ost: u32) {
 #[test]
 fn units_do_not_share_capacity_and_requests_have_their_own() {
     let mut m = map(1);
-    set_capacity(&mut m, &[0], OstCapacity { bytes: Some(100 * M), requests: Some(1000) }).unwrap();
+    set_capacity(&mut m, &[0], OstCapacity { bytes: Some(100 * M), requests: Some(1000) }, 0).unwrap();
     reserve(&mut m, &ask("bytes", 100, &[0], 10), 0, 0).unwrap();
     let rps = ReserveRequest { throughput: Throughput::Requests(600), ..ask("ops", 1, &[0], 10) };
     reserve(&mut m, &rps, 0, 0).unwrap();
@@ -142,4 +147,82 @@ fn done_reservations_are_forgotten_after_an_hour() {
     reserve(&mut m, &ask("newer", 10, &[0], 1), 0, RESERVATION_DONE_KEPT_MS + 2000).unwrap();
     assert_eq!(m.qos.state("old", RESERVATION_DONE_KEPT_MS + 2000), ReservationState::Undefined);
     assert_eq!(m.qos.state("new", RESERVATION_DONE_KEPT_MS + 2000), ReservationState::Done);
+}
+
+#[test]
+fn a_capacity_is_not_lowered_under_what_is_planned_and_a_raised_one_lets_the_waiting_start() {
+    let mut m = map(1);
+    reserve(&mut m, &ask("a", 60, &[0], 100), 0, 0).unwrap();
+    reserve(&mut m, &ask("b", 60, &[0], 10), 0, 0).unwrap();
+    assert_eq!(start(&m, "b"), 100_000);
+    let e = set_capacity(&mut m, &[0], OstCapacity { bytes: Some(50 * M), requests: None }, 1000).unwrap_err();
+    assert!(e.message.contains("reservation 'a' holds 60M of fs-OST0000"), "{}", e.message);
+    assert!(set_capacity(&mut m, &[0], OstCapacity { bytes: Some(120 * M), requests: None }, 1000).unwrap());
+    assert_eq!(start(&m, "b"), 1000, "room for both now");
+}
+
+#[test]
+fn a_user_has_a_bounded_number_and_slurm_ids_are_roots() {
+    let mut m = map(1);
+    for i in 0..RESERVATIONS_PER_USER_MAX {
+        reserve(&mut m, &ask(&format!("u{i}"), 1, &[0], 10), 1000, 0).unwrap();
+    }
+    let e = reserve(&mut m, &ask("one-more", 1, &[0], 10), 1000, 0).unwrap_err();
+    assert_eq!(e.code, ErrorCode::NoSpace, "{}", e.message);
+    reserve(&mut m, &ask("other-user", 1, &[0], 10), 1001, 0).unwrap();
+    let e = reserve(&mut m, &ask("slurm-42", 1, &[0], 10), 1001, 0).unwrap_err();
+    assert_eq!(e.code, ErrorCode::Perm, "{}", e.message);
+    reserve(&mut m, &ask("slurm-42", 1, &[0], 10), 0, 0).unwrap();
+}
+
+#[test]
+fn a_clock_that_went_back_does_not_reorder_the_plan() {
+    let mut m = map(1);
+    reserve(&mut m, &ask("a", 60, &[0], 10), 0, 50_000).unwrap();
+    // The leader's clock is now 40 s behind: the request is taken at the plan's latest time.
+    reserve(&mut m, &ask("b", 60, &[0], 10), 0, 10_000).unwrap();
+    assert_eq!(m.qos.get("b").unwrap().submitted_ms, 50_000);
+    assert_eq!(start(&m, "b"), 60_000);
+}
+
+/// Random reserves and cancels (a seeded generator): the plan always fits every OST's
+/// capacity, and a cancel never moves a waiting reservation later.
+#[test]
+fn random_plans_always_fit_and_cancels_never_delay() {
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = |n: u64| {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed % n
+    };
+    for round in 0..20 {
+        let mut m = map(3);
+        let mut now = 0;
+        for step in 0..60 {
+            now += next(5000);
+            if next(4) == 0 && !m.qos.reservations.is_empty() {
+                let i = next(m.qos.reservations.len() as u64) as usize;
+                let id = m.qos.reservations[i].id.clone();
+                let before: Vec<(String, u64)> = m.qos.live(now).map(|r| (r.id.clone(), r.start_ms)).collect();
+                cancel(&mut m, &id, 0, now).unwrap();
+                for (other, was) in before.iter().filter(|(o, _)| *o != id) {
+                    assert!(start(&m, other) <= *was, "round {round} step {step}: {other} moved later");
+                }
+            } else {
+                let osts: Vec<u32> = (0..3).filter(|_| next(2) == 0).collect();
+                let osts = if osts.is_empty() { vec![next(3) as u32] } else { osts };
+                let mib = 1 + next(90) * osts.len() as u64;
+                let _ = reserve(&mut m, &ask(&format!("r{round}-{step}"), mib, &osts, 1 + next(30)), 0, now);
+            }
+            // Every OST's load, at every start, within its capacity.
+            for ost in 0..3 {
+                for r in m.qos.live(now) {
+                    let at = r.start_ms.max(now);
+                    let held = load(&m.qos, None, ost, r.throughput, at, at + 1);
+                    assert!(held <= 100 * M, "round {round} step {step}: OST {ost} holds {held} at {at}");
+                }
+            }
+        }
+    }
 }

@@ -138,18 +138,7 @@ async fn nrs(s: Arc<Sources>) -> Response {
             get_param(&s, &server, "*.*.*.nrs_tbf_rule").await.into_iter().map(|(n, v)| (service_of(&n), v)).collect();
         for (name, listing) in get_param(&s, &server, "*.*.*.nrs_policies").await {
             let service = service_of(&name);
-            // The policy in force: the last started one (FIFO, the fallback, is always started).
-            let mut policy = "fifo".to_string();
-            let mut current = None;
-            for line in listing.lines() {
-                if let Some(n) = line.trim().strip_prefix("- name: ") {
-                    current = Some(n.to_string());
-                } else if line.trim() == "state: started" {
-                    if let Some(n) = &current {
-                        policy = n.clone();
-                    }
-                }
-            }
+            let policy = crate::reservations::policy_in_force(&listing);
             let rules = rules.get(&service).cloned().unwrap_or_default();
             services.push(json!({ "server": server, "service": service, "policy": policy, "rules": rules.trim() }));
         }
@@ -184,7 +173,7 @@ async fn reservations(s: Arc<Sources>) -> Response {
         Ok(map) => map,
         Err(r) => return r,
     };
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64);
+    let now = weft_proto::msg::qos::now_ms();
     let osts: Vec<Value> = map
         .osts()
         .map(|t| {

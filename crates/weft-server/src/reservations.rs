@@ -21,8 +21,8 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::watch;
-use weft_proto::msg::param::{ParamRequest, SetParam};
-use weft_proto::msg::qos::Throughput;
+use weft_proto::msg::param::{GetParam, ParamReply, ParamRequest, SetParam};
+use weft_proto::msg::qos::{now_ms, Throughput};
 use weft_proto::msg::{ClusterMap, Identity, RequestHeader};
 use weft_rpc::map::MapState;
 
@@ -34,6 +34,13 @@ const SERVICE: &str = "ost.OSS.ost_io";
 const REST_RULE: &str = "qrest";
 /// Stands for "no limit" in a unit nothing is reserved in (the largest rate TBF takes).
 const UNLIMITED_RATE: u64 = 999_999;
+/// The least the rest is held to when reservations take a whole capacity: 1 MiB/s, one
+/// request a second (a lower rate would put one request's class long in debt).
+const REST_BPS_MIN: u64 = 1 << 20;
+const REST_RATE_MIN: u64 = 1;
+/// The TBF type reservations need: a class per job, so a job's rule holds the whole job (a
+/// type with more fields, `tbf` or `tbf nid+jobid`, would hold each node or user apart).
+const POLICY: &str = "tbf jobid";
 
 /// A rule's limits: requests/s and bytes/s, None where nothing limits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -50,10 +57,20 @@ impl Rates {
         }
     }
 
-    /// `rate=N bps=N`: a unit not limited gets TBF's largest rate, or no byte limit
-    /// (`bps=0` clears it in a `change`).
+    fn rate(&self) -> u64 {
+        self.rate.unwrap_or(UNLIMITED_RATE).clamp(1, UNLIMITED_RATE)
+    }
+
+    /// `rate=N bps=N` for a `change`: a unit not limited gets TBF's largest rate, or no
+    /// byte limit (`bps=0` clears it).
     fn options(&self) -> String {
-        format!("rate={} bps={}", self.rate.unwrap_or(UNLIMITED_RATE).max(1), self.bps.unwrap_or(0))
+        format!("rate={} bps={}", self.rate(), self.bps.unwrap_or(0))
+    }
+
+    /// The same for a `start`, which takes no `bps=0`.
+    fn start_options(&self) -> String {
+        let bps = self.bps.map(|b| format!(" bps={b}")).unwrap_or_default();
+        format!("rate={}{bps}", self.rate())
     }
 }
 
@@ -65,9 +82,14 @@ pub(crate) struct Wanted {
     pub rest: Option<Rates>,
 }
 
+/// The OSTs the map has the process at `address` serve (a failover OST: where it is now).
+fn served(map: &ClusterMap, address: &str) -> Vec<u32> {
+    map.osts().filter(|t| t.address == address).map(|t| t.index).collect()
+}
+
 /// The rules the plan in `map` asks of the process at `address` at `now_ms`.
 pub(crate) fn wanted(map: &ClusterMap, address: &str, now_ms: u64) -> Wanted {
-    let served: Vec<u32> = map.osts().filter(|t| t.address == address).map(|t| t.index).collect();
+    let served = served(map, address);
     let mut out = Wanted::default();
     let mut reserved = Rates::default();
     for r in map.qos.active(now_ms) {
@@ -86,9 +108,13 @@ pub(crate) fn wanted(map: &ClusterMap, address: &str, now_ms: u64) -> Wanted {
     let total = |pick: fn(&weft_proto::msg::qos::OstCapacity) -> Option<u64>| -> Option<u64> {
         served.iter().map(|o| map.qos.capacity.get(o).and_then(pick)).sum()
     };
-    let left = |cap: Option<u64>, used: Option<u64>| cap.map(|c| c.saturating_sub(used.unwrap_or(0)).max(1));
-    out.rest =
-        Some(Rates { rate: left(total(|c| c.requests), reserved.rate), bps: left(total(|c| c.bytes), reserved.bps) });
+    // Never nothing: at a rate of 1 a single request would put its class days in debt.
+    let left =
+        |cap: Option<u64>, used: Option<u64>, floor: u64| cap.map(|c| c.saturating_sub(used.unwrap_or(0)).max(floor));
+    out.rest = Some(Rates {
+        rate: left(total(|c| c.requests), reserved.rate, REST_RATE_MIN),
+        bps: left(total(|c| c.bytes), reserved.bps, REST_BPS_MIN),
+    });
     out
 }
 
@@ -107,23 +133,31 @@ struct Spec {
     start_options: String,
 }
 
-/// The engine's memory: the rules it set, and whether it switched the service to TBF.
+impl Spec {
+    fn start(&self, name: &str) -> String {
+        format!("start {name} {} {} {}", self.expr, self.rates.start_options(), self.start_options)
+            .trim_end()
+            .to_string()
+    }
+
+    fn change(&self, name: &str) -> String {
+        format!("change {name} {}", self.rates.options())
+    }
+}
+
+/// The engine's memory: the rules it set, and the policy it switched the service from.
 #[derive(Default)]
 struct Engine {
     rules: BTreeMap<String, Spec>,
-    switched: bool,
+    switched_from: Option<String>,
     /// The last failure logged, so that a lasting one is logged once.
     failed: Option<String>,
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 /// The next time after `now_ms` at which a reservation on the OSTs of `address` starts or
 /// ends: the engine wakes then, so rules change on time, not up to a tick late.
 pub(crate) fn next_change(map: &ClusterMap, address: &str, now_ms: u64) -> Option<u64> {
-    let served: Vec<u32> = map.osts().filter(|t| t.address == address).map(|t| t.index).collect();
+    let served = served(map, address);
     map.qos
         .reservations
         .iter()
@@ -140,7 +174,7 @@ pub(crate) async fn run(params: Arc<Params>, mut map: watch::Receiver<Arc<MapSta
         let state = map.borrow_and_update().clone();
         let now = now_ms();
         let wanted = wanted(&state.map, &address, now);
-        if !(wanted.jobs.is_empty() && engine.rules.is_empty() && !engine.switched) {
+        if !(wanted.jobs.is_empty() && engine.rules.is_empty() && engine.switched_from.is_none()) {
             match engine.apply(&params, &wanted) {
                 Err(e) if engine.failed.as_deref() != Some(e.as_str()) => {
                     tracing::warn!("bandwidth reservations on {address}: {e}");
@@ -154,13 +188,51 @@ pub(crate) async fn run(params: Arc<Params>, mut map: watch::Receiver<Arc<MapSta
         // that jumped is followed); with no reservation here and nothing set, only a change
         // of the map wakes the engine: unused, it costs nothing.
         let next = next_change(&state.map, &address, now);
-        let idle = next.is_none() && engine.rules.is_empty() && !engine.switched && engine.failed.is_none();
+        let idle =
+            next.is_none() && engine.rules.is_empty() && engine.switched_from.is_none() && engine.failed.is_none();
         let wake = next.map_or(TICK, |t| Duration::from_millis(t - now).min(TICK));
         tokio::select! {
             _ = tokio::time::sleep(wake), if !idle => {}
             changed = map.changed() => if changed.is_err() { return },
         }
     }
+}
+
+fn get(params: &Params, name: &str) -> Result<String, String> {
+    let header = RequestHeader { identity: Identity::root(), ..RequestHeader::default() };
+    let op = ParamRequest::GetParam(GetParam { pattern: format!("{SERVICE}.{name}") });
+    match params.handle(&header, op) {
+        Ok(ParamReply::Values(v)) => Ok(v.0.into_iter().map(|p| p.value).collect()),
+        Ok(_) => Err(format!("{SERVICE}.{name}: an answer that is not values")),
+        Err(e) => Err(e.message),
+    }
+}
+
+/// The policy in force in an `nrs_policies` listing: the last one started (FIFO, the
+/// fallback, is always started).
+pub(crate) fn policy_in_force(listing: &str) -> String {
+    let mut policy = "fifo".to_string();
+    let mut current = None;
+    for line in listing.lines() {
+        if let Some(n) = line.trim().strip_prefix("- name: ") {
+            current = Some(n.to_string());
+        } else if line.trim() == "state: started" {
+            if let Some(n) = &current {
+                policy.clone_from(n);
+            }
+        }
+    }
+    policy
+}
+
+/// The rule names of an `nrs_tbf_rule` listing, in their order.
+fn rule_order(listing: &str) -> Vec<String> {
+    listing
+        .lines()
+        .filter(|l| !l.trim_end().ends_with(':'))
+        .filter_map(|l| l.split_whitespace().next())
+        .map(str::to_string)
+        .collect()
 }
 
 fn set(params: &Params, name: &str, value: &str) -> Result<(), String> {
@@ -177,12 +249,80 @@ impl Engine {
             rules.push((REST_RULE.into(), Spec { expr: "*".into(), rates: rest, start_options: String::new() }));
         }
         for (job, rates) in &wanted.jobs {
+            let name = rule_name(job);
+            if rules.iter().any(|(n, _)| *n == name) {
+                tracing::error!("bandwidth reservations: job {job} has the rule name {name} of another job: not held");
+                continue;
+            }
             let start_options = format!("realtime=1 rank={REST_RULE}");
-            rules.push((rule_name(job), Spec { expr: format!("jobid={{{job}}}"), rates: *rates, start_options }));
+            rules.push((name, Spec { expr: format!("jobid={{{job}}}"), rates: *rates, start_options }));
+        }
+        let policy = policy_in_force(&get(params, "nrs_policies")?);
+        if !rules.is_empty() && policy != POLICY {
+            if policy.starts_with("tbf") {
+                // An administrator's TBF of another type: its classes are not jobs.
+                self.rules.clear();
+                return Err(format!(
+                    "{SERVICE} runs '{policy}', whose classes are not jobs: reservations are not held here \
+                     (set {SERVICE}.nrs_policies={POLICY})"
+                ));
+            }
+            set(params, "nrs_policies", POLICY)?;
+            tracing::info!("bandwidth reservations: {SERVICE} ran {policy}, switched to {POLICY}");
+            self.switched_from.get_or_insert(policy);
+            self.rules.clear();
+        }
+        // What is there: a rule gone (the policy restarted) is started again, rules out of
+        // their places (another rule started in front) are all started again.
+        if !self.rules.is_empty() {
+            let order = rule_order(&get(params, "nrs_tbf_rule").unwrap_or_default());
+            let at = |n: &str| order.iter().position(|o| o == n);
+            let rest = at(REST_RULE);
+            let ranked = self.rules.keys().all(|n| {
+                let Some(i) = at(n) else { return false };
+                let ours = |o: &String| o == REST_RULE || self.rules.contains_key(o);
+                let in_front_of_rest = n == REST_RULE || rest.is_some_and(|r| i < r);
+                in_front_of_rest && order[..i].iter().all(ours)
+            });
+            if !ranked {
+                tracing::warn!(
+                    "bandwidth reservations: {SERVICE}'s rules were changed or out of place; starting them again"
+                );
+                self.stop_all(params, |_| true)?;
+            }
         }
         // Rules to stop: the jobs' first, then the rest's (the jobs' are ranked by it).
-        let mut gone: Vec<String> =
-            self.rules.keys().filter(|n| !rules.iter().any(|(name, _)| name == *n)).cloned().collect();
+        let keep: Vec<String> = rules.iter().map(|(n, _)| n.clone()).collect();
+        self.stop_all(params, |n| !keep.iter().any(|k| k == n))?;
+        if rules.is_empty() {
+            if let Some(before) = self.switched_from.take() {
+                let left = rule_order(&get(params, "nrs_tbf_rule").unwrap_or_default());
+                if left.iter().all(|r| r == "default") {
+                    set(params, "nrs_policies", &before)?;
+                    tracing::info!("bandwidth reservations: none active here, {SERVICE} back to {before}");
+                } else {
+                    tracing::info!("bandwidth reservations: none active here; {SERVICE} stays TBF for its other rules");
+                }
+            }
+            return Ok(());
+        }
+        for (name, spec) in rules {
+            if self.rules.get(&name) == Some(&spec) {
+                continue;
+            }
+            // A rule of that name there already takes the new limits; otherwise it starts.
+            if set(params, "nrs_tbf_rule", &spec.change(&name)).is_err() {
+                let start = spec.start(&name);
+                set(params, "nrs_tbf_rule", &start).map_err(|e| format!("{start}: {e}"))?;
+            }
+            self.rules.insert(name, spec);
+        }
+        Ok(())
+    }
+
+    /// Stops this engine's rules that `which` names: the jobs' first, the rest's last.
+    fn stop_all(&mut self, params: &Params, which: impl Fn(&str) -> bool) -> Result<(), String> {
+        let mut gone: Vec<String> = self.rules.keys().filter(|n| which(n)).cloned().collect();
         gone.sort_by_key(|n| n == REST_RULE);
         for name in gone {
             match set(params, "nrs_tbf_rule", &format!("stop {name}")) {
@@ -194,35 +334,6 @@ impl Engine {
                 }
             }
         }
-        if rules.is_empty() {
-            if self.switched {
-                set(params, "nrs_policies", "fifo")?;
-                self.switched = false;
-                tracing::info!("bandwidth reservations: none active here, {SERVICE} back to FIFO");
-            }
-            return Ok(());
-        }
-        for (name, spec) in rules {
-            if self.rules.get(&name) == Some(&spec) {
-                continue;
-            }
-            // A rule of that name there already (this engine's, or left by a restart of the
-            // policy) takes the new limits; otherwise it is started.
-            if set(params, "nrs_tbf_rule", &format!("change {name} {}", spec.rates.options())).is_err() {
-                let bps = spec.rates.bps.map(|b| format!(" bps={b}")).unwrap_or_default();
-                let rate = spec.rates.rate.unwrap_or(UNLIMITED_RATE).max(1);
-                let start = format!("start {name} {} rate={rate}{bps} {}", spec.expr, spec.start_options);
-                let mut started = set(params, "nrs_tbf_rule", &start);
-                if started.as_ref().is_err_and(|e| e.contains("tbf first")) {
-                    set(params, "nrs_policies", "tbf jobid")?;
-                    self.switched = true;
-                    tracing::info!("bandwidth reservations: {SERVICE} ran FIFO, switched to tbf jobid");
-                    started = set(params, "nrs_tbf_rule", &start);
-                }
-                started.map_err(|e| format!("{start}: {e}"))?;
-            }
-            self.rules.insert(name, spec);
-        }
         Ok(())
     }
 }
@@ -232,6 +343,8 @@ mod tests {
     use super::*;
     use weft_proto::msg::qos::{OstCapacity, Reservation};
     use weft_proto::msg::{TargetInfo, TargetKind};
+
+    const M: u64 = 1 << 20;
 
     fn reservation(id: &str, job: &str, t: Throughput, osts: &[u32], start: u64, end: u64) -> Reservation {
         Reservation {
@@ -255,18 +368,18 @@ mod tests {
             map.targets.push(TargetInfo::new(TargetKind::Ost, i, at));
         }
         for i in 0..3 {
-            map.qos.capacity.insert(i, OstCapacity { bytes: Some(1000), requests: None });
+            map.qos.capacity.insert(i, OstCapacity { bytes: Some(1000 * M), requests: None });
         }
-        map.qos.reservations.push(reservation("r1", "job1", Throughput::Bytes(300), &[0, 1, 2], 100, 200));
-        map.qos.reservations.push(reservation("r2", "job1", Throughput::Bytes(50), &[0], 150, 300));
+        map.qos.reservations.push(reservation("r1", "job1", Throughput::Bytes(300 * M), &[0, 1, 2], 100, 200));
+        map.qos.reservations.push(reservation("r2", "job1", Throughput::Bytes(50 * M), &[0], 150, 300));
         map.qos.reservations.push(reservation("r3", "job3", Throughput::Requests(40), &[1, 2], 100, 300));
         assert_eq!(wanted(&map, "a:1", 50), Wanted::default(), "nothing active yet");
         let w = wanted(&map, "a:1", 160);
         // r1 gives 100 on each of its three OSTs, two of them here; r2 50 on OST 0.
-        assert_eq!(w.jobs["job1"], Rates { rate: None, bps: Some(250) });
+        assert_eq!(w.jobs["job1"], Rates { rate: None, bps: Some(250 * M) });
         assert_eq!(w.jobs["job3"], Rates { rate: Some(20), bps: None });
         // 2000 of capacity here, 250 reserved; no request capacity known: no request limit.
-        assert_eq!(w.rest, Some(Rates { rate: None, bps: Some(1750) }));
+        assert_eq!(w.rest, Some(Rates { rate: None, bps: Some(1750 * M) }));
         let b = wanted(&map, "b:1", 250);
         assert!(!b.jobs.contains_key("job1"), "r1 is over, r2 is not on b");
         assert_eq!(b.jobs["job3"], Rates { rate: Some(20), bps: None });
@@ -285,12 +398,24 @@ mod tests {
         assert_eq!(name.len(), 14);
         assert_ne!(rule_name("1"), rule_name("2"));
         let ty = weft_rpc::schedule::tbf::rule::TbfType::parse("jobid").unwrap();
-        for text in [
-            format!("start {REST_RULE} * {}", Rates { rate: None, bps: Some(5) }.options()),
-            format!("start {name} jobid={{123}} rate=999999 bps=7 realtime=1 rank={REST_RULE}"),
-            format!("change {name} rate=999999 bps=0"),
-        ] {
+        let rest = Spec { expr: "*".into(), rates: Rates { rate: None, bps: Some(5) }, start_options: String::new() };
+        let job = Spec {
+            expr: "jobid={123}".into(),
+            rates: Rates { rate: Some(7_000_000), bps: None },
+            start_options: format!("realtime=1 rank={REST_RULE}"),
+        };
+        for text in [rest.start(REST_RULE), rest.change(REST_RULE), job.start(&name), job.change(&name)] {
             weft_rpc::schedule::tbf::rule::Command::parse(&text, &ty).unwrap_or_else(|e| panic!("{text}: {e}"));
         }
+        assert!(job.start(&name).contains("rate=999999"), "a rate past TBF's largest is clamped");
+    }
+
+    #[test]
+    fn listings_give_the_policy_in_force_and_the_rules_in_order() {
+        let policies = "regular_requests:\n  - name: fifo\n    state: started\n  - name: tbf jobid\n    state: started\n  - name: orr\n    state: stopped\n";
+        assert_eq!(policy_in_force(policies), "tbf jobid");
+        assert_eq!(policy_in_force("  - name: fifo\n    state: started\n  - name: tbf\n    state: stopped\n"), "fifo");
+        let rules = "regular_requests:\nCPT 0:\nqj1 jobid={1} 999999, ref 1, bps 5\nqrest * 999999, ref 2\ndefault * 10000, ref 0\n";
+        assert_eq!(rule_order(rules), ["qj1", "qrest", "default"]);
     }
 }

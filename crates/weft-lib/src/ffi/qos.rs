@@ -44,7 +44,10 @@ unsafe fn text<'a>(p: *const c_char, what: &str) -> crate::error::Result<Option<
 /// # Safety
 /// `paths` holds `count` NUL-terminated strings.
 unsafe fn path_list<'a>(paths: *const *const c_char, count: usize) -> crate::error::Result<Vec<&'a [u8]>> {
-    if paths.is_null() || count == 0 {
+    if count == 0 {
+        return Err(Error::new(libc::EINVAL, "a reservation needs the paths whose OSTs it holds (count is 0)"));
+    }
+    if paths.is_null() {
         return Err(invalid("the paths"));
     }
     let mut list = Vec::with_capacity(count);
@@ -61,7 +64,10 @@ unsafe fn path_list<'a>(paths: *const *const c_char, count: usize) -> crate::err
 /// (NULL: this handle's job id, `weft_set_jobid`). Returns its state at once
 /// (WEFT_QOS_SCHEDULED or WEFT_QOS_ACTIVE; `weft_qos_test` follows it), or a negative errno:
 /// -EINVAL (over an OST's capacity, the free capacity named in `weft_strerror`), -EEXIST (the
-/// id is planned or active already), -EBUSY (an OST is down).
+/// id is planned or active already), -EBUSY (an OST is down), -ENOSPC (too many reservations,
+/// the caller's or the file system's), -ENOENT (a path or an OST that is not there), -EPERM
+/// (an id of the Slurm prolog's, `slurm-...`). "Active" is the plan's word: the servers hold
+/// the rate from when they learn the plan, within moments.
 ///
 /// # Safety
 /// `fs` is a mounted handle; `id` and `throughput` are strings, `job` NULL or a string,
@@ -92,7 +98,8 @@ pub unsafe extern "C" fn weft_qos_reserve_async(
 }
 
 /// As `weft_qos_reserve_async`, then waits until the reservation is active (at most
-/// `timeout_ms`: -ETIMEDOUT, the reservation staying planned). Returns WEFT_QOS_ACTIVE.
+/// `timeout_ms`: -ETIMEDOUT, the reservation staying planned; -ECANCELED if it was cancelled
+/// first). Returns WEFT_QOS_ACTIVE.
 ///
 /// # Safety
 /// As `weft_qos_reserve_async`.

@@ -9,6 +9,10 @@
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
+/// The ids of the reservations the Slurm prolog makes (`slurm-<job id>`): root's only, so a
+/// user cannot take a coming job's id first.
+pub const SLURM_PREFIX: &str = "slurm-";
+
 /// A rate: bytes per second, or requests per second.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub enum Throughput {
@@ -182,6 +186,11 @@ impl QosPlan {
         self.get(id).map_or(ReservationState::Undefined, |r| r.state(now_ms))
     }
 
+    /// The reservations planned or active at `now_ms`.
+    pub fn live(&self, now_ms: u64) -> impl Iterator<Item = &Reservation> {
+        self.reservations.iter().filter(move |r| r.state(now_ms) != ReservationState::Done)
+    }
+
     /// The reservations active at `now_ms`.
     pub fn active(&self, now_ms: u64) -> impl Iterator<Item = &Reservation> {
         self.reservations.iter().filter(move |r| r.state(now_ms) == ReservationState::Active)
@@ -199,6 +208,11 @@ pub struct ReserveRequest {
     /// Unix milliseconds; 0: as soon as the OSTs have room.
     pub earliest_ms: u64,
     pub duration_ms: u64,
+}
+
+/// The wall clock in Unix milliseconds, as the plan counts time.
+pub fn now_ms() -> u64 {
+    std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_millis() as u64)
 }
 
 /// `YYYY-MM-DD HH:MM:SS UTC` of Unix milliseconds.

@@ -58,6 +58,38 @@ unsafe fn path_list<'a>(paths: *const *const c_char, count: usize) -> crate::err
     Ok(list)
 }
 
+/// The two reserve calls' arguments taken, and the reservation made (and waited for, with a
+/// timeout).
+///
+/// # Safety
+/// As `weft_qos_reserve_async`.
+unsafe fn reserve(
+    fs: *const weft_fs,
+    id: *const c_char,
+    job: *const c_char,
+    (paths, count): (*const *const c_char, usize),
+    throughput: *const c_char,
+    duration_ms: u64,
+    timeout: Option<Duration>,
+) -> crate::error::Result<i64> {
+    // SAFETY: as the caller promised.
+    let (fs, id, job, paths, rate) = unsafe {
+        (
+            super::common::fs(fs)?,
+            text(id, "the id")?.ok_or_else(|| invalid("the id"))?,
+            text(job, "the job id")?,
+            path_list(paths, count)?,
+            text(throughput, "the throughput")?.ok_or_else(|| invalid("the throughput"))?,
+        )
+    };
+    let duration = Duration::from_millis(duration_ms);
+    match timeout {
+        None => fs.qos_reserve(id, job, &paths, rate, duration),
+        Some(t) => fs.qos_reserve_wait(id, job, &paths, rate, duration, t),
+    }
+    .map(code)
+}
+
 /// Plans reservation `id` of `throughput` ("100M" bytes per second, "500rps" requests per
 /// second, for the whole job, divided evenly over the OSTs) on the OSTs of the `count`
 /// files or directories of `paths`, for `duration_ms`, for the requests of job `job`
@@ -82,19 +114,8 @@ pub unsafe extern "C" fn weft_qos_reserve_async(
     throughput: *const c_char,
     duration_ms: u64,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: as the caller promised.
-        let (fs, id, job, paths, rate) = unsafe {
-            (
-                super::common::fs(fs)?,
-                text(id, "the id")?.ok_or_else(|| invalid("the id"))?,
-                text(job, "the job id")?,
-                path_list(paths, count)?,
-                text(throughput, "the throughput")?.ok_or_else(|| invalid("the throughput"))?,
-            )
-        };
-        fs.qos_reserve(id, job, &paths, rate, Duration::from_millis(duration_ms)).map(code)
-    })
+    // SAFETY: as the caller promised.
+    guard(|| unsafe { reserve(fs, id, job, (paths, count), throughput, duration_ms, None) })
 }
 
 /// As `weft_qos_reserve_async`, then waits until the reservation is active (at most
@@ -115,20 +136,9 @@ pub unsafe extern "C" fn weft_qos_reserve_sync(
     duration_ms: u64,
     timeout_ms: u64,
 ) -> c_int {
-    guard(|| {
-        // SAFETY: as the caller promised.
-        let (fs, id, job, paths, rate) = unsafe {
-            (
-                super::common::fs(fs)?,
-                text(id, "the id")?.ok_or_else(|| invalid("the id"))?,
-                text(job, "the job id")?,
-                path_list(paths, count)?,
-                text(throughput, "the throughput")?.ok_or_else(|| invalid("the throughput"))?,
-            )
-        };
-        let (duration, timeout) = (Duration::from_millis(duration_ms), Duration::from_millis(timeout_ms));
-        fs.qos_reserve_wait(id, job, &paths, rate, duration, timeout).map(code)
-    })
+    let timeout = Some(Duration::from_millis(timeout_ms));
+    // SAFETY: as the caller promised.
+    guard(|| unsafe { reserve(fs, id, job, (paths, count), throughput, duration_ms, timeout) })
 }
 
 /// The state of reservation `id` now: WEFT_QOS_UNDEFINED, _SCHEDULED, _ACTIVE or _DONE; or a

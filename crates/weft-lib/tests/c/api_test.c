@@ -10,6 +10,7 @@
  */
 #define _GNU_SOURCE
 #include "weft.h"
+#include "check.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,18 +18,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-#define CHECK(cond, ...)                                                                  \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);      \
-            fprintf(stderr, __VA_ARGS__);                                                 \
-            fprintf(stderr, " (last error: %s)\n", weft_strerror());                      \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
-
-#define OK(call) CHECK((call) >= 0, "%s", #call)
 
 static unsigned char pattern(size_t i) { return (unsigned char)((i * 7 + 3) % 251); }
 

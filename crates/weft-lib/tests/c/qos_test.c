@@ -8,6 +8,7 @@
  */
 #define _GNU_SOURCE
 #include "weft.h"
+#include "check.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -15,16 +16,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
-
-#define CHECK(cond, ...)                                                                  \
-    do {                                                                                  \
-        if (!(cond)) {                                                                    \
-            fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #cond);      \
-            fprintf(stderr, __VA_ARGS__);                                                 \
-            fprintf(stderr, " (last error: %s)\n", weft_strerror());                      \
-            exit(1);                                                                      \
-        }                                                                                 \
-    } while (0)
 
 static double now(void) {
     struct timespec t;

@@ -30,28 +30,16 @@ enum QosCommand {
     /// A reservation's state: undefined, scheduled, active or done, with its times.
     Status {
         id: String,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
         #[command(flatten)]
-        at: MgsArgs,
+        out: Shown,
     },
     /// Every reservation planned, active, or done within the last hour.
-    List {
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        at: MgsArgs,
-    },
+    List(Shown),
     /// Ends a reservation now (its owner or root); what it held is given back.
     Cancel {
         id: String,
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
         #[command(flatten)]
-        at: MgsArgs,
+        out: Shown,
     },
     /// Shows the OSTs' capacities, or sets them (root): what reservations are planned against.
     Capacity(crate::reserve::CapacityArgs),
@@ -76,13 +64,17 @@ enum PolicyCommand {
         at: MgsArgs,
     },
     /// Lists the policies.
-    List {
-        /// Print JSON.
-        #[arg(long)]
-        json: bool,
-        #[command(flatten)]
-        at: MgsArgs,
-    },
+    List(Shown),
+}
+
+/// Where the management service is, and whether to print JSON: what the listing commands take.
+#[derive(Args)]
+struct Shown {
+    /// Print JSON.
+    #[arg(long)]
+    json: bool,
+    #[command(flatten)]
+    at: MgsArgs,
 }
 
 #[derive(Args)]
@@ -148,7 +140,7 @@ pub fn qos(a: QosArgs) -> anyhow::Result<()> {
             println!("decay policy {name} removed; its limits are lifted within the monitor's next interval");
             Ok(())
         }
-        QosCommand::Policy(PolicyCommand::List { json, at }) => {
+        QosCommand::Policy(PolicyCommand::List(Shown { json, at })) => {
             let map = crate::up::fetch_map(&at.address(None)?)?;
             if json {
                 println!("{}", serde_json::to_string_pretty(&map.decay)?);
@@ -174,9 +166,9 @@ pub fn qos(a: QosArgs) -> anyhow::Result<()> {
             Ok(())
         }
         QosCommand::Reserve(a) => crate::reserve::reserve(a),
-        QosCommand::Status { id, json, at } => crate::reserve::status(&id, json, &at),
-        QosCommand::List { json, at } => crate::reserve::list(json, &at),
-        QosCommand::Cancel { id, json, at } => crate::reserve::cancel(&id, json, &at),
+        QosCommand::Status { id, out } => crate::reserve::status(&id, out.json, &out.at),
+        QosCommand::List(out) => crate::reserve::list(out.json, &out.at),
+        QosCommand::Cancel { id, out } => crate::reserve::cancel(&id, out.json, &out.at),
         QosCommand::Capacity(a) => crate::reserve::capacity(a),
         QosCommand::Calibrate(a) => crate::reserve::calibrate(a),
         QosCommand::SlurmProlog(a) => crate::slurm::prolog(a),

@@ -103,15 +103,6 @@ fn parse_start(text: &str) -> anyhow::Result<u64> {
     secs.checked_mul(1000).ok_or_else(|| anyhow!("--start {text}: too far ahead"))
 }
 
-fn ask<O>(address: &str, op: O) -> anyhow::Result<O::Reply>
-where
-    O: weft_proto::msg::ops::Op,
-    O::Request: weft_proto::msg::ServiceRequest,
-    O::Answer: weft_proto::msg::ops::Payload<weft_proto::msg::ReplyBody> + weft_proto::msg::ops::Variant,
-{
-    Remote::mgs(address)?.ask(0, op)
-}
-
 /// The OSTs named by paths, a pool and a list, together.
 fn osts_named(map: &ClusterMap, a: &ReserveArgs) -> anyhow::Result<Vec<u32>> {
     let mut osts = Vec::new();
@@ -153,7 +144,7 @@ pub fn reserve(a: ReserveArgs) -> anyhow::Result<()> {
         earliest_ms,
         duration_ms: duration.checked_mul(1000).ok_or_else(|| anyhow!("--duration {}: too long", a.duration))?,
     };
-    let map = ask(&address, mgs::QosReserve { request, uid: 0 })?;
+    let map = Remote::mgs(&address)?.ask(0, mgs::QosReserve { request, uid: 0 })?;
     let r = map.qos.get(&a.id).ok_or_else(|| anyhow!("the management service did not keep reservation {}", a.id))?;
     if a.wait {
         wait_active(&address, &a.id, a.json)?;
@@ -270,7 +261,7 @@ pub fn list(json: bool, at: &MgsArgs) -> anyhow::Result<()> {
 
 pub fn cancel(id: &str, json: bool, at: &MgsArgs) -> anyhow::Result<()> {
     let address = at.address(None)?;
-    let map = ask(&address, mgs::QosCancel { id: id.to_string(), uid: 0 })?;
+    let map = Remote::mgs(&address)?.ask(0, mgs::QosCancel { id: id.to_string(), uid: 0 })?;
     let r = map.qos.get(id).ok_or_else(|| anyhow!("reservation {id} is gone"))?;
     show(&map, r, json)
 }
@@ -283,7 +274,8 @@ pub fn capacity(a: CapacityArgs) -> anyhow::Result<()> {
         None => map.osts().map(|t| t.index).collect(),
     };
     if a.clear {
-        map = ask(&address, mgs::QosCapacity { osts: osts.clone(), capacity: OstCapacity::default() })?;
+        map =
+            Remote::mgs(&address)?.ask(0, mgs::QosCapacity { osts: osts.clone(), capacity: OstCapacity::default() })?;
     }
     if !a.set.is_empty() {
         let mut set = OstCapacity::default();
@@ -301,7 +293,8 @@ pub fn capacity(a: CapacityArgs) -> anyhow::Result<()> {
             groups.entry((c.bytes, c.requests)).or_default().push(ost);
         }
         for ((bytes, requests), members) in groups {
-            map = ask(&address, mgs::QosCapacity { osts: members, capacity: OstCapacity { bytes, requests } })?;
+            map = Remote::mgs(&address)?
+                .ask(0, mgs::QosCapacity { osts: members, capacity: OstCapacity { bytes, requests } })?;
         }
     }
     let rows: Vec<(u32, OstCapacity)> =
@@ -395,7 +388,7 @@ pub fn calibrate(a: CalibrateArgs) -> anyhow::Result<()> {
         let capacity = (rate >> 20).max(1) << 20;
         if !a.dry_run {
             let set = OstCapacity { bytes: Some(capacity), ..map.qos.capacity.get(&ost).copied().unwrap_or_default() };
-            ask(&address, mgs::QosCapacity { osts: vec![ost], capacity: set })?;
+            Remote::mgs(&address)?.ask(0, mgs::QosCapacity { osts: vec![ost], capacity: set })?;
         }
         let name = target_name(&map.fsname, TargetKind::Ost, ost);
         if !a.json {

@@ -26,6 +26,16 @@ struct pvec {
     int64_t n, cap;
 };
 
+/* A buffer kept from call to call, made at least `need` bytes (its old contents are not kept). */
+static void grow(char **buf, size_t *cap, size_t need)
+{
+    if (need > *cap) {
+        free(*buf);
+        *buf = malloc(need);
+        *cap = need;
+    }
+}
+
 static int pv_push(struct pvec *v, int64_t off, int64_t len, int64_t mem)
 {
     if (v->n == v->cap) {
@@ -310,11 +320,7 @@ static int window_io(const struct wm_file *f, int write, struct apiece *p, int64
         total += end - p[i].off;
         ne++;
     }
-    if ((size_t)total > *ebuf_cap) {
-        free(*ebuf);
-        *ebuf = malloc((size_t)total);
-        *ebuf_cap = (size_t)total;
-    }
+    grow(ebuf, ebuf_cap, (size_t)total);
     char *buf = *ebuf;
     /* requests */
     int64_t nr = 0, rcap = ne + total / f->rpc_size + 1;
@@ -611,11 +617,7 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
                 rbytes[r] = b;
                 xtotal += b;
             }
-            if ((size_t)xtotal > xbuf_cap) {
-                free(xbuf);
-                xbuf = malloc((size_t)xtotal);
-                xbuf_cap = (size_t)xtotal;
-            }
+            grow(&xbuf, &xbuf_cap, (size_t)xtotal);
             if (napieces > ap_cap) {
                 free(ap);
                 ap = malloc(sizeof(*ap) * (size_t)napieces);
@@ -650,11 +652,7 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
                 if (sbytes[a] == 0) {
                     continue;
                 }
-                if ((size_t)sbytes[a] > sbuf_cap[a]) {
-                    free(sbuf[a]);
-                    sbuf[a] = malloc((size_t)sbytes[a]);
-                    sbuf_cap[a] = (size_t)sbytes[a];
-                }
+                grow(&sbuf[a], &sbuf_cap[a], (size_t)sbytes[a]);
                 int64_t x = 0;
                 for (int64_t i = send_first[a]; x < sbytes[a]; i++) {
                     memcpy(sbuf[a] + x, mem + mine[i].mem, (size_t)mine[i].len);
@@ -686,11 +684,7 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
                 if (sbytes[a] == 0) {
                     continue;
                 }
-                if ((size_t)sbytes[a] > sbuf_cap[a]) {
-                    free(sbuf[a]);
-                    sbuf[a] = malloc((size_t)sbytes[a]);
-                    sbuf_cap[a] = (size_t)sbytes[a];
-                }
+                grow(&sbuf[a], &sbuf_cap[a], (size_t)sbytes[a]);
                 MPI_Irecv(sbuf[a], (int)sbytes[a], MPI_BYTE, f->aggr_rank[a], tag, f->comm, &req[nreq++]);
             }
             if (my_a >= 0) {

@@ -130,6 +130,12 @@ pub const WBC_FIDS_PER_GRANT: u32 = 65_536;
 /// Most names of a directory the cache keeps (the whole listing, about 100 bytes a name):
 /// a directory that has more when it is granted, or grows past it, is given back.
 pub const WBC_LISTING_MAX: usize = 1_000_000;
+/// Unlinks of names in one directory done through the MDS before the write-back cache asks
+/// for the directory (it then removes names there itself, many to a batch). A few, so that
+/// one `rm` costs no listing and `rm -r` of a large directory pays one.
+pub const WBC_UNLINKS_BEFORE_GRANT: u32 = 8;
+/// Directories whose unlinks are counted at once (the counts are forgotten past it).
+pub const WBC_UNLINK_DIRS_MAX: usize = 4096;
 /// After a callback of a directory's write-back lock (another client works there), the
 /// cache does not ask for it again for this long, doubled at each further callback...
 pub const WBC_CALLBACK_BACKOFF: std::time::Duration = std::time::Duration::from_secs(1);

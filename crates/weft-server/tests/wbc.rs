@@ -134,6 +134,54 @@ async fn a_clients_creates_go_in_batches_and_another_client_sees_every_name() {
     server.shutdown().await;
 }
 
+/// `rm -r` of a directory another client filled, by a new client (a new process under the
+/// interception library): after a few unlinks through the MDS it takes the directory and
+/// removes the rest in batches; a third client that holds one of the files' attributes
+/// loses the file at the batch, and the directory, emptied, is removed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_client_removes_names_it_did_not_make_in_batches() {
+    let root = tempfile::tempdir().unwrap();
+    let server = RunningServer::start(ServerConfig::all_in_one(root.path().join("s"), vec![0])).await.unwrap();
+    let mgs = server.mgs_address();
+    let who = Caller::root();
+    let maker = Client::connect(config(&mgs, on())).await.unwrap();
+    let dir = maker.mkdir(&who, Fid::ROOT, b"d", 0o755).await.unwrap().attr.fid;
+    for i in 0..FILES {
+        maker.create_file(&who, dir, format!("f{i}").as_bytes(), 0o644).await.unwrap();
+    }
+    maker.release_locks().await;
+    drop(maker);
+    let watcher = Client::connect(config(&mgs, WbcConfig::default())).await.unwrap();
+    let seen = watcher.lookup(&who, dir, b"f2999").await.unwrap();
+
+    let remover = Client::connect(config(&mgs, on())).await.unwrap();
+    let (before, _) = mdt_requests(&server);
+    for i in 0..FILES {
+        remover.unlink(&who, dir, format!("f{i}").as_bytes()).await.unwrap();
+    }
+    assert_eq!(remover.unlink(&who, dir, b"f5").await.unwrap_err().code, ErrorCode::NotFound, "gone at once");
+    assert!(remover.wbc_holds(dir));
+    remover.fsync_dir(dir).await.unwrap();
+    let (after, by_op) = mdt_requests(&server);
+    eprintln!("{FILES} unlinks: {} MDT requests ({by_op:?}), cache {:?}", after - before, remover.wbc_stats());
+    assert!((after - before) * 20 < FILES as u64, "{} MDT requests for {FILES} unlinks: {by_op:?}", after - before);
+    let unlinks_alone = by_op.get("mds_unlink").copied().unwrap_or(0);
+    assert_eq!(unlinks_alone, u64::from(weft_client::limits::WBC_UNLINKS_BEFORE_GRANT) - 1, "{by_op:?}");
+    assert_eq!(remover.wbc_stats().batches_failed, 0);
+
+    // The watcher's cached file is gone for it too (the batch called its lock back).
+    assert_eq!(watcher.lookup(&who, dir, b"f2999").await.unwrap_err().code, ErrorCode::NotFound);
+    assert_eq!(watcher.getattr(&who, seen.attr.fid).await.unwrap_err().code, ErrorCode::NotFound);
+    assert!(names(&watcher, &who, dir).await.is_empty());
+    // The remover removes the directory it emptied (its own lock there goes first).
+    remover.unlink(&who, Fid::ROOT, b"d").await.unwrap_err();
+    remover.rmdir(&who, Fid::ROOT, b"d").await.unwrap();
+    assert_eq!(watcher.lookup(&who, Fid::ROOT, b"d").await.unwrap_err().code, ErrorCode::NotFound);
+    remover.release_locks().await;
+    watcher.release_locks().await;
+    server.shutdown().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_cut_by_the_mds_restart_is_applied_exactly_once() {
     let root = tempfile::tempdir().unwrap();

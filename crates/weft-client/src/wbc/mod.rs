@@ -1,8 +1,9 @@
 //! The metadata write-back cache (docs/ARCHITECTURE.md, "The metadata write-back cache").
 //!
 //! In a directory whose lock this client holds exclusively (the MDT's `WbcGrant`: EX on
-//! every inode bit and `WBC`, granted only when no other client holds a lock there), files
-//! are made here, with FIDs the MDT granted, and the creates, setattrs and unlinks are sent
+//! every inode bit and `WBC`, granted only when no other client holds a lock there, asked
+//! for at the first create or after a few unlinks), files are made here, with FIDs the MDT
+//! granted, names are removed here, and the creates, setattrs and unlinks are sent
 //! in batches (`Batch`, one request of many ops, applied all or none). A batch goes when it
 //! has [`WbcConfig::batch_ops`] ops or its oldest is [`WbcConfig::batch_ms`] old, on
 //! [`Client::fsync_dir`], when the client ends ([`Client::release_locks`]), before any
@@ -79,6 +80,8 @@ pub struct Wbc {
     refused: Mutex<HashMap<Fid, Instant>>,
     /// How many times each directory was called back from this cache.
     called_back: Mutex<HashMap<Fid, u32>>,
+    /// Unlinks sent to the MDS by directory, since the last ask there (see `wbc_unlink`).
+    unlinks: Mutex<HashMap<Fid, u32>>,
     /// Write-back locks called back while their grant was still reading the directory's
     /// names (checked and changed only under `dirs`'s mutex, so a grant and a callback are
     /// ordered: the grant sees the mark, or the callback sees the directory).
@@ -107,6 +110,7 @@ impl Wbc {
             dirs: Mutex::default(),
             refused: Mutex::default(),
             called_back: Mutex::default(),
+            unlinks: Mutex::default(),
             called_back_granting: Mutex::default(),
             granting: AtomicU64::new(0),
             sending: tokio::sync::Mutex::new(()),
@@ -138,6 +142,22 @@ impl Wbc {
             }
             None => true,
         }
+    }
+
+    /// Counts an unlink in `dir` done by the MDS; true each time they reach
+    /// `WBC_UNLINKS_BEFORE_GRANT` (then the count starts again).
+    fn unlinks_reach_grant(&self, dir: Fid) -> bool {
+        let mut unlinks = self.unlinks.lock().unwrap_or_else(|p| p.into_inner());
+        if unlinks.len() >= crate::limits::WBC_UNLINK_DIRS_MAX {
+            unlinks.clear();
+        }
+        let n = unlinks.entry(dir).or_insert(0);
+        *n += 1;
+        if *n < crate::limits::WBC_UNLINKS_BEFORE_GRANT {
+            return false;
+        }
+        unlinks.remove(&dir);
+        true
     }
 
     /// The held directory a file made here is in.
@@ -578,9 +598,13 @@ impl Client {
         self.wbc_flush(dir).await
     }
 
-    /// An unlink the cache does: Some when it did (or the name is not there).
+    /// An unlink the cache does: Some when it did (or the name is not there). A directory
+    /// not held is asked for once this client has removed a few names there through the
+    /// MDS (`rm -r`, mdtest's deletes, a purge): a single `rm` does not read a listing.
     pub(crate) async fn wbc_unlink(&self, who: &Caller, parent: Fid, name: &[u8]) -> Option<WeftResult<()>> {
-        if !self.wbc_holds(parent) {
+        let held = self.wbc_holds(parent)
+            || (self.wbc_enabled() && self.wbc.unlinks_reach_grant(parent) && self.wbc_hold(who, parent).await);
+        if !held {
             return None;
         }
         let done = {

@@ -145,9 +145,10 @@ impl Dir {
         (self.attr.mtime, self.attr.ctime) = (t, t);
     }
 
-    /// Removes `name` if this client made it here (Ok(true)); Ok(false) when the name is
-    /// one that was there before (the MDS checks those: sent on its own); NotFound when
-    /// there is no such name, IsDir for a directory.
+    /// Removes `name` (Ok(true)): a file this client made here, or one that was there
+    /// before when the caller may remove any name here without the MDS looking at the file
+    /// (see [`Dir::may_remove_any`]). Ok(false): the MDS must decide (sent on its own).
+    /// NotFound when there is no such name, IsDir for a directory.
     pub fn unlink(&mut self, who: &Caller, name: &[u8], time: Timestamp, now: Instant) -> WeftResult<bool> {
         let show = || String::from_utf8_lossy(name).into_owned();
         let Some(&(fid, kind)) = self.names.get(name) else {
@@ -156,7 +157,8 @@ impl Dir {
         if kind == FileType::Directory {
             return Err(WeftError::new(ErrorCode::IsDir, format!("'{}' is a directory: use rmdir", show())));
         }
-        if self.closing || !self.made.contains_key(&fid) || !self.same_caller(who) {
+        let mine = self.made.contains_key(&fid);
+        if self.closing || !self.same_caller(who) || !(mine || self.may_remove_any(who)) {
             return Ok(false);
         }
         self.names.remove(name);
@@ -164,6 +166,18 @@ impl Dir {
         self.touch(time);
         self.push(who, BatchOp::Unlink { parent: self.attr.fid, name: name.to_vec() }, now);
         Ok(true)
+    }
+
+    /// Whether `who` may remove any name of this directory whatever the file's owner, so
+    /// that an unlink of a name that was there before cannot fail at the MDT and take its
+    /// batch with it: root, or the directory's owner with write and search by the mode
+    /// (an owner's rights are the mode's owner bits with or without an access ACL, and the
+    /// sticky bit does not hold an owner back). Anyone else's unlinks of such names go to
+    /// the MDS on their own: a group's rights may be narrowed by an ACL this cache does not
+    /// see, and a sticky directory makes the answer the file's owner's.
+    fn may_remove_any(&self, who: &Caller) -> bool {
+        let id = &who.identity;
+        id.uid == 0 || (id.uid == self.attr.uid && self.attr.mode & 0o300 == 0o300)
     }
 
     /// Changes the attributes of a file made here, if the cache can (mode and times by

@@ -66,7 +66,10 @@ fn names_there_before_are_known_and_left_to_the_mds() {
     d.add_fids(Fid::new(0x200000400, 100, 0), 10);
     let now = Instant::now();
     assert_eq!(d.create(&alice(), b"old", 0o644, T, now).unwrap_err().code, ErrorCode::Exists);
-    assert!(!d.unlink(&alice(), b"old", T, now).unwrap(), "sent on its own: the MDS checks it");
+    // A member of the directory's group, with write by the mode: an ACL could say
+    // otherwise, so the MDS decides.
+    let bob = Caller { identity: Identity { uid: 2000, gid: 77, groups: vec![] }, ..alice() };
+    assert!(!d.unlink(&bob, b"old", T, now).unwrap(), "sent on its own: the MDS checks it");
     assert_eq!(d.unlink(&alice(), b"none", T, now).unwrap_err().code, ErrorCode::NotFound);
     made(d.create(&alice(), b"new", 0o644, T, now).unwrap());
     assert!(d.unlink(&alice(), b"new", T, now).unwrap());
@@ -118,4 +121,25 @@ fn a_directory_being_given_back_makes_nothing_more() {
     let set = SetAttr { mode: Some(0o600), ..Default::default() };
     assert!(d.setattr(&alice(), a.attr.fid, &set, T, now).is_none());
     assert_eq!(d.pending.len(), 1);
+}
+
+#[test]
+fn the_owner_and_root_remove_names_that_were_there_in_the_batch() {
+    let now = Instant::now();
+    let mut d = dir(&[("old", 5), ("older", 6), ("sub", 7)]);
+    d.names.insert(b"sub".to_vec(), (Fid::new(0x200000400, 7, 0), FileType::Directory));
+    assert!(d.unlink(&alice(), b"old", T, now).unwrap(), "the directory's owner");
+    assert!(!d.names.contains_key(b"old".as_slice()));
+    assert_eq!(d.unlink(&alice(), b"old", T, now).unwrap_err().code, ErrorCode::NotFound, "gone here at once");
+    assert_eq!(d.unlink(&alice(), b"sub", T, now).unwrap_err().code, ErrorCode::IsDir);
+    // Another caller's ops wait for the pending ones to go (one identity per batch).
+    let root = Caller { identity: Identity { uid: 0, gid: 0, groups: vec![] }, ..alice() };
+    assert!(!d.unlink(&root, b"older", T, now).unwrap());
+    let (ops, _) = d.take(100).unwrap();
+    assert_eq!(ops, [BatchOp::Unlink { parent: d.attr.fid, name: b"old".to_vec() }]);
+    assert!(d.unlink(&root, b"older", T, now).unwrap(), "root, once the batch went");
+    // An owner without write by the mode (chmod a-w): the MDS refuses it, alone.
+    let mut ro = dir(&[("f", 8)]);
+    ro.attr.mode = 0o555;
+    assert!(!ro.unlink(&alice(), b"f", T, now).unwrap());
 }

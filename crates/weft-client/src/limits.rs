@@ -144,6 +144,9 @@ pub const WBC_CALLBACK_BACKOFF_MAX: std::time::Duration = std::time::Duration::f
 /// Statahead (statahead.rs) starts in a directory after this many lookups there went to
 /// the MDS and found their name.
 pub const STATAHEAD_TRIGGER_LOOKUPS: u32 = 8;
+/// Statahead pauses in a directory whose lookups follow the listing and look at fewer
+/// than one name in this many (a page of inodes costs the MDS about a hundred lookups).
+pub const STATAHEAD_SPARSE_RATIO: usize = 16;
 /// Directories statahead keeps count of (forgotten all at once past it).
 pub const STATAHEAD_DIRS_MAX: usize = 4096;
 /// Write-back locks remembered as called back during their grant (forgotten all at once

@@ -53,6 +53,9 @@ impl Client {
             return answer;
         }
         if let Some(inode) = self.still_cached(self.inodes.name(parent, name)) {
+            if self.config.statahead {
+                self.statahead.hit(parent);
+            }
             return Ok(inode);
         }
         if let Some(lock) = self.inodes.absent(parent, name) {
@@ -260,6 +263,9 @@ impl Client {
     /// Up to `max_entries` entries after `cookie` (0: from the start).
     pub async fn readdir(&self, who: &Caller, fid: Fid, cookie: u64, max_entries: u32) -> WeftResult<DirPage> {
         self.wbc_flush_held(fid).await?;
+        if self.config.statahead {
+            self.statahead.listed(fid);
+        }
         let mut stripes = self.stripes.of(fid);
         if stripes.is_none() && cookie == 0 && self.map.current().map.mdts().nth(1).is_some() {
             // With several MDTs a directory may be striped: its attributes say (from the

@@ -2,7 +2,7 @@
 //! (`ls -l`, mdtest's stat phase in a new process) meets it: a new client's lookups cost a
 //! few pages of entries with their inodes, not one request each, and what it caches stays
 //! coherent with another client's changes (their locks are called back). Lookups of names
-//! that are not there never start it.
+//! that are not there never start it, and a sparse walk of the listing (find) pauses it.
 
 use std::time::Duration;
 use weft_client::{Client, ClientConfig};
@@ -66,6 +66,30 @@ async fn a_new_client_stats_a_directory_in_pages_and_stays_coherent() {
     }
     assert_eq!(answered(&server, "mds_lookup") - before, 100);
 
+    // A sparse walk of the listing (find -name '*01*'): one name in 40, in the listing's
+    // order. After the first page it pauses: plain lookups cost the MDS less than a page
+    // of inodes per few names.
+    let finder = Client::connect(config(&mgs, true)).await.unwrap();
+    let mut listing = Vec::new();
+    let mut cookie = 0;
+    loop {
+        let page = finder.readdir(&who, dir, cookie, 1024).await.unwrap();
+        listing.extend(page.entries.iter().map(|e| e.name.clone()));
+        match page.entries.last() {
+            Some(last) if !page.eof => cookie = last.cookie,
+            _ => break,
+        }
+    }
+    let (lookups, pages) = (answered(&server, "mds_lookup"), answered(&server, "mds_readdir_plus"));
+    let looked: Vec<_> = listing.iter().step_by(40).collect();
+    for name in &looked {
+        finder.lookup(&who, dir, name).await.unwrap();
+    }
+    let pages = answered(&server, "mds_readdir_plus") - pages;
+    let lookups = answered(&server, "mds_lookup") - lookups;
+    assert!(pages <= 1, "{pages} pages of inodes for {} names of {}", looked.len(), listing.len());
+    assert!(lookups as usize >= looked.len() - 1024 / 40 - 1, "{lookups} lookups");
+
     // Names that are not there: no statahead.
     let other = Client::connect(config(&mgs, true)).await.unwrap();
     let pages = answered(&server, "mds_readdir_plus");
@@ -76,7 +100,7 @@ async fn a_new_client_stats_a_directory_in_pages_and_stays_coherent() {
         );
     }
     assert_eq!(answered(&server, "mds_readdir_plus"), pages, "no statahead for names that are not there");
-    for c in [&maker, &reader, &plain, &other] {
+    for c in [&maker, &reader, &plain, &finder, &other] {
         c.release_locks().await;
     }
 }

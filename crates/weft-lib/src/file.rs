@@ -362,9 +362,11 @@ impl Fs {
     }
 
     /// close(2): a writer tells the MDS the size and blocks its objects hold, and hears
-    /// whether it took them. An open that wrote nothing has nothing to tell: its close goes
-    /// to the MDS in the background (as the kernel's release of a FUSE open does), so that
-    /// a create-and-close costs one round trip; unmount and `release_locks` wait for it.
+    /// whether it took them, waited for (with that close in the background, git failed to
+    /// read the config it had just written, renamed and closed: tests/preload). An open
+    /// that wrote nothing has nothing to tell: its close goes to the MDS in the background
+    /// (as the kernel's release of a FUSE open does), so that a create-and-close costs one
+    /// round trip; unmount and `release_locks` wait for it.
     pub fn close(&self, file: File) -> Result<()> {
         // A directory, or a file the write-back cache made and nobody used: nothing open.
         let Some(open) = file.open.into_inner() else { return Ok(()) };
@@ -378,7 +380,7 @@ impl Fs {
     /// The close of an open that wrote nothing, not waited for.
     fn close_in_background(&self, open: OpenFile) {
         let (client, who, pending) = (self.client.clone(), self.who(), self.closing.clone());
-        pending.started();
+        pending.started(crate::limits::CLOSES_IN_FLIGHT_MAX);
         self.rt.spawn(async move {
             if let Err(e) = client.close(&who, open.fid, open.mds_handle, None).await {
                 tracing::warn!("close of {}: {e}", open.fid);

@@ -37,16 +37,19 @@ pub(crate) struct Pending {
 }
 
 impl Pending {
-    pub(crate) fn started(&self) {
-        *self.count.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+    /// One more starts, once fewer than `max` run (a program closing files faster than
+    /// the MDS answers waits rather than piling up closes in memory). Not to be called on
+    /// the runtime's threads.
+    pub(crate) fn started(&self, max: usize) {
+        let n = self.count.lock().unwrap_or_else(|p| p.into_inner());
+        let mut n = self.idle.wait_while(n, |n| *n >= max).unwrap_or_else(|p| p.into_inner());
+        *n += 1;
     }
 
     pub(crate) fn ended(&self) {
         let mut n = self.count.lock().unwrap_or_else(|p| p.into_inner());
         *n -= 1;
-        if *n == 0 {
-            self.idle.notify_all();
-        }
+        self.idle.notify_all();
     }
 
     /// Waits until none runs, at most `limit`.

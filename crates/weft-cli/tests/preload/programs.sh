@@ -58,6 +58,22 @@ with open("src/hello.txt", "rb") as r:
     print(subprocess.run(["cat"], stdin=r, capture_output=True, check=True).stdout)
 print(open("sub_out").read().strip())
 PY
+echo "== written, closed, read back at once"
+# In one process, as git's config is: each file read whole right after its close (a
+# writer's close goes to the MDS in the background under the library).
+python3 - <<'PY'
+import os
+whole = 0
+for i in range(100):
+    data = ("line %d\n" % i).encode() * (i + 1)
+    with open("rb%d.lock" % i, "wb") as f:
+        f.write(data)
+    os.rename("rb%d.lock" % i, "rb%d" % i)
+    with open("rb%d" % i, "rb") as f:
+        whole += f.read() == data and os.stat("rb%d" % i).st_size == len(data)
+    os.unlink("rb%d" % i)
+print(whole, "of 100 read back whole")
+PY
 echo "== fio"
 fio --name=v --directory=fio --size=4M --bs=64k --rw=randwrite --verify=crc32c --ioengine=psync --numjobs=2 --minimal | cut -d';' -f3,5
 echo "== shell redirections"

@@ -47,7 +47,8 @@ test: deps check-format lint
 # (one), the seeded simulations over a thousand seeds (a hundred in make test), the two
 # MDTs' simulation with kills of either MDS over five hundred (thirty in make test), and the
 # replicated MDT's simulation, on a real clock at some 12 s a seed, over a hundred (three in
-# make test); and `pip install ./python` into a venv, with the Python test against it.
+# make test); ten thousand HSM archives through a copytool's and the MDS's deaths (two
+# thousand); and `pip install ./python` into a venv, with the Python test against it.
 soak: deps
 	WEFT_FAILOVER_KILLS=10 $(CARGO) test -p weft-cli --test failover -- --nocapture
 	WEFT_FAILOVER_KILLS=10 $(CARGO) test -p weft-cli --test ost_failover -- --nocapture
@@ -58,6 +59,7 @@ soak: deps
 	WEFT_IDLE_FULL=1 $(CARGO) test -p weft-server --test idle_traffic -- --nocapture
 	WEFT_DNE_KILLS=20 $(CARGO) test -p weft-cli --test dne changes_over_two_mdts -- --nocapture
 	WEFT_BIGDIR_ENTRIES=100000 $(CARGO) test -p weft-cli --test bigdir -- --nocapture
+	WEFT_HSM_ARCHIVES=10000 $(CARGO) test -p weft-cli --test hsm thousands_of_archives -- --nocapture
 	./scripts/python-install-test.sh
 	$(CARGO) build -p weft-cli
 	WEFT_MPIIO_MATRIX=full $(CARGO) test -p weft-mpiio --test mpiio -- --nocapture

@@ -28,8 +28,21 @@
  *   weft_align=disable   domains of even byte ranges, not whole stripes (to measure what
  *                        the alignment gives; env WEFT_MPIIO_ALIGN=0)
  *   weft_rpc_size=B      largest single request of an aggregator (default 1 MiB)
+ *   weft_placement=ost|rank   ost (default): the K computer's, one aggregator per OST group
+ *                        spread over the ranks, owning all the stripes of its OSTs; rank:
+ *                        ROMIO's generic one, the first cb_nodes ranks, each a contiguous
+ *                        range of the call's extent (boundaries on stripes unless
+ *                        weft_align=disable), so every aggregator writes to every OST (env
+ *                        WEFT_MPIIO_PLACEMENT)
+ *   weft_exchange=stepwise|alltoallv   the data to and from the aggregators by
+ *                        Isend/Irecv between the ranks that have some, window by window
+ *                        (default), or by one MPI_Alltoallv of the communicator per window
+ *                        (env WEFT_MPIIO_EXCHANGE)
  * MPI_File_get_info adds what was chosen: weft_layout, weft_aggregators, weft_domains,
- * weft_throttle, cb_buffer_size. WEFT_MPIIO_DEBUG=1 prints the same on stderr (rank 0).
+ * weft_placement, weft_exchange, weft_align, weft_throttle, cb_buffer_size.
+ * WEFT_MPIIO_DEBUG=1 prints the same on stderr (rank 0) and a line per collective call;
+ * WEFT_MPIIO_DEBUG=2 adds at every rank where the call's time went (plan, packing,
+ * exchange, waiting for the I/O; the libweft calls' count, size and time).
  */
 #include "internal.h"
 #include <errno.h>
@@ -247,8 +260,42 @@ static int hint_disabled(MPI_Info info, const char *key)
     return flag && (strcmp(v, "disable") == 0 || strcmp(v, "false") == 0 || strcmp(v, "0") == 0);
 }
 
+/* The value of a hint of words: the index of `values` it names, or `dflt`. */
+static int hint_word(MPI_Info info, const char *key, const char *const *values, int n, int dflt)
+{
+    if (info == MPI_INFO_NULL) {
+        return dflt;
+    }
+    char v[64];
+    int flag = 0;
+    MPI_Info_get(info, key, sizeof(v) - 1, v, &flag);
+    for (int i = 0; flag && i < n; i++) {
+        if (strcmp(v, values[i]) == 0) {
+            return i;
+        }
+    }
+    return dflt;
+}
+
+static const char *const placements[] = {"ost", "rank"};
+static const char *const exchanges[] = {"stepwise", "alltoallv"};
+
+/* The same from the environment (WEFT_MPIIO_PLACEMENT, WEFT_MPIIO_EXCHANGE). */
+static int env_word(const char *name, const char *const *values, int n, int dflt)
+{
+    const char *v = getenv(name);
+    for (int i = 0; v && i < n; i++) {
+        if (strcmp(v, values[i]) == 0) {
+            return i;
+        }
+    }
+    return dflt;
+}
+
 static void take_hints(struct wm_file *f, MPI_Info info)
 {
+    f->placement = hint_word(info, "weft_placement", placements, 2, f->placement);
+    f->exchange = hint_word(info, "weft_exchange", exchanges, 2, f->exchange);
     int throttle = (int)hint_int(info, "weft_throttle", f->throttle);
     f->throttle = throttle < 1 ? 1 : throttle > 256 ? 256 : throttle;
     int64_t cb = hint_int(info, "cb_buffer_size", f->cb_buffer_size);
@@ -267,7 +314,7 @@ static void take_hints(struct wm_file *f, MPI_Info info)
 static void debug_init(void)
 {
     const char *d = getenv("WEFT_MPIIO_DEBUG");
-    wm_debug = d && *d && strcmp(d, "0") != 0;
+    wm_debug = d && *d && strcmp(d, "0") != 0 ? (atoi(d) > 1 ? atoi(d) : 1) : 0;
 }
 
 static void describe(const struct wm_file *f, char *layout, size_t ls, char *aggr, size_t as, char *dom, size_t ds)
@@ -284,7 +331,12 @@ static void describe(const struct wm_file *f, char *layout, size_t ls, char *agg
     }
     /* domains: for each aggregator, the OSTs whose stripes it owns */
     if (!f->align) {
-        snprintf(dom, ds, "even byte ranges of each call's extent (weft_align=disable);");
+        snprintf(dom, ds, "contiguous, even byte ranges of each call's extent (weft_align=disable);");
+        return;
+    }
+    if (f->placement == WM_PLACE_RANK) {
+        snprintf(dom, ds, "contiguous, whole stripes of each call's extent, every OST to every aggregator "
+                          "(weft_placement=rank);");
         return;
     }
     o = (size_t)snprintf(dom, ds, "stripe-aligned;");
@@ -306,8 +358,10 @@ static void debug_file(const struct wm_file *f, const char *what)
     }
     char layout[1024], aggr[1024], dom[4096];
     describe(f, layout, sizeof(layout), aggr, sizeof(aggr), dom, sizeof(dom));
-    WM_DEBUG("%s %s: %s; aggregators (ranks) %s; domains %s throttle %d; cb_buffer_size %lld; collective %s\n", what,
-             f->path, layout, aggr, dom, f->throttle, (long long)f->cb_buffer_size, f->enabled ? "weft" : "mpi");
+    WM_DEBUG("%s %s: %s; aggregators (ranks) %s; placement %s; domains %s exchange %s; throttle %d; "
+             "cb_buffer_size %lld; collective %s\n",
+             what, f->path, layout, aggr, placements[f->placement], dom, exchanges[f->exchange], f->throttle,
+             (long long)f->cb_buffer_size, f->enabled ? "weft" : "mpi");
 }
 
 /* ---- MPI_File_open / close ---- */
@@ -386,6 +440,8 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     f->rpc_size = 1 << 20;
     const char *env_align = getenv("WEFT_MPIIO_ALIGN");
     f->align = !(env_align && strcmp(env_align, "0") == 0);
+    f->placement = env_word("WEFT_MPIIO_PLACEMENT", placements, 2, WM_PLACE_OST);
+    f->exchange = env_word("WEFT_MPIIO_EXCHANGE", exchanges, 2, WM_XCHG_STEPWISE);
     const char *env_nodes = getenv("WEFT_MPIIO_CB_NODES");
     if (env_nodes && atoi(env_nodes) > 0) {
         f->cb_nodes = atoi(env_nodes);
@@ -492,7 +548,11 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
     if (!f) {
         return rc;
     }
+    int placement = f->placement, cb_nodes = f->cb_nodes;
     take_hints(f, info);
+    if (f->placement != placement || f->cb_nodes != cb_nodes) {
+        wm_choose_aggregators(f);
+    }
     wm_flat_free(&f->ft);
     int ok = rc == MPI_SUCCESS && strcmp(datarep, "native") == 0 && disp >= 0;
     int esize = 0;
@@ -559,6 +619,9 @@ int MPI_File_get_info(MPI_File fh, MPI_Info *info_used)
     MPI_Info_set(*info_used, "weft_layout", layout);
     MPI_Info_set(*info_used, "weft_aggregators", aggr);
     MPI_Info_set(*info_used, "weft_domains", dom);
+    MPI_Info_set(*info_used, "weft_placement", placements[f->placement]);
+    MPI_Info_set(*info_used, "weft_exchange", exchanges[f->exchange]);
+    MPI_Info_set(*info_used, "weft_align", f->align ? "enable" : "disable");
     MPI_Info_set(*info_used, "weft_collective", f->enabled && f->view_ok ? "enable" : "disable");
     return rc;
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 /* A piece of the access: `len` bytes at file offset `off`, at `mem` in the packed buffer
  * (or, at an aggregator, in a receive/send buffer). Never crosses a stripe boundary. */
@@ -156,9 +157,11 @@ void wm_choose_aggregators(struct wm_file *f)
 
 /* ---- the collective call ---- */
 
-/* A window's write at an aggregator, run in a thread while the next window is exchanged. */
+/* A window's write at an aggregator, run in a thread while the next window is exchanged;
+ * or its read, while the window before is sent. */
 struct iojob {
     const struct wm_file *f;
+    int write;
     struct wm_apiece *ap;
     int64_t n;
     char **ebuf;
@@ -173,11 +176,11 @@ struct iojob {
 static void *io_job(void *arg)
 {
     struct iojob *j = arg;
-    j->err = wm_window_io(j->f, 1, j->ap, j->n, j->ebuf, j->ebuf_cap, j->size0, &j->st);
+    j->err = wm_window_io(j->f, j->write, j->ap, j->n, j->ebuf, j->ebuf_cap, j->size0, &j->st);
     return NULL;
 }
 
-/* Waits for the job's write, adds its statistics to `st`; its error, or 0. */
+/* Waits for the job's I/O, adds its statistics to `st`; its error, or 0. */
 static int io_join(struct iojob *j, struct wm_iostat *st)
 {
     if (!j->running) {
@@ -188,6 +191,103 @@ static int io_join(struct iojob *j, struct wm_iostat *st)
     wm_iostat_add(st, &j->st);
     memset(&j->st, 0, sizeof(j->st));
     return j->err;
+}
+
+/* At an aggregator: per source rank, its (offset, length) list, the cursor in it and its
+ * end; per buffer set, the pieces of a window and the bytes each rank has in it. */
+struct aggwin {
+    int P;
+    const int64_t *rlist;
+    int64_t *rcur, *rend;
+    struct wm_apiece *ap[2];
+    int64_t cap[2], n[2];
+    int64_t *rbytes[2];
+};
+
+/* The pieces of the window that ends at `whi` into set `set` (f->xbuf[set] holds their
+ * bytes, rank after rank), the cursors moved past them. */
+static void agg_window(struct wm_file *f, struct aggwin *w, int64_t whi, int set)
+{
+    int64_t total = 0, n = 0;
+    for (int r = 0; r < w->P; r++) {
+        int64_t b = 0;
+        for (int64_t i = w->rcur[r]; i < w->rend[r] && w->rlist[2 * i] < whi; i++) {
+            b += w->rlist[2 * i + 1];
+            n++;
+        }
+        w->rbytes[set][r] = b;
+        total += b;
+    }
+    if (n > w->cap[set]) {
+        free(w->ap[set]);
+        w->ap[set] = malloc(sizeof(struct wm_apiece) * (size_t)n);
+        w->cap[set] = n;
+    }
+    wm_grow(&f->xbuf[set], &f->xbuf_cap[set], (size_t)(total ? total : 1));
+    struct wm_apiece *ap = w->ap[set];
+    int64_t x = 0, k = 0;
+    for (int r = 0; r < w->P; r++) {
+        for (; w->rcur[r] < w->rend[r] && w->rlist[2 * w->rcur[r]] < whi; w->rcur[r]++) {
+            ap[k].off = w->rlist[2 * w->rcur[r]];
+            ap[k].len = w->rlist[2 * w->rcur[r] + 1];
+            ap[k].data = f->xbuf[set] + x;
+            x += ap[k].len;
+            k++;
+        }
+    }
+    w->n[set] = n;
+}
+
+/* Starts the I/O of set `set`'s window in a thread (in this one when none can start). */
+static void io_start(struct wm_file *f, struct iojob *j, int write, struct aggwin *w, int set, int64_t size0,
+                     struct wm_iostat *st, int *err)
+{
+    if (w->n[set] == 0) {
+        return;
+    }
+    j->f = f;
+    j->write = write;
+    j->ap = w->ap[set];
+    j->n = w->n[set];
+    j->ebuf = &f->ebuf[set];
+    j->ebuf_cap = &f->ebuf_cap[set];
+    j->size0 = size0;
+    j->err = 0;
+    if (pthread_create(&j->th, NULL, io_job, j) == 0) {
+        j->running = 1;
+        return;
+    }
+    io_job(j);
+    wm_iostat_add(st, &j->st);
+    memset(&j->st, 0, sizeof(j->st));
+    if (j->err && !*err) {
+        *err = j->err;
+    }
+}
+
+/* MPI_Waitall; with WEFT_MPIIO_WAIT=sleep, polled with short sleeps instead (an
+ * experiment: on a node with fewer cores than ranks and I/O threads, a rank spinning in
+ * the MPI library takes the CPU from them). */
+static void wait_all(int n, MPI_Request *req, MPI_Status *st)
+{
+    static int mode = -1;
+    if (mode < 0) {
+        const char *v = getenv("WEFT_MPIIO_WAIT");
+        mode = v && strcmp(v, "sleep") == 0;
+    }
+    if (!mode) {
+        MPI_Waitall(n, req, st);
+        return;
+    }
+    int done = 0;
+    for (;;) {
+        MPI_Testall(n, req, &done, st);
+        if (done) {
+            return;
+        }
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
 }
 
 /* Where a collective call's time went at this rank (WEFT_MPIIO_DEBUG). */
@@ -345,29 +445,33 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
             nsteps = n > nsteps ? n : nsteps;
         }
     }
-/* The end of window t for aggregator a. */
-#define WHI(a) (cyclic ? whi : wbase[a] + (t + 1) * cbw)
+/* The end of window tt for aggregator a. */
+#define WHI(a, tt) (cyclic ? w0 + ((tt) + 1) * win : wbase[a] + ((tt) + 1) * cbw)
 
     /* Cursors: mine per aggregator, and at an aggregator per source rank. */
     int64_t *scur = malloc(sizeof(int64_t) * (size_t)A);
     memcpy(scur, bstart, sizeof(int64_t) * (size_t)A);
-    int64_t *rcur = malloc(sizeof(int64_t) * (size_t)P), *rend = malloc(sizeof(int64_t) * (size_t)P);
+    struct aggwin aw = {0};
+    aw.P = P;
+    aw.rlist = rlist;
+    aw.rcur = malloc(sizeof(int64_t) * (size_t)P);
+    aw.rend = malloc(sizeof(int64_t) * (size_t)P);
+    aw.rbytes[0] = calloc((size_t)P, sizeof(int64_t));
+    aw.rbytes[1] = calloc((size_t)P, sizeof(int64_t));
     for (int r = 0; r < P; r++) {
-        rcur[r] = rd[r] / 2;
-        rend[r] = rcur[r] + cnt_from[r];
+        aw.rcur[r] = rd[r] / 2;
+        aw.rend[r] = aw.rcur[r] + cnt_from[r];
     }
     MPI_Request *req = malloc(sizeof(MPI_Request) * (size_t)(A + P));
     MPI_Status *st = malloc(sizeof(MPI_Status) * (size_t)(A + P));
-    int64_t *sbytes = calloc((size_t)A, sizeof(int64_t)), *rbytes = calloc((size_t)P, sizeof(int64_t));
+    int64_t *sbytes = calloc((size_t)A, sizeof(int64_t));
     int64_t *send_first = malloc(sizeof(int64_t) * (size_t)A), *soff = malloc(sizeof(int64_t) * (size_t)A);
     /* counts and displacements of weft_exchange=alltoallv: to ranks, from ranks */
     int *xsc = calloc((size_t)P, sizeof(int)), *xsd = calloc((size_t)P, sizeof(int));
     int *xrc = calloc((size_t)P, sizeof(int)), *xrd = calloc((size_t)P, sizeof(int));
     int a2a = f->exchange == WM_XCHG_ALLTOALLV;
-    /* Two sets of buffers on a write: the I/O of window t runs while window t+1 is
-     * exchanged into the other set. */
-    struct wm_apiece *aps[2] = {NULL, NULL};
-    int64_t apcs[2] = {0, 0};
+    /* Two sets of buffers: on a write the I/O of window t runs while window t+1 is
+     * exchanged into the other set; on a read window t+1 is read while window t is sent. */
     struct iojob job[2];
     memset(job, 0, sizeof(job));
 
@@ -382,29 +486,39 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
         MPI_Allreduce(&size_here, &size0, 1, MPI_INT64_T, MPI_MAX, f->comm);
     }
     tm[T_PLAN] = MPI_Wtime() - t0;
+    if (!write && my_a >= 0 && nsteps > 0) {
+        /* the first window's read */
+        agg_window(f, &aw, WHI(my_a, 0), 0);
+        io_start(f, &job[0], 0, &aw, 0, 0, &io, &err);
+    }
     for (int64_t t = 0; t < nsteps; t++) {
-        int64_t wlo = w0 + t * win, whi = wlo + win;
         int tag = (int)(t % 30000);
         int nreq = 0;
-        int set = write ? (int)(t & 1) : 0;
-        if (write) {
-            /* this set's last write (window t-2) is done before its buffers are reused */
+        int set = (int)(t & 1);
+        if (my_a >= 0) {
+            /* a write: this set's last write (window t-2) is done before its buffers are
+             * reused; a read: window t's read is done, and window t+1's starts */
             tx = MPI_Wtime();
             int e = io_join(&job[set], &io);
             tm[T_IOWAIT] += MPI_Wtime() - tx;
             if (e && !err) {
                 err = e;
             }
+            if (write) {
+                agg_window(f, &aw, WHI(my_a, t), set);
+            } else if (t + 1 < nsteps) {
+                agg_window(f, &aw, WHI(my_a, t + 1), 1 - set);
+                io_start(f, &job[1 - set], 0, &aw, 1 - set, 0, &io, &err);
+            }
         }
-        (void)wlo;
-        struct wm_apiece *ap = aps[set];
-        int64_t ap_cap = apcs[set];
+        char *xbuf = my_a >= 0 ? f->xbuf[set] : NULL;
+        const int64_t *rbytes = aw.rbytes[set];
         /* This rank's pieces in the window, per aggregator, and where they go in sbuf. */
         int64_t stot = 0;
         for (int a = 0; a < A; a++) {
             int64_t i = scur[a], b = 0;
             send_first[a] = i;
-            while (i < bstart[a + 1] && mine[i].off < WHI(a)) {
+            while (i < bstart[a + 1] && mine[i].off < WHI(a, t)) {
                 b += mine[i].len;
                 i++;
             }
@@ -414,40 +528,6 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
         }
         wm_grow(&f->sbuf, &f->sbuf_cap, (size_t)(stot ? stot : 1));
         char *sbuf = f->sbuf;
-        /* At an aggregator: what each rank has in the window. */
-        int64_t xtotal = 0, napieces = 0;
-        if (my_a >= 0) {
-            for (int r = 0; r < P; r++) {
-                int64_t b = 0;
-                for (int64_t i = rcur[r]; i < rend[r] && rlist[2 * i] < WHI(my_a); i++) {
-                    b += rlist[2 * i + 1];
-                    napieces++;
-                }
-                rbytes[r] = b;
-                xtotal += b;
-            }
-            if (napieces > ap_cap) {
-                free(ap);
-                ap = malloc(sizeof(*ap) * (size_t)napieces);
-                ap_cap = napieces;
-                aps[set] = ap;
-                apcs[set] = ap_cap;
-            }
-        }
-        wm_grow(&f->xbuf[set], &f->xbuf_cap[set], (size_t)(xtotal ? xtotal : 1));
-        char *xbuf = f->xbuf[set];
-        if (my_a >= 0) {
-            int64_t x = 0, k = 0;
-            for (int r = 0; r < P; r++) {
-                for (; rcur[r] < rend[r] && rlist[2 * rcur[r]] < WHI(my_a); rcur[r]++) {
-                    ap[k].off = rlist[2 * rcur[r]];
-                    ap[k].len = rlist[2 * rcur[r] + 1];
-                    ap[k].data = xbuf + x;
-                    x += ap[k].len;
-                    k++;
-                }
-            }
-        }
         if (a2a) {
             for (int r = 0; r < P; r++) {
                 xsc[r] = xsd[r] = 0;
@@ -462,6 +542,7 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
                 xrd[r] = (int)x;
                 x += xrc[r];
             }
+            xbuf = xbuf ? xbuf : sbuf;
         }
         if (write) {
             if (!a2a && my_a >= 0) {
@@ -492,28 +573,11 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
             if (a2a) {
                 MPI_Alltoallv(sbuf, xsc, xsd, MPI_BYTE, xbuf, xrc, xrd, MPI_BYTE, f->comm);
             } else {
-                MPI_Waitall(nreq, req, st);
+                wait_all(nreq, req, st);
             }
             tm[T_XCHG] += MPI_Wtime() - tx;
-            if (my_a >= 0 && napieces > 0) {
-                struct iojob *j = &job[set];
-                j->f = f;
-                j->ap = ap;
-                j->n = napieces;
-                j->ebuf = &f->ebuf[set];
-                j->ebuf_cap = &f->ebuf_cap[set];
-                j->size0 = size0;
-                j->err = 0;
-                if (pthread_create(&j->th, NULL, io_job, j) == 0) {
-                    j->running = 1;
-                } else {
-                    io_job(j);
-                    wm_iostat_add(&io, &j->st);
-                    memset(&j->st, 0, sizeof(j->st));
-                    if (j->err && !err) {
-                        err = j->err;
-                    }
-                }
+            if (my_a >= 0) {
+                io_start(f, &job[set], 1, &aw, set, size0, &io, &err);
             }
         } else {
             for (int a = 0; a < A && !a2a; a++) {
@@ -521,32 +585,23 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
                     MPI_Irecv(sbuf + soff[a], (int)sbytes[a], MPI_BYTE, f->aggr_rank[a], tag, f->comm, &req[nreq++]);
                 }
             }
-            if (my_a >= 0) {
-                /* wm_window_io sorts the pieces: it fills xbuf in each rank's order. */
-                tx = MPI_Wtime();
-                int e = wm_window_io(f, 0, ap, napieces, &f->ebuf[0], &f->ebuf_cap[0], 0, &io);
-                tm[T_IOWAIT] += MPI_Wtime() - tx;
-                if (e && !err) {
-                    err = e;
+            int64_t x = 0;
+            for (int r = 0; r < P && !a2a && my_a >= 0; r++) {
+                if (rbytes[r] > 0) {
+                    MPI_Isend(xbuf + x, (int)rbytes[r], MPI_BYTE, r, tag, f->comm, &req[nreq++]);
                 }
-                int64_t x = 0;
-                for (int r = 0; r < P && !a2a; r++) {
-                    if (rbytes[r] > 0) {
-                        MPI_Isend(xbuf + x, (int)rbytes[r], MPI_BYTE, r, tag, f->comm, &req[nreq++]);
-                    }
-                    x += rbytes[r];
-                }
+                x += rbytes[r];
             }
             tx = MPI_Wtime();
             if (a2a) {
                 MPI_Alltoallv(xbuf, xrc, xrd, MPI_BYTE, sbuf, xsc, xsd, MPI_BYTE, f->comm);
             } else {
-                MPI_Waitall(nreq, req, st);
+                wait_all(nreq, req, st);
             }
             tm[T_XCHG] += MPI_Wtime() - tx;
             tx = MPI_Wtime();
             for (int a = 0; a < A; a++) {
-                int64_t x = soff[a];
+                x = soff[a];
                 for (int64_t i = send_first[a]; x < soff[a] + sbytes[a]; i++) {
                     memcpy(mem + mine[i].mem, sbuf + x, (size_t)mine[i].len);
                     x += mine[i].len;
@@ -555,7 +610,7 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
             tm[T_PACK] += MPI_Wtime() - tx;
         }
         for (int a = 0; a < A; a++) {
-            while (scur[a] < bstart[a + 1] && mine[scur[a]].off < WHI(a)) {
+            while (scur[a] < bstart[a + 1] && mine[scur[a]].off < WHI(a, t)) {
                 scur[a]++;
             }
         }
@@ -592,12 +647,15 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
     if (wm_debug > 1) {
         print_split(f, write, MPI_Wtime() - t0, tm, &io);
     }
-    free(aps[0]);
-    free(aps[1]);
+    free(aw.ap[0]);
+    free(aw.ap[1]);
+    free(aw.rbytes[0]);
+    free(aw.rbytes[1]);
+    free(aw.rcur);
+    free(aw.rend);
     free(req);
     free(st);
     free(sbytes);
-    free(rbytes);
     free(send_first);
     free(soff);
     free(xsc);
@@ -607,8 +665,6 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
     free(dlo);
     free(wbase);
     free(scur);
-    free(rcur);
-    free(rend);
     free(rlist);
     free(slist);
     free(sc);

@@ -3,11 +3,12 @@
 # POSIX file-per-process as the ceiling, on a fresh `weft up` with 4 OSTs (Debian's OpenMPI;
 # MPI=mpich for MPICH). Patterns of crates/weft-mpiio/tests/mpiio_bench.c: the 2-D subarray
 # collective write/read, the HPIO-like pattern (regions of 5,992 B, 256 B apart) collective,
-# collective contiguous, the HPIO pattern with independent calls; then the layer's throttle
-# 1/2/4/8 and with domains not aligned to stripes, on the two non-contiguous collective
-# patterns.
+# collective contiguous, the HPIO pattern with independent calls; then each part of the
+# layer switched off alone (aggregator placement, stripe alignment, stepwise exchange,
+# throttle 1/2/4/8), on the two non-contiguous collective patterns.
 #   RANKS (4), MIB (file size, 256), STRIPES (4), STRIPE (1048576), TARGET (target/release),
-#   IO (OpenMPI's MPI-IO component for the library's own runs: ompio, or romio321)
+#   IO (OpenMPI's MPI-IO component for the library's own runs: ompio, or romio321),
+#   REPS (rounds of the each-part-alone runs, 2), PARTS=0 (only the main table)
 # Needs `make release` first (the weft binary, libweft.so and the layer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -62,6 +63,7 @@ label=$MPI
 echo "MPI-IO on Weft: $RANKS ranks ($label), a file of ~$MIB MiB, $STRIPES stripes of $STRIPE; MB/s"
 read -r fw fr < <(run 0 fpp)
 echo "POSIX file-per-process: write $fw read $fr"
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-10s %12s %12s %12s %12s %10s %10s %10s %10s\n' pattern mpi-write weft-write mpi-read weft-read \
   w:weft/mpi r:weft/mpi w:weft/fpp r:weft/fpp
 for p in subarray hpio contig indep; do
@@ -70,18 +72,31 @@ for p in subarray hpio contig indep; do
   printf '%-10s %12s %12s %12s %12s %10s %10s %10s %10s\n' "$p" "$mw" "$ww" "$mr" "$wr" "$(ratio "$ww" "$mw")" \
     "$(ratio "$wr" "$mr")" "$(ratio "$ww" "$fw")" "$(ratio "$wr" "$fr")"
 done
-echo "the layer with domains of even byte ranges, not whole stripes (weft_align=disable): write/read MB/s"
-for p in subarray hpio; do
-  read -r aw ar < <(run 1 "$p" "WEFT_MPIIO_ALIGN=0")
-  read -r ww wr < <(run 1 "$p")
-  echo "$p  unaligned: $aw/$ar  aligned: $ww/$wr"
-done
-echo "the layer's throttle (requests in flight per OST at an aggregator): write/read MB/s"
-for p in subarray hpio; do
-  line="$p"
-  for t in 1 2 4 8; do
-    read -r ww wr < <(run 1 "$p" "WEFT_MPIIO_THROTTLE=$t")
-    line="$line  t$t: $ww/$wr"
+# Each part of the layer alone, against the whole layer (K computer placement, stripe-aligned
+# domains, stepwise exchange, throttle 8), on the two non-contiguous collective patterns;
+# REPS rounds (2), the configurations alternated within a round, the load with each line:
+#   placement   weft_placement=rank: ROMIO's generic one (first ranks, contiguous domains of
+#               whole stripes: every aggregator to every OST) against one aggregator per OST
+#   alignment   weft_placement=rank with weft_align=disable (even byte ranges) against it
+#               with whole stripes (the domains' edges alone)
+#   exchange    weft_exchange=alltoallv (one MPI_Alltoallv per window) against stepwise
+#   throttle    weft_throttle=1/2/4/8
+REPS=${REPS:-2}
+[ "${PARTS:-1}" = 0 ] && exit 0
+load() { cut -d' ' -f1 /proc/loadavg; }
+echo "each part alone (the layer; write/read MB/s; load = 1-min load average before the run)"
+confs=("full:" "placement=rank:WEFT_MPIIO_PLACEMENT=rank" "rank+unaligned:WEFT_MPIIO_PLACEMENT=rank WEFT_MPIIO_ALIGN=0"
+  "exchange=alltoallv:WEFT_MPIIO_EXCHANGE=alltoallv" "throttle=1:WEFT_MPIIO_THROTTLE=1" "throttle=2:WEFT_MPIIO_THROTTLE=2"
+  "throttle=4:WEFT_MPIIO_THROTTLE=4")
+for rep in $(seq "$REPS"); do
+  for p in subarray hpio; do
+    line="round $rep $p"
+    for c in "${confs[@]}"; do
+      l=$(load)
+      # shellcheck disable=SC2086 # the settings are words
+      read -r ww wr < <(run 1 "$p" ${c#*:})
+      line="$line | ${c%%:*} $ww/$wr (load $l)"
+    done
+    echo "$line"
   done
-  echo "$line"
 done

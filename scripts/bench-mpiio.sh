@@ -8,7 +8,9 @@
 # throttle 1/2/4/8), on the two non-contiguous collective patterns.
 #   RANKS (4), MIB (file size, 256), STRIPES (4), STRIPE (1048576), TARGET (target/release),
 #   IO (OpenMPI's MPI-IO component for the library's own runs: ompio, or romio321),
-#   REPS (rounds of the each-part-alone runs, 2), PARTS=0 (only the main table)
+#   REPS (rounds of the each-part-alone runs, 2), PARTS=0 (only the main table),
+#   DROP=1 (drop the page cache between each run's write and read, as root: reads through
+#   the mount then come from the servers, as the layer's always do)
 # Needs `make release` first (the weft binary, libweft.so and the layer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,6 +27,7 @@ lib=$TARGET/libweft_mpiio.so
 make -s -C crates/weft-mpiio LIBWEFT_DIR="$TARGET" all tests > /dev/null
 prog=$TARGET/mpiio_bench_$MPI
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+[ "${DROP:-0}" = 1 ] && export WEFT_BENCH_DROP_CACHES=1
 
 d=$(mktemp -d /var/tmp/weft-mpiio-XXXXXX)
 cleanup() {
@@ -44,10 +47,12 @@ run() {
   local args=()
   if [ "$MPI" = mpich ]; then
     [ "$layer" = 1 ] && args+=(-genv LD_PRELOAD "$lib")
+    [ -n "${WEFT_BENCH_DROP_CACHES:-}" ] && args+=(-genv WEFT_BENCH_DROP_CACHES 1)
     for e in "$@"; do args+=(-genv "${e%%=*}" "${e#*=}"); done
     out=$(mpirun.mpich -n "$RANKS" "${args[@]}" "$prog" "$pattern" "$d/mnt/b" "$MIB" "$STRIPES" "$STRIPE")
   else
     [ "$layer" = 1 ] && args+=(-x "LD_PRELOAD=$lib")
+    [ -n "${WEFT_BENCH_DROP_CACHES:-}" ] && args+=(-x WEFT_BENCH_DROP_CACHES=1)
     for e in "$@"; do args+=(-x "$e"); done
     out=$(mpirun.openmpi --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1 --mca io "$IO" \
       -n "$RANKS" "${args[@]}" \
@@ -60,7 +65,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else
 
 label=$MPI
 [ "$MPI" = openmpi ] && label="openmpi, io=$IO"
-echo "MPI-IO on Weft: $RANKS ranks ($label), a file of ~$MIB MiB, $STRIPES stripes of $STRIPE; MB/s"
+echo "MPI-IO on Weft: $RANKS ranks ($label), a file of ~$MIB MiB, $STRIPES stripes of $STRIPE; MB/s$([ "${DROP:-0}" = 1 ] && echo "; page cache dropped before each read")"
 read -r fw fr < <(run 0 fpp)
 echo "POSIX file-per-process: write $fw read $fr"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

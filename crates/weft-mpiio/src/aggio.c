@@ -7,10 +7,12 @@
  * wm_iostat) for the time split of a collective call.
  */
 #include "internal.h"
+#include <errno.h>
 #include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 double wm_now(void)
 {
@@ -59,8 +61,16 @@ static void *io_worker(void *arg)
         int64_t done = 0;
         while (done < r->len) {
             double t0 = wm_debug ? wm_now() : 0;
-            ssize_t n = q->write ? weft_pwrite(q->f->wf, r->buf + done, (size_t)(r->len - done), r->off + done)
-                                 : weft_pread(q->f->wf, r->buf + done, (size_t)(r->len - done), r->off + done);
+            char *b = r->buf + done;
+            size_t len = (size_t)(r->len - done);
+            ssize_t n;
+            if (q->f->fd >= 0) {
+                /* weft_io=mount: through the FUSE mount (its page cache and write-back) */
+                n = q->write ? pwrite(q->f->fd, b, len, r->off + done) : pread(q->f->fd, b, len, r->off + done);
+                n = n < 0 ? -errno : n;
+            } else {
+                n = q->write ? weft_pwrite(q->f->wf, b, len, r->off + done) : weft_pread(q->f->wf, b, len, r->off + done);
+            }
             if (wm_debug) {
                 double dt = wm_now() - t0;
                 pthread_mutex_lock(&q->lock);

@@ -51,6 +51,8 @@ struct wm_file {
     int align;              /* weft_align: domains of whole stripes (1), or even byte ranges */
     int placement;          /* weft_placement: WM_PLACE_OST or WM_PLACE_RANK */
     int exchange;           /* weft_exchange: WM_XCHG_STEPWISE or WM_XCHG_ALLTOALLV */
+    int io_mount;           /* weft_io=mount: aggregators' I/O by pwrite/pread on the mount */
+    int fd;                 /* the file open on the mount (weft_io=mount), or -1 */
     /* chosen */
     int naggr;
     int *aggr_rank;         /* rank of aggregator a */

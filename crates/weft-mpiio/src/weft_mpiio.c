@@ -38,8 +38,12 @@
  *                        Isend/Irecv between the ranks that have some, window by window
  *                        (default), or by one MPI_Alltoallv of the communicator per window
  *                        (env WEFT_MPIIO_EXCHANGE)
+ *   weft_io=libweft|mount   the aggregators' reads and writes through libweft (default)
+ *                        or by pread/pwrite on the FUSE mount (an experiment: the same
+ *                        layer over the mount's page cache and write-back; env
+ *                        WEFT_MPIIO_IO)
  * MPI_File_get_info adds what was chosen: weft_layout, weft_aggregators, weft_domains,
- * weft_placement, weft_exchange, weft_align, weft_throttle, cb_buffer_size.
+ * weft_placement, weft_exchange, weft_io, weft_align, weft_throttle, cb_buffer_size.
  * WEFT_MPIIO_DEBUG=1 prints the same on stderr (rank 0) and a line per collective call;
  * WEFT_MPIIO_DEBUG=2 adds at every rank where the call's time went (plan, packing,
  * exchange, waiting for the I/O; the libweft calls' count, size and time).
@@ -217,6 +221,10 @@ static void forget(struct wm_file *f)
             break;
         }
     }
+    if (f->fd >= 0) {
+        close(f->fd);
+        f->fd = -1;
+    }
     if (f->wf) {
         weft_close(f->wf);
     }
@@ -279,6 +287,7 @@ static int hint_word(MPI_Info info, const char *key, const char *const *values, 
 
 static const char *const placements[] = {"ost", "rank"};
 static const char *const exchanges[] = {"stepwise", "alltoallv"};
+static const char *const ios[] = {"libweft", "mount"};
 
 /* The same from the environment (WEFT_MPIIO_PLACEMENT, WEFT_MPIIO_EXCHANGE). */
 static int env_word(const char *name, const char *const *values, int n, int dflt)
@@ -296,6 +305,7 @@ static void take_hints(struct wm_file *f, MPI_Info info)
 {
     f->placement = hint_word(info, "weft_placement", placements, 2, f->placement);
     f->exchange = hint_word(info, "weft_exchange", exchanges, 2, f->exchange);
+    f->io_mount = hint_word(info, "weft_io", ios, 2, f->io_mount);
     int throttle = (int)hint_int(info, "weft_throttle", f->throttle);
     f->throttle = throttle < 1 ? 1 : throttle > 256 ? 256 : throttle;
     int64_t cb = hint_int(info, "cb_buffer_size", f->cb_buffer_size);
@@ -359,9 +369,9 @@ static void debug_file(const struct wm_file *f, const char *what)
     char layout[1024], aggr[1024], dom[4096];
     describe(f, layout, sizeof(layout), aggr, sizeof(aggr), dom, sizeof(dom));
     WM_DEBUG("%s %s: %s; aggregators (ranks) %s; placement %s; domains %s exchange %s; throttle %d; "
-             "cb_buffer_size %lld; collective %s\n",
+             "cb_buffer_size %lld; io %s; collective %s\n",
              what, f->path, layout, aggr, placements[f->placement], dom, exchanges[f->exchange], f->throttle,
-             (long long)f->cb_buffer_size, f->enabled ? "weft" : "mpi");
+             (long long)f->cb_buffer_size, f->fd >= 0 ? "mount" : "libweft", f->enabled ? "weft" : "mpi");
 }
 
 /* ---- MPI_File_open / close ---- */
@@ -442,6 +452,8 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     f->align = !(env_align && strcmp(env_align, "0") == 0);
     f->placement = env_word("WEFT_MPIIO_PLACEMENT", placements, 2, WM_PLACE_OST);
     f->exchange = env_word("WEFT_MPIIO_EXCHANGE", exchanges, 2, WM_XCHG_STEPWISE);
+    f->io_mount = env_word("WEFT_MPIIO_IO", ios, 2, 0);
+    f->fd = -1;
     const char *env_nodes = getenv("WEFT_MPIIO_CB_NODES");
     if (env_nodes && atoi(env_nodes) > 0) {
         f->cb_nodes = atoi(env_nodes);
@@ -459,6 +471,14 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
             f->wf = NULL;
         } else {
             ok = 1;
+        }
+        if (ok && f->io_mount) {
+            /* weft_io=mount: the aggregators' I/O through the mount (to tell libweft's path
+             * from the layer's own costs); libweft for the layout, the size, the close */
+            f->fd = open(abs, f->writable ? O_RDWR : O_RDONLY);
+            if (f->fd < 0) {
+                WM_DEBUG("open(%s) on the mount for weft_io=mount: %s; libweft's I/O instead\n", abs, strerror(errno));
+            }
         }
     }
     /* The layout, as rank 0 reads it: [count, size, osts...]. */
@@ -488,6 +508,9 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
     PMPI_Bcast(lay, 2 + 256, MPI_INT64_T, 0, comm);
     if (!all_ok || lay[0] <= 0) {
+        if (f->fd >= 0) {
+            close(f->fd);
+        }
         if (f->wf) {
             weft_close(f->wf);
         }
@@ -519,6 +542,10 @@ int MPI_File_close(MPI_File *fh)
     struct wm_file *f = lookup(*fh);
     if (f) {
         /* libweft's close tells the MDS the size its objects hold; then the library's. */
+        if (f->fd >= 0) {
+            close(f->fd);
+            f->fd = -1;
+        }
         if (f->wf) {
             weft_close(f->wf);
             f->wf = NULL;
@@ -533,6 +560,9 @@ int MPI_File_sync(MPI_File fh)
 {
     struct wm_file *f = lookup(fh);
     if (f && f->wf) {
+        if (f->fd >= 0) {
+            fsync(f->fd);
+        }
         weft_fsync(f->wf);
     }
     return PMPI_File_sync(fh);
@@ -621,6 +651,7 @@ int MPI_File_get_info(MPI_File fh, MPI_Info *info_used)
     MPI_Info_set(*info_used, "weft_domains", dom);
     MPI_Info_set(*info_used, "weft_placement", placements[f->placement]);
     MPI_Info_set(*info_used, "weft_exchange", exchanges[f->exchange]);
+    MPI_Info_set(*info_used, "weft_io", f->fd >= 0 ? "mount" : "libweft");
     MPI_Info_set(*info_used, "weft_align", f->align ? "enable" : "disable");
     MPI_Info_set(*info_used, "weft_collective", f->enabled && f->view_ok ? "enable" : "disable");
     return rc;

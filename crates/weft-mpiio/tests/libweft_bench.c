@@ -9,7 +9,7 @@
  * i+THREADS, ...), fsync, then reads them back; first through libweft (INNER_PATH in the
  * file system MGS names), then through the mount (MOUNTED_PATH), each file made anew in
  * the directory's layout. Prints per path: write and read MB/s and the mean and longest
- * call in ms.
+ * call in ms. LIBWEFT_BENCH_ONLY=libweft (or mount) runs that path alone (for perf).
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -112,7 +112,11 @@ int main(int argc, char **argv)
         fprintf(stderr, "weft_mount: %s\n", weft_strerror());
         return 1;
     }
+    const char *only = getenv("LIBWEFT_BENCH_ONLY"); /* "libweft" or "mount": that path alone */
     for (int path = 0; path < 2; path++) {
+        if (only && strcmp(only, path == 0 ? "libweft" : "mount") != 0) {
+            continue;
+        }
         weft_file *wf = NULL;
         int fd = -1;
         if (path == 0) {

@@ -197,6 +197,8 @@ fn collective_io_through_the_layer_reads_back_every_byte_under_openmpi_and_mpich
         // stripes, weft_placement=rank), every other run with the exchange by MPI_Alltoallv.
         let placement = if i % 3 == 0 { "rank" } else { "ost" };
         let exchange = if i % 2 == 1 { "alltoallv" } else { "stepwise" };
+        // One run with the aggregators' I/O through the mount (weft_io=mount).
+        let io = if i == 4 { "mount" } else { "libweft" };
         let out = mpirun(
             mpi,
             ranks,
@@ -210,6 +212,7 @@ fn collective_io_through_the_layer_reads_back_every_byte_under_openmpi_and_mpich
                 ("WEFT_MPIIO_ALIGN", align),
                 ("WEFT_MPIIO_PLACEMENT", placement),
                 ("WEFT_MPIIO_EXCHANGE", exchange),
+                ("WEFT_MPIIO_IO", io),
             ],
             "mpiio_check",
             &[dir.to_str().unwrap(), &count.to_string(), &size.to_string(), &SCALE.to_string()],

@@ -53,6 +53,7 @@ struct wm_file {
     int exchange;           /* weft_exchange: WM_XCHG_STEPWISE or WM_XCHG_ALLTOALLV */
     int io_mount;           /* weft_io=mount: aggregators' I/O by pwrite/pread on the mount */
     int fd;                 /* the file open on the mount (weft_io=mount), or -1 */
+    int wait_sleep;         /* weft_wait=sleep: wait for messages polling with sleeps */
     /* chosen */
     int naggr;
     int *aggr_rank;         /* rank of aggregator a */

@@ -265,22 +265,17 @@ static void io_start(struct wm_file *f, struct iojob *j, int write, struct aggwi
     }
 }
 
-/* MPI_Waitall; with WEFT_MPIIO_WAIT=sleep, polled with short sleeps instead (an
- * experiment: on a node with fewer cores than ranks and I/O threads, a rank spinning in
- * the MPI library takes the CPU from them). */
-static void wait_all(int n, MPI_Request *req, MPI_Status *st)
+/* MPI_Waitall, or (f->wait_sleep: more ranks on the node than cores) a poll with short
+ * sleeps: there a rank spinning in the MPI library takes the CPU from the aggregators' I/O
+ * threads and the servers (docs/BENCHMARKS.md, MPI-IO). */
+static void wait_all(const struct wm_file *f, int n, MPI_Request *req, MPI_Status *st)
 {
-    static int mode = -1;
-    if (mode < 0) {
-        const char *v = getenv("WEFT_MPIIO_WAIT");
-        mode = v && strcmp(v, "sleep") == 0;
-    }
-    if (!mode) {
+    if (!f->wait_sleep) {
         MPI_Waitall(n, req, st);
         return;
     }
-    int done = 0;
     for (;;) {
+        int done = 0;
         MPI_Testall(n, req, &done, st);
         if (done) {
             return;
@@ -300,7 +295,7 @@ static void print_split(const struct wm_file *f, int write, double total, const 
              "I/O: %lld %s of %.0f KiB avg in %.3f s summed (%.2f ms avg, %.2f max; wall %.3f), %lld "
              "reads-before-write of %.0f KiB avg in %.3f s, extent copies %.3f s\n",
              f->rank, write ? "write" : "read", total, t[T_PLAN], t[T_PACK], t[T_XCHG], t[T_IOWAIT],
-             (long long)io->calls[w], write ? "weft_pwrite" : "weft_pread",
+             (long long)io->calls[w], f->fd >= 0 ? (write ? "pwrite (mount)" : "pread (mount)") : write ? "weft_pwrite" : "weft_pread",
              io->calls[w] ? (double)io->bytes[w] / (double)io->calls[w] / 1024 : 0.0, io->call_s[w],
              io->calls[w] ? 1e3 * io->call_s[w] / (double)io->calls[w] : 0.0, 1e3 * io->call_max[w], io->wall[w],
              (long long)(write ? io->calls[0] : 0), write && io->calls[0] ? (double)io->bytes[0] / (double)io->calls[0] / 1024 : 0.0,
@@ -571,9 +566,10 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
             }
             tx = MPI_Wtime();
             if (a2a) {
-                MPI_Alltoallv(sbuf, xsc, xsd, MPI_BYTE, xbuf, xrc, xrd, MPI_BYTE, f->comm);
+                MPI_Ialltoallv(sbuf, xsc, xsd, MPI_BYTE, xbuf, xrc, xrd, MPI_BYTE, f->comm, &req[0]);
+                wait_all(f, 1, req, st);
             } else {
-                wait_all(nreq, req, st);
+                wait_all(f, nreq, req, st);
             }
             tm[T_XCHG] += MPI_Wtime() - tx;
             if (my_a >= 0) {
@@ -594,9 +590,10 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
             }
             tx = MPI_Wtime();
             if (a2a) {
-                MPI_Alltoallv(xbuf, xrc, xrd, MPI_BYTE, sbuf, xsc, xsd, MPI_BYTE, f->comm);
+                MPI_Ialltoallv(xbuf, xrc, xrd, MPI_BYTE, sbuf, xsc, xsd, MPI_BYTE, f->comm, &req[0]);
+                wait_all(f, 1, req, st);
             } else {
-                wait_all(nreq, req, st);
+                wait_all(f, nreq, req, st);
             }
             tm[T_XCHG] += MPI_Wtime() - tx;
             tx = MPI_Wtime();

@@ -42,8 +42,12 @@
  *                        or by pread/pwrite on the FUSE mount (an experiment: the same
  *                        layer over the mount's page cache and write-back; env
  *                        WEFT_MPIIO_IO)
+ *   weft_wait=spin|sleep   wait for the exchange's messages in MPI_Waitall (spin) or
+ *                        polling with 50 us sleeps (default when the node has more ranks
+ *                        than cores; env WEFT_MPIIO_WAIT)
  * MPI_File_get_info adds what was chosen: weft_layout, weft_aggregators, weft_domains,
- * weft_placement, weft_exchange, weft_io, weft_align, weft_throttle, cb_buffer_size.
+ * weft_placement, weft_exchange, weft_io, weft_wait, weft_align, weft_throttle,
+ * cb_buffer_size.
  * WEFT_MPIIO_DEBUG=1 prints the same on stderr (rank 0) and a line per collective call;
  * WEFT_MPIIO_DEBUG=2 adds at every rank where the call's time went (plan, packing,
  * exchange, waiting for the I/O; the libweft calls' count, size and time).
@@ -288,6 +292,7 @@ static int hint_word(MPI_Info info, const char *key, const char *const *values, 
 static const char *const placements[] = {"ost", "rank"};
 static const char *const exchanges[] = {"stepwise", "alltoallv"};
 static const char *const ios[] = {"libweft", "mount"};
+static const char *const waits[] = {"spin", "sleep"};
 
 /* The same from the environment (WEFT_MPIIO_PLACEMENT, WEFT_MPIIO_EXCHANGE). */
 static int env_word(const char *name, const char *const *values, int n, int dflt)
@@ -306,6 +311,7 @@ static void take_hints(struct wm_file *f, MPI_Info info)
     f->placement = hint_word(info, "weft_placement", placements, 2, f->placement);
     f->exchange = hint_word(info, "weft_exchange", exchanges, 2, f->exchange);
     f->io_mount = hint_word(info, "weft_io", ios, 2, f->io_mount);
+    f->wait_sleep = hint_word(info, "weft_wait", waits, 2, f->wait_sleep);
     int throttle = (int)hint_int(info, "weft_throttle", f->throttle);
     f->throttle = throttle < 1 ? 1 : throttle > 256 ? 256 : throttle;
     int64_t cb = hint_int(info, "cb_buffer_size", f->cb_buffer_size);
@@ -369,9 +375,10 @@ static void debug_file(const struct wm_file *f, const char *what)
     char layout[1024], aggr[1024], dom[4096];
     describe(f, layout, sizeof(layout), aggr, sizeof(aggr), dom, sizeof(dom));
     WM_DEBUG("%s %s: %s; aggregators (ranks) %s; placement %s; domains %s exchange %s; throttle %d; "
-             "cb_buffer_size %lld; io %s; collective %s\n",
+             "cb_buffer_size %lld; io %s; wait %s; collective %s\n",
              what, f->path, layout, aggr, placements[f->placement], dom, exchanges[f->exchange], f->throttle,
-             (long long)f->cb_buffer_size, f->fd >= 0 ? "mount" : "libweft", f->enabled ? "weft" : "mpi");
+             (long long)f->cb_buffer_size, f->fd >= 0 ? "mount" : "libweft", waits[f->wait_sleep],
+             f->enabled ? "weft" : "mpi");
 }
 
 /* ---- MPI_File_open / close ---- */
@@ -454,6 +461,15 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     f->exchange = env_word("WEFT_MPIIO_EXCHANGE", exchanges, 2, WM_XCHG_STEPWISE);
     f->io_mount = env_word("WEFT_MPIIO_IO", ios, 2, 0);
     f->fd = -1;
+    /* More ranks on this node than cores: wait for messages with sleeps, not spinning. */
+    MPI_Comm node;
+    int node_ranks = 1;
+    if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_size(node, &node_ranks);
+        PMPI_Comm_free(&node);
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    f->wait_sleep = env_word("WEFT_MPIIO_WAIT", waits, 2, cores > 0 && node_ranks > cores);
     const char *env_nodes = getenv("WEFT_MPIIO_CB_NODES");
     if (env_nodes && atoi(env_nodes) > 0) {
         f->cb_nodes = atoi(env_nodes);
@@ -652,6 +668,7 @@ int MPI_File_get_info(MPI_File fh, MPI_Info *info_used)
     MPI_Info_set(*info_used, "weft_placement", placements[f->placement]);
     MPI_Info_set(*info_used, "weft_exchange", exchanges[f->exchange]);
     MPI_Info_set(*info_used, "weft_io", f->fd >= 0 ? "mount" : "libweft");
+    MPI_Info_set(*info_used, "weft_wait", waits[f->wait_sleep]);
     MPI_Info_set(*info_used, "weft_align", f->align ? "enable" : "disable");
     MPI_Info_set(*info_used, "weft_collective", f->enabled && f->view_ok ? "enable" : "disable");
     return rc;

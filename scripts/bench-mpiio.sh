@@ -9,8 +9,9 @@
 #   RANKS (4), MIB (file size, 256), STRIPES (4), STRIPE (1048576), TARGET (target/release),
 #   IO (OpenMPI's MPI-IO component for the library's own runs: ompio, or romio321),
 #   REPS (rounds of the each-part-alone runs, 2), PARTS=0 (only the main table),
-#   DROP=1 (drop the page cache between each run's write and read, as root: reads through
-#   the mount then come from the servers, as the layer's always do)
+#   DROP (1, the default: drop the page cache between each run's write and read, as root,
+#   so that reads through the mount come from the servers as the layer's always do; 0: the
+#   mount's reads may come from the cache its own write left)
 # Needs `make release` first (the weft binary, libweft.so and the layer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +28,8 @@ lib=$TARGET/libweft_mpiio.so
 make -s -C crates/weft-mpiio LIBWEFT_DIR="$TARGET" all tests > /dev/null
 prog=$TARGET/mpiio_bench_$MPI
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-[ "${DROP:-0}" = 1 ] && export WEFT_BENCH_DROP_CACHES=1
+DROP=${DROP:-1}
+[ "$DROP" = 1 ] && export WEFT_BENCH_DROP_CACHES=1
 
 d=$(mktemp -d /var/tmp/weft-mpiio-XXXXXX)
 cleanup() {
@@ -65,7 +67,7 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else
 
 label=$MPI
 [ "$MPI" = openmpi ] && label="openmpi, io=$IO"
-echo "MPI-IO on Weft: $RANKS ranks ($label), a file of ~$MIB MiB, $STRIPES stripes of $STRIPE; MB/s$([ "${DROP:-0}" = 1 ] && echo "; page cache dropped before each read")"
+echo "MPI-IO on Weft: $RANKS ranks ($label), a file of ~$MIB MiB, $STRIPES stripes of $STRIPE; MB/s$([ "$DROP" = 1 ] && echo "; page cache dropped before each read")"
 read -r fw fr < <(run 0 fpp)
 echo "POSIX file-per-process: write $fw read $fr"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
@@ -86,17 +88,24 @@ done
 #               with whole stripes (the domains' edges alone)
 #   exchange    weft_exchange=alltoallv (one MPI_Alltoallv per window) against stepwise
 #   throttle    weft_throttle=1/2/4/8
+# and two that are not parts of the design: weft_wait=spin (MPI_Waitall, where the layer
+# polls with sleeps on an oversubscribed node) and weft_io=mount (the aggregators' I/O by
+# pwrite/pread on the mount instead of libweft).
 REPS=${REPS:-2}
 [ "${PARTS:-1}" = 0 ] && exit 0
 load() { cut -d' ' -f1 /proc/loadavg; }
 echo "each part alone (the layer; write/read MB/s; load = 1-min load average before the run)"
 confs=("full:" "placement=rank:WEFT_MPIIO_PLACEMENT=rank" "rank+unaligned:WEFT_MPIIO_PLACEMENT=rank WEFT_MPIIO_ALIGN=0"
   "exchange=alltoallv:WEFT_MPIIO_EXCHANGE=alltoallv" "throttle=1:WEFT_MPIIO_THROTTLE=1" "throttle=2:WEFT_MPIIO_THROTTLE=2"
-  "throttle=4:WEFT_MPIIO_THROTTLE=4")
+  "throttle=4:WEFT_MPIIO_THROTTLE=4" "wait=spin:WEFT_MPIIO_WAIT=spin" "io=mount:WEFT_MPIIO_IO=mount")
+# Each round starts one configuration further (no configuration always first after a
+# pattern change, or always after the same one).
 for rep in $(seq "$REPS"); do
   for p in subarray hpio; do
     line="round $rep $p"
-    for c in "${confs[@]}"; do
+    n=${#confs[@]}
+    for k in $(seq 0 $((n - 1))); do
+      c=${confs[$(((k + rep - 1) % n))]}
       l=$(load)
       # shellcheck disable=SC2086 # the settings are words
       read -r ww wr < <(run 1 "$p" ${c#*:})

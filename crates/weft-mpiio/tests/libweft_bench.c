@@ -9,7 +9,8 @@
  * i+THREADS, ...), fsync, then reads them back; first through libweft (INNER_PATH in the
  * file system MGS names), then through the mount (MOUNTED_PATH), each file made anew in
  * the directory's layout. Prints per path: write and read MB/s and the mean and longest
- * call in ms. LIBWEFT_BENCH_ONLY=libweft (or mount) runs that path alone (for perf).
+ * call in ms. LIBWEFT_BENCH_ONLY=libweft (or mount) runs that path alone (for perf);
+ * LIBWEFT_BENCH_DROP_CACHES=1 drops the page cache (as root) between write and read.
  */
 #include <fcntl.h>
 #include <pthread.h>
@@ -113,6 +114,8 @@ int main(int argc, char **argv)
         return 1;
     }
     const char *only = getenv("LIBWEFT_BENCH_ONLY"); /* "libweft" or "mount": that path alone */
+    const char *dropv = getenv("LIBWEFT_BENCH_DROP_CACHES");
+    int drop = dropv && strcmp(dropv, "1") == 0;
     for (int path = 0; path < 2; path++) {
         if (only && strcmp(only, path == 0 ? "libweft" : "mount") != 0) {
             continue;
@@ -129,6 +132,17 @@ int main(int argc, char **argv)
         }
         double wm, wx, rm, rx;
         double w = pass(wf, fd, 1, buf, calls, call, nt, &wm, &wx);
+        if (drop) {
+            /* the mount's read from the servers, not from the cache its write left */
+            sync();
+            FILE *dc = fopen("/proc/sys/vm/drop_caches", "w");
+            if (!dc || fputs("3", dc) < 0) {
+                fprintf(stderr, "libweft_bench: cannot drop the page cache\n");
+            }
+            if (dc) {
+                fclose(dc);
+            }
+        }
         double r = pass(wf, fd, 0, back, calls, call, nt, &rm, &rx);
         if (memcmp(buf, back, (size_t)total) != 0) {
             fprintf(stderr, "the data read back differs\n");

@@ -6,7 +6,12 @@
  * one aggregator; the exchange of data between the ranks and the aggregators goes window by
  * window (a window: as many rows of stripes as fill cb_buffer_size at an aggregator) with
  * MPI_Isend/MPI_Irecv; and an aggregator keeps at most `throttle` requests in flight per
- * OST (Lustre's osc max_rpcs_in_flight, FEFS's throt_N).
+ * OST (Lustre's osc max_rpcs_in_flight, FEFS's throt_N; src/aggio.c).
+ *
+ * To measure each part alone: weft_placement=rank gives ROMIO's generic domains instead
+ * (contiguous ranges of the call's extent, edges on stripes, aggregators ranks 0..A-1),
+ * weft_align=disable makes those ranges even bytes, weft_exchange=alltoallv does each
+ * window's exchange with one MPI_(I)alltoallv of the communicator.
  */
 #include "internal.h"
 #include <errno.h>

@@ -127,6 +127,8 @@ int wm_window_io(const struct wm_file *f, int write, struct wm_apiece *p, int64_
 int wm_collective(struct wm_file *f, int write, int64_t pos, void *buf, int count, MPI_Datatype type);
 /* Aggregators and their ranks for the file's layout. */
 void wm_choose_aggregators(struct wm_file *f);
+/* MPI_Waitall, or with f->wait_sleep a poll of MPI_Testall with short sleeps. */
+void wm_wait_all(const struct wm_file *f, int n, MPI_Request *req, MPI_Status *st);
 /* Frees the exchange buffers. */
 void wm_free_buffers(struct wm_file *f);
 

@@ -273,7 +273,7 @@ static void io_start(struct wm_file *f, struct iojob *j, int write, struct aggwi
 /* MPI_Waitall, or (f->wait_sleep: more ranks on the node than cores) a poll with short
  * sleeps: there a rank spinning in the MPI library takes the CPU from the aggregators' I/O
  * threads and the servers (docs/BENCHMARKS.md, MPI-IO). */
-static void wait_all(const struct wm_file *f, int n, MPI_Request *req, MPI_Status *st)
+void wm_wait_all(const struct wm_file *f, int n, MPI_Request *req, MPI_Status *st)
 {
     if (!f->wait_sleep) {
         MPI_Waitall(n, req, st);
@@ -572,9 +572,9 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
             tx = MPI_Wtime();
             if (a2a) {
                 MPI_Ialltoallv(sbuf, xsc, xsd, MPI_BYTE, xbuf, xrc, xrd, MPI_BYTE, f->comm, &req[0]);
-                wait_all(f, 1, req, st);
+                wm_wait_all(f, 1, req, st);
             } else {
-                wait_all(f, nreq, req, st);
+                wm_wait_all(f, nreq, req, st);
             }
             tm[T_XCHG] += MPI_Wtime() - tx;
             if (my_a >= 0) {
@@ -596,9 +596,9 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
             tx = MPI_Wtime();
             if (a2a) {
                 MPI_Ialltoallv(xbuf, xrc, xrd, MPI_BYTE, sbuf, xsc, xsd, MPI_BYTE, f->comm, &req[0]);
-                wait_all(f, 1, req, st);
+                wm_wait_all(f, 1, req, st);
             } else {
-                wait_all(f, nreq, req, st);
+                wm_wait_all(f, nreq, req, st);
             }
             tm[T_XCHG] += MPI_Wtime() - tx;
             tx = MPI_Wtime();
@@ -633,9 +633,11 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
         MPI_Unpack(mem, (int)nbytes, &position, ubuf, count, type, MPI_COMM_SELF);
         tm[T_PACK] += MPI_Wtime() - tx;
     }
-    /* Every rank learns whether any failed. */
+    /* Every rank learns whether any failed (waiting as for the exchange: the ranks done
+     * first would otherwise spin while the others' I/O runs). */
     int gerr = 0;
-    MPI_Allreduce(&err, &gerr, 1, MPI_INT, MPI_MAX, f->comm);
+    MPI_Iallreduce(&err, &gerr, 1, MPI_INT, MPI_MAX, f->comm, &req[0]);
+    wm_wait_all(f, 1, req, st);
     f->last_steps = nsteps;
     f->last_bytes = nbytes;
     if (wm_debug && f->rank == 0) {

@@ -566,7 +566,10 @@ int MPI_File_close(MPI_File *fh)
             weft_close(f->wf);
             f->wf = NULL;
         }
-        PMPI_Barrier(f->comm);
+        MPI_Request req;
+        MPI_Status st;
+        PMPI_Ibarrier(f->comm, &req);
+        wm_wait_all(f, 1, &req, &st);
         forget(f);
     }
     return PMPI_File_close(fh);

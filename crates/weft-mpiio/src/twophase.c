@@ -542,7 +542,10 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
                 xrd[r] = (int)x;
                 x += xrc[r];
             }
-            xbuf = xbuf ? xbuf : sbuf;
+            /* a rank that is no aggregator receives nothing, but not into its send buffer:
+             * OpenMPI's Ialltoallv takes two buffers at one address as MPI_IN_PLACE (it hung) */
+            static char none;
+            xbuf = xbuf ? xbuf : &none;
         }
         if (write) {
             if (!a2a && my_a >= 0) {

@@ -194,9 +194,10 @@ fn collective_io_through_the_layer_reads_back_every_byte_under_openmpi_and_mpich
         // Every third run with the domains not aligned to stripes (weft_align=disable).
         let align = if i % 3 == 2 && debug == "0" { "0" } else { "1" };
         // Every third of the others with ROMIO's placement (contiguous domains of whole
-        // stripes, weft_placement=rank), every other run with the exchange by MPI_Alltoallv.
+        // stripes, weft_placement=rank), every other run with the exchange by MPI_Alltoallv
+        // (and run 2: OpenMPI with a rank that is no aggregator).
         let placement = if i % 3 == 0 { "rank" } else { "ost" };
-        let exchange = if i % 2 == 1 { "alltoallv" } else { "stepwise" };
+        let exchange = if i % 2 == 1 || i == 2 { "alltoallv" } else { "stepwise" };
         // One run with the aggregators' I/O through the mount (weft_io=mount).
         let io = if i == 4 { "mount" } else { "libweft" };
         let out = mpirun(

@@ -49,6 +49,11 @@ struct wm_file {
     int enabled;            /* weft_collective: 0 sends collective calls to PMPI */
     int64_t rpc_size;       /* largest single pread/pwrite an aggregator sends */
     int align;              /* weft_align: domains of whole stripes (1), or even byte ranges */
+    int placement;          /* weft_placement: WM_PLACE_OST or WM_PLACE_RANK */
+    int exchange;           /* weft_exchange: WM_XCHG_STEPWISE or WM_XCHG_ALLTOALLV */
+    int io_mount;           /* weft_io=mount: aggregators' I/O by pwrite/pread on the mount */
+    int fd;                 /* the file open on the mount (weft_io=mount), or -1 */
+    int wait_sleep;         /* weft_wait=sleep: wait for messages polling with sleeps */
     /* chosen */
     int naggr;
     int *aggr_rank;         /* rank of aggregator a */
@@ -59,13 +64,22 @@ struct wm_file {
     struct wm_flat ft;      /* the filetype, flattened */
     /* exchange buffers, kept from call to call (freed at close): large ones would be new
      * mappings, faulted in page by page, at every call */
-    char *xbuf, *ebuf;
-    size_t xbuf_cap, ebuf_cap;
-    char **sbuf;      /* per aggregator */
-    size_t *sbuf_cap;
+    char *xbuf[2], *ebuf[2]; /* two sets: a window's write runs while the next is exchanged */
+    size_t xbuf_cap[2], ebuf_cap[2];
+    char *sbuf;       /* what this rank sends the aggregators (receives from them) in a window */
+    size_t sbuf_cap;
     /* statistics of the last collective call (for debug output) */
     int64_t last_steps, last_bytes;
 };
+
+/* weft_placement: the K computer's (one aggregator per OST group, spread over the ranks,
+ * owning every stripe of its OSTs), or ROMIO's generic one (aggregators the first cb_nodes
+ * ranks, each a contiguous range of the call's extent: every aggregator writes to every
+ * OST). */
+enum { WM_PLACE_OST = 0, WM_PLACE_RANK = 1 };
+/* weft_exchange: point to point with the aggregators, window by window, or one
+ * MPI_Alltoallv of the whole communicator per window. */
+enum { WM_XCHG_STEPWISE = 0, WM_XCHG_ALLTOALLV = 1 };
 
 extern int wm_debug;
 #define WM_DEBUG(...) do { if (wm_debug) { fprintf(stderr, "weft-mpiio: " __VA_ARGS__); } } while (0)
@@ -75,12 +89,46 @@ void wm_flat_free(struct wm_flat *f);
 /* Flattens `type`; 0 on success, -1 when it holds a constructor the layer does not take. */
 int wm_flatten(MPI_Datatype type, struct wm_flat *out);
 
+/* aggio.c */
+/* What an aggregator's libweft calls took ([0] reads, [1] writes), under WEFT_MPIIO_DEBUG. */
+struct wm_iostat {
+    int64_t calls[2], bytes[2];
+    double call_s[2];   /* summed over the calls (they overlap: up to throttle x OSTs) */
+    double call_max[2]; /* the longest call */
+    double wall[2];     /* wall time of the throttled runs */
+    double copy_s;      /* pieces copied into / out of the extents */
+};
+static inline void wm_iostat_add(struct wm_iostat *to, const struct wm_iostat *x)
+{
+    for (int w = 0; w < 2; w++) {
+        to->calls[w] += x->calls[w];
+        to->bytes[w] += x->bytes[w];
+        to->call_s[w] += x->call_s[w];
+        to->call_max[w] = x->call_max[w] > to->call_max[w] ? x->call_max[w] : to->call_max[w];
+        to->wall[w] += x->wall[w];
+    }
+    to->copy_s += x->copy_s;
+}
+/* A piece as the aggregator holds it: where its bytes are in the exchange buffer. */
+struct wm_apiece {
+    int64_t off, len;
+    char *data;
+};
+double wm_now(void);
+/* A buffer kept from call to call, made at least `need` bytes (its old contents are not kept). */
+void wm_grow(char **buf, size_t *cap, size_t need);
+/* The I/O of one window at an aggregator over its pieces (sorted here); 0 or an errno. */
+int wm_window_io(const struct wm_file *f, int write, struct wm_apiece *p, int64_t n, char **ebuf, size_t *ebuf_cap,
+                 int64_t size0, struct wm_iostat *st);
+
 /* twophase.c */
 /* The collective write (write != 0) or read of `count` `type`s at byte offset `pos` of the
  * view's data stream; MPI_SUCCESS or an MPI error class. */
 int wm_collective(struct wm_file *f, int write, int64_t pos, void *buf, int count, MPI_Datatype type);
 /* Aggregators and their ranks for the file's layout. */
 void wm_choose_aggregators(struct wm_file *f);
+/* MPI_Waitall, or with f->wait_sleep a poll of MPI_Testall with short sleeps. */
+void wm_wait_all(const struct wm_file *f, int n, MPI_Request *req, MPI_Status *st);
 /* Frees the exchange buffers. */
 void wm_free_buffers(struct wm_file *f);
 

@@ -6,7 +6,12 @@
  * one aggregator; the exchange of data between the ranks and the aggregators goes window by
  * window (a window: as many rows of stripes as fill cb_buffer_size at an aggregator) with
  * MPI_Isend/MPI_Irecv; and an aggregator keeps at most `throttle` requests in flight per
- * OST (Lustre's osc max_rpcs_in_flight, FEFS's throt_N).
+ * OST (Lustre's osc max_rpcs_in_flight, FEFS's throt_N; src/aggio.c).
+ *
+ * To measure each part alone: weft_placement=rank gives ROMIO's generic domains instead
+ * (contiguous ranges of the call's extent, edges on stripes, aggregators ranks 0..A-1),
+ * weft_align=disable makes those ranges even bytes, weft_exchange=alltoallv does each
+ * window's exchange with one MPI_(I)alltoallv of the communicator.
  */
 #include "internal.h"
 #include <errno.h>
@@ -14,6 +19,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 /* A piece of the access: `len` bytes at file offset `off`, at `mem` in the packed buffer
  * (or, at an aggregator, in a receive/send buffer). Never crosses a stripe boundary. */
@@ -25,16 +31,6 @@ struct pvec {
     struct piece *p;
     int64_t n, cap;
 };
-
-/* A buffer kept from call to call, made at least `need` bytes (its old contents are not kept). */
-static void grow(char **buf, size_t *cap, size_t need)
-{
-    if (need > *cap) {
-        free(*buf);
-        *buf = malloc(need);
-        *cap = need;
-    }
-}
 
 static int pv_push(struct pvec *v, int64_t off, int64_t len, int64_t mem)
 {
@@ -106,25 +102,39 @@ static int map_view(const struct wm_file *f, int64_t pos, int64_t nbytes, struct
     return 0;
 }
 
-/* Index of the aggregator that owns the stripe holding `off`. */
+/* Index of the aggregator that owns the stripe holding `off` (the K computer's placement). */
 static int owner(const struct wm_file *f, int64_t off)
 {
     return (int)((off / f->stripe_size) % f->stripe_count % f->naggr);
 }
 
+/* With contiguous domains ([dlo[a], dlo[a+1]) is aggregator a's, some maybe empty): the
+ * aggregator whose domain holds `off`, the last a with dlo[a] <= off. */
+static int owner_contig(const int64_t *dlo, int A, int64_t off)
+{
+    int lo = 0, hi = A - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) / 2;
+        if (dlo[mid] <= off) {
+            lo = mid;
+        } else {
+            hi = mid - 1;
+        }
+    }
+    return lo;
+}
+
 void wm_free_buffers(struct wm_file *f)
 {
-    for (int a = 0; f->sbuf && a < f->naggr; a++) {
-        free(f->sbuf[a]);
-    }
     free(f->sbuf);
-    free(f->sbuf_cap);
-    free(f->xbuf);
-    free(f->ebuf);
     f->sbuf = NULL;
-    f->sbuf_cap = NULL;
-    f->xbuf = f->ebuf = NULL;
-    f->xbuf_cap = f->ebuf_cap = 0;
+    f->sbuf_cap = 0;
+    for (int k = 0; k < 2; k++) {
+        free(f->xbuf[k]);
+        free(f->ebuf[k]);
+        f->xbuf[k] = f->ebuf[k] = NULL;
+        f->xbuf_cap[k] = f->ebuf_cap[k] = 0;
+    }
 }
 
 void wm_choose_aggregators(struct wm_file *f)
@@ -143,251 +153,21 @@ void wm_choose_aggregators(struct wm_file *f)
     f->naggr = n;
     free(f->aggr_rank);
     f->aggr_rank = malloc(sizeof(int) * (size_t)n);
-    /* Spread over the ranks (over the nodes when ranks are placed by node). */
     for (int a = 0; a < n; a++) {
-        f->aggr_rank[a] = (int)((int64_t)a * f->nprocs / n);
+        /* K computer: spread over the ranks (over the nodes when ranks are placed by node);
+         * ROMIO's generic placement: the first ranks, in rank order */
+        f->aggr_rank[a] = f->placement == WM_PLACE_OST ? (int)((int64_t)a * f->nprocs / n) : a;
     }
-}
-
-/* ---- throttled I/O at an aggregator ---- */
-
-struct ioreq {
-    int64_t off, len;
-    char *buf;
-    int64_t ost; /* stripe position: requests of one position share a queue */
-};
-
-struct ioqueue {
-    struct ioreq *r;
-    int64_t n;
-    int64_t next; /* taken under the lock */
-    pthread_mutex_t lock;
-    const struct wm_file *f;
-    int write;
-    int err;
-};
-
-static void *io_worker(void *arg)
-{
-    struct ioqueue *q = arg;
-    for (;;) {
-        pthread_mutex_lock(&q->lock);
-        int64_t i = q->next < q->n ? q->next++ : -1;
-        pthread_mutex_unlock(&q->lock);
-        if (i < 0) {
-            return NULL;
-        }
-        struct ioreq *r = &q->r[i];
-        int64_t done = 0;
-        while (done < r->len) {
-            ssize_t n = q->write ? weft_pwrite(q->f->wf, r->buf + done, (size_t)(r->len - done), r->off + done)
-                                 : weft_pread(q->f->wf, r->buf + done, (size_t)(r->len - done), r->off + done);
-            if (n < 0) {
-                pthread_mutex_lock(&q->lock);
-                q->err = (int)-n;
-                pthread_mutex_unlock(&q->lock);
-                break;
-            }
-            if (n == 0) {
-                /* past the end of the file: what is not there reads as zeros */
-                memset(r->buf + done, 0, (size_t)(r->len - done));
-                break;
-            }
-            done += n;
-        }
-    }
-}
-
-static int cmp_ioreq(const void *a, const void *b)
-{
-    const struct ioreq *x = a, *y = b;
-    if (x->ost != y->ost) {
-        return x->ost < y->ost ? -1 : 1;
-    }
-    return x->off < y->off ? -1 : x->off > y->off;
-}
-
-/* Runs the requests, at most f->throttle at once per OST; 0 or an errno. */
-static int run_io(const struct wm_file *f, struct ioreq *r, int64_t n, int write)
-{
-    if (n == 0) {
-        return 0;
-    }
-    qsort(r, (size_t)n, sizeof(*r), cmp_ioreq);
-    int nq = 0;
-    for (int64_t i = 0; i < n; i++) {
-        nq += i == 0 || r[i].ost != r[i - 1].ost;
-    }
-    struct ioqueue *q = calloc((size_t)nq, sizeof(*q));
-    int k = -1;
-    for (int64_t i = 0; i < n; i++) {
-        if (i == 0 || r[i].ost != r[i - 1].ost) {
-            k++;
-            q[k].r = &r[i];
-            q[k].f = f;
-            q[k].write = write;
-            pthread_mutex_init(&q[k].lock, NULL);
-        }
-        q[k].n++;
-    }
-    int total = 0;
-    for (k = 0; k < nq; k++) {
-        total += q[k].n < f->throttle ? (int)q[k].n : f->throttle;
-    }
-    pthread_t *th = malloc(sizeof(pthread_t) * (size_t)total);
-    int started = 0;
-    /* The calling thread takes the first queue's first share itself when there is one
-     * thread in all (throttle 1, one OST): no thread to start. */
-    if (total == 1) {
-        io_worker(&q[0]);
-    } else {
-        for (k = 0; k < nq; k++) {
-            int m = q[k].n < f->throttle ? (int)q[k].n : f->throttle;
-            for (int j = 0; j < m; j++) {
-                if (pthread_create(&th[started], NULL, io_worker, &q[k]) == 0) {
-                    started++;
-                } else {
-                    io_worker(&q[k]);
-                }
-            }
-        }
-        for (int j = 0; j < started; j++) {
-            pthread_join(th[j], NULL);
-        }
-    }
-    int err = 0;
-    for (k = 0; k < nq; k++) {
-        if (q[k].err && !err) {
-            err = q[k].err;
-        }
-        pthread_mutex_destroy(&q[k].lock);
-    }
-    free(th);
-    free(q);
-    return err;
-}
-
-/* ---- one window at an aggregator ---- */
-
-/* A piece as the aggregator holds it: where its bytes are in the exchange buffer. */
-struct apiece {
-    int64_t off, len;
-    char *data;
-};
-
-static int cmp_apiece(const void *a, const void *b)
-{
-    const struct apiece *x = a, *y = b;
-    return x->off < y->off ? -1 : x->off > y->off;
-}
-
-/*
- * The I/O of one window at an aggregator over its pieces (sorted here). Extents: runs of
- * pieces in one stripe whose gaps are at most `hole_max`; an extent with a gap is read
- * first on a write (read-modify-write, as ROMIO's data sieving; not past `size0`, the
- * file's size when the call began: nobody else writes these stripes), then every extent is
- * written in requests of at most rpc_size. On a read, the extents are read and the pieces
- * copied out of them.
- */
-static int window_io(const struct wm_file *f, int write, struct apiece *p, int64_t n, char **ebuf, size_t *ebuf_cap,
-                     int64_t size0)
-{
-    if (n == 0) {
-        return 0;
-    }
-    qsort(p, (size_t)n, sizeof(*p), cmp_apiece);
-    int64_t S = f->stripe_size, hole_max = S;
-    /* extents: [start, end), hole flag, first piece */
-    int64_t ne = 0, total = 0;
-    int64_t *es = malloc(sizeof(int64_t) * 4 * (size_t)n);
-    int64_t *ee = es + n, *eh = es + 2 * n, *eb = es + 3 * n;
-    for (int64_t i = 0; i < n; i++) {
-        int64_t end = p[i].off + p[i].len;
-        if (ne > 0 && p[i].off / S == (ee[ne - 1] - 1) / S && p[i].off - ee[ne - 1] <= hole_max) {
-            if (p[i].off > ee[ne - 1]) {
-                eh[ne - 1] = 1;
-            }
-            if (end > ee[ne - 1]) {
-                total += end - ee[ne - 1];
-                ee[ne - 1] = end;
-            }
-            continue;
-        }
-        es[ne] = p[i].off;
-        ee[ne] = end;
-        eh[ne] = 0;
-        eb[ne] = total;
-        total += end - p[i].off;
-        ne++;
-    }
-    grow(ebuf, ebuf_cap, (size_t)total);
-    char *buf = *ebuf;
-    /* requests */
-    int64_t nr = 0, rcap = ne + total / f->rpc_size + 1;
-    struct ioreq *r = malloc(sizeof(*r) * (size_t)rcap);
-    int err = 0;
-    for (int pass = 0; pass < 2 && !err; pass++) {
-        int rd = pass == 0;
-        nr = 0;
-        for (int64_t e = 0; e < ne; e++) {
-            if (rd && write && !eh[e]) {
-                continue;
-            }
-            if (rd && write && es[e] >= size0) {
-                /* past the end the file had when the call began: its gaps read as zeros */
-                memset(buf + eb[e], 0, (size_t)(ee[e] - es[e]));
-                continue;
-            }
-            if (!rd && !write) {
-                continue;
-            }
-            for (int64_t o = es[e]; o < ee[e]; o += f->rpc_size) {
-                int64_t len = ee[e] - o < f->rpc_size ? ee[e] - o : f->rpc_size;
-                r[nr].off = o;
-                r[nr].len = len;
-                r[nr].buf = buf + eb[e] + (o - es[e]);
-                r[nr].ost = (o / S) % f->stripe_count;
-                nr++;
-            }
-        }
-        if (rd) {
-            err = run_io(f, r, nr, 0);
-            if (err) {
-                break;
-            }
-            if (write) {
-                /* the new bytes over what was read */
-                int64_t e = 0;
-                for (int64_t i = 0; i < n; i++) {
-                    while (!(p[i].off >= es[e] && p[i].off < ee[e])) {
-                        e++;
-                    }
-                    memcpy(buf + eb[e] + (p[i].off - es[e]), p[i].data, (size_t)p[i].len);
-                }
-            } else {
-                int64_t e = 0;
-                for (int64_t i = 0; i < n; i++) {
-                    while (!(p[i].off >= es[e] && p[i].off < ee[e])) {
-                        e++;
-                    }
-                    memcpy(p[i].data, buf + eb[e] + (p[i].off - es[e]), (size_t)p[i].len);
-                }
-            }
-        } else {
-            err = run_io(f, r, nr, 1);
-        }
-    }
-    free(r);
-    free(es);
-    return err;
 }
 
 /* ---- the collective call ---- */
 
-/* A window's write at an aggregator, run in a thread while the next window is exchanged. */
+/* A window's write at an aggregator, run in a thread while the next window is exchanged;
+ * or its read, while the window before is sent. */
 struct iojob {
     const struct wm_file *f;
-    struct apiece *ap;
+    int write;
+    struct wm_apiece *ap;
     int64_t n;
     char **ebuf;
     size_t *ebuf_cap;
@@ -395,29 +175,142 @@ struct iojob {
     int err;
     int running;
     pthread_t th;
+    struct wm_iostat st;
 };
 
 static void *io_job(void *arg)
 {
     struct iojob *j = arg;
-    j->err = window_io(j->f, 1, j->ap, j->n, j->ebuf, j->ebuf_cap, j->size0);
+    j->err = wm_window_io(j->f, j->write, j->ap, j->n, j->ebuf, j->ebuf_cap, j->size0, &j->st);
     return NULL;
 }
 
-/* Waits for the job's write; its error, or 0. */
-static int io_join(struct iojob *j)
+/* Waits for the job's I/O, adds its statistics to `st`; its error, or 0. */
+static int io_join(struct iojob *j, struct wm_iostat *st)
 {
     if (!j->running) {
         return 0;
     }
     pthread_join(j->th, NULL);
     j->running = 0;
+    wm_iostat_add(st, &j->st);
+    memset(&j->st, 0, sizeof(j->st));
     return j->err;
+}
+
+/* At an aggregator: per source rank, its (offset, length) list, the cursor in it and its
+ * end; per buffer set, the pieces of a window and the bytes each rank has in it. */
+struct aggwin {
+    int P;
+    const int64_t *rlist;
+    int64_t *rcur, *rend;
+    struct wm_apiece *ap[2];
+    int64_t cap[2], n[2];
+    int64_t *rbytes[2];
+};
+
+/* The pieces of the window that ends at `whi` into set `set` (f->xbuf[set] holds their
+ * bytes, rank after rank), the cursors moved past them. */
+static void agg_window(struct wm_file *f, struct aggwin *w, int64_t whi, int set)
+{
+    int64_t total = 0, n = 0;
+    for (int r = 0; r < w->P; r++) {
+        int64_t b = 0;
+        for (int64_t i = w->rcur[r]; i < w->rend[r] && w->rlist[2 * i] < whi; i++) {
+            b += w->rlist[2 * i + 1];
+            n++;
+        }
+        w->rbytes[set][r] = b;
+        total += b;
+    }
+    if (n > w->cap[set]) {
+        free(w->ap[set]);
+        w->ap[set] = malloc(sizeof(struct wm_apiece) * (size_t)n);
+        w->cap[set] = n;
+    }
+    wm_grow(&f->xbuf[set], &f->xbuf_cap[set], (size_t)(total ? total : 1));
+    struct wm_apiece *ap = w->ap[set];
+    int64_t x = 0, k = 0;
+    for (int r = 0; r < w->P; r++) {
+        for (; w->rcur[r] < w->rend[r] && w->rlist[2 * w->rcur[r]] < whi; w->rcur[r]++) {
+            ap[k].off = w->rlist[2 * w->rcur[r]];
+            ap[k].len = w->rlist[2 * w->rcur[r] + 1];
+            ap[k].data = f->xbuf[set] + x;
+            x += ap[k].len;
+            k++;
+        }
+    }
+    w->n[set] = n;
+}
+
+/* Starts the I/O of set `set`'s window in a thread (in this one when none can start). */
+static void io_start(struct wm_file *f, struct iojob *j, int write, struct aggwin *w, int set, int64_t size0,
+                     struct wm_iostat *st, int *err)
+{
+    if (w->n[set] == 0) {
+        return;
+    }
+    j->f = f;
+    j->write = write;
+    j->ap = w->ap[set];
+    j->n = w->n[set];
+    j->ebuf = &f->ebuf[set];
+    j->ebuf_cap = &f->ebuf_cap[set];
+    j->size0 = size0;
+    j->err = 0;
+    if (pthread_create(&j->th, NULL, io_job, j) == 0) {
+        j->running = 1;
+        return;
+    }
+    io_job(j);
+    wm_iostat_add(st, &j->st);
+    memset(&j->st, 0, sizeof(j->st));
+    if (j->err && !*err) {
+        *err = j->err;
+    }
+}
+
+/* MPI_Waitall, or (f->wait_sleep: more ranks on the node than cores) a poll with short
+ * sleeps: there a rank spinning in the MPI library takes the CPU from the aggregators' I/O
+ * threads and the servers (docs/BENCHMARKS.md, MPI-IO). */
+void wm_wait_all(const struct wm_file *f, int n, MPI_Request *req, MPI_Status *st)
+{
+    if (!f->wait_sleep) {
+        MPI_Waitall(n, req, st);
+        return;
+    }
+    for (;;) {
+        int done = 0;
+        MPI_Testall(n, req, &done, st);
+        if (done) {
+            return;
+        }
+        struct timespec ts = {0, 50000};
+        nanosleep(&ts, NULL);
+    }
+}
+
+/* Where a collective call's time went at this rank (WEFT_MPIIO_DEBUG). */
+enum { T_PLAN, T_PACK, T_XCHG, T_IOWAIT, T_NT };
+
+static void print_split(const struct wm_file *f, int write, double total, const double *t, const struct wm_iostat *io)
+{
+    int w = write ? 1 : 0;
+    WM_DEBUG("rank %d %s split: total %.3f s: plan %.3f, pack/unpack %.3f, exchange %.3f, waiting for I/O %.3f; "
+             "I/O: %lld %s of %.0f KiB avg in %.3f s summed (%.2f ms avg, %.2f max; wall %.3f), %lld "
+             "reads-before-write of %.0f KiB avg in %.3f s, extent copies %.3f s\n",
+             f->rank, write ? "write" : "read", total, t[T_PLAN], t[T_PACK], t[T_XCHG], t[T_IOWAIT],
+             (long long)io->calls[w], f->fd >= 0 ? (write ? "pwrite (mount)" : "pread (mount)") : write ? "weft_pwrite" : "weft_pread",
+             io->calls[w] ? (double)io->bytes[w] / (double)io->calls[w] / 1024 : 0.0, io->call_s[w],
+             io->calls[w] ? 1e3 * io->call_s[w] / (double)io->calls[w] : 0.0, 1e3 * io->call_max[w], io->wall[w],
+             (long long)(write ? io->calls[0] : 0), write && io->calls[0] ? (double)io->bytes[0] / (double)io->calls[0] / 1024 : 0.0,
+             write ? io->call_s[0] : 0.0, io->copy_s);
 }
 
 int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int count, MPI_Datatype type)
 {
-    double t0 = MPI_Wtime();
+    double t0 = MPI_Wtime(), tm[T_NT] = {0}, tx;
+    struct wm_iostat io = {0};
     int tsize;
     MPI_Type_size(type, &tsize);
     int64_t nbytes = (int64_t)count * tsize;
@@ -441,21 +334,36 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
     int64_t glohi[2];
     MPI_Allreduce(lohi, glohi, 2, MPI_INT64_T, MPI_MIN, f->comm);
     int64_t lo = glohi[0], hi = -glohi[1];
-    /* weft_align=disable (to measure what alignment gives): even byte ranges of [lo, hi) as
-     * the domains, as ROMIO's generic code makes them, each in windows of cb_buffer_size;
-     * the pieces are cut at those boundaries too. */
-    int aligned = f->align;
-    int64_t D = 1, cbw = f->cb_buffer_size;
-    if (!aligned && lo != INT64_MAX) {
-        D = (hi - lo + A - 1) / A;
+    int64_t S = f->stripe_size, C = f->stripe_count, cbw = f->cb_buffer_size;
+    /* The K computer's domains (the default): aggregator a owns the stripes of its OSTs.
+     * Else contiguous domains, ROMIO's generic ones (weft_placement=rank): A ranges of
+     * [lo, hi), their boundaries on stripe boundaries unless weft_align=disable (even byte
+     * ranges); each walked in windows of cb_buffer_size from wbase[a]. The pieces are cut
+     * at those boundaries too. */
+    int cyclic = f->align && f->placement == WM_PLACE_OST;
+    int64_t *dlo = calloc((size_t)A + 1, sizeof(int64_t)), *wbase = calloc((size_t)A, sizeof(int64_t));
+    if (!cyclic && lo != INT64_MAX) {
+        int64_t base = lo, D;
+        if (f->align) {
+            cbw = cbw >= S ? cbw / S * S : cbw;
+            base = lo / S * S;
+            D = ((hi - base + A - 1) / A + S - 1) / S * S;
+        } else {
+            D = (hi - lo + A - 1) / A;
+        }
+        for (int a = 0; a < A; a++) {
+            dlo[a] = a == 0 ? lo : (base + a * D < hi ? base + a * D : hi);
+            wbase[a] = a == 0 ? base : dlo[a];
+        }
+        dlo[A] = hi;
         struct pvec w = {0};
         for (int64_t i = 0; i < v.n && !err; i++) {
             int64_t off = v.p[i].off, len = v.p[i].len, m = v.p[i].mem;
             while (len > 0) {
-                int64_t ds = lo + (off - lo) / D * D;
-                int64_t nb = ds + ((off - ds) / cbw + 1) * cbw;
-                if (nb > ds + D) {
-                    nb = ds + D;
+                int a = owner_contig(dlo, A, off);
+                int64_t nb = wbase[a] + ((off - wbase[a]) / cbw + 1) * cbw;
+                if (nb > dlo[a + 1]) {
+                    nb = dlo[a + 1];
                 }
                 int64_t take = nb - off < len ? nb - off : len;
                 if (pv_push(&w, off, take, m) != 0) {
@@ -470,7 +378,7 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
         free(v.p);
         v = w;
     }
-#define OWN(off) (aligned ? owner(f, (off)) : (int)(((off) - lo) / D))
+#define OWN(off) (cyclic ? owner(f, (off)) : owner_contig(dlo, A, (off)))
     /* Pieces bucketed by aggregator, each bucket in file order. */
     int *cnt_to = calloc((size_t)P, sizeof(int)), *cnt_from = calloc((size_t)P, sizeof(int));
     int64_t *bstart = calloc((size_t)A + 1, sizeof(int64_t));
@@ -518,47 +426,52 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
     int64_t *rlist = malloc(sizeof(int64_t) * 2 * (size_t)(rtotal + 1));
     MPI_Alltoallv(slist, sc, sd, MPI_INT64_T, rlist, rc, rd, MPI_INT64_T, f->comm);
 
-    /* The windows: rows of stripes, as many as fill cb_buffer_size at an aggregator. */
-    int64_t S = f->stripe_size, C = f->stripe_count;
-    int64_t owned_max = (C + A - 1) / A;
-    int64_t rows = f->cb_buffer_size / (S * owned_max);
-    if (rows < 1) {
-        rows = 1;
-    }
-    int64_t win = rows * S * C;
-    int64_t w0 = lo == INT64_MAX ? 0 : lo / win * win;
-    int64_t nsteps = lo == INT64_MAX ? 0 : (hi - w0 + win - 1) / win;
-    if (!aligned) {
+    /* The windows. K computer: rows of stripes, as many as fill cb_buffer_size at an
+     * aggregator; contiguous domains: cb_buffer_size of each. */
+    int64_t win, w0 = 0, nsteps = 0;
+    if (cyclic) {
+        int64_t owned_max = (C + A - 1) / A;
+        int64_t rows = f->cb_buffer_size / (S * owned_max);
+        if (rows < 1) {
+            rows = 1;
+        }
+        win = rows * S * C;
+        w0 = lo == INT64_MAX ? 0 : lo / win * win;
+        nsteps = lo == INT64_MAX ? 0 : (hi - w0 + win - 1) / win;
+    } else {
         win = cbw;
-        nsteps = lo == INT64_MAX ? 0 : (D + cbw - 1) / cbw;
+        for (int a = 0; a < A && lo != INT64_MAX; a++) {
+            int64_t n = dlo[a + 1] > dlo[a] ? (dlo[a + 1] - wbase[a] + cbw - 1) / cbw : 0;
+            nsteps = n > nsteps ? n : nsteps;
+        }
     }
-/* The end of window t for aggregator a. */
-#define WHI(a) (aligned ? whi : lo + (int64_t)(a) * D + (t + 1) * cbw)
+/* The end of window tt for aggregator a. */
+#define WHI(a, tt) (cyclic ? w0 + ((tt) + 1) * win : wbase[a] + ((tt) + 1) * cbw)
 
     /* Cursors: mine per aggregator, and at an aggregator per source rank. */
     int64_t *scur = malloc(sizeof(int64_t) * (size_t)A);
     memcpy(scur, bstart, sizeof(int64_t) * (size_t)A);
-    int64_t *rcur = malloc(sizeof(int64_t) * (size_t)P), *rend = malloc(sizeof(int64_t) * (size_t)P);
+    struct aggwin aw = {0};
+    aw.P = P;
+    aw.rlist = rlist;
+    aw.rcur = malloc(sizeof(int64_t) * (size_t)P);
+    aw.rend = malloc(sizeof(int64_t) * (size_t)P);
+    aw.rbytes[0] = calloc((size_t)P, sizeof(int64_t));
+    aw.rbytes[1] = calloc((size_t)P, sizeof(int64_t));
     for (int r = 0; r < P; r++) {
-        rcur[r] = rd[r] / 2;
-        rend[r] = rcur[r] + cnt_from[r];
+        aw.rcur[r] = rd[r] / 2;
+        aw.rend[r] = aw.rcur[r] + cnt_from[r];
     }
     MPI_Request *req = malloc(sizeof(MPI_Request) * (size_t)(A + P));
     MPI_Status *st = malloc(sizeof(MPI_Status) * (size_t)(A + P));
-    int64_t *sbytes = calloc((size_t)A, sizeof(int64_t)), *rbytes = calloc((size_t)P, sizeof(int64_t));
-    int64_t *send_first = malloc(sizeof(int64_t) * (size_t)A);
-    if (!f->sbuf) {
-        f->sbuf = calloc((size_t)A, sizeof(char *));
-        f->sbuf_cap = calloc((size_t)A, sizeof(size_t));
-    }
-    char **sbuf = f->sbuf;
-    size_t *sbuf_cap = f->sbuf_cap;
-    /* Two sets of buffers on a write: the I/O of window t runs while window t+1 is
-     * exchanged into the other set. */
-    char *xbs[2] = {f->xbuf, NULL}, *ebs[2] = {f->ebuf, NULL};
-    size_t xcs[2] = {f->xbuf_cap, 0}, ecs[2] = {f->ebuf_cap, 0};
-    struct apiece *aps[2] = {NULL, NULL};
-    int64_t apcs[2] = {0, 0};
+    int64_t *sbytes = calloc((size_t)A, sizeof(int64_t));
+    int64_t *send_first = malloc(sizeof(int64_t) * (size_t)A), *soff = malloc(sizeof(int64_t) * (size_t)A);
+    /* counts and displacements of weft_exchange=alltoallv: to ranks, from ranks */
+    int *xsc = calloc((size_t)P, sizeof(int)), *xsd = calloc((size_t)P, sizeof(int));
+    int *xrc = calloc((size_t)P, sizeof(int)), *xrd = calloc((size_t)P, sizeof(int));
+    int a2a = f->exchange == WM_XCHG_ALLTOALLV;
+    /* Two sets of buffers: on a write the I/O of window t runs while window t+1 is
+     * exchanged into the other set; on a read window t+1 is read while window t is sent. */
     struct iojob job[2];
     memset(job, 0, sizeof(job));
 
@@ -566,80 +479,76 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
      * it needs reading before it is written. */
     int64_t size_here = -1, size0 = INT64_MAX;
     if (write && my_a >= 0) {
-        struct stat st;
-        if (weft_fstat(f->wf, &st) == 0) {
-            size_here = st.st_size;
-        } else {
-            size_here = INT64_MAX;
-        }
+        struct stat sb;
+        size_here = weft_fstat(f->wf, &sb) == 0 ? sb.st_size : INT64_MAX;
     }
     if (write) {
         MPI_Allreduce(&size_here, &size0, 1, MPI_INT64_T, MPI_MAX, f->comm);
     }
-    double t_io = 0, t_io0;
+    tm[T_PLAN] = MPI_Wtime() - t0;
+    if (!write && my_a >= 0 && nsteps > 0) {
+        /* the first window's read */
+        agg_window(f, &aw, WHI(my_a, 0), 0);
+        io_start(f, &job[0], 0, &aw, 0, 0, &io, &err);
+    }
     for (int64_t t = 0; t < nsteps; t++) {
-        int64_t wlo = w0 + t * win, whi = wlo + win;
         int tag = (int)(t % 30000);
         int nreq = 0;
-        int set = write ? (int)(t & 1) : 0;
-        if (write) {
-            /* this set's last write (window t-2) is done before its buffers are reused */
-            t_io0 = MPI_Wtime();
-            int e = io_join(&job[set]);
-            t_io += MPI_Wtime() - t_io0;
+        int set = (int)(t & 1);
+        if (my_a >= 0) {
+            /* a write: this set's last write (window t-2) is done before its buffers are
+             * reused; a read: window t's read is done, and window t+1's starts */
+            tx = MPI_Wtime();
+            int e = io_join(&job[set], &io);
+            tm[T_IOWAIT] += MPI_Wtime() - tx;
             if (e && !err) {
                 err = e;
             }
+            if (write) {
+                agg_window(f, &aw, WHI(my_a, t), set);
+            } else if (t + 1 < nsteps) {
+                agg_window(f, &aw, WHI(my_a, t + 1), 1 - set);
+                io_start(f, &job[1 - set], 0, &aw, 1 - set, 0, &io, &err);
+            }
         }
-        char *xbuf = xbs[set];
-        size_t xbuf_cap = xcs[set];
-        struct apiece *ap = aps[set];
-        int64_t ap_cap = apcs[set];
-        /* This rank's pieces in the window, per aggregator. */
+        char *xbuf = my_a >= 0 ? f->xbuf[set] : NULL;
+        const int64_t *rbytes = aw.rbytes[set];
+        /* This rank's pieces in the window, per aggregator, and where they go in sbuf. */
+        int64_t stot = 0;
         for (int a = 0; a < A; a++) {
             int64_t i = scur[a], b = 0;
             send_first[a] = i;
-            while (i < bstart[a + 1] && mine[i].off < WHI(a)) {
+            while (i < bstart[a + 1] && mine[i].off < WHI(a, t)) {
                 b += mine[i].len;
                 i++;
             }
             sbytes[a] = b;
+            soff[a] = stot;
+            stot += b;
         }
-        /* At an aggregator: what each rank has in the window. */
-        int64_t xtotal = 0, napieces = 0;
-        if (my_a >= 0) {
+        wm_grow(&f->sbuf, &f->sbuf_cap, (size_t)(stot ? stot : 1));
+        char *sbuf = f->sbuf;
+        if (a2a) {
             for (int r = 0; r < P; r++) {
-                int64_t b = 0;
-                for (int64_t i = rcur[r]; i < rend[r] && rlist[2 * i] < WHI(my_a); i++) {
-                    b += rlist[2 * i + 1];
-                    napieces++;
-                }
-                rbytes[r] = b;
-                xtotal += b;
+                xsc[r] = xsd[r] = 0;
             }
-            grow(&xbuf, &xbuf_cap, (size_t)xtotal);
-            if (napieces > ap_cap) {
-                free(ap);
-                ap = malloc(sizeof(*ap) * (size_t)napieces);
-                ap_cap = napieces;
+            for (int a = 0; a < A; a++) {
+                xsc[f->aggr_rank[a]] = (int)sbytes[a];
+                xsd[f->aggr_rank[a]] = (int)soff[a];
             }
-            xbs[set] = xbuf;
-            xcs[set] = xbuf_cap;
-            aps[set] = ap;
-            apcs[set] = ap_cap;
-            int64_t x = 0, k = 0;
+            int64_t x = 0;
             for (int r = 0; r < P; r++) {
-                for (; rcur[r] < rend[r] && rlist[2 * rcur[r]] < WHI(my_a); rcur[r]++) {
-                    ap[k].off = rlist[2 * rcur[r]];
-                    ap[k].len = rlist[2 * rcur[r] + 1];
-                    ap[k].data = xbuf + x;
-                    x += ap[k].len;
-                    k++;
-                }
+                xrc[r] = my_a >= 0 ? (int)rbytes[r] : 0;
+                xrd[r] = (int)x;
+                x += xrc[r];
             }
+            /* a rank that is no aggregator receives nothing, but not into its send buffer:
+             * OpenMPI's Ialltoallv takes two buffers at one address as MPI_IN_PLACE (it hung) */
+            static char none;
+            xbuf = xbuf ? xbuf : &none;
         }
         if (write) {
-            if (my_a >= 0) {
+            if (!a2a && my_a >= 0) {
                 int64_t x = 0;
                 for (int r = 0; r < P; r++) {
                     if (rbytes[r] > 0) {
@@ -652,76 +561,69 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
                 if (sbytes[a] == 0) {
                     continue;
                 }
-                grow(&sbuf[a], &sbuf_cap[a], (size_t)sbytes[a]);
-                int64_t x = 0;
-                for (int64_t i = send_first[a]; x < sbytes[a]; i++) {
-                    memcpy(sbuf[a] + x, mem + mine[i].mem, (size_t)mine[i].len);
+                tx = MPI_Wtime();
+                int64_t x = soff[a];
+                for (int64_t i = send_first[a]; x < soff[a] + sbytes[a]; i++) {
+                    memcpy(sbuf + x, mem + mine[i].mem, (size_t)mine[i].len);
                     x += mine[i].len;
                 }
-                MPI_Isend(sbuf[a], (int)sbytes[a], MPI_BYTE, f->aggr_rank[a], tag, f->comm, &req[nreq++]);
-            }
-            MPI_Waitall(nreq, req, st);
-            if (my_a >= 0 && napieces > 0) {
-                struct iojob *j = &job[set];
-                j->f = f;
-                j->ap = ap;
-                j->n = napieces;
-                j->ebuf = &ebs[set];
-                j->ebuf_cap = &ecs[set];
-                j->size0 = size0;
-                j->err = 0;
-                if (pthread_create(&j->th, NULL, io_job, j) == 0) {
-                    j->running = 1;
-                } else {
-                    io_job(j);
-                    if (j->err && !err) {
-                        err = j->err;
-                    }
+                tm[T_PACK] += MPI_Wtime() - tx;
+                if (!a2a) {
+                    MPI_Isend(sbuf + soff[a], (int)sbytes[a], MPI_BYTE, f->aggr_rank[a], tag, f->comm, &req[nreq++]);
                 }
+            }
+            tx = MPI_Wtime();
+            if (a2a) {
+                MPI_Ialltoallv(sbuf, xsc, xsd, MPI_BYTE, xbuf, xrc, xrd, MPI_BYTE, f->comm, &req[0]);
+                wm_wait_all(f, 1, req, st);
+            } else {
+                wm_wait_all(f, nreq, req, st);
+            }
+            tm[T_XCHG] += MPI_Wtime() - tx;
+            if (my_a >= 0) {
+                io_start(f, &job[set], 1, &aw, set, size0, &io, &err);
             }
         } else {
-            for (int a = 0; a < A; a++) {
-                if (sbytes[a] == 0) {
-                    continue;
-                }
-                grow(&sbuf[a], &sbuf_cap[a], (size_t)sbytes[a]);
-                MPI_Irecv(sbuf[a], (int)sbytes[a], MPI_BYTE, f->aggr_rank[a], tag, f->comm, &req[nreq++]);
-            }
-            if (my_a >= 0) {
-                /* window_io sorts the pieces: it fills xbuf in each rank's order. */
-                t_io0 = MPI_Wtime();
-                int e = window_io(f, 0, ap, napieces, &ebs[0], &ecs[0], 0);
-                t_io += MPI_Wtime() - t_io0;
-                if (e && !err) {
-                    err = e;
-                }
-                int64_t x = 0;
-                for (int r = 0; r < P; r++) {
-                    if (rbytes[r] > 0) {
-                        MPI_Isend(xbuf + x, (int)rbytes[r], MPI_BYTE, r, tag, f->comm, &req[nreq++]);
-                    }
-                    x += rbytes[r];
+            for (int a = 0; a < A && !a2a; a++) {
+                if (sbytes[a] > 0) {
+                    MPI_Irecv(sbuf + soff[a], (int)sbytes[a], MPI_BYTE, f->aggr_rank[a], tag, f->comm, &req[nreq++]);
                 }
             }
-            MPI_Waitall(nreq, req, st);
+            int64_t x = 0;
+            for (int r = 0; r < P && !a2a && my_a >= 0; r++) {
+                if (rbytes[r] > 0) {
+                    MPI_Isend(xbuf + x, (int)rbytes[r], MPI_BYTE, r, tag, f->comm, &req[nreq++]);
+                }
+                x += rbytes[r];
+            }
+            tx = MPI_Wtime();
+            if (a2a) {
+                MPI_Ialltoallv(xbuf, xrc, xrd, MPI_BYTE, sbuf, xsc, xsd, MPI_BYTE, f->comm, &req[0]);
+                wm_wait_all(f, 1, req, st);
+            } else {
+                wm_wait_all(f, nreq, req, st);
+            }
+            tm[T_XCHG] += MPI_Wtime() - tx;
+            tx = MPI_Wtime();
             for (int a = 0; a < A; a++) {
-                int64_t x = 0;
-                for (int64_t i = send_first[a]; x < sbytes[a]; i++) {
-                    memcpy(mem + mine[i].mem, sbuf[a] + x, (size_t)mine[i].len);
+                x = soff[a];
+                for (int64_t i = send_first[a]; x < soff[a] + sbytes[a]; i++) {
+                    memcpy(mem + mine[i].mem, sbuf + x, (size_t)mine[i].len);
                     x += mine[i].len;
                 }
             }
+            tm[T_PACK] += MPI_Wtime() - tx;
         }
         for (int a = 0; a < A; a++) {
-            while (scur[a] < bstart[a + 1] && mine[scur[a]].off < WHI(a)) {
+            while (scur[a] < bstart[a + 1] && mine[scur[a]].off < WHI(a, t)) {
                 scur[a]++;
             }
         }
     }
     for (int k = 0; k < 2; k++) {
-        t_io0 = MPI_Wtime();
-        int e = io_join(&job[k]);
-        t_io += MPI_Wtime() - t_io0;
+        tx = MPI_Wtime();
+        int e = io_join(&job[k], &io);
+        tm[T_IOWAIT] += MPI_Wtime() - tx;
         if (e && !err) {
             err = e;
         }
@@ -729,37 +631,47 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
 #undef WHI
 #undef OWN
     if (!contig && !write && nbytes > 0) {
+        tx = MPI_Wtime();
         int position = 0;
         MPI_Unpack(mem, (int)nbytes, &position, ubuf, count, type, MPI_COMM_SELF);
+        tm[T_PACK] += MPI_Wtime() - tx;
     }
-    /* Every rank learns whether any failed. */
+    /* Every rank learns whether any failed (waiting as for the exchange: the ranks done
+     * first would otherwise spin while the others' I/O runs). */
     int gerr = 0;
-    MPI_Allreduce(&err, &gerr, 1, MPI_INT, MPI_MAX, f->comm);
+    MPI_Iallreduce(&err, &gerr, 1, MPI_INT, MPI_MAX, f->comm, &req[0]);
+    wm_wait_all(f, 1, req, st);
     f->last_steps = nsteps;
     f->last_bytes = nbytes;
     if (wm_debug && f->rank == 0) {
-        WM_DEBUG("%s: %lld bytes here, file [%lld, %lld), %d aggregators, window %lld bytes, %lld steps, "
-                 "throttle %d, %.3f s (rank 0 as an aggregator waited %.3f s for its I/O)\n",
+        WM_DEBUG("%s: %lld bytes here, file [%lld, %lld), %d aggregators (%s placement, %s domains), window %lld "
+                 "bytes, %lld steps, %s exchange, throttle %d, %.3f s\n",
                  write ? "write_all" : "read_all", (long long)nbytes, (long long)(lo == INT64_MAX ? 0 : lo),
-                 (long long)(lo == INT64_MAX ? 0 : hi), A, (long long)win, (long long)nsteps, f->throttle,
-                 MPI_Wtime() - t0, t_io);
+                 (long long)(lo == INT64_MAX ? 0 : hi), A, f->placement == WM_PLACE_OST ? "ost" : "rank",
+                 cyclic ? "ost-cyclic" : f->align ? "contiguous stripe-aligned" : "contiguous even-byte",
+                 (long long)win, (long long)nsteps, a2a ? "alltoallv" : "stepwise", f->throttle, MPI_Wtime() - t0);
     }
-    f->xbuf = xbs[0];
-    f->xbuf_cap = xcs[0];
-    f->ebuf = ebs[0];
-    f->ebuf_cap = ecs[0];
-    free(xbs[1]);
-    free(ebs[1]);
-    free(aps[0]);
-    free(aps[1]);
+    if (wm_debug > 1) {
+        print_split(f, write, MPI_Wtime() - t0, tm, &io);
+    }
+    free(aw.ap[0]);
+    free(aw.ap[1]);
+    free(aw.rbytes[0]);
+    free(aw.rbytes[1]);
+    free(aw.rcur);
+    free(aw.rend);
     free(req);
     free(st);
     free(sbytes);
-    free(rbytes);
     free(send_first);
+    free(soff);
+    free(xsc);
+    free(xsd);
+    free(xrc);
+    free(xrd);
+    free(dlo);
+    free(wbase);
     free(scur);
-    free(rcur);
-    free(rend);
     free(rlist);
     free(slist);
     free(sc);

@@ -28,8 +28,29 @@
  *   weft_align=disable   domains of even byte ranges, not whole stripes (to measure what
  *                        the alignment gives; env WEFT_MPIIO_ALIGN=0)
  *   weft_rpc_size=B      largest single request of an aggregator (default 1 MiB)
+ *   weft_placement=ost|rank   ost (default): the K computer's, one aggregator per OST group
+ *                        spread over the ranks, owning all the stripes of its OSTs; rank:
+ *                        ROMIO's generic one, the first cb_nodes ranks, each a contiguous
+ *                        range of the call's extent (boundaries on stripes unless
+ *                        weft_align=disable), so every aggregator writes to every OST (env
+ *                        WEFT_MPIIO_PLACEMENT)
+ *   weft_exchange=stepwise|alltoallv   the data to and from the aggregators by
+ *                        Isend/Irecv between the ranks that have some, window by window
+ *                        (default), or by one MPI_Alltoallv of the communicator per window
+ *                        (env WEFT_MPIIO_EXCHANGE)
+ *   weft_io=libweft|mount   the aggregators' reads and writes through libweft (default)
+ *                        or by pread/pwrite on the FUSE mount (an experiment: the same
+ *                        layer over the mount's page cache and write-back; env
+ *                        WEFT_MPIIO_IO)
+ *   weft_wait=spin|sleep   wait for the exchange's messages in MPI_Waitall (spin) or
+ *                        polling with 50 us sleeps (default when the node has more ranks
+ *                        than cores; env WEFT_MPIIO_WAIT)
  * MPI_File_get_info adds what was chosen: weft_layout, weft_aggregators, weft_domains,
- * weft_throttle, cb_buffer_size. WEFT_MPIIO_DEBUG=1 prints the same on stderr (rank 0).
+ * weft_placement, weft_exchange, weft_io, weft_wait, weft_align, weft_throttle,
+ * cb_buffer_size.
+ * WEFT_MPIIO_DEBUG=1 prints the same on stderr (rank 0) and a line per collective call;
+ * WEFT_MPIIO_DEBUG=2 adds at every rank where the call's time went (plan, packing,
+ * exchange, waiting for the I/O; the libweft calls' count, size and time).
  */
 #include "internal.h"
 #include <errno.h>
@@ -204,6 +225,10 @@ static void forget(struct wm_file *f)
             break;
         }
     }
+    if (f->fd >= 0) {
+        close(f->fd);
+        f->fd = -1;
+    }
     if (f->wf) {
         weft_close(f->wf);
     }
@@ -247,8 +272,46 @@ static int hint_disabled(MPI_Info info, const char *key)
     return flag && (strcmp(v, "disable") == 0 || strcmp(v, "false") == 0 || strcmp(v, "0") == 0);
 }
 
+/* The value of a hint of words: the index of `values` it names, or `dflt`. */
+static int hint_word(MPI_Info info, const char *key, const char *const *values, int n, int dflt)
+{
+    if (info == MPI_INFO_NULL) {
+        return dflt;
+    }
+    char v[64];
+    int flag = 0;
+    MPI_Info_get(info, key, sizeof(v) - 1, v, &flag);
+    for (int i = 0; flag && i < n; i++) {
+        if (strcmp(v, values[i]) == 0) {
+            return i;
+        }
+    }
+    return dflt;
+}
+
+static const char *const placements[] = {"ost", "rank"};
+static const char *const exchanges[] = {"stepwise", "alltoallv"};
+static const char *const ios[] = {"libweft", "mount"};
+static const char *const waits[] = {"spin", "sleep"};
+
+/* The same from the environment (WEFT_MPIIO_PLACEMENT, WEFT_MPIIO_EXCHANGE). */
+static int env_word(const char *name, const char *const *values, int n, int dflt)
+{
+    const char *v = getenv(name);
+    for (int i = 0; v && i < n; i++) {
+        if (strcmp(v, values[i]) == 0) {
+            return i;
+        }
+    }
+    return dflt;
+}
+
 static void take_hints(struct wm_file *f, MPI_Info info)
 {
+    f->placement = hint_word(info, "weft_placement", placements, 2, f->placement);
+    f->exchange = hint_word(info, "weft_exchange", exchanges, 2, f->exchange);
+    f->io_mount = hint_word(info, "weft_io", ios, 2, f->io_mount);
+    f->wait_sleep = hint_word(info, "weft_wait", waits, 2, f->wait_sleep);
     int throttle = (int)hint_int(info, "weft_throttle", f->throttle);
     f->throttle = throttle < 1 ? 1 : throttle > 256 ? 256 : throttle;
     int64_t cb = hint_int(info, "cb_buffer_size", f->cb_buffer_size);
@@ -267,7 +330,7 @@ static void take_hints(struct wm_file *f, MPI_Info info)
 static void debug_init(void)
 {
     const char *d = getenv("WEFT_MPIIO_DEBUG");
-    wm_debug = d && *d && strcmp(d, "0") != 0;
+    wm_debug = d && *d && strcmp(d, "0") != 0 ? (atoi(d) > 1 ? atoi(d) : 1) : 0;
 }
 
 static void describe(const struct wm_file *f, char *layout, size_t ls, char *aggr, size_t as, char *dom, size_t ds)
@@ -284,7 +347,12 @@ static void describe(const struct wm_file *f, char *layout, size_t ls, char *agg
     }
     /* domains: for each aggregator, the OSTs whose stripes it owns */
     if (!f->align) {
-        snprintf(dom, ds, "even byte ranges of each call's extent (weft_align=disable);");
+        snprintf(dom, ds, "contiguous, even byte ranges of each call's extent (weft_align=disable);");
+        return;
+    }
+    if (f->placement == WM_PLACE_RANK) {
+        snprintf(dom, ds, "contiguous, whole stripes of each call's extent, every OST to every aggregator "
+                          "(weft_placement=rank);");
         return;
     }
     o = (size_t)snprintf(dom, ds, "stripe-aligned;");
@@ -306,8 +374,11 @@ static void debug_file(const struct wm_file *f, const char *what)
     }
     char layout[1024], aggr[1024], dom[4096];
     describe(f, layout, sizeof(layout), aggr, sizeof(aggr), dom, sizeof(dom));
-    WM_DEBUG("%s %s: %s; aggregators (ranks) %s; domains %s throttle %d; cb_buffer_size %lld; collective %s\n", what,
-             f->path, layout, aggr, dom, f->throttle, (long long)f->cb_buffer_size, f->enabled ? "weft" : "mpi");
+    WM_DEBUG("%s %s: %s; aggregators (ranks) %s; placement %s; domains %s exchange %s; throttle %d; "
+             "cb_buffer_size %lld; io %s; wait %s; collective %s\n",
+             what, f->path, layout, aggr, placements[f->placement], dom, exchanges[f->exchange], f->throttle,
+             (long long)f->cb_buffer_size, f->fd >= 0 ? "mount" : "libweft", waits[f->wait_sleep],
+             f->enabled ? "weft" : "mpi");
 }
 
 /* ---- MPI_File_open / close ---- */
@@ -386,6 +457,19 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     f->rpc_size = 1 << 20;
     const char *env_align = getenv("WEFT_MPIIO_ALIGN");
     f->align = !(env_align && strcmp(env_align, "0") == 0);
+    f->placement = env_word("WEFT_MPIIO_PLACEMENT", placements, 2, WM_PLACE_OST);
+    f->exchange = env_word("WEFT_MPIIO_EXCHANGE", exchanges, 2, WM_XCHG_STEPWISE);
+    f->io_mount = env_word("WEFT_MPIIO_IO", ios, 2, 0);
+    f->fd = -1;
+    /* More ranks on this node than cores: wait for messages with sleeps, not spinning. */
+    MPI_Comm node;
+    int node_ranks = 1;
+    if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_size(node, &node_ranks);
+        PMPI_Comm_free(&node);
+    }
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    f->wait_sleep = env_word("WEFT_MPIIO_WAIT", waits, 2, cores > 0 && node_ranks > cores);
     const char *env_nodes = getenv("WEFT_MPIIO_CB_NODES");
     if (env_nodes && atoi(env_nodes) > 0) {
         f->cb_nodes = atoi(env_nodes);
@@ -403,6 +487,14 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
             f->wf = NULL;
         } else {
             ok = 1;
+        }
+        if (ok && f->io_mount) {
+            /* weft_io=mount: the aggregators' I/O through the mount (to tell libweft's path
+             * from the layer's own costs); libweft for the layout, the size, the close */
+            f->fd = open(abs, f->writable ? O_RDWR : O_RDONLY);
+            if (f->fd < 0) {
+                WM_DEBUG("open(%s) on the mount for weft_io=mount: %s; libweft's I/O instead\n", abs, strerror(errno));
+            }
         }
     }
     /* The layout, as rank 0 reads it: [count, size, osts...]. */
@@ -432,6 +524,9 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
     PMPI_Bcast(lay, 2 + 256, MPI_INT64_T, 0, comm);
     if (!all_ok || lay[0] <= 0) {
+        if (f->fd >= 0) {
+            close(f->fd);
+        }
         if (f->wf) {
             weft_close(f->wf);
         }
@@ -463,11 +558,18 @@ int MPI_File_close(MPI_File *fh)
     struct wm_file *f = lookup(*fh);
     if (f) {
         /* libweft's close tells the MDS the size its objects hold; then the library's. */
+        if (f->fd >= 0) {
+            close(f->fd);
+            f->fd = -1;
+        }
         if (f->wf) {
             weft_close(f->wf);
             f->wf = NULL;
         }
-        PMPI_Barrier(f->comm);
+        MPI_Request req;
+        MPI_Status st;
+        PMPI_Ibarrier(f->comm, &req);
+        wm_wait_all(f, 1, &req, &st);
         forget(f);
     }
     return PMPI_File_close(fh);
@@ -477,6 +579,9 @@ int MPI_File_sync(MPI_File fh)
 {
     struct wm_file *f = lookup(fh);
     if (f && f->wf) {
+        if (f->fd >= 0) {
+            fsync(f->fd);
+        }
         weft_fsync(f->wf);
     }
     return PMPI_File_sync(fh);
@@ -492,7 +597,11 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
     if (!f) {
         return rc;
     }
+    int placement = f->placement, cb_nodes = f->cb_nodes;
     take_hints(f, info);
+    if (f->placement != placement || f->cb_nodes != cb_nodes) {
+        wm_choose_aggregators(f);
+    }
     wm_flat_free(&f->ft);
     int ok = rc == MPI_SUCCESS && strcmp(datarep, "native") == 0 && disp >= 0;
     int esize = 0;
@@ -559,6 +668,11 @@ int MPI_File_get_info(MPI_File fh, MPI_Info *info_used)
     MPI_Info_set(*info_used, "weft_layout", layout);
     MPI_Info_set(*info_used, "weft_aggregators", aggr);
     MPI_Info_set(*info_used, "weft_domains", dom);
+    MPI_Info_set(*info_used, "weft_placement", placements[f->placement]);
+    MPI_Info_set(*info_used, "weft_exchange", exchanges[f->exchange]);
+    MPI_Info_set(*info_used, "weft_io", f->fd >= 0 ? "mount" : "libweft");
+    MPI_Info_set(*info_used, "weft_wait", waits[f->wait_sleep]);
+    MPI_Info_set(*info_used, "weft_align", f->align ? "enable" : "disable");
     MPI_Info_set(*info_used, "weft_collective", f->enabled && f->view_ok ? "enable" : "disable");
     return rc;
 }

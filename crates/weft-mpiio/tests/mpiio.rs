@@ -193,6 +193,13 @@ fn collective_io_through_the_layer_reads_back_every_byte_under_openmpi_and_mpich
         let throttle = (1 + i % 4).to_string();
         // Every third run with the domains not aligned to stripes (weft_align=disable).
         let align = if i % 3 == 2 && debug == "0" { "0" } else { "1" };
+        // Every third of the others with ROMIO's placement (contiguous domains of whole
+        // stripes, weft_placement=rank), every other run with the exchange by MPI_Alltoallv
+        // (and run 2: OpenMPI with a rank that is no aggregator).
+        let placement = if i % 3 == 0 { "rank" } else { "ost" };
+        let exchange = if i % 2 == 1 || i == 2 { "alltoallv" } else { "stepwise" };
+        // One run with the aggregators' I/O through the mount (weft_io=mount).
+        let io = if i == 4 { "mount" } else { "libweft" };
         let out = mpirun(
             mpi,
             ranks,
@@ -204,6 +211,9 @@ fn collective_io_through_the_layer_reads_back_every_byte_under_openmpi_and_mpich
                 ("WEFT_MPIIO_CB_BUFFER_SIZE", cb),
                 ("WEFT_MPIIO_THROTTLE", &throttle),
                 ("WEFT_MPIIO_ALIGN", align),
+                ("WEFT_MPIIO_PLACEMENT", placement),
+                ("WEFT_MPIIO_EXCHANGE", exchange),
+                ("WEFT_MPIIO_IO", io),
             ],
             "mpiio_check",
             &[dir.to_str().unwrap(), &count.to_string(), &size.to_string(), &SCALE.to_string()],
@@ -213,7 +223,8 @@ fn collective_io_through_the_layer_reads_back_every_byte_under_openmpi_and_mpich
             // What the layer chose, on stderr: one aggregator per OST, the stripe-aligned domains.
             let err = String::from_utf8_lossy(&out.stderr);
             assert!(err.contains("aggregators (ranks) 0,1,2,3"), "{err}");
-            assert!(err.contains("domains stripe-aligned;"), "{err}");
+            assert!(err.contains("placement ost; domains stripe-aligned;"), "{err}");
+            assert!(err.contains("exchange alltoallv;"), "{err}");
             assert!(err.contains("write_all:") && err.contains("read_all:"), "{err}");
         }
         check_through_mount(&weft, &dir, count, size, ranks, SCALE);

@@ -16,6 +16,9 @@
  * MIB is the whole file's size in MiB (about). Prints one line:
  *   PATTERN write MB/s read MB/s
  * Times include open, sync and close (after an untimed open and close of another file). The data read is compared with what was written.
+ * WEFT_BENCH_DROP_CACHES=1: rank 0 drops the page cache (as root) between the write and
+ * the read, so that a read through the mount comes from the servers, as the layer's
+ * (libweft has no cache) always does.
  */
 #include <fcntl.h>
 #include <mpi.h>
@@ -116,8 +119,20 @@ int main(int argc, char **argv)
         }
     }
     double tw = 0, tr = 0;
+    const char *drop = getenv("WEFT_BENCH_DROP_CACHES");
     for (int pass = 0; pass < 2; pass++) {
         int write = pass == 0;
+        if (!write && drop && strcmp(drop, "1") == 0 && rank == 0) {
+            /* the read from the servers, not from the page cache the mount's writes left */
+            sync();
+            FILE *dc = fopen("/proc/sys/vm/drop_caches", "w");
+            if (!dc || fputs("3", dc) < 0) {
+                fprintf(stderr, "mpiio_bench: cannot drop the page cache\n");
+            }
+            if (dc) {
+                fclose(dc);
+            }
+        }
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();
         if (strcmp(pattern, "fpp") == 0) {

@@ -8,7 +8,8 @@
  *   mpirun -n P mpiio_check DIR STRIPE_COUNT STRIPE_SIZE [SCALE]
  *
  * With WEFT_EXPECT_LAYER=1 it also checks that the Weft layer took the files
- * (MPI_File_get_info: weft_collective=enable and the striping asked). Prints "all checks
+ * (MPI_File_get_info: weft_collective=enable, the striping asked, and weft_placement,
+ * weft_exchange and weft_io as WEFT_MPIIO_PLACEMENT, _EXCHANGE and _IO ask). Prints "all checks
  * held" at the end; exits non-zero (MPI_Abort) at the first wrong byte.
  */
 #include <fcntl.h>
@@ -285,6 +286,17 @@ static MPI_File open_file(const char *path, int amode)
         MPI_Info_get(used, "striping_unit", sizeof(got) - 1, got, &flag);
         if (!flag || atoi(got) != stripe_size) {
             FAIL("%s: striping_unit %s, asked %d", path, flag ? got : "absent", stripe_size);
+        }
+        /* the choices the environment asked, as get_info reports them */
+        const char *keys[][2] = {{"weft_placement", "WEFT_MPIIO_PLACEMENT"},
+                                 {"weft_exchange", "WEFT_MPIIO_EXCHANGE"},
+                                 {"weft_io", "WEFT_MPIIO_IO"}};
+        for (int k = 0; k < 3; k++) {
+            const char *want = getenv(keys[k][1]);
+            MPI_Info_get(used, keys[k][0], sizeof(got) - 1, got, &flag);
+            if (!flag || (want && *want && strcmp(got, want) != 0)) {
+                FAIL("%s: %s %s, asked %s", path, keys[k][0], flag ? got : "absent", want ? want : "(default)");
+            }
         }
         MPI_Info_free(&used);
     }

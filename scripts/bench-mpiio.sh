@@ -9,6 +9,12 @@
 #   RANKS (4), MIB (file size, 256), STRIPES (4), STRIPE (1048576), TARGET (target/release),
 #   IO (OpenMPI's MPI-IO component for the library's own runs: ompio, or romio321),
 #   REPS (rounds of the each-part-alone runs, 2), PARTS=0 (only the main table),
+#   MOUNTS=1 (with MNT: a mount per rank, so that the library's ranks are separate clients
+#   as on separate nodes; ROMIO_HINTS, a file of ROMIO hints such as "cb_config_list *:*",
+#   is passed to the ranks, so that ROMIO too makes every rank an aggregator as it would
+#   with one rank per node),
+#   MNT (a Weft mount of a running cluster to use instead of a fresh `weft up`: what
+#   scripts/bench-tcp-cluster.sh does with BENCH=mpiio),
 #   DROP (1, the default: drop the page cache between each run's write and read, as root,
 #   so that reads through the mount come from the servers as the layer's always do; 0: the
 #   mount's reads may come from the cache its own write left)
@@ -32,15 +38,43 @@ DROP=${DROP:-1}
 [ "$DROP" = 1 ] && export WEFT_BENCH_DROP_CACHES=1
 
 d=$(mktemp -d /var/tmp/weft-mpiio-XXXXXX)
-cleanup() {
-  "$W" down --data "$d/data" > /dev/null 2>&1 || true
-  fusermount3 -uz "$d/mnt" 2> /dev/null || umount -l "$d/mnt" 2> /dev/null || true
-  rm -rf "$d"
-}
+if [ -n "${MNT:-}" ]; then
+  # A mount of a running cluster (scripts/bench-tcp-cluster.sh with BENCH=mpiio): the
+  # servers in their own processes over TCP, no passthrough, as the layer's libweft is.
+  b=$(realpath "$MNT")/mpiio-b
+  cleanup() {
+    rm -rf "$b"
+    for m in "$d"/m*; do
+      [ -d "$m" ] && { fusermount3 -uz "$m" 2> /dev/null || umount -l "$m" 2> /dev/null || true; }
+    done
+    rm -rf "$d"
+  }
+else
+  b=$d/mnt/b
+  cleanup() {
+    "$W" down --data "$d/data" > /dev/null 2>&1 || true
+    fusermount3 -uz "$d/mnt" 2> /dev/null || umount -l "$d/mnt" 2> /dev/null || true
+    rm -rf "$d"
+  }
+fi
 trap cleanup EXIT
-"$W" up --data "$d/data" --mount "$d/mnt" --osts 4 --detach > /dev/null
-mkdir "$d/mnt/b"
-"$W" setstripe -c "$STRIPES" -S "$STRIPE" "$d/mnt/b"
+if [ -z "${MNT:-}" ]; then
+  "$W" up --data "$d/data" --mount "$d/mnt" --osts 4 --detach > /dev/null
+fi
+mkdir "$b"
+"$W" setstripe -c "$STRIPES" -S "$STRIPE" "$b"
+# MOUNTS=1 (with MNT): each rank goes through a mount of its own, as ranks on separate nodes
+# are separate clients whose locks on the file conflict; the layer's ranks are separate
+# clients (libweft) either way.
+rb=$b
+if [ -n "${MOUNTS:-}" ] && [ -n "${MNT:-}" ]; then
+  mgs=$(awk -v m="$(realpath "$MNT")" '$2 == m { sub(/:\/[^:]*$/, "", $1); print $1 }' /proc/mounts)
+  for r in $(seq 0 $((RANKS - 1))); do
+    mkdir "$d/m$r"
+    "$W" mount "$mgs" "$d/m$r" -o "log=$d/m$r.log"
+  done
+  rb="$d/m%d/mpiio-b"
+fi
 
 # run LAYER(0/1) PATTERN [ENV=VALUE...]: "write_MBps read_MBps"
 run() {
@@ -50,17 +84,19 @@ run() {
   if [ "$MPI" = mpich ]; then
     [ "$layer" = 1 ] && args+=(-genv LD_PRELOAD "$lib")
     [ -n "${WEFT_BENCH_DROP_CACHES:-}" ] && args+=(-genv WEFT_BENCH_DROP_CACHES 1)
+    [ -n "${ROMIO_HINTS:-}" ] && args+=(-genv ROMIO_HINTS "$ROMIO_HINTS")
     for e in "$@"; do args+=(-genv "${e%%=*}" "${e#*=}"); done
-    out=$(mpirun.mpich -n "$RANKS" "${args[@]}" "$prog" "$pattern" "$d/mnt/b" "$MIB" "$STRIPES" "$STRIPE")
+    out=$(mpirun.mpich -n "$RANKS" "${args[@]}" "$prog" "$pattern" "$rb" "$MIB" "$STRIPES" "$STRIPE")
   else
     [ "$layer" = 1 ] && args+=(-x "LD_PRELOAD=$lib")
     [ -n "${WEFT_BENCH_DROP_CACHES:-}" ] && args+=(-x WEFT_BENCH_DROP_CACHES=1)
+    [ -n "${ROMIO_HINTS:-}" ] && args+=(-x "ROMIO_HINTS=$ROMIO_HINTS")
     for e in "$@"; do args+=(-x "$e"); done
     out=$(mpirun.openmpi --oversubscribe --allow-run-as-root --mca mpi_yield_when_idle 1 --mca io "$IO" \
       -n "$RANKS" "${args[@]}" \
-      "$prog" "$pattern" "$d/mnt/b" "$MIB" "$STRIPES" "$STRIPE")
+      "$prog" "$pattern" "$rb" "$MIB" "$STRIPES" "$STRIPE")
   fi
-  rm -f "$d/mnt/b/bench-$pattern"*
+  rm -f "$b/bench-$pattern"*
   echo "$out" | awk '{print $3, $6}'
 }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { if (b > 0) printf "%.2f", a / b; else print "-" }'; }

@@ -9,7 +9,8 @@
 # MDS services to that policy, a TBF with a rule that no request reaches and the default
 # rule's rate out of reach: what the policy costs when it holds nothing back.
 # BENCH=pcc runs scripts/pcc-reread.sh on the mount instead of IO-500 (scripts/bench-pcc.sh),
-# BENCH=dom scripts/dom-smallfiles.sh (scripts/bench-dom.sh).
+# BENCH=dom scripts/dom-smallfiles.sh (scripts/bench-dom.sh), BENCH=mpiio
+# scripts/bench-mpiio.sh on the mount (its environment: MPI, IO, PARTS, REPS...).
 # PRELOAD=1 runs IO-500 a second time in the same cluster, through the interception library
 # (LD_PRELOAD=libweft_preload.so beside WEFT) on MNT/io500-preload, after the FUSE run;
 # with WEFT_WBC=1 its creates go through the metadata write-back cache (README).
@@ -120,6 +121,10 @@ if [ "${BENCH:-io500}" = pcc ]; then
 fi
 if [ "${BENCH:-io500}" = dom ]; then
   W="$W" "$(dirname "$0")/dom-smallfiles.sh" "$dir/mnt" "$@"
+  exit
+fi
+if [ "${BENCH:-io500}" = mpiio ]; then
+  MNT="$dir/mnt" TARGET="$(dirname "$W")" "$(dirname "$0")/bench-mpiio.sh" "$@"
   exit
 fi
 if [ -n "${NATIVE:-}" ]; then

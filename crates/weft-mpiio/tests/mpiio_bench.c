@@ -49,6 +49,14 @@ int main(int argc, char **argv)
         return 2;
     }
     const char *pattern = argv[1], *dir = argv[2];
+    /* A DIR with %d names each rank's own mount of the same file system (as ranks on
+     * separate nodes are separate clients): the rank goes in its place. */
+    char rank_dir[2048];
+    if (strstr(dir, "%d")) {
+        snprintf(rank_dir, sizeof(rank_dir), "%.*s%d%s", (int)(strstr(dir, "%d") - dir), dir, rank,
+                 strstr(dir, "%d") + 2);
+        dir = rank_dir;
+    }
     int64_t total = (int64_t)atoi(argv[3]) << 20;
     MPI_Info info;
     MPI_Info_create(&info);

@@ -293,6 +293,19 @@ void wm_wait_all(const struct wm_file *f, int n, MPI_Request *req, MPI_Status *s
 /* Where a collective call's time went at this rank (WEFT_MPIIO_DEBUG). */
 enum { T_PLAN, T_PACK, T_XCHG, T_IOWAIT, T_NT };
 
+/* The end of a window's exchange: with weft_exchange=alltoallv one MPI_Ialltoallv of
+ * (sb, sc, sd) into (rb, rc, rd) waited for; stepwise, the `nreq` sends and receives already
+ * posted in `req`. */
+static void finish_exchange(const struct wm_file *f, int a2a, const void *sb, const int *sc, const int *sd, void *rb,
+                            const int *rc, const int *rd, MPI_Request *req, int nreq, MPI_Status *st)
+{
+    if (a2a) {
+        MPI_Ialltoallv(sb, sc, sd, MPI_BYTE, rb, rc, rd, MPI_BYTE, f->comm, &req[0]);
+        nreq = 1;
+    }
+    wm_wait_all(f, nreq, req, st);
+}
+
 static void print_split(const struct wm_file *f, int write, double total, const double *t, const struct wm_iostat *io)
 {
     int w = write ? 1 : 0;
@@ -573,12 +586,7 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
                 }
             }
             tx = MPI_Wtime();
-            if (a2a) {
-                MPI_Ialltoallv(sbuf, xsc, xsd, MPI_BYTE, xbuf, xrc, xrd, MPI_BYTE, f->comm, &req[0]);
-                wm_wait_all(f, 1, req, st);
-            } else {
-                wm_wait_all(f, nreq, req, st);
-            }
+            finish_exchange(f, a2a, sbuf, xsc, xsd, xbuf, xrc, xrd, req, nreq, st);
             tm[T_XCHG] += MPI_Wtime() - tx;
             if (my_a >= 0) {
                 io_start(f, &job[set], 1, &aw, set, size0, &io, &err);
@@ -597,12 +605,7 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
                 x += rbytes[r];
             }
             tx = MPI_Wtime();
-            if (a2a) {
-                MPI_Ialltoallv(xbuf, xrc, xrd, MPI_BYTE, sbuf, xsc, xsd, MPI_BYTE, f->comm, &req[0]);
-                wm_wait_all(f, 1, req, st);
-            } else {
-                wm_wait_all(f, nreq, req, st);
-            }
+            finish_exchange(f, a2a, xbuf, xrc, xrd, sbuf, xsc, xsd, req, nreq, st);
             tm[T_XCHG] += MPI_Wtime() - tx;
             tx = MPI_Wtime();
             for (int a = 0; a < A; a++) {

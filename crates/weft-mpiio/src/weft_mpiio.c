@@ -272,6 +272,17 @@ static int hint_disabled(MPI_Info info, const char *key)
     return flag && (strcmp(v, "disable") == 0 || strcmp(v, "false") == 0 || strcmp(v, "0") == 0);
 }
 
+/* The index of `values` that `v` names, or `dflt` (v NULL, or no such word). */
+static int word_index(const char *v, const char *const *values, int n, int dflt)
+{
+    for (int i = 0; v && i < n; i++) {
+        if (strcmp(v, values[i]) == 0) {
+            return i;
+        }
+    }
+    return dflt;
+}
+
 /* The value of a hint of words: the index of `values` it names, or `dflt`. */
 static int hint_word(MPI_Info info, const char *key, const char *const *values, int n, int dflt)
 {
@@ -281,12 +292,7 @@ static int hint_word(MPI_Info info, const char *key, const char *const *values, 
     char v[64];
     int flag = 0;
     MPI_Info_get(info, key, sizeof(v) - 1, v, &flag);
-    for (int i = 0; flag && i < n; i++) {
-        if (strcmp(v, values[i]) == 0) {
-            return i;
-        }
-    }
-    return dflt;
+    return word_index(flag ? v : NULL, values, n, dflt);
 }
 
 static const char *const placements[] = {"ost", "rank"};
@@ -294,16 +300,10 @@ static const char *const exchanges[] = {"stepwise", "alltoallv"};
 static const char *const ios[] = {"libweft", "mount"};
 static const char *const waits[] = {"spin", "sleep"};
 
-/* The same from the environment (WEFT_MPIIO_PLACEMENT, WEFT_MPIIO_EXCHANGE). */
+/* The same from the environment (WEFT_MPIIO_PLACEMENT, WEFT_MPIIO_EXCHANGE...). */
 static int env_word(const char *name, const char *const *values, int n, int dflt)
 {
-    const char *v = getenv(name);
-    for (int i = 0; v && i < n; i++) {
-        if (strcmp(v, values[i]) == 0) {
-            return i;
-        }
-    }
-    return dflt;
+    return word_index(getenv(name), values, n, dflt);
 }
 
 static void take_hints(struct wm_file *f, MPI_Info info)

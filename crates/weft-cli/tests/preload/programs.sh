@@ -59,8 +59,8 @@ with open("src/hello.txt", "rb") as r:
 print(open("sub_out").read().strip())
 PY
 echo "== written, closed, read back at once"
-# In one process, as git's config is: each file read whole right after its close (a
-# writer's close goes to the MDS in the background under the library).
+# In one process, as git's config is: each file written, renamed over and read whole right
+# after its close (the size the reader sees is the one the writer's close left).
 python3 - <<'PY'
 import os
 whole = 0

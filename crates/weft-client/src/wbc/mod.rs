@@ -144,8 +144,9 @@ impl Wbc {
         }
     }
 
-    /// Counts an unlink in `dir` done by the MDS; true each time they reach
-    /// `WBC_UNLINKS_BEFORE_GRANT` (then the count starts again).
+    /// Counts an unlink in `dir` while the cache does not hold it (it goes to the MDS
+    /// unless this count asks for the directory); true each time the count reaches
+    /// `WBC_UNLINKS_BEFORE_GRANT` (then it starts again).
     fn unlinks_reach_grant(&self, dir: Fid) -> bool {
         let mut unlinks = self.unlinks.lock().unwrap_or_else(|p| p.into_inner());
         if unlinks.len() >= crate::limits::WBC_UNLINK_DIRS_MAX {

@@ -129,6 +129,21 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *buf, int coun
 void wm_choose_aggregators(struct wm_file *f);
 /* MPI_Waitall, or with f->wait_sleep a poll of MPI_Testall with short sleeps. */
 void wm_wait_all(const struct wm_file *f, int n, MPI_Request *req, MPI_Status *st);
+/* The same with the choice given (sleep: poll with sleeps), for the collectives of an open
+ * before its wm_file exists. */
+void wm_wait(int sleep, int n, MPI_Request *req, MPI_Status *st);
+/* Every collective the layer makes is one of these: started nonblocking and waited for
+ * as wm_wait does. MPICH's ch4 spins in a blocking collective without yielding, and with
+ * more ranks than cores each of its steps then waits for the scheduler to run the rank it
+ * needs (a blocking MPI_Comm_split_type took 49 ms at 4 ranks on 2 cores, its nonblocking
+ * form polled with sleeps well under 1; docs/BENCHMARKS.md, MPI-IO under MPICH). */
+void wm_allreduce(int sleep, const void *in, void *out, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm);
+void wm_bcast(int sleep, void *buf, int n, MPI_Datatype t, int root, MPI_Comm comm);
+void wm_alltoall(int sleep, const void *in, void *out, int n, MPI_Datatype t, MPI_Comm comm);
+void wm_alltoallv(int sleep, const void *sb, const int *sc, const int *sd, void *rb, const int *rc, const int *rd,
+                  MPI_Datatype t, MPI_Comm comm);
+void wm_barrier(int sleep, MPI_Comm comm);
+void wm_comm_dup(int sleep, MPI_Comm comm, MPI_Comm *out);
 /* Frees the exchange buffers. */
 void wm_free_buffers(struct wm_file *f);
 

@@ -270,12 +270,12 @@ static void io_start(struct wm_file *f, struct iojob *j, int write, struct aggwi
     }
 }
 
-/* MPI_Waitall, or (f->wait_sleep: more ranks on the node than cores) a poll with short
- * sleeps: there a rank spinning in the MPI library takes the CPU from the aggregators' I/O
- * threads and the servers (docs/BENCHMARKS.md, MPI-IO). */
-void wm_wait_all(const struct wm_file *f, int n, MPI_Request *req, MPI_Status *st)
+/* MPI_Waitall, or (sleep: more ranks on the node than cores) a poll with short sleeps:
+ * there a rank spinning in the MPI library takes the CPU from the aggregators' I/O threads,
+ * the servers and the very ranks it waits for (docs/BENCHMARKS.md, MPI-IO). */
+void wm_wait(int sleep, int n, MPI_Request *req, MPI_Status *st)
 {
-    if (!f->wait_sleep) {
+    if (!sleep) {
         MPI_Waitall(n, req, st);
         return;
     }
@@ -288,6 +288,54 @@ void wm_wait_all(const struct wm_file *f, int n, MPI_Request *req, MPI_Status *s
         struct timespec ts = {0, 50000};
         nanosleep(&ts, NULL);
     }
+}
+
+void wm_wait_all(const struct wm_file *f, int n, MPI_Request *req, MPI_Status *st)
+{
+    wm_wait(f->wait_sleep, n, req, st);
+}
+
+void wm_allreduce(int sleep, const void *in, void *out, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm)
+{
+    MPI_Request r;
+    PMPI_Iallreduce(in, out, n, t, op, comm, &r);
+    wm_wait(sleep, 1, &r, MPI_STATUSES_IGNORE);
+}
+
+void wm_bcast(int sleep, void *buf, int n, MPI_Datatype t, int root, MPI_Comm comm)
+{
+    MPI_Request r;
+    PMPI_Ibcast(buf, n, t, root, comm, &r);
+    wm_wait(sleep, 1, &r, MPI_STATUSES_IGNORE);
+}
+
+void wm_alltoall(int sleep, const void *in, void *out, int n, MPI_Datatype t, MPI_Comm comm)
+{
+    MPI_Request r;
+    PMPI_Ialltoall(in, n, t, out, n, t, comm, &r);
+    wm_wait(sleep, 1, &r, MPI_STATUSES_IGNORE);
+}
+
+void wm_alltoallv(int sleep, const void *sb, const int *sc, const int *sd, void *rb, const int *rc, const int *rd,
+                  MPI_Datatype t, MPI_Comm comm)
+{
+    MPI_Request r;
+    PMPI_Ialltoallv(sb, sc, sd, t, rb, rc, rd, t, comm, &r);
+    wm_wait(sleep, 1, &r, MPI_STATUSES_IGNORE);
+}
+
+void wm_barrier(int sleep, MPI_Comm comm)
+{
+    MPI_Request r;
+    PMPI_Ibarrier(comm, &r);
+    wm_wait(sleep, 1, &r, MPI_STATUSES_IGNORE);
+}
+
+void wm_comm_dup(int sleep, MPI_Comm comm, MPI_Comm *out)
+{
+    MPI_Request r;
+    PMPI_Comm_idup(comm, out, &r);
+    wm_wait(sleep, 1, &r, MPI_STATUSES_IGNORE);
 }
 
 /* Where a collective call's time went at this rank (WEFT_MPIIO_DEBUG). */
@@ -345,7 +393,7 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
     /* The range the call covers, over all ranks. */
     int64_t lohi[2] = {v.n ? v.p[0].off : INT64_MAX, v.n ? -(v.p[v.n - 1].off + v.p[v.n - 1].len) : INT64_MAX};
     int64_t glohi[2];
-    MPI_Allreduce(lohi, glohi, 2, MPI_INT64_T, MPI_MIN, f->comm);
+    wm_allreduce(f->wait_sleep, lohi, glohi, 2, MPI_INT64_T, MPI_MIN, f->comm);
     int64_t lo = glohi[0], hi = -glohi[1];
     int64_t S = f->stripe_size, C = f->stripe_count, cbw = f->cb_buffer_size;
     /* The K computer's domains (the default): aggregator a owns the stripes of its OSTs.
@@ -412,7 +460,7 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
         free(fill);
     }
     /* Who sends the aggregators what: counts, then (offset, length) lists. */
-    MPI_Alltoall(cnt_to, 1, MPI_INT, cnt_from, 1, MPI_INT, f->comm);
+    wm_alltoall(f->wait_sleep, cnt_to, cnt_from, 1, MPI_INT, f->comm);
     int my_a = -1;
     for (int a = 0; a < A; a++) {
         if (f->aggr_rank[a] == me) {
@@ -437,7 +485,7 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
         rtotal += cnt_from[r];
     }
     int64_t *rlist = malloc(sizeof(int64_t) * 2 * (size_t)(rtotal + 1));
-    MPI_Alltoallv(slist, sc, sd, MPI_INT64_T, rlist, rc, rd, MPI_INT64_T, f->comm);
+    wm_alltoallv(f->wait_sleep, slist, sc, sd, rlist, rc, rd, MPI_INT64_T, f->comm);
 
     /* The windows. K computer: rows of stripes, as many as fill cb_buffer_size at an
      * aggregator; contiguous domains: cb_buffer_size of each. */
@@ -496,7 +544,7 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
         size_here = weft_fstat(f->wf, &sb) == 0 ? sb.st_size : INT64_MAX;
     }
     if (write) {
-        MPI_Allreduce(&size_here, &size0, 1, MPI_INT64_T, MPI_MAX, f->comm);
+        wm_allreduce(f->wait_sleep, &size_here, &size0, 1, MPI_INT64_T, MPI_MAX, f->comm);
     }
     tm[T_PLAN] = MPI_Wtime() - t0;
     if (!write && my_a >= 0 && nsteps > 0) {
@@ -639,11 +687,9 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
         MPI_Unpack(mem, (int)nbytes, &position, ubuf, count, type, MPI_COMM_SELF);
         tm[T_PACK] += MPI_Wtime() - tx;
     }
-    /* Every rank learns whether any failed (waiting as for the exchange: the ranks done
-     * first would otherwise spin while the others' I/O runs). */
+    /* Every rank learns whether any failed. */
     int gerr = 0;
-    MPI_Iallreduce(&err, &gerr, 1, MPI_INT, MPI_MAX, f->comm, &req[0]);
-    wm_wait_all(f, 1, req, st);
+    wm_allreduce(f->wait_sleep, &err, &gerr, 1, MPI_INT, MPI_MAX, f->comm);
     f->last_steps = nsteps;
     f->last_bytes = nbytes;
     if (wm_debug && f->rank == 0) {

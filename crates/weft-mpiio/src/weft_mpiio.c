@@ -383,6 +383,31 @@ static void debug_file(const struct wm_file *f, const char *what)
 
 /* ---- MPI_File_open / close ---- */
 
+/* More ranks on this node than it has cores, where the layer's waits poll with sleeps. The
+ * launcher's count of the ranks on this node when it gives one (MPICH's Hydra and Slurm's
+ * srun with PMI: MPI_LOCALNRANKS; OpenMPI: OMPI_COMM_WORLD_LOCAL_SIZE): every process of
+ * the job here takes CPU, whatever communicator it opens the file with. Otherwise comm's
+ * ranks that share memory with this one (a blocking collective). */
+static int oversubscribed(MPI_Comm comm)
+{
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    const char *names[] = {"MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"};
+    int node_ranks = 0;
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && node_ranks <= 0; i++) {
+        const char *v = getenv(names[i]);
+        node_ranks = v ? atoi(v) : 0;
+    }
+    if (node_ranks <= 0) {
+        MPI_Comm node;
+        node_ranks = 1;
+        if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+            MPI_Comm_size(node, &node_ranks);
+            PMPI_Comm_free(&node);
+        }
+    }
+    return cores > 0 && node_ranks > cores;
+}
+
 int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh)
 {
     static int inited;
@@ -395,8 +420,11 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     const char *off = getenv("WEFT_MPIIO_DISABLE");
     int on_weft = !(off && *off && strcmp(off, "0") != 0) &&
                   find_weft_mount(abs, mgs, sizeof(mgs), inner, sizeof(inner)) == 0;
+    /* How this open's own collectives wait: the layer's default (more ranks on the node
+     * than cores: with sleeps), WEFT_MPIIO_WAIT, then the weft_wait hint. */
+    int sleep = hint_word(info, "weft_wait", waits, 2, env_word("WEFT_MPIIO_WAIT", waits, 2, oversubscribed(comm)));
     int all_on = 0, rank, nprocs;
-    PMPI_Allreduce(&on_weft, &all_on, 1, MPI_INT, MPI_MIN, comm);
+    wm_allreduce(sleep, &on_weft, &all_on, 1, MPI_INT, MPI_MIN, comm);
     if (!all_on) {
         return PMPI_File_open(comm, filename, amode, info, fh);
     }
@@ -430,7 +458,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
         }
         weft_layout_free(l);
     }
-    PMPI_Bcast(&created, 1, MPI_INT, 0, comm);
+    wm_bcast(sleep, &created, 1, MPI_INT, 0, comm);
     int rc = PMPI_File_open(comm, filename, created ? amode & ~MPI_MODE_EXCL : amode, info, fh);
     if (rc != MPI_SUCCESS) {
         return rc;
@@ -461,15 +489,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     f->exchange = env_word("WEFT_MPIIO_EXCHANGE", exchanges, 2, WM_XCHG_STEPWISE);
     f->io_mount = env_word("WEFT_MPIIO_IO", ios, 2, 0);
     f->fd = -1;
-    /* More ranks on this node than cores: wait for messages with sleeps, not spinning. */
-    MPI_Comm node;
-    int node_ranks = 1;
-    if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
-        MPI_Comm_size(node, &node_ranks);
-        PMPI_Comm_free(&node);
-    }
-    long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    f->wait_sleep = env_word("WEFT_MPIIO_WAIT", waits, 2, cores > 0 && node_ranks > cores);
+    f->wait_sleep = sleep;
     const char *env_nodes = getenv("WEFT_MPIIO_CB_NODES");
     if (env_nodes && atoi(env_nodes) > 0) {
         f->cb_nodes = atoi(env_nodes);
@@ -497,8 +517,10 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
             }
         }
     }
-    /* The layout, as rank 0 reads it: [count, size, osts...]. */
-    int64_t lay[2 + 256] = {0};
+    /* The layout, as rank 0 reads it, and how many ranks could not open the file, in one
+     * sum over the ranks: [ranks not ok, count, size, osts...]. */
+    int64_t here[3 + 256] = {0}, lay[3 + 256];
+    here[0] = !ok;
     if (ok && rank == 0) {
         weft_layout *l = NULL;
         uint32_t comps = 0;
@@ -507,12 +529,12 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
         if (weft_layout_get_by_file(f->wf, &l) == 0 && weft_layout_comp_count(l, &comps) == 0 && comps == 1 &&
             weft_layout_stripe_count_get(l, &count) == 0 && weft_layout_stripe_size_get(l, &size) == 0 && count > 0 &&
             count <= 256 && size > 0) {
-            lay[0] = count;
-            lay[1] = (int64_t)size;
+            here[1] = count;
+            here[2] = (int64_t)size;
             for (int64_t i = 0; i < count; i++) {
                 uint64_t ost = 0;
                 weft_layout_ost_index_get(l, (uint32_t)i, &ost);
-                lay[2 + i] = (int64_t)ost;
+                here[3 + i] = (int64_t)ost;
             }
         } else {
             WM_DEBUG("%s: layout not taken (components %u, count %lld): collective I/O left to MPI\n", inner, comps,
@@ -520,10 +542,8 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
         }
         weft_layout_free(l);
     }
-    int all_ok = 0;
-    PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, comm);
-    PMPI_Bcast(lay, 2 + 256, MPI_INT64_T, 0, comm);
-    if (!all_ok || lay[0] <= 0) {
+    wm_allreduce(sleep, here, lay, 3 + 256, MPI_INT64_T, MPI_SUM, comm);
+    if (lay[0] > 0 || lay[1] <= 0) {
         if (f->fd >= 0) {
             close(f->fd);
         }
@@ -534,13 +554,13 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
         free(f);
         return MPI_SUCCESS;
     }
-    f->stripe_count = lay[0];
-    f->stripe_size = lay[1];
+    f->stripe_count = lay[1];
+    f->stripe_size = lay[2];
     f->osts = malloc(sizeof(uint64_t) * (size_t)f->stripe_count);
     for (int64_t i = 0; i < f->stripe_count; i++) {
-        f->osts[i] = (uint64_t)lay[2 + i];
+        f->osts[i] = (uint64_t)lay[3 + i];
     }
-    PMPI_Comm_dup(comm, &f->comm);
+    wm_comm_dup(sleep, comm, &f->comm);
     wm_choose_aggregators(f);
     /* The default view: bytes from offset 0. */
     f->disp = 0;
@@ -566,10 +586,7 @@ int MPI_File_close(MPI_File *fh)
             weft_close(f->wf);
             f->wf = NULL;
         }
-        MPI_Request req;
-        MPI_Status st;
-        PMPI_Ibarrier(f->comm, &req);
-        wm_wait_all(f, 1, &req, &st);
+        wm_barrier(f->wait_sleep, f->comm);
         forget(f);
     }
     return PMPI_File_close(fh);
@@ -621,7 +638,7 @@ int MPI_File_set_view(MPI_File fh, MPI_Offset disp, MPI_Datatype etype, MPI_Data
         ok = ok && ft->b[ft->n - 1].disp + ft->b[ft->n - 1].len <= ft->extent + ft->b[0].disp;
     }
     int all_ok = 0;
-    PMPI_Allreduce(&ok, &all_ok, 1, MPI_INT, MPI_MIN, f->comm);
+    wm_allreduce(f->wait_sleep, &ok, &all_ok, 1, MPI_INT, MPI_MIN, f->comm);
     f->view_ok = all_ok;
     f->disp = disp;
     f->etype_size = esize > 0 ? esize : 1;

@@ -19,6 +19,8 @@
  * WEFT_BENCH_DROP_CACHES=1: rank 0 drops the page cache (as root) between the write and
  * the read, so that a read through the mount comes from the servers, as the layer's
  * (libweft has no cache) always does.
+ * WEFT_BENCH_PHASES=1: each rank prints the seconds of each MPI-IO run's open, I/O call,
+ * sync and close.
  */
 #include <fcntl.h>
 #include <mpi.h>
@@ -128,6 +130,8 @@ int main(int argc, char **argv)
     }
     double tw = 0, tr = 0;
     const char *drop = getenv("WEFT_BENCH_DROP_CACHES");
+    const char *phases_env = getenv("WEFT_BENCH_PHASES");
+    int phases = phases_env && strcmp(phases_env, "1") == 0;
     for (int pass = 0; pass < 2; pass++) {
         int write = pass == 0;
         if (!write && drop && strcmp(drop, "1") == 0 && rank == 0) {
@@ -164,6 +168,7 @@ int main(int argc, char **argv)
             close(fd);
         } else {
             MPI_File fh;
+            double ph[4], p0 = MPI_Wtime();
             if (MPI_File_open(MPI_COMM_WORLD, path, write ? MPI_MODE_CREATE | MPI_MODE_WRONLY : MPI_MODE_RDONLY, info,
                               &fh) != MPI_SUCCESS) {
                 die("MPI_File_open");
@@ -171,21 +176,33 @@ int main(int argc, char **argv)
             if (ftype != MPI_DATATYPE_NULL) {
                 MPI_File_set_view(fh, disp, etype, ftype, "native", MPI_INFO_NULL);
             }
+            ph[0] = MPI_Wtime() - p0;
+            p0 = MPI_Wtime();
             int count = (int)(mine / esize);
             MPI_Offset at = ftype == MPI_DATATYPE_NULL ? (MPI_Offset)rank * mine : 0;
             int rc;
             if (write) {
                 rc = collective ? MPI_File_write_at_all(fh, at, buf, count, etype, MPI_STATUS_IGNORE)
                                 : MPI_File_write_at(fh, at, buf, count, etype, MPI_STATUS_IGNORE);
+                ph[1] = MPI_Wtime() - p0;
+                p0 = MPI_Wtime();
                 MPI_File_sync(fh);
             } else {
                 rc = collective ? MPI_File_read_at_all(fh, at, back, count, etype, MPI_STATUS_IGNORE)
                                 : MPI_File_read_at(fh, at, back, count, etype, MPI_STATUS_IGNORE);
+                ph[1] = MPI_Wtime() - p0;
             }
+            ph[2] = MPI_Wtime() - p0;
+            p0 = MPI_Wtime();
             if (rc != MPI_SUCCESS) {
                 die("I/O call failed");
             }
             MPI_File_close(&fh);
+            ph[3] = MPI_Wtime() - p0;
+            if (phases) {
+                fprintf(stderr, "rank %d %s: open %.3f s, %s %.3f, sync %.3f, close %.3f\n", rank,
+                        write ? "write" : "read", ph[0], write ? "write" : "read", ph[1], write ? ph[2] : 0.0, ph[3]);
+            }
         }
         MPI_Barrier(MPI_COMM_WORLD);
         double t = MPI_Wtime() - t0;

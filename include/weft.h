@@ -538,6 +538,16 @@ int weft_mount(const char *mgs, struct weft_fs **fs);
 int weft_umount(struct weft_fs *fs);
 
 /**
+ * This client's `max_rpcs_in_flight` (Lustre's `osc.*.max_rpcs_in_flight`): the
+ * permanent setting `weft set-param -P max_rpcs_in_flight=N` made for every client, else 8;
+ * what the MPI-IO layer's aggregators keep in flight per OST by default.
+ *
+ * # Safety
+ * `fs` is a mounted handle.
+ */
+int weft_max_rpcs_in_flight(const struct weft_fs *fs);
+
+/**
  * The job the requests of this mount count under from now on (job statistics and TBF
  * rules); by default WEFT_JOBID or SLURM_JOB_ID of the environment, else `program.uid`.
  *

@@ -512,7 +512,7 @@ fn mount_params(mnt: &Path) -> BTreeMap<String, String> {
 }
 
 #[test]
-fn mounts_take_their_jobid_settings_from_the_management_service() {
+fn mounts_take_their_client_settings_from_the_management_service() {
     let mut c = Cluster::multi_node(&weft_bin());
     let a = c.mount();
     assert_eq!(mount_params(&a)["jobid_var"], "procname_uid", "the default");
@@ -558,4 +558,35 @@ fn mounts_take_their_jobid_settings_from_the_management_service() {
     let data = pattern(7, 0, 24 << 20);
     std::fs::write(b.join("big"), &data).unwrap();
     assert!(std::fs::read(a.join("big")).unwrap() == data, "what one mount wrote under a 2 MiB bound, the other reads");
+
+    // The writes of one file a mount sends at once (Lustre's osc.*.max_rpcs_in_flight): on
+    // one mount (its root's weft.param: attribute, what `weft set-param` on that node does),
+    // then for every client with -P.
+    assert_eq!(mount_params(&a)["max_rpcs_in_flight"], "8", "the default");
+    let set_here = |mnt: &Path, value: &str| {
+        Command::new("python3")
+            .args([
+                "-c",
+                "import os,sys; os.setxattr(sys.argv[1], 'weft.param:max_rpcs_in_flight', sys.argv[2].encode())",
+            ])
+            .arg(mnt)
+            .arg(value)
+            .output()
+            .unwrap()
+    };
+    assert!(!set_here(&a, "300").status.success(), "above Lustre's bound of 256");
+    assert!(set_here(&a, "3").status.success());
+    assert_eq!(mount_params(&a)["max_rpcs_in_flight"], "3");
+    assert_eq!(mount_params(&b)["max_rpcs_in_flight"], "8", "a mount's own setting stays on it");
+    let rif = |value: &str| param(&c, &["set-param", "-P", "--server", &oss, &format!("max_rpcs_in_flight={value}")]);
+    assert!(failure_stderr(&rif("0")).contains("max_rpcs_in_flight '0': requests from 1 to 256"));
+    assert!(rif("1").status.success());
+    let start = Instant::now();
+    while mount_params(&a)["max_rpcs_in_flight"] != "1" || mount_params(&b)["max_rpcs_in_flight"] != "1" {
+        assert!(start.elapsed() < Duration::from_secs(10), "the mounts never took the permanent max_rpcs_in_flight");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    let data = pattern(8, 0, 24 << 20);
+    std::fs::write(a.join("one-at-a-time"), &data).unwrap();
+    assert!(std::fs::read(b.join("one-at-a-time")).unwrap() == data, "written one request at a time, read back whole");
 }

@@ -105,3 +105,58 @@ impl ParamServers {
         futures::future::join_all(asks).await
     }
 }
+
+/// Lustre's `osc.*.max_rpcs_in_flight`, a client parameter: the requests a client keeps on
+/// their way to the OSTs at once. Lustre counts them per OST; a Weft mount's write-behind
+/// sends at most this many writes of one file at once, and the MPI-IO layer's aggregators
+/// (libweft) at most this many to one OST unless the `weft_throttle` hint says otherwise.
+/// Set on a mount (`weft set-param max_rpcs_in_flight=16`), or for every client,
+/// libweft's included, as a permanent setting (`set-param -P`).
+pub const MAX_RPCS_IN_FLIGHT: &str = "max_rpcs_in_flight";
+/// Its value when nothing sets it (Lustre's default).
+pub const MAX_RPCS_IN_FLIGHT_DEFAULT: usize = 8;
+/// The most it takes (Lustre's bound).
+pub const MAX_RPCS_IN_FLIGHT_MAX: usize = 256;
+
+/// A `max_rpcs_in_flight` value; the message says what is allowed.
+pub fn parse_max_rpcs_in_flight(value: &str) -> Result<usize, String> {
+    match value.trim().parse::<usize>() {
+        Ok(n) if (1..=MAX_RPCS_IN_FLIGHT_MAX).contains(&n) => Ok(n),
+        _ => Err(format!("max_rpcs_in_flight '{value}': requests from 1 to {MAX_RPCS_IN_FLIGHT_MAX}")),
+    }
+}
+
+/// The value the cluster map's permanent settings (`set-param -P`) give the client parameter
+/// `name`: that of the last one whose name or pattern matches it.
+pub fn permanent_value(map: &weft_proto::msg::ClusterMap, name: &str) -> Option<String> {
+    map.params.iter().rev().find(|r| weft_proto::msg::param::name_matches(&r.name, name)).map(|r| r.value.clone())
+}
+
+/// `max_rpcs_in_flight` as the permanent settings of `map` give it, else the default; a
+/// setting that does not parse (the command checks before it records one) counts as none.
+pub fn permanent_max_rpcs_in_flight(map: &weft_proto::msg::ClusterMap) -> usize {
+    permanent_value(map, MAX_RPCS_IN_FLIGHT)
+        .and_then(|v| parse_max_rpcs_in_flight(&v).ok())
+        .unwrap_or(MAX_RPCS_IN_FLIGHT_DEFAULT)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use weft_proto::msg::{ClusterMap, ParamRecord};
+
+    #[test]
+    fn max_rpcs_in_flight_is_checked_and_the_last_permanent_setting_wins() {
+        assert_eq!(parse_max_rpcs_in_flight("16"), Ok(16));
+        assert!(parse_max_rpcs_in_flight("0").unwrap_err().contains("from 1 to 256"));
+        assert!(parse_max_rpcs_in_flight("257").is_err());
+        assert!(parse_max_rpcs_in_flight("many").is_err());
+        let mut map = ClusterMap::default();
+        assert_eq!(permanent_max_rpcs_in_flight(&map), MAX_RPCS_IN_FLIGHT_DEFAULT);
+        map.params.push(ParamRecord { name: "max_rpcs_in_flight".into(), value: "4".into() });
+        map.params.push(ParamRecord { name: "jobid_var".into(), value: "disable".into() });
+        assert_eq!(permanent_max_rpcs_in_flight(&map), 4);
+        map.params.push(ParamRecord { name: "max_rpcs_*".into(), value: "32".into() });
+        assert_eq!(permanent_max_rpcs_in_flight(&map), 32);
+    }
+}

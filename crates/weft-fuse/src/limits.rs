@@ -48,9 +48,6 @@ pub const ATTR_TTL_MS_DEFAULT: u64 = 1_000;
 pub const DIRTY_BYTES_MAX: u32 = 64 << 20;
 /// The most `max_dirty_mb` takes: memory held back from the servers for one mount.
 pub const DIRTY_MB_MAX: u64 = 16 * 1024;
-/// Writes of one file on their way to the OSTs at once (Lustre's max_rpcs_in_flight, which
-/// is per OST there); what queues meanwhile goes after, small writes gathered.
-pub const WRITE_REQUESTS_PER_FILE_MAX: usize = 8;
 /// Queued writes smaller than this (the kernel's largest) are gathered with the ones that
 /// continue them into one request.
 pub const WRITE_GATHER_BELOW_BYTES: u64 = WRITE_BYTES_MAX as u64;

@@ -1,7 +1,8 @@
 //! The mount's part of the parameter tree (a Lustre client's `lctl set_param jobid_var=...`):
-//! `jobid_var`, `jobid_name` and `max_dirty_mb` (Lustre's client-wide bound of data written
+//! `jobid_var`, `jobid_name`, `max_dirty_mb` (Lustre's client-wide bound of data written
 //! and not yet on the servers: Weft's write-behind has one bound per mount, not one per OST
-//! as Lustre's `osc.*.max_dirty_mb`), read and set by `weft get-param`/`set-param` through the
+//! as Lustre's `osc.*.max_dirty_mb`) and `max_rpcs_in_flight` (`osc.*.max_rpcs_in_flight`:
+//! weft_client::params::MAX_RPCS_IN_FLIGHT), read and set by `weft get-param`/`set-param` through the
 //! virtual attributes `weft.params` and `weft.param:NAME` of the mount's root, and applied
 //! from the permanent settings in the cluster map (`set-param -P`) when the mount starts and
 //! whenever they change. A setting made on the mount lasts until the next permanent one of
@@ -13,12 +14,13 @@ use crate::jobid::{JobidScheme, JobidVar};
 use crate::limits::DIRTY_MB_MAX;
 use crate::mount::Mount;
 use std::sync::{Arc, Weak};
+use weft_client::params::{parse_max_rpcs_in_flight, MAX_RPCS_IN_FLIGHT};
 use weft_proto::msg::param::{name_matches, records_to_apply, ParamValue};
 use weft_proto::msg::ParamRecord;
 use weft_proto::{WeftError, WeftResult};
 
 /// The names a mount answers.
-pub const NAMES: [&str; 3] = ["jobid_var", "jobid_name", "max_dirty_mb"];
+pub const NAMES: [&str; 4] = ["jobid_var", "jobid_name", "max_dirty_mb", MAX_RPCS_IN_FLIGHT];
 
 /// Whether `name` (or a pattern) is an OST's `osc.FS-OSTxxxx-osc-CLIENT.active`: one per OST
 /// of the map, named as Lustre's (the client part is this mount's client id).
@@ -49,6 +51,7 @@ pub fn check(name: &str, value: &str) -> Result<(), String> {
         "jobid_name" if value.is_empty() => Err("jobid_name: a format such as %e.%u (empty would name no job)".into()),
         "jobid_name" => Ok(()),
         "max_dirty_mb" => parse_dirty_mb(value).map(|_| ()),
+        MAX_RPCS_IN_FLIGHT => parse_max_rpcs_in_flight(value).map(|_| ()),
         other => Err(format!("no mount parameter '{other}': the mount's are {}", NAMES.join(", "))),
     }
 }
@@ -69,6 +72,7 @@ impl Mount {
             ParamValue { name: "jobid_var".into(), value: scheme.var.name().to_string() },
             ParamValue { name: "jobid_name".into(), value: scheme.name },
             ParamValue { name: "max_dirty_mb".into(), value: (self.writes.dirty_max() >> 20).to_string() },
+            ParamValue { name: MAX_RPCS_IN_FLIGHT.into(), value: self.writes.rpcs_max().to_string() },
         ];
         // Read only: what each target's import went through (failovers, replays).
         out.extend(self.client.import_params().into_iter().map(|(name, value)| ParamValue { name, value }));
@@ -137,6 +141,9 @@ impl Mount {
             match *name {
                 "jobid_var" => scheme.var = JobidVar::parse(value).map_err(WeftError::invalid)?,
                 "jobid_name" => scheme.name = value.to_string(),
+                MAX_RPCS_IN_FLIGHT => {
+                    self.writes.set_rpcs_max(parse_max_rpcs_in_flight(value).map_err(WeftError::invalid)?)
+                }
                 _ => {
                     let mb = parse_dirty_mb(value).map_err(WeftError::invalid)?;
                     self.writes.set_dirty_max(mb << 20, &self.runtime);
@@ -189,7 +196,11 @@ mod tests {
         assert!(check("jobid_name", "").is_err());
         assert!(check("max_dirty_mb", "5").is_ok());
         assert!(check("max_dirty_mb", "0").unwrap_err().contains("MiB from 1 to"));
-        assert!(check("max_dirty_kb", "5").unwrap_err().contains("jobid_var, jobid_name, max_dirty_mb"));
+        assert!(check("max_dirty_kb", "5")
+            .unwrap_err()
+            .contains("jobid_var, jobid_name, max_dirty_mb, max_rpcs_in_flight"));
+        assert!(check("max_rpcs_in_flight", "32").is_ok());
+        assert!(check("max_rpcs_in_flight", "0").unwrap_err().contains("requests from 1 to 256"));
         assert!(check("osc.weft-OST0003-osc-1f.active", "0").is_ok());
         assert!(check("osc.weft-OST0003*.active", "yes").is_ok());
         assert!(check("osc.weft-OST0003*.active", "2").unwrap_err().contains("1 (use the OST) or 0"));

@@ -2,7 +2,8 @@
 //! OSTs in the background, so one stream keeps several requests in flight across its stripes
 //! instead of waiting a round trip per 1 MiB.
 //!
-//! A file has at most WRITE_REQUESTS_PER_FILE_MAX writes on their way; what queues
+//! A file has at most `max_rpcs_in_flight` writes on their way (a mount parameter, 8 by
+//! default; Lustre's is per OST); what queues
 //! meanwhile is sent oldest first, and small writes go together (up to
 //! WRITE_GATHER_BYTES_MAX) when the same caller made them under locks of the same client:
 //! those side by side as one range, and others queued as further extents of each object's
@@ -35,7 +36,6 @@
 
 use crate::limits::{
     DIRTY_BYTES_MAX, WRITER_PIDS_MAX, WRITE_GATHER_BELOW_BYTES, WRITE_GATHER_BYTES_MAX, WRITE_GATHER_SCAN_MAX,
-    WRITE_REQUESTS_PER_FILE_MAX,
 };
 use bytes::Bytes;
 use std::collections::{BTreeMap, BTreeSet, HashMap};
@@ -56,7 +56,7 @@ struct FileState {
     in_flight_seqs: BTreeSet<u64>,
     /// Writes queued and not yet sent.
     queued: Queue,
-    /// Tasks sending the queued writes, at most WRITE_REQUESTS_PER_FILE_MAX.
+    /// Tasks sending the queued writes, at most `max_rpcs_in_flight`.
     senders: usize,
     /// The sequence number of the next write queued.
     next_seq: u64,
@@ -272,6 +272,8 @@ pub struct WriteBehind {
     dirty: Arc<Semaphore>,
     /// The dirty bound the semaphore stands for (`max_dirty_mb`), in bytes.
     dirty_max: Mutex<u64>,
+    /// Writes of one file sent at once (`max_rpcs_in_flight`).
+    rpcs_max: AtomicUsize,
     files: Mutex<HashMap<Fid, Arc<FileWrites>>>,
 }
 
@@ -280,12 +282,24 @@ impl Default for WriteBehind {
         WriteBehind {
             dirty: Arc::new(Semaphore::new(DIRTY_BYTES_MAX as usize)),
             dirty_max: Mutex::new(u64::from(DIRTY_BYTES_MAX)),
+            rpcs_max: AtomicUsize::new(weft_client::params::MAX_RPCS_IN_FLIGHT_DEFAULT),
             files: Mutex::new(HashMap::new()),
         }
     }
 }
 
 impl WriteBehind {
+    /// Writes of one file sent at once (`max_rpcs_in_flight`).
+    pub fn rpcs_max(&self) -> usize {
+        self.rpcs_max.load(Ordering::Relaxed)
+    }
+
+    /// Moves `max_rpcs_in_flight`: writes queued from now on start senders up to it (those
+    /// already running go on until their file's queue is empty).
+    pub fn set_rpcs_max(&self, n: usize) {
+        self.rpcs_max.store(n.max(1), Ordering::Relaxed);
+    }
+
     /// The bound of bytes written but not yet acknowledged (`max_dirty_mb`).
     pub fn dirty_max(&self) -> u64 {
         *self.dirty_max.lock().unwrap_or_else(|p| p.into_inner())
@@ -366,7 +380,7 @@ impl WriteBehind {
                     st.in_flight.insert(start, (end, seq));
                     st.in_flight_seqs.insert(seq);
                     st.queued.insert(Queued { seq, write, _room: room });
-                    let start_sender = st.senders < WRITE_REQUESTS_PER_FILE_MAX;
+                    let start_sender = st.senders < self.rpcs_max();
                     if start_sender {
                         st.senders += 1;
                     }

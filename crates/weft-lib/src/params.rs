@@ -26,6 +26,14 @@ impl Fs {
         RequestHeader { identity: who.identity, jobid: who.jobid, ..RequestHeader::default() }
     }
 
+    /// This client's `max_rpcs_in_flight` (Lustre's `osc.*.max_rpcs_in_flight`): what the
+    /// cluster map's permanent settings give it (`weft set-param -P max_rpcs_in_flight=N`),
+    /// else 8. The MPI-IO layer's aggregators keep at most this many requests in flight to
+    /// one OST unless its `weft_throttle` hint says otherwise.
+    pub fn max_rpcs_in_flight(&self) -> usize {
+        weft_client::params::permanent_max_rpcs_in_flight(&self.client.map())
+    }
+
     /// The values of the parameters `pattern` matches (`obdfilter.*.job_stats`), by server:
     /// those that have one. ENOENT when none has; a server that failed otherwise fails the
     /// call, with every server's reason.

@@ -18,8 +18,9 @@
  *
  * Hints read (MPI_File_open's info, MPI_File_set_info, MPI_File_set_view's info):
  *   striping_factor, striping_unit, start_iodevice   layout of a new file
- *   weft_throttle=N      requests in flight per OST at an aggregator (default 8, as the
- *                        client's osc max_rpcs_in_flight; env WEFT_MPIIO_THROTTLE)
+ *   weft_throttle=N      requests in flight per OST at an aggregator (default: the
+ *                        client's max_rpcs_in_flight, `weft set-param -P`, 8 unless set;
+ *                        env WEFT_MPIIO_THROTTLE)
  *   cb_buffer_size=B     bytes an aggregator exchanges per step (default 4 MiB; env
  *                        WEFT_MPIIO_CB_BUFFER_SIZE)
  *   cb_nodes=N           at most N aggregators (default: one per OST, at most nprocs; env
@@ -472,7 +473,10 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     f->path = strdup(inner);
     f->writable = !(amode & MPI_MODE_RDONLY);
     f->enabled = 1;
-    f->throttle = 8;
+    /* The client's osc max_rpcs_in_flight (set-param -P), as Lustre's ROMIO driver is bound
+     * by the OSC's; WEFT_MPIIO_THROTTLE, then the weft_throttle hint, override it. */
+    int rif = fs ? weft_max_rpcs_in_flight(fs) : 0;
+    f->throttle = rif > 0 ? rif : 8;
     const char *env_throttle = getenv("WEFT_MPIIO_THROTTLE");
     if (env_throttle && atoi(env_throttle) > 0) {
         f->throttle = atoi(env_throttle);

@@ -256,7 +256,8 @@ fn files_off_weft_are_left_to_the_mpi_library() {
 
 /// HDF5 (Debian's libhdf5-openmpi-dev) writes two datasets collectively through its MPI-IO
 /// driver, the layer preloaded: the layer takes the collective calls (its debug lines say
-/// so), the program reads them back equal, and h5dump reads every value back too.
+/// so) with the throttle the client's permanent max_rpcs_in_flight gives, the program reads
+/// them back equal, and h5dump reads every value back too.
 #[test]
 fn hdf5_writes_a_dataset_collectively_through_the_layer_and_h5dump_reads_it_back() {
     let tmp = tempfile::tempdir().unwrap();
@@ -268,6 +269,13 @@ fn hdf5_writes_a_dataset_collectively_through_the_layer_and_h5dump_reads_it_back
     std::fs::create_dir(&dir).unwrap();
     let set = Command::new(&weft).args(["setstripe", "-c", "4", "-S", "65536"]).arg(&dir).output().unwrap();
     assert!(set.status.success(), "setstripe: {}", String::from_utf8_lossy(&set.stderr));
+    // The client's max_rpcs_in_flight, set for every client, bounds the aggregators' requests
+    // per OST (the layer's throttle) when no hint names one.
+    let set = Command::new(&weft)
+        .args(["set-param", "-P", "max_rpcs_in_flight=3", "--mgs", &cluster.mgs_address])
+        .output()
+        .unwrap();
+    assert!(set.status.success(), "set-param: {}", String::from_utf8_lossy(&set.stderr));
     let file = dir.join("data.h5");
     let (rows, cols) = (1001i64, 777i64);
     let out = mpirun(
@@ -282,6 +290,7 @@ fn hdf5_writes_a_dataset_collectively_through_the_layer_and_h5dump_reads_it_back
     ok(&out, "the HDF5 program");
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(err.contains("aggregators (ranks) 0,1,2,3"), "{err}");
+    assert!(err.contains("; throttle 3;"), "the client's max_rpcs_in_flight as the throttle:\n{err}");
     assert!(
         err.contains("write_all:") && err.contains("read_all:"),
         "HDF5's collective calls went to the layer:\n{err}"

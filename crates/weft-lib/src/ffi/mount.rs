@@ -53,6 +53,21 @@ pub unsafe extern "C" fn weft_umount(fs: *mut weft_fs) -> c_int {
     })
 }
 
+/// This client's `max_rpcs_in_flight` (Lustre's `osc.*.max_rpcs_in_flight`): the
+/// permanent setting `weft set-param -P max_rpcs_in_flight=N` made for every client, else 8;
+/// what the MPI-IO layer's aggregators keep in flight per OST by default.
+///
+/// # Safety
+/// `fs` is a mounted handle.
+#[no_mangle]
+pub unsafe extern "C" fn weft_max_rpcs_in_flight(fs: *const weft_fs) -> c_int {
+    guard(|| {
+        // SAFETY: as the caller promised.
+        let fs = unsafe { super::common::fs(fs) }?;
+        Ok(fs.max_rpcs_in_flight() as i64)
+    })
+}
+
 /// The job the requests of this mount count under from now on (job statistics and TBF
 /// rules); by default WEFT_JOBID or SLURM_JOB_ID of the environment, else `program.uid`.
 ///

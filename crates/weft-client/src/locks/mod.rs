@@ -93,7 +93,7 @@ impl LockCache {
         if let Some(e) = self.table().get(&key) {
             return Some(e.scope);
         }
-        self.tickets.await_landed(UNKNOWN_LOCK_WAIT_MS).await;
+        self.tickets.await_landed_or(UNKNOWN_LOCK_WAIT_MS, || self.table().get(&key).is_some()).await;
         self.table().get(&key).map(|e| e.scope)
     }
 
@@ -172,7 +172,7 @@ impl LockCache {
         let mut decision = self.table().callback(key, wanted, seen);
         if decision == Callback::Unknown {
             // Perhaps granted by a reply still on its way.
-            self.tickets.await_landed(UNKNOWN_LOCK_WAIT_MS).await;
+            self.tickets.await_landed_or(UNKNOWN_LOCK_WAIT_MS, || self.table().get(&key).is_some()).await;
             decision = self.table().callback(key, wanted, seen);
         }
         let (file, scope) = match decision {

@@ -3,7 +3,8 @@
 # POSIX file-per-process as the ceiling, on a fresh `weft up` with 4 OSTs (Debian's OpenMPI;
 # MPI=mpich for MPICH). Patterns of crates/weft-mpiio/tests/mpiio_bench.c: the 2-D subarray
 # collective write/read, the HPIO-like pattern (regions of 5,992 B, 256 B apart) collective,
-# collective contiguous, the HPIO pattern with independent calls; then each part of the
+# collective contiguous, independent contiguous, the HPIO pattern with independent calls
+# (the seed talk's four access levels and HPIO's); then each part of the
 # layer switched off alone (aggregator placement, stripe alignment, stepwise exchange,
 # throttle 1/2/4/8), on the two non-contiguous collective patterns.
 #   RANKS (4), MIB (file size, 256), STRIPES (4), STRIPE (1048576), TARGET (target/release),
@@ -109,7 +110,7 @@ echo "POSIX file-per-process: write $fw read $fr"
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '%-10s %12s %12s %12s %12s %10s %10s %10s %10s\n' pattern mpi-write weft-write mpi-read weft-read \
   w:weft/mpi r:weft/mpi w:weft/fpp r:weft/fpp
-for p in subarray hpio contig indep; do
+for p in subarray hpio contig icontig indep; do
   read -r mw mr < <(run 0 "$p")
   read -r ww wr < <(run 1 "$p")
   printf '%-10s %12s %12s %12s %12s %10s %10s %10s %10s\n' "$p" "$mw" "$ww" "$mr" "$wr" "$(ratio "$ww" "$mw")" \

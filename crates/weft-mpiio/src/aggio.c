@@ -171,6 +171,40 @@ static int run_io(const struct wm_file *f, struct ioreq *r, int64_t n, int write
     return err;
 }
 
+/* ---- a rank's own pieces, where they are ---- */
+
+int wm_direct_io(const struct wm_file *f, int write, const struct wm_apiece *p, int64_t n, struct wm_iostat *st)
+{
+    if (n == 0) {
+        return 0;
+    }
+    int64_t S = f->stripe_size, nr = 0;
+    struct ioreq *r = malloc(sizeof(*r) * (size_t)n * 2 + sizeof(*r));
+    int64_t cap = n * 2 + 1;
+    for (int64_t i = 0; i < n;) {
+        /* pieces that continue each other in the file and in memory, in one stripe, as one */
+        int64_t off = p[i].off, len = p[i].len;
+        char *data = p[i].data;
+        for (i++; i < n && p[i].off == off + len && p[i].data == data + len && p[i].off / S == off / S; i++) {
+            len += p[i].len;
+        }
+        for (int64_t o = 0; o < len; o += f->rpc_size) {
+            if (nr == cap) {
+                cap *= 2;
+                r = realloc(r, sizeof(*r) * (size_t)cap);
+            }
+            r[nr].off = off + o;
+            r[nr].len = len - o < f->rpc_size ? len - o : f->rpc_size;
+            r[nr].buf = data + o;
+            r[nr].ost = (off / S) % f->stripe_count;
+            nr++;
+        }
+    }
+    int err = run_io(f, r, nr, write, st);
+    free(r);
+    return err;
+}
+
 /* ---- one window at an aggregator ---- */
 
 static int cmp_apiece(const void *a, const void *b)

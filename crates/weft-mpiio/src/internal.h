@@ -54,6 +54,8 @@ struct wm_file {
     int io_mount;           /* weft_io=mount: aggregators' I/O by pwrite/pread on the mount */
     int fd;                 /* the file open on the mount (weft_io=mount), or -1 */
     int wait_sleep;         /* weft_wait=sleep: wait for messages polling with sleeps */
+    int direct;             /* weft_direct=automatic: each rank its own I/O when no two
+                             * ranks' ranges interleave (0: always the two phases) */
     /* chosen */
     int naggr;
     int *aggr_rank;         /* rank of aggregator a */
@@ -117,6 +119,10 @@ struct wm_apiece {
 double wm_now(void);
 /* A buffer kept from call to call, made at least `need` bytes (its old contents are not kept). */
 void wm_grow(char **buf, size_t *cap, size_t need);
+/* A rank's own pieces (in file order, none across a stripe boundary) written or read where
+ * they are in its buffer, with no exchange: requests of at most rpc_size within a stripe,
+ * at most `throttle` in flight per OST; 0 or an errno. */
+int wm_direct_io(const struct wm_file *f, int write, const struct wm_apiece *p, int64_t n, struct wm_iostat *st);
 /* The I/O of one window at an aggregator over its pieces (sorted here); 0 or an errno. */
 int wm_window_io(const struct wm_file *f, int write, struct wm_apiece *p, int64_t n, char **ebuf, size_t *ebuf_cap,
                  int64_t size0, struct wm_iostat *st);
@@ -140,6 +146,7 @@ void wm_wait(int sleep, int n, MPI_Request *req, MPI_Status *st);
 void wm_allreduce(int sleep, const void *in, void *out, int n, MPI_Datatype t, MPI_Op op, MPI_Comm comm);
 void wm_bcast(int sleep, void *buf, int n, MPI_Datatype t, int root, MPI_Comm comm);
 void wm_alltoall(int sleep, const void *in, void *out, int n, MPI_Datatype t, MPI_Comm comm);
+void wm_allgather(int sleep, const void *in, void *out, int n, MPI_Datatype t, MPI_Comm comm);
 void wm_alltoallv(int sleep, const void *sb, const int *sc, const int *sd, void *rb, const int *rc, const int *rd,
                   MPI_Datatype t, MPI_Comm comm);
 void wm_barrier(int sleep, MPI_Comm comm);

@@ -316,6 +316,13 @@ void wm_alltoall(int sleep, const void *in, void *out, int n, MPI_Datatype t, MP
     wm_wait(sleep, 1, &r, MPI_STATUSES_IGNORE);
 }
 
+void wm_allgather(int sleep, const void *in, void *out, int n, MPI_Datatype t, MPI_Comm comm)
+{
+    MPI_Request r;
+    PMPI_Iallgather(in, n, t, out, n, t, comm, &r);
+    wm_wait(sleep, 1, &r, MPI_STATUSES_IGNORE);
+}
+
 void wm_alltoallv(int sleep, const void *sb, const int *sc, const int *sd, void *rb, const int *rc, const int *rd,
                   MPI_Datatype t, MPI_Comm comm)
 {
@@ -368,6 +375,89 @@ static void print_split(const struct wm_file *f, int write, double total, const 
              write ? io->call_s[0] : 0.0, io->copy_s);
 }
 
+/* Whether every rank had better do its own I/O than exchange (weft_direct=automatic, as
+ * ROMIO's romio_cb_write=automatic): no two ranks' ranges [lo, hi) of the file overlap, so
+ * no aggregator would gather anything from two ranks, and the pieces average at least half
+ * a stripe (or half a request), so that writing them where they are costs no more
+ * requests than whole stripes would (small pieces gain from the exchange's merging even
+ * when they do not interleave). `all4` holds each rank's (lo, hi, pieces, bytes). Every
+ * rank decides the same from the same numbers. */
+static int direct_suits(const struct wm_file *f, const int64_t *all4)
+{
+    if (!f->direct) {
+        return 0;
+    }
+    int P = f->nprocs;
+    int64_t pieces = 0, bytes = 0;
+    for (int r = 0; r < P; r++) {
+        pieces += all4[4 * r + 2];
+        bytes += all4[4 * r + 3];
+        if (all4[4 * r + 2] == 0) {
+            continue;
+        }
+        for (int q = r + 1; q < P; q++) {
+            if (all4[4 * q + 2] > 0 && all4[4 * q] < all4[4 * r + 1] && all4[4 * r] < all4[4 * q + 1]) {
+                return 0;
+            }
+        }
+    }
+    int64_t unit = f->stripe_size < f->rpc_size ? f->stripe_size : f->rpc_size;
+    return pieces > 0 && bytes / pieces >= unit / 2;
+}
+
+/* The collective call as each rank's own I/O (direct_suits): its pieces written from, or
+ * read into, its buffer where they are; then, as the two phases end, every rank learns
+ * whether any failed. Takes `v` and (not contig) `mem`. */
+static int direct_collective(struct wm_file *f, int write, struct pvec *v, char *mem, void *ubuf, int count,
+                             MPI_Datatype type, int contig, int err, double t0, int64_t lo, int64_t hi)
+{
+    double tm[T_NT] = {0};
+    struct wm_iostat io = {0};
+    int64_t nbytes = 0;
+    struct wm_apiece *p = malloc(sizeof(*p) * (size_t)(v->n + 1));
+    for (int64_t i = 0; i < v->n; i++) {
+        p[i].off = v->p[i].off;
+        p[i].len = v->p[i].len;
+        p[i].data = mem + v->p[i].mem;
+        nbytes += v->p[i].len;
+    }
+    tm[T_PLAN] = MPI_Wtime() - t0;
+    double tx = MPI_Wtime();
+    if (!err) {
+        err = wm_direct_io(f, write, p, v->n, &io);
+    }
+    tm[T_IOWAIT] = MPI_Wtime() - tx;
+    free(p);
+    if (!contig && !write && nbytes > 0) {
+        tx = MPI_Wtime();
+        int position = 0;
+        MPI_Unpack(mem, (int)nbytes, &position, ubuf, count, type, MPI_COMM_SELF);
+        tm[T_PACK] += MPI_Wtime() - tx;
+    }
+    int gerr = 0;
+    wm_allreduce(f->wait_sleep, &err, &gerr, 1, MPI_INT, MPI_MAX, f->comm);
+    f->last_steps = 0;
+    f->last_bytes = nbytes;
+    if (wm_debug && f->rank == 0) {
+        WM_DEBUG("%s: %lld bytes here, file [%lld, %lld), direct: no two ranks' ranges interleave, each rank its own "
+                 "I/O, throttle %d, %.3f s\n",
+                 write ? "write_all" : "read_all", (long long)nbytes, (long long)(lo == INT64_MAX ? 0 : lo),
+                 (long long)(lo == INT64_MAX ? 0 : hi), f->throttle, MPI_Wtime() - t0);
+    }
+    if (wm_debug > 1) {
+        print_split(f, write, MPI_Wtime() - t0, tm, &io);
+    }
+    free(v->p);
+    if (!contig) {
+        free(mem);
+    }
+    if (gerr) {
+        errno = gerr;
+        return MPI_ERR_IO;
+    }
+    return MPI_SUCCESS;
+}
+
 int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int count, MPI_Datatype type)
 {
     double t0 = MPI_Wtime(), tm[T_NT] = {0}, tx;
@@ -390,11 +480,22 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
     if (map_view(f, pos, nbytes, &v) != 0) {
         err = ENOMEM;
     }
-    /* The range the call covers, over all ranks. */
-    int64_t lohi[2] = {v.n ? v.p[0].off : INT64_MAX, v.n ? -(v.p[v.n - 1].off + v.p[v.n - 1].len) : INT64_MAX};
-    int64_t glohi[2];
-    wm_allreduce(f->wait_sleep, lohi, glohi, 2, MPI_INT64_T, MPI_MIN, f->comm);
-    int64_t lo = glohi[0], hi = -glohi[1];
+    /* Every rank's range, pieces and bytes: the range the call covers, and whether each
+     * rank can do its own I/O. */
+    int64_t mine4[4] = {v.n ? v.p[0].off : INT64_MAX, v.n ? v.p[v.n - 1].off + v.p[v.n - 1].len : INT64_MIN, v.n,
+                        nbytes};
+    int64_t *all4 = malloc(sizeof(int64_t) * 4 * (size_t)P);
+    wm_allgather(f->wait_sleep, mine4, all4, 4, MPI_INT64_T, f->comm);
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    for (int r = 0; r < P; r++) {
+        lo = all4[4 * r] < lo ? all4[4 * r] : lo;
+        hi = all4[4 * r + 1] > hi ? all4[4 * r + 1] : hi;
+    }
+    if (direct_suits(f, all4)) {
+        free(all4);
+        return direct_collective(f, write, &v, mem, ubuf, count, type, contig, err, t0, lo, hi);
+    }
+    free(all4);
     int64_t S = f->stripe_size, C = f->stripe_count, cbw = f->cb_buffer_size;
     /* The K computer's domains (the default): aggregator a owns the stripes of its OSTs.
      * Else contiguous domains, ROMIO's generic ones (weft_placement=rank): A ranges of

@@ -29,6 +29,11 @@
  *   weft_align=disable   domains of even byte ranges, not whole stripes (to measure what
  *                        the alignment gives; env WEFT_MPIIO_ALIGN=0)
  *   weft_rpc_size=B      largest single request of an aggregator (default 1 MiB)
+ *   weft_direct=automatic|disable   automatic (the default): when no two ranks' ranges of
+ *                        a collective call interleave and its pieces are large, each rank
+ *                        does its own I/O through libweft with no exchange (ROMIO's
+ *                        romio_cb_write=automatic); disable: always the two phases (env
+ *                        WEFT_MPIIO_DIRECT)
  *   weft_placement=ost|rank   ost (default): the K computer's, one aggregator per OST group
  *                        spread over the ranks, owning all the stripes of its OSTs; rank:
  *                        ROMIO's generic one, the first cb_nodes ranks, each a contiguous
@@ -300,6 +305,7 @@ static const char *const placements[] = {"ost", "rank"};
 static const char *const exchanges[] = {"stepwise", "alltoallv"};
 static const char *const ios[] = {"libweft", "mount"};
 static const char *const waits[] = {"spin", "sleep"};
+static const char *const directs[] = {"disable", "automatic"};
 
 /* The same from the environment (WEFT_MPIIO_PLACEMENT, WEFT_MPIIO_EXCHANGE...). */
 static int env_word(const char *name, const char *const *values, int n, int dflt)
@@ -313,6 +319,7 @@ static void take_hints(struct wm_file *f, MPI_Info info)
     f->exchange = hint_word(info, "weft_exchange", exchanges, 2, f->exchange);
     f->io_mount = hint_word(info, "weft_io", ios, 2, f->io_mount);
     f->wait_sleep = hint_word(info, "weft_wait", waits, 2, f->wait_sleep);
+    f->direct = hint_word(info, "weft_direct", directs, 2, f->direct);
     int throttle = (int)hint_int(info, "weft_throttle", f->throttle);
     f->throttle = throttle < 1 ? 1 : throttle > 256 ? 256 : throttle;
     int64_t cb = hint_int(info, "cb_buffer_size", f->cb_buffer_size);
@@ -376,10 +383,10 @@ static void debug_file(const struct wm_file *f, const char *what)
     char layout[1024], aggr[1024], dom[4096];
     describe(f, layout, sizeof(layout), aggr, sizeof(aggr), dom, sizeof(dom));
     WM_DEBUG("%s %s: %s; aggregators (ranks) %s; placement %s; domains %s exchange %s; throttle %d; "
-             "cb_buffer_size %lld; io %s; wait %s; collective %s\n",
+             "cb_buffer_size %lld; io %s; wait %s; direct %s; collective %s\n",
              what, f->path, layout, aggr, placements[f->placement], dom, exchanges[f->exchange], f->throttle,
              (long long)f->cb_buffer_size, f->fd >= 0 ? "mount" : "libweft", waits[f->wait_sleep],
-             f->enabled ? "weft" : "mpi");
+             directs[f->direct], f->enabled ? "weft" : "mpi");
 }
 
 /* ---- MPI_File_open / close ---- */
@@ -494,6 +501,7 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     f->io_mount = env_word("WEFT_MPIIO_IO", ios, 2, 0);
     f->fd = -1;
     f->wait_sleep = sleep;
+    f->direct = env_word("WEFT_MPIIO_DIRECT", directs, 2, 1);
     const char *env_nodes = getenv("WEFT_MPIIO_CB_NODES");
     if (env_nodes && atoi(env_nodes) > 0) {
         f->cb_nodes = atoi(env_nodes);
@@ -693,6 +701,7 @@ int MPI_File_get_info(MPI_File fh, MPI_Info *info_used)
     MPI_Info_set(*info_used, "weft_exchange", exchanges[f->exchange]);
     MPI_Info_set(*info_used, "weft_io", f->fd >= 0 ? "mount" : "libweft");
     MPI_Info_set(*info_used, "weft_wait", waits[f->wait_sleep]);
+    MPI_Info_set(*info_used, "weft_direct", directs[f->direct]);
     MPI_Info_set(*info_used, "weft_align", f->align ? "enable" : "disable");
     MPI_Info_set(*info_used, "weft_collective", f->enabled && f->view_ok ? "enable" : "disable");
     return rc;

@@ -200,6 +200,9 @@ fn collective_io_through_the_layer_reads_back_every_byte_under_openmpi_and_mpich
         let exchange = if i % 2 == 1 || i == 2 { "alltoallv" } else { "stepwise" };
         // One run with the aggregators' I/O through the mount (weft_io=mount).
         let io = if i == 4 { "mount" } else { "libweft" };
+        // Every fourth run with the two phases even where the ranks do not interleave (the
+        // contiguous file: each rank's own I/O otherwise, weft_direct=automatic).
+        let direct = if i % 4 == 3 { "disable" } else { "automatic" };
         let out = mpirun(
             mpi,
             ranks,
@@ -214,6 +217,7 @@ fn collective_io_through_the_layer_reads_back_every_byte_under_openmpi_and_mpich
                 ("WEFT_MPIIO_PLACEMENT", placement),
                 ("WEFT_MPIIO_EXCHANGE", exchange),
                 ("WEFT_MPIIO_IO", io),
+                ("WEFT_MPIIO_DIRECT", direct),
             ],
             "mpiio_check",
             &[dir.to_str().unwrap(), &count.to_string(), &size.to_string(), &SCALE.to_string()],
@@ -226,6 +230,10 @@ fn collective_io_through_the_layer_reads_back_every_byte_under_openmpi_and_mpich
             assert!(err.contains("placement ost; domains stripe-aligned;"), "{err}");
             assert!(err.contains("exchange alltoallv;"), "{err}");
             assert!(err.contains("write_all:") && err.contains("read_all:"), "{err}");
+            // The contiguous file's ranks each did their own I/O; the interleaved views
+            // went through the exchange.
+            assert!(err.contains("direct: no two ranks' ranges interleave"), "{err}");
+            assert!(err.contains("steps, alltoallv exchange"), "{err}");
         }
         check_through_mount(&weft, &dir, count, size, ranks, SCALE);
     }

@@ -11,6 +11,7 @@
  *   hpio      HPIO's non-contiguous file pattern: regions of 5,992 B, 256 B apart, the
  *             ranks' regions interleaved; collective write then read
  *   contig    each rank one contiguous part, collective (write_at_all / read_at_all)
+ *   icontig   the same with independent calls (write_at / read_at)
  *   indep     the hpio pattern with independent calls (MPI_File_write / read)
  *   fpp       POSIX, a file per process (pwrite of 4 MiB pieces, fsync; then pread)
  * MIB is the whole file's size in MiB (about). Prints one line:
@@ -103,8 +104,9 @@ int main(int argc, char **argv)
         disp = (MPI_Offset)rank * (region + space);
         mine = (int64_t)count * region;
         collective = strcmp(pattern, "hpio") == 0;
-    } else if (strcmp(pattern, "contig") == 0 || strcmp(pattern, "fpp") == 0) {
+    } else if (strcmp(pattern, "contig") == 0 || strcmp(pattern, "icontig") == 0 || strcmp(pattern, "fpp") == 0) {
         mine = total / nprocs;
+        collective = strcmp(pattern, "icontig") != 0;
     } else {
         die("unknown pattern");
     }

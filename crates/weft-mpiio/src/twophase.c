@@ -375,6 +375,35 @@ static void print_split(const struct wm_file *f, int write, double total, const 
              write ? io->call_s[0] : 0.0, io->copy_s);
 }
 
+/* The end of a collective call, either way: a read's data unpacked into the program's
+ * buffer, every rank told whether any failed, the counts the debug lines give. The error
+ * any rank had (0: none). */
+static int finish_call(struct wm_file *f, int write, char *mem, void *ubuf, int count, MPI_Datatype type, int contig,
+                       int64_t nbytes, int err, int64_t nsteps, double *tm)
+{
+    if (!contig && !write && nbytes > 0) {
+        double tx = MPI_Wtime();
+        int position = 0;
+        MPI_Unpack(mem, (int)nbytes, &position, ubuf, count, type, MPI_COMM_SELF);
+        tm[T_PACK] += MPI_Wtime() - tx;
+    }
+    int gerr = 0;
+    wm_allreduce(f->wait_sleep, &err, &gerr, 1, MPI_INT, MPI_MAX, f->comm);
+    f->last_steps = nsteps;
+    f->last_bytes = nbytes;
+    return gerr;
+}
+
+/* MPI_SUCCESS, or MPI_ERR_IO with errno set to the error a rank had. */
+static int call_result(int gerr)
+{
+    if (gerr) {
+        errno = gerr;
+        return MPI_ERR_IO;
+    }
+    return MPI_SUCCESS;
+}
+
 /* Whether every rank had better do its own I/O than exchange (weft_direct=automatic, as
  * ROMIO's romio_cb_write=automatic): no two ranks' ranges [lo, hi) of the file overlap, so
  * no aggregator would gather anything from two ranks, and the pieces average at least half
@@ -428,16 +457,7 @@ static int direct_collective(struct wm_file *f, int write, struct pvec *v, char 
     }
     tm[T_IOWAIT] = MPI_Wtime() - tx;
     free(p);
-    if (!contig && !write && nbytes > 0) {
-        tx = MPI_Wtime();
-        int position = 0;
-        MPI_Unpack(mem, (int)nbytes, &position, ubuf, count, type, MPI_COMM_SELF);
-        tm[T_PACK] += MPI_Wtime() - tx;
-    }
-    int gerr = 0;
-    wm_allreduce(f->wait_sleep, &err, &gerr, 1, MPI_INT, MPI_MAX, f->comm);
-    f->last_steps = 0;
-    f->last_bytes = nbytes;
+    int gerr = finish_call(f, write, mem, ubuf, count, type, contig, nbytes, err, 0, tm);
     if (wm_debug && f->rank == 0) {
         WM_DEBUG("%s: %lld bytes here, file [%lld, %lld), direct: no two ranks' ranges interleave, each rank its own "
                  "I/O, throttle %d, %.3f s\n",
@@ -451,11 +471,7 @@ static int direct_collective(struct wm_file *f, int write, struct pvec *v, char 
     if (!contig) {
         free(mem);
     }
-    if (gerr) {
-        errno = gerr;
-        return MPI_ERR_IO;
-    }
-    return MPI_SUCCESS;
+    return call_result(gerr);
 }
 
 int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int count, MPI_Datatype type)
@@ -782,17 +798,7 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
     }
 #undef WHI
 #undef OWN
-    if (!contig && !write && nbytes > 0) {
-        tx = MPI_Wtime();
-        int position = 0;
-        MPI_Unpack(mem, (int)nbytes, &position, ubuf, count, type, MPI_COMM_SELF);
-        tm[T_PACK] += MPI_Wtime() - tx;
-    }
-    /* Every rank learns whether any failed. */
-    int gerr = 0;
-    wm_allreduce(f->wait_sleep, &err, &gerr, 1, MPI_INT, MPI_MAX, f->comm);
-    f->last_steps = nsteps;
-    f->last_bytes = nbytes;
+    int gerr = finish_call(f, write, mem, ubuf, count, type, contig, nbytes, err, nsteps, tm);
     if (wm_debug && f->rank == 0) {
         WM_DEBUG("%s: %lld bytes here, file [%lld, %lld), %d aggregators (%s placement, %s domains), window %lld "
                  "bytes, %lld steps, %s exchange, throttle %d, %.3f s\n",
@@ -836,9 +842,5 @@ int wm_collective(struct wm_file *f, int write, int64_t pos, void *ubuf, int cou
     if (!contig) {
         free(mem);
     }
-    if (gerr) {
-        errno = gerr;
-        return MPI_ERR_IO;
-    }
-    return MPI_SUCCESS;
+    return call_result(gerr);
 }

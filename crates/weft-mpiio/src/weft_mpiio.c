@@ -391,21 +391,30 @@ static void debug_file(const struct wm_file *f, const char *what)
 
 /* ---- MPI_File_open / close ---- */
 
-/* More ranks on this node than it has cores, where the layer's waits poll with sleeps. The
- * launcher's count of the ranks on this node when it gives one (MPICH's Hydra and Slurm's
- * srun with PMI: MPI_LOCALNRANKS; OpenMPI: OMPI_COMM_WORLD_LOCAL_SIZE): every process of
- * the job here takes CPU, whatever communicator it opens the file with. Otherwise comm's
- * ranks that share memory with this one (a blocking collective). */
-static int oversubscribed(MPI_Comm comm)
+/* The ranks of this job on this node, as the launcher gives them (MPICH's Hydra and
+ * Slurm's srun with PMI: MPI_LOCALNRANKS; OpenMPI: OMPI_COMM_WORLD_LOCAL_SIZE); 0 when it
+ * does not. Every process of the job here takes CPU, whatever communicator it opens the
+ * file with. */
+static int launcher_node_ranks(void)
+{
+    const char *names[] = {"MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"};
+    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++) {
+        const char *v = getenv(names[i]);
+        if (v && atoi(v) > 0) {
+            return atoi(v);
+        }
+    }
+    return 0;
+}
+
+/* More ranks on this node than it has cores, where the layer's waits poll with sleeps: by
+ * the launcher's count, else (split: 1, a blocking collective of comm) by comm's ranks
+ * that share memory with this one, else (split: 0) not. */
+static int oversubscribed(MPI_Comm comm, int split)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    const char *names[] = {"MPI_LOCALNRANKS", "OMPI_COMM_WORLD_LOCAL_SIZE"};
-    int node_ranks = 0;
-    for (size_t i = 0; i < sizeof(names) / sizeof(names[0]) && node_ranks <= 0; i++) {
-        const char *v = getenv(names[i]);
-        node_ranks = v ? atoi(v) : 0;
-    }
-    if (node_ranks <= 0) {
+    int node_ranks = launcher_node_ranks();
+    if (node_ranks <= 0 && split) {
         MPI_Comm node;
         node_ranks = 1;
         if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
@@ -414,6 +423,13 @@ static int oversubscribed(MPI_Comm comm)
         }
     }
     return cores > 0 && node_ranks > cores;
+}
+
+/* How a file's collectives wait: the weft_wait hint, else WEFT_MPIIO_WAIT, else with
+ * sleeps when the node is oversubscribed. */
+static int wait_choice(MPI_Info info, int oversub)
+{
+    return hint_word(info, "weft_wait", waits, 2, env_word("WEFT_MPIIO_WAIT", waits, 2, oversub));
 }
 
 int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info, MPI_File *fh)
@@ -428,13 +444,16 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
     const char *off = getenv("WEFT_MPIIO_DISABLE");
     int on_weft = !(off && *off && strcmp(off, "0") != 0) &&
                   find_weft_mount(abs, mgs, sizeof(mgs), inner, sizeof(inner)) == 0;
-    /* How this open's own collectives wait: the layer's default (more ranks on the node
-     * than cores: with sleeps), WEFT_MPIIO_WAIT, then the weft_wait hint. */
-    int sleep = hint_word(info, "weft_wait", waits, 2, env_word("WEFT_MPIIO_WAIT", waits, 2, oversubscribed(comm)));
+    /* How this open's own collectives wait. A file off Weft costs the layer this one
+     * allreduce, and no split of comm to count the node's ranks. */
+    int sleep = wait_choice(info, oversubscribed(comm, 0));
     int all_on = 0, rank, nprocs;
     wm_allreduce(sleep, &on_weft, &all_on, 1, MPI_INT, MPI_MIN, comm);
     if (!all_on) {
         return PMPI_File_open(comm, filename, amode, info, fh);
+    }
+    if (launcher_node_ranks() <= 0) {
+        sleep = wait_choice(info, oversubscribed(comm, 1));
     }
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &nprocs);

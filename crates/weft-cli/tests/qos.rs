@@ -511,6 +511,22 @@ fn mount_params(mnt: &Path) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// `weft set-param -P NAME=VALUE`, naming one server (so no mount of this node is set
+/// directly).
+fn permanent(c: &Cluster, server: &str, name: &str, value: &str) -> std::process::Output {
+    param(c, &["set-param", "-P", "--server", server, &format!("{name}={value}")])
+}
+
+/// Waits (10 s at most) until every one of `mounts` shows `name` = `value`: a permanent
+/// setting reaching the mounts.
+fn mounts_take(mounts: &[&Path], name: &str, value: &str) {
+    let start = Instant::now();
+    while mounts.iter().any(|m| mount_params(m)[name] != value) {
+        assert!(start.elapsed() < Duration::from_secs(10), "the mounts never took the permanent {name}={value}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+}
+
 #[test]
 fn mounts_take_their_client_settings_from_the_management_service() {
     let mut c = Cluster::multi_node(&weft_bin());
@@ -519,15 +535,11 @@ fn mounts_take_their_client_settings_from_the_management_service() {
     // Set from anywhere with -P (here naming one server, so no mount of this node is
     // touched directly): the mounts follow the management service.
     let oss = oss_address(&c, 0);
-    let set = |value: &str| param(&c, &["set-param", "-P", "--server", &oss, &format!("jobid_var={value}")]);
-    let out = set("bad value");
+    let out = permanent(&c, &oss, "jobid_var", "bad value");
     assert!(failure_stderr(&out).contains("allowed are disable, procname_uid, nodelocal"));
-    assert!(set("WEFT_JOB").status.success(), "{}", String::from_utf8_lossy(&set("WEFT_JOB").stderr));
-    let start = Instant::now();
-    while mount_params(&a)["jobid_var"] != "WEFT_JOB" {
-        assert!(start.elapsed() < Duration::from_secs(10), "the mount never took the permanent jobid_var");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let out = permanent(&c, &oss, "jobid_var", "WEFT_JOB");
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    mounts_take(&[&a], "jobid_var", "WEFT_JOB");
     // A mount made later starts with it.
     let b = c.mount();
     assert_eq!(mount_params(&b)["jobid_var"], "WEFT_JOB");
@@ -547,14 +559,9 @@ fn mounts_take_their_client_settings_from_the_management_service() {
     // The mounts' bound of data written and not yet on the servers, the same way; a file
     // many times larger than it is written whole.
     assert_eq!(mount_params(&b)["max_dirty_mb"], "64", "the default");
-    let dirty = |value: &str| param(&c, &["set-param", "-P", "--server", &oss, &format!("max_dirty_mb={value}")]);
-    assert!(failure_stderr(&dirty("0")).contains("max_dirty_mb '0': MiB from 1 to"));
-    assert!(dirty("2").status.success());
-    let start = Instant::now();
-    while mount_params(&a)["max_dirty_mb"] != "2" || mount_params(&b)["max_dirty_mb"] != "2" {
-        assert!(start.elapsed() < Duration::from_secs(10), "the mounts never took the permanent max_dirty_mb");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    assert!(failure_stderr(&permanent(&c, &oss, "max_dirty_mb", "0")).contains("max_dirty_mb '0': MiB from 1 to"));
+    assert!(permanent(&c, &oss, "max_dirty_mb", "2").status.success());
+    mounts_take(&[&a, &b], "max_dirty_mb", "2");
     let data = pattern(7, 0, 24 << 20);
     std::fs::write(b.join("big"), &data).unwrap();
     assert!(std::fs::read(a.join("big")).unwrap() == data, "what one mount wrote under a 2 MiB bound, the other reads");
@@ -578,14 +585,10 @@ fn mounts_take_their_client_settings_from_the_management_service() {
     assert!(set_here(&a, "3").status.success());
     assert_eq!(mount_params(&a)["max_rpcs_in_flight"], "3");
     assert_eq!(mount_params(&b)["max_rpcs_in_flight"], "8", "a mount's own setting stays on it");
-    let rif = |value: &str| param(&c, &["set-param", "-P", "--server", &oss, &format!("max_rpcs_in_flight={value}")]);
-    assert!(failure_stderr(&rif("0")).contains("max_rpcs_in_flight '0': requests from 1 to 256"));
-    assert!(rif("1").status.success());
-    let start = Instant::now();
-    while mount_params(&a)["max_rpcs_in_flight"] != "1" || mount_params(&b)["max_rpcs_in_flight"] != "1" {
-        assert!(start.elapsed() < Duration::from_secs(10), "the mounts never took the permanent max_rpcs_in_flight");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+    let refused = failure_stderr(&permanent(&c, &oss, "max_rpcs_in_flight", "0"));
+    assert!(refused.contains("max_rpcs_in_flight '0': requests from 1 to 256"), "{refused}");
+    assert!(permanent(&c, &oss, "max_rpcs_in_flight", "1").status.success());
+    mounts_take(&[&a, &b], "max_rpcs_in_flight", "1");
     let data = pattern(8, 0, 24 << 20);
     std::fs::write(a.join("one-at-a-time"), &data).unwrap();
     assert!(std::fs::read(b.join("one-at-a-time")).unwrap() == data, "written one request at a time, read back whole");

@@ -2,8 +2,8 @@
 //! `jobid_var`, `jobid_name`, `max_dirty_mb` (Lustre's client-wide bound of data written
 //! and not yet on the servers: Weft's write-behind has one bound per mount, not one per OST
 //! as Lustre's `osc.*.max_dirty_mb`) and `max_rpcs_in_flight` (`osc.*.max_rpcs_in_flight`:
-//! weft_client::params::MAX_RPCS_IN_FLIGHT), read and set by `weft get-param`/`set-param` through the
-//! virtual attributes `weft.params` and `weft.param:NAME` of the mount's root, and applied
+//! weft_client::params::MAX_RPCS_IN_FLIGHT), read and set by `weft get-param`/`set-param`
+//! through the virtual attributes `weft.params` and `weft.param:NAME` of the mount's root, and applied
 //! from the permanent settings in the cluster map (`set-param -P`) when the mount starts and
 //! whenever they change. A setting made on the mount lasts until the next permanent one of
 //! the same name, as in Lustre. Read only beside them: each target's `mdc.*.import` and

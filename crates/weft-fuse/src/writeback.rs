@@ -3,10 +3,9 @@
 //! instead of waiting a round trip per 1 MiB.
 //!
 //! A file has at most `max_rpcs_in_flight` writes on their way (a mount parameter, 8 by
-//! default; Lustre's is per OST); what queues
-//! meanwhile is sent oldest first, and small writes go together (up to
-//! WRITE_GATHER_BYTES_MAX) when the same caller made them under locks of the same client:
-//! those side by side as one range, and others queued as further extents of each object's
+//! default; Lustre's is per OST); what queues meanwhile is sent oldest first, and small
+//! writes go together (up to WRITE_GATHER_BYTES_MAX) when the same caller made them under
+//! locks of the same client: those side by side as one range, and others queued as further extents of each object's
 //! request (`Client::write_many`, Lustre's niobufs). IO-500's 47,008-byte records, written
 //! by two processes, reach the OSTs as requests of several MiB instead of one each, whether
 //! the processes keep step (their records continue each other) or not: one that runs ahead

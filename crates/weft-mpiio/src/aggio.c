@@ -171,16 +171,30 @@ static int run_io(const struct wm_file *f, struct ioreq *r, int64_t n, int write
     return err;
 }
 
+/* Appends to `r` the requests of `len` bytes at file offset `off` (within one stripe),
+ * `buf` their memory: at most rpc_size each. How many it appended (at most
+ * len / rpc_size + 1). */
+static int64_t cut_requests(const struct wm_file *f, struct ioreq *r, int64_t off, int64_t len, char *buf)
+{
+    int64_t nr = 0;
+    for (int64_t o = 0; o < len; o += f->rpc_size, nr++) {
+        r[nr].off = off + o;
+        r[nr].len = len - o < f->rpc_size ? len - o : f->rpc_size;
+        r[nr].buf = buf + o;
+        r[nr].ost = (off / f->stripe_size) % f->stripe_count;
+    }
+    return nr;
+}
+
 /* ---- a rank's own pieces, where they are ---- */
 
 int wm_direct_io(const struct wm_file *f, int write, const struct wm_apiece *p, int64_t n, struct wm_iostat *st)
 {
-    if (n == 0) {
-        return 0;
+    int64_t S = f->stripe_size, nr = 0, bytes = 0;
+    for (int64_t i = 0; i < n; i++) {
+        bytes += p[i].len;
     }
-    int64_t S = f->stripe_size, nr = 0;
-    struct ioreq *r = malloc(sizeof(*r) * (size_t)n * 2 + sizeof(*r));
-    int64_t cap = n * 2 + 1;
+    struct ioreq *r = malloc(sizeof(*r) * (size_t)(n + bytes / f->rpc_size + 1));
     for (int64_t i = 0; i < n;) {
         /* pieces that continue each other in the file and in memory, in one stripe, as one */
         int64_t off = p[i].off, len = p[i].len;
@@ -188,17 +202,7 @@ int wm_direct_io(const struct wm_file *f, int write, const struct wm_apiece *p, 
         for (i++; i < n && p[i].off == off + len && p[i].data == data + len && p[i].off / S == off / S; i++) {
             len += p[i].len;
         }
-        for (int64_t o = 0; o < len; o += f->rpc_size) {
-            if (nr == cap) {
-                cap *= 2;
-                r = realloc(r, sizeof(*r) * (size_t)cap);
-            }
-            r[nr].off = off + o;
-            r[nr].len = len - o < f->rpc_size ? len - o : f->rpc_size;
-            r[nr].buf = data + o;
-            r[nr].ost = (off / S) % f->stripe_count;
-            nr++;
-        }
+        nr += cut_requests(f, r + nr, off, len, data);
     }
     int err = run_io(f, r, nr, write, st);
     free(r);
@@ -273,14 +277,7 @@ int wm_window_io(const struct wm_file *f, int write, struct wm_apiece *p, int64_
             if (!rd && !write) {
                 continue;
             }
-            for (int64_t o = es[e]; o < ee[e]; o += f->rpc_size) {
-                int64_t len = ee[e] - o < f->rpc_size ? ee[e] - o : f->rpc_size;
-                r[nr].off = o;
-                r[nr].len = len;
-                r[nr].buf = buf + eb[e] + (o - es[e]);
-                r[nr].ost = (o / S) % f->stripe_count;
-                nr++;
-            }
+            nr += cut_requests(f, r + nr, es[e], ee[e] - es[e], buf + eb[e]);
         }
         if (rd) {
             err = run_io(f, r, nr, 0, st);

@@ -355,10 +355,10 @@ static void finish_exchange(const struct wm_file *f, int a2a, const void *sb, co
                             const int *rc, const int *rd, MPI_Request *req, int nreq, MPI_Status *st)
 {
     if (a2a) {
-        MPI_Ialltoallv(sb, sc, sd, MPI_BYTE, rb, rc, rd, MPI_BYTE, f->comm, &req[0]);
-        nreq = 1;
+        wm_alltoallv(f->wait_sleep, sb, sc, sd, rb, rc, rd, MPI_BYTE, f->comm);
+    } else {
+        wm_wait_all(f, nreq, req, st);
     }
-    wm_wait_all(f, nreq, req, st);
 }
 
 static void print_split(const struct wm_file *f, int write, double total, const double *t, const struct wm_iostat *io)

@@ -407,21 +407,23 @@ static int launcher_node_ranks(void)
     return 0;
 }
 
-/* More ranks on this node than it has cores, where the layer's waits poll with sleeps: by
- * the launcher's count, else (split: 1, a blocking collective of comm) by comm's ranks
- * that share memory with this one, else (split: 0) not. */
-static int oversubscribed(MPI_Comm comm, int split)
+/* The ranks of comm that share memory with this one (a blocking collective of comm): the
+ * node's ranks when the launcher does not say. */
+static int shared_memory_ranks(MPI_Comm comm)
+{
+    MPI_Comm node;
+    int n = 1;
+    if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
+        MPI_Comm_size(node, &n);
+        PMPI_Comm_free(&node);
+    }
+    return n;
+}
+
+/* More ranks on this node than it has cores: where the layer's waits poll with sleeps. */
+static int oversubscribed(int node_ranks)
 {
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
-    int node_ranks = launcher_node_ranks();
-    if (node_ranks <= 0 && split) {
-        MPI_Comm node;
-        node_ranks = 1;
-        if (PMPI_Comm_split_type(comm, MPI_COMM_TYPE_SHARED, 0, MPI_INFO_NULL, &node) == MPI_SUCCESS) {
-            MPI_Comm_size(node, &node_ranks);
-            PMPI_Comm_free(&node);
-        }
-    }
     return cores > 0 && node_ranks > cores;
 }
 
@@ -446,14 +448,15 @@ int MPI_File_open(MPI_Comm comm, const char *filename, int amode, MPI_Info info,
                   find_weft_mount(abs, mgs, sizeof(mgs), inner, sizeof(inner)) == 0;
     /* How this open's own collectives wait. A file off Weft costs the layer this one
      * allreduce, and no split of comm to count the node's ranks. */
-    int sleep = wait_choice(info, oversubscribed(comm, 0));
+    int launcher_ranks = launcher_node_ranks();
+    int sleep = wait_choice(info, oversubscribed(launcher_ranks));
     int all_on = 0, rank, nprocs;
     wm_allreduce(sleep, &on_weft, &all_on, 1, MPI_INT, MPI_MIN, comm);
     if (!all_on) {
         return PMPI_File_open(comm, filename, amode, info, fh);
     }
-    if (launcher_node_ranks() <= 0) {
-        sleep = wait_choice(info, oversubscribed(comm, 1));
+    if (launcher_ranks <= 0) {
+        sleep = wait_choice(info, oversubscribed(shared_memory_ranks(comm)));
     }
     MPI_Comm_rank(comm, &rank);
     MPI_Comm_size(comm, &nprocs);

@@ -22,6 +22,8 @@
 #include <unistd.h>
 #include <weft.h>
 
+#include "drop_caches.h"
+
 static double now(void)
 {
     struct timespec ts;
@@ -134,14 +136,7 @@ int main(int argc, char **argv)
         double w = pass(wf, fd, 1, buf, calls, call, nt, &wm, &wx);
         if (drop) {
             /* the mount's read from the servers, not from the cache its write left */
-            sync();
-            FILE *dc = fopen("/proc/sys/vm/drop_caches", "w");
-            if (!dc || fputs("3", dc) < 0) {
-                fprintf(stderr, "libweft_bench: cannot drop the page cache\n");
-            }
-            if (dc) {
-                fclose(dc);
-            }
+            drop_page_cache("libweft_bench");
         }
         double r = pass(wf, fd, 0, back, calls, call, nt, &rm, &rx);
         if (memcmp(buf, back, (size_t)total) != 0) {

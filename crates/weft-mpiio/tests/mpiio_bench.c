@@ -31,6 +31,8 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "drop_caches.h"
+
 static int rank, nprocs;
 
 static void die(const char *what)
@@ -138,14 +140,7 @@ int main(int argc, char **argv)
         int write = pass == 0;
         if (!write && drop && strcmp(drop, "1") == 0 && rank == 0) {
             /* the read from the servers, not from the page cache the mount's writes left */
-            sync();
-            FILE *dc = fopen("/proc/sys/vm/drop_caches", "w");
-            if (!dc || fputs("3", dc) < 0) {
-                fprintf(stderr, "mpiio_bench: cannot drop the page cache\n");
-            }
-            if (dc) {
-                fclose(dc);
-            }
+            drop_page_cache("mpiio_bench");
         }
         MPI_Barrier(MPI_COMM_WORLD);
         double t0 = MPI_Wtime();

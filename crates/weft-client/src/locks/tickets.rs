@@ -1,8 +1,9 @@
 //! The requests in flight that may bring a lock back (their answers carry grants), in the
 //! order they were sent. A blocking callback can overtake the answer that grants the lock
 //! it is about: a callback for an unknown lock first waits for the requests in flight when
-//! it arrived, or for the grant ([`Tickets::await_landed_or`]); and a grant carried by an answer to a request
-//! sent before a lock was called back is older than the callback (see `LockTable::insert`).
+//! it arrived, or for the grant ([`Tickets::await_landed_or`]); and a grant carried by an
+//! answer to a request sent before a lock was called back is older than the callback (see
+//! `LockTable::insert`).
 
 use std::collections::BTreeSet;
 use std::sync::Mutex;
